@@ -1,0 +1,149 @@
+# dpsilo: plain Makefile.
+#
+# Sources are discovered by wildcard so that adding a module, a test or a benchmark never needs an edit
+# here:
+#   <lib>/*.c                -> $(BUILD)/lib<lib>.a        (common accounting estimators federated)
+#   service/*.c but main.c   -> $(BUILD)/libservice.a      (so unit tests can link handlers)
+#   service/main.c           -> $(BUILD)/dpsilod
+#   cli/<name>.c             -> $(BUILD)/<name>            (command-line tools, e.g. dpsilo-account)
+#   tests/unit/test_*.c      -> $(BUILD)/tests/test_*      (one cmocka binary per module)
+#   tests/integration/*.sh   run against $(BUILD)/dpsilod
+#   bench/<name>/*.c         -> $(BUILD)/bench/<name>      (bench/<name>/run.sh drives it)
+#
+# Targets: all (default), deps, run, test, asan, tsan, bench, check-deps, format, format-check, clean.
+
+BUILD   ?= build
+CC      ?= cc
+CSTD     = -std=c11 -D_POSIX_C_SOURCE=200809L
+WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wformat=2 -Wvla -Wpointer-arith -Wundef -Wdouble-promotion -fno-common
+CFLAGS  ?= -O2 -g -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+LDFLAGS ?=
+GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+VERSION    := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+CPPFLAGS = -I. -DDPSILO_VERSION='"$(VERSION)"' -DDPSILO_GIT_COMMIT='"$(GIT_COMMIT)"'
+LDLIBS   = -lmicrohttpd -ljansson -lgsl -lgslcblas -lsqlite3 -lpthread -lm
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -MMD -MP
+
+LIBS      = common accounting estimators federated
+lib_srcs  = $(wildcard $(1)/*.c)
+lib_objs  = $(patsubst %.c,$(BUILD)/obj/%.o,$(call lib_srcs,$(1)))
+# Link order: most dependent first.
+LIB_ARCHIVES = $(BUILD)/libservice.a $(BUILD)/libfederated.a $(BUILD)/libestimators.a \
+               $(BUILD)/libaccounting.a $(BUILD)/libcommon.a
+
+SERVICE_SRCS = $(filter-out service/main.c,$(wildcard service/*.c))
+SERVICE_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(SERVICE_SRCS))
+CLI_SRCS     = $(wildcard cli/*.c)
+CLI_BINS     = $(patsubst cli/%.c,$(BUILD)/%,$(CLI_SRCS))
+UNIT_SRCS    = $(wildcard tests/unit/test_*.c)
+UNIT_BINS    = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+BENCH_DIRS   = $(patsubst bench/%/,%,$(sort $(dir $(wildcard bench/*/*.c))))
+BENCH_BINS   = $(patsubst %,$(BUILD)/bench/%,$(BENCH_DIRS))
+
+DEB_PKGS = build-essential libmicrohttpd-dev libjansson-dev libgsl-dev libsqlite3-dev libcmocka-dev \
+           curl clang-format sqlite3 python3
+
+.SECONDARY:
+
+.PHONY: all deps run test unit integration asan tsan bench check-deps format format-check clean
+
+all: check-deps $(BUILD)/dpsilod $(CLI_BINS)
+
+# ---- libraries --------------------------------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+define lib_rule
+$(BUILD)/lib$(1).a: $(call lib_objs,$(1))
+	@mkdir -p $$(dir $$@)
+	rm -f $$@ && ar rcs $$@ $$^
+endef
+$(foreach l,$(LIBS),$(eval $(call lib_rule,$(l))))
+
+$(BUILD)/libservice.a: $(SERVICE_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/dpsilod: $(BUILD)/obj/service/main.o $(LIB_ARCHIVES)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_ARCHIVES) $(LDLIBS)
+
+$(BUILD)/dpsilo-%: $(BUILD)/obj/cli/dpsilo-%.o $(LIB_ARCHIVES)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_ARCHIVES) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_ARCHIVES) $(LDLIBS) -lcmocka
+
+.SECONDEXPANSION:
+$(BUILD)/bench/%: $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard bench/%/*.c)) $(LIB_ARCHIVES)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_ARCHIVES) $(LDLIBS)
+
+# ---- set-up -------------------------------------------------------------------------------------------
+# Installs only what is missing; uses sudo when not root.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+LISTEN ?= 127.0.0.1:8080
+DB     ?= ./var/dpsilo.db
+run: deps all
+	@mkdir -p $(dir $(DB))
+	./$(BUILD)/dpsilod --listen $(LISTEN) --db $(DB) $(RUN_FLAGS)
+
+# ---- tests --------------------------------------------------------------------------------------------
+test: deps
+	$(MAKE) all
+	$(MAKE) unit integration
+
+unit: $(UNIT_BINS)
+	@fail=0; for t in $(UNIT_BINS); do \
+	  echo "== $$t"; $$t || fail=1; \
+	done; \
+	if [ $$fail -ne 0 ]; then echo "unit tests FAILED"; exit 1; fi
+
+integration: $(BUILD)/dpsilod $(CLI_BINS)
+	@fail=0; pass=0; nfail=0; for t in $(sort $(wildcard tests/integration/test_*.sh)); do \
+	  echo "== $$t"; \
+	  if BUILD=$(BUILD) DPSILOD=$(BUILD)/dpsilod bash $$t; then pass=$$((pass+1)); else fail=1; nfail=$$((nfail+1)); fi; \
+	done; \
+	echo "integration: $$pass passed, $$nfail failed"; \
+	exit $$fail
+
+SAN_FLAGS = -O1 -g -fno-omit-frame-pointer
+asan: deps
+	$(MAKE) BUILD=build-asan CFLAGS="$(SAN_FLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all" \
+	        LDFLAGS="-fsanitize=address,undefined" all unit integration
+
+tsan: deps
+	$(MAKE) BUILD=build-tsan CFLAGS="$(SAN_FLAGS) -fsanitize=thread" LDFLAGS="-fsanitize=thread" \
+	        all unit integration
+
+bench: all $(BENCH_BINS)
+	@for d in $(sort $(wildcard bench/*/run.sh)); do echo "== $$d"; BUILD=$(BUILD) bash $$d || exit 1; done
+
+# ---- hygiene ------------------------------------------------------------------------------------------
+# Only service/ may include the HTTP, JSON and SQL headers (DESIGN.md, STYLE.md 2.1).
+check-deps:
+	@bad=$$(grep -rlE '#[[:space:]]*include[[:space:]]*[<"](microhttpd|jansson|sqlite3)\.h' \
+	        common accounting estimators federated 2>/dev/null); \
+	if [ -n "$$bad" ]; then echo "check-deps: service-only header included in: $$bad"; exit 1; fi
+
+FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_SRCS)
+format-check:
+	clang-format --dry-run -Werror $(FORMAT_SRCS)
+
+clean:
+	rm -rf build build-asan build-tsan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

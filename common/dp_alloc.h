@@ -1,0 +1,29 @@
+/*
+ * dp_alloc: the allocator every dpsilo library uses, with a test-only failure-injection hook.
+ *
+ * dp_malloc/dp_calloc/dp_realloc/dp_free behave like their libc counterparts (dp_calloc checks n*size
+ * for overflow, dp_free(NULL) is a no-op) and never abort. Tests call dp_alloc_fail_after(N) so that the
+ * Nth allocation from then on returns NULL (STYLE.md 2.9, failure injection); N = 0 disables it.
+ * jansson can be routed through these by the service (json_set_alloc_funcs).
+ *
+ * Thread-safety: the counters are C11 atomics; the hook is meant for single-threaded unit tests.
+ */
+#ifndef DP_COMMON_DP_ALLOC_H
+#define DP_COMMON_DP_ALLOC_H
+
+#include <stddef.h>
+
+void *dp_malloc(size_t size);
+void *dp_calloc(size_t n, size_t size);
+/* Like realloc: on failure returns NULL and leaves p valid (never write p = dp_realloc(p, n)). */
+void *dp_realloc(void *p, size_t size);
+void dp_free(void *p);
+/* Returns a dp_malloc'd copy of s (owned by caller), or NULL. */
+char *dp_strdup(const char *s);
+
+/* Test hook: the nth allocation from now fails (1 = the next one); 0 disables. */
+void dp_alloc_fail_after(long n);
+/* Number of allocations failed on purpose since start (for tests). */
+long dp_alloc_failures(void);
+
+#endif

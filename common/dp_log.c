@@ -1,0 +1,67 @@
+/*
+ * dp_log.c: see dp_log.h. Each line is formatted into a local buffer and written with one fputs so that
+ * lines from different threads do not interleave (stdio locks the stream per call).
+ */
+#include "common/dp_log.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static int log_level = DP_LOG_INFO; /* written once before threads start */
+
+int dp_log_level_parse(const char *s)
+{
+    static const char *names[] = {"debug", "info", "warn", "error", "off"};
+    if (s == NULL)
+        return -1;
+    for (int i = 0; i < 5; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+void dp_log_set_level(int level)
+{
+    log_level = level;
+}
+
+int dp_log_get_level(void)
+{
+    return log_level;
+}
+
+void dp_log(int level, const char *req_id, const char *fmt, ...)
+{
+    static const char *tags[] = {"DEBUG", "INFO", "WARN", "ERROR"};
+    if (level < log_level || level < DP_LOG_DEBUG || level > DP_LOG_ERROR)
+        return;
+    struct timespec ts;
+    struct tm tm;
+    char when[32] = "?";
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm) != NULL) {
+        size_t k = strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+        if (k > 0)
+            snprintf(when + k, sizeof when - k, ".%03ldZ", ts.tv_nsec / 1000000L);
+    }
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        msg[0] = '\0';
+    for (char *p = msg; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    char line[1200];
+    n = snprintf(line, sizeof line, "%s %s [%lx] %s %s\n", when, tags[level],
+                 (unsigned long)pthread_self(), req_id ? req_id : "-", msg);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line)
+        line[sizeof line - 2] = '\n';
+    fputs(line, stderr);
+}
