@@ -515,7 +515,7 @@ static int item_prepare(const ledger *l, const ledger_charge_req *req, const cha
     dp_err zerr;
     dp_err_clear(&zerr);
     double rho = INFINITY;
-    if (acct_zcdp_eval(req->event, req->neighboring, &rho, &zerr) != DP_OK || isnan(rho) || rho < 0)
+    if (acct_zcdp_eval(req->event, &rho, &zerr) != DP_OK || isnan(rho) || rho < 0)
         rho = INFINITY;
     it->cost_rho = rho;
     /* Request hash: what, event, relation and job; a retry with another body is a conflict. */
