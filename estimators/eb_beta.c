@@ -137,10 +137,32 @@ static void pairs_free(bb_pairs *p)
     dp_free(p->c);
 }
 
-static double lng(double x)
+/* Stirling tail c(y) of log Gamma(y) = (y - 1/2) log y - y + log(2 pi)/2 + c(y); for y >= 20 the
+ * omitted term 1/(1680 y^7) is below 5e-13. */
+static double stirling_tail(double y)
 {
+    double y2 = y * y;
+    return 1.0 / (12.0 * y) - 1.0 / (360.0 * y * y2) + 1.0 / (1260.0 * y * y2 * y2);
+}
+
+/* log Gamma(x + k) - log Gamma(x) for integer k >= 0, accurate when x >> k too. GSL's lnpoch loses
+ * about 1e-5 absolute at x = 4e8 (cancellation of two lngammas), which is enough to mistake the
+ * S = inf boundary for an interior maximum, so large x uses the Stirling difference with log1p. */
+static double lnpoch(double x, double k)
+{
+    if (k == 0.0)
+        return 0.0;
+    if (x >= 20.0)
+        return (x - 0.5) * log1p(k / x) + k * log(x + k) - k + stirling_tail(x + k) -
+               stirling_tail(x);
+    if (k <= 64.0) {
+        double s = 0.0;
+        for (double j = 0; j < k; j++)
+            s += log(x + j);
+        return s;
+    }
     gsl_sf_result r;
-    if (gsl_sf_lngamma_e(x, &r) != GSL_SUCCESS)
+    if (gsl_sf_lnpoch_e(x, k, &r) != GSL_SUCCESS)
         return NAN;
     return r.val;
 }
@@ -168,7 +190,7 @@ static double pairs_ll(const bb_pairs *p, double a, double b)
     double ll = 0.0;
     for (size_t k = 0; k < p->k; k++) {
         double n = p->n[k], z = p->z[k];
-        ll += p->c[k] * (lng(a + z) - lng(a) + lng(b + n - z) - lng(b) + lng(a + b) - lng(a + b + n));
+        ll += p->c[k] * (lnpoch(a, z) + lnpoch(b, n - z) - lnpoch(a + b, n));
     }
     return ll;
 }
@@ -192,8 +214,7 @@ double eb_beta_loglik(const eb_beta_data *b, double alpha, double beta)
         double n = b->n[i], z = b->z[i];
         gsl_sf_result r;
         double lc = gsl_sf_lnchoose_e((unsigned)n, (unsigned)z, &r) == GSL_SUCCESS ? r.val : (double)NAN;
-        ll += lc + lng(alpha + z) - lng(alpha) + lng(beta + n - z) - lng(beta) + lng(alpha + beta) -
-              lng(alpha + beta + n);
+        ll += lc + lnpoch(alpha, z) + lnpoch(beta, n - z) - lnpoch(alpha + beta, n);
     }
     return ll;
 }
@@ -581,7 +602,24 @@ int eb_beta_fit_mle(const eb_beta_data *b, unsigned max_iter, eb_beta_prior *out
     out->mu = out->alpha / out->s;
     out->iterations = it;
     out->status = st;
-    out->loglik = ll + pairs_lnchoose(&p);
+    double lc = pairs_lnchoose(&p);
+    out->loglik = ll + lc;
+    /* The S = inf limit is the binomial model with one rate, p = sum z / sum n. If it is at least as
+     * likely as the fitted point, the data show no over-dispersion: report the boundary honestly. */
+    double sz = 0.0, sn = 0.0;
+    for (size_t k = 0; k < p.k; k++) {
+        sz += p.c[k] * p.z[k];
+        sn += p.c[k] * p.n[k];
+    }
+    double pr = sz / sn, llinf = lc;
+    for (size_t k = 0; k < p.k; k++)
+        llinf += p.c[k] * (p.z[k] * log(pr) + (p.n[k] - p.z[k]) * log1p(-pr));
+    if (llinf >= out->loglik) {
+        out->alpha = out->beta = out->s = INFINITY;
+        out->mu = pr;
+        out->loglik = llinf;
+        out->status = EB_STATUS_BOUNDARY;
+    }
     pairs_free(&p);
     return DP_OK;
 }
