@@ -1,6 +1,6 @@
 /*
- * eb_beta.c: Beta-Bernoulli empirical Bayes (Ozkara et al. 2023, eq. 6-7, Thm 3-4, App C; digest 2.4).
- * See eb_beta.h for the model, the variants and the clamps.
+ * eb_beta.c: Beta-Bernoulli empirical Bayes (Ozkara et al. 2023, eq. 6-7, Thm 3-4, App C;
+ * digest 2.4). See eb_beta.h for the model, the variants and the clamps.
  */
 #include "estimators/eb_beta.h"
 
@@ -15,8 +15,8 @@
 #include "common/dp_alloc.h"
 #include "estimators/eb_ldp.h"
 
-/* Newton stops when the largest step in (log alpha, log beta) is below this: 1e-10 relative change in
- * alpha and beta, far below their sampling error for any m the service accepts. */
+/* Newton stops when the largest step in (log alpha, log beta) is below this: 1e-10 relative change
+ * in alpha and beta, far below their sampling error for any m the service accepts. */
 #define EB_BETA_STEP_TOL 1e-10
 /* Largest Newton step in log-parameters (a factor e^2 per iteration) to stay in the basin. */
 #define EB_BETA_MAX_STEP 2.0
@@ -28,14 +28,15 @@
 int eb_beta_data_check(const eb_beta_data *b, dp_err *err)
 {
     if (b->m < 1 || b->m > EB_MAX_CLIENTS)
-        return dp_err_set(err, DP_EINVAL, "clients", "number of clients must be in [1, %d] (got %zu)",
-                          EB_MAX_CLIENTS, b->m);
+        return dp_err_set(err, DP_EINVAL, "clients",
+                          "number of clients must be in [1, %d] (got %zu)", EB_MAX_CLIENTS, b->m);
     char f[DP_ERR_FIELD_MAX];
     for (size_t i = 0; i < b->m; i++) {
         double n = b->n[i], z = b->z[i];
         if (!isfinite(n) || n < 1 || n > EB_BETA_MAX_TRIALS || floor(n) != n) {
             snprintf(f, sizeof f, "clients[%zu].trials", i);
-            return dp_err_set(err, DP_EINVAL, f, "trials must be an integer in [1, 1e9] (got %g)", n);
+            return dp_err_set(err, DP_EINVAL, f, "trials must be an integer in [1, 1e9] (got %g)",
+                              n);
         }
         if (!isfinite(z) || z < 0 || floor(z) != z) {
             snprintf(f, sizeof f, "clients[%zu].successes", i);
@@ -43,7 +44,8 @@ int eb_beta_data_check(const eb_beta_data *b, dp_err *err)
         }
         if (z > n) {
             snprintf(f, sizeof f, "clients[%zu].successes", i);
-            return dp_err_set(err, DP_EINVAL, f, "successes (%g) must not exceed trials (%g)", z, n);
+            return dp_err_set(err, DP_EINVAL, f, "successes (%g) must not exceed trials (%g)", z,
+                              n);
         }
     }
     return DP_OK;
@@ -55,7 +57,8 @@ double eb_beta_known_mse(double alpha, double beta, double n)
     return alpha * beta / (s * (s + 1.0) * (s + n));
 }
 
-/* ---- distinct (n, z) pairs --------------------------------------------------------------------- */
+/* ---- distinct (n, z) pairs ---------------------------------------------------------------------
+ */
 
 typedef struct bb_pairs {
     size_t k;      /* distinct pairs */
@@ -213,13 +216,15 @@ double eb_beta_loglik(const eb_beta_data *b, double alpha, double beta)
     for (size_t i = 0; i < b->m; i++) {
         double n = b->n[i], z = b->z[i];
         gsl_sf_result r;
-        double lc = gsl_sf_lnchoose_e((unsigned)n, (unsigned)z, &r) == GSL_SUCCESS ? r.val : (double)NAN;
+        double lc =
+            gsl_sf_lnchoose_e((unsigned)n, (unsigned)z, &r) == GSL_SUCCESS ? r.val : (double)NAN;
         ll += lc + lnpoch(alpha, z) + lnpoch(beta, n - z) - lnpoch(alpha + beta, n);
     }
     return ll;
 }
 
-/* ---- posterior with a given prior ---------------------------------------------------------------- */
+/* ---- posterior with a given prior
+ * ---------------------------------------------------------------- */
 
 static void posterior_one(double z, double n, double mu, double s, double *mean, double *sd,
                           double *shr, size_t i)
@@ -266,16 +271,19 @@ int eb_beta_posterior_known(const eb_beta_data *b, double alpha, double beta, do
         return dp_err_set(err, DP_EINVAL, "prior.alpha", "alpha must be finite and > 0 (got %g)",
                           alpha);
     if (!isfinite(beta) || beta <= 0)
-        return dp_err_set(err, DP_EINVAL, "prior.beta", "beta must be finite and > 0 (got %g)", beta);
+        return dp_err_set(err, DP_EINVAL, "prior.beta", "beta must be finite and > 0 (got %g)",
+                          beta);
     double s = alpha + beta;
     for (size_t i = 0; i < b->m; i++)
         posterior_one(b->z[i], b->n[i], alpha / s, s, mean, sd, shrinkage, i);
     return DP_OK;
 }
 
-/* ---- moment estimators ----------------------------------------------------------------------------- */
+/* ---- moment estimators
+ * ----------------------------------------------------------------------------- */
 
-/* Weight a = n/(S+n) from the moments, with the clamps of eb_beta.h. *s_out gets S (inf if pooled). */
+/* Weight a = n/(S+n) from the moments, with the clamps of eb_beta.h. *s_out gets S (inf if pooled).
+ */
 static double weight_from_moments(double mu, double var, double n, bool minus1, eb_beta_counts *cnt,
                                   double *s_out)
 {
@@ -301,8 +309,8 @@ static double clamp01(double x)
     return x < 0 ? 0 : (x > 1 ? 1 : x);
 }
 
-/* The shared moment core. x: first-moment messages (xbar or RR values); u: NULL (variance from x) or
- * second-moment messages. own: the clients' raw xbar. */
+/* The shared moment core. x: first-moment messages (xbar or RR values); u: NULL (variance from x)
+ * or second-moment messages. own: the clients' raw xbar. */
 static void moments_core(const eb_beta_data *b, const double *x, const double *u, bool minus1,
                          bool loo, double *mean, double *sd, double *shr, eb_beta_counts *cnt)
 {
@@ -484,7 +492,8 @@ int eb_beta_posterior_moments(const eb_beta_data *b, eb_beta_variant v, bool lea
     return DP_OK;
 }
 
-/* ---- maximum likelihood -------------------------------------------------------------------------- */
+/* ---- maximum likelihood
+ * -------------------------------------------------------------------------- */
 
 int eb_beta_fit_mle(const eb_beta_data *b, unsigned max_iter, eb_beta_prior *out, dp_err *err)
 {
@@ -604,8 +613,9 @@ int eb_beta_fit_mle(const eb_beta_data *b, unsigned max_iter, eb_beta_prior *out
     out->status = st;
     double lc = pairs_lnchoose(&p);
     out->loglik = ll + lc;
-    /* The S = inf limit is the binomial model with one rate, p = sum z / sum n. If it is at least as
-     * likely as the fitted point, the data show no over-dispersion: report the boundary honestly. */
+    /* The S = inf limit is the binomial model with one rate, p = sum z / sum n. If it is at least
+     * as likely as the fitted point, the data show no over-dispersion: report the boundary
+     * honestly. */
     double sz = 0.0, sn = 0.0;
     for (size_t k = 0; k < p.k; k++) {
         sz += p.c[k] * p.z[k];
@@ -624,7 +634,8 @@ int eb_beta_fit_mle(const eb_beta_data *b, unsigned max_iter, eb_beta_prior *out
     return DP_OK;
 }
 
-/* ---- private -------------------------------------------------------------------------------------- */
+/* ---- private
+ * -------------------------------------------------------------------------------------- */
 
 int eb_beta_private(const eb_beta_data *b, eb_beta_scheme scheme, eb_beta_variant v, double eps0,
                     bool leave_one_out, uint64_t seed, double *mean, double *sd, double *shrinkage,
@@ -635,8 +646,8 @@ int eb_beta_private(const eb_beta_data *b, eb_beta_scheme scheme, eb_beta_varian
     if (rc != DP_OK)
         return rc;
     if (!isfinite(eps0) || eps0 <= 0)
-        return dp_err_set(err, DP_EINVAL, "privacy.epsilon0", "epsilon0 must be finite and > 0 (got %g)",
-                          eps0);
+        return dp_err_set(err, DP_EINVAL, "privacy.epsilon0",
+                          "epsilon0 must be finite and > 0 (got %g)", eps0);
     if (scheme == EB_BETA_PRIV_PAPER_1BIT && v == EB_BETA_UNBIASED)
         return dp_err_set(err, DP_EINVAL, "variant",
                           "paper_1bit sends one bit: use variant paper or paper_no_minus1");
@@ -696,7 +707,8 @@ int eb_beta_private(const eb_beta_data *b, eb_beta_scheme scheme, eb_beta_varian
             var /= (double)m - 1.0;
         }
         prior_from_moments(clamp01(mu), var, minus1, prior_out);
-        if (prior_out->s > 0 && isfinite(prior_out->s) && prior_out->alpha > 0 && prior_out->beta > 0)
+        if (prior_out->s > 0 && isfinite(prior_out->s) && prior_out->alpha > 0 &&
+            prior_out->beta > 0)
             prior_out->loglik = eb_beta_loglik(b, prior_out->alpha, prior_out->beta);
     }
     if (info) {

@@ -16,17 +16,17 @@
 
 /* Brent on the tau2 score stops when the bracket is this narrow: relative to tau2, plus an absolute
  * floor relative to the data scale (range^2), far below any statistically meaningful difference. */
-#define EB_GAUSS_TAU2_RTOL 1e-12
+#define EB_GAUSS_TAU2_RTOL     1e-12
 #define EB_GAUSS_TAU2_ATOL_REL 1e-15
 
 int eb_gauss_data_check(const eb_gauss_data *g, dp_err *err)
 {
     if (g->m < 1 || g->m > EB_MAX_CLIENTS)
-        return dp_err_set(err, DP_EINVAL, "clients", "number of clients must be in [1, %d] (got %zu)",
-                          EB_MAX_CLIENTS, g->m);
+        return dp_err_set(err, DP_EINVAL, "clients",
+                          "number of clients must be in [1, %d] (got %zu)", EB_MAX_CLIENTS, g->m);
     if (g->d < 1 || g->d > EB_MAX_DIM)
-        return dp_err_set(err, DP_EINVAL, "clients[0].mean", "dimension must be in [1, %d] (got %zu)",
-                          EB_MAX_DIM, g->d);
+        return dp_err_set(err, DP_EINVAL, "clients[0].mean",
+                          "dimension must be in [1, %d] (got %zu)", EB_MAX_DIM, g->d);
     if (!isfinite(g->sigma_x2) || g->sigma_x2 <= 0)
         return dp_err_set(err, DP_EINVAL, "noise_variance",
                           "noise_variance must be finite and > 0 (got %g)", g->sigma_x2);
@@ -62,8 +62,9 @@ int eb_gauss_pool_sigma_x2(size_t m, const double *n, const double *within_var, 
         }
     }
     if (den <= 0)
-        return dp_err_set(err, DP_EINVAL, "clients",
-                          "pooling noise_variance needs a client with n >= 2 and a within_variance");
+        return dp_err_set(
+            err, DP_EINVAL, "clients",
+            "pooling noise_variance needs a client with n >= 2 and a within_variance");
     if (num <= 0)
         return dp_err_set(err, DP_EINVAL, "clients",
                           "pooled within-client variance is 0; give noise_variance instead");
@@ -184,8 +185,8 @@ static int fit_coord(const eb_gauss_data *g, size_t j, const double *tau2_known,
         } else {
             int st = gsl_root_fsolver_set(solver, &F, 0.0, hi);
             if (st != GSL_SUCCESS)
-                return dp_err_set(err, DP_ENUMERIC, "clients", "prior variance root bracket failed (%s)",
-                                  gsl_strerror(st));
+                return dp_err_set(err, DP_ENUMERIC, "clients",
+                                  "prior variance root bracket failed (%s)", gsl_strerror(st));
             unsigned it = 0;
             int conv = 0;
             double lo = 0.0, up = hi;
@@ -193,12 +194,12 @@ static int fit_coord(const eb_gauss_data *g, size_t j, const double *tau2_known,
                 it++;
                 st = gsl_root_fsolver_iterate(solver);
                 if (st != GSL_SUCCESS)
-                    return dp_err_set(err, DP_ENUMERIC, "clients", "prior variance solver failed (%s)",
-                                      gsl_strerror(st));
+                    return dp_err_set(err, DP_ENUMERIC, "clients",
+                                      "prior variance solver failed (%s)", gsl_strerror(st));
                 lo = gsl_root_fsolver_x_lower(solver);
                 up = gsl_root_fsolver_x_upper(solver);
-                if (gsl_root_test_interval(lo, up, EB_GAUSS_TAU2_ATOL_REL * hi, EB_GAUSS_TAU2_RTOL) ==
-                    GSL_SUCCESS) {
+                if (gsl_root_test_interval(lo, up, EB_GAUSS_TAU2_ATOL_REL * hi,
+                                           EB_GAUSS_TAU2_RTOL) == GSL_SUCCESS) {
                     conv = 1;
                     break;
                 }
@@ -260,7 +261,8 @@ int eb_gauss_posterior(const eb_gauss_data *g, const eb_gauss_coord *prior, doub
     for (size_t j = 0; j < g->d; j++)
         if (!isfinite(prior[j].mu) || !isfinite(prior[j].tau2) || prior[j].tau2 < 0 ||
             !isfinite(prior[j].mu_var) || prior[j].mu_var < 0)
-            return dp_err_set(err, DP_EINVAL, "prior", "prior mean/variance must be finite, variance >= 0");
+            return dp_err_set(err, DP_EINVAL, "prior",
+                              "prior mean/variance must be finite, variance >= 0");
     for (size_t i = 0; i < g->m; i++) {
         double s2 = g->sigma_x2 / g->n[i];
         for (size_t j = 0; j < g->d; j++) {
@@ -315,8 +317,8 @@ int eb_gauss_privatize(const eb_gauss_data *g, const eb_gauss_private_opts *o, d
     info->n_clipped = 0;
     info->ldp = (eb_ldp_gauss){0};
     if (o->channel == EB_CHANNEL_GAUSSIAN) {
-        rc = eb_ldp_gauss_calibrate(o->eps0, o->delta, b, g->d, o->per_coordinate, o->cal, &info->ldp,
-                                    err);
+        rc = eb_ldp_gauss_calibrate(o->eps0, o->delta, b, g->d, o->per_coordinate, o->cal,
+                                    &info->ldp, err);
         if (rc != DP_OK) {
             dp_err_prefix_field(err, "privacy");
             return rc;

@@ -1,6 +1,6 @@
 /*
- * eb_ldp.c: local randomizers and their calibration (Ozkara et al. 2023, Thm 2 and eq. 7; Balle & Wang
- * 2018). See eb_ldp.h for the contracts.
+ * eb_ldp.c: local randomizers and their calibration (Ozkara et al. 2023, Thm 2 and eq. 7; Balle &
+ * Wang 2018). See eb_ldp.h for the contracts.
  */
 #include "estimators/eb_ldp.h"
 
@@ -17,14 +17,14 @@
 /* Bracket expansion/bisection steps: log2(1e300) doublings and ~60 halvings are ample. */
 #define EB_CAL_MAX_STEPS 4000
 
-int eb_range_b(double r, double sigma_theta, double sigma_x2, double n, size_t m, eb_range_mode mode,
-               double *b, dp_err *err)
+int eb_range_b(double r, double sigma_theta, double sigma_x2, double n, size_t m,
+               eb_range_mode mode, double *b, dp_err *err)
 {
     if (!isfinite(r) || r < 0)
         return dp_err_set(err, DP_EINVAL, "r", "r must be finite and >= 0 (got %g)", r);
     if (!isfinite(sigma_theta) || sigma_theta < 0)
-        return dp_err_set(err, DP_EINVAL, "sigma_theta", "sigma_theta must be finite and >= 0 (got %g)",
-                          sigma_theta);
+        return dp_err_set(err, DP_EINVAL, "sigma_theta",
+                          "sigma_theta must be finite and >= 0 (got %g)", sigma_theta);
     if (!isfinite(sigma_x2) || sigma_x2 <= 0)
         return dp_err_set(err, DP_EINVAL, "noise_variance",
                           "noise_variance must be finite and > 0 (got %g)", sigma_x2);
@@ -37,10 +37,11 @@ int eb_range_b(double r, double sigma_theta, double sigma_x2, double n, size_t m
     double l = 2.0 * log(md) + log(n);
     double t;
     if (mode == EB_RANGE_SAFE)
-        t = sqrt(2.0 * (M_LN2 + l)); /* two-sided Gaussian tail with union bound over 2 m^2 n events */
+        t = sqrt(2.0 *
+                 (M_LN2 + l)); /* two-sided Gaussian tail with union bound over 2 m^2 n events */
     else
         t = sqrt(l); /* App B.2.1 as printed (digest A2) */
-    if (l <= 0) /* m = n = 1: the paper's log vanishes; keep at least one sd of margin */
+    if (l <= 0)      /* m = n = 1: the paper's log vanishes; keep at least one sd of margin */
         t = 1.0;
     *b = r + (sigma_theta + sqrt(sigma_x2 / n)) * t;
     return DP_OK;
@@ -70,13 +71,15 @@ double eb_gauss_delta_exact(double sensitivity, double sigma, double eps)
     return d > 0 ? d : 0.0;
 }
 
-int eb_gauss_sigma_analytic(double sensitivity, double eps, double delta, double *sigma, dp_err *err)
+int eb_gauss_sigma_analytic(double sensitivity, double eps, double delta, double *sigma,
+                            dp_err *err)
 {
     if (!isfinite(sensitivity) || sensitivity <= 0)
-        return dp_err_set(err, DP_EINVAL, "sensitivity", "sensitivity must be finite and > 0 (got %g)",
-                          sensitivity);
+        return dp_err_set(err, DP_EINVAL, "sensitivity",
+                          "sensitivity must be finite and > 0 (got %g)", sensitivity);
     if (!isfinite(eps) || eps <= 0)
-        return dp_err_set(err, DP_EINVAL, "epsilon0", "epsilon0 must be finite and > 0 (got %g)", eps);
+        return dp_err_set(err, DP_EINVAL, "epsilon0", "epsilon0 must be finite and > 0 (got %g)",
+                          eps);
     if (!isfinite(delta) || delta <= 0 || delta >= 1)
         return dp_err_set(err, DP_EINVAL, "delta", "delta must be in (0, 1) (got %g)", delta);
     double hi = sensitivity, lo = sensitivity;
@@ -84,8 +87,8 @@ int eb_gauss_sigma_analytic(double sensitivity, double eps, double delta, double
     while (eb_gauss_delta_exact(sensitivity, hi, eps) > delta) {
         hi *= 2.0;
         if (++steps > EB_CAL_MAX_STEPS || !isfinite(hi))
-            return dp_err_set(err, DP_ENUMERIC, "delta", "no noise level meets delta %g at epsilon0 %g",
-                              delta, eps);
+            return dp_err_set(err, DP_ENUMERIC, "delta",
+                              "no noise level meets delta %g at epsilon0 %g", delta, eps);
     }
     while (eb_gauss_delta_exact(sensitivity, lo, eps) <= delta) {
         lo *= 0.5;
@@ -110,19 +113,22 @@ int eb_ldp_gauss_calibrate(double eps0, double delta, double b, size_t d, bool p
                            eb_calibration cal, eb_ldp_gauss *out, dp_err *err)
 {
     if (!isfinite(eps0) || eps0 <= 0)
-        return dp_err_set(err, DP_EINVAL, "epsilon0", "epsilon0 must be finite and > 0 (got %g)", eps0);
+        return dp_err_set(err, DP_EINVAL, "epsilon0", "epsilon0 must be finite and > 0 (got %g)",
+                          eps0);
     if (!isfinite(delta) || delta <= 0 || delta >= 1)
         return dp_err_set(err, DP_EINVAL, "delta", "delta must be in (0, 1) (got %g)", delta);
     if (!isfinite(b) || b <= 0)
         return dp_err_set(err, DP_EINVAL, "b", "b must be finite and > 0 (got %g)", b);
     if (d < 1 || d > EB_MAX_DIM)
-        return dp_err_set(err, DP_EINVAL, "d", "dimension must be in [1, %d] (got %zu)", EB_MAX_DIM, d);
+        return dp_err_set(err, DP_EINVAL, "d", "dimension must be in [1, %d] (got %zu)", EB_MAX_DIM,
+                          d);
     out->eps0 = eps0;
     out->delta = delta;
     out->b = b;
     out->d = d;
     out->per_coordinate = per_coordinate;
-    /* Digest A3: vector sensitivity 2b sqrt(d) by default; the paper's per-coordinate 2b on request. */
+    /* Digest A3: vector sensitivity 2b sqrt(d) by default; the paper's per-coordinate 2b on
+     * request. */
     out->sensitivity = per_coordinate ? 2.0 * b : 2.0 * b * sqrt((double)d);
     if (cal == EB_CAL_CLASSIC && eps0 < 1.0) {
         /* App B.2 eq. 26: sigma_q^2 = 8 b^2 log(2/delta)/eps0^2 = Delta^2 2 ln(2/delta)/eps0^2. */
@@ -144,12 +150,13 @@ int eb_ldp_sigma(double sensitivity, double eps0, double delta, eb_calibration c
                  bool *analytic, dp_err *err)
 {
     if (!isfinite(eps0) || eps0 <= 0)
-        return dp_err_set(err, DP_EINVAL, "epsilon0", "epsilon0 must be finite and > 0 (got %g)", eps0);
+        return dp_err_set(err, DP_EINVAL, "epsilon0", "epsilon0 must be finite and > 0 (got %g)",
+                          eps0);
     if (!isfinite(delta) || delta <= 0 || delta >= 1)
         return dp_err_set(err, DP_EINVAL, "delta", "delta must be in (0, 1) (got %g)", delta);
     if (!isfinite(sensitivity) || sensitivity <= 0)
-        return dp_err_set(err, DP_EINVAL, "sensitivity", "sensitivity must be finite and > 0 (got %g)",
-                          sensitivity);
+        return dp_err_set(err, DP_EINVAL, "sensitivity",
+                          "sensitivity must be finite and > 0 (got %g)", sensitivity);
     if (cal == EB_CAL_CLASSIC && eps0 < 1.0) {
         *analytic = false;
         *sigma = sensitivity * sqrt(2.0 * log(2.0 / delta)) / eps0; /* paper eq. 26 */

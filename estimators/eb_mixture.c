@@ -1,6 +1,6 @@
 /*
- * eb_mixture.c: mixture-prior empirical Bayes (Ozkara et al. 2023, Thm 6, Alg 3, Lemma 3; digest 2.5-2.6).
- * See eb_mixture.h for the model, the algorithms and the contracts.
+ * eb_mixture.c: mixture-prior empirical Bayes (Ozkara et al. 2023, Thm 6, Alg 3, Lemma 3;
+ * digest 2.5-2.6). See eb_mixture.h for the model, the algorithms and the contracts.
  *
  * Workspace: one allocation per fit (responsibilities m*k, log-terms k, scratch), reused across
  * restarts and iterations (STYLE.md 2.4, GSL workspace rule).
@@ -45,19 +45,21 @@ static double sq_dist(const double *a, const double *b, size_t d)
 int eb_mix_prior_check(const eb_mix_prior *p, dp_err *err)
 {
     if (p->k < 1 || p->k > EB_MAX_COMPONENTS)
-        return dp_err_set(err, DP_EINVAL, "prior.components", "components must be in [1, %d] (got %zu)",
-                          EB_MAX_COMPONENTS, p->k);
+        return dp_err_set(err, DP_EINVAL, "prior.components",
+                          "components must be in [1, %d] (got %zu)", EB_MAX_COMPONENTS, p->k);
     char f[DP_ERR_FIELD_MAX];
     double ws = 0.0;
     for (size_t l = 0; l < p->k; l++) {
         if (!isfinite(p->w[l]) || p->w[l] < 0) {
             snprintf(f, sizeof f, "prior.components[%zu].weight", l);
-            return dp_err_set(err, DP_EINVAL, f, "weight must be finite and >= 0 (got %g)", p->w[l]);
+            return dp_err_set(err, DP_EINVAL, f, "weight must be finite and >= 0 (got %g)",
+                              p->w[l]);
         }
         ws += p->w[l];
         if (!isfinite(p->var[l]) || p->var[l] < 0) {
             snprintf(f, sizeof f, "prior.components[%zu].variance", l);
-            return dp_err_set(err, DP_EINVAL, f, "variance must be finite and >= 0 (got %g)", p->var[l]);
+            return dp_err_set(err, DP_EINVAL, f, "variance must be finite and >= 0 (got %g)",
+                              p->var[l]);
         }
         for (size_t j = 0; j < p->d; j++)
             if (!isfinite(p->mu[l * p->d + j])) {
@@ -66,7 +68,8 @@ int eb_mix_prior_check(const eb_mix_prior *p, dp_err *err)
             }
     }
     if (fabs(ws - 1.0) > EB_MIX_WSUM_TOL)
-        return dp_err_set(err, DP_EINVAL, "prior.components", "weights must sum to 1 (got %.12g)", ws);
+        return dp_err_set(err, DP_EINVAL, "prior.components", "weights must sum to 1 (got %.12g)",
+                          ws);
     return DP_OK;
 }
 
@@ -76,7 +79,8 @@ static double comp_logdens(double logw, const double *x, const double *mu, doubl
     return logw - 0.5 * (double)d * log(2.0 * M_PI * v) - sq_dist(x, mu, d) / (2.0 * v);
 }
 
-/* E-step for one client: fills lr[k] with normalized log-responsibilities; returns the log marginal. */
+/* E-step for one client: fills lr[k] with normalized log-responsibilities; returns the log
+ * marginal. */
 static double estep_one(const double *x, double s2, const eb_mix_prior *p, double *lr)
 {
     size_t k = p->k, d = p->d;
@@ -105,8 +109,8 @@ int eb_mix_posterior(const eb_gauss_data *g, const eb_mix_prior *p, double *resp
     if (rc != DP_OK)
         return rc;
     if (p->d != g->d)
-        return dp_err_set(err, DP_EINVAL, "prior.components", "prior dimension %zu != data dimension %zu",
-                          p->d, g->d);
+        return dp_err_set(err, DP_EINVAL, "prior.components",
+                          "prior dimension %zu != data dimension %zu", p->d, g->d);
     rc = eb_mix_prior_check(p, err);
     if (rc != DP_OK)
         return rc;
@@ -145,15 +149,16 @@ int eb_mix_posterior(const eb_gauss_data *g, const eb_mix_prior *p, double *resp
     return DP_OK;
 }
 
-/* ---- fitting --------------------------------------------------------------------------------------- */
+/* ---- fitting
+ * --------------------------------------------------------------------------------------- */
 
 typedef struct mix_ws {
-    double *resp; /* m*k */
-    double *s2;   /* m: s_i^2 + extra */
-    double *d2;   /* m: k-means++ distances */
-    double *theta;/* m*d: altmin estimates */
-    double *cen;  /* k*d: altmin centres / scratch */
-    size_t *asg;  /* m: altmin assignments */
+    double *resp;            /* m*k */
+    double *s2;              /* m: s_i^2 + extra */
+    double *d2;              /* m: k-means++ distances */
+    double *theta;           /* m*d: altmin estimates */
+    double *cen;             /* k*d: altmin centres / scratch */
+    size_t *asg;             /* m: altmin assignments */
     double *bw, *bmu, *bvar; /* best restart */
 } mix_ws;
 
@@ -292,7 +297,8 @@ static double em_run(const eb_gauss_data *g, mix_ws *w, const eb_mix_opts *o, do
                 continue; /* empty: keep its parameters; reported as degenerate below */
             double *mu = p->mu + l * d;
             double vl = p->var[l];
-            /* new mean: homoscedastic -> weighted mean of x; heteroscedastic -> of E[theta | x, l] */
+            /* new mean: homoscedastic -> weighted mean of x; heteroscedastic -> of E[theta | x, l]
+             */
             double *nm = w->cen + l * d;
             memset(nm, 0, d * sizeof *nm);
             for (size_t i = 0; i < m; i++) {
@@ -343,7 +349,7 @@ static double em_run(const eb_gauss_data *g, mix_ws *w, const eb_mix_opts *o, do
 
 /* Alg 3 (alternating minimization) from the k-means++ centres in w->cen. */
 static void altmin_run(const eb_gauss_data *g, mix_ws *w, const eb_mix_opts *o, eb_mix_prior *p,
-                         unsigned *iters, eb_status *st)
+                       unsigned *iters, eb_status *st)
 {
     size_t m = g->m, d = g->d, k = p->k;
     double scale = 0.0;
@@ -436,15 +442,16 @@ int eb_mix_fit(const eb_gauss_data *g, double extra_var, const eb_mix_opts *o, e
                           "estimating the prior needs at least 2 clients (got %zu)", g->m);
     if (o->k < 1 || o->k > EB_MAX_COMPONENTS || o->k > g->m)
         return dp_err_set(err, DP_EINVAL, "components",
-                          "components must be in [1, min(clients, %d)] (got %zu)", EB_MAX_COMPONENTS,
-                          o->k);
+                          "components must be in [1, min(clients, %d)] (got %zu)",
+                          EB_MAX_COMPONENTS, o->k);
     if (o->max_iter < 1 || o->max_iter > EB_MAX_ITER_CAP)
         return dp_err_set(err, DP_EINVAL, "max_iter", "max_iter must be in [1, %d] (got %u)",
                           EB_MAX_ITER_CAP, o->max_iter);
     if (!(o->tol > 0) || !isfinite(o->tol))
         return dp_err_set(err, DP_EINVAL, "tol", "tol must be finite and > 0 (got %g)", o->tol);
     if (o->n_init < 1 || o->n_init > 100)
-        return dp_err_set(err, DP_EINVAL, "n_init", "n_init must be in [1, 100] (got %u)", o->n_init);
+        return dp_err_set(err, DP_EINVAL, "n_init", "n_init must be in [1, 100] (got %u)",
+                          o->n_init);
     if (!isnan(o->var_floor) && (!isfinite(o->var_floor) || o->var_floor < 0))
         return dp_err_set(err, DP_EINVAL, "variance_floor", "variance_floor must be >= 0 (got %g)",
                           o->var_floor);
@@ -533,7 +540,8 @@ int eb_mix_privatize(const eb_gauss_data *g, const eb_mix_private_opts *o, doubl
     double R = o->radius;
     if (isnan(R)) {
         if (!isfinite(o->r) || o->r < 0)
-            return dp_err_set(err, DP_EINVAL, "privacy.r", "r must be finite and >= 0 (got %g)", o->r);
+            return dp_err_set(err, DP_EINVAL, "privacy.r", "r must be finite and >= 0 (got %g)",
+                              o->r);
         if (!isfinite(o->sigma_theta) || o->sigma_theta < 0)
             return dp_err_set(err, DP_EINVAL, "privacy.sigma_theta_bound",
                               "sigma_theta_bound must be finite and >= 0 (got %g)", o->sigma_theta);
@@ -545,11 +553,13 @@ int eb_mix_privatize(const eb_gauss_data *g, const eb_mix_private_opts *o, doubl
         /* Lemma 3: R = 4 sqrt(d u) + 2 sqrt(ln(m^2 n) u) + r */
         R = o->r + 4.0 * sqrt((double)g->d * u) + 2.0 * sqrt((l > 0 ? l : 0.0) * u);
     } else if (!isfinite(R) || R <= 0) {
-        return dp_err_set(err, DP_EINVAL, "privacy.radius", "radius must be finite and > 0 (got %g)", R);
+        return dp_err_set(err, DP_EINVAL, "privacy.radius",
+                          "radius must be finite and > 0 (got %g)", R);
     }
     info->radius = R;
     info->sensitivity = 2.0 * R;
-    rc = eb_ldp_sigma(info->sensitivity, o->eps0, o->delta, o->cal, &info->sigma, &info->analytic, err);
+    rc = eb_ldp_sigma(info->sensitivity, o->eps0, o->delta, o->cal, &info->sigma, &info->analytic,
+                      err);
     if (rc != DP_OK) {
         dp_err_prefix_field(err, "privacy");
         return rc;

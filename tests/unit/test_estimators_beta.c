@@ -1,9 +1,9 @@
 /*
  * Unit tests for estimators/eb_beta: known-prior posterior (digest C9), the leave-one-out moment
  * variants of eq. 6 by hand (with both clamps), beta-binomial ML against scipy
- * (tests/vectors/gen/estimators_refs.py), validation, and the reproduction targets RT4 (Bernoulli gains,
- * literal estimator), RT5 (known-prior ratio n/(S+n)) and RT6 (one-bit private scheme fails, two-bit
- * works), all with fixed seeds.
+ * (tests/vectors/gen/estimators_refs.py), validation, and the reproduction targets RT4 (Bernoulli
+ * gains, literal estimator), RT5 (known-prior ratio n/(S+n)) and RT6 (one-bit private scheme fails,
+ * two-bit works), all with fixed seeds.
  */
 #include "tests/test_util.h"
 
@@ -56,8 +56,8 @@ static void loo_variants_by_hand(void **state)
     assert_close(mean[0], 4.0 / 7.0 * 0.25 + 3.0 / 7.0 * 0.75, CF_RTOL, 1e-15);
     /* unbiased: U = z(z-1)/12 = {0, 1/6, 1/2, 1}; client 0: mean U = 5/9 < mu^2 = 0.5625, so
      * sigma2 <= 0: clamped to full pooling (a = 0, p = mu = 0.75, sd 0) */
-    assert_int_equal(eb_beta_posterior_moments(&b, EB_BETA_UNBIASED, true, mean, sd, shr, &c, &st, &e),
-                     DP_OK);
+    assert_int_equal(
+        eb_beta_posterior_moments(&b, EB_BETA_UNBIASED, true, mean, sd, shr, &c, &st, &e), DP_OK);
     assert_close(mean[0], 0.75, CF_RTOL, 1e-15);
     assert_close(sd[0], 0.0, 0, 0);
     assert_close(shr[0], 1.0, 0, 0);
@@ -75,8 +75,8 @@ static void over_dispersed_clamps_to_local(void **state)
     eb_status st;
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(eb_beta_posterior_moments(&b, EB_BETA_PAPER, true, mean, NULL, shr, &c, &st, &e),
-                     DP_OK);
+    assert_int_equal(
+        eb_beta_posterior_moments(&b, EB_BETA_PAPER, true, mean, NULL, shr, &c, &st, &e), DP_OK);
     for (int i = 0; i < 5; i++) {
         assert_close(mean[i], z[i] / 5.0, 0, 1e-15);
         assert_close(shr[i], 0.0, 0, 0);
@@ -148,7 +148,8 @@ static void bad_input_names_the_field(void **state)
     assert_string_equal(e.field, "clients[0].trials");
 }
 
-/* ---- Monte Carlo --------------------------------------------------------------------------------- */
+/* ---- Monte Carlo
+ * --------------------------------------------------------------------------------- */
 
 #define RT_M 10000
 #define RT_N 14
@@ -277,9 +278,9 @@ static double private_gain(mc_buf *b, gsl_rng *r, eb_beta_scheme s, eb_beta_vari
     eb_beta_counts c;
     eb_status st;
     eb_beta_private_info info;
-    assert_int_equal(eb_beta_private(&d, s, v, eps, true, seed, b->est, NULL, NULL, NULL, &c, &info,
-                                     &st, &e),
-                     DP_OK);
+    assert_int_equal(
+        eb_beta_private(&d, s, v, eps, true, seed, b->est, NULL, NULL, NULL, &c, &info, &st, &e),
+        DP_OK);
     assert_close(info.eps0, eps, 0, 0);
     return gain_pct(b);
 }
@@ -292,10 +293,11 @@ static void rt6_one_bit_fails_two_bit_works(void **state)
     gsl_rng *r = eb_rng_alloc(20260106, 0, &e);
     const double eps1[] = {1, 3};
     for (int k = 0; k < 2; k++) {
-        double g0 = private_gain(b, r, EB_BETA_PRIV_PAPER_1BIT, EB_BETA_PAPER_NO_MINUS1, eps1[k], 7 + k);
+        double g0 =
+            private_gain(b, r, EB_BETA_PRIV_PAPER_1BIT, EB_BETA_PAPER_NO_MINUS1, eps1[k], 7 + k);
         double g1 = private_gain(b, r, EB_BETA_PRIV_PAPER_1BIT, EB_BETA_PAPER, eps1[k], 9 + k);
-        print_message("RT6: paper_1bit eps0 %.0f gain %.1f%% (no -1), %.1f%% (with -1)\n", eps1[k], g0,
-                      g1);
+        print_message("RT6: paper_1bit eps0 %.0f gain %.1f%% (no -1), %.1f%% (with -1)\n", eps1[k],
+                      g0, g1);
         assert_true(g0 <= 11.0);
         /* with the "-1" the weight a >= 1 (digest 2.4.4: -13.7 % at eps0 = 1 unclamped); our clamp
          * a <= 1 turns that into exactly local estimation: no gain at all */
@@ -323,7 +325,8 @@ int main(void)
         cmocka_unit_test(mle_matches_scipy),
         cmocka_unit_test(unidentifiable_and_boundary_reported),
         cmocka_unit_test(bad_input_names_the_field),
-        cmocka_unit_test_setup_teardown(rt4_bernoulli_gains_literal_estimator, mc_setup, mc_teardown),
+        cmocka_unit_test_setup_teardown(rt4_bernoulli_gains_literal_estimator, mc_setup,
+                                        mc_teardown),
         cmocka_unit_test_setup_teardown(rt5_known_prior_ratio_is_n_over_s_plus_n, mc_setup,
                                         mc_teardown),
         cmocka_unit_test_setup_teardown(rt6_one_bit_fails_two_bit_works, mc_setup, mc_teardown),

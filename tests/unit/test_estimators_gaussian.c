@@ -25,7 +25,8 @@ static void thm1_checks_c1_to_c4(void **state)
     assert_close(mse, s2 * (0.375 + 0.625 / 10000), CF_RTOL, 0);
     assert_close(mse, 0.0062510, 0, 5e-8);
     /* C2 (Remark 1): m=1e4, n=100, sigma_x^2=10, sigma_theta^2=1e-3: the ratio to local is
-     * a + (1-a)/m = (tau2 + s^2/m)/(tau2 + s^2) = 0.00101/0.101 = 0.0100000 exactly, as the paper says
+     * a + (1-a)/m = (tau2 + s^2/m)/(tau2 + s^2) = 0.00101/0.101 = 0.0100000 exactly, as the paper
+     * says
      * ("0.0100"); the digest's "0.0099990" is an arithmetic slip (docs/REPRODUCTION.md). */
     assert_close(eb_gauss_thm1_mse(1e-3, 10, 100, 10000) / (10.0 / 100), 0.0100000, 1e-12, 0);
     /* C3: lower bound (30) d (s_theta^2 s_x^2 + s_x^4/(mn)) / (n s_theta^2 + s_x^2) equals Thm 1 */
@@ -81,8 +82,8 @@ static void shrinkage_limits(void **state)
 static void moments_fit_by_hand(void **state)
 {
     (void)state;
-    /* x = {1, 2, 3, 6}, n = 4, sigma_x^2 = 2 -> s^2 = 0.5; mean 3; S = 4+1+0+9 = 14; S/(m-1) = 14/3;
-     * tau2 = 14/3 - 0.5 = 25/6; mu_var = (tau2 + s^2)/m = (14/3)/4 */
+    /* x = {1, 2, 3, 6}, n = 4, sigma_x^2 = 2 -> s^2 = 0.5; mean 3; S = 4+1+0+9 = 14; S/(m-1) =
+     * 14/3; tau2 = 14/3 - 0.5 = 25/6; mu_var = (tau2 + s^2)/m = (14/3)/4 */
     const double x[] = {1, 2, 3, 6}, n[] = {4, 4, 4, 4};
     eb_gauss_data g = {4, 1, x, n, 2.0};
     eb_gauss_coord c;
@@ -200,17 +201,18 @@ static void d_dim_fits_each_coordinate(void **state)
     assert_close(c[1].tau2, 4 * 14.0 / 3.0 - 0.5, CF_RTOL, 0);
 }
 
-/* ---- Monte-Carlo reproduction targets ------------------------------------------------------------ */
+/* ---- Monte-Carlo reproduction targets
+ * ------------------------------------------------------------ */
 
-#define RT_M 10000
-#define RT_N 15
+#define RT_M    10000
+#define RT_N    15
 #define RT_REPS 200
 
 /* One replicate of the Thm 1 / Thm 2 experiment; returns the mean squared error over clients.
  * sigma_q = 0: non-private. channel < 0: Gaussian noise of sd sigma_q added after clipping to b by
  * the test itself (RT2, paper's calibration at every eps0); channel = quantizer bits otherwise. */
-static double rt_rep(gsl_rng *r, double *x, double *th, double *q, double mu, double sq_added, double b,
-                     unsigned bits, double sigma_q, uint64_t seed)
+static double rt_rep(gsl_rng *r, double *x, double *th, double *q, double mu, double sq_added,
+                     double b, unsigned bits, double sigma_q, uint64_t seed)
 {
     const double st = 0.1, sx = 0.5;
     static double nn[RT_M]; /* test-only: single-threaded cmocka binary */
@@ -305,7 +307,8 @@ static void rt2_private_gaussian_curve_within_two_percent(void **state)
     dp_err_clear(&e);
     gsl_rng *r = eb_rng_alloc(20260102, 0, &e);
     const double eps[] = {0.1, 0.25, 0.5, 1, 2, 4, 8, 16};
-    /* digest C6 analytic MSEs (paper calibration sigma_q^2 = 8 b^2 ln(2/delta)/eps0^2 at every eps0) */
+    /* digest C6 analytic MSEs (paper calibration sigma_q^2 = 8 b^2 ln(2/delta)/eps0^2 at every
+     * eps0) */
     const double c6[] = {.016600, .016261, .015215, .012572, .009151, .007168, .006496, .006313};
     const double b = 2.0531, delta = 1e-5;
     double prev = INFINITY;
@@ -341,10 +344,12 @@ static void rt3_quantizer_matches_c5(void **state)
         assert_close(ana, c5[k], 0, 2e-7);
         double acc = 0.0;
         for (int t = 0; t < RT_REPS; t++)
-            acc += rt_rep(r, bf->x, bf->th, bf->q, 0.5, 0.0, 2.05310, bits[k], sq, 1000 + (uint64_t)t);
+            acc +=
+                rt_rep(r, bf->x, bf->th, bf->q, 0.5, 0.0, 2.05310, bits[k], sq, 1000 + (uint64_t)t);
         acc /= RT_REPS;
         print_message("RT3: k %u MC MSE %.7f analytic %.7f\n", bits[k], acc, ana);
-        /* the quantizer's true variance is below its bound, so the MSE can only be slightly lower */
+        /* the quantizer's true variance is below its bound, so the MSE can only be slightly lower
+         */
         assert_close(acc, ana, 0.01, 0);
     }
     gsl_rng_free(r);

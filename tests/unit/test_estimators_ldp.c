@@ -1,6 +1,6 @@
 /*
- * Unit tests for estimators/eb_ldp: range b (Thm 2, App B.2.1), Gaussian LDP calibration (paper eq. 26
- * and the analytic Gaussian mechanism of Balle & Wang 2018), quantizer and randomized response.
+ * Unit tests for estimators/eb_ldp: range b (Thm 2, App B.2.1), Gaussian LDP calibration (paper eq.
+ * 26 and the analytic Gaussian mechanism of Balle & Wang 2018), quantizer and randomized response.
  * Reference sigmas come from tests/vectors/gen/estimators_refs.py (scipy, independent code).
  */
 #include "tests/test_util.h"
@@ -20,9 +20,9 @@ static void range_b_matches_digest_c5(void **state)
     /* digest C5/C6: m = 1e4, n = 15, sigma_theta = 0.1, sigma_x = 0.5, r = 1 -> b = 2.0531 */
     assert_int_equal(eb_range_b(1.0, 0.1, 0.25, 15, 10000, EB_RANGE_PAPER, &b, &e), DP_OK);
     assert_close(b, 2.0531, 0, 5e-5);
-    /* C7: m = 1000, n = 5 -> 2.2710. C8: m = 500, n = 5: the digest prints b = 2.2116, but its own C8
-     * MSE column is reproduced only with b = 1 + (0.1 + 0.5/sqrt 5) sqrt(ln 1.25e6) = 2.21250 (the
-     * label is a typo; see docs/REPRODUCTION.md RT2). */
+    /* C7: m = 1000, n = 5 -> 2.2710. C8: m = 500, n = 5: the digest prints b = 2.2116, but its own
+     * C8 MSE column is reproduced only with b = 1 + (0.1 + 0.5/sqrt 5) sqrt(ln 1.25e6) = 2.21250
+     * (the label is a typo; see docs/REPRODUCTION.md RT2). */
     assert_int_equal(eb_range_b(1.0, 0.1, 0.25, 5, 1000, EB_RANGE_PAPER, &b, &e), DP_OK);
     assert_close(b, 2.2710, 0, 5e-5);
     assert_int_equal(eb_range_b(1.0, 0.1, 0.25, 5, 500, EB_RANGE_PAPER, &b, &e), DP_OK);
@@ -69,18 +69,21 @@ static void classic_calibration_is_paper_eq26_below_one(void **state)
     dp_err e;
     dp_err_clear(&e);
     double b = 2.0531, eps = 0.5, delta = 1e-5;
-    assert_int_equal(eb_ldp_gauss_calibrate(eps, delta, b, 1, false, EB_CAL_CLASSIC, &g, &e), DP_OK);
+    assert_int_equal(eb_ldp_gauss_calibrate(eps, delta, b, 1, false, EB_CAL_CLASSIC, &g, &e),
+                     DP_OK);
     assert_false(g.analytic);
     /* sigma_q^2 = 8 b^2 log(2/delta) / eps0^2 */
     assert_close(g.sigma * g.sigma, 8 * b * b * log(2 / delta) / (eps * eps), 1e-14, 0);
     assert_close(g.rho, (2 * b) * (2 * b) / (2 * g.sigma * g.sigma), 1e-14, 0);
     /* classical is looser (more noise) than the exact analytic calibration */
     eb_ldp_gauss a;
-    assert_int_equal(eb_ldp_gauss_calibrate(eps, delta, b, 1, false, EB_CAL_ANALYTIC, &a, &e), DP_OK);
+    assert_int_equal(eb_ldp_gauss_calibrate(eps, delta, b, 1, false, EB_CAL_ANALYTIC, &a, &e),
+                     DP_OK);
     assert_true(a.analytic);
     assert_true(a.sigma < g.sigma);
     /* eps0 >= 1 switches to analytic (digest A4) */
-    assert_int_equal(eb_ldp_gauss_calibrate(2.0, delta, b, 1, false, EB_CAL_CLASSIC, &g, &e), DP_OK);
+    assert_int_equal(eb_ldp_gauss_calibrate(2.0, delta, b, 1, false, EB_CAL_CLASSIC, &g, &e),
+                     DP_OK);
     assert_true(g.analytic);
 }
 
@@ -90,8 +93,10 @@ static void vector_calibration_uses_sqrt_d(void **state)
     eb_ldp_gauss v, c;
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(eb_ldp_gauss_calibrate(0.5, 1e-5, 1.0, 16, false, EB_CAL_CLASSIC, &v, &e), DP_OK);
-    assert_int_equal(eb_ldp_gauss_calibrate(0.5, 1e-5, 1.0, 16, true, EB_CAL_CLASSIC, &c, &e), DP_OK);
+    assert_int_equal(eb_ldp_gauss_calibrate(0.5, 1e-5, 1.0, 16, false, EB_CAL_CLASSIC, &v, &e),
+                     DP_OK);
+    assert_int_equal(eb_ldp_gauss_calibrate(0.5, 1e-5, 1.0, 16, true, EB_CAL_CLASSIC, &c, &e),
+                     DP_OK);
     assert_close(v.sensitivity, 2.0 * 4.0, 1e-15, 0);
     assert_close(c.sensitivity, 2.0, 1e-15, 0);
     assert_close(v.sigma / c.sigma, 4.0, 1e-14, 0);
@@ -106,7 +111,8 @@ static void calibration_rejects_bad_delta(void **state)
     eb_ldp_gauss v;
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(eb_ldp_gauss_calibrate(0.5, 1.0, 1.0, 1, false, EB_CAL_CLASSIC, &v, &e), DP_EINVAL);
+    assert_int_equal(eb_ldp_gauss_calibrate(0.5, 1.0, 1.0, 1, false, EB_CAL_CLASSIC, &v, &e),
+                     DP_EINVAL);
     assert_string_equal(e.field, "delta");
     dp_err_clear(&e);
     assert_int_equal(eb_ldp_gauss_calibrate(NAN, 1e-5, 1.0, 1, false, EB_CAL_CLASSIC, &v, &e),

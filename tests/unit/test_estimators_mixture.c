@@ -1,6 +1,6 @@
 /*
- * Unit tests for estimators/eb_mixture: the exact mixture posterior by hand (digest 2.6; Thm 6 as the
- * point-mass limit; k = 1 is the Gaussian case), EM on homoscedastic and heteroscedastic data
+ * Unit tests for estimators/eb_mixture: the exact mixture posterior by hand (digest 2.6; Thm 6 as
+ * the point-mass limit; k = 1 is the Gaussian case), EM on homoscedastic and heteroscedastic data
  * recovering a known prior, alternating minimization (Alg 3), statuses, validation and the private
  * mode (clip + Gaussian noise, cost reported).
  */
@@ -73,7 +73,8 @@ static void point_masses_give_thm6_and_k1_gives_gaussian(void **state)
 /* synthetic: 3 components in d = 2 */
 static void make_data(gsl_rng *r, size_t m, double *x, double *n, bool hetero)
 {
-    const double w[] = {0.2, 0.5, 0.3}, mu[][2] = {{-3, 0}, {0, 2}, {3, -1}}, sd[] = {0.5, 0.3, 0.7};
+    const double w[] = {0.2, 0.5, 0.3}, mu[][2] = {{-3, 0}, {0, 2}, {3, -1}},
+                 sd[] = {0.5, 0.3, 0.7};
     for (size_t i = 0; i < m; i++) {
         double u = gsl_rng_uniform(r);
         int l = u < w[0] ? 0 : (u < w[0] + w[1] ? 1 : 2);
@@ -100,9 +101,10 @@ static void em_recovers_prior(bool hetero, uint64_t seed)
     o.seed = seed;
     eb_mix_fit_info info;
     assert_int_equal(eb_mix_fit(&g, 0.0, &o, &p, &info, &e), DP_OK);
-    print_message("EM %s: status %s, %u iterations, loglik %.4f; w %.3f %.3f %.3f; var %.3f %.3f %.3f\n",
-                  hetero ? "hetero" : "homo", eb_status_name(info.status), info.iterations, info.loglik,
-                  w[0], w[1], w[2], var[0], var[1], var[2]);
+    print_message(
+        "EM %s: status %s, %u iterations, loglik %.4f; w %.3f %.3f %.3f; var %.3f %.3f %.3f\n",
+        hetero ? "hetero" : "homo", eb_status_name(info.status), info.iterations, info.loglik, w[0],
+        w[1], w[2], var[0], var[1], var[2]);
     assert_int_equal(info.status, EB_STATUS_CONVERGED);
     const double tw[] = {0.2, 0.5, 0.3}, tmu[] = {-3, 0, 0, 2, 3, -1}, tvar[] = {0.25, 0.09, 0.49};
     for (int l = 0; l < 3; l++) {
@@ -211,7 +213,8 @@ static void private_mode_clips_and_accounts(void **state)
     gsl_rng *r = eb_rng_alloc(51, 0, &e);
     for (size_t i = 0; i < m; i++) {
         n[i] = 20;
-        x[i] = ((i % 2) ? 1.0 : -1.0) + gsl_ran_gaussian(r, 0.2) + gsl_ran_gaussian(r, sqrt(1.0 / 20));
+        x[i] =
+            ((i % 2) ? 1.0 : -1.0) + gsl_ran_gaussian(r, 0.2) + gsl_ran_gaussian(r, sqrt(1.0 / 20));
     }
     eb_gauss_data g = {m, 1, x, n, 1.0};
     /* a large eps0 keeps the noise comparable to the separation so recovery is testable */
@@ -233,9 +236,9 @@ static void private_mode_clips_and_accounts(void **state)
     eb_mix_opts o = eb_mix_opts_default(1);
     eb_mix_fit_info info;
     assert_int_equal(eb_mix_fit(&gq, pi.sigma * pi.sigma, &o, &p, &info, &e), DP_OK);
-    print_message("private mixture: R %.3f sigma %.3f rho %.4f clipped %zu -> mu %.3f var %.3f (%s)\n",
-                  pi.radius, pi.sigma, pi.rho, pi.n_clipped, mu[0], var[0],
-                  eb_status_name(info.status));
+    print_message(
+        "private mixture: R %.3f sigma %.3f rho %.4f clipped %zu -> mu %.3f var %.3f (%s)\n",
+        pi.radius, pi.sigma, pi.rho, pi.n_clipped, mu[0], var[0], eb_status_name(info.status));
     assert_int_equal(info.status, EB_STATUS_CONVERGED);
     assert_close(mu[0], 0.0, 0, 0.12);
     assert_close(var[0], 1.04, 0, 0.3);
