@@ -10,9 +10,9 @@
  * log space. E[K] increases with t for every eta > -1 (from 1 at t = 0 to infinity), so gamma is
  * found by bisection on t.
  *
- * Auxiliary orders: see tuning.h. The scan is lh - 1 = 10^(k/4), k = -8..20 (1e-2 .. 1e5); golden-
- * section refinement works in x = log(lh - 1) inside the two scan/grid neighbours of the best
- * point.
+ * Auxiliary orders: see tuning.h. The scan is lh - 1 = 10^(k/6), k = -12..28 (1e-2 .. 4.6e4);
+ * golden- section refinement works in x = log(lh - 1) inside the two scan/grid neighbours of the
+ * best point, clamped to [1 + 1e-3, 9e4] (inside the accountant's order range).
  */
 #include "accounting/tuning.h"
 

@@ -16,10 +16,10 @@
  * Kamath & Steinke 2020, Prop. 12; plus the KL bound dhat <= sqrt(1 - exp(-KL)), Bretagnolle-Huber,
  * as dp_accounting does).
  *   - The auxiliary orders (lh for TNB, the conversion order for Poisson) are minimised over a
- *     continuum: a log-spaced scan of lh - 1 in [1e-2, 1e5] plus the caller's orders, then golden-
- *     section refinement in log(lh - 1) around the best point. Every reported number is the bound
- *     evaluated at an actual (order, aux order) pair, so whatever the search finds is a valid upper
- *     bound; refinement only tightens it. The objective is quasi-convex in lh for true RDP curves
+ *     continuum: a log-spaced scan of lh - 1 in [1e-2, 4.6e4] plus the caller's orders, then
+ * golden- section refinement in log(lh - 1) around the best point. Every reported number is the
+ * bound evaluated at an actual (order, aux order) pair, so whatever the search finds is a valid
+ * upper bound; refinement only tightens it. The objective is quasi-convex in lh for true RDP curves
  *     ((a-1) D_a is convex in a; van Erven & Harremoes 2014), so the bracket holds the infimum.
  *     ACCT_TUNING_AUX_GRID restricts the auxiliary orders to the caller's orders, which is what
  *     dp_accounting and the PS22 research code do (used for golden tests).
@@ -70,7 +70,7 @@ typedef double (*acct_tuning_rdp_fn)(double order, void *ctx);
 typedef int (*acct_tuning_rand64_fn)(void *ctx, uint64_t *out);
 
 typedef enum acct_tuning_aux_mode {
-    ACCT_TUNING_AUX_CONTINUOUS = 0, /* default: auxiliary orders minimised over [1, 1e5 + 1] */
+    ACCT_TUNING_AUX_CONTINUOUS = 0, /* default: auxiliary orders minimised over [1, 9e4] */
     ACCT_TUNING_AUX_GRID            /* auxiliary orders restricted to the caller's orders */
 } acct_tuning_aux_mode;
 
