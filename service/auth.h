@@ -7,7 +7,7 @@
  *   - a silo token (returned once by POST /v1/silos, stored only as its SHA-256) may read and charge its
  *     own silo and nothing else;
  *   - no token: 401; another silo's token: 403;
- *   - calculators (/v1/accounting/*, /v1/tuning/*) never call these functions: they stay open;
+ *   - calculators (/v1/accounting/..., /v1/tuning/...) never call these functions: they stay open;
  *   - with --auth off (loopback only, refused by cfg otherwise) every caller is treated as the admin and
  *     recorded with no actor.
  * A token never reaches a log line: the dispatcher logs only method, path and status, and nothing here

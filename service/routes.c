@@ -41,6 +41,19 @@ const route ROUTES[] = {
     {"GET", "/v1/version", route_version, 0},
     {"GET", "/metrics", route_metrics, 0},
     {"POST", "/v1/echo", route_echo, 4 * KIB},
+    /* budgets (routes_ledger.c, issue #5) */
+    {"POST", "/v1/silos", route_silos_create, 4 * KIB},
+    {"GET", "/v1/silos", route_silos_list, 0},
+    {"GET", "/v1/silos/{id}", route_silo_get, 0},
+    {"PATCH", "/v1/silos/{id}", route_silo_patch, 4 * KIB},
+    {"DELETE", "/v1/silos/{id}", route_silo_delete, 0},
+    {"POST", "/v1/silos/{id}/charges", route_silo_charge, 64 * KIB},
+    {"GET", "/v1/silos/{id}/charges", route_silo_charges_list, 0},
+    {"POST", "/v1/charges", route_charges_batch, 1024 * KIB},
+    {"POST", "/v1/silos/{id}/claims", route_silo_claim, 64 * KIB},
+    {"GET", "/v1/claims/{id}", route_claim_get, 0},
+    {"POST", "/v1/claims/{id}/commit", route_claim_commit, 1 * KIB},
+    {"POST", "/v1/claims/{id}/abort", route_claim_abort, 1 * KIB},
 };
 
 const size_t ROUTES_N = sizeof ROUTES / sizeof ROUTES[0];

@@ -22,4 +22,18 @@ int route_version(const http_req *rq, http_resp *rs, dp_err *err);
 int route_metrics(const http_req *rq, http_resp *rs, dp_err *err);
 int route_echo(const http_req *rq, http_resp *rs, dp_err *err);
 
+/* routes_ledger.c: silos, budgets, charges, claims (issue #5; access control in auth.h). */
+int route_silos_create(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silos_list(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_get(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_patch(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_delete(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_charge(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err);
+int route_charges_batch(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_claim(const http_req *rq, http_resp *rs, dp_err *err);
+int route_claim_get(const http_req *rq, http_resp *rs, dp_err *err);
+int route_claim_commit(const http_req *rq, http_resp *rs, dp_err *err);
+int route_claim_abort(const http_req *rq, http_resp *rs, dp_err *err);
+
 #endif

@@ -1054,7 +1054,7 @@ static int claim_scope(const http_req *rq, int64_t claim_id, ledger_principal *w
 
 int route_claim_get(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    int64_t id, scope;
+    int64_t id = 0, scope = 0;
     ledger_principal who;
     if (path_id(rq, &id, err) != DP_OK || claim_scope(rq, id, &who, &scope, err) != DP_OK)
         return err->code;
@@ -1070,7 +1070,7 @@ int route_claim_get(const http_req *rq, http_resp *rs, dp_err *err)
 
 int route_claim_commit(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    int64_t id, scope;
+    int64_t id = 0, scope = 0;
     ledger_principal who;
     ledger *l = the_ledger(rq, err);
     if (l == NULL || path_id(rq, &id, err) != DP_OK || claim_scope(rq, id, &who, &scope, err) != DP_OK)
@@ -1095,7 +1095,7 @@ int route_claim_commit(const http_req *rq, http_resp *rs, dp_err *err)
 
 int route_claim_abort(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    int64_t id, scope;
+    int64_t id = 0, scope = 0;
     ledger_principal who;
     ledger *l = the_ledger(rq, err);
     if (l == NULL || path_id(rq, &id, err) != DP_OK || claim_scope(rq, id, &who, &scope, err) != DP_OK)
