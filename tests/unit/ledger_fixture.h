@@ -1,6 +1,7 @@
 /*
  * ledger_fixture.h: a ledger on a fresh database file in a temporary directory (STYLE.md 2.9: never
- * :memory:), with the ledger migration applied, plus a separate read connection like a pooled one.
+ * :memory:), migrated by the daemon's own runner (store_open with the embedded migrations), plus a
+ * borrowed pool connection for reads, as a handler has.
  * Header-only so that each test binary stays self-contained (one cmocka binary per module).
  */
 #ifndef DP_TESTS_LEDGER_FIXTURE_H
@@ -14,34 +15,18 @@
 #include <sqlite3.h>
 
 #include "common/dp_err.h"
+#include "service/embedded.h"
 #include "service/ledger.h"
+#include "service/store.h"
 
 typedef struct ledger_fixture {
     char dir[64];   /* mkdtemp directory */
     char path[128]; /* database file */
+    store *st;
+    store_conn *conn; /* borrowed from st */
     ledger *l;
-    sqlite3 *db;    /* read connection (as a handler's pooled one) */
+    sqlite3 *db;      /* store_conn_db(conn): the read connection */
 } ledger_fixture;
-
-static inline char *ledger_fixture_slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    char *buf = NULL;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)n + 1)) != NULL) {
-        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-        }
-    }
-    fclose(f);
-    return buf;
-}
 
 static inline int ledger_fixture_open(ledger_fixture *fx)
 {
@@ -50,35 +35,24 @@ static inline int ledger_fixture_open(ledger_fixture *fx)
     if (mkdtemp(fx->dir) == NULL)
         return -1;
     snprintf(fx->path, sizeof fx->path, "%s/db", fx->dir);
-    char *sql = ledger_fixture_slurp("migrations/0003_ledger.sql");
-    if (sql == NULL)
-        return -1;
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open(fx->path, &db);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-    free(sql);
-    sqlite3_close(db);
-    if (rc != SQLITE_OK)
-        return -1;
     dp_err e;
     dp_err_clear(&e);
+    fx->st = store_open(fx->path, 1, EMBED_MIGRATIONS, EMBED_MIGRATIONS_N, &e);
+    if (fx->st == NULL)
+        return -1;
+    fx->conn = store_conn_borrow(fx->st, &e);
+    if (fx->conn == NULL)
+        return -1;
+    fx->db = store_conn_db(fx->conn);
     fx->l = ledger_open(fx->path, &e);
-    if (fx->l == NULL)
-        return -1;
-    if (sqlite3_open_v2(fx->path, &fx->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
-        SQLITE_OK)
-        return -1;
-    sqlite3_busy_timeout(fx->db, 5000);
-    return 0;
+    return fx->l == NULL ? -1 : 0;
 }
 
 static inline void ledger_fixture_close(ledger_fixture *fx)
 {
     ledger_free(fx->l);
-    sqlite3_close(fx->db);
+    store_conn_return(fx->st, fx->conn);
+    store_free(fx->st);
     char p[160];
     const char *suffix[] = {"", "-wal", "-shm"};
     for (size_t i = 0; i < 3; i++) {
