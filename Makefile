@@ -87,7 +87,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_ARCHIVES)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_ARCHIVES) $(LDLIBS) -lcmocka
 
 .SECONDEXPANSION:
-$(BUILD)/bench/%: $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard bench/%/*.c)) $(LIB_ARCHIVES)
+# No % inside the expansion: make substitutes the stem for the first % of a prerequisite.
+$(BUILD)/bench/%: $$(subst .c,.o,$$(addprefix $(BUILD)/obj/,$$(wildcard bench/$$*/*.c))) $(LIB_ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_ARCHIVES) $(LDLIBS)
 

@@ -15,6 +15,19 @@
  * was fsynced); an op whose group failed to commit reports an error and was not recorded. The committer
  * touches an op only before it sets op->done (the waiter may return and pop its stack frame after).
  *
+ * GATHERING. Waiters of a group are woken together and re-submit almost together; a committer that
+ * started the next group on the first arrival would split them into ever smaller groups. So when fewer
+ * ops are queued than half the previous group, the committer waits up to LEDGER_GATHER_US for the queue
+ * to reach the previous group's size (the group-commit delay of PostgreSQL's commit_delay). A lone
+ * client never waits: its previous group had one op.
+ *
+ * CHECKPOINTS. With the default auto-checkpoint, every ~1000 WAL pages one COMMIT of the committer would
+ * also copy the WAL into the database and fsync it, stalling the whole group (hundreds of ms here).
+ * Instead a WAL hook on the committer's connection (which replaces auto-checkpointing on it) wakes a
+ * checkpointer thread with its own connection once the WAL holds LEDGER_CKPT_FRAMES frames; it runs
+ * PASSIVE checkpoints, which never block the writer (SQLite WAL docs, "Checkpointing"). Durability is
+ * unchanged: a transaction is durable once its WAL frames are synced, checkpointed or not.
+ *
  * CLAIM EXPIRY. Admission ignores claims whose expires_at has passed, so expiry needs no timer for
  * correctness. The committer also wakes every LEDGER_SWEEP_MS when idle and marks overdue claims
  * 'expired' so that their state is visible.
@@ -25,7 +38,8 @@
  * with that RDP curve), so a PLD silo is never overspent; it is refused earlier than a tight PLD
  * accountant would refuse it. The silo view says which accountant produced its figures.
  *
- * LOCKS. l->mu guards the queue, l->stop and every op's `done`; it is never held across SQLite.
+ * LOCKS. l->mu guards the queue, l->stop, l->ckpt_wanted and every op's `done`; it is never held across
+ * SQLite.
  */
 #include "service/ledger.h"
 
@@ -47,6 +61,8 @@
 
 #define LEDGER_SWEEP_MS     1000  /* idle wake-up period of the committer to mark expired claims */
 #define LEDGER_BUSY_MS      5000  /* sqlite3_busy_timeout of the write connection (STYLE.md 2.5) */
+#define LEDGER_CKPT_FRAMES  1000  /* WAL frames that trigger a background PASSIVE checkpoint */
+#define LEDGER_GATHER_US    500   /* longest wait for a group to fill up to the previous group's size */
 #define DNAN                ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
 
 /* ---- small helpers ------------------------------------------------------------------------------------ */
@@ -316,12 +332,25 @@ struct ledger {
     pthread_mutex_t mu;
     pthread_cond_t cv_work;           /* signalled when an op is queued or stop is set */
     ledger_op *head, *tail;           /* FIFO, guarded by mu */
+    size_t n_queued;                  /* ops in the FIFO, guarded by mu */
+    size_t last_group;                /* size of the previous group; committer thread only */
     bool stop;                        /* guarded by mu */
     pthread_t thread;
     bool thread_started;
+    sqlite3 *ck_db;                   /* checkpointer's connection: checkpointer thread only */
+    pthread_cond_t cv_ckpt;           /* signalled when a checkpoint is wanted or stop is set */
+    bool ckpt_wanted;                 /* guarded by mu */
+    pthread_t ck_thread;
+    bool ck_started;
     atomic_ullong n_groups;           /* group commits so far (statistics) */
     atomic_ullong n_ops;              /* ops committed or refused so far */
 };
+
+void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops)
+{
+    *groups = atomic_load(&((ledger *)l)->n_groups);
+    *ops = atomic_load(&((ledger *)l)->n_ops);
+}
 
 const double *ledger_orders(const ledger *l, size_t *n_orders)
 {
@@ -1481,6 +1510,45 @@ static bool claims_overdue(ledger *l, int64_t now)
     return any;
 }
 
+/* WAL hook of the committer's connection: runs in the committer thread after each COMMIT, without l->mu
+ * held. It only flags the checkpointer. */
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int n_frames)
+{
+    (void)db;
+    (void)name;
+    ledger *l = arg;
+    if (n_frames >= LEDGER_CKPT_FRAMES) {
+        pthread_mutex_lock(&l->mu);
+        if (!l->ckpt_wanted) {
+            l->ckpt_wanted = true;
+            pthread_cond_signal(&l->cv_ckpt);
+        }
+        pthread_mutex_unlock(&l->mu);
+    }
+    return SQLITE_OK;
+}
+
+static void *checkpointer_main(void *arg)
+{
+    ledger *l = arg;
+    for (;;) {
+        pthread_mutex_lock(&l->mu);
+        while (!l->stop && !l->ckpt_wanted)
+            pthread_cond_wait(&l->cv_ckpt, &l->mu);
+        bool stop = l->stop;
+        l->ckpt_wanted = false;
+        pthread_mutex_unlock(&l->mu);
+        if (stop)
+            break;
+        int n_log = 0, n_ckpt = 0;
+        int rc = sqlite3_wal_checkpoint_v2(l->ck_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &n_log, &n_ckpt);
+        if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY)
+            dp_log(DP_LOG_WARN, NULL, "ledger: background checkpoint: %s (%d)", sqlite3_errmsg(l->ck_db),
+                   rc);
+    }
+    return NULL;
+}
+
 static void *committer_main(void *arg)
 {
     ledger *l = arg;
@@ -1498,6 +1566,18 @@ static void *committer_main(void *arg)
             pthread_mutex_unlock(&l->mu);
             break;
         }
+        if (l->head != NULL && !l->stop && l->n_queued < l->last_group / 2) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += LEDGER_GATHER_US * 1000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            while (!l->stop && l->n_queued < l->last_group &&
+                   pthread_cond_timedwait(&l->cv_work, &l->mu, &until) == 0)
+                ;
+        }
         size_t n = 0;
         size_t cap = batch != NULL ? LEDGER_MAX_GROUP : 1;
         ledger_op *single = NULL;
@@ -1507,6 +1587,7 @@ static void *committer_main(void *arg)
             if (l->head == NULL)
                 l->tail = NULL;
             op->next = NULL;
+            l->n_queued--;
             if (batch != NULL)
                 batch[n] = op;
             else
@@ -1524,6 +1605,7 @@ static void *committer_main(void *arg)
             continue;
         }
         ledger_op **ops = batch != NULL ? batch : &single;
+        l->last_group = n;
         run_group(l, ops, n);
         pthread_mutex_lock(&l->mu);
         for (size_t i = 0; i < n; i++) {
@@ -1557,6 +1639,7 @@ static int submit(ledger *l, ledger_op *op)
     else
         l->head = op;
     l->tail = op;
+    l->n_queued++;
     pthread_cond_signal(&l->cv_work);
     while (!op->done)
         pthread_cond_wait(&op->cv, &l->mu);
@@ -1640,9 +1723,10 @@ ledger *ledger_open(const char *db_path, dp_err *err)
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         return NULL;
     }
-    bool mu_ok = false, cv_ok = false;
+    bool mu_ok = false, cv_ok = false, ck_ok = false;
     if (pthread_mutex_init(&l->mu, NULL) != 0 || !(mu_ok = true) ||
-        pthread_cond_init(&l->cv_work, NULL) != 0 || !(cv_ok = true)) {
+        pthread_cond_init(&l->cv_work, NULL) != 0 || !(cv_ok = true) ||
+        pthread_cond_init(&l->cv_ckpt, NULL) != 0 || !(ck_ok = true)) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of resources");
         goto fail;
     }
@@ -1669,6 +1753,23 @@ ledger *ledger_open(const char *db_path, dp_err *err)
             goto fail;
         }
     }
+    rc = sqlite3_open_v2(db_path, &l->ck_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        dp_log(DP_LOG_ERROR, NULL, "ledger: cannot open %s for checkpoints: %s", db_path,
+               l->ck_db ? sqlite3_errmsg(l->ck_db) : sqlite3_errstr(rc));
+        dp_err_set(err, DP_EINTERNAL, NULL, "cannot open the ledger database");
+        goto fail;
+    }
+    sqlite3_extended_result_codes(l->ck_db, 1);
+    sqlite3_busy_timeout(l->ck_db, LEDGER_BUSY_MS);
+    if (exec_sql(l->ck_db, "PRAGMA synchronous=FULL", err) != DP_OK)
+        goto fail;
+    if (pthread_create(&l->ck_thread, NULL, checkpointer_main, l) != 0) {
+        dp_err_set(err, DP_ENOMEM, NULL, "cannot start the ledger checkpointer");
+        goto fail;
+    }
+    l->ck_started = true;
+    sqlite3_wal_hook(l->db, wal_hook, l); /* replaces auto-checkpointing on the write connection */
     if (pthread_create(&l->thread, NULL, committer_main, l) != 0) {
         dp_err_set(err, DP_ENOMEM, NULL, "cannot start the ledger committer");
         goto fail;
@@ -1676,9 +1777,19 @@ ledger *ledger_open(const char *db_path, dp_err *err)
     l->thread_started = true;
     return l;
 fail:
+    if (l->ck_started) {
+        pthread_mutex_lock(&l->mu);
+        l->stop = true;
+        pthread_cond_signal(&l->cv_ckpt);
+        pthread_mutex_unlock(&l->mu);
+        pthread_join(l->ck_thread, NULL);
+    }
     for (int i = 0; i < ST_N; i++)
         sqlite3_finalize(l->st[i]);
     sqlite3_close(l->db);
+    sqlite3_close(l->ck_db);
+    if (ck_ok)
+        pthread_cond_destroy(&l->cv_ckpt);
     if (cv_ok)
         pthread_cond_destroy(&l->cv_work);
     if (mu_ok)
@@ -1691,16 +1802,20 @@ void ledger_free(ledger *l)
 {
     if (l == NULL)
         return;
-    if (l->thread_started) {
-        pthread_mutex_lock(&l->mu);
-        l->stop = true;
-        pthread_cond_signal(&l->cv_work);
-        pthread_mutex_unlock(&l->mu);
-        pthread_join(l->thread, NULL);
-    }
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_signal(&l->cv_work);
+    pthread_cond_signal(&l->cv_ckpt);
+    pthread_mutex_unlock(&l->mu);
+    if (l->thread_started)
+        pthread_join(l->thread, NULL); /* finishes every queued op first */
+    if (l->ck_started)
+        pthread_join(l->ck_thread, NULL);
     for (int i = 0; i < ST_N; i++)
         sqlite3_finalize(l->st[i]);
     sqlite3_close(l->db);
+    sqlite3_close(l->ck_db);
+    pthread_cond_destroy(&l->cv_ckpt);
     pthread_cond_destroy(&l->cv_work);
     pthread_mutex_destroy(&l->mu);
     dp_free(l);

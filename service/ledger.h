@@ -108,6 +108,10 @@ ledger *ledger_open(const char *db_path, dp_err *err);
 /* Stops the committer after it has finished every queued op, then closes. NULL is a no-op. */
 void ledger_free(ledger *l);
 
+/* Group-commit statistics since open: committed groups and the ops they carried (a refused op counts).
+ * ops / groups is the mean group size. Thread-safe (atomics). */
+void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops);
+
 /* The RDP orders of every vector in this ledger (borrowed, valid until ledger_free). */
 const double *ledger_orders(const ledger *l, size_t *n_orders);
 

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# bench/ledger: acknowledged durable charges per second and latency percentiles (issue #5).
+#
+#   make bench            (or: BUILD=build bash bench/ledger/run.sh)
+#
+# 1. HTTP: starts dpsilod (--auth off, --threads 64, a fresh database in a temp dir, synchronous=FULL as always),
+#    creates a silo that never refuses ({"private": false}, so every request is a real append), and runs
+#    build/bench/ledger with 1, 4, 16, 32, 64 and 128 keep-alive connections.
+# 2. API: the same appends through ledger_charge() from 1 to 128 threads, without HTTP/JSON.
+# Every acknowledged charge was committed (group commit, one fsync per group) before its answer.
+# Runs under nice -n 10 (the machine is shared); figures go to docs/BENCHMARKS.md by hand.
+set -eu
+BUILD=${BUILD:-build}
+BIN=$BUILD/bench/ledger
+D=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-bench-ledger-XXXXXX")
+PID=""
+cleanup() {
+    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; fi
+    rm -rf "$D"
+}
+trap cleanup EXIT
+TOTAL=${LEDGER_BENCH_TOTAL:-16000}
+# A handler blocks until its group commits, so HTTP concurrency is capped by the MHD pool: --threads 64
+# (the maximum) lets up to 64 requests wait in one group.
+THREADS=${LEDGER_BENCH_HTTP_THREADS:-64}
+
+nice -n 10 "$BUILD/dpsilod" --listen 127.0.0.1:0 --db "$D/db" --auth off --threads "$THREADS" \
+    --log-level warn >"$D/out" 2>"$D/err" &
+PID=$!
+URL=""
+for _ in $(seq 1 100); do
+    URL=$(sed -n 's/^dpsilod listening on //p' "$D/out")
+    [ -n "$URL" ] && break
+    sleep 0.05
+done
+[ -n "$URL" ] || { echo "dpsilod did not start"; cat "$D/err"; exit 1; }
+PORT=${URL##*:}
+SILO=$(curl -s -X POST "$URL/v1/silos" -d '{"name":"bench","budget":{"private":false}}' | jq -r .id)
+echo "== HTTP ($URL, $THREADS server threads, $(nproc) cores): POST /v1/silos/$SILO/charges"
+for c in 1 4 16 32 64 128; do
+    nice -n 10 "$BIN" http 127.0.0.1 "$PORT" "$SILO" "$c" $((TOTAL / c))
+done
+N=$(curl -s "$URL/v1/silos/$SILO?verify=true" | jq -r '"\(.n_charges) charges, log consistent: \(.verification.consistent)"')
+echo "   silo after the runs: $N"
+kill -TERM "$PID"
+wait "$PID" || true
+PID=""
+echo "== API (ledger_charge from N threads, same database, no HTTP)"
+for c in 1 4 16 32 64 128; do
+    nice -n 10 "$BIN" api "$D/db" "$c" $((TOTAL / c))
+done
