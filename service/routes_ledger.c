@@ -439,23 +439,13 @@ static int charge_input_parse(const json_t *obj, int64_t silo_id, const ledger_p
     const json_t *ev = json_object_get(obj, "event");
     if (ev == NULL || json_is_null(ev))
         return dp_err_set(err, DP_EINVAL, "event", "event is required");
-    if (event_json_parse(ev, false, &c->event, err) != DP_OK) {
-        dp_err_prefix_field(err, "event");
+    if (event_json_parse(ev, false, "event", &c->event, err) != DP_OK)
         return err->code;
-    }
     c->event_json = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
     if (c->event_json == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    const char *nb = NULL;
-    if (json_util_opt_string(obj, "neighboring", "add_remove", &nb, err) != DP_OK)
+    if (event_json_neighboring(obj, &c->req.neighboring, err) != DP_OK)
         return err->code;
-    if (strcmp(nb, "add_remove") == 0)
-        c->req.neighboring = ACCT_NB_ADD_REMOVE;
-    else if (strcmp(nb, "replace_one") == 0)
-        c->req.neighboring = ACCT_NB_REPLACE_ONE;
-    else
-        return dp_err_set(err, DP_EINVAL, "neighboring",
-                          "neighboring must be \"add_remove\" or \"replace_one\"");
     if (json_util_opt_string(obj, "idempotency_key", NULL, &c->req.idempotency_key, err) != DP_OK ||
         json_util_opt_string(obj, "reason", NULL, &c->req.reason, err) != DP_OK ||
         json_util_opt_int(obj, "job_id", 0, &c->req.job_id, err) != DP_OK)
