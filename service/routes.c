@@ -41,6 +41,8 @@ const route ROUTES[] = {
     {"GET", "/v1/version", route_version, 0},
     {"GET", "/metrics", route_metrics, 0},
     {"POST", "/v1/echo", route_echo, 4 * KIB},
+    {"POST", "/v1/tuning/draw", route_tuning_draw, 16 * KIB},
+    {"GET", "/v1/tuning/draws/{id}", route_tuning_draw_get, 0},
 };
 
 const size_t ROUTES_N = sizeof ROUTES / sizeof ROUTES[0];

@@ -22,4 +22,8 @@ int route_version(const http_req *rq, http_resp *rs, dp_err *err);
 int route_metrics(const http_req *rq, http_resp *rs, dp_err *err);
 int route_echo(const http_req *rq, http_resp *rs, dp_err *err);
 
+/* routes_tuning.c: private hyperparameter tuning (issue #4, docs/TUNING.md). */
+int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err);
+int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err);
+
 #endif
