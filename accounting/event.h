@@ -89,4 +89,26 @@ void acct_event_free(acct_event *ev);
  * (e.g. "event.event.sampling_rate"), relative to the tree root. */
 int acct_event_check(const acct_event *ev, bool allow_open, dp_err *err);
 
+/* Deep copy of a tree (owned by caller; free with acct_event_free). NULL on allocation failure or when
+ * ev is NULL. Used by calibration to substitute candidate values for open parameters. */
+acct_event *acct_event_clone(const acct_event *ev);
+
+/* Kinds of open parameter (bit flags) found by acct_event_open_params. */
+enum {
+    ACCT_OPEN_NOISE = 1u << 0, /* a gaussian/laplace noise_multiplier is NAN */
+    ACCT_OPEN_RATE = 1u << 1,  /* a poisson sampling_rate is NAN */
+    ACCT_OPEN_COUNT = 1u << 2  /* a self_composed count is open */
+};
+
+/* Bit set of the open-parameter kinds present in the tree (0 = fully specified). */
+unsigned acct_event_open_params(const acct_event *ev);
+
+/* Sets every open parameter of the given kind (one ACCT_OPEN_* flag) to value; for ACCT_OPEN_COUNT the
+ * value must be an integer in [1, ACCT_EVENT_MAX_COUNT] and count_open is cleared. NAN markers are
+ * overwritten, so calibration fills a fresh clone for every candidate value. */
+void acct_event_fill_open(acct_event *ev, unsigned kind, double value);
+
+/* Stable lower-case JSON name of a type ("gaussian", "poisson_sampled", ...). Never NULL. */
+const char *acct_event_type_name(acct_event_type type);
+
 #endif
