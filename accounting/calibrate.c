@@ -2,8 +2,8 @@
  * calibrate.c: bisection on the open parameter of an event tree. See calibrate.h for the contract.
  *
  * Each candidate is evaluated on a fresh clone of the tree with the open parameters filled in
- * (acct_event_fill_open), so the caller's tree is never modified. Noise and rate are bisected on a log
- * scale (geometric midpoints), the count on integers.
+ * (acct_event_fill_open), so the caller's tree is never modified. Noise and rate are bisected on a
+ * log scale (geometric midpoints), the count on integers.
  */
 #include "accounting/calibrate.h"
 

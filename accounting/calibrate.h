@@ -3,18 +3,18 @@
  *
  * A tree may leave open (event.h) noise multipliers (NAN), Poisson sampling rates (NAN) or
  * self_composed counts (count_open); all open parameters must be of ONE kind and share one value.
- * The solver needs an accountant as a callback (eps of a closed tree), so RDP, zCDP and PLD calibrate
- * the same way; acct_calib_rdp_eps / acct_calib_zcdp_eps are the built-in ones.
+ * The solver needs an accountant as a callback (eps of a closed tree), so RDP, zCDP and PLD
+ * calibrate the same way; acct_calib_rdp_eps / acct_calib_zcdp_eps are the built-in ones.
  *
- * Monotonicity used (and tested): eps decreases in the noise multiplier, increases in the count and in
- * the sampling rate. Conservative by construction (STYLE.md 2.8): bisection keeps a bracket whose
- * "meets" end satisfies eps(value) <= target as computed by the same callback, and that end is
- * returned together with its eps; so recomputing with the same accountant always meets the target.
- *   noise: smallest sigma in [ACCT_CALIB_SIGMA_MIN, ACCT_CALIB_SIGMA_MAX], to relative ACCT_CALIB_RTOL
- *   count: largest integer count in [1, 10^12], exact
- *   rate:  largest q in [ACCT_CALIB_Q_MIN, 1], to relative ACCT_CALIB_RTOL
- * Impossible targets (even sigma = ACCT_CALIB_SIGMA_MAX, count = 1 or q = ACCT_CALIB_Q_MIN exceed it)
- * give DP_ENUMERIC (HTTP 422) with the reason.
+ * Monotonicity used (and tested): eps decreases in the noise multiplier, increases in the count and
+ * in the sampling rate. Conservative by construction (STYLE.md 2.8): bisection keeps a bracket
+ * whose "meets" end satisfies eps(value) <= target as computed by the same callback, and that end
+ * is returned together with its eps; so recomputing with the same accountant always meets the
+ * target. noise: smallest sigma in [ACCT_CALIB_SIGMA_MIN, ACCT_CALIB_SIGMA_MAX], to relative
+ * ACCT_CALIB_RTOL count: largest integer count in [1, 10^12], exact rate:  largest q in
+ * [ACCT_CALIB_Q_MIN, 1], to relative ACCT_CALIB_RTOL Impossible targets (even sigma =
+ * ACCT_CALIB_SIGMA_MAX, count = 1 or q = ACCT_CALIB_Q_MIN exceed it) give DP_ENUMERIC (HTTP 422)
+ * with the reason.
  *
  * Thread-safety: reentrant if the callback is.
  */

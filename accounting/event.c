@@ -2,9 +2,10 @@
  * event.c: allocation, validation and copying of privacy-event trees. See event.h for the contract.
  *
  * Validation walks the tree recursively; the recursion depth is bounded because a node deeper than
- * ACCT_EVENT_MAX_DEPTH stops the walk with an error before descending further. Field paths are built
- * on the way back up with dp_err_prefix_field, so an error names e.g. "event.events[2].sampling_rate"
- * relative to the root node (the service adds the request key, usually "event").
+ * ACCT_EVENT_MAX_DEPTH stops the walk with an error before descending further. Field paths are
+ * built on the way back up with dp_err_prefix_field, so an error names e.g.
+ * "event.events[2].sampling_rate" relative to the root node (the service adds the request key,
+ * usually "event").
  */
 #include "accounting/event.h"
 
@@ -222,7 +223,8 @@ unsigned acct_event_open_params(const acct_event *ev)
     if (ev == NULL)
         return 0;
     unsigned k = 0;
-    if ((ev->type == ACCT_EV_GAUSSIAN || ev->type == ACCT_EV_LAPLACE) && isnan(ev->noise_multiplier))
+    if ((ev->type == ACCT_EV_GAUSSIAN || ev->type == ACCT_EV_LAPLACE) &&
+        isnan(ev->noise_multiplier))
         k |= ACCT_OPEN_NOISE;
     if (ev->type == ACCT_EV_POISSON && isnan(ev->sampling_rate))
         k |= ACCT_OPEN_RATE;
@@ -238,8 +240,8 @@ void acct_event_fill_open(acct_event *ev, unsigned kind, double value)
 {
     if (ev == NULL)
         return;
-    if (kind == ACCT_OPEN_NOISE &&
-        (ev->type == ACCT_EV_GAUSSIAN || ev->type == ACCT_EV_LAPLACE) && isnan(ev->noise_multiplier))
+    if (kind == ACCT_OPEN_NOISE && (ev->type == ACCT_EV_GAUSSIAN || ev->type == ACCT_EV_LAPLACE) &&
+        isnan(ev->noise_multiplier))
         ev->noise_multiplier = value;
     if (kind == ACCT_OPEN_RATE && ev->type == ACCT_EV_POISSON && isnan(ev->sampling_rate))
         ev->sampling_rate = value;

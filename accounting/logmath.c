@@ -1,8 +1,8 @@
 /*
  * logmath.c: log-space helpers. See logmath.h for the contract.
  *
- * References: M. Maechler (2012), "Accurately computing log(1 - exp(-|a|))", Rmpfr vignette, for the
- * switch at -ln 2 between log(-expm1(x)) and log1p(-exp(x)).
+ * References: M. Maechler (2012), "Accurately computing log(1 - exp(-|a|))", Rmpfr vignette, for
+ * the switch at -ln 2 between log(-expm1(x)) and log1p(-exp(x)).
  */
 #include "accounting/logmath.h"
 

@@ -3,7 +3,8 @@
  *
  * Privacy quantities span hundreds of orders of magnitude (an RDP moment A_alpha can be e^(10^6) or
  * 1 + 10^-27), so every sum of exponentials is formed in log space with these helpers and never as
- * exp() followed by log(). Conventions: -INFINITY is log(0); +INFINITY propagates; NaN in gives NaN out.
+ * exp() followed by log(). Conventions: -INFINITY is log(0); +INFINITY propagates; NaN in gives NaN
+ * out.
  *
  * Thread-safety: pure functions, no state.
  */

@@ -1,22 +1,23 @@
 /*
  * rdp.c: RDP curves of mechanisms, tree evaluation, and RDP -> (epsilon, delta). See rdp.h.
  *
- * DESIGN (sampled Gaussian). With mu0 = N(0, s^2) and t = (z - 1/2)/s^2, the privacy-loss ratio of the
- * Poisson-subsampled Gaussian is 1 + u with u = q (e^t - 1) (Mironov, Talwar & Zhang 2019, §3.3), and
- *     A_alpha = E_{z~mu0}[(1 + u)^alpha],   RDP = log(A_alpha) / (alpha - 1).
- * Since E[u] = 0, A_alpha - 1 = E[f(u)] with f(u) = (1+u)^alpha - 1 - alpha u >= 0 (convexity), so
- * log(A_alpha - 1) is a log-sum of POSITIVE terms and RDP = log1p(A_alpha - 1)/(alpha - 1) keeps full
- * relative precision even when A_alpha = 1 + 1e-27 (q = 1e-8, sigma = 1e5). This is where the classic
+ * DESIGN (sampled Gaussian). With mu0 = N(0, s^2) and t = (z - 1/2)/s^2, the privacy-loss ratio of
+ * the Poisson-subsampled Gaussian is 1 + u with u = q (e^t - 1) (Mironov, Talwar & Zhang 2019,
+ * §3.3), and A_alpha = E_{z~mu0}[(1 + u)^alpha],   RDP = log(A_alpha) / (alpha - 1). Since E[u] =
+ * 0, A_alpha - 1 = E[f(u)] with f(u) = (1+u)^alpha - 1 - alpha u >= 0 (convexity), so log(A_alpha -
+ * 1) is a log-sum of POSITIVE terms and RDP = log1p(A_alpha - 1)/(alpha - 1) keeps full relative
+ * precision even when A_alpha = 1 + 1e-27 (q = 1e-8, sigma = 1e5). This is where the classic
  * two-sided series of MTZ/TF-Privacy loses every digit: it forms A_alpha itself and subtracts 1.
  *   Integer alpha: f(u) expands binomially and E[(e^t-1)^k ...] collapses to
  *     A - 1 = sum_{k=2}^{alpha} C(alpha,k) (1-q)^{alpha-k} q^k expm1((k^2-k)/(2 s^2))
  *   (MTZ 2019, §3.3 integer-alpha sum, with the k = 0, 1 terms cancelled against the 1).
  *   Fractional alpha: f(u) is integrated against the normal density by adaptive Gauss-Kronrod (GSL
- *   qag) separately on z < 1/2 (u < 0) and z > 1/2 (u > 0), where f(u(z)) is log-concave; each piece
- *   is rescaled by its peak (found by golden-section search) and integrated over the window where
- *   the log-integrand is within ACCT_QUAD_LOG_WINDOW of the peak.
+ *   qag) separately on z < 1/2 (u < 0) and z > 1/2 (u > 0), where f(u(z)) is log-concave; each
+ * piece is rescaled by its peak (found by golden-section search) and integrated over the window
+ * where the log-integrand is within ACCT_QUAD_LOG_WINDOW of the peak.
  *
- * Conversions: see rdp.h for formulas and papers. Everything is evaluated in log space (STYLE.md 2.8).
+ * Conversions: see rdp.h for formulas and papers. Everything is evaluated in log space
+ * (STYLE.md 2.8).
  */
 #include "accounting/rdp.h"
 
@@ -46,9 +47,10 @@
 #define ACCT_QUAD_LOG_WINDOW 60.0
 /* Golden-section iterations for the integrand peak: reaches ~1e-9 of the bracket. */
 #define ACCT_PEAK_ITERS 60
-/* Series f(u) = sum_{k>=2} C(alpha,k) u^k is used for |u| < 0.5 and |alpha u| < 2 (no cancellation). */
-#define ACCT_SERIES_MAX_U 0.5
-#define ACCT_SERIES_MAX_AU 2.0
+/* Series f(u) = sum_{k>=2} C(alpha,k) u^k is used for |u| < 0.5 and |alpha u| < 2 (no
+ * cancellation). */
+#define ACCT_SERIES_MAX_U     0.5
+#define ACCT_SERIES_MAX_AU    2.0
 #define ACCT_SERIES_MAX_TERMS 400
 /* Stop the series once a term is below this fraction of the sum (below half an ulp). */
 #define ACCT_SERIES_REL 1e-18
@@ -58,12 +60,14 @@
 #define ACCT_LNCHOOSE_RESYNC 128
 /* sigma below this: the sampled Gaussian's RDP exceeds double range at every order; report +inf. */
 #define ACCT_SIGMA_TINY 1e-100
-/* Golden-section iterations of the continuous order search (bracket shrinks by 0.618^60 ~ 3e-13). */
+/* Golden-section iterations of the continuous order search (bracket shrinks by 0.618^60 ~ 3e-13).
+ */
 #define ACCT_ORDER_SEARCH_ITERS 60
 
 static const double GOLDEN = 0.6180339887498949; /* (sqrt(5) - 1) / 2 */
 
-/* ---- default orders ------------------------------------------------------------------------------ */
+/* ---- default orders
+ * ------------------------------------------------------------------------------ */
 
 #define N_DEFAULT_ORDERS (99 + 54 + 10)
 static double default_orders[N_DEFAULT_ORDERS];
@@ -105,7 +109,8 @@ int acct_rdp_check_orders(const double *orders, size_t n, dp_err *err)
     return DP_OK;
 }
 
-/* ---- simple mechanisms ----------------------------------------------------------------------------- */
+/* ---- simple mechanisms
+ * ----------------------------------------------------------------------------- */
 
 double acct_rdp_gaussian(double sigma, double alpha)
 {
@@ -132,13 +137,14 @@ static double expm1_minus_x(double x)
 double acct_rdp_laplace(double b, double alpha)
 {
     /* Mironov 2017, Prop. 6 / Table II, Laplace with scale b and sensitivity 1, alpha > 1:
-     *   r = 1/(alpha-1) log( alpha/(2alpha-1) e^{(alpha-1)/b} + (alpha-1)/(2alpha-1) e^{-alpha/b} ).
-     * The sum S is 1 + O(1/b^2); writing e^x = 1 + x + h(x) the first-order terms cancel exactly and
-     *   S - 1 = (alpha h((alpha-1)/b) + (alpha-1) h(-alpha/b)) / (2 alpha - 1)  (all terms >= 0). */
+     *   r = 1/(alpha-1) log( alpha/(2alpha-1) e^{(alpha-1)/b} + (alpha-1)/(2alpha-1) e^{-alpha/b}
+     * ). The sum S is 1 + O(1/b^2); writing e^x = 1 + x + h(x) the first-order terms cancel exactly
+     * and S - 1 = (alpha h((alpha-1)/b) + (alpha-1) h(-alpha/b)) / (2 alpha - 1)  (all terms >= 0).
+     */
     double x1 = (alpha - 1.0) / b, x2 = -alpha / b;
     if (x1 < 1.0) {
-        double sm1 = (alpha * expm1_minus_x(x1) + (alpha - 1.0) * expm1_minus_x(x2)) /
-                     (2.0 * alpha - 1.0);
+        double sm1 =
+            (alpha * expm1_minus_x(x1) + (alpha - 1.0) * expm1_minus_x(x2)) / (2.0 * alpha - 1.0);
         return log1p(sm1) / (alpha - 1.0);
     }
     double la = log(alpha / (2.0 * alpha - 1.0)) + x1;
@@ -154,7 +160,8 @@ double acct_rdp_pure(double eps, double alpha)
     return z < eps ? z : eps;
 }
 
-/* ---- sampled Gaussian: integer orders ----------------------------------------------------------- */
+/* ---- sampled Gaussian: integer orders -----------------------------------------------------------
+ */
 
 static int lnchoose(double n, double k, double *out)
 {
@@ -264,9 +271,10 @@ static double sgm_peak(const sgm_ctx *c, double lo, double hi, double *gmax)
 /* Integral of exp(g - shift) over [a, b] by GSL qag; DP_ENUMERIC on failure. */
 static int sgm_qag(sgm_ctx *c, gsl_integration_workspace *w, double a, double b, double *val)
 {
-    /* When the log-integrand is large (A_alpha = e^shift, shift >> 1), its evaluation carries absolute
-     * rounding ~ DBL_EPSILON * shift, so the integral can only be resolved to that relative level;
-     * that is still a relative error ~ ACCT_QUAD_EPSREL in log(A_alpha) and hence in the RDP. */
+    /* When the log-integrand is large (A_alpha = e^shift, shift >> 1), its evaluation carries
+     * absolute rounding ~ DBL_EPSILON * shift, so the integral can only be resolved to that
+     * relative level; that is still a relative error ~ ACCT_QUAD_EPSREL in log(A_alpha) and hence
+     * in the RDP. */
     double scale = c->shift > 1.0 ? c->shift : 1.0;
     *val = 0.0;
     if (!(b > a))
@@ -276,8 +284,8 @@ static int sgm_qag(sgm_ctx *c, gsl_integration_workspace *w, double a, double b,
     double epsrel = ACCT_QUAD_EPSREL * scale;
     if (epsrel > ACCT_QUAD_EPSREL_MAX)
         epsrel = ACCT_QUAD_EPSREL_MAX;
-    int st = gsl_integration_qag(&F, a, b, 0.0, epsrel, ACCT_QUAD_LIMIT, GSL_INTEG_GAUSS31, w,
-                                 &res, &abserr);
+    int st = gsl_integration_qag(&F, a, b, 0.0, epsrel, ACCT_QUAD_LIMIT, GSL_INTEG_GAUSS31, w, &res,
+                                 &abserr);
     if (st != GSL_SUCCESS && !(abserr <= ACCT_QUAD_EPSREL_ACCEPT * scale * fabs(res)))
         return DP_ENUMERIC;
     if (!isfinite(res) || res < 0.0)
@@ -286,8 +294,8 @@ static int sgm_qag(sgm_ctx *c, gsl_integration_workspace *w, double a, double b,
     return DP_OK;
 }
 
-/* Log of the integral of exp(g) over the piece [dlo, dhi] (one of them infinite), where g peaks inside
- * [blo, bhi]. Returns -HUGE_VAL for an empty/zero piece. */
+/* Log of the integral of exp(g) over the piece [dlo, dhi] (one of them infinite), where g peaks
+ * inside [blo, bhi]. Returns -HUGE_VAL for an empty/zero piece. */
 static int sgm_piece(sgm_ctx *c, gsl_integration_workspace *w, double dlo, double dhi, double blo,
                      double bhi, double *log_int)
 {
@@ -354,17 +362,18 @@ static int sgm_window(sgm_ctx *c, gsl_integration_workspace *w, double wlo, doub
 /* Margin around a significant component, in units of sigma: a normal tail beyond 12 sigma is
  * e^-72 ~ 5e-32 of its peak. */
 #define ACCT_COMPONENT_MARGIN_SIGMA 12.0
-/* Components (binomial terms) more than this below the largest one in log are dropped: e^-50 ~ 2e-22. */
+/* Components (binomial terms) more than this below the largest one in log are dropped: e^-50 ~
+ * 2e-22. */
 #define ACCT_COMPONENT_LOG_CUT 50.0
 /* Most disjoint windows tracked (the component weights have at most two local maxima in k). */
 #define ACCT_MAX_WINDOWS 8
 
-/* The u > 0 integrand is a mixture of normal bumps centred at z = k (k = 2..ceil(alpha)) with weights
- * C(alpha,k) q^k (1-q)^(alpha-k) e^{(k^2-k)/(2 s^2)} (MTZ 2019, §3.3 expansions; for fractional alpha
- * the second expansion puts them at alpha - j, within 1 of an integer). The significant k form at most
- * two runs (log weight = concave + convex in k); each run becomes an integration window widened by
- * 1 + ACCT_COMPONENT_MARGIN_SIGMA sigma. This makes the quadrature robust to bimodal and (sigma < 1)
- * comb-shaped integrands that a single peak search would miss. */
+/* The u > 0 integrand is a mixture of normal bumps centred at z = k (k = 2..ceil(alpha)) with
+ * weights C(alpha,k) q^k (1-q)^(alpha-k) e^{(k^2-k)/(2 s^2)} (MTZ 2019, §3.3 expansions; for
+ * fractional alpha the second expansion puts them at alpha - j, within 1 of an integer). The
+ * significant k form at most two runs (log weight = concave + convex in k); each run becomes an
+ * integration window widened by 1 + ACCT_COMPONENT_MARGIN_SIGMA sigma. This makes the quadrature
+ * robust to bimodal and (sigma < 1) comb-shaped integrands that a single peak search would miss. */
 static int sgm_right(sgm_ctx *c, gsl_integration_workspace *w, double *log_int)
 {
     const double a = c->alpha, sigma = sqrt(c->s2), inv2s2 = 1.0 / (2.0 * c->s2);
@@ -441,8 +450,8 @@ static int sgm_log_am1_frac(double q, double sigma, double alpha, gsl_integratio
     return isnan(*out) ? DP_ENUMERIC : DP_OK;
 }
 
-static int sgm_rdp(double q, double sigma, double alpha, gsl_integration_workspace **w,
-                   double *out, dp_err *err)
+static int sgm_rdp(double q, double sigma, double alpha, gsl_integration_workspace **w, double *out,
+                   dp_err *err)
 {
     if (q >= 1.0) {
         *out = acct_rdp_gaussian(sigma, alpha);
@@ -485,7 +494,8 @@ int acct_rdp_sampled_gaussian(double q, double sigma, double alpha, double *out,
     return rc;
 }
 
-/* ---- tree evaluation ------------------------------------------------------------------------------ */
+/* ---- tree evaluation
+ * ------------------------------------------------------------------------------ */
 
 typedef struct rdp_ws {
     acct_neighboring nb;
@@ -691,15 +701,16 @@ static int eval_prepare(const acct_event *ev, acct_neighboring nb, dp_err *err)
     return rdp_supported(ev, nb, err);
 }
 
-static int eval_orders(const acct_event *ev, rdp_ws *ws, const double *orders, size_t n, double *out,
-                       dp_err *err)
+static int eval_orders(const acct_event *ev, rdp_ws *ws, const double *orders, size_t n,
+                       double *out, dp_err *err)
 {
     for (size_t i = 0; i < n; i++) {
         int rc = node_rdp(ev, orders[i], ws, &out[i], err);
         if (rc != DP_OK)
             return rc;
         if (isnan(out[i]))
-            return dp_err_set(err, DP_ENUMERIC, NULL, "RDP evaluated to NaN at order %g", orders[i]);
+            return dp_err_set(err, DP_ENUMERIC, NULL, "RDP evaluated to NaN at order %g",
+                              orders[i]);
     }
     return DP_OK;
 }
@@ -719,7 +730,8 @@ int acct_rdp_eval(const acct_event *ev, acct_neighboring nb, const double *order
     return rc;
 }
 
-/* ---- conversions --------------------------------------------------------------------------------- */
+/* ---- conversions
+ * --------------------------------------------------------------------------------- */
 
 const char *acct_conversion_name(acct_conversion c)
 {
@@ -755,8 +767,8 @@ static double eps_at(double a, double r, double log_delta, double delta, acct_co
         return HUGE_VAL;
     if (conv == ACCT_CONV_MIRONOV2017) /* Mironov 2017, Prop. 3 */
         return r - log_delta / (a - 1.0);
-    /* KL shortcut: D_alpha >= KL and TV <= sqrt(1 - e^-KL), so (0, delta)-DP when delta^2 >= 1 - e^-r
-     * (as dp_accounting's compute_epsilon). */
+    /* KL shortcut: D_alpha >= KL and TV <= sqrt(1 - e^-KL), so (0, delta)-DP when delta^2 >= 1 -
+     * e^-r (as dp_accounting's compute_epsilon). */
     if (delta * delta + expm1(-r) >= 0.0)
         return 0.0;
     /* Balle et al. 2020, Thm. 21. */
@@ -772,7 +784,7 @@ static double log_delta_at(double a, double r, double eps, acct_conversion conv)
         double l = (a - 1.0) * (r - eps);
         return l < 0.0 ? l : 0.0;
     }
-    double kl = 0.5 * dp_log1mexp(-r); /* delta <= sqrt(1 - e^-KL) */
+    double kl = 0.5 * dp_log1mexp(-r);                           /* delta <= sqrt(1 - e^-KL) */
     double b = (a - 1.0) * (r - eps + log1p(-1.0 / a)) - log(a); /* Balle et al. 2020, Thm. 21 */
     double l = kl < b ? kl : b;
     return l < 0.0 ? l : 0.0;
@@ -846,7 +858,8 @@ int acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double 
     return DP_OK;
 }
 
-/* ---- tree-level answers with continuous order search ----------------------------------------------- */
+/* ---- tree-level answers with continuous order search
+ * ----------------------------------------------- */
 
 typedef struct order_obj {
     const acct_event *ev;
@@ -876,8 +889,8 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Grid evaluation, then (conv == OPTIMAL) golden-section refinement in log(alpha - 1) between the grid
- * neighbours of the best order. The refined value is taken only if it is smaller. */
+/* Grid evaluation, then (conv == OPTIMAL) golden-section refinement in log(alpha - 1) between the
+ * grid neighbours of the best order. The refined value is taken only if it is smaller. */
 static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delta, double target,
                        acct_conversion conv, const double *orders, size_t n, acct_rdp_answer *out,
                        dp_err *err)
@@ -901,8 +914,8 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     qsort(ord, n, sizeof *ord, cmp_double);
     rdp_ws ws = {nb, NULL};
     rc = eval_orders(ev, &ws, ord, n, rdp, err);
-    acct_conversion base = conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017
-                                                         : ACCT_CONV_BALLE2020;
+    acct_conversion base =
+        conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
     double val = 0.0, oa = ((double)NAN);
     if (rc == DP_OK) {
         rc = want_delta ? acct_rdp_to_delta(ord, rdp, n, target, base, &val, &oa, err)

@@ -1,10 +1,10 @@
 /*
  * zcdp.c: rho of event trees and zCDP -> (epsilon, delta). See zcdp.h for formulas and papers.
  *
- * The CKS 2020 conversion is minimised over alpha by golden-section search on x = log(alpha - 1): the
- * objective (alpha rho + log(1/delta) - log alpha + (alpha-1) log(1 - 1/alpha)) / (alpha - 1) has a
- * convex numerator over a positive linear denominator, so it is quasi-convex and the search finds the
- * global minimum of the bracket.
+ * The CKS 2020 conversion is minimised over alpha by golden-section search on x = log(alpha - 1):
+ * the objective (alpha rho + log(1/delta) - log alpha + (alpha-1) log(1 - 1/alpha)) / (alpha - 1)
+ * has a convex numerator over a positive linear denominator, so it is quasi-convex and the search
+ * finds the global minimum of the bracket.
  */
 #include "accounting/zcdp.h"
 
@@ -85,7 +85,9 @@ int acct_zcdp_eval(const acct_event *ev, double *rho, dp_err *err)
 
 const char *acct_zcdp_conversion_name(acct_zcdp_conversion c)
 {
-    return c == ACCT_ZCDP_BS2016 ? "bun_steinke2016" : c == ACCT_ZCDP_CKS2020 ? "cks2020" : "unknown";
+    return c == ACCT_ZCDP_BS2016    ? "bun_steinke2016"
+           : c == ACCT_ZCDP_CKS2020 ? "cks2020"
+                                    : "unknown";
 }
 
 int acct_zcdp_conversion_parse(const char *s, acct_zcdp_conversion *out, dp_err *err)

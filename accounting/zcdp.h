@@ -1,16 +1,16 @@
 /*
- * zcdp.h: zero-concentrated differential privacy of event trees (Bun & Steinke 2016) and its conversion
- * to (epsilon, delta).
+ * zcdp.h: zero-concentrated differential privacy of event trees (Bun & Steinke 2016) and its
+ * conversion to (epsilon, delta).
  *
- * rho of each mechanism (Bun & Steinke 2016; any neighbouring relation, parameters being relative to
- * the sensitivity under that relation):
- *   gaussian  rho = 1 / (2 sigma^2)          (Prop. 1.6)
+ * rho of each mechanism (Bun & Steinke 2016; any neighbouring relation, parameters being relative
+ * to the sensitivity under that relation): gaussian  rho = 1 / (2 sigma^2)          (Prop. 1.6)
  *   zcdp      rho                            (Def. 1.1)
  *   pure      rho = eps^2 / 2                (Prop. 1.4)
  *   laplace   rho = 1 / (2 b^2): the Laplace mechanism is (1/b)-DP, then Prop. 1.4
  *   self_composed / composed: rho adds (Lemma 1.7)
- * poisson_sampled and sampled_without_replacement are refused (DP_EINVAL): zCDP has no amplification by
- * subsampling; use the RDP or PLD accountant. repeat_and_select is refused too (TODO(#4)).
+ * poisson_sampled and sampled_without_replacement are refused (DP_EINVAL): zCDP has no
+ * amplification by subsampling; use the RDP or PLD accountant. repeat_and_select is refused too
+ * (TODO(#4)).
  *
  * Thread-safety: pure functions.
  */
@@ -20,7 +20,8 @@
 #include "accounting/event.h"
 #include "common/dp_err.h"
 
-/* rho of the whole tree (no open parameters). DP_EINVAL with the field path of an unsupported node. */
+/* rho of the whole tree (no open parameters). DP_EINVAL with the field path of an unsupported node.
+ */
 int acct_zcdp_eval(const acct_event *ev, double *rho, dp_err *err);
 
 typedef enum acct_zcdp_conversion {
@@ -40,7 +41,8 @@ int acct_zcdp_to_epsilon(double rho, double delta, acct_zcdp_conversion conv, do
                          double *opt_order, dp_err *err);
 
 /* Inverse: delta(eps) for eps >= 0. BS2016: exp(-(eps - rho)^2 / (4 rho)) when eps >= rho, else 1.
- * CKS2020: inf_alpha exp((alpha-1)(alpha rho - eps)) (1 - 1/alpha)^(alpha-1) / alpha, capped at 1. */
+ * CKS2020: inf_alpha exp((alpha-1)(alpha rho - eps)) (1 - 1/alpha)^(alpha-1) / alpha, capped at 1.
+ */
 int acct_zcdp_to_delta(double rho, double eps, acct_zcdp_conversion conv, double *delta,
                        double *opt_order, dp_err *err);
 

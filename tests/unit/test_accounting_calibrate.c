@@ -1,6 +1,7 @@
 /*
- * test_accounting_calibrate.c: calibration of noise, count and sampling rate; round trips (the value
- * returned meets the target when recomputed, and the next step beyond it does not); 422 when impossible.
+ * test_accounting_calibrate.c: calibration of noise, count and sampling rate; round trips (the
+ * value returned meets the target when recomputed, and the next step beyond it does not); 422 when
+ * impossible.
  */
 #include <math.h>
 
@@ -37,8 +38,8 @@ static double eps_with(const acct_event *ev, unsigned kind, double v, acct_calib
 static void noise_round_trips_and_matches_seed000(void **state)
 {
     (void)state;
-    /* seed-000 §2.6 inverse: q=0.01, T=20000, delta=1e-4, eps=1 -> sigma 5.0237 (Balle, Opacus grid);
-     * we use the default grid + continuous order, which can only need less noise. */
+    /* seed-000 §2.6 inverse: q=0.01, T=20000, delta=1e-4, eps=1 -> sigma 5.0237 (Balle, Opacus
+     * grid); we use the default grid + continuous order, which can only need less noise. */
     acct_event *ev = sgm(0.01, (double)NAN, 20000);
     acct_calib_rdp_ctx ctx = {ACCT_NB_ADD_REMOVE, 1e-4, ACCT_CONV_OPTIMAL, NULL, 0, 0};
     acct_calib_result r;

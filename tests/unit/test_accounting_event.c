@@ -1,6 +1,6 @@
 /*
- * test_accounting_event.c: event-tree allocation, validation (with field paths and limits), cloning,
- * open parameters, and clean failure under allocation-failure injection.
+ * test_accounting_event.c: event-tree allocation, validation (with field paths and limits),
+ * cloning, open parameters, and clean failure under allocation-failure injection.
  */
 #include <math.h>
 #include <string.h>
@@ -84,7 +84,8 @@ static void check_rejects_each_domain_violation(void **state)
     struct {
         acct_event_type t;
         const char *field;
-    } cases[] = {{ACCT_EV_ZCDP, "rho"}, {ACCT_EV_PURE, "epsilon"}, {ACCT_EV_LAPLACE, "noise_multiplier"}};
+    } cases[] = {
+        {ACCT_EV_ZCDP, "rho"}, {ACCT_EV_PURE, "epsilon"}, {ACCT_EV_LAPLACE, "noise_multiplier"}};
     for (size_t i = 0; i < 3; i++) {
         acct_event *e = acct_event_alloc(cases[i].t);
         e->rho = -0.1;

@@ -1,6 +1,6 @@
 /*
- * test_accounting_logmath.c: the log-space helpers (accounting/logmath.h) against values computed by
- * hand or in closed form, including the infinities and the cancellation-prone regions.
+ * test_accounting_logmath.c: the log-space helpers (accounting/logmath.h) against values computed
+ * by hand or in closed form, including the infinities and the cancellation-prone regions.
  */
 #include <math.h>
 

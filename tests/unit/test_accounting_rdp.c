@@ -31,7 +31,8 @@ static acct_event *sgm(double q, double s, unsigned long long steps)
     return c;
 }
 
-/* Opacus DEFAULT_ALPHAS = TF-Privacy compute_dp_sgd_privacy grid: [1 + x/10, x=1..99] + [12..63]. */
+/* Opacus DEFAULT_ALPHAS = TF-Privacy compute_dp_sgd_privacy grid: [1 + x/10, x=1..99] + [12..63].
+ */
 static size_t opacus_orders(double *o)
 {
     size_t n = 0;
@@ -94,7 +95,8 @@ static const golden GOLDEN[] = {
     {0.01, 10.0, 20000, 1e-4, 0.6195, ACCT_CONV_MIRONOV2017, 0.00005, "seed-000 §2.6"},
     /* TF-Privacy MNIST tutorial (q = 256/60000, sigma 1.1, 60 epochs = 14063 steps, delta 1e-5):
      * 3.008 with the classic conversion (the tutorial's "3.01"), 2.597 with Balle et al. 2020. */
-    {256.0 / 60000.0, 1.1, 14063, 1e-5, 3.008, ACCT_CONV_MIRONOV2017, 0.0005, "TF-Privacy tutorial"},
+    {256.0 / 60000.0, 1.1, 14063, 1e-5, 3.008, ACCT_CONV_MIRONOV2017, 0.0005,
+     "TF-Privacy tutorial"},
     {256.0 / 60000.0, 1.1, 14063, 1e-5, 2.597, ACCT_CONV_BALLE2020, 0.0005, "seed-000 §2.6 note"},
     /* seed-003 §3 (FedHDP paper's epsilons, improved conversion) and its extra data points */
     {0.05, 1.5, 500, 1e-4, 3.608, ACCT_CONV_BALLE2020, 0.0005, "seed-003 §3 (MNIST 3.6)"},
@@ -121,8 +123,8 @@ static void published_epsilons_are_reproduced(void **state)
         acct_event *ev = sgm(g->q, g->sigma, g->steps);
         double e = eps_of(ev, g->delta, g->conv, o, n);
         if (!(fabs(e - g->eps) <= g->half_ulp * (1.0 + 1e-9)))
-            fail_msg("%s: q=%g sigma=%g T=%llu delta=%g %s: got %.6f, published %g", g->source, g->q,
-                     g->sigma, g->steps, g->delta, acct_conversion_name(g->conv), e, g->eps);
+            fail_msg("%s: q=%g sigma=%g T=%llu delta=%g %s: got %.6f, published %g", g->source,
+                     g->q, g->sigma, g->steps, g->delta, acct_conversion_name(g->conv), e, g->eps);
         acct_event_free(ev);
     }
 }
@@ -361,7 +363,8 @@ static void conversions_match_their_formulas(void **state)
     double r[] = {0.1, 0.7, 4.0};
     double e, a, d;
     dp_err err = {0};
-    assert_int_equal(acct_rdp_to_epsilon(o, r, 3, 1e-5, ACCT_CONV_MIRONOV2017, &e, &a, &err), DP_OK);
+    assert_int_equal(acct_rdp_to_epsilon(o, r, 3, 1e-5, ACCT_CONV_MIRONOV2017, &e, &a, &err),
+                     DP_OK);
     double m8 = 0.7 + log(1e5) / 7.0;
     assert_close(e, m8, 1e-15, 0);
     assert_close(a, 8.0, 0, 0);
@@ -375,13 +378,16 @@ static void conversions_match_their_formulas(void **state)
     assert_close(d, 1e-5, 1e-12, 0);
     /* KL shortcut: tiny RDP gives eps = 0 */
     double tiny[] = {1e-14, 1e-13, 1e-12};
-    assert_int_equal(acct_rdp_to_epsilon(o, tiny, 3, 1e-5, ACCT_CONV_BALLE2020, &e, &a, &err), DP_OK);
+    assert_int_equal(acct_rdp_to_epsilon(o, tiny, 3, 1e-5, ACCT_CONV_BALLE2020, &e, &a, &err),
+                     DP_OK);
     assert_close(e, 0.0, 0, 0);
     /* infinite RDP everywhere: eps = +inf, order NAN */
     double inf[] = {HUGE_VAL, HUGE_VAL, HUGE_VAL};
-    assert_int_equal(acct_rdp_to_epsilon(o, inf, 3, 1e-5, ACCT_CONV_BALLE2020, &e, &a, &err), DP_OK);
+    assert_int_equal(acct_rdp_to_epsilon(o, inf, 3, 1e-5, ACCT_CONV_BALLE2020, &e, &a, &err),
+                     DP_OK);
     assert_true(e == HUGE_VAL && isnan(a));
-    assert_int_equal(acct_rdp_to_epsilon(o, r, 3, 1.0, ACCT_CONV_BALLE2020, &e, &a, &err), DP_EINVAL);
+    assert_int_equal(acct_rdp_to_epsilon(o, r, 3, 1.0, ACCT_CONV_BALLE2020, &e, &a, &err),
+                     DP_EINVAL);
     assert_string_equal(err.field, "delta");
     acct_conversion c;
     assert_int_equal(acct_conversion_parse("balle2020", &c, &err), DP_OK);
@@ -396,14 +402,14 @@ static void tree_delta_and_epsilon_are_inverse(void **state)
     acct_event *ev = sgm(0.01, 1.1, 10000);
     acct_rdp_answer a, b;
     dp_err err = {0};
-    assert_int_equal(acct_rdp_epsilon(ev, ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_OPTIMAL, NULL, 0, &a,
-                                      &err),
-                     DP_OK);
+    assert_int_equal(
+        acct_rdp_epsilon(ev, ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_OPTIMAL, NULL, 0, &a, &err),
+        DP_OK);
     assert_true(a.continuous);
     assert_int_equal(a.conversion, ACCT_CONV_BALLE2020);
-    assert_int_equal(acct_rdp_delta(ev, ACCT_NB_ADD_REMOVE, a.value, ACCT_CONV_OPTIMAL, NULL, 0, &b,
-                                    &err),
-                     DP_OK);
+    assert_int_equal(
+        acct_rdp_delta(ev, ACCT_NB_ADD_REMOVE, a.value, ACCT_CONV_OPTIMAL, NULL, 0, &b, &err),
+        DP_OK);
     assert_close(b.value, 1e-5, 1e-6, 0);
     acct_event_free(ev);
 }

@@ -22,10 +22,10 @@ static void rho_of_mechanisms_and_compositions(void **state)
     acct_event *c = acct_event_alloc(ACCT_EV_COMPOSED);
     c->n_children = 4;
     c->children = dp_calloc(4, sizeof *c->children);
-    c->children[0] = node(ACCT_EV_GAUSSIAN, 10.0);  /* 1/200 */
-    c->children[1] = node(ACCT_EV_ZCDP, 0.0125);    /* 0.0125 */
-    c->children[2] = node(ACCT_EV_PURE, 0.1);       /* 0.005 */
-    c->children[3] = node(ACCT_EV_LAPLACE, 20.0);   /* 1/800 */
+    c->children[0] = node(ACCT_EV_GAUSSIAN, 10.0); /* 1/200 */
+    c->children[1] = node(ACCT_EV_ZCDP, 0.0125);   /* 0.0125 */
+    c->children[2] = node(ACCT_EV_PURE, 0.1);      /* 0.005 */
+    c->children[3] = node(ACCT_EV_LAPLACE, 20.0);  /* 1/800 */
     acct_event *s = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
     s->count = 1000;
     s->child = c;
@@ -47,8 +47,8 @@ static void rho_of_mechanisms_and_compositions(void **state)
 static void bun_steinke_matches_seed000_crosscheck(void **state)
 {
     (void)state;
-    /* seed-000 §2.6: sigma 10, T 1000 -> rho 5, eps = rho + 2 sqrt(rho log(1/delta)) = 18.57 at 1e-4;
-     * sigma 100 -> rho 0.05, eps 1.407. */
+    /* seed-000 §2.6: sigma 10, T 1000 -> rho 5, eps = rho + 2 sqrt(rho log(1/delta)) = 18.57 at
+     * 1e-4; sigma 100 -> rho 0.05, eps 1.407. */
     double e, a;
     dp_err err = {0};
     assert_int_equal(acct_zcdp_to_epsilon(5.0, 1e-4, ACCT_ZCDP_BS2016, &e, &a, &err), DP_OK);
@@ -66,22 +66,25 @@ static void cks_is_tighter_and_delta_inverts_epsilon(void **state)
         for (int j = 0; j < 3; j++) {
             double bs, cks, a, d;
             dp_err err = {0};
-            assert_int_equal(acct_zcdp_to_epsilon(rhos[i], deltas[j], ACCT_ZCDP_BS2016, &bs, &a, &err),
-                             DP_OK);
-            assert_int_equal(acct_zcdp_to_epsilon(rhos[i], deltas[j], ACCT_ZCDP_CKS2020, &cks, &a,
-                                                  &err),
-                             DP_OK);
+            assert_int_equal(
+                acct_zcdp_to_epsilon(rhos[i], deltas[j], ACCT_ZCDP_BS2016, &bs, &a, &err), DP_OK);
+            assert_int_equal(
+                acct_zcdp_to_epsilon(rhos[i], deltas[j], ACCT_ZCDP_CKS2020, &cks, &a, &err), DP_OK);
             assert_true(cks <= bs && cks >= 0.0 && a > 1.0);
-            if (cks == 0.0) /* (0, delta)-DP already: e.g. rho 1e-6, delta 0.01 (TV <= sqrt(rho/2)) */
+            if (cks ==
+                0.0) /* (0, delta)-DP already: e.g. rho 1e-6, delta 0.01 (TV <= sqrt(rho/2)) */
                 continue;
-            assert_int_equal(acct_zcdp_to_delta(rhos[i], cks, ACCT_ZCDP_CKS2020, &d, &a, &err), DP_OK);
+            assert_int_equal(acct_zcdp_to_delta(rhos[i], cks, ACCT_ZCDP_CKS2020, &d, &a, &err),
+                             DP_OK);
             assert_close(d, deltas[j], 1e-8, 0);
-            assert_int_equal(acct_zcdp_to_delta(rhos[i], bs, ACCT_ZCDP_BS2016, &d, &a, &err), DP_OK);
+            assert_int_equal(acct_zcdp_to_delta(rhos[i], bs, ACCT_ZCDP_BS2016, &d, &a, &err),
+                             DP_OK);
             assert_close(d, deltas[j], 1e-10, 0);
         }
     double e;
     dp_err err = {0};
-    assert_int_equal(acct_zcdp_to_epsilon(-1.0, 1e-5, ACCT_ZCDP_CKS2020, &e, NULL, &err), DP_EINVAL);
+    assert_int_equal(acct_zcdp_to_epsilon(-1.0, 1e-5, ACCT_ZCDP_CKS2020, &e, NULL, &err),
+                     DP_EINVAL);
     assert_string_equal(err.field, "rho");
     acct_zcdp_conversion c;
     dp_err_clear(&err);
