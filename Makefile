@@ -33,7 +33,9 @@ LIB_ARCHIVES = $(BUILD)/libservice.a $(BUILD)/libfederated.a $(BUILD)/libestimat
                $(BUILD)/libaccounting.a $(BUILD)/libcommon.a
 
 SERVICE_SRCS = $(filter-out service/main.c,$(wildcard service/*.c))
-SERVICE_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(SERVICE_SRCS))
+SERVICE_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(SERVICE_SRCS)) $(BUILD)/obj/gen/embedded.o
+# migrations/*.sql and web/* are compiled into the daemon (scripts/embed.sh, service/embedded.h).
+EMBED_INPUTS = $(sort $(wildcard migrations/*.sql)) $(sort $(wildcard web/*))
 CLI_SRCS     = $(wildcard cli/*.c)
 CLI_BINS     = $(patsubst cli/%.c,$(BUILD)/%,$(CLI_SRCS))
 UNIT_SRCS    = $(wildcard tests/unit/test_*.c)
@@ -42,7 +44,7 @@ BENCH_DIRS   = $(patsubst bench/%/,%,$(sort $(dir $(wildcard bench/*/*.c))))
 BENCH_BINS   = $(patsubst %,$(BUILD)/bench/%,$(BENCH_DIRS))
 
 DEB_PKGS = build-essential libmicrohttpd-dev libjansson-dev libgsl-dev libsqlite3-dev libcmocka-dev \
-           curl clang-format sqlite3 python3
+           curl clang-format sqlite3 python3 jq
 
 .SECONDARY:
 
@@ -61,6 +63,14 @@ $(BUILD)/lib$(1).a: $(call lib_objs,$(1))
 	rm -f $$@ && ar rcs $$@ $$^
 endef
 $(foreach l,$(LIBS),$(eval $(call lib_rule,$(l))))
+
+$(BUILD)/gen/embedded.c: scripts/embed.sh $(EMBED_INPUTS)
+	@mkdir -p $(dir $@)
+	sh scripts/embed.sh $@ migrations web
+
+$(BUILD)/obj/gen/embedded.o: $(BUILD)/gen/embedded.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/libservice.a: $(SERVICE_OBJS)
 	@mkdir -p $(dir $@)

@@ -1,0 +1,48 @@
+/*
+ * routes.c: THE route table of dpsilod (STYLE.md 2.6: one dispatcher, one table; no switch on
+ * URLs).
+ *
+ * HOW TO ADD AN ENDPOINT
+ *   1. Write the handler in service/routes_<feature>.c (one file per feature, e.g.
+ * routes_ledger.c): int route_silo_get(const http_req *rq, http_resp *rs, dp_err *err)
+ *      - rq->body is the parsed JSON object (borrowed; NULL if no body). Validate it with
+ * json_util.h: json_util_check_keys first (unknown keys -> 400 naming the key), then
+ * json_util_req_* / json_util_opt_* per field; range checks return dp_err_set(err, DP_EINVAL,
+ * "field", "...").
+ *      - http_req_param(rq, "id") gives a path parameter, http_req_query(rq, "limit") a query
+ * parameter (both strings; parse with strtoll + end pointer, errors name the parameter).
+ *      - rq->db is a borrowed SQLite connection (store.h): store_conn_prepare(rq->db, SQL_LITERAL,
+ * err), store_begin/commit for writes, store_err to map SQLite failures. Never keep it after
+ * returning.
+ *      - Reply with http_resp_json(rs, 200, obj, err), http_resp_created(rs, obj, err,
+ * "/v1/x/%lld", id) (201 + Location) or http_resp_accepted (202 + Location). On failure just return
+ * the code that dp_err_set returned: the dispatcher sends the error JSON with the status from
+ * http_err.c.
+ *      - Never call MHD; tests call the handler directly (see
+ * tests/unit/test_service_routes_core.c).
+ *   2. Declare it in service/routes.h in your feature's block.
+ *   3. Add ONE row below: {method, pattern, handler, max body bytes}. Patterns are literal segments
+ * and {name} parameters; the first matching row wins, so put literal rows before parameter rows
+ * that could shadow them ("/v1/jobs/stats" before "/v1/jobs/{id}"). max body 0 = no body allowed;
+ *      the effective cap is min(this, --max-body); larger bodies get 413.
+ *   4. Add your migration (migrations/NNNN_*.sql with your reserved number) if you need tables, a
+ * unit test in tests/unit/test_service_<feature>.c and an integration test in tests/integration/.
+ * 404 (no pattern matches), 405 with Allow (pattern matches, method does not), 413, malformed JSON
+ * (400 with line and column), request ids, access log and metrics are handled by the dispatcher
+ * (http.c).
+ */
+#include "service/routes.h"
+
+#define KIB 1024u
+
+const route ROUTES[] = {
+    /* method  pattern          handler         max body bytes */
+    {"GET", "/healthz", route_healthz, 0},
+    {"GET", "/v1/version", route_version, 0},
+    {"GET", "/metrics", route_metrics, 0},
+    {"POST", "/v1/echo", route_echo, 4 * KIB},
+    {"POST", "/v1/tuning/draw", route_tuning_draw, 16 * KIB},
+    {"GET", "/v1/tuning/draws/{id}", route_tuning_draw_get, 0},
+};
+
+const size_t ROUTES_N = sizeof ROUTES / sizeof ROUTES[0];
