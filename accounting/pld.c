@@ -103,20 +103,22 @@ typedef struct pld_pmf {
     size_t n;     /* number of grid points */
     double *p;    /* owned */
     double p_inf; /* mass at +infinity */
-    double bad;   /* P-mass of the truncated tails (where rounding moved loss by more than h) */
+    double bad;   /* P-mass whose loss the rounding moved by more than h (or to +inf) */
+    double drift; /* extra mean loss shift from lifting the bottom tail (at most h per unit) */
 } pld_pmf;
 
 /* A composed PLD on the cyclic window [A, A + N). */
 typedef struct pld_comp {
     int64_t a;       /* lowest grid index of the window */
     size_t n;        /* window length N (FFT length) */
-    double *r;       /* owned; r[J mod N] = mass at loss J h */
+    double *r;       /* borrowed from the workspace; r[J mod N] = mass at loss J h */
     double h;        /* grid step */
     double p_inf;    /* composed mass at +infinity */
     double trunc_hi; /* bound on the mass above the window */
     double trunc_lo; /* bound on the mass below the window */
     double bad;      /* bound on P(some run fell in a truncated tail) */
     double steps;    /* discretised runs n (for the Hoeffding shift) */
+    double drift;    /* sum over runs of the bottom-lift mean shift */
 } pld_comp;
 
 /* GSL FFT workspace for one length (STYLE.md 2.4: allocated once, passed in). */
@@ -337,7 +339,10 @@ static int pmf_build(const pld_mech *m, const acct_pld_opts *o, pld_pmf *rm, pld
     double e_min = (double)jmin * h;
     tails4 prev = mech_tails(m, e_min);
     pr[0] += prev.ub;
-    double bad_r = prev.ub, bad_a = prev.wb, pinf_a = 0.0;
+    /* Lower-bound bookkeeping (DESIGN 5): mass lifted by less than h only shifts the mean (by at
+     * most h times its mass); mass lifted further, or sent to +inf, is "bad". */
+    tails4 below = mech_tails(m, e_min - h);
+    double bad_r = below.ub, drift_r = h * prev.ub, pinf_a = 0.0;
     if (pa != NULL) {
         double v = prev.ub * exp(-e_min);
         if (!(v <= prev.wb))
@@ -385,15 +390,16 @@ static int pmf_build(const pld_mech *m, const acct_pld_opts *o, pld_pmf *rm, pld
         v = prev.u;
     pr[n - 1] += v;
     rm->p_inf = prev.u - v;
-    bad_r += prev.u;
-    rm->bad = bad_r;
+    rm->bad = bad_r + rm->p_inf;
+    rm->drift = drift_r;
     if (pa != NULL) {
         pa[0] += prev.w; /* add direction bottom (loss <= -eps_max): lifted */
-        bad_a += prev.w;
+        tails4 above = mech_tails(m, e_max + h);
         add->j0 = -jmax;
         add->n = n;
         add->p_inf = pinf_a;
-        add->bad = bad_a;
+        add->bad = above.w + pinf_a;
+        add->drift = h * prev.w;
     }
     return DP_OK;
 }
@@ -841,7 +847,7 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
                        acct_pld_ws *ws, int slot, pld_comp *c, dp_err *err)
 {
     double h = o->value_discretization, lc = -log(o->tail_mass_truncation);
-    double lo_sup = 0, hi_sup = 0, log_fin = 0, bad = 0, steps = 0;
+    double lo_sup = 0, hi_sup = 0, log_fin = 0, bad = 0, steps = 0, drift = 0;
     memset(c, 0, sizeof *c);
     c->h = h;
     for (size_t k = 0; k < nl; k++) {
@@ -850,11 +856,13 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
         hi_sup += cnt * (double)(pm[k].j0 + (int64_t)pm[k].n - 1);
         log_fin += cnt * log1p(-pm[k].p_inf);
         bad += cnt * pm[k].bad;
+        drift += cnt * pm[k].drift;
         steps += cnt;
     }
     c->p_inf = -expm1(log_fin);
     c->bad = bad < 1 ? bad : 1;
     c->steps = steps;
+    c->drift = drift;
     double ua = chernoff_cut(pm, lv, nl, h, -1, lc); /* P(S <= -ua) <= tau */
     double ub = chernoff_cut(pm, lv, nl, h, 1, lc);  /* P(S >= ub) <= tau */
     double a = lo_sup, b = hi_sup;
@@ -999,7 +1007,7 @@ static double window_eps(const pld_comp *c, double d)
 static double hoeffding_shift(const pld_comp *c, double beta)
 {
     double em1h = expm1(c->h);
-    return c->steps * em1h * em1h / 8.0 + c->h * sqrt(2.0 * c->steps * log(1.0 / beta));
+    return c->steps * em1h * em1h / 8.0 + c->drift + c->h * sqrt(2.0 * c->steps * log(1.0 / beta));
 }
 
 static const double PLD_BETA_FRACTIONS[] = {0.5, 0.2, 0.1, 0.03, 0.01, 1e-3, 1e-4, 1e-6};
@@ -1017,14 +1025,19 @@ static double comp_eps_upper(const pld_comp *c, double delta)
     return e > 0 ? e : 0.0;
 }
 
+/* Lower epsilon: max over the beta candidates, plus the deterministic shift t = n h (every run's
+ * rounding error is < h, so sum D < n h surely; best for few runs). */
 static double comp_eps_lower(const pld_comp *c, double delta)
 {
-    double best = 0, slack = comp_slack(c), d[PLD_N_BETA], e[PLD_N_BETA];
+    double best = 0, slack = comp_slack(c), d[PLD_N_BETA + 1], e[PLD_N_BETA + 1];
     for (size_t i = 0; i < PLD_N_BETA; i++)
         d[i] = delta + slack + delta * PLD_BETA_FRACTIONS[i];
-    window_eps_multi(c, d, e, PLD_N_BETA);
-    for (size_t i = 0; i < PLD_N_BETA; i++) {
-        double v = e[i] - hoeffding_shift(c, delta * PLD_BETA_FRACTIONS[i]);
+    d[PLD_N_BETA] = delta + slack;
+    window_eps_multi(c, d, e, PLD_N_BETA + 1);
+    for (size_t i = 0; i <= PLD_N_BETA; i++) {
+        double t =
+            (i < PLD_N_BETA) ? hoeffding_shift(c, delta * PLD_BETA_FRACTIONS[i]) : c->steps * c->h;
+        double v = e[i] - t;
         if (isfinite(v) && v > best)
             best = v;
     }
@@ -1040,6 +1053,9 @@ static double comp_delta_upper(const pld_comp *c, double eps)
 static double comp_delta_lower(const pld_comp *c, double eps)
 {
     double best = 0, slack = comp_slack(c), scale = comp_delta_upper(c, eps);
+    double sure = window_delta(c, eps + c->steps * c->h) - slack;
+    if (sure > best)
+        best = sure;
     for (size_t i = 0; i < PLD_N_BETA && scale > 0; i++) {
         double beta = scale * PLD_BETA_FRACTIONS[i];
         double d = window_delta(c, eps + hoeffding_shift(c, beta)) - slack - beta;
