@@ -220,6 +220,11 @@ static void matches_dp_accounting_bracket(void **state)
         if (!(r.epsilon_lower <= r.epsilon_upper && r.epsilon_lower <= ep))
             fail_msg("%s h=%g: eps_lower %.12g above %.12g / %.12g", name, h, r.epsilon_lower,
                      r.epsilon_upper, ep);
+        /* the optimistic bound is never looser than the sure shift of n runs by h each (a Laplace
+         * atom on the grid's first point once counted as truncated mass and sank it to 0) */
+        if (!(r.epsilon_lower >= r.epsilon_upper - (double)r.steps * h - TOL_ABOVE_PESSIMISTIC))
+            fail_msg("%s h=%g: eps_lower %.12g too far below eps_upper %.12g (%llu runs)", name, h,
+                     r.epsilon_lower, r.epsilon_upper, (unsigned long long)r.steps);
         acct_pld_result d = delta_of(ev, ACCT_NB_ADD_REMOVE, eps, h);
         if (!(d.delta_upper >= dopt * (1 - TOL_DELTA_REL) &&
               d.delta_upper <= dpess * (1 + TOL_DELTA_REL) + 1e-300))
