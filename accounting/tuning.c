@@ -49,6 +49,9 @@
 /* Bisection for gamma: iterations cap (t doubles at most ~60 times, then ~60 halvings reach 1 ulp).
  */
 #define GAMMA_MAX_ITER 400
+/* A resolved TNB carries gamma and the mean it implies; they are recomputed identically, so any
+ * disagreement beyond rounding means a caller mixed two distributions. */
+#define GAMMA_MEAN_RTOL 1e-12
 /* Poisson draws are split into pieces with mean at most this, so that e^{-mean} never underflows.
  */
 #define POISSON_DRAW_PIECE 500.0
@@ -184,10 +187,18 @@ int acct_tuning_dist_check(const acct_tuning_dist *d, dp_err *err)
                                   "eta must be finite, > -1 and <= %g (got %g)",
                                   ACCT_TUNING_MAX_ETA, d->eta);
             bool has_gamma = !isnan(d->gamma), has_mean = !isnan(d->mean);
-            if (has_gamma && has_mean)
-                return dp_err_set(
-                    err, DP_EINVAL, F_TNB_MEAN,
-                    "give either gamma or mean for truncated_negative_binomial, not both");
+            if (has_gamma && has_mean) {
+                /* A resolved distribution carries both; they must then agree (the mean is the one
+                 * gamma implies). Clients give one or the other (service/tuning_json.c). */
+                double implied = (isfinite(d->gamma) && d->gamma > 0.0 && d->gamma <= 1.0)
+                                     ? exp(tnb_log_mean_t(d->eta, -log(d->gamma)))
+                                     : (double)NAN;
+                if (!(fabs(implied - d->mean) <= GAMMA_MEAN_RTOL * fabs(d->mean)))
+                    return dp_err_set(err, DP_EINVAL, F_TNB_MEAN,
+                                      "give either gamma or mean for truncated_negative_binomial, "
+                                      "not both");
+                has_mean = false;
+            }
             if (!has_gamma && !has_mean)
                 return dp_err_set(err, DP_EINVAL, F_TNB_GAMMA,
                                   "truncated_negative_binomial needs gamma or mean");

@@ -252,7 +252,7 @@ static void invalid_distributions_name_their_field(void **state)
          "distribution.truncated_negative_binomial.gamma"},
         {{ACCT_TUNE_TRUNC_NEGBIN, 0, 0.5, 1.0, NAN},
          "distribution.truncated_negative_binomial.mean"},
-        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 5.0, 1.0, 0.2},
+        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 6.0, 1.0, 0.2},
          "distribution.truncated_negative_binomial.mean"},
         {{ACCT_TUNE_TRUNC_NEGBIN, 0, 2e6, 1.0, NAN},
          "distribution.truncated_negative_binomial.mean"},
@@ -290,6 +290,11 @@ static void expected_runs_and_probability_of_none(void **state)
     assert_close(r.gamma, 0.1, 1e-14, 0);
     assert_close(acct_tuning_expected_runs(&r), 10.0, 1e-14, 0);
     assert_close(acct_tuning_prob_zero(&r), 0.0, 0, 0);
+    /* a resolved distribution (gamma and the mean it implies) resolves again to itself */
+    acct_tuning_dist r2;
+    assert_int_equal(acct_tuning_dist_resolve(&r, &r2, &e), DP_OK);
+    assert_close(r2.gamma, r.gamma, 0, 0);
+    assert_close(r2.mean, r.mean, 0, 0);
     assert_close(acct_tuning_expected_runs(&f), 7.0, 0, 0);
     assert_close(acct_tuning_prob_zero(&f), 0.0, 0, 0);
 }
