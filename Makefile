@@ -86,8 +86,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_ARCHIVES) $(LDLIBS) -lcmocka
 
+# (A helper, because a literal % inside the prerequisite would be replaced by the stem.)
+bench_objs = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/$(1)/*.c))
 .SECONDEXPANSION:
-$(BUILD)/bench/%: $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard bench/%/*.c)) $(LIB_ARCHIVES)
+$(BUILD)/bench/%: $$(call bench_objs,$$*) $(LIB_ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_ARCHIVES) $(LDLIBS)
 
