@@ -92,7 +92,9 @@ static void fresh_database_gets_settings_and_all_migrations(void **state)
     assert_int_equal(q_int(c, "SELECT max(version) FROM schema_migrations"),
                      store_schema_version(s));
     assert_int_equal(q_int(c, "SELECT count(*) FROM instance"), 1);
-    assert_int_equal(store_check_health(s, c, &e), DP_OK);
+    int64_t age = -1;
+    assert_int_equal(store_check_health(s, c, 0, &age, &e), DP_OK);
+    assert_int_equal(age, 0);
     store_conn_return(s, c);
     store_free(s);
 }
