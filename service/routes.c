@@ -42,6 +42,11 @@ const route ROUTES[] = {
     {"GET", "/v1/version", route_version, 0},
     {"GET", "/metrics", route_metrics, 0},
     {"POST", "/v1/echo", route_echo, 4 * KIB},
+    {"POST", "/v1/estimators/gaussian", route_estimators_gaussian, 64 * KIB * KIB},
+    {"POST", "/v1/estimators/beta", route_estimators_beta, 64 * KIB * KIB},
+    {"POST", "/v1/estimators/mixture", route_estimators_mixture, 64 * KIB * KIB},
+    {"GET", "/v1/runs", route_runs_list, 0},
+    {"GET", "/v1/runs/{id}", route_runs_get, 0},
     {"POST", "/v1/tuning/draw", route_tuning_draw, 16 * KIB},
     {"GET", "/v1/tuning/draws/{id}", route_tuning_draw_get, 0},
 };
