@@ -72,7 +72,13 @@ struct http_server {
     atomic_long in_flight;         /* contexts alive */
 };
 
-enum { KIND_ROUTE, KIND_STATIC, KIND_REPLIED };
+enum {
+    KIND_ROUTE,      /* a row of the route table */
+    KIND_STATIC,     /* a web/ file */
+    KIND_NOT_FOUND,  /* 404 pending (sent on the final call) */
+    KIND_BAD_METHOD, /* 405 pending, with allow */
+    KIND_REPLIED     /* a response is already queued */
+};
 
 typedef struct http_ctx {
     http_server *srv;
@@ -83,6 +89,7 @@ typedef struct http_ctx {
     int kind;                 /* KIND_* */
     route_match m;            /* KIND_ROUTE */
     http_static_file file;    /* KIND_STATIC */
+    const char *allow;        /* KIND_BAD_METHOD: Allow header value (static or in m) */
     size_t metrics_row;
     size_t cap; /* body cap, bytes */
     char *body; /* owned */
@@ -283,8 +290,11 @@ static http_ctx *ctx_alloc(http_server *srv, struct MHD_Connection *conn, const 
     http_ctx *c = malloc(sizeof *c);
     if (c == NULL)
         return NULL;
-    /* Only the header fields need zeroing; route_match is filled by the router. */
-    memset(c, 0, offsetof(http_ctx, m));
+    /* Field by field, no memset: the buffers are written by snprintf and the router. */
+    c->kind = KIND_NOT_FOUND;
+    c->allow = NULL;
+    c->metrics_row = 0;
+    c->cap = 0;
     c->body = NULL;
     c->len = c->alloc = 0;
     c->too_big = 0;
@@ -362,14 +372,49 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
 /* ---- dispatcher
  * ----------------------------------------------------------------------------------- */
 
+/* Sends the pending 404 or 405. */
+static enum MHD_Result reply_unrouted(http_ctx *c, struct MHD_Connection *conn)
+{
+    int kind = c->kind;
+    c->kind = KIND_REPLIED;
+    if (kind == KIND_BAD_METHOD)
+        return send_405(c, conn, c->allow);
+    dp_err e;
+    dp_err_clear(&e);
+    dp_err_set(&e, DP_ENOTFOUND, NULL, "no resource at this path");
+    return send_error(c, conn, &e, 0, 0);
+}
+
+/* True when the request announces a body (Content-Length > 0 or any Transfer-Encoding). *declared
+ * receives the Content-Length (0 when absent or unparsable). */
+static int announces_body(struct MHD_Connection *conn, unsigned long long *declared)
+{
+    *declared = 0;
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (errno == 0 && end != cl && *end == '\0')
+            *declared = n;
+    }
+    return *declared > 0 || MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                        MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
+}
+
+/* 404/405 are answered at once when a body is coming (MHD then discards it and closes the
+ * connection), but on the final call when there is none: a reply queued on the first call makes MHD
+ * close the connection, which would end keep-alive for every bodiless 404. */
 static enum MHD_Result first_call(http_ctx *c, struct MHD_Connection *conn)
 {
     http_server *srv = c->srv;
-    dp_err e;
-    dp_err_clear(&e);
+    unsigned long long declared = 0;
+    int has_body = announces_body(conn, &declared);
     int rc = strlen(c->path) >= HTTP_MAX_PATH - 1
                  ? HTTP_ROUTE_NOT_FOUND
                  : http_route_match(srv->routes, srv->n_routes, c->method, c->path, &c->m);
+    c->cap = 0;
     if (rc == HTTP_ROUTE_FOUND) {
         c->kind = KIND_ROUTE;
         c->metrics_row = c->m.index;
@@ -380,34 +425,29 @@ static enum MHD_Result first_call(http_ctx *c, struct MHD_Connection *conn)
         int is_get = strcmp(c->method, "GET") == 0 || strcmp(c->method, "HEAD") == 0;
         if (rc == HTTP_ROUTE_NOT_FOUND &&
             http_static_lookup(EMBED_WEB, EMBED_WEB_N, c->path, &c->file)) {
-            if (!is_get) {
-                c->kind = KIND_REPLIED;
-                return send_405(c, conn, "GET, HEAD");
+            if (is_get) {
+                c->kind = KIND_STATIC;
+                c->metrics_row = HTTP_METRICS_ROW_STATIC(srv->n_routes);
+            } else {
+                c->kind = KIND_BAD_METHOD;
+                c->allow = "GET, HEAD";
             }
-            c->kind = KIND_STATIC;
-            c->metrics_row = HTTP_METRICS_ROW_STATIC(srv->n_routes);
-            c->cap = 0;
         } else if (rc == HTTP_ROUTE_BAD_METHOD) {
-            c->kind = KIND_REPLIED;
-            return send_405(c, conn, c->m.allow);
+            c->kind = KIND_BAD_METHOD;
+            c->allow = c->m.allow;
         } else {
-            c->kind = KIND_REPLIED;
-            dp_err_set(&e, DP_ENOTFOUND, NULL, "no resource at this path");
-            return send_error(c, conn, &e, 0, 0);
+            c->kind = KIND_NOT_FOUND;
         }
+        if (c->kind != KIND_STATIC && has_body)
+            return reply_unrouted(c, conn);
     }
-    const char *cl =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl != NULL) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long n = strtoull(cl, &end, 10);
-        if (errno == 0 && end != cl && *end == '\0' && n > c->cap) {
-            c->kind = KIND_REPLIED;
-            dp_err_set(&e, DP_ETOOBIG, NULL,
-                       "request body of %llu bytes exceeds the limit of %zu bytes", n, c->cap);
-            return send_error(c, conn, &e, 0, 0);
-        }
+    if (declared > c->cap) {
+        c->kind = KIND_REPLIED;
+        dp_err e;
+        dp_err_clear(&e);
+        dp_err_set(&e, DP_ETOOBIG, NULL,
+                   "request body of %llu bytes exceeds the limit of %zu bytes", declared, c->cap);
+        return send_error(c, conn, &e, 0, 0);
     }
     return MHD_YES;
 }
@@ -424,6 +464,8 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
             dp_err_set(&e, DP_ETOOBIG, NULL, "request body exceeds the limit of %zu bytes", c->cap);
         return send_error(c, conn, &e, 0, 0);
     }
+    if (c->kind == KIND_NOT_FOUND || c->kind == KIND_BAD_METHOD)
+        return reply_unrouted(c, conn);
     if (c->kind == KIND_STATIC) {
         reply_headers h = {0};
         h.content_type = c->file.content_type;
@@ -528,8 +570,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return first_call(c, conn);
     }
     if (*upload_data_size != 0) {
-        if (c->kind != KIND_REPLIED)
-            ctx_append(c, upload_data, *upload_data_size);
+        if (c->kind == KIND_ROUTE || c->kind == KIND_STATIC)
+            ctx_append(c, upload_data, *upload_data_size); /* static: cap 0, so too_big */
         *upload_data_size = 0;
         return MHD_YES;
     }

@@ -22,6 +22,17 @@ int route_version(const http_req *rq, http_resp *rs, dp_err *err);
 int route_metrics(const http_req *rq, http_resp *rs, dp_err *err);
 int route_echo(const http_req *rq, http_resp *rs, dp_err *err);
 
+/* routes_estimators.c: empirical-Bayes estimators and their stored runs (issue #6). */
+int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err);
+int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err);
+int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err);
+int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err);
+int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err);
+
+/* routes_tuning.c: private hyperparameter tuning (issue #4, docs/TUNING.md). */
+int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err);
+int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err);
+
 /* routes_ledger.c: silos, budgets, charges, claims (issue #5; access control in auth.h). */
 int route_silos_create(const http_req *rq, http_resp *rs, dp_err *err);
 int route_silos_list(const http_req *rq, http_resp *rs, dp_err *err);

@@ -101,8 +101,12 @@ int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_er
 /* Current UTC time in Unix milliseconds (the storage unit for timestamps, STYLE.md 2.5). */
 int64_t store_now_ms(void);
 
-/* GET /healthz: runs a real read of the database on c (the highest row of schema_migrations,
- * through a cached statement) and checks it equals the version found at open. DP_OK or an error. */
-int store_check_health(store *s, store_conn *c, dp_err *err);
+/* GET /healthz. Runs a real read of the database on c (the highest row of schema_migrations,
+ * through a cached statement) and checks it equals the version found at open - unless another check
+ * succeeded less than max_age_ms ago (monotonic clock), in which case that result is reused. A
+ * failed check is never reused. *age_ms receives how long ago the database was last verified (0 =
+ * just now). max_age_ms 0 always reads. Returns DP_OK or an error. Thread-safe (the timestamp is
+ * atomic). */
+int store_check_health(store *s, store_conn *c, int64_t max_age_ms, int64_t *age_ms, dp_err *err);
 
 #endif
