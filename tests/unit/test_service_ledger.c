@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "accounting/rdp.h"
+#include "common/dp_log.h"
 #include "service/ledger.h"
 #include "tests/unit/ledger_fixture.h"
 
@@ -710,6 +711,7 @@ static void bad_inputs_name_their_field(void **state)
 
 int main(void)
 {
+    dp_log_set_level(DP_LOG_WARN); /* no start-up chatter from the store */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sum_up_never_rounds_down),
         cmocka_unit_test_setup_teardown(token_is_returned_once_and_resolves_to_its_silo, setup, teardown),
