@@ -174,7 +174,10 @@ static int set_figure(json_t *o, const char *key, double x, const char *why_nan,
         return DP_OK;
     char rk[64];
     snprintf(rk, sizeof rk, "%s_reason", key);
-    const char *why = isnan(x) ? why_nan : "unbounded: some charge has no finite bound in this unit";
+    const char *why = isnan(x)                  ? why_nan
+                      : strstr(key, "rho") != NULL ? "unbounded: some charge has no finite zCDP bound "
+                                                     "(e.g. a Poisson-sampled mechanism)"
+                                                   : "unbounded: the privacy loss has no finite bound";
     return json_util_set(o, rk, json_string(why), err);
 }
 
@@ -252,7 +255,7 @@ static json_t *silo_json(const ledger *l, const ledger_silo_view *v, dp_err *err
         rc = json_util_set(spent, "delta", json_real(b->delta), err);
     if (rc == DP_OK)
         rc = set_figure(spent, "rho", v->spent_rho, why, err);
-    if (rc == DP_OK && isfinite(v->spent_order))
+    if (rc == DP_OK && isfinite(v->spent_order) && v->n_charges > 0)
         rc = json_util_set(spent, "optimal_order", json_real(v->spent_order), err);
     if (rc == DP_OK) {
         rc = json_util_set(o, "spent", spent, err);
