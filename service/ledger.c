@@ -32,11 +32,20 @@
  * correctness. The committer also wakes every LEDGER_SWEEP_MS when idle and marks overdue claims
  * 'expired' so that their state is visible.
  *
- * PLD SILOS. Admission and the reported figures of a silo whose accountant is "pld" use its RDP curve
- * and the silo's RDP conversion. RDP-to-(eps, delta) conversion is an upper bound on the true privacy
- * loss that PLD accounting would compute (Balle et al. 2020, Thm. 21 is a valid bound for any mechanism
- * with that RDP curve), so a PLD silo is never overspent; it is refused earlier than a tight PLD
- * accountant would refuse it. The silo view says which accountant produced its figures.
+ * PLD SILOS. A silo whose accountant is "pld" is admitted on min(eps_RDP, eps_PLD): both are valid upper
+ * bounds on the true privacy loss (the RDP conversion for any mechanism with that curve, Balle et al.
+ * 2020 Thm. 21; the PLD one by its pessimistic "connect-the-dots" discretisation, accounting/pld.h),
+ * so their minimum is one too, and PLD is usually much tighter. A PLD composition of the silo's whole
+ * log costs milliseconds to tens of milliseconds, far too slow for the write transaction, so it runs in
+ * the caller's thread on a snapshot: the committer, meeting a PLD silo without PLD figures for its
+ * current state (n_charges and the highest claim id), fails that op alone with need_pld; the caller
+ * (submit_pld) recomposes on its own read connection (pld_prepare: the log grouped into
+ * self_composed(count, event) per distinct event, plus active claims, plus the new event) and submits
+ * again. After LEDGER_PLD_RETRIES stale snapshots it gives up on PLD for that request and the RDP
+ * bound decides alone (conservative). Events PLD does not support (zcdp, sampling without
+ * replacement), mixed neighbouring relations or more than ACCT_PLD_MAX_MECHANISMS distinct events
+ * give eps_PLD = +inf, i.e. the RDP bound. Reads (ledger_silo_get/list) refine the spent epsilon the
+ * same way. Verification (ledger_silo_verify) checks the RDP sums, which are always kept.
  *
  * LOCKS. l->mu guards the queue, l->stop, l->ckpt_wanted and every op's `done`; it is never held across
  * SQLite.
@@ -54,15 +63,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "accounting/pld.h"
 #include "accounting/zcdp.h"
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
 #include "common/dp_sha256.h"
+#include "service/event_json.h"
 
 #define LEDGER_SWEEP_MS     1000  /* idle wake-up period of the committer to mark expired claims */
 #define LEDGER_BUSY_MS      5000  /* sqlite3_busy_timeout of the write connection (STYLE.md 2.5) */
 #define LEDGER_CKPT_FRAMES  1000  /* WAL frames that trigger a background PASSIVE checkpoint */
 #define LEDGER_GATHER_US    500   /* longest wait for a group to fill up to the previous group's size */
+#define LEDGER_PLD_RETRIES  4     /* stale PLD snapshots tolerated before the RDP bound decides alone */
 #define DNAN                ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
 
 /* ---- small helpers ------------------------------------------------------------------------------------ */
@@ -223,6 +235,7 @@ enum {
     ST_CLAIMS_ABORT_SILO,
     ST_CLAIMS_EXPIRE,
     ST_CLAIMS_OVERDUE,
+    ST_CLAIM_MAX,
     ST_N
 };
 
@@ -273,6 +286,7 @@ static const char *const SQL[ST_N] = {
                          "AND expires_at <= :now",
     [ST_CLAIMS_OVERDUE] = "SELECT EXISTS (SELECT 1 FROM claims WHERE state = 'active' AND expires_at <= "
                           ":now)",
+    [ST_CLAIM_MAX] = "SELECT coalesce(max(id), 0) FROM claims WHERE silo_id = :silo",
 };
 
 /* ---- the ledger ----------------------------------------------------------------------------------------- */
@@ -296,6 +310,15 @@ typedef struct op_item {
     double cost_rho;                       /* zCDP rho, INFINITY if the event has none */
     uint8_t req_hash[DP_SHA256_DIGEST_BYTES]; /* identifies the request for idempotent retries */
     ledger_charge_result *res;             /* caller-owned output */
+    /* PLD silos only (see PLD SILOS above) */
+    bool need_pld;          /* set by the committer: compute the figures below and submit again */
+    bool pld_ready;         /* the figures below hold for the snapshot */
+    bool pld_give_up;       /* too many stale snapshots: the RDP bound decides alone */
+    int64_t snap_n_charges; /* snapshot: the silo's n_charges ... */
+    int64_t snap_max_claim; /* ... and its highest claim id */
+    double pld_spent;       /* eps_PLD of the charges */
+    double pld_after;       /* eps_PLD of the charges and this event */
+    double pld_wb;          /* eps_PLD of the charges, the active claims and this event */
 } op_item;
 
 typedef struct ledger_op {
@@ -310,6 +333,7 @@ typedef struct ledger_op {
     size_t n_items;
     bool dry_run;
     bool batch_fields;       /* name failing items "charges[i]" */
+    bool need_pld;           /* some item needs PLD figures (the op failed with DP_EBUSY) */
     int64_t timeout_ms;      /* CLAIM_CREATE */
     int64_t id;              /* claim or silo id */
     int64_t scope_silo_id;   /* CLAIM_COMMIT/ABORT: 0 = any */
@@ -325,6 +349,7 @@ typedef struct ledger_op {
 } ledger_op;
 
 struct ledger {
+    char path[1024];                  /* database file, for the PLD snapshots' read connections */
     sqlite3 *db;                      /* write connection: committer thread only (after open) */
     sqlite3_stmt *st[ST_N];           /* prepared on db; committer thread only */
     double orders[LEDGER_MAX_ORDERS]; /* RDP grid of every vector; immutable after open */
@@ -680,6 +705,13 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
     res->reserved = b->kind == LEDGER_BUDGET_NONE ? DNAN : held - res->spent;
     if (res->reserved < 0)
         res->reserved = 0;
+    if (b->accountant == LEDGER_ACCT_PLD && it->pld_ready && !it->pld_give_up) {
+        /* min of two upper bounds is an upper bound (PLD SILOS above) */
+        e_spent = fmin(e_spent, it->pld_spent);
+        e_wb = fmin(e_wb, it->pld_wb);
+        res->spent = e_spent;
+        res->reserved = fmax(0.0, e_held - e_spent); /* RDP's view of the claims, for display */
+    }
     res->requested = unit_value(b, e_cost, it->cost_rho);
     res->would_be = unit_value(b, e_wb, wb_rho);
     res->budget = cap_of(b);
@@ -688,10 +720,11 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
     return DP_OK;
 }
 
-/* Totals after appending cost (excluding held claims except in `remaining`). */
+/* Totals after appending cost (excluding held claims except in `remaining`). pld (may be NULL) carries
+ * PLD figures for a PLD silo. */
 static int totals_after(ledger *l, const silo_row *s, const double *cost_rdp, double cost_rho,
-                        const double *held_rdp, double held_rho, double *new_rdp, double *new_rho,
-                        ledger_charge_result *res, dp_err *err)
+                        const double *held_rdp, double held_rho, const op_item *pld,
+                        double *new_rdp, double *new_rho, ledger_charge_result *res, dp_err *err)
 {
     memcpy(new_rdp, s->spent_rdp, l->n_orders * sizeof(double));
     vec_add_up(new_rdp, cost_rdp, l->n_orders);
@@ -703,6 +736,10 @@ static int totals_after(ledger *l, const silo_row *s, const double *cost_rdp, do
     if (loss_of(l, &s->b, new_rdp, *new_rho, &e_new, NULL, err) != DP_OK ||
         loss_of(l, &s->b, h_rdp, h_rho, &e_held, NULL, err) != DP_OK)
         return err ? err->code : DP_EINTERNAL;
+    if (s->b.accountant == LEDGER_ACCT_PLD && pld != NULL && pld->pld_ready && !pld->pld_give_up) {
+        e_new = fmin(e_new, pld->pld_after);
+        e_held = fmin(e_held, pld->pld_wb); /* after the append, held = the would-be total */
+    }
     res->spent_eps_after = e_new;
     res->spent_rho_after = *new_rho;
     res->remaining_after = remaining_of(&s->b, unit_value(&s->b, e_held, h_rho));
@@ -712,11 +749,12 @@ static int totals_after(ledger *l, const silo_row *s, const double *cost_rdp, do
 /* Appends a charge row and updates the silo's cached totals. */
 static int charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req, const uint8_t *hash,
                          const char *key, int64_t claim_id, const double *cost_rdp, double cost_rho,
-                         const double *held_rdp, double held_rho, int64_t now,
+                         const double *held_rdp, double held_rho, const op_item *pld, int64_t now,
                          ledger_charge_result *res, dp_err *err)
 {
     double new_rdp[LEDGER_MAX_ORDERS], new_rho;
-    if (totals_after(l, s, cost_rdp, cost_rho, held_rdp, held_rho, new_rdp, &new_rho, res, err) != DP_OK)
+    if (totals_after(l, s, cost_rdp, cost_rho, held_rdp, held_rho, pld, new_rdp, &new_rho, res,
+                     err) != DP_OK)
         return err ? err->code : DP_EINTERNAL;
     sqlite3_stmt *st = l->st[ST_CHARGE_INSERT];
     int64_t seq = s->n_charges + 1;
@@ -833,8 +871,33 @@ static void item_field(const ledger_op *op, size_t i, char *buf, size_t len)
 
 /* ---- committer: ops --------------------------------------------------------------------------------------- */
 
+/* For a PLD silo: whether it's PLD figures hold for the silo's current state. Sets need_pld when not
+ * (the caller recomputes and submits again). Always true for other silos. */
+static int pld_current(ledger *l, ledger_op *op, const silo_row *s, op_item *it, bool *ok, dp_err *err)
+{
+    *ok = true;
+    if (s->b.accountant != LEDGER_ACCT_PLD || s->b.kind != LEDGER_BUDGET_EPS_DELTA || it->pld_give_up)
+        return DP_OK;
+    sqlite3_stmt *st = l->st[ST_CLAIM_MAX];
+    int rc = b_i64(st, ":silo", s->id);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    int64_t max_claim = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    st_done(st);
+    if (rc != SQLITE_ROW)
+        return sql_fail(l, rc, "highest claim", err);
+    if (!it->pld_ready || it->snap_n_charges != s->n_charges || it->snap_max_claim != max_claim) {
+        it->pld_ready = false;
+        it->need_pld = true;
+        op->need_pld = true;
+        *ok = false;
+    }
+    return DP_OK;
+}
+
 static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
 {
+    bool stale = false;
     for (size_t i = 0; i < op->n_items; i++)
         memset(op->items[i].res, 0, sizeof *op->items[i].res);
     for (size_t i = 0; i < op->n_items; i++) {
@@ -876,6 +939,13 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
                 return DP_ECONFLICT;
             }
         }
+        bool current = true;
+        if (pld_current(l, op, &s, it, &current, err) != DP_OK)
+            return err->code;
+        if (!current || stale) { /* gather every stale PLD item, then fail the op once */
+            stale = stale || !current;
+            continue;
+        }
         double held_rdp[LEDGER_MAX_ORDERS], held_rho;
         int64_t n_active;
         if (held_load(l, s.id, now, 0, held_rdp, &held_rho, &n_active, err) != DP_OK)
@@ -897,17 +967,19 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         }
         if (op->dry_run) {
             double nr[LEDGER_MAX_ORDERS], nrho;
-            if (totals_after(l, &s, it->cost_rdp, it->cost_rho, held_rdp, held_rho, nr, &nrho, res,
-                             err) != DP_OK)
+            if (totals_after(l, &s, it->cost_rdp, it->cost_rho, held_rdp, held_rho, it, nr, &nrho,
+                             res, err) != DP_OK)
                 return err->code;
             continue;
         }
         if (charge_append(l, &s, req, it->req_hash, req->idempotency_key, 0, it->cost_rdp,
-                          it->cost_rho, held_rdp, held_rho, now, res, err) != DP_OK) {
+                          it->cost_rho, held_rdp, held_rho, it, now, res, err) != DP_OK) {
             res->status = err->code;
             return err->code;
         }
     }
+    if (stale)
+        return dp_err_set(err, DP_EBUSY, NULL, "PLD figures are stale; recomputing");
     return DP_OK;
 }
 
@@ -986,6 +1058,11 @@ static int apply_claim_create(ledger *l, ledger_op *op, int64_t now, dp_err *err
             return DP_OK;
         }
     }
+    bool current = true;
+    if (pld_current(l, op, &s, it, &current, err) != DP_OK)
+        return err->code;
+    if (!current)
+        return dp_err_set(err, DP_EBUSY, NULL, "PLD figures are stale; recomputing");
     double held_rdp[LEDGER_MAX_ORDERS], held_rho;
     int64_t n_active;
     if (held_load(l, s.id, now, 0, held_rdp, &held_rho, &n_active, err) != DP_OK)
@@ -1182,7 +1259,7 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     res->budget = cap_of(&s.b);
     res->spent = res->reserved = res->would_be = DNAN;
     if ((rc = charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, c->cost_rho, held_rdp, held_rho,
-                            now, res, err)) != DP_OK)
+                            NULL, now, res, err)) != DP_OK)
         goto out;
     if ((rc = claim_close(l, c->id, "committed", now, err)) != DP_OK)
         goto out;
@@ -1732,6 +1809,11 @@ ledger *ledger_open(const char *db_path, dp_err *err)
     }
     atomic_init(&l->n_groups, 0);
     atomic_init(&l->n_ops, 0);
+    if (db_path == NULL || strlen(db_path) >= sizeof l->path) {
+        dp_err_set(err, DP_EINVAL, "db", "database path too long");
+        goto fail;
+    }
+    snprintf(l->path, sizeof l->path, "%s", db_path);
     int rc = sqlite3_open_v2(db_path, &l->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         dp_log(DP_LOG_ERROR, NULL, "ledger: cannot open %s: %s", db_path,
@@ -1896,6 +1978,169 @@ int ledger_silo_archive(ledger *l, int64_t id, ledger_silo_view *out, dp_err *er
     return finish(&op, err);
 }
 
+
+/* ---- PLD recomposition (caller threads; see PLD SILOS) ---------------------------------------------------- */
+
+/* Appends ev (stolen) to the composed node root; false when full or out of memory (ev freed). */
+static bool compose_add(acct_event *root, size_t cap, acct_event *ev)
+{
+    if (ev == NULL || root->n_children >= cap) {
+        acct_event_free(ev);
+        return false;
+    }
+    root->children[root->n_children++] = ev;
+    return true;
+}
+
+/* Parses a stored event; count > 1 wraps it in self_composed. NULL if it cannot be used. */
+static acct_event *stored_event(const char *text, int64_t count)
+{
+    json_error_t jerr;
+    json_t *j = text != NULL ? json_loads(text, 0, &jerr) : NULL;
+    acct_event *ev = NULL;
+    dp_err e;
+    dp_err_clear(&e);
+    if (j != NULL && event_json_parse(j, false, "event", &ev, &e) != DP_OK)
+        ev = NULL;
+    json_decref(j);
+    if (ev != NULL && count > 1) {
+        acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+        if (sc == NULL) {
+            acct_event_free(ev);
+            return NULL;
+        }
+        sc->count = (uint64_t)count;
+        sc->child = ev;
+        ev = sc;
+    }
+    return ev;
+}
+
+/* eps_PLD (upper bound) at delta of silo's charges [+ its active claims] [+ extra], all under relation
+ * nb, read on db (inside the caller's read transaction). +INFINITY when PLD cannot account them: an
+ * unsupported event, another relation, too many distinct events. Never fails otherwise. */
+static double pld_eps_of(sqlite3 *db, int64_t silo, double delta, bool with_claims,
+                         const acct_event *extra, acct_neighboring nb, int64_t now)
+{
+    static const char charges_sql[] = "SELECT event, neighboring, count(*) FROM charges WHERE "
+                                      "silo_id = :silo GROUP BY event, neighboring";
+    static const char claims_sql[] = "SELECT event, neighboring, 1 FROM claims WHERE silo_id = :silo "
+                                     "AND state = 'active' AND expires_at > :now";
+    const size_t cap = ACCT_PLD_MAX_MECHANISMS;
+    const char *nb_name = nb == ACCT_NB_REPLACE_ONE ? "replace_one" : "add_remove";
+    double eps = INFINITY;
+    bool ok = true;
+    acct_event *root = acct_event_alloc(ACCT_EV_COMPOSED);
+    if (root == NULL || (root->children = dp_calloc(cap, sizeof *root->children)) == NULL)
+        ok = false;
+    for (int q = 0; ok && q < (with_claims ? 2 : 1); q++) {
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(db, q == 0 ? charges_sql : claims_sql, -1, &st, NULL);
+        if (rc == SQLITE_OK)
+            rc = b_i64(st, ":silo", silo);
+        if (rc == SQLITE_OK && q == 1)
+            rc = b_i64(st, ":now", now);
+        while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+            rc = SQLITE_OK;
+            if (strcmp((const char *)sqlite3_column_text(st, 1), nb_name) != 0 ||
+                !compose_add(root, cap,
+                             stored_event((const char *)sqlite3_column_text(st, 0),
+                                          sqlite3_column_int64(st, 2))))
+                ok = false;
+            if (!ok)
+                break;
+        }
+        if (rc != SQLITE_DONE && rc != SQLITE_OK)
+            ok = false;
+        sqlite3_finalize(st);
+    }
+    if (ok && extra != NULL)
+        ok = compose_add(root, cap, acct_event_clone(extra));
+    if (ok && root->n_children == 0) {
+        eps = 0.0;
+    } else if (ok) {
+        acct_pld_opts o;
+        acct_pld_opts_default(&o);
+        acct_pld_result r;
+        dp_err e;
+        dp_err_clear(&e);
+        if (acct_pld_epsilon(root, nb, delta, &o, &r, &e) == DP_OK && !isnan(r.epsilon_upper) &&
+            r.epsilon_upper >= 0)
+            eps = r.epsilon_upper;
+    }
+    acct_event_free(root);
+    return eps;
+}
+
+/* Computes the PLD figures of item it against a fresh snapshot of its silo (one read transaction on a
+ * private connection), for the committer to check. */
+static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(l->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        sqlite3_close(db);
+        return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
+    }
+    sqlite3_busy_timeout(db, LEDGER_BUSY_MS);
+    int64_t silo = it->req->silo_id, now = now_ms();
+    double delta = DNAN;
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db,
+                                "SELECT n_charges, delta, (SELECT coalesce(max(id), 0) FROM claims WHERE "
+                                "silo_id = :silo) FROM silos WHERE id = :silo",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = b_i64(st, ":silo", silo);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        it->snap_n_charges = sqlite3_column_int64(st, 0);
+        delta = col_dbl(st, 1);
+        it->snap_max_claim = sqlite3_column_int64(st, 2);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_OK && !isnan(delta)) {
+        acct_neighboring nb = it->req->neighboring;
+        it->pld_spent = pld_eps_of(db, silo, delta, false, NULL, nb, now);
+        it->pld_after = pld_eps_of(db, silo, delta, false, it->req->event, nb, now);
+        it->pld_wb = pld_eps_of(db, silo, delta, true, it->req->event, nb, now);
+        it->pld_ready = true;
+    }
+    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close(db);
+    if (rc != SQLITE_OK && rc != SQLITE_DONE)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
+    if (!it->pld_ready) /* silo gone or not an eps budget: let the committer say why */
+        it->pld_give_up = true;
+    return DP_OK;
+}
+
+/* Submits op; while the committer asks for PLD figures, computes them and submits again. */
+static void submit_pld(ledger *l, ledger_op *op)
+{
+    for (int attempt = 0;; attempt++) {
+        op->need_pld = false;
+        for (size_t i = 0; i < op->n_items; i++)
+            op->items[i].need_pld = false;
+        submit(l, op);
+        if (!op->need_pld)
+            return;
+        for (size_t i = 0; i < op->n_items; i++) {
+            op_item *it = &op->items[i];
+            if (!it->need_pld)
+                continue;
+            dp_err e;
+            dp_err_clear(&e);
+            if (attempt >= LEDGER_PLD_RETRIES || pld_prepare(l, it, &e) != DP_OK)
+                it->pld_give_up = true; /* the RDP bound decides alone: conservative */
+        }
+    }
+}
+
 /* Batch charge; batch_fields names failing items "charges[i]". */
 static int charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,
                         bool batch_fields, ledger_charge_result *out, dp_err *err)
@@ -1931,7 +2176,7 @@ static int charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool
     }
     ledger_op op = {.kind = OP_CHARGE, .items = items, .n_items = n, .dry_run = dry_run,
                     .batch_fields = batch_fields};
-    submit(l, &op);
+    submit_pld(l, &op);
     rc = finish(&op, err);
     if (rc != DP_OK && !dry_run)
         for (size_t i = 0; i < n; i++) { /* nothing was written */
@@ -1972,7 +2217,7 @@ int ledger_claim_create(ledger *l, const ledger_charge_req *req, int64_t timeout
     if (rc == DP_OK) {
         ledger_op op = {.kind = OP_CLAIM_CREATE, .items = it, .n_items = 1, .timeout_ms = timeout_ms,
                         .claim = out};
-        submit(l, &op);
+        submit_pld(l, &op);
         rc = finish(&op, err);
     }
     dp_free(it);
