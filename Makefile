@@ -78,6 +78,7 @@ $(BUILD)/gen/version.stamp: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(VERSION) $(GIT_COMMIT)' >$@.tmp; cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 $(BUILD)/obj/service/version.o: $(BUILD)/gen/version.stamp
+.PHONY: FORCE
 FORCE:
 
 $(BUILD)/libservice.a: $(SERVICE_OBJS)
