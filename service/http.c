@@ -101,8 +101,7 @@ typedef struct http_ctx {
     int query_overflow;
 } http_ctx;
 
-/* ---- response helpers (handler side)
- * ------------------------------------------------------------- */
+/* ---- response helpers (handler side) ---- */
 
 const char *http_req_param(const http_req *rq, const char *name)
 {
@@ -118,6 +117,56 @@ const char *http_req_query(const http_req *rq, const char *name)
         if (strcmp(rq->query[i].name, name) == 0)
             return rq->query[i].value;
     return NULL;
+}
+
+/* Strict decimal parse: optional '-' only when allow_neg, digits, no leading zeros, fits int64. */
+static int parse_i64(const char *s, int allow_neg, int64_t *out)
+{
+    if (s == NULL || *s == '\0')
+        return -1;
+    const char *p = s;
+    if (*p == '-' && allow_neg)
+        p++;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '\0'))
+        return -1;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9')
+            return -1;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int http_req_param_id(const http_req *rq, const char *name, int64_t *out, dp_err *err)
+{
+    const char *v = http_req_param(rq, name);
+    int64_t id;
+    if (v == NULL || parse_i64(v, 0, &id) != 0 || id < 1)
+        return dp_err_set(err, DP_EINVAL, name, "%s must be a positive integer id (got \"%.32s\")",
+                          name, v ? v : "");
+    *out = id;
+    return DP_OK;
+}
+
+int http_req_query_int(const http_req *rq, const char *name, int64_t def, int64_t lo, int64_t hi,
+                       int64_t *out, dp_err *err)
+{
+    const char *v = http_req_query(rq, name);
+    if (v == NULL) {
+        *out = def;
+        return DP_OK;
+    }
+    int64_t x;
+    if (parse_i64(v, 1, &x) != 0 || x < lo || x > hi)
+        return dp_err_set(err, DP_EINVAL, name,
+                          "%s must be an integer in %lld..%lld (got \"%.32s\")", name,
+                          (long long)lo, (long long)hi, v);
+    *out = x;
+    return DP_OK;
 }
 
 void http_resp_clear(http_resp *rs)
@@ -179,8 +228,7 @@ int http_resp_text(http_resp *rs, int status, const char *content_type, char *te
     return DP_OK;
 }
 
-/* ---- sending (MHD side) -------------------------------------------------------------------------
- */
+/* ---- sending (MHD side) ---- */
 
 typedef struct reply_headers {
     const char *content_type; /* required */
@@ -268,8 +316,7 @@ static enum MHD_Result send_405(http_ctx *c, struct MHD_Connection *conn, const 
                      &h);
 }
 
-/* ---- request context ----------------------------------------------------------------------------
- */
+/* ---- request context ---- */
 
 static int valid_req_id(const char *s)
 {
@@ -369,8 +416,7 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
-/* ---- dispatcher
- * ----------------------------------------------------------------------------------- */
+/* ---- dispatcher ---- */
 
 /* Sends the pending 404 or 405. */
 static enum MHD_Result reply_unrouted(http_ctx *c, struct MHD_Connection *conn)
@@ -646,8 +692,7 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
     dp_log(DP_LOG_WARN, NULL, "microhttpd: %s", msg);
 }
 
-/* ---- server lifecycle
- * ----------------------------------------------------------------------------- */
+/* ---- server lifecycle ---- */
 
 static unsigned boot_nonce(void)
 {
