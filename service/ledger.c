@@ -75,6 +75,7 @@
 #define LEDGER_CKPT_FRAMES  1000  /* WAL frames that trigger a background PASSIVE checkpoint */
 #define LEDGER_GATHER_US    500   /* longest wait for a group to fill up to the previous group's size */
 #define LEDGER_PLD_RETRIES  4     /* stale PLD snapshots tolerated before the RDP bound decides alone */
+#define LEDGER_PLD_CACHE    64    /* remembered eps_PLD of (silo, n_charges) for reads */
 #define DNAN                ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
 
 /* ---- small helpers ------------------------------------------------------------------------------------ */
@@ -367,6 +368,12 @@ struct ledger {
     bool ckpt_wanted;                 /* guarded by mu */
     pthread_t ck_thread;
     bool ck_started;
+    pthread_mutex_t cache_mu;         /* guards pld_cache only; never held with mu or across SQLite */
+    struct {
+        int64_t silo, n_charges;      /* key: a silo's log up to n_charges charges */
+        double eps;                   /* its eps_PLD at the silo's delta then */
+        double delta;
+    } pld_cache[LEDGER_PLD_CACHE];
     atomic_ullong n_groups;           /* group commits so far (statistics) */
     atomic_ullong n_ops;              /* ops committed or refused so far */
 };
@@ -1800,8 +1807,9 @@ ledger *ledger_open(const char *db_path, dp_err *err)
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         return NULL;
     }
-    bool mu_ok = false, cv_ok = false, ck_ok = false;
-    if (pthread_mutex_init(&l->mu, NULL) != 0 || !(mu_ok = true) ||
+    bool mu_ok = false, cv_ok = false, ck_ok = false, cache_ok = false;
+    if (pthread_mutex_init(&l->cache_mu, NULL) != 0 || !(cache_ok = true) ||
+        pthread_mutex_init(&l->mu, NULL) != 0 || !(mu_ok = true) ||
         pthread_cond_init(&l->cv_work, NULL) != 0 || !(cv_ok = true) ||
         pthread_cond_init(&l->cv_ckpt, NULL) != 0 || !(ck_ok = true)) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of resources");
@@ -1876,6 +1884,8 @@ fail:
         pthread_cond_destroy(&l->cv_work);
     if (mu_ok)
         pthread_mutex_destroy(&l->mu);
+    if (cache_ok)
+        pthread_mutex_destroy(&l->cache_mu);
     dp_free(l);
     return NULL;
 }
@@ -1900,6 +1910,7 @@ void ledger_free(ledger *l)
     pthread_cond_destroy(&l->cv_ckpt);
     pthread_cond_destroy(&l->cv_work);
     pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->cache_mu);
     dp_free(l);
 }
 
@@ -2107,7 +2118,15 @@ static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
         acct_neighboring nb = it->req->neighboring;
         it->pld_spent = pld_eps_of(db, silo, delta, false, NULL, nb, now);
         it->pld_after = pld_eps_of(db, silo, delta, false, it->req->event, nb, now);
-        it->pld_wb = pld_eps_of(db, silo, delta, true, it->req->event, nb, now);
+        it->pld_wb = it->pld_after; /* equal unless some claim is active */
+        sqlite3_stmt *cs = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT EXISTS (SELECT 1 FROM claims WHERE silo_id = :s AND state = "
+                                   "'active' AND expires_at > :now)",
+                               -1, &cs, NULL) != SQLITE_OK ||
+            b_i64(cs, ":s", silo) != SQLITE_OK || b_i64(cs, ":now", now) != SQLITE_OK ||
+            sqlite3_step(cs) != SQLITE_ROW || sqlite3_column_int(cs, 0) != 0)
+            it->pld_wb = pld_eps_of(db, silo, delta, true, it->req->event, nb, now);
+        sqlite3_finalize(cs);
         it->pld_ready = true;
     }
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
@@ -2278,6 +2297,47 @@ static int view_of(ledger *l, const silo_row *s, int64_t now, ledger_silo_view *
     return view_fill(l, s, held_rdp, held_rho, n_active, v, err);
 }
 
+/* A PLD silo's view: spent = min(RDP, PLD) of its log (cached per n_charges), inside the caller's read
+ * transaction. With active claims the held total keeps its RDP value (conservative). */
+static void pld_refine_view(ledger *l, sqlite3 *db, ledger_silo_view *v)
+{
+    const ledger_budget *b = &v->budget;
+    if (b->accountant != LEDGER_ACCT_PLD || b->kind != LEDGER_BUDGET_EPS_DELTA || v->n_charges == 0)
+        return;
+    size_t slot = (size_t)v->id % LEDGER_PLD_CACHE;
+    double eps = DNAN;
+    pthread_mutex_lock(&l->cache_mu);
+    if (l->pld_cache[slot].silo == v->id && l->pld_cache[slot].n_charges == v->n_charges &&
+        memcmp(&l->pld_cache[slot].delta, &b->delta, sizeof b->delta) == 0)
+        eps = l->pld_cache[slot].eps;
+    pthread_mutex_unlock(&l->cache_mu);
+    if (isnan(eps)) {
+        acct_neighboring nb = ACCT_NB_ADD_REMOVE;
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, "SELECT neighboring FROM charges WHERE silo_id = :s ORDER BY id DESC "
+                                   "LIMIT 1",
+                               -1, &st, NULL) == SQLITE_OK &&
+            b_i64(st, ":s", v->id) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+            strcmp((const char *)sqlite3_column_text(st, 0), "replace_one") == 0)
+            nb = ACCT_NB_REPLACE_ONE;
+        sqlite3_finalize(st);
+        eps = pld_eps_of(db, v->id, b->delta, false, NULL, nb, now_ms());
+        pthread_mutex_lock(&l->cache_mu);
+        l->pld_cache[slot].silo = v->id;
+        l->pld_cache[slot].n_charges = v->n_charges;
+        l->pld_cache[slot].eps = eps;
+        l->pld_cache[slot].delta = b->delta;
+        pthread_mutex_unlock(&l->cache_mu);
+    }
+    if (eps < v->spent_eps) {
+        v->spent_eps = eps;
+        v->spent_order = DNAN; /* PLD has no RDP order */
+        if (v->n_active_claims == 0)
+            v->held_eps = eps;
+        v->remaining = remaining_of(b, v->held_eps);
+    }
+}
+
 static int prep(sqlite3 *db, const char *sql, sqlite3_stmt **st, dp_err *err)
 {
     int rc = sqlite3_prepare_v2(db, sql, -1, st, NULL);
@@ -2285,7 +2345,7 @@ static int prep(sqlite3 *db, const char *sql, sqlite3_stmt **st, dp_err *err)
 }
 
 /* A view read on a caller's connection, in one read transaction (consistent snapshot). */
-static int view_read(const ledger *l, sqlite3 *db, sqlite3_stmt *silo_st, sqlite3_stmt *held_st,
+static int view_read(ledger *l, sqlite3 *db, sqlite3_stmt *silo_st, sqlite3_stmt *held_st,
                      int64_t id, int64_t now, ledger_silo_view *v, dp_err *err)
 {
     silo_row *s = dp_malloc(sizeof *s);
@@ -2298,6 +2358,8 @@ static int view_read(const ledger *l, sqlite3 *db, sqlite3_stmt *silo_st, sqlite
         rc = held_load_st(db, held_st, l->n_orders, id, now, 0, held_rdp, &held_rho, &n_active, err);
     if (rc == DP_OK)
         rc = view_fill(l, s, held_rdp, held_rho, n_active, v, err);
+    if (rc == DP_OK)
+        pld_refine_view(l, db, v);
     dp_free(s);
     return rc;
 }
@@ -2314,7 +2376,7 @@ static void read_end(sqlite3 *db)
         sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 }
 
-int ledger_silo_get(const ledger *l, sqlite3 *db, int64_t id, ledger_silo_view *out, dp_err *err)
+int ledger_silo_get(ledger *l, sqlite3 *db, int64_t id, ledger_silo_view *out, dp_err *err)
 {
     sqlite3_stmt *a = NULL, *b = NULL;
     int rc = prep(db, SQL[ST_SILO_GET], &a, err);
@@ -2335,7 +2397,7 @@ void ledger_views_free(ledger_silo_view *v)
     dp_free(v);
 }
 
-int ledger_silo_list(const ledger *l, sqlite3 *db, int64_t after, size_t limit, bool include_archived,
+int ledger_silo_list(ledger *l, sqlite3 *db, int64_t after, size_t limit, bool include_archived,
                      ledger_silo_view **out, size_t *n_out, dp_err *err)
 {
     *out = NULL;

@@ -134,10 +134,10 @@ int ledger_token_lookup(sqlite3 *db, const char *token, ledger_principal *out, d
 /* Creates a silo; writes its token (returned once, stored as a hash only) into token_out. */
 int ledger_silo_create(ledger *l, const char *name, const ledger_budget *b, ledger_silo_view *out,
                        char token_out[LEDGER_TOKEN_BUF], dp_err *err);
-int ledger_silo_get(const ledger *l, sqlite3 *db, int64_t id, ledger_silo_view *out, dp_err *err);
+int ledger_silo_get(ledger *l, sqlite3 *db, int64_t id, ledger_silo_view *out, dp_err *err);
 /* Silos with id > after, ascending, at most limit (<= LEDGER_LIST_MAX). *out (owned by caller, free with
  * ledger_views_free) may be NULL when *n_out is 0. */
-int ledger_silo_list(const ledger *l, sqlite3 *db, int64_t after, size_t limit, bool include_archived,
+int ledger_silo_list(ledger *l, sqlite3 *db, int64_t after, size_t limit, bool include_archived,
                      ledger_silo_view **out, size_t *n_out, dp_err *err);
 void ledger_views_free(ledger_silo_view *v);
 

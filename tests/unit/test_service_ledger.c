@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "accounting/pld.h"
 #include "accounting/rdp.h"
 #include "common/dp_log.h"
 #include "service/ledger.h"
@@ -606,6 +607,80 @@ static void audit_log_filters_by_job_and_time_and_pages(void **state)
     acct_event_free(g);
 }
 
+
+/* eps_PLD (upper) of self_composed(k, ev), computed without the ledger. */
+static double pld_after_k(const acct_event *ev, uint64_t k, double delta)
+{
+    acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    assert_non_null(sc);
+    sc->count = k;
+    sc->child = acct_event_clone(ev);
+    acct_pld_opts o;
+    acct_pld_opts_default(&o);
+    acct_pld_result r;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(acct_pld_epsilon(sc, ACCT_NB_ADD_REMOVE, delta, &o, &r, &e), DP_OK);
+    acct_event_free(sc);
+    return r.epsilon_upper;
+}
+
+static void pld_silo_admits_on_the_tighter_bound(void **state)
+{
+    fx *x = *state;
+    /* One "epoch": 1000 steps of a Poisson-sampled Gaussian (q = 0.01, sigma = 1.1). */
+    acct_event *epoch = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    epoch->count = 1000;
+    epoch->child = acct_event_alloc(ACCT_EV_POISSON);
+    epoch->child->sampling_rate = 0.01;
+    epoch->child->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    epoch->child->child->noise_multiplier = 1.1;
+    const char *js = "{\"count\":1000,\"event\":{\"event\":{\"noise_multiplier\":1.1,\"type\":\"gaussian\"},"
+                     "\"sampling_rate\":0.01,\"type\":\"poisson_sampled\"},\"type\":\"self_composed\"}";
+    const double delta = 1e-5;
+    double rdp3 = eps_after_k(epoch, 3, delta), pld3 = pld_after_k(epoch, 3, delta);
+    double pld4 = pld_after_k(epoch, 4, delta);
+    assert_true(pld3 < rdp3); /* PLD is the tighter accountant here */
+    double cap = 0.5 * (pld3 + rdp3);
+    assert_true(pld4 > cap);
+    ledger_budget b = eps_budget(cap, delta);
+    b.accountant = LEDGER_ACCT_PLD;
+    int64_t s = make_silo(x, "pld", b, NULL);
+    b.accountant = LEDGER_ACCT_RDP;
+    int64_t r = make_silo(x, "rdp", b, NULL); /* the same cap accounted by RDP alone */
+    ledger_charge_req q = req_of(s, epoch, js, NULL);
+    ledger_charge_result res;
+    dp_err e;
+    for (uint64_t k = 1; k <= 3; k++) {
+        dp_err_clear(&e);
+        assert_int_equal(ledger_charge(x->f.l, &q, false, &res, &e), DP_OK);
+        double want = fmin(eps_after_k(epoch, k, delta), pld_after_k(epoch, k, delta));
+        assert_close(res.spent_eps_after, want, 1e-6, 0);
+    }
+    dp_err_clear(&e);
+    assert_int_equal(ledger_charge(x->f.l, &q, false, &res, &e), DP_EBUDGET);
+    assert_close(res.would_be, pld4, 1e-6, 0);
+    /* The RDP silo refuses the third epoch that the PLD silo admitted. */
+    q.silo_id = r;
+    for (int k = 1; k <= 2; k++) {
+        dp_err_clear(&e);
+        assert_int_equal(ledger_charge(x->f.l, &q, false, &res, &e), DP_OK);
+    }
+    dp_err_clear(&e);
+    assert_int_equal(ledger_charge(x->f.l, &q, false, &res, &e), DP_EBUDGET);
+    assert_close(res.would_be, rdp3, 1e-12, 0);
+    /* The view recomposes the log: spent = min(RDP, PLD) of three epochs; RDP sums stay verifiable. */
+    ledger_silo_view v;
+    dp_err_clear(&e);
+    assert_int_equal(ledger_silo_get(x->f.l, x->f.db, s, &v, &e), DP_OK);
+    assert_close(v.spent_eps, pld3, 1e-6, 0);
+    assert_close(v.remaining, cap - v.spent_eps, 1e-9, 0);
+    ledger_verify ver;
+    assert_int_equal(ledger_silo_verify(x->f.l, x->f.db, s, &ver, &e), DP_OK);
+    assert_true(ver.consistent);
+    acct_event_free(epoch);
+}
+
 /* ---- concurrency: many threads, one silo that admits exactly N ---------------------------------- */
 
 typedef struct storm {
@@ -723,6 +798,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(dry_run_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(zcdp_silo_refuses_events_without_a_zcdp_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(opted_out_silo_records_and_never_refuses, setup, teardown),
+        cmocka_unit_test_setup_teardown(pld_silo_admits_on_the_tighter_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(claims_hold_commit_abort_and_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(lowering_a_budget_below_spent_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(archived_silo_keeps_its_log_and_takes_no_charges, setup,
