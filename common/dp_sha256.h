@@ -2,9 +2,9 @@
  * dp_sha256: SHA-256 (FIPS PUB 180-4, "Secure Hash Standard", 2015, section 6.2), written from the
  * standard for hashing bearer tokens (service/auth.c stores only token hashes, never tokens).
  *
- * Why here: GSL has no hash and linking a crypto library for one function is not worth a dependency.
- * SHA-256 of a 256-bit random token is a one-way lookup key, so a plain (unsalted, fast) hash is the
- * right tool; it is not a password hash.
+ * Why here: GSL has no hash and linking a crypto library for one function is not worth a
+ * dependency. SHA-256 of a 256-bit random token is a one-way lookup key, so a plain (unsalted,
+ * fast) hash is the right tool; it is not a password hash.
  *
  * API: streaming (init/update/final) and one-shot. No allocation, no I/O, cannot fail.
  * Thread-safety: a dp_sha256_ctx belongs to one thread; the functions have no shared state.
@@ -19,10 +19,10 @@
 #define DP_SHA256_HEX_CHARS    64 /* without the terminating NUL */
 
 typedef struct dp_sha256_ctx {
-    uint32_t h[8];       /* chaining state H(i) (FIPS 180-4 6.2.2) */
-    uint64_t n_bytes;    /* message length so far, bytes */
-    uint8_t block[64];   /* pending partial block */
-    size_t n_block;      /* bytes used in block, < 64 */
+    uint32_t h[8];     /* chaining state H(i) (FIPS 180-4 6.2.2) */
+    uint64_t n_bytes;  /* message length so far, bytes */
+    uint8_t block[64]; /* pending partial block */
+    size_t n_block;    /* bytes used in block, < 64 */
 } dp_sha256_ctx;
 
 void dp_sha256_init(dp_sha256_ctx *c);

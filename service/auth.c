@@ -53,7 +53,8 @@ int auth_require_silo(const http_req *rq, int64_t silo_id, ledger_principal *out
 {
     if (auth_resolve(rq, out, err) != DP_OK)
         return err->code;
-    if (out->role == LEDGER_ROLE_ADMIN || (out->role == LEDGER_ROLE_SILO && out->silo_id == silo_id))
+    if (out->role == LEDGER_ROLE_ADMIN ||
+        (out->role == LEDGER_ROLE_SILO && out->silo_id == silo_id))
         return DP_OK;
     return dp_err_set(err, DP_EFORBIDDEN, NULL, "this token may not act on silo %lld",
                       (long long)silo_id);
@@ -64,8 +65,8 @@ static int read_token(const char *path, char *token, size_t token_len, dp_err *e
 {
     FILE *f = fopen(path, "r");
     if (f == NULL)
-        return dp_err_set(err, DP_EINVAL, "--admin-token-file", "cannot read the admin token file %s: %s",
-                          path, strerror(errno));
+        return dp_err_set(err, DP_EINVAL, "--admin-token-file",
+                          "cannot read the admin token file %s: %s", path, strerror(errno));
     char *ok = fgets(token, (int)token_len, f);
     fclose(f);
     if (ok == NULL)
@@ -82,8 +83,9 @@ static int read_token(const char *path, char *token, size_t token_len, dp_err *e
     return DP_OK;
 }
 
-int auth_admin_token_prepare(const char *token_file, const char *db_path, char *token, size_t token_len,
-                             char *path_out, size_t path_len, bool *generated, dp_err *err)
+int auth_admin_token_prepare(const char *token_file, const char *db_path, char *token,
+                             size_t token_len, char *path_out, size_t path_len, bool *generated,
+                             dp_err *err)
 {
     *generated = false;
     if (token_len < LEDGER_TOKEN_BUF)
@@ -95,9 +97,9 @@ int auth_admin_token_prepare(const char *token_file, const char *db_path, char *
     }
     /* <dir of db>/admin.token */
     const char *slash = strrchr(db_path, '/');
-    int n = slash == NULL ? snprintf(path_out, path_len, "admin.token")
-                          : snprintf(path_out, path_len, "%.*s/admin.token", (int)(slash - db_path),
-                                     db_path);
+    int n = slash == NULL
+                ? snprintf(path_out, path_len, "admin.token")
+                : snprintf(path_out, path_len, "%.*s/admin.token", (int)(slash - db_path), db_path);
     if (n < 0 || (size_t)n >= path_len)
         return dp_err_set(err, DP_EINVAL, "--db", "database path too long");
     if (access(path_out, F_OK) == 0)
@@ -115,7 +117,8 @@ int auth_admin_token_prepare(const char *token_file, const char *db_path, char *
         ok = false;
     if (!ok) {
         unlink(path_out);
-        return dp_err_set(err, DP_EINTERNAL, NULL, "cannot write the admin token file %s", path_out);
+        return dp_err_set(err, DP_EINTERNAL, NULL, "cannot write the admin token file %s",
+                          path_out);
     }
     *generated = true;
     return DP_OK;

@@ -17,7 +17,16 @@
 
 #include "common/dp_log.h"
 
-enum { OPT_LISTEN, OPT_DB, OPT_THREADS, OPT_MAX_BODY, OPT_LOG_LEVEL, OPT_AUTH, OPT_ADMIN_TOKEN, OPT_N };
+enum {
+    OPT_LISTEN,
+    OPT_DB,
+    OPT_THREADS,
+    OPT_MAX_BODY,
+    OPT_LOG_LEVEL,
+    OPT_AUTH,
+    OPT_ADMIN_TOKEN,
+    OPT_N
+};
 
 static const struct {
     const char *flag; /* command-line name */
@@ -188,10 +197,11 @@ int cfg_parse(cfg *c, int argc, char *const argv[], cfg_getenv_fn getenv_fn, dp_
     }
     /* Without tokens anyone who can connect may spend any budget: allowed only on loopback. */
     if (c->auth_off && strncmp(c->host, "127.", 4) != 0)
-        return dp_err_set(err, DP_EINVAL, "--auth",
-                          "--auth off is allowed only when listening on a loopback address (127.x.x.x), "
-                          "not %s",
-                          c->host);
+        return dp_err_set(
+            err, DP_EINVAL, "--auth",
+            "--auth off is allowed only when listening on a loopback address (127.x.x.x), "
+            "not %s",
+            c->host);
     return DP_OK;
 }
 
@@ -217,7 +227,8 @@ const char *cfg_usage(void)
            "  --auth on|off       bearer tokens for silos and budgets; off only on loopback\n"
            "                      [DPSILO_AUTH, default on]\n"
            "  --admin-token-file PATH  file holding the admin token [DPSILO_ADMIN_TOKEN_FILE,\n"
-           "                      default: <db dir>/admin.token, generated (mode 0600) if missing]\n"
+           "                      default: <db dir>/admin.token, generated (mode 0600) if "
+           "missing]\n"
            "  --help              show this text and exit\n"
            "\n"
            "On start it prints one line to stdout: dpsilod listening on http://HOST:PORT\n"

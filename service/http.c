@@ -60,8 +60,8 @@
 
 struct http_server {
     struct MHD_Daemon *d;
-    const cfg *cfg;      /* borrowed, read-only */
-    store *store;        /* borrowed */
+    const cfg *cfg;        /* borrowed, read-only */
+    store *store;          /* borrowed */
     struct ledger *ledger; /* borrowed; may be NULL */
     const route *routes;   /* borrowed table */
     size_t n_routes;

@@ -3,52 +3,54 @@
  * The contract, the admission rule and the threading design are in ledger.h; the schema and its
  * invariants in migrations/0003_ledger.sql. This comment covers the implementation.
  *
- * COMMITTER. ledger_open starts one thread (committer_main) that owns l->db, the only connection that
- * writes ledger tables, and every prepared statement in l->st. Public write calls build a ledger_op on
- * their own stack (inputs borrowed from the caller, outputs written into caller memory), append it to the
- * FIFO under l->mu, signal l->cv_work and wait on op->cv until op->done. The committer detaches the whole
- * queue (at most LEDGER_MAX_GROUP ops), and without holding the lock runs:
- *     BEGIN IMMEDIATE; for each op { SAVEPOINT op; apply; success ? RELEASE : ROLLBACK TO + RELEASE }
- *     COMMIT
- * and then, under the lock, marks each op done and signals it. Nothing is acknowledged before COMMIT
- * returned SQLITE_OK with synchronous=FULL, so an acknowledged charge survives a crash (the WAL frame
- * was fsynced); an op whose group failed to commit reports an error and was not recorded. The committer
- * touches an op only before it sets op->done (the waiter may return and pop its stack frame after).
+ * COMMITTER. ledger_open starts one thread (committer_main) that owns l->db, the only connection
+ * that writes ledger tables, and every prepared statement in l->st. Public write calls build a
+ * ledger_op on their own stack (inputs borrowed from the caller, outputs written into caller
+ * memory), append it to the FIFO under l->mu, signal l->cv_work and wait on op->cv until op->done.
+ * The committer detaches the whole queue (at most LEDGER_MAX_GROUP ops), and without holding the
+ * lock runs: BEGIN IMMEDIATE; for each op { SAVEPOINT op; apply; success ? RELEASE : ROLLBACK TO +
+ * RELEASE } COMMIT and then, under the lock, marks each op done and signals it. Nothing is
+ * acknowledged before COMMIT returned SQLITE_OK with synchronous=FULL, so an acknowledged charge
+ * survives a crash (the WAL frame was fsynced); an op whose group failed to commit reports an error
+ * and was not recorded. The committer touches an op only before it sets op->done (the waiter may
+ * return and pop its stack frame after).
  *
  * GATHERING. Waiters of a group are woken together and re-submit almost together; a committer that
- * started the next group on the first arrival would split them into ever smaller groups. So when fewer
- * ops are queued than half the previous group, the committer waits up to LEDGER_GATHER_US for the queue
- * to reach the previous group's size (the group-commit delay of PostgreSQL's commit_delay). A lone
- * client never waits: its previous group had one op.
+ * started the next group on the first arrival would split them into ever smaller groups. So when
+ * fewer ops are queued than half the previous group, the committer waits up to LEDGER_GATHER_US for
+ * the queue to reach the previous group's size (the group-commit delay of PostgreSQL's
+ * commit_delay). A lone client never waits: its previous group had one op.
  *
- * CHECKPOINTS. With the default auto-checkpoint, every ~1000 WAL pages one COMMIT of the committer would
- * also copy the WAL into the database and fsync it, stalling the whole group (hundreds of ms here).
- * Instead a WAL hook on the committer's connection (which replaces auto-checkpointing on it) wakes a
- * checkpointer thread with its own connection once the WAL holds LEDGER_CKPT_FRAMES frames; it runs
- * PASSIVE checkpoints, which never block the writer (SQLite WAL docs, "Checkpointing"). Durability is
- * unchanged: a transaction is durable once its WAL frames are synced, checkpointed or not.
+ * CHECKPOINTS. With the default auto-checkpoint, every ~1000 WAL pages one COMMIT of the committer
+ * would also copy the WAL into the database and fsync it, stalling the whole group (hundreds of ms
+ * here). Instead a WAL hook on the committer's connection (which replaces auto-checkpointing on it)
+ * wakes a checkpointer thread with its own connection once the WAL holds LEDGER_CKPT_FRAMES frames;
+ * it runs PASSIVE checkpoints, which never block the writer (SQLite WAL docs, "Checkpointing").
+ * Durability is unchanged: a transaction is durable once its WAL frames are synced, checkpointed or
+ * not.
  *
  * CLAIM EXPIRY. Admission ignores claims whose expires_at has passed, so expiry needs no timer for
  * correctness. The committer also wakes every LEDGER_SWEEP_MS when idle and marks overdue claims
  * 'expired' so that their state is visible.
  *
- * PLD SILOS. A silo whose accountant is "pld" is admitted on min(eps_RDP, eps_PLD): both are valid upper
- * bounds on the true privacy loss (the RDP conversion for any mechanism with that curve, Balle et al.
- * 2020 Thm. 21; the PLD one by its pessimistic "connect-the-dots" discretisation, accounting/pld.h),
- * so their minimum is one too, and PLD is usually much tighter. A PLD composition of the silo's whole
- * log costs milliseconds to tens of milliseconds, far too slow for the write transaction, so it runs in
- * the caller's thread on a snapshot: the committer, meeting a PLD silo without PLD figures for its
- * current state (n_charges and the highest claim id), fails that op alone with need_pld; the caller
- * (submit_pld) recomposes on its own read connection (pld_prepare: the log grouped into
- * self_composed(count, event) per distinct event, plus active claims, plus the new event) and submits
- * again. After LEDGER_PLD_RETRIES stale snapshots it gives up on PLD for that request and the RDP
- * bound decides alone (conservative). Events PLD does not support (zcdp, sampling without
- * replacement), mixed neighbouring relations or more than ACCT_PLD_MAX_MECHANISMS distinct events
- * give eps_PLD = +inf, i.e. the RDP bound. Reads (ledger_silo_get/list) refine the spent epsilon the
- * same way. Verification (ledger_silo_verify) checks the RDP sums, which are always kept.
+ * PLD SILOS. A silo whose accountant is "pld" is admitted on min(eps_RDP, eps_PLD): both are valid
+ * upper bounds on the true privacy loss (the RDP conversion for any mechanism with that curve,
+ * Balle et al. 2020 Thm. 21; the PLD one by its pessimistic "connect-the-dots" discretisation,
+ * accounting/pld.h), so their minimum is one too, and PLD is usually much tighter. A PLD
+ * composition of the silo's whole log costs milliseconds to tens of milliseconds, far too slow for
+ * the write transaction, so it runs in the caller's thread on a snapshot: the committer, meeting a
+ * PLD silo without PLD figures for its current state (n_charges and the highest claim id), fails
+ * that op alone with need_pld; the caller (submit_pld) recomposes on its own read connection
+ * (pld_prepare: the log grouped into self_composed(count, event) per distinct event, plus active
+ * claims, plus the new event) and submits again. After LEDGER_PLD_RETRIES stale snapshots it gives
+ * up on PLD for that request and the RDP bound decides alone (conservative). Events PLD does not
+ * support (zcdp, sampling without replacement), mixed neighbouring relations or more than
+ * ACCT_PLD_MAX_MECHANISMS distinct events give eps_PLD = +inf, i.e. the RDP bound. Reads
+ * (ledger_silo_get/list) refine the spent epsilon the same way. Verification (ledger_silo_verify)
+ * checks the RDP sums, which are always kept.
  *
- * LOCKS. l->mu guards the queue, l->stop, l->ckpt_wanted and every op's `done`; it is never held across
- * SQLite.
+ * LOCKS. l->mu guards the queue, l->stop, l->ckpt_wanted and every op's `done`; it is never held
+ * across SQLite.
  */
 #include "service/ledger.h"
 
@@ -70,15 +72,18 @@
 #include "common/dp_sha256.h"
 #include "service/event_json.h"
 
-#define LEDGER_SWEEP_MS     1000  /* idle wake-up period of the committer to mark expired claims */
-#define LEDGER_BUSY_MS      5000  /* sqlite3_busy_timeout of the write connection (STYLE.md 2.5) */
-#define LEDGER_CKPT_FRAMES  1000  /* WAL frames that trigger a background PASSIVE checkpoint */
-#define LEDGER_GATHER_US    500   /* longest wait for a group to fill up to the previous group's size */
-#define LEDGER_PLD_RETRIES  4     /* stale PLD snapshots tolerated before the RDP bound decides alone */
-#define LEDGER_PLD_CACHE    64    /* remembered eps_PLD of (silo, n_charges) for reads */
-#define DNAN                ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
+#define LEDGER_SWEEP_MS    1000 /* idle wake-up period of the committer to mark expired claims */
+#define LEDGER_BUSY_MS     5000 /* sqlite3_busy_timeout of the write connection (STYLE.md 2.5) */
+#define LEDGER_CKPT_FRAMES 1000 /* WAL frames that trigger a background PASSIVE checkpoint */
+#define LEDGER_GATHER_US   500 /* longest wait for a group to fill up to the previous group's size \
+                                */
+#define LEDGER_PLD_RETRIES 4   /* stale PLD snapshots tolerated before the RDP bound decides alone \
+                                */
+#define LEDGER_PLD_CACHE 64    /* remembered eps_PLD of (silo, n_charges) for reads */
+#define DNAN             ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
 
-/* ---- small helpers ------------------------------------------------------------------------------------ */
+/* ---- small helpers
+ * ------------------------------------------------------------------------------------ */
 
 double ledger_sum_up(double a, double b)
 {
@@ -203,13 +208,14 @@ int ledger_budget_check(const ledger_budget *b, dp_err *err)
         default:
             return dp_err_set(err, DP_EINVAL, "budget", "unknown budget kind");
     }
-    if (b->kind != LEDGER_BUDGET_NONE && (b->conversion < ACCT_CONV_MIRONOV2017 ||
-                                          b->conversion > ACCT_CONV_OPTIMAL))
+    if (b->kind != LEDGER_BUDGET_NONE &&
+        (b->conversion < ACCT_CONV_MIRONOV2017 || b->conversion > ACCT_CONV_OPTIMAL))
         return dp_err_set(err, DP_EINVAL, "budget.conversion", "unknown conversion");
     return DP_OK;
 }
 
-/* ---- statements of the write connection ---------------------------------------------------------------- */
+/* ---- statements of the write connection
+ * ---------------------------------------------------------------- */
 
 enum {
     ST_BEGIN = 0,
@@ -247,50 +253,66 @@ static const char *const SQL[ST_N] = {
     [ST_SAVEPOINT] = "SAVEPOINT ledger_op",
     [ST_RELEASE] = "RELEASE ledger_op",
     [ST_ROLLBACK_TO] = "ROLLBACK TO ledger_op",
-    [ST_SILO_GET] = "SELECT id, name, created_at, archived_at, budget_kind, accountant, conversion, "
-                    "epsilon, delta, rho, n_charges, spent_rdp, spent_rho FROM silos WHERE id = :id",
-    [ST_SILO_INSERT] = "INSERT INTO silos (name, created_at, budget_kind, accountant, conversion, epsilon, "
-                       "delta, rho, spent_rdp) VALUES (:name, :now, :kind, :acct, :conv, :eps, :delta, "
-                       ":rho, :zero)",
-    [ST_SILO_TOTALS] = "UPDATE silos SET n_charges = :n, spent_rdp = :rdp, spent_rho = :rho WHERE id = :id",
+    [ST_SILO_GET] =
+        "SELECT id, name, created_at, archived_at, budget_kind, accountant, conversion, "
+        "epsilon, delta, rho, n_charges, spent_rdp, spent_rho FROM silos WHERE id = :id",
+    [ST_SILO_INSERT] =
+        "INSERT INTO silos (name, created_at, budget_kind, accountant, conversion, epsilon, "
+        "delta, rho, spent_rdp) VALUES (:name, :now, :kind, :acct, :conv, :eps, :delta, "
+        ":rho, :zero)",
+    [ST_SILO_TOTALS] =
+        "UPDATE silos SET n_charges = :n, spent_rdp = :rdp, spent_rho = :rho WHERE id = :id",
     [ST_SILO_PATCH] = "UPDATE silos SET name = :name, epsilon = :eps, delta = :delta, rho = :rho "
                       "WHERE id = :id",
-    [ST_SILO_ARCHIVE] = "UPDATE silos SET archived_at = :now WHERE id = :id AND archived_at IS NULL",
-    [ST_TOKEN_INSERT] = "INSERT INTO tokens (hash, role, silo_id, created_at) VALUES (:hash, :role, "
-                        ":silo, :now) ON CONFLICT (hash) DO NOTHING",
+    [ST_SILO_ARCHIVE] =
+        "UPDATE silos SET archived_at = :now WHERE id = :id AND archived_at IS NULL",
+    [ST_TOKEN_INSERT] =
+        "INSERT INTO tokens (hash, role, silo_id, created_at) VALUES (:hash, :role, "
+        ":silo, :now) ON CONFLICT (hash) DO NOTHING",
     [ST_TOKEN_ID] = "SELECT id, role FROM tokens WHERE hash = :hash",
-    [ST_CLAIMS_HELD] = "SELECT id, cost_rdp, cost_rho FROM claims WHERE silo_id = :silo AND state = "
-                       "'active' AND expires_at > :now ORDER BY id",
+    [ST_CLAIMS_HELD] =
+        "SELECT id, cost_rdp, cost_rho FROM claims WHERE silo_id = :silo AND state = "
+        "'active' AND expires_at > :now ORDER BY id",
     [ST_CHARGE_BY_KEY] = "SELECT id, created_at, request_hash, seq, cost_eps, cost_rho, eps_after, "
                          "rho_after, remaining_after FROM charges WHERE silo_id = :silo AND "
                          "idempotency_key = :key",
-    [ST_CHARGE_BY_CLAIM] = "SELECT id, created_at, request_hash, seq, cost_eps, cost_rho, eps_after, "
-                           "rho_after, remaining_after FROM charges WHERE claim_id = :claim",
+    [ST_CHARGE_BY_CLAIM] =
+        "SELECT id, created_at, request_hash, seq, cost_eps, cost_rho, eps_after, "
+        "rho_after, remaining_after FROM charges WHERE claim_id = :claim",
     [ST_CHARGE_INSERT] =
-        "INSERT INTO charges (silo_id, created_at, actor_token_id, job_id, claim_id, idempotency_key, "
+        "INSERT INTO charges (silo_id, created_at, actor_token_id, job_id, claim_id, "
+        "idempotency_key, "
         "request_hash, reason, event, neighboring, cost_rdp, cost_rho, cost_eps, seq, eps_after, "
-        "rho_after, remaining_after) VALUES (:silo, :now, :actor, :job, :claim, :key, :hash, :reason, "
+        "rho_after, remaining_after) VALUES (:silo, :now, :actor, :job, :claim, :key, :hash, "
+        ":reason, "
         ":event, :nb, :rdp, :rho, :eps, :seq, :eps_after, :rho_after, :remaining)",
     [ST_CLAIM_BY_KEY] = "SELECT id, request_hash FROM claims WHERE silo_id = :silo AND "
                         "idempotency_key = :key",
-    [ST_CLAIM_GET] = "SELECT id, silo_id, created_at, expires_at, closed_at, state, job_id, cost_rdp, "
-                     "cost_rho, event, neighboring, reason, actor_token_id FROM claims WHERE id = :id",
+    [ST_CLAIM_GET] =
+        "SELECT id, silo_id, created_at, expires_at, closed_at, state, job_id, cost_rdp, "
+        "cost_rho, event, neighboring, reason, actor_token_id FROM claims WHERE id = :id",
     [ST_CLAIM_INSERT] =
-        "INSERT INTO claims (silo_id, created_at, expires_at, actor_token_id, job_id, idempotency_key, "
+        "INSERT INTO claims (silo_id, created_at, expires_at, actor_token_id, job_id, "
+        "idempotency_key, "
         "request_hash, reason, event, neighboring, cost_rdp, cost_rho) VALUES (:silo, :now, :exp, "
         ":actor, :job, :key, :hash, :reason, :event, :nb, :rdp, :rho)",
-    [ST_CLAIM_CLOSE] = "UPDATE claims SET state = :state, closed_at = :now WHERE id = :id AND state = "
-                       "'active'",
-    [ST_CLAIMS_ABORT_SILO] = "UPDATE claims SET state = 'aborted', closed_at = :now WHERE silo_id = :silo "
-                             "AND state = 'active'",
-    [ST_CLAIMS_EXPIRE] = "UPDATE claims SET state = 'expired', closed_at = :now WHERE state = 'active' "
-                         "AND expires_at <= :now",
-    [ST_CLAIMS_OVERDUE] = "SELECT EXISTS (SELECT 1 FROM claims WHERE state = 'active' AND expires_at <= "
-                          ":now)",
+    [ST_CLAIM_CLOSE] =
+        "UPDATE claims SET state = :state, closed_at = :now WHERE id = :id AND state = "
+        "'active'",
+    [ST_CLAIMS_ABORT_SILO] =
+        "UPDATE claims SET state = 'aborted', closed_at = :now WHERE silo_id = :silo "
+        "AND state = 'active'",
+    [ST_CLAIMS_EXPIRE] =
+        "UPDATE claims SET state = 'expired', closed_at = :now WHERE state = 'active' "
+        "AND expires_at <= :now",
+    [ST_CLAIMS_OVERDUE] =
+        "SELECT EXISTS (SELECT 1 FROM claims WHERE state = 'active' AND expires_at <= "
+        ":now)",
     [ST_CLAIM_MAX] = "SELECT coalesce(max(id), 0) FROM claims WHERE silo_id = :silo",
 };
 
-/* ---- the ledger ----------------------------------------------------------------------------------------- */
+/* ---- the ledger
+ * ----------------------------------------------------------------------------------------- */
 
 typedef enum op_kind {
     OP_CHARGE = 0,
@@ -306,11 +328,11 @@ typedef enum op_kind {
 
 /* One silo's part of a charge or claim: the request and its cost, computed before enqueueing. */
 typedef struct op_item {
-    const ledger_charge_req *req;          /* borrowed from the caller */
-    double cost_rdp[LEDGER_MAX_ORDERS];    /* RDP of the event at l->orders */
-    double cost_rho;                       /* zCDP rho, INFINITY if the event has none */
+    const ledger_charge_req *req;             /* borrowed from the caller */
+    double cost_rdp[LEDGER_MAX_ORDERS];       /* RDP of the event at l->orders */
+    double cost_rho;                          /* zCDP rho, INFINITY if the event has none */
     uint8_t req_hash[DP_SHA256_DIGEST_BYTES]; /* identifies the request for idempotent retries */
-    ledger_charge_result *res;             /* caller-owned output */
+    ledger_charge_result *res;                /* caller-owned output */
     /* PLD silos only (see PLD SILOS above) */
     bool need_pld;          /* set by the committer: compute the figures below and submit again */
     bool pld_ready;         /* the figures below hold for the snapshot */
@@ -325,21 +347,21 @@ typedef struct op_item {
 typedef struct ledger_op {
     op_kind kind;
     struct ledger_op *next; /* queue link, guarded by l->mu */
-    bool done;              /* guarded by l->mu; the committer never touches the op after setting it */
-    pthread_cond_t cv;      /* signalled when done */
-    int rc;                 /* result code; err holds the message */
+    bool done;         /* guarded by l->mu; the committer never touches the op after setting it */
+    pthread_cond_t cv; /* signalled when done */
+    int rc;            /* result code; err holds the message */
     dp_err err;
     /* inputs (borrowed) and outputs (caller memory), by kind */
     op_item *items;
     size_t n_items;
     bool dry_run;
-    bool batch_fields;       /* name failing items "charges[i]" */
-    bool need_pld;           /* some item needs PLD figures (the op failed with DP_EBUSY) */
-    int64_t timeout_ms;      /* CLAIM_CREATE */
-    int64_t id;              /* claim or silo id */
-    int64_t scope_silo_id;   /* CLAIM_COMMIT/ABORT: 0 = any */
-    int64_t actor;           /* CLAIM_COMMIT */
-    const char *name;        /* SILO_CREATE */
+    bool batch_fields;     /* name failing items "charges[i]" */
+    bool need_pld;         /* some item needs PLD figures (the op failed with DP_EBUSY) */
+    int64_t timeout_ms;    /* CLAIM_CREATE */
+    int64_t id;            /* claim or silo id */
+    int64_t scope_silo_id; /* CLAIM_COMMIT/ABORT: 0 = any */
+    int64_t actor;         /* CLAIM_COMMIT */
+    const char *name;      /* SILO_CREATE */
     const ledger_budget *budget;
     const ledger_patch *patch;
     uint8_t token_hash[DP_SHA256_DIGEST_BYTES]; /* SILO_CREATE, TOKEN_ADMIN */
@@ -356,26 +378,26 @@ struct ledger {
     double orders[LEDGER_MAX_ORDERS]; /* RDP grid of every vector; immutable after open */
     size_t n_orders;
     pthread_mutex_t mu;
-    pthread_cond_t cv_work;           /* signalled when an op is queued or stop is set */
-    ledger_op *head, *tail;           /* FIFO, guarded by mu */
-    size_t n_queued;                  /* ops in the FIFO, guarded by mu */
-    size_t last_group;                /* size of the previous group; committer thread only */
-    bool stop;                        /* guarded by mu */
+    pthread_cond_t cv_work; /* signalled when an op is queued or stop is set */
+    ledger_op *head, *tail; /* FIFO, guarded by mu */
+    size_t n_queued;        /* ops in the FIFO, guarded by mu */
+    size_t last_group;      /* size of the previous group; committer thread only */
+    bool stop;              /* guarded by mu */
     pthread_t thread;
     bool thread_started;
-    sqlite3 *ck_db;                   /* checkpointer's connection: checkpointer thread only */
-    pthread_cond_t cv_ckpt;           /* signalled when a checkpoint is wanted or stop is set */
-    bool ckpt_wanted;                 /* guarded by mu */
+    sqlite3 *ck_db;         /* checkpointer's connection: checkpointer thread only */
+    pthread_cond_t cv_ckpt; /* signalled when a checkpoint is wanted or stop is set */
+    bool ckpt_wanted;       /* guarded by mu */
     pthread_t ck_thread;
     bool ck_started;
-    pthread_mutex_t cache_mu;         /* guards pld_cache only; never held with mu or across SQLite */
+    pthread_mutex_t cache_mu; /* guards pld_cache only; never held with mu or across SQLite */
     struct {
-        int64_t silo, n_charges;      /* key: a silo's log up to n_charges charges */
-        double eps;                   /* its eps_PLD at the silo's delta then */
+        int64_t silo, n_charges; /* key: a silo's log up to n_charges charges */
+        double eps;              /* its eps_PLD at the silo's delta then */
         double delta;
     } pld_cache[LEDGER_PLD_CACHE];
-    atomic_ullong n_groups;           /* group commits so far (statistics) */
-    atomic_ullong n_ops;              /* ops committed or refused so far */
+    atomic_ullong n_groups; /* group commits so far (statistics) */
+    atomic_ullong n_ops;    /* ops committed or refused so far */
 };
 
 void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops)
@@ -398,7 +420,8 @@ static int sql_fail(ledger *l, int rc, const char *what, dp_err *err)
                : (rc & 0xff) == SQLITE_NOMEM                              ? DP_ENOMEM
                                                                           : DP_EINTERNAL;
     return dp_err_set(err, code, NULL,
-                      code == DP_EBUSY ? "the ledger is busy; retry later" : "internal ledger error");
+                      code == DP_EBUSY ? "the ledger is busy; retry later"
+                                       : "internal ledger error");
 }
 
 static int read_fail(sqlite3 *db, int rc, const char *what, dp_err *err)
@@ -406,7 +429,8 @@ static int read_fail(sqlite3 *db, int rc, const char *what, dp_err *err)
     dp_log(DP_LOG_ERROR, NULL, "ledger: %s: %s (%d)", what, sqlite3_errmsg(db), rc);
     int code = (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED ? DP_EBUSY : DP_EINTERNAL;
     return dp_err_set(err, code, NULL,
-                      code == DP_EBUSY ? "the ledger is busy; retry later" : "internal ledger error");
+                      code == DP_EBUSY ? "the ledger is busy; retry later"
+                                       : "internal ledger error");
 }
 
 static void st_done(sqlite3_stmt *st)
@@ -417,7 +441,8 @@ static void st_done(sqlite3_stmt *st)
     }
 }
 
-/* Binding helpers: the parameter name must exist (a typo is a programmer error caught by the tests). */
+/* Binding helpers: the parameter name must exist (a typo is a programmer error caught by the
+ * tests). */
 static int bind_idx(sqlite3_stmt *st, const char *name)
 {
     int i = sqlite3_bind_parameter_index(st, name);
@@ -437,7 +462,9 @@ static int b_i64_or_null(sqlite3_stmt *st, const char *name, int64_t v)
 static int b_dbl(sqlite3_stmt *st, const char *name, double v)
 {
     int i = bind_idx(st, name);
-    return i < 0 ? SQLITE_RANGE : isnan(v) ? sqlite3_bind_null(st, i) : sqlite3_bind_double(st, i, v);
+    return i < 0      ? SQLITE_RANGE
+           : isnan(v) ? sqlite3_bind_null(st, i)
+                      : sqlite3_bind_double(st, i, v);
 }
 static int b_text(sqlite3_stmt *st, const char *name, const char *v)
 {
@@ -474,7 +501,8 @@ static int exec_st(ledger *l, int which, dp_err *err)
     return rc == SQLITE_DONE ? DP_OK : sql_fail(l, rc, SQL[which], err);
 }
 
-/* ---- accounting ------------------------------------------------------------------------------------------ */
+/* ---- accounting
+ * ------------------------------------------------------------------------------------------ */
 
 /* A silo row as the committer sees it. */
 typedef struct silo_row {
@@ -489,8 +517,8 @@ typedef struct silo_row {
 
 /* Privacy loss of a total (RDP vector and rho) in the silo's budget unit and as eps at its delta.
  * eps: DNAN when the silo has no delta. unit_value: eps (EPS_DELTA), rho (RHO), DNAN (NONE). */
-static int loss_of(const ledger *l, const ledger_budget *b, const double *rdp, double rho, double *eps,
-                   double *order, dp_err *err)
+static int loss_of(const ledger *l, const ledger_budget *b, const double *rdp, double rho,
+                   double *eps, double *order, dp_err *err)
 {
     *eps = DNAN;
     if (order != NULL)
@@ -499,8 +527,8 @@ static int loss_of(const ledger *l, const ledger_budget *b, const double *rdp, d
     if (b->kind == LEDGER_BUDGET_NONE || isnan(b->delta))
         return DP_OK;
     if (b->accountant == LEDGER_ACCT_ZCDP) {
-        /* rho-zCDP is (alpha, rho*alpha)-RDP for every alpha > 1 (Bun & Steinke 2016, Def. 1.1), so the
-         * silo's RDP conversion applies to that curve. The product is rounded up. */
+        /* rho-zCDP is (alpha, rho*alpha)-RDP for every alpha > 1 (Bun & Steinke 2016, Def. 1.1), so
+         * the silo's RDP conversion applies to that curve. The product is rounded up. */
         double curve[LEDGER_MAX_ORDERS];
         for (size_t i = 0; i < l->n_orders; i++) {
             double v = rho * l->orders[i];
@@ -525,7 +553,9 @@ static double unit_value(const ledger_budget *b, double eps, double rho)
 
 static double cap_of(const ledger_budget *b)
 {
-    return b->kind == LEDGER_BUDGET_EPS_DELTA ? b->epsilon : b->kind == LEDGER_BUDGET_RHO ? b->rho : DNAN;
+    return b->kind == LEDGER_BUDGET_EPS_DELTA ? b->epsilon
+           : b->kind == LEDGER_BUDGET_RHO     ? b->rho
+                                              : DNAN;
 }
 
 /* cap - held, never negative. */
@@ -545,10 +575,11 @@ static void vec_add_up(double *acc, const double *x, size_t n)
         acc[i] = ledger_sum_up(acc[i], x[i]);
 }
 
-/* Computes the cost of a request (RDP at the ledger's orders, and rho) and its request hash. Runs in the
- * caller's thread, before the op is queued, so the write transaction never waits for numerics. */
-static int item_prepare(const ledger *l, const ledger_charge_req *req, const char *what, op_item *it,
-                        dp_err *err)
+/* Computes the cost of a request (RDP at the ledger's orders, and rho) and its request hash. Runs
+ * in the caller's thread, before the op is queued, so the write transaction never waits for
+ * numerics. */
+static int item_prepare(const ledger *l, const ledger_charge_req *req, const char *what,
+                        op_item *it, dp_err *err)
 {
     if (req->event == NULL || req->event_json == NULL)
         return dp_err_set(err, DP_EINVAL, "event", "event is required");
@@ -564,13 +595,15 @@ static int item_prepare(const ledger *l, const ledger_charge_req *req, const cha
     if (req->job_id < 0)
         return dp_err_set(err, DP_EINVAL, "job_id", "job_id must be a positive integer");
     it->req = req;
-    if (acct_rdp_eval(req->event, req->neighboring, l->orders, l->n_orders, it->cost_rdp, err) != DP_OK) {
+    if (acct_rdp_eval(req->event, req->neighboring, l->orders, l->n_orders, it->cost_rdp, err) !=
+        DP_OK) {
         dp_err_prefix_field(err, "event");
         return err ? err->code : DP_EINVAL;
     }
     for (size_t i = 0; i < l->n_orders; i++)
         if (isnan(it->cost_rdp[i]) || it->cost_rdp[i] < 0)
-            return dp_err_set(err, DP_ENUMERIC, "event", "the event's RDP curve is not a valid loss");
+            return dp_err_set(err, DP_ENUMERIC, "event",
+                              "the event's RDP curve is not a valid loss");
     /* zCDP: an event with no finite zCDP bound (e.g. a sampled mechanism) has rho = +inf; only zCDP
      * silos refuse it, others record it. */
     dp_err zerr;
@@ -593,7 +626,8 @@ static int item_prepare(const ledger *l, const ledger_charge_req *req, const cha
     return DP_OK;
 }
 
-/* ---- committer: reading state ------------------------------------------------------------------------------ */
+/* ---- committer: reading state
+ * ------------------------------------------------------------------------------ */
 
 /* Loads silo id with st (a statement of SQL[ST_SILO_GET] prepared on db). */
 static int silo_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t id, silo_row *s,
@@ -621,10 +655,11 @@ static int silo_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t 
     bool ok = kind_parse((const char *)sqlite3_column_text(st, 4), &s->b.kind) == 0;
     ok = ok && (s->b.kind == LEDGER_BUDGET_NONE
                     ? (s->b.accountant = LEDGER_ACCT_NONE, true)
-                    : ledger_accountant_parse((const char *)sqlite3_column_text(st, 5), &s->b.accountant,
-                                              NULL) == DP_OK);
+                    : ledger_accountant_parse((const char *)sqlite3_column_text(st, 5),
+                                              &s->b.accountant, NULL) == DP_OK);
     acct_conversion conv = ACCT_CONV_BALLE2020;
-    ok = ok && acct_conversion_parse((const char *)sqlite3_column_text(st, 6), &conv, NULL) == DP_OK;
+    ok =
+        ok && acct_conversion_parse((const char *)sqlite3_column_text(st, 6), &conv, NULL) == DP_OK;
     s->b.conversion = conv;
     s->b.epsilon = col_dbl(st, 7);
     s->b.delta = col_dbl(st, 8);
@@ -645,9 +680,11 @@ static int silo_load(ledger *l, int64_t id, silo_row *s, dp_err *err)
     return silo_load_st(l->db, l->st[ST_SILO_GET], l->n_orders, id, s, err);
 }
 
-/* Sum of the silo's active, unexpired claims (ascending id), excluding claim `except` (0 = none). */
-static int held_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t silo_id, int64_t now,
-                        int64_t except, double *rdp, double *rho, int64_t *n_active, dp_err *err)
+/* Sum of the silo's active, unexpired claims (ascending id), excluding claim `except` (0 = none).
+ */
+static int held_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t silo_id,
+                        int64_t now, int64_t except, double *rdp, double *rho, int64_t *n_active,
+                        dp_err *err)
 {
     memset(rdp, 0, n_orders * sizeof *rdp);
     *rho = 0;
@@ -675,8 +712,8 @@ static int held_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t 
     return rc == SQLITE_DONE ? DP_OK : read_fail(db, rc, "sum claims", err);
 }
 
-static int held_load(ledger *l, int64_t silo_id, int64_t now, int64_t except, double *rdp, double *rho,
-                     int64_t *n_active, dp_err *err)
+static int held_load(ledger *l, int64_t silo_id, int64_t now, int64_t except, double *rdp,
+                     double *rho, int64_t *n_active, dp_err *err)
 {
     return held_load_st(l->db, l->st[ST_CLAIMS_HELD], l->n_orders, silo_id, now, except, rdp, rho,
                         n_active, err);
@@ -722,13 +759,14 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
     res->requested = unit_value(b, e_cost, it->cost_rho);
     res->would_be = unit_value(b, e_wb, wb_rho);
     res->budget = cap_of(b);
-    /* The rule: conv(spent + reserved + cost) <= cap, no tolerance (STYLE.md 2.8). NaN never fits. */
+    /* The rule: conv(spent + reserved + cost) <= cap, no tolerance (STYLE.md 2.8). NaN never fits.
+     */
     *fits = b->kind == LEDGER_BUDGET_NONE || (res->would_be <= res->budget);
     return DP_OK;
 }
 
-/* Totals after appending cost (excluding held claims except in `remaining`). pld (may be NULL) carries
- * PLD figures for a PLD silo. */
+/* Totals after appending cost (excluding held claims except in `remaining`). pld (may be NULL)
+ * carries PLD figures for a PLD silo. */
 static int totals_after(ledger *l, const silo_row *s, const double *cost_rdp, double cost_rho,
                         const double *held_rdp, double held_rho, const op_item *pld,
                         double *new_rdp, double *new_rho, ledger_charge_result *res, dp_err *err)
@@ -754,9 +792,10 @@ static int totals_after(ledger *l, const silo_row *s, const double *cost_rdp, do
 }
 
 /* Appends a charge row and updates the silo's cached totals. */
-static int charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req, const uint8_t *hash,
-                         const char *key, int64_t claim_id, const double *cost_rdp, double cost_rho,
-                         const double *held_rdp, double held_rho, const op_item *pld, int64_t now,
+static int charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
+                         const uint8_t *hash, const char *key, int64_t claim_id,
+                         const double *cost_rdp, double cost_rho, const double *held_rdp,
+                         double held_rho, const op_item *pld, int64_t now,
                          ledger_charge_result *res, dp_err *err)
 {
     double new_rdp[LEDGER_MAX_ORDERS], new_rho;
@@ -876,14 +915,17 @@ static void item_field(const ledger_op *op, size_t i, char *buf, size_t len)
         buf[0] = '\0';
 }
 
-/* ---- committer: ops --------------------------------------------------------------------------------------- */
+/* ---- committer: ops
+ * --------------------------------------------------------------------------------------- */
 
-/* For a PLD silo: whether it's PLD figures hold for the silo's current state. Sets need_pld when not
- * (the caller recomputes and submits again). Always true for other silos. */
-static int pld_current(ledger *l, ledger_op *op, const silo_row *s, op_item *it, bool *ok, dp_err *err)
+/* For a PLD silo: whether it's PLD figures hold for the silo's current state. Sets need_pld when
+ * not (the caller recomputes and submits again). Always true for other silos. */
+static int pld_current(ledger *l, ledger_op *op, const silo_row *s, op_item *it, bool *ok,
+                       dp_err *err)
 {
     *ok = true;
-    if (s->b.accountant != LEDGER_ACCT_PLD || s->b.kind != LEDGER_BUDGET_EPS_DELTA || it->pld_give_up)
+    if (s->b.accountant != LEDGER_ACCT_PLD || s->b.kind != LEDGER_BUDGET_EPS_DELTA ||
+        it->pld_give_up)
         return DP_OK;
     sqlite3_stmt *st = l->st[ST_CLAIM_MAX];
     int rc = b_i64(st, ":silo", s->id);
@@ -965,7 +1007,8 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         }
         if (!fits) {
             res->status = DP_EBUDGET;
-            dp_err_set(err, DP_EBUDGET, "", "silo %lld: budget exhausted (spent %.6g, reserved %.6g, "
+            dp_err_set(err, DP_EBUDGET, "",
+                       "silo %lld: budget exhausted (spent %.6g, reserved %.6g, "
                        "requested %.6g, would be %.6g > budget %.6g %s)",
                        (long long)s.id, res->spent, res->reserved, res->requested, res->would_be,
                        res->budget, s.b.kind == LEDGER_BUDGET_RHO ? "rho" : "epsilon");
@@ -990,8 +1033,8 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     return DP_OK;
 }
 
-static void claim_from_row(ledger *l, sqlite3_stmt *st, const ledger_budget *b, ledger_claim_view *c,
-                           double *cost_rdp)
+static void claim_from_row(ledger *l, sqlite3_stmt *st, const ledger_budget *b,
+                           ledger_claim_view *c, double *cost_rdp)
 {
     memset(c, 0, sizeof *c);
     c->id = sqlite3_column_int64(st, 0);
@@ -1237,7 +1280,8 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     if (c->state != LEDGER_CLAIM_ACTIVE || c->expires_at_ms <= now) {
         rc = dp_err_set(err, DP_ECONFLICT, "claim_id", "claim %lld is %s and cannot be committed",
                         (long long)c->id,
-                        c->state == LEDGER_CLAIM_ACTIVE ? "expired" : ledger_claim_state_name(c->state));
+                        c->state == LEDGER_CLAIM_ACTIVE ? "expired"
+                                                        : ledger_claim_state_name(c->state));
         goto out;
     }
     double held_rdp[LEDGER_MAX_ORDERS], held_rho;
@@ -1265,8 +1309,8 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     res->requested = unit_value(&s.b, e, c->cost_rho);
     res->budget = cap_of(&s.b);
     res->spent = res->reserved = res->would_be = DNAN;
-    if ((rc = charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, c->cost_rho, held_rdp, held_rho,
-                            NULL, now, res, err)) != DP_OK)
+    if ((rc = charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, c->cost_rho, held_rdp,
+                            held_rho, NULL, now, res, err)) != DP_OK)
         goto out;
     if ((rc = claim_close(l, c->id, "committed", now, err)) != DP_OK)
         goto out;
@@ -1286,8 +1330,8 @@ static int apply_claim_abort(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     if (claim_load(l, op, c, cost_rdp, &s, NULL, 0, NULL, 0, NULL, NULL, err) != DP_OK)
         return err->code;
     if (c->state == LEDGER_CLAIM_COMMITTED)
-        return dp_err_set(err, DP_ECONFLICT, "claim_id", "claim %lld is committed and cannot be aborted",
-                          (long long)c->id);
+        return dp_err_set(err, DP_ECONFLICT, "claim_id",
+                          "claim %lld is committed and cannot be aborted", (long long)c->id);
     if (c->state != LEDGER_CLAIM_ACTIVE) {
         c->replayed = true;
         return DP_OK;
@@ -1367,7 +1411,8 @@ static int apply_silo_patch(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     ledger_budget nb = s.b;
     if (!isnan(p->epsilon)) {
         if (nb.kind != LEDGER_BUDGET_EPS_DELTA)
-            return dp_err_set(err, DP_EINVAL, "budget.epsilon", "this silo's budget has no epsilon");
+            return dp_err_set(err, DP_EINVAL, "budget.epsilon",
+                              "this silo's budget has no epsilon");
         nb.epsilon = p->epsilon;
     }
     if (!isnan(p->delta)) {
@@ -1394,11 +1439,12 @@ static int apply_silo_patch(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         return err->code;
     double held = unit_value(&nb, e_held, held_rho);
     if (nb.kind != LEDGER_BUDGET_NONE && !(held <= cap_of(&nb)))
-        return dp_err_set(err, DP_ECONFLICT, nb.kind == LEDGER_BUDGET_RHO ? "budget.rho" : "budget.epsilon",
-                          "the new budget %.6g is below what silo %lld has already spent or reserved "
-                          "(%.6g %s)",
-                          cap_of(&nb), (long long)s.id, held,
-                          nb.kind == LEDGER_BUDGET_RHO ? "rho" : "epsilon at the new delta");
+        return dp_err_set(
+            err, DP_ECONFLICT, nb.kind == LEDGER_BUDGET_RHO ? "budget.rho" : "budget.epsilon",
+            "the new budget %.6g is below what silo %lld has already spent or reserved "
+            "(%.6g %s)",
+            cap_of(&nb), (long long)s.id, held,
+            nb.kind == LEDGER_BUDGET_RHO ? "rho" : "epsilon at the new delta");
     sqlite3_stmt *st = l->st[ST_SILO_PATCH];
     int rc = b_text(st, ":name", p->name != NULL ? p->name : s.name);
     if (rc == SQLITE_OK)
@@ -1474,7 +1520,8 @@ static int apply_token_admin(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     if (rc != SQLITE_DONE)
         return sql_fail(l, rc, "find admin token", err);
     if (!admin)
-        return dp_err_set(err, DP_EINVAL, "admin_token", "the admin token is already a silo's token");
+        return dp_err_set(err, DP_EINVAL, "admin_token",
+                          "the admin token is already a silo's token");
     return DP_OK;
 }
 
@@ -1515,7 +1562,8 @@ static int apply_op(ledger *l, ledger_op *op, int64_t now)
     return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
 }
 
-/* ---- committer: the group ---------------------------------------------------------------------------------- */
+/* ---- committer: the group
+ * ---------------------------------------------------------------------------------- */
 
 /* Runs ops[0..n-1] in one transaction; sets each op's rc. */
 static void run_group(ledger *l, ledger_op **ops, size_t n)
@@ -1594,8 +1642,8 @@ static bool claims_overdue(ledger *l, int64_t now)
     return any;
 }
 
-/* WAL hook of the committer's connection: runs in the committer thread after each COMMIT, without l->mu
- * held. It only flags the checkpointer. */
+/* WAL hook of the committer's connection: runs in the committer thread after each COMMIT, without
+ * l->mu held. It only flags the checkpointer. */
 static int wal_hook(void *arg, sqlite3 *db, const char *name, int n_frames)
 {
     (void)db;
@@ -1625,10 +1673,11 @@ static void *checkpointer_main(void *arg)
         if (stop)
             break;
         int n_log = 0, n_ckpt = 0;
-        int rc = sqlite3_wal_checkpoint_v2(l->ck_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &n_log, &n_ckpt);
+        int rc =
+            sqlite3_wal_checkpoint_v2(l->ck_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &n_log, &n_ckpt);
         if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY)
-            dp_log(DP_LOG_WARN, NULL, "ledger: background checkpoint: %s (%d)", sqlite3_errmsg(l->ck_db),
-                   rc);
+            dp_log(DP_LOG_WARN, NULL, "ledger: background checkpoint: %s (%d)",
+                   sqlite3_errmsg(l->ck_db), rc);
     }
     return NULL;
 }
@@ -1743,7 +1792,8 @@ static int finish(ledger_op *op, dp_err *err)
     return op->rc;
 }
 
-/* ---- open / free -------------------------------------------------------------------------------------------- */
+/* ---- open / free
+ * -------------------------------------------------------------------------------------------- */
 
 static int exec_sql(sqlite3 *db, const char *sql, dp_err *err)
 {
@@ -1765,8 +1815,9 @@ static int orders_load(ledger *l, dp_err *err)
     if (n_def == 0 || n_def > LEDGER_MAX_ORDERS)
         return dp_err_set(err, DP_EINTERNAL, NULL, "the default RDP grid does not fit the ledger");
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(l->db, "INSERT INTO ledger_orders (id, orders) VALUES (1, :o) "
-                                       "ON CONFLICT (id) DO NOTHING",
+    int rc = sqlite3_prepare_v2(l->db,
+                                "INSERT INTO ledger_orders (id, orders) VALUES (1, :o) "
+                                "ON CONFLICT (id) DO NOTHING",
                                 -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = b_blob(st, ":o", def, n_def * sizeof(double));
@@ -1914,7 +1965,8 @@ void ledger_free(ledger *l)
     dp_free(l);
 }
 
-/* ---- public writes -------------------------------------------------------------------------------------------- */
+/* ---- public writes
+ * -------------------------------------------------------------------------------------------- */
 
 int ledger_token_generate(char out[LEDGER_TOKEN_BUF], dp_err *err)
 {
@@ -1948,7 +2000,8 @@ int ledger_token_generate(char out[LEDGER_TOKEN_BUF], dp_err *err)
 int ledger_token_register_admin(ledger *l, const char *token, int64_t *token_id, dp_err *err)
 {
     if (token == NULL || strlen(token) < 16)
-        return dp_err_set(err, DP_EINVAL, "admin_token", "the admin token must have at least 16 bytes");
+        return dp_err_set(err, DP_EINVAL, "admin_token",
+                          "the admin token must have at least 16 bytes");
     ledger_op op = {.kind = OP_TOKEN_ADMIN, .token_id_out = token_id};
     dp_sha256(token, strlen(token), op.token_hash);
     submit(l, &op);
@@ -1989,8 +2042,8 @@ int ledger_silo_archive(ledger *l, int64_t id, ledger_silo_view *out, dp_err *er
     return finish(&op, err);
 }
 
-
-/* ---- PLD recomposition (caller threads; see PLD SILOS) ---------------------------------------------------- */
+/* ---- PLD recomposition (caller threads; see PLD SILOS)
+ * ---------------------------------------------------- */
 
 /* Appends ev (stolen) to the composed node root; false when full or out of memory (ev freed). */
 static bool compose_add(acct_event *root, size_t cap, acct_event *ev)
@@ -2027,16 +2080,17 @@ static acct_event *stored_event(const char *text, int64_t count)
     return ev;
 }
 
-/* eps_PLD (upper bound) at delta of silo's charges [+ its active claims] [+ extra], all under relation
- * nb, read on db (inside the caller's read transaction). +INFINITY when PLD cannot account them: an
- * unsupported event, another relation, too many distinct events. Never fails otherwise. */
+/* eps_PLD (upper bound) at delta of silo's charges [+ its active claims] [+ extra], all under
+ * relation nb, read on db (inside the caller's read transaction). +INFINITY when PLD cannot account
+ * them: an unsupported event, another relation, too many distinct events. Never fails otherwise. */
 static double pld_eps_of(sqlite3 *db, int64_t silo, double delta, bool with_claims,
                          const acct_event *extra, acct_neighboring nb, int64_t now)
 {
     static const char charges_sql[] = "SELECT event, neighboring, count(*) FROM charges WHERE "
                                       "silo_id = :silo GROUP BY event, neighboring";
-    static const char claims_sql[] = "SELECT event, neighboring, 1 FROM claims WHERE silo_id = :silo "
-                                     "AND state = 'active' AND expires_at > :now";
+    static const char claims_sql[] =
+        "SELECT event, neighboring, 1 FROM claims WHERE silo_id = :silo "
+        "AND state = 'active' AND expires_at > :now";
     const size_t cap = ACCT_PLD_MAX_MECHANISMS;
     const char *nb_name = nb == ACCT_NB_REPLACE_ONE ? "replace_one" : "add_remove";
     double eps = INFINITY;
@@ -2083,8 +2137,8 @@ static double pld_eps_of(sqlite3 *db, int64_t silo, double delta, bool with_clai
     return eps;
 }
 
-/* Computes the PLD figures of item it against a fresh snapshot of its silo (one read transaction on a
- * private connection), for the committer to check. */
+/* Computes the PLD figures of item it against a fresh snapshot of its silo (one read transaction on
+ * a private connection), for the committer to check. */
 static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
 {
     sqlite3 *db = NULL;
@@ -2099,10 +2153,11 @@ static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
     sqlite3_stmt *st = NULL;
     rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(db,
-                                "SELECT n_charges, delta, (SELECT coalesce(max(id), 0) FROM claims WHERE "
-                                "silo_id = :silo) FROM silos WHERE id = :silo",
-                                -1, &st, NULL);
+        rc = sqlite3_prepare_v2(
+            db,
+            "SELECT n_charges, delta, (SELECT coalesce(max(id), 0) FROM claims WHERE "
+            "silo_id = :silo) FROM silos WHERE id = :silo",
+            -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = b_i64(st, ":silo", silo);
     if (rc == SQLITE_OK)
@@ -2120,8 +2175,9 @@ static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
         it->pld_after = pld_eps_of(db, silo, delta, false, it->req->event, nb, now);
         it->pld_wb = it->pld_after; /* equal unless some claim is active */
         sqlite3_stmt *cs = NULL;
-        if (sqlite3_prepare_v2(db, "SELECT EXISTS (SELECT 1 FROM claims WHERE silo_id = :s AND state = "
-                                   "'active' AND expires_at > :now)",
+        if (sqlite3_prepare_v2(db,
+                               "SELECT EXISTS (SELECT 1 FROM claims WHERE silo_id = :s AND state = "
+                               "'active' AND expires_at > :now)",
                                -1, &cs, NULL) != SQLITE_OK ||
             b_i64(cs, ":s", silo) != SQLITE_OK || b_i64(cs, ":now", now) != SQLITE_OK ||
             sqlite3_step(cs) != SQLITE_ROW || sqlite3_column_int(cs, 0) != 0)
@@ -2193,7 +2249,10 @@ static int charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool
             goto out;
         }
     }
-    ledger_op op = {.kind = OP_CHARGE, .items = items, .n_items = n, .dry_run = dry_run,
+    ledger_op op = {.kind = OP_CHARGE,
+                    .items = items,
+                    .n_items = n,
+                    .dry_run = dry_run,
                     .batch_fields = batch_fields};
     submit_pld(l, &op);
     rc = finish(&op, err);
@@ -2223,7 +2282,8 @@ int ledger_claim_create(ledger *l, const ledger_charge_req *req, int64_t timeout
                         ledger_claim_view *out, ledger_charge_result *figures, dp_err *err)
 {
     if (timeout_ms < 1 || timeout_ms > LEDGER_CLAIM_MAX_MS)
-        return dp_err_set(err, DP_EINVAL, "timeout_ms", "timeout_ms must be in [1, %lld] (got %lld)",
+        return dp_err_set(err, DP_EINVAL, "timeout_ms",
+                          "timeout_ms must be in [1, %lld] (got %lld)",
                           (long long)LEDGER_CLAIM_MAX_MS, (long long)timeout_ms);
     ledger_charge_result local;
     ledger_charge_result *res = figures != NULL ? figures : &local;
@@ -2234,7 +2294,10 @@ int ledger_claim_create(ledger *l, const ledger_charge_req *req, int64_t timeout
     it->res = res;
     int rc = item_prepare(l, req, "claim", it, err);
     if (rc == DP_OK) {
-        ledger_op op = {.kind = OP_CLAIM_CREATE, .items = it, .n_items = 1, .timeout_ms = timeout_ms,
+        ledger_op op = {.kind = OP_CLAIM_CREATE,
+                        .items = it,
+                        .n_items = 1,
+                        .timeout_ms = timeout_ms,
                         .claim = out};
         submit_pld(l, &op);
         rc = finish(&op, err);
@@ -2247,8 +2310,11 @@ int ledger_claim_commit(ledger *l, int64_t claim_id, int64_t scope_silo_id, int6
                         ledger_claim_view *out, ledger_charge_result *charge, dp_err *err)
 {
     ledger_charge_result local;
-    ledger_op op = {.kind = OP_CLAIM_COMMIT, .id = claim_id, .scope_silo_id = scope_silo_id,
-                    .actor = actor_token_id, .claim = out,
+    ledger_op op = {.kind = OP_CLAIM_COMMIT,
+                    .id = claim_id,
+                    .scope_silo_id = scope_silo_id,
+                    .actor = actor_token_id,
+                    .claim = out,
                     .figures = charge != NULL ? charge : &local};
     submit(l, &op);
     return finish(&op, err);
@@ -2257,13 +2323,14 @@ int ledger_claim_commit(ledger *l, int64_t claim_id, int64_t scope_silo_id, int6
 int ledger_claim_abort(ledger *l, int64_t claim_id, int64_t scope_silo_id, ledger_claim_view *out,
                        dp_err *err)
 {
-    ledger_op op = {.kind = OP_CLAIM_ABORT, .id = claim_id, .scope_silo_id = scope_silo_id,
-                    .claim = out};
+    ledger_op op = {
+        .kind = OP_CLAIM_ABORT, .id = claim_id, .scope_silo_id = scope_silo_id, .claim = out};
     submit(l, &op);
     return finish(&op, err);
 }
 
-/* ---- views and reads ------------------------------------------------------------------------------------------ */
+/* ---- views and reads
+ * ------------------------------------------------------------------------------------------ */
 
 static int view_fill(const ledger *l, const silo_row *s, const double *held_rdp, double held_rho,
                      int64_t n_active, ledger_silo_view *v, dp_err *err)
@@ -2281,7 +2348,8 @@ static int view_fill(const ledger *l, const silo_row *s, const double *held_rdp,
     memcpy(h_rdp, s->spent_rdp, l->n_orders * sizeof(double));
     vec_add_up(h_rdp, held_rdp, l->n_orders);
     v->held_rho = ledger_sum_up(s->spent_rho, held_rho);
-    if (loss_of(l, &s->b, s->spent_rdp, s->spent_rho, &v->spent_eps, &v->spent_order, err) != DP_OK ||
+    if (loss_of(l, &s->b, s->spent_rdp, s->spent_rho, &v->spent_eps, &v->spent_order, err) !=
+            DP_OK ||
         loss_of(l, &s->b, h_rdp, v->held_rho, &v->held_eps, NULL, err) != DP_OK)
         return err ? err->code : DP_EINTERNAL;
     v->remaining = remaining_of(&s->b, unit_value(&s->b, v->held_eps, v->held_rho));
@@ -2297,8 +2365,8 @@ static int view_of(ledger *l, const silo_row *s, int64_t now, ledger_silo_view *
     return view_fill(l, s, held_rdp, held_rho, n_active, v, err);
 }
 
-/* A PLD silo's view: spent = min(RDP, PLD) of its log (cached per n_charges), inside the caller's read
- * transaction. With active claims the held total keeps its RDP value (conservative). */
+/* A PLD silo's view: spent = min(RDP, PLD) of its log (cached per n_charges), inside the caller's
+ * read transaction. With active claims the held total keeps its RDP value (conservative). */
 static void pld_refine_view(ledger *l, sqlite3 *db, ledger_silo_view *v)
 {
     const ledger_budget *b = &v->budget;
@@ -2314,9 +2382,11 @@ static void pld_refine_view(ledger *l, sqlite3 *db, ledger_silo_view *v)
     if (isnan(eps)) {
         acct_neighboring nb = ACCT_NB_ADD_REMOVE;
         sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, "SELECT neighboring FROM charges WHERE silo_id = :s ORDER BY id DESC "
-                                   "LIMIT 1",
-                               -1, &st, NULL) == SQLITE_OK &&
+        if (sqlite3_prepare_v2(
+                db,
+                "SELECT neighboring FROM charges WHERE silo_id = :s ORDER BY id DESC "
+                "LIMIT 1",
+                -1, &st, NULL) == SQLITE_OK &&
             b_i64(st, ":s", v->id) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
             strcmp((const char *)sqlite3_column_text(st, 0), "replace_one") == 0)
             nb = ACCT_NB_REPLACE_ONE;
@@ -2355,7 +2425,8 @@ static int view_read(ledger *l, sqlite3 *db, sqlite3_stmt *silo_st, sqlite3_stmt
     int64_t n_active;
     int rc = silo_load_st(db, silo_st, l->n_orders, id, s, err);
     if (rc == DP_OK)
-        rc = held_load_st(db, held_st, l->n_orders, id, now, 0, held_rdp, &held_rho, &n_active, err);
+        rc =
+            held_load_st(db, held_st, l->n_orders, id, now, 0, held_rdp, &held_rho, &n_active, err);
     if (rc == DP_OK)
         rc = view_fill(l, s, held_rdp, held_rho, n_active, v, err);
     if (rc == DP_OK)
@@ -2404,8 +2475,9 @@ int ledger_silo_list(ledger *l, sqlite3 *db, int64_t after, size_t limit, bool i
     *n_out = 0;
     if (limit == 0 || limit > LEDGER_LIST_MAX)
         return dp_err_set(err, DP_EINVAL, "limit", "limit must be in [1, %d]", LEDGER_LIST_MAX);
-    static const char ids_sql[] = "SELECT id FROM silos WHERE id > :after AND (:all OR archived_at IS "
-                                  "NULL) ORDER BY id LIMIT :limit";
+    static const char ids_sql[] =
+        "SELECT id FROM silos WHERE id > :after AND (:all OR archived_at IS "
+        "NULL) ORDER BY id LIMIT :limit";
     sqlite3_stmt *ids = NULL, *a = NULL, *b = NULL;
     ledger_silo_view *v = dp_calloc(limit, sizeof *v);
     int64_t *idv = dp_calloc(limit, sizeof *idv);
@@ -2453,8 +2525,9 @@ int ledger_silo_list(ledger *l, sqlite3 *db, int64_t after, size_t limit, bool i
 int ledger_silo_verify(const ledger *l, sqlite3 *db, int64_t id, ledger_verify *out, dp_err *err)
 {
     memset(out, 0, sizeof *out);
-    static const char log_sql[] = "SELECT cost_rdp, cost_rho, seq FROM charges WHERE silo_id = :silo "
-                                  "ORDER BY id";
+    static const char log_sql[] =
+        "SELECT cost_rdp, cost_rho, seq FROM charges WHERE silo_id = :silo "
+        "ORDER BY id";
     sqlite3_stmt *a = NULL, *c = NULL;
     silo_row *s = dp_malloc(sizeof *s);
     double sum[LEDGER_MAX_ORDERS] = {0}, v[LEDGER_MAX_ORDERS], rho = 0;
@@ -2493,8 +2566,8 @@ int ledger_silo_verify(const ledger *l, sqlite3 *db, int64_t id, ledger_verify *
         out->n_charges_cached = s->n_charges;
         out->spent_rho_log = rho;
         out->spent_rho_cached = s->spent_rho;
-        bool same = vec_ok && seq_ok && n == s->n_charges &&
-                    memcmp(&rho, &s->spent_rho, sizeof rho) == 0;
+        bool same =
+            vec_ok && seq_ok && n == s->n_charges && memcmp(&rho, &s->spent_rho, sizeof rho) == 0;
         for (size_t i = 0; i < l->n_orders; i++) {
             double d = fabs(sum[i] - s->spent_rdp[i]);
             if (isnan(d)) /* inf - inf: equal infinities are consistent */
@@ -2541,11 +2614,13 @@ int ledger_charges_list(sqlite3 *db, int64_t silo_id, const ledger_charge_filter
     *n_out = 0;
     if (f->limit == 0 || f->limit > LEDGER_LIST_MAX)
         return dp_err_set(err, DP_EINVAL, "limit", "limit must be in [1, %d]", LEDGER_LIST_MAX);
-    static const char sql[] =
-        "SELECT id, silo_id, created_at, actor_token_id, job_id, claim_id, seq, idempotency_key, reason, "
-        "event, neighboring, cost_eps, cost_rho, eps_after, rho_after, remaining_after FROM charges "
-        "WHERE silo_id = :silo AND id > :after AND created_at >= :since AND created_at < :until AND "
-        "(:job = 0 OR job_id = :job) ORDER BY id LIMIT :limit";
+    static const char sql[] = "SELECT id, silo_id, created_at, actor_token_id, job_id, claim_id, "
+                              "seq, idempotency_key, reason, "
+                              "event, neighboring, cost_eps, cost_rho, eps_after, rho_after, "
+                              "remaining_after FROM charges "
+                              "WHERE silo_id = :silo AND id > :after AND created_at >= :since AND "
+                              "created_at < :until AND "
+                              "(:job = 0 OR job_id = :job) ORDER BY id LIMIT :limit";
     sqlite3_stmt *st = NULL;
     ledger_charge_row *rows = dp_calloc(f->limit, sizeof *rows);
     size_t n = 0;
@@ -2602,9 +2677,10 @@ int ledger_charges_list(sqlite3 *db, int64_t silo_id, const ledger_charge_filter
 
 int ledger_claim_get(sqlite3 *db, int64_t claim_id, ledger_claim_view *out, dp_err *err)
 {
-    static const char sql[] = "SELECT c.id, c.silo_id, c.created_at, c.expires_at, c.closed_at, c.state, "
-                              "c.job_id, c.cost_rho, (SELECT id FROM charges WHERE claim_id = c.id) "
-                              "FROM claims c WHERE c.id = :id";
+    static const char sql[] =
+        "SELECT c.id, c.silo_id, c.created_at, c.expires_at, c.closed_at, c.state, "
+        "c.job_id, c.cost_rho, (SELECT id FROM charges WHERE claim_id = c.id) "
+        "FROM claims c WHERE c.id = :id";
     sqlite3_stmt *st = NULL;
     int rc = prep(db, sql, &st, err);
     if (rc == DP_OK) {

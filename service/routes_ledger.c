@@ -6,19 +6,19 @@
  *   GET    /v1/silos/{id}               silo    ?verify=true recomputes the totals from the log
  *   PATCH  /v1/silos/{id}               admin   name, budget.epsilon / budget.delta / budget.rho
  *   DELETE /v1/silos/{id}               admin   archive (the log stays readable)
- *   POST   /v1/silos/{id}/charges       silo    one charge (event, idempotency_key, dry_run, reason, job_id)
- *   GET    /v1/silos/{id}/charges       silo    audit log: ?limit=&after=&since=&until=&job_id=
- *   POST   /v1/charges                  admin*  batch over several silos, all or nothing
- *   POST   /v1/silos/{id}/claims        silo    reserve (timeout_ms)
+ *   POST   /v1/silos/{id}/charges       silo    one charge (event, idempotency_key, dry_run,
+ * reason, job_id) GET    /v1/silos/{id}/charges       silo    audit log:
+ * ?limit=&after=&since=&until=&job_id= POST   /v1/charges                  admin*  batch over
+ * several silos, all or nothing POST   /v1/silos/{id}/claims        silo    reserve (timeout_ms)
  *   GET    /v1/claims/{id}              silo    a claim
  *   POST   /v1/claims/{id}/commit       silo    spend a reservation
  *   POST   /v1/claims/{id}/abort        silo    release it
  * "silo" = the admin token or that silo's token; *a silo token may batch-charge only itself.
  *
- * Every handler parses and validates its input into ledger.h structs, calls the ledger (which does the
- * transaction) and writes JSON. Non-finite figures are JSON null with a "..._reason" beside them
- * (DESIGN.md). A 409 budget_exhausted carries error.details with the spent, reserved, requested,
- * would-be and budget figures in the silo's unit.
+ * Every handler parses and validates its input into ledger.h structs, calls the ledger (which does
+ * the transaction) and writes JSON. Non-finite figures are JSON null with a "..._reason" beside
+ * them (DESIGN.md). A 409 budget_exhausted carries error.details with the spent, reserved,
+ * requested, would-be and budget figures in the silo's unit.
  *
  * Thread-safety: handlers run on MHD pool threads; everything they touch is per request except the
  * ledger, which is thread-safe.
@@ -40,10 +40,11 @@
 #include "service/ledger.h"
 #include "service/routes.h"
 
-#define LEDGER_DEFAULT_LIMIT   100     /* page size when ?limit= is absent */
+#define LEDGER_DEFAULT_LIMIT    100    /* page size when ?limit= is absent */
 #define LEDGER_DEFAULT_CLAIM_MS 600000 /* claim timeout when timeout_ms is absent: 10 minutes */
 
-/* ---- small parsers ------------------------------------------------------------------------------ */
+/* ---- small parsers ------------------------------------------------------------------------------
+ */
 
 /* A positive decimal int64 from a path or query parameter. */
 static int parse_id(const char *s, const char *field, int64_t *out, dp_err *err)
@@ -104,7 +105,8 @@ static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
 static int parse_time(const char *s, const char *field, int64_t *out, dp_err *err)
 {
     int y, mo, d, h, mi, sec, n = 0;
-    if (s == NULL || sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 ||
+    if (s == NULL ||
+        sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 ||
         n != 19 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
         goto bad;
     const char *p = s + n;
@@ -142,8 +144,8 @@ static int parse_time(const char *s, const char *field, int64_t *out, dp_err *er
     return DP_OK;
 bad:
     return dp_err_set(err, DP_EINVAL, field,
-                      "%s must be an RFC 3339 time such as 2026-11-22T13:00:00Z (got \"%.40s\")", field,
-                      s ? s : "");
+                      "%s must be an RFC 3339 time such as 2026-11-22T13:00:00Z (got \"%.40s\")",
+                      field, s ? s : "");
 }
 
 /* Unix milliseconds to RFC 3339 UTC with milliseconds. */
@@ -163,7 +165,8 @@ static json_t *time_json(int64_t ms)
     return json_string(buf);
 }
 
-/* ---- JSON writers -------------------------------------------------------------------------------- */
+/* ---- JSON writers
+ * -------------------------------------------------------------------------------- */
 
 /* Sets key to x (null when not finite) and, when x is not finite, key_reason to why. */
 static int set_figure(json_t *o, const char *key, double x, const char *why_nan, dp_err *err)
@@ -174,10 +177,11 @@ static int set_figure(json_t *o, const char *key, double x, const char *why_nan,
         return DP_OK;
     char rk[64];
     snprintf(rk, sizeof rk, "%s_reason", key);
-    const char *why = isnan(x)                  ? why_nan
-                      : strstr(key, "rho") != NULL ? "unbounded: some charge has no finite zCDP bound "
-                                                     "(e.g. a Poisson-sampled mechanism)"
-                                                   : "unbounded: the privacy loss has no finite bound";
+    const char *why = isnan(x) ? why_nan
+                      : strstr(key, "rho") != NULL
+                          ? "unbounded: some charge has no finite zCDP bound "
+                            "(e.g. a Poisson-sampled mechanism)"
+                          : "unbounded: the privacy loss has no finite bound";
     return json_util_set(o, rk, json_string(why), err);
 }
 
@@ -198,9 +202,11 @@ static json_t *budget_json(const ledger_budget *b, dp_err *err)
         if (rc == DP_OK && !isnan(b->delta))
             rc = json_util_set(o, "delta", json_real(b->delta), err);
         if (rc == DP_OK)
-            rc = json_util_set(o, "accountant", json_string(ledger_accountant_name(b->accountant)), err);
+            rc = json_util_set(o, "accountant", json_string(ledger_accountant_name(b->accountant)),
+                               err);
         if (rc == DP_OK && b->accountant != LEDGER_ACCT_ZCDP)
-            rc = json_util_set(o, "conversion", json_string(acct_conversion_name(b->conversion)), err);
+            rc = json_util_set(o, "conversion", json_string(acct_conversion_name(b->conversion)),
+                               err);
     }
     if (rc != DP_OK) {
         json_decref(o);
@@ -294,7 +300,8 @@ static json_t *silo_json(const ledger *l, const ledger_silo_view *v, dp_err *err
     if (rc == DP_OK)
         rc = json_util_set(o, "n_charges", json_integer(v->n_charges), err);
     if (rc == DP_OK)
-        rc = json_util_set(acc, "accountant", json_string(ledger_accountant_name(b->accountant)), err);
+        rc = json_util_set(acc, "accountant", json_string(ledger_accountant_name(b->accountant)),
+                           err);
     if (rc == DP_OK && b->kind != LEDGER_BUDGET_NONE)
         rc = json_util_set(acc, "conversion",
                            json_string(b->accountant == LEDGER_ACCT_ZCDP
@@ -417,7 +424,8 @@ static int reply_refusal(const http_req *rq, http_resp *rs, const dp_err *e, jso
     return http_resp_json(rs, http_err_status(e->code), body, err);
 }
 
-/* ---- request parsing --------------------------------------------------------------------------- */
+/* ---- request parsing ---------------------------------------------------------------------------
+ */
 
 /* The parts of a charge/claim body common to every form. Strings are borrowed from the body; event
  * and event_json are owned (free with charge_input_clear). */
@@ -453,8 +461,8 @@ static int charge_input_parse(const json_t *obj, int64_t silo_id, const ledger_p
         json_util_opt_string(obj, "reason", NULL, &c->req.reason, err) != DP_OK ||
         json_util_opt_int(obj, "job_id", 0, &c->req.job_id, err) != DP_OK)
         return err->code;
-    if (c->req.job_id < 0 || (json_object_get(obj, "job_id") && !json_is_null(json_object_get(obj, "job_id")) &&
-                              c->req.job_id == 0))
+    if (c->req.job_id < 0 || (json_object_get(obj, "job_id") &&
+                              !json_is_null(json_object_get(obj, "job_id")) && c->req.job_id == 0))
         return dp_err_set(err, DP_EINVAL, "job_id", "job_id must be a positive integer");
     c->req.silo_id = silo_id;
     c->req.event = c->event;
@@ -475,13 +483,15 @@ static ledger *the_ledger(const http_req *rq, dp_err *err)
     return rq->ledger;
 }
 
-/* ---- silos ----------------------------------------------------------------------------------------- */
+/* ---- silos
+ * ----------------------------------------------------------------------------------------- */
 
 static int parse_budget(const json_t *bj, ledger_budget *b, dp_err *err)
 {
     if (json_util_require_object(bj, "budget", err) != DP_OK)
         return err->code;
-    static const char *const keys[] = {"epsilon", "delta", "rho", "accountant", "conversion", "private"};
+    static const char *const keys[] = {"epsilon",    "delta",      "rho",
+                                       "accountant", "conversion", "private"};
     if (json_util_check_keys(bj, keys, sizeof keys / sizeof keys[0], err) != DP_OK) {
         dp_err_prefix_field(err, "budget");
         return err->code;
@@ -508,29 +518,34 @@ static int parse_budget(const json_t *bj, ledger_budget *b, dp_err *err)
     }
     if (!priv) {
         if (!isnan(b->epsilon) || !isnan(b->delta) || !isnan(b->rho) || acct || conv)
-            return dp_err_set(err, DP_EINVAL, "budget.private",
-                              "a silo with \"private\": false has no epsilon, delta, rho or accountant");
+            return dp_err_set(
+                err, DP_EINVAL, "budget.private",
+                "a silo with \"private\": false has no epsilon, delta, rho or accountant");
         b->kind = LEDGER_BUDGET_NONE;
         b->accountant = LEDGER_ACCT_NONE;
         return DP_OK;
     }
     if (!isnan(b->rho)) {
         if (!isnan(b->epsilon))
-            return dp_err_set(err, DP_EINVAL, "budget.rho", "give either epsilon (with delta) or rho");
+            return dp_err_set(err, DP_EINVAL, "budget.rho",
+                              "give either epsilon (with delta) or rho");
         b->kind = LEDGER_BUDGET_RHO;
         b->accountant = LEDGER_ACCT_ZCDP;
         if (acct != NULL && strcmp(acct, "zcdp") != 0)
-            return dp_err_set(err, DP_EINVAL, "budget.accountant", "a rho budget is accounted by \"zcdp\"");
+            return dp_err_set(err, DP_EINVAL, "budget.accountant",
+                              "a rho budget is accounted by \"zcdp\"");
     } else if (!isnan(b->epsilon)) {
         b->kind = LEDGER_BUDGET_EPS_DELTA;
         b->accountant = LEDGER_ACCT_RDP;
         if (isnan(b->delta))
-            return dp_err_set(err, DP_EINVAL, "budget.delta", "budget.delta is required with epsilon");
+            return dp_err_set(err, DP_EINVAL, "budget.delta",
+                              "budget.delta is required with epsilon");
         if (acct != NULL && ledger_accountant_parse(acct, &b->accountant, err) != DP_OK)
             return err->code;
     } else {
-        return dp_err_set(err, DP_EINVAL, "budget",
-                          "budget must be {\"epsilon\", \"delta\"}, {\"rho\"} or {\"private\": false}");
+        return dp_err_set(
+            err, DP_EINVAL, "budget",
+            "budget must be {\"epsilon\", \"delta\"}, {\"rho\"} or {\"private\": false}");
     }
     if (conv != NULL) {
         acct_conversion cv;
@@ -599,15 +614,17 @@ int route_silos_list(const http_req *rq, http_resp *rs, dp_err *err)
     int rc = arr && o ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     for (size_t i = 0; rc == DP_OK && i < n; i++) {
         json_t *s = silo_json(l, &v[i], err);
-        rc = s && json_array_append_new(arr, s) == 0 ? DP_OK
-                                                     : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        rc = s && json_array_append_new(arr, s) == 0
+                 ? DP_OK
+                 : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     if (rc == DP_OK) {
         rc = json_util_set(o, "silos", arr, err);
         arr = NULL;
     }
     if (rc == DP_OK)
-        rc = json_util_set(o, "next_after", n == limit ? json_integer(v[n - 1].id) : json_null(), err);
+        rc = json_util_set(o, "next_after", n == limit ? json_integer(v[n - 1].id) : json_null(),
+                           err);
     ledger_views_free(v);
     json_decref(arr);
     if (rc != DP_OK) {
@@ -623,7 +640,8 @@ int route_silo_get(const http_req *rq, http_resp *rs, dp_err *err)
     ledger_principal who;
     bool verify;
     ledger *l = the_ledger(rq, err);
-    if (l == NULL || path_id(rq, &id, err) != DP_OK || auth_require_silo(rq, id, &who, err) != DP_OK ||
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        auth_require_silo(rq, id, &who, err) != DP_OK ||
         query_bool(rq, "verify", &verify, err) != DP_OK)
         return err->code;
     ledger_silo_view v;
@@ -673,7 +691,8 @@ int route_silo_patch(const http_req *rq, http_resp *rs, dp_err *err)
     static const char *const keys[] = {"name", "budget"};
     if (json_util_check_keys(rq->body, keys, 2, err) != DP_OK)
         return err->code;
-    ledger_patch p = {.name = NULL, .epsilon = (double)NAN, .delta = (double)NAN, .rho = (double)NAN};
+    ledger_patch p = {
+        .name = NULL, .epsilon = (double)NAN, .delta = (double)NAN, .rho = (double)NAN};
     if (json_util_opt_string(rq->body, "name", NULL, &p.name, err) != DP_OK)
         return err->code;
     const json_t *bj = json_object_get(rq->body, "budget");
@@ -710,20 +729,23 @@ int route_silo_delete(const http_req *rq, http_resp *rs, dp_err *err)
     return o ? http_resp_json(rs, 200, o, err) : err->code;
 }
 
-/* ---- charges ---------------------------------------------------------------------------------------- */
+/* ---- charges
+ * ---------------------------------------------------------------------------------------- */
 
-static const char *const CHARGE_KEYS[] = {"event", "neighboring", "idempotency_key", "dry_run", "reason",
-                                          "job_id"};
+static const char *const CHARGE_KEYS[] = {"event",   "neighboring", "idempotency_key",
+                                          "dry_run", "reason",      "job_id"};
 
 int route_silo_charge(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t id;
     ledger_principal who;
     ledger *l = the_ledger(rq, err);
-    if (l == NULL || path_id(rq, &id, err) != DP_OK || auth_require_silo(rq, id, &who, err) != DP_OK)
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        auth_require_silo(rq, id, &who, err) != DP_OK)
         return err->code;
     if (json_util_require_object(rq->body, "body", err) != DP_OK ||
-        json_util_check_keys(rq->body, CHARGE_KEYS, sizeof CHARGE_KEYS / sizeof CHARGE_KEYS[0], err))
+        json_util_check_keys(rq->body, CHARGE_KEYS, sizeof CHARGE_KEYS / sizeof CHARGE_KEYS[0],
+                             err))
         return err->code;
     bool dry = false;
     if (json_util_opt_bool(rq->body, "dry_run", false, &dry, err) != DP_OK)
@@ -745,8 +767,9 @@ int route_silo_charge(const http_req *rq, http_resp *rs, dp_err *err)
             json_t *o = charge_json(&in.req, &res, err);
             rc = o ? http_resp_json(rs, dry ? 200 : 201, o, err) : err->code;
             if (rc == DP_OK && !dry && res.charge_id > 0)
-                snprintf(rs->location, sizeof rs->location, "/v1/silos/%lld/charges?after=%lld&limit=1",
-                         (long long)id, (long long)(res.charge_id - 1));
+                snprintf(rs->location, sizeof rs->location,
+                         "/v1/silos/%lld/charges?after=%lld&limit=1", (long long)id,
+                         (long long)(res.charge_id - 1));
         }
     }
     charge_input_clear(&in);
@@ -781,8 +804,8 @@ int route_charges_batch(const http_req *rq, http_resp *rs, dp_err *err)
     ledger_charge_req *reqs = dp_calloc(n, sizeof *reqs);
     ledger_charge_result *res = dp_calloc(n, sizeof *res);
     int rc = in && reqs && res ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    static const char *const item_keys[] = {"silo_id", "event", "neighboring", "idempotency_key",
-                                            "reason", "job_id"};
+    static const char *const item_keys[] = {"silo_id",         "event",  "neighboring",
+                                            "idempotency_key", "reason", "job_id"};
     for (size_t i = 0; rc == DP_OK && i < n; i++) {
         const json_t *it = json_array_get(arr, i);
         char f[32];
@@ -862,7 +885,8 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
     int64_t id;
     ledger_principal who;
     ledger *l = the_ledger(rq, err);
-    if (l == NULL || path_id(rq, &id, err) != DP_OK || auth_require_silo(rq, id, &who, err) != DP_OK)
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        auth_require_silo(rq, id, &who, err) != DP_OK)
         return err->code;
     ledger_charge_filter f = {.since_ms = INT64_MIN, .until_ms = INT64_MAX};
     if (query_limit(rq, &f.limit, &f.after, err) != DP_OK)
@@ -898,7 +922,8 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
             rc = json_util_set(c, "time", time_json(r->created_at_ms), err);
         if (rc == DP_OK)
             rc = json_util_set(c, "actor_token_id",
-                               r->actor_token_id ? json_integer(r->actor_token_id) : json_null(), err);
+                               r->actor_token_id ? json_integer(r->actor_token_id) : json_null(),
+                               err);
         if (rc == DP_OK)
             rc = json_util_set(c, "job_id", r->job_id ? json_integer(r->job_id) : json_null(), err);
         if (rc == DP_OK)
@@ -906,7 +931,8 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
                                err);
         if (rc == DP_OK)
             rc = json_util_set(c, "idempotency_key",
-                               r->idempotency_key ? json_string(r->idempotency_key) : json_null(), err);
+                               r->idempotency_key ? json_string(r->idempotency_key) : json_null(),
+                               err);
         if (rc == DP_OK)
             rc = json_util_set(c, "reason", r->reason ? json_string(r->reason) : json_null(), err);
         if (rc == DP_OK) {
@@ -932,8 +958,9 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
             cum = NULL;
         }
         if (rc == DP_OK) {
-            rc = json_array_append_new(arr, c) == 0 ? DP_OK
-                                                    : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            rc = json_array_append_new(arr, c) == 0
+                     ? DP_OK
+                     : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
             c = NULL;
         }
         json_decref(c);
@@ -946,8 +973,8 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
         arr = NULL;
     }
     if (rc == DP_OK)
-        rc = json_util_set(o, "next_after", n == f.limit ? json_integer(rows[n - 1].id) : json_null(),
-                           err);
+        rc = json_util_set(o, "next_after",
+                           n == f.limit ? json_integer(rows[n - 1].id) : json_null(), err);
     ledger_charge_rows_free(rows, n);
     json_decref(arr);
     if (rc != DP_OK) {
@@ -957,7 +984,8 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
     return http_resp_json(rs, 200, o, err);
 }
 
-/* ---- claims ------------------------------------------------------------------------------------------ */
+/* ---- claims
+ * ------------------------------------------------------------------------------------------ */
 
 static json_t *claim_json(const ledger_claim_view *c, dp_err *err)
 {
@@ -976,7 +1004,8 @@ static json_t *claim_json(const ledger_claim_view *c, dp_err *err)
     if (rc == DP_OK)
         rc = json_util_set(o, "closed_at", time_json(c->closed_at_ms), err);
     if (rc == DP_OK)
-        rc = json_util_set(o, "charge_id", c->charge_id ? json_integer(c->charge_id) : json_null(), err);
+        rc = json_util_set(o, "charge_id", c->charge_id ? json_integer(c->charge_id) : json_null(),
+                           err);
     if (rc == DP_OK)
         rc = json_util_set(o, "job_id", c->job_id ? json_integer(c->job_id) : json_null(), err);
     if (rc == DP_OK)
@@ -1002,10 +1031,11 @@ int route_silo_claim(const http_req *rq, http_resp *rs, dp_err *err)
     int64_t id;
     ledger_principal who;
     ledger *l = the_ledger(rq, err);
-    if (l == NULL || path_id(rq, &id, err) != DP_OK || auth_require_silo(rq, id, &who, err) != DP_OK)
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        auth_require_silo(rq, id, &who, err) != DP_OK)
         return err->code;
-    static const char *const keys[] = {"event", "neighboring", "idempotency_key", "reason", "job_id",
-                                       "timeout_ms"};
+    static const char *const keys[] = {"event",  "neighboring", "idempotency_key",
+                                       "reason", "job_id",      "timeout_ms"};
     if (json_util_require_object(rq->body, "body", err) != DP_OK ||
         json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
@@ -1066,7 +1096,8 @@ int route_claim_commit(const http_req *rq, http_resp *rs, dp_err *err)
     int64_t id = 0, scope = 0;
     ledger_principal who;
     ledger *l = the_ledger(rq, err);
-    if (l == NULL || path_id(rq, &id, err) != DP_OK || claim_scope(rq, id, &who, &scope, err) != DP_OK)
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        claim_scope(rq, id, &who, &scope, err) != DP_OK)
         return err->code;
     if (rq->body != NULL && json_object_size(rq->body) != 0)
         return dp_err_set(err, DP_EINVAL, json_object_iter_key(json_object_iter(rq->body)),
@@ -1091,7 +1122,8 @@ int route_claim_abort(const http_req *rq, http_resp *rs, dp_err *err)
     int64_t id = 0, scope = 0;
     ledger_principal who;
     ledger *l = the_ledger(rq, err);
-    if (l == NULL || path_id(rq, &id, err) != DP_OK || claim_scope(rq, id, &who, &scope, err) != DP_OK)
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        claim_scope(rq, id, &who, &scope, err) != DP_OK)
         return err->code;
     if (rq->body != NULL && json_object_size(rq->body) != 0)
         return dp_err_set(err, DP_EINVAL, json_object_iter_key(json_object_iter(rq->body)),

@@ -1,5 +1,6 @@
 /*
- * ledger_bench: acknowledged durable charges per second and latency percentiles of the budget ledger.
+ * ledger_bench: acknowledged durable charges per second and latency percentiles of the budget
+ * ledger.
  *
  *   ledger_bench http HOST PORT SILO_ID CONNECTIONS REQUESTS_PER_CONNECTION [TOKEN]
  *       CONNECTIONS threads, each with one keep-alive HTTP/1.1 connection (raw sockets), send
@@ -9,9 +10,9 @@
  *       The same through the C API (ledger_charge) from THREADS threads against a fresh silo in an
  *       existing, migrated database: the ledger's own capacity without HTTP and JSON.
  *
- * Every acknowledged charge is durable: the daemon answers only after its group's COMMIT returned with
- * synchronous=FULL (service/ledger.h). Output: one line of "key=value" pairs, parsed by run.sh.
- * Timings are measured here, never asserted in tests (HELPERS.md).
+ * Every acknowledged charge is durable: the daemon answers only after its group's COMMIT returned
+ * with synchronous=FULL (service/ledger.h). Output: one line of "key=value" pairs, parsed by
+ * run.sh. Timings are measured here, never asserted in tests (HELPERS.md).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -219,10 +220,11 @@ static int run(worker *ws, long nth, void *(*fn)(void *))
         for (long j = 0; j < ws[i].n; j++)
             all[k++] = ws[i].lat[j];
     qsort(all, (size_t)total, sizeof *all, cmp_double);
-    printf("clients=%ld requests=%ld acked=%ld refused=%ld failed=%ld seconds=%.3f acked_per_s=%.0f "
-           "p50_ms=%.3f p99_ms=%.3f max_ms=%.3f\n",
-           nth, total, ok, refused, failed, el, (double)ok / el, 1e3 * all[total / 2],
-           1e3 * all[(size_t)floor(0.99 * (double)(total - 1))], 1e3 * all[total - 1]);
+    printf(
+        "clients=%ld requests=%ld acked=%ld refused=%ld failed=%ld seconds=%.3f acked_per_s=%.0f "
+        "p50_ms=%.3f p99_ms=%.3f max_ms=%.3f\n",
+        nth, total, ok, refused, failed, el, (double)ok / el, 1e3 * all[total / 2],
+        1e3 * all[(size_t)floor(0.99 * (double)(total - 1))], 1e3 * all[total - 1]);
     free(all);
     return failed != 0;
 }
@@ -257,9 +259,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "ledger_bench: %s\n", e.msg);
             return 1;
         }
-        ledger_budget b = {.kind = LEDGER_BUDGET_NONE, .accountant = LEDGER_ACCT_NONE,
-                           .conversion = ACCT_CONV_BALLE2020, .epsilon = (double)NAN,
-                           .delta = (double)NAN, .rho = (double)NAN};
+        ledger_budget b = {.kind = LEDGER_BUDGET_NONE,
+                           .accountant = LEDGER_ACCT_NONE,
+                           .conversion = ACCT_CONV_BALLE2020,
+                           .epsilon = (double)NAN,
+                           .delta = (double)NAN,
+                           .rho = (double)NAN};
         ledger_silo_view v;
         char tok[LEDGER_TOKEN_BUF];
         if (ledger_silo_create(l, "bench", &b, &v, tok, &e) != DP_OK) {
@@ -270,8 +275,8 @@ int main(int argc, char **argv)
         g->noise_multiplier = 1000;
         worker *ws = calloc((size_t)nth, sizeof *ws);
         for (long i = 0; ws != NULL && i < nth; i++) {
-            ws[i] = (worker){.l = l, .silo = v.id, .n = n, .ev = g,
-                             .lat = calloc((size_t)n, sizeof(double))};
+            ws[i] = (worker){
+                .l = l, .silo = v.id, .n = n, .ev = g, .lat = calloc((size_t)n, sizeof(double))};
             if (ws[i].lat == NULL)
                 return 1;
         }

@@ -25,7 +25,7 @@ typedef struct ledger_fixture {
     store *st;
     store_conn *conn; /* borrowed from st */
     ledger *l;
-    sqlite3 *db;      /* store_conn_db(conn): the read connection */
+    sqlite3 *db; /* store_conn_db(conn): the read connection */
 } ledger_fixture;
 
 static inline int ledger_fixture_open(ledger_fixture *fx)

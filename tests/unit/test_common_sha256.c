@@ -1,8 +1,8 @@
 /*
  * Unit tests for common/dp_sha256: NIST FIPS 180-4 example vectors (empty, "abc", the 448-bit
- * two-block message, one million 'a') and a message whose padding crosses a block boundary; expected
- * digests were produced by coreutils sha256sum (Debian 12). Streaming in odd-sized pieces must equal
- * the one-shot digest.
+ * two-block message, one million 'a') and a message whose padding crosses a block boundary;
+ * expected digests were produced by coreutils sha256sum (Debian 12). Streaming in odd-sized pieces
+ * must equal the one-shot digest.
  */
 #include "tests/test_util.h"
 

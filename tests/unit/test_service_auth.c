@@ -105,7 +105,8 @@ static void tokens_cannot_cross_silos(void **state)
     /* A silo token may not create silos, list them, patch or archive. */
     assert_int_equal(call(x, route_silos_create, ta, NULL, create, &rs, &e), DP_EFORBIDDEN);
     assert_int_equal(call(x, route_silos_list, ta, NULL, NULL, &rs, &e), DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_silo_patch, ta, "1", "{\"name\":\"x\"}", &rs, &e), DP_EFORBIDDEN);
+    assert_int_equal(call(x, route_silo_patch, ta, "1", "{\"name\":\"x\"}", &rs, &e),
+                     DP_EFORBIDDEN);
     assert_int_equal(call(x, route_silo_delete, ta, "1", NULL, &rs, &e), DP_EFORBIDDEN);
     /* Its own silo only. */
     assert_int_equal(call(x, route_silo_get, ta, "1", NULL, &rs, &e), DP_OK);
@@ -128,7 +129,8 @@ static void tokens_cannot_cross_silos(void **state)
     /* Claims follow their silo. */
     assert_int_equal(call(x, route_silo_claim, ta, "1", charge, &rs, &e), DP_OK);
     char cid[32];
-    snprintf(cid, sizeof cid, "%lld", (long long)json_integer_value(json_object_get(rs.body, "id")));
+    snprintf(cid, sizeof cid, "%lld",
+             (long long)json_integer_value(json_object_get(rs.body, "id")));
     http_resp_clear(&rs);
     assert_int_equal(call(x, route_claim_get, tb, cid, NULL, &rs, &e), DP_EFORBIDDEN);
     assert_int_equal(call(x, route_claim_commit, tb, cid, NULL, &rs, &e), DP_EFORBIDDEN);
@@ -192,14 +194,14 @@ static void admin_token_file_is_made_once_with_mode_0600(void **state)
     bool gen = false;
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(auth_admin_token_prepare("", db, tok1, sizeof tok1, path, sizeof path, &gen, &e),
-                     DP_OK);
+    assert_int_equal(
+        auth_admin_token_prepare("", db, tok1, sizeof tok1, path, sizeof path, &gen, &e), DP_OK);
     assert_true(gen);
     struct stat sb;
     assert_int_equal(stat(path, &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0600);
-    assert_int_equal(auth_admin_token_prepare(NULL, db, tok2, sizeof tok2, path, sizeof path, &gen, &e),
-                     DP_OK);
+    assert_int_equal(
+        auth_admin_token_prepare(NULL, db, tok2, sizeof tok2, path, sizeof path, &gen, &e), DP_OK);
     assert_false(gen);
     assert_string_equal(tok1, tok2);
     /* An explicit file wins; a too-short token is refused naming the flag. */
@@ -209,8 +211,9 @@ static void admin_token_file_is_made_once_with_mode_0600(void **state)
     assert_non_null(fp);
     fputs("short\n", fp);
     fclose(fp);
-    assert_int_equal(auth_admin_token_prepare(f2, db, tok2, sizeof tok2, path, sizeof path, &gen, &e),
-                     DP_EINVAL);
+    assert_int_equal(
+        auth_admin_token_prepare(f2, db, tok2, sizeof tok2, path, sizeof path, &gen, &e),
+        DP_EINVAL);
     assert_string_equal(e.field, "--admin-token-file");
     unlink(f2);
     snprintf(f2, sizeof f2, "%s/admin.token", x->f.dir);
@@ -225,7 +228,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(tokens_cannot_cross_silos, setup, teardown),
         cmocka_unit_test_setup_teardown(auth_off_treats_everyone_as_admin, setup, teardown),
         cmocka_unit_test(auth_off_only_on_loopback),
-        cmocka_unit_test_setup_teardown(admin_token_file_is_made_once_with_mode_0600, setup, teardown),
+        cmocka_unit_test_setup_teardown(admin_token_file_is_made_once_with_mode_0600, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests_name("service_auth", tests, NULL, NULL);
 }

@@ -1,10 +1,11 @@
 /*
- * Unit tests for service/ledger: every ledger rule of issue #5 against a database in a temporary file
- * (never :memory:, STYLE.md 2.9), with the real migrations applied.
+ * Unit tests for service/ledger: every ledger rule of issue #5 against a database in a temporary
+ * file (never :memory:, STYLE.md 2.9), with the real migrations applied.
  *
- * Expected privacy figures are computed independently of the ledger's cached sums: the k-th admitted
- * charge of a mechanism M must leave eps equal to acct_rdp_epsilon of self_composed(k, M) on the same
- * grid and conversion, and the cap is set half-way between eps(N) and eps(N+1) so exactly N fit.
+ * Expected privacy figures are computed independently of the ledger's cached sums: the k-th
+ * admitted charge of a mechanism M must leave eps equal to acct_rdp_epsilon of self_composed(k, M)
+ * on the same grid and conversion, and the cap is set half-way between eps(N) and eps(N+1) so
+ * exactly N fit.
  */
 #include "tests/test_util.h"
 
@@ -62,7 +63,8 @@ static int64_t make_silo(fx *x, const char *name, ledger_budget b, char token[LE
     return v.id;
 }
 
-static ledger_charge_req req_of(int64_t silo, const acct_event *ev, const char *json, const char *key)
+static ledger_charge_req req_of(int64_t silo, const acct_event *ev, const char *json,
+                                const char *key)
 {
     ledger_charge_req r = {.silo_id = silo,
                            .event = ev,
@@ -85,9 +87,9 @@ static double eps_after_k(const acct_event *ev, uint64_t k, double delta)
     dp_err_clear(&e);
     const double *orders;
     size_t n = acct_rdp_default_orders(&orders);
-    assert_int_equal(acct_rdp_epsilon(sc, ACCT_NB_ADD_REMOVE, delta, ACCT_CONV_BALLE2020, orders, n, &a,
-                                      &e),
-                     DP_OK);
+    assert_int_equal(
+        acct_rdp_epsilon(sc, ACCT_NB_ADD_REMOVE, delta, ACCT_CONV_BALLE2020, orders, n, &a, &e),
+        DP_OK);
     acct_event_free(sc);
     return a.value;
 }
@@ -95,10 +97,10 @@ static double eps_after_k(const acct_event *ev, uint64_t k, double delta)
 static void sum_up_never_rounds_down(void **state)
 {
     (void)state;
-    assert_true(ledger_sum_up(1.0, 2.0) == 3.0);                    /* exact sums stay exact */
+    assert_true(ledger_sum_up(1.0, 2.0) == 3.0); /* exact sums stay exact */
     double tiny = ldexp(1.0, -60);
-    assert_true(ledger_sum_up(1.0, tiny) == nextafter(1.0, 2.0));   /* 1 + 2^-60 rounds up */
-    assert_true(ledger_sum_up(0.1, 0.2) == 0.1 + 0.2);              /* nearest is already above */
+    assert_true(ledger_sum_up(1.0, tiny) == nextafter(1.0, 2.0)); /* 1 + 2^-60 rounds up */
+    assert_true(ledger_sum_up(0.1, 0.2) == 0.1 + 0.2);            /* nearest is already above */
     assert_true(isinf(ledger_sum_up(INFINITY, 1.5)));
 }
 
@@ -123,8 +125,10 @@ static void token_is_returned_once_and_resolves_to_its_silo(void **state)
     assert_int_equal(ledger_token_lookup(x->f.db, "dps_not-a-token", &p, &e), DP_EUNAUTH);
     /* Only the hash is stored: the token text appears nowhere in the database. */
     sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(x->f.db, "SELECT count(*) FROM tokens WHERE hash = :t OR "
-                                                 "CAST(hash AS TEXT) = :t", -1, &st, NULL),
+    assert_int_equal(sqlite3_prepare_v2(x->f.db,
+                                        "SELECT count(*) FROM tokens WHERE hash = :t OR "
+                                        "CAST(hash AS TEXT) = :t",
+                                        -1, &st, NULL),
                      SQLITE_OK);
     sqlite3_bind_text(st, 1, t1, -1, SQLITE_STATIC);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
@@ -132,8 +136,10 @@ static void token_is_returned_once_and_resolves_to_its_silo(void **state)
     sqlite3_finalize(st);
     /* The admin token registers idempotently and never collides with silos. */
     int64_t id1 = 0, id2 = 0;
-    assert_int_equal(ledger_token_register_admin(x->f.l, "admin-token-2.385-abcdef", &id1, &e), DP_OK);
-    assert_int_equal(ledger_token_register_admin(x->f.l, "admin-token-2.385-abcdef", &id2, &e), DP_OK);
+    assert_int_equal(ledger_token_register_admin(x->f.l, "admin-token-2.385-abcdef", &id1, &e),
+                     DP_OK);
+    assert_int_equal(ledger_token_register_admin(x->f.l, "admin-token-2.385-abcdef", &id2, &e),
+                     DP_OK);
     assert_true(id1 > 0 && id1 == id2);
     assert_int_equal(ledger_token_lookup(x->f.db, "admin-token-2.385-abcdef", &p, &e), DP_OK);
     assert_int_equal(p.role, LEDGER_ROLE_ADMIN);
@@ -193,8 +199,11 @@ static void a_budget_of_zero_admits_nothing_and_an_exact_fit_is_admitted(void **
     fx *x = *state;
     acct_event *z = acct_event_alloc(ACCT_EV_ZCDP);
     z->rho = 0.25;
-    ledger_budget b = {.kind = LEDGER_BUDGET_RHO, .accountant = LEDGER_ACCT_ZCDP,
-                       .conversion = ACCT_CONV_BALLE2020, .rho = 0.0, .delta = (double)NAN};
+    ledger_budget b = {.kind = LEDGER_BUDGET_RHO,
+                       .accountant = LEDGER_ACCT_ZCDP,
+                       .conversion = ACCT_CONV_BALLE2020,
+                       .rho = 0.0,
+                       .delta = (double)NAN};
     int64_t s0 = make_silo(x, "zero", b, NULL);
     b.rho = 0.75; /* 0.25 + 0.25 + 0.25 = 0.75 exactly in binary: the third charge fits exactly */
     int64_t s1 = make_silo(x, "exact", b, NULL);
@@ -223,7 +232,8 @@ static void retries_with_one_key_charge_once(void **state)
     acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
     g->noise_multiplier = 2.385;
     int64_t s = make_silo(x, "clinic", eps_budget(10, 1e-5), NULL);
-    ledger_charge_req r = req_of(s, g, "{\"noise_multiplier\":2.385,\"type\":\"gaussian\"}", "round-1");
+    ledger_charge_req r =
+        req_of(s, g, "{\"noise_multiplier\":2.385,\"type\":\"gaussian\"}", "round-1");
     r.reason = "round 1 of job 9";
     r.job_id = 9;
     ledger_charge_result a, b;
@@ -243,7 +253,8 @@ static void retries_with_one_key_charge_once(void **state)
     assert_int_equal(v.n_charges, 1);
     /* The same key with another body is a conflict, never a second charge. */
     g->noise_multiplier = 1.5;
-    ledger_charge_req r2 = req_of(s, g, "{\"noise_multiplier\":1.5,\"type\":\"gaussian\"}", "round-1");
+    ledger_charge_req r2 =
+        req_of(s, g, "{\"noise_multiplier\":1.5,\"type\":\"gaussian\"}", "round-1");
     dp_err_clear(&e);
     assert_int_equal(ledger_charge(x->f.l, &r2, false, &b, &e), DP_ECONFLICT);
     assert_string_equal(e.field, "idempotency_key");
@@ -257,8 +268,11 @@ static void batch_is_all_or_nothing(void **state)
     fx *x = *state;
     acct_event *z = acct_event_alloc(ACCT_EV_ZCDP);
     z->rho = 0.4;
-    ledger_budget b = {.kind = LEDGER_BUDGET_RHO, .accountant = LEDGER_ACCT_ZCDP,
-                       .conversion = ACCT_CONV_BALLE2020, .rho = 5.0, .delta = (double)NAN};
+    ledger_budget b = {.kind = LEDGER_BUDGET_RHO,
+                       .accountant = LEDGER_ACCT_ZCDP,
+                       .conversion = ACCT_CONV_BALLE2020,
+                       .rho = 5.0,
+                       .delta = (double)NAN};
     int64_t s[3];
     s[0] = make_silo(x, "a", b, NULL);
     b.rho = 0.5;
@@ -276,7 +290,8 @@ static void batch_is_all_or_nothing(void **state)
         assert_true(out[i].charge_id > 0);
     r[0].idempotency_key = r[1].idempotency_key = r[2].idempotency_key = "r2";
     dp_err_clear(&e);
-    assert_int_equal(ledger_charge_batch(x->f.l, r, 3, false, out, &e), DP_EBUDGET); /* b: 0.8 > 0.5 */
+    assert_int_equal(ledger_charge_batch(x->f.l, r, 3, false, out, &e),
+                     DP_EBUDGET); /* b: 0.8 > 0.5 */
     assert_string_equal(e.field, "charges[1]");
     assert_int_equal(out[1].status, DP_EBUDGET);
     assert_close(out[1].would_be, ledger_sum_up(0.4, 0.4), 0, 0);
@@ -356,9 +371,12 @@ static void opted_out_silo_records_and_never_refuses(void **state)
     fx *x = *state;
     acct_event *pure = acct_event_alloc(ACCT_EV_PURE);
     pure->epsilon = 50.0;
-    ledger_budget b = {.kind = LEDGER_BUDGET_NONE, .accountant = LEDGER_ACCT_NONE,
-                       .conversion = ACCT_CONV_BALLE2020, .epsilon = (double)NAN,
-                       .delta = (double)NAN, .rho = (double)NAN};
+    ledger_budget b = {.kind = LEDGER_BUDGET_NONE,
+                       .accountant = LEDGER_ACCT_NONE,
+                       .conversion = ACCT_CONV_BALLE2020,
+                       .epsilon = (double)NAN,
+                       .delta = (double)NAN,
+                       .rho = (double)NAN};
     int64_t s = make_silo(x, "opt-out", b, NULL);
     ledger_charge_req r = req_of(s, pure, "{\"epsilon\":50,\"type\":\"pure\"}", NULL);
     for (int i = 0; i < 5; i++) {
@@ -383,8 +401,11 @@ static void claims_hold_commit_abort_and_expire(void **state)
     fx *x = *state;
     acct_event *z = acct_event_alloc(ACCT_EV_ZCDP);
     z->rho = 0.625; /* dyadic costs: the sums below are exact in binary */
-    ledger_budget b = {.kind = LEDGER_BUDGET_RHO, .accountant = LEDGER_ACCT_ZCDP,
-                       .conversion = ACCT_CONV_BALLE2020, .rho = 1.0, .delta = (double)NAN};
+    ledger_budget b = {.kind = LEDGER_BUDGET_RHO,
+                       .accountant = LEDGER_ACCT_ZCDP,
+                       .conversion = ACCT_CONV_BALLE2020,
+                       .rho = 1.0,
+                       .delta = (double)NAN};
     int64_t s = make_silo(x, "claims", b, NULL);
     const char *js = "{\"rho\":0.625,\"type\":\"zcdp\"}";
     ledger_charge_req r = req_of(s, z, js, NULL);
@@ -434,7 +455,8 @@ static void claims_hold_commit_abort_and_expire(void **state)
     assert_int_equal(ledger_claim_create(x->f.l, &r, 1, &c, &fig, &e), DP_OK);
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e), DP_OK); /* 0.875 + 0.125 = 1 fits exactly */
+    assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e),
+                     DP_OK); /* 0.875 + 0.125 = 1 fits exactly */
     assert_close(res.reserved, 0.0, 0, 0);
     assert_int_equal(ledger_claim_commit(x->f.l, c.id, 0, 0, &c2, &res, &e), DP_ECONFLICT);
     ledger_claim_view g;
@@ -460,7 +482,8 @@ static void lowering_a_budget_below_spent_is_refused(void **state)
     dp_err_clear(&e);
     assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e), DP_OK);
     double spent = res.spent_eps_after;
-    ledger_patch p = {.name = NULL, .epsilon = spent * 0.99, .delta = (double)NAN, .rho = (double)NAN};
+    ledger_patch p = {
+        .name = NULL, .epsilon = spent * 0.99, .delta = (double)NAN, .rho = (double)NAN};
     ledger_silo_view v;
     assert_int_equal(ledger_silo_patch(x->f.l, s, &p, &v, &e), DP_ECONFLICT);
     assert_string_equal(e.field, "budget.epsilon");
@@ -508,7 +531,8 @@ static void archived_silo_keeps_its_log_and_takes_no_charges(void **state)
     assert_int_equal(ledger_claim_commit(x->f.l, c.id, 0, 0, &c, &res, &e), DP_ECONFLICT);
     ledger_charge_row *rows = NULL;
     size_t n = 0;
-    ledger_charge_filter f = {.after = 0, .limit = 10, .since_ms = INT64_MIN, .until_ms = INT64_MAX};
+    ledger_charge_filter f = {
+        .after = 0, .limit = 10, .since_ms = INT64_MIN, .until_ms = INT64_MAX};
     dp_err_clear(&e);
     assert_int_equal(ledger_charges_list(x->f.db, s, &f, &rows, &n, &e), DP_OK);
     assert_int_equal(n, 1);
@@ -541,12 +565,13 @@ static void the_log_is_append_only(void **state)
     assert_int_not_equal(sqlite3_exec(x->f.db, "DELETE FROM charges", NULL, NULL, NULL), SQLITE_OK);
     assert_int_not_equal(sqlite3_exec(x->f.db, "DELETE FROM silos", NULL, NULL, NULL), SQLITE_OK);
     /* A negative cost is refused by the schema itself. */
-    assert_int_not_equal(sqlite3_exec(x->f.db,
-                                      "INSERT INTO charges (silo_id, created_at, request_hash, event, "
-                                      "neighboring, cost_rdp, cost_rho, seq, rho_after) VALUES (1, 0, "
-                                      "zeroblob(32), '{}', 'add_remove', x'00', -1, 99, 0)",
-                                      NULL, NULL, NULL),
-                         SQLITE_OK);
+    assert_int_not_equal(
+        sqlite3_exec(x->f.db,
+                     "INSERT INTO charges (silo_id, created_at, request_hash, event, "
+                     "neighboring, cost_rdp, cost_rho, seq, rho_after) VALUES (1, 0, "
+                     "zeroblob(32), '{}', 'add_remove', x'00', -1, 99, 0)",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
     acct_event_free(g);
 }
 
@@ -607,7 +632,6 @@ static void audit_log_filters_by_job_and_time_and_pages(void **state)
     acct_event_free(g);
 }
 
-
 /* eps_PLD (upper) of self_composed(k, ev), computed without the ledger. */
 static double pld_after_k(const acct_event *ev, uint64_t k, double delta)
 {
@@ -635,8 +659,9 @@ static void pld_silo_admits_on_the_tighter_bound(void **state)
     epoch->child->sampling_rate = 0.01;
     epoch->child->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
     epoch->child->child->noise_multiplier = 1.1;
-    const char *js = "{\"count\":1000,\"event\":{\"event\":{\"noise_multiplier\":1.1,\"type\":\"gaussian\"},"
-                     "\"sampling_rate\":0.01,\"type\":\"poisson_sampled\"},\"type\":\"self_composed\"}";
+    const char *js =
+        "{\"count\":1000,\"event\":{\"event\":{\"noise_multiplier\":1.1,\"type\":\"gaussian\"},"
+        "\"sampling_rate\":0.01,\"type\":\"poisson_sampled\"},\"type\":\"self_composed\"}";
     const double delta = 1e-5;
     double rdp3 = eps_after_k(epoch, 3, delta), pld3 = pld_after_k(epoch, 3, delta);
     double pld4 = pld_after_k(epoch, 4, delta);
@@ -669,7 +694,8 @@ static void pld_silo_admits_on_the_tighter_bound(void **state)
     dp_err_clear(&e);
     assert_int_equal(ledger_charge(x->f.l, &q, false, &res, &e), DP_EBUDGET);
     assert_close(res.would_be, rdp3, 1e-12, 0);
-    /* The view recomposes the log: spent = min(RDP, PLD) of three epochs; RDP sums stay verifiable. */
+    /* The view recomposes the log: spent = min(RDP, PLD) of three epochs; RDP sums stay verifiable.
+     */
     ledger_silo_view v;
     dp_err_clear(&e);
     assert_int_equal(ledger_silo_get(x->f.l, x->f.db, s, &v, &e), DP_OK);
@@ -681,7 +707,8 @@ static void pld_silo_admits_on_the_tighter_bound(void **state)
     acct_event_free(epoch);
 }
 
-/* ---- concurrency: many threads, one silo that admits exactly N ---------------------------------- */
+/* ---- concurrency: many threads, one silo that admits exactly N ----------------------------------
+ */
 
 typedef struct storm {
     ledger *l;
@@ -716,8 +743,11 @@ static void concurrent_charges_never_exceed_the_cap(void **state)
     acct_event *z = acct_event_alloc(ACCT_EV_ZCDP);
     z->rho = 0.01;
     /* 137 charges of 0.01 sum to about 1.37; the cap 1.375 admits exactly 137 of the 1,600. */
-    ledger_budget b = {.kind = LEDGER_BUDGET_RHO, .accountant = LEDGER_ACCT_ZCDP,
-                       .conversion = ACCT_CONV_BALLE2020, .rho = 1.375, .delta = (double)NAN};
+    ledger_budget b = {.kind = LEDGER_BUDGET_RHO,
+                       .accountant = LEDGER_ACCT_ZCDP,
+                       .conversion = ACCT_CONV_BALLE2020,
+                       .rho = 1.375,
+                       .delta = (double)NAN};
     int64_t s = make_silo(x, "storm", b, NULL);
     enum { T = 32 };
     pthread_t th[T];
@@ -789,14 +819,17 @@ int main(void)
     dp_log_set_level(DP_LOG_WARN); /* no start-up chatter from the store */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sum_up_never_rounds_down),
-        cmocka_unit_test_setup_teardown(token_is_returned_once_and_resolves_to_its_silo, setup, teardown),
-        cmocka_unit_test_setup_teardown(exactly_the_admissible_charges_are_accepted, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_budget_of_zero_admits_nothing_and_an_exact_fit_is_admitted,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(token_is_returned_once_and_resolves_to_its_silo, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(exactly_the_admissible_charges_are_accepted, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            a_budget_of_zero_admits_nothing_and_an_exact_fit_is_admitted, setup, teardown),
         cmocka_unit_test_setup_teardown(retries_with_one_key_charge_once, setup, teardown),
         cmocka_unit_test_setup_teardown(batch_is_all_or_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(dry_run_writes_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(zcdp_silo_refuses_events_without_a_zcdp_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(zcdp_silo_refuses_events_without_a_zcdp_bound, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(opted_out_silo_records_and_never_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(pld_silo_admits_on_the_tighter_bound, setup, teardown),
         cmocka_unit_test_setup_teardown(claims_hold_commit_abort_and_expire, setup, teardown),
@@ -804,7 +837,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(archived_silo_keeps_its_log_and_takes_no_charges, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(the_log_is_append_only, setup, teardown),
-        cmocka_unit_test_setup_teardown(audit_log_filters_by_job_and_time_and_pages, setup, teardown),
+        cmocka_unit_test_setup_teardown(audit_log_filters_by_job_and_time_and_pages, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(concurrent_charges_never_exceed_the_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_inputs_name_their_field, setup, teardown),
     };
