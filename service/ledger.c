@@ -751,10 +751,10 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
         res->reserved = 0;
     if (b->accountant == LEDGER_ACCT_PLD && it->pld_ready && !it->pld_give_up) {
         /* min of two upper bounds is an upper bound (PLD SILOS above) */
+        res->reserved = fmax(0.0, e_held - e_spent); /* RDP's view of the claims, for display */
         e_spent = fmin(e_spent, it->pld_spent);
         e_wb = fmin(e_wb, it->pld_wb);
         res->spent = e_spent;
-        res->reserved = fmax(0.0, e_held - e_spent); /* RDP's view of the claims, for display */
     }
     res->requested = unit_value(b, e_cost, it->cost_rho);
     res->would_be = unit_value(b, e_wb, wb_rho);

@@ -224,8 +224,8 @@ static const char *how_computed(const ledger_budget *b)
             return "sum of zCDP rho; epsilon from the RDP curve rho*alpha on the order grid "
                    "(Bun & Steinke 2016, Def. 1.1)";
         case LEDGER_ACCT_PLD:
-            return "PLD silo: admission and figures use the RDP curve, an upper bound on the PLD "
-                   "epsilon";
+            return "min of two upper bounds: the PLD accountant on the silo's whole log (identical "
+                   "events grouped) and the sum of per-order RDP curves converted at delta";
         case LEDGER_ACCT_NONE:
             return "opted out of differential privacy: spends are recorded, never refused";
     }

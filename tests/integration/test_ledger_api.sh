@@ -178,6 +178,19 @@ expect_json '.error.details.unit' rho
 expect_json '.error.details.would_be' 0.125
 expect_status 422 POST "/v1/silos/$Z/charges" '{"event":{"type":"poisson_sampled","sampling_rate":0.01,"event":{"type":"gaussian","noise_multiplier":1}}}'
 
+# a PLD silo: the log is recomposed; spent never exceeds the RDP figure of the same log
+expect_status 201 POST /v1/silos '{"name":"tight","budget":{"epsilon":2.5,"delta":1e-5,"accountant":"pld"}}'
+PL=$(printf '%s' "$BODY" | jq -r .id)
+expect_json '.budget.accountant' pld
+EP='{"type":"self_composed","count":1000,"event":{"type":"poisson_sampled","sampling_rate":0.01,"event":{"type":"gaussian","noise_multiplier":1.1}}}'
+expect_status 201 POST "/v1/silos/$PL/charges" "{\"event\":$EP}"
+expect_status 201 POST "/v1/silos/$PL/charges" "{\"event\":$EP}"
+expect_status 200 GET "/v1/silos/$PL?verify=true"
+expect_json '.n_charges' 2
+expect_json '.verification.consistent' true
+expect_json '(.spent.epsilon < 2.3809347587077587)' true
+expect_json '(.spent.epsilon > 0)' true
+
 # ---- archive keeps the log ----------------------------------------------------------------------------------
 expect_status 200 DELETE "/v1/silos/$A"
 expect_json '.archived' true
