@@ -75,11 +75,13 @@
 #define LEDGER_SWEEP_MS    1000 /* idle wake-up period of the committer to mark expired claims */
 #define LEDGER_BUSY_MS     5000 /* sqlite3_busy_timeout of the write connection (STYLE.md 2.5) */
 #define LEDGER_CKPT_FRAMES 1000 /* WAL frames that trigger a background PASSIVE checkpoint */
-#define LEDGER_GATHER_US   500 /* longest wait for a group to fill up to the previous group's size \
-                                */
-#define LEDGER_PLD_RETRIES 4   /* stale PLD snapshots tolerated before the RDP bound decides alone \
-                                */
-#define LEDGER_PLD_CACHE 64    /* remembered eps_PLD of (silo, n_charges) for reads */
+#define LEDGER_GATHER_US                                                                           \
+    500 /* longest wait for a group to fill up to the previous group's size                        \
+         */
+#define LEDGER_PLD_RETRIES                                                                         \
+    4                       /* stale PLD snapshots tolerated before the RDP bound decides alone    \
+                             */
+#define LEDGER_PLD_CACHE 64 /* remembered eps_PLD of (silo, n_charges) for reads */
 #define DNAN             ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
 
 /* ---- small helpers
@@ -719,68 +721,85 @@ static int held_load(ledger *l, int64_t silo_id, int64_t now, int64_t except, do
                         n_active, err);
 }
 
-/* Figures of an admission decision; returns whether cost fits. Fills res (status untouched). */
+/* Figures of an admission decision; sets *fits. n_active: active claims (held_* is their sum).
+ * *e_wb_rdp: the RDP would-be epsilon, reused by totals_after. To save conversions (each is a min
+ * over the order grid), `spent` and `reserved` are computed only for a refusal or when claims are
+ * active; they are NAN otherwise. */
 static int admit(ledger *l, const silo_row *s, const double *held_rdp, double held_rho,
-                 const op_item *it, ledger_charge_result *res, bool *fits, dp_err *err)
+                 int64_t n_active, const op_item *it, ledger_charge_result *res, bool *fits,
+                 double *e_wb_rdp, dp_err *err)
 {
     const ledger_budget *b = &s->b;
-    double wb_rdp[LEDGER_MAX_ORDERS], e_spent, e_held, e_cost, e_wb;
-    double h_rdp[LEDGER_MAX_ORDERS];
+    double wb_rdp[LEDGER_MAX_ORDERS], h_rdp[LEDGER_MAX_ORDERS];
+    double e_spent = DNAN, e_held = DNAN, e_cost, e_wb;
     memcpy(h_rdp, s->spent_rdp, l->n_orders * sizeof(double));
-    vec_add_up(h_rdp, held_rdp, l->n_orders);
+    if (n_active > 0)
+        vec_add_up(h_rdp, held_rdp, l->n_orders);
     memcpy(wb_rdp, h_rdp, l->n_orders * sizeof(double));
     vec_add_up(wb_rdp, it->cost_rdp, l->n_orders);
-    double h_rho = ledger_sum_up(s->spent_rho, held_rho);
+    double h_rho = n_active > 0 ? ledger_sum_up(s->spent_rho, held_rho) : s->spent_rho;
     double wb_rho = ledger_sum_up(h_rho, it->cost_rho);
     if ((b->accountant == LEDGER_ACCT_ZCDP) && !isfinite(it->cost_rho))
         return dp_err_set(err, DP_ENUMERIC, "event",
                           "the event has no finite zCDP bound, and this silo is accounted by zCDP");
-    if (loss_of(l, b, s->spent_rdp, s->spent_rho, &e_spent, NULL, err) != DP_OK ||
-        loss_of(l, b, h_rdp, h_rho, &e_held, NULL, err) != DP_OK ||
-        loss_of(l, b, it->cost_rdp, it->cost_rho, &e_cost, NULL, err) != DP_OK ||
+    if (loss_of(l, b, it->cost_rdp, it->cost_rho, &e_cost, NULL, err) != DP_OK ||
         loss_of(l, b, wb_rdp, wb_rho, &e_wb, NULL, err) != DP_OK)
         return err ? err->code : DP_EINTERNAL;
+    *e_wb_rdp = e_wb;
+    bool pld = b->accountant == LEDGER_ACCT_PLD && it->pld_ready && !it->pld_give_up;
+    if (pld) /* min of two upper bounds is an upper bound (PLD SILOS above) */
+        e_wb = fmin(e_wb, it->pld_wb);
     res->silo_id = s->id;
     res->kind = b->kind;
     res->cost_eps = e_cost;
     res->cost_rho = it->cost_rho;
-    res->spent = unit_value(b, e_spent, s->spent_rho);
-    double held = unit_value(b, e_held, h_rho);
-    res->reserved = b->kind == LEDGER_BUDGET_NONE ? DNAN : held - res->spent;
-    if (res->reserved < 0)
-        res->reserved = 0;
-    if (b->accountant == LEDGER_ACCT_PLD && it->pld_ready && !it->pld_give_up) {
-        /* min of two upper bounds is an upper bound (PLD SILOS above) */
-        res->reserved = fmax(0.0, e_held - e_spent); /* RDP's view of the claims, for display */
-        e_spent = fmin(e_spent, it->pld_spent);
-        e_wb = fmin(e_wb, it->pld_wb);
-        res->spent = e_spent;
-    }
     res->requested = unit_value(b, e_cost, it->cost_rho);
     res->would_be = unit_value(b, e_wb, wb_rho);
     res->budget = cap_of(b);
     /* The rule: conv(spent + reserved + cost) <= cap, no tolerance (STYLE.md 2.8). NaN never fits.
      */
     *fits = b->kind == LEDGER_BUDGET_NONE || (res->would_be <= res->budget);
+    res->spent = res->reserved = DNAN;
+    if (*fits && n_active == 0)
+        return DP_OK;
+    if (loss_of(l, b, s->spent_rdp, s->spent_rho, &e_spent, NULL, err) != DP_OK ||
+        (n_active > 0 && loss_of(l, b, h_rdp, h_rho, &e_held, NULL, err) != DP_OK))
+        return err ? err->code : DP_EINTERNAL;
+    if (n_active == 0)
+        e_held = e_spent;
+    res->reserved =
+        b->kind == LEDGER_BUDGET_NONE
+            ? DNAN
+            : fmax(0.0, unit_value(b, e_held, h_rho) - unit_value(b, e_spent, s->spent_rho));
+    if (pld)
+        e_spent = fmin(e_spent, it->pld_spent);
+    res->spent = unit_value(b, e_spent, s->spent_rho);
     return DP_OK;
 }
 
 /* Totals after appending cost (excluding held claims except in `remaining`). pld (may be NULL)
  * carries PLD figures for a PLD silo. */
 static int totals_after(ledger *l, const silo_row *s, const double *cost_rdp, double cost_rho,
-                        const double *held_rdp, double held_rho, const op_item *pld,
-                        double *new_rdp, double *new_rho, ledger_charge_result *res, dp_err *err)
+                        const double *held_rdp, double held_rho, int64_t n_active, double e_wb_rdp,
+                        const op_item *pld, double *new_rdp, double *new_rho,
+                        ledger_charge_result *res, dp_err *err)
 {
     memcpy(new_rdp, s->spent_rdp, l->n_orders * sizeof(double));
     vec_add_up(new_rdp, cost_rdp, l->n_orders);
     *new_rho = ledger_sum_up(s->spent_rho, cost_rho);
     double h_rdp[LEDGER_MAX_ORDERS], e_new, e_held;
-    memcpy(h_rdp, new_rdp, l->n_orders * sizeof(double));
-    vec_add_up(h_rdp, held_rdp, l->n_orders);
-    double h_rho = ledger_sum_up(*new_rho, held_rho);
-    if (loss_of(l, &s->b, new_rdp, *new_rho, &e_new, NULL, err) != DP_OK ||
-        loss_of(l, &s->b, h_rdp, h_rho, &e_held, NULL, err) != DP_OK)
-        return err ? err->code : DP_EINTERNAL;
+    double h_rho = n_active > 0 ? ledger_sum_up(*new_rho, held_rho) : *new_rho;
+    if (n_active == 0 && !isnan(e_wb_rdp)) {
+        /* no claims: spent + cost is exactly the would-be sum admit() converted */
+        e_new = e_held = e_wb_rdp;
+    } else {
+        memcpy(h_rdp, new_rdp, l->n_orders * sizeof(double));
+        if (n_active > 0)
+            vec_add_up(h_rdp, held_rdp, l->n_orders);
+        if (loss_of(l, &s->b, new_rdp, *new_rho, &e_new, NULL, err) != DP_OK ||
+            loss_of(l, &s->b, h_rdp, h_rho, &e_held, NULL, err) != DP_OK)
+            return err ? err->code : DP_EINTERNAL;
+    }
     if (s->b.accountant == LEDGER_ACCT_PLD && pld != NULL && pld->pld_ready && !pld->pld_give_up) {
         e_new = fmin(e_new, pld->pld_after);
         e_held = fmin(e_held, pld->pld_wb); /* after the append, held = the would-be total */
@@ -795,12 +814,12 @@ static int totals_after(ledger *l, const silo_row *s, const double *cost_rdp, do
 static int charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
                          const uint8_t *hash, const char *key, int64_t claim_id,
                          const double *cost_rdp, double cost_rho, const double *held_rdp,
-                         double held_rho, const op_item *pld, int64_t now,
-                         ledger_charge_result *res, dp_err *err)
+                         double held_rho, int64_t n_active, double e_wb_rdp, const op_item *pld,
+                         int64_t now, ledger_charge_result *res, dp_err *err)
 {
     double new_rdp[LEDGER_MAX_ORDERS], new_rho;
-    if (totals_after(l, s, cost_rdp, cost_rho, held_rdp, held_rho, pld, new_rdp, &new_rho, res,
-                     err) != DP_OK)
+    if (totals_after(l, s, cost_rdp, cost_rho, held_rdp, held_rho, n_active, e_wb_rdp, pld, new_rdp,
+                     &new_rho, res, err) != DP_OK)
         return err ? err->code : DP_EINTERNAL;
     sqlite3_stmt *st = l->st[ST_CHARGE_INSERT];
     int64_t seq = s->n_charges + 1;
@@ -1000,7 +1019,8 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         if (held_load(l, s.id, now, 0, held_rdp, &held_rho, &n_active, err) != DP_OK)
             return err->code;
         bool fits = false;
-        if (admit(l, &s, held_rdp, held_rho, it, res, &fits, err) != DP_OK) {
+        double e_wb_rdp = DNAN;
+        if (admit(l, &s, held_rdp, held_rho, n_active, it, res, &fits, &e_wb_rdp, err) != DP_OK) {
             res->status = err->code;
             dp_err_prefix_field(err, field);
             return err->code;
@@ -1017,13 +1037,14 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         }
         if (op->dry_run) {
             double nr[LEDGER_MAX_ORDERS], nrho;
-            if (totals_after(l, &s, it->cost_rdp, it->cost_rho, held_rdp, held_rho, it, nr, &nrho,
-                             res, err) != DP_OK)
+            if (totals_after(l, &s, it->cost_rdp, it->cost_rho, held_rdp, held_rho, n_active,
+                             e_wb_rdp, it, nr, &nrho, res, err) != DP_OK)
                 return err->code;
             continue;
         }
         if (charge_append(l, &s, req, it->req_hash, req->idempotency_key, 0, it->cost_rdp,
-                          it->cost_rho, held_rdp, held_rho, it, now, res, err) != DP_OK) {
+                          it->cost_rho, held_rdp, held_rho, n_active, e_wb_rdp, it, now, res,
+                          err) != DP_OK) {
             res->status = err->code;
             return err->code;
         }
@@ -1118,7 +1139,8 @@ static int apply_claim_create(ledger *l, ledger_op *op, int64_t now, dp_err *err
     if (held_load(l, s.id, now, 0, held_rdp, &held_rho, &n_active, err) != DP_OK)
         return err->code;
     bool fits = false;
-    if (admit(l, &s, held_rdp, held_rho, it, res, &fits, err) != DP_OK)
+    double e_wb_rdp = DNAN;
+    if (admit(l, &s, held_rdp, held_rho, n_active, it, res, &fits, &e_wb_rdp, err) != DP_OK)
         return err->code;
     if (!fits) {
         res->status = DP_EBUDGET;
@@ -1310,7 +1332,7 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     res->budget = cap_of(&s.b);
     res->spent = res->reserved = res->would_be = DNAN;
     if ((rc = charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, c->cost_rho, held_rdp,
-                            held_rho, NULL, now, res, err)) != DP_OK)
+                            held_rho, n_active, DNAN, NULL, now, res, err)) != DP_OK)
         goto out;
     if ((rc = claim_close(l, c->id, "committed", now, err)) != DP_OK)
         goto out;

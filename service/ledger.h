@@ -202,8 +202,9 @@ typedef struct ledger_charge_result {
     ledger_budget_kind kind;
     double cost_eps;  /* this charge alone at the silo's delta (NAN if no delta) */
     double cost_rho;  /* this charge's rho (INFINITY if none) */
-    double spent;     /* before the charge */
-    double reserved;  /* held by active claims, before */
+    double spent;     /* before the charge; computed for a refusal or when claims are active, NAN
+                         otherwise (saves two conversions per accepted charge) */
+    double reserved;  /* held by active claims, before; same rule as spent */
     double requested; /* this charge alone */
     double would_be;  /* conv(spent + reserved + cost) */
     double budget;    /* the cap */

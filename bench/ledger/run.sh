@@ -20,6 +20,11 @@ cleanup() {
 }
 trap cleanup EXIT
 TOTAL=${LEDGER_BENCH_TOTAL:-16000}
+per_client() { # requests per client: TOTAL split over the clients, at most 2000 (1 client ~ 4 ms each)
+    local n=$((TOTAL / $1))
+    [ "$n" -gt 2000 ] && n=2000
+    echo "$n"
+}
 # A handler blocks until its group commits, so HTTP concurrency is capped by the MHD pool: --threads 64
 # (the maximum) lets up to 64 requests wait in one group.
 THREADS=${LEDGER_BENCH_HTTP_THREADS:-64}
@@ -38,7 +43,7 @@ PORT=${URL##*:}
 SILO=$(curl -s -X POST "$URL/v1/silos" -d '{"name":"bench","budget":{"private":false}}' | jq -r .id)
 echo "== HTTP ($URL, $THREADS server threads, $(nproc) cores): POST /v1/silos/$SILO/charges"
 for c in 1 4 16 32 64 128; do
-    nice -n 10 "$BIN" http 127.0.0.1 "$PORT" "$SILO" "$c" $((TOTAL / c))
+    nice -n 10 "$BIN" http 127.0.0.1 "$PORT" "$SILO" "$c" "$(per_client "$c")"
 done
 N=$(curl -s "$URL/v1/silos/$SILO?verify=true" | jq -r '"\(.n_charges) charges, log consistent: \(.verification.consistent)"')
 echo "   silo after the runs: $N"
@@ -47,5 +52,5 @@ wait "$PID" || true
 PID=""
 echo "== API (ledger_charge from N threads, same database, no HTTP)"
 for c in 1 4 16 32 64 128; do
-    nice -n 10 "$BIN" api "$D/db" "$c" $((TOTAL / c))
+    nice -n 10 "$BIN" api "$D/db" "$c" "$(per_client "$c")"
 done
