@@ -259,11 +259,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "ledger_bench: %s\n", e.msg);
             return 1;
         }
-        ledger_budget b = {.kind = LEDGER_BUDGET_NONE,
-                           .accountant = LEDGER_ACCT_NONE,
+        /* a cap no run reaches: every charge pays the full RDP admission and is appended */
+        ledger_budget b = {.kind = LEDGER_BUDGET_EPS_DELTA,
+                           .accountant = LEDGER_ACCT_RDP,
                            .conversion = ACCT_CONV_BALLE2020,
-                           .epsilon = (double)NAN,
-                           .delta = (double)NAN,
+                           .epsilon = 1e9,
+                           .delta = 1e-5,
                            .rho = (double)NAN};
         ledger_silo_view v;
         char tok[LEDGER_TOKEN_BUF];
