@@ -41,6 +41,10 @@ const route ROUTES[] = {
     {"GET", "/v1/version", route_version, 0},
     {"GET", "/metrics", route_metrics, 0},
     {"POST", "/v1/echo", route_echo, 4 * KIB},
+    {"POST", "/v1/accounting/epsilon", route_accounting_epsilon, 8192 * KIB},
+    {"POST", "/v1/accounting/delta", route_accounting_delta, 8192 * KIB},
+    {"POST", "/v1/accounting/rdp", route_accounting_rdp, 8192 * KIB},
+    {"POST", "/v1/accounting/calibrate", route_accounting_calibrate, 8192 * KIB},
 };
 
 const size_t ROUTES_N = sizeof ROUTES / sizeof ROUTES[0];
