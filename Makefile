@@ -87,7 +87,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_ARCHIVES)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_ARCHIVES) $(LDLIBS) -lcmocka
 
 .SECONDEXPANSION:
-$(BUILD)/bench/%: $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard bench/%/*.c)) $(LIB_ARCHIVES)
+$(BUILD)/bench/%: $$(addprefix $(BUILD)/obj/,$$(subst .c,.o,$$(wildcard bench/%/*.c))) $(LIB_ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_ARCHIVES) $(LDLIBS)
 
