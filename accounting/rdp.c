@@ -73,26 +73,37 @@ static const double GOLDEN = 0.6180339887498949; /* (sqrt(5) - 1) / 2 */
 /* ---- default orders
  * ------------------------------------------------------------------------------ */
 
-#define N_DEFAULT_ORDERS (99 + 54 + 10)
-static double default_orders[N_DEFAULT_ORDERS];
-static int default_orders_ready; /* benign race: every thread writes identical values */
+/* 1 + x/10 exactly as Opacus and TF-Privacy compute it (a constant expression, evaluated in
+ * double). */
+#define FRAC(x) (1.0 + (x) / 10.0)
+/* The default grid (rdp.h); immutable, so it is safe to share between threads. */
+static const double DEFAULT_ORDERS[] = {
+    FRAC(1),  FRAC(2),  FRAC(3),  FRAC(4),  FRAC(5),  FRAC(6),  FRAC(7),  FRAC(8),  FRAC(9),
+    FRAC(10), FRAC(11), FRAC(12), FRAC(13), FRAC(14), FRAC(15), FRAC(16), FRAC(17), FRAC(18),
+    FRAC(19), FRAC(20), FRAC(21), FRAC(22), FRAC(23), FRAC(24), FRAC(25), FRAC(26), FRAC(27),
+    FRAC(28), FRAC(29), FRAC(30), FRAC(31), FRAC(32), FRAC(33), FRAC(34), FRAC(35), FRAC(36),
+    FRAC(37), FRAC(38), FRAC(39), FRAC(40), FRAC(41), FRAC(42), FRAC(43), FRAC(44), FRAC(45),
+    FRAC(46), FRAC(47), FRAC(48), FRAC(49), FRAC(50), FRAC(51), FRAC(52), FRAC(53), FRAC(54),
+    FRAC(55), FRAC(56), FRAC(57), FRAC(58), FRAC(59), FRAC(60), FRAC(61), FRAC(62), FRAC(63),
+    FRAC(64), FRAC(65), FRAC(66), FRAC(67), FRAC(68), FRAC(69), FRAC(70), FRAC(71), FRAC(72),
+    FRAC(73), FRAC(74), FRAC(75), FRAC(76), FRAC(77), FRAC(78), FRAC(79), FRAC(80), FRAC(81),
+    FRAC(82), FRAC(83), FRAC(84), FRAC(85), FRAC(86), FRAC(87), FRAC(88), FRAC(89), FRAC(90),
+    FRAC(91), FRAC(92), FRAC(93), FRAC(94), FRAC(95), FRAC(96), FRAC(97), FRAC(98), FRAC(99),
+    11.0,     12.0,     13.0,     14.0,     15.0,     16.0,     17.0,     18.0,     19.0,
+    20.0,     21.0,     22.0,     23.0,     24.0,     25.0,     26.0,     27.0,     28.0,
+    29.0,     30.0,     31.0,     32.0,     33.0,     34.0,     35.0,     36.0,     37.0,
+    38.0,     39.0,     40.0,     41.0,     42.0,     43.0,     44.0,     45.0,     46.0,
+    47.0,     48.0,     49.0,     50.0,     51.0,     52.0,     53.0,     54.0,     55.0,
+    56.0,     57.0,     58.0,     59.0,     60.0,     61.0,     62.0,     63.0,     64.0,
+    80.0,     96.0,     128.0,    192.0,    256.0,    384.0,    512.0,    1024.0,   2048.0,
+    4096.0};
+#undef FRAC
 
 size_t acct_rdp_default_orders(const double **orders)
 {
-    if (!default_orders_ready) {
-        size_t n = 0;
-        for (int x = 1; x <= 99; x++)
-            default_orders[n++] = 1.0 + x / 10.0;
-        for (int a = 11; a <= 64; a++)
-            default_orders[n++] = a;
-        static const double big[] = {80, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096};
-        for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
-            default_orders[n++] = big[i];
-        default_orders_ready = 1;
-    }
     if (orders)
-        *orders = default_orders;
-    return N_DEFAULT_ORDERS;
+        *orders = DEFAULT_ORDERS;
+    return sizeof DEFAULT_ORDERS / sizeof DEFAULT_ORDERS[0];
 }
 
 int acct_rdp_check_orders(const double *orders, size_t n, dp_err *err)
