@@ -87,7 +87,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_ARCHIVES)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_ARCHIVES) $(LDLIBS) -lcmocka
 
 .SECONDEXPANSION:
-$(BUILD)/bench/%: $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard bench/%/*.c)) $(LIB_ARCHIVES)
+# (no '%' inside the secondary expansion: make would substitute the stem into patsubst's pattern)
+$(BUILD)/bench/%: $$(addprefix $(BUILD)/obj/,$$(addsuffix .o,$$(basename $$(wildcard bench/$$*/*.c)))) $(LIB_ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_ARCHIVES) $(LDLIBS)
 
