@@ -87,8 +87,9 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_ARCHIVES)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_ARCHIVES) $(LDLIBS) -lcmocka
 
 .SECONDEXPANSION:
-# (no '%' inside the secondary expansion: make would substitute the stem into patsubst's pattern)
-$(BUILD)/bench/%: $$(addprefix $(BUILD)/obj/,$$(addsuffix .o,$$(basename $$(wildcard bench/$$*/*.c)))) $(LIB_ARCHIVES)
+# No '%' inside the secondary expansion: make would replace it by the stem (the objects list came out
+# empty and bench binaries failed to link); $$* is the stem there.
+$(BUILD)/bench/%: $$(addprefix $(BUILD)/obj/,$$(subst .c,.o,$$(wildcard bench/$$*/*.c))) $(LIB_ARCHIVES)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_ARCHIVES) $(LDLIBS)
 

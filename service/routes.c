@@ -26,7 +26,8 @@
  * that could shadow them ("/v1/jobs/stats" before "/v1/jobs/{id}"). max body 0 = no body allowed;
  *      the effective cap is min(this, --max-body); larger bodies get 413.
  *   4. Add your migration (migrations/NNNN_*.sql with your reserved number) if you need tables, a
- * unit test in tests/unit/test_service_<feature>.c and an integration test in tests/integration/.
+ * unit test in tests/unit/test_service_<feature>.c and an integration test in tests/integration/test_<feature>.sh
+ *      (source tests/integration/lib.sh: start_daemon, req, expect_status, expect_json, stop_daemon).
  * 404 (no pattern matches), 405 with Allow (pattern matches, method does not), 413, malformed JSON
  * (400 with line and column), request ids, access log and metrics are handled by the dispatcher
  * (http.c).
