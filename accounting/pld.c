@@ -71,6 +71,8 @@
 /* Largest grid index magnitude accepted: keeps j * h and sums of counts * j exact in double/int64.
  */
 #define PLD_MAX_INDEX 1.0e12
+/* The same for the composed window (sums of count * index over leaves; doubles are exact to 2^53). */
+#define PLD_MAX_COMPOSED_INDEX 1.0e15
 /* Newton iterations for the Chernoff exponent; any iterate gives a valid bound, so a cap is safe.
  */
 #define PLD_NEWTON_MAX_ITER 60
@@ -135,7 +137,7 @@ typedef struct pld_fft {
 struct acct_pld_ws {
     pld_fft fft;
     double *buf[3]; /* [0] remove window, [1] add window, [2] scratch spectrum */
-    size_t cap;     /* length of each buf */
+    size_t cap[3];  /* length of each buf (0 = not allocated) */
 };
 
 /* ---- options ------------------------------------------------------------------------------------
@@ -833,22 +835,18 @@ void acct_pld_ws_free(acct_pld_ws *ws)
     dp_free(ws);
 }
 
-/* Makes every work array hold at least n doubles (contents not kept). */
-static int ws_reserve(acct_pld_ws *ws, size_t n, dp_err *err)
+/* Makes work array i hold at least n doubles (contents not kept); arrays are allocated only when a
+ * composition needs them. */
+static int ws_reserve(acct_pld_ws *ws, int i, size_t n, dp_err *err)
 {
-    if (ws->cap >= n)
+    if (ws->cap[i] >= n)
         return DP_OK;
-    for (int i = 0; i < 3; i++) {
-        dp_free(ws->buf[i]);
-        ws->buf[i] = NULL;
-    }
-    ws->cap = 0;
-    for (int i = 0; i < 3; i++) {
-        ws->buf[i] = dp_malloc(n * sizeof(double));
-        if (ws->buf[i] == NULL)
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory for a %zu-point composition", n);
-    }
-    ws->cap = n;
+    dp_free(ws->buf[i]);
+    ws->cap[i] = 0;
+    ws->buf[i] = dp_malloc(n * sizeof(double));
+    if (ws->buf[i] == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory for a %zu-point composition", n);
+    ws->cap[i] = n;
     return DP_OK;
 }
 
@@ -888,8 +886,8 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
     }
     if (b < a)
         b = a;
-    if (!(b - a + 1 <= (double)o->max_grid_points) || fabs(a) > PLD_MAX_INDEX * 1e3 ||
-        fabs(b) > PLD_MAX_INDEX * 1e3)
+    if (!(b - a + 1 <= (double)o->max_grid_points) || fabs(a) > PLD_MAX_COMPOSED_INDEX ||
+        fabs(b) > PLD_MAX_COMPOSED_INDEX)
         return dp_err_set(err, DP_EINVAL, "value_discretization",
                           "the composed privacy loss spans [%g, %g]: more than %zu grid points at "
                           "value_discretization %g; use a coarser grid or accountant rdp",
@@ -900,7 +898,8 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
     int rc = fft_alloc(&ws->fft, n, err);
     if (rc != DP_OK)
         return rc;
-    if ((rc = ws_reserve(ws, n, err)) != DP_OK)
+    if ((rc = ws_reserve(ws, slot, n, err)) != DP_OK ||
+        (nl > 1 && (rc = ws_reserve(ws, 2, n, err)) != DP_OK))
         return rc;
     pld_fft *fft = &ws->fft;
     double *acc = ws->buf[slot], *tmp = ws->buf[2];
