@@ -315,9 +315,8 @@ static enum MHD_Result send_405(http_ctx *c, struct MHD_Connection *conn, const 
 }
 
 /* ---- request context ---- */
-* /
 
-    static int valid_req_id(const char *s)
+static int valid_req_id(const char *s)
 {
     size_t n = 0;
     for (; s[n] != '\0'; n++) {
