@@ -58,6 +58,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <gsl/gsl_cdf.h>
@@ -71,7 +72,8 @@
 /* Largest grid index magnitude accepted: keeps j * h and sums of counts * j exact in double/int64.
  */
 #define PLD_MAX_INDEX 1.0e12
-/* The same for the composed window (sums of count * index over leaves; doubles are exact to 2^53). */
+/* The same for the composed window (sums of count * index over leaves; doubles are exact to 2^53).
+ */
 #define PLD_MAX_COMPOSED_INDEX 1.0e15
 /* Newton iterations for the Chernoff exponent; any iterate gives a valid bound, so a cap is safe.
  */
@@ -594,7 +596,22 @@ static int flat_walk(const acct_event *ev, uint64_t mult, double q, int depth, f
     return dp_err_set(err, DP_EINVAL, "type", "unknown event type %d", (int)ev->type);
 }
 
-/* Flattens ev into a leaf array (owned by caller, dp_free). */
+/* Orders leaves by mechanism parameters (exact equality merges them). */
+static int leaf_cmp(const void *pa, const void *pb)
+{
+    const pld_leaf *a = pa, *b = pb;
+    if (a->m.kind != b->m.kind)
+        return (int)a->m.kind - (int)b->m.kind;
+    if (a->m.scale != b->m.scale)
+        return a->m.scale < b->m.scale ? -1 : 1;
+    if (a->m.q != b->m.q)
+        return a->m.q < b->m.q ? -1 : 1;
+    if (a->m.eps0 != b->m.eps0)
+        return a->m.eps0 < b->m.eps0 ? -1 : 1;
+    return 0;
+}
+
+/* Flattens ev into a leaf array (owned by caller, dp_free), identical mechanisms merged. */
 static int flatten(const acct_event *ev, acct_neighboring nb, pld_leaf **out, size_t *n_out,
                    dp_err *err)
 {
@@ -617,6 +634,31 @@ static int flatten(const acct_event *ev, acct_neighboring nb, pld_leaf **out, si
     if (rc != DP_OK) {
         dp_free(leaves);
         return rc;
+    }
+    /* identical mechanisms anywhere in the tree compose by adding their counts: sort and merge */
+    qsort(leaves, c.n_leaves, sizeof *leaves, leaf_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < c.n_leaves; i++) {
+        if (m > 0 && leaf_cmp(&leaves[m - 1], &leaves[i]) == 0) {
+            leaves[m - 1].count += leaves[i].count; /* both <= 1e8: no overflow */
+            if (leaves[m - 1].count > ACCT_PLD_MAX_COUNT) {
+                dp_free(leaves);
+                return dp_err_set(err, DP_EINVAL, "count",
+                                  "runs of one mechanism across the tree add up to more than %llu; "
+                                  "use accountant rdp",
+                                  (unsigned long long)ACCT_PLD_MAX_COUNT);
+            }
+        } else {
+            leaves[m++] = leaves[i];
+        }
+    }
+    c.n_leaves = m;
+    if (m > ACCT_PLD_MAX_MECHANISMS) {
+        dp_free(leaves);
+        return dp_err_set(err, DP_EINVAL, "events",
+                          "the pld accountant composes at most %d distinct mechanisms (got %zu); "
+                          "use accountant rdp",
+                          ACCT_PLD_MAX_MECHANISMS, m);
     }
     if (c.gauss_mu2 > 0) {
         /* unsampled Gaussians compose exactly: one Gaussian with mu^2 = sum count / sigma^2 */

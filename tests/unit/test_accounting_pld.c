@@ -472,6 +472,40 @@ static void bad_input_names_the_field(void **state)
     assert_string_equal(e.field, "epsilon");
 }
 
+static void distinct_mechanisms_are_bounded_and_identical_ones_merge(void **state)
+{
+    (void)state;
+    /* 300 distinct Laplace mechanisms: refused (each costs an FFT), naming the events */
+    size_t k = ACCT_PLD_MAX_MECHANISMS + 44;
+    acct_event *nodes = calloc(k + 1, sizeof *nodes);
+    acct_event **kids = calloc(k, sizeof *kids);
+    assert_non_null(nodes);
+    assert_non_null(kids);
+    for (size_t i = 0; i < k; i++) {
+        nodes[i].type = ACCT_EV_LAPLACE;
+        nodes[i].noise_multiplier = 10.0 + 0.01 * (double)i;
+        kids[i] = &nodes[i];
+    }
+    acct_event *root = &nodes[k];
+    root->type = ACCT_EV_COMPOSED;
+    root->children = kids;
+    root->n_children = k;
+    expect_err(root, ACCT_NB_ADD_REMOVE, 1e-5, NULL, "events");
+    /* the same mechanism repeated is one mechanism: accepted, and equal to its self-composition */
+    for (size_t i = 0; i < k; i++)
+        nodes[i].noise_multiplier = 25.0;
+    tev t;
+    t.used = t.kused = 0;
+    acct_event *self = tself(&t, k, tlap(&t, 25.0));
+    assert_close(eps_of(root, ACCT_NB_ADD_REMOVE, 1e-6, 1e-3).epsilon_upper,
+                 eps_of(self, ACCT_NB_ADD_REMOVE, 1e-6, 1e-3).epsilon_upper, 1e-12, 0);
+    free(kids);
+    free(nodes);
+    /* merged runs of one mechanism above the cap are refused */
+    acct_event *cs[2] = {tself(&t, 60000000, tlap(&t, 1.0)), tself(&t, 60000000, tlap(&t, 1.0))};
+    expect_err(tcomp(&t, 2, cs), ACCT_NB_ADD_REMOVE, 1e-5, NULL, "count");
+}
+
 static void tolerances_are_user_settable(void **state)
 {
     (void)state;
@@ -546,6 +580,7 @@ int main(void)
         cmocka_unit_test(epsilon_and_delta_queries_agree),
         cmocka_unit_test(replace_one_convention_and_identity),
         cmocka_unit_test(bad_input_names_the_field),
+        cmocka_unit_test(distinct_mechanisms_are_bounded_and_identical_ones_merge),
         cmocka_unit_test(tolerances_are_user_settable),
         cmocka_unit_test(workspace_reuse_gives_identical_answers),
         cmocka_unit_test(allocation_failures_are_clean),
