@@ -8,6 +8,7 @@
  * usually "event").
  */
 #include "accounting/event.h"
+#include "accounting/tuning.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -67,28 +68,10 @@ const char *acct_event_type_name(acct_event_type type)
     return "unknown";
 }
 
+/* Distribution domain and field names are the tuning module's (accounting/tuning.h). */
 static int check_dist(const acct_tuning_dist *d, dp_err *err)
 {
-    switch (d->kind) {
-        case ACCT_TUNE_FIXED:
-            if (d->k < 1)
-                return dp_err_set(err, DP_EINVAL, "distribution.k", "k must be an integer >= 1");
-            return DP_OK;
-        case ACCT_TUNE_POISSON:
-            if (!isfinite(d->mean) || d->mean <= 0.0)
-                return dp_err_set(err, DP_EINVAL, "distribution.mean",
-                                  "mean must be finite and > 0, got %g", d->mean);
-            return DP_OK;
-        case ACCT_TUNE_TRUNC_NEGBIN:
-            if (!isfinite(d->eta) || d->eta <= -1.0)
-                return dp_err_set(err, DP_EINVAL, "distribution.eta",
-                                  "eta must be finite and > -1, got %g", d->eta);
-            if (!isfinite(d->gamma) || d->gamma <= 0.0 || d->gamma > 1.0)
-                return dp_err_set(err, DP_EINVAL, "distribution.gamma",
-                                  "gamma must be in (0, 1], got %g", d->gamma);
-            return DP_OK;
-    }
-    return dp_err_set(err, DP_EINVAL, "distribution.kind", "unknown distribution kind");
+    return acct_tuning_dist_check(d, err);
 }
 
 static int check_child(const acct_event *child, bool allow_open, size_t depth, size_t *nodes,

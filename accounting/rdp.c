@@ -33,6 +33,7 @@
 #include <gsl/gsl_sf_gamma.h>
 
 #include "accounting/logmath.h"
+#include "accounting/tuning.h"
 #include "common/dp_alloc.h"
 
 /* Relative accuracy asked of each quadrature piece: 100x below the 1e-9 RDP target. */
@@ -516,6 +517,7 @@ int acct_rdp_sampled_gaussian(double q, double sigma, double alpha, double *out,
 typedef struct rdp_ws {
     acct_neighboring nb;
     gsl_integration_workspace *w; /* lazily allocated quadrature workspace */
+    acct_tuning_cache *tuning; /* prepared repeat_and_select nodes (tuning.h), lazily allocated */
 } rdp_ws;
 
 /* Prefixes a child's error path, except "neighboring", which is a request-level field. */
@@ -568,10 +570,11 @@ static int rdp_supported(const acct_event *ev, acct_neighboring nb, dp_err *err)
                 }
             }
             return DP_OK;
-        case ACCT_EV_REPEAT_SELECT:
-            /* TODO(#4): the tuning engine (accounting/tuning.h) evaluates repeat_and_select. */
-            return dp_err_set(err, DP_EINVAL, "type",
-                              "repeat_and_select is not supported by the RDP accountant yet");
+        case ACCT_EV_REPEAT_SELECT: /* Papernot & Steinke 2022, via accounting/tuning.h */
+            rc = rdp_supported(ev->child, nb, err);
+            if (rc != DP_OK)
+                prefix_path(err, "event");
+            return rc;
         default:
             return DP_OK;
     }
@@ -597,6 +600,12 @@ static double node_rdp_inf(const acct_event *ev)
         }
         case ACCT_EV_SWOR:
             return node_rdp_inf(ev->child); /* subsampling never increases eps(inf) */
+        case ACCT_EV_REPEAT_SELECT: {       /* pure bound of the search (tuning.h) */
+            double e = node_rdp_inf(ev->child), out = HUGE_VAL;
+            if (isfinite(e) && acct_tuning_pure_epsilon(&ev->dist, e, &out, NULL) != DP_OK)
+                out = HUGE_VAL;
+            return out;
+        }
         default:
             return HUGE_VAL;
     }
@@ -663,6 +672,27 @@ static int swor_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out,
     return DP_OK;
 }
 
+/* repeat_and_select: the child's RDP as the callback tuning.h wants (NAN on error, code kept). */
+typedef struct rs_child_ctx {
+    const acct_event *child;
+    rdp_ws *ws;
+    dp_err *err;
+    int rc; /* first error from the child */
+} rs_child_ctx;
+
+static double rs_child_rdp(double alpha, void *p)
+{
+    rs_child_ctx *c = p;
+    double r;
+    int rc = node_rdp(c->child, alpha, c->ws, &r, c->err);
+    if (rc != DP_OK) {
+        if (c->rc == DP_OK)
+            c->rc = rc;
+        return NAN;
+    }
+    return r;
+}
+
 static int node_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out, dp_err *err)
 {
     int rc;
@@ -701,8 +731,13 @@ static int node_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out,
             *out = s;
             return DP_OK;
         }
-        case ACCT_EV_REPEAT_SELECT:
-            break;
+        case ACCT_EV_REPEAT_SELECT: {
+            /* Papernot & Steinke 2022 (Thm. 2 / Thm. 6) on the child's curve; the node's auxiliary
+             * minimisation is done once per evaluation and kept in ws->tuning. */
+            rs_child_ctx c = {ev->child, ws, err, DP_OK};
+            rc = acct_tuning_cache_rdp(&ws->tuning, ev, rs_child_rdp, &c, alpha, out, err);
+            return c.rc != DP_OK ? c.rc : rc;
+        }
     }
     return dp_err_set(err, DP_EINVAL, "type", "event type not supported by the RDP accountant");
 }
@@ -739,10 +774,11 @@ int acct_rdp_eval(const acct_event *ev, acct_neighboring nb, const double *order
         return rc;
     if ((rc = acct_rdp_check_orders(orders, n_orders, err)) != DP_OK)
         return rc;
-    rdp_ws ws = {nb, NULL};
+    rdp_ws ws = {nb, NULL, NULL};
     rc = eval_orders(ev, &ws, orders, n_orders, rdp_out, err);
     if (ws.w)
         gsl_integration_workspace_free(ws.w);
+    acct_tuning_cache_free(ws.tuning);
     return rc;
 }
 
@@ -913,7 +949,7 @@ static int cmp_double(const void *a, const void *b)
  * interpolated) are upper bounds without that guarantee. */
 static bool tree_quasiconvex(const acct_event *ev)
 {
-    if (ev->type == ACCT_EV_PURE || ev->type == ACCT_EV_SWOR)
+    if (ev->type == ACCT_EV_PURE || ev->type == ACCT_EV_SWOR || ev->type == ACCT_EV_REPEAT_SELECT)
         return false;
     if (ev->child && !tree_quasiconvex(ev->child))
         return false;
@@ -1015,7 +1051,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     qsort(ord, n, sizeof *ord, cmp_double);
     for (size_t i = 0; i < n; i++)
         memo[i] = (double)NAN;
-    rdp_ws ws = {nb, NULL};
+    rdp_ws ws = {nb, NULL, NULL};
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
     grid_obj g = {ev, &ws, ord, memo, want_delta, target, base, err, DP_OK};
@@ -1062,6 +1098,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     }
     if (ws.w)
         gsl_integration_workspace_free(ws.w);
+    acct_tuning_cache_free(ws.tuning);
     dp_free(ord);
     if (rc != DP_OK)
         return rc;

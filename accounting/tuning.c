@@ -36,19 +36,23 @@
  * smooth at its minimum, so the value is then within ~1e-12 relative of the infimum. */
 #define AUX_XTOL 1e-6
 /* Poisson refines one conversion order per output order, so it stops earlier: 1e-4 relative in the
- * order, ~1e-8 relative in log(delta) (array API). The per-node API (used inside event trees, where
- * the base is evaluated by quadrature) caps the refinement at POISSON_NODE_ITERS golden steps,
- * which shrink the 1.47x scan bracket to ~2% in the order: the bound stays valid, only slightly
- * less tight. */
-#define AUX_XTOL_POISSON   1e-4
-#define POISSON_NODE_ITERS 8
-#define AUX_MAX_ITER       80
+ * order, ~1e-8 relative in log(delta) (array API). Inside event trees (acct_tuning_cache_rdp),
+ * where every base evaluation may be a quadrature, Poisson does not refine per output order; it
+ * minimises over a list of twelfth-decade scan points plus every order the tree has been evaluated
+ * at, which costs the final epsilon < 1e-4 relative (bench/tuning) and stays a valid bound. */
+#define AUX_XTOL_POISSON 1e-4
+/* Poisson per-node candidate list cap (scan + every order asked): bounded memory. */
+#define PTS_MAX      8192
+#define AUX_MAX_ITER 80
 /* dp_accounting (compute_delta) only uses the CKS conversion for orders above 1.01 because of
  * cancellation as the order tends to 1; grid mode mirrors that so that golden values match. */
 #define CKS_MIN_ORDER_GRID 1.01
 /* Bisection for gamma: iterations cap (t doubles at most ~60 times, then ~60 halvings reach 1 ulp).
  */
 #define GAMMA_MAX_ITER 400
+/* A resolved TNB carries gamma and the mean it implies; they are recomputed identically, so any
+ * disagreement beyond rounding means a caller mixed two distributions. */
+#define GAMMA_MEAN_RTOL 1e-12
 /* Poisson draws are split into pieces with mean at most this, so that e^{-mean} never underflows.
  */
 #define POISSON_DRAW_PIECE 500.0
@@ -184,10 +188,18 @@ int acct_tuning_dist_check(const acct_tuning_dist *d, dp_err *err)
                                   "eta must be finite, > -1 and <= %g (got %g)",
                                   ACCT_TUNING_MAX_ETA, d->eta);
             bool has_gamma = !isnan(d->gamma), has_mean = !isnan(d->mean);
-            if (has_gamma && has_mean)
-                return dp_err_set(
-                    err, DP_EINVAL, F_TNB_MEAN,
-                    "give either gamma or mean for truncated_negative_binomial, not both");
+            if (has_gamma && has_mean) {
+                /* A resolved distribution carries both; they must then agree (the mean is the one
+                 * gamma implies). Clients give one or the other (service/tuning_json.c). */
+                double implied = (isfinite(d->gamma) && d->gamma > 0.0 && d->gamma <= 1.0)
+                                     ? exp(tnb_log_mean_t(d->eta, -log(d->gamma)))
+                                     : (double)NAN;
+                if (!(fabs(implied - d->mean) <= GAMMA_MEAN_RTOL * fabs(d->mean)))
+                    return dp_err_set(err, DP_EINVAL, F_TNB_MEAN,
+                                      "give either gamma or mean for truncated_negative_binomial, "
+                                      "not both");
+                has_mean = false;
+            }
             if (!has_gamma && !has_mean)
                 return dp_err_set(err, DP_EINVAL, F_TNB_GAMMA,
                                   "truncated_negative_binomial needs gamma or mean");
@@ -582,23 +594,85 @@ typedef struct tnode {
     size_t ns;            /* scan points (0 for fixed k) */
     cand scan[AUX_N];     /* child RDP on the scan, increasing order */
     double env[AUX_N];    /* env[i] = min over j >= i of the bound at scan[j] */
+    cand *pts;            /* Poisson: every child evaluation so far (scan + asked orders), sorted */
+    size_t np, cap;       /* used and allocated entries of pts */
     struct tnode *next;
 } tnode;
+
+/* Inserts (order, r) into the node's sorted evaluation list (Poisson candidates). Silently keeps
+ * the list as it is when full or out of memory: fewer candidates only loosen the bound, never break
+ * it. */
+static void pts_insert(tnode *n, double order, double r)
+{
+    if (n->np == n->cap) {
+        if (n->cap >= PTS_MAX)
+            return;
+        size_t nc = n->cap ? 2 * n->cap : 2 * AUX_N;
+        cand *p = dp_realloc(n->pts, nc * sizeof *p);
+        if (p == NULL)
+            return;
+        n->pts = p;
+        n->cap = nc;
+    }
+    double x = log(order - 1.0);
+    size_t i = n->np;
+    while (i > 0 && n->pts[i - 1].x > x)
+        i--;
+    if (i > 0 && n->pts[i - 1].order == order)
+        return;
+    memmove(n->pts + i + 1, n->pts + i, (n->np - i) * sizeof *n->pts);
+    n->pts[i] = (cand){x, order, r};
+    n->np++;
+}
 
 struct acct_tuning_cache {
     tnode *head;
 };
 
-static double poisson_log_delta(aux_ctx *ac, const tnode *n, double order, bool refine)
+/* One parabolic step: the vertex of the parabola through three (x, f) points, or NAN. */
+static double parabola_vertex(double x0, double f0, double x1, double f1, double x2, double f2)
 {
-    aux_obj o = {1, 0.0, log1p(1.0 / (order - 1.0))};
-    double ld, ord;
-    aux_minimise(ac, &o, n->scan, n->ns, 1.0, refine, AUX_XTOL_POISSON, POISSON_NODE_ITERS, &ld,
-                 &ord);
-    return fmin(ld, n->kl_log_delta);
+    double d1 = (x1 - x0) * (f1 - f2), d2 = (x1 - x2) * (f1 - f0);
+    double den = 2.0 * (d1 - d2);
+    if (!(fabs(den) > 0.0) || !isfinite(den))
+        return NAN;
+    return x1 - ((x1 - x0) * d1 - (x1 - x2) * d2) / den;
 }
 
-static double node_bound(aux_ctx *ac, const tnode *n, double order, double r, bool refine)
+static double poisson_log_delta(aux_ctx *ac, tnode *n, double order, bool refine)
+{
+    aux_obj o = {1, 0.0, log1p(1.0 / (order - 1.0))};
+    const cand *cs = n->np ? n->pts : n->scan;
+    size_t nc = n->np ? n->np : n->ns;
+    double best = HUGE_VAL;
+    size_t ib = (size_t)-1;
+    for (size_t i = 0; i < nc; i++) {
+        double v = obj_from_r(&o, cs[i].order, cs[i].r);
+        if (v < best) {
+            best = v;
+            ib = i;
+        }
+    }
+    /* Inside trees one extra base evaluation per output order: at the vertex of the parabola
+     * through the best candidate and its neighbours (log delta is convex in the order, so this
+     * lands next to the minimiser). Only the true base RDP at that order is used: a valid bound
+     * whatever the interpolation guessed. */
+    if (refine && ib != (size_t)-1 && ib > 0 && ib + 1 < nc) {
+        double f0 = obj_from_r(&o, cs[ib - 1].order, cs[ib - 1].r);
+        double f2 = obj_from_r(&o, cs[ib + 1].order, cs[ib + 1].r);
+        double xv = parabola_vertex(cs[ib - 1].x, f0, cs[ib].x, best, cs[ib + 1].x, f2);
+        if (isfinite(xv) && xv > cs[ib - 1].x && xv < cs[ib + 1].x && xv != cs[ib].x &&
+            xv >= AUX_X_MIN && xv <= AUX_X_MAX) {
+            double ov = 1.0 + exp(xv), rv = base_eval(ac, ov);
+            best = fmin(best, obj_from_r(&o, ov, rv));
+            if (!ac->failed)
+                pts_insert(n, ov, rv);
+        }
+    }
+    return fmin(best, n->kl_log_delta);
+}
+
+static double node_bound(aux_ctx *ac, tnode *n, double order, double r, bool refine)
 {
     if (!(order > 1.0) || isinf(r))
         return HUGE_VAL;
@@ -651,6 +725,14 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
     } else {
         n->kl_log_delta =
             r_min == 0.0 ? -HUGE_VAL : (isinf(r_min) ? 0.0 : 0.5 * log1p(-exp(-r_min)));
+        for (size_t i = 0; i < n->ns; i++)
+            pts_insert(n, n->scan[i].order, n->scan[i].r);
+        /* The conversion order depends on the output order, so Poisson gets a twice denser list
+         * (twelfth decades) once, instead of a refinement per output order. */
+        for (int k = AUX_K_MIN; k < AUX_K_MAX; k++) {
+            double om1 = pow(10.0, (k + 0.5) / 6.0);
+            pts_insert(n, 1.0 + om1, base_eval(&ac, 1.0 + om1));
+        }
     }
     /* Envelope values at the scan orders (no refinement: any auxiliary order gives a valid bound).
      */
@@ -684,6 +766,7 @@ int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_
         n->ev = ev;
         int rc = node_prepare(n, child, ctx, err);
         if (rc != DP_OK) {
+            dp_free(n->pts);
             dp_free(n);
             return rc;
         }
@@ -696,6 +779,8 @@ int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_
     }
     aux_ctx ac = {child, ctx, 0, 0};
     double r = base_eval(&ac, order);
+    if (n->d.kind == ACCT_TUNE_POISSON && !ac.failed)
+        pts_insert(n, order, r);
     double v = node_bound(&ac, n, order, r, true);
     if (ac.failed)
         return dp_err_set(err, DP_ENUMERIC, NULL,
@@ -718,6 +803,7 @@ void acct_tuning_cache_free(acct_tuning_cache *cache)
     tnode *n = cache->head;
     while (n != NULL) {
         tnode *next = n->next;
+        dp_free(n->pts);
         dp_free(n);
         n = next;
     }

@@ -128,11 +128,12 @@ typedef struct acct_tuning_cache acct_tuning_cache;
  * validated), whose child's RDP is child(order, ctx). The first call for a node prepares it:
  * resolves the distribution, evaluates the child on the auxiliary scan (41 orders, lh - 1 =
  * 10^(k/6), 1e-2 .. 4.6e4), and for TNB minimises the auxiliary order (continuous mode). Later
- * calls reuse that, so a curve over n orders costs about n + 80 child evaluations for TNB and n * 9
- * + 41 for Poisson (whose conversion order depends on the output order and gets POISSON_NODE_ITERS
- * golden steps). The value is the continuous-mode bound, lowered by the monotone envelope over the
- * scan orders >= order. *cache is created on first use (owned by caller: acct_tuning_cache_free).
- * ev is borrowed and must outlive the cache. Errors: as acct_tuning_rdp; DP_ENOMEM. */
+ * calls reuse that, so a curve over n orders costs about n + 75 child evaluations for TNB and n +
+ * 81 for Poisson (whose conversion order depends on the output order: it is minimised over
+ * twelfth-decade scan points plus every order already evaluated, without per-order refinement). The
+ * value is the bound at the output order, lowered by the monotone envelope over the scan orders >=
+ * order. *cache is created on first use (owned by caller: acct_tuning_cache_free). ev is borrowed
+ * and must outlive the cache. Errors: as acct_tuning_rdp; DP_ENOMEM. */
 int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_tuning_rdp_fn child,
                           void *ctx, double order, double *out, dp_err *err);
 

@@ -14,6 +14,7 @@
 
 #include "common/dp_alloc.h"
 #include "service/json_util.h"
+#include "service/tuning_json.h"
 
 typedef struct parse_state {
     bool allow_open;
@@ -176,12 +177,18 @@ static int parse_fields(const json_t *j, acct_event *ev, parse_state *st, size_t
             }
             return DP_OK;
         }
-        case ACCT_EV_REPEAT_SELECT:
-            /* TODO(#4): the tuning engine's distribution parser (service/tuning_json.h) goes here.
-             */
-            return dp_err_set(err, DP_EINVAL, "type",
-                              "repeat_and_select events are not accepted by the accounting "
-                              "endpoints yet; use /v1/tuning/cost");
+        case ACCT_EV_REPEAT_SELECT: {
+            /* Papernot & Steinke 2022; the distribution grammar is the tuning module's. */
+            static const char *const k[] = {"type", "event", "distribution"};
+            if ((rc = json_util_check_keys(j, k, 3, err)) != DP_OK)
+                return rc;
+            const json_t *d = json_object_get(j, "distribution");
+            if (d == NULL || json_is_null(d))
+                return dp_err_set(err, DP_EINVAL, "distribution", "distribution is required");
+            if ((rc = tuning_json_parse_dist(d, false, &ev->dist, err)) != DP_OK)
+                return rc;
+            return child(j, "event", st, depth, &ev->child, err);
+        }
     }
     return dp_err_set(err, DP_EINVAL, "type", "unknown event type");
 }
@@ -208,7 +215,8 @@ static int parse_node(const json_t *j, parse_state *st, size_t depth, acct_event
     if (t == sizeof TYPES / sizeof TYPES[0])
         return dp_err_set(err, DP_EINVAL, "type",
                           "unknown event type \"%.40s\" (expected gaussian, laplace, zcdp, pure, "
-                          "poisson_sampled, sampled_without_replacement, self_composed, composed)",
+                          "poisson_sampled, sampled_without_replacement, self_composed, composed, "
+                          "repeat_and_select)",
                           tname);
     acct_event *ev = acct_event_alloc(TYPES[t].type);
     if (ev == NULL)

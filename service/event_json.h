@@ -13,7 +13,7 @@
  *                                                         integers, 1 <= m <= n
  *   {"type": "self_composed", "count": c, "event": E}     integer 1 <= c <= 10^12 (null = open)
  *   {"type": "composed", "events": [E, ...]}
- *   {"type": "repeat_and_select", "event": E, "distribution": D}   refused for now: TODO(#4)
+ *   {"type": "repeat_and_select", "event": E, "distribution": D}   D: service/tuning_json.h
  * Errors are DP_EINVAL (400) with the full field path from the request root, e.g.
  * "event.event.sampling_rate" or "event.events[3].count": unknown type, wrong JSON type, a
  * non-integer count (1000.0 is refused too), a value out of domain, an unknown key, a tree deeper

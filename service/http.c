@@ -70,7 +70,13 @@ struct http_server {
     atomic_long in_flight;         /* contexts alive */
 };
 
-enum { KIND_ROUTE, KIND_STATIC, KIND_REPLIED };
+enum {
+    KIND_ROUTE,      /* a row of the route table */
+    KIND_STATIC,     /* a web/ file */
+    KIND_NOT_FOUND,  /* 404 pending (sent on the final call) */
+    KIND_BAD_METHOD, /* 405 pending, with allow */
+    KIND_REPLIED     /* a response is already queued */
+};
 
 typedef struct http_ctx {
     http_server *srv;
@@ -81,6 +87,7 @@ typedef struct http_ctx {
     int kind;                 /* KIND_* */
     route_match m;            /* KIND_ROUTE */
     http_static_file file;    /* KIND_STATIC */
+    const char *allow;        /* KIND_BAD_METHOD: Allow header value (static or in m) */
     size_t metrics_row;
     size_t cap; /* body cap, bytes */
     char *body; /* owned */
@@ -92,8 +99,7 @@ typedef struct http_ctx {
     int query_overflow;
 } http_ctx;
 
-/* ---- response helpers (handler side)
- * ------------------------------------------------------------- */
+/* ---- response helpers (handler side) ---- */
 
 const char *http_req_param(const http_req *rq, const char *name)
 {
@@ -109,6 +115,56 @@ const char *http_req_query(const http_req *rq, const char *name)
         if (strcmp(rq->query[i].name, name) == 0)
             return rq->query[i].value;
     return NULL;
+}
+
+/* Strict decimal parse: optional '-' only when allow_neg, digits, no leading zeros, fits int64. */
+static int parse_i64(const char *s, int allow_neg, int64_t *out)
+{
+    if (s == NULL || *s == '\0')
+        return -1;
+    const char *p = s;
+    if (*p == '-' && allow_neg)
+        p++;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '\0'))
+        return -1;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9')
+            return -1;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int http_req_param_id(const http_req *rq, const char *name, int64_t *out, dp_err *err)
+{
+    const char *v = http_req_param(rq, name);
+    int64_t id;
+    if (v == NULL || parse_i64(v, 0, &id) != 0 || id < 1)
+        return dp_err_set(err, DP_EINVAL, name, "%s must be a positive integer id (got \"%.32s\")",
+                          name, v ? v : "");
+    *out = id;
+    return DP_OK;
+}
+
+int http_req_query_int(const http_req *rq, const char *name, int64_t def, int64_t lo, int64_t hi,
+                       int64_t *out, dp_err *err)
+{
+    const char *v = http_req_query(rq, name);
+    if (v == NULL) {
+        *out = def;
+        return DP_OK;
+    }
+    int64_t x;
+    if (parse_i64(v, 1, &x) != 0 || x < lo || x > hi)
+        return dp_err_set(err, DP_EINVAL, name,
+                          "%s must be an integer in %lld..%lld (got \"%.32s\")", name,
+                          (long long)lo, (long long)hi, v);
+    *out = x;
+    return DP_OK;
 }
 
 void http_resp_clear(http_resp *rs)
@@ -170,8 +226,7 @@ int http_resp_text(http_resp *rs, int status, const char *content_type, char *te
     return DP_OK;
 }
 
-/* ---- sending (MHD side) -------------------------------------------------------------------------
- */
+/* ---- sending (MHD side) ---- */
 
 typedef struct reply_headers {
     const char *content_type; /* required */
@@ -259,8 +314,7 @@ static enum MHD_Result send_405(http_ctx *c, struct MHD_Connection *conn, const 
                      &h);
 }
 
-/* ---- request context ----------------------------------------------------------------------------
- */
+/* ---- request context ---- */
 
 static int valid_req_id(const char *s)
 {
@@ -281,8 +335,11 @@ static http_ctx *ctx_alloc(http_server *srv, struct MHD_Connection *conn, const 
     http_ctx *c = malloc(sizeof *c);
     if (c == NULL)
         return NULL;
-    /* Only the header fields need zeroing; route_match is filled by the router. */
-    memset(c, 0, offsetof(http_ctx, m));
+    /* Field by field, no memset: the buffers are written by snprintf and the router. */
+    c->kind = KIND_NOT_FOUND;
+    c->allow = NULL;
+    c->metrics_row = 0;
+    c->cap = 0;
     c->body = NULL;
     c->len = c->alloc = 0;
     c->too_big = 0;
@@ -357,17 +414,51 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
-/* ---- dispatcher
- * ----------------------------------------------------------------------------------- */
+/* ---- dispatcher ---- */
 
+/* Sends the pending 404 or 405. */
+static enum MHD_Result reply_unrouted(http_ctx *c, struct MHD_Connection *conn)
+{
+    int kind = c->kind;
+    c->kind = KIND_REPLIED;
+    if (kind == KIND_BAD_METHOD)
+        return send_405(c, conn, c->allow);
+    dp_err e;
+    dp_err_clear(&e);
+    dp_err_set(&e, DP_ENOTFOUND, NULL, "no resource at this path");
+    return send_error(c, conn, &e, 0, 0);
+}
+
+/* True when the request announces a body (Content-Length > 0 or any Transfer-Encoding). *declared
+ * receives the Content-Length (0 when absent or unparsable). */
+static int announces_body(struct MHD_Connection *conn, unsigned long long *declared)
+{
+    *declared = 0;
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (errno == 0 && end != cl && *end == '\0')
+            *declared = n;
+    }
+    return *declared > 0 || MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                        MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
+}
+
+/* 404/405 are answered at once when a body is coming (MHD then discards it and closes the
+ * connection), but on the final call when there is none: a reply queued on the first call makes MHD
+ * close the connection, which would end keep-alive for every bodiless 404. */
 static enum MHD_Result first_call(http_ctx *c, struct MHD_Connection *conn)
 {
     http_server *srv = c->srv;
-    dp_err e;
-    dp_err_clear(&e);
+    unsigned long long declared = 0;
+    int has_body = announces_body(conn, &declared);
     int rc = strlen(c->path) >= HTTP_MAX_PATH - 1
                  ? HTTP_ROUTE_NOT_FOUND
                  : http_route_match(srv->routes, srv->n_routes, c->method, c->path, &c->m);
+    c->cap = 0;
     if (rc == HTTP_ROUTE_FOUND) {
         c->kind = KIND_ROUTE;
         c->metrics_row = c->m.index;
@@ -378,34 +469,29 @@ static enum MHD_Result first_call(http_ctx *c, struct MHD_Connection *conn)
         int is_get = strcmp(c->method, "GET") == 0 || strcmp(c->method, "HEAD") == 0;
         if (rc == HTTP_ROUTE_NOT_FOUND &&
             http_static_lookup(EMBED_WEB, EMBED_WEB_N, c->path, &c->file)) {
-            if (!is_get) {
-                c->kind = KIND_REPLIED;
-                return send_405(c, conn, "GET, HEAD");
+            if (is_get) {
+                c->kind = KIND_STATIC;
+                c->metrics_row = HTTP_METRICS_ROW_STATIC(srv->n_routes);
+            } else {
+                c->kind = KIND_BAD_METHOD;
+                c->allow = "GET, HEAD";
             }
-            c->kind = KIND_STATIC;
-            c->metrics_row = HTTP_METRICS_ROW_STATIC(srv->n_routes);
-            c->cap = 0;
         } else if (rc == HTTP_ROUTE_BAD_METHOD) {
-            c->kind = KIND_REPLIED;
-            return send_405(c, conn, c->m.allow);
+            c->kind = KIND_BAD_METHOD;
+            c->allow = c->m.allow;
         } else {
-            c->kind = KIND_REPLIED;
-            dp_err_set(&e, DP_ENOTFOUND, NULL, "no resource at this path");
-            return send_error(c, conn, &e, 0, 0);
+            c->kind = KIND_NOT_FOUND;
         }
+        if (c->kind != KIND_STATIC && has_body)
+            return reply_unrouted(c, conn);
     }
-    const char *cl =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl != NULL) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long n = strtoull(cl, &end, 10);
-        if (errno == 0 && end != cl && *end == '\0' && n > c->cap) {
-            c->kind = KIND_REPLIED;
-            dp_err_set(&e, DP_ETOOBIG, NULL,
-                       "request body of %llu bytes exceeds the limit of %zu bytes", n, c->cap);
-            return send_error(c, conn, &e, 0, 0);
-        }
+    if (declared > c->cap) {
+        c->kind = KIND_REPLIED;
+        dp_err e;
+        dp_err_clear(&e);
+        dp_err_set(&e, DP_ETOOBIG, NULL,
+                   "request body of %llu bytes exceeds the limit of %zu bytes", declared, c->cap);
+        return send_error(c, conn, &e, 0, 0);
     }
     return MHD_YES;
 }
@@ -422,6 +508,8 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
             dp_err_set(&e, DP_ETOOBIG, NULL, "request body exceeds the limit of %zu bytes", c->cap);
         return send_error(c, conn, &e, 0, 0);
     }
+    if (c->kind == KIND_NOT_FOUND || c->kind == KIND_BAD_METHOD)
+        return reply_unrouted(c, conn);
     if (c->kind == KIND_STATIC) {
         reply_headers h = {0};
         h.content_type = c->file.content_type;
@@ -523,8 +611,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return first_call(c, conn);
     }
     if (*upload_data_size != 0) {
-        if (c->kind != KIND_REPLIED)
-            ctx_append(c, upload_data, *upload_data_size);
+        if (c->kind == KIND_ROUTE || c->kind == KIND_STATIC)
+            ctx_append(c, upload_data, *upload_data_size); /* static: cap 0, so too_big */
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -599,8 +687,7 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
     dp_log(DP_LOG_WARN, NULL, "microhttpd: %s", msg);
 }
 
-/* ---- server lifecycle
- * ----------------------------------------------------------------------------- */
+/* ---- server lifecycle ---- */
 
 static unsigned boot_nonce(void)
 {

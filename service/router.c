@@ -93,7 +93,11 @@ static void allow_add(route_match *m, const char *method)
 int http_route_match(const route *routes, size_t n, const char *method, const char *path,
                      route_match *m)
 {
-    memset(m, 0, sizeof *m);
+    /* Not a full memset: buf is large and only written as far as needed. */
+    m->route = NULL;
+    m->index = 0;
+    m->n_params = 0;
+    m->allow[0] = '\0';
     if (path == NULL || method == NULL || strlen(path) >= HTTP_MAX_PATH)
         return HTTP_ROUTE_NOT_FOUND;
     bool path_seen = false;

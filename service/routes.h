@@ -28,4 +28,15 @@ int route_accounting_delta(const http_req *rq, http_resp *rs, dp_err *err);
 int route_accounting_rdp(const http_req *rq, http_resp *rs, dp_err *err);
 int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err);
 
+/* routes_estimators.c: empirical-Bayes estimators and their stored runs (issue #6). */
+int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err);
+int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err);
+int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err);
+int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err);
+int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err);
+
+/* routes_tuning.c: private hyperparameter tuning (issue #4, docs/TUNING.md). */
+int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err);
+int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err);
+
 #endif

@@ -8,8 +8,9 @@
  *   POST /v1/accounting/calibrate  {"event" with nulls, "target_epsilon", "delta", ...}
  *                                   -> noise_multiplier | count | sampling_rate, achieved epsilon
  *
- * accountant: "rdp" (default; accounting/rdp.h), "zcdp" (accounting/zcdp.h) or "pld" (the PLD
- * accountant, refused with a 400 naming "accountant" until it is part of this build).
+ * accountant: "rdp" (default; accounting/rdp.h), "zcdp" (accounting/zcdp.h) or "pld"
+ * (accounting/pld.h: the answer is the bracket [epsilon_lower, epsilon] with epsilon the
+ * pessimistic bound; options "value_discretization" and "tail_mass_truncation" apply to pld only).
  * conversion: rdp: "optimal" (default) | "balle2020" | "mironov2017"; zcdp: "cks2020" (default) |
  * "bun_steinke2016". orders (rdp only): 1..4096 orders in (1, 1e5]; default: the documented grid.
  * Every answer names the accountant, the conversion, the order search and optimal order, the
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "accounting/calibrate.h"
+#include "accounting/pld.h"
 #include "accounting/rdp.h"
 #include "accounting/zcdp.h"
 #include "common/dp_alloc.h"
@@ -41,6 +43,7 @@ typedef struct acc_req {
     acct_zcdp_conversion zconv; /* zcdp */
     double *orders;             /* owned copy of the request's orders, or NULL for the default */
     size_t n_orders;
+    acct_pld_opts pld; /* pld options (defaults unless the request sets them) */
 } acc_req;
 
 static void acc_req_free(acc_req *r)
@@ -94,14 +97,30 @@ static int parse_common(const json_t *body, bool allow_open, acc_req *r, dp_err 
     else if (strcmp(acc, "zcdp") == 0)
         r->accountant = ACC_ZCDP;
     else if (strcmp(acc, "pld") == 0)
-        return dp_err_set(err, DP_EINVAL, "accountant",
-                          "accountant \"pld\" is not available in this build yet; use \"rdp\" or "
-                          "\"zcdp\"");
+        r->accountant = ACC_PLD;
     else
         return dp_err_set(err, DP_EINVAL, "accountant",
                           "accountant must be \"rdp\", \"zcdp\" or \"pld\"");
     if ((rc = json_util_opt_string(body, "conversion", NULL, &conv, err)) != DP_OK)
         return rc;
+    acct_pld_opts_default(&r->pld);
+    static const char *const pld_keys[] = {"value_discretization", "tail_mass_truncation"};
+    for (size_t i = 0; i < 2; i++)
+        if (json_object_get(body, pld_keys[i]) != NULL && r->accountant != ACC_PLD)
+            return dp_err_set(err, DP_EINVAL, pld_keys[i], "%s applies to accountant \"pld\" only",
+                              pld_keys[i]);
+    if (r->accountant == ACC_PLD) {
+        if (conv != NULL)
+            return dp_err_set(err, DP_EINVAL, "conversion",
+                              "the pld accountant has no conversion (it computes delta(eps) "
+                              "directly)");
+        if ((rc = json_util_opt_number(body, "value_discretization", r->pld.value_discretization,
+                                       &r->pld.value_discretization, err)) != DP_OK ||
+            (rc = json_util_opt_number(body, "tail_mass_truncation", r->pld.tail_mass_truncation,
+                                       &r->pld.tail_mass_truncation, err)) != DP_OK ||
+            (rc = acct_pld_opts_check(&r->pld, err)) != DP_OK)
+            return rc;
+    }
     if (conv != NULL) {
         rc = r->accountant == ACC_RDP ? acct_conversion_parse(conv, &r->conv, err)
                                       : acct_zcdp_conversion_parse(conv, &r->zconv, err);
@@ -143,12 +162,19 @@ static int set_orders(json_t *o, const acc_req *r, dp_err *err)
 static int set_method(json_t *o, const acc_req *r, const acct_rdp_answer *a, double zopt,
                       dp_err *err)
 {
-    int rc =
-        json_util_set(o, "accountant", json_string(r->accountant == ACC_RDP ? "rdp" : "zcdp"), err);
+    static const char *const names[] = {"rdp", "zcdp", "pld"};
+    int rc = json_util_set(o, "accountant", json_string(names[r->accountant]), err);
     if (rc == DP_OK)
         rc = json_util_set(o, "neighboring", json_string(event_json_neighboring_name(r->nb)), err);
     if (rc != DP_OK)
         return rc;
+    if (r->accountant == ACC_PLD) {
+        rc = json_util_set(o, "value_discretization", json_real(r->pld.value_discretization), err);
+        if (rc == DP_OK)
+            rc = json_util_set(o, "tail_mass_truncation", json_real(r->pld.tail_mass_truncation),
+                               err);
+        return rc;
+    }
     if (r->accountant == ACC_ZCDP) {
         rc = json_util_set(o, "conversion", json_string(acct_zcdp_conversion_name(r->zconv)), err);
         if (rc == DP_OK)
@@ -190,10 +216,20 @@ static int rho_of(const acc_req *r, double *rho, dp_err *err)
 /* The library reports tree paths relative to the root node; the request calls the root "event". */
 static int tree_err(int rc, dp_err *err)
 {
-    if (rc != DP_OK && err->code == DP_EINVAL && strcmp(err->field, "neighboring") != 0 &&
-        strncmp(err->field, "orders", 6) != 0 && strcmp(err->field, "delta") != 0 &&
-        strcmp(err->field, "epsilon") != 0 && strcmp(err->field, "conversion") != 0)
-        dp_err_prefix_field(err, "event");
+    static const char *const request_fields[] = {"neighboring",
+                                                 "delta",
+                                                 "epsilon",
+                                                 "conversion",
+                                                 "value_discretization",
+                                                 "tail_mass_truncation",
+                                                 "leaf_tail_mass",
+                                                 "max_grid_points"};
+    if (rc == DP_OK || err->code != DP_EINVAL || strncmp(err->field, "orders", 6) == 0)
+        return rc;
+    for (size_t i = 0; i < sizeof request_fields / sizeof request_fields[0]; i++)
+        if (strcmp(err->field, request_fields[i]) == 0)
+            return rc;
+    dp_err_prefix_field(err, "event");
     return rc;
 }
 
@@ -236,6 +272,23 @@ static int epsilon_or_delta(const http_req *rq, http_resp *rs, dp_err *err, bool
                  : acct_rdp_epsilon(r.ev, r.nb, target, r.conv, r.orders, r.n_orders, &a, err);
         rc = tree_err(rc, err);
         value = a.value;
+    } else if (r.accountant == ACC_PLD) {
+        acct_pld_result pr;
+        rc = want_delta ? acct_pld_delta(r.ev, r.nb, target, &r.pld, &pr, err)
+                        : acct_pld_epsilon(r.ev, r.nb, target, &r.pld, &pr, err);
+        rc = tree_err(rc, err);
+        value = want_delta ? pr.delta_upper : pr.epsilon_upper;
+        if (rc == DP_OK) /* the optimistic end of the bracket (pld.h) */
+            rc = json_util_set(o, want_delta ? "delta_lower" : "epsilon_lower",
+                               json_util_real(want_delta ? pr.delta_lower : pr.epsilon_lower), err);
+        if (rc == DP_OK)
+            rc = json_util_set(o, "grid_points", json_integer((json_int_t)pr.grid_points), err);
+        if (rc == DP_OK)
+            rc = json_util_set(o, "direction", json_string(pr.direction), err);
+        if (rc == DP_OK)
+            rc = json_util_set(o, "infinity_mass", json_util_real(pr.infinity_mass), err);
+        if (rc == DP_OK)
+            rc = json_util_set(o, "truncated_mass", json_util_real(pr.truncated_mass), err);
     } else {
         double rho = 0.0;
         rc = rho_of(&r, &rho, err);
@@ -338,10 +391,35 @@ int route_accounting_rdp(const http_req *rq, http_resp *rs, dp_err *err)
     return http_resp_json(rs, 200, o, err);
 }
 
+/* Calibration callback for the PLD accountant: the pessimistic epsilon. */
+typedef struct pld_ctx {
+    acct_neighboring nb;
+    double delta;
+    const acct_pld_opts *opts;
+    acct_pld_ws *ws; /* FFT tables reused across the bisection */
+} pld_ctx;
+
+static int pld_eps(const acct_event *ev, void *p, double *eps, dp_err *err)
+{
+    pld_ctx *c = p;
+    acct_pld_result r;
+    int rc = acct_pld_epsilon_ws(ev, c->nb, c->delta, c->opts, c->ws, &r, err);
+    if (rc == DP_OK)
+        *eps = r.epsilon_upper;
+    return rc;
+}
+
 int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    static const char *const keys[] = {"event",  "target_epsilon", "delta",      "accountant",
-                                       "orders", "conversion",     "neighboring"};
+    static const char *const keys[] = {"event",
+                                       "target_epsilon",
+                                       "delta",
+                                       "accountant",
+                                       "orders",
+                                       "conversion",
+                                       "neighboring",
+                                       "value_discretization",
+                                       "tail_mass_truncation"};
     const json_t *body = rq->body;
     int rc = json_util_require_object(body, NULL, err);
     if (rc != DP_OK || (rc = json_util_check_keys(body, keys, sizeof keys / sizeof keys[0], err)))
@@ -362,10 +440,18 @@ int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
     acct_calib_result res = {0};
     acct_calib_rdp_ctx rctx = {r.nb, delta, r.conv, r.orders, r.n_orders, (double)NAN};
     acct_calib_zcdp_ctx zctx = {delta, r.zconv};
-    if (r.accountant == ACC_RDP)
+    if (r.accountant == ACC_RDP) {
         rc = acct_calibrate(r.ev, target, acct_calib_rdp_eps, &rctx, &res, err);
-    else
+    } else if (r.accountant == ACC_ZCDP) {
         rc = acct_calibrate(r.ev, target, acct_calib_zcdp_eps, &zctx, &res, err);
+    } else {
+        pld_ctx pctx = {r.nb, delta, &r.pld, acct_pld_ws_alloc()};
+        if (pctx.ws == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        else
+            rc = acct_calibrate(r.ev, target, pld_eps, &pctx, &res, err);
+        acct_pld_ws_free(pctx.ws);
+    }
     if (rc != DP_OK && err->code == DP_EINVAL && strcmp(err->field, "target_epsilon") != 0)
         tree_err(rc, err);
     json_t *o = rc == DP_OK ? json_object() : NULL;

@@ -18,13 +18,21 @@
 #include "service/metrics.h"
 #include "service/version.h"
 
+#define HEALTH_MAX_AGE_MS 250 /* probes within this window reuse the last successful DB read */
+
 int route_healthz(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    if (store_check_health(rq->store, rq->db, err) != DP_OK)
+    const char *fresh = http_req_query(rq, "fresh");
+    if (fresh != NULL && strcmp(fresh, "1") != 0 && strcmp(fresh, "0") != 0)
+        return dp_err_set(err, DP_EINVAL, "fresh", "fresh must be 0 or 1 (got \"%.16s\")", fresh);
+    int64_t max_age = fresh != NULL && fresh[0] == '1' ? 0 : HEALTH_MAX_AGE_MS;
+    int64_t age_ms = 0;
+    if (store_check_health(rq->store, rq->db, max_age, &age_ms, err) != DP_OK)
         return err->code;
     json_t *o = json_object();
     if (o == NULL || json_util_set(o, "status", json_string("ok"), err) != DP_OK ||
         json_util_set(o, "db", json_string("ok"), err) != DP_OK ||
+        json_util_set(o, "db_checked_ms_ago", json_integer(age_ms), err) != DP_OK ||
         json_util_set(o, "schema_version", json_integer(store_schema_version(rq->store)), err) !=
             DP_OK) {
         json_decref(o);
@@ -48,8 +56,8 @@ int route_version(const http_req *rq, http_resp *rs, dp_err *err)
         return store_err(rq->db, rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, "read instance",
                          rq->req_id, err);
     }
-    json_t *inst = json_pack("{s:s, s:I}", "instance_id", (const char *)sqlite3_column_text(st, 0),
-                             "created_at_ms", (json_int_t)sqlite3_column_int64(st, 1));
+    json_t *inst = json_pack("{s:s, s:o}", "instance_id", (const char *)sqlite3_column_text(st, 0),
+                             "created_at", json_util_time(sqlite3_column_int64(st, 1)));
     store_stmt_done(st);
     json_t *o =
         json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:i, s:o*}", "version", v.version,

@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,8 @@ struct store {
     size_t n_free;          /* guarded by mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    atomic_int_fast64_t
+        health_ok_ms; /* CLOCK_MONOTONIC ms of the last successful health read; 0 = never */
 };
 
 int64_t store_now_ms(void)
@@ -222,6 +225,17 @@ static int migrate(sqlite3 *db, const embed_file *migs, size_t n, const char *pa
                               migs[i].name ? migs[i].name : "(null)");
         max_known = v;
     }
+    char uv[32];
+    if (query_text(db, "PRAGMA user_version", uv, sizeof uv) != SQLITE_OK)
+        return dp_err_set(err, DP_EINTERNAL, "db", "cannot read user_version of %s: %s", path,
+                          sqlite3_errmsg(db));
+    long user_version = strtol(uv, NULL, 10);
+    if (user_version > max_known)
+        return dp_err_set(err, DP_EINTERNAL, "db",
+                          "database %s has schema version %ld, newer than this dpsilod knows (%d); "
+                          "run a newer dpsilod",
+                          path, user_version, max_known);
+
     char *msg = NULL;
     int rc = sqlite3_exec(db,
                           "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -235,17 +249,6 @@ static int migrate(sqlite3 *db, const embed_file *migs, size_t n, const char *pa
         sqlite3_free(msg);
         return DP_EINTERNAL;
     }
-    char uv[32];
-    if (query_text(db, "PRAGMA user_version", uv, sizeof uv) != SQLITE_OK)
-        return dp_err_set(err, DP_EINTERNAL, "db", "cannot read user_version of %s: %s", path,
-                          sqlite3_errmsg(db));
-    long user_version = strtol(uv, NULL, 10);
-    if (user_version > max_known)
-        return dp_err_set(err, DP_EINTERNAL, "db",
-                          "database %s has schema version %ld, newer than this dpsilod knows (%d); "
-                          "run a newer dpsilod",
-                          path, user_version, max_known);
-
     /* Recorded versions: each must be one this binary knows. */
     bool applied[10000] = {false};
     int max_applied = 0;
@@ -349,6 +352,7 @@ store *store_open(const char *path, size_t pool_size, const embed_file *migs, si
             goto fail;
         s->n_conns = i + 1;
     }
+    atomic_init(&s->health_ok_ms, 0);
     for (size_t i = 0; i < pool_size; i++)
         s->free_list[i] = &s->conns[i];
     s->n_free = pool_size;
@@ -535,20 +539,41 @@ void store_rollback(store_conn *c)
 
 static const char SQL_HEALTH[] = "SELECT max(version) FROM schema_migrations";
 
-int store_check_health(store *s, store_conn *c, dp_err *err)
+static int64_t mono_ms(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int store_check_health(store *s, store_conn *c, int64_t max_age_ms, int64_t *age_ms, dp_err *err)
+{
+    int64_t now = mono_ms();
+    int64_t last = atomic_load_explicit(&s->health_ok_ms, memory_order_relaxed);
+    if (max_age_ms > 0 && last > 0 && now - last < max_age_ms) {
+        *age_ms = now - last;
+        return DP_OK;
+    }
     sqlite3_stmt *st = store_conn_prepare(c, SQL_HEALTH, err);
-    if (st == NULL)
+    if (st == NULL) {
+        atomic_store_explicit(&s->health_ok_ms, 0, memory_order_relaxed);
         return err ? err->code : DP_EINTERNAL;
+    }
     int rc = sqlite3_step(st);
     int v = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
     store_stmt_done(st);
-    if (rc != SQLITE_ROW)
+    if (rc != SQLITE_ROW) {
+        atomic_store_explicit(&s->health_ok_ms, 0,
+                              memory_order_relaxed); /* never reuse after a failure */
         return store_err(c, rc, "health check", NULL, err);
+    }
     if (v != s->schema_version) {
+        atomic_store_explicit(&s->health_ok_ms, 0, memory_order_relaxed);
         dp_log(DP_LOG_ERROR, NULL, "store: schema version changed under us: %d, opened at %d", v,
                s->schema_version);
         return dp_err_set(err, DP_EINTERNAL, NULL, "database schema changed while running");
     }
+    atomic_store_explicit(&s->health_ok_ms, now, memory_order_relaxed);
+    *age_ms = 0;
     return DP_OK;
 }

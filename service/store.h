@@ -11,8 +11,8 @@
  * runner creates schema_migrations itself, so it exists before 0001. Versions are the 4-digit
  * prefix and may have gaps (numbers are reserved per feature); any known version not yet applied is
  * applied, in ascending order. store_open refuses a database that has a version the binary does not
- * know (a newer schema, or a migration from another build): the message names the version, and
- * nothing is changed.
+ * know (a newer schema, or a migration from another build): the message names the version, and no
+ * migration is applied.
  *
  * Pool: HTTP handlers borrow one connection per request (store_conn_borrow / store_conn_return);
  * the pool is sized to the MHD thread pool, so a borrow waits only if a caller holds more than one.
@@ -101,8 +101,12 @@ int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_er
 /* Current UTC time in Unix milliseconds (the storage unit for timestamps, STYLE.md 2.5). */
 int64_t store_now_ms(void);
 
-/* GET /healthz: runs a real read of the database on c (the highest row of schema_migrations,
- * through a cached statement) and checks it equals the version found at open. DP_OK or an error. */
-int store_check_health(store *s, store_conn *c, dp_err *err);
+/* GET /healthz. Runs a real read of the database on c (the highest row of schema_migrations,
+ * through a cached statement) and checks it equals the version found at open - unless another check
+ * succeeded less than max_age_ms ago (monotonic clock), in which case that result is reused. A
+ * failed check is never reused. *age_ms receives how long ago the database was last verified (0 =
+ * just now). max_age_ms 0 always reads. Returns DP_OK or an error. Thread-safe (the timestamp is
+ * atomic). */
+int store_check_health(store *s, store_conn *c, int64_t max_age_ms, int64_t *age_ms, dp_err *err);
 
 #endif

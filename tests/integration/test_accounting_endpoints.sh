@@ -43,6 +43,23 @@ expect_status 200 POST /v1/accounting/epsilon "{\"event\":$Z,\"delta\":1e-4,\"ac
 expect_json .conversion cks2020
 expect_json '.epsilon < 18.57' true
 
+# pld: the bracket, and it is tighter than RDP on the same event (docs/ACCOUNTING.md)
+P='{"type":"self_composed","count":10000,"event":{"type":"poisson_sampled","sampling_rate":0.01,"event":{"type":"gaussian","noise_multiplier":1.1}}}'
+expect_status 200 POST /v1/accounting/epsilon "{\"event\":$P,\"delta\":1e-5,\"accountant\":\"pld\"}"
+expect_json .accountant pld
+expect_json '.epsilon_lower <= .epsilon and .epsilon < 5.63' true
+expect_json .value_discretization 0.0001
+expect_status 200 POST /v1/accounting/calibrate "{\"event\":${P/1.1/null},\"delta\":1e-5,\"target_epsilon\":1,\"accountant\":\"pld\",\"value_discretization\":0.001}"
+expect_json '.epsilon <= 1 and .noise_multiplier > 3' true
+expect_status 400 POST /v1/accounting/epsilon "{\"event\":$P,\"delta\":1e-5,\"value_discretization\":0.001}"
+expect_json .error.field value_discretization
+expect_status 400 POST /v1/accounting/epsilon "{\"event\":$P,\"delta\":1e-5,\"accountant\":\"pld\",\"value_discretization\":5}"
+expect_json .error.field value_discretization
+
+# repeat_and_select (tuning engine, issue #4) inside an accounting request
+expect_status 200 POST /v1/accounting/epsilon "{\"event\":{\"type\":\"repeat_and_select\",\"distribution\":{\"poisson\":{\"mean\":10}},\"event\":$P},\"delta\":1e-5}"
+expect_json '.epsilon > 5.63' true
+
 # rdp curve
 expect_status 200 POST /v1/accounting/rdp '{"event":{"type":"gaussian","noise_multiplier":2},"orders":[2,4.5]}'
 expect_json '.rdp | join(",")' '0.25,0.5625'

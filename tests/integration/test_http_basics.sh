@@ -9,6 +9,10 @@ check "stdout has exactly one line" test "$(wc -l <"$T/out")" -eq 1
 expect_status 200 GET /healthz
 expect_json .status ok
 expect_json .db ok
+expect_status 200 GET "/healthz?fresh=1"
+expect_json .db_checked_ms_ago 0
+expect_status 400 GET "/healthz?fresh=maybe"
+expect_json .error.field fresh
 check "healthz is application/json" test "$(header Content-Type)" = "application/json"
 check "healthz is no-store" test "$(header Cache-Control)" = "no-store"
 check "response has a request id" test -n "$(header X-Request-Id)"
@@ -19,6 +23,9 @@ expect_json '.libraries.microhttpd | length > 0' true
 expect_json '.libraries.jansson | length > 0' true
 expect_json '.libraries.gsl | length > 0' true
 expect_json '.git_commit | length > 0' true
+if head=$(git rev-parse --short=12 HEAD 2>/dev/null); then
+    expect_json .git_commit "$head" # the binary was built from this checkout (make test rebuilds it)
+fi
 expect_json '.schema_version >= 1' true
 expect_json '.database.instance_id | length' 16
 

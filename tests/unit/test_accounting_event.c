@@ -121,7 +121,7 @@ static void check_rejects_each_domain_violation(void **state)
     rs->dist.gamma = 0.5;
     dp_err_clear(&err);
     assert_int_equal(acct_event_check(rs, false, &err), DP_EINVAL);
-    assert_string_equal(err.field, "distribution.eta");
+    assert_string_equal(err.field, "distribution.truncated_negative_binomial.eta");
     acct_event_free(rs);
 }
 

@@ -74,7 +74,10 @@ static void errors_name_the_full_path(void **state)
          "event.sample_size"},
         {"{\"type\":\"zcdp\",\"rho\":\"big\"}", "event.rho"},
         {"{\"type\":\"repeat_and_select\",\"event\":{\"type\":\"pure\",\"epsilon\":1}}",
-         "event.type"},
+         "event.distribution"},
+        {"{\"type\":\"repeat_and_select\",\"distribution\":{\"poisson\":{\"mean\":0.5}},"
+         "\"event\":{\"type\":\"pure\",\"epsilon\":1}}",
+         "event.distribution.poisson.mean"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *j = load(cases[i].json);

@@ -79,16 +79,43 @@ static void healthz_reads_the_database(void **state)
     assert_int_equal(route_healthz(&rq, &rs, &e), DP_OK);
     assert_int_equal(rs.status, 200);
     assert_string_equal(json_string_value(json_object_get(rs.body, "status")), "ok");
+    assert_int_equal(json_integer_value(json_object_get(rs.body, "db_checked_ms_ago")),
+                     0); /* first */
     assert_int_equal(json_integer_value(json_object_get(rs.body, "schema_version")),
                      store_schema_version(f->st));
     http_resp_clear(&rs);
-    /* Break the table it reads: health must now fail, not report ok. */
+    /* Break the table it reads: a fresh check must fail, and the failure invalidates the reuse
+     * window, so a plain probe right after fails too. */
     assert_int_equal(
         sqlite3_exec(store_conn_db(f->db), "DROP TABLE schema_migrations", NULL, NULL, NULL),
         SQLITE_OK);
+    http_param q[] = {{"fresh", "1"}};
+    rq.query = q;
+    rq.n_query = 1;
     dp_err_clear(&e);
     assert_int_not_equal(route_healthz(&rq, &rs, &e), DP_OK);
     assert_int_equal(e.code, DP_EINTERNAL);
+    http_resp_clear(&rs);
+    rq.query = NULL;
+    rq.n_query = 0;
+    dp_err_clear(&e);
+    assert_int_not_equal(route_healthz(&rq, &rs, &e), DP_OK);
+    http_resp_clear(&rs);
+}
+
+static void healthz_validates_fresh(void **state)
+{
+    fixture *f = *state;
+    http_req rq = req_for(f, "GET", "/healthz");
+    http_param q[] = {{"fresh", "yes"}};
+    rq.query = q;
+    rq.n_query = 1;
+    http_resp rs;
+    memset(&rs, 0, sizeof rs);
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(route_healthz(&rq, &rs, &e), DP_EINVAL);
+    assert_string_equal(e.field, "fresh");
     http_resp_clear(&rs);
 }
 
@@ -195,6 +222,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(healthz_reads_the_database, setup, teardown),
+        cmocka_unit_test_setup_teardown(healthz_validates_fresh, setup, teardown),
         cmocka_unit_test_setup_teardown(version_reports_build_libraries_and_instance, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(metrics_render_counts_and_histogram, setup, teardown),

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/dp_alloc.h"
 #include "service/store.h"
 
 typedef struct fixture {
@@ -92,7 +93,9 @@ static void fresh_database_gets_settings_and_all_migrations(void **state)
     assert_int_equal(q_int(c, "SELECT max(version) FROM schema_migrations"),
                      store_schema_version(s));
     assert_int_equal(q_int(c, "SELECT count(*) FROM instance"), 1);
-    assert_int_equal(store_check_health(s, c, &e), DP_OK);
+    int64_t age = -1;
+    assert_int_equal(store_check_health(s, c, 0, &age, &e), DP_OK);
+    assert_int_equal(age, 0);
     store_conn_return(s, c);
     store_free(s);
 }
@@ -188,6 +191,18 @@ static void newer_user_version_alone_is_refused(void **state)
     dp_err_clear(&e);
     assert_null(store_open(f->path, 1, M12, 2, &e));
     assert_non_null(strstr(e.msg, "schema version 77"));
+    /* Refused before anything was written: the runner's own table was not created. */
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT count(*) FROM sqlite_schema WHERE name = "
+                                        "'schema_migrations'",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
 }
 
 static void failing_migration_is_rolled_back(void **state)
@@ -308,6 +323,29 @@ static void pool_lends_each_connection_once_and_cleans_returns(void **state)
     store_free(s);
 }
 
+static void allocation_failures_during_open_are_clean(void **state)
+{
+    fixture *f = *state;
+    /* STYLE.md 2.9: fail the Nth dp_alloc allocation for N = 1, 2, ... until open succeeds; every
+     * failure must be a clean DP_ENOMEM (ASan checks that nothing leaks). */
+    int succeeded = 0;
+    for (long n = 1; n <= 50 && !succeeded; n++) {
+        dp_err e;
+        dp_err_clear(&e);
+        dp_alloc_fail_after(n);
+        store *s = store_open(f->path, 3, M12, 2, &e);
+        dp_alloc_fail_after(0);
+        if (s != NULL) {
+            succeeded = 1;
+            assert_int_equal(store_schema_version(s), 2);
+            store_free(s);
+        } else {
+            assert_int_equal(e.code, DP_ENOMEM);
+        }
+    }
+    assert_true(succeeded);
+}
+
 static void busy_maps_to_ebusy(void **state)
 {
     (void)state;
@@ -338,6 +376,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(read_only_file_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(pool_lends_each_connection_once_and_cleans_returns, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(allocation_failures_during_open_are_clean, setup, teardown),
         cmocka_unit_test(busy_maps_to_ebusy),
     };
     return cmocka_run_group_tests_name("service_store", tests, NULL, NULL);
