@@ -33,7 +33,17 @@
 
 typedef struct tally {
     int rdp, eps, skipped, known_wrong, failed;
+    double max_rel_rdp, max_rel_eps; /* largest relative deviation seen (reported, not asserted) */
 } tally;
+
+static double rel_dev(double a, double b)
+{
+    if (a == b)
+        return 0.0;
+    if (!isfinite(a) || !isfinite(b))
+        return HUGE_VAL;
+    return fabs(a - b) / fmax(fabs(a), fabs(b));
+}
 
 static double num_or_inf(const json_t *v)
 {
@@ -70,6 +80,8 @@ static void check_case(const json_t *c, const char *file, tally *t)
         double a = json_number_value(json_object_get(c, "order")), r;
         double want = num_or_inf(json_object_get(c, "rdp"));
         int rc = acct_rdp_eval(ev, nb, &a, 1, &r, &err);
+        if (rc == DP_OK)
+            t->max_rel_rdp = fmax(t->max_rel_rdp, rel_dev(r, want));
         if (rc != DP_OK || !test_close_enough(r, want, rtol, 0)) {
             print_error("%s: %s: rdp %.17g, reference %.17g (rtol %g) %s\n", file, name, r, want,
                         rtol, rc ? err.msg : "");
@@ -94,6 +106,8 @@ static void check_case(const json_t *c, const char *file, tally *t)
             rc = acct_rdp_epsilon(ev, nb, json_number_value(json_object_get(c, "delta")), conv,
                                   orders, n, &ans, &err);
         double want = num_or_inf(json_object_get(c, "epsilon"));
+        if (rc == DP_OK)
+            t->max_rel_eps = fmax(t->max_rel_eps, rel_dev(ans.value, want));
         if (rc != DP_OK || !test_close_enough(ans.value, want, rtol, 0)) {
             print_error("%s: %s: epsilon %.17g, reference %.17g (rtol %g) %s\n", file, name,
                         ans.value, want, rtol, rc ? err.msg : "");
@@ -127,8 +141,10 @@ static void all_vector_files_agree(void **state)
         tally t = {0};
         for (size_t i = 0; i < json_array_size(cases); i++)
             check_case(json_array_get(cases, i), de->d_name, &t);
-        printf("  %s: %d rdp + %d epsilon cases checked, %d known-wrong, %d other, %d failed\n",
-               de->d_name, t.rdp, t.eps, t.known_wrong, t.skipped, t.failed);
+        printf("  %s: %d rdp + %d epsilon cases checked (max relative deviation %.2g / %.2g), "
+               "%d known-wrong, %d other, %d failed\n",
+               de->d_name, t.rdp, t.eps, t.max_rel_rdp, t.max_rel_eps, t.known_wrong, t.skipped,
+               t.failed);
         if (strcmp(de->d_name, "mpmath_rdp.json") == 0) {
             saw_mpmath = true;
             assert_true(t.rdp + t.eps >= MPMATH_MIN_CASES);
