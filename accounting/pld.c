@@ -3,55 +3,54 @@
  *
  * DESIGN
  *
- * 1. Flatten. The event tree becomes a list of leaves (mechanism, count): self_composed multiplies
- *    counts, composed concatenates. Unsampled Gaussian mechanisms compose exactly into one Gaussian
- *    with 1/sigma^2 = sum count_i / sigma_i^2 (Dong, Roth & Su 2019, Cor. 3.3; dp_accounting does
- * the same with sigma / sqrt(count)), which is then discretised once.
+ * 1. Flatten. The event tree becomes a list of leaves (mechanism, count): self_composed
+ * multiplies counts, composed concatenates, identical mechanisms merge. Unsampled Gaussians
+ * compose exactly into one Gaussian with 1/sigma^2 = sum count_i / sigma_i^2 (Dong, Roth & Su
+ * 2019, Cor. 3.3; dp_accounting uses sigma / sqrt(count)), which is then discretised once.
  *
- * 2. Discretise each leaf (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, "Connect the dots",
- *    §3). The pair (P, Q) of the "remove" direction has a privacy loss L(x) = log(P(x)/Q(x)) that
- * is non-increasing in x, so {L > eps} = {x < x*(eps)} with x* in closed form. For each grid point
- *    eps_j = j h we get U_j = P(L > eps_j) and W_j = Q(L > eps_j) (both tails computed directly
- * with erfc, so small masses keep their relative accuracy). In bin (eps_k, eps_k+1] the P-mass dU
- * and Q-mass dW are split between the two end points so that BOTH are preserved; this is exactly
- * the PLD whose hockey-stick curve delta(e^eps) interpolates the true one linearly in e^eps at the
- *    grid points. The true curve is convex in e^eps, so the interpolation lies above it: the
- *    discretised PLD dominates the true one (Doroshenko et al. 2022, Thm. 3.1/Lemma 3.4), and
- *    domination survives composition (their Lemma 2.4). Mass with L <= eps_min is lifted to eps_min
- *    (pessimistic); above eps_max the Q-mass goes to eps_max with P-mass e^eps_max W and the rest
- *    of the P-mass goes to +infinity (exact: delta for eps >= eps_max is then the true
- *    delta(eps_max)). The "add" direction is the pair (Q, P) reflected (x -> -x; Gaussian and
- *    Laplace noise are symmetric): its connect-the-dots PMF is the reflection of the same bins with
- *    the roles of dU and dW swapped, so it costs no further special-function evaluations.
- *    Under replace_one the Poisson-sampled Gaussian pair (1-q) N(0) + q N(-+1/2) is symmetric, so
- *    only one PLD is needed, but x*(eps) has no closed form and is found by a bracketed Newton
- *    iteration (repl_xstar).
+ * 2. Discretise each leaf by connect-the-dots (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi
+ * 2022, "Connect the Dots: Tighter Discrete Approximations of Privacy Loss Distributions",
+ * arXiv:2207.04380). The "remove" pair (P, Q) has a loss L(x) = log(P(x)/Q(x)) non-increasing in
+ * x, so {L > eps} = {x < x*(eps)} with x* in closed form. At each grid point eps_j = j h we get
+ * U_j = P(L > eps_j) and W_j = Q(L > eps_j), both tails from erfc so small masses keep their
+ * relative accuracy. The P-mass dU and Q-mass dW of each bin (eps_k, eps_k+1] are split between
+ * the two end points so that BOTH are preserved; the result is the PLD whose hockey-stick curve
+ * delta(e^eps) interpolates the true one linearly in e^eps at the grid points. The true curve is
+ * convex in e^eps, so the interpolation lies above it: the discrete PLD dominates the true one
+ * (the paper's pessimistic estimate, which it shows is the best pessimistic one on that support),
+ * and domination survives composition. Mass with L <= eps_min is lifted to eps_min; above eps_max
+ * the Q-mass goes to eps_max with P-mass e^eps_max W and the rest of the P-mass to +infinity
+ * (exact: delta beyond eps_max is then the true delta(eps_max)). The "add" direction is the pair
+ * (Q, P) reflected (x -> -x; the noise is symmetric): its PMF is the reflection of the same bins
+ * with the roles of dU and dW swapped, so it costs no further special-function evaluations.
+ * Under replace_one the Poisson-sampled Gaussian pair (1-q) N(0) + q N(-+1/2) is symmetric, so one
+ * PLD suffices, but x*(eps) has no closed form: a bracketed Newton iteration finds it.
  *
- * 3. Window. The composed loss S of all leaves lives on integer grid indices; its tails are bounded
- *    by Chernoff: P(S >= u) <= exp(K(t) - t u) with K the cumulant generating function of the
- *    discretised PMFs (additive over composition). t is optimised by Newton's method. The window
- *    [A, B] leaves at most tail_mass_truncation outside on each side (Koskela et al. 2021, §4, use
- *    the same device to bound the FFT aliasing error).
+ * 3. Window. The composed loss S lives on integer grid indices; its tails are bounded by Chernoff,
+ * P(S >= u) <= exp(K(t) - t u), with K the cumulant generating function of the discretised PMFs
+ * (additive over composition) and t optimised by Newton's method. The window [A, B] leaves at most
+ * tail_mass_truncation outside on each side (Koskela, Jälkö, Prediger & Honkela 2021 bound the FFT
+ * aliasing error with moment bounds in the same way).
  *
  * 4. Compose. Each leaf PMF is wrapped modulo N (N >= B - A + 1, a 2-3-5-smooth length for GSL's
- *    mixed-radix real FFT), transformed once, raised to its count by repeated squaring of each
- *    Fourier coefficient, multiplied into the product, and transformed back (Koskela, Jälkö &
- *    Honkela 2020, Alg. 1; cyclic convolution = wrapped linear convolution). Mass outside the
- * window is aliased into it; for the upper bound it can only add to delta (all terms are >= 0) and
- * its size bound is also added as mass at +infinity; for the lower bound it is subtracted.
+ * mixed-radix real FFT), transformed once, raised to its count by repeated squaring of each
+ * Fourier coefficient, multiplied into the product, and transformed back (Koskela, Jälkö &
+ * Honkela 2020; cyclic convolution = wrapped linear convolution). Mass outside the window aliases
+ * into it: for the upper bound that can only add to delta (all terms are >= 0), and its bound is
+ * also added as mass at +infinity; for the lower bound it is subtracted.
  *
- * 5. Read out. delta(eps) = sum_{l_J > eps} (1 - e^(eps - l_J)) r_J + mass(+inf), evaluated by one
- *    backward scan; epsilon for a delta is solved exactly within the grid cell where it crosses.
- *    Lower bound: the connect-the-dots rounding moves each run's loss by D in [-h, h) with
- *    0 <= E[D] <= (e^h - 1)^2 / 8 (a mean-preserving spread of e^-L; convexity of -log),
- * independently across runs, so with n runs P(sum D > t) <= beta for t = n (e^h-1)^2/8 + h sqrt(2 n
- * log(1/beta)) (Hoeffding 1963, Thm. 2). On that event the true composed loss is >= S - t, hence
- *    delta_true(eps) >= delta_disc(eps + t) - beta - (truncated and aliased mass). beta is
- * optimised over a small set. This needs no second FFT and is far tighter than rounding every loss
- * down (dp_accounting's optimistic "privacy buckets" estimate, Meiser & Mohammadi 2018).
+ * 5. Read out. delta(eps) = sum_{l_J > eps} (1 - e^(eps - l_J)) r_J + mass(+inf), by one backward
+ * scan; epsilon for a delta is solved exactly inside the grid cell where delta crosses. Lower
+ * bound: connect-the-dots moves each run's loss by D in [-h, h) with 0 <= E[D] <= (e^h - 1)^2 / 8
+ * (a mean-preserving spread of e^-L; -log is convex), independently across runs, so with n runs
+ * P(sum D > t) <= beta for t = n (e^h - 1)^2 / 8 + h sqrt(2 n log(1/beta)) (Hoeffding 1963,
+ * Thm. 2), and surely sum D < n h. On that event the true composed loss is >= S - t, hence
+ * delta_true(eps) >= delta_disc(eps + t) - beta - (truncated, aliased and far-lifted mass), with
+ * beta optimised over a small set. No second FFT is needed, and this is much tighter than rounding
+ * every loss down (dp_accounting's optimistic "privacy buckets", Meiser & Mohammadi 2018).
  *
  * Floating point: bin masses are differences of tail probabilities (relative error ~1e-12 in the
- * split), FFT round-off is ~1e-16 per coefficient and grows like count * 1e-16 in z^count, hence
+ * split); FFT round-off is ~1e-16 per coefficient and grows like count * 1e-16 in z^count, hence
  * ACCT_PLD_MAX_COUNT. Negative FFT noise is clamped to 0 (which can only raise the upper delta).
  *
  * Thread-safety: no global state; GSL's error handler must be off (service/main.c does that).
