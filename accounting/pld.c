@@ -88,6 +88,9 @@
 #define PLD_TINY_FACTOR 1e-300
 /* Exponent below which a Fourier coefficient raised to its count is zero in double precision. */
 #define PLD_LOG_UNDERFLOW (-745.0)
+/* Work cap of one call, in units of max_grid_points: total grid points discretised over all
+ * mechanisms, and mechanisms x window length transformed (keeps a request to about a second). */
+#define PLD_WORK_FACTOR 16.0
 /* Grid points between exact exp() re-anchors of the e^eps recurrence in pmf_build. */
 #define PLD_EXP_RESYNC 32
 /* INFINITY is a float constant; -Wdouble-promotion wants the double. */
@@ -1018,6 +1021,12 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
                           "the composed privacy loss spans [%g, %g]: more than %zu grid points at "
                           "value_discretization %g; use a coarser grid or accountant rdp",
                           a * h, b * h, o->max_grid_points, h);
+    if (!((double)nl * (b - a + 1) <= PLD_WORK_FACTOR * (double)o->max_grid_points))
+        return dp_err_set(err, DP_EINVAL, "value_discretization",
+                          "composing %zu mechanisms on a %.0f-point window takes more than %g "
+                          "point-FFTs at value_discretization %g; use a coarser grid or accountant "
+                          "rdp",
+                          nl, b - a + 1, PLD_WORK_FACTOR * (double)o->max_grid_points, h);
     size_t n = fft_length((size_t)(b - a) + 1);
     if (n > o->max_grid_points)
         n = (size_t)(b - a) + 1; /* GSL handles any length, only slower */
@@ -1280,6 +1289,21 @@ static int pld_run(const acct_event *ev, acct_neighboring nb, pld_query qy,
     pa = sym ? NULL : dp_calloc(nl, sizeof *pa);
     if (pr == NULL || (!sym && pa == NULL)) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory for %zu PLDs", nl);
+        goto out;
+    }
+    /* bound the work of one call: grid points over all mechanisms */
+    double total = 0;
+    for (size_t k = 0; k < nl; k++) {
+        double lo, hi;
+        mech_range(&lv[k].m, o.leaf_tail_mass, &lo, &hi);
+        total += (hi - lo) / o.value_discretization + 2;
+    }
+    if (!(total <= PLD_WORK_FACTOR * (double)o.max_grid_points)) {
+        rc = dp_err_set(err, DP_EINVAL, "value_discretization",
+                        "the %zu mechanisms need %.3g grid points in all at value_discretization "
+                        "%g (at most %g); use a coarser grid or accountant rdp",
+                        nl, total, o.value_discretization,
+                        PLD_WORK_FACTOR * (double)o.max_grid_points);
         goto out;
     }
     for (size_t k = 0; k < nl; k++)

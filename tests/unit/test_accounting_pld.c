@@ -495,6 +495,14 @@ static void distinct_mechanisms_are_bounded_and_identical_ones_merge(void **stat
     root->children = kids;
     root->n_children = k;
     expect_err(root, ACCT_NB_ADD_REMOVE, 1e-5, NULL, "events");
+    /* fewer mechanisms, but too many grid points in all for the work cap (16 x max_grid_points) */
+    acct_pld_opts small = opts_h(1e-2);
+    small.max_grid_points = 1000;
+    root->n_children = 20;
+    for (size_t i = 0; i < 20; i++)
+        nodes[i].noise_multiplier = 0.1 + 0.001 * (double)i; /* loss range +-10: 2000 points */
+    expect_err(root, ACCT_NB_ADD_REMOVE, 1e-5, &small, "value_discretization");
+    root->n_children = k;
     /* the same mechanism repeated is one mechanism: accepted, and equal to its self-composition */
     for (size_t i = 0; i < k; i++)
         nodes[i].noise_multiplier = 25.0;
