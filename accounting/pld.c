@@ -80,7 +80,11 @@
  */
 #define PLD_NEWTON_MAX_ITER 60
 /* Relative step at which the Newton search for the Chernoff exponent stops. */
-#define PLD_NEWTON_RTOL 1e-6
+#define PLD_NEWTON_RTOL 1e-4
+/* First Chernoff exponent (small: gives the variance), and the largest first guess derived from it.
+ */
+#define PLD_CHERNOFF_T0   1e-3
+#define PLD_CHERNOFF_TMAX 1e6
 /* Relative bracket width at which the replace-one loss inversion stops (near double precision). */
 #define PLD_ROOT_XTOL 1e-14
 /* Terms of a moment sum below this factor are bounded by it (keeps the bound an upper bound). */
@@ -810,12 +814,20 @@ static void cgf_eval(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h,
 static double chernoff_cut(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h, int sgn,
                            double c)
 {
-    double t = 1.0, best = PLD_INF;
+    /* start where a Gaussian with the same variance would have its optimum, t = sqrt(2c / var) */
+    double t = PLD_CHERNOFF_T0, best = PLD_INF;
     for (int it = 0; it < PLD_NEWTON_MAX_ITER; it++) {
         double K, K1, K2;
         cgf_eval(pm, lv, nl, h, sgn, t, &K, &K1, &K2);
         if (K == -PLD_INF)
             return -PLD_INF;
+        if (it == 0 && K2 > 0) {
+            double t0 = sqrt(2.0 * c / K2);
+            if (t0 > t) {
+                t = t0 < PLD_CHERNOFF_TMAX ? t0 : PLD_CHERNOFF_TMAX;
+                continue;
+            }
+        }
         double u = (K + c) / t;
         if (u < best)
             best = u;
