@@ -2,17 +2,17 @@
  * routes_tuning.c: the price of a private hyperparameter search (issue #4; docs/TUNING.md).
  *
  *   POST /v1/tuning/cost        epsilon of a search, of one run, and of running every grid value
- *   POST /v1/tuning/plan        noise multiplier per run so that the whole search meets (eps, delta)
- *   POST /v1/tuning/draw        draws the number of runs K (and, with grid_size, which candidate
- *                               each run uses) with the kernel CSPRNG and records the draw
- *   GET  /v1/tuning/draws/{id}  reads a recorded draw back (audit)
+ *   POST /v1/tuning/plan        noise multiplier per run so that the whole search meets (eps,
+ * delta) POST /v1/tuning/draw        draws the number of runs K (and, with grid_size, which
+ * candidate each run uses) with the kernel CSPRNG and records the draw GET  /v1/tuning/draws/{id}
+ * reads a recorded draw back (audit)
  *
- * Accounting: the search is the event {"type": "repeat_and_select", "event": run, "distribution": D}
- * evaluated by the RDP accountant (accounting/rdp.h, which hands the node to accounting/tuning.h:
- * Papernot & Steinke 2022 Thm. 2 / Thm. 6 with continuous auxiliary orders) and converted with the
- * continuous-order conversion (ACCT_CONV_OPTIMAL). Runs whose leaves are all pure also get the pure
- * bound (Liu & Talwar 2019 / PS22), and the smaller figure is the headline. Calibration uses
- * accounting/calibrate.h on the same tree with the noise multiplier left open.
+ * Accounting: the search is the event {"type": "repeat_and_select", "event": run, "distribution":
+ * D} evaluated by the RDP accountant (accounting/rdp.h, which hands the node to
+ * accounting/tuning.h: Papernot & Steinke 2022 Thm. 2 / Thm. 6 with continuous auxiliary orders)
+ * and converted with the continuous-order conversion (ACCT_CONV_OPTIMAL). Runs whose leaves are all
+ * pure also get the pure bound (Liu & Talwar 2019 / PS22), and the smaller figure is the headline.
+ * Calibration uses accounting/calibrate.h on the same tree with the noise multiplier left open.
  *
  * Randomness: getrandom(2) (flags 0: blocks only until the kernel pool is initialised at boot, then
  * never), 64-bit words. K comes from inverting the CDF at a 53-bit uniform; candidate indices from
@@ -125,7 +125,8 @@ static json_t *draw_json(int64_t id, int64_t created_ms, json_t *dist, int64_t r
     return o;
 }
 
-/* ---- shared ---------------------------------------------------------------------------------------- */
+/* ---- shared
+ * ---------------------------------------------------------------------------------------- */
 
 static const char *bound_name(const acct_tuning_dist *d)
 {
@@ -189,11 +190,13 @@ static int eps_of(const acct_event *ev, acct_neighboring nb, double delta, doubl
     return DP_OK;
 }
 
-/* ---- POST /v1/tuning/cost -------------------------------------------------------------------------- */
+/* ---- POST /v1/tuning/cost
+ * -------------------------------------------------------------------------- */
 
 int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    static const char *const keys[] = {"event", "distribution", "delta", "grid_size", "neighboring"};
+    static const char *const keys[] = {"event", "distribution", "delta", "grid_size",
+                                       "neighboring"};
     acct_event *base = NULL, *search = NULL;
     json_t *o = NULL;
     int rc;
@@ -281,10 +284,9 @@ int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
         set_eps(o, "epsilon_one_run", head_one, err) != DP_OK ||
         (grid > 0 ? set_eps(o, "epsilon_naive", head_naive, err)
                   : (json_util_set(o, "epsilon_naive", json_null(), err) ||
-                     json_util_set(o, "epsilon_naive_reason",
-                                   json_string("grid_size not given"), err))) != DP_OK ||
-        json_util_set(o, "naive_runs", grid > 0 ? json_integer(grid) : json_null(), err) !=
-            DP_OK ||
+                     json_util_set(o, "epsilon_naive_reason", json_string("grid_size not given"),
+                                   err))) != DP_OK ||
+        json_util_set(o, "naive_runs", grid > 0 ? json_integer(grid) : json_null(), err) != DP_OK ||
         json_util_set(o, "delta", json_real(delta), err) != DP_OK ||
         json_util_set(o, "expected_runs", json_util_real(acct_tuning_expected_runs(&d)), err) !=
             DP_OK ||
@@ -303,7 +305,8 @@ out:
     return rc;
 }
 
-/* ---- POST /v1/tuning/plan -------------------------------------------------------------------------- */
+/* ---- POST /v1/tuning/plan
+ * -------------------------------------------------------------------------- */
 
 /* One training run: steps x poisson_sampled(q, gaussian(open)); q = 1 drops the sampling node and
  * steps = 1 the composition. Owned by caller, NULL on allocation failure. */
@@ -338,8 +341,8 @@ static acct_event *training_run(double q, int64_t steps)
 
 int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    static const char *const keys[] = {"epsilon",      "delta",       "grid_size",  "expected_runs",
-                                       "training",     "distribution", "neighboring"};
+    static const char *const keys[] = {"epsilon",  "delta",        "grid_size",  "expected_runs",
+                                       "training", "distribution", "neighboring"};
     static const char *const tkeys[] = {"sampling_rate", "steps"};
     acct_event *search = NULL;
     json_t *o = NULL;
@@ -424,15 +427,16 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
         rc = DP_OK;
     }
     o = json_object();
-    json_t *runs = json_pack("{s:o, s:o, s:o, s:s}", "expected", json_util_real(acct_tuning_expected_runs(&d)),
-                             "prob_no_run", json_util_real(acct_tuning_prob_zero(&d)),
-                             "distribution", tuning_json_dist(&d), "draw",
-                             "POST /v1/tuning/draw with this distribution draws the number of runs");
-    json_t *acc = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "accountant", "rdp", "bound",
-                            bound_name(&d), "auxiliary_orders", "continuous", "conversion",
-                            acct_conversion_name(ACCT_CONV_OPTIMAL), "optimal_order",
-                            json_util_real(tuned_order), "neighboring",
-                            event_json_neighboring_name(nb));
+    json_t *runs =
+        json_pack("{s:o, s:o, s:o, s:s}", "expected", json_util_real(acct_tuning_expected_runs(&d)),
+                  "prob_no_run", json_util_real(acct_tuning_prob_zero(&d)), "distribution",
+                  tuning_json_dist(&d), "draw",
+                  "POST /v1/tuning/draw with this distribution draws the number of runs");
+    json_t *acc =
+        json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "accountant", "rdp", "bound", bound_name(&d),
+                  "auxiliary_orders", "continuous", "conversion",
+                  acct_conversion_name(ACCT_CONV_OPTIMAL), "optimal_order",
+                  json_util_real(tuned_order), "neighboring", event_json_neighboring_name(nb));
     if (o == NULL) {
         json_decref(runs);
         json_decref(acc);
@@ -443,8 +447,7 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
     if (json_util_set(o, "runs", runs, err) != DP_OK ||
         json_util_set(o, "accounting", acc, err) != DP_OK ||
         json_util_set(o, "noise_multiplier", json_util_real(tuned.value), err) != DP_OK ||
-        json_util_set(o, "noise_multiplier_untuned", json_util_real(untuned.value), err) !=
-            DP_OK ||
+        json_util_set(o, "noise_multiplier_untuned", json_util_real(untuned.value), err) != DP_OK ||
         json_util_set(o, "price_of_tuning", json_util_real(tuned.value / untuned.value), err) !=
             DP_OK ||
         json_util_set(o, "noise_multiplier_naive",
@@ -454,8 +457,7 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
                        json_string("no noise multiplier lets every grid value run within the "
                                    "target"),
                        err) != DP_OK) ||
-        json_util_set(o, "naive_runs", grid > 0 ? json_integer(grid) : json_null(), err) !=
-            DP_OK ||
+        json_util_set(o, "naive_runs", grid > 0 ? json_integer(grid) : json_null(), err) != DP_OK ||
         json_util_set(o, "epsilon", json_util_real(tuned.epsilon), err) != DP_OK ||
         json_util_set(o, "delta", json_real(delta), err) != DP_OK ||
         json_util_set(o, "training",
