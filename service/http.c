@@ -118,6 +118,56 @@ const char *http_req_query(const http_req *rq, const char *name)
     return NULL;
 }
 
+/* Strict decimal parse: optional '-' only when allow_neg, digits, no leading zeros, fits int64. */
+static int parse_i64(const char *s, int allow_neg, int64_t *out)
+{
+    if (s == NULL || *s == '\0')
+        return -1;
+    const char *p = s;
+    if (*p == '-' && allow_neg)
+        p++;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '\0'))
+        return -1;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9')
+            return -1;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int http_req_param_id(const http_req *rq, const char *name, int64_t *out, dp_err *err)
+{
+    const char *v = http_req_param(rq, name);
+    int64_t id;
+    if (v == NULL || parse_i64(v, 0, &id) != 0 || id < 1)
+        return dp_err_set(err, DP_EINVAL, name, "%s must be a positive integer id (got \"%.32s\")",
+                          name, v ? v : "");
+    *out = id;
+    return DP_OK;
+}
+
+int http_req_query_int(const http_req *rq, const char *name, int64_t def, int64_t lo, int64_t hi,
+                       int64_t *out, dp_err *err)
+{
+    const char *v = http_req_query(rq, name);
+    if (v == NULL) {
+        *out = def;
+        return DP_OK;
+    }
+    int64_t x;
+    if (parse_i64(v, 1, &x) != 0 || x < lo || x > hi)
+        return dp_err_set(err, DP_EINVAL, name,
+                          "%s must be an integer in %lld..%lld (got \"%.32s\")", name,
+                          (long long)lo, (long long)hi, v);
+    *out = x;
+    return DP_OK;
+}
+
 void http_resp_clear(http_resp *rs)
 {
     json_decref(rs->body);

@@ -98,6 +98,15 @@ const char *http_req_param(const http_req *rq, const char *name);
 /* Finds the first query parameter by name; borrowed value or NULL. */
 const char *http_req_query(const http_req *rq, const char *name);
 
+/* Path parameter `name` as a database id: plain decimal 1..INT64_MAX ("07", "+1", "1e3", ""
+ * refused). DP_EINVAL naming the parameter otherwise. */
+int http_req_param_id(const http_req *rq, const char *name, int64_t *out, dp_err *err);
+/* Query parameter `name` as a decimal integer in [lo, hi] (e.g. ?limit= and ?after= for
+ * pagination); absent -> *out = def. Malformed or out of range -> DP_EINVAL naming the parameter.
+ */
+int http_req_query_int(const http_req *rq, const char *name, int64_t def, int64_t lo, int64_t hi,
+                       int64_t *out, dp_err *err);
+
 /* Reply JSON with any status. body is stolen (also on failure); NULL body -> DP_ENOMEM. */
 int http_resp_json(http_resp *rs, int status, json_t *body, dp_err *err);
 /* 201 Created with Location (printf-style, e.g. "/v1/silos/%lld"). body stolen. */

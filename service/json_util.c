@@ -4,7 +4,9 @@
 #include "service/json_util.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 const char *json_util_type_name(const json_t *v)
 {
@@ -198,6 +200,26 @@ int json_util_opt_bool(const json_t *obj, const char *key, bool def, bool *out, 
 json_t *json_util_real(double x)
 {
     return isfinite(x) ? json_real(x) : json_null();
+}
+
+json_t *json_util_time(int64_t unix_ms)
+{
+    /* floor division, so times before 1970 get a non-negative millisecond part */
+    int64_t sec = unix_ms / 1000, ms = unix_ms % 1000;
+    if (ms < 0) {
+        ms += 1000;
+        sec -= 1;
+    }
+    time_t t = (time_t)sec;
+    struct tm tm;
+    if (gmtime_r(&t, &tm) == NULL || tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999)
+        return NULL;
+    char buf[32];
+    size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (n == 0)
+        return NULL;
+    snprintf(buf + n, sizeof buf - n, ".%03dZ", (int)ms);
+    return json_string(buf);
 }
 
 int json_util_set(json_t *obj, const char *key, json_t *value, dp_err *err)

@@ -26,10 +26,11 @@
  * that could shadow them ("/v1/jobs/stats" before "/v1/jobs/{id}"). max body 0 = no body allowed;
  *      the effective cap is min(this, --max-body); larger bodies get 413.
  *   4. Add your migration (migrations/NNNN_*.sql with your reserved number) if you need tables, a
- * unit test in tests/unit/test_service_<feature>.c and an integration test in tests/integration/.
- * 404 (no pattern matches), 405 with Allow (pattern matches, method does not), 413, malformed JSON
- * (400 with line and column), request ids, access log and metrics are handled by the dispatcher
- * (http.c).
+ * unit test in tests/unit/test_service_<feature>.c and an integration test in
+ * tests/integration/test_<feature>.sh (source tests/integration/lib.sh: start_daemon, req,
+ * expect_status, expect_json, stop_daemon). 404 (no pattern matches), 405 with Allow (pattern
+ * matches, method does not), 413, malformed JSON (400 with line and column), request ids, access
+ * log and metrics are handled by the dispatcher (http.c).
  */
 #include "service/routes.h"
 
@@ -41,9 +42,9 @@ const route ROUTES[] = {
     {"GET", "/v1/version", route_version, 0},
     {"GET", "/metrics", route_metrics, 0},
     {"POST", "/v1/echo", route_echo, 4 * KIB},
-    {"POST", "/v1/estimators/gaussian", route_estimators_gaussian, 64 * KIB * KIB},
-    {"POST", "/v1/estimators/beta", route_estimators_beta, 64 * KIB * KIB},
-    {"POST", "/v1/estimators/mixture", route_estimators_mixture, 64 * KIB * KIB},
+    {"POST", "/v1/estimators/gaussian", route_estimators_gaussian, 64 * KIB *KIB},
+    {"POST", "/v1/estimators/beta", route_estimators_beta, 64 * KIB *KIB},
+    {"POST", "/v1/estimators/mixture", route_estimators_mixture, 64 * KIB *KIB},
     {"GET", "/v1/runs", route_runs_list, 0},
     {"GET", "/v1/runs/{id}", route_runs_get, 0},
     {"POST", "/v1/tuning/cost", route_tuning_cost, 64 * KIB},

@@ -56,8 +56,8 @@ int route_version(const http_req *rq, http_resp *rs, dp_err *err)
         return store_err(rq->db, rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, "read instance",
                          rq->req_id, err);
     }
-    json_t *inst = json_pack("{s:s, s:I}", "instance_id", (const char *)sqlite3_column_text(st, 0),
-                             "created_at_ms", (json_int_t)sqlite3_column_int64(st, 1));
+    json_t *inst = json_pack("{s:s, s:o}", "instance_id", (const char *)sqlite3_column_text(st, 0),
+                             "created_at", json_util_time(sqlite3_column_int64(st, 1)));
     store_stmt_done(st);
     json_t *o =
         json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:i, s:o*}", "version", v.version,

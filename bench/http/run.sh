@@ -7,8 +7,10 @@
 # Usage: bash bench/http/run.sh            (or `make bench`)
 # Knobs (environment): DURATION=10s CONNS=64 WRK_THREADS=1 THREADS=<dpsilod --threads, default nproc>
 #                      LOG_LEVEL=info (the access log is written, to a file, as in production)
-# Output: one line per endpoint: req/s, p50, p99 (wrk --latency), and the daemon's CPU time per request
-# (from /proc/<pid>/stat), which depends much less on what else runs on the machine than req/s does.
+# Output: one line per endpoint: req/s, p50, p99 (wrk --latency); the CPU time per request of dpsilod
+# (from /proc/<pid>/stat, all threads) and of wrk (bash time), which depend much less than req/s on
+# what else runs on the shared machine; and cpu_bound_rps = cores * 1e6 / (dpsilod_us + wrk_us), the
+# rate both processes could sustain if they had every core to themselves.
 set -euo pipefail
 BUILD=${BUILD:-build}
 DPSILOD=${DPSILOD:-$BUILD/dpsilod}
@@ -45,7 +47,7 @@ HZ=$(getconf CLK_TCK)
 
 echo "bench/http: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), dpsilod --threads $THREADS," \
     "wrk -t$WRK_THREADS -c$CONNS -d$DURATION, log level $LOG_LEVEL, $(date -u +%Y-%m-%dT%H:%MZ)"
-printf '%-22s %10s %10s %10s %14s\n' endpoint req/s p50 p99 cpu_us/req
+printf '%-22s %10s %10s %10s %12s %12s %14s\n' endpoint req/s p50 p99 dpsilod_us wrk_us cpu_bound_rps
 
 run() { # name, extra wrk args..., url
     local name=$1
@@ -53,7 +55,8 @@ run() { # name, extra wrk args..., url
     wrk -t1 -c"$CONNS" -d2s "$@" >/dev/null # warm-up
     local c0 c1
     c0=$(cpu_ticks)
-    wrk -t"$WRK_THREADS" -c"$CONNS" -d"$DURATION" --latency "$@" >"$T/wrk.txt"
+    local TIMEFORMAT='%U %S'
+    { time wrk -t"$WRK_THREADS" -c"$CONNS" -d"$DURATION" --latency "$@" >"$T/wrk.txt"; } 2>"$T/wrk.time"
     c1=$(cpu_ticks)
     if grep -q "Non-2xx" "$T/wrk.txt"; then echo "bench/http: $name had non-2xx responses:"; cat "$T/wrk.txt"; exit 1; fi
     local rps p50 p99 nreq cpu
@@ -62,7 +65,9 @@ run() { # name, extra wrk args..., url
     p99=$(awk '$1 == "99%" {print $2}' "$T/wrk.txt")
     nreq=$(awk '/requests in/ {print $1}' "$T/wrk.txt")
     cpu=$(awk -v a="$c0" -v b="$c1" -v hz="$HZ" -v n="$nreq" 'BEGIN {printf "%.1f", (b - a) / hz * 1e6 / n}')
-    printf '%-22s %10s %10s %10s %14s\n' "$name" "$rps" "$p50" "$p99" "$cpu"
+    wcpu=$(awk -v n="$nreq" '{printf "%.1f", ($1 + $2) * 1e6 / n}' "$T/wrk.time")
+    cap=$(awk -v a="$cpu" -v b="$wcpu" -v c="$(nproc)" 'BEGIN {printf "%.0f", c * 1e6 / (a + b)}')
+    printf '%-22s %10s %10s %10s %12s %12s %14s\n' "$name" "$rps" "$p50" "$p99" "$cpu" "$wcpu" "$cap"
 }
 
 run "GET /healthz" "$URL/healthz"

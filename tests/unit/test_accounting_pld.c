@@ -282,6 +282,15 @@ static void laplace_and_pure_bracket_exact_curves(void **state)
                 fail_msg("laplace b %g eps %g: exact %.12g pld [%.12g, %.12g]", bs[i], eps, ex,
                          d.delta_lower, d.delta_upper);
         }
+        /* many runs: the optimistic bound is off by the Hoeffding shift only (~h sqrt(2n log
+         * 1/beta)); the atom at -1/b once cost a lift of h per run, i.e. a gap of ~n h / 2 */
+        tev t2;
+        t2.used = t2.kused = 0;
+        acct_event *many = tself(&t2, 100000, tlap(&t2, 10.0));
+        acct_pld_result rm = eps_of(many, ACCT_NB_ADD_REMOVE, 1e-5, 1e-3);
+        if (!(rm.epsilon_upper - rm.epsilon_lower < 5.0))
+            fail_msg("laplace x1e5: bracket [%.6f, %.6f] too wide", rm.epsilon_lower,
+                     rm.epsilon_upper);
         /* beyond 1/b Laplace is pure 1/b-DP: delta is exactly 0 once the grid passes 1/b */
         acct_pld_result d0 = delta_of(ev, ACCT_NB_ADD_REMOVE, 1 / bs[i] + 1e-3, 1e-4);
         assert_close(d0.delta_upper, 0.0, 0, 1e-15);

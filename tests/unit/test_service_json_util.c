@@ -184,6 +184,27 @@ static void doubles_round_trip_through_text(void **state)
     }
 }
 
+static void times_are_rfc3339_utc(void **state)
+{
+    (void)state;
+    const struct {
+        int64_t ms;
+        const char *want;
+    } cases[] = {
+        {0, "1970-01-01T00:00:00.000Z"},
+        {1795353020838LL, "2026-11-22T13:10:20.838Z"}, /* checked with python datetime */
+        {951782400000LL, "2000-02-29T00:00:00.000Z"},  /* leap day */
+        {-1, "1969-12-31T23:59:59.999Z"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *t = json_util_time(cases[i].ms);
+        assert_non_null(t);
+        assert_string_equal(json_string_value(t), cases[i].want);
+        json_decref(t);
+    }
+    assert_null(json_util_time(INT64_MAX)); /* beyond year 9999 */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -195,6 +216,7 @@ int main(void)
         cmocka_unit_test(nested_fields_get_their_path),
         cmocka_unit_test(non_finite_doubles_become_null),
         cmocka_unit_test(doubles_round_trip_through_text),
+        cmocka_unit_test(times_are_rfc3339_utc),
     };
     return cmocka_run_group_tests_name("service_json_util", tests, NULL, NULL);
 }

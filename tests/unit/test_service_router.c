@@ -175,6 +175,51 @@ static void percent_decoding_never_yields_nul(void **state)
     }
 }
 
+static void ids_and_query_integers_are_strict(void **state)
+{
+    (void)state;
+    http_param params[] = {{"id", "42"},
+                           {"bad", "07"},
+                           {"neg", "-3"},
+                           {"big", "9223372036854775808"},
+                           {"zero", "0"},
+                           {"exp", "1e3"},
+                           {"max", "9223372036854775807"}};
+    http_param query[] = {{"limit", "50"}, {"after", "-1"}, {"junk", "5x"}, {"huge", "1000"}};
+    http_req rq;
+    memset(&rq, 0, sizeof rq);
+    rq.params = params;
+    rq.n_params = sizeof params / sizeof params[0];
+    rq.query = query;
+    rq.n_query = sizeof query / sizeof query[0];
+    dp_err e;
+    int64_t v = 0;
+    dp_err_clear(&e);
+    assert_int_equal(http_req_param_id(&rq, "id", &v, &e), DP_OK);
+    assert_int_equal(v, 42);
+    assert_int_equal(http_req_param_id(&rq, "max", &v, &e), DP_OK);
+    assert_true(v == INT64_MAX);
+    const char *bad[] = {"bad", "neg", "big", "zero", "exp", "missing"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dp_err_clear(&e);
+        if (http_req_param_id(&rq, bad[i], &v, &e) != DP_EINVAL)
+            fail_msg("id %s accepted", bad[i]);
+        assert_string_equal(e.field, bad[i]);
+    }
+    dp_err_clear(&e);
+    assert_int_equal(http_req_query_int(&rq, "limit", 20, 1, 100, &v, &e), DP_OK);
+    assert_int_equal(v, 50);
+    assert_int_equal(http_req_query_int(&rq, "absent", 20, 1, 100, &v, &e), DP_OK);
+    assert_int_equal(v, 20);
+    assert_int_equal(http_req_query_int(&rq, "after", 0, -5, 5, &v, &e), DP_OK);
+    assert_int_equal(v, -1);
+    assert_int_equal(http_req_query_int(&rq, "junk", 20, 1, 100, &v, &e), DP_EINVAL);
+    assert_string_equal(e.field, "junk");
+    dp_err_clear(&e);
+    assert_int_equal(http_req_query_int(&rq, "huge", 20, 1, 100, &v, &e), DP_EINVAL);
+    assert_string_equal(e.msg, "huge must be an integer in 1..100 (got \"1000\")");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -187,6 +232,7 @@ int main(void)
         cmocka_unit_test(overlong_path_is_not_found),
         cmocka_unit_test(real_table_has_core_routes_and_no_shadowed_rows),
         cmocka_unit_test(percent_decoding_never_yields_nul),
+        cmocka_unit_test(ids_and_query_integers_are_strict),
     };
     return cmocka_run_group_tests_name("service_router", tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/dp_alloc.h"
 #include "service/store.h"
 
 typedef struct fixture {
@@ -310,6 +311,29 @@ static void pool_lends_each_connection_once_and_cleans_returns(void **state)
     store_free(s);
 }
 
+static void allocation_failures_during_open_are_clean(void **state)
+{
+    fixture *f = *state;
+    /* STYLE.md 2.9: fail the Nth dp_alloc allocation for N = 1, 2, ... until open succeeds; every
+     * failure must be a clean DP_ENOMEM (ASan checks that nothing leaks). */
+    int succeeded = 0;
+    for (long n = 1; n <= 50 && !succeeded; n++) {
+        dp_err e;
+        dp_err_clear(&e);
+        dp_alloc_fail_after(n);
+        store *s = store_open(f->path, 3, M12, 2, &e);
+        dp_alloc_fail_after(0);
+        if (s != NULL) {
+            succeeded = 1;
+            assert_int_equal(store_schema_version(s), 2);
+            store_free(s);
+        } else {
+            assert_int_equal(e.code, DP_ENOMEM);
+        }
+    }
+    assert_true(succeeded);
+}
+
 static void busy_maps_to_ebusy(void **state)
 {
     (void)state;
@@ -340,6 +364,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(read_only_file_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(pool_lends_each_connection_once_and_cleans_returns, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(allocation_failures_during_open_are_clean, setup, teardown),
         cmocka_unit_test(busy_maps_to_ebusy),
     };
     return cmocka_run_group_tests_name("service_store", tests, NULL, NULL);
