@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 
 #include "accounting/tuning.h"
 #include "common/dp_alloc.h"
@@ -72,21 +71,6 @@ static int getrandom64(void *ctx, uint64_t *out)
 /* ---- helpers
  * ------------------------------------------------------------------------------------- */
 
-/* RFC 3339 UTC with milliseconds, e.g. 2026-11-22T13:04:10.123Z. */
-static json_t *rfc3339(int64_t ms)
-{
-    time_t s = (time_t)(ms / 1000);
-    struct tm tm;
-    char buf[40];
-    if (gmtime_r(&s, &tm) == NULL)
-        return NULL;
-    size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (n == 0)
-        return NULL;
-    snprintf(buf + n, sizeof buf - n, ".%03dZ", (int)(ms % 1000));
-    return json_string(buf);
-}
-
 static const char SQL_INSERT_DRAW[] =
     "INSERT INTO tuning_draws (created_at_ms, request_id, distribution, runs, expected_runs, "
     "prob_no_run, grid_size, candidates, label) "
@@ -103,7 +87,7 @@ static json_t *draw_json(int64_t id, int64_t created_ms, json_t *dist, int64_t r
     dp_err e;
     dp_err_clear(&e);
     if (o == NULL || json_util_set(o, "id", json_integer(id), &e) != DP_OK ||
-        json_util_set(o, "created_at", rfc3339(created_ms), &e) != DP_OK ||
+        json_util_set(o, "created_at", json_util_time(created_ms), &e) != DP_OK ||
         json_util_set(o, "runs", json_integer(runs), &e) != DP_OK ||
         json_util_set(o, "distribution", json_incref(dist), &e) != DP_OK ||
         json_util_set(o, "expected_runs", json_util_real(expected), &e) != DP_OK ||
@@ -606,12 +590,10 @@ out:
 
 int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    const char *sid = http_req_param(rq, "id");
-    char *end = NULL;
-    errno = 0;
-    long long id = sid ? strtoll(sid, &end, 10) : 0;
-    if (sid == NULL || end == sid || *end != '\0' || errno != 0 || id < 1)
-        return dp_err_set(err, DP_EINVAL, "id", "id must be a positive integer");
+    int64_t id;
+    int rc0 = http_req_param_id(rq, "id", &id, err);
+    if (rc0 != DP_OK)
+        return rc0;
     sqlite3_stmt *st = store_conn_prepare(rq->db, SQL_GET_DRAW, err);
     if (st == NULL)
         return err->code;
@@ -620,7 +602,7 @@ int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
         src = sqlite3_step(st);
     if (src == SQLITE_DONE) {
         store_stmt_done(st);
-        return dp_err_set(err, DP_ENOTFOUND, "id", "no tuning draw %lld", id);
+        return dp_err_set(err, DP_ENOTFOUND, "id", "no tuning draw %lld", (long long)id);
     }
     if (src != SQLITE_ROW) {
         store_stmt_done(st);
@@ -642,7 +624,7 @@ int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
     json_t *body = NULL;
     int rc = DP_OK;
     if (dist == NULL || (ctext && cand == NULL)) {
-        dp_log(DP_LOG_ERROR, rq->req_id, "tuning draw %lld: stored JSON unreadable", id);
+        dp_log(DP_LOG_ERROR, rq->req_id, "tuning draw %lld: stored JSON unreadable", (long long)id);
         rc = dp_err_set(err, DP_EINTERNAL, NULL, "stored draw is unreadable");
         goto out;
     }
