@@ -392,8 +392,11 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
         goto out;
     }
     search->dist = d;
-    if ((rc = acct_calibrate(search, eps, acct_calib_rdp_eps, &cctx, &tuned, err)) != DP_OK)
+    if ((rc = acct_calibrate(search, eps, acct_calib_rdp_eps, &cctx, &tuned, err)) != DP_OK) {
+        if (err && strcmp(err->field, "target_epsilon") == 0) /* this endpoint calls it epsilon */
+            snprintf(err->field, sizeof err->field, "epsilon");
         goto out;
+    }
     double tuned_order = cctx.last_order;
     if ((rc = acct_calibrate(search->child, eps, acct_calib_rdp_eps, &cctx, &untuned, err)) !=
         DP_OK)

@@ -119,6 +119,9 @@ expect_status 200 POST /v1/tuning/plan '{"epsilon":1,"delta":1e-5,"grid_size":10
 expect_json '.noise_multiplier > .noise_multiplier_untuned and .noise_multiplier < .noise_multiplier_naive' true
 expect_json '.runs.expected > 9.999999 and .runs.expected < 10.000001' true
 expect_json .naive_runs 10
+# An impossible target is 422 naming epsilon.
+expect_status 422 POST /v1/tuning/plan '{"epsilon":1e-9,"delta":1e-12,"grid_size":10,"training":{"sampling_rate":1,"steps":1000000000},"distribution":{"geometric":{}}}'
+expect_json .error.field epsilon
 expect_status 400 POST /v1/tuning/plan '{"epsilon":1,"delta":1e-5,"training":{"sampling_rate":0.02,"steps":5000},"distribution":{"logarithmic":{}}}'
 expect_json .error.field expected_runs
 expect_status 400 POST /v1/tuning/plan '{"epsilon":1,"delta":1e-5,"grid_size":10,"training":{"sampling_rate":0.02,"steps":0},"distribution":{"logarithmic":{}}}'
