@@ -50,7 +50,7 @@ DEB_PKGS = build-essential libmicrohttpd-dev libjansson-dev libgsl-dev libsqlite
 
 .PHONY: all deps run test unit integration asan tsan bench check-deps format format-check clean
 
-all: check-deps $(BUILD)/dpsilod $(CLI_BINS)
+all: check-deps $(BUILD)/gen/version.stamp $(BUILD)/dpsilod $(CLI_BINS)
 
 # ---- libraries --------------------------------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c
@@ -71,6 +71,15 @@ $(BUILD)/gen/embedded.c: scripts/embed.sh $(EMBED_INPUTS)
 $(BUILD)/obj/gen/embedded.o: $(BUILD)/gen/embedded.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# version.o carries the commit and VERSION as -D flags: rebuild it whenever they change (the stamp is
+# rewritten only when its content differs), so /v1/version never reports a stale commit.
+$(BUILD)/gen/version.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(VERSION) $(GIT_COMMIT)' >$@.tmp; cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(BUILD)/obj/service/version.o: $(BUILD)/gen/version.stamp
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/libservice.a: $(SERVICE_OBJS)
 	@mkdir -p $(dir $@)

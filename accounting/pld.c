@@ -3,52 +3,54 @@
  *
  * DESIGN
  *
- * 1. Flatten. The event tree becomes a list of leaves (mechanism, count): self_composed multiplies
- *    counts, composed concatenates. Unsampled Gaussian mechanisms compose exactly into one Gaussian
- *    with 1/sigma^2 = sum count_i / sigma_i^2 (Dong, Roth & Su 2019, Cor. 3.3; dp_accounting does
- * the same with sigma / sqrt(count)), which is then discretised once.
+ * 1. Flatten. The event tree becomes a list of leaves (mechanism, count): self_composed
+ * multiplies counts, composed concatenates, identical mechanisms merge. Unsampled Gaussians
+ * compose exactly into one Gaussian with 1/sigma^2 = sum count_i / sigma_i^2 (Dong, Roth & Su
+ * 2019, Cor. 3.3; dp_accounting uses sigma / sqrt(count)), which is then discretised once.
  *
- * 2. Discretise each leaf (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, "Connect the dots",
- *    §3). The pair (P, Q) of the "remove" direction has a privacy loss L(x) = log(P(x)/Q(x)) that
- * is non-increasing in x, so {L > eps} = {x < x*(eps)} with x* in closed form. For each grid point
- *    eps_j = j h we get U_j = P(L > eps_j) and W_j = Q(L > eps_j) (both tails computed directly
- * with erfc, so small masses keep their relative accuracy). In bin (eps_k, eps_k+1] the P-mass dU
- * and Q-mass dW are split between the two end points so that BOTH are preserved; this is exactly
- * the PLD whose hockey-stick curve delta(e^eps) interpolates the true one linearly in e^eps at the
- *    grid points. The true curve is convex in e^eps, so the interpolation lies above it: the
- *    discretised PLD dominates the true one (Doroshenko et al. 2022, Thm. 3.1/Lemma 3.4), and
- *    domination survives composition (their Lemma 2.4). Mass with L <= eps_min is lifted to eps_min
- *    (pessimistic); above eps_max the Q-mass goes to eps_max with P-mass e^eps_max W and the rest
- *    of the P-mass goes to +infinity (exact: delta for eps >= eps_max is then the true
- *    delta(eps_max)). The "add" direction is the pair (Q, P) reflected (x -> -x; Gaussian and
- *    Laplace noise are symmetric): its connect-the-dots PMF is the reflection of the same bins with
- *    the roles of dU and dW swapped, so it costs no further special-function evaluations.
+ * 2. Discretise each leaf by connect-the-dots (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi
+ * 2022, "Connect the Dots: Tighter Discrete Approximations of Privacy Loss Distributions",
+ * arXiv:2207.04380). The "remove" pair (P, Q) has a loss L(x) = log(P(x)/Q(x)) non-increasing in
+ * x, so {L > eps} = {x < x*(eps)} with x* in closed form. At each grid point eps_j = j h we get
+ * U_j = P(L > eps_j) and W_j = Q(L > eps_j), both tails from erfc so small masses keep their
+ * relative accuracy. The P-mass dU and Q-mass dW of each bin (eps_k, eps_k+1] are split between
+ * the two end points so that BOTH are preserved; the result is the PLD whose hockey-stick curve
+ * delta(e^eps) interpolates the true one linearly in e^eps at the grid points. The true curve is
+ * convex in e^eps, so the interpolation lies above it: the discrete PLD dominates the true one
+ * (the paper's pessimistic estimate, which it shows is the best pessimistic one on that support),
+ * and domination survives composition. Mass with L <= eps_min is lifted to eps_min; above eps_max
+ * the Q-mass goes to eps_max with P-mass e^eps_max W and the rest of the P-mass to +infinity
+ * (exact: delta beyond eps_max is then the true delta(eps_max)). The "add" direction is the pair
+ * (Q, P) reflected (x -> -x; the noise is symmetric): its PMF is the reflection of the same bins
+ * with the roles of dU and dW swapped, so it costs no further special-function evaluations.
+ * Under replace_one the Poisson-sampled Gaussian pair (1-q) N(0) + q N(-+1/2) is symmetric, so one
+ * PLD suffices, but x*(eps) has no closed form: a bracketed Newton iteration finds it.
  *
- * 3. Window. The composed loss S of all leaves lives on integer grid indices; its tails are bounded
- *    by Chernoff: P(S >= u) <= exp(K(t) - t u) with K the cumulant generating function of the
- *    discretised PMFs (additive over composition). t is optimised by Newton's method. The window
- *    [A, B] leaves at most tail_mass_truncation outside on each side (Koskela et al. 2021, §4, use
- *    the same device to bound the FFT aliasing error).
+ * 3. Window. The composed loss S lives on integer grid indices; its tails are bounded by Chernoff,
+ * P(S >= u) <= exp(K(t) - t u), with K the cumulant generating function of the discretised PMFs
+ * (additive over composition) and t optimised by Newton's method. The window [A, B] leaves at most
+ * tail_mass_truncation outside on each side (Koskela, Jälkö, Prediger & Honkela 2021 bound the FFT
+ * aliasing error with moment bounds in the same way).
  *
  * 4. Compose. Each leaf PMF is wrapped modulo N (N >= B - A + 1, a 2-3-5-smooth length for GSL's
- *    mixed-radix real FFT), transformed once, raised to its count by repeated squaring of each
- *    Fourier coefficient, multiplied into the product, and transformed back (Koskela, Jälkö &
- *    Honkela 2020, Alg. 1; cyclic convolution = wrapped linear convolution). Mass outside the
- * window is aliased into it; for the upper bound it can only add to delta (all terms are >= 0) and
- * its size bound is also added as mass at +infinity; for the lower bound it is subtracted.
+ * mixed-radix real FFT), transformed once, raised to its count by repeated squaring of each
+ * Fourier coefficient, multiplied into the product, and transformed back (Koskela, Jälkö &
+ * Honkela 2020; cyclic convolution = wrapped linear convolution). Mass outside the window aliases
+ * into it: for the upper bound that can only add to delta (all terms are >= 0), and its bound is
+ * also added as mass at +infinity; for the lower bound it is subtracted.
  *
- * 5. Read out. delta(eps) = sum_{l_J > eps} (1 - e^(eps - l_J)) r_J + mass(+inf), evaluated by one
- *    backward scan; epsilon for a delta is solved exactly within the grid cell where it crosses.
- *    Lower bound: the connect-the-dots rounding moves each run's loss by D in [-h, h) with
- *    0 <= E[D] <= (e^h - 1)^2 / 8 (a mean-preserving spread of e^-L; convexity of -log),
- * independently across runs, so with n runs P(sum D > t) <= beta for t = n (e^h-1)^2/8 + h sqrt(2 n
- * log(1/beta)) (Hoeffding 1963, Thm. 2). On that event the true composed loss is >= S - t, hence
- *    delta_true(eps) >= delta_disc(eps + t) - beta - (truncated and aliased mass). beta is
- * optimised over a small set. This needs no second FFT and is far tighter than rounding every loss
- * down (dp_accounting's optimistic "privacy buckets" estimate, Meiser & Mohammadi 2018).
+ * 5. Read out. delta(eps) = sum_{l_J > eps} (1 - e^(eps - l_J)) r_J + mass(+inf), by one backward
+ * scan; epsilon for a delta is solved exactly inside the grid cell where delta crosses. Lower
+ * bound: connect-the-dots moves each run's loss by D in [-h, h) with 0 <= E[D] <= (e^h - 1)^2 / 8
+ * (a mean-preserving spread of e^-L; -log is convex), independently across runs, so with n runs
+ * P(sum D > t) <= beta for t = n (e^h - 1)^2 / 8 + h sqrt(2 n log(1/beta)) (Hoeffding 1963,
+ * Thm. 2), and surely sum D < n h. On that event the true composed loss is >= S - t, hence
+ * delta_true(eps) >= delta_disc(eps + t) - beta - (truncated, aliased and far-lifted mass), with
+ * beta optimised over a small set. No second FFT is needed, and this is much tighter than rounding
+ * every loss down (dp_accounting's optimistic "privacy buckets", Meiser & Mohammadi 2018).
  *
  * Floating point: bin masses are differences of tail probabilities (relative error ~1e-12 in the
- * split), FFT round-off is ~1e-16 per coefficient and grows like count * 1e-16 in z^count, hence
+ * split); FFT round-off is ~1e-16 per coefficient and grows like count * 1e-16 in z^count, hence
  * ACCT_PLD_MAX_COUNT. Negative FFT noise is clamped to 0 (which can only raise the upper delta).
  *
  * Thread-safety: no global state; GSL's error handler must be off (service/main.c does that).
@@ -58,6 +60,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <gsl/gsl_cdf.h>
@@ -71,15 +74,23 @@
 /* Largest grid index magnitude accepted: keeps j * h and sums of counts * j exact in double/int64.
  */
 #define PLD_MAX_INDEX 1.0e12
+/* The same for the composed window (sums of count * index over leaves; doubles are exact to 2^53).
+ */
+#define PLD_MAX_COMPOSED_INDEX 1.0e15
 /* Newton iterations for the Chernoff exponent; any iterate gives a valid bound, so a cap is safe.
  */
 #define PLD_NEWTON_MAX_ITER 60
 /* Relative step at which the Newton search for the Chernoff exponent stops. */
 #define PLD_NEWTON_RTOL 1e-6
+/* Relative bracket width at which the replace-one loss inversion stops (near double precision). */
+#define PLD_ROOT_XTOL 1e-14
 /* Terms of a moment sum below this factor are bounded by it (keeps the bound an upper bound). */
 #define PLD_TINY_FACTOR 1e-300
 /* Exponent below which a Fourier coefficient raised to its count is zero in double precision. */
 #define PLD_LOG_UNDERFLOW (-745.0)
+/* Work cap of one call, in units of max_grid_points: total grid points discretised over all
+ * mechanisms, and mechanisms x window length transformed (keeps a request to about a second). */
+#define PLD_WORK_FACTOR 16.0
 /* Grid points between exact exp() re-anchors of the e^eps recurrence in pmf_build. */
 #define PLD_EXP_RESYNC 32
 /* INFINITY is a float constant; -Wdouble-promotion wants the double. */
@@ -92,6 +103,8 @@ typedef struct pld_mech {
     double scale; /* GAUSS: sigma; LAPLACE: b (both relative to sensitivity 1) */
     double q;     /* Poisson sampling rate in (0, 1]; 1 = not sampled */
     double eps0;  /* PURE: epsilon */
+    bool replace; /* GAUSS with q < 1 under replace_one: P = (1-q) N(0) + q N(-1/2),
+                     Q = (1-q) N(0) + q N(+1/2) (a symmetric pair) */
 } pld_mech;
 
 typedef struct pld_leaf {
@@ -135,7 +148,7 @@ typedef struct pld_fft {
 struct acct_pld_ws {
     pld_fft fft;
     double *buf[3]; /* [0] remove window, [1] add window, [2] scratch spectrum */
-    size_t cap;     /* length of each buf */
+    size_t cap[3];  /* length of each buf (0 = not allocated) */
 };
 
 /* ---- options ------------------------------------------------------------------------------------
@@ -222,16 +235,85 @@ static double log_rho(double eps, double q)
     return log(v) - log(q);
 }
 
+/* Privacy loss of the replace-one pair of the Poisson-sampled Gaussian at x, and its derivative:
+ * L = log(1 - q + q e^am) - log(1 - q + q e^ap) with am = log N(x; -1/2) / N(x; 0) =
+ * -(x + 1/4) / (2 s2) and ap = log N(x; 1/2) / N(x; 0) = (x - 1/4) / (2 s2). Decreasing in x. */
+static double repl_loss(double x, double s2, double q, double *dloss)
+{
+    double am = -(x + 0.25) / (2.0 * s2), ap = (x - 0.25) / (2.0 * s2);
+    double wm = 1.0 / (1.0 + (1.0 - q) / q * exp(-am)), wp = 1.0 / (1.0 + (1.0 - q) / q * exp(-ap));
+    *dloss = -(wm + wp) / (2.0 * s2);
+    return log_mix(am, q) - log_mix(ap, q);
+}
+
+/* x* with repl_loss(x*) = eps, by Newton's method inside a bracket kept by bisection. hint: the
+ * previous solution (grid points come in order), updated. No closed form exists (L is a ratio of
+ * mixtures). Returns NAN if no bracket is found (cannot happen for finite eps: L spans R). */
+static double repl_xstar(double eps, double sg, double q, double *hint)
+{
+    double s2 = sg * sg, x = isfinite(*hint) ? *hint : -s2 * eps, d;
+    double g = repl_loss(x, s2, q, &d) - eps, lo, hi;
+    double step = (d < 0 && isfinite(g / d)) ? fabs(g / d) + PLD_ROOT_XTOL * (1 + fabs(x)) : sg;
+    int it = 0;
+    if (g > 0) { /* root to the right */
+        lo = x;
+        hi = x + step;
+        while (repl_loss(hi, s2, q, &d) - eps > 0) {
+            lo = hi;
+            step *= 2;
+            hi = lo + step;
+            if (++it > PLD_NEWTON_MAX_ITER)
+                return NAN;
+        }
+    } else {
+        hi = x;
+        lo = x - step;
+        while (!(repl_loss(lo, s2, q, &d) - eps > 0)) {
+            hi = lo;
+            step *= 2;
+            lo = hi - step;
+            if (++it > PLD_NEWTON_MAX_ITER)
+                return NAN;
+        }
+    }
+    x = 0.5 * (lo + hi);
+    for (it = 0; it < PLD_NEWTON_MAX_ITER; it++) {
+        g = repl_loss(x, s2, q, &d) - eps;
+        if (g > 0)
+            lo = x;
+        else
+            hi = x;
+        if (g == 0 || hi - lo <= PLD_ROOT_XTOL * (1.0 + fabs(x)))
+            break;
+        double xn = x - g / d;
+        x = (xn > lo && xn < hi) ? xn : 0.5 * (lo + hi);
+    }
+    *hint = x;
+    return x;
+}
+
 /* Tails at threshold eps of the "remove" pair: P = (1-q) N(0) + q N(-1) (or Laplace), Q = N(0).
  * u = P(L > eps), ub = P(L <= eps), w = Q(L > eps), wb = Q(L <= eps). */
 typedef struct tails4 {
     double u, ub, w, wb;
 } tails4;
 
-static tails4 mech_tails(const pld_mech *m, double eps)
+static tails4 mech_tails(const pld_mech *m, double eps, double *hint)
 {
     tails4 t;
     double q = m->q;
+    if (m->replace) {
+        /* L > eps <=> x < x*; P has its sampled component at -1/2, Q at +1/2 */
+        double sg = m->scale, xs = repl_xstar(eps, sg, q, hint), f0, s0, f1, s1, f2, s2;
+        norm_cdf2(xs / sg, &f0, &s0);
+        norm_cdf2((xs + 0.5) / sg, &f1, &s1);
+        norm_cdf2((xs - 0.5) / sg, &f2, &s2);
+        t.u = (1.0 - q) * f0 + q * f1;
+        t.ub = (1.0 - q) * s0 + q * s1;
+        t.w = (1.0 - q) * f0 + q * f2;
+        t.wb = (1.0 - q) * s0 + q * s2;
+        return t;
+    }
     if (m->kind == MECH_PURE) {
         double pu = 1.0 / (1.0 + exp(-m->eps0)), pl = 1.0 / (1.0 + exp(m->eps0));
         if (eps < -m->eps0) {
@@ -280,6 +362,10 @@ static void mech_range(const pld_mech *m, double leaf_tail, double *lo, double *
     } else if (m->kind == MECH_LAPLACE) {
         *lo = log_mix(-1.0 / m->scale, m->q);
         *hi = log_mix(1.0 / m->scale, m->q);
+    } else if (m->replace) {
+        double sg = m->scale, z = gsl_cdf_ugaussian_Qinv(leaf_tail), d;
+        *hi = repl_loss(-0.5 - z * sg, sg * sg, m->q, &d);
+        *lo = repl_loss(0.5 + z * sg, sg * sg, m->q, &d);
     } else {
         /* quantiles of P = (1-q) N(0) + q N(-1): both components when sampled, else N(-1) only */
         double sg = m->scale, z = gsl_cdf_ugaussian_Qinv(leaf_tail);
@@ -343,11 +429,13 @@ static int pmf_build(const pld_mech *m, const acct_pld_opts *o, pld_pmf *rm, pld
 
     /* bottom: L <= eps_min lifted to eps_min; in the add direction this is the top (+inf part). */
     double e_min = (double)jmin * h;
-    tails4 prev = mech_tails(m, e_min);
+    double hint = NAN;
+    tails4 prev = mech_tails(m, e_min, &hint);
     pr[0] += prev.ub;
     /* Lower-bound bookkeeping (DESIGN 5): mass lifted by less than h only shifts the mean (by at
      * most h times its mass); mass lifted further, or sent to +inf, is "bad". */
-    tails4 below = mech_tails(m, e_min - h);
+    double hint_b = hint;
+    tails4 below = mech_tails(m, e_min - h, &hint_b);
     double bad_r = below.ub, drift_r = h * prev.ub, pinf_a = 0.0;
     if (pa != NULL) {
         double v = prev.ub * exp(-e_min);
@@ -362,7 +450,7 @@ static int pmf_build(const pld_mech *m, const acct_pld_opts *o, pld_pmf *rm, pld
         /* x_k = e^eps_k by recurrence, re-anchored every PLD_EXP_RESYNC steps (relative error
          * below PLD_EXP_RESYNC ulps; saves two exp calls per grid point) */
         xk = (k % PLD_EXP_RESYNC == 0) ? exp(ek) : xk * eh;
-        tails4 cur = mech_tails(m, ek + h);
+        tails4 cur = mech_tails(m, ek + h, &hint);
         double du = bin_mass(prev.u, prev.ub, cur.u, cur.ub);
         double dw = bin_mass(prev.w, prev.wb, cur.w, cur.wb);
         prev = cur;
@@ -404,7 +492,7 @@ static int pmf_build(const pld_mech *m, const acct_pld_opts *o, pld_pmf *rm, pld
     rm->drift = drift_r;
     if (pa != NULL) {
         pa[0] += prev.w; /* add direction bottom (loss <= -eps_max): lifted */
-        tails4 above = mech_tails(m, e_max + h);
+        tails4 above = mech_tails(m, e_max + h, &hint);
         add->j0 = -jmax;
         add->n = n;
         add->p_inf = pinf_a;
@@ -464,8 +552,8 @@ static int check_noise(double s, dp_err *err)
     return DP_OK;
 }
 
-static int add_leaf(flat_ctx *c, mech_kind kind, double scale, double q, double eps0, uint64_t mult,
-                    dp_err *err)
+static int add_leaf(flat_ctx *c, mech_kind kind, double scale, double q, double eps0, bool replace,
+                    uint64_t mult, dp_err *err)
 {
     if (mult > ACCT_PLD_MAX_COUNT) {
         c->count_pending = true;
@@ -480,6 +568,7 @@ static int add_leaf(flat_ctx *c, mech_kind kind, double scale, double q, double 
         l->m.scale = scale;
         l->m.q = q;
         l->m.eps0 = eps0;
+        l->m.replace = replace;
         l->count = mult;
     }
     c->n_leaves++;
@@ -507,18 +596,19 @@ static int flat_walk(const acct_event *ev, uint64_t mult, double q, int depth, f
                     c->gauss_mu2 += (double)mult / (ev->noise_multiplier * ev->noise_multiplier);
                 return DP_OK;
             }
-            return add_leaf(c, MECH_GAUSS, ev->noise_multiplier, q, 0, mult, err);
+            return add_leaf(c, MECH_GAUSS, ev->noise_multiplier, q, 0, c->nb == ACCT_NB_REPLACE_ONE,
+                            mult, err);
         case ACCT_EV_LAPLACE:
             if ((rc = check_noise(ev->noise_multiplier, err)) != DP_OK)
                 return rc;
-            return add_leaf(c, MECH_LAPLACE, ev->noise_multiplier, q, 0, mult, err);
+            return add_leaf(c, MECH_LAPLACE, ev->noise_multiplier, q, 0, false, mult, err);
         case ACCT_EV_PURE:
             if (!(isfinite(ev->epsilon) && ev->epsilon >= 0))
                 return dp_err_set(err, DP_EINVAL, "epsilon",
                                   "epsilon must be finite and >= 0 (got %g)", ev->epsilon);
             if (ev->epsilon == 0)
                 return DP_OK; /* 0-DP: the identity PLD */
-            return add_leaf(c, MECH_PURE, 0, 1.0, ev->epsilon, mult, err);
+            return add_leaf(c, MECH_PURE, 0, 1.0, ev->epsilon, false, mult, err);
         case ACCT_EV_POISSON: {
             double r = ev->sampling_rate;
             if (isnan(r))
@@ -527,13 +617,14 @@ static int flat_walk(const acct_event *ev, uint64_t mult, double q, int depth, f
             if (!(isfinite(r) && r > 0 && r <= 1))
                 return dp_err_set(err, DP_EINVAL, "sampling_rate",
                                   "sampling_rate must be in (0, 1] (got %g)", r);
-            if (c->nb == ACCT_NB_REPLACE_ONE && r < 1) {
+            const acct_event *ch = ev->child;
+            if (c->nb == ACCT_NB_REPLACE_ONE && r < 1 && ch != NULL &&
+                ch->type == ACCT_EV_LAPLACE) {
                 c->field_is_global = true;
                 return dp_err_set(err, DP_EINVAL, "neighboring",
-                                  "the pld accountant supports poisson_sampled events only under "
-                                  "add_remove neighbouring");
+                                  "the pld accountant supports poisson_sampled laplace events only "
+                                  "under add_remove neighbouring");
             }
-            const acct_event *ch = ev->child;
             if (ch == NULL || (ch->type != ACCT_EV_GAUSSIAN && ch->type != ACCT_EV_LAPLACE)) {
                 rc = dp_err_set(err, DP_EINVAL, "type",
                                 "the pld accountant samples only gaussian or laplace events (got "
@@ -592,7 +683,22 @@ static int flat_walk(const acct_event *ev, uint64_t mult, double q, int depth, f
     return dp_err_set(err, DP_EINVAL, "type", "unknown event type %d", (int)ev->type);
 }
 
-/* Flattens ev into a leaf array (owned by caller, dp_free). */
+/* Orders leaves by mechanism parameters (exact equality merges them). */
+static int leaf_cmp(const void *pa, const void *pb)
+{
+    const pld_leaf *a = pa, *b = pb;
+    if (a->m.kind != b->m.kind)
+        return (int)a->m.kind - (int)b->m.kind;
+    if (a->m.scale != b->m.scale)
+        return a->m.scale < b->m.scale ? -1 : 1;
+    if (a->m.q != b->m.q)
+        return a->m.q < b->m.q ? -1 : 1;
+    if (a->m.eps0 != b->m.eps0)
+        return a->m.eps0 < b->m.eps0 ? -1 : 1;
+    return (int)a->m.replace - (int)b->m.replace;
+}
+
+/* Flattens ev into a leaf array (owned by caller, dp_free), identical mechanisms merged. */
 static int flatten(const acct_event *ev, acct_neighboring nb, pld_leaf **out, size_t *n_out,
                    dp_err *err)
 {
@@ -615,6 +721,31 @@ static int flatten(const acct_event *ev, acct_neighboring nb, pld_leaf **out, si
     if (rc != DP_OK) {
         dp_free(leaves);
         return rc;
+    }
+    /* identical mechanisms anywhere in the tree compose by adding their counts: sort and merge */
+    qsort(leaves, c.n_leaves, sizeof *leaves, leaf_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < c.n_leaves; i++) {
+        if (m > 0 && leaf_cmp(&leaves[m - 1], &leaves[i]) == 0) {
+            leaves[m - 1].count += leaves[i].count; /* both <= 1e8: no overflow */
+            if (leaves[m - 1].count > ACCT_PLD_MAX_COUNT) {
+                dp_free(leaves);
+                return dp_err_set(err, DP_EINVAL, "count",
+                                  "runs of one mechanism across the tree add up to more than %llu; "
+                                  "use accountant rdp",
+                                  (unsigned long long)ACCT_PLD_MAX_COUNT);
+            }
+        } else {
+            leaves[m++] = leaves[i];
+        }
+    }
+    c.n_leaves = m;
+    if (m > ACCT_PLD_MAX_MECHANISMS) {
+        dp_free(leaves);
+        return dp_err_set(err, DP_EINVAL, "events",
+                          "the pld accountant composes at most %d distinct mechanisms (got %zu); "
+                          "use accountant rdp",
+                          ACCT_PLD_MAX_MECHANISMS, m);
     }
     if (c.gauss_mu2 > 0) {
         /* unsampled Gaussians compose exactly: one Gaussian with mu^2 = sum count / sigma^2 */
@@ -833,22 +964,18 @@ void acct_pld_ws_free(acct_pld_ws *ws)
     dp_free(ws);
 }
 
-/* Makes every work array hold at least n doubles (contents not kept). */
-static int ws_reserve(acct_pld_ws *ws, size_t n, dp_err *err)
+/* Makes work array i hold at least n doubles (contents not kept); arrays are allocated only when a
+ * composition needs them. */
+static int ws_reserve(acct_pld_ws *ws, int i, size_t n, dp_err *err)
 {
-    if (ws->cap >= n)
+    if (ws->cap[i] >= n)
         return DP_OK;
-    for (int i = 0; i < 3; i++) {
-        dp_free(ws->buf[i]);
-        ws->buf[i] = NULL;
-    }
-    ws->cap = 0;
-    for (int i = 0; i < 3; i++) {
-        ws->buf[i] = dp_malloc(n * sizeof(double));
-        if (ws->buf[i] == NULL)
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory for a %zu-point composition", n);
-    }
-    ws->cap = n;
+    dp_free(ws->buf[i]);
+    ws->cap[i] = 0;
+    ws->buf[i] = dp_malloc(n * sizeof(double));
+    if (ws->buf[i] == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory for a %zu-point composition", n);
+    ws->cap[i] = n;
     return DP_OK;
 }
 
@@ -888,19 +1015,26 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
     }
     if (b < a)
         b = a;
-    if (!(b - a + 1 <= (double)o->max_grid_points) || fabs(a) > PLD_MAX_INDEX * 1e3 ||
-        fabs(b) > PLD_MAX_INDEX * 1e3)
+    if (!(b - a + 1 <= (double)o->max_grid_points) || fabs(a) > PLD_MAX_COMPOSED_INDEX ||
+        fabs(b) > PLD_MAX_COMPOSED_INDEX)
         return dp_err_set(err, DP_EINVAL, "value_discretization",
                           "the composed privacy loss spans [%g, %g]: more than %zu grid points at "
                           "value_discretization %g; use a coarser grid or accountant rdp",
                           a * h, b * h, o->max_grid_points, h);
+    if (!((double)nl * (b - a + 1) <= PLD_WORK_FACTOR * (double)o->max_grid_points))
+        return dp_err_set(err, DP_EINVAL, "value_discretization",
+                          "composing %zu mechanisms on a %.0f-point window takes more than %g "
+                          "point-FFTs at value_discretization %g; use a coarser grid or accountant "
+                          "rdp",
+                          nl, b - a + 1, PLD_WORK_FACTOR * (double)o->max_grid_points, h);
     size_t n = fft_length((size_t)(b - a) + 1);
     if (n > o->max_grid_points)
         n = (size_t)(b - a) + 1; /* GSL handles any length, only slower */
     int rc = fft_alloc(&ws->fft, n, err);
     if (rc != DP_OK)
         return rc;
-    if ((rc = ws_reserve(ws, n, err)) != DP_OK)
+    if ((rc = ws_reserve(ws, slot, n, err)) != DP_OK ||
+        (nl > 1 && (rc = ws_reserve(ws, 2, n, err)) != DP_OK))
         return rc;
     pld_fft *fft = &ws->fft;
     double *acc = ws->buf[slot], *tmp = ws->buf[2];
@@ -1149,12 +1283,27 @@ static int pld_run(const acct_event *ev, acct_neighboring nb, pld_query qy,
     }
     bool sym = true;
     for (size_t k = 0; k < nl; k++)
-        if (lv[k].m.q < 1.0)
-            sym = false;
+        if (lv[k].m.q < 1.0 && !lv[k].m.replace)
+            sym = false; /* the replace-one pair is symmetric (x -> -x swaps P and Q) */
     pr = dp_calloc(nl, sizeof *pr);
     pa = sym ? NULL : dp_calloc(nl, sizeof *pa);
     if (pr == NULL || (!sym && pa == NULL)) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory for %zu PLDs", nl);
+        goto out;
+    }
+    /* bound the work of one call: grid points over all mechanisms */
+    double total = 0;
+    for (size_t k = 0; k < nl; k++) {
+        double lo, hi;
+        mech_range(&lv[k].m, o.leaf_tail_mass, &lo, &hi);
+        total += (hi - lo) / o.value_discretization + 2;
+    }
+    if (!(total <= PLD_WORK_FACTOR * (double)o.max_grid_points)) {
+        rc = dp_err_set(err, DP_EINVAL, "value_discretization",
+                        "the %zu mechanisms need %.3g grid points in all at value_discretization "
+                        "%g (at most %g); use a coarser grid or accountant rdp",
+                        nl, total, o.value_discretization,
+                        PLD_WORK_FACTOR * (double)o.max_grid_points);
         goto out;
     }
     for (size_t k = 0; k < nl; k++)

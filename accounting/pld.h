@@ -20,16 +20,19 @@
  * naming the field.
  *
  * Neighbouring relations (DESIGN.md):
- *   ACCT_NB_ADD_REMOVE  two PLDs per mechanism, "remove" (P = M(D), Q = M(D minus one record)) and
- *                       "add" (the pair swapped), composed separately; the answer is the worse of
- * the two (epsilon = max, delta = max), as dp_accounting's PLD does. Unsampled gaussian, laplace
- * and pure mechanisms have the same PLD in both directions. ACCT_NB_REPLACE_ONE noise multipliers
- * are std (or scale) over the sensitivity under replace-one, as in accounting/rdp.h, so gaussian,
- * laplace and pure give the same PLD as under add/remove; poisson_sampled is refused (DP_EINVAL,
- * field "neighboring").
+ * - ACCT_NB_ADD_REMOVE: two PLDs per mechanism, "remove" (P = M(D), Q = M(D minus one record)) and
+ *   "add" (the pair swapped), composed separately; the answer is the worse of the two (epsilon =
+ *   max, delta = max), as dp_accounting's PLD does. Unsampled gaussian, laplace and pure mechanisms
+ *   have the same PLD in both directions.
+ * - ACCT_NB_REPLACE_ONE: noise multipliers are std (or scale) over the sensitivity under
+ *   replace-one, as in accounting/rdp.h, so gaussian, laplace and pure give the same PLD as under
+ *   add/remove. poisson_sampled(gaussian) compares (1-q) N(0) + q N(-1/2) with (1-q) N(0) + q
+ *   N(+1/2), a symmetric pair (= dp_accounting's REPLACE_ONE at noise 2 sigma);
+ *   poisson_sampled(laplace) is refused (DP_EINVAL, field "neighboring").
  *
- * Thread-safety: reentrant; every call allocates and frees its own workspace (GSL FFT wavetable and
- * workspace are allocated once per call and passed down, STYLE.md 2.4).
+ * Thread-safety: reentrant; each call allocates and frees its own workspace (GSL FFT wavetables and
+ * work arrays, allocated once per call and passed down, STYLE.md 2.4), unless the caller passes an
+ * acct_pld_ws (see below), which one thread at a time may use.
  */
 #ifndef DP_ACCOUNTING_PLD_H
 #define DP_ACCOUNTING_PLD_H
@@ -52,6 +55,9 @@
 /* Largest number of runs of one mechanism composed by raising its spectrum to a power: the relative
  * rounding error of z^c grows like c * DBL_EPSILON, which stays below 1e-8 up to here. */
 #define ACCT_PLD_MAX_COUNT 100000000ULL
+/* Most distinct mechanisms (after merging identical ones) in one tree: each costs a discretisation
+ * and an FFT, so this bounds the work one request can cause (field "events"). */
+#define ACCT_PLD_MAX_MECHANISMS 256
 
 typedef struct acct_pld_opts {
     double value_discretization; /* grid step h of the privacy loss (nats), default 1e-4 */

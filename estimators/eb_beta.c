@@ -15,9 +15,10 @@
 #include "common/dp_alloc.h"
 #include "estimators/eb_ldp.h"
 
-/* Newton stops when the largest step in (log alpha, log beta) is below this: 1e-10 relative change
- * in alpha and beta, far below their sampling error for any m the service accepts. */
-#define EB_BETA_STEP_TOL 1e-10
+/* Newton stops when the largest step in (log alpha, log beta) is below this: a 1e-8 relative change
+ * in alpha and beta, far below their sampling error for any m the service accepts, and above the
+ * rounding noise of the digamma sums at m = 10^6 (steps of ~1e-10 keep wandering there). */
+#define EB_BETA_STEP_TOL 1e-8
 /* Largest Newton step in log-parameters (a factor e^2 per iteration) to stay in the basin. */
 #define EB_BETA_MAX_STEP 2.0
 /* Backtracking halvings before the iteration is declared stuck. */

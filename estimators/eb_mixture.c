@@ -273,13 +273,39 @@ static double em_run(const eb_gauss_data *g, mix_ws *w, const eb_mix_opts *o, do
     *st = EB_STATUS_MAX_ITER;
     unsigned it;
     for (it = 1; it <= o->max_iter; it++) {
-        /* E-step */
+        /* E-step: per-component constants hoisted out of the client loop; one exp per component
+         * and one log per client. */
+        double lw[EB_MAX_COMPONENTS], cst[EB_MAX_COMPONENTS], inv2v[EB_MAX_COMPONENTS];
+        for (size_t l = 0; l < k; l++) {
+            lw[l] = p->w[l] > 0 ? log(p->w[l]) : (double)-INFINITY;
+            double v = p->var[l] + w->s2[0];
+            cst[l] = lw[l] - 0.5 * (double)d * log(2.0 * M_PI * v);
+            inv2v[l] = 0.5 / v;
+        }
         ll = 0.0;
         for (size_t i = 0; i < m; i++) {
             double *r = w->resp + i * k;
-            ll += estep_one(g->x + i * d, w->s2[i], p, r);
+            const double *x = g->x + i * d;
+            double mx = -INFINITY;
+            for (size_t l = 0; l < k; l++) {
+                double dd = sq_dist(x, p->mu + l * d, d);
+                if (homo) {
+                    r[l] = cst[l] - dd * inv2v[l];
+                } else {
+                    double v = p->var[l] + w->s2[i];
+                    r[l] = lw[l] - 0.5 * (double)d * log(2.0 * M_PI * v) - dd / (2.0 * v);
+                }
+                if (r[l] > mx)
+                    mx = r[l];
+            }
+            double sum = 0.0;
+            for (size_t l = 0; l < k; l++) {
+                r[l] = exp(r[l] - mx);
+                sum += r[l];
+            }
             for (size_t l = 0; l < k; l++)
-                r[l] = exp(r[l]);
+                r[l] /= sum;
+            ll += mx + log(sum);
         }
         if (it > 1 && ll - ll_prev <= o->tol * (1.0 + fabs(ll))) {
             *st = EB_STATUS_CONVERGED;

@@ -99,8 +99,7 @@ typedef struct http_ctx {
     int query_overflow;
 } http_ctx;
 
-/* ---- response helpers (handler side)
- * ------------------------------------------------------------- */
+/* ---- response helpers (handler side) ---- */
 
 const char *http_req_param(const http_req *rq, const char *name)
 {
@@ -227,8 +226,7 @@ int http_resp_text(http_resp *rs, int status, const char *content_type, char *te
     return DP_OK;
 }
 
-/* ---- sending (MHD side) -------------------------------------------------------------------------
- */
+/* ---- sending (MHD side) ---- */
 
 typedef struct reply_headers {
     const char *content_type; /* required */
@@ -316,8 +314,7 @@ static enum MHD_Result send_405(http_ctx *c, struct MHD_Connection *conn, const 
                      &h);
 }
 
-/* ---- request context ----------------------------------------------------------------------------
- */
+/* ---- request context ---- */
 
 static int valid_req_id(const char *s)
 {
@@ -417,8 +414,7 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
-/* ---- dispatcher
- * ----------------------------------------------------------------------------------- */
+/* ---- dispatcher ---- */
 
 /* Sends the pending 404 or 405. */
 static enum MHD_Result reply_unrouted(http_ctx *c, struct MHD_Connection *conn)
@@ -691,8 +687,7 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
     dp_log(DP_LOG_WARN, NULL, "microhttpd: %s", msg);
 }
 
-/* ---- server lifecycle
- * ----------------------------------------------------------------------------- */
+/* ---- server lifecycle ---- */
 
 static unsigned boot_nonce(void)
 {

@@ -8,9 +8,10 @@
  * spelling can only produce a 404. Files whose extension has no content type in the table below are
  * not served at all.
  *
- *   .html text/html; charset=utf-8   .css text/css; charset=utf-8   .js text/javascript;
- * charset=utf-8 .json application/json           .svg image/svg+xml             .png image/png .ico
- * image/x-icon                .txt text/plain; charset=utf-8
+ *   .html text/html; charset=utf-8      .css  text/css; charset=utf-8
+ *   .js   text/javascript; charset=utf-8 .json application/json
+ *   .svg  image/svg+xml                 .png  image/png
+ *   .ico  image/x-icon                  .txt  text/plain; charset=utf-8
  *
  * Thread-safety: read-only data.
  */

@@ -332,63 +332,144 @@ static void gauss_req_free(gauss_req *g)
     dp_free(g->wv);
 }
 
-/* Parses clients [{id, mean, n, within_variance?}] (allow_wv: within_variance accepted). */
+/* Raw samples of one client: an array of numbers (d = 1) or of equal-length arrays (d coordinates).
+ * Gives the mean (tmp, d values), the count and the within-client sample variance (divisor n - 1,
+ * averaged over coordinates; NAN when n = 1), by Welford's update. m2 is d values of scratch. */
+static int samples_summary(const json_t *sv, size_t *d, double *tmp, double *m2, double *n,
+                           double *wv, bool *isv, dp_err *err)
+{
+    if (!json_is_array(sv) || json_array_size(sv) < 1)
+        return dp_err_set(err, DP_EINVAL, "samples", "samples must be a non-empty array (got %s)",
+                          json_util_type_name(sv));
+    size_t cnt = json_array_size(sv);
+    const json_t *first = json_array_get(sv, 0);
+    bool vec = json_is_array(first);
+    size_t dd = vec ? json_array_size(first) : 1;
+    if (dd < 1 || dd > EB_MAX_DIM)
+        return dp_err_set(err, DP_EINVAL, "samples", "samples must have 1..%d coordinates",
+                          EB_MAX_DIM);
+    if (*d != 0 && *d != dd)
+        return dp_err_set(err, DP_EINVAL, "samples", "samples must have %zu coordinates (got %zu)",
+                          *d, dd);
+    for (size_t j = 0; j < dd; j++)
+        tmp[j] = m2[j] = 0.0;
+    for (size_t k = 0; k < cnt; k++) {
+        const json_t *e = json_array_get(sv, k);
+        if (vec && (!json_is_array(e) || json_array_size(e) != dd))
+            return dp_err_set(err, DP_EINVAL, "samples",
+                              "samples[%zu] must be an array of %zu numbers", k, dd);
+        for (size_t j = 0; j < dd; j++) {
+            const json_t *v = vec ? json_array_get(e, j) : e;
+            if (!json_is_number(v))
+                return dp_err_set(err, DP_EINVAL, "samples", "samples[%zu] must hold numbers", k);
+            double x = json_number_value(v);
+            if (!isfinite(x))
+                return dp_err_set(err, DP_EINVAL, "samples", "samples[%zu] must be finite", k);
+            double delta = x - tmp[j]; /* Welford */
+            tmp[j] += delta / (double)(k + 1);
+            m2[j] += delta * (x - tmp[j]);
+        }
+    }
+    double v = 0.0;
+    for (size_t j = 0; j < dd; j++)
+        v += m2[j];
+    *n = (double)cnt;
+    *wv = cnt >= 2 ? v / ((double)dd * (double)(cnt - 1)) : (double)NAN;
+    *d = dd;
+    *isv = vec;
+    return DP_OK;
+}
+
+/* Parses clients: summaries [{id, mean, n, within_variance?}] or raw [{id, samples}] (allow_wv:
+ * within_variance accepted). */
 static int parse_gauss_clients(const json_t *body, gauss_req *g, bool allow_wv, dp_err *err)
 {
-    static const char *const keys[] = {"id", "mean", "n", "within_variance", "silo_id"};
+    static const char *const keys[] = {"id", "mean", "n", "within_variance", "samples", "silo_id"};
     memset(g, 0, sizeof *g);
     if (get_clients(body, &g->m, err) != DP_OK)
         return err->code;
     const json_t *cl = json_object_get(body, "clients");
-    double tmp[EB_MAX_DIM];
-    for (size_t i = 0; i < g->m; i++) {
+    double *tmp = dp_calloc(2 * EB_MAX_DIM, sizeof(double)); /* mean + Welford scratch */
+    if (tmp == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = DP_OK;
+    for (size_t i = 0; i < g->m && rc == DP_OK; i++) {
         const json_t *c = json_array_get(cl, i);
         if (json_util_require_object(c, "", err) != DP_OK ||
-            json_util_check_keys(c, keys, 5, err) != DP_OK || check_id(c, err) ||
-            refuse_silo(c, err))
-            return client_err(err, i);
+            json_util_check_keys(c, keys, 6, err) != DP_OK || check_id(c, err) ||
+            refuse_silo(c, err)) {
+            rc = client_err(err, i);
+            break;
+        }
         if (!allow_wv && json_object_get(c, "within_variance") != NULL) {
             dp_err_set(err, DP_EINVAL, "within_variance", "within_variance is not used here");
-            return client_err(err, i);
+            rc = client_err(err, i);
+            break;
         }
-        const json_t *mv = json_object_get(c, "mean");
-        if (mv == NULL || json_is_null(mv)) {
-            dp_err_set(err, DP_EINVAL, "mean", "mean is required");
-            return client_err(err, i);
-        }
-        bool isv;
+        const json_t *mv = json_object_get(c, "mean"), *sv = json_object_get(c, "samples");
+        bool isv = false;
         size_t d0 = g->d;
-        if (parse_vec(mv, "mean", &g->d, tmp, &isv, err) != DP_OK)
-            return client_err(err, i);
+        double n = 0, wv = NAN;
+        if (sv != NULL) {
+            if (mv != NULL || json_object_get(c, "n") != NULL ||
+                json_object_get(c, "within_variance") != NULL) {
+                dp_err_set(err, DP_EINVAL, "samples",
+                           "send either samples or a summary (mean, n, within_variance), not both");
+                rc = client_err(err, i);
+                break;
+            }
+            if (samples_summary(sv, &g->d, tmp, tmp + EB_MAX_DIM, &n, &wv, &isv, err) != DP_OK) {
+                rc = client_err(err, i);
+                break;
+            }
+        } else {
+            if (mv == NULL || json_is_null(mv)) {
+                dp_err_set(err, DP_EINVAL, "mean", "mean (or samples) is required");
+                rc = client_err(err, i);
+                break;
+            }
+            if (parse_vec(mv, "mean", &g->d, tmp, &isv, err) != DP_OK ||
+                json_util_req_number(c, "n", &n, err) != DP_OK) {
+                rc = client_err(err, i);
+                break;
+            }
+            if (!isfinite(n) || n < 1 || floor(n) != n) {
+                dp_err_set(err, DP_EINVAL, "n", "n must be an integer >= 1 (got %g)", n);
+                rc = client_err(err, i);
+                break;
+            }
+            if (json_util_opt_number(c, "within_variance", NAN, &wv, err) != DP_OK) {
+                rc = client_err(err, i);
+                break;
+            }
+            if (!isnan(wv) && (!isfinite(wv) || wv < 0)) {
+                dp_err_set(err, DP_EINVAL, "within_variance",
+                           "within_variance must be >= 0 (got %g)", wv);
+                rc = client_err(err, i);
+                break;
+            }
+        }
         if (i == 0) {
             g->vec = isv;
             g->x = dp_calloc(g->m * g->d, sizeof(double));
             g->n = dp_calloc(g->m, sizeof(double));
             g->wv = dp_calloc(g->m, sizeof(double));
-            if (!g->x || !g->n || !g->wv)
-                return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            if (!g->x || !g->n || !g->wv) {
+                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+                break;
+            }
         } else if (isv != g->vec || d0 != g->d) {
-            dp_err_set(err, DP_EINVAL, "mean", "every mean must have the same form and dimension");
-            return client_err(err, i);
+            dp_err_set(err, DP_EINVAL, sv ? "samples" : "mean",
+                       "every client must have the same form and dimension");
+            rc = client_err(err, i);
+            break;
         }
         memcpy(g->x + i * g->d, tmp, g->d * sizeof(double));
-        double n;
-        if (json_util_req_number(c, "n", &n, err) != DP_OK)
-            return client_err(err, i);
-        if (!isfinite(n) || n < 1 || floor(n) != n) {
-            dp_err_set(err, DP_EINVAL, "n", "n must be an integer >= 1 (got %g)", n);
-            return client_err(err, i);
-        }
         g->n[i] = n;
-        if (json_util_opt_number(c, "within_variance", NAN, &g->wv[i], err) != DP_OK)
-            return client_err(err, i);
-        if (!isnan(g->wv[i]) && (!isfinite(g->wv[i]) || g->wv[i] < 0)) {
-            dp_err_set(err, DP_EINVAL, "within_variance", "within_variance must be >= 0 (got %g)",
-                       g->wv[i]);
-            return client_err(err, i);
-        }
+        g->wv[i] = wv;
     }
-    return DP_OK;
+    dp_free(tmp);
+    return rc;
 }
 
 /* noise_variance given, or pooled from within_variance. */
@@ -798,7 +879,7 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
 {
     static const char *const keys[] = {"clients", "prior", "method",   "variant",  "leave_one_out",
                                        "privacy", "seed",  "max_iter", "keep_data"};
-    static const char *const ckeys[] = {"id", "successes", "trials", "silo_id"};
+    static const char *const ckeys[] = {"id", "successes", "trials", "samples", "silo_id"};
     double *z = NULL, *n = NULL, *pm = NULL, *psd = NULL, *sh = NULL;
     json_t *out = NULL, *est = NULL;
     int rc;
@@ -819,14 +900,47 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
     const json_t *cl = json_object_get(rq->body, "clients");
     for (size_t i = 0; i < m; i++) {
         const json_t *c = json_array_get(cl, i);
-        int64_t zi, ni;
-        if (json_util_require_object(c, "", err) || json_util_check_keys(c, ckeys, 4, err) ||
-            check_id(c, err) || refuse_silo(c, err) ||
-            json_util_req_int(c, "successes", &zi, err) ||
-            json_util_req_int(c, "trials", &ni, err)) {
+        int64_t zi = 0, ni = 0;
+        if (json_util_require_object(c, "", err) || json_util_check_keys(c, ckeys, 5, err) ||
+            check_id(c, err) || refuse_silo(c, err)) {
             rc = client_err(err, i);
             goto out;
         }
+        const json_t *sv = json_object_get(c, "samples");
+        if (sv != NULL) {
+            /* raw outcomes: 0/1 or false/true */
+            if (json_object_get(c, "successes") || json_object_get(c, "trials")) {
+                dp_err_set(err, DP_EINVAL, "samples",
+                           "send either samples or successes and trials, not both");
+                rc = client_err(err, i);
+                goto out;
+            }
+            if (!json_is_array(sv) || json_array_size(sv) < 1) {
+                dp_err_set(err, DP_EINVAL, "samples", "samples must be a non-empty array of 0/1");
+                rc = client_err(err, i);
+                goto out;
+            }
+            ni = (int64_t)json_array_size(sv);
+            for (size_t k = 0; k < (size_t)ni; k++) {
+                const json_t *e = json_array_get(sv, k);
+                if (json_is_boolean(e))
+                    zi += json_is_true(e) ? 1 : 0;
+                else if (json_is_integer(e) &&
+                         (json_integer_value(e) == 0 || json_integer_value(e) == 1))
+                    zi += json_integer_value(e);
+                else {
+                    dp_err_set(err, DP_EINVAL, "samples",
+                               "samples[%zu] must be 0, 1, true or false", k);
+                    rc = client_err(err, i);
+                    goto out;
+                }
+            }
+        } else if (json_util_req_int(c, "successes", &zi, err) ||
+                   json_util_req_int(c, "trials", &ni, err)) {
+            rc = client_err(err, i);
+            goto out;
+        }
+
         if (ni < 1 || ni > (int64_t)EB_BETA_MAX_TRIALS) {
             dp_err_set(err, DP_EINVAL, "trials", "trials must be in 1..1e9 (got %lld)",
                        (long long)ni);

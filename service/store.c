@@ -225,6 +225,17 @@ static int migrate(sqlite3 *db, const embed_file *migs, size_t n, const char *pa
                               migs[i].name ? migs[i].name : "(null)");
         max_known = v;
     }
+    char uv[32];
+    if (query_text(db, "PRAGMA user_version", uv, sizeof uv) != SQLITE_OK)
+        return dp_err_set(err, DP_EINTERNAL, "db", "cannot read user_version of %s: %s", path,
+                          sqlite3_errmsg(db));
+    long user_version = strtol(uv, NULL, 10);
+    if (user_version > max_known)
+        return dp_err_set(err, DP_EINTERNAL, "db",
+                          "database %s has schema version %ld, newer than this dpsilod knows (%d); "
+                          "run a newer dpsilod",
+                          path, user_version, max_known);
+
     char *msg = NULL;
     int rc = sqlite3_exec(db,
                           "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -238,17 +249,6 @@ static int migrate(sqlite3 *db, const embed_file *migs, size_t n, const char *pa
         sqlite3_free(msg);
         return DP_EINTERNAL;
     }
-    char uv[32];
-    if (query_text(db, "PRAGMA user_version", uv, sizeof uv) != SQLITE_OK)
-        return dp_err_set(err, DP_EINTERNAL, "db", "cannot read user_version of %s: %s", path,
-                          sqlite3_errmsg(db));
-    long user_version = strtol(uv, NULL, 10);
-    if (user_version > max_known)
-        return dp_err_set(err, DP_EINTERNAL, "db",
-                          "database %s has schema version %ld, newer than this dpsilod knows (%d); "
-                          "run a newer dpsilod",
-                          path, user_version, max_known);
-
     /* Recorded versions: each must be one this binary knows. */
     bool applied[10000] = {false};
     int max_applied = 0;

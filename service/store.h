@@ -11,8 +11,8 @@
  * runner creates schema_migrations itself, so it exists before 0001. Versions are the 4-digit
  * prefix and may have gaps (numbers are reserved per feature); any known version not yet applied is
  * applied, in ascending order. store_open refuses a database that has a version the binary does not
- * know (a newer schema, or a migration from another build): the message names the version, and
- * nothing is changed.
+ * know (a newer schema, or a migration from another build): the message names the version, and no
+ * migration is applied.
  *
  * Pool: HTTP handlers borrow one connection per request (store_conn_borrow / store_conn_return);
  * the pool is sized to the MHD thread pool, so a borrow waits only if a caller holds more than one.

@@ -24,6 +24,19 @@ mkdir "$T/adir"
 "$DPSILOD" --listen 127.0.0.1:0 --db "$T/adir" >/dev/null 2>"$T/e4"; rc=$?
 check "directory as db exits 1" test "$rc" -eq 1
 
+# A database file the daemon cannot write: read-only mode for a normal user; for root (which writes
+# through file modes) the immutable attribute, where the filesystem supports it.
+sqlite3 "$T/ro.db" "CREATE TABLE x(y)"
+if [ "$(id -u)" != 0 ]; then chmod 0444 "$T/ro.db"; ro=1; elif chattr +i "$T/ro.db" 2>/dev/null; then ro=1; else ro=0; fi
+if [ "$ro" = 1 ]; then
+    "$DPSILOD" --listen 127.0.0.1:0 --db "$T/ro.db" >/dev/null 2>"$T/e7"; rc=$?
+    chattr -i "$T/ro.db" 2>/dev/null
+    check "unwritable db exits 1" test "$rc" -eq 1
+    check "unwritable db message" grep -q "database $T/ro.db is read-only" "$T/e7"
+else
+    echo "  note: cannot make a file unwritable for root here (no chattr); unwritable-db case not run"
+fi
+
 # Environment variables configure the daemon (the flag for the DB comes from DPSILO_DB here).
 DPSILO_DB="$T/db" DPSILO_LOG_LEVEL=warn start_daemon || exit 1
 req GET /v1/version

@@ -74,6 +74,19 @@ expect_status 201 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c '. + {
 expect_json '.privacy.radius > 1.5' true
 expect_json '.privacy.sensitivity == 2 * .privacy.radius' true
 
+# raw samples instead of summaries: the server computes mean, n and the within-client variance
+expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"id":"a","samples":[0.1,0.3,0.2]},{"id":"b","samples":[0.5,0.7]},{"id":"c","samples":[0.3]}]}'
+expect_json '.noise_variance_source' pooled
+expect_json '.noise_variance * 1e9 | round' 13333333
+expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"samples":[[1,2],[3,4]]},{"samples":[[0,0],[2,2]]}],"noise_variance":1}'
+expect_json '.estimates | length' 2
+expect_status 201 POST /v1/estimators/beta '{"clients":[{"samples":[1,0,0,1]},{"samples":[true,false,false]},{"successes":2,"trials":5}]}'
+expect_json '.estimates | length' 3
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"samples":[0.1,0.3],"mean":0.2},{"samples":[0.5]}],"noise_variance":1}'
+expect_json .error.field 'clients[0].samples'
+expect_status 400 POST /v1/estimators/beta '{"clients":[{"samples":[1,2]},{"successes":1,"trials":2}]}'
+expect_json .error.field 'clients[0].samples'
+
 # bad input: 400 naming the field
 expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"n":0},{"mean":0.2,"n":3}],"noise_variance":1}'
 expect_json .error.field 'clients[0].n'

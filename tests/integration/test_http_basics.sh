@@ -23,6 +23,9 @@ expect_json '.libraries.microhttpd | length > 0' true
 expect_json '.libraries.jansson | length > 0' true
 expect_json '.libraries.gsl | length > 0' true
 expect_json '.git_commit | length > 0' true
+if head=$(git rev-parse --short=12 HEAD 2>/dev/null); then
+    expect_json .git_commit "$head" # the binary was built from this checkout (make test rebuilds it)
+fi
 expect_json '.schema_version >= 1' true
 expect_json '.database.instance_id | length' 16
 

@@ -210,10 +210,14 @@ static void matches_dp_accounting_bracket(void **state)
         double eo = json_number_value(json_object_get(c, "eps_optimistic"));
         double dpess = json_number_value(json_object_get(c, "delta_pessimistic"));
         double dopt = json_number_value(json_object_get(c, "delta_optimistic"));
+        const char *nbs = json_string_value(json_object_get(c, "neighboring"));
+        assert_non_null(nbs);
+        acct_neighboring nb =
+            strcmp(nbs, "replace_one") == 0 ? ACCT_NB_REPLACE_ONE : ACCT_NB_ADD_REMOVE;
         tev t;
         t.used = t.kused = 0;
         acct_event *ev = tfrom_json(&t, json_object_get(c, "event"));
-        acct_pld_result r = eps_of(ev, ACCT_NB_ADD_REMOVE, delta, h);
+        acct_pld_result r = eps_of(ev, nb, delta, h);
         if (!(r.epsilon_upper >= eo && r.epsilon_upper <= ep + TOL_ABOVE_PESSIMISTIC))
             fail_msg("%s h=%g: eps_upper %.12g outside dp_accounting bracket [%.12g, %.12g]", name,
                      h, r.epsilon_upper, eo, ep);
@@ -225,7 +229,7 @@ static void matches_dp_accounting_bracket(void **state)
         if (!(r.epsilon_lower >= r.epsilon_upper - (double)r.steps * h - TOL_ABOVE_PESSIMISTIC))
             fail_msg("%s h=%g: eps_lower %.12g too far below eps_upper %.12g (%llu runs)", name, h,
                      r.epsilon_lower, r.epsilon_upper, (unsigned long long)r.steps);
-        acct_pld_result d = delta_of(ev, ACCT_NB_ADD_REMOVE, eps, h);
+        acct_pld_result d = delta_of(ev, nb, eps, h);
         if (!(d.delta_upper >= dopt * (1 - TOL_DELTA_REL) &&
               d.delta_upper <= dpess * (1 + TOL_DELTA_REL) + 1e-300))
             fail_msg("%s h=%g: delta_upper %.12g outside dp_accounting bracket [%.12g, %.12g]",
@@ -446,7 +450,7 @@ static void bad_input_names_the_field(void **state)
     expect_err(open, ACCT_NB_ADD_REMOVE, 1e-5, NULL, "event.event.noise_multiplier");
     acct_event *badq = tpois(&t, 1.5, tgauss(&t, 1.0));
     expect_err(badq, ACCT_NB_ADD_REMOVE, 1e-5, NULL, "sampling_rate");
-    acct_event *pois = tself(&t, 5, tpois(&t, 0.1, tgauss(&t, 1.0)));
+    acct_event *pois = tself(&t, 5, tpois(&t, 0.1, tlap(&t, 1.0)));
     expect_err(pois, ACCT_NB_REPLACE_ONE, 1e-5, NULL, "neighboring");
     acct_event *pe = tnode(&t, ACCT_EV_PURE);
     pe->epsilon = 1;
@@ -470,6 +474,48 @@ static void bad_input_names_the_field(void **state)
     dp_err_clear(&e);
     assert_int_equal(acct_pld_delta(g, ACCT_NB_ADD_REMOVE, -1, NULL, &r, &e), DP_EINVAL);
     assert_string_equal(e.field, "epsilon");
+}
+
+static void distinct_mechanisms_are_bounded_and_identical_ones_merge(void **state)
+{
+    (void)state;
+    /* 300 distinct Laplace mechanisms: refused (each costs an FFT), naming the events */
+    size_t k = ACCT_PLD_MAX_MECHANISMS + 44;
+    acct_event *nodes = calloc(k + 1, sizeof *nodes);
+    acct_event **kids = calloc(k, sizeof *kids);
+    assert_non_null(nodes);
+    assert_non_null(kids);
+    for (size_t i = 0; i < k; i++) {
+        nodes[i].type = ACCT_EV_LAPLACE;
+        nodes[i].noise_multiplier = 10.0 + 0.01 * (double)i;
+        kids[i] = &nodes[i];
+    }
+    acct_event *root = &nodes[k];
+    root->type = ACCT_EV_COMPOSED;
+    root->children = kids;
+    root->n_children = k;
+    expect_err(root, ACCT_NB_ADD_REMOVE, 1e-5, NULL, "events");
+    /* fewer mechanisms, but too many grid points in all for the work cap (16 x max_grid_points) */
+    acct_pld_opts small = opts_h(1e-2);
+    small.max_grid_points = 1000;
+    root->n_children = 20;
+    for (size_t i = 0; i < 20; i++)
+        nodes[i].noise_multiplier = 0.1 + 0.001 * (double)i; /* loss range +-10: 2000 points */
+    expect_err(root, ACCT_NB_ADD_REMOVE, 1e-5, &small, "value_discretization");
+    root->n_children = k;
+    /* the same mechanism repeated is one mechanism: accepted, and equal to its self-composition */
+    for (size_t i = 0; i < k; i++)
+        nodes[i].noise_multiplier = 25.0;
+    tev t;
+    t.used = t.kused = 0;
+    acct_event *self = tself(&t, k, tlap(&t, 25.0));
+    assert_close(eps_of(root, ACCT_NB_ADD_REMOVE, 1e-6, 1e-3).epsilon_upper,
+                 eps_of(self, ACCT_NB_ADD_REMOVE, 1e-6, 1e-3).epsilon_upper, 1e-12, 0);
+    free(kids);
+    free(nodes);
+    /* merged runs of one mechanism above the cap are refused */
+    acct_event *cs[2] = {tself(&t, 60000000, tlap(&t, 1.0)), tself(&t, 60000000, tlap(&t, 1.0))};
+    expect_err(tcomp(&t, 2, cs), ACCT_NB_ADD_REMOVE, 1e-5, NULL, "count");
 }
 
 static void tolerances_are_user_settable(void **state)
@@ -546,6 +592,7 @@ int main(void)
         cmocka_unit_test(epsilon_and_delta_queries_agree),
         cmocka_unit_test(replace_one_convention_and_identity),
         cmocka_unit_test(bad_input_names_the_field),
+        cmocka_unit_test(distinct_mechanisms_are_bounded_and_identical_ones_merge),
         cmocka_unit_test(tolerances_are_user_settable),
         cmocka_unit_test(workspace_reuse_gives_identical_answers),
         cmocka_unit_test(allocation_failures_are_clean),

@@ -191,6 +191,18 @@ static void newer_user_version_alone_is_refused(void **state)
     dp_err_clear(&e);
     assert_null(store_open(f->path, 1, M12, 2, &e));
     assert_non_null(strstr(e.msg, "schema version 77"));
+    /* Refused before anything was written: the runner's own table was not created. */
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT count(*) FROM sqlite_schema WHERE name = "
+                                        "'schema_migrations'",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
 }
 
 static void failing_migration_is_rolled_back(void **state)

@@ -28,7 +28,11 @@ sys.path.insert(0, SRC)
 
 import numpy  # noqa: E402
 import scipy  # noqa: E402
+from dp_accounting import privacy_accountant  # noqa: E402
 from dp_accounting.pld import privacy_loss_distribution as pld  # noqa: E402
+
+REPLACE_ONE = privacy_accountant.NeighboringRelation.REPLACE_ONE
+ADD_REMOVE = privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE
 
 
 def gaussian(s):
@@ -51,21 +55,27 @@ def composed(*evs):
     return {"type": "composed", "events": list(evs)}
 
 
-def build(ev, h, pess, count=1):
-    """PLD of an event tree (the subset dpsilo's PLD accountant supports), or None for identity."""
+def build(ev, h, pess, replace=False, count=1):
+    """PLD of an event tree (the subset dpsilo's PLD accountant supports), or None for identity.
+
+    replace: dpsilo's replace_one, where noise_multiplier is std over the replace-one sensitivity
+    (accounting/pld.h). dp_accounting's REPLACE_ONE keeps the add/remove sensitivity and shifts both
+    ways, so the same mechanism is its Gaussian with noise_multiplier 2 sigma."""
     t = ev["type"]
     if t == "self_composed":
-        return build(ev["event"], h, pess, count * ev["count"])
+        return build(ev["event"], h, pess, replace, count * ev["count"])
     if t == "composed":
         out = None
         for e in ev["events"]:
-            p = build(e, h, pess, count)
+            p = build(e, h, pess, replace, count)
             out = p if out is None else out.compose(p)
         return out
+    rel, f = (REPLACE_ONE, 2.0) if replace else (ADD_REMOVE, 1.0)
     if t == "gaussian":  # exact composition of Gaussians, as dp_accounting's accountant does
-        return pld.from_gaussian_mechanism(ev["noise_multiplier"] / math.sqrt(count),
+        return pld.from_gaussian_mechanism(f * ev["noise_multiplier"] / math.sqrt(count),
                                            pessimistic_estimate=pess, use_connect_dots=pess,
-                                           value_discretization_interval=h)
+                                           value_discretization_interval=h,
+                                           neighboring_relation=rel)
     if t == "laplace":
         return pld.from_laplace_mechanism(ev["noise_multiplier"], pessimistic_estimate=pess,
                                           use_connect_dots=pess,
@@ -73,10 +83,11 @@ def build(ev, h, pess, count=1):
     if t == "poisson_sampled":
         inner = ev["event"]
         if inner["type"] == "gaussian":
-            base = pld.from_gaussian_mechanism(inner["noise_multiplier"],
+            base = pld.from_gaussian_mechanism(f * inner["noise_multiplier"],
                                                sampling_prob=ev["sampling_rate"],
                                                pessimistic_estimate=pess, use_connect_dots=pess,
-                                               value_discretization_interval=h)
+                                               value_discretization_interval=h,
+                                               neighboring_relation=rel)
         else:
             base = pld.from_laplace_mechanism(inner["noise_multiplier"],
                                               sampling_prob=ev["sampling_rate"],
@@ -86,6 +97,7 @@ def build(ev, h, pess, count=1):
     raise ValueError(t)
 
 
+# (name, event, delta, epsilon[, neighboring]); neighboring defaults to add_remove.
 CASES = [
     ("gaussian_s0.8", gaussian(0.8), 1e-5, 2.0),
     ("gaussian_s2_x100", selfc(100, gaussian(2.0)), 1e-6, 3.0),
@@ -102,6 +114,14 @@ CASES = [
               gaussian(5.0)), 1e-5, 2.0),
     ("mixed_laplace_and_sampled",
      composed(selfc(20, laplace(10.0)), selfc(1000, poisson(0.02, gaussian(1.3)))), 1e-6, 2.0),
+    ("replace_gaussian_s1.3", gaussian(1.3), 1e-5, 2.0, "replace_one"),
+    ("replace_poisson_gauss_q0.01_s1.1_x1000", selfc(1000, poisson(0.01, gaussian(1.1))), 1e-5, 0.8,
+     "replace_one"),
+    ("replace_poisson_gauss_q0.2_s1.5_x100", selfc(100, poisson(0.2, gaussian(1.5))), 1e-6, 5.0,
+     "replace_one"),
+    ("replace_mixed",
+     composed(selfc(500, poisson(0.05, gaussian(1.2))), selfc(20, gaussian(4.0))), 1e-5, 2.0,
+     "replace_one"),
 ]
 DISCRETIZATIONS = [1e-4, 1e-3]
 
@@ -121,7 +141,10 @@ def main():
             "reference": "google/differential-privacy python/dp_accounting, PLD "
                          "(privacy_loss_distribution.from_gaussian_mechanism / "
                          "from_laplace_mechanism, self_compose, compose, get_epsilon_for_delta, "
-                         "get_delta_for_epsilon); add_remove neighbouring",
+                         "get_delta_for_epsilon); add_remove cases, and replace_one cases "
+                         "computed with dp_accounting's REPLACE_ONE and noise_multiplier 2 sigma "
+                         "(its convention keeps the add/remove sensitivity; dpsilo's sigma is "
+                         "relative to the replace-one sensitivity)",
             "dp_accounting_commit": commit,
             "dp_accounting_version": ver[0] if ver else "unknown",
             "python": platform.python_version(),
@@ -134,13 +157,15 @@ def main():
         },
         "cases": [],
     }
-    for name, ev, delta, eps in CASES:
+    for case in CASES:
+        name, ev, delta, eps = case[:4]
+        nb = case[4] if len(case) > 4 else "add_remove"
         for h in DISCRETIZATIONS:
-            rec = {"name": name, "event": ev, "neighboring": "add_remove",
+            rec = {"name": name, "event": ev, "neighboring": nb,
                    "value_discretization": h, "delta": delta, "epsilon": eps}
             for pess, tag in ((True, "pessimistic"), (False, "optimistic")):
                 t0 = time.perf_counter()
-                p = build(ev, h, pess)
+                p = build(ev, h, pess, nb == "replace_one")
                 rec["eps_" + tag] = float(p.get_epsilon_for_delta(delta))
                 rec["delta_" + tag] = float(p.get_delta_for_epsilon(eps))
                 rec["seconds_" + tag] = round(time.perf_counter() - t0, 4)
