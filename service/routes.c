@@ -52,6 +52,8 @@ const route ROUTES[] = {
     {"POST", "/v1/estimators/mixture", route_estimators_mixture, 64 * KIB *KIB},
     {"GET", "/v1/runs", route_runs_list, 0},
     {"GET", "/v1/runs/{id}", route_runs_get, 0},
+    {"POST", "/v1/tuning/cost", route_tuning_cost, 64 * KIB},
+    {"POST", "/v1/tuning/plan", route_tuning_plan, 16 * KIB},
     {"POST", "/v1/tuning/draw", route_tuning_draw, 16 * KIB},
     {"GET", "/v1/tuning/draws/{id}", route_tuning_draw_get, 0},
     /* budgets (routes_ledger.c, issue #5) */

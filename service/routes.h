@@ -36,6 +36,8 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err);
 int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err);
 
 /* routes_tuning.c: private hyperparameter tuning (issue #4, docs/TUNING.md). */
+int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err);
+int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err);
 int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err);
 int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err);
 
