@@ -1,0 +1,201 @@
+/*
+ * calibrate.c: bisection on the open parameter of an event tree. See calibrate.h for the contract.
+ *
+ * Each candidate is evaluated on a fresh clone of the tree with the open parameters filled in
+ * (acct_event_fill_open), so the caller's tree is never modified. Noise and rate are bisected on a
+ * log scale (geometric midpoints), the count on integers.
+ */
+#include "accounting/calibrate.h"
+
+#include <math.h>
+
+typedef struct calib {
+    const acct_event *ev;
+    unsigned kind;
+    acct_eps_fn fn;
+    void *ctx;
+    int evals;
+} calib;
+
+static int eval_at(calib *c, double v, double *eps, dp_err *err)
+{
+    acct_event *t = acct_event_clone(c->ev);
+    if (t == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    acct_event_fill_open(t, c->kind, v);
+    c->evals++;
+    int rc = c->fn(t, c->ctx, eps, err);
+    acct_event_free(t);
+    if (rc == DP_OK && isnan(*eps))
+        return dp_err_set(err, DP_ENUMERIC, NULL, "accountant returned NaN");
+    return rc;
+}
+
+static int solve_noise(calib *c, double target, acct_calib_result *out, dp_err *err)
+{
+    double e_hi, e_lo;
+    int rc;
+    double hi = ACCT_CALIB_SIGMA_MAX;
+    if ((rc = eval_at(c, hi, &e_hi, err)) != DP_OK)
+        return rc;
+    if (e_hi > target)
+        return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
+                          "no noise multiplier meets epsilon %g: even noise %g gives %g (the "
+                          "noise-free parts of the event or delta make it impossible)",
+                          target, hi, e_hi);
+    double lo = ACCT_CALIB_SIGMA_MIN;
+    if ((rc = eval_at(c, lo, &e_lo, err)) != DP_OK)
+        return rc;
+    if (e_lo <= target) {
+        out->value = lo;
+        out->epsilon = e_lo;
+        return DP_OK;
+    }
+    for (int i = 0; i < ACCT_CALIB_MAX_ITER; i++) {
+        if (hi / lo - 1.0 <= ACCT_CALIB_RTOL) {
+            out->value = hi; /* the end that meets the target */
+            out->epsilon = e_hi;
+            return DP_OK;
+        }
+        double mid = sqrt(lo * hi), e;
+        if ((rc = eval_at(c, mid, &e, err)) != DP_OK)
+            return rc;
+        if (e <= target) {
+            hi = mid;
+            e_hi = e;
+        } else {
+            lo = mid;
+        }
+    }
+    return dp_err_set(err, DP_ENUMERIC, NULL, "noise calibration did not converge");
+}
+
+static int solve_rate(calib *c, double target, acct_calib_result *out, dp_err *err)
+{
+    double e_hi, e_lo;
+    int rc;
+    double hi = 1.0;
+    if ((rc = eval_at(c, hi, &e_hi, err)) != DP_OK)
+        return rc;
+    if (e_hi <= target) {
+        out->value = 1.0;
+        out->epsilon = e_hi;
+        return DP_OK;
+    }
+    double lo = ACCT_CALIB_Q_MIN;
+    if ((rc = eval_at(c, lo, &e_lo, err)) != DP_OK)
+        return rc;
+    if (e_lo > target)
+        return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
+                          "no sampling rate meets epsilon %g: even rate %g gives %g", target, lo,
+                          e_lo);
+    for (int i = 0; i < ACCT_CALIB_MAX_ITER; i++) {
+        if (hi / lo - 1.0 <= ACCT_CALIB_RTOL) {
+            out->value = lo; /* the end that meets the target */
+            out->epsilon = e_lo;
+            return DP_OK;
+        }
+        double mid = sqrt(lo * hi), e;
+        if ((rc = eval_at(c, mid, &e, err)) != DP_OK)
+            return rc;
+        if (e <= target) {
+            lo = mid;
+            e_lo = e;
+        } else {
+            hi = mid;
+        }
+    }
+    return dp_err_set(err, DP_ENUMERIC, NULL, "sampling-rate calibration did not converge");
+}
+
+static int solve_count(calib *c, double target, acct_calib_result *out, dp_err *err)
+{
+    double e_lo, e;
+    int rc;
+    double lo = 1.0;
+    if ((rc = eval_at(c, lo, &e_lo, err)) != DP_OK)
+        return rc;
+    if (e_lo > target)
+        return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
+                          "no count meets epsilon %g: a single repetition gives %g", target, e_lo);
+    const double cmax = (double)ACCT_EVENT_MAX_COUNT;
+    double hi = 2.0;
+    for (;;) { /* grow until a failing count is found */
+        if ((rc = eval_at(c, hi, &e, err)) != DP_OK)
+            return rc;
+        if (e > target)
+            break;
+        lo = hi;
+        e_lo = e;
+        if (hi >= cmax) {
+            out->value = cmax;
+            out->epsilon = e;
+            return DP_OK;
+        }
+        hi = hi * 2.0 > cmax ? cmax : hi * 2.0;
+    }
+    while (hi - lo > 1.0) { /* lo meets, hi fails; both integers */
+        double mid = floor((lo + hi) / 2.0);
+        if ((rc = eval_at(c, mid, &e, err)) != DP_OK)
+            return rc;
+        if (e <= target) {
+            lo = mid;
+            e_lo = e;
+        } else {
+            hi = mid;
+        }
+    }
+    out->value = lo;
+    out->epsilon = e_lo;
+    return DP_OK;
+}
+
+int acct_calibrate(const acct_event *ev, double target_eps, acct_eps_fn fn, void *ctx,
+                   acct_calib_result *out, dp_err *err)
+{
+    int rc = acct_event_check(ev, true, err);
+    if (rc != DP_OK)
+        return rc;
+    if (!isfinite(target_eps) || target_eps <= 0.0)
+        return dp_err_set(err, DP_EINVAL, "target_epsilon",
+                          "target_epsilon must be finite and > 0, got %g", target_eps);
+    unsigned k = acct_event_open_params(ev);
+    if (k != ACCT_OPEN_NOISE && k != ACCT_OPEN_RATE && k != ACCT_OPEN_COUNT)
+        return dp_err_set(err, DP_EINVAL, "event",
+                          k == 0 ? "the event has no open parameter (set a noise_multiplier, "
+                                   "sampling_rate or count to null)"
+                                 : "the event mixes open parameters of different kinds; leave "
+                                   "exactly one kind open");
+    calib c = {ev, k, fn, ctx, 0};
+    out->kind = k;
+    if (k == ACCT_OPEN_NOISE)
+        rc = solve_noise(&c, target_eps, out, err);
+    else if (k == ACCT_OPEN_RATE)
+        rc = solve_rate(&c, target_eps, out, err);
+    else
+        rc = solve_count(&c, target_eps, out, err);
+    out->evaluations = c.evals;
+    return rc;
+}
+
+int acct_calib_rdp_eps(const acct_event *ev, void *ctx, double *eps, dp_err *err)
+{
+    acct_calib_rdp_ctx *c = ctx;
+    acct_rdp_answer a;
+    int rc = acct_rdp_epsilon(ev, c->nb, c->delta, c->conv, c->orders, c->n_orders, &a, err);
+    if (rc == DP_OK) {
+        *eps = a.value;
+        c->last_order = a.optimal_order;
+    }
+    return rc;
+}
+
+int acct_calib_zcdp_eps(const acct_event *ev, void *ctx, double *eps, dp_err *err)
+{
+    acct_calib_zcdp_ctx *c = ctx;
+    double rho;
+    int rc = acct_zcdp_eval(ev, &rho, err);
+    if (rc != DP_OK)
+        return rc;
+    return acct_zcdp_to_epsilon(rho, c->delta, c->conv, eps, NULL, err);
+}

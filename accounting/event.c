@@ -1,0 +1,238 @@
+/*
+ * event.c: allocation, validation and copying of privacy-event trees. See event.h for the contract.
+ *
+ * Validation walks the tree recursively; the recursion depth is bounded because a node deeper than
+ * ACCT_EVENT_MAX_DEPTH stops the walk with an error before descending further. Field paths are
+ * built on the way back up with dp_err_prefix_field, so an error names e.g.
+ * "event.events[2].sampling_rate" relative to the root node (the service adds the request key,
+ * usually "event").
+ */
+#include "accounting/event.h"
+#include "accounting/tuning.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "common/dp_alloc.h"
+
+acct_event *acct_event_alloc(acct_event_type type)
+{
+    acct_event *ev = dp_calloc(1, sizeof *ev);
+    if (ev == NULL)
+        return NULL;
+    ev->type = type;
+    ev->noise_multiplier = ((double)NAN);
+    ev->sampling_rate = ((double)NAN);
+    ev->rho = ((double)NAN);
+    ev->epsilon = ((double)NAN);
+    ev->dist.kind = ACCT_TUNE_FIXED;
+    ev->dist.mean = ((double)NAN);
+    ev->dist.eta = ((double)NAN);
+    ev->dist.gamma = ((double)NAN);
+    return ev;
+}
+
+void acct_event_free(acct_event *ev)
+{
+    if (ev == NULL)
+        return;
+    acct_event_free(ev->child);
+    for (size_t i = 0; i < ev->n_children; i++)
+        acct_event_free(ev->children[i]);
+    dp_free(ev->children);
+    dp_free(ev);
+}
+
+const char *acct_event_type_name(acct_event_type type)
+{
+    switch (type) {
+        case ACCT_EV_GAUSSIAN:
+            return "gaussian";
+        case ACCT_EV_LAPLACE:
+            return "laplace";
+        case ACCT_EV_ZCDP:
+            return "zcdp";
+        case ACCT_EV_PURE:
+            return "pure";
+        case ACCT_EV_POISSON:
+            return "poisson_sampled";
+        case ACCT_EV_SWOR:
+            return "sampled_without_replacement";
+        case ACCT_EV_SELF_COMPOSED:
+            return "self_composed";
+        case ACCT_EV_COMPOSED:
+            return "composed";
+        case ACCT_EV_REPEAT_SELECT:
+            return "repeat_and_select";
+    }
+    return "unknown";
+}
+
+/* Distribution domain and field names are the tuning module's (accounting/tuning.h). */
+static int check_dist(const acct_tuning_dist *d, dp_err *err)
+{
+    return acct_tuning_dist_check(d, err);
+}
+
+static int check_child(const acct_event *child, bool allow_open, size_t depth, size_t *nodes,
+                       const char *name, dp_err *err);
+
+static int check_node(const acct_event *ev, bool allow_open, size_t depth, size_t *nodes,
+                      dp_err *err)
+{
+    if (depth > ACCT_EVENT_MAX_DEPTH)
+        return dp_err_set(err, DP_EINVAL, NULL, "event tree is deeper than %d levels",
+                          ACCT_EVENT_MAX_DEPTH);
+    if (++*nodes > ACCT_EVENT_MAX_NODES)
+        return dp_err_set(err, DP_EINVAL, NULL, "event tree has more than %d nodes",
+                          ACCT_EVENT_MAX_NODES);
+    switch (ev->type) {
+        case ACCT_EV_GAUSSIAN:
+        case ACCT_EV_LAPLACE:
+            if (isnan(ev->noise_multiplier) && allow_open)
+                return DP_OK;
+            if (!isfinite(ev->noise_multiplier) || ev->noise_multiplier <= 0.0)
+                return dp_err_set(err, DP_EINVAL, "noise_multiplier",
+                                  "noise_multiplier must be finite and > 0, got %g",
+                                  ev->noise_multiplier);
+            return DP_OK;
+        case ACCT_EV_ZCDP:
+            if (!isfinite(ev->rho) || ev->rho < 0.0)
+                return dp_err_set(err, DP_EINVAL, "rho", "rho must be finite and >= 0, got %g",
+                                  ev->rho);
+            return DP_OK;
+        case ACCT_EV_PURE:
+            if (!isfinite(ev->epsilon) || ev->epsilon < 0.0)
+                return dp_err_set(err, DP_EINVAL, "epsilon",
+                                  "epsilon must be finite and >= 0, got %g", ev->epsilon);
+            return DP_OK;
+        case ACCT_EV_POISSON:
+            if (!(isnan(ev->sampling_rate) && allow_open) &&
+                (!isfinite(ev->sampling_rate) || ev->sampling_rate <= 0.0 ||
+                 ev->sampling_rate > 1.0))
+                return dp_err_set(err, DP_EINVAL, "sampling_rate",
+                                  "sampling_rate must be in (0, 1], got %g", ev->sampling_rate);
+            return check_child(ev->child, allow_open, depth, nodes, "event", err);
+        case ACCT_EV_SWOR:
+            if (ev->source_size < 1)
+                return dp_err_set(err, DP_EINVAL, "source_size", "source_size must be >= 1");
+            if (ev->sample_size < 1 || ev->sample_size > ev->source_size)
+                return dp_err_set(err, DP_EINVAL, "sample_size",
+                                  "sample_size must be in [1, source_size]");
+            return check_child(ev->child, allow_open, depth, nodes, "event", err);
+        case ACCT_EV_SELF_COMPOSED:
+            if (!(ev->count_open && allow_open) &&
+                (ev->count < 1 || ev->count > ACCT_EVENT_MAX_COUNT))
+                return dp_err_set(err, DP_EINVAL, "count",
+                                  "count must be an integer in [1, 10^12]");
+            return check_child(ev->child, allow_open, depth, nodes, "event", err);
+        case ACCT_EV_COMPOSED:
+            if (ev->n_children > 0 && ev->children == NULL)
+                return dp_err_set(err, DP_EINVAL, "events", "events is missing");
+            for (size_t i = 0; i < ev->n_children; i++) {
+                char idx[32];
+                snprintf(idx, sizeof idx, "[%zu]", i);
+                if (check_child(ev->children[i], allow_open, depth, nodes, idx, err) != DP_OK) {
+                    dp_err_prefix_field(err, "events");
+                    return err ? err->code : DP_EINVAL;
+                }
+            }
+            return DP_OK;
+        case ACCT_EV_REPEAT_SELECT:
+            if (check_dist(&ev->dist, err) != DP_OK)
+                return DP_EINVAL;
+            return check_child(ev->child, allow_open, depth, nodes, "event", err);
+    }
+    return dp_err_set(err, DP_EINVAL, "type", "unknown event type");
+}
+
+static int check_child(const acct_event *child, bool allow_open, size_t depth, size_t *nodes,
+                       const char *name, dp_err *err)
+{
+    if (child == NULL)
+        return dp_err_set(err, DP_EINVAL, name, "nested event is missing");
+    int rc = check_node(child, allow_open, depth + 1, nodes, err);
+    if (rc != DP_OK)
+        dp_err_prefix_field(err, name);
+    return rc;
+}
+
+int acct_event_check(const acct_event *ev, bool allow_open, dp_err *err)
+{
+    if (ev == NULL)
+        return dp_err_set(err, DP_EINVAL, NULL, "event is missing");
+    size_t nodes = 0;
+    return check_node(ev, allow_open, 1, &nodes, err);
+}
+
+acct_event *acct_event_clone(const acct_event *ev)
+{
+    if (ev == NULL)
+        return NULL;
+    acct_event *cp = dp_malloc(sizeof *cp);
+    if (cp == NULL)
+        return NULL;
+    *cp = *ev;
+    cp->child = NULL;
+    cp->children = NULL;
+    cp->n_children = 0;
+    if (ev->child != NULL) {
+        cp->child = acct_event_clone(ev->child);
+        if (cp->child == NULL) {
+            acct_event_free(cp);
+            return NULL;
+        }
+    }
+    if (ev->n_children > 0) {
+        cp->children = dp_calloc(ev->n_children, sizeof *cp->children);
+        if (cp->children == NULL) {
+            acct_event_free(cp);
+            return NULL;
+        }
+        for (size_t i = 0; i < ev->n_children; i++) {
+            cp->children[i] = acct_event_clone(ev->children[i]);
+            cp->n_children = i + 1; /* so a failure below frees what was copied */
+            if (cp->children[i] == NULL) {
+                acct_event_free(cp);
+                return NULL;
+            }
+        }
+    }
+    return cp;
+}
+
+unsigned acct_event_open_params(const acct_event *ev)
+{
+    if (ev == NULL)
+        return 0;
+    unsigned k = 0;
+    if ((ev->type == ACCT_EV_GAUSSIAN || ev->type == ACCT_EV_LAPLACE) &&
+        isnan(ev->noise_multiplier))
+        k |= ACCT_OPEN_NOISE;
+    if (ev->type == ACCT_EV_POISSON && isnan(ev->sampling_rate))
+        k |= ACCT_OPEN_RATE;
+    if (ev->type == ACCT_EV_SELF_COMPOSED && ev->count_open)
+        k |= ACCT_OPEN_COUNT;
+    k |= acct_event_open_params(ev->child);
+    for (size_t i = 0; i < ev->n_children; i++)
+        k |= acct_event_open_params(ev->children[i]);
+    return k;
+}
+
+void acct_event_fill_open(acct_event *ev, unsigned kind, double value)
+{
+    if (ev == NULL)
+        return;
+    if (kind == ACCT_OPEN_NOISE && (ev->type == ACCT_EV_GAUSSIAN || ev->type == ACCT_EV_LAPLACE) &&
+        isnan(ev->noise_multiplier))
+        ev->noise_multiplier = value;
+    if (kind == ACCT_OPEN_RATE && ev->type == ACCT_EV_POISSON && isnan(ev->sampling_rate))
+        ev->sampling_rate = value;
+    if (kind == ACCT_OPEN_COUNT && ev->type == ACCT_EV_SELF_COMPOSED && ev->count_open) {
+        ev->count = (uint64_t)value;
+        ev->count_open = false;
+    }
+    acct_event_fill_open(ev->child, kind, value);
+    for (size_t i = 0; i < ev->n_children; i++)
+        acct_event_fill_open(ev->children[i], kind, value);
+}

@@ -1,0 +1,44 @@
+/*
+ * logmath.h: the audited log-space helpers of dpsilo (STYLE.md 2.8).
+ *
+ * Privacy quantities span hundreds of orders of magnitude (an RDP moment A_alpha can be e^(10^6) or
+ * 1 + 10^-27), so every sum of exponentials is formed in log space with these helpers and never as
+ * exp() followed by log(). Conventions: -INFINITY is log(0); +INFINITY propagates; NaN in gives NaN
+ * out.
+ *
+ * Thread-safety: pure functions, no state.
+ */
+#ifndef DP_ACCOUNTING_LOGMATH_H
+#define DP_ACCOUNTING_LOGMATH_H
+
+#include <stddef.h>
+
+/* log(e^a + e^b), exact to a few ulps: max(a,b) + log1p(exp(-|a-b|)). */
+double dp_log_add(double a, double b);
+
+/* log(e^a - e^b) for a >= b. Returns -INFINITY when a == b and NaN when a < b (a caller bug: the
+ * difference would be negative). Uses log(-expm1(b-a)) near a == b and log1p(-exp(b-a)) otherwise
+ * (Maechler 2012, "Accurately computing log(1 - exp(-|a|))"). */
+double dp_log_sub(double a, double b);
+
+/* log(sum_i e^x[i]) over n values with one max-shift pass; -INFINITY for n == 0. */
+double dp_logsumexp(const double *x, size_t n);
+
+/* log(1 - e^x) for x <= 0 (Maechler 2012); -INFINITY at x == 0, NaN for x > 0. */
+double dp_log1mexp(double x);
+
+/* log(e^x - 1) for x >= 0: -INFINITY at 0, x + log1p(-e^-x) for large x. */
+double dp_logexpm1(double x);
+
+/* Streaming log-sum-exp accumulator: add terms one at a time without storing them. */
+typedef struct dp_lse {
+    double max; /* largest term seen so far (log scale); -INFINITY when empty */
+    double sum; /* sum of exp(term - max) over the terms seen */
+} dp_lse;
+
+void dp_lse_init(dp_lse *s);
+void dp_lse_add(dp_lse *s, double term);
+/* log of the sum of the terms added; -INFINITY if none (or all were -INFINITY). */
+double dp_lse_value(const dp_lse *s);
+
+#endif

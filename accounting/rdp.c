@@ -1,0 +1,1018 @@
+/*
+ * rdp.c: RDP curves of mechanisms, tree evaluation, and RDP -> (epsilon, delta). See rdp.h.
+ *
+ * DESIGN (sampled Gaussian). With mu0 = N(0, s^2) and t = (z - 1/2)/s^2, the privacy-loss ratio of
+ * the Poisson-subsampled Gaussian is 1 + u with u = q (e^t - 1) (Mironov, Talwar & Zhang 2019,
+ * §3.3), and A_alpha = E_{z~mu0}[(1 + u)^alpha],   RDP = log(A_alpha) / (alpha - 1). Since E[u] =
+ * 0, A_alpha - 1 = E[f(u)] with f(u) = (1+u)^alpha - 1 - alpha u >= 0 (convexity), so log(A_alpha -
+ * 1) is a log-sum of POSITIVE terms and RDP = log1p(A_alpha - 1)/(alpha - 1) keeps full relative
+ * precision even when A_alpha = 1 + 1e-27 (q = 1e-8, sigma = 1e5). This is where the classic
+ * two-sided series of MTZ/TF-Privacy loses every digit: it forms A_alpha itself and subtracts 1.
+ *   Integer alpha: f(u) expands binomially and E[(e^t-1)^k ...] collapses to
+ *     A - 1 = sum_{k=2}^{alpha} C(alpha,k) (1-q)^{alpha-k} q^k expm1((k^2-k)/(2 s^2))
+ *   (MTZ 2019, §3.3 integer-alpha sum, with the k = 0, 1 terms cancelled against the 1).
+ *   Fractional alpha: f(u) is integrated against the normal density by adaptive Gauss-Kronrod (GSL
+ *   qag) separately on z < 1/2 (u < 0) and z > 1/2 (u > 0), where f(u(z)) is log-concave; each
+ * piece is rescaled by its peak (found by golden-section search) and integrated over the window
+ * where the log-integrand is within ACCT_QUAD_LOG_WINDOW of the peak.
+ *
+ * Conversions: see rdp.h for formulas and papers. Everything is evaluated in log space
+ * (STYLE.md 2.8).
+ */
+#include "accounting/rdp.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_integration.h>
+#include <gsl/gsl_math.h>
+#include <gsl/gsl_sf_gamma.h>
+
+#include "accounting/logmath.h"
+#include "accounting/tuning.h"
+#include "common/dp_alloc.h"
+
+/* Relative accuracy asked of each quadrature piece: 100x below the 1e-9 RDP target. */
+#define ACCT_QUAD_EPSREL 1e-11
+/* Accepted relative error estimate when GSL reports round-off limits (GSL_EROUND). */
+#define ACCT_QUAD_EPSREL_ACCEPT 1e-10
+/* Cap of the scaled tolerance (scale = log A_alpha can reach 1e11 at sigma = 0.1, alpha = 1e5). */
+#define ACCT_QUAD_EPSREL_MAX 1e-4
+/* Subintervals available to one adaptive quadrature. */
+#define ACCT_QUAD_LIMIT 200
+/* The log-integrand window: mass beyond peak - 60 is below e^-60 ~ 1e-26 of the peak's. */
+#define ACCT_QUAD_LOG_WINDOW 60.0
+/* Golden-section iterations for the integrand peak: reaches ~1e-9 of the bracket. */
+#define ACCT_PEAK_ITERS 60
+/* Series f(u) = sum_{k>=2} C(alpha,k) u^k is used for |u| < 0.5 and |alpha u| < 2 (no
+ * cancellation). */
+#define ACCT_SERIES_MAX_U     0.5
+#define ACCT_SERIES_MAX_AU    2.0
+#define ACCT_SERIES_MAX_TERMS 400
+/* Stop the series once a term is below this fraction of the sum (below half an ulp). */
+#define ACCT_SERIES_REL 1e-18
+/* Beyond t = 700, e^t overflows a double: switch to pure log-space formulas. */
+#define ACCT_EXP_SAFE 700.0
+/* Recompute log C(alpha, k) from lgamma every this many recurrence steps, bounding drift. */
+#define ACCT_LNCHOOSE_RESYNC 128
+/* sigma below this: the sampled Gaussian's RDP exceeds double range at every order; report +inf. */
+#define ACCT_SIGMA_TINY 1e-100
+/* Golden-section iterations of the continuous order search (bracket shrinks by 0.618^60 ~ 3e-13).
+ */
+#define ACCT_ORDER_SEARCH_ITERS 60
+
+static const double GOLDEN = 0.6180339887498949; /* (sqrt(5) - 1) / 2 */
+
+/* ---- default orders
+ * ------------------------------------------------------------------------------ */
+
+#define N_DEFAULT_ORDERS (99 + 54 + 10)
+static double default_orders[N_DEFAULT_ORDERS];
+static int default_orders_ready; /* benign race: every thread writes identical values */
+
+size_t acct_rdp_default_orders(const double **orders)
+{
+    if (!default_orders_ready) {
+        size_t n = 0;
+        for (int x = 1; x <= 99; x++)
+            default_orders[n++] = 1.0 + x / 10.0;
+        for (int a = 11; a <= 64; a++)
+            default_orders[n++] = a;
+        static const double big[] = {80, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096};
+        for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
+            default_orders[n++] = big[i];
+        default_orders_ready = 1;
+    }
+    if (orders)
+        *orders = default_orders;
+    return N_DEFAULT_ORDERS;
+}
+
+int acct_rdp_check_orders(const double *orders, size_t n, dp_err *err)
+{
+    if (orders == NULL || n == 0)
+        return dp_err_set(err, DP_EINVAL, "orders", "orders must be a non-empty list");
+    if (n > ACCT_RDP_MAX_ORDERS)
+        return dp_err_set(err, DP_EINVAL, "orders", "at most %d orders are accepted",
+                          ACCT_RDP_MAX_ORDERS);
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(orders[i]) || orders[i] <= 1.0 || orders[i] > ACCT_RDP_MAX_ORDER) {
+            char f[32];
+            snprintf(f, sizeof f, "orders[%zu]", i);
+            return dp_err_set(err, DP_EINVAL, f, "each order must be in (1, %g], got %g",
+                              ACCT_RDP_MAX_ORDER, orders[i]);
+        }
+    }
+    return DP_OK;
+}
+
+/* ---- simple mechanisms
+ * ----------------------------------------------------------------------------- */
+
+double acct_rdp_gaussian(double sigma, double alpha)
+{
+    /* Mironov 2017, Table II (Gaussian mechanism, sensitivity 1): alpha / (2 sigma^2). */
+    return alpha / (2.0 * sigma * sigma);
+}
+
+/* h(x) = e^x - 1 - x >= 0, accurate for all x (series near 0, where expm1(x) - x cancels). */
+static double expm1_minus_x(double x)
+{
+    if (fabs(x) < 0.5) {
+        double term = x * x / 2.0, s = term;
+        for (int k = 3; k < 60; k++) {
+            term *= x / k;
+            s += term;
+            if (fabs(term) < ACCT_SERIES_REL * fabs(s))
+                break;
+        }
+        return s;
+    }
+    return expm1(x) - x;
+}
+
+double acct_rdp_laplace(double b, double alpha)
+{
+    /* Mironov 2017, Prop. 6 / Table II, Laplace with scale b and sensitivity 1, alpha > 1:
+     *   r = 1/(alpha-1) log( alpha/(2alpha-1) e^{(alpha-1)/b} + (alpha-1)/(2alpha-1) e^{-alpha/b}
+     * ). The sum S is 1 + O(1/b^2); writing e^x = 1 + x + h(x) the first-order terms cancel exactly
+     * and S - 1 = (alpha h((alpha-1)/b) + (alpha-1) h(-alpha/b)) / (2 alpha - 1)  (all terms >= 0).
+     */
+    double x1 = (alpha - 1.0) / b, x2 = -alpha / b;
+    if (x1 < 1.0) {
+        double sm1 =
+            (alpha * expm1_minus_x(x1) + (alpha - 1.0) * expm1_minus_x(x2)) / (2.0 * alpha - 1.0);
+        return log1p(sm1) / (alpha - 1.0);
+    }
+    double la = log(alpha / (2.0 * alpha - 1.0)) + x1;
+    double lb = log((alpha - 1.0) / (2.0 * alpha - 1.0)) + x2;
+    return dp_log_add(la, lb) / (alpha - 1.0);
+}
+
+double acct_rdp_pure(double eps, double alpha)
+{
+    /* eps-DP is (alpha, eps)-RDP for every alpha (Mironov 2017, §III: eps-DP = (inf, eps)-RDP and
+     * RDP is non-decreasing in alpha) and eps^2/2-zCDP (Bun & Steinke 2016, Prop. 1.4). */
+    double z = alpha * eps * eps / 2.0;
+    return z < eps ? z : eps;
+}
+
+/* ---- sampled Gaussian: integer orders -----------------------------------------------------------
+ */
+
+static int lnchoose(double n, double k, double *out)
+{
+    gsl_sf_result r;
+    int st = gsl_sf_lnchoose_e((unsigned)n, (unsigned)k, &r);
+    if (st != GSL_SUCCESS)
+        return DP_ENUMERIC;
+    *out = r.val;
+    return DP_OK;
+}
+
+/* log(A_alpha - 1) for integer alpha >= 2 and 0 < q < 1 (see DESIGN above). */
+static int sgm_log_am1_int(double q, double sigma, double alpha, double *out)
+{
+    const double lq = log(q), l1q = log1p(-q), inv2s2 = 1.0 / (2.0 * sigma * sigma);
+    const double a = alpha;
+    dp_lse acc;
+    dp_lse_init(&acc);
+    double lc = 0.0;
+    for (double k = 2.0; k <= a; k += 1.0) {
+        if (((long long)k - 2) % ACCT_LNCHOOSE_RESYNC == 0) {
+            if (lnchoose(a, k, &lc) != DP_OK)
+                return DP_ENUMERIC;
+        }
+        double term = lc + k * lq + (a - k) * l1q + dp_logexpm1((k * k - k) * inv2s2);
+        dp_lse_add(&acc, term);
+        lc += log((a - k) / (k + 1.0)); /* C(a,k+1) = C(a,k) (a-k)/(k+1) */
+    }
+    *out = dp_lse_value(&acc);
+    return isnan(*out) ? DP_ENUMERIC : DP_OK;
+}
+
+/* ---- sampled Gaussian: fractional orders (quadrature) ---------------------------------------- */
+
+typedef struct sgm_ctx {
+    double alpha, q, lq, l1q, s2; /* order, rate, log q, log(1-q), sigma^2 */
+    double shift;                 /* log-integrand value at the peak (rescaling) */
+} sgm_ctx;
+
+/* log f(u) with u = q (e^t - 1), f(u) = (1+u)^alpha - 1 - alpha u; -HUGE_VAL at u = 0. */
+static double sgm_log_f(const sgm_ctx *c, double t)
+{
+    const double alpha = c->alpha;
+    if (t > ACCT_EXP_SAFE) {
+        double l1u = c->q < 1.0 ? dp_log_add(c->l1q, c->lq + t) : t; /* log(1 - q + q e^t) */
+        double L = alpha * l1u;
+        double l1au = dp_log_add(0.0, log(alpha) + c->lq + dp_logexpm1(t)); /* log(1 + alpha u) */
+        return L + dp_log1mexp(l1au - L);
+    }
+    double u = c->q * expm1(t);
+    if (u == 0.0)
+        return -HUGE_VAL;
+    double au = alpha * u;
+    if (fabs(u) < ACCT_SERIES_MAX_U && fabs(au) < ACCT_SERIES_MAX_AU) {
+        double term = alpha * (alpha - 1.0) / 2.0 * u * u, s = term;
+        for (int k = 2; k < ACCT_SERIES_MAX_TERMS; k++) {
+            term *= (alpha - k) / (k + 1.0) * u;
+            s += term;
+            if (fabs(term) <= ACCT_SERIES_REL * fabs(s))
+                break;
+        }
+        return s > 0.0 ? log(s) : -HUGE_VAL;
+    }
+    double L = alpha * log1p(u);
+    if (u < 0.0 || L < ACCT_EXP_SAFE)
+        return log(expm1(L) - au);
+    return L + dp_log1mexp(log1p(au) - L);
+}
+
+static double sgm_log_integrand(const sgm_ctx *c, double z)
+{
+    return -z * z / (2.0 * c->s2) + sgm_log_f(c, (z - 0.5) / c->s2);
+}
+
+static double sgm_integrand(double z, void *p)
+{
+    const sgm_ctx *c = p;
+    return exp(sgm_log_integrand(c, z) - c->shift);
+}
+
+/* Golden-section maximisation of the (unimodal) log-integrand on [lo, hi]. */
+static double sgm_peak(const sgm_ctx *c, double lo, double hi, double *gmax)
+{
+    double a = lo, b = hi;
+    double x1 = b - GOLDEN * (b - a), x2 = a + GOLDEN * (b - a);
+    double f1 = sgm_log_integrand(c, x1), f2 = sgm_log_integrand(c, x2);
+    for (int i = 0; i < ACCT_PEAK_ITERS; i++) {
+        if (f1 < f2) {
+            a = x1;
+            x1 = x2;
+            f1 = f2;
+            x2 = a + GOLDEN * (b - a);
+            f2 = sgm_log_integrand(c, x2);
+        } else {
+            b = x2;
+            x2 = x1;
+            f2 = f1;
+            x1 = b - GOLDEN * (b - a);
+            f1 = sgm_log_integrand(c, x1);
+        }
+    }
+    double z = f1 > f2 ? x1 : x2;
+    *gmax = f1 > f2 ? f1 : f2;
+    return z;
+}
+
+/* Integral of exp(g - shift) over [a, b] by GSL qag; DP_ENUMERIC on failure. */
+static int sgm_qag(sgm_ctx *c, gsl_integration_workspace *w, double a, double b, double *val)
+{
+    /* When the log-integrand is large (A_alpha = e^shift, shift >> 1), its evaluation carries
+     * absolute rounding ~ DBL_EPSILON * shift, so the integral can only be resolved to that
+     * relative level; that is still a relative error ~ ACCT_QUAD_EPSREL in log(A_alpha) and hence
+     * in the RDP. */
+    double scale = c->shift > 1.0 ? c->shift : 1.0;
+    *val = 0.0;
+    if (!(b > a))
+        return DP_OK;
+    gsl_function F = {sgm_integrand, c};
+    double res = 0.0, abserr = 0.0;
+    double epsrel = ACCT_QUAD_EPSREL * scale;
+    if (epsrel > ACCT_QUAD_EPSREL_MAX)
+        epsrel = ACCT_QUAD_EPSREL_MAX;
+    int st = gsl_integration_qag(&F, a, b, 0.0, epsrel, ACCT_QUAD_LIMIT, GSL_INTEG_GAUSS31, w, &res,
+                                 &abserr);
+    if (st != GSL_SUCCESS && !(abserr <= ACCT_QUAD_EPSREL_ACCEPT * scale * fabs(res)))
+        return DP_ENUMERIC;
+    if (!isfinite(res) || res < 0.0)
+        return DP_ENUMERIC;
+    *val = res;
+    return DP_OK;
+}
+
+/* Log of the integral of exp(g) over the piece [dlo, dhi] (one of them infinite), where g peaks
+ * inside [blo, bhi]. Returns -HUGE_VAL for an empty/zero piece. */
+static int sgm_piece(sgm_ctx *c, gsl_integration_workspace *w, double dlo, double dhi, double blo,
+                     double bhi, double *log_int)
+{
+    double sigma = sqrt(c->s2), gmax;
+    double zp = sgm_peak(c, blo, bhi, &gmax);
+    if (gmax == -HUGE_VAL) {
+        *log_int = -HUGE_VAL;
+        return DP_OK;
+    }
+    if (isnan(gmax))
+        return DP_ENUMERIC;
+    c->shift = gmax;
+    /* Window: step out from the peak until the log-integrand is ACCT_QUAD_LOG_WINDOW below it. The
+     * normal factor alone guarantees this within sqrt(2 * window) sigma ~ 11 sigma. */
+    double lo = zp, hi = zp;
+    for (double d = 0.125 * sigma;; d *= 2.0) {
+        lo = zp - d;
+        if (lo <= dlo) {
+            lo = dlo;
+            break;
+        }
+        if (sgm_log_integrand(c, lo) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * sigma)
+            break;
+    }
+    for (double d = 0.125 * sigma;; d *= 2.0) {
+        hi = zp + d;
+        if (hi >= dhi) {
+            hi = dhi;
+            break;
+        }
+        if (sgm_log_integrand(c, hi) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * sigma)
+            break;
+    }
+    double i1, i2;
+    if (sgm_qag(c, w, lo, zp, &i1) != DP_OK || sgm_qag(c, w, zp, hi, &i2) != DP_OK)
+        return DP_ENUMERIC;
+    double s = i1 + i2;
+    *log_int = s > 0.0 ? gmax + log(s) : -HUGE_VAL;
+    return DP_OK;
+}
+
+/* Integral of exp(g) over the window [wlo, whi] of the u > 0 piece; g may have several spikes in it
+ * (sigma < 1), which qag resolves adaptively; the scale is the peak found by golden section. */
+static int sgm_window(sgm_ctx *c, gsl_integration_workspace *w, double wlo, double whi,
+                      double *log_int)
+{
+    double gmax;
+    double zp = sgm_peak(c, wlo, whi, &gmax);
+    if (gmax == -HUGE_VAL) {
+        *log_int = -HUGE_VAL;
+        return DP_OK;
+    }
+    if (isnan(gmax))
+        return DP_ENUMERIC;
+    c->shift = gmax;
+    double i1, i2;
+    if (sgm_qag(c, w, wlo, zp, &i1) != DP_OK || sgm_qag(c, w, zp, whi, &i2) != DP_OK)
+        return DP_ENUMERIC;
+    double s = i1 + i2;
+    *log_int = s > 0.0 ? gmax + log(s) : -HUGE_VAL;
+    return DP_OK;
+}
+
+/* Margin around a significant component, in units of sigma: a normal tail beyond 12 sigma is
+ * e^-72 ~ 5e-32 of its peak. */
+#define ACCT_COMPONENT_MARGIN_SIGMA 12.0
+/* Components (binomial terms) more than this below the largest one in log are dropped: e^-50 ~
+ * 2e-22. */
+#define ACCT_COMPONENT_LOG_CUT 50.0
+/* Most disjoint windows tracked (the component weights have at most two local maxima in k). */
+#define ACCT_MAX_WINDOWS 8
+
+/* The u > 0 integrand is a mixture of normal bumps centred at z = k (k = 2..ceil(alpha)) with
+ * weights C(alpha,k) q^k (1-q)^(alpha-k) e^{(k^2-k)/(2 s^2)} (MTZ 2019, §3.3 expansions; for
+ * fractional alpha the second expansion puts them at alpha - j, within 1 of an integer). The
+ * significant k form at most two runs (log weight = concave + convex in k); each run becomes an
+ * integration window widened by 1 + ACCT_COMPONENT_MARGIN_SIGMA sigma. This makes the quadrature
+ * robust to bimodal and (sigma < 1) comb-shaped integrands that a single peak search would miss. */
+static int sgm_right(sgm_ctx *c, gsl_integration_workspace *w, double *log_int)
+{
+    const double a = c->alpha, sigma = sqrt(c->s2), inv2s2 = 1.0 / (2.0 * c->s2);
+    const double kmax = ceil(a);
+    /* pass 1: largest log weight; pass 2: runs above the cut */
+    double lmax = -HUGE_VAL;
+    for (int pass = 0; pass < 2; pass++) {
+        double wlo[ACCT_MAX_WINDOWS], whi[ACCT_MAX_WINDOWS];
+        int nw = 0;
+        double lc = 0.0, run_lo = -1.0;
+        for (double k = 2.0; k <= kmax; k += 1.0) {
+            if (((long long)k - 2) % ACCT_LNCHOOSE_RESYNC == 0) {
+                gsl_sf_result r1, r2, r3;
+                if (gsl_sf_lngamma_e(a + 1.0, &r1) || gsl_sf_lngamma_e(k + 1.0, &r2) ||
+                    gsl_sf_lngamma_e(a - k + 1.0, &r3))
+                    return DP_ENUMERIC;
+                lc = r1.val - r2.val - r3.val;
+            }
+            double lw = lc + k * c->lq + (a - k) * c->l1q + (k * k - k) * inv2s2;
+            if (k < kmax)
+                lc += log((a - k) / (k + 1.0));
+            if (pass == 0) {
+                if (lw > lmax)
+                    lmax = lw;
+                continue;
+            }
+            bool sig = lw >= lmax - ACCT_COMPONENT_LOG_CUT;
+            if (sig && run_lo < 0.0)
+                run_lo = k;
+            if ((!sig || k == kmax) && run_lo >= 0.0) {
+                double run_hi = sig ? k : k - 1.0;
+                if (nw == ACCT_MAX_WINDOWS)
+                    return DP_ENUMERIC;
+                wlo[nw] = run_lo - 1.0 - ACCT_COMPONENT_MARGIN_SIGMA * sigma;
+                whi[nw] = run_hi + 1.0 + ACCT_COMPONENT_MARGIN_SIGMA * sigma;
+                if (wlo[nw] < 0.5)
+                    wlo[nw] = 0.5;
+                if (nw > 0 && wlo[nw] <= whi[nw - 1]) /* merge overlapping windows */
+                    whi[nw - 1] = whi[nw];
+                else
+                    nw++;
+                run_lo = -1.0;
+            }
+        }
+        if (pass == 0)
+            continue;
+        dp_lse acc;
+        dp_lse_init(&acc);
+        for (int i = 0; i < nw; i++) {
+            double li;
+            if (sgm_window(c, w, wlo[i], whi[i], &li) != DP_OK)
+                return DP_ENUMERIC;
+            dp_lse_add(&acc, li);
+        }
+        *log_int = dp_lse_value(&acc);
+    }
+    return DP_OK;
+}
+
+static int sgm_log_am1_frac(double q, double sigma, double alpha, gsl_integration_workspace *w,
+                            double *out)
+{
+    sgm_ctx c = {alpha, q, log(q), log1p(-q), sigma * sigma, 0.0};
+    double lL, lR;
+    /* u < 0 piece: z in (-inf, 1/2), where 0 <= f(u) <= f(-q) and the integrand is unimodal. */
+    double bl = 0.5 - 45.0 * sigma - 1.0;
+    if (sgm_piece(&c, w, -HUGE_VAL, 0.5, bl, 0.5, &lL) != DP_OK)
+        return DP_ENUMERIC;
+    /* u > 0 piece: z in (1/2, inf). */
+    if (sgm_right(&c, w, &lR) != DP_OK)
+        return DP_ENUMERIC;
+    /* normal density 1/(sigma sqrt(2 pi)) */
+    *out = dp_log_add(lL, lR) - log(sigma) - 0.5 * log(2.0 * M_PI);
+    return isnan(*out) ? DP_ENUMERIC : DP_OK;
+}
+
+static int sgm_rdp(double q, double sigma, double alpha, gsl_integration_workspace **w, double *out,
+                   dp_err *err)
+{
+    if (q >= 1.0) {
+        *out = acct_rdp_gaussian(sigma, alpha);
+        return DP_OK;
+    }
+    if (sigma < ACCT_SIGMA_TINY) {
+        *out = HUGE_VAL;
+        return DP_OK;
+    }
+    double lam1;
+    int rc;
+    if (alpha == floor(alpha)) {
+        rc = sgm_log_am1_int(q, sigma, alpha, &lam1);
+    } else {
+        if (*w == NULL) {
+            *w = gsl_integration_workspace_alloc(ACCT_QUAD_LIMIT);
+            if (*w == NULL)
+                return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+        rc = sgm_log_am1_frac(q, sigma, alpha, *w, &lam1);
+    }
+    if (rc != DP_OK)
+        return dp_err_set(err, DP_ENUMERIC, "sampling_rate",
+                          "RDP of the sampled Gaussian did not converge (q=%g, sigma=%g, order=%g)",
+                          q, sigma, alpha);
+    /* log A = log1p(A - 1) = log(1 + e^lam1) */
+    *out = dp_log_add(0.0, lam1) / (alpha - 1.0);
+    return DP_OK;
+}
+
+int acct_rdp_sampled_gaussian(double q, double sigma, double alpha, double *out, dp_err *err)
+{
+    if (!(q > 0.0 && q <= 1.0) || !(sigma > 0.0) || !isfinite(sigma) || !(alpha > 1.0) ||
+        !(alpha <= ACCT_RDP_MAX_ORDER))
+        return dp_err_set(err, DP_EINVAL, NULL, "sampled Gaussian parameters out of domain");
+    gsl_integration_workspace *w = NULL;
+    int rc = sgm_rdp(q, sigma, alpha, &w, out, err);
+    if (w)
+        gsl_integration_workspace_free(w);
+    return rc;
+}
+
+/* ---- tree evaluation
+ * ------------------------------------------------------------------------------ */
+
+typedef struct rdp_ws {
+    acct_neighboring nb;
+    gsl_integration_workspace *w; /* lazily allocated quadrature workspace */
+    acct_tuning_cache *tuning; /* prepared repeat_and_select nodes (tuning.h), lazily allocated */
+} rdp_ws;
+
+/* Prefixes a child's error path, except "neighboring", which is a request-level field. */
+static void prefix_path(dp_err *err, const char *name)
+{
+    if (err && strcmp(err->field, "neighboring") != 0)
+        dp_err_prefix_field(err, name);
+}
+
+/* Structural support check with field paths (before any number is computed). */
+static int rdp_supported(const acct_event *ev, acct_neighboring nb, dp_err *err)
+{
+    int rc = DP_OK;
+    switch (ev->type) {
+        case ACCT_EV_POISSON:
+            if (nb != ACCT_NB_ADD_REMOVE)
+                return dp_err_set(err, DP_EINVAL, "neighboring",
+                                  "poisson_sampled is accounted under add_remove neighbouring only "
+                                  "(Mironov, Talwar & Zhang 2019)");
+            if (ev->child->type != ACCT_EV_GAUSSIAN) {
+                dp_err_set(err, DP_EINVAL, "type",
+                           "RDP of poisson_sampled supports a gaussian inner event only");
+                dp_err_prefix_field(err, "event");
+                return DP_EINVAL;
+            }
+            return DP_OK;
+        case ACCT_EV_SWOR:
+            if (nb != ACCT_NB_REPLACE_ONE)
+                return dp_err_set(err, DP_EINVAL, "neighboring",
+                                  "sampled_without_replacement is accounted under replace_one "
+                                  "neighbouring only (Wang, Balle & Kasiviswanathan 2019)");
+            rc = rdp_supported(ev->child, nb, err);
+            if (rc != DP_OK)
+                prefix_path(err, "event");
+            return rc;
+        case ACCT_EV_SELF_COMPOSED:
+            rc = rdp_supported(ev->child, nb, err);
+            if (rc != DP_OK)
+                prefix_path(err, "event");
+            return rc;
+        case ACCT_EV_COMPOSED:
+            for (size_t i = 0; i < ev->n_children; i++) {
+                rc = rdp_supported(ev->children[i], nb, err);
+                if (rc != DP_OK) {
+                    char idx[32];
+                    snprintf(idx, sizeof idx, "[%zu]", i);
+                    prefix_path(err, idx);
+                    prefix_path(err, "events");
+                    return rc;
+                }
+            }
+            return DP_OK;
+        case ACCT_EV_REPEAT_SELECT: /* Papernot & Steinke 2022, via accounting/tuning.h */
+            rc = rdp_supported(ev->child, nb, err);
+            if (rc != DP_OK)
+                prefix_path(err, "event");
+            return rc;
+        default:
+            return DP_OK;
+    }
+}
+
+static int node_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out, dp_err *err);
+
+/* eps(infinity) of a node, an upper bound (+inf when unknown): used by WBK 2019, Thm. 9. */
+static double node_rdp_inf(const acct_event *ev)
+{
+    switch (ev->type) {
+        case ACCT_EV_PURE:
+            return ev->epsilon;
+        case ACCT_EV_LAPLACE:
+            return 1.0 / ev->noise_multiplier; /* Mironov 2017, Table II: alpha -> inf */
+        case ACCT_EV_SELF_COMPOSED:
+            return (double)ev->count * node_rdp_inf(ev->child);
+        case ACCT_EV_COMPOSED: {
+            double s = 0.0;
+            for (size_t i = 0; i < ev->n_children; i++)
+                s += node_rdp_inf(ev->children[i]);
+            return s;
+        }
+        case ACCT_EV_SWOR:
+            return node_rdp_inf(ev->child); /* subsampling never increases eps(inf) */
+        case ACCT_EV_REPEAT_SELECT: {       /* pure bound of the search (tuning.h) */
+            double e = node_rdp_inf(ev->child), out = HUGE_VAL;
+            if (isfinite(e) && acct_tuning_pure_epsilon(&ev->dist, e, &out, NULL) != DP_OK)
+                out = HUGE_VAL;
+            return out;
+        }
+        default:
+            return HUGE_VAL;
+    }
+}
+
+/* Wang, Balle & Kasiviswanathan 2019, Thm. 9: sampling m of n without replacement (gamma = m/n),
+ * replace-one, integer alpha >= 2, inner mechanism with RDP eps(j) and eps(inf):
+ *   A = 1 + gamma^2 C(alpha,2) min{4(e^{eps(2)} - 1), e^{eps(2)} min{2, (e^{eps(inf)} - 1)^2}}
+ *         + sum_{j=3}^{alpha} gamma^j C(alpha,j) e^{(j-1) eps(j)} min{2, (e^{eps(inf)} - 1)^j},
+ *   r(alpha) <= log(A)/(alpha - 1). */
+static int swor_int(const acct_event *ev, double alpha, rdp_ws *ws, double *out, dp_err *err)
+{
+    const double lg = log((double)ev->sample_size) - log((double)ev->source_size);
+    const double einf = node_rdp_inf(ev->child);
+    const double lem1inf = einf == HUGE_VAL ? HUGE_VAL : dp_logexpm1(einf); /* log(e^einf - 1) */
+    double e2;
+    int rc = node_rdp(ev->child, 2.0, ws, &e2, err);
+    if (rc != DP_OK)
+        return rc;
+    dp_lse acc;
+    dp_lse_init(&acc);
+    double lc;
+    if (lnchoose(alpha, 2.0, &lc) != DP_OK)
+        return dp_err_set(err, DP_ENUMERIC, NULL, "lnchoose failed");
+    /* j = 2: min{ log 4 + log(e^e2 - 1), e2 + min(log 2, 2 log(e^einf - 1)) } */
+    double m2a = log(4.0) + dp_logexpm1(e2);
+    double m2b = e2 + fmin(M_LN2, 2.0 * lem1inf);
+    dp_lse_add(&acc, 2.0 * lg + lc + fmin(m2a, m2b));
+    for (double j = 3.0; j <= alpha; j += 1.0) {
+        double ej;
+        rc = node_rdp(ev->child, j, ws, &ej, err);
+        if (rc != DP_OK)
+            return rc;
+        if (lnchoose(alpha, j, &lc) != DP_OK)
+            return dp_err_set(err, DP_ENUMERIC, NULL, "lnchoose failed");
+        dp_lse_add(&acc, j * lg + lc + (j - 1.0) * ej + fmin(M_LN2, j * lem1inf));
+    }
+    double lsum = dp_lse_value(&acc);
+    if (isnan(lsum))
+        return dp_err_set(err, DP_ENUMERIC, NULL, "sampled_without_replacement RDP is undefined");
+    *out = dp_log_add(0.0, lsum) / (alpha - 1.0);
+    return DP_OK;
+}
+
+static int swor_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out, dp_err *err)
+{
+    if (ev->sample_size == ev->source_size) /* the whole data set: the inner mechanism itself */
+        return node_rdp(ev->child, alpha, ws, out, err);
+    double fl = floor(alpha);
+    if (fl == alpha && alpha >= 2.0)
+        return swor_int(ev, alpha, ws, out, err);
+    /* (alpha-1) r(alpha) is convex in alpha and 0 at alpha = 1: interpolate linearly between the
+     * integer orders around alpha (for 1 < alpha < 2, between 1 and 2). */
+    double lo = fl < 2.0 ? 1.0 : fl, hi = fl < 2.0 ? 2.0 : fl + 1.0;
+    double rlo = 0.0, rhi;
+    int rc;
+    if (lo >= 2.0 && (rc = swor_int(ev, lo, ws, &rlo, err)) != DP_OK)
+        return rc;
+    if ((rc = swor_int(ev, hi, ws, &rhi, err)) != DP_OK)
+        return rc;
+    double x = (alpha - lo) / (hi - lo);
+    double h = (1.0 - x) * (lo - 1.0) * rlo + x * (hi - 1.0) * rhi;
+    *out = h / (alpha - 1.0);
+    return DP_OK;
+}
+
+/* repeat_and_select: the child's RDP as the callback tuning.h wants (NAN on error, code kept). */
+typedef struct rs_child_ctx {
+    const acct_event *child;
+    rdp_ws *ws;
+    dp_err *err;
+    int rc; /* first error from the child */
+} rs_child_ctx;
+
+static double rs_child_rdp(double alpha, void *p)
+{
+    rs_child_ctx *c = p;
+    double r;
+    int rc = node_rdp(c->child, alpha, c->ws, &r, c->err);
+    if (rc != DP_OK) {
+        if (c->rc == DP_OK)
+            c->rc = rc;
+        return NAN;
+    }
+    return r;
+}
+
+static int node_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out, dp_err *err)
+{
+    int rc;
+    switch (ev->type) {
+        case ACCT_EV_GAUSSIAN:
+            *out = acct_rdp_gaussian(ev->noise_multiplier, alpha);
+            return DP_OK;
+        case ACCT_EV_LAPLACE:
+            *out = acct_rdp_laplace(ev->noise_multiplier, alpha);
+            return DP_OK;
+        case ACCT_EV_ZCDP:
+            *out = ev->rho * alpha; /* Bun & Steinke 2016, Def. 1.1 */
+            return DP_OK;
+        case ACCT_EV_PURE:
+            *out = acct_rdp_pure(ev->epsilon, alpha);
+            return DP_OK;
+        case ACCT_EV_POISSON:
+            return sgm_rdp(ev->sampling_rate, ev->child->noise_multiplier, alpha, &ws->w, out, err);
+        case ACCT_EV_SWOR:
+            return swor_rdp(ev, alpha, ws, out, err);
+        case ACCT_EV_SELF_COMPOSED: {
+            double r;
+            if ((rc = node_rdp(ev->child, alpha, ws, &r, err)) != DP_OK)
+                return rc;
+            *out = r == 0.0 ? 0.0 : (double)ev->count * r; /* Mironov 2017, Prop. 1 */
+            return DP_OK;
+        }
+        case ACCT_EV_COMPOSED: {
+            double s = 0.0;
+            for (size_t i = 0; i < ev->n_children; i++) {
+                double r;
+                if ((rc = node_rdp(ev->children[i], alpha, ws, &r, err)) != DP_OK)
+                    return rc;
+                s += r;
+            }
+            *out = s;
+            return DP_OK;
+        }
+        case ACCT_EV_REPEAT_SELECT: {
+            /* Papernot & Steinke 2022 (Thm. 2 / Thm. 6) on the child's curve; the node's auxiliary
+             * minimisation is done once per evaluation and kept in ws->tuning. */
+            rs_child_ctx c = {ev->child, ws, err, DP_OK};
+            rc = acct_tuning_cache_rdp(&ws->tuning, ev, rs_child_rdp, &c, alpha, out, err);
+            return c.rc != DP_OK ? c.rc : rc;
+        }
+    }
+    return dp_err_set(err, DP_EINVAL, "type", "event type not supported by the RDP accountant");
+}
+
+static int eval_prepare(const acct_event *ev, acct_neighboring nb, dp_err *err)
+{
+    int rc = acct_event_check(ev, false, err);
+    if (rc != DP_OK)
+        return rc;
+    if (nb != ACCT_NB_ADD_REMOVE && nb != ACCT_NB_REPLACE_ONE)
+        return dp_err_set(err, DP_EINVAL, "neighboring", "unknown neighbouring relation");
+    return rdp_supported(ev, nb, err);
+}
+
+static int eval_orders(const acct_event *ev, rdp_ws *ws, const double *orders, size_t n,
+                       double *out, dp_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = node_rdp(ev, orders[i], ws, &out[i], err);
+        if (rc != DP_OK)
+            return rc;
+        if (isnan(out[i]))
+            return dp_err_set(err, DP_ENUMERIC, NULL, "RDP evaluated to NaN at order %g",
+                              orders[i]);
+    }
+    return DP_OK;
+}
+
+int acct_rdp_eval(const acct_event *ev, acct_neighboring nb, const double *orders, size_t n_orders,
+                  double *rdp_out, dp_err *err)
+{
+    int rc = eval_prepare(ev, nb, err);
+    if (rc != DP_OK)
+        return rc;
+    if ((rc = acct_rdp_check_orders(orders, n_orders, err)) != DP_OK)
+        return rc;
+    rdp_ws ws = {nb, NULL, NULL};
+    rc = eval_orders(ev, &ws, orders, n_orders, rdp_out, err);
+    if (ws.w)
+        gsl_integration_workspace_free(ws.w);
+    acct_tuning_cache_free(ws.tuning);
+    return rc;
+}
+
+/* ---- conversions
+ * --------------------------------------------------------------------------------- */
+
+const char *acct_conversion_name(acct_conversion c)
+{
+    switch (c) {
+        case ACCT_CONV_MIRONOV2017:
+            return "mironov2017";
+        case ACCT_CONV_BALLE2020:
+            return "balle2020";
+        case ACCT_CONV_OPTIMAL:
+            return "optimal";
+    }
+    return "unknown";
+}
+
+int acct_conversion_parse(const char *s, acct_conversion *out, dp_err *err)
+{
+    static const acct_conversion all[] = {ACCT_CONV_MIRONOV2017, ACCT_CONV_BALLE2020,
+                                          ACCT_CONV_OPTIMAL};
+    for (size_t i = 0; s && i < sizeof all / sizeof all[0]; i++) {
+        if (strcmp(s, acct_conversion_name(all[i])) == 0) {
+            *out = all[i];
+            return DP_OK;
+        }
+    }
+    return dp_err_set(err, DP_EINVAL, "conversion",
+                      "conversion must be \"mironov2017\", \"balle2020\" or \"optimal\"");
+}
+
+/* eps at one order. */
+static double eps_at(double a, double r, double log_delta, double delta, acct_conversion conv)
+{
+    if (r == HUGE_VAL)
+        return HUGE_VAL;
+    if (conv == ACCT_CONV_MIRONOV2017) /* Mironov 2017, Prop. 3 */
+        return r - log_delta / (a - 1.0);
+    /* KL shortcut: D_alpha >= KL and TV <= sqrt(1 - e^-KL), so (0, delta)-DP when delta^2 >= 1 -
+     * e^-r (as dp_accounting's compute_epsilon). */
+    if (delta * delta + expm1(-r) >= 0.0)
+        return 0.0;
+    /* Balle et al. 2020, Thm. 21. */
+    double e = r + log1p(-1.0 / a) - (log_delta + log(a)) / (a - 1.0);
+    return e > 0.0 ? e : 0.0;
+}
+
+static double log_delta_at(double a, double r, double eps, acct_conversion conv)
+{
+    if (r == HUGE_VAL)
+        return 0.0;
+    if (conv == ACCT_CONV_MIRONOV2017) { /* Mironov 2017, Prop. 3 inverted */
+        double l = (a - 1.0) * (r - eps);
+        return l < 0.0 ? l : 0.0;
+    }
+    double kl = 0.5 * dp_log1mexp(-r);                           /* delta <= sqrt(1 - e^-KL) */
+    double b = (a - 1.0) * (r - eps + log1p(-1.0 / a)) - log(a); /* Balle et al. 2020, Thm. 21 */
+    double l = kl < b ? kl : b;
+    return l < 0.0 ? l : 0.0;
+}
+
+static int check_curve(const double *orders, const double *rdp, size_t n, dp_err *err)
+{
+    int rc = acct_rdp_check_orders(orders, n, err);
+    if (rc != DP_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        if (isnan(rdp[i]) || rdp[i] < 0.0)
+            return dp_err_set(err, DP_EINVAL, "rdp", "RDP values must be >= 0, got %g", rdp[i]);
+    return DP_OK;
+}
+
+static int check_delta(double delta, dp_err *err)
+{
+    if (!isfinite(delta) || delta <= 0.0 || delta >= 1.0)
+        return dp_err_set(err, DP_EINVAL, "delta", "delta must be in (0, 1), got %g", delta);
+    return DP_OK;
+}
+
+static int check_epsilon(double eps, dp_err *err)
+{
+    if (!isfinite(eps) || eps < 0.0)
+        return dp_err_set(err, DP_EINVAL, "epsilon", "epsilon must be finite and >= 0, got %g",
+                          eps);
+    return DP_OK;
+}
+
+int acct_rdp_to_epsilon(const double *orders, const double *rdp, size_t n, double delta,
+                        acct_conversion conv, double *eps, double *opt_order, dp_err *err)
+{
+    int rc;
+    if ((rc = check_delta(delta, err)) != DP_OK || (rc = check_curve(orders, rdp, n, err)) != DP_OK)
+        return rc;
+    double best = HUGE_VAL, ba = ((double)NAN), ld = log(delta);
+    for (size_t i = 0; i < n; i++) {
+        double e = eps_at(orders[i], rdp[i], ld, delta, conv);
+        if (e < best) {
+            best = e;
+            ba = orders[i];
+        }
+    }
+    *eps = best;
+    if (opt_order)
+        *opt_order = ba;
+    return DP_OK;
+}
+
+int acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double eps,
+                      acct_conversion conv, double *delta, double *opt_order, dp_err *err)
+{
+    int rc;
+    if ((rc = check_epsilon(eps, err)) != DP_OK || (rc = check_curve(orders, rdp, n, err)) != DP_OK)
+        return rc;
+    double best = 0.0, ba = ((double)NAN);
+    for (size_t i = 0; i < n; i++) {
+        double l = log_delta_at(orders[i], rdp[i], eps, conv);
+        if (l < best || isnan(ba)) {
+            if (l < best || i == 0) {
+                best = l;
+                ba = orders[i];
+            }
+        }
+    }
+    *delta = exp(best);
+    if (opt_order)
+        *opt_order = ba;
+    return DP_OK;
+}
+
+/* ---- tree-level answers with continuous order search
+ * ----------------------------------------------- */
+
+typedef struct order_obj {
+    const acct_event *ev;
+    rdp_ws *ws;
+    bool want_delta; /* objective is log delta(eps) instead of eps(delta) */
+    double delta, log_delta, eps;
+    dp_err *err;
+    int rc;
+} order_obj;
+
+static double objective(order_obj *o, double a)
+{
+    double r;
+    if (o->rc != DP_OK)
+        return HUGE_VAL;
+    o->rc = node_rdp(o->ev, a, o->ws, &r, o->err);
+    if (o->rc != DP_OK)
+        return HUGE_VAL;
+    if (o->want_delta)
+        return log_delta_at(a, r, o->eps, ACCT_CONV_BALLE2020);
+    return eps_at(a, r, o->log_delta, o->delta, ACCT_CONV_BALLE2020);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Grid evaluation, then (conv == OPTIMAL) golden-section refinement in log(alpha - 1) between the
+ * grid neighbours of the best order. The refined value is taken only if it is smaller. */
+static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delta, double target,
+                       acct_conversion conv, const double *orders, size_t n, acct_rdp_answer *out,
+                       dp_err *err)
+{
+    int rc = eval_prepare(ev, nb, err);
+    if (rc != DP_OK)
+        return rc;
+    if (want_delta ? check_epsilon(target, err) : check_delta(target, err))
+        return err ? err->code : DP_EINVAL;
+    if (conv != ACCT_CONV_MIRONOV2017 && conv != ACCT_CONV_BALLE2020 && conv != ACCT_CONV_OPTIMAL)
+        return dp_err_set(err, DP_EINVAL, "conversion", "unknown conversion");
+    if (orders == NULL || n == 0)
+        n = acct_rdp_default_orders(&orders);
+    if ((rc = acct_rdp_check_orders(orders, n, err)) != DP_OK)
+        return rc;
+    double *ord = dp_malloc(2 * n * sizeof *ord);
+    if (ord == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    double *rdp = ord + n;
+    memcpy(ord, orders, n * sizeof *ord);
+    qsort(ord, n, sizeof *ord, cmp_double);
+    rdp_ws ws = {nb, NULL, NULL};
+    rc = eval_orders(ev, &ws, ord, n, rdp, err);
+    acct_conversion base =
+        conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
+    double val = 0.0, oa = ((double)NAN);
+    if (rc == DP_OK) {
+        rc = want_delta ? acct_rdp_to_delta(ord, rdp, n, target, base, &val, &oa, err)
+                        : acct_rdp_to_epsilon(ord, rdp, n, target, base, &val, &oa, err);
+    }
+    out->conversion = base;
+    out->continuous = false;
+    if (rc == DP_OK && conv == ACCT_CONV_OPTIMAL && !isnan(oa) && isfinite(val) && val > 0.0) {
+        size_t i = 0;
+        while (i + 1 < n && ord[i] != oa)
+            i++;
+        double lo = i > 0 ? ord[i - 1] : ACCT_RDP_MIN_ORDER;
+        double hi = i + 1 < n ? ord[i + 1] : ACCT_RDP_MAX_ORDER;
+        order_obj o = {ev, &ws, want_delta, target, log(target), target, err, DP_OK};
+        /* search variable x = log(alpha - 1) */
+        double xa = log(lo - 1.0), xb = log(hi - 1.0);
+        double x1 = xb - GOLDEN * (xb - xa), x2 = xa + GOLDEN * (xb - xa);
+        double f1 = objective(&o, 1.0 + exp(x1)), f2 = objective(&o, 1.0 + exp(x2));
+        for (int it = 0; it < ACCT_ORDER_SEARCH_ITERS && o.rc == DP_OK; it++) {
+            if (f1 < f2) {
+                xb = x2;
+                x2 = x1;
+                f2 = f1;
+                x1 = xb - GOLDEN * (xb - xa);
+                f1 = objective(&o, 1.0 + exp(x1));
+            } else {
+                xa = x1;
+                x1 = x2;
+                f1 = f2;
+                x2 = xa + GOLDEN * (xb - xa);
+                f2 = objective(&o, 1.0 + exp(x2));
+            }
+        }
+        rc = o.rc;
+        double fb = f1 < f2 ? f1 : f2, xbst = f1 < f2 ? x1 : x2;
+        double cur = want_delta ? log(val) : val;
+        if (rc == DP_OK && fb < cur) {
+            val = want_delta ? exp(fb) : fb;
+            oa = 1.0 + exp(xbst);
+            out->continuous = true;
+        }
+    }
+    if (ws.w)
+        gsl_integration_workspace_free(ws.w);
+    acct_tuning_cache_free(ws.tuning);
+    dp_free(ord);
+    if (rc != DP_OK)
+        return rc;
+    out->value = val;
+    out->optimal_order = isfinite(val) ? oa : ((double)NAN);
+    return DP_OK;
+}
+
+int acct_rdp_epsilon(const acct_event *ev, acct_neighboring nb, double delta, acct_conversion conv,
+                     const double *orders, size_t n_orders, acct_rdp_answer *out, dp_err *err)
+{
+    return tree_answer(ev, nb, false, delta, conv, orders, n_orders, out, err);
+}
+
+int acct_rdp_delta(const acct_event *ev, acct_neighboring nb, double epsilon, acct_conversion conv,
+                   const double *orders, size_t n_orders, acct_rdp_answer *out, dp_err *err)
+{
+    return tree_answer(ev, nb, true, epsilon, conv, orders, n_orders, out, err);
+}

@@ -1,0 +1,129 @@
+/*
+ * eb_beta.h: personalized estimation of Bernoulli rates under a Beta prior (Ozkara et al., ICLR
+ * 2023, Sec. 2.2, Thm 3, Thm 4, App C; digest seed-002 section 2.4, errata A5-A8).
+ *
+ * Model: p_i ~ Beta(alpha, beta), Z_i | p_i ~ Bin(n_i, p_i); xbar_i = Z_i / n_i; S = alpha + beta.
+ *
+ * Known prior (App C.1): posterior Beta(alpha + Z_i, beta + n_i - Z_i); its mean is
+ * a_i xbar_i + (1 - a_i) alpha/S with a_i = n_i/(S + n_i); shrinkage = 1 - a_i.
+ *
+ * Moment estimator (eq. 6, leave-one-out by default as in the paper, digest A5): for client i, from
+ * the other clients' messages, mu_i = mean, sigma2_i = variance (divisor m-2), then EB_BETA_PAPER:
+ * S_i = mu_i(1-mu_i)/sigma2_i - 1   (eq. 6 as printed, with the "-1") EB_BETA_PAPER_NO_MINUS1:  S_i
+ * = mu_i(1-mu_i)/sigma2_i       (eq. 32/36 and the private formula) EB_BETA_UNBIASED: sigma2_i =
+ * mean U_l - mu_i^2, U_l = Z_l(Z_l-1)/(n_l(n_l-1)) (unbiased for p_l^2; digest A7), S_i =
+ * mu_i(1-mu_i)/sigma2_i - 1 a_i = n_i/(S_i + n_i), p_i-hat = a_i xbar_i + (1 - a_i) mu_i. Clamps
+ * (issue #6): sigma2_i <= 0 (no visible heterogeneity, or mu_i in {0,1}) gives a_i = 0 (full
+ * pooling); S_i <= 0 (more spread than any Beta allows) gives a_i = 1 (local). Both are counted.
+ * The posterior sd is that of Beta(mu_i S_i + Z_i, (1-mu_i) S_i + n_i - Z_i), i.e.
+ * sqrt(p-hat (1 - p-hat) / (S_i + n_i + 1)) (0 when fully pooled).
+ *
+ * Maximum likelihood: the beta-binomial marginal likelihood, maximised by Newton's method in
+ * (log alpha, log beta) with backtracking, over the distinct (n, Z) pairs (so 10^6 clients with few
+ * distinct n cost little). S growing without bound (under-dispersed data) is reported as
+ * EB_STATUS_BOUNDARY with S capped at EB_BETA_S_MAX.
+ *
+ * Private (eq. 7, Thm 4, digest 2.4.4 and A8): EB_BETA_PRIV_PAPER_1BIT sends one
+ * randomized-response value of xbar_i at eps0 and runs the moment estimator on the messages,
+ * faithfully; it cannot identify the prior variance (Var q = e^eps/(e^eps-1)^2 + mu(1-mu) whatever
+ * the heterogeneity), so it degrades to about local estimation (or worse, with the "-1").
+ * EB_BETA_PRIV_TWO_BIT (the default) sends q1 = RR_{eps0/2}(xbar_i) and q2 = RR_{eps0/2}(U_i); the
+ * server takes mu = mean q1, sigma2 = mean q2 - mu^2, S = mu(1-mu)/sigma2 - 1. Basic composition
+ * makes each client eps0-LDP (pure). mu from noisy messages is clamped to [0, 1].
+ *
+ * Memory: arrays borrowed for the call; outputs caller-allocated (any may be NULL). Threading:
+ * reentrant.
+ */
+#ifndef DP_ESTIMATORS_EB_BETA_H
+#define DP_ESTIMATORS_EB_BETA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/dp_err.h"
+#include "estimators/eb_common.h"
+
+#define EB_BETA_S_MAX                                                                              \
+    1e12 /* cap on alpha + beta: beyond it the prior is a point mass for any n                     \
+          */
+#define EB_BETA_MAX_TRIALS 1000000000.0 /* trials per client */
+
+typedef struct eb_beta_data {
+    size_t m;        /* clients */
+    const double *z; /* m successes, integers in [0, n_i]; borrowed */
+    const double *n; /* m trials, integers >= 1; borrowed */
+} eb_beta_data;
+
+typedef enum eb_beta_variant {
+    EB_BETA_PAPER = 0,
+    EB_BETA_PAPER_NO_MINUS1,
+    EB_BETA_UNBIASED
+} eb_beta_variant;
+
+typedef enum eb_beta_scheme {
+    EB_BETA_PRIV_TWO_BIT = 0, /* default: two RR bits at eps0/2 (digest 2.4.4 fix) */
+    EB_BETA_PRIV_PAPER_1BIT   /* eq. 7 as published */
+} eb_beta_scheme;
+
+typedef struct eb_beta_prior {
+    double alpha, beta; /* fitted or given; +inf when S is unbounded (then see status) */
+    double mu;          /* alpha / S */
+    double s;           /* S = alpha + beta */
+    double loglik; /* beta-binomial marginal log-likelihood at (alpha, beta) (NAN if S = inf) */
+    unsigned iterations; /* Newton iterations (0 for closed forms) */
+    eb_status status;
+} eb_beta_prior;
+
+typedef struct eb_beta_counts {
+    size_t pooled; /* clients clamped to a = 0 (sigma2 <= 0) */
+    size_t local;  /* clients clamped to a = 1 (S <= 0) */
+} eb_beta_counts;
+
+/* Field names: "clients[i].successes", "clients[i].trials". 1 <= m <= EB_MAX_CLIENTS. */
+int eb_beta_data_check(const eb_beta_data *b, dp_err *err);
+
+/* Beta-binomial marginal log-likelihood (with the binomial coefficients). alpha, beta > 0. */
+double eb_beta_loglik(const eb_beta_data *b, double alpha, double beta);
+
+/* Known-prior MSE of the posterior mean, alpha beta / (S (S+1) (S+n)) (digest 2.4.1, exact). */
+double eb_beta_known_mse(double alpha, double beta, double n);
+
+/* Posterior with a known prior (alpha, beta > 0, finite). */
+int eb_beta_posterior_known(const eb_beta_data *b, double alpha, double beta, double *mean,
+                            double *sd, double *shrinkage, dp_err *err);
+
+/* Posterior with a fitted prior (uses p->mu and p->s; s = inf means full pooling: mean mu, sd 0).
+ */
+int eb_beta_posterior_prior(const eb_beta_data *b, const eb_beta_prior *p, double *mean, double *sd,
+                            double *shrinkage, dp_err *err);
+
+/* The prior by the moment estimator on all clients (not leave-one-out), for reporting. m >= 2. */
+int eb_beta_fit_moments(const eb_beta_data *b, eb_beta_variant v, eb_beta_prior *out, dp_err *err);
+
+/* The prior by beta-binomial maximum likelihood. m >= 2; max_iter in [1, EB_MAX_ITER_CAP]. */
+int eb_beta_fit_mle(const eb_beta_data *b, unsigned max_iter, eb_beta_prior *out, dp_err *err);
+
+/* Posterior means by the moment estimator: leave_one_out (the paper) or all clients. m >= 2 (with
+ * leave-one-out and m = 2 the variance is undefined: every client stays local, status
+ * unidentifiable). */
+int eb_beta_posterior_moments(const eb_beta_data *b, eb_beta_variant v, bool leave_one_out,
+                              double *mean, double *sd, double *shrinkage, eb_beta_counts *counts,
+                              eb_status *status, dp_err *err);
+
+typedef struct eb_beta_private_info {
+    double eps0;        /* per-client pure LDP */
+    double eps_per_bit; /* eps0 (1-bit) or eps0/2 (two-bit) */
+    unsigned bits;      /* messages per client: 1 or 2 */
+    double rho;         /* zCDP implied by pure eps0: eps0^2/2 */
+} eb_beta_private_info;
+
+/* Private moment estimator. eps0 > 0 finite; paper_1bit accepts variants paper / paper_no_minus1;
+ * two_bit needs n_i >= 2. prior_out (may be NULL) gets the all-client moment prior from the
+ * messages. m >= 3 with leave_one_out. */
+int eb_beta_private(const eb_beta_data *b, eb_beta_scheme scheme, eb_beta_variant v, double eps0,
+                    bool leave_one_out, uint64_t seed, double *mean, double *sd, double *shrinkage,
+                    eb_beta_prior *prior_out, eb_beta_counts *counts, eb_beta_private_info *info,
+                    eb_status *status, dp_err *err);
+
+#endif

@@ -1,0 +1,460 @@
+/*
+ * eb_gaussian.c: Gaussian-prior empirical Bayes (Ozkara et al. 2023, Thm 1, Thm 2; digest 2.1-2.3).
+ * See eb_gaussian.h for the model and the contracts.
+ */
+#include "estimators/eb_gaussian.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_math.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_roots.h>
+
+#include "common/dp_alloc.h"
+
+/* Brent on the tau2 score stops when the bracket is this narrow: relative to tau2, plus an absolute
+ * floor relative to the data scale (range^2), far below any statistically meaningful difference. */
+#define EB_GAUSS_TAU2_RTOL     1e-12
+#define EB_GAUSS_TAU2_ATOL_REL 1e-15
+
+int eb_gauss_data_check(const eb_gauss_data *g, dp_err *err)
+{
+    if (g->m < 1 || g->m > EB_MAX_CLIENTS)
+        return dp_err_set(err, DP_EINVAL, "clients",
+                          "number of clients must be in [1, %d] (got %zu)", EB_MAX_CLIENTS, g->m);
+    if (g->d < 1 || g->d > EB_MAX_DIM)
+        return dp_err_set(err, DP_EINVAL, "clients[0].mean",
+                          "dimension must be in [1, %d] (got %zu)", EB_MAX_DIM, g->d);
+    if (!isfinite(g->sigma_x2) || g->sigma_x2 <= 0)
+        return dp_err_set(err, DP_EINVAL, "noise_variance",
+                          "noise_variance must be finite and > 0 (got %g)", g->sigma_x2);
+    char f[DP_ERR_FIELD_MAX];
+    for (size_t i = 0; i < g->m; i++) {
+        if (!isfinite(g->n[i]) || g->n[i] < 1) {
+            snprintf(f, sizeof f, "clients[%zu].n", i);
+            return dp_err_set(err, DP_EINVAL, f, "n must be >= 1 (got %g)", g->n[i]);
+        }
+        for (size_t j = 0; j < g->d; j++)
+            if (!isfinite(g->x[i * g->d + j])) {
+                snprintf(f, sizeof f, "clients[%zu].mean", i);
+                return dp_err_set(err, DP_EINVAL, f, "mean must be finite");
+            }
+    }
+    return DP_OK;
+}
+
+int eb_gauss_pool_sigma_x2(size_t m, const double *n, const double *within_var, double *sigma_x2,
+                           dp_err *err)
+{
+    double num = 0.0, den = 0.0;
+    char f[DP_ERR_FIELD_MAX];
+    for (size_t i = 0; i < m; i++) {
+        if (!isfinite(within_var[i]) || within_var[i] < 0) {
+            snprintf(f, sizeof f, "clients[%zu].within_variance", i);
+            return dp_err_set(err, DP_EINVAL, f, "within_variance must be finite and >= 0 (got %g)",
+                              within_var[i]);
+        }
+        if (n[i] >= 2) {
+            num += (n[i] - 1.0) * within_var[i];
+            den += n[i] - 1.0;
+        }
+    }
+    if (den <= 0)
+        return dp_err_set(
+            err, DP_EINVAL, "clients",
+            "pooling noise_variance needs a client with n >= 2 and a within_variance");
+    if (num <= 0)
+        return dp_err_set(err, DP_EINVAL, "clients",
+                          "pooled within-client variance is 0; give noise_variance instead");
+    *sigma_x2 = num / den;
+    return DP_OK;
+}
+
+double eb_gauss_loglik(const eb_gauss_data *g, size_t j, double mu, double tau2, double extra_var)
+{
+    double ll = 0.0;
+    for (size_t i = 0; i < g->m; i++) {
+        double v = tau2 + g->sigma_x2 / g->n[i] + extra_var;
+        double r = g->x[i * g->d + j] - mu;
+        ll += -0.5 * (log(2.0 * M_PI * v) + r * r / v);
+    }
+    return ll;
+}
+
+/* Precision-weighted mean of coordinate j at tau2; *sw = sum of weights. */
+static double weighted_mean(const eb_gauss_data *g, size_t j, double tau2, double extra, double *sw)
+{
+    double s = 0.0, sx = 0.0;
+    for (size_t i = 0; i < g->m; i++) {
+        double w = 1.0 / (tau2 + g->sigma_x2 / g->n[i] + extra);
+        s += w;
+        sx += w * g->x[i * g->d + j];
+    }
+    *sw = s;
+    return sx / s;
+}
+
+typedef struct score_ctx {
+    const eb_gauss_data *g;
+    size_t j;
+    double extra;
+} score_ctx;
+
+/* d/dtau2 of the profile log-likelihood (envelope theorem: mu is optimal at each tau2):
+ * 1/2 sum_i [ (x_i - mu)^2 / v_i^2 - 1 / v_i ],  v_i = tau2 + s_i^2 + extra. */
+static double profile_score(double tau2, void *p)
+{
+    const score_ctx *c = p;
+    double sw;
+    double mu = weighted_mean(c->g, c->j, tau2, c->extra, &sw);
+    double s = 0.0;
+    for (size_t i = 0; i < c->g->m; i++) {
+        double v = tau2 + c->g->sigma_x2 / c->g->n[i] + c->extra;
+        double r = c->g->x[i * c->g->d + c->j] - mu;
+        s += (r * r / v - 1.0) / v;
+    }
+    return 0.5 * s;
+}
+
+/* Clients grouped by n (heteroscedastic data usually has few distinct n): the profile likelihood
+ * then costs O(groups) per evaluation instead of O(m). Per group: count c, noise s^2 = sigma_x^2/n,
+ * mean and within-group sum of squares, so sum_{i in k} (x_i - mu)^2 = ss_k + c_k (mean_k - mu)^2
+ * without cancellation. */
+#define EB_GAUSS_MAX_GROUPS 4096 /* more distinct n: evaluate per client instead */
+#define EB_GAUSS_HASH       8192 /* open-addressing table, 2x the groups */
+
+typedef struct ngroup {
+    double n, s2, c, mean, ss;
+} ngroup;
+
+/* Assigns each client a group id by n; returns the number of groups, or 0 if above the cap. */
+static size_t group_by_n(const eb_gauss_data *g, uint32_t *gid, ngroup *grp, int32_t *table)
+{
+    for (size_t h = 0; h < EB_GAUSS_HASH; h++)
+        table[h] = -1;
+    size_t k = 0;
+    for (size_t i = 0; i < g->m; i++) {
+        double n = g->n[i];
+        uint64_t bits;
+        memcpy(&bits, &n, sizeof bits);
+        size_t h = (size_t)((bits * 0x9e3779b97f4a7c15ULL) >> 51) & (EB_GAUSS_HASH - 1);
+        while (table[h] >= 0 && grp[table[h]].n != n)
+            h = (h + 1) & (EB_GAUSS_HASH - 1);
+        if (table[h] < 0) {
+            if (k == EB_GAUSS_MAX_GROUPS)
+                return 0;
+            table[h] = (int32_t)k;
+            grp[k] = (ngroup){n, g->sigma_x2 / n, 0, 0, 0};
+            k++;
+        }
+        gid[i] = (uint32_t)table[h];
+    }
+    return k;
+}
+
+/* Per-group mean and within sum of squares of coordinate j (two passes). */
+static void group_stats(const eb_gauss_data *g, size_t j, const uint32_t *gid, ngroup *grp,
+                        size_t k)
+{
+    for (size_t l = 0; l < k; l++)
+        grp[l].c = grp[l].mean = grp[l].ss = 0.0;
+    for (size_t i = 0; i < g->m; i++) {
+        grp[gid[i]].c += 1.0;
+        grp[gid[i]].mean += g->x[i * g->d + j];
+    }
+    for (size_t l = 0; l < k; l++)
+        grp[l].mean /= grp[l].c;
+    for (size_t i = 0; i < g->m; i++) {
+        double r = g->x[i * g->d + j] - grp[gid[i]].mean;
+        grp[gid[i]].ss += r * r;
+    }
+}
+
+typedef struct grp_ctx {
+    const ngroup *grp;
+    size_t k;
+    double extra;
+} grp_ctx;
+
+static double grp_mu(const grp_ctx *c, double tau2, double *sw)
+{
+    double s = 0.0, sx = 0.0;
+    for (size_t l = 0; l < c->k; l++) {
+        double w = c->grp[l].c / (tau2 + c->grp[l].s2 + c->extra);
+        s += w;
+        sx += w * c->grp[l].mean;
+    }
+    *sw = s;
+    return sx / s;
+}
+
+static double grp_score(double tau2, void *p)
+{
+    const grp_ctx *c = p;
+    double sw, mu = grp_mu(c, tau2, &sw), s = 0.0;
+    for (size_t l = 0; l < c->k; l++) {
+        const ngroup *q = &c->grp[l];
+        double w = 1.0 / (tau2 + q->s2 + c->extra), dm = q->mean - mu;
+        s += w * w * (q->ss + q->c * dm * dm) - q->c * w;
+    }
+    return 0.5 * s;
+}
+
+static int fit_coord(const eb_gauss_data *g, size_t j, const double *tau2_known, double extra,
+                     eb_gauss_method method, unsigned max_iter, gsl_root_fsolver *solver,
+                     const uint32_t *gid, ngroup *grp, size_t k_groups, eb_gauss_coord *o,
+                     dp_err *err)
+{
+    size_t m = g->m, d = g->d;
+    double md = (double)m;
+    double mean = 0.0, mn = INFINITY, mx = -INFINITY, ms2 = 0.0;
+    int homo = 1;
+    for (size_t i = 0; i < m; i++) {
+        double x = g->x[i * d + j];
+        mean += x;
+        mn = fmin(mn, x);
+        mx = fmax(mx, x);
+        ms2 += g->sigma_x2 / g->n[i];
+        if (g->n[i] != g->n[0])
+            homo = 0;
+    }
+    mean /= md;
+    ms2 /= md;
+    double ss = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        double r = g->x[i * d + j] - mean;
+        ss += r * r;
+    }
+    o->iterations = 0;
+    o->status = EB_STATUS_CONVERGED;
+    double range = mx - mn;
+
+    if (tau2_known != NULL) {
+        o->tau2 = tau2_known[j];
+        if (method == EB_GAUSS_MOMENTS) {
+            o->mu = mean; /* Thm 1 / Thm 2: plain average of the messages */
+            double vs = 0.0;
+            for (size_t i = 0; i < m; i++)
+                vs += o->tau2 + g->sigma_x2 / g->n[i] + extra;
+            o->mu_var = vs / (md * md);
+        } else {
+            double sw;
+            o->mu = weighted_mean(g, j, o->tau2, extra, &sw);
+            o->mu_var = 1.0 / sw;
+        }
+    } else if (method == EB_GAUSS_MOMENTS) {
+        /* digest 2.3 item 2 (heteroscedastic: mean of s_i^2): tau2 = max(0, S/(m-1) - mean s^2). */
+        double t = ss / (md - 1.0) - ms2 - extra;
+        o->mu = mean;
+        o->tau2 = t > 0 ? t : 0.0;
+        if (!(t > 0))
+            o->status = EB_STATUS_BOUNDARY;
+        o->mu_var = (o->tau2 + ms2 + extra) / md;
+    } else if (homo) {
+        /* Equal n: the marginal is N(mu, tau2 + s^2 + extra) i.i.d., MLE in closed form. */
+        double t = ss / md - ms2 - extra;
+        o->mu = mean;
+        o->tau2 = t > 0 ? t : 0.0;
+        if (!(t > 0))
+            o->status = EB_STATUS_BOUNDARY;
+        o->mu_var = (o->tau2 + ms2 + extra) / md;
+    } else {
+        score_ctx c = {g, j, extra};
+        grp_ctx gc = {grp, k_groups, extra};
+        gsl_function F = {profile_score, &c};
+        if (k_groups > 0) {
+            group_stats(g, j, gid, grp, k_groups);
+            F.function = grp_score;
+            F.params = &gc;
+        }
+        double hi = range * range; /* score < 0 there: every residual^2 <= range^2 < v_i */
+        if (!(hi > 0) || GSL_FN_EVAL(&F, 0.0) <= 0) {
+            o->tau2 = 0.0;
+            o->status = EB_STATUS_BOUNDARY;
+        } else {
+            int st = gsl_root_fsolver_set(solver, &F, 0.0, hi);
+            if (st != GSL_SUCCESS)
+                return dp_err_set(err, DP_ENUMERIC, "clients",
+                                  "prior variance root bracket failed (%s)", gsl_strerror(st));
+            unsigned it = 0;
+            int conv = 0;
+            double lo = 0.0, up = hi;
+            while (it < max_iter) {
+                it++;
+                st = gsl_root_fsolver_iterate(solver);
+                if (st != GSL_SUCCESS)
+                    return dp_err_set(err, DP_ENUMERIC, "clients",
+                                      "prior variance solver failed (%s)", gsl_strerror(st));
+                lo = gsl_root_fsolver_x_lower(solver);
+                up = gsl_root_fsolver_x_upper(solver);
+                if (gsl_root_test_interval(lo, up, EB_GAUSS_TAU2_ATOL_REL * hi,
+                                           EB_GAUSS_TAU2_RTOL) == GSL_SUCCESS) {
+                    conv = 1;
+                    break;
+                }
+            }
+            o->tau2 = gsl_root_fsolver_root(solver);
+            o->iterations = it;
+            if (!conv)
+                o->status = EB_STATUS_MAX_ITER;
+        }
+        double sw;
+        o->mu = weighted_mean(g, j, o->tau2, extra, &sw);
+        o->mu_var = 1.0 / sw;
+    }
+    if (tau2_known == NULL && !(range > 0))
+        o->status = EB_STATUS_UNIDENTIFIABLE; /* all values equal: heterogeneity cannot be seen */
+    o->loglik = eb_gauss_loglik(g, j, o->mu, o->tau2, extra);
+    return DP_OK;
+}
+
+int eb_gauss_fit(const eb_gauss_data *g, const double *tau2_known, double extra_var,
+                 eb_gauss_method method, unsigned max_iter, eb_gauss_coord *out, dp_err *err)
+{
+    int rc = eb_gauss_data_check(g, err);
+    if (rc != DP_OK)
+        return rc;
+    if (g->m < 2)
+        return dp_err_set(err, DP_EINVAL, "clients",
+                          "estimating the prior needs at least 2 clients (got %zu)", g->m);
+    if (!isfinite(extra_var) || extra_var < 0)
+        return dp_err_set(err, DP_EINVAL, "extra_var", "channel variance must be >= 0 (got %g)",
+                          extra_var);
+    if (max_iter < 1 || max_iter > EB_MAX_ITER_CAP)
+        return dp_err_set(err, DP_EINVAL, "max_iter", "max_iter must be in [1, %d] (got %u)",
+                          EB_MAX_ITER_CAP, max_iter);
+    if (method != EB_GAUSS_MLE && method != EB_GAUSS_MOMENTS)
+        return dp_err_set(err, DP_EINVAL, "method", "unknown method");
+    if (tau2_known != NULL)
+        for (size_t j = 0; j < g->d; j++)
+            if (!isfinite(tau2_known[j]) || tau2_known[j] < 0)
+                return dp_err_set(err, DP_EINVAL, "prior.variance",
+                                  "prior variance must be finite and >= 0 (got %g)", tau2_known[j]);
+    gsl_root_fsolver *solver = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
+    uint32_t *gid = NULL;
+    ngroup *grp = NULL;
+    int32_t *table = NULL;
+    size_t k_groups = 0;
+    if (method == EB_GAUSS_MLE && tau2_known == NULL) {
+        gid = dp_calloc(g->m, sizeof *gid);
+        grp = dp_calloc(EB_GAUSS_MAX_GROUPS, sizeof *grp);
+        table = dp_calloc(EB_GAUSS_HASH, sizeof *table);
+        if (gid == NULL || grp == NULL || table == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        else
+            k_groups = group_by_n(g, gid, grp, table);
+    }
+    if (solver == NULL)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t j = 0; j < g->d && rc == DP_OK; j++)
+        rc = fit_coord(g, j, tau2_known, extra_var, method, max_iter, solver, gid, grp, k_groups,
+                       &out[j], err);
+    gsl_root_fsolver_free(solver);
+    dp_free(gid);
+    dp_free(grp);
+    dp_free(table);
+    return rc;
+}
+
+int eb_gauss_posterior(const eb_gauss_data *g, const eb_gauss_coord *prior, double weight_extra,
+                       double *post_mean, double *post_var, double *shrinkage, dp_err *err)
+{
+    int rc = eb_gauss_data_check(g, err);
+    if (rc != DP_OK)
+        return rc;
+    if (!isfinite(weight_extra) || weight_extra < 0)
+        return dp_err_set(err, DP_EINVAL, "weight_extra", "must be >= 0 (got %g)", weight_extra);
+    for (size_t j = 0; j < g->d; j++)
+        if (!isfinite(prior[j].mu) || !isfinite(prior[j].tau2) || prior[j].tau2 < 0 ||
+            !isfinite(prior[j].mu_var) || prior[j].mu_var < 0)
+            return dp_err_set(err, DP_EINVAL, "prior",
+                              "prior mean/variance must be finite, variance >= 0");
+    for (size_t i = 0; i < g->m; i++) {
+        double s2 = g->sigma_x2 / g->n[i];
+        for (size_t j = 0; j < g->d; j++) {
+            const eb_gauss_coord *p = &prior[j];
+            double t = p->tau2 + weight_extra;
+            double a = t / (t + s2); /* Thm 1 (w = 0) / Thm 2 weight */
+            size_t k = i * g->d + j;
+            if (post_mean)
+                post_mean[k] = a * g->x[k] + (1.0 - a) * p->mu;
+            if (post_var)
+                post_var[k] = a * a * s2 + (1.0 - a) * (1.0 - a) * (p->tau2 + p->mu_var);
+            if (shrinkage)
+                shrinkage[k] = 1.0 - a;
+        }
+    }
+    return DP_OK;
+}
+
+double eb_gauss_thm1_mse(double tau2, double sigma_x2, double n, size_t m)
+{
+    double s2 = sigma_x2 / n;
+    double a = tau2 / (tau2 + s2);
+    return s2 * (a + (1.0 - a) / (double)m);
+}
+
+double eb_gauss_thm2_mse(double tau2, double sigma_x2, double n, size_t m, double sigma_q2)
+{
+    /* eq. 5 with a = (tau2 + sq^2/(m-1)) / (tau2 + sq^2/(m-1) + s^2) (digest A1); exact [OURS]. */
+    return eb_gauss_thm1_mse(tau2 + sigma_q2 / ((double)m - 1.0), sigma_x2, n, m);
+}
+
+int eb_gauss_privatize(const eb_gauss_data *g, const eb_gauss_private_opts *o, double *msgs,
+                       eb_gauss_private_info *info, dp_err *err)
+{
+    int rc = eb_gauss_data_check(g, err);
+    if (rc != DP_OK)
+        return rc;
+    double nmin = INFINITY;
+    for (size_t i = 0; i < g->m; i++)
+        nmin = fmin(nmin, g->n[i]);
+    double b = o->b;
+    if (isnan(b)) {
+        rc = eb_range_b(o->r, o->sigma_theta, g->sigma_x2, nmin, g->m, o->range_mode, &b, err);
+        if (rc != DP_OK) {
+            dp_err_prefix_field(err, "privacy");
+            return rc;
+        }
+    } else if (!isfinite(b) || b <= 0) {
+        return dp_err_set(err, DP_EINVAL, "privacy.b", "b must be finite and > 0 (got %g)", b);
+    }
+    info->b = b;
+    info->n_clipped = 0;
+    info->ldp = (eb_ldp_gauss){0};
+    if (o->channel == EB_CHANNEL_GAUSSIAN) {
+        rc = eb_ldp_gauss_calibrate(o->eps0, o->delta, b, g->d, o->per_coordinate, o->cal,
+                                    &info->ldp, err);
+        if (rc != DP_OK) {
+            dp_err_prefix_field(err, "privacy");
+            return rc;
+        }
+        info->sigma_q = info->ldp.sigma;
+    } else if (o->channel == EB_CHANNEL_QUANTIZE) {
+        if (o->bits < 1 || o->bits > 52)
+            return dp_err_set(err, DP_EINVAL, "privacy.bits", "bits must be in [1, 52] (got %u)",
+                              o->bits);
+        info->sigma_q = eb_quantize_sigma(b, o->bits);
+    } else {
+        return dp_err_set(err, DP_EINVAL, "privacy.mechanism", "unknown channel");
+    }
+    gsl_rng *rng = eb_rng_alloc(o->seed, 1, err);
+    if (rng == NULL)
+        return DP_ENOMEM;
+    size_t total = g->m * g->d;
+    for (size_t k = 0; k < total; k++) {
+        double x = g->x[k];
+        if (x < -b || x > b)
+            info->n_clipped++;
+        if (o->channel == EB_CHANNEL_GAUSSIAN)
+            msgs[k] = eb_clip(x, b) + gsl_ran_gaussian_ziggurat(rng, info->sigma_q);
+        else
+            msgs[k] = eb_quantize(x, b, o->bits, rng);
+    }
+    gsl_rng_free(rng);
+    return DP_OK;
+}

@@ -1,0 +1,131 @@
+/*
+ * eb_gaussian.h: personalized estimation under a Gaussian prior (Ozkara et al., ICLR 2023,
+ * Sec. 2.1, Thm 1 and Thm 2; digest seed-002 sections 2.1-2.3).
+ *
+ * Model, per coordinate j: theta_ij ~ N(mu_j, tau2_j) (tau2 = sigma_theta^2) and the client mean
+ * xbar_ij | theta_ij ~ N(theta_ij, s_i^2) with s_i^2 = sigma_x^2 / n_i (heteroscedastic n_i
+ * allowed). Coordinates are independent and are fitted one at a time (d-dimensional means, per
+ * coordinate).
+ *
+ * Prior fit (the server's aggregate):
+ *   - EB_GAUSS_MLE: maximum marginal likelihood, xbar_i ~ N(mu, tau2 + s_i^2 + extra_var). mu is
+ * the precision-weighted mean for a given tau2; tau2 maximizes the profile likelihood (root of its
+ *     score by Brent's method on [0, range^2]); tau2 = 0 is reported as EB_STATUS_BOUNDARY.
+ *   - EB_GAUSS_MOMENTS: the paper's estimator: mu = plain mean of the messages (Thm 1, eq. 2), and
+ * the moment extension of digest 2.3, tau2 = max(0, sample variance - mean(s_i^2) - extra_var).
+ *   - with tau2 known (Thm 1/Thm 2 setting: sigma_theta known, mu unknown) only mu is fitted.
+ * extra_var is the variance a local randomizer added to every message (sigma_q^2 of Thm 2), so the
+ * fit on privatized messages accounts for it.
+ *
+ * Posterior (client i, coordinate j), with w = weight_extra (sigma_q^2/(m-1) for Thm 2, else 0):
+ *   a_i = (tau2 + w) / (tau2 + w + s_i^2)                     Thm 1 / Thm 2 weight (digest A1)
+ *   posterior mean = a_i xbar_i + (1 - a_i) mu                (eq. 2 / Thm 2)
+ *   posterior var  = a_i^2 s_i^2 + (1 - a_i)^2 (tau2 + Var(mu-hat))
+ *   shrinkage      = 1 - a_i  (0: own mean kept; 1: fully pooled to mu)
+ * With w = 0 and a known mu the variance is the exact posterior variance a_i s_i^2; with mu
+ * estimated by the plain mean and equal n it equals Thm 1's exact MSE s^2 (a + (1-a)/m)
+ * (digest 2.1, [OURS]).
+ *
+ * Private mode (Thm 2): each client clips its mean to [-b, b] coordinatewise and sends it through
+ * the Gaussian LDP channel or the k-bit quantizer (eb_ldp.h); the server fits on the messages with
+ * extra_var = sigma_q^2 and the client combines its raw mean with the fitted prior using w =
+ * sigma_q^2/(m-1) as in Thm 2. The noise is simulated here with a seeded stream (eb_common.h).
+ *
+ * Memory: arrays are borrowed for the call; outputs are caller-allocated. Threading: reentrant.
+ */
+#ifndef DP_ESTIMATORS_EB_GAUSSIAN_H
+#define DP_ESTIMATORS_EB_GAUSSIAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/dp_err.h"
+#include "estimators/eb_common.h"
+#include "estimators/eb_ldp.h"
+
+typedef struct eb_gauss_data {
+    size_t m;        /* clients */
+    size_t d;        /* coordinates per client mean */
+    const double *x; /* m*d row-major: client means (or their privatized messages); borrowed */
+    const double *n; /* m sample counts, each >= 1; borrowed */
+    double sigma_x2; /* per-observation noise variance sigma_x^2 > 0 */
+} eb_gauss_data;
+
+/* Checks sizes (1 <= m <= EB_MAX_CLIENTS, 1 <= d <= EB_MAX_DIM), finiteness, n_i >= 1, sigma_x2 >
+ * 0. Field names: "clients[i].mean", "clients[i].n", "noise_variance". */
+int eb_gauss_data_check(const eb_gauss_data *g, dp_err *err);
+
+/* Pooled sigma_x^2 from within-client sample variances v_i (divisor n_i - 1):
+ * sum_i (n_i - 1) v_i / sum_i (n_i - 1) (digest 2.3, item 1). Clients with n_i = 1 carry no
+ * information and are skipped; DP_EINVAL ("clients") if no client has n_i >= 2 or the result is 0.
+ */
+int eb_gauss_pool_sigma_x2(size_t m, const double *n, const double *within_var, double *sigma_x2,
+                           dp_err *err);
+
+typedef enum eb_gauss_method {
+    EB_GAUSS_MLE = 0, /* maximum marginal likelihood (default) */
+    EB_GAUSS_MOMENTS  /* paper: plain mean + moment variance (digest 2.3) */
+} eb_gauss_method;
+
+typedef struct eb_gauss_coord {
+    double mu;           /* prior mean of this coordinate */
+    double tau2;         /* prior variance sigma_theta^2 */
+    double mu_var;       /* sampling variance of mu-hat (0 if mu was given) */
+    double loglik;       /* marginal log-likelihood of the messages at (mu, tau2) */
+    unsigned iterations; /* solver iterations (0 for closed forms) */
+    eb_status status;    /* converged / boundary (tau2 = 0) / unidentifiable / max_iter */
+} eb_gauss_coord;
+
+/* Fits the prior of every coordinate (out has d entries). tau2_known: NULL to estimate tau2, or d
+ * known variances (>= 0) so only mu is fitted. extra_var >= 0 (sigma_q^2 of a private channel, else
+ * 0). Needs m >= 2 (DP_EINVAL "clients" otherwise). max_iter in [1, EB_MAX_ITER_CAP]. */
+int eb_gauss_fit(const eb_gauss_data *g, const double *tau2_known, double extra_var,
+                 eb_gauss_method method, unsigned max_iter, eb_gauss_coord *out, dp_err *err);
+
+/* Marginal log-likelihood of coordinate j at (mu, tau2): sum_i log N(x_ij; mu, tau2 + s_i^2 +
+ * extra). */
+double eb_gauss_loglik(const eb_gauss_data *g, size_t j, double mu, double tau2, double extra_var);
+
+/* Posterior per client and coordinate (m*d outputs, caller-allocated; any output may be NULL).
+ * x in g must hold the clients' raw means. prior has d entries. weight_extra >= 0 (see top). */
+int eb_gauss_posterior(const eb_gauss_data *g, const eb_gauss_coord *prior, double weight_extra,
+                       double *post_mean, double *post_var, double *shrinkage, dp_err *err);
+
+/* Thm 1 exact MSE per coordinate with known sigma's and mu by the plain mean: s^2 (a + (1-a)/m),
+ * a = tau2 / (tau2 + s^2). Thm 2 (eq. 5) is the same with tau2 replaced by tau2 + sigma_q^2/(m-1).
+ */
+double eb_gauss_thm1_mse(double tau2, double sigma_x2, double n, size_t m);
+double eb_gauss_thm2_mse(double tau2, double sigma_x2, double n, size_t m, double sigma_q2);
+
+typedef enum eb_channel {
+    EB_CHANNEL_GAUSSIAN = 0, /* clip + Gaussian noise, (eps0, delta)-LDP */
+    EB_CHANNEL_QUANTIZE      /* clip + k-bit stochastic quantizer (communication, not privacy) */
+} eb_channel;
+
+typedef struct eb_gauss_private_opts {
+    eb_channel channel;
+    double eps0, delta;  /* GAUSSIAN: per-client guarantee */
+    bool per_coordinate; /* GAUSSIAN: paper's per-coordinate guarantee (digest A3); default false */
+    eb_calibration cal;  /* GAUSSIAN: classic (paper, eps0 < 1) or analytic */
+    unsigned bits;       /* QUANTIZE: k in [1, 52] */
+    double r;            /* public bound on |mu_j| (caller-supplied, never estimated) */
+    double sigma_theta;  /* prior sd or a public bound on it, used for b (>= 0) */
+    double b;            /* NAN: b from r (Thm 2, B.2.1); else an explicit public range > 0 */
+    eb_range_mode range_mode;
+    uint64_t seed; /* seeds the simulated client randomness */
+} eb_gauss_private_opts;
+
+typedef struct eb_gauss_private_info {
+    double b;         /* clipping range used */
+    double sigma_q;   /* per-coordinate sd of the channel (quantizer: its bound b/(2^k-1)) */
+    size_t n_clipped; /* coordinates that were clipped */
+    eb_ldp_gauss ldp; /* GAUSSIAN: the calibration (zeroed for QUANTIZE) */
+} eb_gauss_private_info;
+
+/* Simulates the clients' channel: msgs (m*d, caller-allocated) = q(Proj_[-b,b](x_i)). b uses n_min
+ * over the clients. */
+int eb_gauss_privatize(const eb_gauss_data *g, const eb_gauss_private_opts *o, double *msgs,
+                       eb_gauss_private_info *info, dp_err *err);
+
+#endif

@@ -1,0 +1,200 @@
+/*
+ * cfg.c: flags and environment variables for dpsilod. See cfg.h for the table of settings.
+ *
+ * Settings are applied in three layers: defaults, then the environment, then the command line, so a
+ * flag always wins. Each value goes through one setter, so a flag and its variable are validated
+ * the same way and an error can name whichever of the two supplied the bad value.
+ */
+#include "service/cfg.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/dp_log.h"
+
+enum { OPT_LISTEN, OPT_DB, OPT_THREADS, OPT_MAX_BODY, OPT_LOG_LEVEL, OPT_N };
+
+static const struct {
+    const char *flag; /* command-line name */
+    const char *env;  /* environment variable */
+} OPTS[OPT_N] = {
+    [OPT_LISTEN] = {"--listen", "DPSILO_LISTEN"},
+    [OPT_DB] = {"--db", "DPSILO_DB"},
+    [OPT_THREADS] = {"--threads", "DPSILO_THREADS"},
+    [OPT_MAX_BODY] = {"--max-body", "DPSILO_MAX_BODY"},
+    [OPT_LOG_LEVEL] = {"--log-level", "DPSILO_LOG_LEVEL"},
+};
+
+void cfg_defaults(cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->host, sizeof c->host, "%s", "127.0.0.1");
+    c->port = 8080;
+    snprintf(c->db_path, sizeof c->db_path, "%s", "./var/dpsilo.db");
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    c->threads = n < 1 ? 1u : n > CFG_MAX_THREADS ? CFG_MAX_THREADS : (unsigned)n;
+    c->max_body_bytes = CFG_DEFAULT_MAX_BODY;
+    c->log_level = DP_LOG_INFO;
+    c->help = false;
+}
+
+/* Strict decimal parse into [lo, hi]. Returns 0 on success. */
+static int parse_ulong(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
+{
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1; /* refuses "", "-1", " 1", "+1" */
+    errno = 0;
+    char *end = NULL;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int cfg_parse_listen(const char *s, char *host, size_t host_len, uint16_t *port, dp_err *err)
+{
+    const char *colon = s ? strrchr(s, ':') : NULL;
+    if (colon == NULL || colon == s)
+        return dp_err_set(err, DP_EINVAL, "listen",
+                          "listen address must be HOST:PORT (got \"%.64s\")", s ? s : "");
+    size_t hl = (size_t)(colon - s);
+    char h[CFG_HOST_MAX];
+    if (hl >= sizeof h)
+        return dp_err_set(err, DP_EINVAL, "listen", "listen host is too long");
+    memcpy(h, s, hl);
+    h[hl] = '\0';
+    if (strcmp(h, "localhost") == 0)
+        snprintf(h, sizeof h, "%s", "127.0.0.1");
+    struct in_addr a;
+    if (inet_pton(AF_INET, h, &a) != 1)
+        return dp_err_set(err, DP_EINVAL, "listen",
+                          "listen host must be an IPv4 address or localhost (got \"%.64s\")", h);
+    unsigned long p;
+    if (parse_ulong(colon + 1, 0, 65535, &p) != 0)
+        return dp_err_set(err, DP_EINVAL, "listen",
+                          "listen port must be an integer in 0..65535 (got \"%.16s\")", colon + 1);
+    if (strlen(h) >= host_len)
+        return dp_err_set(err, DP_EINVAL, "listen", "listen host is too long");
+    snprintf(host, host_len, "%s", h);
+    *port = (uint16_t)p;
+    return DP_OK;
+}
+
+/* Applies one setting; `who` names the flag or variable for error messages. */
+static int set_opt(cfg *c, int opt, const char *val, const char *who, dp_err *err)
+{
+    unsigned long v;
+    switch (opt) {
+        case OPT_LISTEN: {
+            dp_err e2;
+            dp_err_clear(&e2);
+            if (cfg_parse_listen(val, c->host, sizeof c->host, &c->port, &e2) != DP_OK)
+                return dp_err_set(err, DP_EINVAL, who, "%s: %s", who, e2.msg);
+            return DP_OK;
+        }
+        case OPT_DB:
+            if (val[0] == '\0' || strlen(val) >= sizeof c->db_path)
+                return dp_err_set(err, DP_EINVAL, who,
+                                  "%s must be a non-empty path shorter than %zu bytes", who,
+                                  sizeof c->db_path);
+            snprintf(c->db_path, sizeof c->db_path, "%s", val);
+            return DP_OK;
+        case OPT_THREADS:
+            if (parse_ulong(val, 1, CFG_MAX_THREADS, &v) != 0)
+                return dp_err_set(err, DP_EINVAL, who,
+                                  "%s must be an integer in 1..%d (got \"%.32s\")", who,
+                                  CFG_MAX_THREADS, val);
+            c->threads = (unsigned)v;
+            return DP_OK;
+        case OPT_MAX_BODY:
+            if (parse_ulong(val, 1, CFG_MAX_BODY_LIMIT, &v) != 0)
+                return dp_err_set(err, DP_EINVAL, who,
+                                  "%s must be an integer in 1..%u bytes (got \"%.32s\")", who,
+                                  CFG_MAX_BODY_LIMIT, val);
+            c->max_body_bytes = (size_t)v;
+            return DP_OK;
+        case OPT_LOG_LEVEL: {
+            int l = dp_log_level_parse(val);
+            if (l < 0)
+                return dp_err_set(err, DP_EINVAL, who,
+                                  "%s must be one of debug, info, warn, error, off (got \"%.32s\")",
+                                  who, val);
+            c->log_level = l;
+            return DP_OK;
+        }
+        default:
+            return dp_err_set(err, DP_EINTERNAL, NULL, "unknown option index");
+    }
+}
+
+int cfg_parse(cfg *c, int argc, char *const argv[], cfg_getenv_fn getenv_fn, dp_err *err)
+{
+    cfg_defaults(c);
+    if (getenv_fn != NULL) {
+        for (int o = 0; o < OPT_N; o++) {
+            const char *v = getenv_fn(OPTS[o].env);
+            if (v != NULL && set_opt(c, o, v, OPTS[o].env, err) != DP_OK)
+                return err ? err->code : DP_EINVAL;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            c->help = true;
+            continue;
+        }
+        int found = -1;
+        const char *val = NULL;
+        for (int o = 0; o < OPT_N && found < 0; o++) {
+            size_t fl = strlen(OPTS[o].flag);
+            if (strncmp(a, OPTS[o].flag, fl) != 0)
+                continue;
+            if (a[fl] == '\0') {
+                if (i + 1 >= argc)
+                    return dp_err_set(err, DP_EINVAL, OPTS[o].flag, "%s needs a value",
+                                      OPTS[o].flag);
+                found = o;
+                val = argv[++i];
+            } else if (a[fl] == '=') {
+                found = o;
+                val = a + fl + 1;
+            }
+        }
+        if (found < 0)
+            return dp_err_set(err, DP_EINVAL, "argv", "unknown argument \"%.64s\" (see --help)", a);
+        if (set_opt(c, found, val, OPTS[found].flag, err) != DP_OK)
+            return err ? err->code : DP_EINVAL;
+    }
+    return DP_OK;
+}
+
+const char *cfg_usage(void)
+{
+    return "usage: dpsilod [options]\n"
+           "\n"
+           "Differential-privacy accounting service (HTTP/JSON). Every option can also be set from "
+           "the\n"
+           "environment variable shown; a flag wins over the variable.\n"
+           "\n"
+           "  --listen HOST:PORT  address to bind (IPv4 or localhost); port 0 picks a free port\n"
+           "                      [DPSILO_LISTEN, default 127.0.0.1:8080]\n"
+           "  --db PATH           SQLite database file, created if missing\n"
+           "                      [DPSILO_DB, default ./var/dpsilo.db]\n"
+           "  --threads N         HTTP worker threads and database connections, 1..64\n"
+           "                      [DPSILO_THREADS, default: number of cores]\n"
+           "  --max-body BYTES    largest request body accepted by any route (routes may cap "
+           "lower)\n"
+           "                      [DPSILO_MAX_BODY, default 1048576]\n"
+           "  --log-level LEVEL   debug, info, warn, error or off; access lines are info\n"
+           "                      [DPSILO_LOG_LEVEL, default info]\n"
+           "  --help              show this text and exit\n"
+           "\n"
+           "On start it prints one line to stdout: dpsilod listening on http://HOST:PORT\n"
+           "SIGTERM or SIGINT stops it after the requests in flight have finished.\n";
+}

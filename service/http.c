@@ -1,0 +1,786 @@
+/*
+ * http.c: the libmicrohttpd server, the dispatcher and the response helpers. Contract in http.h.
+ *
+ * DESIGN
+ * MHD (0.9.75) calls on_access several times per request (STYLE.md 2.6):
+ *   1. headers only, *req_cls == NULL: allocate the request context, assign the request id, match
+ * the route. 404/405 and a Content-Length above the cap are answered at once (MHD then discards the
+ *      body and closes the connection).
+ *   2. once per body chunk: append up to the cap; beyond it, mark too_big and drop the bytes. No
+ * reply may be queued here.
+ *   3. size 0: the body is complete: 413 if too_big, else parse JSON (400 with line/column), borrow
+ * a database connection, run the handler and queue its response. on_completed runs however the
+ * request ends (response sent, client gone, shutdown): it records the metrics, writes the
+ * access-log line and frees the context. It is the only place a context is freed.
+ *
+ * URL decoding: MHD_OPTION_UNESCAPE_CALLBACK uses http_percent_decode, which never decodes %00, so
+ * a path or query value can never be cut short by an embedded NUL ("/index.html%00.txt" stays as
+ * sent).
+ *
+ * Request ids: the client's X-Request-Id when it is 1..64 characters of [A-Za-z0-9._-], otherwise
+ * "<8 hex boot nonce><hex counter>", unique within a run and unlikely to repeat across runs.
+ *
+ * Graceful stop: MHD_quiesce_daemon closes the listening socket (no new connections; needs
+ * MHD_USE_ITC with a thread pool), then we wait for the in-flight counter (contexts allocated and
+ * not completed) to reach 0 or the grace period to pass, then MHD_stop_daemon joins the pool
+ * threads.
+ *
+ * Threads: on_access/on_completed run on MHD pool threads; the server struct is read-only after
+ * start except next_req_id and in_flight (atomics). A context belongs to one connection, hence one
+ * thread.
+ */
+#include "service/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/dp_alloc.h"
+#include "common/dp_log.h"
+#include "service/embedded.h"
+#include "service/http_err.h"
+#include "service/http_static.h"
+#include "service/metrics.h"
+#include "service/router.h"
+
+#define HTTP_CONNECTION_TIMEOUT_S 30   /* idle keep-alive connections are closed after this */
+#define HTTP_CONNECTION_LIMIT     1024 /* simultaneous connections */
+#define HTTP_LISTEN_BACKLOG       1024
+#define HTTP_BODY_INITIAL         1024 /* first body buffer; doubles up to the route cap */
+
+struct http_server {
+    struct MHD_Daemon *d;
+    const cfg *cfg;      /* borrowed, read-only */
+    store *store;        /* borrowed */
+    const route *routes; /* borrowed table */
+    size_t n_routes;
+    http_metrics *metrics;         /* owned */
+    uint16_t port;                 /* bound port */
+    unsigned boot_nonce;           /* request-id prefix */
+    atomic_uint_fast64_t next_req; /* request-id counter */
+    atomic_long in_flight;         /* contexts alive */
+};
+
+enum {
+    KIND_ROUTE,      /* a row of the route table */
+    KIND_STATIC,     /* a web/ file */
+    KIND_NOT_FOUND,  /* 404 pending (sent on the final call) */
+    KIND_BAD_METHOD, /* 405 pending, with allow */
+    KIND_REPLIED     /* a response is already queued */
+};
+
+typedef struct http_ctx {
+    http_server *srv;
+    struct timespec t0; /* CLOCK_MONOTONIC at first call */
+    char req_id[HTTP_REQ_ID_MAX];
+    char method[16];
+    char path[HTTP_MAX_PATH]; /* copy of the URL path (truncated for the log if longer) */
+    int kind;                 /* KIND_* */
+    route_match m;            /* KIND_ROUTE */
+    http_static_file file;    /* KIND_STATIC */
+    const char *allow;        /* KIND_BAD_METHOD: Allow header value (static or in m) */
+    size_t metrics_row;
+    size_t cap; /* body cap, bytes */
+    char *body; /* owned */
+    size_t len, alloc;
+    int too_big;
+    int status; /* status queued, 0 until then */
+    http_param query[HTTP_MAX_QUERY];
+    size_t n_query;
+    int query_overflow;
+} http_ctx;
+
+/* ---- response helpers (handler side) ---- */
+
+const char *http_req_param(const http_req *rq, const char *name)
+{
+    for (size_t i = 0; i < rq->n_params; i++)
+        if (strcmp(rq->params[i].name, name) == 0)
+            return rq->params[i].value;
+    return NULL;
+}
+
+const char *http_req_query(const http_req *rq, const char *name)
+{
+    for (size_t i = 0; i < rq->n_query; i++)
+        if (strcmp(rq->query[i].name, name) == 0)
+            return rq->query[i].value;
+    return NULL;
+}
+
+/* Strict decimal parse: optional '-' only when allow_neg, digits, no leading zeros, fits int64. */
+static int parse_i64(const char *s, int allow_neg, int64_t *out)
+{
+    if (s == NULL || *s == '\0')
+        return -1;
+    const char *p = s;
+    if (*p == '-' && allow_neg)
+        p++;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] != '\0'))
+        return -1;
+    for (const char *q = p; *q; q++)
+        if (*q < '0' || *q > '9')
+            return -1;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int http_req_param_id(const http_req *rq, const char *name, int64_t *out, dp_err *err)
+{
+    const char *v = http_req_param(rq, name);
+    int64_t id;
+    if (v == NULL || parse_i64(v, 0, &id) != 0 || id < 1)
+        return dp_err_set(err, DP_EINVAL, name, "%s must be a positive integer id (got \"%.32s\")",
+                          name, v ? v : "");
+    *out = id;
+    return DP_OK;
+}
+
+int http_req_query_int(const http_req *rq, const char *name, int64_t def, int64_t lo, int64_t hi,
+                       int64_t *out, dp_err *err)
+{
+    const char *v = http_req_query(rq, name);
+    if (v == NULL) {
+        *out = def;
+        return DP_OK;
+    }
+    int64_t x;
+    if (parse_i64(v, 1, &x) != 0 || x < lo || x > hi)
+        return dp_err_set(err, DP_EINVAL, name,
+                          "%s must be an integer in %lld..%lld (got \"%.32s\")", name,
+                          (long long)lo, (long long)hi, v);
+    *out = x;
+    return DP_OK;
+}
+
+void http_resp_clear(http_resp *rs)
+{
+    json_decref(rs->body);
+    free(rs->text);
+    memset(rs, 0, sizeof *rs);
+}
+
+int http_resp_json(http_resp *rs, int status, json_t *body, dp_err *err)
+{
+    if (body == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    json_decref(rs->body);
+    rs->body = body;
+    rs->status = status;
+    return DP_OK;
+}
+
+__attribute__((format(printf, 2, 0))) static int set_location(http_resp *rs, const char *fmt,
+                                                              va_list ap)
+{
+    int n = vsnprintf(rs->location, sizeof rs->location, fmt, ap);
+    return n >= 0 && (size_t)n < sizeof rs->location ? 0 : -1;
+}
+
+int http_resp_created(http_resp *rs, json_t *body, dp_err *err, const char *location_fmt, ...)
+{
+    if (http_resp_json(rs, 201, body, err) != DP_OK)
+        return err ? err->code : DP_ENOMEM;
+    va_list ap;
+    va_start(ap, location_fmt);
+    int bad = set_location(rs, location_fmt, ap);
+    va_end(ap);
+    return bad ? dp_err_set(err, DP_EINTERNAL, NULL, "Location header too long") : DP_OK;
+}
+
+int http_resp_accepted(http_resp *rs, json_t *body, dp_err *err, const char *location_fmt, ...)
+{
+    if (http_resp_json(rs, 202, body, err) != DP_OK)
+        return err ? err->code : DP_ENOMEM;
+    va_list ap;
+    va_start(ap, location_fmt);
+    int bad = set_location(rs, location_fmt, ap);
+    va_end(ap);
+    return bad ? dp_err_set(err, DP_EINTERNAL, NULL, "Location header too long") : DP_OK;
+}
+
+int http_resp_text(http_resp *rs, int status, const char *content_type, char *text, size_t len,
+                   dp_err *err)
+{
+    if (text == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    free(rs->text);
+    rs->text = text;
+    rs->text_len = len;
+    rs->content_type = content_type;
+    rs->status = status;
+    return DP_OK;
+}
+
+/* ---- sending (MHD side) ---- */
+
+typedef struct reply_headers {
+    const char *content_type; /* required */
+    const char *location;     /* optional */
+    const char *allow;        /* optional (405) */
+    int retry_after;          /* 503 busy: add Retry-After: 1 */
+    int cacheable;            /* static files: no-cache instead of no-store */
+} reply_headers;
+
+/* Queues a response. buf is freed by MHD (MUST_FREE, allocated with malloc) or persistent. */
+static enum MHD_Result send_reply(http_ctx *c, struct MHD_Connection *conn, int status, void *buf,
+                                  size_t len, enum MHD_ResponseMemoryMode mode,
+                                  const reply_headers *h)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, buf, mode);
+    if (r == NULL) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(buf);
+        return MHD_NO;
+    }
+    int ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, h->content_type) == MHD_YES &&
+             MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL,
+                                     h->cacheable ? "no-cache" : "no-store") == MHD_YES &&
+             MHD_add_response_header(r, "X-Content-Type-Options", "nosniff") == MHD_YES &&
+             MHD_add_response_header(r, "X-Request-Id", c->req_id) == MHD_YES;
+    if (ok && h->location != NULL && h->location[0] != '\0')
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, h->location) == MHD_YES;
+    if (ok && h->allow != NULL)
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, h->allow) == MHD_YES;
+    if (ok && h->retry_after)
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1") == MHD_YES;
+    enum MHD_Result res = MHD_NO;
+    if (ok)
+        res = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (res == MHD_YES)
+        c->status = status;
+    return res;
+}
+
+/* Sends body (stolen) as compact JSON. */
+static enum MHD_Result send_json(http_ctx *c, struct MHD_Connection *conn, int status, json_t *body,
+                                 const reply_headers *extra)
+{
+    char *buf = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (buf == NULL)
+        return MHD_NO; /* out of memory: drop the connection rather than lie */
+    reply_headers h = {0};
+    if (extra != NULL)
+        h = *extra;
+    h.content_type = "application/json";
+    return send_reply(c, conn, status, buf, strlen(buf), MHD_RESPMEM_MUST_FREE, &h);
+}
+
+/* Sends the error JSON for e. line/col > 0 add the JSON parse position. */
+static enum MHD_Result send_error(http_ctx *c, struct MHD_Connection *conn, const dp_err *e,
+                                  int line, int col)
+{
+    int status = http_err_status(e->code);
+    if (status == 500)
+        dp_log(DP_LOG_ERROR, c->req_id, "internal error: %s (field %s)", e->msg,
+               e->field[0] ? e->field : "-");
+    json_t *body = http_err_body(e, c->req_id);
+    if (body != NULL && line > 0) {
+        json_t *eo = json_object_get(body, "error");
+        if (json_object_set_new(eo, "line", json_integer(line)) != 0 ||
+            json_object_set_new(eo, "column", json_integer(col)) != 0) {
+            json_decref(body);
+            body = NULL;
+        }
+    }
+    reply_headers h = {0};
+    h.retry_after = e->code == DP_EBUSY;
+    return send_json(c, conn, status, body, &h);
+}
+
+static enum MHD_Result send_405(http_ctx *c, struct MHD_Connection *conn, const char *allow)
+{
+    char msg[128];
+    snprintf(msg, sizeof msg, "method %s is not allowed here; allowed: %s", c->method, allow);
+    reply_headers h = {0};
+    h.allow = allow;
+    return send_json(c, conn, 405, http_err_body_raw("method_not_allowed", msg, NULL, c->req_id),
+                     &h);
+}
+
+/* ---- request context ---- */
+
+static int valid_req_id(const char *s)
+{
+    size_t n = 0;
+    for (; s[n] != '\0'; n++) {
+        char ch = s[n];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '.' || ch == '_' || ch == '-';
+        if (!ok || n >= HTTP_REQ_ID_MAX - 1)
+            return 0;
+    }
+    return n > 0;
+}
+
+static http_ctx *ctx_alloc(http_server *srv, struct MHD_Connection *conn, const char *url,
+                           const char *method)
+{
+    http_ctx *c = malloc(sizeof *c);
+    if (c == NULL)
+        return NULL;
+    /* Field by field, no memset: the buffers are written by snprintf and the router. */
+    c->kind = KIND_NOT_FOUND;
+    c->allow = NULL;
+    c->metrics_row = 0;
+    c->cap = 0;
+    c->body = NULL;
+    c->len = c->alloc = 0;
+    c->too_big = 0;
+    c->status = 0;
+    c->n_query = 0;
+    c->query_overflow = 0;
+    c->srv = srv;
+    clock_gettime(CLOCK_MONOTONIC, &c->t0);
+    const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+    if (rid != NULL && valid_req_id(rid))
+        snprintf(c->req_id, sizeof c->req_id, "%s", rid);
+    else
+        snprintf(
+            c->req_id, sizeof c->req_id, "%08x%08llx", srv->boot_nonce,
+            (unsigned long long)atomic_fetch_add_explicit(&srv->next_req, 1, memory_order_relaxed));
+    snprintf(c->method, sizeof c->method, "%s", method ? method : "?");
+    snprintf(c->path, sizeof c->path, "%s", url ? url : "");
+    return c;
+}
+
+static void ctx_free(http_ctx *c)
+{
+    if (c == NULL)
+        return;
+    free(c->body);
+    free(c);
+}
+
+static void ctx_append(http_ctx *c, const char *data, size_t n)
+{
+    if (c->too_big)
+        return;
+    if (n > c->cap - c->len) {
+        c->too_big = 1;
+        free(c->body);
+        c->body = NULL;
+        c->len = c->alloc = 0;
+        return;
+    }
+    if (c->len + n > c->alloc) {
+        size_t na = c->alloc ? c->alloc : HTTP_BODY_INITIAL;
+        while (na < c->len + n)
+            na = na > c->cap / 2 ? c->cap : na * 2;
+        char *nb = realloc(c->body, na);
+        if (nb == NULL) {
+            /* Treat like an oversized body: the request cannot be held. */
+            c->too_big = 2;
+            free(c->body);
+            c->body = NULL;
+            c->len = c->alloc = 0;
+            return;
+        }
+        c->body = nb;
+        c->alloc = na;
+    }
+    memcpy(c->body + c->len, data, n);
+    c->len += n;
+}
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    http_ctx *c = cls;
+    if (c->n_query == HTTP_MAX_QUERY) {
+        c->query_overflow = 1;
+        return MHD_NO;
+    }
+    c->query[c->n_query].name = key;
+    c->query[c->n_query].value = value ? value : "";
+    c->n_query++;
+    return MHD_YES;
+}
+
+/* ---- dispatcher ---- */
+
+/* Sends the pending 404 or 405. */
+static enum MHD_Result reply_unrouted(http_ctx *c, struct MHD_Connection *conn)
+{
+    int kind = c->kind;
+    c->kind = KIND_REPLIED;
+    if (kind == KIND_BAD_METHOD)
+        return send_405(c, conn, c->allow);
+    dp_err e;
+    dp_err_clear(&e);
+    dp_err_set(&e, DP_ENOTFOUND, NULL, "no resource at this path");
+    return send_error(c, conn, &e, 0, 0);
+}
+
+/* True when the request announces a body (Content-Length > 0 or any Transfer-Encoding). *declared
+ * receives the Content-Length (0 when absent or unparsable). */
+static int announces_body(struct MHD_Connection *conn, unsigned long long *declared)
+{
+    *declared = 0;
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (errno == 0 && end != cl && *end == '\0')
+            *declared = n;
+    }
+    return *declared > 0 || MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                        MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
+}
+
+/* 404/405 are answered at once when a body is coming (MHD then discards it and closes the
+ * connection), but on the final call when there is none: a reply queued on the first call makes MHD
+ * close the connection, which would end keep-alive for every bodiless 404. */
+static enum MHD_Result first_call(http_ctx *c, struct MHD_Connection *conn)
+{
+    http_server *srv = c->srv;
+    unsigned long long declared = 0;
+    int has_body = announces_body(conn, &declared);
+    int rc = strlen(c->path) >= HTTP_MAX_PATH - 1
+                 ? HTTP_ROUTE_NOT_FOUND
+                 : http_route_match(srv->routes, srv->n_routes, c->method, c->path, &c->m);
+    c->cap = 0;
+    if (rc == HTTP_ROUTE_FOUND) {
+        c->kind = KIND_ROUTE;
+        c->metrics_row = c->m.index;
+        c->cap = c->m.route->max_body_bytes < srv->cfg->max_body_bytes ? c->m.route->max_body_bytes
+                                                                       : srv->cfg->max_body_bytes;
+    } else {
+        c->metrics_row = HTTP_METRICS_ROW_UNMATCHED(srv->n_routes);
+        int is_get = strcmp(c->method, "GET") == 0 || strcmp(c->method, "HEAD") == 0;
+        if (rc == HTTP_ROUTE_NOT_FOUND &&
+            http_static_lookup(EMBED_WEB, EMBED_WEB_N, c->path, &c->file)) {
+            if (is_get) {
+                c->kind = KIND_STATIC;
+                c->metrics_row = HTTP_METRICS_ROW_STATIC(srv->n_routes);
+            } else {
+                c->kind = KIND_BAD_METHOD;
+                c->allow = "GET, HEAD";
+            }
+        } else if (rc == HTTP_ROUTE_BAD_METHOD) {
+            c->kind = KIND_BAD_METHOD;
+            c->allow = c->m.allow;
+        } else {
+            c->kind = KIND_NOT_FOUND;
+        }
+        if (c->kind != KIND_STATIC && has_body)
+            return reply_unrouted(c, conn);
+    }
+    if (declared > c->cap) {
+        c->kind = KIND_REPLIED;
+        dp_err e;
+        dp_err_clear(&e);
+        dp_err_set(&e, DP_ETOOBIG, NULL,
+                   "request body of %llu bytes exceeds the limit of %zu bytes", declared, c->cap);
+        return send_error(c, conn, &e, 0, 0);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
+{
+    http_server *srv = c->srv;
+    dp_err e;
+    dp_err_clear(&e);
+    if (c->too_big) {
+        if (c->too_big == 2)
+            dp_err_set(&e, DP_ENOMEM, NULL, "out of memory reading the request body");
+        else
+            dp_err_set(&e, DP_ETOOBIG, NULL, "request body exceeds the limit of %zu bytes", c->cap);
+        return send_error(c, conn, &e, 0, 0);
+    }
+    if (c->kind == KIND_NOT_FOUND || c->kind == KIND_BAD_METHOD)
+        return reply_unrouted(c, conn);
+    if (c->kind == KIND_STATIC) {
+        reply_headers h = {0};
+        h.content_type = c->file.content_type;
+        h.cacheable = 1;
+        return send_reply(c, conn, 200, (void *)c->file.data, c->file.len, MHD_RESPMEM_PERSISTENT,
+                          &h);
+    }
+
+    json_t *body = NULL;
+    if (c->len > 0) {
+        json_error_t jerr;
+        body = json_loadb(c->body, c->len, JSON_REJECT_DUPLICATES, &jerr);
+        if (body == NULL) {
+            dp_err_set(&e, DP_EINVAL, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
+                       jerr.column, jerr.text);
+            return send_error(c, conn, &e, jerr.line > 0 ? jerr.line : 1,
+                              jerr.column > 0 ? jerr.column : 1);
+        }
+        if (!json_is_object(body)) {
+            json_decref(body);
+            dp_err_set(&e, DP_EINVAL, NULL, "request body must be a JSON object");
+            return send_error(c, conn, &e, 0, 0);
+        }
+    }
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, c);
+    if (c->query_overflow) {
+        json_decref(body);
+        dp_err_set(&e, DP_EINVAL, "query", "at most %d query parameters are accepted",
+                   HTTP_MAX_QUERY);
+        return send_error(c, conn, &e, 0, 0);
+    }
+    store_conn *db = store_conn_borrow(srv->store, &e);
+    if (db == NULL) {
+        json_decref(body);
+        return send_error(c, conn, &e, 0, 0);
+    }
+    http_req rq = {
+        .method = c->method,
+        .path = c->path,
+        .body = body,
+        .params = c->m.params,
+        .n_params = c->m.n_params,
+        .query = c->query,
+        .n_query = c->n_query,
+        .db = db,
+        .store = srv->store,
+        .cfg = srv->cfg,
+        .req_id = c->req_id,
+        .metrics = srv->metrics,
+    };
+    http_resp rs;
+    memset(&rs, 0, sizeof rs);
+    int rc = c->m.route->handler(&rq, &rs, &e);
+    store_conn_return(srv->store, db);
+    json_decref(body);
+    if (rc != DP_OK || e.code != DP_OK) {
+        if (e.code == DP_OK)
+            dp_err_set(&e, rc, NULL, "handler failed without a message (code %d)", rc);
+        http_resp_clear(&rs);
+        return send_error(c, conn, &e, 0, 0);
+    }
+    int status = rs.status ? rs.status : 200;
+    reply_headers h = {0};
+    h.location = rs.location;
+    if (rs.text != NULL) {
+        h.content_type = rs.content_type ? rs.content_type : "text/plain; charset=utf-8";
+        char *t = rs.text;
+        size_t tl = rs.text_len;
+        rs.text = NULL;
+        http_resp_clear(&rs);
+        return send_reply(c, conn, status, t, tl, MHD_RESPMEM_MUST_FREE, &h);
+    }
+    if (rs.body != NULL) {
+        json_t *b = rs.body;
+        rs.body = NULL;
+        return send_json(c, conn, status, b, &h);
+    }
+    if (status == 204) {
+        h.content_type = "application/json";
+        return send_reply(c, conn, 204, NULL, 0, MHD_RESPMEM_PERSISTENT, &h);
+    }
+    dp_err_set(&e, DP_EINTERNAL, NULL, "handler for %s returned no body", c->m.route->pattern);
+    return send_error(c, conn, &e, 0, 0);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **req_cls)
+{
+    (void)version;
+    http_server *srv = cls;
+    http_ctx *c = *req_cls;
+    if (c == NULL) {
+        c = ctx_alloc(srv, conn, url, method);
+        if (c == NULL)
+            return MHD_NO;
+        atomic_fetch_add(&srv->in_flight, 1);
+        *req_cls = c;
+        return first_call(c, conn);
+    }
+    if (*upload_data_size != 0) {
+        if (c->kind == KIND_ROUTE || c->kind == KIND_STATIC)
+            ctx_append(c, upload_data, *upload_data_size); /* static: cap 0, so too_big */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (c->kind == KIND_REPLIED || c->status != 0)
+        return MHD_YES;
+    return final_call(c, conn);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    (void)toe;
+    http_server *srv = cls;
+    http_ctx *c = *req_cls;
+    if (c == NULL)
+        return;
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    int64_t us =
+        (int64_t)(t1.tv_sec - c->t0.tv_sec) * 1000000 + (t1.tv_nsec - c->t0.tv_nsec) / 1000;
+    if (us < 0)
+        us = 0;
+    http_metrics_observe(srv->metrics, c->metrics_row, c->status, (uint64_t)us);
+    dp_log(DP_LOG_INFO, c->req_id, "%s %s %d %lldus", c->method, c->path, c->status, (long long)us);
+    ctx_free(c);
+    *req_cls = NULL;
+    atomic_fetch_sub(&srv->in_flight, 1);
+}
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+size_t http_percent_decode(char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r != '\0';) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0 && (hi | lo) != 0) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
+static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    return http_percent_decode(s);
+}
+
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    if (n < 0)
+        return;
+    dp_log(DP_LOG_WARN, NULL, "microhttpd: %s", msg);
+}
+
+/* ---- server lifecycle ---- */
+
+static unsigned boot_nonce(void)
+{
+    unsigned v = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f != NULL) {
+        if (fread(&v, sizeof v, 1, f) != 1)
+            v = 0;
+        fclose(f);
+    }
+    if (v == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        v = (unsigned)ts.tv_nsec ^ ((unsigned)getpid() << 16);
+    }
+    return v;
+}
+
+http_server *http_server_start(const cfg *c, store *st, const route *routes, size_t n_routes,
+                               dp_err *err)
+{
+    http_server *srv = dp_calloc(1, sizeof *srv);
+    if (srv == NULL) {
+        dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        return NULL;
+    }
+    srv->cfg = c;
+    srv->store = st;
+    srv->routes = routes;
+    srv->n_routes = n_routes;
+    srv->boot_nonce = boot_nonce();
+    atomic_init(&srv->next_req, 1);
+    atomic_init(&srv->in_flight, 0);
+    srv->metrics = http_metrics_alloc(routes, n_routes, store_schema_version(st));
+    if (srv->metrics == NULL) {
+        dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        dp_free(srv);
+        return NULL;
+    }
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(c->port);
+    if (inet_pton(AF_INET, c->host, &sa.sin_addr) != 1) {
+        dp_err_set(err, DP_EINVAL, "listen", "cannot bind: %s is not an IPv4 address", c->host);
+        goto fail;
+    }
+    srv->d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG | MHD_USE_ITC, 0, NULL,
+        NULL, on_access, srv,                                  /* */
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,          /* first, so it gets all */
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,          /* */
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->threads, /* */
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HTTP_CONNECTION_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_CONNECTION_LIMIT,  /* */
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)HTTP_LISTEN_BACKLOG, /* */
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,                    /* */
+        MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,                   /* */
+        MHD_OPTION_END);
+    if (srv->d == NULL) {
+        dp_err_set(err, DP_EINTERNAL, "listen", "cannot listen on %s:%u (in use, or not permitted)",
+                   c->host, (unsigned)c->port);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
+    srv->port = info != NULL && info->port != 0 ? info->port : c->port;
+    return srv;
+fail:
+    http_metrics_free(srv->metrics);
+    dp_free(srv);
+    return NULL;
+}
+
+uint16_t http_server_port(const http_server *srv)
+{
+    return srv->port;
+}
+
+void http_server_stop(http_server *srv, unsigned grace_ms)
+{
+    if (srv == NULL)
+        return;
+    MHD_socket lfd = MHD_quiesce_daemon(srv->d);
+    struct timespec nap = {0, 10 * 1000000L};
+    for (unsigned waited = 0; atomic_load(&srv->in_flight) > 0 && waited < grace_ms; waited += 10)
+        nanosleep(&nap, NULL);
+    long left = atomic_load(&srv->in_flight);
+    if (left > 0)
+        dp_log(DP_LOG_WARN, NULL, "http: stopping with %ld request(s) still in flight after %u ms",
+               left, grace_ms);
+    MHD_stop_daemon(srv->d);
+    if (lfd != MHD_INVALID_SOCKET)
+        close(lfd);
+    http_metrics_free(srv->metrics);
+    dp_free(srv);
+}

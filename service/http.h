@@ -1,0 +1,140 @@
+/*
+ * http: the HTTP layer of dpsilod - request/response types for route handlers, response helpers,
+ * the route row type, and the server (libmicrohttpd 0.9.75 with a thread pool).
+ *
+ * A handler (service/routes_<feature>.c) has the signature
+ *     int route_x(const http_req *rq, http_resp *rs, dp_err *err);
+ * It reads rq, fills rs through the http_resp_* helpers, and returns DP_OK, or an error code with
+ * err set (dp_err_set). It never calls MHD, so tests call it directly with an http_req they fill
+ * themselves. On error the dispatcher discards rs and sends the error JSON that http_err.c builds
+ * from err.
+ *
+ * The dispatcher (http.c) does everything common before the handler runs: route lookup (404, 405
+ * with Allow), the per-route body cap (413), JSON parsing (400 with line and column; the body must
+ * be a JSON object), borrowing a database connection, the request id, the access log line and the
+ * metrics.
+ *
+ * Thread-safety: the server runs handlers on MHD_OPTION_THREAD_POOL_SIZE threads; each request is
+ * handled by one thread, and everything in http_req is valid for the duration of the handler call
+ * only.
+ */
+#ifndef DP_SERVICE_HTTP_H
+#define DP_SERVICE_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "common/dp_err.h"
+#include "service/cfg.h"
+#include "service/store.h"
+
+#define HTTP_MAX_PARAMS   8    /* path parameters per pattern */
+#define HTTP_MAX_QUERY    32   /* query parameters per request; more -> 400 */
+#define HTTP_MAX_PATH     1024 /* longer paths -> 404 (no route is that long) */
+#define HTTP_REQ_ID_MAX   65   /* request id + NUL */
+#define HTTP_LOCATION_MAX 256
+
+typedef struct http_metrics http_metrics;
+
+/* A name/value pair; both borrowed (valid for the handler call). */
+typedef struct http_param {
+    const char *name;
+    const char *value;
+} http_param;
+
+/* What a handler receives. Every pointer is borrowed and valid only during the handler call. */
+typedef struct http_req {
+    const char *method; /* "GET", "POST", ... (HEAD is routed as GET) */
+    const char *path;   /* URL path, percent-decoded by MHD, without the query string */
+    json_t *body;       /* parsed JSON body, always an object; NULL when the request had no body.
+                           Borrowed: never decref it, copy what must outlive the call. */
+    const http_param
+        *params; /* path parameters, e.g. {"id","42"} for /v1/silos/{id}; n_params of them */
+    size_t n_params;
+    const http_param
+        *query; /* query-string parameters in the order sent (decoded); n_query of them */
+    size_t n_query;
+    store_conn *db;        /* a pooled SQLite connection borrowed for this request (store.h) */
+    store *store;          /* the store itself (schema version; not for queries: use db) */
+    const cfg *cfg;        /* daemon configuration, read-only */
+    const char *req_id;    /* this request's id (also sent as X-Request-Id); use it in dp_log */
+    http_metrics *metrics; /* the server's metrics, for GET /metrics */
+    /* An authentication context (who is calling) will be added here by the auth work; handlers must
+     * not assume this struct has only the fields above. */
+} http_req;
+
+/* What a handler fills. Use the helpers below rather than setting fields directly. */
+typedef struct http_resp {
+    int status;                       /* HTTP status; 200 if the handler leaves it 0 */
+    json_t *body;                     /* owned reference; sent as application/json */
+    char *text;                       /* owned (malloc) raw body instead of JSON, e.g. /metrics */
+    size_t text_len;                  /* bytes in text */
+    const char *content_type;         /* for text; static storage */
+    char location[HTTP_LOCATION_MAX]; /* Location header when non-empty */
+} http_resp;
+
+/* A handler. Returns DP_OK or the code set in err. */
+typedef int (*route_fn)(const http_req *rq, http_resp *rs, dp_err *err);
+
+/* One row of the route table (service/routes.c). */
+typedef struct route {
+    const char *method;  /* "GET", "POST", "PUT", "DELETE", "PATCH" */
+    const char *pattern; /* "/v1/silos/{id}/charges": literal segments and {name} parameters */
+    route_fn handler;
+    size_t max_body_bytes; /* body cap for this route (also capped by --max-body); 0 = no body
+                              allowed */
+} route;
+
+/* Decodes %HH escapes of s in place, except %00, which is left as the three characters, so the
+ * result never holds an embedded NUL. Malformed escapes ("%4", "%zz") are kept literally. Returns
+ * the new length. The server uses it for the path and the query string. */
+size_t http_percent_decode(char *s);
+
+/* Finds a path parameter by name; borrowed value or NULL. */
+const char *http_req_param(const http_req *rq, const char *name);
+/* Finds the first query parameter by name; borrowed value or NULL. */
+const char *http_req_query(const http_req *rq, const char *name);
+
+/* Path parameter `name` as a database id: plain decimal 1..INT64_MAX ("07", "+1", "1e3", ""
+ * refused). DP_EINVAL naming the parameter otherwise. */
+int http_req_param_id(const http_req *rq, const char *name, int64_t *out, dp_err *err);
+/* Query parameter `name` as a decimal integer in [lo, hi] (e.g. ?limit= and ?after= for
+ * pagination); absent -> *out = def. Malformed or out of range -> DP_EINVAL naming the parameter.
+ */
+int http_req_query_int(const http_req *rq, const char *name, int64_t def, int64_t lo, int64_t hi,
+                       int64_t *out, dp_err *err);
+
+/* Reply JSON with any status. body is stolen (also on failure); NULL body -> DP_ENOMEM. */
+int http_resp_json(http_resp *rs, int status, json_t *body, dp_err *err);
+/* 201 Created with Location (printf-style, e.g. "/v1/silos/%lld"). body stolen. */
+int http_resp_created(http_resp *rs, json_t *body, dp_err *err, const char *location_fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* 202 Accepted with Location (e.g. the job to poll). body stolen. */
+int http_resp_accepted(http_resp *rs, json_t *body, dp_err *err, const char *location_fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Raw text body: text (malloc'd) is stolen; content_type must have static storage. */
+int http_resp_text(http_resp *rs, int status, const char *content_type, char *text, size_t len,
+                   dp_err *err);
+/* Releases what rs owns and zeroes it. */
+void http_resp_clear(http_resp *rs);
+
+typedef struct http_server http_server;
+
+/* Starts MHD on c->host:c->port with c->threads threads, serving routes[0..n_routes-1] (borrowed;
+ * must outlive the server) and the embedded web/ files. st (borrowed) provides the connections.
+ * Returns an owned server or NULL with err (DP_EINTERNAL with an operator message, e.g. the port is
+ * in use). */
+http_server *http_server_start(const cfg *c, store *st, const route *routes, size_t n_routes,
+                               dp_err *err);
+
+/* The bound port (the real one when c->port was 0). */
+uint16_t http_server_port(const http_server *srv);
+
+/* Graceful stop: stop accepting, wait up to grace_ms for requests in flight to finish, stop MHD
+ * (joins its threads) and free srv. NULL is a no-op. */
+void http_server_stop(http_server *srv, unsigned grace_ms);
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * json_util: strict helpers for reading request JSON and writing response JSON (jansson).
+ *
+ * Every route validates its body with these, so that every bad input gets the same 400: a DP_EINVAL
+ * whose field is the key (nested validators add the path with dp_err_prefix_field, e.g.
+ * "event.sampling_rate") and whose message names the field, the expected type and what was
+ * received.
+ *
+ * Reading rules:
+ *   - obj must be a JSON object; NULL (no body) is reported as "request body must be a JSON
+ * object".
+ *   - required (json_util_req_*): a missing key or a JSON null is an error ("is required").
+ *   - optional (json_util_opt_*): a missing key or a JSON null leaves *out = def and returns DP_OK.
+ *   - number: a JSON integer or real (clients send 1 for 1.0); int64: a JSON integer only (2.0 is
+ * refused); string: a JSON string (borrowed: valid while the body lives); bool: true/false only.
+ *   - json_util_check_keys rejects any key not in the allowed list, naming it.
+ * Range checks belong to the caller (they are domain rules); these helpers only check types.
+ *
+ * Writing: json_util_real returns JSON null for NaN/inf (jansson's json_real refuses them); pair it
+ * with a "reason" member beside the value (DESIGN.md). json_util_set steals the value and reports
+ * DP_ENOMEM (never ignores a failed set).
+ *
+ * Thread-safety: none needed; a json_t never crosses threads (STYLE.md 2.4).
+ */
+#ifndef DP_SERVICE_JSON_UTIL_H
+#define DP_SERVICE_JSON_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "common/dp_err.h"
+
+/* DP_EINVAL unless obj is a JSON object. */
+int json_util_require_object(const json_t *obj, const char *field, dp_err *err);
+
+/* Rejects the first key of obj that is not in allowed[0..n_allowed-1]: DP_EINVAL with field = that
+ * key. */
+int json_util_check_keys(const json_t *obj, const char *const *allowed, size_t n_allowed,
+                         dp_err *err);
+
+int json_util_req_number(const json_t *obj, const char *key, double *out, dp_err *err);
+int json_util_opt_number(const json_t *obj, const char *key, double def, double *out, dp_err *err);
+int json_util_req_int(const json_t *obj, const char *key, int64_t *out, dp_err *err);
+int json_util_opt_int(const json_t *obj, const char *key, int64_t def, int64_t *out, dp_err *err);
+/* *out is borrowed from obj (valid while obj lives); copy it to keep it. Embedded NULs are refused.
+ */
+int json_util_req_string(const json_t *obj, const char *key, const char **out, dp_err *err);
+int json_util_opt_string(const json_t *obj, const char *key, const char *def, const char **out,
+                         dp_err *err);
+int json_util_req_bool(const json_t *obj, const char *key, bool *out, dp_err *err);
+int json_util_opt_bool(const json_t *obj, const char *key, bool def, bool *out, dp_err *err);
+
+/* A new reference: json_real(x) for finite x, json_null() otherwise. NULL only on allocation
+ * failure. */
+json_t *json_util_real(double x);
+
+/* A new JSON string with the RFC 3339 UTC time of unix_ms (milliseconds since 1970), e.g.
+ * "2026-11-22T13:10:20.838Z" (DESIGN.md: times are RFC 3339 UTC; the database stores Unix ms).
+ * NULL on allocation failure or a time outside years 0..9999. */
+json_t *json_util_time(int64_t unix_ms);
+
+/* json_object_set_new(obj, key, value) with value stolen (even on failure, like jansson); value
+ * NULL (a failed constructor) or a failed set -> DP_ENOMEM. */
+int json_util_set(json_t *obj, const char *key, json_t *value, dp_err *err);
+
+/* Short name of a JSON value's type for messages: "object", "array", "string", "integer", "real",
+ * "boolean", "null"; "nothing" for NULL. */
+const char *json_util_type_name(const json_t *v);
+
+#endif

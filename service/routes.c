@@ -1,0 +1,55 @@
+/*
+ * routes.c: THE route table of dpsilod (STYLE.md 2.6: one dispatcher, one table; no switch on
+ * URLs).
+ *
+ * HOW TO ADD AN ENDPOINT
+ * 1. Write the handler in service/routes_<feature>.c (one file per feature, e.g. routes_ledger.c):
+ *        int route_silo_get(const http_req *rq, http_resp *rs, dp_err *err)
+ *    - rq->body is the parsed JSON object (borrowed; NULL if no body). Validate it with
+ *      json_util.h: json_util_check_keys first (unknown keys -> 400 naming the key), then
+ *      json_util_req_* / json_util_opt_* per field; range checks return
+ *      dp_err_set(err, DP_EINVAL, "field", "...").
+ *    - http_req_param_id(rq, "id", &id, err) parses an integer id path parameter, and
+ *      http_req_query_int(rq, "limit", 20, 1, 100, &limit, err) a query parameter (both strict,
+ *      errors name the parameter); http_req_param / http_req_query give the raw strings.
+ *    - rq->db is a borrowed SQLite connection (store.h): store_conn_prepare(rq->db, SQL_LITERAL,
+ *      err), store_begin/store_commit for writes, store_err to map SQLite failures. Never keep it
+ *      after returning.
+ *    - Reply with http_resp_json(rs, 200, obj, err), http_resp_created(rs, obj, err, "/v1/x/%lld",
+ *      id) (201 + Location) or http_resp_accepted (202 + Location). Times go out as RFC 3339
+ *      strings (json_util_time), non-finite doubles as null (json_util_real). On failure return
+ *      the code dp_err_set returned: the dispatcher sends the error JSON (status from http_err.c).
+ *    - Never call MHD: tests call the handler directly (tests/unit/test_service_routes_core.c).
+ * 2. Declare it in service/routes.h in your feature's block.
+ * 3. Add ONE row below: {method, pattern, handler, max body bytes}. Patterns are literal segments
+ *    and {name} parameters; the first matching row wins, so put literal rows before parameter
+ *    rows that could shadow them ("/v1/jobs/stats" before "/v1/jobs/{id}"). Max body 0 = no body
+ *    allowed; the effective cap is min(this, --max-body); larger bodies get 413.
+ * 4. Add your migration (migrations/NNNN_*.sql, your reserved number) if you need tables, a unit
+ *    test in tests/unit/test_service_<feature>.c and an integration test in
+ *    tests/integration/test_<feature>.sh (source lib.sh there: start_daemon, req, expect_status,
+ *    expect_json, stop_daemon).
+ * The dispatcher (http.c) handles 404 (no pattern matches), 405 with Allow (the pattern matches,
+ * the method does not), 413, malformed JSON (400 with line and column), request ids, the access
+ * log and the metrics.
+ */
+#include "service/routes.h"
+
+#define KIB 1024u
+
+const route ROUTES[] = {
+    /* method  pattern          handler         max body bytes */
+    {"GET", "/healthz", route_healthz, 0},
+    {"GET", "/v1/version", route_version, 0},
+    {"GET", "/metrics", route_metrics, 0},
+    {"POST", "/v1/echo", route_echo, 4 * KIB},
+    {"POST", "/v1/estimators/gaussian", route_estimators_gaussian, 64 * KIB *KIB},
+    {"POST", "/v1/estimators/beta", route_estimators_beta, 64 * KIB *KIB},
+    {"POST", "/v1/estimators/mixture", route_estimators_mixture, 64 * KIB *KIB},
+    {"GET", "/v1/runs", route_runs_list, 0},
+    {"GET", "/v1/runs/{id}", route_runs_get, 0},
+    {"POST", "/v1/tuning/draw", route_tuning_draw, 16 * KIB},
+    {"GET", "/v1/tuning/draws/{id}", route_tuning_draw_get, 0},
+};
+
+const size_t ROUTES_N = sizeof ROUTES / sizeof ROUTES[0];

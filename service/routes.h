@@ -1,0 +1,36 @@
+/*
+ * routes: the route table of dpsilod and the prototypes of every handler.
+ *
+ * The table itself (ROUTES) is in routes.c, with the instructions for adding an endpoint. Handlers
+ * live in routes_<feature>.c; declare each one here, in its feature's block, with the signature of
+ * http.h: int route_x(const http_req *rq, http_resp *rs, dp_err *err);
+ */
+#ifndef DP_SERVICE_ROUTES_H
+#define DP_SERVICE_ROUTES_H
+
+#include <stddef.h>
+
+#include "service/http.h"
+
+/* The one route table and its length. */
+extern const route ROUTES[];
+extern const size_t ROUTES_N;
+
+/* routes_core.c: liveness, build information, metrics, the echo diagnostic. */
+int route_healthz(const http_req *rq, http_resp *rs, dp_err *err);
+int route_version(const http_req *rq, http_resp *rs, dp_err *err);
+int route_metrics(const http_req *rq, http_resp *rs, dp_err *err);
+int route_echo(const http_req *rq, http_resp *rs, dp_err *err);
+
+/* routes_estimators.c: empirical-Bayes estimators and their stored runs (issue #6). */
+int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err);
+int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err);
+int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err);
+int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err);
+int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err);
+
+/* routes_tuning.c: private hyperparameter tuning (issue #4, docs/TUNING.md). */
+int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err);
+int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err);
+
+#endif

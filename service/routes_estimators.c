@@ -1,0 +1,1566 @@
+/*
+ * routes_estimators.c: the empirical-Bayes estimator endpoints and the stored runs (issue #6).
+ *
+ *   POST /v1/estimators/gaussian   Gaussian prior (Ozkara et al. 2023, Thm 1, Thm 2)
+ *   POST /v1/estimators/beta       Beta-Bernoulli (eq. 6-7, Thm 3-4; digest A5-A8)
+ *   POST /v1/estimators/mixture    mixture prior (Thm 6, Alg 3, digest 2.6)
+ *   GET  /v1/runs/{id}, GET /v1/runs?limit=&after=
+ *
+ * Each POST is parsed and validated here into the estimators/ library's structs (400 naming the
+ * field for bad input), computed by the library, stored as a run
+ * (migrations/0004_estimator_runs.sql) in one short IMMEDIATE transaction after the computation,
+ * and answered with 201, a Location of /v1/runs/{id} and the result. Request and response shapes:
+ * docs/ESTIMATORS.md.
+ *
+ * Privacy: "privacy" blocks simulate each client's local randomizer on the server (local DP per
+ * client, user level). The noise comes from a seeded PRNG: simulation-grade, not a hardened release
+ * mechanism (STYLE.md 2.8). Silo charging through the ledger (issue #5) is not wired in yet: a
+ * request that names silos ("silo_id") is refused with 400 rather than run without charging.
+ *
+ * Memory: request values are borrowed from rq->body; every allocation is freed at the single out:
+ * label of each handler. Thread-safety: handlers share nothing; rq->db is this request's
+ * connection.
+ */
+#include "service/routes.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/dp_alloc.h"
+#include "common/dp_log.h"
+#include "estimators/eb_beta.h"
+#include "estimators/eb_gaussian.h"
+#include "estimators/eb_mixture.h"
+#include "service/json_util.h"
+
+#define EST_DEFAULT_MAX_ITER 1000 /* solver iterations unless the request says otherwise */
+#define EST_RUNS_LIMIT_MAX   500  /* GET /v1/runs page size cap */
+#define EST_RUNS_LIMIT_DEF   50
+
+/* ---- small parsing helpers
+ * ----------------------------------------------------------------------- */
+
+/* Prefixes err's field with "clients[i]". */
+static int client_err(dp_err *err, size_t i)
+{
+    char p[32];
+    snprintf(p, sizeof p, "clients[%zu]", i);
+    dp_err_prefix_field(err, p);
+    return err->code;
+}
+
+/* A number or an array of numbers. *d == 0 on entry: learns the dimension; else it must match.
+ * out has room for EB_MAX_DIM values. *is_vec tells which form was sent. */
+static int parse_vec(const json_t *v, const char *field, size_t *d, double *out, bool *is_vec,
+                     dp_err *err)
+{
+    if (json_is_number(v)) {
+        if (*d != 0 && *d != 1)
+            return dp_err_set(err, DP_EINVAL, field, "%s must have %zu coordinates (got a number)",
+                              field, *d);
+        out[0] = json_number_value(v);
+        *d = 1;
+        *is_vec = false;
+    } else if (json_is_array(v)) {
+        size_t k = json_array_size(v);
+        if (k < 1 || k > EB_MAX_DIM)
+            return dp_err_set(err, DP_EINVAL, field, "%s must have 1..%d coordinates (got %zu)",
+                              field, EB_MAX_DIM, k);
+        if (*d != 0 && *d != k)
+            return dp_err_set(err, DP_EINVAL, field, "%s must have %zu coordinates (got %zu)",
+                              field, *d, k);
+        for (size_t j = 0; j < k; j++) {
+            const json_t *e = json_array_get(v, j);
+            if (!json_is_number(e))
+                return dp_err_set(err, DP_EINVAL, field, "%s[%zu] must be a number (got %s)", field,
+                                  j, json_util_type_name(e));
+            out[j] = json_number_value(e);
+        }
+        *d = k;
+        *is_vec = true;
+    } else {
+        return dp_err_set(err, DP_EINVAL, field,
+                          "%s must be a number or an array of numbers (got %s)", field,
+                          json_util_type_name(v));
+    }
+    for (size_t j = 0; j < *d; j++)
+        if (!isfinite(out[j]))
+            return dp_err_set(err, DP_EINVAL, field, "%s must be finite", field);
+    return DP_OK;
+}
+
+static json_t *vec_json(const double *x, size_t d, bool as_vec)
+{
+    if (!as_vec)
+        return json_util_real(x[0]);
+    json_t *a = json_array();
+    if (a == NULL)
+        return NULL;
+    for (size_t j = 0; j < d; j++)
+        if (json_array_append_new(a, json_util_real(x[j])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* The client's id as sent (string or integer), or its index. New reference. */
+static json_t *client_id(const json_t *c, size_t i)
+{
+    const json_t *id = json_object_get(c, "id");
+    if (id != NULL && (json_is_string(id) || json_is_integer(id)))
+        return json_incref((json_t *)id);
+    return json_integer((json_int_t)i);
+}
+
+static int check_id(const json_t *c, dp_err *err)
+{
+    const json_t *id = json_object_get(c, "id");
+    if (id != NULL && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id))
+        return dp_err_set(err, DP_EINVAL, "id", "id must be a string or an integer (got %s)",
+                          json_util_type_name(id));
+    return DP_OK;
+}
+
+/* silo_id needs the ledger (issue #5), which is not wired in yet: refuse rather than not charge. */
+static int refuse_silo(const json_t *c, dp_err *err)
+{
+    if (json_object_get(c, "silo_id") != NULL)
+        return dp_err_set(
+            err, DP_EINVAL, "silo_id",
+            "charging silos needs the budget ledger, which this build does not have yet "
+            "(issue #5); remove silo_id");
+    return DP_OK;
+}
+
+static int get_clients(const json_t *body, size_t *m, dp_err *err)
+{
+    const json_t *cl = json_object_get(body, "clients");
+    if (cl == NULL || json_is_null(cl))
+        return dp_err_set(err, DP_EINVAL, "clients", "clients is required");
+    if (!json_is_array(cl))
+        return dp_err_set(err, DP_EINVAL, "clients", "clients must be an array (got %s)",
+                          json_util_type_name(cl));
+    *m = json_array_size(cl);
+    if (*m < 1 || *m > EB_MAX_CLIENTS)
+        return dp_err_set(err, DP_EINVAL, "clients", "clients must have 1..%d entries (got %zu)",
+                          EB_MAX_CLIENTS, *m);
+    return DP_OK;
+}
+
+static int parse_seed(const json_t *body, uint64_t *seed, dp_err *err)
+{
+    int64_t s;
+    if (json_util_opt_int(body, "seed", 1, &s, err) != DP_OK)
+        return err->code;
+    if (s < 0)
+        return dp_err_set(err, DP_EINVAL, "seed", "seed must be >= 0 (got %lld)", (long long)s);
+    *seed = (uint64_t)s;
+    return DP_OK;
+}
+
+static int parse_max_iter(const json_t *body, unsigned *mi, dp_err *err)
+{
+    int64_t v;
+    if (json_util_opt_int(body, "max_iter", EST_DEFAULT_MAX_ITER, &v, err) != DP_OK)
+        return err->code;
+    if (v < 1 || v > EB_MAX_ITER_CAP)
+        return dp_err_set(err, DP_EINVAL, "max_iter", "max_iter must be in 1..%d (got %lld)",
+                          EB_MAX_ITER_CAP, (long long)v);
+    *mi = (unsigned)v;
+    return DP_OK;
+}
+
+static int parse_calibration(const json_t *pv, eb_calibration *cal, dp_err *err)
+{
+    const char *s;
+    if (json_util_opt_string(pv, "calibration", "classic", &s, err) != DP_OK)
+        return err->code;
+    if (strcmp(s, "classic") == 0)
+        *cal = EB_CAL_CLASSIC;
+    else if (strcmp(s, "analytic") == 0)
+        *cal = EB_CAL_ANALYTIC;
+    else
+        return dp_err_set(err, DP_EINVAL, "calibration",
+                          "calibration must be \"classic\" or \"analytic\" (got \"%s\")", s);
+    return DP_OK;
+}
+
+static int set_status(json_t *o, eb_status st, dp_err *err)
+{
+    if (json_util_set(o, "status", json_string(eb_status_name(st)), err) != DP_OK ||
+        json_util_set(o, "converged", json_boolean(st != EB_STATUS_MAX_ITER), err) != DP_OK)
+        return err->code;
+    return DP_OK;
+}
+
+/* ---- run storage
+ * --------------------------------------------------------------------------------- */
+
+static int bind_text(sqlite3_stmt *st, const char *name, const char *v)
+{
+    int i = sqlite3_bind_parameter_index(st, name);
+    return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
+}
+
+static int bind_i64(sqlite3_stmt *st, const char *name, int64_t v)
+{
+    return sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, name), v);
+}
+
+/* Stores the run; params and result are borrowed. Returns the id in *id. */
+static int store_run(const http_req *rq, const char *kind, bool priv, size_t m,
+                     const json_t *params, const json_t *data, const json_t *result,
+                     const char *status, int64_t *id, dp_err *err)
+{
+    static const char SQL[] =
+        "INSERT INTO estimator_runs (kind, created_at_ms, request_id, status, private, n_clients, "
+        "params, data, result) VALUES (:kind, :t, :rid, :st, :priv, :n, :p, :d, :r)";
+    char *ps = json_dumps(params, JSON_COMPACT), *rs = json_dumps(result, JSON_COMPACT);
+    char *ds = data ? json_dumps(data, JSON_COMPACT) : NULL;
+    int rc = DP_OK;
+    if (ps == NULL || rs == NULL || (data && ds == NULL)) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    rc = store_begin(rq->db, err);
+    if (rc != DP_OK)
+        goto out;
+    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
+    if (st == NULL) {
+        store_rollback(rq->db);
+        rc = err->code;
+        goto out;
+    }
+    int s = bind_text(st, ":kind", kind);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":t", store_now_ms());
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":rid", rq->req_id ? rq->req_id : "-");
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":st", status);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":priv", priv ? 1 : 0);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":n", (int64_t)m);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":p", ps);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":d", ds);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":r", rs);
+    if (s == SQLITE_OK)
+        s = sqlite3_step(st);
+    if (s != SQLITE_DONE) {
+        rc = store_err(rq->db, s, "insert estimator run", rq->req_id, err);
+        store_stmt_done(st);
+        store_rollback(rq->db);
+        goto out;
+    }
+    *id = (int64_t)sqlite3_last_insert_rowid(store_conn_db(rq->db));
+    store_stmt_done(st);
+    rc = store_commit(rq->db, err);
+out:
+    free(ps);
+    free(rs);
+    free(ds);
+    return rc;
+}
+
+/* params = body without "clients", plus n_clients and dimension; data = clients if keep_data. */
+static int finish_run(const http_req *rq, http_resp *rs, const char *kind, bool priv, size_t m,
+                      size_t d, json_t *result /* stolen */, eb_status st, dp_err *err)
+{
+    json_t *params = NULL;
+    const json_t *data = NULL;
+    int rc = DP_OK;
+    bool keep = false;
+    if (result == NULL) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    rc = json_util_opt_bool(rq->body, "keep_data", false, &keep, err);
+    if (rc != DP_OK)
+        goto out;
+    params = json_deep_copy(rq->body);
+    if (params == NULL) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    json_object_del(params, "clients");
+    if (json_util_set(params, "n_clients", json_integer((json_int_t)m), err) != DP_OK ||
+        json_util_set(params, "dimension", json_integer((json_int_t)d), err) != DP_OK) {
+        rc = err->code;
+        goto out;
+    }
+    if (keep)
+        data = json_object_get(rq->body, "clients");
+    int64_t id = 0;
+    rc = store_run(rq, kind, priv, m, params, data, result, eb_status_name(st), &id, err);
+    if (rc != DP_OK)
+        goto out;
+    if (json_util_set(result, "run_id", json_integer((json_int_t)id), err) != DP_OK) {
+        rc = err->code;
+        goto out;
+    }
+    rc = http_resp_created(rs, result, err, "/v1/runs/%lld", (long long)id);
+    result = NULL; /* stolen */
+out:
+    json_decref(params);
+    json_decref(result);
+    return rc;
+}
+
+/* ---- POST /v1/estimators/gaussian
+ * ---------------------------------------------------------------- */
+
+typedef struct gauss_req {
+    size_t m, d;
+    double *x, *n, *wv; /* m*d, m, m (NAN = not sent) */
+    bool vec;           /* means sent as arrays */
+} gauss_req;
+
+static void gauss_req_free(gauss_req *g)
+{
+    dp_free(g->x);
+    dp_free(g->n);
+    dp_free(g->wv);
+}
+
+/* Raw samples of one client: an array of numbers (d = 1) or of equal-length arrays (d coordinates).
+ * Gives the mean (tmp, d values), the count and the within-client sample variance (divisor n - 1,
+ * averaged over coordinates; NAN when n = 1), by Welford's update. m2 is d values of scratch. */
+static int samples_summary(const json_t *sv, size_t *d, double *tmp, double *m2, double *n,
+                           double *wv, bool *isv, dp_err *err)
+{
+    if (!json_is_array(sv) || json_array_size(sv) < 1)
+        return dp_err_set(err, DP_EINVAL, "samples", "samples must be a non-empty array (got %s)",
+                          json_util_type_name(sv));
+    size_t cnt = json_array_size(sv);
+    const json_t *first = json_array_get(sv, 0);
+    bool vec = json_is_array(first);
+    size_t dd = vec ? json_array_size(first) : 1;
+    if (dd < 1 || dd > EB_MAX_DIM)
+        return dp_err_set(err, DP_EINVAL, "samples", "samples must have 1..%d coordinates",
+                          EB_MAX_DIM);
+    if (*d != 0 && *d != dd)
+        return dp_err_set(err, DP_EINVAL, "samples", "samples must have %zu coordinates (got %zu)",
+                          *d, dd);
+    for (size_t j = 0; j < dd; j++)
+        tmp[j] = m2[j] = 0.0;
+    for (size_t k = 0; k < cnt; k++) {
+        const json_t *e = json_array_get(sv, k);
+        if (vec && (!json_is_array(e) || json_array_size(e) != dd))
+            return dp_err_set(err, DP_EINVAL, "samples",
+                              "samples[%zu] must be an array of %zu numbers", k, dd);
+        for (size_t j = 0; j < dd; j++) {
+            const json_t *v = vec ? json_array_get(e, j) : e;
+            if (!json_is_number(v))
+                return dp_err_set(err, DP_EINVAL, "samples", "samples[%zu] must hold numbers", k);
+            double x = json_number_value(v);
+            if (!isfinite(x))
+                return dp_err_set(err, DP_EINVAL, "samples", "samples[%zu] must be finite", k);
+            double delta = x - tmp[j]; /* Welford */
+            tmp[j] += delta / (double)(k + 1);
+            m2[j] += delta * (x - tmp[j]);
+        }
+    }
+    double v = 0.0;
+    for (size_t j = 0; j < dd; j++)
+        v += m2[j];
+    *n = (double)cnt;
+    *wv = cnt >= 2 ? v / ((double)dd * (double)(cnt - 1)) : (double)NAN;
+    *d = dd;
+    *isv = vec;
+    return DP_OK;
+}
+
+/* Parses clients: summaries [{id, mean, n, within_variance?}] or raw [{id, samples}] (allow_wv:
+ * within_variance accepted). */
+static int parse_gauss_clients(const json_t *body, gauss_req *g, bool allow_wv, dp_err *err)
+{
+    static const char *const keys[] = {"id", "mean", "n", "within_variance", "samples", "silo_id"};
+    memset(g, 0, sizeof *g);
+    if (get_clients(body, &g->m, err) != DP_OK)
+        return err->code;
+    const json_t *cl = json_object_get(body, "clients");
+    double *tmp = dp_calloc(2 * EB_MAX_DIM, sizeof(double)); /* mean + Welford scratch */
+    if (tmp == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = DP_OK;
+    for (size_t i = 0; i < g->m && rc == DP_OK; i++) {
+        const json_t *c = json_array_get(cl, i);
+        if (json_util_require_object(c, "", err) != DP_OK ||
+            json_util_check_keys(c, keys, 6, err) != DP_OK || check_id(c, err) ||
+            refuse_silo(c, err)) {
+            rc = client_err(err, i);
+            break;
+        }
+        if (!allow_wv && json_object_get(c, "within_variance") != NULL) {
+            dp_err_set(err, DP_EINVAL, "within_variance", "within_variance is not used here");
+            rc = client_err(err, i);
+            break;
+        }
+        const json_t *mv = json_object_get(c, "mean"), *sv = json_object_get(c, "samples");
+        bool isv = false;
+        size_t d0 = g->d;
+        double n = 0, wv = NAN;
+        if (sv != NULL) {
+            if (mv != NULL || json_object_get(c, "n") != NULL ||
+                json_object_get(c, "within_variance") != NULL) {
+                dp_err_set(err, DP_EINVAL, "samples",
+                           "send either samples or a summary (mean, n, within_variance), not both");
+                rc = client_err(err, i);
+                break;
+            }
+            if (samples_summary(sv, &g->d, tmp, tmp + EB_MAX_DIM, &n, &wv, &isv, err) != DP_OK) {
+                rc = client_err(err, i);
+                break;
+            }
+        } else {
+            if (mv == NULL || json_is_null(mv)) {
+                dp_err_set(err, DP_EINVAL, "mean", "mean (or samples) is required");
+                rc = client_err(err, i);
+                break;
+            }
+            if (parse_vec(mv, "mean", &g->d, tmp, &isv, err) != DP_OK ||
+                json_util_req_number(c, "n", &n, err) != DP_OK) {
+                rc = client_err(err, i);
+                break;
+            }
+            if (!isfinite(n) || n < 1 || floor(n) != n) {
+                dp_err_set(err, DP_EINVAL, "n", "n must be an integer >= 1 (got %g)", n);
+                rc = client_err(err, i);
+                break;
+            }
+            if (json_util_opt_number(c, "within_variance", NAN, &wv, err) != DP_OK) {
+                rc = client_err(err, i);
+                break;
+            }
+            if (!isnan(wv) && (!isfinite(wv) || wv < 0)) {
+                dp_err_set(err, DP_EINVAL, "within_variance",
+                           "within_variance must be >= 0 (got %g)", wv);
+                rc = client_err(err, i);
+                break;
+            }
+        }
+        if (i == 0) {
+            g->vec = isv;
+            g->x = dp_calloc(g->m * g->d, sizeof(double));
+            g->n = dp_calloc(g->m, sizeof(double));
+            g->wv = dp_calloc(g->m, sizeof(double));
+            if (!g->x || !g->n || !g->wv) {
+                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+                break;
+            }
+        } else if (isv != g->vec || d0 != g->d) {
+            dp_err_set(err, DP_EINVAL, sv ? "samples" : "mean",
+                       "every client must have the same form and dimension");
+            rc = client_err(err, i);
+            break;
+        }
+        memcpy(g->x + i * g->d, tmp, g->d * sizeof(double));
+        g->n[i] = n;
+        g->wv[i] = wv;
+    }
+    dp_free(tmp);
+    return rc;
+}
+
+/* noise_variance given, or pooled from within_variance. */
+static int gauss_noise(const json_t *body, const gauss_req *g, double *sx2, bool *pooled,
+                       dp_err *err)
+{
+    if (json_util_opt_number(body, "noise_variance", NAN, sx2, err) != DP_OK)
+        return err->code;
+    *pooled = false;
+    if (!isnan(*sx2)) {
+        if (!isfinite(*sx2) || *sx2 <= 0)
+            return dp_err_set(err, DP_EINVAL, "noise_variance",
+                              "noise_variance must be finite and > 0 (got %g)", *sx2);
+        return DP_OK;
+    }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < g->m; i++)
+        if (!isnan(g->wv[i]) && g->n[i] >= 2) {
+            num += (g->n[i] - 1) * g->wv[i];
+            den += g->n[i] - 1;
+        }
+    if (!(den > 0) || !(num > 0))
+        return dp_err_set(err, DP_EINVAL, "noise_variance",
+                          "noise_variance is required unless clients with n >= 2 send a positive "
+                          "within_variance to pool");
+    *sx2 = num / den; /* eb_gauss_pool_sigma_x2 over the clients that sent it (digest 2.3) */
+    *pooled = true;
+    return DP_OK;
+}
+
+static json_t *gauss_fit_json(const eb_gauss_coord *c, size_t d, bool vec)
+{
+    double mu[EB_MAX_DIM], t2[EB_MAX_DIM], ll = 0;
+    unsigned it = 0;
+    eb_status st = EB_STATUS_CONVERGED;
+    for (size_t j = 0; j < d; j++) {
+        mu[j] = c[j].mu;
+        t2[j] = c[j].tau2;
+        ll += c[j].loglik;
+        it = c[j].iterations > it ? c[j].iterations : it;
+        st = eb_status_worst(st, c[j].status);
+    }
+    return json_pack("{s:o, s:o, s:o, s:I, s:s}", "mean", vec_json(mu, d, vec), "variance",
+                     vec_json(t2, d, vec), "log_likelihood", json_util_real(ll), "iterations",
+                     (json_int_t)it, "status", eb_status_name(st));
+}
+
+int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    static const char *const keys[] = {"clients", "noise_variance", "prior",    "method",
+                                       "privacy", "seed",           "max_iter", "keep_data"};
+    static const char *const pkeys[] = {"mechanism",         "epsilon0", "delta", "r",
+                                        "sigma_theta_bound", "b",        "range", "calibration",
+                                        "per_coordinate",    "bits"};
+    gauss_req g = {0};
+    double *msgs = NULL, *pm = NULL, *pv = NULL, *sh = NULL;
+    eb_gauss_coord *fit_mle = NULL, *fit_mom = NULL, *prior = NULL;
+    json_t *out = NULL, *est = NULL;
+    int rc;
+    if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
+        return err->code;
+    rc = parse_gauss_clients(rq->body, &g, true, err);
+    if (rc != DP_OK)
+        goto out;
+    size_t m = g.m, d = g.d;
+    double sx2;
+    bool pooled;
+    if ((rc = gauss_noise(rq->body, &g, &sx2, &pooled, err)) != DP_OK)
+        goto out;
+    const char *ms;
+    if ((rc = json_util_opt_string(rq->body, "method", "mle", &ms, err)) != DP_OK)
+        goto out;
+    eb_gauss_method method;
+    if (strcmp(ms, "mle") == 0)
+        method = EB_GAUSS_MLE;
+    else if (strcmp(ms, "moments") == 0)
+        method = EB_GAUSS_MOMENTS;
+    else {
+        rc = dp_err_set(err, DP_EINVAL, "method",
+                        "method must be \"mle\" or \"moments\" (got \"%s\")", ms);
+        goto out;
+    }
+    uint64_t seed;
+    unsigned max_iter;
+    if ((rc = parse_seed(rq->body, &seed, err)) != DP_OK ||
+        (rc = parse_max_iter(rq->body, &max_iter, err)) != DP_OK)
+        goto out;
+
+    /* prior: {"mean"?, "variance"} */
+    const json_t *pj = json_object_get(rq->body, "prior");
+    bool mu_known = false, var_known = false;
+    double pmu[EB_MAX_DIM], pvar[EB_MAX_DIM];
+    if (pj != NULL && !json_is_null(pj)) {
+        static const char *const prk[] = {"mean", "variance"};
+        if (json_util_require_object(pj, "prior", err) != DP_OK ||
+            json_util_check_keys(pj, prk, 2, err) != DP_OK) {
+            dp_err_prefix_field(err, "prior");
+            rc = err->code;
+            goto out;
+        }
+        const json_t *vj = json_object_get(pj, "variance"), *mj = json_object_get(pj, "mean");
+        if (vj == NULL || json_is_null(vj)) {
+            rc = dp_err_set(err, DP_EINVAL, "prior.variance",
+                            "prior.variance is required when a prior is given (omit prior to "
+                            "estimate both)");
+            goto out;
+        }
+        size_t dv = 0;
+        bool isv;
+        if ((rc = parse_vec(vj, "prior.variance", &dv, pvar, &isv, err)) != DP_OK)
+            goto out;
+        if (dv != d && dv != 1) {
+            rc = dp_err_set(err, DP_EINVAL, "prior.variance",
+                            "prior.variance must have 1 or %zu "
+                            "coordinates",
+                            d);
+            goto out;
+        }
+        for (size_t j = 0; j < d; j++) {
+            pvar[j] = pvar[dv == 1 ? 0 : j];
+            if (pvar[j] < 0) {
+                rc = dp_err_set(err, DP_EINVAL, "prior.variance", "prior.variance must be >= 0");
+                goto out;
+            }
+        }
+        var_known = true;
+        if (mj != NULL && !json_is_null(mj)) {
+            size_t dm = 0;
+            if ((rc = parse_vec(mj, "prior.mean", &dm, pmu, &isv, err)) != DP_OK)
+                goto out;
+            if (dm != d && dm != 1) {
+                rc = dp_err_set(err, DP_EINVAL, "prior.mean",
+                                "prior.mean must have 1 or %zu "
+                                "coordinates",
+                                d);
+                goto out;
+            }
+            for (size_t j = 0; j < d; j++)
+                pmu[j] = pmu[dm == 1 ? 0 : j];
+            mu_known = true;
+        }
+    }
+    if (!mu_known && m < 2) {
+        rc = dp_err_set(err, DP_EINVAL, "clients",
+                        "estimating the prior needs at least 2 clients (got %zu)", m);
+        goto out;
+    }
+
+    /* privacy */
+    const json_t *pvj = json_object_get(rq->body, "privacy");
+    bool priv = pvj != NULL && !json_is_null(pvj);
+    eb_gauss_private_opts po;
+    memset(&po, 0, sizeof po);
+    eb_gauss_private_info pinfo;
+    memset(&pinfo, 0, sizeof pinfo);
+    if (priv) {
+        if (json_util_require_object(pvj, "privacy", err) != DP_OK ||
+            json_util_check_keys(pvj, pkeys, sizeof pkeys / sizeof pkeys[0], err) != DP_OK) {
+            dp_err_prefix_field(err, "privacy");
+            rc = err->code;
+            goto out;
+        }
+        if (mu_known) {
+            rc = dp_err_set(err, DP_EINVAL, "privacy",
+                            "with a fully known prior no client sends anything; drop privacy or "
+                            "prior.mean");
+            goto out;
+        }
+        const char *mech, *range;
+        double stb, b;
+        int64_t bits;
+        bool pc;
+        if (json_util_opt_string(pvj, "mechanism", "gaussian", &mech, err) ||
+            json_util_req_number(pvj, "r", &po.r, err) ||
+            json_util_opt_number(pvj, "sigma_theta_bound", NAN, &stb, err) ||
+            json_util_opt_number(pvj, "b", NAN, &b, err) ||
+            json_util_opt_string(pvj, "range", "paper", &range, err) ||
+            parse_calibration(pvj, &po.cal, err) ||
+            json_util_opt_bool(pvj, "per_coordinate", false, &pc, err) ||
+            json_util_opt_int(pvj, "bits", 0, &bits, err)) {
+            dp_err_prefix_field(err, "privacy");
+            rc = err->code;
+            goto out;
+        }
+        if (!isfinite(po.r) || po.r < 0) {
+            rc =
+                dp_err_set(err, DP_EINVAL, "privacy.r", "r must be finite and >= 0 (got %g)", po.r);
+            goto out;
+        }
+        po.per_coordinate = pc;
+        po.b = b;
+        po.seed = seed;
+        if (strcmp(range, "paper") == 0)
+            po.range_mode = EB_RANGE_PAPER;
+        else if (strcmp(range, "safe") == 0)
+            po.range_mode = EB_RANGE_SAFE;
+        else {
+            rc = dp_err_set(err, DP_EINVAL, "privacy.range",
+                            "range must be \"paper\" or \"safe\" (got \"%s\")", range);
+            goto out;
+        }
+        /* b needs sigma_theta: the known prior's, or a public bound (never estimated from data) */
+        if (var_known) {
+            double mx = 0;
+            for (size_t j = 0; j < d; j++)
+                mx = fmax(mx, pvar[j]);
+            po.sigma_theta = sqrt(mx);
+        } else if (!isnan(stb)) {
+            if (!isfinite(stb) || stb < 0) {
+                rc = dp_err_set(err, DP_EINVAL, "privacy.sigma_theta_bound",
+                                "sigma_theta_bound must be finite and >= 0 (got %g)", stb);
+                goto out;
+            }
+            po.sigma_theta = stb;
+        } else if (isnan(b)) {
+            rc = dp_err_set(err, DP_EINVAL, "privacy.sigma_theta_bound",
+                            "with an estimated prior variance, the range b needs a public "
+                            "sigma_theta_bound (or an explicit b)");
+            goto out;
+        }
+        if (strcmp(mech, "gaussian") == 0) {
+            po.channel = EB_CHANNEL_GAUSSIAN;
+            if (json_util_req_number(pvj, "epsilon0", &po.eps0, err) ||
+                json_util_req_number(pvj, "delta", &po.delta, err)) {
+                dp_err_prefix_field(err, "privacy");
+                rc = err->code;
+                goto out;
+            }
+        } else if (strcmp(mech, "quantize") == 0) {
+            po.channel = EB_CHANNEL_QUANTIZE;
+            if (bits < 1 || bits > 52) {
+                rc = dp_err_set(err, DP_EINVAL, "privacy.bits",
+                                "bits must be in 1..52 for the quantizer (got %lld)",
+                                (long long)bits);
+                goto out;
+            }
+            po.bits = (unsigned)bits;
+        } else {
+            rc = dp_err_set(err, DP_EINVAL, "privacy.mechanism",
+                            "mechanism must be \"gaussian\" or \"quantize\" (got \"%s\")", mech);
+            goto out;
+        }
+    }
+
+    pm = dp_calloc(m * d, sizeof(double));
+    pv = dp_calloc(m * d, sizeof(double));
+    sh = dp_calloc(m * d, sizeof(double));
+    fit_mle = dp_calloc(d, sizeof *fit_mle);
+    fit_mom = dp_calloc(d, sizeof *fit_mom);
+    prior = dp_calloc(d, sizeof *prior);
+    if (!pm || !pv || !sh || !fit_mle || !fit_mom || !prior) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    eb_gauss_data raw = {m, d, g.x, g.n, sx2};
+    eb_gauss_data sent = raw; /* what the server sees */
+    double extra = 0.0, wextra = 0.0;
+    if (priv) {
+        msgs = dp_calloc(m * d, sizeof(double));
+        if (msgs == NULL) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        if ((rc = eb_gauss_privatize(&raw, &po, msgs, &pinfo, err)) != DP_OK)
+            goto out;
+        sent.x = msgs;
+        extra = pinfo.sigma_q * pinfo.sigma_q;
+        wextra = extra / ((double)m - 1.0); /* Thm 2 weight (digest A1) */
+    }
+    eb_status st = EB_STATUS_CONVERGED;
+    if (mu_known) {
+        for (size_t j = 0; j < d; j++)
+            prior[j] = (eb_gauss_coord){pmu[j], pvar[j], 0.0, 0.0, 0, EB_STATUS_CONVERGED};
+        for (size_t j = 0; j < d; j++)
+            prior[j].loglik = eb_gauss_loglik(&raw, j, pmu[j], pvar[j], 0.0);
+    } else {
+        const double *tk = var_known ? pvar : NULL;
+        if ((rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MLE, max_iter, fit_mle, err)) != DP_OK ||
+            (rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MOMENTS, max_iter, fit_mom, err)) !=
+                DP_OK)
+            goto out;
+        memcpy(prior, method == EB_GAUSS_MLE ? fit_mle : fit_mom, d * sizeof *prior);
+    }
+    if ((rc = eb_gauss_posterior(&raw, prior, wextra, pm, pv, sh, err)) != DP_OK)
+        goto out;
+
+    /* response */
+    double mu[EB_MAX_DIM], t2[EB_MAX_DIM], ll = 0;
+    unsigned it = 0;
+    for (size_t j = 0; j < d; j++) {
+        mu[j] = prior[j].mu;
+        t2[j] = prior[j].tau2;
+        ll += prior[j].loglik;
+        it = prior[j].iterations > it ? prior[j].iterations : it;
+        st = eb_status_worst(st, prior[j].status);
+    }
+    out = json_object();
+    est = json_array();
+    if (out == NULL || est == NULL) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    const json_t *cl = json_object_get(rq->body, "clients");
+    double sd[EB_MAX_DIM];
+    for (size_t i = 0; i < m; i++) {
+        for (size_t j = 0; j < d; j++)
+            sd[j] = sqrt(pv[i * d + j]);
+        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", client_id(json_array_get(cl, i), i),
+                              "posterior_mean", vec_json(pm + i * d, d, g.vec), "posterior_sd",
+                              vec_json(sd, d, g.vec), "shrinkage", vec_json(sh + i * d, d, g.vec));
+        if (e == NULL || json_array_append_new(est, e) != 0) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+    }
+    json_t *privj = json_null();
+    if (priv) {
+        if (po.channel == EB_CHANNEL_GAUSSIAN)
+            privj =
+                json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:b, s:o, s:o, s:o, s:I, s:[], s:s}",
+                          "mechanism", "gaussian", "model",
+                          "local DP per client (user level), simulated on the server", "epsilon0",
+                          json_util_real(pinfo.ldp.eps0), "delta", json_util_real(pinfo.ldp.delta),
+                          "rho", json_util_real(pinfo.ldp.rho), "sensitivity",
+                          json_util_real(pinfo.ldp.sensitivity), "calibration",
+                          pinfo.ldp.analytic ? "analytic_gaussian (Balle & Wang 2018)"
+                                             : "classic (paper eq. 26, log(2/delta))",
+                          "per_coordinate", pinfo.ldp.per_coordinate, "b", json_util_real(pinfo.b),
+                          "sigma_q", json_util_real(pinfo.sigma_q), "r", json_util_real(po.r),
+                          "clipped", (json_int_t)pinfo.n_clipped, "charges", "charging",
+                          "not performed: the ledger (issue #5) is not available in this build");
+        else
+            privj = json_pack("{s:s, s:i, s:o, s:o, s:I, s:n}", "mechanism", "quantize", "bits",
+                              (int)po.bits, "b", json_util_real(pinfo.b), "sigma_q",
+                              json_util_real(pinfo.sigma_q), "clipped", (json_int_t)pinfo.n_clipped,
+                              "epsilon0");
+    }
+    json_t *fits = json_null();
+    if (!mu_known)
+        fits = json_pack("{s:o, s:o}", "mle", gauss_fit_json(fit_mle, d, g.vec), "moments",
+                         gauss_fit_json(fit_mom, d, g.vec));
+    if (json_util_set(out, "model", json_string("gaussian"), err) ||
+        json_util_set(out, "method", json_string(mu_known ? "known_prior" : ms), err) ||
+        json_util_set(out, "prior",
+                      json_pack("{s:o, s:o, s:s}", "mean", vec_json(mu, d, g.vec), "variance",
+                                vec_json(t2, d, g.vec), "source",
+                                mu_known
+                                    ? "given"
+                                    : (var_known ? "mean estimated, variance given" : "estimated")),
+                      err) ||
+        json_util_set(out, "fits", fits, err) ||
+        json_util_set(out, "noise_variance", json_util_real(sx2), err) ||
+        json_util_set(out, "noise_variance_source", json_string(pooled ? "pooled" : "given"),
+                      err) ||
+        json_util_set(out, "estimates", est, err)) {
+        est = NULL;
+        json_decref(privj);
+        rc = err->code;
+        goto out;
+    }
+    est = NULL;
+    if (json_util_set(out, "log_likelihood", json_util_real(ll), err) ||
+        json_util_set(out, "iterations", json_integer((json_int_t)it), err) ||
+        set_status(out, st, err) || json_util_set(out, "privacy", privj, err)) {
+        rc = err->code;
+        goto out;
+    }
+    rc = finish_run(rq, rs, "gaussian", priv, m, d, out, st, err);
+    out = NULL;
+out:
+    gauss_req_free(&g);
+    dp_free(msgs);
+    dp_free(pm);
+    dp_free(pv);
+    dp_free(sh);
+    dp_free(fit_mle);
+    dp_free(fit_mom);
+    dp_free(prior);
+    json_decref(out);
+    json_decref(est);
+    return rc;
+}
+
+/* ---- POST /v1/estimators/beta
+ * -------------------------------------------------------------------- */
+
+static json_t *beta_prior_json(const eb_beta_prior *p, const char *source)
+{
+    json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:s}", "alpha", json_util_real(p->alpha), "beta",
+                          json_util_real(p->beta), "mean", json_util_real(p->mu), "concentration",
+                          json_util_real(p->s), "source", source);
+    if (o != NULL && isinf(p->s))
+        json_object_set_new(o, "reason",
+                            json_string("alpha + beta is unbounded: the data show no heterogeneity "
+                                        "beyond binomial noise (full pooling)"));
+    return o;
+}
+
+static json_t *beta_fit_json(const eb_beta_prior *p)
+{
+    return json_pack("{s:o, s:o, s:o, s:I, s:s}", "alpha", json_util_real(p->alpha), "beta",
+                     json_util_real(p->beta), "log_likelihood", json_util_real(p->loglik),
+                     "iterations", (json_int_t)p->iterations, "status", eb_status_name(p->status));
+}
+
+int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    static const char *const keys[] = {"clients", "prior", "method",   "variant",  "leave_one_out",
+                                       "privacy", "seed",  "max_iter", "keep_data"};
+    static const char *const ckeys[] = {"id", "successes", "trials", "samples", "silo_id"};
+    double *z = NULL, *n = NULL, *pm = NULL, *psd = NULL, *sh = NULL;
+    json_t *out = NULL, *est = NULL;
+    int rc;
+    size_t m = 0;
+    if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
+        return err->code;
+    if ((rc = get_clients(rq->body, &m, err)) != DP_OK)
+        return rc;
+    z = dp_calloc(m, sizeof(double));
+    n = dp_calloc(m, sizeof(double));
+    pm = dp_calloc(m, sizeof(double));
+    psd = dp_calloc(m, sizeof(double));
+    sh = dp_calloc(m, sizeof(double));
+    if (!z || !n || !pm || !psd || !sh) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    const json_t *cl = json_object_get(rq->body, "clients");
+    for (size_t i = 0; i < m; i++) {
+        const json_t *c = json_array_get(cl, i);
+        int64_t zi = 0, ni = 0;
+        if (json_util_require_object(c, "", err) || json_util_check_keys(c, ckeys, 5, err) ||
+            check_id(c, err) || refuse_silo(c, err)) {
+            rc = client_err(err, i);
+            goto out;
+        }
+        const json_t *sv = json_object_get(c, "samples");
+        if (sv != NULL) {
+            /* raw outcomes: 0/1 or false/true */
+            if (json_object_get(c, "successes") || json_object_get(c, "trials")) {
+                dp_err_set(err, DP_EINVAL, "samples",
+                           "send either samples or successes and trials, not both");
+                rc = client_err(err, i);
+                goto out;
+            }
+            if (!json_is_array(sv) || json_array_size(sv) < 1) {
+                dp_err_set(err, DP_EINVAL, "samples", "samples must be a non-empty array of 0/1");
+                rc = client_err(err, i);
+                goto out;
+            }
+            ni = (int64_t)json_array_size(sv);
+            for (size_t k = 0; k < (size_t)ni; k++) {
+                const json_t *e = json_array_get(sv, k);
+                if (json_is_boolean(e))
+                    zi += json_is_true(e) ? 1 : 0;
+                else if (json_is_integer(e) &&
+                         (json_integer_value(e) == 0 || json_integer_value(e) == 1))
+                    zi += json_integer_value(e);
+                else {
+                    dp_err_set(err, DP_EINVAL, "samples",
+                               "samples[%zu] must be 0, 1, true or false", k);
+                    rc = client_err(err, i);
+                    goto out;
+                }
+            }
+        } else if (json_util_req_int(c, "successes", &zi, err) ||
+                   json_util_req_int(c, "trials", &ni, err)) {
+            rc = client_err(err, i);
+            goto out;
+        }
+
+        if (ni < 1 || ni > (int64_t)EB_BETA_MAX_TRIALS) {
+            dp_err_set(err, DP_EINVAL, "trials", "trials must be in 1..1e9 (got %lld)",
+                       (long long)ni);
+            rc = client_err(err, i);
+            goto out;
+        }
+        if (zi < 0 || zi > ni) {
+            dp_err_set(err, DP_EINVAL, "successes",
+                       "successes must be in 0..trials (got %lld of %lld)", (long long)zi,
+                       (long long)ni);
+            rc = client_err(err, i);
+            goto out;
+        }
+        z[i] = (double)zi;
+        n[i] = (double)ni;
+    }
+    eb_beta_data b = {m, z, n};
+    const json_t *pvj = json_object_get(rq->body, "privacy");
+    bool priv = pvj != NULL && !json_is_null(pvj);
+    const char *ms, *vs;
+    bool loo;
+    uint64_t seed;
+    unsigned max_iter;
+    if ((rc = json_util_opt_string(rq->body, "method", priv ? "moments" : "mle", &ms, err)) ||
+        (rc = json_util_opt_string(rq->body, "variant", "paper", &vs, err)) ||
+        (rc = json_util_opt_bool(rq->body, "leave_one_out", true, &loo, err)) ||
+        (rc = parse_seed(rq->body, &seed, err)) || (rc = parse_max_iter(rq->body, &max_iter, err)))
+        goto out;
+    bool mle;
+    if (strcmp(ms, "mle") == 0)
+        mle = true;
+    else if (strcmp(ms, "moments") == 0)
+        mle = false;
+    else {
+        rc = dp_err_set(err, DP_EINVAL, "method",
+                        "method must be \"mle\" or \"moments\" (got \"%s\")", ms);
+        goto out;
+    }
+    eb_beta_variant v;
+    if (strcmp(vs, "paper") == 0)
+        v = EB_BETA_PAPER;
+    else if (strcmp(vs, "paper_no_minus1") == 0)
+        v = EB_BETA_PAPER_NO_MINUS1;
+    else if (strcmp(vs, "unbiased") == 0)
+        v = EB_BETA_UNBIASED;
+    else {
+        rc = dp_err_set(
+            err, DP_EINVAL, "variant",
+            "variant must be \"paper\", \"paper_no_minus1\" or \"unbiased\" (got \"%s\")", vs);
+        goto out;
+    }
+    const json_t *pj = json_object_get(rq->body, "prior");
+    bool known = pj != NULL && !json_is_null(pj);
+    double alpha = NAN, beta = NAN;
+    if (known) {
+        static const char *const prk[] = {"alpha", "beta"};
+        if (json_util_require_object(pj, "prior", err) || json_util_check_keys(pj, prk, 2, err) ||
+            json_util_req_number(pj, "alpha", &alpha, err) ||
+            json_util_req_number(pj, "beta", &beta, err)) {
+            dp_err_prefix_field(err, "prior");
+            rc = err->code;
+            goto out;
+        }
+        if (priv) {
+            rc = dp_err_set(err, DP_EINVAL, "privacy",
+                            "with a known prior no client sends anything; drop privacy or prior");
+            goto out;
+        }
+    } else if (m < 2) {
+        rc = dp_err_set(err, DP_EINVAL, "clients",
+                        "estimating the prior needs at least 2 clients (got %zu)", m);
+        goto out;
+    }
+    eb_beta_scheme scheme = EB_BETA_PRIV_TWO_BIT;
+    double eps0 = NAN;
+    if (priv) {
+        static const char *const pk[] = {"epsilon0", "scheme"};
+        const char *ss;
+        if (json_util_require_object(pvj, "privacy", err) ||
+            json_util_check_keys(pvj, pk, 2, err) ||
+            json_util_req_number(pvj, "epsilon0", &eps0, err) ||
+            json_util_opt_string(pvj, "scheme", "two_bit", &ss, err)) {
+            dp_err_prefix_field(err, "privacy");
+            rc = err->code;
+            goto out;
+        }
+        if (strcmp(ss, "two_bit") == 0)
+            scheme = EB_BETA_PRIV_TWO_BIT;
+        else if (strcmp(ss, "paper_1bit") == 0)
+            scheme = EB_BETA_PRIV_PAPER_1BIT;
+        else {
+            rc = dp_err_set(err, DP_EINVAL, "privacy.scheme",
+                            "scheme must be \"two_bit\" or \"paper_1bit\" (got \"%s\")", ss);
+            goto out;
+        }
+        if (mle) {
+            rc = dp_err_set(err, DP_EINVAL, "method",
+                            "private runs use the moment estimator (the messages are randomized "
+                            "response bits); use method \"moments\"");
+            goto out;
+        }
+    }
+
+    eb_beta_prior used = {0}, fm = {0}, fmle = {0};
+    eb_beta_counts cnt = {0, 0};
+    eb_status st = EB_STATUS_CONVERGED;
+    eb_beta_private_info pinfo = {0};
+    bool have_mle = false, have_mom = false;
+    if (known) {
+        if ((rc = eb_beta_posterior_known(&b, alpha, beta, pm, psd, sh, err)) != DP_OK)
+            goto out;
+        used = (eb_beta_prior){alpha,
+                               beta,
+                               alpha / (alpha + beta),
+                               alpha + beta,
+                               eb_beta_loglik(&b, alpha, beta),
+                               0,
+                               EB_STATUS_CONVERGED};
+    } else if (priv) {
+        if ((rc = eb_beta_private(&b, scheme, v, eps0, loo, seed, pm, psd, sh, &used, &cnt, &pinfo,
+                                  &st, err)) != DP_OK)
+            goto out;
+        st = eb_status_worst(st, used.status == EB_STATUS_BOUNDARY ? EB_STATUS_BOUNDARY
+                                                                   : EB_STATUS_CONVERGED);
+    } else {
+        if ((rc = eb_beta_fit_mle(&b, max_iter, &fmle, err)) != DP_OK)
+            goto out;
+        have_mle = true;
+        if ((rc = eb_beta_fit_moments(&b, v, &fm, err)) != DP_OK)
+            goto out;
+        have_mom = true;
+        if (mle) {
+            used = fmle;
+            st = fmle.status;
+            if ((rc = eb_beta_posterior_prior(&b, &fmle, pm, psd, sh, err)) != DP_OK)
+                goto out;
+        } else {
+            used = fm;
+            if ((rc = eb_beta_posterior_moments(&b, v, loo, pm, psd, sh, &cnt, &st, err)) != DP_OK)
+                goto out;
+            st = eb_status_worst(st, fm.status);
+        }
+    }
+    out = json_object();
+    est = json_array();
+    if (out == NULL || est == NULL) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < m; i++) {
+        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", client_id(json_array_get(cl, i), i),
+                              "posterior_mean", json_util_real(pm[i]), "posterior_sd",
+                              json_util_real(psd[i]), "shrinkage", json_util_real(sh[i]));
+        if (e == NULL || json_array_append_new(est, e) != 0) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+    }
+    const char *source = known ? "given" : (mle ? "mle" : "moments (all clients)");
+    json_t *fits = json_null();
+    if (have_mle || have_mom)
+        fits = json_pack("{s:o, s:o}", "mle", have_mle ? beta_fit_json(&fmle) : json_null(),
+                         "moments", have_mom ? beta_fit_json(&fm) : json_null());
+    json_t *privj = json_null();
+    if (priv)
+        privj = json_pack(
+            "{s:s, s:s, s:o, s:o, s:i, s:o, s:s, s:[], s:s}", "mechanism", "randomized_response",
+            "scheme", scheme == EB_BETA_PRIV_TWO_BIT ? "two_bit" : "paper_1bit", "epsilon0",
+            json_util_real(pinfo.eps0), "epsilon_per_bit", json_util_real(pinfo.eps_per_bit),
+            "bits", (int)pinfo.bits, "rho", json_util_real(pinfo.rho), "model",
+            "pure local DP per client (user level), simulated on the server", "charges", "charging",
+            "not performed: the ledger (issue #5) is not available in this build");
+    if (json_util_set(out, "model", json_string("beta"), err) ||
+        json_util_set(out, "method", json_string(known ? "known_prior" : ms), err) ||
+        json_util_set(out, "variant", json_string(vs), err) ||
+        json_util_set(out, "leave_one_out", json_boolean(loo), err) ||
+        json_util_set(out, "prior", beta_prior_json(&used, source), err) ||
+        json_util_set(out, "fits", fits, err) ||
+        json_util_set(out, "clamped",
+                      json_pack("{s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local",
+                                (json_int_t)cnt.local),
+                      err) ||
+        json_util_set(out, "estimates", est, err)) {
+        est = NULL;
+        json_decref(privj);
+        rc = err->code;
+        goto out;
+    }
+    est = NULL;
+    if (json_util_set(out, "log_likelihood", json_util_real(used.loglik), err) ||
+        json_util_set(out, "iterations", json_integer((json_int_t)used.iterations), err) ||
+        set_status(out, st, err) || json_util_set(out, "privacy", privj, err)) {
+        rc = err->code;
+        goto out;
+    }
+    rc = finish_run(rq, rs, "beta", priv, m, 1, out, st, err);
+    out = NULL;
+out:
+    dp_free(z);
+    dp_free(n);
+    dp_free(pm);
+    dp_free(psd);
+    dp_free(sh);
+    json_decref(out);
+    json_decref(est);
+    return rc;
+}
+
+/* ---- POST /v1/estimators/mixture
+ * ----------------------------------------------------------------- */
+
+int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    static const char *const keys[] = {
+        "clients", "noise_variance", "components",     "prior",   "method", "max_iter",
+        "tol",     "n_init",         "variance_floor", "privacy", "seed",   "keep_data"};
+    gauss_req g = {0};
+    double *msgs = NULL, *resp = NULL, *pm = NULL, *pv = NULL, *sh = NULL;
+    double *w = NULL, *mu = NULL, *var = NULL;
+    json_t *out = NULL, *est = NULL;
+    int rc;
+    if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
+        return err->code;
+    if ((rc = parse_gauss_clients(rq->body, &g, false, err)) != DP_OK)
+        goto out;
+    size_t m = g.m, d = g.d;
+    double sx2;
+    bool pooled;
+    if ((rc = gauss_noise(rq->body, &g, &sx2, &pooled, err)) != DP_OK)
+        goto out;
+    uint64_t seed;
+    unsigned max_iter;
+    if ((rc = parse_seed(rq->body, &seed, err)) || (rc = parse_max_iter(rq->body, &max_iter, err)))
+        goto out;
+    const json_t *pj = json_object_get(rq->body, "prior");
+    const json_t *kj = json_object_get(rq->body, "components");
+    bool known = pj != NULL && !json_is_null(pj);
+    bool fit = kj != NULL && !json_is_null(kj);
+    if (known == fit) {
+        rc = dp_err_set(err, DP_EINVAL, "components",
+                        "give either components (to fit k components) or prior.components (a known "
+                        "prior), not %s",
+                        known ? "both" : "neither");
+        goto out;
+    }
+    size_t k = 0;
+    eb_mix_opts o = eb_mix_opts_default(1);
+    o.seed = seed;
+    o.max_iter = max_iter;
+    const json_t *comps = NULL;
+    if (fit) {
+        int64_t kk;
+        if ((rc = json_util_req_int(rq->body, "components", &kk, err)) != DP_OK)
+            goto out;
+        if (kk < 1 || (uint64_t)kk > m || kk > EB_MAX_COMPONENTS) {
+            rc = dp_err_set(err, DP_EINVAL, "components",
+                            "components must be in 1..min(clients, %d) (got %lld with %zu clients)",
+                            EB_MAX_COMPONENTS, (long long)kk, m);
+            goto out;
+        }
+        k = (size_t)kk;
+        o.k = k;
+        const char *meth;
+        int64_t ni;
+        double fl;
+        if ((rc = json_util_opt_string(rq->body, "method", "em", &meth, err)) ||
+            (rc = json_util_opt_number(rq->body, "tol", o.tol, &o.tol, err)) ||
+            (rc = json_util_opt_int(rq->body, "n_init", o.n_init, &ni, err)) ||
+            (rc = json_util_opt_number(rq->body, "variance_floor", NAN, &fl, err)))
+            goto out;
+        if (strcmp(meth, "em") == 0)
+            o.method = EB_MIX_EM;
+        else if (strcmp(meth, "altmin") == 0)
+            o.method = EB_MIX_ALTMIN;
+        else {
+            rc = dp_err_set(err, DP_EINVAL, "method",
+                            "method must be \"em\" or \"altmin\" (got \"%s\")", meth);
+            goto out;
+        }
+        if (ni < 1 || ni > 100) {
+            rc = dp_err_set(err, DP_EINVAL, "n_init", "n_init must be in 1..100 (got %lld)",
+                            (long long)ni);
+            goto out;
+        }
+        o.n_init = (unsigned)ni;
+        o.var_floor = fl;
+        if (m < 2) {
+            rc = dp_err_set(err, DP_EINVAL, "clients",
+                            "estimating the prior needs at least 2 clients (got %zu)", m);
+            goto out;
+        }
+    } else {
+        static const char *const prk[] = {"components"};
+        if (json_util_require_object(pj, "prior", err) || json_util_check_keys(pj, prk, 1, err)) {
+            dp_err_prefix_field(err, "prior");
+            rc = err->code;
+            goto out;
+        }
+        comps = json_object_get(pj, "components");
+        if (!json_is_array(comps) || json_array_size(comps) < 1 ||
+            json_array_size(comps) > EB_MAX_COMPONENTS) {
+            rc = dp_err_set(err, DP_EINVAL, "prior.components",
+                            "prior.components must be an array of 1..%d components",
+                            EB_MAX_COMPONENTS);
+            goto out;
+        }
+        k = json_array_size(comps);
+    }
+    w = dp_calloc(k, sizeof(double));
+    mu = dp_calloc(k * d, sizeof(double));
+    var = dp_calloc(k, sizeof(double));
+    resp = dp_calloc(m * k, sizeof(double));
+    pm = dp_calloc(m * d, sizeof(double));
+    pv = dp_calloc(m * d, sizeof(double));
+    sh = dp_calloc(m, sizeof(double));
+    if (!w || !mu || !var || !resp || !pm || !pv || !sh) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    eb_mix_prior prior = {k, d, w, mu, var};
+    if (known) {
+        static const char *const ck[] = {"weight", "mean", "variance"};
+        for (size_t l = 0; l < k; l++) {
+            const json_t *c = json_array_get(comps, l);
+            char pfx[48];
+            snprintf(pfx, sizeof pfx, "prior.components[%zu]", l);
+            size_t dd = d;
+            bool isv;
+            const json_t *mj = c ? json_object_get(c, "mean") : NULL;
+            if (json_util_require_object(c, "", err) || json_util_check_keys(c, ck, 3, err) ||
+                json_util_req_number(c, "weight", &w[l], err) ||
+                json_util_req_number(c, "variance", &var[l], err)) {
+                dp_err_prefix_field(err, pfx);
+                rc = err->code;
+                goto out;
+            }
+            if (mj == NULL || parse_vec(mj, "mean", &dd, mu + l * d, &isv, err) != DP_OK) {
+                if (mj == NULL)
+                    dp_err_set(err, DP_EINVAL, "mean", "mean is required");
+                dp_err_prefix_field(err, pfx);
+                rc = err->code;
+                goto out;
+            }
+        }
+    }
+    const json_t *pvj = json_object_get(rq->body, "privacy");
+    bool priv = pvj != NULL && !json_is_null(pvj);
+    eb_mix_private_opts po = {0};
+    eb_mix_private_info pinfo = {0};
+    eb_gauss_data raw = {m, d, g.x, g.n, sx2};
+    eb_gauss_data sent = raw;
+    double extra = 0.0;
+    if (priv) {
+        static const char *const pk[] = {"epsilon0",          "delta",  "r",
+                                         "sigma_theta_bound", "radius", "calibration"};
+        if (known) {
+            rc = dp_err_set(err, DP_EINVAL, "privacy",
+                            "with a known prior no client sends anything; drop privacy or prior");
+            goto out;
+        }
+        if (json_util_require_object(pvj, "privacy", err) ||
+            json_util_check_keys(pvj, pk, 6, err) ||
+            json_util_req_number(pvj, "epsilon0", &po.eps0, err) ||
+            json_util_req_number(pvj, "delta", &po.delta, err) ||
+            json_util_req_number(pvj, "r", &po.r, err) ||
+            json_util_opt_number(pvj, "sigma_theta_bound", 0.0, &po.sigma_theta, err) ||
+            json_util_opt_number(pvj, "radius", NAN, &po.radius, err) ||
+            parse_calibration(pvj, &po.cal, err)) {
+            dp_err_prefix_field(err, "privacy");
+            rc = err->code;
+            goto out;
+        }
+        po.seed = seed;
+        msgs = dp_calloc(m * d, sizeof(double));
+        if (msgs == NULL) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        if ((rc = eb_mix_privatize(&raw, &po, msgs, &pinfo, err)) != DP_OK)
+            goto out;
+        sent.x = msgs;
+        extra = pinfo.sigma * pinfo.sigma;
+    }
+    eb_mix_fit_info info = {0, 0, EB_STATUS_CONVERGED};
+    if (fit) {
+        if ((rc = eb_mix_fit(&sent, extra, &o, &prior, &info, err)) != DP_OK)
+            goto out;
+    } else {
+        if ((rc = eb_mix_prior_check(&prior, err)) != DP_OK)
+            goto out;
+        info.loglik = eb_mix_loglik(&raw, 0.0, &prior);
+    }
+    if ((rc = eb_mix_posterior(&raw, &prior, resp, pm, pv, sh, err)) != DP_OK)
+        goto out;
+
+    out = json_object();
+    est = json_array();
+    json_t *cj = json_array();
+    if (out == NULL || est == NULL || cj == NULL) {
+        json_decref(cj);
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    for (size_t l = 0; l < k; l++) {
+        json_t *c = json_pack("{s:o, s:o, s:o}", "weight", json_util_real(w[l]), "mean",
+                              vec_json(mu + l * d, d, g.vec), "variance", json_util_real(var[l]));
+        if (c == NULL || json_array_append_new(cj, c) != 0) {
+            json_decref(cj);
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+    }
+    const json_t *cl = json_object_get(rq->body, "clients");
+    double sd[EB_MAX_DIM];
+    for (size_t i = 0; i < m; i++) {
+        for (size_t j = 0; j < d; j++)
+            sd[j] = sqrt(pv[i * d + j]);
+        json_t *e =
+            json_pack("{s:o, s:o, s:o, s:o, s:o}", "id", client_id(json_array_get(cl, i), i),
+                      "posterior_mean", vec_json(pm + i * d, d, g.vec), "posterior_sd",
+                      vec_json(sd, d, g.vec), "shrinkage", json_util_real(sh[i]),
+                      "responsibilities", vec_json(resp + i * k, k, true));
+        if (e == NULL || json_array_append_new(est, e) != 0) {
+            json_decref(cj);
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+    }
+    json_t *privj = json_null();
+    if (priv)
+        privj = json_pack(
+            "{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:[], s:s}", "mechanism",
+            "gaussian", "model",
+            "local DP per client (user level): clip to an L2 ball of radius R, add "
+            "Gaussian noise; one message per client",
+            "epsilon0", json_util_real(po.eps0), "delta", json_util_real(po.delta), "rho",
+            json_util_real(pinfo.rho), "radius", json_util_real(pinfo.radius), "sensitivity",
+            json_util_real(pinfo.sensitivity), "sigma", json_util_real(pinfo.sigma), "calibration",
+            pinfo.analytic ? "analytic_gaussian (Balle & Wang 2018)" : "classic (log(2/delta))",
+            "clipped", (json_int_t)pinfo.n_clipped, "charges", "charging",
+            "not performed: the ledger (issue #5) is not available in this build");
+    const char *meth_name = known ? "known_prior" : (o.method == EB_MIX_EM ? "em" : "altmin");
+    if (json_util_set(out, "model", json_string("mixture"), err) ||
+        json_util_set(out, "method", json_string(meth_name), err) ||
+        json_util_set(
+            out, "prior",
+            json_pack("{s:o, s:s}", "components", cj, "source", known ? "given" : "fitted"), err) ||
+        json_util_set(out, "noise_variance", json_util_real(sx2), err) ||
+        json_util_set(out, "noise_variance_source", json_string(pooled ? "pooled" : "given"),
+                      err) ||
+        json_util_set(out, "estimates", est, err)) {
+        est = NULL;
+        json_decref(privj);
+        rc = err->code;
+        goto out;
+    }
+    est = NULL;
+    if (json_util_set(out, "log_likelihood", json_util_real(info.loglik), err) ||
+        json_util_set(out, "iterations", json_integer((json_int_t)info.iterations), err) ||
+        set_status(out, info.status, err) || json_util_set(out, "privacy", privj, err)) {
+        rc = err->code;
+        goto out;
+    }
+    rc = finish_run(rq, rs, "mixture", priv, m, d, out, info.status, err);
+    out = NULL;
+out:
+    gauss_req_free(&g);
+    dp_free(msgs);
+    dp_free(resp);
+    dp_free(pm);
+    dp_free(pv);
+    dp_free(sh);
+    dp_free(w);
+    dp_free(mu);
+    dp_free(var);
+    json_decref(out);
+    json_decref(est);
+    return rc;
+}
+
+/* ---- runs
+ * ---------------------------------------------------------------------------------------- */
+
+static json_t *rfc3339(int64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    char buf[40];
+    if (gmtime_r(&t, &tm) == NULL)
+        return json_null();
+    size_t k = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (k == 0)
+        return json_null();
+    snprintf(buf + k, sizeof buf - k, ".%03dZ", (int)(ms % 1000));
+    return json_string(buf);
+}
+
+static int parse_i64_param(const char *s, const char *name, int64_t lo, int64_t hi, int64_t *out,
+                           dp_err *err)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return dp_err_set(err, DP_EINVAL, name, "%s must be an integer in %lld..%lld", name,
+                          (long long)lo, (long long)hi);
+    *out = (int64_t)v;
+    return DP_OK;
+}
+
+int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    static const char SQL[] =
+        "SELECT kind, created_at_ms, status, private, n_clients, params, data, "
+        "result FROM estimator_runs WHERE id = :id";
+    int64_t id;
+    const char *ids = http_req_param(rq, "id");
+    if (ids == NULL || parse_i64_param(ids, "id", 1, INT64_MAX, &id, err) != DP_OK) {
+        dp_err_clear(err);
+        return dp_err_set(err, DP_ENOTFOUND, "id", "no run with id %s", ids ? ids : "");
+    }
+    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
+    if (st == NULL)
+        return err->code;
+    int rc = DP_OK;
+    json_t *o = NULL;
+    int s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":id"), id);
+    if (s == SQLITE_OK)
+        s = sqlite3_step(st);
+    if (s == SQLITE_DONE) {
+        store_stmt_done(st);
+        return dp_err_set(err, DP_ENOTFOUND, "id", "no run with id %lld", (long long)id);
+    }
+    if (s != SQLITE_ROW) {
+        rc = store_err(rq->db, s, "select estimator run", rq->req_id, err);
+        store_stmt_done(st);
+        return rc;
+    }
+    json_error_t je;
+    json_t *params = json_loads((const char *)sqlite3_column_text(st, 5), 0, &je);
+    json_t *data = sqlite3_column_type(st, 6) == SQLITE_NULL
+                       ? NULL
+                       : json_loads((const char *)sqlite3_column_text(st, 6), 0, &je);
+    json_t *result = json_loads((const char *)sqlite3_column_text(st, 7), 0, &je);
+    if (params == NULL || result == NULL || (sqlite3_column_type(st, 6) != SQLITE_NULL && !data)) {
+        json_decref(params);
+        json_decref(data);
+        json_decref(result);
+        store_stmt_done(st);
+        dp_log(DP_LOG_ERROR, rq->req_id, "stored run %lld has unreadable JSON", (long long)id);
+        return dp_err_set(err, DP_EINTERNAL, NULL, "stored run is unreadable");
+    }
+    if (data != NULL && json_object_set_new(params, "clients", data) != 0)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    o = json_pack("{s:I, s:s, s:o, s:s, s:b, s:I, s:b, s:o, s:o}", "id", (json_int_t)id, "kind",
+                  (const char *)sqlite3_column_text(st, 0), "created_at",
+                  rfc3339(sqlite3_column_int64(st, 1)), "status",
+                  (const char *)sqlite3_column_text(st, 2), "private", sqlite3_column_int(st, 3),
+                  "n_clients", (json_int_t)sqlite3_column_int64(st, 4), "data_kept", data != NULL,
+                  "inputs", params, "outputs", result);
+    store_stmt_done(st);
+    if (rc != DP_OK) {
+        json_decref(o);
+        return rc;
+    }
+    return http_resp_json(rs, 200, o, err);
+}
+
+int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    static const char SQL[] = "SELECT id, kind, created_at_ms, status, private, n_clients FROM "
+                              "estimator_runs WHERE id > :after ORDER BY id LIMIT :lim";
+    int64_t limit = EST_RUNS_LIMIT_DEF, after = 0;
+    const char *ls = http_req_query(rq, "limit"), *as = http_req_query(rq, "after");
+    if (ls && parse_i64_param(ls, "limit", 1, EST_RUNS_LIMIT_MAX, &limit, err) != DP_OK)
+        return err->code;
+    if (as && parse_i64_param(as, "after", 0, INT64_MAX, &after, err) != DP_OK)
+        return err->code;
+    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
+    if (st == NULL)
+        return err->code;
+    json_t *arr = json_array();
+    if (arr == NULL) {
+        store_stmt_done(st);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    int s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":after"), after);
+    if (s == SQLITE_OK)
+        s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":lim"), limit + 1);
+    int64_t last = 0, count = 0;
+    bool more = false;
+    if (s == SQLITE_OK)
+        s = SQLITE_ROW;
+    while (s == SQLITE_ROW && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (count == limit) {
+            more = true;
+            continue;
+        }
+        last = sqlite3_column_int64(st, 0);
+        json_t *r = json_pack("{s:I, s:s, s:o, s:s, s:b, s:I}", "id", (json_int_t)last, "kind",
+                              (const char *)sqlite3_column_text(st, 1), "created_at",
+                              rfc3339(sqlite3_column_int64(st, 2)), "status",
+                              (const char *)sqlite3_column_text(st, 3), "private",
+                              sqlite3_column_int(st, 4), "n_clients",
+                              (json_int_t)sqlite3_column_int64(st, 5));
+        if (r == NULL || json_array_append_new(arr, r) != 0) {
+            json_decref(arr);
+            store_stmt_done(st);
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+        count++;
+    }
+    if (s != SQLITE_DONE) {
+        int rc = store_err(rq->db, s, "list estimator runs", rq->req_id, err);
+        json_decref(arr);
+        store_stmt_done(st);
+        return rc;
+    }
+    store_stmt_done(st);
+    json_t *o = json_pack("{s:o, s:o}", "runs", arr, "next_after",
+                          more ? json_integer((json_int_t)last) : json_null());
+    return http_resp_json(rs, 200, o, err);
+}

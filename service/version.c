@@ -1,0 +1,28 @@
+/*
+ * version.c: build and library versions (version.h). Library versions are the run-time ones, so a
+ * binary linked against a different shared library reports what it really uses.
+ */
+#include "service/version.h"
+
+#include <gsl/gsl_version.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <sqlite3.h>
+
+#ifndef DPSILO_VERSION
+#define DPSILO_VERSION "0.0.0"
+#endif
+#ifndef DPSILO_GIT_COMMIT
+#define DPSILO_GIT_COMMIT "unknown"
+#endif
+
+void version_get(version_info *v)
+{
+    v->version = DPSILO_VERSION;
+    v->git_commit = DPSILO_GIT_COMMIT;
+    v->compiler = __VERSION__;
+    v->microhttpd = MHD_get_version();
+    v->jansson = jansson_version_str();
+    v->sqlite = sqlite3_libversion();
+    v->gsl = gsl_version;
+}

@@ -1,0 +1,103 @@
+# lib.sh: helpers for the integration tests (sourced, not run; only test_*.sh files are run).
+#
+#   . "$(dirname "$0")/lib.sh"
+#   start_daemon [extra dpsilod flags]   # port 0, database in a private temp dir; sets URL and DAEMON_PID
+#   req METHOD PATH [BODY]                # curl; sets STATUS, BODY (response) and HEADERS (file)
+#   expect_status 404 GET /nope           # req + check the status
+#   expect_json '.error.field' 'count'    # jq expression on the last response must print the value
+#   check "description" COMMAND...        # runs COMMAND, records pass/fail
+#   stop_daemon                           # SIGTERM, waits, returns the daemon's exit status
+#   finish                                # prints the summary; exit status 1 if any check failed
+#
+# The daemon is always killed (by PID) when the script exits, whatever happens: see the EXIT trap.
+set -u
+DPSILOD=${DPSILOD:-build/dpsilod}
+T=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-it-XXXXXX")
+DAEMON_PID=""
+URL=""
+FAILS=0
+PASSES=0
+
+cleanup() {
+    if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+        kill -KILL "$DAEMON_PID" 2>/dev/null
+        wait "$DAEMON_PID" 2>/dev/null
+    fi
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+fail() {
+    echo "  FAIL: $*"
+    FAILS=$((FAILS + 1))
+}
+pass() {
+    echo "  ok:   $*"
+    PASSES=$((PASSES + 1))
+}
+check() {
+    local desc=$1
+    shift
+    if "$@"; then pass "$desc"; else fail "$desc"; fi
+}
+
+# start_daemon [flags...]: DB defaults to $T/db unless --db is among the flags.
+start_daemon() {
+    local dbflag=(--db "$T/db")
+    [ -n "${DPSILO_DB:-}" ] && dbflag=()
+    for a in "$@"; do case "$a" in --db | --db=*) dbflag=() ;; esac; done
+    : >"$T/out"
+    "$DPSILOD" --listen 127.0.0.1:0 "${dbflag[@]}" "$@" >"$T/out" 2>>"$T/err" &
+    DAEMON_PID=$!
+    for _ in $(seq 1 200); do
+        URL=$(sed -n 's/^dpsilod listening on //p' "$T/out")
+        if [ -n "$URL" ]; then return 0; fi
+        if ! kill -0 "$DAEMON_PID" 2>/dev/null; then
+            echo "dpsilod exited during start-up:"; cat "$T/err"; DAEMON_PID=""; return 1
+        fi
+        sleep 0.05
+    done
+    echo "dpsilod did not print its URL in 10 s"
+    return 1
+}
+
+stop_daemon() {
+    local rc=0
+    kill -TERM "$DAEMON_PID"
+    wait "$DAEMON_PID" || rc=$?
+    DAEMON_PID=""
+    return $rc
+}
+
+# req METHOD PATH [BODY [CONTENT-TYPE]]
+req() {
+    local method=$1 path=$2
+    local args=(-s -S --path-as-is -X "$method" -D "$T/headers" -o "$T/body" -w '%{http_code}')
+    if [ $# -ge 3 ]; then args+=(-H "Content-Type: ${4:-application/json}" --data-binary "$3"); fi
+    [ "$method" = HEAD ] && args=(-s -S --path-as-is -I -D "$T/headers" -o "$T/body" -w '%{http_code}')
+    STATUS=$(curl "${args[@]}" "$URL$path") || STATUS="curl-failed"
+    BODY=$(cat "$T/body")
+    HEADERS="$T/headers"
+}
+
+expect_status() {
+    local want=$1
+    shift
+    req "$@"
+    if [ "$STATUS" = "$want" ]; then pass "$1 $2 -> $want"; else fail "$1 $2 -> $STATUS, want $want: $BODY"; fi
+}
+
+expect_json() {
+    local got
+    got=$(printf '%s' "$BODY" | jq -r "$1" 2>/dev/null) || got="(not JSON: $BODY)"
+    if [ "$got" = "$2" ]; then pass "$1 = $2"; else fail "$1 = '$got', want '$2'"; fi
+}
+
+header() { # header NAME: value of a response header of the last request (case-insensitive)
+    grep -i "^$1:" "$HEADERS" | head -1 | sed -e 's/^[^:]*:[[:space:]]*//' -e 's/\r$//'
+}
+
+finish() {
+    echo "  $PASSES passed, $FAILS failed"
+    [ "$FAILS" -eq 0 ]
+}

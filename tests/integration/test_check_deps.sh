@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# make check-deps: passes on this tree, and fails (naming file and rule) on a tree that breaks each rule.
+. "$(dirname "$0")/lib.sh"
+ROOT=$(pwd)
+
+check "check-deps passes on the repository" make -s -C "$ROOT" check-deps
+
+mk() { mkdir -p "$(dirname "$T/$1")"; printf '%s\n' "$2" >"$T/$1"; }
+violates() { # name, file, content, expected rule text
+    rm -rf "$T/tree"
+    mkdir -p "$T/tree"
+    mk "tree/$2" "$3"
+    if sh "$ROOT/scripts/check-deps.sh" "$T/tree" >"$T/cd.out" 2>&1; then
+        fail "$1: not detected"
+    elif grep -qF "$4" "$T/cd.out" && grep -qF "$2" "$T/cd.out"; then
+        pass "$1: detected"
+    else
+        fail "$1: wrong report: $(cat "$T/cd.out")"
+    fi
+}
+violates "jansson in accounting" accounting/x.c '#include <jansson.h>' "service-only header"
+violates "sqlite3 in federated" federated/x.h '#  include "sqlite3.h"' "service-only header"
+violates "microhttpd in common" common/x.c '#include <microhttpd.h>' "service-only header"
+violates "service header in estimators" estimators/x.c '#include "service/http.h"' "may include only"
+violates "estimators header in accounting" accounting/x.c '#include "estimators/eb_common.h"' "may include only"
+violates "threads in accounting" accounting/x.c '#include <pthread.h>' "must not use threads"
+violates "printing in estimators" estimators/x.c 'void f(void) { fprintf(stderr, "x"); }' "never print"
+
+rm -rf "$T/tree"; mkdir -p "$T/tree/federated" "$T/tree/accounting"
+printf '#include <pthread.h>\n#include "estimators/eb_common.h"\n' >"$T/tree/federated/ok.c"
+printf 'int f(char *b) { return snprintf(b, 4, "%%d", 1); } /* printf-style */\n' >"$T/tree/accounting/ok.c"
+check "allowed includes and snprintf pass" sh "$ROOT/scripts/check-deps.sh" "$T/tree"
+finish

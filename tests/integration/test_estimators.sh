@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Estimator endpoints (issue #6): shapes, 400s naming the field, private runs, stored runs, pagination,
+# and runs surviving a restart.
+. "$(dirname "$0")/lib.sh"
+start_daemon --threads 2 || exit 1
+
+G='{"clients":[{"id":"a","mean":0.31,"n":15},{"id":"b","mean":0.12,"n":8},{"id":"c","mean":0.55,"n":30},{"id":"d","mean":-0.05,"n":4}],"noise_variance":0.25}'
+expect_status 201 POST /v1/estimators/gaussian "$G"
+expect_json '.estimates | length' 4
+expect_json '.estimates[0].id' a
+expect_json '.prior.mean > 0.2 and .prior.mean < 0.4' true
+expect_json '.prior.variance >= 0' true
+expect_json '.fits.mle.status' converged
+expect_json '.fits.moments.mean * 1e6 | round' 232500
+expect_json '.converged' true
+expect_json '.privacy' null
+expect_json '[.estimates[] | (.shrinkage >= 0 and .shrinkage <= 1 and .posterior_sd > 0)] | all' true
+RUN1=$(printf '%s' "$BODY" | jq -r .run_id)
+check "Location names the run" test "$(header Location)" = "/v1/runs/$RUN1"
+
+# moments, known variance (Thm 1 setting), vector means
+expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"mean":[1,12],"n":4},{"mean":[2,14],"n":4},{"mean":[3,16],"n":4},{"mean":[6,22],"n":4}],"noise_variance":2,"method":"moments"}'
+expect_json '.prior.mean | tojson' '[3,16]'
+expect_json '.estimates[0].id' 0
+# pooled noise variance from within-client variances
+expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"n":3,"within_variance":0.2},{"mean":0.5,"n":5,"within_variance":0.5},{"mean":0.3,"n":1}]}'
+expect_json '.noise_variance * 1e9 | round' 400000000
+expect_json '.noise_variance_source' pooled
+# known prior: Thm 1 posterior by hand (x=3, n=4, s2=0.5, prior N(1, 0.5): mean 2, sd 0.5)
+expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"mean":3,"n":4}],"noise_variance":2,"prior":{"mean":1,"variance":0.5}}'
+expect_json '.estimates[0].posterior_mean' 2
+expect_json '.estimates[0].posterior_sd' 0.5
+expect_json '.estimates[0].shrinkage' 0.5
+
+# private Gaussian (Thm 2), with the cost reported
+expect_status 201 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {privacy:{epsilon0:0.5,delta:1e-5,r:1,sigma_theta_bound:0.1}, seed:7}')"
+expect_json '.privacy.mechanism' gaussian
+expect_json '.privacy.epsilon0' 0.5
+expect_json '.privacy.rho > 0' true
+expect_json '.privacy.charges | tojson' '[]'
+expect_json '.privacy.calibration | startswith("classic")' true
+PRIV=$(printf '%s' "$BODY" | jq -c .estimates)
+expect_status 201 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {privacy:{epsilon0:0.5,delta:1e-5,r:1,sigma_theta_bound:0.1}, seed:7}')"
+check "same seed, same private result" test "$(printf '%s' "$BODY" | jq -c .estimates)" = "$PRIV"
+expect_status 201 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {privacy:{epsilon0:4,delta:1e-5,r:1,sigma_theta_bound:0.1}}')"
+expect_json '.privacy.calibration | startswith("analytic")' true
+
+B='{"clients":[{"id":"a","successes":3,"trials":10},{"id":"b","successes":7,"trials":12},{"id":"c","successes":1,"trials":8},{"id":"d","successes":5,"trials":10},{"id":"e","successes":9,"trials":14}]}'
+expect_status 201 POST /v1/estimators/beta "$B"
+expect_json '.prior.alpha > 0' true
+expect_json '.fits.mle.status' converged
+expect_json '.estimates | length' 5
+expect_status 201 POST /v1/estimators/beta "$(printf '%s' "$B" | jq -c '. + {method:"moments", variant:"unbiased"}')"
+expect_json '.variant' unbiased
+expect_status 201 POST /v1/estimators/beta "$(printf '%s' "$B" | jq -c '. + {privacy:{epsilon0:2}}')"
+expect_json '.privacy.scheme' two_bit
+expect_json '.privacy.epsilon_per_bit' 1
+expect_json '.privacy.rho' 2
+expect_status 201 POST /v1/estimators/beta "$(printf '%s' "$B" | jq -c '. + {privacy:{epsilon0:2, scheme:"paper_1bit"}, variant:"paper_no_minus1"}')"
+expect_json '.privacy.bits' 1
+expect_status 201 POST /v1/estimators/beta '{"clients":[{"successes":3,"trials":14}],"prior":{"alpha":2,"beta":5}}'
+expect_json '.estimates[0].posterior_mean * 21 | . * 1000 | round' 5000
+
+M='{"clients":[{"id":"a","mean":-1.1,"n":10},{"id":"b","mean":-0.9,"n":10},{"id":"c","mean":1.0,"n":10},{"id":"d","mean":1.2,"n":10},{"id":"e","mean":0.9,"n":10}],"noise_variance":0.25,"components":2}'
+expect_status 201 POST /v1/estimators/mixture "$M"
+expect_json '.prior.components | length' 2
+expect_json '.estimates[0].responsibilities | length' 2
+expect_json '.prior.components[0].weight' 0.4
+expect_status 201 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c '. + {method:"altmin"}')"
+expect_json '.method' altmin
+expect_status 201 POST /v1/estimators/mixture '{"clients":[{"mean":0.4,"n":4}],"noise_variance":1,"prior":{"components":[{"weight":0.3,"mean":-1,"variance":0.5},{"weight":0.7,"mean":1,"variance":0.25}]}}'
+expect_json '.prior.source' given
+expect_status 201 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c '. + {privacy:{epsilon0:2,delta:1e-5,r:1.5}}')"
+expect_json '.privacy.radius > 1.5' true
+expect_json '.privacy.sensitivity == 2 * .privacy.radius' true
+
+# raw samples instead of summaries: the server computes mean, n and the within-client variance
+expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"id":"a","samples":[0.1,0.3,0.2]},{"id":"b","samples":[0.5,0.7]},{"id":"c","samples":[0.3]}]}'
+expect_json '.noise_variance_source' pooled
+expect_json '.noise_variance * 1e9 | round' 13333333
+expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"samples":[[1,2],[3,4]]},{"samples":[[0,0],[2,2]]}],"noise_variance":1}'
+expect_json '.estimates | length' 2
+expect_status 201 POST /v1/estimators/beta '{"clients":[{"samples":[1,0,0,1]},{"samples":[true,false,false]},{"successes":2,"trials":5}]}'
+expect_json '.estimates | length' 3
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"samples":[0.1,0.3],"mean":0.2},{"samples":[0.5]}],"noise_variance":1}'
+expect_json .error.field 'clients[0].samples'
+expect_status 400 POST /v1/estimators/beta '{"clients":[{"samples":[1,2]},{"successes":1,"trials":2}]}'
+expect_json .error.field 'clients[0].samples'
+
+# bad input: 400 naming the field
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"n":0},{"mean":0.2,"n":3}],"noise_variance":1}'
+expect_json .error.field 'clients[0].n'
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"n":3}],"noise_variance":1}'
+expect_json .error.field clients
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":NaN,"n":3},{"mean":0.2,"n":3}],"noise_variance":1}'
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":"x","n":3},{"mean":0.2,"n":3}],"noise_variance":1}'
+expect_json .error.field 'clients[0].mean'
+expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {privacy:{epsilon0:0.5,delta:1e-5,sigma_theta_bound:0.1}}')"
+expect_json .error.field 'privacy.r'
+expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {privacy:{epsilon0:0.5,delta:1e-5,r:1}}')"
+expect_json .error.field 'privacy.sigma_theta_bound'
+expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {bogus:1}')"
+expect_json .error.field bogus
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"n":3},{"mean":0.2,"n":3}]}'
+expect_json .error.field noise_variance
+expect_status 400 POST /v1/estimators/beta '{"clients":[{"successes":3,"trials":10},{"successes":11,"trials":10}]}'
+expect_json .error.field 'clients[1].successes'
+expect_status 400 POST /v1/estimators/beta '{"clients":[{"successes":3,"trials":10}]}'
+expect_json .error.field clients
+expect_status 400 POST /v1/estimators/beta "$(printf '%s' "$B" | jq -c '. + {variant:"nope"}')"
+expect_json .error.field variant
+expect_status 400 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c '.components = 0')"
+expect_json .error.field components
+expect_status 400 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c '.components = 6')"
+expect_json .error.field components
+expect_status 400 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c '. + {privacy:{epsilon0:2,delta:1e-5}}')"
+expect_json .error.field 'privacy.r'
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"n":3,"silo_id":4},{"mean":0.2,"n":3}],"noise_variance":1}'
+expect_json .error.field 'clients[0].silo_id'
+
+# stored runs
+expect_status 200 GET "/v1/runs/$RUN1"
+expect_json .kind gaussian
+expect_json '.inputs.clients' null
+expect_json '.inputs.n_clients' 4
+expect_json '.outputs.estimates | length' 4
+expect_json '.created_at | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$")' true
+expect_status 201 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {keep_data:true}')"
+KEPT=$(printf '%s' "$BODY" | jq -r .run_id)
+expect_status 200 GET "/v1/runs/$KEPT"
+expect_json '.inputs.clients | length' 4
+expect_json '.data_kept' true
+expect_status 404 GET /v1/runs/999999
+expect_status 404 GET /v1/runs/abc
+expect_status 200 GET '/v1/runs?limit=2'
+expect_json '.runs | length' 2
+expect_json '.runs[0].id' 1
+NEXT=$(printf '%s' "$BODY" | jq -r .next_after)
+expect_status 200 GET "/v1/runs?limit=2&after=$NEXT"
+expect_json '.runs[0].id' 3
+expect_status 400 GET '/v1/runs?limit=0'
+expect_json .error.field limit
+expect_status 200 GET '/v1/runs?limit=500'
+TOTAL=$(printf '%s' "$BODY" | jq '.runs | length')
+expect_json '.next_after' null
+
+# runs survive a restart
+check "daemon stops cleanly" stop_daemon
+start_daemon --db "$T/db" --threads 2 || exit 1
+expect_status 200 GET "/v1/runs/$RUN1"
+expect_json .kind gaussian
+expect_status 200 GET '/v1/runs?limit=500'
+expect_json '.runs | length' "$TOTAL"
+finish
