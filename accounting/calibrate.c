@@ -31,36 +31,92 @@ static int eval_at(calib *c, double v, double *eps, dp_err *err)
     return rc;
 }
 
+/* One probe: 1 = meets the target, 0 = does not, -1 = hard error (in err). A probe the accountant
+ * cannot evaluate (DP_EINVAL / DP_ENUMERIC at an extreme candidate, e.g. a PLD grid too large for a
+ * tiny noise) counts as "does not meet": the solver then only ever returns values that were
+ * evaluated and met, so this is conservative. The first such error is kept in *soft. */
+static int probe(calib *c, double v, double target, double *eps, dp_err *soft, dp_err *err)
+{
+    dp_err e;
+    dp_err_clear(&e);
+    int rc = eval_at(c, v, eps, &e);
+    if (rc == DP_OK)
+        return *eps <= target;
+    if (rc == DP_EINVAL || rc == DP_ENUMERIC) {
+        if (soft->code == DP_OK)
+            *soft = e;
+        *eps = HUGE_VAL;
+        return 0;
+    }
+    *err = e;
+    return -1;
+}
+
+/* Reports the accountant's own error when no probe could be evaluated at all. */
+static int no_probe(const dp_err *soft, dp_err *err, const char *what)
+{
+    if (soft->code != DP_OK) {
+        *err = *soft;
+        return soft->code;
+    }
+    return dp_err_set(err, DP_ENUMERIC, "target_epsilon", "%s", what);
+}
+
+/* Smallest sigma meeting the target: bracket outwards from 1 by factors of 4, then bisect in log.
+ */
 static int solve_noise(calib *c, double target, acct_calib_result *out, dp_err *err)
 {
-    double e_hi, e_lo;
-    int rc;
-    double hi = ACCT_CALIB_SIGMA_MAX;
-    if ((rc = eval_at(c, hi, &e_hi, err)) != DP_OK)
-        return rc;
-    if (e_hi > target)
-        return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
-                          "no noise multiplier meets epsilon %g: even noise %g gives %g (the "
-                          "noise-free parts of the event or delta make it impossible)",
-                          target, hi, e_hi);
-    double lo = ACCT_CALIB_SIGMA_MIN;
-    if ((rc = eval_at(c, lo, &e_lo, err)) != DP_OK)
-        return rc;
-    if (e_lo <= target) {
-        out->value = lo;
-        out->epsilon = e_lo;
-        return DP_OK;
+    dp_err soft;
+    dp_err_clear(&soft);
+    double e, e_hi = HUGE_VAL, lo, hi;
+    int m = probe(c, 1.0, target, &e, &soft, err);
+    if (m < 0)
+        return err->code;
+    if (m) {
+        hi = 1.0;
+        e_hi = e;
+        for (lo = 0.25;; lo *= 0.25) {
+            if (lo < ACCT_CALIB_SIGMA_MIN) { /* everything down to the floor meets it */
+                out->value = hi;
+                out->epsilon = e_hi;
+                return DP_OK;
+            }
+            if ((m = probe(c, lo, target, &e, &soft, err)) < 0)
+                return err->code;
+            if (!m)
+                break;
+            hi = lo;
+            e_hi = e;
+        }
+    } else {
+        for (hi = 4.0;; hi *= 4.0) {
+            if (hi > ACCT_CALIB_SIGMA_MAX) {
+                if (soft.code != DP_OK && e == HUGE_VAL)
+                    return no_probe(&soft, err, "");
+                return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
+                                  "no noise multiplier meets epsilon %g: even noise %g gives %g "
+                                  "(the noise-free parts of the event or delta make it impossible)",
+                                  target, hi / 4.0, e);
+            }
+            if ((m = probe(c, hi, target, &e, &soft, err)) < 0)
+                return err->code;
+            if (m) {
+                e_hi = e;
+                break;
+            }
+        }
+        lo = hi / 4.0;
     }
-    for (int i = 0; i < ACCT_CALIB_MAX_ITER; i++) {
+    for (int i = 0; i < ACCT_CALIB_MAX_ITER; i++) { /* lo fails, hi meets */
         if (hi / lo - 1.0 <= ACCT_CALIB_RTOL) {
             out->value = hi; /* the end that meets the target */
             out->epsilon = e_hi;
             return DP_OK;
         }
-        double mid = sqrt(lo * hi), e;
-        if ((rc = eval_at(c, mid, &e, err)) != DP_OK)
-            return rc;
-        if (e <= target) {
+        double mid = sqrt(lo * hi);
+        if ((m = probe(c, mid, target, &e, &soft, err)) < 0)
+            return err->code;
+        if (m) {
             hi = mid;
             e_hi = e;
         } else {
@@ -70,35 +126,46 @@ static int solve_noise(calib *c, double target, acct_calib_result *out, dp_err *
     return dp_err_set(err, DP_ENUMERIC, NULL, "noise calibration did not converge");
 }
 
+/* Largest q meeting the target: 1 if it does, else bracket downwards by factors of 4. */
 static int solve_rate(calib *c, double target, acct_calib_result *out, dp_err *err)
 {
-    double e_hi, e_lo;
-    int rc;
-    double hi = 1.0;
-    if ((rc = eval_at(c, hi, &e_hi, err)) != DP_OK)
-        return rc;
-    if (e_hi <= target) {
+    dp_err soft;
+    dp_err_clear(&soft);
+    double e, e_lo = HUGE_VAL, hi = 1.0, lo;
+    int m = probe(c, 1.0, target, &e, &soft, err);
+    if (m < 0)
+        return err->code;
+    if (m) {
         out->value = 1.0;
-        out->epsilon = e_hi;
+        out->epsilon = e;
         return DP_OK;
     }
-    double lo = ACCT_CALIB_Q_MIN;
-    if ((rc = eval_at(c, lo, &e_lo, err)) != DP_OK)
-        return rc;
-    if (e_lo > target)
-        return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
-                          "no sampling rate meets epsilon %g: even rate %g gives %g", target, lo,
-                          e_lo);
-    for (int i = 0; i < ACCT_CALIB_MAX_ITER; i++) {
+    for (lo = 0.25;; lo *= 0.25) {
+        if (lo < ACCT_CALIB_Q_MIN) {
+            if (e == HUGE_VAL && soft.code != DP_OK)
+                return no_probe(&soft, err, "");
+            return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
+                              "no sampling rate meets epsilon %g: even rate %g gives %g", target,
+                              lo * 4.0, e);
+        }
+        if ((m = probe(c, lo, target, &e, &soft, err)) < 0)
+            return err->code;
+        if (m) {
+            e_lo = e;
+            break;
+        }
+        hi = lo;
+    }
+    for (int i = 0; i < ACCT_CALIB_MAX_ITER; i++) { /* lo meets, hi fails */
         if (hi / lo - 1.0 <= ACCT_CALIB_RTOL) {
             out->value = lo; /* the end that meets the target */
             out->epsilon = e_lo;
             return DP_OK;
         }
-        double mid = sqrt(lo * hi), e;
-        if ((rc = eval_at(c, mid, &e, err)) != DP_OK)
-            return rc;
-        if (e <= target) {
+        double mid = sqrt(lo * hi);
+        if ((m = probe(c, mid, target, &e, &soft, err)) < 0)
+            return err->code;
+        if (m) {
             lo = mid;
             e_lo = e;
         } else {
@@ -108,22 +175,27 @@ static int solve_rate(calib *c, double target, acct_calib_result *out, dp_err *e
     return dp_err_set(err, DP_ENUMERIC, NULL, "sampling-rate calibration did not converge");
 }
 
+/* Largest count meeting the target: doubling from 1, then integer bisection. */
 static int solve_count(calib *c, double target, acct_calib_result *out, dp_err *err)
 {
-    double e_lo, e;
-    int rc;
-    double lo = 1.0;
-    if ((rc = eval_at(c, lo, &e_lo, err)) != DP_OK)
-        return rc;
-    if (e_lo > target)
+    dp_err soft;
+    dp_err_clear(&soft);
+    double e, e_lo;
+    int m = probe(c, 1.0, target, &e_lo, &soft, err);
+    if (m < 0)
+        return err->code;
+    if (!m) {
+        if (e_lo == HUGE_VAL && soft.code != DP_OK)
+            return no_probe(&soft, err, "");
         return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
                           "no count meets epsilon %g: a single repetition gives %g", target, e_lo);
+    }
     const double cmax = (double)ACCT_EVENT_MAX_COUNT;
-    double hi = 2.0;
+    double lo = 1.0, hi = 2.0;
     for (;;) { /* grow until a failing count is found */
-        if ((rc = eval_at(c, hi, &e, err)) != DP_OK)
-            return rc;
-        if (e > target)
+        if ((m = probe(c, hi, target, &e, &soft, err)) < 0)
+            return err->code;
+        if (!m)
             break;
         lo = hi;
         e_lo = e;
@@ -136,9 +208,9 @@ static int solve_count(calib *c, double target, acct_calib_result *out, dp_err *
     }
     while (hi - lo > 1.0) { /* lo meets, hi fails; both integers */
         double mid = floor((lo + hi) / 2.0);
-        if ((rc = eval_at(c, mid, &e, err)) != DP_OK)
-            return rc;
-        if (e <= target) {
+        if ((m = probe(c, mid, target, &e, &soft, err)) < 0)
+            return err->code;
+        if (m) {
             lo = mid;
             e_lo = e;
         } else {

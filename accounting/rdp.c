@@ -47,7 +47,9 @@
 /* The log-integrand window: mass beyond peak - 60 is below e^-60 ~ 1e-26 of the peak's. */
 #define ACCT_QUAD_LOG_WINDOW 60.0
 /* Golden-section iterations for the integrand peak: reaches ~1e-9 of the bracket. */
-#define ACCT_PEAK_ITERS 60
+#define ACCT_PEAK_ITERS 60 /* cap; the search stops at ACCT_PEAK_XTOL */
+/* Peak located to 1e-3 sigma: it only sets the scale and the split point of the quadrature. */
+#define ACCT_PEAK_XTOL 1e-3
 /* Series f(u) = sum_{k>=2} C(alpha,k) u^k is used for |u| < 0.5 and |alpha u| < 2 (no
  * cancellation). */
 #define ACCT_SERIES_MAX_U     0.5
@@ -61,35 +63,48 @@
 #define ACCT_LNCHOOSE_RESYNC 128
 /* sigma below this: the sampled Gaussian's RDP exceeds double range at every order; report +inf. */
 #define ACCT_SIGMA_TINY 1e-100
-/* Golden-section iterations of the continuous order search (bracket shrinks by 0.618^60 ~ 3e-13).
- */
-#define ACCT_ORDER_SEARCH_ITERS 60
+/* Continuous order search: golden section in x = log(alpha - 1) until the bracket is narrower than
+ * XTOL (alpha located to 1e-5 relative; the objective is flat there, so eps moves by ~1e-10
+ * relative), with an iteration cap. */
+#define ACCT_ORDER_SEARCH_ITERS 80
+#define ACCT_ORDER_SEARCH_XTOL  1e-5
 
 static const double GOLDEN = 0.6180339887498949; /* (sqrt(5) - 1) / 2 */
 
 /* ---- default orders
  * ------------------------------------------------------------------------------ */
 
-#define N_DEFAULT_ORDERS (99 + 54 + 10)
-static double default_orders[N_DEFAULT_ORDERS];
-static int default_orders_ready; /* benign race: every thread writes identical values */
+/* 1 + x/10 exactly as Opacus and TF-Privacy compute it (a constant expression, evaluated in
+ * double). */
+#define FRAC(x) (1.0 + (x) / 10.0)
+/* The default grid (rdp.h); immutable, so it is safe to share between threads. */
+static const double DEFAULT_ORDERS[] = {
+    FRAC(1),  FRAC(2),  FRAC(3),  FRAC(4),  FRAC(5),  FRAC(6),  FRAC(7),  FRAC(8),  FRAC(9),
+    FRAC(10), FRAC(11), FRAC(12), FRAC(13), FRAC(14), FRAC(15), FRAC(16), FRAC(17), FRAC(18),
+    FRAC(19), FRAC(20), FRAC(21), FRAC(22), FRAC(23), FRAC(24), FRAC(25), FRAC(26), FRAC(27),
+    FRAC(28), FRAC(29), FRAC(30), FRAC(31), FRAC(32), FRAC(33), FRAC(34), FRAC(35), FRAC(36),
+    FRAC(37), FRAC(38), FRAC(39), FRAC(40), FRAC(41), FRAC(42), FRAC(43), FRAC(44), FRAC(45),
+    FRAC(46), FRAC(47), FRAC(48), FRAC(49), FRAC(50), FRAC(51), FRAC(52), FRAC(53), FRAC(54),
+    FRAC(55), FRAC(56), FRAC(57), FRAC(58), FRAC(59), FRAC(60), FRAC(61), FRAC(62), FRAC(63),
+    FRAC(64), FRAC(65), FRAC(66), FRAC(67), FRAC(68), FRAC(69), FRAC(70), FRAC(71), FRAC(72),
+    FRAC(73), FRAC(74), FRAC(75), FRAC(76), FRAC(77), FRAC(78), FRAC(79), FRAC(80), FRAC(81),
+    FRAC(82), FRAC(83), FRAC(84), FRAC(85), FRAC(86), FRAC(87), FRAC(88), FRAC(89), FRAC(90),
+    FRAC(91), FRAC(92), FRAC(93), FRAC(94), FRAC(95), FRAC(96), FRAC(97), FRAC(98), FRAC(99),
+    11.0,     12.0,     13.0,     14.0,     15.0,     16.0,     17.0,     18.0,     19.0,
+    20.0,     21.0,     22.0,     23.0,     24.0,     25.0,     26.0,     27.0,     28.0,
+    29.0,     30.0,     31.0,     32.0,     33.0,     34.0,     35.0,     36.0,     37.0,
+    38.0,     39.0,     40.0,     41.0,     42.0,     43.0,     44.0,     45.0,     46.0,
+    47.0,     48.0,     49.0,     50.0,     51.0,     52.0,     53.0,     54.0,     55.0,
+    56.0,     57.0,     58.0,     59.0,     60.0,     61.0,     62.0,     63.0,     64.0,
+    80.0,     96.0,     128.0,    192.0,    256.0,    384.0,    512.0,    1024.0,   2048.0,
+    4096.0};
+#undef FRAC
 
 size_t acct_rdp_default_orders(const double **orders)
 {
-    if (!default_orders_ready) {
-        size_t n = 0;
-        for (int x = 1; x <= 99; x++)
-            default_orders[n++] = 1.0 + x / 10.0;
-        for (int a = 11; a <= 64; a++)
-            default_orders[n++] = a;
-        static const double big[] = {80, 96, 128, 192, 256, 384, 512, 1024, 2048, 4096};
-        for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
-            default_orders[n++] = big[i];
-        default_orders_ready = 1;
-    }
     if (orders)
-        *orders = default_orders;
-    return N_DEFAULT_ORDERS;
+        *orders = DEFAULT_ORDERS;
+    return sizeof DEFAULT_ORDERS / sizeof DEFAULT_ORDERS[0];
 }
 
 int acct_rdp_check_orders(const double *orders, size_t n, dp_err *err)
@@ -249,7 +264,8 @@ static double sgm_peak(const sgm_ctx *c, double lo, double hi, double *gmax)
     double a = lo, b = hi;
     double x1 = b - GOLDEN * (b - a), x2 = a + GOLDEN * (b - a);
     double f1 = sgm_log_integrand(c, x1), f2 = sgm_log_integrand(c, x2);
-    for (int i = 0; i < ACCT_PEAK_ITERS; i++) {
+    const double xtol = ACCT_PEAK_XTOL * sqrt(c->s2);
+    for (int i = 0; i < ACCT_PEAK_ITERS && b - a > xtol; i++) {
         if (f1 < f2) {
             a = x1;
             x1 = x2;
@@ -927,6 +943,91 @@ static int cmp_double(const void *a, const void *b)
 
 /* Grid evaluation, then (conv == OPTIMAL) golden-section refinement in log(alpha - 1) between the
  * grid neighbours of the best order. The refined value is taken only if it is smaller. */
+/* True when every node's curve is an exact Renyi divergence (or a sum/multiple of them): then
+ * (alpha-1) r(alpha) is convex (van Erven & Harremoes 2014, Thm. 11) and the conversion objectives
+ * are quasi-convex in alpha. pure (min of two bounds) and sampled_without_replacement (WBK bound,
+ * interpolated) are upper bounds without that guarantee. */
+static bool tree_quasiconvex(const acct_event *ev)
+{
+    if (ev->type == ACCT_EV_PURE || ev->type == ACCT_EV_SWOR || ev->type == ACCT_EV_REPEAT_SELECT)
+        return false;
+    if (ev->child && !tree_quasiconvex(ev->child))
+        return false;
+    for (size_t i = 0; i < ev->n_children; i++)
+        if (!tree_quasiconvex(ev->children[i]))
+            return false;
+    return true;
+}
+
+typedef struct grid_obj {
+    const acct_event *ev;
+    rdp_ws *ws;
+    const double *ord;
+    double *val; /* memo: objective at ord[i], NAN until evaluated */
+    bool want_delta;
+    double target;
+    acct_conversion base;
+    dp_err *err;
+    int rc;
+} grid_obj;
+
+static double grid_f(grid_obj *g, size_t i)
+{
+    if (!isnan(g->val[i]) || g->rc != DP_OK)
+        return g->val[i];
+    double r;
+    g->rc = node_rdp(g->ev, g->ord[i], g->ws, &r, g->err);
+    if (g->rc != DP_OK)
+        return HUGE_VAL;
+    if (isnan(r)) {
+        g->rc =
+            dp_err_set(g->err, DP_ENUMERIC, NULL, "RDP evaluated to NaN at order %g", g->ord[i]);
+        return HUGE_VAL;
+    }
+    g->val[i] = g->want_delta ? log_delta_at(g->ord[i], r, g->target, g->base)
+                              : eps_at(g->ord[i], r, log(g->target), g->target, g->base);
+    return g->val[i];
+}
+
+/* Minimum of the objective over the sorted grid. For quasi-convex trees a ternary search over the
+ * indices finds the same minimum as a full scan with O(log n) evaluations (memoised); a tie between
+ * the two probes (flat or infinite stretch) falls back to the full scan. */
+static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
+{
+    size_t lo = 0, hi = n - 1;
+    if (qc && !g->want_delta && grid_f(g, 0) == 0.0) {
+        *best = 0.0;
+        *bi = 0;
+        return;
+    }
+    while (qc && g->rc == DP_OK && hi - lo > 3) {
+        size_t m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
+        double a = grid_f(g, m1), b = grid_f(g, m2);
+        if (a < b)
+            hi = m2 - 1;
+        else if (a > b)
+            lo = m1 + 1;
+        else
+            break;
+    }
+    if (!qc || hi - lo > 3) {
+        lo = 0;
+        hi = n - 1;
+    }
+    *best = HUGE_VAL;
+    *bi = lo;
+    for (size_t i = lo; i <= hi && g->rc == DP_OK; i++) {
+        double v = grid_f(g, i);
+        if (v < *best) {
+            *best = v;
+            *bi = i;
+        }
+    }
+}
+
+/* Grid minimum, then (conv == OPTIMAL) golden-section refinement in log(alpha - 1) between the grid
+ * neighbours of the best order, until the bracket is ACCT_ORDER_SEARCH_XTOL wide. The refined value
+ * is taken only if it is smaller, so the answer is never looser than the grid's. */
 static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delta, double target,
                        acct_conversion conv, const double *orders, size_t n, acct_rdp_answer *out,
                        dp_err *err)
@@ -945,32 +1046,34 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     double *ord = dp_malloc(2 * n * sizeof *ord);
     if (ord == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    double *rdp = ord + n;
+    double *memo = ord + n;
     memcpy(ord, orders, n * sizeof *ord);
     qsort(ord, n, sizeof *ord, cmp_double);
+    for (size_t i = 0; i < n; i++)
+        memo[i] = (double)NAN;
     rdp_ws ws = {nb, NULL, NULL};
-    rc = eval_orders(ev, &ws, ord, n, rdp, err);
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
-    double val = 0.0, oa = ((double)NAN);
-    if (rc == DP_OK) {
-        rc = want_delta ? acct_rdp_to_delta(ord, rdp, n, target, base, &val, &oa, err)
-                        : acct_rdp_to_epsilon(ord, rdp, n, target, base, &val, &oa, err);
-    }
+    grid_obj g = {ev, &ws, ord, memo, want_delta, target, base, err, DP_OK};
+    double best;
+    size_t bi;
+    grid_min(&g, n, tree_quasiconvex(ev), &best, &bi);
+    rc = g.rc;
+    double oa = ord[bi];
     out->conversion = base;
     out->continuous = false;
-    if (rc == DP_OK && conv == ACCT_CONV_OPTIMAL && !isnan(oa) && isfinite(val) && val > 0.0) {
-        size_t i = 0;
-        while (i + 1 < n && ord[i] != oa)
-            i++;
-        double lo = i > 0 ? ord[i - 1] : ACCT_RDP_MIN_ORDER;
-        double hi = i + 1 < n ? ord[i + 1] : ACCT_RDP_MAX_ORDER;
+    bool improvable = want_delta ? best > -HUGE_VAL && best < 0.0 : isfinite(best) && best > 0.0;
+    if (rc == DP_OK && conv == ACCT_CONV_OPTIMAL && improvable) {
+        double lo = bi > 0 ? ord[bi - 1] : ACCT_RDP_MIN_ORDER;
+        double hi = bi + 1 < n ? ord[bi + 1] : ACCT_RDP_MAX_ORDER;
         order_obj o = {ev, &ws, want_delta, target, log(target), target, err, DP_OK};
         /* search variable x = log(alpha - 1) */
         double xa = log(lo - 1.0), xb = log(hi - 1.0);
         double x1 = xb - GOLDEN * (xb - xa), x2 = xa + GOLDEN * (xb - xa);
         double f1 = objective(&o, 1.0 + exp(x1)), f2 = objective(&o, 1.0 + exp(x2));
         for (int it = 0; it < ACCT_ORDER_SEARCH_ITERS && o.rc == DP_OK; it++) {
+            if (xb - xa < ACCT_ORDER_SEARCH_XTOL)
+                break;
             if (f1 < f2) {
                 xb = x2;
                 x2 = x1;
@@ -987,9 +1090,8 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
         }
         rc = o.rc;
         double fb = f1 < f2 ? f1 : f2, xbst = f1 < f2 ? x1 : x2;
-        double cur = want_delta ? log(val) : val;
-        if (rc == DP_OK && fb < cur) {
-            val = want_delta ? exp(fb) : fb;
+        if (rc == DP_OK && fb < best) {
+            best = fb;
             oa = 1.0 + exp(xbst);
             out->continuous = true;
         }
@@ -1000,8 +1102,13 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     dp_free(ord);
     if (rc != DP_OK)
         return rc;
-    out->value = val;
-    out->optimal_order = isfinite(val) ? oa : ((double)NAN);
+    if (want_delta) {
+        out->value = best < 0.0 ? exp(best) : 1.0;
+        out->optimal_order = oa;
+    } else {
+        out->value = best;
+        out->optimal_order = isfinite(best) ? oa : (double)NAN;
+    }
     return DP_OK;
 }
 

@@ -22,6 +22,12 @@ int route_version(const http_req *rq, http_resp *rs, dp_err *err);
 int route_metrics(const http_req *rq, http_resp *rs, dp_err *err);
 int route_echo(const http_req *rq, http_resp *rs, dp_err *err);
 
+/* routes_accounting.c: stateless privacy calculators (issue #3). */
+int route_accounting_epsilon(const http_req *rq, http_resp *rs, dp_err *err);
+int route_accounting_delta(const http_req *rq, http_resp *rs, dp_err *err);
+int route_accounting_rdp(const http_req *rq, http_resp *rs, dp_err *err);
+int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err);
+
 /* routes_estimators.c: empirical-Bayes estimators and their stored runs (issue #6). */
 int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err);
 int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err);

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# bench/accounting/run.sh: the accounting benchmark (issue #3). Times dpsilo's RDP accountant
+# (build/bench/accounting, C) and, when present, the reference harness (bench/accounting/ref_bench.py:
+# dp_accounting and Opacus run here on the same tasks.json), then prints every task side by side with
+# the ratio reference/dpsilo. Also the median HTTP round trip of POST /v1/accounting/epsilon.
+#
+# Protocol shared with the reference harness: both print lines
+#   task <TAB> implementation <TAB> seconds <TAB> result
+# (seconds = median per call; for sweep_1000 the total). Not part of `make test`.
+# Knobs: REPS=200 (repetitions for medians), THREADS=2 (dpsilod --threads).
+set -euo pipefail
+BUILD=${BUILD:-build}
+REPS=${REPS:-200}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BIN=$BUILD/bench/accounting
+DPSILOD=${DPSILOD:-$BUILD/dpsilod}
+[ -x "$BIN" ] || { echo "bench/accounting: $BIN not built (make bench)"; exit 1; }
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-bench-acct-XXXXXX")
+PID=""
+cleanup() {
+    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; fi
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+"$DPSILOD" --listen 127.0.0.1:0 --db "$T/db" --threads "${THREADS:-2}" --log-level warn >"$T/out" 2>"$T/log" &
+PID=$!
+URL=""
+for _ in $(seq 1 100); do
+    URL=$(sed -n 's/^dpsilod listening on http:\/\///p' "$T/out")
+    [ -n "$URL" ] && break
+    sleep 0.05
+done
+[ -n "$URL" ] || { echo "bench/accounting: dpsilod did not start"; cat "$T/log"; exit 1; }
+
+echo "bench/accounting: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
+(cd "$ROOT" && nice -n 10 "$OLDPWD/$BIN" --reps "$REPS" --http "$URL") >"$T/ours.tsv" 2>/dev/null ||
+    (cd "$ROOT" && nice -n 10 "$BIN" --reps "$REPS" --http "$URL") >"$T/ours.tsv"
+: >"$T/ref.tsv"
+if [ -f "$HERE/ref_bench.py" ]; then
+    (cd "$ROOT" && nice -n 10 /usr/bin/python3 "$HERE/ref_bench.py" --tasks "$HERE/tasks.json") >"$T/ref.tsv" ||
+        echo "bench/accounting: reference harness failed (see above); dpsilo figures only"
+else
+    echo "bench/accounting: reference harness bench/accounting/ref_bench.py not present; dpsilo figures only"
+fi
+printf '%-20s %-14s %14s %20s %12s\n' task implementation seconds result "ratio(ref/us)"
+awk -F'\t' 'FNR==NR { ours[$1]=$3; print; next }
+            { print; if ($1 in ours && ours[$1] > 0) ratio[$1 " " $2] = $3 / ours[$1] }
+            END { for (k in ratio) printf "ratio %-40s %.1fx\n", k, ratio[k] }' "$T/ours.tsv" "$T/ref.tsv" |
+    awk -F'\t' 'NF==4 { printf "%-20s %-14s %14.6g %20s\n", $1, $2, $3, $4; next } { print }'
