@@ -125,6 +125,14 @@ def main():
                                       "delta": delta, "conversion": conv, "orders": orders,
                                       "orders_name": name, "epsilon": C.num(e), "optimal_order": float(opt),
                                       "rtol": RTOL_EPS})
+    # 5. the mixed composition of gen_dp_accounting.py, exact: the sum of its parts (composition of RDP)
+    for a in G.DP_ACCOUNTING_DEFAULT_ORDERS:
+        v = (mp.mpf(sgm(cache, 0.01, 1.1, a)[1]) * 1000 + mp.mpf(sgm(cache, 0.001, 0.8, a)[1]) * 5000 +
+             3 * X.laplace_rdp(10.0, a))
+        cases.append({"name": f"mix sgm+sgm+laplace order={a:g}",
+                      "event": {"type": "composed", "events": [C.ev_sgm(0.01, 1.1, 1000), C.ev_sgm(0.001, 0.8, 5000),
+                                                               C.ev_self(3, C.ev_laplace(10.0))]},
+                      "neighboring": "add_remove", "order": a, "rdp": C.num(v), "rtol": RTOL_RDP})
     save_cache(cache)
 
     out = {"provenance": dict(C.provenance("mpmath (dpsilo tests/vectors/gen/exact_rdp.py)", None, None,
