@@ -30,18 +30,19 @@
  * is committed or refused. Read calls use the caller's own connection (a borrowed pool connection,
  * never used by two threads at once) and see a committed snapshot.
  *
- * USE FROM A HANDLER OR A JOB (estimators, training rounds). A handler finds the ledger in rq->ledger
- * (http.h); a job worker gets the same pointer from whoever started it (main.c owns it). One round that
- * spends on several silos is one all-or-nothing call:
- *     ledger_charge_req reqs[K];   // one per silo: .silo_id, .event (a validated acct_event tree),
+ * USE FROM A HANDLER OR A JOB (estimators, training rounds). A handler finds the ledger in
+ * rq->ledger (http.h); a job worker gets the same pointer from whoever started it (main.c owns it).
+ * One round that spends on several silos is one all-or-nothing call: ledger_charge_req reqs[K]; //
+ * one per silo: .silo_id, .event (a validated acct_event tree),
  *                                  // .idempotency_key ("job-9-round-3"), .job_id, .reason;
  *                                  // .event_json may stay NULL
  *     ledger_charge_result out[K];
  *     rc = ledger_charge_batch(l, reqs, K, false, out, &err);
- *     // DP_OK: all charged (or replayed); DP_EBUDGET: nothing charged, out[i].status says which silo
+ *     // DP_OK: all charged (or replayed); DP_EBUDGET: nothing charged, out[i].status says which
+ * silo
  *     // was refused and out[i].would_be / .budget why. dry_run = true asks without writing.
- * A job that must not start unless its whole spend fits can reserve it first with ledger_claim_create
- * and commit per round, or check with a dry run.
+ * A job that must not start unless its whole spend fits can reserve it first with
+ * ledger_claim_create and commit per round, or check with a dry run.
  *
  * OWNERSHIP. Pointers in requests are borrowed for the duration of the call. Views are plain
  * structs filled by the callee; lists are arrays owned by the caller, freed with the matching
