@@ -181,8 +181,9 @@ typedef struct ledger_charge_req {
     int64_t silo_id;
     const acct_event *event; /* validated tree (acct_event_check) */
     acct_neighboring neighboring;
-    const char
-        *event_json; /* the event as canonical JSON (compact, sorted keys), stored in the log */
+    /* The event as canonical JSON (compact, sorted keys), stored in the log. NULL: the ledger
+     * writes it from `event` (C callers such as training jobs need no JSON). */
+    const char *event_json;
     const char *idempotency_key; /* NULL = none; <= LEDGER_KEY_MAX bytes */
     const char *reason;          /* NULL = none; <= LEDGER_REASON_MAX bytes */
     int64_t job_id;              /* 0 = none */

@@ -18,6 +18,8 @@
 #include "accounting/pld.h"
 #include "accounting/rdp.h"
 #include "common/dp_log.h"
+#include "common/dp_alloc.h"
+#include "service/event_json.h"
 #include "service/ledger.h"
 #include "tests/unit/ledger_fixture.h"
 
@@ -456,7 +458,7 @@ static void claims_hold_commit_abort_and_expire(void **state)
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
     assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e),
-                     DP_OK); /* 0.875 + 0.125 = 1 fits exactly */
+                     DP_OK);          /* 0.875 + 0.125 = 1 fits exactly */
     assert_true(isnan(res.reserved)); /* accepted with no active claim: not computed (ledger.h) */
     ledger_silo_view vv;
     dp_err_clear(&e);
@@ -711,6 +713,57 @@ static void pld_silo_admits_on_the_tighter_bound(void **state)
     acct_event_free(epoch);
 }
 
+static void c_callers_need_no_json(void **state)
+{
+    fx *x = *state;
+    /* composed[self_composed(3, poisson_sampled(0.02, gaussian(1.3))), laplace(4.5)] from C only */
+    acct_event *root = acct_event_alloc(ACCT_EV_COMPOSED);
+    root->children = dp_calloc(2, sizeof *root->children);
+    root->n_children = 2;
+    acct_event *sc = root->children[0] = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    sc->count = 3;
+    sc->child = acct_event_alloc(ACCT_EV_POISSON);
+    sc->child->sampling_rate = 0.02;
+    sc->child->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    sc->child->child->noise_multiplier = 1.3;
+    root->children[1] = acct_event_alloc(ACCT_EV_LAPLACE);
+    root->children[1]->noise_multiplier = 4.5;
+    int64_t s = make_silo(x, "job", eps_budget(10, 1e-6), NULL);
+    ledger_charge_req r = req_of(s, root, NULL, "round-1");
+    ledger_charge_result res;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(ledger_charge_batch(x->f.l, &r, 1, false, &res, &e), DP_OK);
+    assert_int_equal(ledger_charge_batch(x->f.l, &r, 1, false, &res, &e), DP_OK); /* a retry */
+    assert_true(res.replayed);
+    ledger_charge_row *rows = NULL;
+    size_t n = 0;
+    ledger_charge_filter f = {.limit = 10, .since_ms = INT64_MIN, .until_ms = INT64_MAX};
+    assert_int_equal(ledger_charges_list(x->f.db, s, &f, &rows, &n, &e), DP_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(
+        rows[0].event,
+        "{\"events\":[{\"count\":3,\"event\":{\"event\":{\"noise_multiplier\":1.3,"
+        "\"type\":\"gaussian\"},\"sampling_rate\":0.02,\"type\":\"poisson_sampled\"},"
+        "\"type\":\"self_composed\"},{\"noise_multiplier\":4.5,\"type\":\"laplace\"}],"
+        "\"type\":\"composed\"}");
+    /* ... and it parses back into a tree of the same cost. */
+    json_t *j = json_loads(rows[0].event, 0, NULL);
+    acct_event *back = NULL;
+    assert_int_equal(event_json_parse(j, false, "event", &back, &e), DP_OK);
+    json_decref(j);
+    ledger_charge_rows_free(rows, n);
+    const double *orders;
+    size_t no = acct_rdp_default_orders(&orders);
+    double a[256], b[256];
+    assert_int_equal(acct_rdp_eval(root, ACCT_NB_ADD_REMOVE, orders, no, a, &e), DP_OK);
+    assert_int_equal(acct_rdp_eval(back, ACCT_NB_ADD_REMOVE, orders, no, b, &e), DP_OK);
+    for (size_t i = 0; i < no; i++)
+        assert_close(b[i], a[i], 0, 0);
+    acct_event_free(back);
+    acct_event_free(root);
+}
+
 /* ---- concurrency: many threads, one silo that admits exactly N ----------------------------------
  */
 
@@ -836,6 +889,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(opted_out_silo_records_and_never_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(pld_silo_admits_on_the_tighter_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(c_callers_need_no_json, setup, teardown),
         cmocka_unit_test_setup_teardown(claims_hold_commit_abort_and_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(lowering_a_budget_below_spent_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(archived_silo_keeps_its_log_and_takes_no_charges, setup,
