@@ -8,8 +8,11 @@
  * ledger_op on their own stack (inputs borrowed from the caller, outputs written into caller
  * memory), append it to the FIFO under l->mu, signal l->cv_work and wait on op->cv until op->done.
  * The committer detaches the whole queue (at most LEDGER_MAX_GROUP ops), and without holding the
- * lock runs: BEGIN IMMEDIATE; for each op { SAVEPOINT op; apply; success ? RELEASE : ROLLBACK TO +
- * RELEASE } COMMIT and then, under the lock, marks each op done and signals it. Nothing is
+ * lock runs:
+ *     BEGIN IMMEDIATE
+ *     for each op: SAVEPOINT; apply; on success RELEASE, else ROLLBACK TO and RELEASE
+ *     COMMIT
+ * and then, under the lock, marks each op done and signals it. Nothing is
  * acknowledged before COMMIT returned SQLITE_OK with synchronous=FULL, so an acknowledged charge
  * survives a crash (the WAL frame was fsynced); an op whose group failed to commit reports an error
  * and was not recorded. The committer touches an op only before it sets op->done (the waiter may

@@ -30,6 +30,17 @@
  * is committed or refused. Read calls use the caller's own connection (a borrowed pool connection,
  * never used by two threads at once) and see a committed snapshot.
  *
+ * USE FROM A HANDLER OR A JOB (estimators, training rounds). A handler finds the ledger in
+ * rq->ledger (http.h); a job worker gets the same pointer from whoever started it (main.c owns
+ * it). One round that spends on several silos is one all-or-nothing call:
+ *   - fill ledger_charge_req reqs[K], one per silo: silo_id, event (a validated acct_event tree),
+ *     idempotency_key (e.g. "job-9-round-3"), job_id, reason; event_json may stay NULL;
+ *   - rc = ledger_charge_batch(l, reqs, K, false, out, &err) with ledger_charge_result out[K];
+ *   - DP_OK: all charged (or replayed). DP_EBUDGET: nothing charged; out[i].status names the
+ *     refused silo, out[i].would_be and out[i].budget say why. dry_run = true asks, writes nothing.
+ * A job that must not start unless its whole spend fits can reserve it first with
+ * ledger_claim_create and commit per round, or check with a dry run.
+ *
  * OWNERSHIP. Pointers in requests are borrowed for the duration of the call. Views are plain
  * structs filled by the callee; lists are arrays owned by the caller, freed with the matching
  * _free.

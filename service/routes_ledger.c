@@ -1,18 +1,19 @@
 /*
  * routes_ledger.c: the HTTP face of the per-silo budget ledger (issue #5; docs/BUDGETS.md).
  *
- *   POST   /v1/silos                    admin   create; answers the silo and its token (shown once)
- *   GET    /v1/silos                    admin   ?limit=&after=&archived=true
- *   GET    /v1/silos/{id}               silo    ?verify=true recomputes the totals from the log
- *   PATCH  /v1/silos/{id}               admin   name, budget.epsilon / budget.delta / budget.rho
- *   DELETE /v1/silos/{id}               admin   archive (the log stays readable)
- *   POST   /v1/silos/{id}/charges       silo    one charge (event, idempotency_key, dry_run,
- * reason, job_id) GET    /v1/silos/{id}/charges       silo    audit log:
- * ?limit=&after=&since=&until=&job_id= POST   /v1/charges                  admin*  batch over
- * several silos, all or nothing POST   /v1/silos/{id}/claims        silo    reserve (timeout_ms)
- *   GET    /v1/claims/{id}              silo    a claim
- *   POST   /v1/claims/{id}/commit       silo    spend a reservation
- *   POST   /v1/claims/{id}/abort        silo    release it
+ *   POST   /v1/silos                admin   create; answers the silo and its token (shown once)
+ *   GET    /v1/silos                admin   ?limit=&after=&archived=true
+ *   GET    /v1/silos/{id}           silo    ?verify=true recomputes the totals from the log
+ *   PATCH  /v1/silos/{id}           admin   name, budget.epsilon / budget.delta / budget.rho
+ *   DELETE /v1/silos/{id}           admin   archive (the log stays readable)
+ *   POST   /v1/silos/{id}/charges   silo    one charge: event, idempotency_key, dry_run, reason,
+ *                                           job_id
+ *   GET    /v1/silos/{id}/charges   silo    audit log: ?limit=&after=&since=&until=&job_id=
+ *   POST   /v1/charges              admin*  batch over several silos, all or nothing
+ *   POST   /v1/silos/{id}/claims    silo    reserve (timeout_ms)
+ *   GET    /v1/claims/{id}          silo    a claim
+ *   POST   /v1/claims/{id}/commit   silo    spend a reservation
+ *   POST   /v1/claims/{id}/abort    silo    release it
  * "silo" = the admin token or that silo's token; *a silo token may batch-charge only itself.
  *
  * Every handler parses and validates its input into ledger.h structs, calls the ledger (which does
