@@ -12,6 +12,8 @@
  */
 #include "service/routes.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "service/json_util.h"
