@@ -109,6 +109,17 @@ int eb_gauss_sigma_analytic(double sensitivity, double eps, double delta, double
     return DP_OK;
 }
 
+/* Refuses a calibrated sd that is not finite or above EB_LDP_MAX_SIGMA. */
+static int sigma_usable(double sigma, double eps0, double delta, dp_err *err)
+{
+    if (sigma <= EB_LDP_MAX_SIGMA)
+        return DP_OK;
+    return dp_err_set(err, DP_ENUMERIC, "epsilon0",
+                      "epsilon0 %g (delta %g) needs a noise sd of %g, above the largest usable %g; "
+                      "use a larger epsilon0",
+                      eps0, delta, sigma, EB_LDP_MAX_SIGMA);
+}
+
 int eb_ldp_gauss_calibrate(double eps0, double delta, double b, size_t d, bool per_coordinate,
                            eb_calibration cal, eb_ldp_gauss *out, dp_err *err)
 {
@@ -140,6 +151,8 @@ int eb_ldp_gauss_calibrate(double eps0, double delta, double b, size_t d, bool p
         if (rc != DP_OK)
             return rc;
     }
+    if (sigma_usable(out->sigma, eps0, delta, err) != DP_OK)
+        return err->code;
     /* zCDP of the released vector: each coordinate has sensitivity 2b, noise sigma; d coordinates
      * compose (equals the vector mechanism's Delta^2/(2 sigma^2) with Delta = 2b sqrt(d)). */
     out->rho = (double)d * (2.0 * b) * (2.0 * b) / (2.0 * out->sigma * out->sigma);
@@ -160,10 +173,13 @@ int eb_ldp_sigma(double sensitivity, double eps0, double delta, eb_calibration c
     if (cal == EB_CAL_CLASSIC && eps0 < 1.0) {
         *analytic = false;
         *sigma = sensitivity * sqrt(2.0 * log(2.0 / delta)) / eps0; /* paper eq. 26 */
-        return DP_OK;
+    } else {
+        *analytic = true;
+        int rc = eb_gauss_sigma_analytic(sensitivity, eps0, delta, sigma, err);
+        if (rc != DP_OK)
+            return rc;
     }
-    *analytic = true;
-    return eb_gauss_sigma_analytic(sensitivity, eps0, delta, sigma, err);
+    return sigma_usable(*sigma, eps0, delta, err);
 }
 
 double eb_clip(double x, double b)
