@@ -10,7 +10,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PER_ROUTE=${FUZZ_PER_ROUTE:-300}
 BUDGET_S=${FUZZ_BUDGET_S:-20}
 case "${BUILD:-build}" in
-    *asan* | *tsan*) PER_ROUTE=${FUZZ_PER_ROUTE:-60} BUDGET_S=${FUZZ_BUDGET_S:-40} ;;
+    *asan* | *tsan*) PER_ROUTE=${FUZZ_PER_ROUTE:-150} BUDGET_S=${FUZZ_BUDGET_S:-30} ;;
 esac
 
 start_daemon --auth off --threads 2 || exit 1
