@@ -9,12 +9,15 @@ digits, by
     alpha, with breakpoints at every significant binomial component (z = k, +-j*min(s,1)/2),
   * and, where the series converges fast (q <= 0.3), the MTZ two-sided erfc series, as a cross-check;
     the script aborts if the two disagree by more than 1e-20 relative.
-Laplace (Mironov 2017, Prop. 6), Gaussian (alpha/(2 s^2)), pure (min(eps, alpha eps^2/2)) and zcdp
+Laplace (Mironov 2017, Prop. 6), Gaussian (alpha/(2 s^2)), pure (randomized response) and zcdp
 (rho alpha) use their closed forms at 50 digits. Epsilons use the conversions of accounting/rdp.h
 (Mironov 2017 Prop. 3; Balle et al. 2020 Thm. 21 with the KL shortcut) minimised over the listed orders.
 
 Every input is the exact double that the C test passes (mpf(float) is exact).
-Usage: nice -n 10 python3 tests/vectors/gen/mpmath_rdp.py > tests/vectors/mpmath_rdp.json
+Usage: nice -n 10 python3 tests/vectors/gen/mpmath_rdp.py [--reuse OLD.json] > tests/vectors/mpmath_rdp.json
+--reuse takes the single-mechanism "sgm ..." cases (a pure function of q, sigma, order, computed by the
+unchanged rdp_sgm) from a previous output instead of recomputing them (~25 CPU minutes); every other
+case is recomputed. The provenance records the reuse.
 """
 import hashlib
 import json
@@ -127,8 +130,9 @@ def rdp_event(ev, a):
     if t == "laplace":
         return rdp_laplace(ev["noise_multiplier"], a)
     if t == "pure":
-        e = mpf(ev["epsilon"])
-        return min(e, mpf(a) * e * e / 2)
+        # randomized response dominates every eps-DP mechanism (Mironov 2017 Table II; as dp_accounting)
+        e, al = mpf(ev["epsilon"]), mpf(a)
+        return (e * al + mp.log1p(mp.exp(e * (1 - 2 * al))) - mp.log1p(mp.exp(e))) / (al - 1)
     if t == "zcdp":
         return mpf(ev["rho"]) * mpf(a)
     if t == "poisson_sampled":
@@ -170,6 +174,10 @@ def num(x):
 
 
 def main():
+    reuse = {}
+    if len(sys.argv) == 3 and sys.argv[1] == "--reuse":
+        old = json.load(open(sys.argv[2]))
+        reuse = {c["name"]: c for c in old["cases"] if c["name"].startswith("sgm ")}
     cases = []
     qs = [1e-8, 1e-5, 1e-3, 0.01, 0.1, 0.5, 0.9, 1.0]
     sigmas = [0.1, 0.4, 1.0, 3.0, 30.0, 1e3, 1e5]
@@ -185,8 +193,12 @@ def main():
                     continue
                 if a == 1000.5 and not (s in (0.1, 1.0, 30.0, 1e5) or q in (1e-3, 0.9)):
                     continue
+                name = "sgm q=%g sigma=%g order=%g" % (q, s, a)
+                if name in reuse:
+                    cases.append(reuse[name])
+                    continue
                 r = rdp_sgm(q, s, a)
-                cases.append({"name": "sgm q=%g sigma=%g order=%g" % (q, s, a), "event": sgm_event(q, s),
+                cases.append({"name": name, "event": sgm_event(q, s),
                               "neighboring": "add_remove", "order": a, "rdp": num(r), "rtol": RTOL_RDP})
                 print("sgm", q, s, a, mp.nstr(r, 12), file=sys.stderr)
     for b in [0.05, 0.5, 1.0, 7.0, 1e3, 1e5]:
@@ -226,7 +238,8 @@ def main():
                           "mpmath": mp.__version__, "python": sys.version.split()[0], "digits": mp.mp.dps,
                           "method": "exact binomial sums (integer orders), tanh-sinh quadrature at 50 digits "
                                     "(fractional), cross-checked with the MTZ 2019 series where it converges",
-                          "papers": "Mironov, Talwar & Zhang 2019 §3.3; Mironov 2017 Prop. 3, 6; Balle et al. 2020 Thm. 21"},
+                          "papers": "Mironov, Talwar & Zhang 2019 §3.3; Mironov 2017 Prop. 3, 6; Balle et al. 2020 Thm. 21",
+                          "reused_sgm_cases": len(reuse)},
            "cases": cases}
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")
