@@ -1173,11 +1173,52 @@ static double grid_f(grid_obj *g, size_t i)
 static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
 {
     size_t lo = 0, hi = n - 1;
-    if (qc && !g->want_delta && grid_f(g, 0) == 0.0) {
+    /* delta: the KL bound (increasing in alpha) is min'ed with a convex bound, which need not be
+     * quasi-convex: always scan. */
+    qc = qc && !g->want_delta;
+    if (qc && grid_f(g, 0) == 0.0) { /* KL shortcut holds on a prefix of the orders */
         *best = 0.0;
         *bi = 0;
         return;
     }
+    /* Integer orders first (their RDP is a cheap exact sum, fractional ones need quadrature): if k
+     * is the best integer order, quasi-convexity puts the grid minimum between the integer orders
+     * on either side of k, so only the fractional orders there are evaluated. */
+    size_t *J = qc ? dp_malloc(n * sizeof *J) : NULL, m = 0;
+    for (size_t i = 0; J != NULL && i < n; i++)
+        if (g->ord[i] == floor(g->ord[i]))
+            J[m++] = i;
+    if (J != NULL && m >= 4) {
+        size_t a = 0, b = m - 1;
+        bool tie = false;
+        while (g->rc == DP_OK && b - a > 3) {
+            size_t m1 = a + (b - a) / 3, m2 = b - (b - a) / 3;
+            double fa = grid_f(g, J[m1]), fb = grid_f(g, J[m2]);
+            if (fa < fb) {
+                b = m2 - 1;
+            } else if (fa > fb) {
+                a = m1 + 1;
+            } else {
+                tie = true;
+                break;
+            }
+        }
+        if (!tie && g->rc == DP_OK) {
+            size_t pos = a;
+            double fbest = HUGE_VAL;
+            for (size_t k = a; k <= b && g->rc == DP_OK; k++) {
+                double v = grid_f(g, J[k]);
+                if (v < fbest) {
+                    fbest = v;
+                    pos = k;
+                }
+            }
+            lo = pos > 0 ? J[pos - 1] : 0;
+            hi = pos + 1 < m ? J[pos + 1] : n - 1;
+        }
+    }
+    dp_free(J);
+    size_t lo0 = lo, hi0 = hi;
     while (qc && g->rc == DP_OK && hi - lo > 3) {
         size_t m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
         double a = grid_f(g, m1), b = grid_f(g, m2);
@@ -1188,9 +1229,12 @@ static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
         else
             break;
     }
-    if (!qc || hi - lo > 3) {
+    if (!qc) {
         lo = 0;
         hi = n - 1;
+    } else if (hi - lo > 3) { /* a tie: scan the whole bracket */
+        lo = lo0;
+        hi = hi0;
     }
     *best = HUGE_VAL;
     *bi = lo;
