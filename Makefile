@@ -116,6 +116,9 @@ deps:
 
 LISTEN ?= 127.0.0.1:8080
 DB     ?= ./var/dpsilo.db
+# `make run` is for local development: no bearer tokens (the daemon prints a loud warning, and refuses
+# --auth off on a non-loopback address). RUN_FLAGS="--auth on" to try the tokens.
+RUN_FLAGS ?= --auth off
 run: deps all
 	@mkdir -p $(dir $(DB))
 	./$(BUILD)/dpsilod --listen $(LISTEN) --db $(DB) $(RUN_FLAGS)

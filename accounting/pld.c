@@ -65,8 +65,7 @@
 
 #include <gsl/gsl_cdf.h>
 #include <gsl/gsl_errno.h>
-#include <gsl/gsl_fft_halfcomplex.h>
-#include <gsl/gsl_fft_real.h>
+#include <gsl/gsl_fft_complex.h>
 #include <gsl/gsl_math.h>
 
 #include "common/dp_alloc.h"
@@ -81,7 +80,11 @@
  */
 #define PLD_NEWTON_MAX_ITER 60
 /* Relative step at which the Newton search for the Chernoff exponent stops. */
-#define PLD_NEWTON_RTOL 1e-6
+#define PLD_NEWTON_RTOL 1e-4
+/* First Chernoff exponent (small: gives the variance), and the largest first guess derived from it.
+ */
+#define PLD_CHERNOFF_T0   1e-3
+#define PLD_CHERNOFF_TMAX 1e6
 /* Relative bracket width at which the replace-one loss inversion stops (near double precision). */
 #define PLD_ROOT_XTOL 1e-14
 /* Terms of a moment sum below this factor are bounded by it (keeps the bound an upper bound). */
@@ -91,6 +94,8 @@
 /* Work cap of one call, in units of max_grid_points: total grid points discretised over all
  * mechanisms, and mechanisms x window length transformed (keeps a request to about a second). */
 #define PLD_WORK_FACTOR 16.0
+/* Twiddle factors between exact cos/sin re-anchors of the rotation recurrence. */
+#define PLD_TWIDDLE_RESYNC 16
 /* Grid points between exact exp() re-anchors of the e^eps recurrence in pmf_build. */
 #define PLD_EXP_RESYNC 32
 /* INFINITY is a float constant; -Wdouble-promotion wants the double. */
@@ -136,12 +141,14 @@ typedef struct pld_comp {
     double drift;    /* sum over runs of the bottom-lift mean shift */
 } pld_comp;
 
-/* GSL FFT workspace for one length (STYLE.md 2.4: allocated once, passed in). */
+/* GSL FFT workspace for one real length n (STYLE.md 2.4: allocated once, passed in). A real
+ * sequence of even length n is transformed as n/2 complex numbers (even samples real, odd samples
+ * imaginary) plus an O(n) split, so one complex wavetable serves both directions: half the
+ * trigonometric set-up of GSL's real + halfcomplex pair, which dominated a cold call. */
 typedef struct pld_fft {
-    size_t n;
-    gsl_fft_real_wavetable *rw;
-    gsl_fft_halfcomplex_wavetable *hw;
-    gsl_fft_real_workspace *ws;
+    size_t n;                       /* real length (even) */
+    gsl_fft_complex_wavetable *cw;  /* for n/2 */
+    gsl_fft_complex_workspace *cws; /* for n/2 */
 } pld_fft;
 
 /* The reusable workspace of pld.h: FFT tables for the last length used and three work arrays. */
@@ -807,12 +814,20 @@ static void cgf_eval(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h,
 static double chernoff_cut(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h, int sgn,
                            double c)
 {
-    double t = 1.0, best = PLD_INF;
+    /* start where a Gaussian with the same variance would have its optimum, t = sqrt(2c / var) */
+    double t = PLD_CHERNOFF_T0, best = PLD_INF;
     for (int it = 0; it < PLD_NEWTON_MAX_ITER; it++) {
         double K, K1, K2;
         cgf_eval(pm, lv, nl, h, sgn, t, &K, &K1, &K2);
         if (K == -PLD_INF)
             return -PLD_INF;
+        if (it == 0 && K2 > 0) {
+            double t0 = sqrt(2.0 * c / K2);
+            if (t0 > t) {
+                t = t0 < PLD_CHERNOFF_TMAX ? t0 : PLD_CHERNOFF_TMAX;
+                continue;
+            }
+        }
         double u = (K + c) / t;
         if (u < best)
             best = u;
@@ -862,7 +877,8 @@ static double chernoff_delta(const pld_pmf *pm, const pld_leaf *lv, size_t nl, d
 /* ---- FFT composition ---------------------------------------------------------------------------
  */
 
-/* FFT length for a window of n points: the smallest 2^a 3^b 5^c >= n with a <= 6. GSL's mixed-radix
+/* FFT length for a window of n points: the smallest 2^a 3^b 5^c >= n with 1 <= a <= 6 (even, for
+ * the half-length complex transform). GSL's mixed-radix
  * real FFT is fastest with small factors, and large powers of two make its strides collide in the
  * cache (measured here: 2^18 takes 5x longer than 200000 = 2^6 5^5). */
 static size_t fft_length(size_t n)
@@ -877,19 +893,17 @@ static size_t fft_length(size_t n)
             r /= 3;
         while (r % 5 == 0)
             r /= 5;
-        if (r == 1 && twos <= 6)
+        if (r == 1 && twos >= 1 && twos <= 6)
             return m;
     }
 }
 
 static void fft_free(pld_fft *f)
 {
-    if (f->rw != NULL)
-        gsl_fft_real_wavetable_free(f->rw);
-    if (f->hw != NULL)
-        gsl_fft_halfcomplex_wavetable_free(f->hw);
-    if (f->ws != NULL)
-        gsl_fft_real_workspace_free(f->ws);
+    if (f->cw != NULL)
+        gsl_fft_complex_wavetable_free(f->cw);
+    if (f->cws != NULL)
+        gsl_fft_complex_workspace_free(f->cws);
     memset(f, 0, sizeof *f);
 }
 
@@ -898,14 +912,102 @@ static int fft_alloc(pld_fft *f, size_t n, dp_err *err)
     if (f->n == n)
         return DP_OK;
     fft_free(f);
-    f->rw = gsl_fft_real_wavetable_alloc(n);
-    f->hw = gsl_fft_halfcomplex_wavetable_alloc(n);
-    f->ws = gsl_fft_real_workspace_alloc(n);
-    if (f->rw == NULL || f->hw == NULL || f->ws == NULL) {
+    f->cw = gsl_fft_complex_wavetable_alloc(n / 2);
+    f->cws = gsl_fft_complex_workspace_alloc(n / 2);
+    if (f->cw == NULL || f->cws == NULL) {
         fft_free(f);
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory for an FFT of length %zu", n);
     }
     f->n = n;
+    return DP_OK;
+}
+
+/* Twiddles w^k = cos(2 pi k / n) - i sin(2 pi k / n) for k = 1, 2, ... by rotation, re-anchored
+ * with cos/sin every PLD_TWIDDLE_RESYNC steps (error a few ulps). */
+typedef struct twiddle {
+    double c, s, c1, s1, scale; /* current cos, sin; one-step rotation; 2 pi / n */
+    size_t k;
+} twiddle;
+
+static void twiddle_init(twiddle *t, size_t n)
+{
+    t->scale = 2.0 * M_PI / (double)n;
+    t->c1 = cos(t->scale);
+    t->s1 = sin(t->scale);
+    t->c = 1.0;
+    t->s = 0.0;
+    t->k = 0;
+}
+
+static void twiddle_next(twiddle *t)
+{
+    t->k++;
+    if (t->k % PLD_TWIDDLE_RESYNC == 0) {
+        t->c = cos(t->scale * (double)t->k);
+        t->s = sin(t->scale * (double)t->k);
+    } else {
+        double c = t->c * t->c1 - t->s * t->s1;
+        t->s = t->s * t->c1 + t->c * t->s1;
+        t->c = c;
+    }
+}
+
+/* x (real, length n = 2m, as m complex numbers) -> its DFT X_0..X_m, packed in place: slot 0 holds
+ * (X_0, X_m) (both real), slot k the complex X_k, 1 <= k < m. With Z = DFT_m(x_even + i x_odd),
+ * E_k = (Z_k + conj Z_(m-k)) / 2, O_k = (Z_k - conj Z_(m-k)) / 2i and X_k = E_k + w^k O_k,
+ * X_(m-k) = conj(E_k - w^k O_k), w = e^(-2 pi i / n) (the standard real-from-complex split). */
+static int fft_forward(const pld_fft *f, double *x)
+{
+    size_t m = f->n / 2;
+    if (gsl_fft_complex_forward(x, 1, m, f->cw, f->cws) != GSL_SUCCESS)
+        return DP_ENUMERIC;
+    double a = x[0], b = x[1];
+    x[0] = a + b;
+    x[1] = a - b;
+    twiddle t;
+    twiddle_init(&t, f->n);
+    for (size_t k = 1; 2 * k <= m; k++) {
+        twiddle_next(&t);
+        size_t j = m - k;
+        double zr = x[2 * k], zi = x[2 * k + 1], yr = x[2 * j], yi = x[2 * j + 1];
+        double er = 0.5 * (zr + yr), ei = 0.5 * (zi - yi);
+        double or_ = 0.5 * (zi + yi), oi = -0.5 * (zr - yr);
+        double wr = t.c * or_ + t.s * oi, wi = t.c * oi - t.s * or_; /* w^k O_k */
+        x[2 * k] = er + wr;
+        x[2 * k + 1] = ei + wi;
+        if (j != k) {
+            x[2 * j] = er - wr;
+            x[2 * j + 1] = -(ei - wi);
+        }
+    }
+    return DP_OK;
+}
+
+/* The inverse of fft_forward (including the 1/n normalisation): packed X -> real x in place. */
+static int fft_inverse(const pld_fft *f, double *x)
+{
+    size_t m = f->n / 2;
+    double x0 = x[0], xm = x[1];
+    x[0] = 0.5 * (x0 + xm);
+    x[1] = 0.5 * (x0 - xm);
+    twiddle t;
+    twiddle_init(&t, f->n);
+    for (size_t k = 1; 2 * k <= m; k++) {
+        twiddle_next(&t);
+        size_t j = m - k;
+        double ar = x[2 * k], ai = x[2 * k + 1], cr = x[2 * j], ci = x[2 * j + 1];
+        double er = 0.5 * (ar + cr), ei = 0.5 * (ai - ci);
+        double pr = ar - cr, pi_ = ai + ci; /* X_k - conj X_(m-k) */
+        double or_ = 0.5 * (pr * t.c - pi_ * t.s), oi = 0.5 * (pr * t.s + pi_ * t.c);
+        x[2 * k] = er - oi;
+        x[2 * k + 1] = ei + or_;
+        if (j != k) {
+            x[2 * j] = er + oi;
+            x[2 * j + 1] = or_ - ei;
+        }
+    }
+    if (gsl_fft_complex_inverse(x, 1, m, f->cw, f->cws) != GSL_SUCCESS)
+        return DP_ENUMERIC;
     return DP_OK;
 }
 
@@ -1029,7 +1131,7 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
                           nl, b - a + 1, PLD_WORK_FACTOR * (double)o->max_grid_points, h);
     size_t n = fft_length((size_t)(b - a) + 1);
     if (n > o->max_grid_points)
-        n = (size_t)(b - a) + 1; /* GSL handles any length, only slower */
+        n = (size_t)(b - a) + 2 - (size_t)(b - a + 1) % 2; /* even; GSL takes any factors */
     int rc = fft_alloc(&ws->fft, n, err);
     if (rc != DP_OK)
         return rc;
@@ -1049,29 +1151,27 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
             if (++pos == (int64_t)n)
                 pos = 0;
         }
-        if (gsl_fft_real_transform(dst, 1, n, fft->rw, fft->ws) != GSL_SUCCESS)
+        if (fft_forward(fft, dst) != DP_OK)
             return dp_err_set(err, DP_ENUMERIC, NULL, "FFT of length %zu failed", n);
-        /* halfcomplex layout: [0] = z_0, [2i-1], [2i] = Re, Im z_i, [n-1] = z_(n/2) if n even */
+        /* packed layout (fft_forward): [0], [1] = X_0, X_(n/2) (real); [2i], [2i+1] = X_i */
         uint64_t cnt = lv[k].count;
         if (cnt > 1) {
             dst[0] = rpow_u64(dst[0], cnt);
+            dst[1] = rpow_u64(dst[1], cnt);
             for (size_t i = 1; 2 * i < n; i++)
-                cpow_u64(&dst[2 * i - 1], &dst[2 * i], cnt);
-            if (n % 2 == 0)
-                dst[n - 1] = rpow_u64(dst[n - 1], cnt);
+                cpow_u64(&dst[2 * i], &dst[2 * i + 1], cnt);
         }
         if (k > 0) {
             acc[0] *= tmp[0];
+            acc[1] *= tmp[1];
             for (size_t i = 1; 2 * i < n; i++) {
-                double ar = acc[2 * i - 1], ai = acc[2 * i], br = tmp[2 * i - 1], bi = tmp[2 * i];
-                acc[2 * i - 1] = ar * br - ai * bi;
-                acc[2 * i] = ar * bi + ai * br;
+                double ar = acc[2 * i], ai = acc[2 * i + 1], br = tmp[2 * i], bi = tmp[2 * i + 1];
+                acc[2 * i] = ar * br - ai * bi;
+                acc[2 * i + 1] = ar * bi + ai * br;
             }
-            if (n % 2 == 0)
-                acc[n - 1] *= tmp[n - 1];
         }
     }
-    if (gsl_fft_halfcomplex_inverse(acc, 1, n, fft->hw, fft->ws) != GSL_SUCCESS)
+    if (fft_inverse(fft, acc) != DP_OK)
         return dp_err_set(err, DP_ENUMERIC, NULL, "inverse FFT of length %zu failed", n);
     for (size_t i = 0; i < n; i++)
         if (!(acc[i] > 0))

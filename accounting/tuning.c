@@ -10,9 +10,9 @@
  * log space. E[K] increases with t for every eta > -1 (from 1 at t = 0 to infinity), so gamma is
  * found by bisection on t.
  *
- * Auxiliary orders: see tuning.h. The scan is lh - 1 = 10^(k/6), k = -12..28 (1e-2 .. 4.6e4);
- * golden- section refinement works in x = log(lh - 1) inside the two scan/grid neighbours of the
- * best point, clamped to [1 + 1e-3, 9e4] (inside the accountant's order range).
+ * Auxiliary orders: see tuning.h. The scan is lh - 1 = 10^(k/2), k = -4..9 (1e-2 .. 3.2e4); Brent's
+ * method works in x = log(lh - 1) inside the two scan/grid neighbours of the best point, clamped to
+ * [1 + 1e-3, 9e4] (inside the accountant's order range).
  */
 #include "accounting/tuning.h"
 
@@ -23,12 +23,17 @@
 
 #include "common/dp_alloc.h"
 
-/* Scan of the auxiliary order: lh - 1 = 10^(k/6) for k in [AUX_K_MIN, AUX_K_MAX], i.e. 1e-2
- * .. 4.6e4 (inside the accountant's order range [1.0001, 1e5]). Sixth decades keep neighbouring
- * points within a factor 1.47 of each other, so the refinement bracket is narrow. */
-#define AUX_K_MIN -12
-#define AUX_K_MAX 28
-#define AUX_N     (AUX_K_MAX - AUX_K_MIN + 1)
+/* Scan of the auxiliary order: lh - 1 = 10^(k/AUX_PER_DECADE) for k in [AUX_K_MIN, AUX_K_MAX], i.e.
+ * 1e-2 .. 3.2e4 (inside the accountant's order range [1.0001, 1e5]). Half decades: the scan only
+ * has to bracket the minimum of a quasi-convex objective; Brent's method then finds it in ~10
+ * evaluations. Every base evaluation inside an event tree may be a quadrature, so fewer is faster.
+ * Poisson, whose conversion order depends on the output order, keeps a denser list
+ * (POISSON_PER_DECADE) and one parabolic step per output order instead. */
+#define AUX_PER_DECADE     2
+#define AUX_K_MIN          (-2 * AUX_PER_DECADE)
+#define AUX_K_MAX          (9 * AUX_PER_DECADE / 2)
+#define AUX_N              (AUX_K_MAX - AUX_K_MIN + 1)
+#define POISSON_PER_DECADE 12
 /* Refinement never leaves [1 + 1e-3, 9e4]: inside the accountant's order range. */
 #define AUX_X_MIN -6.907755278982137 /* log(1e-3) */
 #define AUX_X_MAX 11.407564949312402 /* log(9e4 - 1) */
@@ -44,6 +49,8 @@
 /* Poisson per-node candidate list cap (scan + every order asked): bounded memory. */
 #define PTS_MAX      8192
 #define AUX_MAX_ITER 80
+/* The envelope's minimiser only has to be good, not exact: 1e-3 in log(order - 1). */
+#define AUX_XTOL_ENV 1e-3
 /* dp_accounting (compute_delta) only uses the CKS conversion for orders above 1.01 because of
  * cancellation as the order tends to 1; grid mode mirrors that so that golden values match. */
 #define CKS_MIN_ORDER_GRID 1.01
@@ -295,12 +302,17 @@ static double base_eval(aux_ctx *a, double order)
 }
 
 /* Objective in x = log(order - 1). kind 0: TNB, (1 - 1/lh) r(lh) + t / lh. kind 1: Poisson,
- * CKS log-delta (a-1)(r(a) - ehat + log1p(-1/a)) - log(a). */
+ * CKS log-delta (a-1)(r(a) - ehat + log1p(-1/a)) - log(a). kind 2: the search's own RDP bound at
+ * the order (a prepared tree node), for the monotone envelope. */
+struct tnode;
 typedef struct aux_obj {
     int kind;
-    double t;    /* TNB: log(1/gamma) */
-    double ehat; /* Poisson: the epsilon at which delta is wanted */
+    double t;           /* TNB: log(1/gamma) */
+    double ehat;        /* Poisson: the epsilon at which delta is wanted */
+    struct tnode *node; /* kind 2 */
 } aux_obj;
+
+static double node_bound(aux_ctx *ac, struct tnode *n, double order, double r, bool refine);
 
 static double obj_from_r(const aux_obj *o, double order, double r)
 {
@@ -308,6 +320,8 @@ static double obj_from_r(const aux_obj *o, double order, double r)
         return INFINITY;
     if (o->kind == 0)
         return (1.0 - 1.0 / order) * r + o->t / order;
+    if (o->kind == 2)
+        return node_bound(NULL, o->node, order, r, false);
     return (order - 1.0) * (r - o->ehat + log1p(-1.0 / order)) - log(order);
 }
 
@@ -317,52 +331,78 @@ typedef struct cand {
     double r;     /* base RDP at order */
 } cand;
 
-/* Golden-section search of obj over x in [a, b] (fresh base evaluations); returns the smallest
- * value seen and its order through *best_val / *best_order (only improved, never worsened). */
-static void golden_refine(aux_ctx *ac, const aux_obj *o, double a, double b, double xtol,
-                          int max_iter, double *best_val, double *best_order)
+/* Brent's method (parabolic interpolation with golden-section fallback; Brent 1973, ch. 5) for obj
+ * over x in [a, b], started from the interior point x0 whose value f0 is known (the best candidate,
+ * so f0 <= obj at a and b). Fresh base evaluations; *best_val / *best_order are only ever improved,
+ * so whatever the iteration does the result is obj at a real order. */
+static void brent_refine(aux_ctx *ac, const aux_obj *o, double a, double b, double x0, double f0,
+                         double xtol, int max_iter, double *best_val, double *best_order)
 {
+    const double cgold = 0.3819660112501051; /* (3 - sqrt(5)) / 2 */
     a = fmax(a, AUX_X_MIN);
     b = fmin(b, AUX_X_MAX);
-    if (!(a < b))
+    if (!(a < x0 && x0 < b) || !isfinite(f0))
         return;
-    const double invphi = 0.6180339887498949; /* (sqrt(5) - 1) / 2 */
-    double c = b - invphi * (b - a), d = a + invphi * (b - a);
-    double oc = 1.0 + exp(c), od = 1.0 + exp(d);
-    double fc = obj_from_r(o, oc, base_eval(ac, oc));
-    double fd = obj_from_r(o, od, base_eval(ac, od));
-    for (int it = 0; it < max_iter && (b - a) > xtol && !ac->failed; it++) {
-        if (fc < *best_val) {
-            *best_val = fc;
-            *best_order = oc;
+    double x = x0, w = x0, v = x0, fx = f0, fw = f0, fv = f0, d = 0.0, e = 0.0;
+    for (int it = 0; it < max_iter && !ac->failed; it++) {
+        double m = 0.5 * (a + b), tol1 = xtol, tol2 = 2.0 * tol1;
+        if (fabs(x - m) <= tol2 - 0.5 * (b - a))
+            break;
+        bool golden = true;
+        if (fabs(e) > tol1) { /* try the parabola through x, w, v */
+            double r = (x - w) * (fx - fv), q = (x - v) * (fx - fw), p = (x - v) * q - (x - w) * r;
+            q = 2.0 * (q - r);
+            if (q > 0.0)
+                p = -p;
+            else
+                q = -q;
+            double etemp = e;
+            e = d;
+            if (fabs(p) < fabs(0.5 * q * etemp) && p > q * (a - x) && p < q * (b - x)) {
+                d = p / q;
+                double u = x + d;
+                if (u - a < tol2 || b - u < tol2)
+                    d = (m > x) ? tol1 : -tol1;
+                golden = false;
+            }
         }
-        if (fd < *best_val) {
-            *best_val = fd;
-            *best_order = od;
+        if (golden) {
+            e = (x >= m) ? a - x : b - x;
+            d = cgold * e;
         }
-        if (fc <= fd) {
-            b = d;
-            d = c;
-            fd = fc;
-            c = b - invphi * (b - a);
-            oc = 1.0 + exp(c);
-            fc = obj_from_r(o, oc, base_eval(ac, oc));
+        double u = x + (fabs(d) >= tol1 ? d : (d > 0.0 ? tol1 : -tol1));
+        double ou = 1.0 + exp(u);
+        double fu = obj_from_r(o, ou, base_eval(ac, ou));
+        if (fu < *best_val) {
+            *best_val = fu;
+            *best_order = ou;
+        }
+        if (fu <= fx) {
+            if (u >= x)
+                a = x;
+            else
+                b = x;
+            v = w;
+            fv = fw;
+            w = x;
+            fw = fx;
+            x = u;
+            fx = fu;
         } else {
-            a = c;
-            c = d;
-            fc = fd;
-            d = a + invphi * (b - a);
-            od = 1.0 + exp(d);
-            fd = obj_from_r(o, od, base_eval(ac, od));
+            if (u < x)
+                a = u;
+            else
+                b = u;
+            if (fu <= fw || w == x) {
+                v = w;
+                fv = fw;
+                w = u;
+                fw = fu;
+            } else if (fu <= fv || v == x || v == w) {
+                v = u;
+                fv = fu;
+            }
         }
-    }
-    if (fc < *best_val) {
-        *best_val = fc;
-        *best_order = oc;
-    }
-    if (fd < *best_val) {
-        *best_val = fd;
-        *best_order = od;
     }
 }
 
@@ -393,7 +433,7 @@ static void aux_minimise(aux_ctx *ac, const aux_obj *o, const cand *cs, size_t n
     if (refine && ib != (size_t)-1) {
         double a = ib > 0 ? cs[ib - 1].x : cs[ib].x - 3.0;
         double b = ib + 1 < nc ? cs[ib + 1].x : cs[ib].x + 3.0;
-        golden_refine(ac, o, a, b, xtol, max_iter, &best, &best_order);
+        brent_refine(ac, o, a, b, cs[ib].x, best, xtol, max_iter, &best, &best_order);
     }
     *val_out = best;
     *order_out = best_order;
@@ -420,7 +460,7 @@ static cand *build_cands(aux_ctx *ac, const double *orders, const double *base_a
     }
     if (scan) {
         for (int k = AUX_K_MIN; k <= AUX_K_MAX; k++) {
-            double om1 = pow(10.0, k / 6.0);
+            double om1 = pow(10.0, (double)k / AUX_PER_DECADE);
             cs[nc++] = (cand){log(om1), 1.0 + om1, base_eval(ac, 1.0 + om1)};
         }
     }
@@ -489,7 +529,7 @@ int acct_tuning_rdp(const acct_tuning_dist *d, acct_tuning_rdp_fn base, void *ct
                     rc = DP_ENOMEM;
                     goto out;
                 }
-                aux_obj o = {0, t, 0.0};
+                aux_obj o = {0, t, 0.0, NULL};
                 aux_minimise(&ac, &o, cs, nc, 1.0, continuous, AUX_XTOL, AUX_MAX_ITER, &c_val,
                              &c_order);
                 /* lh = 1 (PS22 Thm. 2 allows lh >= 1): (1 - 1/1) eps(1) = 0 because the KL
@@ -543,7 +583,7 @@ int acct_tuning_rdp(const acct_tuning_dist *d, acct_tuning_rdp_fn base, void *ct
                 }
                 /* PS22 Thm. 6 needs e^ehat <= 1 + 1/(l-1); the largest such ehat gives the smallest
                  * dhat. */
-                aux_obj o = {1, 0.0, log1p(1.0 / (orders[i] - 1.0))};
+                aux_obj o = {1, 0.0, log1p(1.0 / (orders[i] - 1.0)), NULL};
                 double ld, ord;
                 aux_minimise(&ac, &o, cs, nc, continuous ? 1.0 : CKS_MIN_ORDER_GRID + DBL_EPSILON,
                              continuous, AUX_XTOL_POISSON, AUX_MAX_ITER, &ld, &ord);
@@ -594,6 +634,8 @@ typedef struct tnode {
     size_t ns;            /* scan points (0 for fixed k) */
     cand scan[AUX_N];     /* child RDP on the scan, increasing order */
     double env[AUX_N];    /* env[i] = min over j >= i of the bound at scan[j] */
+    double star_order;    /* order minimising the search's own bound (scan + Brent) */
+    double star_val;      /* the bound there: every order <= star_order is at most this */
     cand *pts;            /* Poisson: every child evaluation so far (scan + asked orders), sorted */
     size_t np, cap;       /* used and allocated entries of pts */
     struct tnode *next;
@@ -641,7 +683,7 @@ static double parabola_vertex(double x0, double f0, double x1, double f1, double
 
 static double poisson_log_delta(aux_ctx *ac, tnode *n, double order, bool refine)
 {
-    aux_obj o = {1, 0.0, log1p(1.0 / (order - 1.0))};
+    aux_obj o = {1, 0.0, log1p(1.0 / (order - 1.0)), NULL};
     const cand *cs = n->np ? n->pts : n->scan;
     size_t nc = n->np ? n->np : n->ns;
     double best = HUGE_VAL;
@@ -672,7 +714,7 @@ static double poisson_log_delta(aux_ctx *ac, tnode *n, double order, bool refine
     return fmin(best, n->kl_log_delta);
 }
 
-static double node_bound(aux_ctx *ac, tnode *n, double order, double r, bool refine)
+static double node_bound(aux_ctx *ac, struct tnode *n, double order, double r, bool refine)
 {
     if (!(order > 1.0) || isinf(r))
         return HUGE_VAL;
@@ -703,7 +745,7 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
         return DP_OK;
     aux_ctx ac = {child, ctx, 0, 0};
     for (int k = AUX_K_MIN; k <= AUX_K_MAX; k++) {
-        double om1 = pow(10.0, k / 6.0);
+        double om1 = pow(10.0, (double)k / AUX_PER_DECADE);
         n->scan[n->ns++] = (cand){log(om1), 1.0 + om1, base_eval(&ac, 1.0 + om1)};
     }
     bool any_finite = false;
@@ -716,7 +758,7 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
         n->t = -log(n->d.gamma);
         double c = 0.0, ord = 1.0;
         if (n->t > 0.0) {
-            aux_obj o = {0, n->t, 0.0};
+            aux_obj o = {0, n->t, 0.0, NULL};
             aux_minimise(&ac, &o, n->scan, n->ns, 1.0, true, AUX_XTOL, AUX_MAX_ITER, &c, &ord);
             if (any_finite && n->t < c)
                 c = n->t; /* lh = 1, see acct_tuning_rdp */
@@ -727,19 +769,28 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
             r_min == 0.0 ? -HUGE_VAL : (isinf(r_min) ? 0.0 : 0.5 * log1p(-exp(-r_min)));
         for (size_t i = 0; i < n->ns; i++)
             pts_insert(n, n->scan[i].order, n->scan[i].r);
-        /* The conversion order depends on the output order, so Poisson gets a twice denser list
-         * (twelfth decades) once, instead of a refinement per output order. */
-        for (int k = AUX_K_MIN; k < AUX_K_MAX; k++) {
-            double om1 = pow(10.0, (k + 0.5) / 6.0);
+        /* The conversion order depends on the output order, so Poisson gets a denser list once
+         * (POISSON_PER_DECADE points a decade over the scan's range), instead of a refinement per
+         * output order. */
+        const int kp_min = AUX_K_MIN * POISSON_PER_DECADE / AUX_PER_DECADE;
+        const int kp_max = AUX_K_MAX * POISSON_PER_DECADE / AUX_PER_DECADE;
+        for (int k = kp_min; k <= kp_max; k++) {
+            if (k % (POISSON_PER_DECADE / AUX_PER_DECADE) == 0)
+                continue; /* already a scan point */
+            double om1 = pow(10.0, (double)k / POISSON_PER_DECADE);
             pts_insert(n, 1.0 + om1, base_eval(&ac, 1.0 + om1));
         }
     }
-    /* Envelope values at the scan orders (no refinement: any auxiliary order gives a valid bound).
-     */
+    /* Envelope values at the scan orders (no refinement: any auxiliary order gives a valid bound),
+     * and the minimiser of the bound itself over a continuum (scan bracket + Brent): the tuned RDP
+     * at any order below it is at most its value there, whatever happens in between. */
     for (size_t i = n->ns; i-- > 0;) {
         double b = node_bound(&ac, n, n->scan[i].order, n->scan[i].r, false);
         n->env[i] = (i + 1 < n->ns) ? fmin(b, n->env[i + 1]) : b;
     }
+    aux_obj ob = {2, 0.0, 0.0, n};
+    aux_minimise(&ac, &ob, n->scan, n->ns, 1.0, true, AUX_XTOL_ENV, AUX_MAX_ITER, &n->star_val,
+                 &n->star_order);
     if (ac.failed)
         return dp_err_set(err, DP_ENUMERIC, NULL,
                           "the RDP of the repeated mechanism could not be evaluated at some order");
@@ -785,13 +836,16 @@ int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_
     if (ac.failed)
         return dp_err_set(err, DP_ENUMERIC, NULL,
                           "the RDP of the repeated mechanism could not be evaluated at some order");
-    /* Monotone envelope over the scan orders >= order (van Erven & Harremoes 2014, Thm. 3). */
+    /* Monotone envelope over the scan orders >= order and the bound's own minimiser (van Erven &
+     * Harremoes 2014, Thm. 3: RDP is non-decreasing in the order). */
     for (size_t i = 0; i < n->ns; i++) {
         if (n->scan[i].order >= order) {
             v = fmin(v, n->env[i]);
             break;
         }
     }
+    if (order <= n->star_order)
+        v = fmin(v, n->star_val);
     *out = v;
     return DP_OK;
 }

@@ -16,11 +16,12 @@
  * Kamath & Steinke 2020, Prop. 12; plus the KL bound dhat <= sqrt(1 - exp(-KL)), Bretagnolle-Huber,
  * as dp_accounting does).
  *   - The auxiliary orders (lh for TNB, the conversion order for Poisson) are minimised over a
- *     continuum: a log-spaced scan of lh - 1 in [1e-2, 4.6e4] plus the caller's orders, then
- * golden- section refinement in log(lh - 1) around the best point. Every reported number is the
- * bound evaluated at an actual (order, aux order) pair, so whatever the search finds is a valid
- * upper bound; refinement only tightens it. The objective is quasi-convex in lh for true RDP curves
- *     ((a-1) D_a is convex in a; van Erven & Harremoes 2014), so the bracket holds the infimum.
+ *     continuum: a half-decade scan of lh - 1 in [1e-2, 3.2e4] plus the caller's orders, then
+ *     Brent's method (parabolic steps, golden-section fallback) in log(lh - 1) around the best
+ *     point. Every reported number is the bound evaluated at an actual (order, aux order) pair, so
+ *     whatever the search finds is a valid upper bound; refinement only tightens it. The objective
+ *     is quasi-convex in lh for true RDP curves ((a-1) D_a is convex in a; van Erven & Harremoes
+ *     2014), so the bracket holds the infimum.
  *     ACCT_TUNING_AUX_GRID restricts the auxiliary orders to the caller's orders, which is what
  *     dp_accounting and the PS22 research code do (used for golden tests).
  *   - Pure epsilon: a run that is eps-DP gives a search that is
@@ -126,14 +127,16 @@ typedef struct acct_tuning_cache acct_tuning_cache;
 
 /* RDP at one order of the repeat_and_select node ev (type ACCT_EV_REPEAT_SELECT; distribution
  * validated), whose child's RDP is child(order, ctx). The first call for a node prepares it:
- * resolves the distribution, evaluates the child on the auxiliary scan (41 orders, lh - 1 =
- * 10^(k/6), 1e-2 .. 4.6e4), and for TNB minimises the auxiliary order (continuous mode). Later
- * calls reuse that, so a curve over n orders costs about n + 75 child evaluations for TNB and n +
- * 81 for Poisson (whose conversion order depends on the output order: it is minimised over
- * twelfth-decade scan points plus every order already evaluated, without per-order refinement). The
- * value is the bound at the output order, lowered by the monotone envelope over the scan orders >=
- * order. *cache is created on first use (owned by caller: acct_tuning_cache_free). ev is borrowed
- * and must outlive the cache. Errors: as acct_tuning_rdp; DP_ENOMEM. */
+ * resolves the distribution, evaluates the child on a half-decade scan (lh - 1 = 10^(k/2), 1e-2
+ * .. 3.2e4), minimises the TNB auxiliary order (Brent's method inside the scan bracket), builds
+ * Poisson's twelfth-decade list of conversion orders, and finds the minimiser of the search's own
+ * bound (for the monotone envelope). Later calls reuse that: a curve over n orders costs about n +
+ * 40 child evaluations for TNB and 2n + 100 for Poisson (one parabolic step of the conversion order
+ * per output order). The value is the bound at the output order, lowered by the monotone envelope
+ * (scan orders
+ * >= order, and the bound's minimiser when it lies above the order).
+ * *cache is created on first use (owned by caller: acct_tuning_cache_free). ev is borrowed and must
+ * outlive the cache. Errors: as acct_tuning_rdp; DP_ENOMEM. */
 int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_tuning_rdp_fn child,
                           void *ctx, double order, double *out, dp_err *err);
 

@@ -17,7 +17,16 @@
 
 #include "common/dp_log.h"
 
-enum { OPT_LISTEN, OPT_DB, OPT_THREADS, OPT_MAX_BODY, OPT_LOG_LEVEL, OPT_N };
+enum {
+    OPT_LISTEN,
+    OPT_DB,
+    OPT_THREADS,
+    OPT_MAX_BODY,
+    OPT_LOG_LEVEL,
+    OPT_AUTH,
+    OPT_ADMIN_TOKEN,
+    OPT_N
+};
 
 static const struct {
     const char *flag; /* command-line name */
@@ -28,6 +37,8 @@ static const struct {
     [OPT_THREADS] = {"--threads", "DPSILO_THREADS"},
     [OPT_MAX_BODY] = {"--max-body", "DPSILO_MAX_BODY"},
     [OPT_LOG_LEVEL] = {"--log-level", "DPSILO_LOG_LEVEL"},
+    [OPT_AUTH] = {"--auth", "DPSILO_AUTH"},
+    [OPT_ADMIN_TOKEN] = {"--admin-token-file", "DPSILO_ADMIN_TOKEN_FILE"},
 };
 
 void cfg_defaults(cfg *c)
@@ -128,6 +139,19 @@ static int set_opt(cfg *c, int opt, const char *val, const char *who, dp_err *er
             c->log_level = l;
             return DP_OK;
         }
+        case OPT_AUTH:
+            if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0)
+                return dp_err_set(err, DP_EINVAL, who, "%s must be on or off (got \"%.32s\")", who,
+                                  val);
+            c->auth_off = strcmp(val, "off") == 0;
+            return DP_OK;
+        case OPT_ADMIN_TOKEN:
+            if (val[0] == '\0' || strlen(val) >= sizeof c->admin_token_file)
+                return dp_err_set(err, DP_EINVAL, who,
+                                  "%s must be a non-empty path shorter than %zu bytes", who,
+                                  sizeof c->admin_token_file);
+            snprintf(c->admin_token_file, sizeof c->admin_token_file, "%s", val);
+            return DP_OK;
         default:
             return dp_err_set(err, DP_EINTERNAL, NULL, "unknown option index");
     }
@@ -171,6 +195,13 @@ int cfg_parse(cfg *c, int argc, char *const argv[], cfg_getenv_fn getenv_fn, dp_
         if (set_opt(c, found, val, OPTS[found].flag, err) != DP_OK)
             return err ? err->code : DP_EINVAL;
     }
+    /* Without tokens anyone who can connect may spend any budget: allowed only on loopback. */
+    if (c->auth_off && strncmp(c->host, "127.", 4) != 0)
+        return dp_err_set(
+            err, DP_EINVAL, "--auth",
+            "--auth off is allowed only when listening on a loopback address (127.x.x.x), "
+            "not %s",
+            c->host);
     return DP_OK;
 }
 
@@ -193,6 +224,11 @@ const char *cfg_usage(void)
            "                      [DPSILO_MAX_BODY, default 1048576]\n"
            "  --log-level LEVEL   debug, info, warn, error or off; access lines are info\n"
            "                      [DPSILO_LOG_LEVEL, default info]\n"
+           "  --auth on|off       bearer tokens for silos and budgets; off only on loopback\n"
+           "                      [DPSILO_AUTH, default on]\n"
+           "  --admin-token-file PATH  file holding the admin token [DPSILO_ADMIN_TOKEN_FILE,\n"
+           "                      default: <db dir>/admin.token, generated (mode 0600) if "
+           "missing]\n"
            "  --help              show this text and exit\n"
            "\n"
            "On start it prints one line to stdout: dpsilod listening on http://HOST:PORT\n"

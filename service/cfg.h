@@ -9,6 +9,8 @@
  *   --threads N          DPSILO_THREADS    number of online cores (1..CFG_MAX_THREADS)
  *   --max-body BYTES     DPSILO_MAX_BODY   1048576; an upper bound on every route's own body cap
  *   --log-level LEVEL    DPSILO_LOG_LEVEL  info (debug, info, warn, error, off)
+ *   --auth on|off        DPSILO_AUTH       on; off is refused unless HOST is a loopback address
+ *   --admin-token-file P DPSILO_ADMIN_TOKEN_FILE  (none: <db dir>/admin.token, made at first start)
  *
  * Flags take their value as the next argument or after '=' (--db=x). Parsing is strict: strtol with
  * an end pointer, ranges checked, unknown flags refused; the error names the flag or variable.
@@ -39,7 +41,9 @@ typedef struct cfg {
     unsigned threads;           /* MHD thread-pool size = SQLite pool size, 1..CFG_MAX_THREADS */
     size_t max_body_bytes;      /* global request-body cap, bytes, 1..CFG_MAX_BODY_LIMIT */
     int log_level;              /* DP_LOG_* */
-    bool help;                  /* --help was given: print cfg_usage and exit 0 */
+    bool auth_off;              /* --auth off: no bearer tokens (loopback only, issue #5) */
+    char admin_token_file[CFG_PATH_MAX]; /* --admin-token-file; "" = <db dir>/admin.token */
+    bool help;                           /* --help was given: print cfg_usage and exit 0 */
 } cfg;
 
 /* Fills c with the defaults above (threads from the number of online cores). */

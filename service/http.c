@@ -46,6 +46,7 @@
 
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
+#include "service/auth.h"
 #include "service/embedded.h"
 #include "service/http_err.h"
 #include "service/http_static.h"
@@ -59,9 +60,10 @@
 
 struct http_server {
     struct MHD_Daemon *d;
-    const cfg *cfg;      /* borrowed, read-only */
-    store *store;        /* borrowed */
-    const route *routes; /* borrowed table */
+    const cfg *cfg;        /* borrowed, read-only */
+    store *store;          /* borrowed */
+    struct ledger *ledger; /* borrowed; may be NULL */
+    const route *routes;   /* borrowed table */
     size_t n_routes;
     http_metrics *metrics;         /* owned */
     uint16_t port;                 /* bound port */
@@ -559,6 +561,9 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
         .cfg = srv->cfg,
         .req_id = c->req_id,
         .metrics = srv->metrics,
+        .bearer = auth_bearer_from_header(
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)),
+        .ledger = srv->ledger,
     };
     http_resp rs;
     memset(&rs, 0, sizeof rs);
@@ -706,8 +711,8 @@ static unsigned boot_nonce(void)
     return v;
 }
 
-http_server *http_server_start(const cfg *c, store *st, const route *routes, size_t n_routes,
-                               dp_err *err)
+http_server *http_server_start(const cfg *c, store *st, struct ledger *led, const route *routes,
+                               size_t n_routes, dp_err *err)
 {
     http_server *srv = dp_calloc(1, sizeof *srv);
     if (srv == NULL) {
@@ -716,6 +721,7 @@ http_server *http_server_start(const cfg *c, store *st, const route *routes, siz
     }
     srv->cfg = c;
     srv->store = st;
+    srv->ledger = led;
     srv->routes = routes;
     srv->n_routes = n_routes;
     srv->boot_nonce = boot_nonce();

@@ -62,8 +62,10 @@ typedef struct http_req {
     const cfg *cfg;        /* daemon configuration, read-only */
     const char *req_id;    /* this request's id (also sent as X-Request-Id); use it in dp_log */
     http_metrics *metrics; /* the server's metrics, for GET /metrics */
-    /* An authentication context (who is calling) will be added here by the auth work; handlers must
-     * not assume this struct has only the fields above. */
+    const char *bearer;    /* the token of "Authorization: Bearer <token>", or NULL; resolve it with
+                              auth.h, never log it */
+    struct ledger *ledger; /* the budget ledger (ledger.h), shared and thread-safe; may be NULL */
+    /* Handlers must not assume this struct has only the fields above. */
 } http_req;
 
 /* What a handler fills. Use the helpers below rather than setting fields directly. */
@@ -124,11 +126,12 @@ void http_resp_clear(http_resp *rs);
 typedef struct http_server http_server;
 
 /* Starts MHD on c->host:c->port with c->threads threads, serving routes[0..n_routes-1] (borrowed;
- * must outlive the server) and the embedded web/ files. st (borrowed) provides the connections.
+ * must outlive the server) and the embedded web/ files. st (borrowed) provides the connections;
+ * led (borrowed, may be NULL) is handed to every handler as rq->ledger.
  * Returns an owned server or NULL with err (DP_EINTERNAL with an operator message, e.g. the port is
  * in use). */
-http_server *http_server_start(const cfg *c, store *st, const route *routes, size_t n_routes,
-                               dp_err *err);
+http_server *http_server_start(const cfg *c, store *st, struct ledger *led, const route *routes,
+                               size_t n_routes, dp_err *err);
 
 /* The bound port (the real one when c->port was 0). */
 uint16_t http_server_port(const http_server *srv);

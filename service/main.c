@@ -21,11 +21,14 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/dp_log.h"
+#include "service/auth.h"
 #include "service/cfg.h"
 #include "service/embedded.h"
 #include "service/http.h"
+#include "service/ledger.h"
 #include "service/routes.h"
 #include "service/store.h"
 
@@ -34,6 +37,38 @@
 static const char *env_lookup(const char *name)
 {
     return getenv(name);
+}
+
+/* Access control at start (issue #5): register the admin token, or say loudly that there is none.
+ * The token itself is never printed or logged, only the file that holds it. */
+static int start_auth(const cfg *c, ledger *led, dp_err *err)
+{
+    if (c->auth_off) {
+        fprintf(stderr,
+                "\n"
+                "********************************************************************************\n"
+                "*  WARNING: dpsilod is running with --auth off: there is NO ACCESS CONTROL.    *\n"
+                "*  Anyone who can connect to %-15s may create silos and spend budgets. *\n"
+                "*  This is allowed only on a loopback address, for local development.          *\n"
+                "********************************************************************************\n"
+                "\n",
+                c->host);
+        dp_log(DP_LOG_WARN, NULL, "AUTH IS OFF: no bearer tokens are checked (loopback only)");
+        return DP_OK;
+    }
+    char token[AUTH_TOKEN_MAX + 1];
+    char path[CFG_PATH_MAX + 32];
+    bool generated = false;
+    int64_t id = 0;
+    int rc = auth_admin_token_prepare(c->admin_token_file, c->db_path, token, sizeof token, path,
+                                      sizeof path, &generated, err);
+    if (rc == DP_OK)
+        rc = ledger_token_register_admin(led, token, &id, err);
+    memset(token, 0, sizeof token);
+    if (rc == DP_OK)
+        dp_log(DP_LOG_INFO, NULL, "admin token %s %s (mode 0600)",
+               generated ? "generated into" : "read from", path);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -71,9 +106,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "dpsilod: %s\n", err.msg);
         return 1;
     }
-    http_server *srv = http_server_start(&config, st, ROUTES, ROUTES_N, &err);
+    /* The budget ledger (issue #5): its committer thread owns the ledger's write connection. */
+    ledger *led = ledger_open(config.db_path, &err);
+    if (led == NULL || start_auth(&config, led, &err) != DP_OK) {
+        dp_log(DP_LOG_ERROR, NULL, "start-up failed: %s", err.msg);
+        fprintf(stderr, "dpsilod: %s\n", err.msg);
+        ledger_free(led);
+        store_free(st);
+        return 1;
+    }
+    http_server *srv = http_server_start(&config, st, led, ROUTES, ROUTES_N, &err);
     if (srv == NULL) {
         fprintf(stderr, "dpsilod: %s\n", err.msg);
+        ledger_free(led);
         store_free(st);
         return 1;
     }
@@ -87,6 +132,7 @@ int main(int argc, char **argv)
         ;
     dp_log(DP_LOG_INFO, NULL, "signal %d: stopping", sig);
     http_server_stop(srv, MAIN_GRACE_MS);
+    ledger_free(led); /* finishes queued ledger ops, then closes its connection */
     store_free(st);
     dp_log(DP_LOG_INFO, NULL, "stopped cleanly");
     return 0;

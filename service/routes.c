@@ -52,8 +52,23 @@ const route ROUTES[] = {
     {"POST", "/v1/estimators/mixture", route_estimators_mixture, 64 * KIB *KIB},
     {"GET", "/v1/runs", route_runs_list, 0},
     {"GET", "/v1/runs/{id}", route_runs_get, 0},
+    {"POST", "/v1/tuning/cost", route_tuning_cost, 64 * KIB},
+    {"POST", "/v1/tuning/plan", route_tuning_plan, 16 * KIB},
     {"POST", "/v1/tuning/draw", route_tuning_draw, 16 * KIB},
     {"GET", "/v1/tuning/draws/{id}", route_tuning_draw_get, 0},
+    /* budgets (routes_ledger.c, issue #5) */
+    {"POST", "/v1/silos", route_silos_create, 4 * KIB},
+    {"GET", "/v1/silos", route_silos_list, 0},
+    {"GET", "/v1/silos/{id}", route_silo_get, 0},
+    {"PATCH", "/v1/silos/{id}", route_silo_patch, 4 * KIB},
+    {"DELETE", "/v1/silos/{id}", route_silo_delete, 0},
+    {"POST", "/v1/silos/{id}/charges", route_silo_charge, 64 * KIB},
+    {"GET", "/v1/silos/{id}/charges", route_silo_charges_list, 0},
+    {"POST", "/v1/charges", route_charges_batch, 1024 * KIB},
+    {"POST", "/v1/silos/{id}/claims", route_silo_claim, 64 * KIB},
+    {"GET", "/v1/claims/{id}", route_claim_get, 0},
+    {"POST", "/v1/claims/{id}/commit", route_claim_commit, 1 * KIB},
+    {"POST", "/v1/claims/{id}/abort", route_claim_abort, 1 * KIB},
 };
 
 const size_t ROUTES_N = sizeof ROUTES / sizeof ROUTES[0];

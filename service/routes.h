@@ -36,7 +36,23 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err);
 int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err);
 
 /* routes_tuning.c: private hyperparameter tuning (issue #4, docs/TUNING.md). */
+int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err);
+int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err);
 int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err);
 int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err);
+
+/* routes_ledger.c: silos, budgets, charges, claims (issue #5; access control in auth.h). */
+int route_silos_create(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silos_list(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_get(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_patch(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_delete(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_charge(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err);
+int route_charges_batch(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_claim(const http_req *rq, http_resp *rs, dp_err *err);
+int route_claim_get(const http_req *rq, http_resp *rs, dp_err *err);
+int route_claim_commit(const http_req *rq, http_resp *rs, dp_err *err);
+int route_claim_abort(const http_req *rq, http_resp *rs, dp_err *err);
 
 #endif

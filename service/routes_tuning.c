@@ -1,9 +1,18 @@
 /*
  * routes_tuning.c: the price of a private hyperparameter search (issue #4; docs/TUNING.md).
  *
- *   POST /v1/tuning/draw        draws the number of runs K (and, with grid_size, which candidate
- *                               each run uses) with the kernel CSPRNG and records the draw
- *   GET  /v1/tuning/draws/{id}  reads a recorded draw back (audit)
+ *   POST /v1/tuning/cost        epsilon of a search, of one run, and of running every grid value
+ *   POST /v1/tuning/plan        noise multiplier per run so that the whole search meets (eps,
+ * delta) POST /v1/tuning/draw        draws the number of runs K (and, with grid_size, which
+ * candidate each run uses) with the kernel CSPRNG and records the draw GET  /v1/tuning/draws/{id}
+ * reads a recorded draw back (audit)
+ *
+ * Accounting: the search is the event {"type": "repeat_and_select", "event": run, "distribution":
+ * D} evaluated by the RDP accountant (accounting/rdp.h, which hands the node to
+ * accounting/tuning.h: Papernot & Steinke 2022 Thm. 2 / Thm. 6 with continuous auxiliary orders)
+ * and converted with the continuous-order conversion (ACCT_CONV_OPTIMAL). Runs whose leaves are all
+ * pure also get the pure bound (Liu & Talwar 2019 / PS22), and the smaller figure is the headline.
+ * Calibration uses accounting/calibrate.h on the same tree with the noise multiplier left open.
  *
  * Randomness: getrandom(2) (flags 0: blocks only until the kernel pool is initialised at boot, then
  * never), 64-bit words. K comes from inverting the CDF at a 53-bit uniform; candidate indices from
@@ -20,11 +29,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 
 #include "accounting/tuning.h"
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
+#include "accounting/calibrate.h"
+#include "accounting/rdp.h"
+#include "service/event_json.h"
 #include "service/json_util.h"
 #include "service/tuning_json.h"
 
@@ -60,21 +71,6 @@ static int getrandom64(void *ctx, uint64_t *out)
 /* ---- helpers
  * ------------------------------------------------------------------------------------- */
 
-/* RFC 3339 UTC with milliseconds, e.g. 2026-11-22T13:04:10.123Z. */
-static json_t *rfc3339(int64_t ms)
-{
-    time_t s = (time_t)(ms / 1000);
-    struct tm tm;
-    char buf[40];
-    if (gmtime_r(&s, &tm) == NULL)
-        return NULL;
-    size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (n == 0)
-        return NULL;
-    snprintf(buf + n, sizeof buf - n, ".%03dZ", (int)(ms % 1000));
-    return json_string(buf);
-}
-
 static const char SQL_INSERT_DRAW[] =
     "INSERT INTO tuning_draws (created_at_ms, request_id, distribution, runs, expected_runs, "
     "prob_no_run, grid_size, candidates, label) "
@@ -91,7 +87,7 @@ static json_t *draw_json(int64_t id, int64_t created_ms, json_t *dist, int64_t r
     dp_err e;
     dp_err_clear(&e);
     if (o == NULL || json_util_set(o, "id", json_integer(id), &e) != DP_OK ||
-        json_util_set(o, "created_at", rfc3339(created_ms), &e) != DP_OK ||
+        json_util_set(o, "created_at", json_util_time(created_ms), &e) != DP_OK ||
         json_util_set(o, "runs", json_integer(runs), &e) != DP_OK ||
         json_util_set(o, "distribution", json_incref(dist), &e) != DP_OK ||
         json_util_set(o, "expected_runs", json_util_real(expected), &e) != DP_OK ||
@@ -111,6 +107,358 @@ static json_t *draw_json(int64_t id, int64_t created_ms, json_t *dist, int64_t r
         return NULL;
     }
     return o;
+}
+
+/* ---- shared
+ * ---------------------------------------------------------------------------------------- */
+
+static const char *bound_name(const acct_tuning_dist *d)
+{
+    switch (d->kind) {
+        case ACCT_TUNE_FIXED:
+            return "composition (Mironov 2017, Prop. 1)";
+        case ACCT_TUNE_POISSON:
+            return "Papernot & Steinke 2022, Thm. 6";
+        case ACCT_TUNE_TRUNC_NEGBIN:
+            return "Papernot & Steinke 2022, Thm. 2";
+    }
+    return "unknown";
+}
+
+/* Sets key to eps (or null with key_reason when infinite). */
+static int set_eps(json_t *o, const char *key, double eps, dp_err *err)
+{
+    if (json_util_set(o, key, json_util_real(eps), err) != DP_OK)
+        return err->code;
+    if (!isfinite(eps)) {
+        char rk[64];
+        snprintf(rk, sizeof rk, "%s_reason", key);
+        return json_util_set(o, rk, json_string("infinite: no finite bound at this delta"), err);
+    }
+    return DP_OK;
+}
+
+static int read_delta(const json_t *body, double *delta, dp_err *err)
+{
+    int rc = json_util_req_number(body, "delta", delta, err);
+    if (rc != DP_OK)
+        return rc;
+    if (!(*delta > 0.0 && *delta < 1.0))
+        return dp_err_set(err, DP_EINVAL, "delta", "delta must be in (0, 1) (got %g)", *delta);
+    return DP_OK;
+}
+
+static int read_grid(const json_t *body, int64_t *grid, dp_err *err)
+{
+    int rc = json_util_opt_int(body, "grid_size", 0, grid, err);
+    if (rc != DP_OK)
+        return rc;
+    const json_t *v = json_object_get(body, "grid_size");
+    if (v && !json_is_null(v) && (*grid < 1 || *grid > ACCT_TUNING_MAX_K))
+        return dp_err_set(err, DP_EINVAL, "grid_size", "grid_size must be in [1, %d] (got %lld)",
+                          ACCT_TUNING_MAX_K, (long long)*grid);
+    return DP_OK;
+}
+
+/* epsilon of ev at delta (continuous conversion); *order gets the optimal order. */
+static int eps_of(const acct_event *ev, acct_neighboring nb, double delta, double *eps,
+                  acct_rdp_answer *ans, dp_err *err)
+{
+    acct_rdp_answer a;
+    int rc = acct_rdp_epsilon(ev, nb, delta, ACCT_CONV_OPTIMAL, NULL, 0, &a, err);
+    if (rc != DP_OK)
+        return rc;
+    *eps = a.value;
+    if (ans)
+        *ans = a;
+    return DP_OK;
+}
+
+/* ---- POST /v1/tuning/cost
+ * -------------------------------------------------------------------------- */
+
+int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    static const char *const keys[] = {"event", "distribution", "delta", "grid_size",
+                                       "neighboring"};
+    acct_event *base = NULL, *search = NULL;
+    json_t *o = NULL;
+    int rc;
+    if ((rc = json_util_require_object(rq->body, NULL, err)) != DP_OK ||
+        (rc = json_util_check_keys(rq->body, keys, 5, err)) != DP_OK)
+        return rc;
+    acct_neighboring nb;
+    acct_tuning_dist d;
+    double delta;
+    int64_t grid = 0;
+    const json_t *jd = json_object_get(rq->body, "distribution");
+    if (jd == NULL)
+        return dp_err_set(err, DP_EINVAL, "distribution", "distribution is required");
+    if ((rc = event_json_parse(json_object_get(rq->body, "event"), false, "event", &base, err)) !=
+            DP_OK ||
+        (rc = tuning_json_parse_dist(jd, false, &d, err)) != DP_OK ||
+        (rc = read_delta(rq->body, &delta, err)) != DP_OK ||
+        (rc = read_grid(rq->body, &grid, err)) != DP_OK ||
+        (rc = event_json_neighboring(rq->body, &nb, err)) != DP_OK ||
+        (rc = acct_tuning_dist_resolve(&d, &d, err)) != DP_OK)
+        goto out;
+    search = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
+    if (search == NULL) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    search->child = base; /* owned by search from here */
+    base = NULL;
+    search->dist = d;
+
+    double eps_one, eps_search, eps_naive = NAN;
+    acct_rdp_answer ans;
+    if ((rc = eps_of(search->child, nb, delta, &eps_one, NULL, err)) != DP_OK ||
+        (rc = eps_of(search, nb, delta, &eps_search, &ans, err)) != DP_OK)
+        goto out;
+    if (grid > 0) {
+        search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)grid, NAN, NAN, NAN};
+        rc = eps_of(search, nb, delta, &eps_naive, NULL, err);
+        search->dist = d;
+        if (rc != DP_OK)
+            goto out;
+    }
+    /* Pure runs: the pure bounds hold for every delta, so the smaller figure is reported. */
+    bool is_pure = false;
+    double pure_one = NAN, pure_search = NAN, pure_naive = NAN;
+    if ((rc = acct_tuning_event_pure_epsilon(search->child, nb, &is_pure, &pure_one, err)) != DP_OK)
+        goto out;
+    if (is_pure) {
+        if ((rc = acct_tuning_pure_epsilon(&d, pure_one, &pure_search, err)) != DP_OK)
+            goto out;
+        pure_naive = (double)grid * pure_one;
+    }
+    double head_search = is_pure ? fmin(eps_search, pure_search) : eps_search;
+    double head_one = is_pure ? fmin(eps_one, pure_one) : eps_one;
+    double head_naive = (grid > 0 && is_pure) ? fmin(eps_naive, pure_naive) : eps_naive;
+
+    o = json_object();
+    json_t *acc = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "accountant", "rdp", "bound",
+                            bound_name(&d), "auxiliary_orders", "continuous", "conversion",
+                            acct_conversion_name(ans.conversion), "optimal_order",
+                            json_util_real(ans.optimal_order), "neighboring",
+                            event_json_neighboring_name(nb));
+    json_t *pure = NULL;
+    if (is_pure)
+        pure = json_pack("{s:o, s:o, s:o, s:s}", "epsilon_one_run", json_util_real(pure_one),
+                         "epsilon", json_util_real(pure_search), "epsilon_naive",
+                         grid > 0 ? json_util_real(pure_naive) : json_null(), "bound",
+                         d.kind == ACCT_TUNE_TRUNC_NEGBIN
+                             ? "(2 + eta) eps: Papernot & Steinke 2022 Thm. 2 as orders -> inf "
+                               "(eta = 1: Liu & Talwar 2019, 3 eps)"
+                             : (d.kind == ACCT_TUNE_POISSON
+                                    ? "eps + mu tanh(eps/2): Papernot & Steinke 2022 Thm. 6 as "
+                                      "orders -> inf"
+                                    : "k eps: composition"));
+    if (o == NULL) {
+        json_decref(acc);
+        json_decref(pure);
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    /* json_util_set steals its value even on failure, so acc and pure are owned by o from here. */
+    if (json_util_set(o, "accounting", acc, err) != DP_OK ||
+        json_util_set(o, "pure", is_pure ? pure : json_null(), err) != DP_OK ||
+        set_eps(o, "epsilon", head_search, err) != DP_OK ||
+        set_eps(o, "epsilon_one_run", head_one, err) != DP_OK ||
+        (grid > 0 ? set_eps(o, "epsilon_naive", head_naive, err)
+                  : (json_util_set(o, "epsilon_naive", json_null(), err) ||
+                     json_util_set(o, "epsilon_naive_reason", json_string("grid_size not given"),
+                                   err))) != DP_OK ||
+        json_util_set(o, "naive_runs", grid > 0 ? json_integer(grid) : json_null(), err) != DP_OK ||
+        json_util_set(o, "delta", json_real(delta), err) != DP_OK ||
+        json_util_set(o, "expected_runs", json_util_real(acct_tuning_expected_runs(&d)), err) !=
+            DP_OK ||
+        json_util_set(o, "prob_no_run", json_util_real(acct_tuning_prob_zero(&d)), err) != DP_OK ||
+        json_util_set(o, "distribution", tuning_json_dist(&d), err) != DP_OK ||
+        json_util_set(o, "epsilon_rdp", json_util_real(eps_search), err) != DP_OK) {
+        rc = err->code ? err->code : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    rc = http_resp_json(rs, 200, o, err);
+    o = NULL;
+out:
+    json_decref(o);
+    acct_event_free(base);
+    acct_event_free(search);
+    return rc;
+}
+
+/* ---- POST /v1/tuning/plan
+ * -------------------------------------------------------------------------- */
+
+/* One training run: steps x poisson_sampled(q, gaussian(open)); q = 1 drops the sampling node and
+ * steps = 1 the composition. Owned by caller, NULL on allocation failure. */
+static acct_event *training_run(double q, int64_t steps)
+{
+    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN), *top = g;
+    if (g == NULL)
+        return NULL;
+    g->noise_multiplier = NAN;
+    if (q < 1.0) {
+        acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
+        if (p == NULL) {
+            acct_event_free(top);
+            return NULL;
+        }
+        p->sampling_rate = q;
+        p->child = top;
+        top = p;
+    }
+    if (steps > 1) {
+        acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+        if (sc == NULL) {
+            acct_event_free(top);
+            return NULL;
+        }
+        sc->count = (uint64_t)steps;
+        sc->child = top;
+        top = sc;
+    }
+    return top;
+}
+
+int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    static const char *const keys[] = {"epsilon",  "delta",        "grid_size",  "expected_runs",
+                                       "training", "distribution", "neighboring"};
+    static const char *const tkeys[] = {"sampling_rate", "steps"};
+    acct_event *search = NULL;
+    json_t *o = NULL;
+    int rc;
+    if ((rc = json_util_require_object(rq->body, NULL, err)) != DP_OK ||
+        (rc = json_util_check_keys(rq->body, keys, 7, err)) != DP_OK)
+        return rc;
+    double eps, delta, expected = NAN, q;
+    int64_t grid = 0, steps;
+    acct_neighboring nb;
+    acct_tuning_dist d;
+    if ((rc = json_util_req_number(rq->body, "epsilon", &eps, err)) != DP_OK)
+        return rc;
+    if (!(eps > 0.0) || !isfinite(eps))
+        return dp_err_set(err, DP_EINVAL, "epsilon", "epsilon must be finite and > 0 (got %g)",
+                          eps);
+    if ((rc = read_delta(rq->body, &delta, err)) != DP_OK ||
+        (rc = read_grid(rq->body, &grid, err)) != DP_OK ||
+        (rc = json_util_opt_number(rq->body, "expected_runs", NAN, &expected, err)) != DP_OK ||
+        (rc = event_json_neighboring(rq->body, &nb, err)) != DP_OK)
+        return rc;
+    if (!isnan(expected) && !(expected >= 1.0 && expected <= ACCT_TUNING_MAX_MEAN))
+        return dp_err_set(err, DP_EINVAL, "expected_runs",
+                          "expected_runs must be in [1, %g] (got %g)", ACCT_TUNING_MAX_MEAN,
+                          expected);
+    const json_t *tr = json_object_get(rq->body, "training");
+    if (tr == NULL || !json_is_object(tr))
+        return dp_err_set(err, DP_EINVAL, "training",
+                          "training must be an object {\"sampling_rate\": q, \"steps\": n}");
+    if ((rc = json_util_check_keys(tr, tkeys, 2, err)) != DP_OK ||
+        (rc = json_util_req_number(tr, "sampling_rate", &q, err)) != DP_OK ||
+        (rc = json_util_req_int(tr, "steps", &steps, err)) != DP_OK) {
+        dp_err_prefix_field(err, "training");
+        return rc;
+    }
+    if (!(q > 0.0 && q <= 1.0))
+        return dp_err_set(err, DP_EINVAL, "training.sampling_rate",
+                          "training.sampling_rate must be in (0, 1] (got %g)", q);
+    if (steps < 1 || (uint64_t)steps > ACCT_EVENT_MAX_COUNT)
+        return dp_err_set(err, DP_EINVAL, "training.steps",
+                          "training.steps must be in [1, 10^12] (got %lld)", (long long)steps);
+    const json_t *jd = json_object_get(rq->body, "distribution");
+    if (jd == NULL)
+        return dp_err_set(err, DP_EINVAL, "distribution", "distribution is required");
+    if ((rc = tuning_json_parse_dist(jd, true, &d, err)) != DP_OK)
+        return rc;
+    /* The distribution's mean comes from the request when the distribution leaves it out. */
+    if (d.kind != ACCT_TUNE_FIXED && isnan(d.mean) && isnan(d.gamma)) {
+        double m = !isnan(expected) ? expected : (grid > 0 ? (double)grid : (double)NAN);
+        if (isnan(m))
+            return dp_err_set(err, DP_EINVAL, "expected_runs",
+                              "give expected_runs or grid_size, or a mean in the distribution");
+        d.mean = m;
+    }
+    if ((rc = acct_tuning_dist_resolve(&d, &d, err)) != DP_OK)
+        return rc;
+
+    acct_calib_rdp_ctx cctx = {nb, delta, ACCT_CONV_OPTIMAL, NULL, 0, NAN};
+    acct_calib_result tuned, untuned, naive = {0, NAN, NAN, 0};
+    search = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
+    if (search == NULL || (search->child = training_run(q, steps)) == NULL) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    search->dist = d;
+    if ((rc = acct_calibrate(search, eps, acct_calib_rdp_eps, &cctx, &tuned, err)) != DP_OK) {
+        if (err && strcmp(err->field, "target_epsilon") == 0) /* this endpoint calls it epsilon */
+            snprintf(err->field, sizeof err->field, "epsilon");
+        goto out;
+    }
+    double tuned_order = cctx.last_order;
+    if ((rc = acct_calibrate(search->child, eps, acct_calib_rdp_eps, &cctx, &untuned, err)) !=
+        DP_OK)
+        goto out;
+    if (grid > 0) {
+        search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)grid, NAN, NAN, NAN};
+        rc = acct_calibrate(search, eps, acct_calib_rdp_eps, &cctx, &naive, err);
+        search->dist = d;
+        if (rc != DP_OK && rc != DP_ENUMERIC)
+            goto out;
+        if (rc == DP_ENUMERIC) { /* naive search cannot meet the target at all: say so */
+            dp_err_clear(err);
+            naive.value = HUGE_VAL;
+        }
+        rc = DP_OK;
+    }
+    o = json_object();
+    json_t *runs =
+        json_pack("{s:o, s:o, s:o, s:s}", "expected", json_util_real(acct_tuning_expected_runs(&d)),
+                  "prob_no_run", json_util_real(acct_tuning_prob_zero(&d)), "distribution",
+                  tuning_json_dist(&d), "draw",
+                  "POST /v1/tuning/draw with this distribution draws the number of runs");
+    json_t *acc =
+        json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "accountant", "rdp", "bound", bound_name(&d),
+                  "auxiliary_orders", "continuous", "conversion",
+                  acct_conversion_name(ACCT_CONV_OPTIMAL), "optimal_order",
+                  json_util_real(tuned_order), "neighboring", event_json_neighboring_name(nb));
+    if (o == NULL) {
+        json_decref(runs);
+        json_decref(acc);
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    /* json_util_set steals its value even on failure: runs and acc belong to o from here. */
+    if (json_util_set(o, "runs", runs, err) != DP_OK ||
+        json_util_set(o, "accounting", acc, err) != DP_OK ||
+        json_util_set(o, "noise_multiplier", json_util_real(tuned.value), err) != DP_OK ||
+        json_util_set(o, "noise_multiplier_untuned", json_util_real(untuned.value), err) != DP_OK ||
+        json_util_set(o, "price_of_tuning", json_util_real(tuned.value / untuned.value), err) !=
+            DP_OK ||
+        json_util_set(o, "noise_multiplier_naive",
+                      grid > 0 ? json_util_real(naive.value) : json_null(), err) != DP_OK ||
+        (grid > 0 && isinf(naive.value) &&
+         json_util_set(o, "noise_multiplier_naive_reason",
+                       json_string("no noise multiplier lets every grid value run within the "
+                                   "target"),
+                       err) != DP_OK) ||
+        json_util_set(o, "naive_runs", grid > 0 ? json_integer(grid) : json_null(), err) != DP_OK ||
+        json_util_set(o, "epsilon", json_util_real(tuned.epsilon), err) != DP_OK ||
+        json_util_set(o, "delta", json_real(delta), err) != DP_OK ||
+        json_util_set(o, "training",
+                      json_pack("{s:f, s:I}", "sampling_rate", q, "steps", (json_int_t)steps),
+                      err) != DP_OK) {
+        rc = err->code ? err->code : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    rc = http_resp_json(rs, 200, o, err);
+    o = NULL;
+out:
+    json_decref(o);
+    acct_event_free(search);
+    return rc;
 }
 
 /* ---- POST /v1/tuning/draw
@@ -245,12 +593,10 @@ out:
 
 int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    const char *sid = http_req_param(rq, "id");
-    char *end = NULL;
-    errno = 0;
-    long long id = sid ? strtoll(sid, &end, 10) : 0;
-    if (sid == NULL || end == sid || *end != '\0' || errno != 0 || id < 1)
-        return dp_err_set(err, DP_EINVAL, "id", "id must be a positive integer");
+    int64_t id;
+    int rc0 = http_req_param_id(rq, "id", &id, err);
+    if (rc0 != DP_OK)
+        return rc0;
     sqlite3_stmt *st = store_conn_prepare(rq->db, SQL_GET_DRAW, err);
     if (st == NULL)
         return err->code;
@@ -259,7 +605,7 @@ int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
         src = sqlite3_step(st);
     if (src == SQLITE_DONE) {
         store_stmt_done(st);
-        return dp_err_set(err, DP_ENOTFOUND, "id", "no tuning draw %lld", id);
+        return dp_err_set(err, DP_ENOTFOUND, "id", "no tuning draw %lld", (long long)id);
     }
     if (src != SQLITE_ROW) {
         store_stmt_done(st);
@@ -281,7 +627,7 @@ int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
     json_t *body = NULL;
     int rc = DP_OK;
     if (dist == NULL || (ctext && cand == NULL)) {
-        dp_log(DP_LOG_ERROR, rq->req_id, "tuning draw %lld: stored JSON unreadable", id);
+        dp_log(DP_LOG_ERROR, rq->req_id, "tuning draw %lld: stored JSON unreadable", (long long)id);
         rc = dp_err_set(err, DP_EINTERNAL, NULL, "stored draw is unreadable");
         goto out;
     }

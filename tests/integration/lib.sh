@@ -2,7 +2,8 @@
 #
 #   . "$(dirname "$0")/lib.sh"
 #   start_daemon [extra dpsilod flags]   # port 0, database in a private temp dir; sets URL and DAEMON_PID
-#   req METHOD PATH [BODY]                # curl; sets STATUS, BODY (response) and HEADERS (file)
+#   req METHOD PATH [BODY]                # curl; sets STATUS, BODY (response) and HEADERS (file);
+#                                         # sends "Authorization: Bearer $AUTH" when AUTH is set
 #   expect_status 404 GET /nope           # req + check the status
 #   expect_json '.error.field' 'count'    # jq expression on the last response must print the value
 #   check "description" COMMAND...        # runs COMMAND, records pass/fail
@@ -74,6 +75,7 @@ req() {
     local method=$1 path=$2
     local args=(-s -S --path-as-is -X "$method" -D "$T/headers" -o "$T/body" -w '%{http_code}')
     if [ $# -ge 3 ]; then args+=(-H "Content-Type: ${4:-application/json}" --data-binary "$3"); fi
+    if [ -n "${AUTH:-}" ]; then args+=(-H "Authorization: Bearer $AUTH"); fi
     [ "$method" = HEAD ] && args=(-s -S --path-as-is -I -D "$T/headers" -o "$T/body" -w '%{http_code}')
     STATUS=$(curl "${args[@]}" "$URL$path") || STATUS="curl-failed"
     BODY=$(cat "$T/body")

@@ -60,6 +60,79 @@ expect_status 404 GET /v1/tuning/draws/999999
 expect_status 400 GET /v1/tuning/draws/abc
 expect_json .error.field id
 
+# ---- cost -------------------------------------------------------------------------------------------
+RUN='{"type":"self_composed","count":5000,"event":{"type":"poisson_sampled","sampling_rate":0.02,"event":{"type":"gaussian","noise_multiplier":1.5}}}'
+expect_status 200 POST /v1/tuning/cost "{\"event\":$RUN,\"distribution\":{\"logarithmic\":{\"mean\":10}},\"delta\":1e-5,\"grid_size\":10}"
+expect_json '.epsilon > .epsilon_one_run and .epsilon < .epsilon_naive' true
+expect_json '.epsilon_naive > 2 * .epsilon' true
+expect_json .naive_runs 10
+expect_json '.expected_runs > 9.999999 and .expected_runs < 10.000001' true
+expect_json .prob_no_run 0
+expect_json .accounting.bound "Papernot & Steinke 2022, Thm. 2"
+expect_json .pure null
+# Pure runs: Liu & Talwar's 3 eps for the geometric distribution, 10 eps for the naive grid.
+expect_status 200 POST /v1/tuning/cost '{"event":{"type":"laplace","noise_multiplier":4},"distribution":{"geometric":{"mean":10}},"delta":1e-6,"grid_size":10}'
+expect_json .pure.epsilon 0.75
+expect_json .epsilon 0.75
+expect_json .pure.epsilon_naive 2.5
+expect_json .epsilon_one_run 0.25
+# A degenerate distribution is plain composition: fixed k = 1 costs one run.
+expect_status 200 POST /v1/tuning/cost "{\"event\":$RUN,\"distribution\":{\"fixed\":1},\"delta\":1e-5}"
+expect_json '.epsilon == .epsilon_one_run' true
+expect_json .epsilon_naive null
+expect_json .epsilon_naive_reason "grid_size not given"
+expect_status 200 POST /v1/tuning/cost "{\"event\":$RUN,\"distribution\":{\"poisson\":{\"mean\":10}},\"delta\":1e-5}"
+expect_json '.prob_no_run > 4.53e-5 and .prob_no_run < 4.55e-5' true
+expect_json .accounting.bound "Papernot & Steinke 2022, Thm. 6"
+# The cost grows with the mean number of runs.
+prev=0
+for m in 2 5 10 50; do
+    req POST /v1/tuning/cost "{\"event\":$RUN,\"distribution\":{\"geometric\":{\"mean\":$m}},\"delta\":1e-5}"
+    cur=$(printf '%s' "$BODY" | jq .epsilon)
+    check "cost grows: mean $m ($cur > $prev)" awk -v a="$cur" -v b="$prev" 'BEGIN{exit !(a > b)}'
+    prev=$cur
+done
+# repeat_and_select is an event like any other: nested in a composition at /v1/accounting/epsilon.
+expect_status 200 POST /v1/accounting/epsilon "{\"event\":{\"type\":\"composed\",\"events\":[{\"type\":\"repeat_and_select\",\"event\":$RUN,\"distribution\":{\"geometric\":{\"mean\":10}}},{\"type\":\"gaussian\",\"noise_multiplier\":20}]},\"delta\":1e-5}"
+expect_json '.epsilon > 0' true
+expect_status 400 POST /v1/accounting/epsilon "{\"event\":{\"type\":\"composed\",\"events\":[{\"type\":\"repeat_and_select\",\"event\":$RUN,\"distribution\":{\"poisson\":{\"mean\":0.5}}}]},\"delta\":1e-5}"
+expect_json .error.field 'event.events[0].distribution.poisson.mean'
+expect_status 400 POST /v1/tuning/cost "{\"event\":$RUN,\"distribution\":{\"truncated_negative_binomial\":{\"eta\":-2,\"mean\":10}},\"delta\":1e-5}"
+expect_json .error.field distribution.truncated_negative_binomial.eta
+expect_status 400 POST /v1/tuning/cost "{\"event\":$RUN,\"distribution\":{\"fixed\":3},\"delta\":2}"
+expect_json .error.field delta
+expect_status 400 POST /v1/tuning/cost '{"event":{"type":"gaussian","noise_multiplier":-1},"distribution":{"fixed":3},"delta":1e-5}'
+expect_json .error.field event.noise_multiplier
+expect_status 400 POST /v1/tuning/cost "{\"event\":$RUN,\"distribution\":{\"fixed\":3},\"delta\":1e-5,\"grid_size\":0}"
+expect_json .error.field grid_size
+
+# ---- plan ---------------------------------------------------------------------------------------------
+# seed-001 Fig. 7: one Gaussian release, eps 0.25, delta 1e-5, E[K] = 10, eta = -0.5. The paper's grid
+# calibration gives 23.785 (untuned 14.567); the continuous orders never need more noise.
+expect_status 200 POST /v1/tuning/plan '{"epsilon":0.25,"delta":1e-5,"expected_runs":10,"training":{"sampling_rate":1,"steps":1},"distribution":{"truncated_negative_binomial":{"eta":-0.5}}}'
+expect_json '.noise_multiplier <= 23.785 and .noise_multiplier > 22' true
+expect_json '.noise_multiplier_untuned <= 14.567 and .noise_multiplier_untuned > 14.56' true
+expect_json '.price_of_tuning > 1.5 and .price_of_tuning < 1.64' true
+expect_json '.epsilon <= 0.25' true
+expect_json '.runs.distribution.truncated_negative_binomial.gamma > 0.00277 and .runs.distribution.truncated_negative_binomial.gamma < 0.00278' true
+expect_status 200 POST /v1/tuning/plan '{"epsilon":1,"delta":1e-5,"grid_size":10,"training":{"sampling_rate":0.02,"steps":5000},"distribution":{"logarithmic":{}}}'
+expect_json '.noise_multiplier > .noise_multiplier_untuned and .noise_multiplier < .noise_multiplier_naive' true
+expect_json '.runs.expected > 9.999999 and .runs.expected < 10.000001' true
+expect_json .naive_runs 10
+# An impossible target is 422 naming epsilon.
+expect_status 422 POST /v1/tuning/plan '{"epsilon":1e-9,"delta":1e-12,"grid_size":10,"training":{"sampling_rate":1,"steps":1000000000},"distribution":{"geometric":{}}}'
+expect_json .error.field epsilon
+expect_status 400 POST /v1/tuning/plan '{"epsilon":1,"delta":1e-5,"training":{"sampling_rate":0.02,"steps":5000},"distribution":{"logarithmic":{}}}'
+expect_json .error.field expected_runs
+expect_status 400 POST /v1/tuning/plan '{"epsilon":1,"delta":1e-5,"grid_size":10,"training":{"sampling_rate":0.02,"steps":0},"distribution":{"logarithmic":{}}}'
+expect_json .error.field training.steps
+expect_status 400 POST /v1/tuning/plan '{"epsilon":1,"delta":1e-5,"grid_size":10,"training":{"sampling_rate":1.5,"steps":10},"distribution":{"geometric":{}}}'
+expect_json .error.field training.sampling_rate
+expect_status 400 POST /v1/tuning/plan '{"epsilon":-1,"delta":1e-5,"grid_size":10,"training":{"sampling_rate":0.5,"steps":10},"distribution":{"geometric":{}}}'
+expect_json .error.field epsilon
+expect_status 400 POST /v1/tuning/plan '{"epsilon":1,"delta":1e-5,"grid_size":10,"training":{"sampling_rate":0.5,"steps":10},"distribution":{"poisson":{"mean":0.2}}}'
+expect_json .error.field distribution.poisson.mean
+
 # ---- draws persist across a restart -----------------------------------------------------------------
 stop_daemon || fail "clean stop"
 start_daemon --threads 2 || exit 1

@@ -1,0 +1,296 @@
+/*
+ * ledger_bench: acknowledged durable charges per second and latency percentiles of the budget
+ * ledger.
+ *
+ *   ledger_bench http HOST PORT SILO_ID CONNECTIONS REQUESTS_PER_CONNECTION [TOKEN]
+ *       CONNECTIONS threads, each with one keep-alive HTTP/1.1 connection (raw sockets), send
+ *       POST /v1/silos/SILO_ID/charges one after another and time each request from the first byte
+ *       sent to the last byte of the answer. Only 201 answers count as acknowledged.
+ *   ledger_bench api DB_PATH THREADS CHARGES_PER_THREAD
+ *       The same through the C API (ledger_charge) from THREADS threads against a fresh silo in an
+ *       existing, migrated database: the ledger's own capacity without HTTP and JSON.
+ *
+ * Every acknowledged charge is durable: the daemon answers only after its group's COMMIT returned
+ * with synchronous=FULL (service/ledger.h). Output: one line of "key=value" pairs, parsed by
+ * run.sh. Timings are measured here, never asserted in tests (HELPERS.md).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "accounting/event.h"
+#include "common/dp_err.h"
+#include "service/ledger.h"
+
+#define BENCH_MAX_THREADS 256
+#define BENCH_BUF         8192
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct worker {
+    /* inputs */
+    const char *host;
+    int port;
+    long silo;
+    long n;
+    const char *token;
+    ledger *l;
+    const acct_event *ev;
+    /* outputs */
+    double *lat; /* n latencies, seconds */
+    long ok, refused, failed;
+} worker;
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads one HTTP response; returns its status, or -1. */
+static int read_response(int fd, char *buf, size_t cap)
+{
+    size_t have = 0;
+    char *hdr_end = NULL;
+    while (hdr_end == NULL) {
+        if (have + 1 >= cap)
+            return -1;
+        ssize_t r = read(fd, buf + have, cap - 1 - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        have += (size_t)r;
+        buf[have] = '\0';
+        hdr_end = strstr(buf, "\r\n\r\n");
+    }
+    int status = 0;
+    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+        return -1;
+    long clen = 0;
+    for (char *p = buf; p < hdr_end; p++)
+        if ((p == buf || p[-1] == '\n') && strncasecmp(p, "Content-Length:", 15) == 0)
+            clen = strtol(p + 15, NULL, 10);
+    size_t body_have = have - (size_t)(hdr_end + 4 - buf);
+    while ((long)body_have < clen) {
+        ssize_t r = read(fd, buf, cap);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        body_have += (size_t)r;
+    }
+    return status;
+}
+
+static int connect_to(const char *host, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void *http_worker(void *arg)
+{
+    worker *w = arg;
+    char body[256], req[1024], buf[BENCH_BUF], auth[400] = "";
+    if (w->token != NULL)
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", w->token);
+    int fd = connect_to(w->host, w->port);
+    for (long i = 0; i < w->n; i++) {
+        int bn = snprintf(body, sizeof body,
+                          "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":1000},"
+                          "\"reason\":\"bench %ld\"}",
+                          i);
+        int rn = snprintf(req, sizeof req,
+                          "POST /v1/silos/%ld/charges HTTP/1.1\r\nHost: %s\r\n%s"
+                          "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                          w->silo, w->host, auth, bn, body);
+        double t0 = now_s();
+        int status = -1;
+        if (fd >= 0 && write_all(fd, req, (size_t)rn) == 0)
+            status = read_response(fd, buf, sizeof buf);
+        w->lat[i] = now_s() - t0;
+        if (status == 201)
+            w->ok++;
+        else if (status == 409)
+            w->refused++;
+        else
+            w->failed++;
+        if (status < 0) { /* reconnect after a broken connection */
+            if (fd >= 0)
+                close(fd);
+            fd = connect_to(w->host, w->port);
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+static void *api_worker(void *arg)
+{
+    worker *w = arg;
+    for (long i = 0; i < w->n; i++) {
+        ledger_charge_req r = {.silo_id = w->silo,
+                               .event = w->ev,
+                               .neighboring = ACCT_NB_ADD_REMOVE,
+                               .event_json = "{\"noise_multiplier\":1000,\"type\":\"gaussian\"}",
+                               .reason = "bench"};
+        ledger_charge_result res;
+        dp_err e;
+        dp_err_clear(&e);
+        double t0 = now_s();
+        int rc = ledger_charge(w->l, &r, false, &res, &e);
+        w->lat[i] = now_s() - t0;
+        if (rc == DP_OK)
+            w->ok++;
+        else if (rc == DP_EBUDGET)
+            w->refused++;
+        else
+            w->failed++;
+    }
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int run(worker *ws, long nth, void *(*fn)(void *))
+{
+    pthread_t th[BENCH_MAX_THREADS];
+    double t0 = now_s();
+    for (long i = 0; i < nth; i++)
+        if (pthread_create(&th[i], NULL, fn, &ws[i]) != 0)
+            return 1;
+    for (long i = 0; i < nth; i++)
+        pthread_join(th[i], NULL);
+    double el = now_s() - t0;
+    long total = 0, ok = 0, refused = 0, failed = 0;
+    for (long i = 0; i < nth; i++) {
+        total += ws[i].n;
+        ok += ws[i].ok;
+        refused += ws[i].refused;
+        failed += ws[i].failed;
+    }
+    double *all = calloc((size_t)total, sizeof *all);
+    if (all == NULL)
+        return 1;
+    long k = 0;
+    for (long i = 0; i < nth; i++)
+        for (long j = 0; j < ws[i].n; j++)
+            all[k++] = ws[i].lat[j];
+    qsort(all, (size_t)total, sizeof *all, cmp_double);
+    printf(
+        "clients=%ld requests=%ld acked=%ld refused=%ld failed=%ld seconds=%.3f acked_per_s=%.0f "
+        "p50_ms=%.3f p99_ms=%.3f max_ms=%.3f\n",
+        nth, total, ok, refused, failed, el, (double)ok / el, 1e3 * all[total / 2],
+        1e3 * all[(size_t)floor(0.99 * (double)(total - 1))], 1e3 * all[total - 1]);
+    free(all);
+    return failed != 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 7 && strcmp(argv[1], "http") == 0) {
+        long nth = strtol(argv[5], NULL, 10), n = strtol(argv[6], NULL, 10);
+        if (nth < 1 || nth > BENCH_MAX_THREADS || n < 1)
+            return 2;
+        worker *ws = calloc((size_t)nth, sizeof *ws);
+        for (long i = 0; ws != NULL && i < nth; i++) {
+            ws[i] = (worker){.host = argv[2],
+                             .port = (int)strtol(argv[3], NULL, 10),
+                             .silo = strtol(argv[4], NULL, 10),
+                             .n = n,
+                             .token = argc >= 8 ? argv[7] : NULL,
+                             .lat = calloc((size_t)n, sizeof(double))};
+            if (ws[i].lat == NULL)
+                return 1;
+        }
+        return ws == NULL ? 1 : run(ws, nth, http_worker);
+    }
+    if (argc >= 5 && strcmp(argv[1], "api") == 0) {
+        long nth = strtol(argv[3], NULL, 10), n = strtol(argv[4], NULL, 10);
+        if (nth < 1 || nth > BENCH_MAX_THREADS || n < 1)
+            return 2;
+        dp_err e;
+        dp_err_clear(&e);
+        ledger *l = ledger_open(argv[2], &e);
+        if (l == NULL) {
+            fprintf(stderr, "ledger_bench: %s\n", e.msg);
+            return 1;
+        }
+        /* a cap no run reaches: every charge pays the full RDP admission and is appended */
+        ledger_budget b = {.kind = LEDGER_BUDGET_EPS_DELTA,
+                           .accountant = LEDGER_ACCT_RDP,
+                           .conversion = ACCT_CONV_BALLE2020,
+                           .epsilon = 1e9,
+                           .delta = 1e-5,
+                           .rho = (double)NAN};
+        ledger_silo_view v;
+        char tok[LEDGER_TOKEN_BUF];
+        if (ledger_silo_create(l, "bench", &b, &v, tok, &e) != DP_OK) {
+            fprintf(stderr, "ledger_bench: %s\n", e.msg);
+            return 1;
+        }
+        acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
+        g->noise_multiplier = 1000;
+        worker *ws = calloc((size_t)nth, sizeof *ws);
+        for (long i = 0; ws != NULL && i < nth; i++) {
+            ws[i] = (worker){
+                .l = l, .silo = v.id, .n = n, .ev = g, .lat = calloc((size_t)n, sizeof(double))};
+            if (ws[i].lat == NULL)
+                return 1;
+        }
+        int rc = ws == NULL ? 1 : run(ws, nth, api_worker);
+        uint64_t groups = 0, ops = 0;
+        ledger_stats(l, &groups, &ops);
+        printf("   group commits=%llu ops=%llu mean_group=%.1f\n", (unsigned long long)groups,
+               (unsigned long long)ops, groups ? (double)ops / (double)groups : 0.0);
+        ledger_free(l);
+        acct_event_free(g);
+        return rc;
+    }
+    fprintf(stderr, "usage: ledger_bench http HOST PORT SILO CONNECTIONS REQUESTS [TOKEN]\n"
+                    "       ledger_bench api DB_PATH THREADS CHARGES_PER_THREAD\n");
+    return 2;
+}

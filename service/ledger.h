@@ -1,0 +1,281 @@
+/*
+ * ledger: per-silo privacy budgets. The spend log, its admission control, claims and tokens (issue
+ * #5).
+ *
+ * WHAT. A silo owns a budget: (epsilon, delta) composed by RDP (default), zCDP or PLD; or a zCDP
+ * rho; or none at all (a silo that opted out of DP, seed 003 section 6.1: its spends are recorded,
+ * never refused). Every spend is one append-only row of `charges` (migrations/0003_ledger.sql). A
+ * silo's totals are a cached per-order RDP vector and a rho sum, derived from its charges: each
+ * append updates them in the same transaction, and ledger_silo_verify recomputes them from the log.
+ *
+ * ADMISSION. A charge of cost c is admitted iff  conv(spent + reserved + c) <= cap,  evaluated in
+ * ONE BEGIN IMMEDIATE transaction together with the append, with no tolerance in the permissive
+ * direction (STYLE.md 2.8). "reserved" is the sum of the silo's active, unexpired claims. conv is
+ * the RDP -> (eps, delta) conversion of accounting/rdp.h at the silo's delta (zCDP silos: the RDP
+ * curve rho*alpha, Bun & Steinke 2016 Def. 1.1, converted the same way; rho budgets compare rho
+ * sums directly). Vector sums round upward (ledger_sum_up), so a cached total is never below the
+ * exact sum of its terms.
+ *
+ * GROUP COMMIT (DESIGN). All writes go through one committer thread that owns the only write
+ * connection (synchronous=FULL). Callers enqueue an op and sleep on their own condition variable;
+ * the committer takes every queued op (up to LEDGER_MAX_GROUP), runs them in one BEGIN IMMEDIATE
+ * transaction, each inside its own SAVEPOINT so that a refused or failing op is rolled back alone,
+ * COMMITs once (one fsync for the group) and only then wakes the waiters. A waiter is acknowledged
+ * only after COMMIT returned; if COMMIT fails, every op of the group fails. Throughput therefore
+ * grows with concurrency. The FIFO, mutex and per-op condition variable follow redis bio.c
+ * (STYLE.md 2.7). Costs (RDP curves) are computed by the calling thread before enqueueing, so
+ * nothing slow runs inside the write transaction.
+ *
+ * THREADS. A ledger is shared by all HTTP threads and job workers. Write calls block until their op
+ * is committed or refused. Read calls use the caller's own connection (a borrowed pool connection,
+ * never used by two threads at once) and see a committed snapshot.
+ *
+ * OWNERSHIP. Pointers in requests are borrowed for the duration of the call. Views are plain
+ * structs filled by the callee; lists are arrays owned by the caller, freed with the matching
+ * _free.
+ */
+#ifndef DP_SERVICE_LEDGER_H
+#define DP_SERVICE_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "accounting/event.h"
+#include "accounting/rdp.h"
+#include "common/dp_err.h"
+
+#define LEDGER_MAX_ORDERS   256                      /* RDP orders per vector */
+#define LEDGER_MAX_BATCH    1024                     /* silos in one batch charge */
+#define LEDGER_MAX_GROUP    1024                     /* ops in one group commit */
+#define LEDGER_NAME_MAX     200                      /* silo name bytes */
+#define LEDGER_KEY_MAX      200                      /* idempotency key bytes */
+#define LEDGER_REASON_MAX   2000                     /* reason bytes */
+#define LEDGER_TOKEN_BUF    80                       /* a token plus NUL */
+#define LEDGER_LIST_MAX     1000                     /* page size cap */
+#define LEDGER_CLAIM_MAX_MS (7LL * 24 * 3600 * 1000) /* longest claim timeout: one week */
+
+typedef enum ledger_accountant {
+    LEDGER_ACCT_RDP = 0, /* per-order RDP vector, converted at delta */
+    LEDGER_ACCT_ZCDP,    /* rho sum */
+    LEDGER_ACCT_PLD,     /* privacy loss distributions; see ledger.c on how admission bounds it */
+    LEDGER_ACCT_NONE     /* opted out of DP */
+} ledger_accountant;
+
+typedef enum ledger_budget_kind {
+    LEDGER_BUDGET_EPS_DELTA = 0, /* cap on epsilon at delta */
+    LEDGER_BUDGET_RHO,           /* cap on the zCDP rho */
+    LEDGER_BUDGET_NONE           /* {"private": false} */
+} ledger_budget_kind;
+
+typedef struct ledger_budget {
+    ledger_budget_kind kind;
+    ledger_accountant accountant; /* EPS_DELTA: RDP, ZCDP or PLD; RHO: ZCDP; NONE: NONE */
+    acct_conversion conversion;   /* RDP -> eps conversion (accounting/rdp.h); default BALLE2020 */
+    double epsilon;               /* EPS_DELTA: cap, >= 0 */
+    double delta; /* EPS_DELTA: in (0, 1); RHO: optional (NAN = none) for reporting eps */
+    double rho;   /* RHO: cap, >= 0 */
+} ledger_budget;
+
+/* Checks domains and combinations; the failing field is named ("budget.delta"...). */
+int ledger_budget_check(const ledger_budget *b, dp_err *err);
+/* "rdp", "zcdp", "pld", "none". Never NULL. */
+const char *ledger_accountant_name(ledger_accountant a);
+/* Parses "rdp", "zcdp", "pld"; DP_EINVAL (field "budget.accountant") otherwise. */
+int ledger_accountant_parse(const char *s, ledger_accountant *out, dp_err *err);
+
+/* Totals of a silo, in the unit of its budget where one applies. Non-finite values: +INFINITY means
+ * unbounded loss (e.g. a charge with no finite zCDP bound), NAN means "not applicable" (no delta).
+ */
+typedef struct ledger_silo_view {
+    int64_t id;
+    char name[LEDGER_NAME_MAX + 1];
+    ledger_budget budget;
+    int64_t created_at_ms;
+    int64_t archived_at_ms; /* 0 while active */
+    int64_t n_charges;
+    int64_t n_active_claims; /* unexpired */
+    double spent_eps;        /* at budget.delta */
+    double spent_order;      /* RDP order attaining spent_eps (NAN if n/a) */
+    double spent_rho;        /* sum of rho over charges */
+    double held_eps;         /* spent plus active claims, at budget.delta */
+    double held_rho;
+    double remaining; /* cap - held, in the budget's unit (eps or rho); NAN for NONE */
+} ledger_silo_view;
+
+typedef struct ledger ledger;
+
+/* Opens the ledger on the database file (migrations already applied), fixes the RDP order grid at
+ * first start, and starts the committer thread. Returns NULL and fills err on failure. Owned by
+ * caller. */
+ledger *ledger_open(const char *db_path, dp_err *err);
+/* Stops the committer after it has finished every queued op, then closes. NULL is a no-op. */
+void ledger_free(ledger *l);
+
+/* Group-commit statistics since open: committed groups and the ops they carried (a refused op
+ * counts). ops / groups is the mean group size. Thread-safe (atomics). */
+void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops);
+
+/* The RDP orders of every vector in this ledger (borrowed, valid until ledger_free). */
+const double *ledger_orders(const ledger *l, size_t *n_orders);
+
+/* ---- tokens
+ * ----------------------------------------------------------------------------------------- */
+typedef enum ledger_role { LEDGER_ROLE_NONE = 0, LEDGER_ROLE_ADMIN, LEDGER_ROLE_SILO } ledger_role;
+typedef struct ledger_principal {
+    ledger_role role;
+    int64_t token_id; /* tokens.id: the actor recorded on charges; 0 for NONE */
+    int64_t silo_id;  /* ROLE_SILO: the silo it may read and charge */
+} ledger_principal;
+
+/* Writes a fresh random token ("dps_" + 64 hex digits, 256 bits from /dev/urandom) into out. */
+int ledger_token_generate(char out[LEDGER_TOKEN_BUF], dp_err *err);
+/* Records the admin token's hash (idempotent) and returns its id. token is borrowed, never stored.
+ */
+int ledger_token_register_admin(ledger *l, const char *token, int64_t *token_id, dp_err *err);
+/* Resolves a bearer token through its SHA-256. Unknown token -> DP_EUNAUTH. */
+int ledger_token_lookup(sqlite3 *db, const char *token, ledger_principal *out, dp_err *err);
+
+/* ---- silos
+ * ------------------------------------------------------------------------------------------ */
+/* Creates a silo; writes its token (returned once, stored as a hash only) into token_out. */
+int ledger_silo_create(ledger *l, const char *name, const ledger_budget *b, ledger_silo_view *out,
+                       char token_out[LEDGER_TOKEN_BUF], dp_err *err);
+int ledger_silo_get(ledger *l, sqlite3 *db, int64_t id, ledger_silo_view *out, dp_err *err);
+/* Silos with id > after, ascending, at most limit (<= LEDGER_LIST_MAX). *out (owned by caller, free
+ * with ledger_views_free) may be NULL when *n_out is 0. */
+int ledger_silo_list(ledger *l, sqlite3 *db, int64_t after, size_t limit, bool include_archived,
+                     ledger_silo_view **out, size_t *n_out, dp_err *err);
+void ledger_views_free(ledger_silo_view *v);
+
+/* A PATCH: fields left NULL/NAN are kept. The cap may be raised or lowered; lowering it below what
+ * is held (spent plus active claims) is DP_ECONFLICT (409). The accountant and budget kind never
+ * change. */
+typedef struct ledger_patch {
+    const char *name; /* borrowed; NULL keeps */
+    double epsilon;   /* NAN keeps */
+    double delta;     /* NAN keeps */
+    double rho;       /* NAN keeps */
+} ledger_patch;
+int ledger_silo_patch(ledger *l, int64_t id, const ledger_patch *p, ledger_silo_view *out,
+                      dp_err *err);
+/* Archives: no further charges or claims; the log stays readable. Archiving twice is a no-op. */
+int ledger_silo_archive(ledger *l, int64_t id, ledger_silo_view *out, dp_err *err);
+
+/* Recomputes a silo's totals from its log and compares them with the cached ones, bit for bit (the
+ * sum is taken in the same order with the same rounding). */
+typedef struct ledger_verify {
+    bool consistent;
+    int64_t n_charges_log, n_charges_cached;
+    double spent_rho_log, spent_rho_cached;
+    double max_abs_diff_rdp; /* largest |log - cached| over orders */
+} ledger_verify;
+int ledger_silo_verify(const ledger *l, sqlite3 *db, int64_t id, ledger_verify *out, dp_err *err);
+
+/* ---- charges
+ * ---------------------------------------------------------------------------------------- */
+/* One spend against one silo. Every pointer is borrowed for the duration of the call. */
+typedef struct ledger_charge_req {
+    int64_t silo_id;
+    const acct_event *event; /* validated tree (acct_event_check) */
+    acct_neighboring neighboring;
+    const char
+        *event_json; /* the event as canonical JSON (compact, sorted keys), stored in the log */
+    const char *idempotency_key; /* NULL = none; <= LEDGER_KEY_MAX bytes */
+    const char *reason;          /* NULL = none; <= LEDGER_REASON_MAX bytes */
+    int64_t job_id;              /* 0 = none */
+    int64_t actor_token_id;      /* tokens.id of the caller; 0 = none (auth off, internal) */
+} ledger_charge_req;
+
+/* The outcome for one silo. Figures are in `unit` (the silo budget's: eps at delta, or rho). */
+typedef struct ledger_charge_result {
+    int status;    /* DP_OK, or why this silo failed: DP_EBUDGET, DP_ENOTFOUND, DP_ECONFLICT,
+                      DP_ENUMERIC; DP_OK items of a failed batch were not charged */
+    bool replayed; /* idempotent retry: the first answer, nothing charged now */
+    bool dry_run;  /* admitted (or not) but nothing written */
+    int64_t silo_id;
+    int64_t charge_id; /* 0 when nothing was written */
+    int64_t created_at_ms;
+    int64_t seq; /* n_charges of the silo after this charge */
+    ledger_budget_kind kind;
+    double cost_eps;  /* this charge alone at the silo's delta (NAN if no delta) */
+    double cost_rho;  /* this charge's rho (INFINITY if none) */
+    double spent;     /* before the charge; computed for a refusal or when claims are active, NAN
+                         otherwise (saves two conversions per accepted charge) */
+    double reserved;  /* held by active claims, before; same rule as spent */
+    double requested; /* this charge alone */
+    double would_be;  /* conv(spent + reserved + cost) */
+    double budget;    /* the cap */
+    double spent_eps_after, spent_rho_after,
+        remaining_after; /* totals after (first answer on replay) */
+} ledger_charge_result;
+
+/* Charges every req[i] (distinct silos), all or nothing, in one transaction. out[i] (caller-owned
+ * array of n) receives each silo's outcome. Returns DP_OK when all were charged (or replayed, or
+ * admitted on a dry run); otherwise the first failure's code with err->field "charges[i]..." and
+ * nothing written. */
+int ledger_charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,
+                        ledger_charge_result *out, dp_err *err);
+/* ledger_charge_batch of one request. */
+int ledger_charge(ledger *l, const ledger_charge_req *req, bool dry_run, ledger_charge_result *out,
+                  dp_err *err);
+
+/* A row of the audit log. Strings are owned by the array (freed by ledger_charge_rows_free). */
+typedef struct ledger_charge_row {
+    int64_t id, silo_id, created_at_ms, actor_token_id, job_id, claim_id, seq;
+    char *idempotency_key; /* NULL if none */
+    char *reason;          /* NULL if none */
+    char *event;           /* JSON text */
+    char neighboring[16];
+    double cost_eps, cost_rho, eps_after, rho_after, remaining_after; /* NAN where n/a */
+} ledger_charge_row;
+
+typedef struct ledger_charge_filter {
+    int64_t after;    /* charges with id > after */
+    size_t limit;     /* <= LEDGER_LIST_MAX */
+    int64_t since_ms; /* created_at >= since_ms; INT64_MIN = no bound */
+    int64_t until_ms; /* created_at < until_ms; INT64_MAX = no bound */
+    int64_t job_id;   /* 0 = any */
+} ledger_charge_filter;
+int ledger_charges_list(sqlite3 *db, int64_t silo_id, const ledger_charge_filter *f,
+                        ledger_charge_row **out, size_t *n_out, dp_err *err);
+void ledger_charge_rows_free(ledger_charge_row *rows, size_t n);
+
+/* ---- claims
+ * ----------------------------------------------------------------------------------------- */
+typedef enum ledger_claim_state {
+    LEDGER_CLAIM_ACTIVE = 0,
+    LEDGER_CLAIM_COMMITTED,
+    LEDGER_CLAIM_ABORTED,
+    LEDGER_CLAIM_EXPIRED
+} ledger_claim_state;
+const char *ledger_claim_state_name(ledger_claim_state s);
+
+typedef struct ledger_claim_view {
+    int64_t id, silo_id, created_at_ms, expires_at_ms, closed_at_ms, charge_id, job_id;
+    ledger_claim_state state;
+    bool replayed;
+    double cost_eps, cost_rho;
+} ledger_claim_view;
+
+/* Reserves req's cost on its silo for timeout_ms (1 .. LEDGER_CLAIM_MAX_MS) under the same
+ * admission rule as a charge; refusal is DP_EBUDGET with the figures in *figures (may be NULL). */
+int ledger_claim_create(ledger *l, const ledger_charge_req *req, int64_t timeout_ms,
+                        ledger_claim_view *out, ledger_charge_result *figures, dp_err *err);
+/* Commits an active claim: appends its charge (never refused: the budget was held). scope_silo_id
+ * != 0 limits the call to claims of that silo (DP_EFORBIDDEN otherwise). Expired or closed ->
+ * DP_ECONFLICT; committing a committed claim again returns it (replayed). */
+int ledger_claim_commit(ledger *l, int64_t claim_id, int64_t scope_silo_id, int64_t actor_token_id,
+                        ledger_claim_view *out, ledger_charge_result *charge, dp_err *err);
+/* Releases an active claim. Aborting an aborted claim is a no-op; committed -> DP_ECONFLICT. */
+int ledger_claim_abort(ledger *l, int64_t claim_id, int64_t scope_silo_id, ledger_claim_view *out,
+                       dp_err *err);
+int ledger_claim_get(sqlite3 *db, int64_t claim_id, ledger_claim_view *out, dp_err *err);
+
+/* Rounds a + b upward: the exact sum when it is representable, else the next double above it
+ * (Knuth's TwoSum gives the rounding error). Used for every total, so totals never under-report. */
+double ledger_sum_up(double a, double b);
+
+#endif

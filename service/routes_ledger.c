@@ -1,0 +1,1136 @@
+/*
+ * routes_ledger.c: the HTTP face of the per-silo budget ledger (issue #5; docs/BUDGETS.md).
+ *
+ *   POST   /v1/silos                    admin   create; answers the silo and its token (shown once)
+ *   GET    /v1/silos                    admin   ?limit=&after=&archived=true
+ *   GET    /v1/silos/{id}               silo    ?verify=true recomputes the totals from the log
+ *   PATCH  /v1/silos/{id}               admin   name, budget.epsilon / budget.delta / budget.rho
+ *   DELETE /v1/silos/{id}               admin   archive (the log stays readable)
+ *   POST   /v1/silos/{id}/charges       silo    one charge (event, idempotency_key, dry_run,
+ * reason, job_id) GET    /v1/silos/{id}/charges       silo    audit log:
+ * ?limit=&after=&since=&until=&job_id= POST   /v1/charges                  admin*  batch over
+ * several silos, all or nothing POST   /v1/silos/{id}/claims        silo    reserve (timeout_ms)
+ *   GET    /v1/claims/{id}              silo    a claim
+ *   POST   /v1/claims/{id}/commit       silo    spend a reservation
+ *   POST   /v1/claims/{id}/abort        silo    release it
+ * "silo" = the admin token or that silo's token; *a silo token may batch-charge only itself.
+ *
+ * Every handler parses and validates its input into ledger.h structs, calls the ledger (which does
+ * the transaction) and writes JSON. Non-finite figures are JSON null with a "..._reason" beside
+ * them (DESIGN.md). A 409 budget_exhausted carries error.details with the spent, reserved,
+ * requested, would-be and budget figures in the silo's unit.
+ *
+ * Thread-safety: handlers run on MHD pool threads; everything they touch is per request except the
+ * ledger, which is thread-safe.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "accounting/event.h"
+#include "common/dp_alloc.h"
+#include "service/auth.h"
+#include "service/event_json.h"
+#include "service/http_err.h"
+#include "service/json_util.h"
+#include "service/ledger.h"
+#include "service/routes.h"
+
+#define LEDGER_DEFAULT_LIMIT    100    /* page size when ?limit= is absent */
+#define LEDGER_DEFAULT_CLAIM_MS 600000 /* claim timeout when timeout_ms is absent: 10 minutes */
+
+/* ---- small parsers ------------------------------------------------------------------------------
+ */
+
+/* A positive decimal int64 from a path or query parameter. */
+static int parse_id(const char *s, const char *field, int64_t *out, dp_err *err)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (s == NULL || errno != 0 || end == s || *end != '\0' || v <= 0)
+        return dp_err_set(err, DP_EINVAL, field, "%s must be a positive integer (got \"%.40s\")",
+                          field, s ? s : "");
+    *out = v;
+    return DP_OK;
+}
+
+static int query_limit(const http_req *rq, size_t *limit, int64_t *after, dp_err *err)
+{
+    const char *l = http_req_query(rq, "limit");
+    const char *a = http_req_query(rq, "after");
+    int64_t v = LEDGER_DEFAULT_LIMIT;
+    if (l != NULL && parse_id(l, "limit", &v, err) != DP_OK)
+        return err->code;
+    if (v > LEDGER_LIST_MAX)
+        return dp_err_set(err, DP_EINVAL, "limit", "limit must be in [1, %d] (got %lld)",
+                          LEDGER_LIST_MAX, (long long)v);
+    *limit = (size_t)v;
+    *after = 0;
+    if (a != NULL && strcmp(a, "0") != 0 && parse_id(a, "after", after, err) != DP_OK)
+        return err->code;
+    return DP_OK;
+}
+
+static int query_bool(const http_req *rq, const char *name, bool *out, dp_err *err)
+{
+    const char *v = http_req_query(rq, name);
+    *out = false;
+    if (v == NULL || strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
+        return DP_OK;
+    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
+        *out = true;
+        return DP_OK;
+    }
+    return dp_err_set(err, DP_EINVAL, name, "%s must be true or false", name);
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (the civil-from-days inverse in H. Hinnant,
+ * "chrono-compatible low-level date algorithms", days_from_civil). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* RFC 3339 "YYYY-MM-DDTHH:MM:SS[.fff...](Z|+HH:MM|-HH:MM)" to Unix milliseconds. */
+static int parse_time(const char *s, const char *field, int64_t *out, dp_err *err)
+{
+    int y, mo, d, h, mi, sec, n = 0;
+    if (s == NULL ||
+        sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 ||
+        n != 19 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+        goto bad;
+    const char *p = s + n;
+    int64_t ms = 0;
+    if (*p == '.') {
+        p++;
+        int digits = 0;
+        while (*p >= '0' && *p <= '9') {
+            if (digits < 3)
+                ms = ms * 10 + (*p - '0');
+            digits++;
+            p++;
+        }
+        if (digits == 0)
+            goto bad;
+        for (; digits < 3; digits++)
+            ms *= 10;
+    }
+    int64_t off_min = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om, k = 0;
+        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &k) != 2 || k != 5 || oh > 23 || om > 59)
+            goto bad;
+        off_min = (oh * 60 + om) * (*p == '+' ? 1 : -1);
+        p += 6;
+    } else {
+        goto bad;
+    }
+    if (*p != '\0')
+        goto bad;
+    int64_t days = days_from_civil(y, mo, d);
+    *out = ((days * 86400 + h * 3600 + mi * 60 + sec) - off_min * 60) * 1000 + ms;
+    return DP_OK;
+bad:
+    return dp_err_set(err, DP_EINVAL, field,
+                      "%s must be an RFC 3339 time such as 2026-11-22T13:00:00Z (got \"%.40s\")",
+                      field, s ? s : "");
+}
+
+/* Unix milliseconds to RFC 3339 UTC with milliseconds. */
+static json_t *time_json(int64_t ms)
+{
+    if (ms <= 0)
+        return json_null();
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (gmtime_r(&t, &tm) == NULL)
+        return json_null();
+    char buf[40];
+    int n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+    if (n < 0 || (size_t)n >= sizeof buf)
+        return json_null();
+    return json_string(buf);
+}
+
+/* ---- JSON writers
+ * -------------------------------------------------------------------------------- */
+
+/* Sets key to x (null when not finite) and, when x is not finite, key_reason to why. */
+static int set_figure(json_t *o, const char *key, double x, const char *why_nan, dp_err *err)
+{
+    if (json_util_set(o, key, json_util_real(x), err) != DP_OK)
+        return err->code;
+    if (isfinite(x))
+        return DP_OK;
+    char rk[64];
+    snprintf(rk, sizeof rk, "%s_reason", key);
+    const char *why = isnan(x) ? why_nan
+                      : strstr(key, "rho") != NULL
+                          ? "unbounded: some charge has no finite zCDP bound "
+                            "(e.g. a Poisson-sampled mechanism)"
+                          : "unbounded: the privacy loss has no finite bound";
+    return json_util_set(o, rk, json_string(why), err);
+}
+
+static const char *NO_DELTA = "not applicable: the budget has no delta";
+static const char *NOT_PRIVATE = "not applicable: the silo opted out of differential privacy";
+
+static json_t *budget_json(const ledger_budget *b, dp_err *err)
+{
+    json_t *o = json_object();
+    int rc = o ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    if (rc == DP_OK && b->kind == LEDGER_BUDGET_NONE) {
+        rc = json_util_set(o, "private", json_false(), err);
+    } else if (rc == DP_OK) {
+        if (b->kind == LEDGER_BUDGET_EPS_DELTA)
+            rc = json_util_set(o, "epsilon", json_real(b->epsilon), err);
+        else
+            rc = json_util_set(o, "rho", json_real(b->rho), err);
+        if (rc == DP_OK && !isnan(b->delta))
+            rc = json_util_set(o, "delta", json_real(b->delta), err);
+        if (rc == DP_OK)
+            rc = json_util_set(o, "accountant", json_string(ledger_accountant_name(b->accountant)),
+                               err);
+        if (rc == DP_OK && b->accountant != LEDGER_ACCT_ZCDP)
+            rc = json_util_set(o, "conversion", json_string(acct_conversion_name(b->conversion)),
+                               err);
+    }
+    if (rc != DP_OK) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static const char *how_computed(const ledger_budget *b)
+{
+    switch (b->accountant) {
+        case LEDGER_ACCT_RDP:
+            return "sum of per-order RDP curves on the order grid, converted at delta";
+        case LEDGER_ACCT_ZCDP:
+            return "sum of zCDP rho; epsilon from the RDP curve rho*alpha on the order grid "
+                   "(Bun & Steinke 2016, Def. 1.1)";
+        case LEDGER_ACCT_PLD:
+            return "min of two upper bounds: the PLD accountant on the silo's whole log (identical "
+                   "events grouped) and the sum of per-order RDP curves converted at delta";
+        case LEDGER_ACCT_NONE:
+            return "opted out of differential privacy: spends are recorded, never refused";
+    }
+    return "";
+}
+
+static json_t *silo_json(const ledger *l, const ledger_silo_view *v, dp_err *err)
+{
+    json_t *o = json_object(), *spent = json_object(), *res = json_object(), *acc = json_object();
+    int rc = o && spent && res && acc ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    const ledger_budget *b = &v->budget;
+    const char *why = b->kind == LEDGER_BUDGET_NONE ? NOT_PRIVATE : NO_DELTA;
+    size_t n_orders = 0;
+    ledger_orders(l, &n_orders);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "id", json_integer(v->id), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "name", json_string(v->name), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "created_at", time_json(v->created_at_ms), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "archived", json_boolean(v->archived_at_ms != 0), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "archived_at", time_json(v->archived_at_ms), err);
+    if (rc == DP_OK) {
+        json_t *bj = budget_json(b, err);
+        rc = bj ? json_util_set(o, "budget", bj, err) : err->code;
+    }
+    /* spent */
+    if (rc == DP_OK)
+        rc = set_figure(spent, "epsilon", v->spent_eps, why, err);
+    if (rc == DP_OK && !isnan(b->delta))
+        rc = json_util_set(spent, "delta", json_real(b->delta), err);
+    if (rc == DP_OK)
+        rc = set_figure(spent, "rho", v->spent_rho, why, err);
+    if (rc == DP_OK && isfinite(v->spent_order) && v->n_charges > 0)
+        rc = json_util_set(spent, "optimal_order", json_real(v->spent_order), err);
+    if (rc == DP_OK) {
+        rc = json_util_set(o, "spent", spent, err);
+        spent = NULL;
+    }
+    /* reserved by active claims: the difference they make to the totals */
+    double r_eps = v->held_eps - v->spent_eps, r_rho = v->held_rho - v->spent_rho;
+    if (rc == DP_OK)
+        rc = set_figure(res, "epsilon", isfinite(r_eps) && r_eps < 0 ? 0 : r_eps, why, err);
+    if (rc == DP_OK)
+        rc = set_figure(res, "rho", isfinite(r_rho) && r_rho < 0 ? 0 : r_rho, why, err);
+    if (rc == DP_OK)
+        rc = json_util_set(res, "active_claims", json_integer(v->n_active_claims), err);
+    if (rc == DP_OK) {
+        rc = json_util_set(o, "reserved", res, err);
+        res = NULL;
+    }
+    /* remaining, in the budget's unit */
+    if (rc == DP_OK) {
+        if (b->kind == LEDGER_BUDGET_NONE) {
+            rc = json_util_set(o, "remaining", json_null(), err);
+            if (rc == DP_OK)
+                rc = json_util_set(o, "remaining_reason", json_string(NOT_PRIVATE), err);
+        } else {
+            json_t *rem = json_object();
+            rc = rem ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            if (rc == DP_OK)
+                rc = set_figure(rem, b->kind == LEDGER_BUDGET_RHO ? "rho" : "epsilon", v->remaining,
+                                why, err);
+            if (rc == DP_OK)
+                rc = json_util_set(o, "remaining", rem, err);
+            else
+                json_decref(rem);
+        }
+    }
+    if (rc == DP_OK)
+        rc = json_util_set(o, "n_charges", json_integer(v->n_charges), err);
+    if (rc == DP_OK)
+        rc = json_util_set(acc, "accountant", json_string(ledger_accountant_name(b->accountant)),
+                           err);
+    if (rc == DP_OK && b->kind != LEDGER_BUDGET_NONE)
+        rc = json_util_set(acc, "conversion",
+                           json_string(b->accountant == LEDGER_ACCT_ZCDP
+                                           ? "balle2020 on the curve rho*alpha"
+                                           : acct_conversion_name(b->conversion)),
+                           err);
+    if (rc == DP_OK)
+        rc = json_util_set(acc, "orders", json_integer((json_int_t)n_orders), err);
+    if (rc == DP_OK)
+        rc = json_util_set(acc, "method", json_string(how_computed(b)), err);
+    if (rc == DP_OK)
+        rc = json_util_set(acc, "neighboring", json_string("per charge (default add_remove)"), err);
+    if (rc == DP_OK) {
+        rc = json_util_set(o, "accounting", acc, err);
+        acc = NULL;
+    }
+    json_decref(spent);
+    json_decref(res);
+    json_decref(acc);
+    if (rc != DP_OK) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Figures of an admission in the silo's unit. */
+static json_t *figures_json(const ledger_charge_result *r, dp_err *err)
+{
+    json_t *o = json_object();
+    int rc = o ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    const char *why = r->kind == LEDGER_BUDGET_NONE ? NOT_PRIVATE : NO_DELTA;
+    if (rc == DP_OK)
+        rc = json_util_set(o, "silo_id", json_integer(r->silo_id), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "unit", json_string(r->kind == LEDGER_BUDGET_RHO ? "rho" : "epsilon"),
+                           err);
+    if (rc == DP_OK)
+        rc = set_figure(o, "spent", r->spent, why, err);
+    if (rc == DP_OK)
+        rc = set_figure(o, "reserved", r->reserved, why, err);
+    if (rc == DP_OK)
+        rc = set_figure(o, "requested", r->requested, why, err);
+    if (rc == DP_OK)
+        rc = set_figure(o, "would_be", r->would_be, why, err);
+    if (rc == DP_OK)
+        rc = set_figure(o, "budget", r->budget, why, err);
+    if (rc != DP_OK) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* One charge's answer: the charge and the silo's totals after it. */
+static json_t *charge_json(const ledger_charge_req *q, const ledger_charge_result *r, dp_err *err)
+{
+    json_t *o = json_object(), *cost = json_object(), *tot = json_object();
+    int rc = o && cost && tot ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    const char *why = r->kind == LEDGER_BUDGET_NONE ? NOT_PRIVATE : NO_DELTA;
+    if (rc == DP_OK)
+        rc = json_util_set(o, "id", r->charge_id ? json_integer(r->charge_id) : json_null(), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "silo_id", json_integer(r->silo_id), err);
+    if (rc == DP_OK && !r->dry_run)
+        rc = json_util_set(o, "seq", json_integer(r->seq), err);
+    if (rc == DP_OK && !r->dry_run)
+        rc = json_util_set(o, "created_at", time_json(r->created_at_ms), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "idempotency_key",
+                           q->idempotency_key ? json_string(q->idempotency_key) : json_null(), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "job_id", q->job_id ? json_integer(q->job_id) : json_null(), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "dry_run", json_boolean(r->dry_run), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "replayed", json_boolean(r->replayed), err);
+    if (rc == DP_OK)
+        rc = set_figure(cost, "epsilon", r->cost_eps, why, err);
+    if (rc == DP_OK)
+        rc = set_figure(cost, "rho", r->cost_rho, why, err);
+    if (rc == DP_OK) {
+        rc = json_util_set(o, "cost", cost, err);
+        cost = NULL;
+    }
+    if (rc == DP_OK)
+        rc = set_figure(tot, "spent_epsilon", r->spent_eps_after, why, err);
+    if (rc == DP_OK)
+        rc = set_figure(tot, "spent_rho", r->spent_rho_after, why, err);
+    if (rc == DP_OK)
+        rc = set_figure(tot, r->kind == LEDGER_BUDGET_RHO ? "remaining_rho" : "remaining_epsilon",
+                        r->remaining_after, why, err);
+    if (rc == DP_OK) {
+        rc = json_util_set(o, "totals_after", tot, err);
+        tot = NULL;
+    }
+    json_decref(cost);
+    json_decref(tot);
+    if (rc != DP_OK) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* A 409 budget_exhausted (or other refusal) with figures: the standard error body plus details. */
+static int reply_refusal(const http_req *rq, http_resp *rs, const dp_err *e, json_t *details,
+                         dp_err *err)
+{
+    json_t *body = http_err_body(e, rq->req_id);
+    if (body == NULL) {
+        json_decref(details);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    json_t *inner = json_object_get(body, "error");
+    if (inner == NULL || json_util_set(inner, "details", details, err) != DP_OK) {
+        json_decref(body);
+        return err->code ? err->code : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    return http_resp_json(rs, http_err_status(e->code), body, err);
+}
+
+/* ---- request parsing ---------------------------------------------------------------------------
+ */
+
+/* The parts of a charge/claim body common to every form. Strings are borrowed from the body; event
+ * and event_json are owned (free with charge_input_clear). */
+typedef struct charge_input {
+    ledger_charge_req req;
+    acct_event *event;
+    char *event_json;
+} charge_input;
+
+static void charge_input_clear(charge_input *c)
+{
+    acct_event_free(c->event);
+    free(c->event_json); /* json_dumps allocates with jansson's allocator (malloc by default) */
+    memset(c, 0, sizeof *c);
+}
+
+/* Reads event, neighboring, idempotency_key, reason and job_id from obj (keys already checked). */
+static int charge_input_parse(const json_t *obj, int64_t silo_id, const ledger_principal *who,
+                              charge_input *c, dp_err *err)
+{
+    memset(c, 0, sizeof *c);
+    const json_t *ev = json_object_get(obj, "event");
+    if (ev == NULL || json_is_null(ev))
+        return dp_err_set(err, DP_EINVAL, "event", "event is required");
+    if (event_json_parse(ev, false, "event", &c->event, err) != DP_OK)
+        return err->code;
+    c->event_json = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
+    if (c->event_json == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    if (event_json_neighboring(obj, &c->req.neighboring, err) != DP_OK)
+        return err->code;
+    if (json_util_opt_string(obj, "idempotency_key", NULL, &c->req.idempotency_key, err) != DP_OK ||
+        json_util_opt_string(obj, "reason", NULL, &c->req.reason, err) != DP_OK ||
+        json_util_opt_int(obj, "job_id", 0, &c->req.job_id, err) != DP_OK)
+        return err->code;
+    if (c->req.job_id < 0 || (json_object_get(obj, "job_id") &&
+                              !json_is_null(json_object_get(obj, "job_id")) && c->req.job_id == 0))
+        return dp_err_set(err, DP_EINVAL, "job_id", "job_id must be a positive integer");
+    c->req.silo_id = silo_id;
+    c->req.event = c->event;
+    c->req.event_json = c->event_json;
+    c->req.actor_token_id = who->token_id;
+    return DP_OK;
+}
+
+static int path_id(const http_req *rq, int64_t *id, dp_err *err)
+{
+    return parse_id(http_req_param(rq, "id"), "id", id, err);
+}
+
+static ledger *the_ledger(const http_req *rq, dp_err *err)
+{
+    if (rq->ledger == NULL)
+        dp_err_set(err, DP_EINTERNAL, NULL, "the ledger is not available");
+    return rq->ledger;
+}
+
+/* ---- silos
+ * ----------------------------------------------------------------------------------------- */
+
+static int parse_budget(const json_t *bj, ledger_budget *b, dp_err *err)
+{
+    if (json_util_require_object(bj, "budget", err) != DP_OK)
+        return err->code;
+    static const char *const keys[] = {"epsilon",    "delta",      "rho",
+                                       "accountant", "conversion", "private"};
+    if (json_util_check_keys(bj, keys, sizeof keys / sizeof keys[0], err) != DP_OK) {
+        dp_err_prefix_field(err, "budget");
+        return err->code;
+    }
+    memset(b, 0, sizeof *b);
+    b->conversion = ACCT_CONV_BALLE2020;
+    b->epsilon = b->delta = b->rho = (double)NAN;
+    bool priv = true;
+    const char *acct = NULL, *conv = NULL;
+    int rc = json_util_opt_bool(bj, "private", true, &priv, err);
+    if (rc == DP_OK)
+        rc = json_util_opt_number(bj, "epsilon", (double)NAN, &b->epsilon, err);
+    if (rc == DP_OK)
+        rc = json_util_opt_number(bj, "delta", (double)NAN, &b->delta, err);
+    if (rc == DP_OK)
+        rc = json_util_opt_number(bj, "rho", (double)NAN, &b->rho, err);
+    if (rc == DP_OK)
+        rc = json_util_opt_string(bj, "accountant", NULL, &acct, err);
+    if (rc == DP_OK)
+        rc = json_util_opt_string(bj, "conversion", NULL, &conv, err);
+    if (rc != DP_OK) {
+        dp_err_prefix_field(err, "budget");
+        return err->code;
+    }
+    if (!priv) {
+        if (!isnan(b->epsilon) || !isnan(b->delta) || !isnan(b->rho) || acct || conv)
+            return dp_err_set(
+                err, DP_EINVAL, "budget.private",
+                "a silo with \"private\": false has no epsilon, delta, rho or accountant");
+        b->kind = LEDGER_BUDGET_NONE;
+        b->accountant = LEDGER_ACCT_NONE;
+        return DP_OK;
+    }
+    if (!isnan(b->rho)) {
+        if (!isnan(b->epsilon))
+            return dp_err_set(err, DP_EINVAL, "budget.rho",
+                              "give either epsilon (with delta) or rho");
+        b->kind = LEDGER_BUDGET_RHO;
+        b->accountant = LEDGER_ACCT_ZCDP;
+        if (acct != NULL && strcmp(acct, "zcdp") != 0)
+            return dp_err_set(err, DP_EINVAL, "budget.accountant",
+                              "a rho budget is accounted by \"zcdp\"");
+    } else if (!isnan(b->epsilon)) {
+        b->kind = LEDGER_BUDGET_EPS_DELTA;
+        b->accountant = LEDGER_ACCT_RDP;
+        if (isnan(b->delta))
+            return dp_err_set(err, DP_EINVAL, "budget.delta",
+                              "budget.delta is required with epsilon");
+        if (acct != NULL && ledger_accountant_parse(acct, &b->accountant, err) != DP_OK)
+            return err->code;
+    } else {
+        return dp_err_set(
+            err, DP_EINVAL, "budget",
+            "budget must be {\"epsilon\", \"delta\"}, {\"rho\"} or {\"private\": false}");
+    }
+    if (conv != NULL) {
+        acct_conversion cv;
+        if (acct_conversion_parse(conv, &cv, err) != DP_OK) {
+            dp_err_prefix_field(err, "budget");
+            return err->code;
+        }
+        b->conversion = cv;
+    }
+    return ledger_budget_check(b, err);
+}
+
+int route_silos_create(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || auth_require_admin(rq, &who, err) != DP_OK)
+        return err->code;
+    if (json_util_require_object(rq->body, "body", err) != DP_OK)
+        return err->code;
+    static const char *const keys[] = {"name", "budget"};
+    if (json_util_check_keys(rq->body, keys, 2, err) != DP_OK)
+        return err->code;
+    const char *name = NULL;
+    if (json_util_req_string(rq->body, "name", &name, err) != DP_OK)
+        return err->code;
+    const json_t *bj = json_object_get(rq->body, "budget");
+    if (bj == NULL)
+        return dp_err_set(err, DP_EINVAL, "budget", "budget is required");
+    ledger_budget b;
+    if (parse_budget(bj, &b, err) != DP_OK)
+        return err->code;
+    ledger_silo_view v;
+    char token[LEDGER_TOKEN_BUF];
+    if (ledger_silo_create(l, name, &b, &v, token, err) != DP_OK)
+        return err->code;
+    json_t *o = silo_json(l, &v, err);
+    int rc = o ? json_util_set(o, "token", json_string(token), err) : err->code;
+    if (rc == DP_OK)
+        rc = json_util_set(o, "token_note",
+                           json_string("shown once: store it now; only its hash is kept"), err);
+    memset(token, 0, sizeof token);
+    if (rc != DP_OK) {
+        json_decref(o);
+        return rc;
+    }
+    return http_resp_created(rs, o, err, "/v1/silos/%lld", (long long)v.id);
+}
+
+int route_silos_list(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || auth_require_admin(rq, &who, err) != DP_OK)
+        return err->code;
+    size_t limit;
+    int64_t after;
+    bool archived;
+    if (query_limit(rq, &limit, &after, err) != DP_OK || query_bool(rq, "archived", &archived, err))
+        return err->code;
+    ledger_silo_view *v = NULL;
+    size_t n = 0;
+    if (ledger_silo_list(l, store_conn_db(rq->db), after, limit, archived, &v, &n, err) != DP_OK)
+        return err->code;
+    json_t *arr = json_array(), *o = json_object();
+    int rc = arr && o ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; rc == DP_OK && i < n; i++) {
+        json_t *s = silo_json(l, &v[i], err);
+        rc = s && json_array_append_new(arr, s) == 0
+                 ? DP_OK
+                 : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    if (rc == DP_OK) {
+        rc = json_util_set(o, "silos", arr, err);
+        arr = NULL;
+    }
+    if (rc == DP_OK)
+        rc = json_util_set(o, "next_after", n == limit ? json_integer(v[n - 1].id) : json_null(),
+                           err);
+    ledger_views_free(v);
+    json_decref(arr);
+    if (rc != DP_OK) {
+        json_decref(o);
+        return rc;
+    }
+    return http_resp_json(rs, 200, o, err);
+}
+
+int route_silo_get(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id;
+    ledger_principal who;
+    bool verify;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        auth_require_silo(rq, id, &who, err) != DP_OK ||
+        query_bool(rq, "verify", &verify, err) != DP_OK)
+        return err->code;
+    ledger_silo_view v;
+    if (ledger_silo_get(l, store_conn_db(rq->db), id, &v, err) != DP_OK)
+        return err->code;
+    json_t *o = silo_json(l, &v, err);
+    if (o == NULL)
+        return err->code;
+    int rc = DP_OK;
+    if (verify) {
+        ledger_verify ver;
+        json_t *vj = json_object();
+        rc = vj ? ledger_silo_verify(l, store_conn_db(rq->db), id, &ver, err)
+                : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        if (rc == DP_OK)
+            rc = json_util_set(vj, "consistent", json_boolean(ver.consistent), err);
+        if (rc == DP_OK)
+            rc = json_util_set(vj, "n_charges_log", json_integer(ver.n_charges_log), err);
+        if (rc == DP_OK)
+            rc = json_util_set(vj, "n_charges_cached", json_integer(ver.n_charges_cached), err);
+        if (rc == DP_OK)
+            rc = json_util_set(vj, "spent_rho_log", json_util_real(ver.spent_rho_log), err);
+        if (rc == DP_OK)
+            rc = json_util_set(vj, "max_abs_diff_rdp", json_util_real(ver.max_abs_diff_rdp), err);
+        if (rc == DP_OK) {
+            rc = json_util_set(o, "verification", vj, err);
+            vj = NULL;
+        }
+        json_decref(vj);
+    }
+    if (rc != DP_OK) {
+        json_decref(o);
+        return rc;
+    }
+    return http_resp_json(rs, 200, o, err);
+}
+
+int route_silo_patch(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id;
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, &id, err) != DP_OK || auth_require_admin(rq, &who, err) != DP_OK)
+        return err->code;
+    if (json_util_require_object(rq->body, "body", err) != DP_OK)
+        return err->code;
+    static const char *const keys[] = {"name", "budget"};
+    if (json_util_check_keys(rq->body, keys, 2, err) != DP_OK)
+        return err->code;
+    ledger_patch p = {
+        .name = NULL, .epsilon = (double)NAN, .delta = (double)NAN, .rho = (double)NAN};
+    if (json_util_opt_string(rq->body, "name", NULL, &p.name, err) != DP_OK)
+        return err->code;
+    const json_t *bj = json_object_get(rq->body, "budget");
+    if (bj != NULL && !json_is_null(bj)) {
+        if (json_util_require_object(bj, "budget", err) != DP_OK)
+            return err->code;
+        static const char *const bkeys[] = {"epsilon", "delta", "rho"};
+        if (json_util_check_keys(bj, bkeys, 3, err) != DP_OK ||
+            json_util_opt_number(bj, "epsilon", (double)NAN, &p.epsilon, err) != DP_OK ||
+            json_util_opt_number(bj, "delta", (double)NAN, &p.delta, err) != DP_OK ||
+            json_util_opt_number(bj, "rho", (double)NAN, &p.rho, err) != DP_OK) {
+            dp_err_prefix_field(err, "budget");
+            return err->code;
+        }
+    }
+    ledger_silo_view v;
+    if (ledger_silo_patch(l, id, &p, &v, err) != DP_OK)
+        return err->code;
+    json_t *o = silo_json(l, &v, err);
+    return o ? http_resp_json(rs, 200, o, err) : err->code;
+}
+
+int route_silo_delete(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id;
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, &id, err) != DP_OK || auth_require_admin(rq, &who, err) != DP_OK)
+        return err->code;
+    ledger_silo_view v;
+    if (ledger_silo_archive(l, id, &v, err) != DP_OK)
+        return err->code;
+    json_t *o = silo_json(l, &v, err);
+    return o ? http_resp_json(rs, 200, o, err) : err->code;
+}
+
+/* ---- charges
+ * ---------------------------------------------------------------------------------------- */
+
+static const char *const CHARGE_KEYS[] = {"event",   "neighboring", "idempotency_key",
+                                          "dry_run", "reason",      "job_id"};
+
+int route_silo_charge(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id;
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        auth_require_silo(rq, id, &who, err) != DP_OK)
+        return err->code;
+    if (json_util_require_object(rq->body, "body", err) != DP_OK ||
+        json_util_check_keys(rq->body, CHARGE_KEYS, sizeof CHARGE_KEYS / sizeof CHARGE_KEYS[0],
+                             err))
+        return err->code;
+    bool dry = false;
+    if (json_util_opt_bool(rq->body, "dry_run", false, &dry, err) != DP_OK)
+        return err->code;
+    charge_input in;
+    int rc = charge_input_parse(rq->body, id, &who, &in, err);
+    ledger_charge_result res;
+    memset(&res, 0, sizeof res);
+    if (rc == DP_OK) {
+        dp_err e;
+        dp_err_clear(&e);
+        rc = ledger_charge(l, &in.req, dry, &res, &e);
+        if (rc == DP_EBUDGET) {
+            json_t *d = figures_json(&res, err);
+            rc = d ? reply_refusal(rq, rs, &e, d, err) : err->code;
+        } else if (rc != DP_OK) {
+            *err = e;
+        } else {
+            json_t *o = charge_json(&in.req, &res, err);
+            rc = o ? http_resp_json(rs, dry ? 200 : 201, o, err) : err->code;
+            if (rc == DP_OK && !dry && res.charge_id > 0)
+                snprintf(rs->location, sizeof rs->location,
+                         "/v1/silos/%lld/charges?after=%lld&limit=1", (long long)id,
+                         (long long)(res.charge_id - 1));
+        }
+    }
+    charge_input_clear(&in);
+    return rc;
+}
+
+int route_charges_batch(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || auth_resolve(rq, &who, err) != DP_OK)
+        return err->code;
+    if (json_util_require_object(rq->body, "body", err) != DP_OK)
+        return err->code;
+    static const char *const keys[] = {"charges", "idempotency_key", "dry_run", "reason", "job_id"};
+    if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
+        return err->code;
+    const json_t *arr = json_object_get(rq->body, "charges");
+    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > LEDGER_MAX_BATCH)
+        return dp_err_set(err, DP_EINVAL, "charges", "charges must be an array of 1 to %d charges",
+                          LEDGER_MAX_BATCH);
+    bool dry = false;
+    const char *key = NULL, *reason = NULL;
+    int64_t job = 0;
+    if (json_util_opt_bool(rq->body, "dry_run", false, &dry, err) != DP_OK ||
+        json_util_opt_string(rq->body, "idempotency_key", NULL, &key, err) != DP_OK ||
+        json_util_opt_string(rq->body, "reason", NULL, &reason, err) != DP_OK ||
+        json_util_opt_int(rq->body, "job_id", 0, &job, err) != DP_OK)
+        return err->code;
+    size_t n = json_array_size(arr);
+    charge_input *in = dp_calloc(n, sizeof *in);
+    ledger_charge_req *reqs = dp_calloc(n, sizeof *reqs);
+    ledger_charge_result *res = dp_calloc(n, sizeof *res);
+    int rc = in && reqs && res ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    static const char *const item_keys[] = {"silo_id",         "event",  "neighboring",
+                                            "idempotency_key", "reason", "job_id"};
+    for (size_t i = 0; rc == DP_OK && i < n; i++) {
+        const json_t *it = json_array_get(arr, i);
+        char f[32];
+        snprintf(f, sizeof f, "charges[%zu]", i);
+        int64_t silo = 0;
+        rc = json_util_require_object(it, f, err);
+        if (rc == DP_OK)
+            rc = json_util_check_keys(it, item_keys, sizeof item_keys / sizeof item_keys[0], err);
+        if (rc == DP_OK)
+            rc = json_util_req_int(it, "silo_id", &silo, err);
+        if (rc == DP_OK && silo <= 0)
+            rc = dp_err_set(err, DP_EINVAL, "silo_id", "silo_id must be a positive integer");
+        /* A silo token may only charge its own silo. */
+        if (rc == DP_OK && who.role != LEDGER_ROLE_ADMIN && who.silo_id != silo)
+            rc = dp_err_set(err, DP_EFORBIDDEN, NULL, "this token may not act on silo %lld",
+                            (long long)silo);
+        if (rc == DP_OK)
+            rc = charge_input_parse(it, silo, &who, &in[i], err);
+        if (rc != DP_OK) {
+            if (err->code != DP_EFORBIDDEN)
+                dp_err_prefix_field(err, f);
+            break;
+        }
+        reqs[i] = in[i].req;
+        if (reqs[i].idempotency_key == NULL)
+            reqs[i].idempotency_key = key;
+        if (reqs[i].reason == NULL)
+            reqs[i].reason = reason;
+        if (reqs[i].job_id == 0)
+            reqs[i].job_id = job;
+    }
+    if (rc == DP_OK) {
+        dp_err e;
+        dp_err_clear(&e);
+        rc = ledger_charge_batch(l, reqs, n, dry, res, &e);
+        if (rc == DP_EBUDGET) {
+            size_t bad = 0;
+            while (bad < n && res[bad].status != DP_EBUDGET)
+                bad++;
+            json_t *d = figures_json(&res[bad < n ? bad : 0], err);
+            if (d != NULL && json_util_set(d, "index", json_integer((json_int_t)bad), err) == DP_OK)
+                rc = reply_refusal(rq, rs, &e, d, err);
+            else
+                rc = err->code;
+        } else if (rc != DP_OK) {
+            *err = e;
+        } else {
+            json_t *o = json_object(), *a = json_array();
+            rc = o && a ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            for (size_t i = 0; rc == DP_OK && i < n; i++) {
+                json_t *c = charge_json(&reqs[i], &res[i], err);
+                rc = c && json_array_append_new(a, c) == 0
+                         ? DP_OK
+                         : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            }
+            if (rc == DP_OK) {
+                rc = json_util_set(o, "charges", a, err);
+                a = NULL;
+            }
+            json_decref(a);
+            if (rc == DP_OK)
+                rc = http_resp_json(rs, dry ? 200 : 201, o, err);
+            else
+                json_decref(o);
+        }
+    }
+    for (size_t i = 0; in != NULL && i < n; i++)
+        charge_input_clear(&in[i]);
+    dp_free(in);
+    dp_free(reqs);
+    dp_free(res);
+    return rc;
+}
+
+int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id;
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        auth_require_silo(rq, id, &who, err) != DP_OK)
+        return err->code;
+    ledger_charge_filter f = {.since_ms = INT64_MIN, .until_ms = INT64_MAX};
+    if (query_limit(rq, &f.limit, &f.after, err) != DP_OK)
+        return err->code;
+    const char *since = http_req_query(rq, "since"), *until = http_req_query(rq, "until");
+    const char *job = http_req_query(rq, "job_id");
+    if ((since && parse_time(since, "since", &f.since_ms, err) != DP_OK) ||
+        (until && parse_time(until, "until", &f.until_ms, err) != DP_OK) ||
+        (job && parse_id(job, "job_id", &f.job_id, err) != DP_OK))
+        return err->code;
+    /* 404 for a silo that does not exist (an empty log is a real answer only for a real silo). */
+    ledger_silo_view v;
+    if (ledger_silo_get(l, store_conn_db(rq->db), id, &v, err) != DP_OK)
+        return err->code;
+    ledger_charge_row *rows = NULL;
+    size_t n = 0;
+    if (ledger_charges_list(store_conn_db(rq->db), id, &f, &rows, &n, err) != DP_OK)
+        return err->code;
+    const char *why = v.budget.kind == LEDGER_BUDGET_NONE ? NOT_PRIVATE : NO_DELTA;
+    json_t *o = json_object(), *arr = json_array();
+    int rc = o && arr ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; rc == DP_OK && i < n; i++) {
+        const ledger_charge_row *r = &rows[i];
+        json_t *c = json_object(), *cost = json_object(), *cum = json_object();
+        json_error_t jerr;
+        json_t *ev = r->event ? json_loads(r->event, 0, &jerr) : NULL;
+        rc = c && cost && cum && ev ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        if (rc == DP_OK)
+            rc = json_util_set(c, "id", json_integer(r->id), err);
+        if (rc == DP_OK)
+            rc = json_util_set(c, "seq", json_integer(r->seq), err);
+        if (rc == DP_OK)
+            rc = json_util_set(c, "time", time_json(r->created_at_ms), err);
+        if (rc == DP_OK)
+            rc = json_util_set(c, "actor_token_id",
+                               r->actor_token_id ? json_integer(r->actor_token_id) : json_null(),
+                               err);
+        if (rc == DP_OK)
+            rc = json_util_set(c, "job_id", r->job_id ? json_integer(r->job_id) : json_null(), err);
+        if (rc == DP_OK)
+            rc = json_util_set(c, "claim_id", r->claim_id ? json_integer(r->claim_id) : json_null(),
+                               err);
+        if (rc == DP_OK)
+            rc = json_util_set(c, "idempotency_key",
+                               r->idempotency_key ? json_string(r->idempotency_key) : json_null(),
+                               err);
+        if (rc == DP_OK)
+            rc = json_util_set(c, "reason", r->reason ? json_string(r->reason) : json_null(), err);
+        if (rc == DP_OK) {
+            rc = json_util_set(c, "event", ev, err);
+            ev = NULL;
+        }
+        if (rc == DP_OK)
+            rc = json_util_set(c, "neighboring", json_string(r->neighboring), err);
+        if (rc == DP_OK)
+            rc = set_figure(cost, "epsilon", r->cost_eps, why, err);
+        if (rc == DP_OK)
+            rc = set_figure(cost, "rho", r->cost_rho, why, err);
+        if (rc == DP_OK) {
+            rc = json_util_set(c, "cost", cost, err);
+            cost = NULL;
+        }
+        if (rc == DP_OK)
+            rc = set_figure(cum, "epsilon", r->eps_after, why, err);
+        if (rc == DP_OK)
+            rc = set_figure(cum, "rho", r->rho_after, why, err);
+        if (rc == DP_OK) {
+            rc = json_util_set(c, "cumulative_after", cum, err);
+            cum = NULL;
+        }
+        if (rc == DP_OK) {
+            rc = json_array_append_new(arr, c) == 0
+                     ? DP_OK
+                     : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            c = NULL;
+        }
+        json_decref(c);
+        json_decref(cost);
+        json_decref(cum);
+        json_decref(ev);
+    }
+    if (rc == DP_OK) {
+        rc = json_util_set(o, "charges", arr, err);
+        arr = NULL;
+    }
+    if (rc == DP_OK)
+        rc = json_util_set(o, "next_after",
+                           n == f.limit ? json_integer(rows[n - 1].id) : json_null(), err);
+    ledger_charge_rows_free(rows, n);
+    json_decref(arr);
+    if (rc != DP_OK) {
+        json_decref(o);
+        return rc;
+    }
+    return http_resp_json(rs, 200, o, err);
+}
+
+/* ---- claims
+ * ------------------------------------------------------------------------------------------ */
+
+static json_t *claim_json(const ledger_claim_view *c, dp_err *err)
+{
+    json_t *o = json_object(), *cost = json_object();
+    int rc = o && cost ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    if (rc == DP_OK)
+        rc = json_util_set(o, "id", json_integer(c->id), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "silo_id", json_integer(c->silo_id), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "state", json_string(ledger_claim_state_name(c->state)), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "created_at", time_json(c->created_at_ms), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "expires_at", time_json(c->expires_at_ms), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "closed_at", time_json(c->closed_at_ms), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "charge_id", c->charge_id ? json_integer(c->charge_id) : json_null(),
+                           err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "job_id", c->job_id ? json_integer(c->job_id) : json_null(), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "replayed", json_boolean(c->replayed), err);
+    if (rc == DP_OK && !isnan(c->cost_eps))
+        rc = set_figure(cost, "epsilon", c->cost_eps, NO_DELTA, err);
+    if (rc == DP_OK)
+        rc = set_figure(cost, "rho", c->cost_rho, NO_DELTA, err);
+    if (rc == DP_OK) {
+        rc = json_util_set(o, "cost", cost, err);
+        cost = NULL;
+    }
+    json_decref(cost);
+    if (rc != DP_OK) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int route_silo_claim(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id;
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        auth_require_silo(rq, id, &who, err) != DP_OK)
+        return err->code;
+    static const char *const keys[] = {"event",  "neighboring", "idempotency_key",
+                                       "reason", "job_id",      "timeout_ms"};
+    if (json_util_require_object(rq->body, "body", err) != DP_OK ||
+        json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
+        return err->code;
+    int64_t timeout = LEDGER_DEFAULT_CLAIM_MS;
+    if (json_util_opt_int(rq->body, "timeout_ms", LEDGER_DEFAULT_CLAIM_MS, &timeout, err) != DP_OK)
+        return err->code;
+    charge_input in;
+    int rc = charge_input_parse(rq->body, id, &who, &in, err);
+    if (rc == DP_OK) {
+        ledger_claim_view c;
+        ledger_charge_result fig;
+        dp_err e;
+        dp_err_clear(&e);
+        rc = ledger_claim_create(l, &in.req, timeout, &c, &fig, &e);
+        if (rc == DP_EBUDGET) {
+            json_t *d = figures_json(&fig, err);
+            rc = d ? reply_refusal(rq, rs, &e, d, err) : err->code;
+        } else if (rc != DP_OK) {
+            *err = e;
+        } else {
+            json_t *o = claim_json(&c, err);
+            rc = o ? http_resp_created(rs, o, err, "/v1/claims/%lld", (long long)c.id) : err->code;
+        }
+    }
+    charge_input_clear(&in);
+    return rc;
+}
+
+/* The claim's silo decides who may touch it: the admin or that silo's token. */
+static int claim_scope(const http_req *rq, int64_t claim_id, ledger_principal *who, int64_t *scope,
+                       dp_err *err)
+{
+    if (auth_resolve(rq, who, err) != DP_OK)
+        return err->code;
+    *scope = who->role == LEDGER_ROLE_ADMIN ? 0 : who->silo_id;
+    (void)claim_id;
+    return DP_OK;
+}
+
+int route_claim_get(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id = 0, scope = 0;
+    ledger_principal who;
+    if (path_id(rq, &id, err) != DP_OK || claim_scope(rq, id, &who, &scope, err) != DP_OK)
+        return err->code;
+    ledger_claim_view c;
+    if (ledger_claim_get(store_conn_db(rq->db), id, &c, err) != DP_OK)
+        return err->code;
+    if (scope != 0 && c.silo_id != scope)
+        return dp_err_set(err, DP_EFORBIDDEN, NULL, "this token may not act on claim %lld",
+                          (long long)id);
+    json_t *o = claim_json(&c, err);
+    return o ? http_resp_json(rs, 200, o, err) : err->code;
+}
+
+int route_claim_commit(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id = 0, scope = 0;
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        claim_scope(rq, id, &who, &scope, err) != DP_OK)
+        return err->code;
+    if (rq->body != NULL && json_object_size(rq->body) != 0)
+        return dp_err_set(err, DP_EINVAL, json_object_iter_key(json_object_iter(rq->body)),
+                          "commit takes no body fields");
+    ledger_claim_view c;
+    ledger_charge_result res;
+    if (ledger_claim_commit(l, id, scope, who.token_id, &c, &res, err) != DP_OK)
+        return err->code;
+    json_t *o = claim_json(&c, err);
+    ledger_charge_req q = {.silo_id = c.silo_id, .job_id = c.job_id};
+    json_t *cj = o ? charge_json(&q, &res, err) : NULL;
+    int rc = cj ? json_util_set(o, "charge", cj, err) : err->code;
+    if (rc != DP_OK) {
+        json_decref(o);
+        return rc;
+    }
+    return http_resp_json(rs, 200, o, err);
+}
+
+int route_claim_abort(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id = 0, scope = 0;
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        claim_scope(rq, id, &who, &scope, err) != DP_OK)
+        return err->code;
+    if (rq->body != NULL && json_object_size(rq->body) != 0)
+        return dp_err_set(err, DP_EINVAL, json_object_iter_key(json_object_iter(rq->body)),
+                          "abort takes no body fields");
+    ledger_claim_view c;
+    if (ledger_claim_abort(l, id, scope, &c, err) != DP_OK)
+        return err->code;
+    json_t *o = claim_json(&c, err);
+    return o ? http_resp_json(rs, 200, o, err) : err->code;
+}
