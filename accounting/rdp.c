@@ -1088,7 +1088,7 @@ int acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double 
             }
         }
     }
-    *delta = exp(best);
+    *delta = dp_exp_prob_up(best);
     if (opt_order)
         *opt_order = ba;
     return DP_OK;
@@ -1331,7 +1331,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     if (rc != DP_OK)
         return rc;
     if (want_delta) {
-        out->value = best < 0.0 ? exp(best) : 1.0;
+        out->value = dp_exp_prob_up(best);
         out->optimal_order = oa;
     } else {
         out->value = best;
