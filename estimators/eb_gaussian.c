@@ -404,8 +404,8 @@ double eb_gauss_thm2_mse(double tau2, double sigma_x2, double n, size_t m, doubl
     return eb_gauss_thm1_mse(tau2 + sigma_q2 / ((double)m - 1.0), sigma_x2, n, m);
 }
 
-int eb_gauss_privatize(const eb_gauss_data *g, const eb_gauss_private_opts *o, double *msgs,
-                       eb_gauss_private_info *info, dp_err *err)
+int eb_gauss_private_calibrate(const eb_gauss_data *g, const eb_gauss_private_opts *o,
+                               eb_gauss_private_info *info, dp_err *err)
 {
     int rc = eb_gauss_data_check(g, err);
     if (rc != DP_OK)
@@ -442,6 +442,16 @@ int eb_gauss_privatize(const eb_gauss_data *g, const eb_gauss_private_opts *o, d
     } else {
         return dp_err_set(err, DP_EINVAL, "privacy.mechanism", "unknown channel");
     }
+    return DP_OK;
+}
+
+int eb_gauss_privatize(const eb_gauss_data *g, const eb_gauss_private_opts *o, double *msgs,
+                       eb_gauss_private_info *info, dp_err *err)
+{
+    int rc = eb_gauss_private_calibrate(g, o, info, err);
+    if (rc != DP_OK)
+        return rc;
+    double b = info->b;
     gsl_rng *rng = eb_rng_alloc(o->seed, 1, err);
     if (rng == NULL)
         return DP_ENOMEM;

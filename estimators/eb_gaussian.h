@@ -123,6 +123,11 @@ typedef struct eb_gauss_private_info {
     eb_ldp_gauss ldp; /* GAUSSIAN: the calibration (zeroed for QUANTIZE) */
 } eb_gauss_private_info;
 
+/* The clipping range and channel calibration only (no noise drawn): what eb_gauss_privatize will
+ * use, so a caller can charge the privacy cost before anything is computed. info->n_clipped = 0. */
+int eb_gauss_private_calibrate(const eb_gauss_data *g, const eb_gauss_private_opts *o,
+                               eb_gauss_private_info *info, dp_err *err);
+
 /* Simulates the clients' channel: msgs (m*d, caller-allocated) = q(Proj_[-b,b](x_i)). b uses n_min
  * over the clients. */
 int eb_gauss_privatize(const eb_gauss_data *g, const eb_gauss_private_opts *o, double *msgs,

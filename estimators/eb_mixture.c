@@ -557,8 +557,8 @@ int eb_mix_fit(const eb_gauss_data *g, double extra_var, const eb_mix_opts *o, e
     return DP_OK;
 }
 
-int eb_mix_privatize(const eb_gauss_data *g, const eb_mix_private_opts *o, double *msgs,
-                     eb_mix_private_info *info, dp_err *err)
+int eb_mix_private_calibrate(const eb_gauss_data *g, const eb_mix_private_opts *o,
+                             eb_mix_private_info *info, dp_err *err)
 {
     int rc = eb_gauss_data_check(g, err);
     if (rc != DP_OK)
@@ -592,6 +592,16 @@ int eb_mix_privatize(const eb_gauss_data *g, const eb_mix_private_opts *o, doubl
     }
     info->rho = info->sensitivity * info->sensitivity / (2.0 * info->sigma * info->sigma);
     info->n_clipped = 0;
+    return DP_OK;
+}
+
+int eb_mix_privatize(const eb_gauss_data *g, const eb_mix_private_opts *o, double *msgs,
+                     eb_mix_private_info *info, dp_err *err)
+{
+    int rc = eb_mix_private_calibrate(g, o, info, err);
+    if (rc != DP_OK)
+        return rc;
+    double R = info->radius;
     gsl_rng *rng = eb_rng_alloc(o->seed, 3, err);
     if (rng == NULL)
         return DP_ENOMEM;

@@ -112,6 +112,10 @@ typedef struct eb_mix_private_info {
     size_t n_clipped;   /* clients whose mean was clipped */
 } eb_mix_private_info;
 
+/* Radius and noise calibration only (no noise drawn), so the cost can be charged first. */
+int eb_mix_private_calibrate(const eb_gauss_data *g, const eb_mix_private_opts *o,
+                             eb_mix_private_info *info, dp_err *err);
+
 /* Simulates the clients' messages (m*d, caller-allocated). */
 int eb_mix_privatize(const eb_gauss_data *g, const eb_mix_private_opts *o, double *msgs,
                      eb_mix_private_info *info, dp_err *err);

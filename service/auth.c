@@ -37,7 +37,7 @@ int auth_resolve(const http_req *rq, ledger_principal *out, dp_err *err)
     if (rq->bearer == NULL)
         return dp_err_set(err, DP_EUNAUTH, NULL,
                           "this endpoint needs a bearer token (Authorization: Bearer <token>)");
-    return ledger_token_lookup(store_conn_db(rq->db), rq->bearer, out, err);
+    return ledger_token_lookup(rq->db, rq->bearer, out, err);
 }
 
 int auth_require_admin(const http_req *rq, ledger_principal *out, dp_err *err)

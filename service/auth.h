@@ -2,15 +2,16 @@
  * auth: bearer-token access control for dpsilod (issue #5).
  *
  * Who may do what:
- *   - the admin token (from --admin-token-file, or generated at first start into <db
- * dir>/admin.token with mode 0600) may do everything;
+ *   - the admin token (from --admin-token-file, or generated at first start into
+ *     <db dir>/admin.token with mode 0600) may do everything;
  *   - a silo token (returned once by POST /v1/silos, stored only as its SHA-256) may read and
- * charge its own silo and nothing else;
+ *     charge its own silo and nothing else;
  *   - no token: 401; another silo's token: 403;
  *   - calculators (/v1/accounting/..., /v1/tuning/...) never call these functions: they stay open;
  *   - with --auth off (loopback only, refused by cfg otherwise) every caller is treated as the
- * admin and recorded with no actor. A token never reaches a log line: the dispatcher logs only
- * method, path and status, and nothing here logs a token or its hash.
+ *     admin and recorded with no actor.
+ * A token never reaches a log line: the dispatcher logs only method, path and status, and nothing
+ * here logs a token or its hash.
  *
  * Thread-safety: all functions are reentrant; token lookups use the request's borrowed connection.
  */

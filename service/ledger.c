@@ -8,8 +8,11 @@
  * ledger_op on their own stack (inputs borrowed from the caller, outputs written into caller
  * memory), append it to the FIFO under l->mu, signal l->cv_work and wait on op->cv until op->done.
  * The committer detaches the whole queue (at most LEDGER_MAX_GROUP ops), and without holding the
- * lock runs: BEGIN IMMEDIATE; for each op { SAVEPOINT op; apply; success ? RELEASE : ROLLBACK TO +
- * RELEASE } COMMIT and then, under the lock, marks each op done and signals it. Nothing is
+ * lock runs:
+ *     BEGIN IMMEDIATE
+ *     for each op: SAVEPOINT; apply; on success RELEASE, else ROLLBACK TO and RELEASE
+ *     COMMIT
+ * and then, under the lock, marks each op done and signals it. Nothing is
  * acknowledged before COMMIT returned SQLITE_OK with synchronous=FULL, so an acknowledged charge
  * survives a crash (the WAL frame was fsynced); an op whose group failed to commit reports an error
  * and was not recorded. The committer touches an op only before it sets op->done (the waiter may
@@ -71,6 +74,7 @@
 #include "common/dp_log.h"
 #include "common/dp_sha256.h"
 #include "service/event_json.h"
+#include "service/tuning_json.h"
 
 #define LEDGER_SWEEP_MS    1000 /* idle wake-up period of the committer to mark expired claims */
 #define LEDGER_BUSY_MS     5000 /* sqlite3_busy_timeout of the write connection (STYLE.md 2.5) */
@@ -330,9 +334,11 @@ typedef enum op_kind {
 
 /* One silo's part of a charge or claim: the request and its cost, computed before enqueueing. */
 typedef struct op_item {
-    const ledger_charge_req *req;             /* borrowed from the caller */
-    double cost_rdp[LEDGER_MAX_ORDERS];       /* RDP of the event at l->orders */
-    double cost_rho;                          /* zCDP rho, INFINITY if the event has none */
+    const ledger_charge_req *req;       /* borrowed from the caller, or &req_copy */
+    ledger_charge_req req_copy;         /* the request with own_json, when event_json was NULL */
+    char *own_json;                     /* owned (jansson allocator): the serialised event */
+    double cost_rdp[LEDGER_MAX_ORDERS]; /* RDP of the event at l->orders */
+    double cost_rho;                    /* zCDP rho, INFINITY if the event has none */
     uint8_t req_hash[DP_SHA256_DIGEST_BYTES]; /* identifies the request for idempotent retries */
     ledger_charge_result *res;                /* caller-owned output */
     /* PLD silos only (see PLD SILOS above) */
@@ -580,11 +586,81 @@ static void vec_add_up(double *acc, const double *x, size_t n)
 /* Computes the cost of a request (RDP at the ledger's orders, and rho) and its request hash. Runs
  * in the caller's thread, before the op is queued, so the write transaction never waits for
  * numerics. */
+/* A new JSON value for an event tree in the grammar of service/event_json.h (the inverse of
+ * event_json_parse); NULL on allocation failure or an open parameter. */
+static json_t *event_to_json(const acct_event *ev)
+{
+    json_t *o = json_object(), *child = NULL;
+    bool ok = o != NULL &&
+              json_object_set_new(o, "type", json_string(acct_event_type_name(ev->type))) == 0;
+    switch (ev->type) {
+        case ACCT_EV_GAUSSIAN:
+        case ACCT_EV_LAPLACE:
+            ok = ok &&
+                 json_object_set_new(o, "noise_multiplier", json_real(ev->noise_multiplier)) == 0;
+            break;
+        case ACCT_EV_ZCDP:
+            ok = ok && json_object_set_new(o, "rho", json_real(ev->rho)) == 0;
+            break;
+        case ACCT_EV_PURE:
+            ok = ok && json_object_set_new(o, "epsilon", json_real(ev->epsilon)) == 0;
+            break;
+        case ACCT_EV_POISSON:
+            ok = ok && json_object_set_new(o, "sampling_rate", json_real(ev->sampling_rate)) == 0;
+            break;
+        case ACCT_EV_SWOR:
+            ok = ok &&
+                 json_object_set_new(o, "source_size", json_integer((json_int_t)ev->source_size)) ==
+                     0 &&
+                 json_object_set_new(o, "sample_size", json_integer((json_int_t)ev->sample_size)) ==
+                     0;
+            break;
+        case ACCT_EV_SELF_COMPOSED:
+            ok = ok && !ev->count_open &&
+                 json_object_set_new(o, "count", json_integer((json_int_t)ev->count)) == 0;
+            break;
+        case ACCT_EV_COMPOSED: {
+            json_t *arr = json_array();
+            ok = ok && arr != NULL;
+            for (size_t i = 0; ok && i < ev->n_children; i++) {
+                json_t *c = event_to_json(ev->children[i]);
+                ok = c != NULL && json_array_append_new(arr, c) == 0;
+            }
+            ok = ok && json_object_set_new(o, "events", arr) == 0;
+            if (!ok && json_object_get(o, "events") != arr)
+                json_decref(arr);
+            break;
+        }
+        case ACCT_EV_REPEAT_SELECT:
+            ok = ok && json_object_set_new(o, "distribution", tuning_json_dist(&ev->dist)) == 0;
+            break;
+    }
+    if (ok && ev->child != NULL) {
+        child = event_to_json(ev->child);
+        ok = child != NULL && json_object_set_new(o, "event", child) == 0;
+    }
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 static int item_prepare(const ledger *l, const ledger_charge_req *req, const char *what,
                         op_item *it, dp_err *err)
 {
-    if (req->event == NULL || req->event_json == NULL)
+    if (req->event == NULL)
         return dp_err_set(err, DP_EINVAL, "event", "event is required");
+    if (req->event_json == NULL) { /* a C caller (a job): the ledger writes the canonical JSON */
+        json_t *j = event_to_json(req->event);
+        it->own_json = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(j);
+        if (it->own_json == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        it->req_copy = *req;
+        it->req_copy.event_json = it->own_json;
+        req = &it->req_copy;
+    }
     if (req->idempotency_key != NULL &&
         (req->idempotency_key[0] == '\0' || strlen(req->idempotency_key) > LEDGER_KEY_MAX))
         return dp_err_set(err, DP_EINVAL, "idempotency_key",
@@ -2159,6 +2235,18 @@ static double pld_eps_of(sqlite3 *db, int64_t silo, double delta, bool with_clai
     return eps;
 }
 
+/* Runs one statement without rows on a private connection (prepared per call: the connection lives
+ * for one PLD snapshot only). */
+static int step_once(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 /* Computes the PLD figures of item it against a fresh snapshot of its silo (one read transaction on
  * a private connection), for the committer to check. */
 static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
@@ -2173,7 +2261,7 @@ static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
     int64_t silo = it->req->silo_id, now = now_ms();
     double delta = DNAN;
     sqlite3_stmt *st = NULL;
-    rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    rc = step_once(db, "BEGIN");
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(
             db,
@@ -2207,7 +2295,8 @@ static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
         sqlite3_finalize(cs);
         it->pld_ready = true;
     }
-    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (!sqlite3_get_autocommit(db) && step_once(db, "COMMIT") != SQLITE_OK)
+        dp_log(DP_LOG_WARN, NULL, "ledger: ending a PLD snapshot failed");
     sqlite3_close(db);
     if (rc != SQLITE_OK && rc != SQLITE_DONE)
         return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
@@ -2284,6 +2373,8 @@ static int charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool
             out[i].replayed = false;
         }
 out:
+    for (size_t i = 0; i < n; i++)
+        free(items[i].own_json); /* jansson's allocator: malloc */
     dp_free(items);
     return rc;
 }
@@ -2324,6 +2415,7 @@ int ledger_claim_create(ledger *l, const ledger_charge_req *req, int64_t timeout
         submit_pld(l, &op);
         rc = finish(&op, err);
     }
+    free(it->own_json);
     dp_free(it);
     return rc;
 }
@@ -2389,8 +2481,10 @@ static int view_of(ledger *l, const silo_row *s, int64_t now, ledger_silo_view *
 
 /* A PLD silo's view: spent = min(RDP, PLD) of its log (cached per n_charges), inside the caller's
  * read transaction. With active claims the held total keeps its RDP value (conservative). */
-static void pld_refine_view(ledger *l, sqlite3 *db, ledger_silo_view *v)
+static void pld_refine_view(ledger *l, store_conn *c, ledger_silo_view *v)
 {
+    static const char nb_sql[] =
+        "SELECT neighboring FROM charges WHERE silo_id = :s ORDER BY id DESC LIMIT 1";
     const ledger_budget *b = &v->budget;
     if (b->accountant != LEDGER_ACCT_PLD || b->kind != LEDGER_BUDGET_EPS_DELTA || v->n_charges == 0)
         return;
@@ -2403,17 +2497,15 @@ static void pld_refine_view(ledger *l, sqlite3 *db, ledger_silo_view *v)
     pthread_mutex_unlock(&l->cache_mu);
     if (isnan(eps)) {
         acct_neighboring nb = ACCT_NB_ADD_REMOVE;
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(
-                db,
-                "SELECT neighboring FROM charges WHERE silo_id = :s ORDER BY id DESC "
-                "LIMIT 1",
-                -1, &st, NULL) == SQLITE_OK &&
-            b_i64(st, ":s", v->id) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+        dp_err e;
+        dp_err_clear(&e);
+        sqlite3_stmt *st = store_conn_prepare(c, nb_sql, &e);
+        if (st != NULL && b_i64(st, ":s", v->id) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
             strcmp((const char *)sqlite3_column_text(st, 0), "replace_one") == 0)
             nb = ACCT_NB_REPLACE_ONE;
-        sqlite3_finalize(st);
-        eps = pld_eps_of(db, v->id, b->delta, false, NULL, nb, now_ms());
+        st_done(st);
+        /* PLD recomposition prepares its statements per call: milliseconds of FFT dominate */
+        eps = pld_eps_of(store_conn_db(c), v->id, b->delta, false, NULL, nb, now_ms());
         pthread_mutex_lock(&l->cache_mu);
         l->pld_cache[slot].silo = v->id;
         l->pld_cache[slot].n_charges = v->n_charges;
@@ -2430,16 +2522,19 @@ static void pld_refine_view(ledger *l, sqlite3 *db, ledger_silo_view *v)
     }
 }
 
-static int prep(sqlite3 *db, const char *sql, sqlite3_stmt **st, dp_err *err)
+/* A statement cached on the caller's pooled connection (store.h; sql must have static storage).
+ * Reset it with st_done after use; never finalise it. */
+static int prep(store_conn *c, const char *sql, sqlite3_stmt **st, dp_err *err)
 {
-    int rc = sqlite3_prepare_v2(db, sql, -1, st, NULL);
-    return rc == SQLITE_OK ? DP_OK : read_fail(db, rc, "prepare", err);
+    *st = store_conn_prepare(c, sql, err);
+    return *st != NULL ? DP_OK : err->code;
 }
 
 /* A view read on a caller's connection, in one read transaction (consistent snapshot). */
-static int view_read(ledger *l, sqlite3 *db, sqlite3_stmt *silo_st, sqlite3_stmt *held_st,
+static int view_read(ledger *l, store_conn *c, sqlite3_stmt *silo_st, sqlite3_stmt *held_st,
                      int64_t id, int64_t now, ledger_silo_view *v, dp_err *err)
 {
+    sqlite3 *db = store_conn_db(c);
     silo_row *s = dp_malloc(sizeof *s);
     if (s == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -2452,36 +2547,52 @@ static int view_read(ledger *l, sqlite3 *db, sqlite3_stmt *silo_st, sqlite3_stmt
     if (rc == DP_OK)
         rc = view_fill(l, s, held_rdp, held_rho, n_active, v, err);
     if (rc == DP_OK)
-        pld_refine_view(l, db, v);
+        pld_refine_view(l, c, v);
     dp_free(s);
     return rc;
 }
 
-static int read_begin(sqlite3 *db, dp_err *err)
+/* A read transaction on the caller's connection: one consistent snapshot for several SELECTs. */
+static int read_begin(store_conn *c, dp_err *err)
 {
-    int rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-    return rc == SQLITE_OK ? DP_OK : read_fail(db, rc, "BEGIN", err);
+    static const char begin_sql[] = "BEGIN";
+    sqlite3_stmt *st = NULL;
+    if (prep(c, begin_sql, &st, err) != DP_OK)
+        return err->code;
+    int rc = sqlite3_step(st);
+    st_done(st);
+    return rc == SQLITE_DONE ? DP_OK : read_fail(store_conn_db(c), rc, "BEGIN", err);
 }
 
-static void read_end(sqlite3 *db)
+static void read_end(store_conn *c)
 {
-    if (!sqlite3_get_autocommit(db))
-        sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    static const char commit_sql[] = "COMMIT";
+    if (sqlite3_get_autocommit(store_conn_db(c)))
+        return;
+    dp_err e;
+    dp_err_clear(&e);
+    sqlite3_stmt *st = NULL;
+    if (prep(c, commit_sql, &st, &e) == DP_OK) {
+        int rc = sqlite3_step(st);
+        st_done(st);
+        if (rc != SQLITE_DONE)
+            dp_log(DP_LOG_WARN, NULL, "ledger: ending a read transaction failed (%d)", rc);
+    }
 }
 
-int ledger_silo_get(ledger *l, sqlite3 *db, int64_t id, ledger_silo_view *out, dp_err *err)
+int ledger_silo_get(ledger *l, store_conn *c, int64_t id, ledger_silo_view *out, dp_err *err)
 {
     sqlite3_stmt *a = NULL, *b = NULL;
-    int rc = prep(db, SQL[ST_SILO_GET], &a, err);
+    int rc = prep(c, SQL[ST_SILO_GET], &a, err);
     if (rc == DP_OK)
-        rc = prep(db, SQL[ST_CLAIMS_HELD], &b, err);
+        rc = prep(c, SQL[ST_CLAIMS_HELD], &b, err);
     if (rc == DP_OK)
-        rc = read_begin(db, err);
+        rc = read_begin(c, err);
     if (rc == DP_OK)
-        rc = view_read(l, db, a, b, id, now_ms(), out, err);
-    read_end(db);
-    sqlite3_finalize(a);
-    sqlite3_finalize(b);
+        rc = view_read(l, c, a, b, id, now_ms(), out, err);
+    read_end(c);
+    st_done(a);
+    st_done(b);
     return rc;
 }
 
@@ -2490,9 +2601,10 @@ void ledger_views_free(ledger_silo_view *v)
     dp_free(v);
 }
 
-int ledger_silo_list(ledger *l, sqlite3 *db, int64_t after, size_t limit, bool include_archived,
+int ledger_silo_list(ledger *l, store_conn *c, int64_t after, size_t limit, bool include_archived,
                      ledger_silo_view **out, size_t *n_out, dp_err *err)
 {
+    sqlite3 *db = store_conn_db(c);
     *out = NULL;
     *n_out = 0;
     if (limit == 0 || limit > LEDGER_LIST_MAX)
@@ -2506,13 +2618,13 @@ int ledger_silo_list(ledger *l, sqlite3 *db, int64_t after, size_t limit, bool i
     size_t n = 0;
     int rc = v != NULL && idv != NULL ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     if (rc == DP_OK)
-        rc = prep(db, ids_sql, &ids, err);
+        rc = prep(c, ids_sql, &ids, err);
     if (rc == DP_OK)
-        rc = prep(db, SQL[ST_SILO_GET], &a, err);
+        rc = prep(c, SQL[ST_SILO_GET], &a, err);
     if (rc == DP_OK)
-        rc = prep(db, SQL[ST_CLAIMS_HELD], &b, err);
+        rc = prep(c, SQL[ST_CLAIMS_HELD], &b, err);
     if (rc == DP_OK)
-        rc = read_begin(db, err);
+        rc = read_begin(c, err);
     if (rc == DP_OK) {
         int src = b_i64(ids, ":after", after);
         if (src == SQLITE_OK)
@@ -2529,11 +2641,11 @@ int ledger_silo_list(ledger *l, sqlite3 *db, int64_t after, size_t limit, bool i
     }
     int64_t now = now_ms();
     for (size_t i = 0; rc == DP_OK && i < n; i++)
-        rc = view_read(l, db, a, b, idv[i], now, &v[i], err);
-    read_end(db);
-    sqlite3_finalize(ids);
-    sqlite3_finalize(a);
-    sqlite3_finalize(b);
+        rc = view_read(l, c, a, b, idv[i], now, &v[i], err);
+    read_end(c);
+    st_done(ids);
+    st_done(a);
+    st_done(b);
     dp_free(idv);
     if (rc != DP_OK) {
         dp_free(v);
@@ -2544,45 +2656,46 @@ int ledger_silo_list(ledger *l, sqlite3 *db, int64_t after, size_t limit, bool i
     return DP_OK;
 }
 
-int ledger_silo_verify(const ledger *l, sqlite3 *db, int64_t id, ledger_verify *out, dp_err *err)
+int ledger_silo_verify(const ledger *l, store_conn *c, int64_t id, ledger_verify *out, dp_err *err)
 {
+    sqlite3 *db = store_conn_db(c);
     memset(out, 0, sizeof *out);
     static const char log_sql[] =
         "SELECT cost_rdp, cost_rho, seq FROM charges WHERE silo_id = :silo "
         "ORDER BY id";
-    sqlite3_stmt *a = NULL, *c = NULL;
+    sqlite3_stmt *a = NULL, *lg = NULL;
     silo_row *s = dp_malloc(sizeof *s);
     double sum[LEDGER_MAX_ORDERS] = {0}, v[LEDGER_MAX_ORDERS], rho = 0;
     int64_t n = 0;
     bool seq_ok = true, vec_ok = true;
     int rc = s != NULL ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     if (rc == DP_OK)
-        rc = prep(db, SQL[ST_SILO_GET], &a, err);
+        rc = prep(c, SQL[ST_SILO_GET], &a, err);
     if (rc == DP_OK)
-        rc = prep(db, log_sql, &c, err);
+        rc = prep(c, log_sql, &lg, err);
     if (rc == DP_OK)
-        rc = read_begin(db, err);
+        rc = read_begin(c, err);
     if (rc == DP_OK)
         rc = silo_load_st(db, a, l->n_orders, id, s, err);
     if (rc == DP_OK) {
-        int src = b_i64(c, ":silo", id);
-        while (src == SQLITE_OK && (src = sqlite3_step(c)) == SQLITE_ROW) {
+        int src = b_i64(lg, ":silo", id);
+        while (src == SQLITE_OK && (src = sqlite3_step(lg)) == SQLITE_ROW) {
             src = SQLITE_OK;
-            if (!col_vec(c, 0, v, l->n_orders)) {
+            if (!col_vec(lg, 0, v, l->n_orders)) {
                 vec_ok = false;
                 continue;
             }
             vec_add_up(sum, v, l->n_orders);
-            rho = ledger_sum_up(rho, sqlite3_column_double(c, 1));
+            rho = ledger_sum_up(rho, sqlite3_column_double(lg, 1));
             n++;
-            if (sqlite3_column_int64(c, 2) != n) /* seq numbers 1..n in log order */
+            if (sqlite3_column_int64(lg, 2) != n) /* seq numbers 1..n in log order */
                 seq_ok = false;
         }
         if (src != SQLITE_DONE && src != SQLITE_OK)
             rc = read_fail(db, src, "read log", err);
-        st_done(c);
+        st_done(lg);
     }
-    read_end(db);
+    read_end(c);
     if (rc == DP_OK) {
         out->n_charges_log = n;
         out->n_charges_cached = s->n_charges;
@@ -2601,8 +2714,8 @@ int ledger_silo_verify(const ledger *l, sqlite3 *db, int64_t id, ledger_verify *
         }
         out->consistent = same;
     }
-    sqlite3_finalize(a);
-    sqlite3_finalize(c);
+    st_done(a);
+    st_done(lg);
     dp_free(s);
     return rc;
 }
@@ -2629,9 +2742,10 @@ void ledger_charge_rows_free(ledger_charge_row *rows, size_t n)
     dp_free(rows);
 }
 
-int ledger_charges_list(sqlite3 *db, int64_t silo_id, const ledger_charge_filter *f,
+int ledger_charges_list(store_conn *c, int64_t silo_id, const ledger_charge_filter *f,
                         ledger_charge_row **out, size_t *n_out, dp_err *err)
 {
+    sqlite3 *db = store_conn_db(c);
     *out = NULL;
     *n_out = 0;
     if (f->limit == 0 || f->limit > LEDGER_LIST_MAX)
@@ -2647,7 +2761,7 @@ int ledger_charges_list(sqlite3 *db, int64_t silo_id, const ledger_charge_filter
     ledger_charge_row *rows = dp_calloc(f->limit, sizeof *rows);
     size_t n = 0;
     bool oom = rows == NULL;
-    int rc = oom ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory") : prep(db, sql, &st, err);
+    int rc = oom ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory") : prep(c, sql, &st, err);
     if (rc == DP_OK) {
         int src = b_i64(st, ":silo", silo_id);
         if (src == SQLITE_OK)
@@ -2687,7 +2801,7 @@ int ledger_charges_list(sqlite3 *db, int64_t silo_id, const ledger_charge_filter
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         st_done(st);
     }
-    sqlite3_finalize(st);
+    st_done(st);
     if (rc != DP_OK) {
         ledger_charge_rows_free(rows, n);
         return rc;
@@ -2697,14 +2811,15 @@ int ledger_charges_list(sqlite3 *db, int64_t silo_id, const ledger_charge_filter
     return DP_OK;
 }
 
-int ledger_claim_get(sqlite3 *db, int64_t claim_id, ledger_claim_view *out, dp_err *err)
+int ledger_claim_get(store_conn *c, int64_t claim_id, ledger_claim_view *out, dp_err *err)
 {
+    sqlite3 *db = store_conn_db(c);
     static const char sql[] =
         "SELECT c.id, c.silo_id, c.created_at, c.expires_at, c.closed_at, c.state, "
         "c.job_id, c.cost_rho, (SELECT id FROM charges WHERE claim_id = c.id) "
         "FROM claims c WHERE c.id = :id";
     sqlite3_stmt *st = NULL;
-    int rc = prep(db, sql, &st, err);
+    int rc = prep(c, sql, &st, err);
     if (rc == DP_OK) {
         int src = b_i64(st, ":id", claim_id);
         if (src == SQLITE_OK)
@@ -2732,19 +2847,21 @@ int ledger_claim_get(sqlite3 *db, int64_t claim_id, ledger_claim_view *out, dp_e
         }
         st_done(st);
     }
-    sqlite3_finalize(st);
+    st_done(st);
     return rc;
 }
 
-int ledger_token_lookup(sqlite3 *db, const char *token, ledger_principal *out, dp_err *err)
+int ledger_token_lookup(store_conn *c, const char *token, ledger_principal *out, dp_err *err)
 {
+    sqlite3 *db = store_conn_db(c);
     memset(out, 0, sizeof *out);
     if (token == NULL || token[0] == '\0')
         return dp_err_set(err, DP_EUNAUTH, NULL, "a bearer token is required");
     uint8_t h[DP_SHA256_DIGEST_BYTES];
     dp_sha256(token, strlen(token), h);
+    static const char sql[] = "SELECT id, role, silo_id FROM tokens WHERE hash = :hash";
     sqlite3_stmt *st = NULL;
-    int rc = prep(db, "SELECT id, role, silo_id FROM tokens WHERE hash = :hash", &st, err);
+    int rc = prep(c, sql, &st, err);
     if (rc == DP_OK) {
         int src = b_blob(st, ":hash", h, sizeof h);
         if (src == SQLITE_OK)
@@ -2762,6 +2879,6 @@ int ledger_token_lookup(sqlite3 *db, const char *token, ledger_principal *out, d
         }
         st_done(st);
     }
-    sqlite3_finalize(st);
+    st_done(st);
     return rc;
 }

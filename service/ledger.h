@@ -27,8 +27,20 @@
  * nothing slow runs inside the write transaction.
  *
  * THREADS. A ledger is shared by all HTTP threads and job workers. Write calls block until their op
- * is committed or refused. Read calls use the caller's own connection (a borrowed pool connection,
- * never used by two threads at once) and see a committed snapshot.
+ * is committed or refused. Read calls take the caller's store_conn (a borrowed pool connection,
+ * never used by two threads at once; their statements are cached on it) and see a committed
+ * snapshot.
+ *
+ * USE FROM A HANDLER OR A JOB (estimators, training rounds). A handler finds the ledger in
+ * rq->ledger (http.h); a job worker gets the same pointer from whoever started it (main.c owns
+ * it). One round that spends on several silos is one all-or-nothing call:
+ *   - fill ledger_charge_req reqs[K], one per silo: silo_id, event (a validated acct_event tree),
+ *     idempotency_key (e.g. "job-9-round-3"), job_id, reason; event_json may stay NULL;
+ *   - rc = ledger_charge_batch(l, reqs, K, false, out, &err) with ledger_charge_result out[K];
+ *   - DP_OK: all charged (or replayed). DP_EBUDGET: nothing charged; out[i].status names the
+ *     refused silo, out[i].would_be and out[i].budget say why. dry_run = true asks, writes nothing.
+ * A job that must not start unless its whole spend fits can reserve it first with
+ * ledger_claim_create and commit per round, or check with a dry run.
  *
  * OWNERSHIP. Pointers in requests are borrowed for the duration of the call. Views are plain
  * structs filled by the callee; lists are arrays owned by the caller, freed with the matching
@@ -46,6 +58,7 @@
 #include "accounting/event.h"
 #include "accounting/rdp.h"
 #include "common/dp_err.h"
+#include "service/store.h"
 
 #define LEDGER_MAX_ORDERS   256                      /* RDP orders per vector */
 #define LEDGER_MAX_BATCH    1024                     /* silos in one batch charge */
@@ -136,17 +149,17 @@ int ledger_token_generate(char out[LEDGER_TOKEN_BUF], dp_err *err);
  */
 int ledger_token_register_admin(ledger *l, const char *token, int64_t *token_id, dp_err *err);
 /* Resolves a bearer token through its SHA-256. Unknown token -> DP_EUNAUTH. */
-int ledger_token_lookup(sqlite3 *db, const char *token, ledger_principal *out, dp_err *err);
+int ledger_token_lookup(store_conn *c, const char *token, ledger_principal *out, dp_err *err);
 
 /* ---- silos
  * ------------------------------------------------------------------------------------------ */
 /* Creates a silo; writes its token (returned once, stored as a hash only) into token_out. */
 int ledger_silo_create(ledger *l, const char *name, const ledger_budget *b, ledger_silo_view *out,
                        char token_out[LEDGER_TOKEN_BUF], dp_err *err);
-int ledger_silo_get(ledger *l, sqlite3 *db, int64_t id, ledger_silo_view *out, dp_err *err);
+int ledger_silo_get(ledger *l, store_conn *c, int64_t id, ledger_silo_view *out, dp_err *err);
 /* Silos with id > after, ascending, at most limit (<= LEDGER_LIST_MAX). *out (owned by caller, free
  * with ledger_views_free) may be NULL when *n_out is 0. */
-int ledger_silo_list(ledger *l, sqlite3 *db, int64_t after, size_t limit, bool include_archived,
+int ledger_silo_list(ledger *l, store_conn *c, int64_t after, size_t limit, bool include_archived,
                      ledger_silo_view **out, size_t *n_out, dp_err *err);
 void ledger_views_free(ledger_silo_view *v);
 
@@ -172,7 +185,7 @@ typedef struct ledger_verify {
     double spent_rho_log, spent_rho_cached;
     double max_abs_diff_rdp; /* largest |log - cached| over orders */
 } ledger_verify;
-int ledger_silo_verify(const ledger *l, sqlite3 *db, int64_t id, ledger_verify *out, dp_err *err);
+int ledger_silo_verify(const ledger *l, store_conn *c, int64_t id, ledger_verify *out, dp_err *err);
 
 /* ---- charges
  * ---------------------------------------------------------------------------------------- */
@@ -181,8 +194,9 @@ typedef struct ledger_charge_req {
     int64_t silo_id;
     const acct_event *event; /* validated tree (acct_event_check) */
     acct_neighboring neighboring;
-    const char
-        *event_json; /* the event as canonical JSON (compact, sorted keys), stored in the log */
+    /* The event as canonical JSON (compact, sorted keys), stored in the log. NULL: the ledger
+     * writes it from `event` (C callers such as training jobs need no JSON). */
+    const char *event_json;
     const char *idempotency_key; /* NULL = none; <= LEDGER_KEY_MAX bytes */
     const char *reason;          /* NULL = none; <= LEDGER_REASON_MAX bytes */
     int64_t job_id;              /* 0 = none */
@@ -239,7 +253,7 @@ typedef struct ledger_charge_filter {
     int64_t until_ms; /* created_at < until_ms; INT64_MAX = no bound */
     int64_t job_id;   /* 0 = any */
 } ledger_charge_filter;
-int ledger_charges_list(sqlite3 *db, int64_t silo_id, const ledger_charge_filter *f,
+int ledger_charges_list(store_conn *c, int64_t silo_id, const ledger_charge_filter *f,
                         ledger_charge_row **out, size_t *n_out, dp_err *err);
 void ledger_charge_rows_free(ledger_charge_row *rows, size_t n);
 
@@ -272,7 +286,7 @@ int ledger_claim_commit(ledger *l, int64_t claim_id, int64_t scope_silo_id, int6
 /* Releases an active claim. Aborting an aborted claim is a no-op; committed -> DP_ECONFLICT. */
 int ledger_claim_abort(ledger *l, int64_t claim_id, int64_t scope_silo_id, ledger_claim_view *out,
                        dp_err *err);
-int ledger_claim_get(sqlite3 *db, int64_t claim_id, ledger_claim_view *out, dp_err *err);
+int ledger_claim_get(store_conn *c, int64_t claim_id, ledger_claim_view *out, dp_err *err);
 
 /* Rounds a + b upward: the exact sum when it is representable, else the next double above it
  * (Knuth's TwoSum gives the rounding error). Used for every total, so totals never under-report. */

@@ -12,9 +12,12 @@
  */
 #include "service/routes.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "service/json_util.h"
+#include "service/ledger.h"
 #include "service/metrics.h"
 #include "service/version.h"
 
@@ -77,6 +80,34 @@ int route_metrics(const http_req *rq, http_resp *rs, dp_err *err)
     char *text = http_metrics_render(rq->metrics, &len, err);
     if (text == NULL)
         return err->code;
+    if (rq->ledger != NULL) { /* the budget ledger's group commits (service/ledger.h) */
+        uint64_t groups = 0, ops = 0;
+        ledger_stats(rq->ledger, &groups, &ops);
+        size_t cap = len + 512;
+        char *all = malloc(cap);
+        if (all == NULL) {
+            free(text);
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+        memcpy(all, text, len);
+        free(text);
+        int n = snprintf(all + len, cap - len,
+                         "# HELP dpsilo_ledger_group_commits_total Ledger write transactions "
+                         "committed (one fsync each).\n"
+                         "# TYPE dpsilo_ledger_group_commits_total counter\n"
+                         "dpsilo_ledger_group_commits_total %llu\n"
+                         "# HELP dpsilo_ledger_ops_total Ledger writes (charges, claims, silo "
+                         "changes) carried by those commits.\n"
+                         "# TYPE dpsilo_ledger_ops_total counter\n"
+                         "dpsilo_ledger_ops_total %llu\n",
+                         (unsigned long long)groups, (unsigned long long)ops);
+        if (n < 0 || (size_t)n >= cap - len) {
+            free(all);
+            return dp_err_set(err, DP_EINTERNAL, NULL, "metrics text truncated");
+        }
+        text = all;
+        len += (size_t)n;
+    }
     return http_resp_text(rs, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, err);
 }
 

@@ -36,7 +36,10 @@
 #include "estimators/eb_beta.h"
 #include "estimators/eb_gaussian.h"
 #include "estimators/eb_mixture.h"
+#include "service/auth.h"
+#include "service/event_json.h"
 #include "service/json_util.h"
+#include "service/ledger.h"
 
 #define EST_DEFAULT_MAX_ITER 1000 /* solver iterations unless the request says otherwise */
 #define EST_RUNS_LIMIT_MAX   500  /* GET /v1/runs page size cap */
@@ -127,15 +130,196 @@ static int check_id(const json_t *c, dp_err *err)
     return DP_OK;
 }
 
-/* silo_id needs the ledger (issue #5), which is not wired in yet: refuse rather than not charge. */
-static int refuse_silo(const json_t *c, dp_err *err)
+/* silo_id (optional): a positive integer naming the silo whose data this client is. */
+static int check_silo(const json_t *c, dp_err *err)
 {
-    if (json_object_get(c, "silo_id") != NULL)
-        return dp_err_set(
-            err, DP_EINVAL, "silo_id",
-            "charging silos needs the budget ledger, which this build does not have yet "
-            "(issue #5); remove silo_id");
+    const json_t *s = json_object_get(c, "silo_id");
+    if (s != NULL && (!json_is_integer(s) || json_integer_value(s) <= 0))
+        return dp_err_set(err, DP_EINVAL, "silo_id", "silo_id must be a positive integer (got %s)",
+                          json_util_type_name(s));
     return DP_OK;
+}
+
+/* ---- ledger charging
+ * ------------------------------------------------------------------------------
+ *
+ * When clients name silos ("silo_id") the run must be private, and every participating silo is
+ * charged through the ledger (service/ledger.h) in ONE all-or-nothing batch, BEFORE anything is
+ * computed: a refusal (409 budget_exhausted, or 404 for an unknown silo) means no noise is drawn,
+ * no estimate is made and no run is stored. The event charged to a silo is the per-client mechanism
+ * (the Gaussian channel as {"type": "gaussian", "noise_multiplier": sigma/Delta}, or per coordinate
+ * composed d times; randomized response as "pure" epsilon0, two bits at epsilon0/2 composed twice),
+ * self-composed over the silo's clients in the run: conservative, it holds even if one person's
+ * data sit in several of the silo's clients. A silo token may only charge its own silo (403
+ * otherwise); the admin token any. */
+
+typedef struct silo_cnt {
+    int64_t silo;
+    size_t count;
+    size_t first; /* index of its first client, for error fields */
+} silo_cnt;
+
+static int cmp_silo(const void *a, const void *b)
+{
+    int64_t x = ((const silo_cnt *)a)->silo, y = ((const silo_cnt *)b)->silo;
+    return (x > y) - (x < y);
+}
+
+/* Charges the silos named in body.clients for one run. ev: the per-client event (borrowed). On
+ * success *charges is a new JSON array (empty when no silo is named). */
+static int charge_silos(const http_req *rq, const char *kind, bool priv, const json_t *ev,
+                        json_t **charges, dp_err *err)
+{
+    const json_t *cl = json_object_get(rq->body, "clients");
+    size_t m = json_array_size(cl), named = 0;
+    *charges = NULL;
+    for (size_t i = 0; i < m; i++)
+        if (json_object_get(json_array_get(cl, i), "silo_id") != NULL)
+            named++;
+    if (named == 0) {
+        *charges = json_array();
+        return *charges ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    if (!priv || ev == NULL)
+        return dp_err_set(err, DP_EINVAL, "privacy",
+                          "clients name silos (silo_id): a run on silo data must be private; add a "
+                          "privacy block with a private mechanism");
+    ledger *l = rq->ledger;
+    if (l == NULL)
+        return dp_err_set(err, DP_EINVAL, "clients",
+                          "this daemon has no budget ledger to charge silos");
+    ledger_principal who;
+    if (auth_resolve(rq, &who, err) != DP_OK)
+        return err->code;
+    silo_cnt *sc = dp_calloc(named, sizeof *sc);
+    if (sc == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        const json_t *s = json_object_get(json_array_get(cl, i), "silo_id");
+        if (s != NULL)
+            sc[k++] = (silo_cnt){json_integer_value(s), 1, i};
+    }
+    qsort(sc, named, sizeof *sc, cmp_silo);
+    size_t n = 0;
+    for (size_t i = 0; i < named; i++) {
+        if (n > 0 && sc[n - 1].silo == sc[i].silo) {
+            sc[n - 1].count++;
+            if (sc[i].first < sc[n - 1].first)
+                sc[n - 1].first = sc[i].first;
+        } else {
+            sc[n++] = sc[i];
+        }
+    }
+    int rc = DP_OK;
+    char f[48];
+    if (n > LEDGER_MAX_BATCH)
+        rc = dp_err_set(err, DP_EINVAL, "clients", "at most %d distinct silos per run (got %zu)",
+                        LEDGER_MAX_BATCH, n);
+    for (size_t i = 0; rc == DP_OK && i < n; i++)
+        if (who.role != LEDGER_ROLE_ADMIN && who.silo_id != sc[i].silo)
+            rc = dp_err_set(err, DP_EFORBIDDEN, NULL, "this token may not charge silo %lld",
+                            (long long)sc[i].silo);
+    acct_event **evs = NULL;
+    char **evjs = NULL;
+    json_t **evj = NULL;
+    ledger_charge_req *reqs = NULL;
+    ledger_charge_result *res = NULL;
+    char reason[64];
+    snprintf(reason, sizeof reason, "estimator run (%s)", kind);
+    if (rc == DP_OK) {
+        evs = dp_calloc(n, sizeof *evs);
+        evjs = dp_calloc(n, sizeof *evjs);
+        evj = dp_calloc(n, sizeof *evj);
+        reqs = dp_calloc(n, sizeof *reqs);
+        res = dp_calloc(n, sizeof *res);
+        if (!evs || !evjs || !evj || !reqs || !res)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    for (size_t i = 0; rc == DP_OK && i < n; i++) {
+        evj[i] = sc[i].count == 1 ? json_incref((json_t *)ev)
+                                  : json_pack("{s:s, s:I, s:O}", "type", "self_composed", "count",
+                                              (json_int_t)sc[i].count, "event", ev);
+        if (evj[i] == NULL) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            break;
+        }
+        if ((rc = event_json_parse(evj[i], false, "event", &evs[i], err)) != DP_OK)
+            break;
+        evjs[i] = json_dumps(evj[i], JSON_COMPACT | JSON_SORT_KEYS);
+        if (evjs[i] == NULL) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            break;
+        }
+        reqs[i] = (ledger_charge_req){sc[i].silo, evs[i], ACCT_NB_ADD_REMOVE, evjs[i], NULL,
+                                      reason,     0,      who.token_id};
+    }
+    if (rc == DP_OK) {
+        dp_err e;
+        dp_err_clear(&e);
+        rc = ledger_charge_batch(l, reqs, n, false, res, &e);
+        if (rc != DP_OK) {
+            size_t bad = 0;
+            while (bad < n && res[bad].status == DP_OK)
+                bad++;
+            if (bad == n)
+                bad = 0;
+            snprintf(f, sizeof f, "clients[%zu].silo_id", sc[bad].first);
+            if (res[bad].status == DP_EBUDGET)
+                dp_err_set(err, DP_EBUDGET, f,
+                           "silo %lld cannot afford this run: %.6g spent + %.6g reserved + %.6g "
+                           "requested would be %.6g > budget %.6g; nothing was charged or computed",
+                           (long long)sc[bad].silo, res[bad].spent, res[bad].reserved,
+                           res[bad].requested, res[bad].would_be, res[bad].budget);
+            else if (res[bad].status == DP_ENOTFOUND)
+                dp_err_set(err, DP_ENOTFOUND, f, "no silo %lld", (long long)sc[bad].silo);
+            else
+                dp_err_set(err, rc, f, "silo %lld: %s", (long long)sc[bad].silo, e.msg);
+        }
+    }
+    if (rc == DP_OK) {
+        json_t *a = json_array();
+        if (a == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        for (size_t i = 0; rc == DP_OK && i < n; i++) {
+            json_t *c = json_pack("{s:I, s:I, s:I, s:O, s:o, s:o, s:o, s:o}", "silo_id",
+                                  (json_int_t)sc[i].silo, "charge_id", (json_int_t)res[i].charge_id,
+                                  "clients", (json_int_t)sc[i].count, "event", evj[i], "cost_eps",
+                                  json_util_real(res[i].cost_eps), "cost_rho",
+                                  json_util_real(res[i].cost_rho), "spent_eps_after",
+                                  json_util_real(res[i].spent_eps_after), "remaining_after",
+                                  json_util_real(res[i].remaining_after));
+            if (c == NULL || json_array_append_new(a, c) != 0)
+                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+        if (rc == DP_OK)
+            *charges = a;
+        else
+            json_decref(a);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (evs)
+            acct_event_free(evs[i]);
+        if (evjs)
+            free(evjs[i]);
+        if (evj)
+            json_decref(evj[i]);
+    }
+    dp_free(evs);
+    dp_free(evjs);
+    dp_free(evj);
+    dp_free(reqs);
+    dp_free(res);
+    dp_free(sc);
+    return rc;
+}
+
+/* The "charging" sentence of a response. */
+static const char *charging_note(const json_t *charges)
+{
+    return json_array_size(charges) > 0 ? "charged through the ledger, all silos in one "
+                                          "all-or-nothing batch, before computing"
+                                        : "none: no client named a silo (silo_id)";
 }
 
 static int get_clients(const json_t *body, size_t *m, dp_err *err)
@@ -397,7 +581,7 @@ static int parse_gauss_clients(const json_t *body, gauss_req *g, bool allow_wv, 
         const json_t *c = json_array_get(cl, i);
         if (json_util_require_object(c, "", err) != DP_OK ||
             json_util_check_keys(c, keys, 6, err) != DP_OK || check_id(c, err) ||
-            refuse_silo(c, err)) {
+            check_silo(c, err)) {
             rc = client_err(err, i);
             break;
         }
@@ -527,7 +711,7 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
     gauss_req g = {0};
     double *msgs = NULL, *pm = NULL, *pv = NULL, *sh = NULL;
     eb_gauss_coord *fit_mle = NULL, *fit_mom = NULL, *prior = NULL;
-    json_t *out = NULL, *est = NULL;
+    json_t *out = NULL, *est = NULL, *charges = NULL;
     int rc;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
@@ -714,6 +898,31 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         }
     }
 
+    /* charge the silos (if any) before anything is computed */
+    {
+        eb_gauss_data raw0 = {m, d, g.x, g.n, sx2};
+        bool dp = priv && po.channel == EB_CHANNEL_GAUSSIAN;
+        json_t *ev = NULL;
+        if (dp) {
+            if ((rc = eb_gauss_private_calibrate(&raw0, &po, &pinfo, err)) != DP_OK)
+                goto out;
+            if (pinfo.ldp.per_coordinate && d > 1)
+                ev = json_pack("{s:s, s:I, s:{s:s, s:f}}", "type", "self_composed", "count",
+                               (json_int_t)d, "event", "type", "gaussian", "noise_multiplier",
+                               pinfo.sigma_q / (2.0 * pinfo.b));
+            else
+                ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
+                               pinfo.sigma_q / pinfo.ldp.sensitivity);
+            if (ev == NULL) {
+                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+                goto out;
+            }
+        }
+        rc = charge_silos(rq, "gaussian", dp, ev, &charges, err);
+        json_decref(ev);
+        if (rc != DP_OK)
+            goto out;
+    }
     pm = dp_calloc(m * d, sizeof(double));
     pv = dp_calloc(m * d, sizeof(double));
     sh = dp_calloc(m * d, sizeof(double));
@@ -789,7 +998,7 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
     if (priv) {
         if (po.channel == EB_CHANNEL_GAUSSIAN)
             privj =
-                json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:b, s:o, s:o, s:o, s:I, s:[], s:s}",
+                json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:b, s:o, s:o, s:o, s:I, s:o, s:s}",
                           "mechanism", "gaussian", "model",
                           "local DP per client (user level), simulated on the server", "epsilon0",
                           json_util_real(pinfo.ldp.eps0), "delta", json_util_real(pinfo.ldp.delta),
@@ -799,8 +1008,8 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
                                              : "classic (paper eq. 26, log(2/delta))",
                           "per_coordinate", pinfo.ldp.per_coordinate, "b", json_util_real(pinfo.b),
                           "sigma_q", json_util_real(pinfo.sigma_q), "r", json_util_real(po.r),
-                          "clipped", (json_int_t)pinfo.n_clipped, "charges", "charging",
-                          "not performed: the ledger (issue #5) is not available in this build");
+                          "clipped", (json_int_t)pinfo.n_clipped, "charges", json_incref(charges),
+                          "charging", charging_note(charges));
         else
             privj = json_pack("{s:s, s:i, s:o, s:o, s:I, s:n}", "mechanism", "quantize", "bits",
                               (int)po.bits, "b", json_util_real(pinfo.b), "sigma_q",
@@ -850,6 +1059,7 @@ out:
     dp_free(prior);
     json_decref(out);
     json_decref(est);
+    json_decref(charges);
     return rc;
 }
 
@@ -881,7 +1091,7 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
                                        "privacy", "seed",  "max_iter", "keep_data"};
     static const char *const ckeys[] = {"id", "successes", "trials", "samples", "silo_id"};
     double *z = NULL, *n = NULL, *pm = NULL, *psd = NULL, *sh = NULL;
-    json_t *out = NULL, *est = NULL;
+    json_t *out = NULL, *est = NULL, *charges = NULL;
     int rc;
     size_t m = 0;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
@@ -902,7 +1112,7 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
         const json_t *c = json_array_get(cl, i);
         int64_t zi = 0, ni = 0;
         if (json_util_require_object(c, "", err) || json_util_check_keys(c, ckeys, 5, err) ||
-            check_id(c, err) || refuse_silo(c, err)) {
+            check_id(c, err) || check_silo(c, err)) {
             rc = client_err(err, i);
             goto out;
         }
@@ -1044,6 +1254,24 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
         }
     }
 
+    /* charge the silos (if any) before anything is computed */
+    {
+        json_t *ev = NULL;
+        if (priv) {
+            ev = scheme == EB_BETA_PRIV_TWO_BIT
+                     ? json_pack("{s:s, s:i, s:{s:s, s:f}}", "type", "self_composed", "count", 2,
+                                 "event", "type", "pure", "epsilon", eps0 / 2.0)
+                     : json_pack("{s:s, s:f}", "type", "pure", "epsilon", eps0);
+            if (ev == NULL) {
+                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+                goto out;
+            }
+        }
+        rc = charge_silos(rq, "beta", priv, ev, &charges, err);
+        json_decref(ev);
+        if (rc != DP_OK)
+            goto out;
+    }
     eb_beta_prior used = {0}, fm = {0}, fmle = {0};
     eb_beta_counts cnt = {0, 0};
     eb_status st = EB_STATUS_CONVERGED;
@@ -1107,12 +1335,12 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
     json_t *privj = json_null();
     if (priv)
         privj = json_pack(
-            "{s:s, s:s, s:o, s:o, s:i, s:o, s:s, s:[], s:s}", "mechanism", "randomized_response",
+            "{s:s, s:s, s:o, s:o, s:i, s:o, s:s, s:o, s:s}", "mechanism", "randomized_response",
             "scheme", scheme == EB_BETA_PRIV_TWO_BIT ? "two_bit" : "paper_1bit", "epsilon0",
             json_util_real(pinfo.eps0), "epsilon_per_bit", json_util_real(pinfo.eps_per_bit),
             "bits", (int)pinfo.bits, "rho", json_util_real(pinfo.rho), "model",
-            "pure local DP per client (user level), simulated on the server", "charges", "charging",
-            "not performed: the ledger (issue #5) is not available in this build");
+            "pure local DP per client (user level), simulated on the server", "charges",
+            json_incref(charges), "charging", charging_note(charges));
     if (json_util_set(out, "model", json_string("beta"), err) ||
         json_util_set(out, "method", json_string(known ? "known_prior" : ms), err) ||
         json_util_set(out, "variant", json_string(vs), err) ||
@@ -1146,6 +1374,7 @@ out:
     dp_free(sh);
     json_decref(out);
     json_decref(est);
+    json_decref(charges);
     return rc;
 }
 
@@ -1160,7 +1389,7 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
     gauss_req g = {0};
     double *msgs = NULL, *resp = NULL, *pm = NULL, *pv = NULL, *sh = NULL;
     double *w = NULL, *mu = NULL, *var = NULL;
-    json_t *out = NULL, *est = NULL;
+    json_t *out = NULL, *est = NULL, *charges = NULL;
     int rc;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
@@ -1314,6 +1543,26 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
             goto out;
         }
         po.seed = seed;
+        if ((rc = eb_mix_private_calibrate(&raw, &po, &pinfo, err)) != DP_OK)
+            goto out;
+    }
+    /* charge the silos (if any) before anything is computed */
+    {
+        json_t *ev = NULL;
+        if (priv) {
+            ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
+                           pinfo.sigma / pinfo.sensitivity);
+            if (ev == NULL) {
+                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+                goto out;
+            }
+        }
+        rc = charge_silos(rq, "mixture", priv, ev, &charges, err);
+        json_decref(ev);
+        if (rc != DP_OK)
+            goto out;
+    }
+    if (priv) {
         msgs = dp_calloc(m * d, sizeof(double));
         if (msgs == NULL) {
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -1372,16 +1621,16 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
     json_t *privj = json_null();
     if (priv)
         privj = json_pack(
-            "{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:[], s:s}", "mechanism",
-            "gaussian", "model",
+            "{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:s}", "mechanism", "gaussian",
+            "model",
             "local DP per client (user level): clip to an L2 ball of radius R, add "
             "Gaussian noise; one message per client",
             "epsilon0", json_util_real(po.eps0), "delta", json_util_real(po.delta), "rho",
             json_util_real(pinfo.rho), "radius", json_util_real(pinfo.radius), "sensitivity",
             json_util_real(pinfo.sensitivity), "sigma", json_util_real(pinfo.sigma), "calibration",
             pinfo.analytic ? "analytic_gaussian (Balle & Wang 2018)" : "classic (log(2/delta))",
-            "clipped", (json_int_t)pinfo.n_clipped, "charges", "charging",
-            "not performed: the ledger (issue #5) is not available in this build");
+            "clipped", (json_int_t)pinfo.n_clipped, "charges", json_incref(charges), "charging",
+            charging_note(charges));
     const char *meth_name = known ? "known_prior" : (o.method == EB_MIX_EM ? "em" : "altmin");
     if (json_util_set(out, "model", json_string("mixture"), err) ||
         json_util_set(out, "method", json_string(meth_name), err) ||
@@ -1418,6 +1667,7 @@ out:
     dp_free(var);
     json_decref(out);
     json_decref(est);
+    json_decref(charges);
     return rc;
 }
 

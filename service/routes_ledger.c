@@ -1,18 +1,19 @@
 /*
  * routes_ledger.c: the HTTP face of the per-silo budget ledger (issue #5; docs/BUDGETS.md).
  *
- *   POST   /v1/silos                    admin   create; answers the silo and its token (shown once)
- *   GET    /v1/silos                    admin   ?limit=&after=&archived=true
- *   GET    /v1/silos/{id}               silo    ?verify=true recomputes the totals from the log
- *   PATCH  /v1/silos/{id}               admin   name, budget.epsilon / budget.delta / budget.rho
- *   DELETE /v1/silos/{id}               admin   archive (the log stays readable)
- *   POST   /v1/silos/{id}/charges       silo    one charge (event, idempotency_key, dry_run,
- * reason, job_id) GET    /v1/silos/{id}/charges       silo    audit log:
- * ?limit=&after=&since=&until=&job_id= POST   /v1/charges                  admin*  batch over
- * several silos, all or nothing POST   /v1/silos/{id}/claims        silo    reserve (timeout_ms)
- *   GET    /v1/claims/{id}              silo    a claim
- *   POST   /v1/claims/{id}/commit       silo    spend a reservation
- *   POST   /v1/claims/{id}/abort        silo    release it
+ *   POST   /v1/silos                admin   create; answers the silo and its token (shown once)
+ *   GET    /v1/silos                admin   ?limit=&after=&archived=true
+ *   GET    /v1/silos/{id}           silo    ?verify=true recomputes the totals from the log
+ *   PATCH  /v1/silos/{id}           admin   name, budget.epsilon / budget.delta / budget.rho
+ *   DELETE /v1/silos/{id}           admin   archive (the log stays readable)
+ *   POST   /v1/silos/{id}/charges   silo    one charge: event, idempotency_key, dry_run, reason,
+ *                                           job_id
+ *   GET    /v1/silos/{id}/charges   silo    audit log: ?limit=&after=&since=&until=&job_id=
+ *   POST   /v1/charges              admin*  batch over several silos, all or nothing
+ *   POST   /v1/silos/{id}/claims    silo    reserve (timeout_ms)
+ *   GET    /v1/claims/{id}          silo    a claim
+ *   POST   /v1/claims/{id}/commit   silo    spend a reservation
+ *   POST   /v1/claims/{id}/abort    silo    release it
  * "silo" = the admin token or that silo's token; *a silo token may batch-charge only itself.
  *
  * Every handler parses and validates its input into ledger.h structs, calls the ledger (which does
@@ -608,7 +609,7 @@ int route_silos_list(const http_req *rq, http_resp *rs, dp_err *err)
         return err->code;
     ledger_silo_view *v = NULL;
     size_t n = 0;
-    if (ledger_silo_list(l, store_conn_db(rq->db), after, limit, archived, &v, &n, err) != DP_OK)
+    if (ledger_silo_list(l, rq->db, after, limit, archived, &v, &n, err) != DP_OK)
         return err->code;
     json_t *arr = json_array(), *o = json_object();
     int rc = arr && o ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -645,7 +646,7 @@ int route_silo_get(const http_req *rq, http_resp *rs, dp_err *err)
         query_bool(rq, "verify", &verify, err) != DP_OK)
         return err->code;
     ledger_silo_view v;
-    if (ledger_silo_get(l, store_conn_db(rq->db), id, &v, err) != DP_OK)
+    if (ledger_silo_get(l, rq->db, id, &v, err) != DP_OK)
         return err->code;
     json_t *o = silo_json(l, &v, err);
     if (o == NULL)
@@ -654,7 +655,7 @@ int route_silo_get(const http_req *rq, http_resp *rs, dp_err *err)
     if (verify) {
         ledger_verify ver;
         json_t *vj = json_object();
-        rc = vj ? ledger_silo_verify(l, store_conn_db(rq->db), id, &ver, err)
+        rc = vj ? ledger_silo_verify(l, rq->db, id, &ver, err)
                 : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         if (rc == DP_OK)
             rc = json_util_set(vj, "consistent", json_boolean(ver.consistent), err);
@@ -899,11 +900,11 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
         return err->code;
     /* 404 for a silo that does not exist (an empty log is a real answer only for a real silo). */
     ledger_silo_view v;
-    if (ledger_silo_get(l, store_conn_db(rq->db), id, &v, err) != DP_OK)
+    if (ledger_silo_get(l, rq->db, id, &v, err) != DP_OK)
         return err->code;
     ledger_charge_row *rows = NULL;
     size_t n = 0;
-    if (ledger_charges_list(store_conn_db(rq->db), id, &f, &rows, &n, err) != DP_OK)
+    if (ledger_charges_list(rq->db, id, &f, &rows, &n, err) != DP_OK)
         return err->code;
     const char *why = v.budget.kind == LEDGER_BUDGET_NONE ? NOT_PRIVATE : NO_DELTA;
     json_t *o = json_object(), *arr = json_array();
@@ -1082,7 +1083,7 @@ int route_claim_get(const http_req *rq, http_resp *rs, dp_err *err)
     if (path_id(rq, &id, err) != DP_OK || claim_scope(rq, id, &who, &scope, err) != DP_OK)
         return err->code;
     ledger_claim_view c;
-    if (ledger_claim_get(store_conn_db(rq->db), id, &c, err) != DP_OK)
+    if (ledger_claim_get(rq->db, id, &c, err) != DP_OK)
         return err->code;
     if (scope != 0 && c.silo_id != scope)
         return dp_err_set(err, DP_EFORBIDDEN, NULL, "this token may not act on claim %lld",

@@ -116,7 +116,46 @@ expect_json .error.field components
 expect_status 400 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c '. + {privacy:{epsilon0:2,delta:1e-5}}')"
 expect_json .error.field 'privacy.r'
 expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"n":3,"silo_id":4},{"mean":0.2,"n":3}],"noise_variance":1}'
+expect_json .error.field 'privacy'
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"n":3,"silo_id":"x"},{"mean":0.2,"n":3}],"noise_variance":1}'
 expect_json .error.field 'clients[0].silo_id'
+
+# ledger charging: silos named by clients are charged in one all-or-nothing batch before computing
+ADM=$(cat "$T/admin.token")
+AUTH=$ADM expect_status 201 POST /v1/silos '{"name":"hosp-a","budget":{"epsilon":2,"delta":1e-5}}'
+SA=$(printf '%s' "$BODY" | jq -r .id); TA=$(printf '%s' "$BODY" | jq -r .token)
+AUTH=$ADM expect_status 201 POST /v1/silos '{"name":"hosp-b","budget":{"epsilon":0.3,"delta":1e-5}}'
+SB=$(printf '%s' "$BODY" | jq -r .id)
+GS=$(printf '%s' "$G" | jq -c --argjson a "$SA" --argjson b "$SB" '.clients[0].silo_id=$a | .clients[1].silo_id=$a | .clients[2].silo_id=$b | . + {privacy:{epsilon0:0.5,delta:1e-5,r:1,sigma_theta_bound:0.1}}')
+RUNS_BEFORE=$(curl -s "$URL/v1/runs?limit=500" | jq '.runs | length')
+AUTH="" expect_status 401 POST /v1/estimators/gaussian "$GS"
+# silo b (epsilon cap 0.3) cannot afford eps0 = 0.5: refused, nothing charged anywhere, nothing stored
+AUTH=$ADM expect_status 409 POST /v1/estimators/gaussian "$GS"
+expect_json .error.code budget_exhausted
+expect_json .error.field 'clients[2].silo_id'
+AUTH=$ADM expect_status 200 GET "/v1/silos/$SA"
+expect_json .n_charges 0
+check "a refused run is not stored" test "$(curl -s "$URL/v1/runs?limit=500" | jq '.runs | length')" = "$RUNS_BEFORE"
+# without silo b: silo a is charged once for its two clients (self-composed twice)
+GA=$(printf '%s' "$GS" | jq -c 'del(.clients[2].silo_id)')
+AUTH=$ADM expect_status 201 POST /v1/estimators/gaussian "$GA"
+expect_json '.privacy.charges | length' 1
+expect_json '.privacy.charges[0].silo_id' "$SA"
+expect_json '.privacy.charges[0].clients' 2
+expect_json '.privacy.charges[0].event.type' self_composed
+expect_json '.privacy.charges[0].cost_eps > 0 and .privacy.charges[0].cost_eps <= 1.0' true
+expect_json '.privacy.charging | startswith("charged")' true
+AUTH=$ADM expect_status 200 GET "/v1/silos/$SA"
+expect_json .n_charges 1
+# a silo token may charge its own silo only
+AUTH=$TA expect_status 201 POST /v1/estimators/beta "$(printf '%s' "$B" | jq -c --argjson a "$SA" '.clients[0].silo_id=$a | . + {privacy:{epsilon0:0.5}}')"
+expect_json '.privacy.charges[0].event.type' self_composed
+AUTH=$TA expect_status 403 POST /v1/estimators/beta "$(printf '%s' "$B" | jq -c --argjson b "$SB" '.clients[0].silo_id=$b | . + {privacy:{epsilon0:0.1}}')"
+AUTH=$ADM expect_status 404 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c '.clients[0].silo_id=999 | . + {privacy:{epsilon0:1,delta:1e-5,r:1.5}}')"
+expect_json .error.field 'clients[0].silo_id'
+AUTH=$ADM expect_status 201 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c --argjson b "$SB" '.clients[0].silo_id=$b | . + {privacy:{epsilon0:0.2,delta:1e-5,r:1.5}}')"
+expect_json '.privacy.charges[0].event.type' gaussian
+AUTH=""
 
 # stored runs
 expect_status 200 GET "/v1/runs/$RUN1"

@@ -139,11 +139,11 @@ static void tokens_cannot_cross_silos(void **state)
     http_resp_clear(&rs);
     /* The actor of a charge is the token that made it. */
     ledger_principal pa;
-    assert_int_equal(ledger_token_lookup(x->f.db, ta, &pa, &e), DP_OK);
+    assert_int_equal(ledger_token_lookup(x->f.conn, ta, &pa, &e), DP_OK);
     ledger_charge_row *rows = NULL;
     size_t n = 0;
     ledger_charge_filter f = {.limit = 10, .since_ms = INT64_MIN, .until_ms = INT64_MAX};
-    assert_int_equal(ledger_charges_list(x->f.db, 1, &f, &rows, &n, &e), DP_OK);
+    assert_int_equal(ledger_charges_list(x->f.conn, 1, &f, &rows, &n, &e), DP_OK);
     assert_int_equal(n, 3);
     assert_int_equal(rows[0].actor_token_id, pa.token_id);
     assert_int_not_equal(rows[1].actor_token_id, pa.token_id); /* the admin's batch */

@@ -18,6 +18,8 @@
 #include "accounting/pld.h"
 #include "accounting/rdp.h"
 #include "common/dp_log.h"
+#include "common/dp_alloc.h"
+#include "service/event_json.h"
 #include "service/ledger.h"
 #include "tests/unit/ledger_fixture.h"
 
@@ -116,13 +118,13 @@ static void token_is_returned_once_and_resolves_to_its_silo(void **state)
     ledger_principal p;
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(ledger_token_lookup(x->f.db, t1, &p, &e), DP_OK);
+    assert_int_equal(ledger_token_lookup(x->f.conn, t1, &p, &e), DP_OK);
     assert_int_equal(p.role, LEDGER_ROLE_SILO);
     assert_int_equal(p.silo_id, a);
-    assert_int_equal(ledger_token_lookup(x->f.db, t2, &p, &e), DP_OK);
+    assert_int_equal(ledger_token_lookup(x->f.conn, t2, &p, &e), DP_OK);
     assert_int_equal(p.silo_id, b);
     dp_err_clear(&e);
-    assert_int_equal(ledger_token_lookup(x->f.db, "dps_not-a-token", &p, &e), DP_EUNAUTH);
+    assert_int_equal(ledger_token_lookup(x->f.conn, "dps_not-a-token", &p, &e), DP_EUNAUTH);
     /* Only the hash is stored: the token text appears nowhere in the database. */
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(x->f.db,
@@ -141,7 +143,7 @@ static void token_is_returned_once_and_resolves_to_its_silo(void **state)
     assert_int_equal(ledger_token_register_admin(x->f.l, "admin-token-2.385-abcdef", &id2, &e),
                      DP_OK);
     assert_true(id1 > 0 && id1 == id2);
-    assert_int_equal(ledger_token_lookup(x->f.db, "admin-token-2.385-abcdef", &p, &e), DP_OK);
+    assert_int_equal(ledger_token_lookup(x->f.conn, "admin-token-2.385-abcdef", &p, &e), DP_OK);
     assert_int_equal(p.role, LEDGER_ROLE_ADMIN);
 }
 
@@ -182,13 +184,13 @@ static void exactly_the_admissible_charges_are_accepted(void **state)
     ledger_silo_view v;
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_get(x->f.l, x->f.db, s, &v, &e), DP_OK);
+    assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, s, &v, &e), DP_OK);
     assert_int_equal(v.n_charges, (int64_t)N);
     assert_close(v.spent_eps, e7, 1e-12, 0);
     assert_close(v.remaining, v.budget.epsilon - e7, 1e-12, 1e-15);
     assert_true(v.spent_order > 1);
     ledger_verify ver;
-    assert_int_equal(ledger_silo_verify(x->f.l, x->f.db, s, &ver, &e), DP_OK);
+    assert_int_equal(ledger_silo_verify(x->f.l, x->f.conn, s, &ver, &e), DP_OK);
     assert_true(ver.consistent);
     assert_int_equal(ver.n_charges_log, (int64_t)N);
     acct_event_free(g);
@@ -249,7 +251,7 @@ static void retries_with_one_key_charge_once(void **state)
     assert_close(b.spent_eps_after, a.spent_eps_after, 0, 0);
     assert_close(b.remaining_after, a.remaining_after, 0, 0);
     ledger_silo_view v;
-    assert_int_equal(ledger_silo_get(x->f.l, x->f.db, s, &v, &e), DP_OK);
+    assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, s, &v, &e), DP_OK);
     assert_int_equal(v.n_charges, 1);
     /* The same key with another body is a conflict, never a second charge. */
     g->noise_multiplier = 1.5;
@@ -258,7 +260,7 @@ static void retries_with_one_key_charge_once(void **state)
     dp_err_clear(&e);
     assert_int_equal(ledger_charge(x->f.l, &r2, false, &b, &e), DP_ECONFLICT);
     assert_string_equal(e.field, "idempotency_key");
-    assert_int_equal(ledger_silo_get(x->f.l, x->f.db, s, &v, &e), DP_OK);
+    assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, s, &v, &e), DP_OK);
     assert_int_equal(v.n_charges, 1);
     acct_event_free(g);
 }
@@ -297,7 +299,7 @@ static void batch_is_all_or_nothing(void **state)
     assert_close(out[1].would_be, ledger_sum_up(0.4, 0.4), 0, 0);
     for (int i = 0; i < 3; i++) {
         ledger_silo_view v;
-        assert_int_equal(ledger_silo_get(x->f.l, x->f.db, s[i], &v, &e), DP_OK);
+        assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, s[i], &v, &e), DP_OK);
         assert_int_equal(v.n_charges, 1); /* nobody was charged by the refused batch */
         assert_int_equal(out[i].charge_id, 0);
     }
@@ -329,7 +331,7 @@ static void dry_run_writes_nothing(void **state)
     assert_int_equal(res.charge_id, 0);
     assert_close(res.spent_eps_after, eps_after_k(g, 1, 1e-5), 1e-12, 0);
     ledger_silo_view v;
-    assert_int_equal(ledger_silo_get(x->f.l, x->f.db, s, &v, &e), DP_OK);
+    assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, s, &v, &e), DP_OK);
     assert_int_equal(v.n_charges, 0);
     /* The key was not consumed: a real charge with it now lands. */
     assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e), DP_OK);
@@ -389,7 +391,7 @@ static void opted_out_silo_records_and_never_refuses(void **state)
     ledger_silo_view v;
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_get(x->f.l, x->f.db, s, &v, &e), DP_OK);
+    assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, s, &v, &e), DP_OK);
     assert_int_equal(v.n_charges, 5);
     assert_true(isnan(v.spent_eps) && isnan(v.remaining));
     assert_close(v.spent_rho, 5 * 50.0 * 50.0 / 2, 1e-15, 0);
@@ -420,7 +422,7 @@ static void claims_hold_commit_abort_and_expire(void **state)
     assert_close(res.reserved, 0.625, 0, 0);
     ledger_silo_view v;
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_get(x->f.l, x->f.db, s, &v, &e), DP_OK);
+    assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, s, &v, &e), DP_OK);
     assert_int_equal(v.n_active_claims, 1);
     assert_close(v.held_rho, 0.625, 0, 0);
     assert_close(v.remaining, 0.375, 0, 0);
@@ -456,19 +458,19 @@ static void claims_hold_commit_abort_and_expire(void **state)
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
     assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e),
-                     DP_OK); /* 0.875 + 0.125 = 1 fits exactly */
+                     DP_OK);          /* 0.875 + 0.125 = 1 fits exactly */
     assert_true(isnan(res.reserved)); /* accepted with no active claim: not computed (ledger.h) */
     ledger_silo_view vv;
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_get(x->f.l, x->f.db, s, &vv, &e), DP_OK);
+    assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, s, &vv, &e), DP_OK);
     assert_int_equal(vv.n_active_claims, 0); /* the 1 ms claim no longer holds anything */
     assert_int_equal(ledger_claim_commit(x->f.l, c.id, 0, 0, &c2, &res, &e), DP_ECONFLICT);
     ledger_claim_view g;
     dp_err_clear(&e);
-    assert_int_equal(ledger_claim_get(x->f.db, c.id, &g, &e), DP_OK);
+    assert_int_equal(ledger_claim_get(x->f.conn, c.id, &g, &e), DP_OK);
     assert_int_equal(g.state, LEDGER_CLAIM_EXPIRED);
     ledger_verify ver;
-    assert_int_equal(ledger_silo_verify(x->f.l, x->f.db, s, &ver, &e), DP_OK);
+    assert_int_equal(ledger_silo_verify(x->f.l, x->f.conn, s, &ver, &e), DP_OK);
     assert_true(ver.consistent);
     assert_int_equal(ver.n_charges_log, 3);
     acct_event_free(z);
@@ -538,16 +540,16 @@ static void archived_silo_keeps_its_log_and_takes_no_charges(void **state)
     ledger_charge_filter f = {
         .after = 0, .limit = 10, .since_ms = INT64_MIN, .until_ms = INT64_MAX};
     dp_err_clear(&e);
-    assert_int_equal(ledger_charges_list(x->f.db, s, &f, &rows, &n, &e), DP_OK);
+    assert_int_equal(ledger_charges_list(x->f.conn, s, &f, &rows, &n, &e), DP_OK);
     assert_int_equal(n, 1);
     assert_string_equal(rows[0].event, "{\"noise_multiplier\":5,\"type\":\"gaussian\"}");
     ledger_charge_rows_free(rows, n);
     ledger_silo_view *vs = NULL;
-    assert_int_equal(ledger_silo_list(x->f.l, x->f.db, 0, 10, false, &vs, &n, &e), DP_OK);
+    assert_int_equal(ledger_silo_list(x->f.l, x->f.conn, 0, 10, false, &vs, &n, &e), DP_OK);
     for (size_t i = 0; i < n; i++)
         assert_true(vs[i].id != s);
     ledger_views_free(vs);
-    assert_int_equal(ledger_silo_list(x->f.l, x->f.db, 0, 10, true, &vs, &n, &e), DP_OK);
+    assert_int_equal(ledger_silo_list(x->f.l, x->f.conn, 0, 10, true, &vs, &n, &e), DP_OK);
     assert_int_equal(n, 1);
     ledger_views_free(vs);
     acct_event_free(g);
@@ -603,7 +605,7 @@ static void audit_log_filters_by_job_and_time_and_pages(void **state)
     dp_err e;
     dp_err_clear(&e);
     ledger_charge_filter f = {.after = 0, .limit = 4, .since_ms = INT64_MIN, .until_ms = INT64_MAX};
-    assert_int_equal(ledger_charges_list(x->f.db, s, &f, &rows, &n, &e), DP_OK);
+    assert_int_equal(ledger_charges_list(x->f.conn, s, &f, &rows, &n, &e), DP_OK);
     assert_int_equal(n, 4);
     int64_t last = rows[3].id;
     for (size_t i = 0; i < n; i++) {
@@ -615,20 +617,20 @@ static void audit_log_filters_by_job_and_time_and_pages(void **state)
     }
     ledger_charge_rows_free(rows, n);
     f.after = last;
-    assert_int_equal(ledger_charges_list(x->f.db, s, &f, &rows, &n, &e), DP_OK);
+    assert_int_equal(ledger_charges_list(x->f.conn, s, &f, &rows, &n, &e), DP_OK);
     assert_int_equal(n, 2);
     ledger_charge_rows_free(rows, n);
     f.after = 0;
     f.limit = 100;
     f.job_id = 7;
-    assert_int_equal(ledger_charges_list(x->f.db, s, &f, &rows, &n, &e), DP_OK);
+    assert_int_equal(ledger_charges_list(x->f.conn, s, &f, &rows, &n, &e), DP_OK);
     assert_int_equal(n, 3);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(rows[i].job_id, 7);
     ledger_charge_rows_free(rows, n);
     f.job_id = 0;
     f.since_ms = t0;
-    assert_int_equal(ledger_charges_list(x->f.db, s, &f, &rows, &n, &e), DP_OK);
+    assert_int_equal(ledger_charges_list(x->f.conn, s, &f, &rows, &n, &e), DP_OK);
     assert_true(n >= 3);
     for (size_t i = 0; i < n; i++)
         assert_true(rows[i].created_at_ms >= t0);
@@ -702,13 +704,64 @@ static void pld_silo_admits_on_the_tighter_bound(void **state)
      */
     ledger_silo_view v;
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_get(x->f.l, x->f.db, s, &v, &e), DP_OK);
+    assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, s, &v, &e), DP_OK);
     assert_close(v.spent_eps, pld3, 1e-6, 0);
     assert_close(v.remaining, cap - v.spent_eps, 1e-9, 0);
     ledger_verify ver;
-    assert_int_equal(ledger_silo_verify(x->f.l, x->f.db, s, &ver, &e), DP_OK);
+    assert_int_equal(ledger_silo_verify(x->f.l, x->f.conn, s, &ver, &e), DP_OK);
     assert_true(ver.consistent);
     acct_event_free(epoch);
+}
+
+static void c_callers_need_no_json(void **state)
+{
+    fx *x = *state;
+    /* composed[self_composed(3, poisson_sampled(0.02, gaussian(1.3))), laplace(4.5)] from C only */
+    acct_event *root = acct_event_alloc(ACCT_EV_COMPOSED);
+    root->children = dp_calloc(2, sizeof *root->children);
+    root->n_children = 2;
+    acct_event *sc = root->children[0] = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    sc->count = 3;
+    sc->child = acct_event_alloc(ACCT_EV_POISSON);
+    sc->child->sampling_rate = 0.02;
+    sc->child->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    sc->child->child->noise_multiplier = 1.3;
+    root->children[1] = acct_event_alloc(ACCT_EV_LAPLACE);
+    root->children[1]->noise_multiplier = 4.5;
+    int64_t s = make_silo(x, "job", eps_budget(10, 1e-6), NULL);
+    ledger_charge_req r = req_of(s, root, NULL, "round-1");
+    ledger_charge_result res;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(ledger_charge_batch(x->f.l, &r, 1, false, &res, &e), DP_OK);
+    assert_int_equal(ledger_charge_batch(x->f.l, &r, 1, false, &res, &e), DP_OK); /* a retry */
+    assert_true(res.replayed);
+    ledger_charge_row *rows = NULL;
+    size_t n = 0;
+    ledger_charge_filter f = {.limit = 10, .since_ms = INT64_MIN, .until_ms = INT64_MAX};
+    assert_int_equal(ledger_charges_list(x->f.conn, s, &f, &rows, &n, &e), DP_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(
+        rows[0].event,
+        "{\"events\":[{\"count\":3,\"event\":{\"event\":{\"noise_multiplier\":1.3,"
+        "\"type\":\"gaussian\"},\"sampling_rate\":0.02,\"type\":\"poisson_sampled\"},"
+        "\"type\":\"self_composed\"},{\"noise_multiplier\":4.5,\"type\":\"laplace\"}],"
+        "\"type\":\"composed\"}");
+    /* ... and it parses back into a tree of the same cost. */
+    json_t *j = json_loads(rows[0].event, 0, NULL);
+    acct_event *back = NULL;
+    assert_int_equal(event_json_parse(j, false, "event", &back, &e), DP_OK);
+    json_decref(j);
+    ledger_charge_rows_free(rows, n);
+    const double *orders;
+    size_t no = acct_rdp_default_orders(&orders);
+    double a[256], b[256];
+    assert_int_equal(acct_rdp_eval(root, ACCT_NB_ADD_REMOVE, orders, no, a, &e), DP_OK);
+    assert_int_equal(acct_rdp_eval(back, ACCT_NB_ADD_REMOVE, orders, no, b, &e), DP_OK);
+    for (size_t i = 0; i < no; i++)
+        assert_close(b[i], a[i], 0, 0);
+    acct_event_free(back);
+    acct_event_free(root);
 }
 
 /* ---- concurrency: many threads, one silo that admits exactly N ----------------------------------
@@ -773,7 +826,7 @@ static void concurrent_charges_never_exceed_the_cap(void **state)
     ledger_verify v;
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_verify(x->f.l, x->f.db, s, &v, &e), DP_OK);
+    assert_int_equal(ledger_silo_verify(x->f.l, x->f.conn, s, &v, &e), DP_OK);
     assert_true(v.consistent);
     assert_int_equal(v.n_charges_log, 137);
     assert_true(v.spent_rho_log <= 1.375);
@@ -799,7 +852,7 @@ static void bad_inputs_name_their_field(void **state)
     assert_int_equal(ledger_silo_create(x->f.l, "", &b, &v, tok, &e), DP_EINVAL);
     assert_string_equal(e.field, "name");
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_get(x->f.l, x->f.db, 4242, &v, &e), DP_ENOTFOUND);
+    assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, 4242, &v, &e), DP_ENOTFOUND);
     int64_t s = make_silo(x, "ok", b, NULL);
     acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
     g->noise_multiplier = 1.0;
@@ -836,6 +889,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(opted_out_silo_records_and_never_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(pld_silo_admits_on_the_tighter_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(c_callers_need_no_json, setup, teardown),
         cmocka_unit_test_setup_teardown(claims_hold_commit_abort_and_expire, setup, teardown),
         cmocka_unit_test_setup_teardown(lowering_a_budget_below_spent_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(archived_silo_keeps_its_log_and_takes_no_charges, setup,
