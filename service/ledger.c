@@ -346,7 +346,8 @@ typedef struct op_item {
     bool pld_ready;         /* the figures below hold for the snapshot */
     bool pld_give_up;       /* too many stale snapshots: the RDP bound decides alone */
     int64_t snap_n_charges; /* snapshot: the silo's n_charges ... */
-    int64_t snap_max_claim; /* ... and its highest claim id */
+    int64_t snap_max_claim; /* ... its highest claim id ... */
+    double snap_delta;      /* ... and the delta the PLD figures were computed at */
     double pld_spent;       /* eps_PLD of the charges */
     double pld_after;       /* eps_PLD of the charges and this event */
     double pld_wb;          /* eps_PLD of the charges, the active claims and this event */
@@ -1030,7 +1031,10 @@ static int pld_current(ledger *l, ledger_op *op, const silo_row *s, op_item *it,
     st_done(st);
     if (rc != SQLITE_ROW)
         return sql_fail(l, rc, "highest claim", err);
-    if (!it->pld_ready || it->snap_n_charges != s->n_charges || it->snap_max_claim != max_claim) {
+    /* A PATCH of delta between snapshot and commit must not let a figure at the old delta through.
+     */
+    if (!it->pld_ready || it->snap_n_charges != s->n_charges || it->snap_max_claim != max_claim ||
+        memcmp(&it->snap_delta, &s->b.delta, sizeof s->b.delta) != 0) {
         it->pld_ready = false;
         it->need_pld = true;
         op->need_pld = true;
@@ -2276,6 +2280,7 @@ static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
         it->snap_n_charges = sqlite3_column_int64(st, 0);
         delta = col_dbl(st, 1);
         it->snap_max_claim = sqlite3_column_int64(st, 2);
+        it->snap_delta = delta;
         rc = SQLITE_OK;
     }
     sqlite3_finalize(st);
