@@ -48,8 +48,8 @@
 #define ACCT_QUAD_LOG_WINDOW 60.0
 /* Golden-section iterations for the integrand peak: reaches ~1e-9 of the bracket. */
 #define ACCT_PEAK_ITERS 60 /* cap; the search stops at ACCT_PEAK_XTOL */
-/* Peak located to 1e-3 sigma: it only sets the scale and the split point of the quadrature. */
-#define ACCT_PEAK_XTOL 1e-3
+/* Peak located to 0.05 sigma: it only sets the scale and the split point of the quadrature. */
+#define ACCT_PEAK_XTOL 0.05
 /* Series f(u) = sum_{k>=2} C(alpha,k) u^k is used for |u| < 0.5 and |alpha u| < 2 (no
  * cancellation). */
 #define ACCT_SERIES_MAX_U     0.5
@@ -168,12 +168,31 @@ double acct_rdp_laplace(double b, double alpha)
     return dp_log_add(la, lb) / (alpha - 1.0);
 }
 
+/* log cosh(y), accurate near 0 (log1p(2 sinh^2(y/2))) and for large |y|. */
+static double log_cosh(double y)
+{
+    y = fabs(y);
+    if (y < 1.0) {
+        double sh = sinh(0.5 * y);
+        return log1p(2.0 * sh * sh);
+    }
+    return y + log1p(exp(-2.0 * y)) - M_LN2;
+}
+
 double acct_rdp_pure(double eps, double alpha)
 {
-    /* eps-DP is (alpha, eps)-RDP for every alpha (Mironov 2017, §III: eps-DP = (inf, eps)-RDP and
-     * RDP is non-decreasing in alpha) and eps^2/2-zCDP (Bun & Steinke 2016, Prop. 1.4). */
+    /* Every eps-DP mechanism is dominated by randomized response with the same eps (Kairouz, Oh &
+     * Viswanath 2015), whose Renyi divergence is (Mironov 2017, Table II)
+     *   r = (eps alpha + log(1 + e^{eps(1-2 alpha)}) - log(1 + e^eps)) / (alpha - 1)
+     * (dp_accounting uses the same bound). With log(1 + e^y) = log 2 + y/2 + log cosh(y/2) the
+     * linear terms cancel exactly:  r = (log cosh((2 alpha - 1) eps/2) - log cosh(eps/2))/(alpha -
+     * 1), which keeps full precision for tiny eps. It is <= min(eps, alpha eps^2/2) (Mironov 2017
+     * §III; Bun & Steinke 2016, Prop. 1.4); the min guards rounding. */
+    double r = (log_cosh((2.0 * alpha - 1.0) * eps / 2.0) - log_cosh(eps / 2.0)) / (alpha - 1.0);
     double z = alpha * eps * eps / 2.0;
-    return z < eps ? z : eps;
+    if (r < 0.0)
+        r = 0.0;
+    return fmin(r, fmin(z, eps));
 }
 
 /* ---- sampled Gaussian: integer orders -----------------------------------------------------------
@@ -301,10 +320,16 @@ static int sgm_qag(sgm_ctx *c, gsl_integration_workspace *w, double a, double b,
     double epsrel = ACCT_QUAD_EPSREL * scale;
     if (epsrel > ACCT_QUAD_EPSREL_MAX)
         epsrel = ACCT_QUAD_EPSREL_MAX;
-    int st = gsl_integration_qag(&F, a, b, 0.0, epsrel, ACCT_QUAD_LIMIT, GSL_INTEG_GAUSS31, w, &res,
+    /* Non-adaptive Gauss-Kronrod (21/43/87 points) first: on these smooth, peak-scaled pieces it
+     * usually meets the tolerance with its own error estimate; otherwise adaptive qag decides. */
+    size_t neval = 0;
+    int st = gsl_integration_qng(&F, a, b, 0.0, epsrel, &res, &abserr, &neval);
+    if (st != GSL_SUCCESS || !(abserr <= epsrel * fabs(res))) {
+        st = gsl_integration_qag(&F, a, b, 0.0, epsrel, ACCT_QUAD_LIMIT, GSL_INTEG_GAUSS31, w, &res,
                                  &abserr);
-    if (st != GSL_SUCCESS && !(abserr <= ACCT_QUAD_EPSREL_ACCEPT * scale * fabs(res)))
-        return DP_ENUMERIC;
+        if (st != GSL_SUCCESS && !(abserr <= ACCT_QUAD_EPSREL_ACCEPT * scale * fabs(res)))
+            return DP_ENUMERIC;
+    }
     if (!isfinite(res) || res < 0.0)
         return DP_ENUMERIC;
     *val = res;
@@ -514,10 +539,16 @@ int acct_rdp_sampled_gaussian(double q, double sigma, double alpha, double *out,
 /* ---- tree evaluation
  * ------------------------------------------------------------------------------ */
 
+/* Central moments of the Gaussian likelihood ratio used by WBK 2019 Thm. 27 (see swor_int). */
+#define ACCT_WBK_MAX_MOMENT 256 /* moments are used for j <= this (as dp_accounting, max_alpha) */
+
 typedef struct rdp_ws {
     acct_neighboring nb;
     gsl_integration_workspace *w; /* lazily allocated quadrature workspace */
     acct_tuning_cache *tuning; /* prepared repeat_and_select nodes (tuning.h), lazily allocated */
+    double wbk_sigma;          /* sigma of the cached moments (0 = none) */
+    int wbk_n;                 /* wbk_logB[2..wbk_n] are valid */
+    double wbk_logB[ACCT_WBK_MAX_MOMENT + 2]; /* log E[(L - 1)^k], k even (Thm. 27 bound) */
 } rdp_ws;
 
 /* Prefixes a child's error path, except "neighboring", which is a request-level field. */
@@ -616,6 +647,147 @@ static double node_rdp_inf(const acct_event *ev)
  *   A = 1 + gamma^2 C(alpha,2) min{4(e^{eps(2)} - 1), e^{eps(2)} min{2, (e^{eps(inf)} - 1)^2}}
  *         + sum_{j=3}^{alpha} gamma^j C(alpha,j) e^{(j-1) eps(j)} min{2, (e^{eps(inf)} - 1)^j},
  *   r(alpha) <= log(A)/(alpha - 1). */
+/* ---- WBK 2019 Thm. 27: moments of the Gaussian likelihood ratio ---------------------------------
+ * For the pair N(1, s^2), N(0, s^2) with multiplier sigma, the log-likelihood ratio at z ~ N(0,
+ * s^2) is W ~ N(-1/(2 sigma^2), 1/sigma^2), and B_k = E[(e^W - 1)^k] = the k-th forward difference
+ * at 0 of f(i) = e^{(i-1) eps(i)}. Forming that alternating sum loses every digit for large sigma
+ * (B_k ~ (k-1)!! sigma^-k), so B_k (k even, a positive integrand) is integrated instead, in log
+ * space: on w < 0 and w > 0 the log-integrand k log|e^w - 1| - (w - mu)^2/(2 s^2) is concave, hence
+ * unimodal. */
+typedef struct mom_ctx {
+    double k, mu, s2; /* moment, mean and variance of W */
+    double shift;     /* log-integrand at the peak */
+} mom_ctx;
+
+static double mom_log_integrand(const mom_ctx *c, double w)
+{
+    double lb = w > 0.0 ? dp_logexpm1(w) : dp_log1mexp(w); /* log |e^w - 1| */
+    return c->k * lb - (w - c->mu) * (w - c->mu) / (2.0 * c->s2);
+}
+
+static double mom_integrand(double w, void *p)
+{
+    const mom_ctx *c = p;
+    return exp(mom_log_integrand(c, w) - c->shift);
+}
+
+/* log of the integral of exp(h) over [dlo, dhi] (one end may be infinite), h unimodal with its
+ * peak inside [blo, bhi]; windowed like sgm_piece. */
+static int mom_piece(mom_ctx *c, gsl_integration_workspace *w, double dlo, double dhi, double blo,
+                     double bhi, double *out)
+{
+    const double s = sqrt(c->s2), xtol = ACCT_PEAK_XTOL * s;
+    double a = blo, b = bhi;
+    double x1 = b - GOLDEN * (b - a), x2 = a + GOLDEN * (b - a);
+    double f1 = mom_log_integrand(c, x1), f2 = mom_log_integrand(c, x2);
+    for (int i = 0; i < ACCT_PEAK_ITERS && b - a > xtol; i++) {
+        if (f1 < f2) {
+            a = x1;
+            x1 = x2;
+            f1 = f2;
+            x2 = a + GOLDEN * (b - a);
+            f2 = mom_log_integrand(c, x2);
+        } else {
+            b = x2;
+            x2 = x1;
+            f2 = f1;
+            x1 = b - GOLDEN * (b - a);
+            f1 = mom_log_integrand(c, x1);
+        }
+    }
+    double zp = f1 > f2 ? x1 : x2, gmax = f1 > f2 ? f1 : f2;
+    if (gmax == -HUGE_VAL) {
+        *out = -HUGE_VAL;
+        return DP_OK;
+    }
+    if (isnan(gmax))
+        return DP_ENUMERIC;
+    c->shift = gmax;
+    double lo = zp, hi = zp;
+    for (double d = 0.125 * s;; d *= 2.0) {
+        lo = zp - d;
+        if (lo <= dlo) {
+            lo = dlo;
+            break;
+        }
+        if (mom_log_integrand(c, lo) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * s)
+            break;
+    }
+    for (double d = 0.125 * s;; d *= 2.0) {
+        hi = zp + d;
+        if (hi >= dhi) {
+            hi = dhi;
+            break;
+        }
+        if (mom_log_integrand(c, hi) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * s)
+            break;
+    }
+    gsl_function F = {mom_integrand, c};
+    double scale = gmax > 1.0 ? gmax : 1.0, epsrel = ACCT_QUAD_EPSREL * scale, sum = 0.0;
+    if (epsrel > ACCT_QUAD_EPSREL_MAX)
+        epsrel = ACCT_QUAD_EPSREL_MAX;
+    const double ends[3] = {lo, zp, hi};
+    for (int i = 0; i < 2; i++) {
+        if (!(ends[i + 1] > ends[i]))
+            continue;
+        double res = 0.0, abserr = 0.0;
+        int st = gsl_integration_qag(&F, ends[i], ends[i + 1], 0.0, epsrel, ACCT_QUAD_LIMIT,
+                                     GSL_INTEG_GAUSS31, w, &res, &abserr);
+        if ((st != GSL_SUCCESS && !(abserr <= ACCT_QUAD_EPSREL_ACCEPT * scale * fabs(res))) ||
+            !isfinite(res) || res < 0.0)
+            return DP_ENUMERIC;
+        sum += res;
+    }
+    *out = sum > 0.0 ? gmax + log(sum) : -HUGE_VAL;
+    return DP_OK;
+}
+
+/* log B_k for even k >= 4 (k = 2 is exact: e^{1/sigma^2} - 1). */
+static int wbk_log_even_moment(double sigma, double k, gsl_integration_workspace *w, double *out)
+{
+    const double s2 = 1.0 / (sigma * sigma), s = 1.0 / sigma, mu = -0.5 * s2;
+    mom_ctx c = {k, mu, s2, 0.0};
+    double lneg, lpos;
+    /* w < 0: |e^w - 1| < 1, the peak lies between mu - 40 s and 0 */
+    if (mom_piece(&c, w, -HUGE_VAL, 0.0, (mu < 0.0 ? mu : 0.0) - 40.0 * s - 1.0, 0.0, &lneg))
+        return DP_ENUMERIC;
+    /* w > 0: the stationary point satisfies (w - mu)/s^2 = k e^w/(e^w - 1) >= k */
+    double top = mu + 2.6 * k * s2;
+    if (mom_piece(&c, w, 0.0, HUGE_VAL, 0.0, (top > 0.5 ? top : 0.5) + 40.0 * s, &lpos))
+        return DP_ENUMERIC;
+    *out = dp_log_add(lneg, lpos) - log(s) - 0.5 * log(2.0 * M_PI);
+    return isnan(*out) ? DP_ENUMERIC : DP_OK;
+}
+
+/* Fills ws->wbk_logB[2..n] (n <= ACCT_WBK_MAX_MOMENT + 1) for sigma, reusing what is cached. */
+static int wbk_moments(rdp_ws *ws, double sigma, int n, dp_err *err)
+{
+    if (ws->wbk_sigma != sigma) {
+        ws->wbk_sigma = sigma;
+        ws->wbk_n = 1;
+    }
+    if (n <= ws->wbk_n)
+        return DP_OK;
+    if (ws->w == NULL && (ws->w = gsl_integration_workspace_alloc(ACCT_QUAD_LIMIT)) == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (int k = ws->wbk_n + 1; k <= n; k++) {
+        if (k % 2 == 1)
+            continue;
+        if (k == 2) {
+            ws->wbk_logB[2] = dp_logexpm1(1.0 / (sigma * sigma));
+        } else if (wbk_log_even_moment(sigma, k, ws->w, &ws->wbk_logB[k]) != DP_OK) {
+            ws->wbk_sigma = 0.0;
+            return dp_err_set(err, DP_ENUMERIC, NULL,
+                              "moment %d of the Gaussian likelihood ratio did not converge", k);
+        }
+    }
+    for (int k = 3; k <= n; k += 2) /* odd: Cauchy-Schwarz, sqrt(B_{k-1} B_{k+1}) */
+        if (k + 1 <= n)
+            ws->wbk_logB[k] = 0.5 * (ws->wbk_logB[k - 1] + ws->wbk_logB[k + 1]);
+    ws->wbk_n = n % 2 == 1 ? n - 1 : n; /* an odd top entry needs B_{n+1}: recomputed next time */
+    return DP_OK;
+}
+
 static int swor_int(const acct_event *ev, double alpha, rdp_ws *ws, double *out, dp_err *err)
 {
     const double lg = log((double)ev->sample_size) - log((double)ev->source_size);
@@ -634,6 +806,15 @@ static int swor_int(const acct_event *ev, double alpha, rdp_ws *ws, double *out,
     double m2a = log(4.0) + dp_logexpm1(e2);
     double m2b = e2 + fmin(M_LN2, 2.0 * lem1inf);
     dp_lse_add(&acc, 2.0 * lg + lc + fmin(m2a, m2b));
+    /* Gaussian inner event: WBK 2019 Thm. 27 adds the bound 4 B_j on the j-th central moment of
+     * the likelihood ratio (B_j exact for even j, sqrt(B_{j-1} B_{j+1}) for odd j), used up to
+     * j = ACCT_WBK_MAX_MOMENT. */
+    bool gauss = ev->child->type == ACCT_EV_GAUSSIAN;
+    if (gauss) {
+        int nmom = alpha + 1.0 < ACCT_WBK_MAX_MOMENT + 1 ? (int)alpha + 1 : ACCT_WBK_MAX_MOMENT + 1;
+        if ((rc = wbk_moments(ws, ev->child->noise_multiplier, nmom, err)) != DP_OK)
+            return rc;
+    }
     for (double j = 3.0; j <= alpha; j += 1.0) {
         double ej;
         rc = node_rdp(ev->child, j, ws, &ej, err);
@@ -641,7 +822,10 @@ static int swor_int(const acct_event *ev, double alpha, rdp_ws *ws, double *out,
             return rc;
         if (lnchoose(alpha, j, &lc) != DP_OK)
             return dp_err_set(err, DP_ENUMERIC, NULL, "lnchoose failed");
-        dp_lse_add(&acc, j * lg + lc + (j - 1.0) * ej + fmin(M_LN2, j * lem1inf));
+        double t = (j - 1.0) * ej + fmin(M_LN2, j * lem1inf);
+        if (gauss && alpha <= ACCT_WBK_MAX_MOMENT) /* as dp_accounting: moments up to 256 */
+            t = fmin(t, log(4.0) + ws->wbk_logB[(int)j]);
+        dp_lse_add(&acc, j * lg + lc + t);
     }
     double lsum = dp_lse_value(&acc);
     if (isnan(lsum))
@@ -774,7 +958,7 @@ int acct_rdp_eval(const acct_event *ev, acct_neighboring nb, const double *order
         return rc;
     if ((rc = acct_rdp_check_orders(orders, n_orders, err)) != DP_OK)
         return rc;
-    rdp_ws ws = {nb, NULL, NULL};
+    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}};
     rc = eval_orders(ev, &ws, orders, n_orders, rdp_out, err);
     if (ws.w)
         gsl_integration_workspace_free(ws.w);
@@ -904,7 +1088,7 @@ int acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double 
             }
         }
     }
-    *delta = exp(best);
+    *delta = dp_exp_prob_up(best);
     if (opt_order)
         *opt_order = ba;
     return DP_OK;
@@ -995,11 +1179,52 @@ static double grid_f(grid_obj *g, size_t i)
 static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
 {
     size_t lo = 0, hi = n - 1;
-    if (qc && !g->want_delta && grid_f(g, 0) == 0.0) {
+    /* delta: the KL bound (increasing in alpha) is min'ed with a convex bound, which need not be
+     * quasi-convex: always scan. */
+    qc = qc && !g->want_delta;
+    if (qc && grid_f(g, 0) == 0.0) { /* KL shortcut holds on a prefix of the orders */
         *best = 0.0;
         *bi = 0;
         return;
     }
+    /* Integer orders first (their RDP is a cheap exact sum, fractional ones need quadrature): if k
+     * is the best integer order, quasi-convexity puts the grid minimum between the integer orders
+     * on either side of k, so only the fractional orders there are evaluated. */
+    size_t *J = qc ? dp_malloc(n * sizeof *J) : NULL, m = 0;
+    for (size_t i = 0; J != NULL && i < n; i++)
+        if (g->ord[i] == floor(g->ord[i]))
+            J[m++] = i;
+    if (J != NULL && m >= 4) {
+        size_t a = 0, b = m - 1;
+        bool tie = false;
+        while (g->rc == DP_OK && b - a > 3) {
+            size_t m1 = a + (b - a) / 3, m2 = b - (b - a) / 3;
+            double fa = grid_f(g, J[m1]), fb = grid_f(g, J[m2]);
+            if (fa < fb) {
+                b = m2 - 1;
+            } else if (fa > fb) {
+                a = m1 + 1;
+            } else {
+                tie = true;
+                break;
+            }
+        }
+        if (!tie && g->rc == DP_OK) {
+            size_t pos = a;
+            double fbest = HUGE_VAL;
+            for (size_t k = a; k <= b && g->rc == DP_OK; k++) {
+                double v = grid_f(g, J[k]);
+                if (v < fbest) {
+                    fbest = v;
+                    pos = k;
+                }
+            }
+            lo = pos > 0 ? J[pos - 1] : 0;
+            hi = pos + 1 < m ? J[pos + 1] : n - 1;
+        }
+    }
+    dp_free(J);
+    size_t lo0 = lo, hi0 = hi;
     while (qc && g->rc == DP_OK && hi - lo > 3) {
         size_t m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
         double a = grid_f(g, m1), b = grid_f(g, m2);
@@ -1010,9 +1235,12 @@ static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
         else
             break;
     }
-    if (!qc || hi - lo > 3) {
+    if (!qc) {
         lo = 0;
         hi = n - 1;
+    } else if (hi - lo > 3) { /* a tie: scan the whole bracket */
+        lo = lo0;
+        hi = hi0;
     }
     *best = HUGE_VAL;
     *bi = lo;
@@ -1051,7 +1279,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     qsort(ord, n, sizeof *ord, cmp_double);
     for (size_t i = 0; i < n; i++)
         memo[i] = (double)NAN;
-    rdp_ws ws = {nb, NULL, NULL};
+    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}};
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
     grid_obj g = {ev, &ws, ord, memo, want_delta, target, base, err, DP_OK};
@@ -1103,7 +1331,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     if (rc != DP_OK)
         return rc;
     if (want_delta) {
-        out->value = best < 0.0 ? exp(best) : 1.0;
+        out->value = dp_exp_prob_up(best);
         out->optimal_order = oa;
     } else {
         out->value = best;

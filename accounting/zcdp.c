@@ -192,7 +192,7 @@ int acct_zcdp_to_delta(double rho, double eps, acct_zcdp_conversion conv, double
             if (c < l)
                 l = c;
         }
-        *delta = l < 0.0 ? exp(l) : 1.0;
+        *delta = dp_exp_prob_up(l);
     } else {
         return dp_err_set(err, DP_EINVAL, "conversion", "unknown zcdp conversion");
     }
