@@ -1063,13 +1063,6 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
             dp_err_prefix_field(err, field);
             return rc;
         }
-        if (s.archived_at_ms != 0) {
-            res->status = DP_ECONFLICT;
-            dp_err_set(err, DP_ECONFLICT, "silo_id", "silo %lld is archived: it takes no charges",
-                       (long long)s.id);
-            dp_err_prefix_field(err, field);
-            return DP_ECONFLICT;
-        }
         if (req->idempotency_key != NULL) {
             int found = 0;
             if (charge_by_key(l, &s, req->idempotency_key, it->req_hash, res, &found, err) != DP_OK)
@@ -1086,6 +1079,15 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
                 dp_err_prefix_field(err, field);
                 return DP_ECONFLICT;
             }
+        }
+        /* after the key lookup: a retry of a charge acknowledged before the archive still gets its
+         * first answer */
+        if (s.archived_at_ms != 0) {
+            res->status = DP_ECONFLICT;
+            dp_err_set(err, DP_ECONFLICT, "silo_id", "silo %lld is archived: it takes no charges",
+                       (long long)s.id);
+            dp_err_prefix_field(err, field);
+            return DP_ECONFLICT;
         }
         bool current = true;
         if (pld_current(l, op, &s, it, &current, err) != DP_OK)
