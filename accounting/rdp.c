@@ -516,7 +516,7 @@ static int sgm_rdp(double q, double sigma, double alpha, gsl_integration_workspa
         rc = sgm_log_am1_frac(q, sigma, alpha, *w, &lam1);
     }
     if (rc != DP_OK)
-        return dp_err_set(err, DP_ENUMERIC, "sampling_rate",
+        return dp_err_set(err, DP_ENUMERIC, NULL,
                           "RDP of the sampled Gaussian did not converge (q=%g, sigma=%g, order=%g)",
                           q, sigma, alpha);
     /* log A = log1p(A - 1) = log(1 + e^lam1) */
@@ -1078,14 +1078,13 @@ int acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double 
     int rc;
     if ((rc = check_epsilon(eps, err)) != DP_OK || (rc = check_curve(orders, rdp, n, err)) != DP_OK)
         return rc;
-    double best = 0.0, ba = ((double)NAN);
-    for (size_t i = 0; i < n; i++) {
+    /* the first order attaining the minimum of log delta (each value is <= 0) */
+    double best = log_delta_at(orders[0], rdp[0], eps, conv), ba = orders[0];
+    for (size_t i = 1; i < n; i++) {
         double l = log_delta_at(orders[i], rdp[i], eps, conv);
-        if (l < best || isnan(ba)) {
-            if (l < best || i == 0) {
-                best = l;
-                ba = orders[i];
-            }
+        if (l < best) {
+            best = l;
+            ba = orders[i];
         }
     }
     *delta = dp_exp_prob_up(best);
