@@ -1166,9 +1166,6 @@ static int apply_claim_create(ledger *l, ledger_op *op, int64_t now, dp_err *err
     silo_row s;
     if (silo_load(l, req->silo_id, &s, err) != DP_OK)
         return err->code;
-    if (s.archived_at_ms != 0)
-        return dp_err_set(err, DP_ECONFLICT, "silo_id", "silo %lld is archived: it takes no claims",
-                          (long long)s.id);
     if (req->idempotency_key != NULL) {
         sqlite3_stmt *st = l->st[ST_CLAIM_BY_KEY];
         int rc = b_i64(st, ":silo", s.id);
@@ -1211,6 +1208,10 @@ static int apply_claim_create(ledger *l, ledger_op *op, int64_t now, dp_err *err
             return DP_OK;
         }
     }
+    /* after the key lookup: a retried claim gets its claim back, whatever happened since */
+    if (s.archived_at_ms != 0)
+        return dp_err_set(err, DP_ECONFLICT, "silo_id", "silo %lld is archived: it takes no claims",
+                          (long long)s.id);
     bool current = true;
     if (pld_current(l, op, &s, it, &current, err) != DP_OK)
         return err->code;

@@ -531,6 +531,8 @@ static void archived_silo_keeps_its_log_and_takes_no_charges(void **state)
     assert_int_equal(ledger_charge(x->f.l, &keyed, false, &res, &e), DP_OK);
     int64_t keyed_id = res.charge_id;
     assert_int_equal(ledger_claim_create(x->f.l, &r, 60000, &c, NULL, &e), DP_OK);
+    ledger_claim_view kc;
+    assert_int_equal(ledger_claim_create(x->f.l, &keyed, 60000, &kc, NULL, &e), DP_OK);
     ledger_silo_view v;
     assert_int_equal(ledger_silo_archive(x->f.l, s, &v, &e), DP_OK);
     assert_true(v.archived_at_ms > 0);
@@ -541,6 +543,11 @@ static void archived_silo_keeps_its_log_and_takes_no_charges(void **state)
     assert_int_equal(ledger_charge(x->f.l, &keyed, false, &res, &e), DP_OK);
     assert_true(res.replayed);
     assert_int_equal(res.charge_id, keyed_id);
+    ledger_claim_view kc2; /* a retried claim gets its claim back: aborted by the archive */
+    assert_int_equal(ledger_claim_create(x->f.l, &keyed, 60000, &kc2, NULL, &e), DP_OK);
+    assert_true(kc2.replayed);
+    assert_int_equal(kc2.id, kc.id);
+    assert_int_equal(kc2.state, LEDGER_CLAIM_ABORTED);
     dp_err_clear(&e);
     assert_int_equal(ledger_claim_commit(x->f.l, c.id, 0, 0, &c, &res, &e), DP_ECONFLICT);
     ledger_charge_row *rows = NULL;
