@@ -523,31 +523,6 @@ typedef struct flat_ctx {
                              self_composed node whose count first crossed it (not yet reached) */
 } flat_ctx;
 
-static const char *ev_type_name(acct_event_type t)
-{
-    switch (t) {
-        case ACCT_EV_GAUSSIAN:
-            return "gaussian";
-        case ACCT_EV_LAPLACE:
-            return "laplace";
-        case ACCT_EV_ZCDP:
-            return "zcdp";
-        case ACCT_EV_PURE:
-            return "pure";
-        case ACCT_EV_POISSON:
-            return "poisson_sampled";
-        case ACCT_EV_SWOR:
-            return "sampled_without_replacement";
-        case ACCT_EV_SELF_COMPOSED:
-            return "self_composed";
-        case ACCT_EV_COMPOSED:
-            return "composed";
-        case ACCT_EV_REPEAT_SELECT:
-            return "repeat_and_select";
-    }
-    return "unknown";
-}
-
 static int check_noise(double s, dp_err *err)
 {
     if (isnan(s))
@@ -636,7 +611,7 @@ static int flat_walk(const acct_event *ev, uint64_t mult, double q, int depth, f
                 rc = dp_err_set(err, DP_EINVAL, "type",
                                 "the pld accountant samples only gaussian or laplace events (got "
                                 "%s)",
-                                ch == NULL ? "none" : ev_type_name(ch->type));
+                                ch == NULL ? "none" : acct_event_type_name(ch->type));
                 dp_err_prefix_field(err, "event");
                 return rc;
             }
@@ -685,7 +660,7 @@ static int flat_walk(const acct_event *ev, uint64_t mult, double q, int depth, f
         case ACCT_EV_REPEAT_SELECT:
             return dp_err_set(err, DP_EINVAL, "type",
                               "the pld accountant does not support %s events; use accountant rdp",
-                              ev_type_name(ev->type));
+                              acct_event_type_name(ev->type));
     }
     return dp_err_set(err, DP_EINVAL, "type", "unknown event type %d", (int)ev->type);
 }
