@@ -785,6 +785,22 @@ static void cgf_eval(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h,
     *k2 = K2;
 }
 
+/* One safeguarded Newton step t -> t - step for the convex searches over t > 0 below: the new t is
+ * kept in [t/8, 64 t] (t/8 replaces a non-positive one). Returns false, leaving t as it is, once the
+ * step is within PLD_NEWTON_RTOL of t (converged). */
+static bool newton_step(double *t, double step)
+{
+    double tn = *t - step;
+    if (!(tn > 0))
+        tn = *t / 8;
+    if (tn > 64 * *t)
+        tn = 64 * *t;
+    if (fabs(tn - *t) <= PLD_NEWTON_RTOL * *t)
+        return false;
+    *t = tn;
+    return true;
+}
+
 /* min over t > 0 of (K(t) + c) / t: a bound u with P(sgn S >= u) <= e^-c. */
 static double chernoff_cut(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h, int sgn,
                            double c)
@@ -807,16 +823,8 @@ static double chernoff_cut(const pld_pmf *pm, const pld_leaf *lv, size_t nl, dou
         if (u < best)
             best = u;
         double g = t * K1 - K - c, gp = t * K2;
-        if (!(gp > 0))
+        if (!(gp > 0) || !newton_step(&t, g / gp))
             break;
-        double tn = t - g / gp;
-        if (!(tn > 0))
-            tn = t / 8;
-        if (tn > 64 * t)
-            tn = 64 * t;
-        if (fabs(tn - t) <= PLD_NEWTON_RTOL * t)
-            break;
-        t = tn;
     }
     return best;
 }
@@ -837,14 +845,8 @@ static double chernoff_delta(const pld_pmf *pm, const pld_leaf *lv, size_t nl, d
         if (f < best)
             best = f;
         double fp = log(t / (1 + t)) + K1 - eps, fpp = 1.0 / (t * (1 + t)) + K2;
-        double tn = t - fp / fpp;
-        if (!(tn > 0))
-            tn = t / 8;
-        if (tn > 64 * t)
-            tn = 64 * t;
-        if (fabs(tn - t) <= PLD_NEWTON_RTOL * t)
+        if (!newton_step(&t, fp / fpp))
             break;
-        t = tn;
     }
     return exp(best);
 }
