@@ -112,6 +112,56 @@ static void bad_input_names_the_field(void **state)
     }
 }
 
+/* An unknown value of a string option is refused with 400 naming the field and listing the
+ * allowed values, for every option of the three estimators. */
+static void unknown_choices_list_the_allowed_values(void **state)
+{
+    fixture *f = *state;
+#define G2 "{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1,"
+#define B2 "{\"clients\":[{\"successes\":3,\"trials\":10},{\"successes\":7,\"trials\":12}],"
+#define M4                                                                                        \
+    "{\"clients\":[{\"mean\":-1,\"n\":5},{\"mean\":-0.8,\"n\":5},{\"mean\":1,\"n\":5},"           \
+    "{\"mean\":1.1,\"n\":5}],\"noise_variance\":0.5,\"components\":2,"
+    static const struct {
+        route_fn fn;
+        const char *body, *field, *msg;
+    } cases[] = {
+        {route_estimators_gaussian, G2 "\"method\":\"x\"}", "method",
+         "method must be \"mle\" or \"moments\" (got \"x\")"},
+        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"range\":\"x\"}}",
+         "privacy.range", "range must be \"paper\" or \"safe\" (got \"x\")"},
+        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"calibration\":\"x\"}}",
+         "privacy.calibration", "calibration must be \"classic\" or \"analytic\" (got \"x\")"},
+        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"mechanism\":\"x\"}}",
+         "privacy.mechanism", "mechanism must be \"gaussian\" or \"quantize\" (got \"x\")"},
+        {route_estimators_beta, B2 "\"method\":\"x\"}", "method",
+         "method must be \"mle\" or \"moments\" (got \"x\")"},
+        {route_estimators_beta, B2 "\"variant\":\"x\"}", "variant",
+         "variant must be \"paper\", \"paper_no_minus1\" or \"unbiased\" (got \"x\")"},
+        {route_estimators_beta, B2 "\"privacy\":{\"epsilon0\":1,\"scheme\":\"x\"}}",
+         "privacy.scheme", "scheme must be \"two_bit\" or \"paper_1bit\" (got \"x\")"},
+        {route_estimators_mixture, M4 "\"method\":\"x\"}", "method",
+         "method must be \"em\" or \"altmin\" (got \"x\")"},
+    };
+#undef G2
+#undef B2
+#undef M4
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *body = json_loads(cases[i].body, 0, NULL);
+        assert_non_null(body);
+        http_req rq = req_for(f, "POST", "/v1/estimators/x", body);
+        http_resp rs;
+        memset(&rs, 0, sizeof rs);
+        dp_err e;
+        dp_err_clear(&e);
+        assert_int_equal(cases[i].fn(&rq, &rs, &e), DP_EINVAL);
+        assert_string_equal(e.field, cases[i].field);
+        assert_string_equal(e.msg, cases[i].msg);
+        http_resp_clear(&rs);
+        json_decref(body);
+    }
+}
+
 static void allocation_failures_are_clean_errors(void **state)
 {
     fixture *f = *state;
@@ -153,6 +203,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(gaussian_run_is_stored_without_raw_data, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input_names_the_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(unknown_choices_list_the_allowed_values, setup, teardown),
         cmocka_unit_test_setup_teardown(allocation_failures_are_clean_errors, setup, teardown),
     };
     return cmocka_run_group_tests_name("service_estimators", tests, NULL, NULL);
