@@ -140,6 +140,36 @@ static int check_silo(const json_t *c, dp_err *err)
     return DP_OK;
 }
 
+/* One allowed value of a string option and what it selects. */
+typedef struct choice {
+    const char *name;
+    int value;
+} choice;
+
+/* s must be one of the n names in ch; *out gets its value. Otherwise a 400 naming field, e.g.
+ * 'range must be "paper" or "safe" (got "x")' (the message names field's last part). */
+static int pick(const char *s, const char *field, const choice *ch, size_t n, int *out,
+                dp_err *err)
+{
+    char list[160];
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(s, ch[i].name) == 0) {
+            *out = ch[i].value;
+            return DP_OK;
+        }
+        const char *sep = i == 0 ? "" : (i + 1 < n ? ", " : " or ");
+        int w = snprintf(list + len, sizeof list - len, "%s\"%s\"", sep, ch[i].name);
+        if (w > 0 && (size_t)w < sizeof list - len)
+            len += (size_t)w;
+    }
+    const char *dot = strrchr(field, '.');
+    return dp_err_set(err, DP_EINVAL, field, "%s must be %s (got \"%s\")", dot ? dot + 1 : field,
+                      list, s);
+}
+
+#define N_CHOICES(a) (sizeof(a) / sizeof((a)[0]))
+
 /* ---- ledger charging
  * ------------------------------------------------------------------------------
  *
@@ -362,16 +392,13 @@ static int parse_max_iter(const json_t *body, unsigned *mi, dp_err *err)
 
 static int parse_calibration(const json_t *pv, eb_calibration *cal, dp_err *err)
 {
+    static const choice CAL[] = {{"classic", EB_CAL_CLASSIC}, {"analytic", EB_CAL_ANALYTIC}};
     const char *s;
-    if (json_util_opt_string(pv, "calibration", "classic", &s, err) != DP_OK)
+    int v;
+    if (json_util_opt_string(pv, "calibration", "classic", &s, err) != DP_OK ||
+        pick(s, "calibration", CAL, N_CHOICES(CAL), &v, err) != DP_OK)
         return err->code;
-    if (strcmp(s, "classic") == 0)
-        *cal = EB_CAL_CLASSIC;
-    else if (strcmp(s, "analytic") == 0)
-        *cal = EB_CAL_ANALYTIC;
-    else
-        return dp_err_set(err, DP_EINVAL, "calibration",
-                          "calibration must be \"classic\" or \"analytic\" (got \"%s\")", s);
+    *cal = (eb_calibration)v;
     return DP_OK;
 }
 
@@ -726,16 +753,10 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
     const char *ms;
     if ((rc = json_util_opt_string(rq->body, "method", "mle", &ms, err)) != DP_OK)
         goto out;
-    eb_gauss_method method;
-    if (strcmp(ms, "mle") == 0)
-        method = EB_GAUSS_MLE;
-    else if (strcmp(ms, "moments") == 0)
-        method = EB_GAUSS_MOMENTS;
-    else {
-        rc = dp_err_set(err, DP_EINVAL, "method",
-                        "method must be \"mle\" or \"moments\" (got \"%s\")", ms);
+    static const choice METHOD[] = {{"mle", EB_GAUSS_MLE}, {"moments", EB_GAUSS_MOMENTS}};
+    int method;
+    if ((rc = pick(ms, "method", METHOD, N_CHOICES(METHOD), &method, err)) != DP_OK)
         goto out;
-    }
     uint64_t seed;
     unsigned max_iter;
     if ((rc = parse_seed(rq->body, &seed, err)) != DP_OK ||
@@ -846,15 +867,11 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         po.per_coordinate = pc;
         po.b = b;
         po.seed = seed;
-        if (strcmp(range, "paper") == 0)
-            po.range_mode = EB_RANGE_PAPER;
-        else if (strcmp(range, "safe") == 0)
-            po.range_mode = EB_RANGE_SAFE;
-        else {
-            rc = dp_err_set(err, DP_EINVAL, "privacy.range",
-                            "range must be \"paper\" or \"safe\" (got \"%s\")", range);
+        static const choice RANGE[] = {{"paper", EB_RANGE_PAPER}, {"safe", EB_RANGE_SAFE}};
+        int rm;
+        if ((rc = pick(range, "privacy.range", RANGE, N_CHOICES(RANGE), &rm, err)) != DP_OK)
             goto out;
-        }
+        po.range_mode = (eb_range_mode)rm;
         /* b needs sigma_theta: the known prior's, or a public bound (never estimated from data) */
         if (var_known) {
             double mx = 0;
@@ -874,16 +891,20 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
                             "sigma_theta_bound (or an explicit b)");
             goto out;
         }
-        if (strcmp(mech, "gaussian") == 0) {
-            po.channel = EB_CHANNEL_GAUSSIAN;
+        static const choice MECH[] = {{"gaussian", EB_CHANNEL_GAUSSIAN},
+                                      {"quantize", EB_CHANNEL_QUANTIZE}};
+        int ch;
+        if ((rc = pick(mech, "privacy.mechanism", MECH, N_CHOICES(MECH), &ch, err)) != DP_OK)
+            goto out;
+        po.channel = (eb_channel)ch;
+        if (po.channel == EB_CHANNEL_GAUSSIAN) {
             if (json_util_req_number(pvj, "epsilon0", &po.eps0, err) ||
                 json_util_req_number(pvj, "delta", &po.delta, err)) {
                 dp_err_prefix_field(err, "privacy");
                 rc = err->code;
                 goto out;
             }
-        } else if (strcmp(mech, "quantize") == 0) {
-            po.channel = EB_CHANNEL_QUANTIZE;
+        } else {
             if (bits < 1 || bits > 52) {
                 rc = dp_err_set(err, DP_EINVAL, "privacy.bits",
                                 "bits must be in 1..52 for the quantizer (got %lld)",
@@ -891,10 +912,6 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
                 goto out;
             }
             po.bits = (unsigned)bits;
-        } else {
-            rc = dp_err_set(err, DP_EINVAL, "privacy.mechanism",
-                            "mechanism must be \"gaussian\" or \"quantize\" (got \"%s\")", mech);
-            goto out;
         }
     }
 
@@ -1179,29 +1196,15 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
         (rc = json_util_opt_bool(rq->body, "leave_one_out", true, &loo, err)) ||
         (rc = parse_seed(rq->body, &seed, err)) || (rc = parse_max_iter(rq->body, &max_iter, err)))
         goto out;
-    bool mle;
-    if (strcmp(ms, "mle") == 0)
-        mle = true;
-    else if (strcmp(ms, "moments") == 0)
-        mle = false;
-    else {
-        rc = dp_err_set(err, DP_EINVAL, "method",
-                        "method must be \"mle\" or \"moments\" (got \"%s\")", ms);
+    static const choice METHOD[] = {{"mle", 1}, {"moments", 0}};
+    static const choice VARIANT[] = {{"paper", EB_BETA_PAPER},
+                                     {"paper_no_minus1", EB_BETA_PAPER_NO_MINUS1},
+                                     {"unbiased", EB_BETA_UNBIASED}};
+    int mle, vi;
+    if ((rc = pick(ms, "method", METHOD, N_CHOICES(METHOD), &mle, err)) != DP_OK ||
+        (rc = pick(vs, "variant", VARIANT, N_CHOICES(VARIANT), &vi, err)) != DP_OK)
         goto out;
-    }
-    eb_beta_variant v;
-    if (strcmp(vs, "paper") == 0)
-        v = EB_BETA_PAPER;
-    else if (strcmp(vs, "paper_no_minus1") == 0)
-        v = EB_BETA_PAPER_NO_MINUS1;
-    else if (strcmp(vs, "unbiased") == 0)
-        v = EB_BETA_UNBIASED;
-    else {
-        rc = dp_err_set(
-            err, DP_EINVAL, "variant",
-            "variant must be \"paper\", \"paper_no_minus1\" or \"unbiased\" (got \"%s\")", vs);
-        goto out;
-    }
+    eb_beta_variant v = (eb_beta_variant)vi;
     const json_t *pj = json_object_get(rq->body, "prior");
     bool known = pj != NULL && !json_is_null(pj);
     double alpha = NAN, beta = NAN;
@@ -1237,15 +1240,12 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
             rc = err->code;
             goto out;
         }
-        if (strcmp(ss, "two_bit") == 0)
-            scheme = EB_BETA_PRIV_TWO_BIT;
-        else if (strcmp(ss, "paper_1bit") == 0)
-            scheme = EB_BETA_PRIV_PAPER_1BIT;
-        else {
-            rc = dp_err_set(err, DP_EINVAL, "privacy.scheme",
-                            "scheme must be \"two_bit\" or \"paper_1bit\" (got \"%s\")", ss);
+        static const choice SCHEME[] = {{"two_bit", EB_BETA_PRIV_TWO_BIT},
+                                        {"paper_1bit", EB_BETA_PRIV_PAPER_1BIT}};
+        int si;
+        if ((rc = pick(ss, "privacy.scheme", SCHEME, N_CHOICES(SCHEME), &si, err)) != DP_OK)
             goto out;
-        }
+        scheme = (eb_beta_scheme)si;
         if (mle) {
             rc = dp_err_set(err, DP_EINVAL, "method",
                             "private runs use the moment estimator (the messages are randomized "
@@ -1440,15 +1440,11 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
             (rc = json_util_opt_int(rq->body, "n_init", o.n_init, &ni, err)) ||
             (rc = json_util_opt_number(rq->body, "variance_floor", NAN, &fl, err)))
             goto out;
-        if (strcmp(meth, "em") == 0)
-            o.method = EB_MIX_EM;
-        else if (strcmp(meth, "altmin") == 0)
-            o.method = EB_MIX_ALTMIN;
-        else {
-            rc = dp_err_set(err, DP_EINVAL, "method",
-                            "method must be \"em\" or \"altmin\" (got \"%s\")", meth);
+        static const choice METHOD[] = {{"em", EB_MIX_EM}, {"altmin", EB_MIX_ALTMIN}};
+        int mi;
+        if ((rc = pick(meth, "method", METHOD, N_CHOICES(METHOD), &mi, err)) != DP_OK)
             goto out;
-        }
+        o.method = (eb_mix_method)mi;
         if (ni < 1 || ni > 100) {
             rc = dp_err_set(err, DP_EINVAL, "n_init", "n_init must be in 1..100 (got %lld)",
                             (long long)ni);
