@@ -711,21 +711,35 @@ static int gauss_noise(const json_t *body, const gauss_req *g, double *sx2, bool
     return DP_OK;
 }
 
+/* A per-coordinate Gaussian prior as one: means and variances side by side, the log-likelihoods
+ * summed, the most iterations and the worst status over the coordinates. */
+typedef struct gauss_summary {
+    double mu[EB_MAX_DIM], tau2[EB_MAX_DIM], loglik;
+    unsigned iterations;
+    eb_status status;
+} gauss_summary;
+
+static void gauss_summarize(const eb_gauss_coord *c, size_t d, gauss_summary *s)
+{
+    s->loglik = 0;
+    s->iterations = 0;
+    s->status = EB_STATUS_CONVERGED;
+    for (size_t j = 0; j < d; j++) {
+        s->mu[j] = c[j].mu;
+        s->tau2[j] = c[j].tau2;
+        s->loglik += c[j].loglik;
+        s->iterations = c[j].iterations > s->iterations ? c[j].iterations : s->iterations;
+        s->status = eb_status_worst(s->status, c[j].status);
+    }
+}
+
 static json_t *gauss_fit_json(const eb_gauss_coord *c, size_t d, bool vec)
 {
-    double mu[EB_MAX_DIM], t2[EB_MAX_DIM], ll = 0;
-    unsigned it = 0;
-    eb_status st = EB_STATUS_CONVERGED;
-    for (size_t j = 0; j < d; j++) {
-        mu[j] = c[j].mu;
-        t2[j] = c[j].tau2;
-        ll += c[j].loglik;
-        it = c[j].iterations > it ? c[j].iterations : it;
-        st = eb_status_worst(st, c[j].status);
-    }
-    return json_pack("{s:o, s:o, s:o, s:I, s:s}", "mean", vec_json(mu, d, vec), "variance",
-                     vec_json(t2, d, vec), "log_likelihood", json_util_real(ll), "iterations",
-                     (json_int_t)it, "status", eb_status_name(st));
+    gauss_summary s;
+    gauss_summarize(c, d, &s);
+    return json_pack("{s:o, s:o, s:o, s:I, s:s}", "mean", vec_json(s.mu, d, vec), "variance",
+                     vec_json(s.tau2, d, vec), "log_likelihood", json_util_real(s.loglik),
+                     "iterations", (json_int_t)s.iterations, "status", eb_status_name(s.status));
 }
 
 int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
@@ -965,12 +979,11 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         extra = pinfo.sigma_q * pinfo.sigma_q;
         wextra = extra / ((double)m - 1.0); /* Thm 2 weight (digest A1) */
     }
-    eb_status st = EB_STATUS_CONVERGED;
     if (mu_known) {
-        for (size_t j = 0; j < d; j++)
+        for (size_t j = 0; j < d; j++) {
             prior[j] = (eb_gauss_coord){pmu[j], pvar[j], 0.0, 0.0, 0, EB_STATUS_CONVERGED};
-        for (size_t j = 0; j < d; j++)
             prior[j].loglik = eb_gauss_loglik(&raw, j, pmu[j], pvar[j], 0.0);
+        }
     } else {
         const double *tk = var_known ? pvar : NULL;
         if ((rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MLE, max_iter, fit_mle, err)) != DP_OK ||
@@ -983,15 +996,8 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         goto out;
 
     /* response */
-    double mu[EB_MAX_DIM], t2[EB_MAX_DIM], ll = 0;
-    unsigned it = 0;
-    for (size_t j = 0; j < d; j++) {
-        mu[j] = prior[j].mu;
-        t2[j] = prior[j].tau2;
-        ll += prior[j].loglik;
-        it = prior[j].iterations > it ? prior[j].iterations : it;
-        st = eb_status_worst(st, prior[j].status);
-    }
+    gauss_summary ps;
+    gauss_summarize(prior, d, &ps);
     out = json_object();
     est = json_array();
     if (out == NULL || est == NULL) {
@@ -1040,8 +1046,8 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
     if (json_util_set(out, "model", json_string("gaussian"), err) ||
         json_util_set(out, "method", json_string(mu_known ? "known_prior" : ms), err) ||
         json_util_set(out, "prior",
-                      json_pack("{s:o, s:o, s:s}", "mean", vec_json(mu, d, g.vec), "variance",
-                                vec_json(t2, d, g.vec), "source",
+                      json_pack("{s:o, s:o, s:s}", "mean", vec_json(ps.mu, d, g.vec), "variance",
+                                vec_json(ps.tau2, d, g.vec), "source",
                                 mu_known
                                     ? "given"
                                     : (var_known ? "mean estimated, variance given" : "estimated")),
@@ -1057,13 +1063,13 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         goto out;
     }
     est = NULL;
-    if (json_util_set(out, "log_likelihood", json_util_real(ll), err) ||
-        json_util_set(out, "iterations", json_integer((json_int_t)it), err) ||
-        set_status(out, st, err) || json_util_set(out, "privacy", privj, err)) {
+    if (json_util_set(out, "log_likelihood", json_util_real(ps.loglik), err) ||
+        json_util_set(out, "iterations", json_integer((json_int_t)ps.iterations), err) ||
+        set_status(out, ps.status, err) || json_util_set(out, "privacy", privj, err)) {
         rc = err->code;
         goto out;
     }
-    rc = finish_run(rq, rs, "gaussian", priv, m, d, out, st, err);
+    rc = finish_run(rq, rs, "gaussian", priv, m, d, out, ps.status, err);
     out = NULL;
 out:
     gauss_req_free(&g);
