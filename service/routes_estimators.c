@@ -97,6 +97,21 @@ static int parse_vec(const json_t *v, const char *field, size_t *d, double *out,
     return DP_OK;
 }
 
+/* A value for each of d coordinates: d numbers, or one number (or [x]) that holds for all.
+ * out has room for EB_MAX_DIM values. */
+static int parse_vec_for(const json_t *v, const char *field, size_t d, double *out, dp_err *err)
+{
+    size_t k = 0;
+    bool isv;
+    if (parse_vec(v, field, &k, out, &isv, err) != DP_OK)
+        return err->code;
+    if (k != d && k != 1)
+        return dp_err_set(err, DP_EINVAL, field, "%s must have 1 or %zu coordinates", field, d);
+    for (size_t j = 1; j < d && k == 1; j++)
+        out[j] = out[0];
+    return DP_OK;
+}
+
 static json_t *vec_json(const double *x, size_t d, bool as_vec)
 {
     if (!as_vec)
@@ -796,38 +811,17 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
                             "estimate both)");
             goto out;
         }
-        size_t dv = 0;
-        bool isv;
-        if ((rc = parse_vec(vj, "prior.variance", &dv, pvar, &isv, err)) != DP_OK)
+        if ((rc = parse_vec_for(vj, "prior.variance", d, pvar, err)) != DP_OK)
             goto out;
-        if (dv != d && dv != 1) {
-            rc = dp_err_set(err, DP_EINVAL, "prior.variance",
-                            "prior.variance must have 1 or %zu "
-                            "coordinates",
-                            d);
-            goto out;
-        }
-        for (size_t j = 0; j < d; j++) {
-            pvar[j] = pvar[dv == 1 ? 0 : j];
+        for (size_t j = 0; j < d; j++)
             if (pvar[j] < 0) {
                 rc = dp_err_set(err, DP_EINVAL, "prior.variance", "prior.variance must be >= 0");
                 goto out;
             }
-        }
         var_known = true;
         if (mj != NULL && !json_is_null(mj)) {
-            size_t dm = 0;
-            if ((rc = parse_vec(mj, "prior.mean", &dm, pmu, &isv, err)) != DP_OK)
+            if ((rc = parse_vec_for(mj, "prior.mean", d, pmu, err)) != DP_OK)
                 goto out;
-            if (dm != d && dm != 1) {
-                rc = dp_err_set(err, DP_EINVAL, "prior.mean",
-                                "prior.mean must have 1 or %zu "
-                                "coordinates",
-                                d);
-                goto out;
-            }
-            for (size_t j = 0; j < d; j++)
-                pmu[j] = pmu[dm == 1 ? 0 : j];
             mu_known = true;
         }
     }
