@@ -212,7 +212,7 @@ static int cmp_silo(const void *a, const void *b)
 
 /* Charges the silos named in body.clients for one run. ev: the per-client event (borrowed). On
  * success *charges is a new JSON array (empty when no silo is named). */
-static int charge_silos(const http_req *rq, const char *kind, bool priv, const json_t *ev,
+static int charge_batch(const http_req *rq, const char *kind, bool priv, const json_t *ev,
                         json_t **charges, dp_err *err)
 {
     const json_t *cl = json_object_get(rq->body, "clients");
@@ -356,6 +356,17 @@ static int charge_silos(const http_req *rq, const char *kind, bool priv, const j
     dp_free(reqs);
     dp_free(res);
     dp_free(sc);
+    return rc;
+}
+
+/* charge_batch for a route: ev (stolen) is the per-client event when priv, where NULL means
+ * building it ran out of memory. */
+static int charge_silos(const http_req *rq, const char *kind, bool priv, json_t *ev,
+                        json_t **charges, dp_err *err)
+{
+    int rc = priv && ev == NULL ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory")
+                                : charge_batch(rq, kind, priv, ev, charges, err);
+    json_decref(ev);
     return rc;
 }
 
@@ -938,14 +949,8 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
             else
                 ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
                                pinfo.sigma_q / pinfo.ldp.sensitivity);
-            if (ev == NULL) {
-                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-                goto out;
-            }
         }
-        rc = charge_silos(rq, "gaussian", dp, ev, &charges, err);
-        json_decref(ev);
-        if (rc != DP_OK)
+        if ((rc = charge_silos(rq, "gaussian", dp, ev, &charges, err)) != DP_OK)
             goto out;
     }
     pm = dp_calloc(m * d, sizeof(double));
@@ -1262,14 +1267,8 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
                      ? json_pack("{s:s, s:i, s:{s:s, s:f}}", "type", "self_composed", "count", 2,
                                  "event", "type", "pure", "epsilon", eps0 / 2.0)
                      : json_pack("{s:s, s:f}", "type", "pure", "epsilon", eps0);
-            if (ev == NULL) {
-                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-                goto out;
-            }
         }
-        rc = charge_silos(rq, "beta", priv, ev, &charges, err);
-        json_decref(ev);
-        if (rc != DP_OK)
+        if ((rc = charge_silos(rq, "beta", priv, ev, &charges, err)) != DP_OK)
             goto out;
     }
     eb_beta_prior used = {0}, fm = {0}, fmle = {0};
@@ -1548,14 +1547,8 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
         if (priv) {
             ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
                            pinfo.sigma / pinfo.sensitivity);
-            if (ev == NULL) {
-                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-                goto out;
-            }
         }
-        rc = charge_silos(rq, "mixture", priv, ev, &charges, err);
-        json_decref(ev);
-        if (rc != DP_OK)
+        if ((rc = charge_silos(rq, "mixture", priv, ev, &charges, err)) != DP_OK)
             goto out;
     }
     if (priv) {
