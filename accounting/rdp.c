@@ -1147,6 +1147,7 @@ typedef struct grid_obj {
     rdp_ws *ws;
     const double *ord;
     double *val; /* memo: objective at ord[i], NAN until evaluated */
+    double *rv;  /* memo: RDP at ord[i] (valid where val is) */
     bool want_delta;
     double target;
     acct_conversion base;
@@ -1167,9 +1168,129 @@ static double grid_f(grid_obj *g, size_t i)
             dp_err_set(g->err, DP_ENUMERIC, NULL, "RDP evaluated to NaN at order %g", g->ord[i]);
         return HUGE_VAL;
     }
+    g->rv[i] = r;
     g->val[i] = g->want_delta ? log_delta_at(g->ord[i], r, g->target, g->base)
                               : eps_at(g->ord[i], r, log(g->target), g->target, g->base);
     return g->val[i];
+}
+
+/* Largest bracket handled by the bound-pruned search (its bookkeeping is quadratic in the width). */
+#define ACCT_PRUNE_MAX_WIDTH 64
+/* Relative slack of the pruning test: a candidate is skipped only if its lower bound exceeds the
+ * best value by this much (times the extrapolation factor), far above the ~1e-11 relative error of
+ * the evaluated RDP values that enter the bound, so rounding can never prune the true minimum. */
+#define ACCT_PRUNE_REL 1e-8
+
+/* Lower bound on the epsilon objective at ord[i] from the orders already evaluated (memo), valid
+ * for quasi-convex trees: g(a) = (a - 1) r(a) is convex on [1, inf) with g(1) = 0 (van Erven &
+ * Harremoes 2014, Thm. 11) and r is non-decreasing (ibid., Thm. 3). With evaluated a1 < a2 < a the
+ * chord through (a1, g(a1)), (a2, g(a2)) extended to a lies below g(a); likewise from the right
+ * with a < b1 < b2; and r(a) >= r(a2). The Balle conversion is non-decreasing in r, so it maps a
+ * lower bound on r to one on epsilon. *slack receives the tolerance the caller adds to its test. */
+/* The parabola through (x0, y0), (x1, y1), (x2, y2) at x (Lagrange form). */
+static double quad_interp(double x0, double y0, double x1, double y1, double x2, double y2,
+                          double x)
+{
+    return y0 * (x - x1) * (x - x2) / ((x0 - x1) * (x0 - x2)) +
+           y1 * (x - x0) * (x - x2) / ((x1 - x0) * (x1 - x2)) +
+           y2 * (x - x0) * (x - x1) / ((x2 - x0) * (x2 - x1));
+}
+
+static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *slack, double *est)
+{
+    const double a = g->ord[i];
+    double la[2], lg[2], ra[2], rg[2];
+    int nl = 0, nr = 0;
+    for (size_t j = i; j-- > 0 && nl < 2;)
+        if (!isnan(g->val[j])) {
+            la[nl] = g->ord[j];
+            lg[nl++] = (g->ord[j] - 1.0) * g->rv[j];
+        }
+    if (nl < 2) { /* the point (1, 0) */
+        la[nl] = 1.0;
+        lg[nl++] = 0.0;
+    }
+    for (size_t j = i + 1; j < n && nr < 2; j++)
+        if (!isnan(g->val[j])) {
+            ra[nr] = g->ord[j];
+            rg[nr++] = (g->ord[j] - 1.0) * g->rv[j];
+        }
+    double lb = -HUGE_VAL, gmax = 0.0, fac = 1.0;
+    if (la[0] > 1.0) /* monotonicity: r(a) >= r(la[0]) */
+        lb = (a - 1.0) * (lg[0] / (la[0] - 1.0));
+    if (isfinite(lg[0]) && isfinite(lg[1]) && la[0] > la[1]) {
+        double f = (a - la[0]) / (la[0] - la[1]);
+        lb = fmax(lb, lg[0] + f * (lg[0] - lg[1]));
+        gmax = fmax(gmax, fmax(fabs(lg[0]), fabs(lg[1])));
+        fac = fmax(fac, 1.0 + 2.0 * f);
+    }
+    if (nr == 2 && isfinite(rg[0]) && isfinite(rg[1])) {
+        double f = (ra[0] - a) / (ra[1] - ra[0]);
+        lb = fmax(lb, rg[0] - f * (rg[1] - rg[0]));
+        gmax = fmax(gmax, fmax(fabs(rg[0]), fabs(rg[1])));
+        fac = fmax(fac, 1.0 + 2.0 * f);
+    }
+    if (lb == -HUGE_VAL || isnan(lb)) {
+        *est = -HUGE_VAL;
+        return -HUGE_VAL;
+    }
+    double r = lb > 0.0 ? lb / (a - 1.0) : 0.0, ld = log(g->target);
+    *slack = ACCT_PRUNE_REL * fac * (gmax / (a - 1.0) + fabs(r));
+    /* Only to choose what to evaluate first: an estimate of g(a) by quadratic interpolation
+     * through the nearest evaluated orders (the mean of the left- and right-leaning parabolas). */
+    *est = -HUGE_VAL;
+    if (nr >= 1 && isfinite(rg[0]) && isfinite(lg[0])) {
+        double sum = 0.0;
+        int cnt = 0;
+        if (isfinite(lg[1]) && la[0] > la[1]) {
+            sum += quad_interp(la[1], lg[1], la[0], lg[0], ra[0], rg[0], a);
+            cnt++;
+        }
+        if (nr == 2 && isfinite(rg[1])) {
+            sum += quad_interp(la[0], lg[0], ra[0], rg[0], ra[1], rg[1], a);
+            cnt++;
+        }
+        double ge = cnt ? sum / cnt : lg[0] + (a - la[0]) * (rg[0] - lg[0]) / (ra[0] - la[0]);
+        *est = eps_at(a, fmax(ge, 0.0) / (a - 1.0), ld, g->target, g->base);
+    }
+    return eps_at(a, r, ld, g->target, g->base);
+}
+
+/* Minimum of the objective over ord[lo..hi] (a bracket known to hold the grid minimum), evaluating
+ * only the orders whose lower bound (grid_lower_bound) does not exceed the best value found so far
+ * (best bound first). Returns the same minimum and the same (first) minimising index as a full
+ * scan of the bracket, with typically three of its fractional orders evaluated. */
+static void pruned_min(grid_obj *g, size_t n, size_t lo, size_t hi, double *best, size_t *bi)
+{
+    while (g->rc == DP_OK) {
+        double fb = HUGE_VAL;
+        for (size_t i = lo; i <= hi; i++)
+            if (!isnan(g->val[i]) && g->val[i] < fb)
+                fb = g->val[i];
+        size_t pick = hi + 1;
+        double plb = HUGE_VAL;
+        for (size_t i = lo; i <= hi; i++) {
+            if (!isnan(g->val[i]))
+                continue;
+            double slack = 0.0, est, lb = grid_lower_bound(g, n, i, &slack, &est);
+            if (lb > fb + (fabs(fb) * ACCT_PRUNE_REL + slack))
+                continue; /* provably not below the best value */
+            if (pick > hi || est < plb) { /* the most promising candidate first */
+                pick = i;
+                plb = est;
+            }
+        }
+        if (pick > hi)
+            break;
+        grid_f(g, pick);
+    }
+    *best = HUGE_VAL;
+    *bi = lo;
+    for (size_t i = lo; i <= hi && g->rc == DP_OK; i++)
+        if (!isnan(g->val[i]) && g->val[i] < *best) {
+            *best = g->val[i];
+            *bi = i;
+        }
 }
 
 /* Minimum of the objective over the sorted grid. For quasi-convex trees a ternary search over the
@@ -1188,14 +1309,44 @@ static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
     }
     /* Integer orders first (their RDP is a cheap exact sum, fractional ones need quadrature): if k
      * is the best integer order, quasi-convexity puts the grid minimum between the integer orders
-     * on either side of k, so only the fractional orders there are evaluated. */
+     * on either side of k, so only the fractional orders there are candidates. */
     size_t *J = qc ? dp_malloc(n * sizeof *J) : NULL, m = 0;
     for (size_t i = 0; J != NULL && i < n; i++)
         if (g->ord[i] == floor(g->ord[i]))
             J[m++] = i;
+    bool bracketed = false;
     if (J != NULL && m >= 4) {
-        size_t a = 0, b = m - 1;
+        /* Galloping from the low end (positions 0, 1, 2, 4, 8, ...) until the objective rises:
+         * the optimum is usually a small order, and low integer orders are the cheapest ones. A
+         * rise after a strict fall brackets the minimum in [p_{j-2}, p_j]; a tie (flat or
+         * infinite stretch) falls back to the ternary search over all integer positions. */
+        size_t a = 0, b = m - 1, pp = 0, p = 0;
         bool tie = false;
+        double fprev = grid_f(g, J[0]);
+        for (size_t next = 1; g->rc == DP_OK; next = next * 2 < m - 1 ? next * 2 : m - 1) {
+            double fn = grid_f(g, J[next]);
+            if (fn == fprev) {
+                tie = true;
+                break;
+            }
+            if (fn > fprev) { /* minimum in [pp, next] */
+                a = pp;
+                b = next;
+                break;
+            }
+            pp = p;
+            p = next;
+            fprev = fn;
+            if (next == m - 1) { /* still falling at the top: minimum in [pp, m - 1] */
+                a = pp;
+                break;
+            }
+        }
+        if (tie) {
+            a = 0;
+            b = m - 1;
+            tie = false;
+        }
         while (g->rc == DP_OK && b - a > 3) {
             size_t m1 = a + (b - a) / 3, m2 = b - (b - a) / 3;
             double fa = grid_f(g, J[m1]), fb = grid_f(g, J[m2]);
@@ -1220,9 +1371,17 @@ static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
             }
             lo = pos > 0 ? J[pos - 1] : 0;
             hi = pos + 1 < m ? J[pos + 1] : n - 1;
+            /* the integer orders around the bracket feed the convexity bounds below */
+            for (size_t k = pos >= 2 ? pos - 2 : 0; k <= pos + 2 && k < m && g->rc == DP_OK; k++)
+                grid_f(g, J[k]);
+            bracketed = hi - lo <= ACCT_PRUNE_MAX_WIDTH;
         }
     }
     dp_free(J);
+    if (bracketed && g->rc == DP_OK) {
+        pruned_min(g, n, lo, hi, best, bi);
+        return;
+    }
     size_t lo0 = lo, hi0 = hi;
     while (qc && g->rc == DP_OK && hi - lo > 3) {
         size_t m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
@@ -1270,18 +1429,22 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
         n = acct_rdp_default_orders(&orders);
     if ((rc = acct_rdp_check_orders(orders, n, err)) != DP_OK)
         return rc;
-    double *ord = dp_malloc(2 * n * sizeof *ord);
+    double *ord = dp_malloc(3 * n * sizeof *ord);
     if (ord == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    double *memo = ord + n;
+    double *memo = ord + n, *rmemo = ord + 2 * n;
     memcpy(ord, orders, n * sizeof *ord);
-    qsort(ord, n, sizeof *ord, cmp_double);
+    bool sorted = true; /* the default grid and most user lists already are */
+    for (size_t i = 1; i < n && sorted; i++)
+        sorted = ord[i - 1] <= ord[i];
+    if (!sorted)
+        qsort(ord, n, sizeof *ord, cmp_double);
     for (size_t i = 0; i < n; i++)
         memo[i] = (double)NAN;
     rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}};
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
-    grid_obj g = {ev, &ws, ord, memo, want_delta, target, base, err, DP_OK};
+    grid_obj g = {ev, &ws, ord, memo, rmemo, want_delta, target, base, err, DP_OK};
     double best;
     size_t bi;
     grid_min(&g, n, tree_quasiconvex(ev), &best, &bi);
