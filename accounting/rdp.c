@@ -231,10 +231,31 @@ static int sgm_log_am1_int(double q, double sigma, double alpha, double *out)
 
 /* ---- sampled Gaussian: fractional orders (quadrature) ---------------------------------------- */
 
+/* Series coefficients C(alpha, k), k = 2..ACCT_SERIES_COEFS - 1, precomputed once per order (the
+ * series loop is otherwise bound by one division per term); later terms use the recurrence. */
+#define ACCT_SERIES_COEFS 64
+
 typedef struct sgm_ctx {
     double alpha, q, lq, l1q, s2; /* order, rate, log q, log(1-q), sigma^2 */
     double shift;                 /* log-integrand value at the peak (rescaling) */
+    double inv_s2;                /* 1 / sigma^2 */
+    double coef[ACCT_SERIES_COEFS]; /* coef[k] = C(alpha, k) for k >= 2 */
 } sgm_ctx;
+
+static void sgm_ctx_init(sgm_ctx *c, double q, double sigma, double alpha)
+{
+    c->alpha = alpha;
+    c->q = q;
+    c->lq = log(q);
+    c->l1q = log1p(-q);
+    c->s2 = sigma * sigma;
+    c->shift = 0.0;
+    c->inv_s2 = 1.0 / c->s2;
+    c->coef[0] = c->coef[1] = 0.0;
+    c->coef[2] = alpha * (alpha - 1.0) / 2.0;
+    for (int k = 2; k + 1 < ACCT_SERIES_COEFS; k++)
+        c->coef[k + 1] = c->coef[k] * ((alpha - k) / (k + 1.0));
+}
 
 /* log f(u) with u = q (e^t - 1), f(u) = (1+u)^alpha - 1 - alpha u; -HUGE_VAL at u = 0. */
 static double sgm_log_f(const sgm_ctx *c, double t)
@@ -251,8 +272,19 @@ static double sgm_log_f(const sgm_ctx *c, double t)
         return -HUGE_VAL;
     double au = alpha * u;
     if (fabs(u) < ACCT_SERIES_MAX_U && fabs(au) < ACCT_SERIES_MAX_AU) {
-        double term = alpha * (alpha - 1.0) / 2.0 * u * u, s = term;
-        for (int k = 2; k < ACCT_SERIES_MAX_TERMS; k++) {
+        /* s = sum_{k>=2} C(alpha,k) u^k, stopped once a term is below ACCT_SERIES_REL of the sum
+         * (the same terms and stopping rule as the recurrence; coefficients from the table) */
+        double pw = u * u, term = c->coef[2] * pw, s = term;
+        int k = 2;
+        while (k + 1 < ACCT_SERIES_COEFS) {
+            k++;
+            pw *= u;
+            term = c->coef[k] * pw;
+            s += term;
+            if (fabs(term) <= ACCT_SERIES_REL * fabs(s))
+                return s > 0.0 ? log(s) : -HUGE_VAL;
+        }
+        for (; k < ACCT_SERIES_MAX_TERMS; k++) {
             term *= (alpha - k) / (k + 1.0) * u;
             s += term;
             if (fabs(term) <= ACCT_SERIES_REL * fabs(s))
@@ -268,7 +300,7 @@ static double sgm_log_f(const sgm_ctx *c, double t)
 
 static double sgm_log_integrand(const sgm_ctx *c, double z)
 {
-    return -z * z / (2.0 * c->s2) + sgm_log_f(c, (z - 0.5) / c->s2);
+    return -0.5 * z * z * c->inv_s2 + sgm_log_f(c, (z - 0.5) * c->inv_s2);
 }
 
 static double sgm_integrand(double z, void *p)
@@ -478,7 +510,8 @@ static int sgm_right(sgm_ctx *c, gsl_integration_workspace *w, double *log_int)
 static int sgm_log_am1_frac(double q, double sigma, double alpha, gsl_integration_workspace *w,
                             double *out)
 {
-    sgm_ctx c = {alpha, q, log(q), log1p(-q), sigma * sigma, 0.0};
+    sgm_ctx c;
+    sgm_ctx_init(&c, q, sigma, alpha);
     double lL, lR;
     /* u < 0 piece: z in (-inf, 1/2), where 0 <= f(u) <= f(-q) and the integrand is unimodal. */
     double bl = 0.5 - 45.0 * sigma - 1.0;
