@@ -257,6 +257,31 @@ static void sgm_ctx_init(sgm_ctx *c, double q, double sigma, double alpha)
         c->coef[k + 1] = c->coef[k] * ((alpha - k) / (k + 1.0));
 }
 
+/* f(u) = sum_{k>=2} C(alpha,k) u^k for |u| < ACCT_SERIES_MAX_U, |alpha u| < ACCT_SERIES_MAX_AU,
+ * stopped once a term is below ACCT_SERIES_REL of the sum; coefficients from the table, the
+ * recurrence beyond it. */
+static double sgm_series(const sgm_ctx *c, double u)
+{
+    const double alpha = c->alpha;
+    double pw = u * u, term = c->coef[2] * pw, s = term;
+    int k = 2;
+    while (k + 1 < ACCT_SERIES_COEFS) {
+        k++;
+        pw *= u;
+        term = c->coef[k] * pw;
+        s += term;
+        if (fabs(term) <= ACCT_SERIES_REL * fabs(s))
+            return s;
+    }
+    for (; k < ACCT_SERIES_MAX_TERMS; k++) {
+        term *= (alpha - k) / (k + 1.0) * u;
+        s += term;
+        if (fabs(term) <= ACCT_SERIES_REL * fabs(s))
+            break;
+    }
+    return s;
+}
+
 /* log f(u) with u = q (e^t - 1), f(u) = (1+u)^alpha - 1 - alpha u; -HUGE_VAL at u = 0. */
 static double sgm_log_f(const sgm_ctx *c, double t)
 {
@@ -272,25 +297,8 @@ static double sgm_log_f(const sgm_ctx *c, double t)
         return -HUGE_VAL;
     double au = alpha * u;
     if (fabs(u) < ACCT_SERIES_MAX_U && fabs(au) < ACCT_SERIES_MAX_AU) {
-        /* s = sum_{k>=2} C(alpha,k) u^k, stopped once a term is below ACCT_SERIES_REL of the sum
-         * (the same terms and stopping rule as the recurrence; coefficients from the table) */
-        double pw = u * u, term = c->coef[2] * pw, s = term;
-        int k = 2;
-        while (k + 1 < ACCT_SERIES_COEFS) {
-            k++;
-            pw *= u;
-            term = c->coef[k] * pw;
-            s += term;
-            if (fabs(term) <= ACCT_SERIES_REL * fabs(s))
-                return s > 0.0 ? log(s) : -HUGE_VAL;
-        }
-        for (; k < ACCT_SERIES_MAX_TERMS; k++) {
-            term *= (alpha - k) / (k + 1.0) * u;
-            s += term;
-            if (fabs(term) <= ACCT_SERIES_REL * fabs(s))
-                break;
-        }
-        return s > 0.0 ? log(s) : -HUGE_VAL;
+        double sr = sgm_series(c, u);
+        return sr > 0.0 ? log(sr) : -HUGE_VAL;
     }
     double L = alpha * log1p(u);
     if (u < 0.0 || L < ACCT_EXP_SAFE)
@@ -524,6 +532,30 @@ static int sgm_right(sgm_ctx *c, gsl_integration_workspace *w, double *log_int)
 #define ACCT_TRAP_LOG_CUT   45.0  /* nodes below max - 45 (e^-45 ~ 3e-20) bound the window */
 #define ACCT_TRAP_MAX_ORDER 512.0 /* larger orders: the adaptive path */
 
+/* exp(log-integrand(z) - shift), computed without the log/exp round trip where f(u) is a plain
+ * double (the same formulas as sgm_log_f); the log form elsewhere. */
+static double sgm_integrand_scaled(const sgm_ctx *c, double z, double shift)
+{
+    const double t = (z - 0.5) * c->inv_s2, alpha = c->alpha;
+    if (t > ACCT_EXP_SAFE || shift < -600.0)
+        return exp(sgm_log_integrand(c, z) - shift);
+    double u = c->q * expm1(t);
+    if (u == 0.0)
+        return 0.0;
+    double au = alpha * u, f;
+    if (fabs(u) < ACCT_SERIES_MAX_U && fabs(au) < ACCT_SERIES_MAX_AU) {
+        f = sgm_series(c, u);
+        return f > 0.0 ? f * exp(-0.5 * z * z * c->inv_s2 - shift) : 0.0;
+    }
+    double L = alpha * log1p(u);
+    if (!(u < 0.0 || L < ACCT_EXP_SAFE))
+        return exp(sgm_log_integrand(c, z) - shift);
+    f = expm1(L) - au;
+    if (!(f > 0.0))
+        return f == 0.0 ? 0.0 : (double)NAN; /* as log(f) in sgm_log_f */
+    return f * exp(-0.5 * z * z * c->inv_s2 - shift);
+}
+
 static bool sgm_log_am1_trap(sgm_ctx *c, double sigma, double *out)
 {
     const double a = c->alpha, inv2s2 = 0.5 * c->inv_s2;
@@ -586,10 +618,10 @@ static bool sgm_log_am1_trap(sgm_ctx *c, double sigma, double *out)
     for (int level = 1;; level++) {
         /* midpoints of the current intervals */
         for (int j = 0; j < m; j++) {
-            double gz = sgm_log_integrand(c, z0 + (j + 0.5) * h);
-            if (isnan(gz) || gz - shift > 600.0)
+            double fz = sgm_integrand_scaled(c, z0 + (j + 0.5) * h, shift);
+            if (!(fz <= 1e260)) /* NaN, or far above the level-0 maximum */
                 return false;
-            sum += exp(gz - shift);
+            sum += fz;
         }
         evals += m;
         m *= 2;
@@ -1357,6 +1389,11 @@ static double node_rdp_lower(const acct_event *ev, double alpha)
  * chord through (a1, g(a1)), (a2, g(a2)) extended to a lies below g(a); likewise from the right
  * with a < b1 < b2; and r(a) >= r(a2). The Balle conversion is non-decreasing in r, so it maps a
  * lower bound on r to one on epsilon. *slack receives the tolerance the caller adds to its test. */
+static double dmax(double x, double y)
+{
+    return x > y ? x : y; /* operands are never NaN here */
+}
+
 /* The parabola through (x0, y0), (x1, y1), (x2, y2) at x (Lagrange form). */
 static double quad_interp(double x0, double y0, double x1, double y1, double x2, double y2,
                           double x)
@@ -1390,15 +1427,15 @@ static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *sl
         lb = (a - 1.0) * (lg[0] / (la[0] - 1.0));
     if (isfinite(lg[0]) && isfinite(lg[1]) && la[0] > la[1]) {
         double f = (a - la[0]) / (la[0] - la[1]);
-        lb = fmax(lb, lg[0] + f * (lg[0] - lg[1]));
-        gmax = fmax(gmax, fmax(fabs(lg[0]), fabs(lg[1])));
-        fac = fmax(fac, 1.0 + 2.0 * f);
+        lb = dmax(lb, lg[0] + f * (lg[0] - lg[1]));
+        gmax = dmax(gmax, dmax(fabs(lg[0]), fabs(lg[1])));
+        fac = dmax(fac, 1.0 + 2.0 * f);
     }
     if (nr == 2 && isfinite(rg[0]) && isfinite(rg[1])) {
         double f = (ra[0] - a) / (ra[1] - ra[0]);
-        lb = fmax(lb, rg[0] - f * (rg[1] - rg[0]));
-        gmax = fmax(gmax, fmax(fabs(rg[0]), fabs(rg[1])));
-        fac = fmax(fac, 1.0 + 2.0 * f);
+        lb = dmax(lb, rg[0] - f * (rg[1] - rg[0]));
+        gmax = dmax(gmax, dmax(fabs(rg[0]), fabs(rg[1])));
+        fac = dmax(fac, 1.0 + 2.0 * f);
     }
     if (lb == -HUGE_VAL || isnan(lb)) {
         *est = -HUGE_VAL;
@@ -1421,7 +1458,7 @@ static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *sl
             cnt++;
         }
         double ge = cnt ? sum / cnt : lg[0] + (a - la[0]) * (rg[0] - lg[0]) / (ra[0] - la[0]);
-        *est = eps_at(a, fmax(ge, 0.0) / (a - 1.0), ld, g->target, g->base);
+        *est = eps_at(a, dmax(ge, 0.0) / (a - 1.0), ld, g->target, g->base);
     }
     return eps_at(a, r, ld, g->target, g->base);
 }
@@ -1432,6 +1469,8 @@ static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *sl
  * scan of the bracket, with typically three of its fractional orders evaluated. */
 static void pruned_min(grid_obj *g, size_t n, size_t lo, size_t hi, double *best, size_t *bi)
 {
+    /* a pruned candidate stays pruned: its bound was valid and the best value only decreases */
+    bool dead[ACCT_PRUNE_MAX_WIDTH + 1] = {false};
     while (g->rc == DP_OK) {
         double fb = HUGE_VAL;
         for (size_t i = lo; i <= hi; i++)
@@ -1440,11 +1479,13 @@ static void pruned_min(grid_obj *g, size_t n, size_t lo, size_t hi, double *best
         size_t pick = hi + 1;
         double plb = HUGE_VAL;
         for (size_t i = lo; i <= hi; i++) {
-            if (!isnan(g->val[i]))
+            if (!isnan(g->val[i]) || dead[i - lo])
                 continue;
             double slack = 0.0, est, lb = grid_lower_bound(g, n, i, &slack, &est);
-            if (lb > fb + (fabs(fb) * ACCT_PRUNE_REL + slack))
-                continue; /* provably not below the best value */
+            if (lb > fb + (fabs(fb) * ACCT_PRUNE_REL + slack)) {
+                dead[i - lo] = true; /* provably not below the best value */
+                continue;
+            }
             if (pick > hi || est < plb) { /* the most promising candidate first */
                 pick = i;
                 plb = est;
