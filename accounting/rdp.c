@@ -55,6 +55,7 @@
 #define ACCT_SERIES_MAX_U     0.5
 #define ACCT_SERIES_MAX_AU    2.0
 #define ACCT_SERIES_MAX_TERMS 400
+#define ACCT_SERIES_MAX_A1U   0.05
 /* Stop the series once a term is below this fraction of the sum (below half an ulp). */
 #define ACCT_SERIES_REL 1e-18
 /* Beyond t = 700, e^t overflows a double: switch to pure log-space formulas. */
@@ -236,9 +237,10 @@ static int sgm_log_am1_int(double q, double sigma, double alpha, double *out)
 #define ACCT_SERIES_COEFS 64
 
 typedef struct sgm_ctx {
-    double alpha, q, lq, l1q, s2; /* order, rate, log q, log(1-q), sigma^2 */
-    double shift;                 /* log-integrand value at the peak (rescaling) */
-    double inv_s2;                /* 1 / sigma^2 */
+    double alpha, q, lq, l1q, s2;   /* order, rate, log q, log(1-q), sigma^2 */
+    double shift;                   /* log-integrand value at the peak (rescaling) */
+    double inv_s2;                  /* 1 / sigma^2 */
+    double series_u;                /* the series is used for |u| < series_u (see sgm_log_f) */
     double coef[ACCT_SERIES_COEFS]; /* coef[k] = C(alpha, k) for k >= 2 */
 } sgm_ctx;
 
@@ -251,6 +253,12 @@ static void sgm_ctx_init(sgm_ctx *c, double q, double sigma, double alpha)
     c->s2 = sigma * sigma;
     c->shift = 0.0;
     c->inv_s2 = 1.0 / c->s2;
+    /* The direct formula expm1(alpha log1p(u)) - alpha u loses a factor ~2/((alpha-1)|u|) to
+     * cancellation (f ~ alpha(alpha-1)u^2/2 against terms of size alpha|u|): above (alpha-1)|u| =
+     * ACCT_SERIES_MAX_A1U that is <= 40 ulps, so the series serves only below it (and where it
+     * converges fast: |u| < ACCT_SERIES_MAX_U, |alpha u| < ACCT_SERIES_MAX_AU). */
+    c->series_u = fmin(ACCT_SERIES_MAX_U,
+                       fmin(ACCT_SERIES_MAX_AU / alpha, ACCT_SERIES_MAX_A1U / (alpha - 1.0)));
     c->coef[0] = c->coef[1] = 0.0;
     c->coef[2] = alpha * (alpha - 1.0) / 2.0;
     for (int k = 2; k + 1 < ACCT_SERIES_COEFS; k++)
@@ -296,7 +304,7 @@ static double sgm_log_f(const sgm_ctx *c, double t)
     if (u == 0.0)
         return -HUGE_VAL;
     double au = alpha * u;
-    if (fabs(u) < ACCT_SERIES_MAX_U && fabs(au) < ACCT_SERIES_MAX_AU) {
+    if (fabs(u) < c->series_u) {
         double sr = sgm_series(c, u);
         return sr > 0.0 ? log(sr) : -HUGE_VAL;
     }
@@ -517,16 +525,19 @@ static int sgm_right(sgm_ctx *c, gsl_integration_workspace *w, double *log_int)
 
 /* ---- sampled Gaussian: fractional orders, trapezoidal rule on the line ------------------------
  * The integrand F(z) = phi_sigma(z) f(u(z)) of A_alpha - 1 (DESIGN above) is analytic in the strip
- * |Im z| < pi sigma^2 (the only singularities are the branch points where 1 + u = 0) and decays like
- * a Gaussian, so the trapezoidal rule on the whole line converges geometrically in 1/h: halving h
- * roughly squares its error (Trefethen & Weideman 2014, "The exponentially convergent trapezoidal
- * rule", SIAM Review 56(3), §5). We sum h sum_i F(z0 + i h) on a window that holds every node where
- * F exceeds e^-ACCT_TRAP_LOG_CUT of its maximum, halve h (nested nodes) until two successive sums
- * agree to ACCT_TRAP_RTOL, and accept the finer one, whose error is then far below that. Cases the
- * rule cannot settle cheaply (sigma small against the bump spacing, very large orders, an
- * integrand still significant at the window's ends) return false and the adaptive Gauss-Kronrod
- * path below decides. The two methods agree to ~1e-13 (tests/vectors/mpmath_rdp.json checks both). */
-#define ACCT_TRAP_MAX_NODES 1024 /* most integrand evaluations before handing over */
+ * |Im z| < pi sigma^2 (the only singularities are the branch points where 1 + u = 0) and decays
+ * like a Gaussian, so the trapezoidal rule on the whole line converges geometrically in 1/h:
+ * halving h roughly squares its error (Trefethen & Weideman 2014, "The exponentially convergent
+ * trapezoidal rule", SIAM Review 56(3), §5). We sum h sum_i F(z0 + i h) on a window that holds
+ * every node where F exceeds e^-ACCT_TRAP_LOG_CUT of its maximum, halve h (nested nodes) until two
+ * successive sums agree to ACCT_TRAP_RTOL, and accept the finer one, whose error is then far below
+ * that. Cases the rule cannot settle cheaply (sigma small against the bump spacing, very large
+ * orders, an integrand still significant at the window's ends) return false and the adaptive
+ * Gauss-Kronrod path below decides. The first step is h0 = min(1.5 sigma, pi sigma^2 / 2): the
+ * rule's error for a Gaussian of width sigma is ~2 exp(-2 pi^2 sigma^2 / h^2) (e^-35 at h0 / 2),
+ * and the strip limits h below sigma ~ 1. The two methods agree to 2e-12 on 8,280 (q, sigma,
+ * order) settings; tests/vectors/mpmath_rdp.json covers both paths. */
+#define ACCT_TRAP_MAX_NODES 1024  /* most integrand evaluations before handing over */
 #define ACCT_TRAP_MIN_LEVEL 2     /* accept no coarser step than h0 / 4 */
 #define ACCT_TRAP_RTOL      1e-10 /* agreement of two successive halvings */
 #define ACCT_TRAP_LOG_CUT   45.0  /* nodes below max - 45 (e^-45 ~ 3e-20) bound the window */
@@ -543,7 +554,7 @@ static double sgm_integrand_scaled(const sgm_ctx *c, double z, double shift)
     if (u == 0.0)
         return 0.0;
     double au = alpha * u, f;
-    if (fabs(u) < ACCT_SERIES_MAX_U && fabs(au) < ACCT_SERIES_MAX_AU) {
+    if (fabs(u) < c->series_u) {
         f = sgm_series(c, u);
         return f > 0.0 ? f * exp(-0.5 * z * z * c->inv_s2 - shift) : 0.0;
     }
@@ -579,7 +590,7 @@ static bool sgm_log_am1_trap(sgm_ctx *c, double sigma, double *out)
         if (lw[i] >= lmax - 50.0)
             ksig = 2.0 + i;
     const double zlo = -13.0 * sigma - 1.0, zhi = ksig + 1.0 + 13.0 * sigma;
-    double h = fmin(sigma, 0.5 * M_PI * c->s2);
+    double h = fmin(1.5 * sigma, 0.5 * M_PI * c->s2);
     /* level 0: nodes zlo + i h, i = 0..n */
     int n = (int)ceil((zhi - zlo) / h);
     if (n < 8)
@@ -1341,7 +1352,8 @@ static double grid_f(grid_obj *g, size_t i)
     return g->val[i];
 }
 
-/* Largest bracket handled by the bound-pruned search (its bookkeeping is quadratic in the width). */
+/* Largest bracket handled by the bound-pruned search (its bookkeeping is quadratic in the width).
+ */
 #define ACCT_PRUNE_MAX_WIDTH 64
 /* Relative slack of the pruning test: a candidate is skipped only if its lower bound exceeds the
  * best value by this much (times the extrapolation factor), far above the ~1e-11 relative error of
