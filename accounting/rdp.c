@@ -1190,6 +1190,27 @@ static double eps_at(double a, double r, double log_delta, double delta, acct_co
     return e > 0.0 ? e : 0.0;
 }
 
+/* eps_at split as r + c(alpha) for the bounds of the pruned grid search (which only compare
+ * against the best value with a slack, so the different rounding does not matter). */
+static double conv_const(double a, double log_delta, acct_conversion conv)
+{
+    if (conv == ACCT_CONV_MIRONOV2017)
+        return -log_delta / (a - 1.0);
+    return log1p(-1.0 / a) - (log_delta + log(a)) / (a - 1.0);
+}
+
+static double eps_with_const(double r, double cst, double delta, acct_conversion conv)
+{
+    if (r == HUGE_VAL)
+        return HUGE_VAL;
+    if (conv == ACCT_CONV_MIRONOV2017)
+        return r + cst;
+    if (delta * delta + expm1(-r) >= 0.0)
+        return 0.0;
+    double e = r + cst;
+    return e > 0.0 ? e : 0.0;
+}
+
 static double log_delta_at(double a, double r, double eps, acct_conversion conv)
 {
     if (r == HUGE_VAL)
@@ -1326,6 +1347,7 @@ typedef struct grid_obj {
     const double *ord;
     double *val; /* memo: objective at ord[i], NAN until evaluated */
     double *rv;  /* memo: RDP at ord[i] (valid where val is) */
+    double *cc;  /* memo: conversion constant at ord[i] (conv_const), NAN until computed */
     bool want_delta;
     double target;
     acct_conversion base;
@@ -1453,7 +1475,10 @@ static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *sl
         *est = -HUGE_VAL;
         return -HUGE_VAL;
     }
-    double r = lb > 0.0 ? lb / (a - 1.0) : 0.0, ld = log(g->target);
+    double r = lb > 0.0 ? lb / (a - 1.0) : 0.0;
+    if (isnan(g->cc[i]))
+        g->cc[i] = conv_const(a, log(g->target), g->base);
+    const double cst = g->cc[i];
     *slack = ACCT_PRUNE_REL * fac * (gmax / (a - 1.0) + fabs(r));
     /* Only to choose what to evaluate first: an estimate of g(a) by quadratic interpolation
      * through the nearest evaluated orders (the mean of the left- and right-leaning parabolas). */
@@ -1470,9 +1495,9 @@ static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *sl
             cnt++;
         }
         double ge = cnt ? sum / cnt : lg[0] + (a - la[0]) * (rg[0] - lg[0]) / (ra[0] - la[0]);
-        *est = eps_at(a, dmax(ge, 0.0) / (a - 1.0), ld, g->target, g->base);
+        *est = eps_with_const(dmax(ge, 0.0) / (a - 1.0), cst, g->target, g->base);
     }
-    return eps_at(a, r, ld, g->target, g->base);
+    return eps_with_const(r, cst, g->target, g->base);
 }
 
 /* Minimum of the objective over ord[lo..hi] (a bracket known to hold the grid minimum), evaluating
@@ -1660,10 +1685,10 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
         n = acct_rdp_default_orders(&orders);
     if ((rc = acct_rdp_check_orders(orders, n, err)) != DP_OK)
         return rc;
-    double *ord = dp_malloc(3 * n * sizeof *ord);
+    double *ord = dp_malloc(4 * n * sizeof *ord);
     if (ord == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    double *memo = ord + n, *rmemo = ord + 2 * n;
+    double *memo = ord + n, *rmemo = ord + 2 * n, *cmemo = ord + 3 * n;
     memcpy(ord, orders, n * sizeof *ord);
     bool sorted = true; /* the default grid and most user lists already are */
     for (size_t i = 1; i < n && sorted; i++)
@@ -1671,11 +1696,11 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     if (!sorted)
         qsort(ord, n, sizeof *ord, cmp_double);
     for (size_t i = 0; i < n; i++)
-        memo[i] = (double)NAN;
+        memo[i] = cmemo[i] = (double)NAN;
     rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}};
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
-    grid_obj g = {ev, &ws, ord, memo, rmemo, want_delta, target, base, err, DP_OK};
+    grid_obj g = {ev, &ws, ord, memo, rmemo, cmemo, want_delta, target, base, err, DP_OK};
     double best;
     size_t bi;
     grid_min(&g, n, tree_quasiconvex(ev), &best, &bi);
