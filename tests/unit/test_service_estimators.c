@@ -82,6 +82,25 @@ static void gaussian_run_is_stored_without_raw_data(void **state)
     http_resp_clear(&rs);
 }
 
+/* fn refuses body with DP_EINVAL naming field (and saying exactly msg, unless msg is NULL). */
+static void expect_einval(fixture *f, route_fn fn, const char *body_text, const char *field,
+                          const char *msg)
+{
+    json_t *body = json_loads(body_text, 0, NULL);
+    assert_non_null(body);
+    http_req rq = req_for(f, "POST", "/v1/estimators/x", body);
+    http_resp rs;
+    memset(&rs, 0, sizeof rs);
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(fn(&rq, &rs, &e), DP_EINVAL);
+    assert_string_equal(e.field, field);
+    if (msg != NULL)
+        assert_string_equal(e.msg, msg);
+    http_resp_clear(&rs);
+    json_decref(body);
+}
+
 static void bad_input_names_the_field(void **state)
 {
     fixture *f = *state;
@@ -97,19 +116,8 @@ static void bad_input_names_the_field(void **state)
          "\"privacy\":{\"epsilon0\":1,\"delta\":1e-5}}",
          "privacy.r"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        json_t *body = json_loads(cases[i][0], 0, NULL);
-        assert_non_null(body);
-        http_req rq = req_for(f, "POST", "/v1/estimators/gaussian", body);
-        http_resp rs;
-        memset(&rs, 0, sizeof rs);
-        dp_err e;
-        dp_err_clear(&e);
-        assert_int_equal(route_estimators_gaussian(&rq, &rs, &e), DP_EINVAL);
-        assert_string_equal(e.field, cases[i][1]);
-        http_resp_clear(&rs);
-        json_decref(body);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_einval(f, route_estimators_gaussian, cases[i][0], cases[i][1], NULL);
 }
 
 /* An unknown value of a string option is refused with 400 naming the field and listing the
@@ -146,20 +154,8 @@ static void unknown_choices_list_the_allowed_values(void **state)
 #undef G2
 #undef B2
 #undef M4
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        json_t *body = json_loads(cases[i].body, 0, NULL);
-        assert_non_null(body);
-        http_req rq = req_for(f, "POST", "/v1/estimators/x", body);
-        http_resp rs;
-        memset(&rs, 0, sizeof rs);
-        dp_err e;
-        dp_err_clear(&e);
-        assert_int_equal(cases[i].fn(&rq, &rs, &e), DP_EINVAL);
-        assert_string_equal(e.field, cases[i].field);
-        assert_string_equal(e.msg, cases[i].msg);
-        http_resp_clear(&rs);
-        json_decref(body);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_einval(f, cases[i].fn, cases[i].body, cases[i].field, cases[i].msg);
 }
 
 static void allocation_failures_are_clean_errors(void **state)
