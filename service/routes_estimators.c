@@ -183,7 +183,7 @@ static int pick(const char *s, const char *field, const choice *ch, size_t n, in
                       list, s);
 }
 
-#define N_CHOICES(a) (sizeof(a) / sizeof((a)[0]))
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* ---- ledger charging
  * ------------------------------------------------------------------------------
@@ -422,18 +422,36 @@ static int parse_calibration(const json_t *pv, eb_calibration *cal, dp_err *err)
     const char *s;
     int v;
     if (json_util_opt_string(pv, "calibration", "classic", &s, err) != DP_OK ||
-        pick(s, "calibration", CAL, N_CHOICES(CAL), &v, err) != DP_OK)
+        pick(s, "calibration", CAL, N_ELEMS(CAL), &v, err) != DP_OK)
         return err->code;
     *cal = (eb_calibration)v;
     return DP_OK;
 }
 
-static int set_status(json_t *o, eb_status st, dp_err *err)
+/* One key of a response and its value (a new reference, or NULL when building it failed). */
+typedef struct field_val {
+    const char *key;
+    json_t *value;
+} field_val;
+
+/* Sets the n keys on o in order. Every value is stolen, also those after a failure, so a
+ * response under construction never leaks its parts. */
+static int set_fields(json_t *o, const field_val *f, size_t n, dp_err *err)
 {
-    if (json_util_set(o, "status", json_string(eb_status_name(st)), err) != DP_OK ||
-        json_util_set(o, "converged", json_boolean(st != EB_STATUS_MAX_ITER), err) != DP_OK)
-        return err->code;
-    return DP_OK;
+    int rc = DP_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (rc == DP_OK)
+            rc = json_util_set(o, f[i].key, f[i].value, err);
+        else
+            json_decref(f[i].value);
+    }
+    return rc;
+}
+
+/* The "converged" flag of a response: every status but running out of iterations. */
+static json_t *converged_json(eb_status st)
+{
+    return json_boolean(st != EB_STATUS_MAX_ITER);
 }
 
 /* ---- run storage
@@ -795,7 +813,7 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         goto out;
     static const choice METHOD[] = {{"mle", EB_GAUSS_MLE}, {"moments", EB_GAUSS_MOMENTS}};
     int method;
-    if ((rc = pick(ms, "method", METHOD, N_CHOICES(METHOD), &method, err)) != DP_OK)
+    if ((rc = pick(ms, "method", METHOD, N_ELEMS(METHOD), &method, err)) != DP_OK)
         goto out;
     uint64_t seed;
     unsigned max_iter;
@@ -888,7 +906,7 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         po.seed = seed;
         static const choice RANGE[] = {{"paper", EB_RANGE_PAPER}, {"safe", EB_RANGE_SAFE}};
         int rm;
-        if ((rc = pick(range, "privacy.range", RANGE, N_CHOICES(RANGE), &rm, err)) != DP_OK)
+        if ((rc = pick(range, "privacy.range", RANGE, N_ELEMS(RANGE), &rm, err)) != DP_OK)
             goto out;
         po.range_mode = (eb_range_mode)rm;
         /* b needs sigma_theta: the known prior's, or a public bound (never estimated from data) */
@@ -913,7 +931,7 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         static const choice MECH[] = {{"gaussian", EB_CHANNEL_GAUSSIAN},
                                       {"quantize", EB_CHANNEL_QUANTIZE}};
         int ch;
-        if ((rc = pick(mech, "privacy.mechanism", MECH, N_CHOICES(MECH), &ch, err)) != DP_OK)
+        if ((rc = pick(mech, "privacy.mechanism", MECH, N_ELEMS(MECH), &ch, err)) != DP_OK)
             goto out;
         po.channel = (eb_channel)ch;
         if (po.channel == EB_CHANNEL_GAUSSIAN) {
@@ -1042,32 +1060,26 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
     if (!mu_known)
         fits = json_pack("{s:o, s:o}", "mle", gauss_fit_json(fit_mle, d, g.vec), "moments",
                          gauss_fit_json(fit_mom, d, g.vec));
-    if (json_util_set(out, "model", json_string("gaussian"), err) ||
-        json_util_set(out, "method", json_string(mu_known ? "known_prior" : ms), err) ||
-        json_util_set(out, "prior",
-                      json_pack("{s:o, s:o, s:s}", "mean", vec_json(ps.mu, d, g.vec), "variance",
-                                vec_json(ps.tau2, d, g.vec), "source",
-                                mu_known
-                                    ? "given"
-                                    : (var_known ? "mean estimated, variance given" : "estimated")),
-                      err) ||
-        json_util_set(out, "fits", fits, err) ||
-        json_util_set(out, "noise_variance", json_util_real(sx2), err) ||
-        json_util_set(out, "noise_variance_source", json_string(pooled ? "pooled" : "given"),
-                      err) ||
-        json_util_set(out, "estimates", est, err)) {
-        est = NULL;
-        json_decref(privj);
-        rc = err->code;
+    const char *source =
+        mu_known ? "given" : (var_known ? "mean estimated, variance given" : "estimated");
+    const field_val fields[] = {
+        {"model", json_string("gaussian")},
+        {"method", json_string(mu_known ? "known_prior" : ms)},
+        {"prior", json_pack("{s:o, s:o, s:s}", "mean", vec_json(ps.mu, d, g.vec), "variance",
+                            vec_json(ps.tau2, d, g.vec), "source", source)},
+        {"fits", fits},
+        {"noise_variance", json_util_real(sx2)},
+        {"noise_variance_source", json_string(pooled ? "pooled" : "given")},
+        {"estimates", est},
+        {"log_likelihood", json_util_real(ps.loglik)},
+        {"iterations", json_integer((json_int_t)ps.iterations)},
+        {"status", json_string(eb_status_name(ps.status))},
+        {"converged", converged_json(ps.status)},
+        {"privacy", privj},
+    };
+    est = NULL; /* stolen by set_fields */
+    if ((rc = set_fields(out, fields, N_ELEMS(fields), err)) != DP_OK)
         goto out;
-    }
-    est = NULL;
-    if (json_util_set(out, "log_likelihood", json_util_real(ps.loglik), err) ||
-        json_util_set(out, "iterations", json_integer((json_int_t)ps.iterations), err) ||
-        set_status(out, ps.status, err) || json_util_set(out, "privacy", privj, err)) {
-        rc = err->code;
-        goto out;
-    }
     rc = finish_run(rq, rs, "gaussian", priv, m, d, out, ps.status, err);
     out = NULL;
 out:
@@ -1206,8 +1218,8 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
                                      {"paper_no_minus1", EB_BETA_PAPER_NO_MINUS1},
                                      {"unbiased", EB_BETA_UNBIASED}};
     int mle, vi;
-    if ((rc = pick(ms, "method", METHOD, N_CHOICES(METHOD), &mle, err)) != DP_OK ||
-        (rc = pick(vs, "variant", VARIANT, N_CHOICES(VARIANT), &vi, err)) != DP_OK)
+    if ((rc = pick(ms, "method", METHOD, N_ELEMS(METHOD), &mle, err)) != DP_OK ||
+        (rc = pick(vs, "variant", VARIANT, N_ELEMS(VARIANT), &vi, err)) != DP_OK)
         goto out;
     eb_beta_variant v = (eb_beta_variant)vi;
     const json_t *pj = json_object_get(rq->body, "prior");
@@ -1248,7 +1260,7 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
         static const choice SCHEME[] = {{"two_bit", EB_BETA_PRIV_TWO_BIT},
                                         {"paper_1bit", EB_BETA_PRIV_PAPER_1BIT}};
         int si;
-        if ((rc = pick(ss, "privacy.scheme", SCHEME, N_CHOICES(SCHEME), &si, err)) != DP_OK)
+        if ((rc = pick(ss, "privacy.scheme", SCHEME, N_ELEMS(SCHEME), &si, err)) != DP_OK)
             goto out;
         scheme = (eb_beta_scheme)si;
         if (mle) {
@@ -1340,29 +1352,25 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
             "bits", (int)pinfo.bits, "rho", json_util_real(pinfo.rho), "model",
             "pure local DP per client (user level), simulated on the server", "charges",
             json_incref(charges), "charging", charging_note(charges));
-    if (json_util_set(out, "model", json_string("beta"), err) ||
-        json_util_set(out, "method", json_string(known ? "known_prior" : ms), err) ||
-        json_util_set(out, "variant", json_string(vs), err) ||
-        json_util_set(out, "leave_one_out", json_boolean(loo), err) ||
-        json_util_set(out, "prior", beta_prior_json(&used, source), err) ||
-        json_util_set(out, "fits", fits, err) ||
-        json_util_set(out, "clamped",
-                      json_pack("{s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local",
-                                (json_int_t)cnt.local),
-                      err) ||
-        json_util_set(out, "estimates", est, err)) {
-        est = NULL;
-        json_decref(privj);
-        rc = err->code;
+    const field_val fields[] = {
+        {"model", json_string("beta")},
+        {"method", json_string(known ? "known_prior" : ms)},
+        {"variant", json_string(vs)},
+        {"leave_one_out", json_boolean(loo)},
+        {"prior", beta_prior_json(&used, source)},
+        {"fits", fits},
+        {"clamped", json_pack("{s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local",
+                              (json_int_t)cnt.local)},
+        {"estimates", est},
+        {"log_likelihood", json_util_real(used.loglik)},
+        {"iterations", json_integer((json_int_t)used.iterations)},
+        {"status", json_string(eb_status_name(st))},
+        {"converged", converged_json(st)},
+        {"privacy", privj},
+    };
+    est = NULL; /* stolen by set_fields */
+    if ((rc = set_fields(out, fields, N_ELEMS(fields), err)) != DP_OK)
         goto out;
-    }
-    est = NULL;
-    if (json_util_set(out, "log_likelihood", json_util_real(used.loglik), err) ||
-        json_util_set(out, "iterations", json_integer((json_int_t)used.iterations), err) ||
-        set_status(out, st, err) || json_util_set(out, "privacy", privj, err)) {
-        rc = err->code;
-        goto out;
-    }
     rc = finish_run(rq, rs, "beta", priv, m, 1, out, st, err);
     out = NULL;
 out:
@@ -1441,7 +1449,7 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
             goto out;
         static const choice METHOD[] = {{"em", EB_MIX_EM}, {"altmin", EB_MIX_ALTMIN}};
         int mi;
-        if ((rc = pick(meth, "method", METHOD, N_CHOICES(METHOD), &mi, err)) != DP_OK)
+        if ((rc = pick(meth, "method", METHOD, N_ELEMS(METHOD), &mi, err)) != DP_OK)
             goto out;
         o.method = (eb_mix_method)mi;
         if (ni < 1 || ni > 100) {
@@ -1621,27 +1629,22 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
             "clipped", (json_int_t)pinfo.n_clipped, "charges", json_incref(charges), "charging",
             charging_note(charges));
     const char *meth_name = known ? "known_prior" : (o.method == EB_MIX_EM ? "em" : "altmin");
-    if (json_util_set(out, "model", json_string("mixture"), err) ||
-        json_util_set(out, "method", json_string(meth_name), err) ||
-        json_util_set(
-            out, "prior",
-            json_pack("{s:o, s:s}", "components", cj, "source", known ? "given" : "fitted"), err) ||
-        json_util_set(out, "noise_variance", json_util_real(sx2), err) ||
-        json_util_set(out, "noise_variance_source", json_string(pooled ? "pooled" : "given"),
-                      err) ||
-        json_util_set(out, "estimates", est, err)) {
-        est = NULL;
-        json_decref(privj);
-        rc = err->code;
+    const field_val fields[] = {
+        {"model", json_string("mixture")},
+        {"method", json_string(meth_name)},
+        {"prior", json_pack("{s:o, s:s}", "components", cj, "source", known ? "given" : "fitted")},
+        {"noise_variance", json_util_real(sx2)},
+        {"noise_variance_source", json_string(pooled ? "pooled" : "given")},
+        {"estimates", est},
+        {"log_likelihood", json_util_real(info.loglik)},
+        {"iterations", json_integer((json_int_t)info.iterations)},
+        {"status", json_string(eb_status_name(info.status))},
+        {"converged", converged_json(info.status)},
+        {"privacy", privj},
+    };
+    est = NULL; /* stolen by set_fields */
+    if ((rc = set_fields(out, fields, N_ELEMS(fields), err)) != DP_OK)
         goto out;
-    }
-    est = NULL;
-    if (json_util_set(out, "log_likelihood", json_util_real(info.loglik), err) ||
-        json_util_set(out, "iterations", json_integer((json_int_t)info.iterations), err) ||
-        set_status(out, info.status, err) || json_util_set(out, "privacy", privj, err)) {
-        rc = err->code;
-        goto out;
-    }
     rc = finish_run(rq, rs, "mixture", priv, m, d, out, info.status, err);
     out = NULL;
 out:
