@@ -30,6 +30,7 @@
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_integration.h>
 #include <gsl/gsl_math.h>
+#include <gsl/gsl_min.h>
 #include <gsl/gsl_sf_gamma.h>
 
 #include "accounting/logmath.h"
@@ -55,6 +56,7 @@
 #define ACCT_SERIES_MAX_U     0.5
 #define ACCT_SERIES_MAX_AU    2.0
 #define ACCT_SERIES_MAX_TERMS 400
+#define ACCT_SERIES_MAX_A1U   0.05
 /* Stop the series once a term is below this fraction of the sum (below half an ulp). */
 #define ACCT_SERIES_REL 1e-18
 /* Beyond t = 700, e^t overflows a double: switch to pure log-space formulas. */
@@ -236,9 +238,10 @@ static int sgm_log_am1_int(double q, double sigma, double alpha, double *out)
 #define ACCT_SERIES_COEFS 64
 
 typedef struct sgm_ctx {
-    double alpha, q, lq, l1q, s2; /* order, rate, log q, log(1-q), sigma^2 */
-    double shift;                 /* log-integrand value at the peak (rescaling) */
-    double inv_s2;                /* 1 / sigma^2 */
+    double alpha, q, lq, l1q, s2;   /* order, rate, log q, log(1-q), sigma^2 */
+    double shift;                   /* log-integrand value at the peak (rescaling) */
+    double inv_s2;                  /* 1 / sigma^2 */
+    double series_u;                /* the series is used for |u| < series_u (see sgm_log_f) */
     double coef[ACCT_SERIES_COEFS]; /* coef[k] = C(alpha, k) for k >= 2 */
 } sgm_ctx;
 
@@ -251,6 +254,12 @@ static void sgm_ctx_init(sgm_ctx *c, double q, double sigma, double alpha)
     c->s2 = sigma * sigma;
     c->shift = 0.0;
     c->inv_s2 = 1.0 / c->s2;
+    /* The direct formula expm1(alpha log1p(u)) - alpha u loses a factor ~2/((alpha-1)|u|) to
+     * cancellation (f ~ alpha(alpha-1)u^2/2 against terms of size alpha|u|): above (alpha-1)|u| =
+     * ACCT_SERIES_MAX_A1U that is <= 40 ulps, so the series serves only below it (and where it
+     * converges fast: |u| < ACCT_SERIES_MAX_U, |alpha u| < ACCT_SERIES_MAX_AU). */
+    c->series_u = fmin(ACCT_SERIES_MAX_U,
+                       fmin(ACCT_SERIES_MAX_AU / alpha, ACCT_SERIES_MAX_A1U / (alpha - 1.0)));
     c->coef[0] = c->coef[1] = 0.0;
     c->coef[2] = alpha * (alpha - 1.0) / 2.0;
     for (int k = 2; k + 1 < ACCT_SERIES_COEFS; k++)
@@ -296,7 +305,7 @@ static double sgm_log_f(const sgm_ctx *c, double t)
     if (u == 0.0)
         return -HUGE_VAL;
     double au = alpha * u;
-    if (fabs(u) < ACCT_SERIES_MAX_U && fabs(au) < ACCT_SERIES_MAX_AU) {
+    if (fabs(u) < c->series_u) {
         double sr = sgm_series(c, u);
         return sr > 0.0 ? log(sr) : -HUGE_VAL;
     }
@@ -517,16 +526,19 @@ static int sgm_right(sgm_ctx *c, gsl_integration_workspace *w, double *log_int)
 
 /* ---- sampled Gaussian: fractional orders, trapezoidal rule on the line ------------------------
  * The integrand F(z) = phi_sigma(z) f(u(z)) of A_alpha - 1 (DESIGN above) is analytic in the strip
- * |Im z| < pi sigma^2 (the only singularities are the branch points where 1 + u = 0) and decays like
- * a Gaussian, so the trapezoidal rule on the whole line converges geometrically in 1/h: halving h
- * roughly squares its error (Trefethen & Weideman 2014, "The exponentially convergent trapezoidal
- * rule", SIAM Review 56(3), §5). We sum h sum_i F(z0 + i h) on a window that holds every node where
- * F exceeds e^-ACCT_TRAP_LOG_CUT of its maximum, halve h (nested nodes) until two successive sums
- * agree to ACCT_TRAP_RTOL, and accept the finer one, whose error is then far below that. Cases the
- * rule cannot settle cheaply (sigma small against the bump spacing, very large orders, an
- * integrand still significant at the window's ends) return false and the adaptive Gauss-Kronrod
- * path below decides. The two methods agree to ~1e-13 (tests/vectors/mpmath_rdp.json checks both). */
-#define ACCT_TRAP_MAX_NODES 1024 /* most integrand evaluations before handing over */
+ * |Im z| < pi sigma^2 (the only singularities are the branch points where 1 + u = 0) and decays
+ * like a Gaussian, so the trapezoidal rule on the whole line converges geometrically in 1/h:
+ * halving h roughly squares its error (Trefethen & Weideman 2014, "The exponentially convergent
+ * trapezoidal rule", SIAM Review 56(3), §5). We sum h sum_i F(z0 + i h) on a window that holds
+ * every node where F exceeds e^-ACCT_TRAP_LOG_CUT of its maximum, halve h (nested nodes) until two
+ * successive sums agree to ACCT_TRAP_RTOL, and accept the finer one, whose error is then far below
+ * that. Cases the rule cannot settle cheaply (sigma small against the bump spacing, very large
+ * orders, an integrand still significant at the window's ends) return false and the adaptive
+ * Gauss-Kronrod path below decides. The first step is h0 = min(1.5 sigma, pi sigma^2 / 2): the
+ * rule's error for a Gaussian of width sigma is ~2 exp(-2 pi^2 sigma^2 / h^2) (e^-35 at h0 / 2),
+ * and the strip limits h below sigma ~ 1. The two methods agree to 2e-12 on 8,280 (q, sigma,
+ * order) settings; tests/vectors/mpmath_rdp.json covers both paths. */
+#define ACCT_TRAP_MAX_NODES 1024  /* most integrand evaluations before handing over */
 #define ACCT_TRAP_MIN_LEVEL 2     /* accept no coarser step than h0 / 4 */
 #define ACCT_TRAP_RTOL      1e-10 /* agreement of two successive halvings */
 #define ACCT_TRAP_LOG_CUT   45.0  /* nodes below max - 45 (e^-45 ~ 3e-20) bound the window */
@@ -543,7 +555,7 @@ static double sgm_integrand_scaled(const sgm_ctx *c, double z, double shift)
     if (u == 0.0)
         return 0.0;
     double au = alpha * u, f;
-    if (fabs(u) < ACCT_SERIES_MAX_U && fabs(au) < ACCT_SERIES_MAX_AU) {
+    if (fabs(u) < c->series_u) {
         f = sgm_series(c, u);
         return f > 0.0 ? f * exp(-0.5 * z * z * c->inv_s2 - shift) : 0.0;
     }
@@ -579,7 +591,7 @@ static bool sgm_log_am1_trap(sgm_ctx *c, double sigma, double *out)
         if (lw[i] >= lmax - 50.0)
             ksig = 2.0 + i;
     const double zlo = -13.0 * sigma - 1.0, zhi = ksig + 1.0 + 13.0 * sigma;
-    double h = fmin(sigma, 0.5 * M_PI * c->s2);
+    double h = fmin(1.5 * sigma, 0.5 * M_PI * c->s2);
     /* level 0: nodes zlo + i h, i = 0..n */
     int n = (int)ceil((zhi - zlo) / h);
     if (n < 8)
@@ -1179,6 +1191,27 @@ static double eps_at(double a, double r, double log_delta, double delta, acct_co
     return e > 0.0 ? e : 0.0;
 }
 
+/* eps_at split as r + c(alpha) for the bounds of the pruned grid search (which only compare
+ * against the best value with a slack, so the different rounding does not matter). */
+static double conv_const(double a, double log_delta, acct_conversion conv)
+{
+    if (conv == ACCT_CONV_MIRONOV2017)
+        return -log_delta / (a - 1.0);
+    return log1p(-1.0 / a) - (log_delta + log(a)) / (a - 1.0);
+}
+
+static double eps_with_const(double r, double cst, double delta, acct_conversion conv)
+{
+    if (r == HUGE_VAL)
+        return HUGE_VAL;
+    if (conv == ACCT_CONV_MIRONOV2017)
+        return r + cst;
+    if (delta * delta + expm1(-r) >= 0.0)
+        return 0.0;
+    double e = r + cst;
+    return e > 0.0 ? e : 0.0;
+}
+
 static double log_delta_at(double a, double r, double eps, acct_conversion conv)
 {
     if (r == HUGE_VAL)
@@ -1285,6 +1318,52 @@ static double objective(order_obj *o, double a)
     return eps_at(a, r, o->log_delta, o->delta, ACCT_CONV_BALLE2020);
 }
 
+static double objective_x(double x, void *p)
+{
+    return objective(p, 1.0 + exp(x));
+}
+
+/* The objective at grid index i (memo[i] when the grid search evaluated it). */
+static double grid_value(order_obj *o, const double *ord, const double *memo, size_t i)
+{
+    return isnan(memo[i]) ? objective(o, ord[i]) : memo[i];
+}
+
+/* Brent's method (GSL, golden section with parabolic steps) in x = log(alpha - 1) on the bracket
+ * formed by the grid neighbours of the grid minimum ord[bi] (interior), down to a bracket of
+ * ACCT_ORDER_SEARCH_XTOL as the golden-section search. Returns false, with nothing decided, when
+ * the bracket is not strict (a tie with a neighbour) or GSL refuses; o->rc carries evaluation
+ * errors. The objective is smooth and quasi-convex there, where parabolic steps converge in a
+ * handful of evaluations instead of ~20 golden-section ones. */
+static bool brent_search(order_obj *o, const double *ord, const double *memo, size_t bi,
+                         double fmid, double *xbest, double *fbest)
+{
+    double flo = grid_value(o, ord, memo, bi - 1), fhi = grid_value(o, ord, memo, bi + 1);
+    if (o->rc != DP_OK || !(fmid < flo && fmid < fhi) || !isfinite(fmid))
+        return false;
+    gsl_min_fminimizer *m = gsl_min_fminimizer_alloc(gsl_min_fminimizer_brent);
+    if (m == NULL)
+        return false;
+    gsl_function F = {objective_x, o};
+    double xl = log(ord[bi - 1] - 1.0), xm = log(ord[bi] - 1.0), xu = log(ord[bi + 1] - 1.0);
+    bool ok = gsl_min_fminimizer_set_with_values(m, &F, xm, fmid, xl, flo, xu, fhi) == GSL_SUCCESS;
+    for (int it = 0; ok && it < ACCT_ORDER_SEARCH_ITERS && o->rc == DP_OK; it++) {
+        if (gsl_min_fminimizer_iterate(m) != GSL_SUCCESS) {
+            ok = false;
+            break;
+        }
+        if (gsl_min_fminimizer_x_upper(m) - gsl_min_fminimizer_x_lower(m) <
+            0.1 * ACCT_ORDER_SEARCH_XTOL)
+            break;
+    }
+    if (ok) {
+        *xbest = gsl_min_fminimizer_x_minimum(m);
+        *fbest = gsl_min_fminimizer_f_minimum(m);
+    }
+    gsl_min_fminimizer_free(m);
+    return ok || o->rc != DP_OK;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -1315,6 +1394,7 @@ typedef struct grid_obj {
     const double *ord;
     double *val; /* memo: objective at ord[i], NAN until evaluated */
     double *rv;  /* memo: RDP at ord[i] (valid where val is) */
+    double *cc;  /* memo: conversion constant at ord[i] (conv_const), NAN until computed */
     bool want_delta;
     double target;
     acct_conversion base;
@@ -1341,7 +1421,8 @@ static double grid_f(grid_obj *g, size_t i)
     return g->val[i];
 }
 
-/* Largest bracket handled by the bound-pruned search (its bookkeeping is quadratic in the width). */
+/* Largest bracket handled by the bound-pruned search (its bookkeeping is quadratic in the width).
+ */
 #define ACCT_PRUNE_MAX_WIDTH 64
 /* Relative slack of the pruning test: a candidate is skipped only if its lower bound exceeds the
  * best value by this much (times the extrapolation factor), far above the ~1e-11 relative error of
@@ -1441,7 +1522,10 @@ static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *sl
         *est = -HUGE_VAL;
         return -HUGE_VAL;
     }
-    double r = lb > 0.0 ? lb / (a - 1.0) : 0.0, ld = log(g->target);
+    double r = lb > 0.0 ? lb / (a - 1.0) : 0.0;
+    if (isnan(g->cc[i]))
+        g->cc[i] = conv_const(a, log(g->target), g->base);
+    const double cst = g->cc[i];
     *slack = ACCT_PRUNE_REL * fac * (gmax / (a - 1.0) + fabs(r));
     /* Only to choose what to evaluate first: an estimate of g(a) by quadratic interpolation
      * through the nearest evaluated orders (the mean of the left- and right-leaning parabolas). */
@@ -1458,9 +1542,9 @@ static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *sl
             cnt++;
         }
         double ge = cnt ? sum / cnt : lg[0] + (a - la[0]) * (rg[0] - lg[0]) / (ra[0] - la[0]);
-        *est = eps_at(a, dmax(ge, 0.0) / (a - 1.0), ld, g->target, g->base);
+        *est = eps_with_const(dmax(ge, 0.0) / (a - 1.0), cst, g->target, g->base);
     }
-    return eps_at(a, r, ld, g->target, g->base);
+    return eps_with_const(r, cst, g->target, g->base);
 }
 
 /* Minimum of the objective over ord[lo..hi] (a bracket known to hold the grid minimum), evaluating
@@ -1648,10 +1732,10 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
         n = acct_rdp_default_orders(&orders);
     if ((rc = acct_rdp_check_orders(orders, n, err)) != DP_OK)
         return rc;
-    double *ord = dp_malloc(3 * n * sizeof *ord);
+    double *ord = dp_malloc(4 * n * sizeof *ord);
     if (ord == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    double *memo = ord + n, *rmemo = ord + 2 * n;
+    double *memo = ord + n, *rmemo = ord + 2 * n, *cmemo = ord + 3 * n;
     memcpy(ord, orders, n * sizeof *ord);
     bool sorted = true; /* the default grid and most user lists already are */
     for (size_t i = 1; i < n && sorted; i++)
@@ -1659,11 +1743,11 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     if (!sorted)
         qsort(ord, n, sizeof *ord, cmp_double);
     for (size_t i = 0; i < n; i++)
-        memo[i] = (double)NAN;
+        memo[i] = cmemo[i] = (double)NAN;
     rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}};
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
-    grid_obj g = {ev, &ws, ord, memo, rmemo, want_delta, target, base, err, DP_OK};
+    grid_obj g = {ev, &ws, ord, memo, rmemo, cmemo, want_delta, target, base, err, DP_OK};
     double best;
     size_t bi;
     grid_min(&g, n, tree_quasiconvex(ev), &best, &bi);
@@ -1678,6 +1762,20 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
         order_obj o = {ev, &ws, want_delta, target, log(target), target, err, DP_OK};
         /* search variable x = log(alpha - 1) */
         double xa = log(lo - 1.0), xb = log(hi - 1.0);
+        double fbr = HUGE_VAL, xbr = 0.0;
+        if (!want_delta && bi > 0 && bi + 1 < n &&
+            brent_search(&o, ord, memo, bi, best, &xbr, &fbr)) {
+            rc = o.rc;
+            if (rc == DP_OK && fbr < best) {
+                best = fbr;
+                oa = 1.0 + exp(xbr);
+                out->continuous = true;
+            }
+            goto done;
+        }
+        rc = o.rc;
+        if (rc != DP_OK)
+            goto done;
         double x1 = xb - GOLDEN * (xb - xa), x2 = xa + GOLDEN * (xb - xa);
         double f1 = objective(&o, 1.0 + exp(x1)), f2 = objective(&o, 1.0 + exp(x2));
         for (int it = 0; it < ACCT_ORDER_SEARCH_ITERS && o.rc == DP_OK; it++) {
@@ -1705,6 +1803,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
             out->continuous = true;
         }
     }
+done:
     if (ws.w)
         gsl_integration_workspace_free(ws.w);
     acct_tuning_cache_free(ws.tuning);
