@@ -24,10 +24,8 @@ static int node_rho(const acct_event *ev, double *rho, dp_err *err)
 {
     int rc;
     switch (ev->type) {
-        case ACCT_EV_GAUSSIAN:
-            *rho = 1.0 / (2.0 * ev->noise_multiplier * ev->noise_multiplier);
-            return DP_OK;
-        case ACCT_EV_LAPLACE:
+        case ACCT_EV_GAUSSIAN: /* 1 / (2 sigma^2), Bun & Steinke 2016 Prop. 1.6 */
+        case ACCT_EV_LAPLACE:  /* 1 / (2 b^2): (1/b)-DP, then Prop. 1.4 (zcdp.h) */
             *rho = 1.0 / (2.0 * ev->noise_multiplier * ev->noise_multiplier);
             return DP_OK;
         case ACCT_EV_ZCDP:

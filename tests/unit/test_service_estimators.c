@@ -14,57 +14,28 @@
 
 #include "common/dp_alloc.h"
 #include "service/routes.h"
+#include "tests/test_service_util.h"
 
-typedef struct fixture {
-    char dir[64];
-    char path[128];
-    store *st;
-    store_conn *db;
-    cfg c;
-} fixture;
+typedef route_fixture fixture;
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    if (f == NULL)
-        return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/dpsilo-est-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
-        return -1;
-    snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
-    dp_err e;
-    dp_err_clear(&e);
-    f->st = store_open(f->path, 1, EMBED_MIGRATIONS, EMBED_MIGRATIONS_N, &e);
-    if (f->st == NULL)
-        return -1;
-    f->db = store_conn_borrow(f->st, &e);
-    cfg_defaults(&f->c);
     *state = f;
-    return f->db ? 0 : -1;
+    return f != NULL && route_fixture_open(f, "est") == 0 ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     fixture *f = *state;
-    store_conn_return(f->st, f->db);
-    store_free(f->st);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    int rc = system(cmd);
+    int rc = route_fixture_close(f);
     free(f);
-    return rc == 0 ? 0 : -1;
+    return rc;
 }
 
 static http_req req_for(fixture *f, const char *method, const char *path, json_t *body)
 {
-    http_req rq;
-    memset(&rq, 0, sizeof rq);
-    rq.method = method;
-    rq.path = path;
-    rq.db = f->db;
-    rq.store = f->st;
-    rq.cfg = &f->c;
-    rq.req_id = "test";
+    http_req rq = route_fixture_req(f, method, path);
     rq.body = body;
     return rq;
 }
