@@ -18,6 +18,13 @@
  * and was not recorded. The committer touches an op only before it sets op->done (the waiter may
  * return and pop its stack frame after).
  *
+ * ASYNCHRONOUS CHARGES. ledger_charge_start builds the op on the heap (struct ledger_pending) with
+ * a wake-up callback and returns without waiting. The committer copies (wake, arg) of such ops
+ * while it marks the group done under l->mu, and calls them after releasing it (the HTTP dispatcher
+ * resumes a suspended connection there: a thread-safe MHD call that takes MHD's own lock, never
+ * l->mu). ledger_pending_finish then reads the outcome under l->mu. So no thread waits per charge,
+ * and the number of charges that can share a group is not bounded by a thread pool.
+ *
  * GATHERING. Waiters of a group are woken together and re-submit almost together; a committer that
  * started the next group on the first arrival would split them into ever smaller groups. So when
  * fewer ops are queued than half the previous group, the committer waits up to LEDGER_GATHER_US for

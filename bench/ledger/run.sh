@@ -29,6 +29,9 @@ per_client() { # requests per client: TOTAL split over the clients, at most 2000
 # A charging request defers its answer (the connection is suspended until its group commits), so the
 # MHD pool does not bound the group size. Runs the daemon with its default pool (one thread per core)
 # and with --threads 64; LEDGER_BENCH_HTTP_THREADS="default 64" (the default) picks the pools.
+groups_ops() { # "group_commits ops" from /metrics
+    curl -s "$URL/metrics" | awk '/^dpsilo_ledger_group_commits_total/ {g = $2} /^dpsilo_ledger_ops_total/ {o = $2} END {print g, o}'
+}
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; } # utime + stime of dpsilod, clock ticks
 HZ=$(getconf CLK_TCK)
 for THREADS in ${LEDGER_BENCH_HTTP_THREADS:-default 64}; do
@@ -53,14 +56,17 @@ for THREADS in ${LEDGER_BENCH_HTTP_THREADS:-default 64}; do
     echo "== HTTP ($URL, server threads: $THREADS, $(nproc) cores): POST /v1/silos/$SILO/charges"
     for c in 1 4 16 32 64 128; do
         n=$(per_client "$c")
+        g0=$(groups_ops)
         t0=$(cpu_ticks)
         line=$(nice -n 10 "$BIN" http 127.0.0.1 "$PORT" "$SILO" "$c" "$n")
         t1=$(cpu_ticks)
-        echo "$line daemon_cpu_us_per_charge=$(( (t1 - t0) * 1000000 / HZ / (c * n) ))"
+        g1=$(groups_ops)
+        # mean group = ops / group commits during this row (from /metrics)
+        mg=$(echo "$g0 $g1" | awk '{g = $3 - $1; o = $4 - $2; printf "%.1f", g > 0 ? o / g : 0}')
+        echo "$line daemon_cpu_us_per_charge=$(( (t1 - t0) * 1000000 / HZ / (c * n) )) mean_group=$mg"
     done
     N=$(curl -s "$URL/v1/silos/$SILO?verify=true" | jq -r '"\(.n_charges) charges, log consistent: \(.verification.consistent)"')
-    G=$(curl -s "$URL/metrics" | grep -E '^dpsilo_ledger_(group_commits|ops)_total' | tr '\n' ' ')
-    echo "   silo after the runs: $N; $G"
+    echo "   silo after the runs: $N"
     kill -TERM "$PID"
     wait "$PID" || true
     PID=""
