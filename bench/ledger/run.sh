@@ -62,7 +62,7 @@ for THREADS in ${LEDGER_BENCH_HTTP_THREADS:-default 64}; do
         t1=$(cpu_ticks)
         g1=$(groups_ops)
         # mean group = ops / group commits during this row (from /metrics)
-        mg=$(echo "$g0 $g1" | awk '{g = $3 - $1; o = $4 - $2; printf "%.1f", g > 0 ? o / g : 0}')
+        mg=$(echo "$g0 $g1" | awk '{g = $3 - $1; o = $4 - $2; printf "%.1f", (g > 0 ? o / g : 0)}')
         echo "$line daemon_cpu_us_per_charge=$(( (t1 - t0) * 1000000 / HZ / (c * n) )) mean_group=$mg"
     done
     N=$(curl -s "$URL/v1/silos/$SILO?verify=true" | jq -r '"\(.n_charges) charges, log consistent: \(.verification.consistent)"')
