@@ -62,6 +62,36 @@ static int no_probe(const dp_err *soft, dp_err *err, const char *what)
     return dp_err_set(err, DP_ENUMERIC, "target_epsilon", "%s", what);
 }
 
+/* Bisection in log between a value that meets the target (meet, with epsilon e_meet) and one that
+ * does not (fail), on either side of it: geometric midpoints until the two are within
+ * ACCT_CALIB_RTOL, then the meeting end is the answer (conservative). Serves noise (meet above
+ * fail) and rate (meet below fail); what names the parameter in the non-convergence error. */
+static int bisect_log(calib *c, double target, double meet, double e_meet, double fail,
+                      const char *what, acct_calib_result *out, dp_err *err)
+{
+    dp_err soft; /* a probe that cannot be evaluated just fails; nothing is reported from here */
+    dp_err_clear(&soft);
+    for (int i = 0; i < ACCT_CALIB_MAX_ITER; i++) {
+        double lo = fmin(meet, fail), hi = fmax(meet, fail);
+        if (hi / lo - 1.0 <= ACCT_CALIB_RTOL) {
+            out->value = meet;
+            out->epsilon = e_meet;
+            return DP_OK;
+        }
+        double mid = sqrt(lo * hi), e;
+        int m = probe(c, mid, target, &e, &soft, err);
+        if (m < 0)
+            return err->code;
+        if (m) {
+            meet = mid;
+            e_meet = e;
+        } else {
+            fail = mid;
+        }
+    }
+    return dp_err_set(err, DP_ENUMERIC, NULL, "%s calibration did not converge", what);
+}
+
 /* Smallest sigma meeting the target: bracket outwards from 1 by factors of 4, then bisect in log.
  */
 static int solve_noise(calib *c, double target, acct_calib_result *out, dp_err *err)
@@ -107,23 +137,7 @@ static int solve_noise(calib *c, double target, acct_calib_result *out, dp_err *
         }
         lo = hi / 4.0;
     }
-    for (int i = 0; i < ACCT_CALIB_MAX_ITER; i++) { /* lo fails, hi meets */
-        if (hi / lo - 1.0 <= ACCT_CALIB_RTOL) {
-            out->value = hi; /* the end that meets the target */
-            out->epsilon = e_hi;
-            return DP_OK;
-        }
-        double mid = sqrt(lo * hi);
-        if ((m = probe(c, mid, target, &e, &soft, err)) < 0)
-            return err->code;
-        if (m) {
-            hi = mid;
-            e_hi = e;
-        } else {
-            lo = mid;
-        }
-    }
-    return dp_err_set(err, DP_ENUMERIC, NULL, "noise calibration did not converge");
+    return bisect_log(c, target, hi, e_hi, lo, "noise", out, err); /* lo fails, hi meets */
 }
 
 /* Largest q meeting the target: 1 if it does, else bracket downwards by factors of 4. */
@@ -156,23 +170,7 @@ static int solve_rate(calib *c, double target, acct_calib_result *out, dp_err *e
         }
         hi = lo;
     }
-    for (int i = 0; i < ACCT_CALIB_MAX_ITER; i++) { /* lo meets, hi fails */
-        if (hi / lo - 1.0 <= ACCT_CALIB_RTOL) {
-            out->value = lo; /* the end that meets the target */
-            out->epsilon = e_lo;
-            return DP_OK;
-        }
-        double mid = sqrt(lo * hi);
-        if ((m = probe(c, mid, target, &e, &soft, err)) < 0)
-            return err->code;
-        if (m) {
-            lo = mid;
-            e_lo = e;
-        } else {
-            hi = mid;
-        }
-    }
-    return dp_err_set(err, DP_ENUMERIC, NULL, "sampling-rate calibration did not converge");
+    return bisect_log(c, target, lo, e_lo, hi, "sampling-rate", out, err); /* lo meets, hi fails */
 }
 
 /* Largest count meeting the target: doubling from 1, then integer bisection. */

@@ -68,12 +68,6 @@ const char *acct_event_type_name(acct_event_type type)
     return "unknown";
 }
 
-/* Distribution domain and field names are the tuning module's (accounting/tuning.h). */
-static int check_dist(const acct_tuning_dist *d, dp_err *err)
-{
-    return acct_tuning_dist_check(d, err);
-}
-
 static int check_child(const acct_event *child, bool allow_open, size_t depth, size_t *nodes,
                        const char *name, dp_err *err);
 
@@ -132,16 +126,20 @@ static int check_node(const acct_event *ev, bool allow_open, size_t depth, size_
             for (size_t i = 0; i < ev->n_children; i++) {
                 char idx[32];
                 snprintf(idx, sizeof idx, "[%zu]", i);
-                if (check_child(ev->children[i], allow_open, depth, nodes, idx, err) != DP_OK) {
+                int rc = check_child(ev->children[i], allow_open, depth, nodes, idx, err);
+                if (rc != DP_OK) {
                     dp_err_prefix_field(err, "events");
-                    return err ? err->code : DP_EINVAL;
+                    return rc;
                 }
             }
             return DP_OK;
-        case ACCT_EV_REPEAT_SELECT:
-            if (check_dist(&ev->dist, err) != DP_OK)
-                return DP_EINVAL;
+        case ACCT_EV_REPEAT_SELECT: {
+            /* domain and field names are the tuning module's (accounting/tuning.h) */
+            int rc = acct_tuning_dist_check(&ev->dist, err);
+            if (rc != DP_OK)
+                return rc;
             return check_child(ev->child, allow_open, depth, nodes, "event", err);
+        }
     }
     return dp_err_set(err, DP_EINVAL, "type", "unknown event type");
 }
@@ -201,18 +199,27 @@ acct_event *acct_event_clone(const acct_event *ev)
     return cp;
 }
 
+/* The open parameter of this node alone: one ACCT_OPEN_* flag, or 0. */
+static unsigned open_here(const acct_event *ev)
+{
+    switch (ev->type) {
+        case ACCT_EV_GAUSSIAN:
+        case ACCT_EV_LAPLACE:
+            return isnan(ev->noise_multiplier) ? ACCT_OPEN_NOISE : 0;
+        case ACCT_EV_POISSON:
+            return isnan(ev->sampling_rate) ? ACCT_OPEN_RATE : 0;
+        case ACCT_EV_SELF_COMPOSED:
+            return ev->count_open ? ACCT_OPEN_COUNT : 0;
+        default:
+            return 0;
+    }
+}
+
 unsigned acct_event_open_params(const acct_event *ev)
 {
     if (ev == NULL)
         return 0;
-    unsigned k = 0;
-    if ((ev->type == ACCT_EV_GAUSSIAN || ev->type == ACCT_EV_LAPLACE) &&
-        isnan(ev->noise_multiplier))
-        k |= ACCT_OPEN_NOISE;
-    if (ev->type == ACCT_EV_POISSON && isnan(ev->sampling_rate))
-        k |= ACCT_OPEN_RATE;
-    if (ev->type == ACCT_EV_SELF_COMPOSED && ev->count_open)
-        k |= ACCT_OPEN_COUNT;
+    unsigned k = open_here(ev);
     k |= acct_event_open_params(ev->child);
     for (size_t i = 0; i < ev->n_children; i++)
         k |= acct_event_open_params(ev->children[i]);
@@ -223,14 +230,21 @@ void acct_event_fill_open(acct_event *ev, unsigned kind, double value)
 {
     if (ev == NULL)
         return;
-    if (kind == ACCT_OPEN_NOISE && (ev->type == ACCT_EV_GAUSSIAN || ev->type == ACCT_EV_LAPLACE) &&
-        isnan(ev->noise_multiplier))
-        ev->noise_multiplier = value;
-    if (kind == ACCT_OPEN_RATE && ev->type == ACCT_EV_POISSON && isnan(ev->sampling_rate))
-        ev->sampling_rate = value;
-    if (kind == ACCT_OPEN_COUNT && ev->type == ACCT_EV_SELF_COMPOSED && ev->count_open) {
-        ev->count = (uint64_t)value;
-        ev->count_open = false;
+    if (open_here(ev) == kind) {
+        switch (kind) {
+            case ACCT_OPEN_NOISE:
+                ev->noise_multiplier = value;
+                break;
+            case ACCT_OPEN_RATE:
+                ev->sampling_rate = value;
+                break;
+            case ACCT_OPEN_COUNT:
+                ev->count = (uint64_t)value;
+                ev->count_open = false;
+                break;
+            default: /* 0 or several flags: nothing to fill */
+                break;
+        }
     }
     acct_event_fill_open(ev->child, kind, value);
     for (size_t i = 0; i < ev->n_children; i++)

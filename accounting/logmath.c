@@ -6,6 +6,7 @@
  */
 #include "accounting/logmath.h"
 
+#include <float.h>
 #include <math.h>
 
 #include <gsl/gsl_math.h>
@@ -70,6 +71,16 @@ double dp_logsumexp(const double *x, size_t n)
     for (size_t i = 0; i < n; i++)
         s += exp(x[i] - m);
     return m + log(s);
+}
+
+double dp_exp_prob_up(double l)
+{
+    if (isnan(l))
+        return l;
+    if (l >= 0.0)
+        return 1.0;
+    double v = exp(l);
+    return (v == 0.0 && l > -HUGE_VAL) ? DBL_TRUE_MIN : v;
 }
 
 void dp_lse_init(dp_lse *s)

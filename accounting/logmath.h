@@ -30,6 +30,10 @@ double dp_log1mexp(double x);
 /* log(e^x - 1) for x >= 0: -INFINITY at 0, x + log1p(-e^-x) for large x. */
 double dp_logexpm1(double x);
 
+/* exp(l) for a log-probability l <= 0, rounded up to the smallest positive double when the true
+ * value is positive (l > -inf) but underflows: a delta is never reported as 0 unless it is 0. */
+double dp_exp_prob_up(double l);
+
 /* Streaming log-sum-exp accumulator: add terms one at a time without storing them. */
 typedef struct dp_lse {
     double max; /* largest term seen so far (log scale); -INFINITY when empty */

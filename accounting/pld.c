@@ -523,31 +523,6 @@ typedef struct flat_ctx {
                              self_composed node whose count first crossed it (not yet reached) */
 } flat_ctx;
 
-static const char *ev_type_name(acct_event_type t)
-{
-    switch (t) {
-        case ACCT_EV_GAUSSIAN:
-            return "gaussian";
-        case ACCT_EV_LAPLACE:
-            return "laplace";
-        case ACCT_EV_ZCDP:
-            return "zcdp";
-        case ACCT_EV_PURE:
-            return "pure";
-        case ACCT_EV_POISSON:
-            return "poisson_sampled";
-        case ACCT_EV_SWOR:
-            return "sampled_without_replacement";
-        case ACCT_EV_SELF_COMPOSED:
-            return "self_composed";
-        case ACCT_EV_COMPOSED:
-            return "composed";
-        case ACCT_EV_REPEAT_SELECT:
-            return "repeat_and_select";
-    }
-    return "unknown";
-}
-
 static int check_noise(double s, dp_err *err)
 {
     if (isnan(s))
@@ -636,7 +611,7 @@ static int flat_walk(const acct_event *ev, uint64_t mult, double q, int depth, f
                 rc = dp_err_set(err, DP_EINVAL, "type",
                                 "the pld accountant samples only gaussian or laplace events (got "
                                 "%s)",
-                                ch == NULL ? "none" : ev_type_name(ch->type));
+                                ch == NULL ? "none" : acct_event_type_name(ch->type));
                 dp_err_prefix_field(err, "event");
                 return rc;
             }
@@ -685,7 +660,7 @@ static int flat_walk(const acct_event *ev, uint64_t mult, double q, int depth, f
         case ACCT_EV_REPEAT_SELECT:
             return dp_err_set(err, DP_EINVAL, "type",
                               "the pld accountant does not support %s events; use accountant rdp",
-                              ev_type_name(ev->type));
+                              acct_event_type_name(ev->type));
     }
     return dp_err_set(err, DP_EINVAL, "type", "unknown event type %d", (int)ev->type);
 }
@@ -810,6 +785,22 @@ static void cgf_eval(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h,
     *k2 = K2;
 }
 
+/* One safeguarded Newton step t -> t - step for the convex searches over t > 0 below: the new t is
+ * kept in [t/8, 64 t] (t/8 replaces a non-positive one). Returns false, leaving t as it is, once the
+ * step is within PLD_NEWTON_RTOL of t (converged). */
+static bool newton_step(double *t, double step)
+{
+    double tn = *t - step;
+    if (!(tn > 0))
+        tn = *t / 8;
+    if (tn > 64 * *t)
+        tn = 64 * *t;
+    if (fabs(tn - *t) <= PLD_NEWTON_RTOL * *t)
+        return false;
+    *t = tn;
+    return true;
+}
+
 /* min over t > 0 of (K(t) + c) / t: a bound u with P(sgn S >= u) <= e^-c. */
 static double chernoff_cut(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h, int sgn,
                            double c)
@@ -832,16 +823,8 @@ static double chernoff_cut(const pld_pmf *pm, const pld_leaf *lv, size_t nl, dou
         if (u < best)
             best = u;
         double g = t * K1 - K - c, gp = t * K2;
-        if (!(gp > 0))
+        if (!(gp > 0) || !newton_step(&t, g / gp))
             break;
-        double tn = t - g / gp;
-        if (!(tn > 0))
-            tn = t / 8;
-        if (tn > 64 * t)
-            tn = 64 * t;
-        if (fabs(tn - t) <= PLD_NEWTON_RTOL * t)
-            break;
-        t = tn;
     }
     return best;
 }
@@ -862,14 +845,8 @@ static double chernoff_delta(const pld_pmf *pm, const pld_leaf *lv, size_t nl, d
         if (f < best)
             best = f;
         double fp = log(t / (1 + t)) + K1 - eps, fpp = 1.0 / (t * (1 + t)) + K2;
-        double tn = t - fp / fpp;
-        if (!(tn > 0))
-            tn = t / 8;
-        if (tn > 64 * t)
-            tn = 64 * t;
-        if (fabs(tn - t) <= PLD_NEWTON_RTOL * t)
+        if (!newton_step(&t, fp / fpp))
             break;
-        t = tn;
     }
     return exp(best);
 }

@@ -30,6 +30,7 @@
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_integration.h>
 #include <gsl/gsl_math.h>
+#include <gsl/gsl_min.h>
 #include <gsl/gsl_sf_gamma.h>
 
 #include "accounting/logmath.h"
@@ -48,13 +49,14 @@
 #define ACCT_QUAD_LOG_WINDOW 60.0
 /* Golden-section iterations for the integrand peak: reaches ~1e-9 of the bracket. */
 #define ACCT_PEAK_ITERS 60 /* cap; the search stops at ACCT_PEAK_XTOL */
-/* Peak located to 1e-3 sigma: it only sets the scale and the split point of the quadrature. */
-#define ACCT_PEAK_XTOL 1e-3
+/* Peak located to 0.05 sigma: it only sets the scale and the split point of the quadrature. */
+#define ACCT_PEAK_XTOL 0.05
 /* Series f(u) = sum_{k>=2} C(alpha,k) u^k is used for |u| < 0.5 and |alpha u| < 2 (no
  * cancellation). */
 #define ACCT_SERIES_MAX_U     0.5
 #define ACCT_SERIES_MAX_AU    2.0
 #define ACCT_SERIES_MAX_TERMS 400
+#define ACCT_SERIES_MAX_A1U   0.05
 /* Stop the series once a term is below this fraction of the sum (below half an ulp). */
 #define ACCT_SERIES_REL 1e-18
 /* Beyond t = 700, e^t overflows a double: switch to pure log-space formulas. */
@@ -168,12 +170,31 @@ double acct_rdp_laplace(double b, double alpha)
     return dp_log_add(la, lb) / (alpha - 1.0);
 }
 
+/* log cosh(y), accurate near 0 (log1p(2 sinh^2(y/2))) and for large |y|. */
+static double log_cosh(double y)
+{
+    y = fabs(y);
+    if (y < 1.0) {
+        double sh = sinh(0.5 * y);
+        return log1p(2.0 * sh * sh);
+    }
+    return y + log1p(exp(-2.0 * y)) - M_LN2;
+}
+
 double acct_rdp_pure(double eps, double alpha)
 {
-    /* eps-DP is (alpha, eps)-RDP for every alpha (Mironov 2017, §III: eps-DP = (inf, eps)-RDP and
-     * RDP is non-decreasing in alpha) and eps^2/2-zCDP (Bun & Steinke 2016, Prop. 1.4). */
+    /* Every eps-DP mechanism is dominated by randomized response with the same eps (Kairouz, Oh &
+     * Viswanath 2015), whose Renyi divergence is (Mironov 2017, Table II)
+     *   r = (eps alpha + log(1 + e^{eps(1-2 alpha)}) - log(1 + e^eps)) / (alpha - 1)
+     * (dp_accounting uses the same bound). With log(1 + e^y) = log 2 + y/2 + log cosh(y/2) the
+     * linear terms cancel exactly:  r = (log cosh((2 alpha - 1) eps/2) - log cosh(eps/2))/(alpha -
+     * 1), which keeps full precision for tiny eps. It is <= min(eps, alpha eps^2/2) (Mironov 2017
+     * §III; Bun & Steinke 2016, Prop. 1.4); the min guards rounding. */
+    double r = (log_cosh((2.0 * alpha - 1.0) * eps / 2.0) - log_cosh(eps / 2.0)) / (alpha - 1.0);
     double z = alpha * eps * eps / 2.0;
-    return z < eps ? z : eps;
+    if (r < 0.0)
+        r = 0.0;
+    return fmin(r, fmin(z, eps));
 }
 
 /* ---- sampled Gaussian: integer orders -----------------------------------------------------------
@@ -212,10 +233,63 @@ static int sgm_log_am1_int(double q, double sigma, double alpha, double *out)
 
 /* ---- sampled Gaussian: fractional orders (quadrature) ---------------------------------------- */
 
+/* Series coefficients C(alpha, k), k = 2..ACCT_SERIES_COEFS - 1, precomputed once per order (the
+ * series loop is otherwise bound by one division per term); later terms use the recurrence. */
+#define ACCT_SERIES_COEFS 64
+
 typedef struct sgm_ctx {
-    double alpha, q, lq, l1q, s2; /* order, rate, log q, log(1-q), sigma^2 */
-    double shift;                 /* log-integrand value at the peak (rescaling) */
+    double alpha, q, lq, l1q, s2;   /* order, rate, log q, log(1-q), sigma^2 */
+    double shift;                   /* log-integrand value at the peak (rescaling) */
+    double inv_s2;                  /* 1 / sigma^2 */
+    double series_u;                /* the series is used for |u| < series_u (see sgm_log_f) */
+    double coef[ACCT_SERIES_COEFS]; /* coef[k] = C(alpha, k) for k >= 2 */
 } sgm_ctx;
+
+static void sgm_ctx_init(sgm_ctx *c, double q, double sigma, double alpha)
+{
+    c->alpha = alpha;
+    c->q = q;
+    c->lq = log(q);
+    c->l1q = log1p(-q);
+    c->s2 = sigma * sigma;
+    c->shift = 0.0;
+    c->inv_s2 = 1.0 / c->s2;
+    /* The direct formula expm1(alpha log1p(u)) - alpha u loses a factor ~2/((alpha-1)|u|) to
+     * cancellation (f ~ alpha(alpha-1)u^2/2 against terms of size alpha|u|): above (alpha-1)|u| =
+     * ACCT_SERIES_MAX_A1U that is <= 40 ulps, so the series serves only below it (and where it
+     * converges fast: |u| < ACCT_SERIES_MAX_U, |alpha u| < ACCT_SERIES_MAX_AU). */
+    c->series_u = fmin(ACCT_SERIES_MAX_U,
+                       fmin(ACCT_SERIES_MAX_AU / alpha, ACCT_SERIES_MAX_A1U / (alpha - 1.0)));
+    c->coef[0] = c->coef[1] = 0.0;
+    c->coef[2] = alpha * (alpha - 1.0) / 2.0;
+    for (int k = 2; k + 1 < ACCT_SERIES_COEFS; k++)
+        c->coef[k + 1] = c->coef[k] * ((alpha - k) / (k + 1.0));
+}
+
+/* f(u) = sum_{k>=2} C(alpha,k) u^k for |u| < ACCT_SERIES_MAX_U, |alpha u| < ACCT_SERIES_MAX_AU,
+ * stopped once a term is below ACCT_SERIES_REL of the sum; coefficients from the table, the
+ * recurrence beyond it. */
+static double sgm_series(const sgm_ctx *c, double u)
+{
+    const double alpha = c->alpha;
+    double pw = u * u, term = c->coef[2] * pw, s = term;
+    int k = 2;
+    while (k + 1 < ACCT_SERIES_COEFS) {
+        k++;
+        pw *= u;
+        term = c->coef[k] * pw;
+        s += term;
+        if (fabs(term) <= ACCT_SERIES_REL * fabs(s))
+            return s;
+    }
+    for (; k < ACCT_SERIES_MAX_TERMS; k++) {
+        term *= (alpha - k) / (k + 1.0) * u;
+        s += term;
+        if (fabs(term) <= ACCT_SERIES_REL * fabs(s))
+            break;
+    }
+    return s;
+}
 
 /* log f(u) with u = q (e^t - 1), f(u) = (1+u)^alpha - 1 - alpha u; -HUGE_VAL at u = 0. */
 static double sgm_log_f(const sgm_ctx *c, double t)
@@ -231,15 +305,9 @@ static double sgm_log_f(const sgm_ctx *c, double t)
     if (u == 0.0)
         return -HUGE_VAL;
     double au = alpha * u;
-    if (fabs(u) < ACCT_SERIES_MAX_U && fabs(au) < ACCT_SERIES_MAX_AU) {
-        double term = alpha * (alpha - 1.0) / 2.0 * u * u, s = term;
-        for (int k = 2; k < ACCT_SERIES_MAX_TERMS; k++) {
-            term *= (alpha - k) / (k + 1.0) * u;
-            s += term;
-            if (fabs(term) <= ACCT_SERIES_REL * fabs(s))
-                break;
-        }
-        return s > 0.0 ? log(s) : -HUGE_VAL;
+    if (fabs(u) < c->series_u) {
+        double sr = sgm_series(c, u);
+        return sr > 0.0 ? log(sr) : -HUGE_VAL;
     }
     double L = alpha * log1p(u);
     if (u < 0.0 || L < ACCT_EXP_SAFE)
@@ -249,7 +317,7 @@ static double sgm_log_f(const sgm_ctx *c, double t)
 
 static double sgm_log_integrand(const sgm_ctx *c, double z)
 {
-    return -z * z / (2.0 * c->s2) + sgm_log_f(c, (z - 0.5) / c->s2);
+    return -0.5 * z * z * c->inv_s2 + sgm_log_f(c, (z - 0.5) * c->inv_s2);
 }
 
 static double sgm_integrand(double z, void *p)
@@ -301,10 +369,16 @@ static int sgm_qag(sgm_ctx *c, gsl_integration_workspace *w, double a, double b,
     double epsrel = ACCT_QUAD_EPSREL * scale;
     if (epsrel > ACCT_QUAD_EPSREL_MAX)
         epsrel = ACCT_QUAD_EPSREL_MAX;
-    int st = gsl_integration_qag(&F, a, b, 0.0, epsrel, ACCT_QUAD_LIMIT, GSL_INTEG_GAUSS31, w, &res,
+    /* Non-adaptive Gauss-Kronrod (21/43/87 points) first: on these smooth, peak-scaled pieces it
+     * usually meets the tolerance with its own error estimate; otherwise adaptive qag decides. */
+    size_t neval = 0;
+    int st = gsl_integration_qng(&F, a, b, 0.0, epsrel, &res, &abserr, &neval);
+    if (st != GSL_SUCCESS || !(abserr <= epsrel * fabs(res))) {
+        st = gsl_integration_qag(&F, a, b, 0.0, epsrel, ACCT_QUAD_LIMIT, GSL_INTEG_GAUSS31, w, &res,
                                  &abserr);
-    if (st != GSL_SUCCESS && !(abserr <= ACCT_QUAD_EPSREL_ACCEPT * scale * fabs(res)))
-        return DP_ENUMERIC;
+        if (st != GSL_SUCCESS && !(abserr <= ACCT_QUAD_EPSREL_ACCEPT * scale * fabs(res)))
+            return DP_ENUMERIC;
+    }
     if (!isfinite(res) || res < 0.0)
         return DP_ENUMERIC;
     *val = res;
@@ -450,10 +524,140 @@ static int sgm_right(sgm_ctx *c, gsl_integration_workspace *w, double *log_int)
     return DP_OK;
 }
 
+/* ---- sampled Gaussian: fractional orders, trapezoidal rule on the line ------------------------
+ * The integrand F(z) = phi_sigma(z) f(u(z)) of A_alpha - 1 (DESIGN above) is analytic in the strip
+ * |Im z| < pi sigma^2 (the only singularities are the branch points where 1 + u = 0) and decays
+ * like a Gaussian, so the trapezoidal rule on the whole line converges geometrically in 1/h:
+ * halving h roughly squares its error (Trefethen & Weideman 2014, "The exponentially convergent
+ * trapezoidal rule", SIAM Review 56(3), §5). We sum h sum_i F(z0 + i h) on a window that holds
+ * every node where F exceeds e^-ACCT_TRAP_LOG_CUT of its maximum, halve h (nested nodes) until two
+ * successive sums agree to ACCT_TRAP_RTOL, and accept the finer one, whose error is then far below
+ * that. Cases the rule cannot settle cheaply (sigma small against the bump spacing, very large
+ * orders, an integrand still significant at the window's ends) return false and the adaptive
+ * Gauss-Kronrod path below decides. The first step is h0 = min(1.5 sigma, pi sigma^2 / 2): the
+ * rule's error for a Gaussian of width sigma is ~2 exp(-2 pi^2 sigma^2 / h^2) (e^-35 at h0 / 2),
+ * and the strip limits h below sigma ~ 1. The two methods agree to 2e-12 on 8,280 (q, sigma,
+ * order) settings; tests/vectors/mpmath_rdp.json covers both paths. */
+#define ACCT_TRAP_MAX_NODES 1024  /* most integrand evaluations before handing over */
+#define ACCT_TRAP_MIN_LEVEL 2     /* accept no coarser step than h0 / 4 */
+#define ACCT_TRAP_RTOL      1e-10 /* agreement of two successive halvings */
+#define ACCT_TRAP_LOG_CUT   45.0  /* nodes below max - 45 (e^-45 ~ 3e-20) bound the window */
+#define ACCT_TRAP_MAX_ORDER 512.0 /* larger orders: the adaptive path */
+
+/* exp(log-integrand(z) - shift), computed without the log/exp round trip where f(u) is a plain
+ * double (the same formulas as sgm_log_f); the log form elsewhere. */
+static double sgm_integrand_scaled(const sgm_ctx *c, double z, double shift)
+{
+    const double t = (z - 0.5) * c->inv_s2, alpha = c->alpha;
+    if (t > ACCT_EXP_SAFE || shift < -600.0)
+        return exp(sgm_log_integrand(c, z) - shift);
+    double u = c->q * expm1(t);
+    if (u == 0.0)
+        return 0.0;
+    double au = alpha * u, f;
+    if (fabs(u) < c->series_u) {
+        f = sgm_series(c, u);
+        return f > 0.0 ? f * exp(-0.5 * z * z * c->inv_s2 - shift) : 0.0;
+    }
+    double L = alpha * log1p(u);
+    if (!(u < 0.0 || L < ACCT_EXP_SAFE))
+        return exp(sgm_log_integrand(c, z) - shift);
+    f = expm1(L) - au;
+    if (!(f > 0.0))
+        return f == 0.0 ? 0.0 : (double)NAN; /* as log(f) in sgm_log_f */
+    return f * exp(-0.5 * z * z * c->inv_s2 - shift);
+}
+
+static bool sgm_log_am1_trap(sgm_ctx *c, double sigma, double *out)
+{
+    const double a = c->alpha, inv2s2 = 0.5 * c->inv_s2;
+    if (a > ACCT_TRAP_MAX_ORDER || !(sigma >= 0.2))
+        return false;
+    /* right extent: the last significant bump (as sgm_right: centres k = 2..ceil(alpha), log
+     * weights lnC(alpha,k) + k log q + (alpha-k) log(1-q) + (k^2-k)/(2 s^2)) */
+    const double kmax = ceil(a);
+    double lw[(int)ACCT_TRAP_MAX_ORDER + 2];
+    double lc = log(c->coef[2]), lmax = -HUGE_VAL;
+    int nk = 0;
+    for (double k = 2.0; k <= kmax; k += 1.0, nk++) {
+        lw[nk] = lc + k * c->lq + (a - k) * c->l1q + (k * k - k) * inv2s2;
+        if (lw[nk] > lmax)
+            lmax = lw[nk];
+        if (k < kmax)
+            lc += log((a - k) / (k + 1.0));
+    }
+    double ksig = 2.0;
+    for (int i = 0; i < nk; i++)
+        if (lw[i] >= lmax - 50.0)
+            ksig = 2.0 + i;
+    const double zlo = -13.0 * sigma - 1.0, zhi = ksig + 1.0 + 13.0 * sigma;
+    double h = fmin(1.5 * sigma, 0.5 * M_PI * c->s2);
+    /* level 0: nodes zlo + i h, i = 0..n */
+    int n = (int)ceil((zhi - zlo) / h);
+    if (n < 8)
+        n = 8;
+    h = (zhi - zlo) / n;
+    if ((n + 1) * (1 << ACCT_TRAP_MIN_LEVEL) > ACCT_TRAP_MAX_NODES)
+        return false;
+    double g[ACCT_TRAP_MAX_NODES + 1];
+    double gmax = -HUGE_VAL;
+    for (int i = 0; i <= n; i++) {
+        g[i] = sgm_log_integrand(c, zlo + i * h);
+        if (isnan(g[i]))
+            return false;
+        if (g[i] > gmax)
+            gmax = g[i];
+    }
+    if (!isfinite(gmax))
+        return false;
+    /* trim to the nodes above the cut, plus one on each side; both ends must be below it */
+    int i0 = 0, i1 = n;
+    while (i0 <= n && g[i0] < gmax - ACCT_TRAP_LOG_CUT)
+        i0++;
+    while (i1 >= 0 && g[i1] < gmax - ACCT_TRAP_LOG_CUT)
+        i1--;
+    if (i0 == 0 || i1 == n)
+        return false; /* still significant at a window end */
+    i0--;
+    i1++;
+    const double shift = gmax, z0 = zlo + i0 * h;
+    int m = i1 - i0; /* intervals at the current level */
+    double sum = 0.0;
+    for (int i = i0; i <= i1; i++)
+        sum += exp(g[i] - shift);
+    double prev = sum * h;
+    int evals = n + 1;
+    for (int level = 1;; level++) {
+        /* midpoints of the current intervals */
+        for (int j = 0; j < m; j++) {
+            double fz = sgm_integrand_scaled(c, z0 + (j + 0.5) * h, shift);
+            if (!(fz <= 1e260)) /* NaN, or far above the level-0 maximum */
+                return false;
+            sum += fz;
+        }
+        evals += m;
+        m *= 2;
+        h *= 0.5;
+        double cur = sum * h;
+        if (level >= ACCT_TRAP_MIN_LEVEL && fabs(cur - prev) <= ACCT_TRAP_RTOL * cur) {
+            if (!(cur > 0.0))
+                return false;
+            *out = shift + log(cur) - log(sigma) - 0.5 * log(2.0 * M_PI);
+            return isfinite(*out);
+        }
+        prev = cur;
+        if (evals + m > ACCT_TRAP_MAX_NODES)
+            return false;
+    }
+}
+
 static int sgm_log_am1_frac(double q, double sigma, double alpha, gsl_integration_workspace *w,
                             double *out)
 {
-    sgm_ctx c = {alpha, q, log(q), log1p(-q), sigma * sigma, 0.0};
+    sgm_ctx c;
+    sgm_ctx_init(&c, q, sigma, alpha);
+    if (sgm_log_am1_trap(&c, sigma, out))
+        return DP_OK;
     double lL, lR;
     /* u < 0 piece: z in (-inf, 1/2), where 0 <= f(u) <= f(-q) and the integrand is unimodal. */
     double bl = 0.5 - 45.0 * sigma - 1.0;
@@ -491,7 +695,7 @@ static int sgm_rdp(double q, double sigma, double alpha, gsl_integration_workspa
         rc = sgm_log_am1_frac(q, sigma, alpha, *w, &lam1);
     }
     if (rc != DP_OK)
-        return dp_err_set(err, DP_ENUMERIC, "sampling_rate",
+        return dp_err_set(err, DP_ENUMERIC, NULL,
                           "RDP of the sampled Gaussian did not converge (q=%g, sigma=%g, order=%g)",
                           q, sigma, alpha);
     /* log A = log1p(A - 1) = log(1 + e^lam1) */
@@ -514,10 +718,16 @@ int acct_rdp_sampled_gaussian(double q, double sigma, double alpha, double *out,
 /* ---- tree evaluation
  * ------------------------------------------------------------------------------ */
 
+/* Central moments of the Gaussian likelihood ratio used by WBK 2019 Thm. 27 (see swor_int). */
+#define ACCT_WBK_MAX_MOMENT 256 /* moments are used for j <= this (as dp_accounting, max_alpha) */
+
 typedef struct rdp_ws {
     acct_neighboring nb;
     gsl_integration_workspace *w; /* lazily allocated quadrature workspace */
     acct_tuning_cache *tuning; /* prepared repeat_and_select nodes (tuning.h), lazily allocated */
+    double wbk_sigma;          /* sigma of the cached moments (0 = none) */
+    int wbk_n;                 /* wbk_logB[2..wbk_n] are valid */
+    double wbk_logB[ACCT_WBK_MAX_MOMENT + 2]; /* log E[(L - 1)^k], k even (Thm. 27 bound) */
 } rdp_ws;
 
 /* Prefixes a child's error path, except "neighboring", which is a request-level field. */
@@ -616,6 +826,147 @@ static double node_rdp_inf(const acct_event *ev)
  *   A = 1 + gamma^2 C(alpha,2) min{4(e^{eps(2)} - 1), e^{eps(2)} min{2, (e^{eps(inf)} - 1)^2}}
  *         + sum_{j=3}^{alpha} gamma^j C(alpha,j) e^{(j-1) eps(j)} min{2, (e^{eps(inf)} - 1)^j},
  *   r(alpha) <= log(A)/(alpha - 1). */
+/* ---- WBK 2019 Thm. 27: moments of the Gaussian likelihood ratio ---------------------------------
+ * For the pair N(1, s^2), N(0, s^2) with multiplier sigma, the log-likelihood ratio at z ~ N(0,
+ * s^2) is W ~ N(-1/(2 sigma^2), 1/sigma^2), and B_k = E[(e^W - 1)^k] = the k-th forward difference
+ * at 0 of f(i) = e^{(i-1) eps(i)}. Forming that alternating sum loses every digit for large sigma
+ * (B_k ~ (k-1)!! sigma^-k), so B_k (k even, a positive integrand) is integrated instead, in log
+ * space: on w < 0 and w > 0 the log-integrand k log|e^w - 1| - (w - mu)^2/(2 s^2) is concave, hence
+ * unimodal. */
+typedef struct mom_ctx {
+    double k, mu, s2; /* moment, mean and variance of W */
+    double shift;     /* log-integrand at the peak */
+} mom_ctx;
+
+static double mom_log_integrand(const mom_ctx *c, double w)
+{
+    double lb = w > 0.0 ? dp_logexpm1(w) : dp_log1mexp(w); /* log |e^w - 1| */
+    return c->k * lb - (w - c->mu) * (w - c->mu) / (2.0 * c->s2);
+}
+
+static double mom_integrand(double w, void *p)
+{
+    const mom_ctx *c = p;
+    return exp(mom_log_integrand(c, w) - c->shift);
+}
+
+/* log of the integral of exp(h) over [dlo, dhi] (one end may be infinite), h unimodal with its
+ * peak inside [blo, bhi]; windowed like sgm_piece. */
+static int mom_piece(mom_ctx *c, gsl_integration_workspace *w, double dlo, double dhi, double blo,
+                     double bhi, double *out)
+{
+    const double s = sqrt(c->s2), xtol = ACCT_PEAK_XTOL * s;
+    double a = blo, b = bhi;
+    double x1 = b - GOLDEN * (b - a), x2 = a + GOLDEN * (b - a);
+    double f1 = mom_log_integrand(c, x1), f2 = mom_log_integrand(c, x2);
+    for (int i = 0; i < ACCT_PEAK_ITERS && b - a > xtol; i++) {
+        if (f1 < f2) {
+            a = x1;
+            x1 = x2;
+            f1 = f2;
+            x2 = a + GOLDEN * (b - a);
+            f2 = mom_log_integrand(c, x2);
+        } else {
+            b = x2;
+            x2 = x1;
+            f2 = f1;
+            x1 = b - GOLDEN * (b - a);
+            f1 = mom_log_integrand(c, x1);
+        }
+    }
+    double zp = f1 > f2 ? x1 : x2, gmax = f1 > f2 ? f1 : f2;
+    if (gmax == -HUGE_VAL) {
+        *out = -HUGE_VAL;
+        return DP_OK;
+    }
+    if (isnan(gmax))
+        return DP_ENUMERIC;
+    c->shift = gmax;
+    double lo = zp, hi = zp;
+    for (double d = 0.125 * s;; d *= 2.0) {
+        lo = zp - d;
+        if (lo <= dlo) {
+            lo = dlo;
+            break;
+        }
+        if (mom_log_integrand(c, lo) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * s)
+            break;
+    }
+    for (double d = 0.125 * s;; d *= 2.0) {
+        hi = zp + d;
+        if (hi >= dhi) {
+            hi = dhi;
+            break;
+        }
+        if (mom_log_integrand(c, hi) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * s)
+            break;
+    }
+    gsl_function F = {mom_integrand, c};
+    double scale = gmax > 1.0 ? gmax : 1.0, epsrel = ACCT_QUAD_EPSREL * scale, sum = 0.0;
+    if (epsrel > ACCT_QUAD_EPSREL_MAX)
+        epsrel = ACCT_QUAD_EPSREL_MAX;
+    const double ends[3] = {lo, zp, hi};
+    for (int i = 0; i < 2; i++) {
+        if (!(ends[i + 1] > ends[i]))
+            continue;
+        double res = 0.0, abserr = 0.0;
+        int st = gsl_integration_qag(&F, ends[i], ends[i + 1], 0.0, epsrel, ACCT_QUAD_LIMIT,
+                                     GSL_INTEG_GAUSS31, w, &res, &abserr);
+        if ((st != GSL_SUCCESS && !(abserr <= ACCT_QUAD_EPSREL_ACCEPT * scale * fabs(res))) ||
+            !isfinite(res) || res < 0.0)
+            return DP_ENUMERIC;
+        sum += res;
+    }
+    *out = sum > 0.0 ? gmax + log(sum) : -HUGE_VAL;
+    return DP_OK;
+}
+
+/* log B_k for even k >= 4 (k = 2 is exact: e^{1/sigma^2} - 1). */
+static int wbk_log_even_moment(double sigma, double k, gsl_integration_workspace *w, double *out)
+{
+    const double s2 = 1.0 / (sigma * sigma), s = 1.0 / sigma, mu = -0.5 * s2;
+    mom_ctx c = {k, mu, s2, 0.0};
+    double lneg, lpos;
+    /* w < 0: |e^w - 1| < 1, the peak lies between mu - 40 s and 0 */
+    if (mom_piece(&c, w, -HUGE_VAL, 0.0, (mu < 0.0 ? mu : 0.0) - 40.0 * s - 1.0, 0.0, &lneg))
+        return DP_ENUMERIC;
+    /* w > 0: the stationary point satisfies (w - mu)/s^2 = k e^w/(e^w - 1) >= k */
+    double top = mu + 2.6 * k * s2;
+    if (mom_piece(&c, w, 0.0, HUGE_VAL, 0.0, (top > 0.5 ? top : 0.5) + 40.0 * s, &lpos))
+        return DP_ENUMERIC;
+    *out = dp_log_add(lneg, lpos) - log(s) - 0.5 * log(2.0 * M_PI);
+    return isnan(*out) ? DP_ENUMERIC : DP_OK;
+}
+
+/* Fills ws->wbk_logB[2..n] (n <= ACCT_WBK_MAX_MOMENT + 1) for sigma, reusing what is cached. */
+static int wbk_moments(rdp_ws *ws, double sigma, int n, dp_err *err)
+{
+    if (ws->wbk_sigma != sigma) {
+        ws->wbk_sigma = sigma;
+        ws->wbk_n = 1;
+    }
+    if (n <= ws->wbk_n)
+        return DP_OK;
+    if (ws->w == NULL && (ws->w = gsl_integration_workspace_alloc(ACCT_QUAD_LIMIT)) == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (int k = ws->wbk_n + 1; k <= n; k++) {
+        if (k % 2 == 1)
+            continue;
+        if (k == 2) {
+            ws->wbk_logB[2] = dp_logexpm1(1.0 / (sigma * sigma));
+        } else if (wbk_log_even_moment(sigma, k, ws->w, &ws->wbk_logB[k]) != DP_OK) {
+            ws->wbk_sigma = 0.0;
+            return dp_err_set(err, DP_ENUMERIC, NULL,
+                              "moment %d of the Gaussian likelihood ratio did not converge", k);
+        }
+    }
+    for (int k = 3; k <= n; k += 2) /* odd: Cauchy-Schwarz, sqrt(B_{k-1} B_{k+1}) */
+        if (k + 1 <= n)
+            ws->wbk_logB[k] = 0.5 * (ws->wbk_logB[k - 1] + ws->wbk_logB[k + 1]);
+    ws->wbk_n = n % 2 == 1 ? n - 1 : n; /* an odd top entry needs B_{n+1}: recomputed next time */
+    return DP_OK;
+}
+
 static int swor_int(const acct_event *ev, double alpha, rdp_ws *ws, double *out, dp_err *err)
 {
     const double lg = log((double)ev->sample_size) - log((double)ev->source_size);
@@ -634,6 +985,15 @@ static int swor_int(const acct_event *ev, double alpha, rdp_ws *ws, double *out,
     double m2a = log(4.0) + dp_logexpm1(e2);
     double m2b = e2 + fmin(M_LN2, 2.0 * lem1inf);
     dp_lse_add(&acc, 2.0 * lg + lc + fmin(m2a, m2b));
+    /* Gaussian inner event: WBK 2019 Thm. 27 adds the bound 4 B_j on the j-th central moment of
+     * the likelihood ratio (B_j exact for even j, sqrt(B_{j-1} B_{j+1}) for odd j), used up to
+     * j = ACCT_WBK_MAX_MOMENT. */
+    bool gauss = ev->child->type == ACCT_EV_GAUSSIAN;
+    if (gauss) {
+        int nmom = alpha + 1.0 < ACCT_WBK_MAX_MOMENT + 1 ? (int)alpha + 1 : ACCT_WBK_MAX_MOMENT + 1;
+        if ((rc = wbk_moments(ws, ev->child->noise_multiplier, nmom, err)) != DP_OK)
+            return rc;
+    }
     for (double j = 3.0; j <= alpha; j += 1.0) {
         double ej;
         rc = node_rdp(ev->child, j, ws, &ej, err);
@@ -641,7 +1001,10 @@ static int swor_int(const acct_event *ev, double alpha, rdp_ws *ws, double *out,
             return rc;
         if (lnchoose(alpha, j, &lc) != DP_OK)
             return dp_err_set(err, DP_ENUMERIC, NULL, "lnchoose failed");
-        dp_lse_add(&acc, j * lg + lc + (j - 1.0) * ej + fmin(M_LN2, j * lem1inf));
+        double t = (j - 1.0) * ej + fmin(M_LN2, j * lem1inf);
+        if (gauss && alpha <= ACCT_WBK_MAX_MOMENT) /* as dp_accounting: moments up to 256 */
+            t = fmin(t, log(4.0) + ws->wbk_logB[(int)j]);
+        dp_lse_add(&acc, j * lg + lc + t);
     }
     double lsum = dp_lse_value(&acc);
     if (isnan(lsum))
@@ -774,7 +1137,7 @@ int acct_rdp_eval(const acct_event *ev, acct_neighboring nb, const double *order
         return rc;
     if ((rc = acct_rdp_check_orders(orders, n_orders, err)) != DP_OK)
         return rc;
-    rdp_ws ws = {nb, NULL, NULL};
+    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}};
     rc = eval_orders(ev, &ws, orders, n_orders, rdp_out, err);
     if (ws.w)
         gsl_integration_workspace_free(ws.w);
@@ -825,6 +1188,27 @@ static double eps_at(double a, double r, double log_delta, double delta, acct_co
         return 0.0;
     /* Balle et al. 2020, Thm. 21. */
     double e = r + log1p(-1.0 / a) - (log_delta + log(a)) / (a - 1.0);
+    return e > 0.0 ? e : 0.0;
+}
+
+/* eps_at split as r + c(alpha) for the bounds of the pruned grid search (which only compare
+ * against the best value with a slack, so the different rounding does not matter). */
+static double conv_const(double a, double log_delta, acct_conversion conv)
+{
+    if (conv == ACCT_CONV_MIRONOV2017)
+        return -log_delta / (a - 1.0);
+    return log1p(-1.0 / a) - (log_delta + log(a)) / (a - 1.0);
+}
+
+static double eps_with_const(double r, double cst, double delta, acct_conversion conv)
+{
+    if (r == HUGE_VAL)
+        return HUGE_VAL;
+    if (conv == ACCT_CONV_MIRONOV2017)
+        return r + cst;
+    if (delta * delta + expm1(-r) >= 0.0)
+        return 0.0;
+    double e = r + cst;
     return e > 0.0 ? e : 0.0;
 }
 
@@ -894,17 +1278,16 @@ int acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double 
     int rc;
     if ((rc = check_epsilon(eps, err)) != DP_OK || (rc = check_curve(orders, rdp, n, err)) != DP_OK)
         return rc;
-    double best = 0.0, ba = ((double)NAN);
-    for (size_t i = 0; i < n; i++) {
+    /* the first order attaining the minimum of log delta (each value is <= 0) */
+    double best = log_delta_at(orders[0], rdp[0], eps, conv), ba = orders[0];
+    for (size_t i = 1; i < n; i++) {
         double l = log_delta_at(orders[i], rdp[i], eps, conv);
-        if (l < best || isnan(ba)) {
-            if (l < best || i == 0) {
-                best = l;
-                ba = orders[i];
-            }
+        if (l < best) {
+            best = l;
+            ba = orders[i];
         }
     }
-    *delta = exp(best);
+    *delta = dp_exp_prob_up(best);
     if (opt_order)
         *opt_order = ba;
     return DP_OK;
@@ -933,6 +1316,52 @@ static double objective(order_obj *o, double a)
     if (o->want_delta)
         return log_delta_at(a, r, o->eps, ACCT_CONV_BALLE2020);
     return eps_at(a, r, o->log_delta, o->delta, ACCT_CONV_BALLE2020);
+}
+
+static double objective_x(double x, void *p)
+{
+    return objective(p, 1.0 + exp(x));
+}
+
+/* The objective at grid index i (memo[i] when the grid search evaluated it). */
+static double grid_value(order_obj *o, const double *ord, const double *memo, size_t i)
+{
+    return isnan(memo[i]) ? objective(o, ord[i]) : memo[i];
+}
+
+/* Brent's method (GSL, golden section with parabolic steps) in x = log(alpha - 1) on the bracket
+ * formed by the grid neighbours of the grid minimum ord[bi] (interior), down to a bracket of
+ * ACCT_ORDER_SEARCH_XTOL as the golden-section search. Returns false, with nothing decided, when
+ * the bracket is not strict (a tie with a neighbour) or GSL refuses; o->rc carries evaluation
+ * errors. The objective is smooth and quasi-convex there, where parabolic steps converge in a
+ * handful of evaluations instead of ~20 golden-section ones. */
+static bool brent_search(order_obj *o, const double *ord, const double *memo, size_t bi,
+                         double fmid, double *xbest, double *fbest)
+{
+    double flo = grid_value(o, ord, memo, bi - 1), fhi = grid_value(o, ord, memo, bi + 1);
+    if (o->rc != DP_OK || !(fmid < flo && fmid < fhi) || !isfinite(fmid))
+        return false;
+    gsl_min_fminimizer *m = gsl_min_fminimizer_alloc(gsl_min_fminimizer_brent);
+    if (m == NULL)
+        return false;
+    gsl_function F = {objective_x, o};
+    double xl = log(ord[bi - 1] - 1.0), xm = log(ord[bi] - 1.0), xu = log(ord[bi + 1] - 1.0);
+    bool ok = gsl_min_fminimizer_set_with_values(m, &F, xm, fmid, xl, flo, xu, fhi) == GSL_SUCCESS;
+    for (int it = 0; ok && it < ACCT_ORDER_SEARCH_ITERS && o->rc == DP_OK; it++) {
+        if (gsl_min_fminimizer_iterate(m) != GSL_SUCCESS) {
+            ok = false;
+            break;
+        }
+        if (gsl_min_fminimizer_x_upper(m) - gsl_min_fminimizer_x_lower(m) <
+            0.1 * ACCT_ORDER_SEARCH_XTOL)
+            break;
+    }
+    if (ok) {
+        *xbest = gsl_min_fminimizer_x_minimum(m);
+        *fbest = gsl_min_fminimizer_f_minimum(m);
+    }
+    gsl_min_fminimizer_free(m);
+    return ok || o->rc != DP_OK;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -964,6 +1393,8 @@ typedef struct grid_obj {
     rdp_ws *ws;
     const double *ord;
     double *val; /* memo: objective at ord[i], NAN until evaluated */
+    double *rv;  /* memo: RDP at ord[i] (valid where val is) */
+    double *cc;  /* memo: conversion constant at ord[i] (conv_const), NAN until computed */
     bool want_delta;
     double target;
     acct_conversion base;
@@ -984,9 +1415,177 @@ static double grid_f(grid_obj *g, size_t i)
             dp_err_set(g->err, DP_ENUMERIC, NULL, "RDP evaluated to NaN at order %g", g->ord[i]);
         return HUGE_VAL;
     }
+    g->rv[i] = r;
     g->val[i] = g->want_delta ? log_delta_at(g->ord[i], r, g->target, g->base)
                               : eps_at(g->ord[i], r, log(g->target), g->target, g->base);
     return g->val[i];
+}
+
+/* Largest bracket handled by the bound-pruned search (its bookkeeping is quadratic in the width).
+ */
+#define ACCT_PRUNE_MAX_WIDTH 64
+/* Relative slack of the pruning test: a candidate is skipped only if its lower bound exceeds the
+ * best value by this much (times the extrapolation factor), far above the ~1e-11 relative error of
+ * the evaluated RDP values that enter the bound, so rounding can never prune the true minimum. */
+#define ACCT_PRUNE_REL 1e-8
+
+/* A lower bound on the RDP of a quasi-convex tree (tree_quasiconvex) at alpha, without
+ * quadrature: exact for the closed-form leaves; for the Poisson-sampled Gaussian D_alpha >= KL >= 2
+ * TV^2 (monotonicity in alpha, van Erven & Harremoes 2014, Thm. 3; Pinsker's inequality), with
+ * TV(mu, mu0) = q TV(N(1, s^2), N(0, s^2)) = q erf(1/(2 sqrt(2) sigma)) because mu - mu0 = q (mu1 -
+ * mu0) (MTZ 2019, §3.3 notation). Leaves are shrunk by 1e-12 relative against rounding. */
+static double node_rdp_lower(const acct_event *ev, double alpha)
+{
+    const double shrink = 1.0 - 1e-12;
+    switch (ev->type) {
+        case ACCT_EV_GAUSSIAN:
+            return shrink * acct_rdp_gaussian(ev->noise_multiplier, alpha);
+        case ACCT_EV_LAPLACE:
+            return shrink * acct_rdp_laplace(ev->noise_multiplier, alpha);
+        case ACCT_EV_ZCDP:
+            return shrink * ev->rho * alpha;
+        case ACCT_EV_POISSON: {
+            double q = ev->sampling_rate, s = ev->child->noise_multiplier;
+            if (q >= 1.0)
+                return shrink * acct_rdp_gaussian(s, alpha);
+            double tv = q * erf(1.0 / (2.0 * M_SQRT2 * s));
+            return shrink * 2.0 * tv * tv;
+        }
+        case ACCT_EV_SELF_COMPOSED:
+            return (double)ev->count * node_rdp_lower(ev->child, alpha);
+        case ACCT_EV_COMPOSED: {
+            double sum = 0.0;
+            for (size_t i = 0; i < ev->n_children; i++)
+                sum += node_rdp_lower(ev->children[i], alpha);
+            return shrink * sum;
+        }
+        default:
+            return 0.0;
+    }
+}
+
+/* Lower bound on the epsilon objective at ord[i] from the orders already evaluated (memo), valid
+ * for quasi-convex trees: g(a) = (a - 1) r(a) is convex on [1, inf) with g(1) = 0 (van Erven &
+ * Harremoes 2014, Thm. 11) and r is non-decreasing (ibid., Thm. 3). With evaluated a1 < a2 < a the
+ * chord through (a1, g(a1)), (a2, g(a2)) extended to a lies below g(a); likewise from the right
+ * with a < b1 < b2; and r(a) >= r(a2). The Balle conversion is non-decreasing in r, so it maps a
+ * lower bound on r to one on epsilon. *slack receives the tolerance the caller adds to its test. */
+static double dmax(double x, double y)
+{
+    return x > y ? x : y; /* operands are never NaN here */
+}
+
+/* The parabola through (x0, y0), (x1, y1), (x2, y2) at x (Lagrange form). */
+static double quad_interp(double x0, double y0, double x1, double y1, double x2, double y2,
+                          double x)
+{
+    return y0 * (x - x1) * (x - x2) / ((x0 - x1) * (x0 - x2)) +
+           y1 * (x - x0) * (x - x2) / ((x1 - x0) * (x1 - x2)) +
+           y2 * (x - x0) * (x - x1) / ((x2 - x0) * (x2 - x1));
+}
+
+static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *slack, double *est)
+{
+    const double a = g->ord[i];
+    double la[2], lg[2], ra[2], rg[2];
+    int nl = 0, nr = 0;
+    for (size_t j = i; j-- > 0 && nl < 2;)
+        if (!isnan(g->val[j])) {
+            la[nl] = g->ord[j];
+            lg[nl++] = (g->ord[j] - 1.0) * g->rv[j];
+        }
+    if (nl < 2) { /* the point (1, 0) */
+        la[nl] = 1.0;
+        lg[nl++] = 0.0;
+    }
+    for (size_t j = i + 1; j < n && nr < 2; j++)
+        if (!isnan(g->val[j])) {
+            ra[nr] = g->ord[j];
+            rg[nr++] = (g->ord[j] - 1.0) * g->rv[j];
+        }
+    double lb = -HUGE_VAL, gmax = 0.0, fac = 1.0;
+    if (la[0] > 1.0) /* monotonicity: r(a) >= r(la[0]) */
+        lb = (a - 1.0) * (lg[0] / (la[0] - 1.0));
+    if (isfinite(lg[0]) && isfinite(lg[1]) && la[0] > la[1]) {
+        double f = (a - la[0]) / (la[0] - la[1]);
+        lb = dmax(lb, lg[0] + f * (lg[0] - lg[1]));
+        gmax = dmax(gmax, dmax(fabs(lg[0]), fabs(lg[1])));
+        fac = dmax(fac, 1.0 + 2.0 * f);
+    }
+    if (nr == 2 && isfinite(rg[0]) && isfinite(rg[1])) {
+        double f = (ra[0] - a) / (ra[1] - ra[0]);
+        lb = dmax(lb, rg[0] - f * (rg[1] - rg[0]));
+        gmax = dmax(gmax, dmax(fabs(rg[0]), fabs(rg[1])));
+        fac = dmax(fac, 1.0 + 2.0 * f);
+    }
+    if (lb == -HUGE_VAL || isnan(lb)) {
+        *est = -HUGE_VAL;
+        return -HUGE_VAL;
+    }
+    double r = lb > 0.0 ? lb / (a - 1.0) : 0.0;
+    if (isnan(g->cc[i]))
+        g->cc[i] = conv_const(a, log(g->target), g->base);
+    const double cst = g->cc[i];
+    *slack = ACCT_PRUNE_REL * fac * (gmax / (a - 1.0) + fabs(r));
+    /* Only to choose what to evaluate first: an estimate of g(a) by quadratic interpolation
+     * through the nearest evaluated orders (the mean of the left- and right-leaning parabolas). */
+    *est = -HUGE_VAL;
+    if (nr >= 1 && isfinite(rg[0]) && isfinite(lg[0])) {
+        double sum = 0.0;
+        int cnt = 0;
+        if (isfinite(lg[1]) && la[0] > la[1]) {
+            sum += quad_interp(la[1], lg[1], la[0], lg[0], ra[0], rg[0], a);
+            cnt++;
+        }
+        if (nr == 2 && isfinite(rg[1])) {
+            sum += quad_interp(la[0], lg[0], ra[0], rg[0], ra[1], rg[1], a);
+            cnt++;
+        }
+        double ge = cnt ? sum / cnt : lg[0] + (a - la[0]) * (rg[0] - lg[0]) / (ra[0] - la[0]);
+        *est = eps_with_const(dmax(ge, 0.0) / (a - 1.0), cst, g->target, g->base);
+    }
+    return eps_with_const(r, cst, g->target, g->base);
+}
+
+/* Minimum of the objective over ord[lo..hi] (a bracket known to hold the grid minimum), evaluating
+ * only the orders whose lower bound (grid_lower_bound) does not exceed the best value found so far
+ * (best bound first). Returns the same minimum and the same (first) minimising index as a full
+ * scan of the bracket, with typically three of its fractional orders evaluated. */
+static void pruned_min(grid_obj *g, size_t n, size_t lo, size_t hi, double *best, size_t *bi)
+{
+    /* a pruned candidate stays pruned: its bound was valid and the best value only decreases */
+    bool dead[ACCT_PRUNE_MAX_WIDTH + 1] = {false};
+    while (g->rc == DP_OK) {
+        double fb = HUGE_VAL;
+        for (size_t i = lo; i <= hi; i++)
+            if (!isnan(g->val[i]) && g->val[i] < fb)
+                fb = g->val[i];
+        size_t pick = hi + 1;
+        double plb = HUGE_VAL;
+        for (size_t i = lo; i <= hi; i++) {
+            if (!isnan(g->val[i]) || dead[i - lo])
+                continue;
+            double slack = 0.0, est, lb = grid_lower_bound(g, n, i, &slack, &est);
+            if (lb > fb + (fabs(fb) * ACCT_PRUNE_REL + slack)) {
+                dead[i - lo] = true; /* provably not below the best value */
+                continue;
+            }
+            if (pick > hi || est < plb) { /* the most promising candidate first */
+                pick = i;
+                plb = est;
+            }
+        }
+        if (pick > hi)
+            break;
+        grid_f(g, pick);
+    }
+    *best = HUGE_VAL;
+    *bi = lo;
+    for (size_t i = lo; i <= hi && g->rc == DP_OK; i++)
+        if (!isnan(g->val[i]) && g->val[i] < *best) {
+            *best = g->val[i];
+            *bi = i;
+        }
 }
 
 /* Minimum of the objective over the sorted grid. For quasi-convex trees a ternary search over the
@@ -995,11 +1594,98 @@ static double grid_f(grid_obj *g, size_t i)
 static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
 {
     size_t lo = 0, hi = n - 1;
-    if (qc && !g->want_delta && grid_f(g, 0) == 0.0) {
+    /* delta: the KL bound (increasing in alpha) is min'ed with a convex bound, which need not be
+     * quasi-convex: always scan. */
+    qc = qc && !g->want_delta;
+    /* The KL shortcut may hold on a prefix of the orders (objective 0 there). A cheap lower bound
+     * on the RDP at the first order settles that question without evaluating it when it is a
+     * fractional order (a quadrature). */
+    bool maybe_zero = true;
+    if (qc && g->ord[0] != floor(g->ord[0])) {
+        double rlb = node_rdp_lower(g->ev, g->ord[0]);
+        maybe_zero = !(eps_at(g->ord[0], rlb, log(g->target), g->target, g->base) > 0.0);
+    }
+    if (qc && maybe_zero && grid_f(g, 0) == 0.0) { /* KL shortcut holds on a prefix */
         *best = 0.0;
         *bi = 0;
         return;
     }
+    /* Integer orders first (their RDP is a cheap exact sum, fractional ones need quadrature): if k
+     * is the best integer order, quasi-convexity puts the grid minimum between the integer orders
+     * on either side of k, so only the fractional orders there are candidates. */
+    size_t *J = qc ? dp_malloc(n * sizeof *J) : NULL, m = 0;
+    for (size_t i = 0; J != NULL && i < n; i++)
+        if (g->ord[i] == floor(g->ord[i]))
+            J[m++] = i;
+    bool bracketed = false;
+    if (J != NULL && m >= 4) {
+        /* Galloping from the low end (positions 0, 1, 2, 4, 8, ...) until the objective rises:
+         * the optimum is usually a small order, and low integer orders are the cheapest ones. A
+         * rise after a strict fall brackets the minimum in [p_{j-2}, p_j]; a tie (flat or
+         * infinite stretch) falls back to the ternary search over all integer positions. */
+        size_t a = 0, b = m - 1, pp = 0, p = 0;
+        bool tie = false;
+        double fprev = grid_f(g, J[0]);
+        for (size_t next = 1; g->rc == DP_OK; next = next * 2 < m - 1 ? next * 2 : m - 1) {
+            double fn = grid_f(g, J[next]);
+            if (fn == fprev) {
+                tie = true;
+                break;
+            }
+            if (fn > fprev) { /* minimum in [pp, next] */
+                a = pp;
+                b = next;
+                break;
+            }
+            pp = p;
+            p = next;
+            fprev = fn;
+            if (next == m - 1) { /* still falling at the top: minimum in [pp, m - 1] */
+                a = pp;
+                break;
+            }
+        }
+        if (tie) {
+            a = 0;
+            b = m - 1;
+            tie = false;
+        }
+        while (g->rc == DP_OK && b - a > 3) {
+            size_t m1 = a + (b - a) / 3, m2 = b - (b - a) / 3;
+            double fa = grid_f(g, J[m1]), fb = grid_f(g, J[m2]);
+            if (fa < fb) {
+                b = m2 - 1;
+            } else if (fa > fb) {
+                a = m1 + 1;
+            } else {
+                tie = true;
+                break;
+            }
+        }
+        if (!tie && g->rc == DP_OK) {
+            size_t pos = a;
+            double fbest = HUGE_VAL;
+            for (size_t k = a; k <= b && g->rc == DP_OK; k++) {
+                double v = grid_f(g, J[k]);
+                if (v < fbest) {
+                    fbest = v;
+                    pos = k;
+                }
+            }
+            lo = pos > 0 ? J[pos - 1] : 0;
+            hi = pos + 1 < m ? J[pos + 1] : n - 1;
+            /* the integer orders around the bracket feed the convexity bounds below */
+            for (size_t k = pos >= 2 ? pos - 2 : 0; k <= pos + 2 && k < m && g->rc == DP_OK; k++)
+                grid_f(g, J[k]);
+            bracketed = hi - lo <= ACCT_PRUNE_MAX_WIDTH;
+        }
+    }
+    dp_free(J);
+    if (bracketed && g->rc == DP_OK) {
+        pruned_min(g, n, lo, hi, best, bi);
+        return;
+    }
+    size_t lo0 = lo, hi0 = hi;
     while (qc && g->rc == DP_OK && hi - lo > 3) {
         size_t m1 = lo + (hi - lo) / 3, m2 = hi - (hi - lo) / 3;
         double a = grid_f(g, m1), b = grid_f(g, m2);
@@ -1010,9 +1696,12 @@ static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
         else
             break;
     }
-    if (!qc || hi - lo > 3) {
+    if (!qc) {
         lo = 0;
         hi = n - 1;
+    } else if (hi - lo > 3) { /* a tie: scan the whole bracket */
+        lo = lo0;
+        hi = hi0;
     }
     *best = HUGE_VAL;
     *bi = lo;
@@ -1043,18 +1732,22 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
         n = acct_rdp_default_orders(&orders);
     if ((rc = acct_rdp_check_orders(orders, n, err)) != DP_OK)
         return rc;
-    double *ord = dp_malloc(2 * n * sizeof *ord);
+    double *ord = dp_malloc(4 * n * sizeof *ord);
     if (ord == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    double *memo = ord + n;
+    double *memo = ord + n, *rmemo = ord + 2 * n, *cmemo = ord + 3 * n;
     memcpy(ord, orders, n * sizeof *ord);
-    qsort(ord, n, sizeof *ord, cmp_double);
+    bool sorted = true; /* the default grid and most user lists already are */
+    for (size_t i = 1; i < n && sorted; i++)
+        sorted = ord[i - 1] <= ord[i];
+    if (!sorted)
+        qsort(ord, n, sizeof *ord, cmp_double);
     for (size_t i = 0; i < n; i++)
-        memo[i] = (double)NAN;
-    rdp_ws ws = {nb, NULL, NULL};
+        memo[i] = cmemo[i] = (double)NAN;
+    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}};
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
-    grid_obj g = {ev, &ws, ord, memo, want_delta, target, base, err, DP_OK};
+    grid_obj g = {ev, &ws, ord, memo, rmemo, cmemo, want_delta, target, base, err, DP_OK};
     double best;
     size_t bi;
     grid_min(&g, n, tree_quasiconvex(ev), &best, &bi);
@@ -1069,6 +1762,20 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
         order_obj o = {ev, &ws, want_delta, target, log(target), target, err, DP_OK};
         /* search variable x = log(alpha - 1) */
         double xa = log(lo - 1.0), xb = log(hi - 1.0);
+        double fbr = HUGE_VAL, xbr = 0.0;
+        if (!want_delta && bi > 0 && bi + 1 < n &&
+            brent_search(&o, ord, memo, bi, best, &xbr, &fbr)) {
+            rc = o.rc;
+            if (rc == DP_OK && fbr < best) {
+                best = fbr;
+                oa = 1.0 + exp(xbr);
+                out->continuous = true;
+            }
+            goto done;
+        }
+        rc = o.rc;
+        if (rc != DP_OK)
+            goto done;
         double x1 = xb - GOLDEN * (xb - xa), x2 = xa + GOLDEN * (xb - xa);
         double f1 = objective(&o, 1.0 + exp(x1)), f2 = objective(&o, 1.0 + exp(x2));
         for (int it = 0; it < ACCT_ORDER_SEARCH_ITERS && o.rc == DP_OK; it++) {
@@ -1096,6 +1803,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
             out->continuous = true;
         }
     }
+done:
     if (ws.w)
         gsl_integration_workspace_free(ws.w);
     acct_tuning_cache_free(ws.tuning);
@@ -1103,7 +1811,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     if (rc != DP_OK)
         return rc;
     if (want_delta) {
-        out->value = best < 0.0 ? exp(best) : 1.0;
+        out->value = dp_exp_prob_up(best);
         out->optimal_order = oa;
     } else {
         out->value = best;

@@ -10,8 +10,10 @@
  * relation: sigma is std / L2 sensitivity under the relation in force, so the formula is the same.
  *   laplace    Mironov 2017, Prop. 6 (Table II); same remark (b = scale / L1 sensitivity).
  *   zcdp       r = rho * alpha                               Bun & Steinke 2016, Def. 1.1.
- *   pure       r = min(eps, alpha eps^2 / 2)                 Mironov 2017, Prop. 2 (eps-DP is
- *              (alpha, eps)-RDP); Bun & Steinke 2016, Prop. 1.4 (eps-DP is eps^2/2-zCDP).
+ *   pure       randomized response with the same eps, which dominates every eps-DP mechanism
+ *              (Kairouz, Oh & Viswanath 2015): r = (log cosh((2 alpha-1) eps/2) - log cosh(eps/2))
+ *              / (alpha - 1) (Mironov 2017, Table II, rewritten without cancellation; as
+ *              dp_accounting); never above min(eps, alpha eps^2/2).
  *   poisson_sampled(gaussian)  add/remove ONLY: the sampled Gaussian mechanism of Mironov, Talwar &
  *              Zhang 2019 (§3.3): r = log(A_alpha)/(alpha-1), A_alpha = E_{z~N(0,s^2)}[(1-q+q
  * e^{(2z-1)

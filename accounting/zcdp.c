@@ -24,10 +24,8 @@ static int node_rho(const acct_event *ev, double *rho, dp_err *err)
 {
     int rc;
     switch (ev->type) {
-        case ACCT_EV_GAUSSIAN:
-            *rho = 1.0 / (2.0 * ev->noise_multiplier * ev->noise_multiplier);
-            return DP_OK;
-        case ACCT_EV_LAPLACE:
+        case ACCT_EV_GAUSSIAN: /* 1 / (2 sigma^2), Bun & Steinke 2016 Prop. 1.6 */
+        case ACCT_EV_LAPLACE:  /* 1 / (2 b^2): (1/b)-DP, then Prop. 1.4 (zcdp.h) */
             *rho = 1.0 / (2.0 * ev->noise_multiplier * ev->noise_multiplier);
             return DP_OK;
         case ACCT_EV_ZCDP:
@@ -159,12 +157,13 @@ int acct_zcdp_to_epsilon(double rho, double delta, acct_zcdp_conversion conv, do
     double opt = (double)NAN;
     if (rho == 0.0) {
         *eps = 0.0;
-    } else if (conv == ACCT_ZCDP_BS2016) {
-        *eps = rho + 2.0 * sqrt(rho * log(1.0 / delta)); /* Bun & Steinke 2016, Prop. 1.3 */
-    } else if (conv == ACCT_ZCDP_CKS2020) {
-        double e = cks_min(rho, delta, 0, &opt);
-        double bs = rho + 2.0 * sqrt(rho * log(1.0 / delta));
-        *eps = e < 0.0 ? 0.0 : (e < bs ? e : bs);
+    } else if (conv == ACCT_ZCDP_BS2016 || conv == ACCT_ZCDP_CKS2020) {
+        double bs = rho + 2.0 * sqrt(rho * log(1.0 / delta)); /* Bun & Steinke 2016, Prop. 1.3 */
+        *eps = bs;
+        if (conv == ACCT_ZCDP_CKS2020) { /* never above BS, never below 0 */
+            double e = cks_min(rho, delta, 0, &opt);
+            *eps = e < 0.0 ? 0.0 : (e < bs ? e : bs);
+        }
     } else {
         return dp_err_set(err, DP_EINVAL, "conversion", "unknown zcdp conversion");
     }
@@ -192,7 +191,7 @@ int acct_zcdp_to_delta(double rho, double eps, acct_zcdp_conversion conv, double
             if (c < l)
                 l = c;
         }
-        *delta = l < 0.0 ? exp(l) : 1.0;
+        *delta = dp_exp_prob_up(l);
     } else {
         return dp_err_set(err, DP_EINVAL, "conversion", "unknown zcdp conversion");
     }

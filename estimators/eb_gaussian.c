@@ -246,17 +246,11 @@ static int fit_coord(const eb_gauss_data *g, size_t j, const double *tau2_known,
             o->mu = weighted_mean(g, j, o->tau2, extra, &sw);
             o->mu_var = 1.0 / sw;
         }
-    } else if (method == EB_GAUSS_MOMENTS) {
-        /* digest 2.3 item 2 (heteroscedastic: mean of s_i^2): tau2 = max(0, S/(m-1) - mean s^2). */
-        double t = ss / (md - 1.0) - ms2 - extra;
-        o->mu = mean;
-        o->tau2 = t > 0 ? t : 0.0;
-        if (!(t > 0))
-            o->status = EB_STATUS_BOUNDARY;
-        o->mu_var = (o->tau2 + ms2 + extra) / md;
-    } else if (homo) {
-        /* Equal n: the marginal is N(mu, tau2 + s^2 + extra) i.i.d., MLE in closed form. */
-        double t = ss / md - ms2 - extra;
+    } else if (method == EB_GAUSS_MOMENTS || homo) {
+        /* Moments, digest 2.3 item 2 (heteroscedastic: mean of s_i^2): tau2 = max(0, S/(m-1) -
+         * mean s^2). MLE with equal n: the marginal is N(mu, tau2 + s^2 + extra) i.i.d., so the
+         * same closed form with the divisor m. */
+        double t = ss / (method == EB_GAUSS_MOMENTS ? md - 1.0 : md) - ms2 - extra;
         o->mu = mean;
         o->tau2 = t > 0 ? t : 0.0;
         if (!(t > 0))

@@ -109,25 +109,47 @@ int eb_gauss_sigma_analytic(double sensitivity, double eps, double delta, double
     return DP_OK;
 }
 
-/* Refuses a calibrated sd that is not finite or above EB_LDP_MAX_SIGMA. */
-static int sigma_usable(double sigma, double eps0, double delta, dp_err *err)
-{
-    if (sigma <= EB_LDP_MAX_SIGMA)
-        return DP_OK;
-    return dp_err_set(err, DP_ENUMERIC, "epsilon0",
-                      "epsilon0 %g (delta %g) needs a noise sd of %g, above the largest usable %g; "
-                      "use a larger epsilon0",
-                      eps0, delta, sigma, EB_LDP_MAX_SIGMA);
-}
-
-int eb_ldp_gauss_calibrate(double eps0, double delta, double b, size_t d, bool per_coordinate,
-                           eb_calibration cal, eb_ldp_gauss *out, dp_err *err)
+/* The (eps0, delta) every local Gaussian channel is calibrated to. */
+static int check_eps0_delta(double eps0, double delta, dp_err *err)
 {
     if (!isfinite(eps0) || eps0 <= 0)
         return dp_err_set(err, DP_EINVAL, "epsilon0", "epsilon0 must be finite and > 0 (got %g)",
                           eps0);
     if (!isfinite(delta) || delta <= 0 || delta >= 1)
         return dp_err_set(err, DP_EINVAL, "delta", "delta must be in (0, 1) (got %g)", delta);
+    return DP_OK;
+}
+
+/* sigma for a checked (sensitivity, eps0, delta): the classic bound (App B.2 eq. 26,
+ * sigma^2 = Delta^2 2 ln(2/delta) / eps0^2, valid for eps0 < 1) when asked for and valid, else the
+ * analytic Gaussian mechanism (Balle & Wang 2018). */
+static int sigma_for(double sensitivity, double eps0, double delta, eb_calibration cal,
+                     double *sigma, bool *analytic, dp_err *err)
+{
+    if (cal == EB_CAL_CLASSIC && eps0 < 1.0) {
+        *analytic = false;
+        *sigma = sensitivity * sqrt(2.0 * log(2.0 / delta)) / eps0;
+    } else {
+        *analytic = true;
+        int rc = eb_gauss_sigma_analytic(sensitivity, eps0, delta, sigma, err);
+        if (rc != DP_OK)
+            return rc;
+    }
+    /* the classic sigma grows like 1/eps0: refuse what is infinite or overflows when squared */
+    if (*sigma <= EB_LDP_MAX_SIGMA)
+        return DP_OK;
+    return dp_err_set(err, DP_ENUMERIC, "epsilon0",
+                      "epsilon0 %g (delta %g) needs a noise sd of %g, above the largest usable %g; "
+                      "use a larger epsilon0",
+                      eps0, delta, *sigma, EB_LDP_MAX_SIGMA);
+}
+
+int eb_ldp_gauss_calibrate(double eps0, double delta, double b, size_t d, bool per_coordinate,
+                           eb_calibration cal, eb_ldp_gauss *out, dp_err *err)
+{
+    int rc = check_eps0_delta(eps0, delta, err);
+    if (rc != DP_OK)
+        return rc;
     if (!isfinite(b) || b <= 0)
         return dp_err_set(err, DP_EINVAL, "b", "b must be finite and > 0 (got %g)", b);
     if (d < 1 || d > EB_MAX_DIM)
@@ -141,18 +163,10 @@ int eb_ldp_gauss_calibrate(double eps0, double delta, double b, size_t d, bool p
     /* Digest A3: vector sensitivity 2b sqrt(d) by default; the paper's per-coordinate 2b on
      * request. */
     out->sensitivity = per_coordinate ? 2.0 * b : 2.0 * b * sqrt((double)d);
-    if (cal == EB_CAL_CLASSIC && eps0 < 1.0) {
-        /* App B.2 eq. 26: sigma_q^2 = 8 b^2 log(2/delta)/eps0^2 = Delta^2 2 ln(2/delta)/eps0^2. */
-        out->analytic = false;
-        out->sigma = out->sensitivity * sqrt(2.0 * log(2.0 / delta)) / eps0;
-    } else {
-        out->analytic = true;
-        int rc = eb_gauss_sigma_analytic(out->sensitivity, eps0, delta, &out->sigma, err);
-        if (rc != DP_OK)
-            return rc;
-    }
-    if (sigma_usable(out->sigma, eps0, delta, err) != DP_OK)
-        return err->code;
+    /* classic: App B.2 eq. 26, sigma_q^2 = 8 b^2 log(2/delta)/eps0^2 in the paper's 1-D case */
+    rc = sigma_for(out->sensitivity, eps0, delta, cal, &out->sigma, &out->analytic, err);
+    if (rc != DP_OK)
+        return rc;
     /* zCDP of the released vector: each coordinate has sensitivity 2b, noise sigma; d coordinates
      * compose (equals the vector mechanism's Delta^2/(2 sigma^2) with Delta = 2b sqrt(d)). */
     out->rho = (double)d * (2.0 * b) * (2.0 * b) / (2.0 * out->sigma * out->sigma);
@@ -162,24 +176,13 @@ int eb_ldp_gauss_calibrate(double eps0, double delta, double b, size_t d, bool p
 int eb_ldp_sigma(double sensitivity, double eps0, double delta, eb_calibration cal, double *sigma,
                  bool *analytic, dp_err *err)
 {
-    if (!isfinite(eps0) || eps0 <= 0)
-        return dp_err_set(err, DP_EINVAL, "epsilon0", "epsilon0 must be finite and > 0 (got %g)",
-                          eps0);
-    if (!isfinite(delta) || delta <= 0 || delta >= 1)
-        return dp_err_set(err, DP_EINVAL, "delta", "delta must be in (0, 1) (got %g)", delta);
+    int rc = check_eps0_delta(eps0, delta, err);
+    if (rc != DP_OK)
+        return rc;
     if (!isfinite(sensitivity) || sensitivity <= 0)
         return dp_err_set(err, DP_EINVAL, "sensitivity",
                           "sensitivity must be finite and > 0 (got %g)", sensitivity);
-    if (cal == EB_CAL_CLASSIC && eps0 < 1.0) {
-        *analytic = false;
-        *sigma = sensitivity * sqrt(2.0 * log(2.0 / delta)) / eps0; /* paper eq. 26 */
-    } else {
-        *analytic = true;
-        int rc = eb_gauss_sigma_analytic(sensitivity, eps0, delta, sigma, err);
-        if (rc != DP_OK)
-            return rc;
-    }
-    return sigma_usable(*sigma, eps0, delta, err);
+    return sigma_for(sensitivity, eps0, delta, cal, sigma, analytic, err);
 }
 
 double eb_clip(double x, double b)

@@ -39,47 +39,29 @@ int eb_linreg_minnorm(size_t n, size_t d, const double *X, const double *y, doub
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = 0; b < d; b++) {
-            if (n >= d)
-                gsl_matrix_set(A, a, b, X[a * d + b]);
-            else
-                gsl_matrix_set(A, b, a, X[a * d + b]);
-        }
+    for (size_t a = 0; a < n; a++) /* X, or X^T when wide */
+        for (size_t b = 0; b < d; b++)
+            gsl_matrix_set(A, n >= d ? a : b, n >= d ? b : a, X[a * d + b]);
     int st = gsl_linalg_SV_decomp(A, V, S, wk);
     if (st != GSL_SUCCESS) {
         rc = dp_err_set(err, DP_ENUMERIC, "X", "SVD failed (%s)", gsl_strerror(st));
         goto out;
     }
     double smax = gsl_vector_get(S, 0), cut = smax * (double)r * EB_LINREG_RCOND;
-    if (n >= d) {
-        /* t = S^+ U^T y (U = A now, n x d); theta = V t */
-        for (size_t j = 0; j < c; j++) {
-            double sj = gsl_vector_get(S, j), u = 0.0;
-            for (size_t a = 0; a < n; a++)
-                u += gsl_matrix_get(A, a, j) * y[a];
-            gsl_vector_set(t, j, sj > cut ? u / sj : 0.0);
-        }
-        for (size_t b = 0; b < d; b++) {
-            double s = 0.0;
-            for (size_t j = 0; j < c; j++)
-                s += gsl_matrix_get(V, b, j) * gsl_vector_get(t, j);
-            theta[b] = s;
-        }
-    } else {
-        /* t = S^+ V^T y (V is n x n); theta = U t (U = A, d x n) */
-        for (size_t j = 0; j < c; j++) {
-            double sj = gsl_vector_get(S, j), u = 0.0;
-            for (size_t a = 0; a < n; a++)
-                u += gsl_matrix_get(V, a, j) * y[a];
-            gsl_vector_set(t, j, sj > cut ? u / sj : 0.0);
-        }
-        for (size_t b = 0; b < d; b++) {
-            double s = 0.0;
-            for (size_t j = 0; j < c; j++)
-                s += gsl_matrix_get(A, b, j) * gsl_vector_get(t, j);
-            theta[b] = s;
-        }
+    /* n >= d: t = S^+ U^T y, theta = V t (U = A, n x d). n < d: t = S^+ V^T y, theta = U t (V is
+     * n x n, U = A, d x n). The same two products with the roles of A and V swapped. */
+    const gsl_matrix *to_t = n >= d ? A : V, *to_theta = n >= d ? V : A;
+    for (size_t j = 0; j < c; j++) {
+        double sj = gsl_vector_get(S, j), u = 0.0;
+        for (size_t a = 0; a < n; a++)
+            u += gsl_matrix_get(to_t, a, j) * y[a];
+        gsl_vector_set(t, j, sj > cut ? u / sj : 0.0);
+    }
+    for (size_t b = 0; b < d; b++) {
+        double s = 0.0;
+        for (size_t j = 0; j < c; j++)
+            s += gsl_matrix_get(to_theta, b, j) * gsl_vector_get(t, j);
+        theta[b] = s;
     }
 out:
     gsl_matrix_free(A);

@@ -97,6 +97,21 @@ static int parse_vec(const json_t *v, const char *field, size_t *d, double *out,
     return DP_OK;
 }
 
+/* A value for each of d coordinates: d numbers, or one number (or [x]) that holds for all.
+ * out has room for EB_MAX_DIM values. */
+static int parse_vec_for(const json_t *v, const char *field, size_t d, double *out, dp_err *err)
+{
+    size_t k = 0;
+    bool isv;
+    if (parse_vec(v, field, &k, out, &isv, err) != DP_OK)
+        return err->code;
+    if (k != d && k != 1)
+        return dp_err_set(err, DP_EINVAL, field, "%s must have 1 or %zu coordinates", field, d);
+    for (size_t j = 1; j < d && k == 1; j++)
+        out[j] = out[0];
+    return DP_OK;
+}
+
 static json_t *vec_json(const double *x, size_t d, bool as_vec)
 {
     if (!as_vec)
@@ -140,6 +155,36 @@ static int check_silo(const json_t *c, dp_err *err)
     return DP_OK;
 }
 
+/* One allowed value of a string option and what it selects. */
+typedef struct choice {
+    const char *name;
+    int value;
+} choice;
+
+/* s must be one of the n names in ch; *out gets its value. Otherwise a 400 naming field, e.g.
+ * 'range must be "paper" or "safe" (got "x")' (the message names field's last part). */
+static int pick(const char *s, const char *field, const choice *ch, size_t n, int *out,
+                dp_err *err)
+{
+    char list[160];
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(s, ch[i].name) == 0) {
+            *out = ch[i].value;
+            return DP_OK;
+        }
+        const char *sep = i == 0 ? "" : (i + 1 < n ? ", " : " or ");
+        int w = snprintf(list + len, sizeof list - len, "%s\"%s\"", sep, ch[i].name);
+        if (w > 0 && (size_t)w < sizeof list - len)
+            len += (size_t)w;
+    }
+    const char *dot = strrchr(field, '.');
+    return dp_err_set(err, DP_EINVAL, field, "%s must be %s (got \"%s\")", dot ? dot + 1 : field,
+                      list, s);
+}
+
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
 /* ---- ledger charging
  * ------------------------------------------------------------------------------
  *
@@ -167,7 +212,7 @@ static int cmp_silo(const void *a, const void *b)
 
 /* Charges the silos named in body.clients for one run. ev: the per-client event (borrowed). On
  * success *charges is a new JSON array (empty when no silo is named). */
-static int charge_silos(const http_req *rq, const char *kind, bool priv, const json_t *ev,
+static int charge_batch(const http_req *rq, const char *kind, bool priv, const json_t *ev,
                         json_t **charges, dp_err *err)
 {
     const json_t *cl = json_object_get(rq->body, "clients");
@@ -314,6 +359,17 @@ static int charge_silos(const http_req *rq, const char *kind, bool priv, const j
     return rc;
 }
 
+/* charge_batch for a route: ev (stolen) is the per-client event when priv, where NULL means
+ * building it ran out of memory. */
+static int charge_silos(const http_req *rq, const char *kind, bool priv, json_t *ev,
+                        json_t **charges, dp_err *err)
+{
+    int rc = priv && ev == NULL ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory")
+                                : charge_batch(rq, kind, priv, ev, charges, err);
+    json_decref(ev);
+    return rc;
+}
+
 /* The "charging" sentence of a response. */
 static const char *charging_note(const json_t *charges)
 {
@@ -362,25 +418,40 @@ static int parse_max_iter(const json_t *body, unsigned *mi, dp_err *err)
 
 static int parse_calibration(const json_t *pv, eb_calibration *cal, dp_err *err)
 {
+    static const choice CAL[] = {{"classic", EB_CAL_CLASSIC}, {"analytic", EB_CAL_ANALYTIC}};
     const char *s;
-    if (json_util_opt_string(pv, "calibration", "classic", &s, err) != DP_OK)
+    int v;
+    if (json_util_opt_string(pv, "calibration", "classic", &s, err) != DP_OK ||
+        pick(s, "calibration", CAL, N_ELEMS(CAL), &v, err) != DP_OK)
         return err->code;
-    if (strcmp(s, "classic") == 0)
-        *cal = EB_CAL_CLASSIC;
-    else if (strcmp(s, "analytic") == 0)
-        *cal = EB_CAL_ANALYTIC;
-    else
-        return dp_err_set(err, DP_EINVAL, "calibration",
-                          "calibration must be \"classic\" or \"analytic\" (got \"%s\")", s);
+    *cal = (eb_calibration)v;
     return DP_OK;
 }
 
-static int set_status(json_t *o, eb_status st, dp_err *err)
+/* One key of a response and its value (a new reference, or NULL when building it failed). */
+typedef struct field_val {
+    const char *key;
+    json_t *value;
+} field_val;
+
+/* Sets the n keys on o in order. Every value is stolen, also those after a failure, so a
+ * response under construction never leaks its parts. */
+static int set_fields(json_t *o, const field_val *f, size_t n, dp_err *err)
 {
-    if (json_util_set(o, "status", json_string(eb_status_name(st)), err) != DP_OK ||
-        json_util_set(o, "converged", json_boolean(st != EB_STATUS_MAX_ITER), err) != DP_OK)
-        return err->code;
-    return DP_OK;
+    int rc = DP_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (rc == DP_OK)
+            rc = json_util_set(o, f[i].key, f[i].value, err);
+        else
+            json_decref(f[i].value);
+    }
+    return rc;
+}
+
+/* The "converged" flag of a response: every status but running out of iterations. */
+static json_t *converged_json(eb_status st)
+{
+    return json_boolean(st != EB_STATUS_MAX_ITER);
 }
 
 /* ---- run storage
@@ -684,21 +755,35 @@ static int gauss_noise(const json_t *body, const gauss_req *g, double *sx2, bool
     return DP_OK;
 }
 
+/* A per-coordinate Gaussian prior as one: means and variances side by side, the log-likelihoods
+ * summed, the most iterations and the worst status over the coordinates. */
+typedef struct gauss_summary {
+    double mu[EB_MAX_DIM], tau2[EB_MAX_DIM], loglik;
+    unsigned iterations;
+    eb_status status;
+} gauss_summary;
+
+static void gauss_summarize(const eb_gauss_coord *c, size_t d, gauss_summary *s)
+{
+    s->loglik = 0;
+    s->iterations = 0;
+    s->status = EB_STATUS_CONVERGED;
+    for (size_t j = 0; j < d; j++) {
+        s->mu[j] = c[j].mu;
+        s->tau2[j] = c[j].tau2;
+        s->loglik += c[j].loglik;
+        s->iterations = c[j].iterations > s->iterations ? c[j].iterations : s->iterations;
+        s->status = eb_status_worst(s->status, c[j].status);
+    }
+}
+
 static json_t *gauss_fit_json(const eb_gauss_coord *c, size_t d, bool vec)
 {
-    double mu[EB_MAX_DIM], t2[EB_MAX_DIM], ll = 0;
-    unsigned it = 0;
-    eb_status st = EB_STATUS_CONVERGED;
-    for (size_t j = 0; j < d; j++) {
-        mu[j] = c[j].mu;
-        t2[j] = c[j].tau2;
-        ll += c[j].loglik;
-        it = c[j].iterations > it ? c[j].iterations : it;
-        st = eb_status_worst(st, c[j].status);
-    }
-    return json_pack("{s:o, s:o, s:o, s:I, s:s}", "mean", vec_json(mu, d, vec), "variance",
-                     vec_json(t2, d, vec), "log_likelihood", json_util_real(ll), "iterations",
-                     (json_int_t)it, "status", eb_status_name(st));
+    gauss_summary s;
+    gauss_summarize(c, d, &s);
+    return json_pack("{s:o, s:o, s:o, s:I, s:s}", "mean", vec_json(s.mu, d, vec), "variance",
+                     vec_json(s.tau2, d, vec), "log_likelihood", json_util_real(s.loglik),
+                     "iterations", (json_int_t)s.iterations, "status", eb_status_name(s.status));
 }
 
 int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
@@ -726,16 +811,10 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
     const char *ms;
     if ((rc = json_util_opt_string(rq->body, "method", "mle", &ms, err)) != DP_OK)
         goto out;
-    eb_gauss_method method;
-    if (strcmp(ms, "mle") == 0)
-        method = EB_GAUSS_MLE;
-    else if (strcmp(ms, "moments") == 0)
-        method = EB_GAUSS_MOMENTS;
-    else {
-        rc = dp_err_set(err, DP_EINVAL, "method",
-                        "method must be \"mle\" or \"moments\" (got \"%s\")", ms);
+    static const choice METHOD[] = {{"mle", EB_GAUSS_MLE}, {"moments", EB_GAUSS_MOMENTS}};
+    int method;
+    if ((rc = pick(ms, "method", METHOD, N_ELEMS(METHOD), &method, err)) != DP_OK)
         goto out;
-    }
     uint64_t seed;
     unsigned max_iter;
     if ((rc = parse_seed(rq->body, &seed, err)) != DP_OK ||
@@ -761,38 +840,17 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
                             "estimate both)");
             goto out;
         }
-        size_t dv = 0;
-        bool isv;
-        if ((rc = parse_vec(vj, "prior.variance", &dv, pvar, &isv, err)) != DP_OK)
+        if ((rc = parse_vec_for(vj, "prior.variance", d, pvar, err)) != DP_OK)
             goto out;
-        if (dv != d && dv != 1) {
-            rc = dp_err_set(err, DP_EINVAL, "prior.variance",
-                            "prior.variance must have 1 or %zu "
-                            "coordinates",
-                            d);
-            goto out;
-        }
-        for (size_t j = 0; j < d; j++) {
-            pvar[j] = pvar[dv == 1 ? 0 : j];
+        for (size_t j = 0; j < d; j++)
             if (pvar[j] < 0) {
                 rc = dp_err_set(err, DP_EINVAL, "prior.variance", "prior.variance must be >= 0");
                 goto out;
             }
-        }
         var_known = true;
         if (mj != NULL && !json_is_null(mj)) {
-            size_t dm = 0;
-            if ((rc = parse_vec(mj, "prior.mean", &dm, pmu, &isv, err)) != DP_OK)
+            if ((rc = parse_vec_for(mj, "prior.mean", d, pmu, err)) != DP_OK)
                 goto out;
-            if (dm != d && dm != 1) {
-                rc = dp_err_set(err, DP_EINVAL, "prior.mean",
-                                "prior.mean must have 1 or %zu "
-                                "coordinates",
-                                d);
-                goto out;
-            }
-            for (size_t j = 0; j < d; j++)
-                pmu[j] = pmu[dm == 1 ? 0 : j];
             mu_known = true;
         }
     }
@@ -846,15 +904,11 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         po.per_coordinate = pc;
         po.b = b;
         po.seed = seed;
-        if (strcmp(range, "paper") == 0)
-            po.range_mode = EB_RANGE_PAPER;
-        else if (strcmp(range, "safe") == 0)
-            po.range_mode = EB_RANGE_SAFE;
-        else {
-            rc = dp_err_set(err, DP_EINVAL, "privacy.range",
-                            "range must be \"paper\" or \"safe\" (got \"%s\")", range);
+        static const choice RANGE[] = {{"paper", EB_RANGE_PAPER}, {"safe", EB_RANGE_SAFE}};
+        int rm;
+        if ((rc = pick(range, "privacy.range", RANGE, N_ELEMS(RANGE), &rm, err)) != DP_OK)
             goto out;
-        }
+        po.range_mode = (eb_range_mode)rm;
         /* b needs sigma_theta: the known prior's, or a public bound (never estimated from data) */
         if (var_known) {
             double mx = 0;
@@ -874,16 +928,20 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
                             "sigma_theta_bound (or an explicit b)");
             goto out;
         }
-        if (strcmp(mech, "gaussian") == 0) {
-            po.channel = EB_CHANNEL_GAUSSIAN;
+        static const choice MECH[] = {{"gaussian", EB_CHANNEL_GAUSSIAN},
+                                      {"quantize", EB_CHANNEL_QUANTIZE}};
+        int ch;
+        if ((rc = pick(mech, "privacy.mechanism", MECH, N_ELEMS(MECH), &ch, err)) != DP_OK)
+            goto out;
+        po.channel = (eb_channel)ch;
+        if (po.channel == EB_CHANNEL_GAUSSIAN) {
             if (json_util_req_number(pvj, "epsilon0", &po.eps0, err) ||
                 json_util_req_number(pvj, "delta", &po.delta, err)) {
                 dp_err_prefix_field(err, "privacy");
                 rc = err->code;
                 goto out;
             }
-        } else if (strcmp(mech, "quantize") == 0) {
-            po.channel = EB_CHANNEL_QUANTIZE;
+        } else {
             if (bits < 1 || bits > 52) {
                 rc = dp_err_set(err, DP_EINVAL, "privacy.bits",
                                 "bits must be in 1..52 for the quantizer (got %lld)",
@@ -891,10 +949,6 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
                 goto out;
             }
             po.bits = (unsigned)bits;
-        } else {
-            rc = dp_err_set(err, DP_EINVAL, "privacy.mechanism",
-                            "mechanism must be \"gaussian\" or \"quantize\" (got \"%s\")", mech);
-            goto out;
         }
     }
 
@@ -913,14 +967,8 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
             else
                 ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
                                pinfo.sigma_q / pinfo.ldp.sensitivity);
-            if (ev == NULL) {
-                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-                goto out;
-            }
         }
-        rc = charge_silos(rq, "gaussian", dp, ev, &charges, err);
-        json_decref(ev);
-        if (rc != DP_OK)
+        if ((rc = charge_silos(rq, "gaussian", dp, ev, &charges, err)) != DP_OK)
             goto out;
     }
     pm = dp_calloc(m * d, sizeof(double));
@@ -948,12 +996,11 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         extra = pinfo.sigma_q * pinfo.sigma_q;
         wextra = extra / ((double)m - 1.0); /* Thm 2 weight (digest A1) */
     }
-    eb_status st = EB_STATUS_CONVERGED;
     if (mu_known) {
-        for (size_t j = 0; j < d; j++)
+        for (size_t j = 0; j < d; j++) {
             prior[j] = (eb_gauss_coord){pmu[j], pvar[j], 0.0, 0.0, 0, EB_STATUS_CONVERGED};
-        for (size_t j = 0; j < d; j++)
             prior[j].loglik = eb_gauss_loglik(&raw, j, pmu[j], pvar[j], 0.0);
+        }
     } else {
         const double *tk = var_known ? pvar : NULL;
         if ((rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MLE, max_iter, fit_mle, err)) != DP_OK ||
@@ -966,15 +1013,8 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         goto out;
 
     /* response */
-    double mu[EB_MAX_DIM], t2[EB_MAX_DIM], ll = 0;
-    unsigned it = 0;
-    for (size_t j = 0; j < d; j++) {
-        mu[j] = prior[j].mu;
-        t2[j] = prior[j].tau2;
-        ll += prior[j].loglik;
-        it = prior[j].iterations > it ? prior[j].iterations : it;
-        st = eb_status_worst(st, prior[j].status);
-    }
+    gauss_summary ps;
+    gauss_summarize(prior, d, &ps);
     out = json_object();
     est = json_array();
     if (out == NULL || est == NULL) {
@@ -1020,33 +1060,27 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
     if (!mu_known)
         fits = json_pack("{s:o, s:o}", "mle", gauss_fit_json(fit_mle, d, g.vec), "moments",
                          gauss_fit_json(fit_mom, d, g.vec));
-    if (json_util_set(out, "model", json_string("gaussian"), err) ||
-        json_util_set(out, "method", json_string(mu_known ? "known_prior" : ms), err) ||
-        json_util_set(out, "prior",
-                      json_pack("{s:o, s:o, s:s}", "mean", vec_json(mu, d, g.vec), "variance",
-                                vec_json(t2, d, g.vec), "source",
-                                mu_known
-                                    ? "given"
-                                    : (var_known ? "mean estimated, variance given" : "estimated")),
-                      err) ||
-        json_util_set(out, "fits", fits, err) ||
-        json_util_set(out, "noise_variance", json_util_real(sx2), err) ||
-        json_util_set(out, "noise_variance_source", json_string(pooled ? "pooled" : "given"),
-                      err) ||
-        json_util_set(out, "estimates", est, err)) {
-        est = NULL;
-        json_decref(privj);
-        rc = err->code;
+    const char *source =
+        mu_known ? "given" : (var_known ? "mean estimated, variance given" : "estimated");
+    const field_val fields[] = {
+        {"model", json_string("gaussian")},
+        {"method", json_string(mu_known ? "known_prior" : ms)},
+        {"prior", json_pack("{s:o, s:o, s:s}", "mean", vec_json(ps.mu, d, g.vec), "variance",
+                            vec_json(ps.tau2, d, g.vec), "source", source)},
+        {"fits", fits},
+        {"noise_variance", json_util_real(sx2)},
+        {"noise_variance_source", json_string(pooled ? "pooled" : "given")},
+        {"estimates", est},
+        {"log_likelihood", json_util_real(ps.loglik)},
+        {"iterations", json_integer((json_int_t)ps.iterations)},
+        {"status", json_string(eb_status_name(ps.status))},
+        {"converged", converged_json(ps.status)},
+        {"privacy", privj},
+    };
+    est = NULL; /* stolen by set_fields */
+    if ((rc = set_fields(out, fields, N_ELEMS(fields), err)) != DP_OK)
         goto out;
-    }
-    est = NULL;
-    if (json_util_set(out, "log_likelihood", json_util_real(ll), err) ||
-        json_util_set(out, "iterations", json_integer((json_int_t)it), err) ||
-        set_status(out, st, err) || json_util_set(out, "privacy", privj, err)) {
-        rc = err->code;
-        goto out;
-    }
-    rc = finish_run(rq, rs, "gaussian", priv, m, d, out, st, err);
+    rc = finish_run(rq, rs, "gaussian", priv, m, d, out, ps.status, err);
     out = NULL;
 out:
     gauss_req_free(&g);
@@ -1179,29 +1213,15 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
         (rc = json_util_opt_bool(rq->body, "leave_one_out", true, &loo, err)) ||
         (rc = parse_seed(rq->body, &seed, err)) || (rc = parse_max_iter(rq->body, &max_iter, err)))
         goto out;
-    bool mle;
-    if (strcmp(ms, "mle") == 0)
-        mle = true;
-    else if (strcmp(ms, "moments") == 0)
-        mle = false;
-    else {
-        rc = dp_err_set(err, DP_EINVAL, "method",
-                        "method must be \"mle\" or \"moments\" (got \"%s\")", ms);
+    static const choice METHOD[] = {{"mle", 1}, {"moments", 0}};
+    static const choice VARIANT[] = {{"paper", EB_BETA_PAPER},
+                                     {"paper_no_minus1", EB_BETA_PAPER_NO_MINUS1},
+                                     {"unbiased", EB_BETA_UNBIASED}};
+    int mle, vi;
+    if ((rc = pick(ms, "method", METHOD, N_ELEMS(METHOD), &mle, err)) != DP_OK ||
+        (rc = pick(vs, "variant", VARIANT, N_ELEMS(VARIANT), &vi, err)) != DP_OK)
         goto out;
-    }
-    eb_beta_variant v;
-    if (strcmp(vs, "paper") == 0)
-        v = EB_BETA_PAPER;
-    else if (strcmp(vs, "paper_no_minus1") == 0)
-        v = EB_BETA_PAPER_NO_MINUS1;
-    else if (strcmp(vs, "unbiased") == 0)
-        v = EB_BETA_UNBIASED;
-    else {
-        rc = dp_err_set(
-            err, DP_EINVAL, "variant",
-            "variant must be \"paper\", \"paper_no_minus1\" or \"unbiased\" (got \"%s\")", vs);
-        goto out;
-    }
+    eb_beta_variant v = (eb_beta_variant)vi;
     const json_t *pj = json_object_get(rq->body, "prior");
     bool known = pj != NULL && !json_is_null(pj);
     double alpha = NAN, beta = NAN;
@@ -1237,15 +1257,12 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
             rc = err->code;
             goto out;
         }
-        if (strcmp(ss, "two_bit") == 0)
-            scheme = EB_BETA_PRIV_TWO_BIT;
-        else if (strcmp(ss, "paper_1bit") == 0)
-            scheme = EB_BETA_PRIV_PAPER_1BIT;
-        else {
-            rc = dp_err_set(err, DP_EINVAL, "privacy.scheme",
-                            "scheme must be \"two_bit\" or \"paper_1bit\" (got \"%s\")", ss);
+        static const choice SCHEME[] = {{"two_bit", EB_BETA_PRIV_TWO_BIT},
+                                        {"paper_1bit", EB_BETA_PRIV_PAPER_1BIT}};
+        int si;
+        if ((rc = pick(ss, "privacy.scheme", SCHEME, N_ELEMS(SCHEME), &si, err)) != DP_OK)
             goto out;
-        }
+        scheme = (eb_beta_scheme)si;
         if (mle) {
             rc = dp_err_set(err, DP_EINVAL, "method",
                             "private runs use the moment estimator (the messages are randomized "
@@ -1262,14 +1279,8 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
                      ? json_pack("{s:s, s:i, s:{s:s, s:f}}", "type", "self_composed", "count", 2,
                                  "event", "type", "pure", "epsilon", eps0 / 2.0)
                      : json_pack("{s:s, s:f}", "type", "pure", "epsilon", eps0);
-            if (ev == NULL) {
-                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-                goto out;
-            }
         }
-        rc = charge_silos(rq, "beta", priv, ev, &charges, err);
-        json_decref(ev);
-        if (rc != DP_OK)
+        if ((rc = charge_silos(rq, "beta", priv, ev, &charges, err)) != DP_OK)
             goto out;
     }
     eb_beta_prior used = {0}, fm = {0}, fmle = {0};
@@ -1341,29 +1352,25 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
             "bits", (int)pinfo.bits, "rho", json_util_real(pinfo.rho), "model",
             "pure local DP per client (user level), simulated on the server", "charges",
             json_incref(charges), "charging", charging_note(charges));
-    if (json_util_set(out, "model", json_string("beta"), err) ||
-        json_util_set(out, "method", json_string(known ? "known_prior" : ms), err) ||
-        json_util_set(out, "variant", json_string(vs), err) ||
-        json_util_set(out, "leave_one_out", json_boolean(loo), err) ||
-        json_util_set(out, "prior", beta_prior_json(&used, source), err) ||
-        json_util_set(out, "fits", fits, err) ||
-        json_util_set(out, "clamped",
-                      json_pack("{s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local",
-                                (json_int_t)cnt.local),
-                      err) ||
-        json_util_set(out, "estimates", est, err)) {
-        est = NULL;
-        json_decref(privj);
-        rc = err->code;
+    const field_val fields[] = {
+        {"model", json_string("beta")},
+        {"method", json_string(known ? "known_prior" : ms)},
+        {"variant", json_string(vs)},
+        {"leave_one_out", json_boolean(loo)},
+        {"prior", beta_prior_json(&used, source)},
+        {"fits", fits},
+        {"clamped", json_pack("{s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local",
+                              (json_int_t)cnt.local)},
+        {"estimates", est},
+        {"log_likelihood", json_util_real(used.loglik)},
+        {"iterations", json_integer((json_int_t)used.iterations)},
+        {"status", json_string(eb_status_name(st))},
+        {"converged", converged_json(st)},
+        {"privacy", privj},
+    };
+    est = NULL; /* stolen by set_fields */
+    if ((rc = set_fields(out, fields, N_ELEMS(fields), err)) != DP_OK)
         goto out;
-    }
-    est = NULL;
-    if (json_util_set(out, "log_likelihood", json_util_real(used.loglik), err) ||
-        json_util_set(out, "iterations", json_integer((json_int_t)used.iterations), err) ||
-        set_status(out, st, err) || json_util_set(out, "privacy", privj, err)) {
-        rc = err->code;
-        goto out;
-    }
     rc = finish_run(rq, rs, "beta", priv, m, 1, out, st, err);
     out = NULL;
 out:
@@ -1440,15 +1447,11 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
             (rc = json_util_opt_int(rq->body, "n_init", o.n_init, &ni, err)) ||
             (rc = json_util_opt_number(rq->body, "variance_floor", NAN, &fl, err)))
             goto out;
-        if (strcmp(meth, "em") == 0)
-            o.method = EB_MIX_EM;
-        else if (strcmp(meth, "altmin") == 0)
-            o.method = EB_MIX_ALTMIN;
-        else {
-            rc = dp_err_set(err, DP_EINVAL, "method",
-                            "method must be \"em\" or \"altmin\" (got \"%s\")", meth);
+        static const choice METHOD[] = {{"em", EB_MIX_EM}, {"altmin", EB_MIX_ALTMIN}};
+        int mi;
+        if ((rc = pick(meth, "method", METHOD, N_ELEMS(METHOD), &mi, err)) != DP_OK)
             goto out;
-        }
+        o.method = (eb_mix_method)mi;
         if (ni < 1 || ni > 100) {
             rc = dp_err_set(err, DP_EINVAL, "n_init", "n_init must be in 1..100 (got %lld)",
                             (long long)ni);
@@ -1552,14 +1555,8 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
         if (priv) {
             ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
                            pinfo.sigma / pinfo.sensitivity);
-            if (ev == NULL) {
-                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-                goto out;
-            }
         }
-        rc = charge_silos(rq, "mixture", priv, ev, &charges, err);
-        json_decref(ev);
-        if (rc != DP_OK)
+        if ((rc = charge_silos(rq, "mixture", priv, ev, &charges, err)) != DP_OK)
             goto out;
     }
     if (priv) {
@@ -1632,27 +1629,22 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
             "clipped", (json_int_t)pinfo.n_clipped, "charges", json_incref(charges), "charging",
             charging_note(charges));
     const char *meth_name = known ? "known_prior" : (o.method == EB_MIX_EM ? "em" : "altmin");
-    if (json_util_set(out, "model", json_string("mixture"), err) ||
-        json_util_set(out, "method", json_string(meth_name), err) ||
-        json_util_set(
-            out, "prior",
-            json_pack("{s:o, s:s}", "components", cj, "source", known ? "given" : "fitted"), err) ||
-        json_util_set(out, "noise_variance", json_util_real(sx2), err) ||
-        json_util_set(out, "noise_variance_source", json_string(pooled ? "pooled" : "given"),
-                      err) ||
-        json_util_set(out, "estimates", est, err)) {
-        est = NULL;
-        json_decref(privj);
-        rc = err->code;
+    const field_val fields[] = {
+        {"model", json_string("mixture")},
+        {"method", json_string(meth_name)},
+        {"prior", json_pack("{s:o, s:s}", "components", cj, "source", known ? "given" : "fitted")},
+        {"noise_variance", json_util_real(sx2)},
+        {"noise_variance_source", json_string(pooled ? "pooled" : "given")},
+        {"estimates", est},
+        {"log_likelihood", json_util_real(info.loglik)},
+        {"iterations", json_integer((json_int_t)info.iterations)},
+        {"status", json_string(eb_status_name(info.status))},
+        {"converged", converged_json(info.status)},
+        {"privacy", privj},
+    };
+    est = NULL; /* stolen by set_fields */
+    if ((rc = set_fields(out, fields, N_ELEMS(fields), err)) != DP_OK)
         goto out;
-    }
-    est = NULL;
-    if (json_util_set(out, "log_likelihood", json_util_real(info.loglik), err) ||
-        json_util_set(out, "iterations", json_integer((json_int_t)info.iterations), err) ||
-        set_status(out, info.status, err) || json_util_set(out, "privacy", privj, err)) {
-        rc = err->code;
-        goto out;
-    }
     rc = finish_run(rq, rs, "mixture", priv, m, d, out, info.status, err);
     out = NULL;
 out:

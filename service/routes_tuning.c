@@ -1,11 +1,11 @@
 /*
  * routes_tuning.c: the price of a private hyperparameter search (issue #4; docs/TUNING.md).
  *
- *   POST /v1/tuning/cost        epsilon of a search, of one run, and of running every grid value
- *   POST /v1/tuning/plan        noise multiplier per run so that the whole search meets (eps,
- * delta) POST /v1/tuning/draw        draws the number of runs K (and, with grid_size, which
- * candidate each run uses) with the kernel CSPRNG and records the draw GET  /v1/tuning/draws/{id}
- * reads a recorded draw back (audit)
+ *   POST /v1/tuning/cost       epsilon of a search, of one run, and of running every grid value
+ *   POST /v1/tuning/plan       noise multiplier per run so that the whole search meets (eps, delta)
+ *   POST /v1/tuning/draw       draws the number of runs K (and, with grid_size, which candidate
+ *                              each run uses) with the kernel CSPRNG and records the draw
+ *   GET  /v1/tuning/draws/{id} reads a recorded draw back (audit)
  *
  * Accounting: the search is the event {"type": "repeat_and_select", "event": run, "distribution":
  * D} evaluated by the RDP accountant (accounting/rdp.h, which hands the node to
@@ -125,6 +125,16 @@ static const char *bound_name(const acct_tuning_dist *d)
     return "unknown";
 }
 
+/* The "accounting" block of a cost or plan response (a new reference, NULL when out of memory). */
+static json_t *accounting_json(const acct_tuning_dist *d, acct_conversion conv, double order,
+                               acct_neighboring nb)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "accountant", "rdp", "bound", bound_name(d),
+                     "auxiliary_orders", "continuous", "conversion", acct_conversion_name(conv),
+                     "optimal_order", json_util_real(order), "neighboring",
+                     event_json_neighboring_name(nb));
+}
+
 /* Sets key to eps (or null with key_reason when infinite). */
 static int set_eps(json_t *o, const char *key, double eps, dp_err *err)
 {
@@ -160,7 +170,7 @@ static int read_grid(const json_t *body, int64_t *grid, dp_err *err)
     return DP_OK;
 }
 
-/* epsilon of ev at delta (continuous conversion); *order gets the optimal order. */
+/* epsilon of ev at delta (continuous conversion); *ans (if not NULL) gets the whole answer. */
 static int eps_of(const acct_event *ev, acct_neighboring nb, double delta, double *eps,
                   acct_rdp_answer *ans, dp_err *err)
 {
@@ -238,11 +248,7 @@ int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
     double head_naive = (grid > 0 && is_pure) ? fmin(eps_naive, pure_naive) : eps_naive;
 
     o = json_object();
-    json_t *acc = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "accountant", "rdp", "bound",
-                            bound_name(&d), "auxiliary_orders", "continuous", "conversion",
-                            acct_conversion_name(ans.conversion), "optimal_order",
-                            json_util_real(ans.optimal_order), "neighboring",
-                            event_json_neighboring_name(nb));
+    json_t *acc = accounting_json(&d, ans.conversion, ans.optimal_order, nb);
     json_t *pure = NULL;
     if (is_pure)
         pure = json_pack("{s:o, s:o, s:o, s:s}", "epsilon_one_run", json_util_real(pure_one),
@@ -419,11 +425,7 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
                   "prob_no_run", json_util_real(acct_tuning_prob_zero(&d)), "distribution",
                   tuning_json_dist(&d), "draw",
                   "POST /v1/tuning/draw with this distribution draws the number of runs");
-    json_t *acc =
-        json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "accountant", "rdp", "bound", bound_name(&d),
-                  "auxiliary_orders", "continuous", "conversion",
-                  acct_conversion_name(ACCT_CONV_OPTIMAL), "optimal_order",
-                  json_util_real(tuned_order), "neighboring", event_json_neighboring_name(nb));
+    json_t *acc = accounting_json(&d, ACCT_CONV_OPTIMAL, tuned_order, nb);
     if (o == NULL) {
         json_decref(runs);
         json_decref(acc);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/accounting/run.sh: the accounting benchmark (issue #3). Times dpsilo's RDP accountant
-# (build/bench/accounting, C) and, when present, the reference harness (bench/accounting/ref_bench.py:
-# dp_accounting and Opacus run here on the same tasks.json), then prints every task side by side with
-# the ratio reference/dpsilo. Also the median HTTP round trip of POST /v1/accounting/epsilon.
+# (build/bench/accounting, C) and, when present, the reference harness (bench/accounting/py_ref.py:
+# dp_accounting and Opacus run here on the same tasks.json; needs DP_ACCOUNTING_SRC / OPACUS_SRC
+# checkouts, see py_ref.py), then prints every task side by side with the ratio reference/dpsilo.
+# Also the median HTTP round trip of POST /v1/accounting/epsilon.
 #
 # Protocol shared with the reference harness: both print lines
 #   task <TAB> implementation <TAB> seconds <TAB> result
@@ -13,7 +14,7 @@ BUILD=${BUILD:-build}
 REPS=${REPS:-200}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-BIN=$BUILD/bench/accounting
+BIN=$(cd "$BUILD/bench" 2>/dev/null && pwd)/accounting
 DPSILOD=${DPSILOD:-$BUILD/dpsilod}
 [ -x "$BIN" ] || { echo "bench/accounting: $BIN not built (make bench)"; exit 1; }
 
@@ -36,14 +37,13 @@ done
 [ -n "$URL" ] || { echo "bench/accounting: dpsilod did not start"; cat "$T/log"; exit 1; }
 
 echo "bench/accounting: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
-(cd "$ROOT" && nice -n 10 "$OLDPWD/$BIN" --reps "$REPS" --http "$URL") >"$T/ours.tsv" 2>/dev/null ||
-    (cd "$ROOT" && nice -n 10 "$BIN" --reps "$REPS" --http "$URL") >"$T/ours.tsv"
+(cd "$ROOT" && nice -n 10 "$BIN" --reps "$REPS" --http "$URL") >"$T/ours.tsv"
 : >"$T/ref.tsv"
-if [ -f "$HERE/ref_bench.py" ]; then
-    (cd "$ROOT" && nice -n 10 /usr/bin/python3 "$HERE/ref_bench.py" --tasks "$HERE/tasks.json") >"$T/ref.tsv" ||
+if [ -f "$HERE/py_ref.py" ]; then
+    (cd "$ROOT" && nice -n 10 /usr/bin/python3 "$HERE/py_ref.py" --format tsv --tasks "$HERE/tasks.json") >"$T/ref.tsv" ||
         echo "bench/accounting: reference harness failed (see above); dpsilo figures only"
 else
-    echo "bench/accounting: reference harness bench/accounting/ref_bench.py not present; dpsilo figures only"
+    echo "bench/accounting: reference harness bench/accounting/py_ref.py not present; dpsilo figures only"
 fi
 printf '%-20s %-14s %14s %20s %12s\n' task implementation seconds result "ratio(ref/us)"
 awk -F'\t' 'FNR==NR { ours[$1]=$3; print; next }

@@ -56,6 +56,14 @@ static void die(const dp_err *e)
     exit(1);
 }
 
+/* dir/name opened for writing, or NULL. */
+static FILE *open_dump(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return fopen(path, "w");
+}
+
 int main(int argc, char **argv)
 {
     const char *dump = NULL;
@@ -181,25 +189,21 @@ int main(int argc, char **argv)
     }
 
     if (dump != NULL) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/gauss.csv", dump);
-        FILE *f = fopen(path, "w");
+        FILE *f = open_dump(dump, "gauss.csv");
         if (f == NULL)
             return 1;
         fprintf(f, "x,n\n");
         for (size_t i = 0; i < M_DUMP; i++)
             fprintf(f, "%.17g,%.0f\n", x[i], n[i]);
         fclose(f);
-        snprintf(path, sizeof path, "%s/beta.csv", dump);
-        f = fopen(path, "w");
+        f = open_dump(dump, "beta.csv");
         if (f == NULL)
             return 1;
         fprintf(f, "z,n\n");
         for (size_t i = 0; i < M_DUMP; i++)
             fprintf(f, "%.0f,%.0f\n", z[i], bn[i]);
         fclose(f);
-        snprintf(path, sizeof path, "%s/mixture.csv", dump);
-        f = fopen(path, "w");
+        f = open_dump(dump, "mixture.csv");
         if (f == NULL)
             return 1;
         fprintf(f, "x\n");
@@ -212,8 +216,7 @@ int main(int argc, char **argv)
         if (eb_gauss_fit(&gs, NULL, 0.0, EB_GAUSS_MLE, 200, &c, &e) != DP_OK ||
             eb_beta_fit_mle(&bs, 200, &bp, &e) != DP_OK)
             die(&e);
-        snprintf(path, sizeof path, "%s/ours.txt", dump);
-        f = fopen(path, "w");
+        f = open_dump(dump, "ours.txt");
         if (f == NULL)
             return 1;
         fprintf(f, "gauss_mu %.12g\ngauss_tau2 %.12g\ngauss_loglik %.12g\n", c.mu, c.tau2,

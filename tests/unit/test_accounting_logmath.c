@@ -75,6 +75,15 @@ static void logsumexp_and_streaming_accumulator_agree(void **state)
     assert_true(dp_lse_value(&s) == HUGE_VAL);
 }
 
+static void probabilities_never_underflow_to_zero(void **state)
+{
+    (void)state;
+    assert_true(dp_exp_prob_up(-1e6) > 0.0);
+    assert_true(dp_exp_prob_up(-HUGE_VAL) == 0.0);
+    assert_close(dp_exp_prob_up(log(1e-5)), 1e-5, 1e-15, 0);
+    assert_close(dp_exp_prob_up(0.5), 1.0, 0, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -82,6 +91,7 @@ int main(void)
         cmocka_unit_test(log_sub_is_exact_near_equal_arguments),
         cmocka_unit_test(log1mexp_and_logexpm1_switch_branches_accurately),
         cmocka_unit_test(logsumexp_and_streaming_accumulator_agree),
+        cmocka_unit_test(probabilities_never_underflow_to_zero),
     };
     return cmocka_run_group_tests_name("accounting_logmath", tests, NULL, NULL);
 }

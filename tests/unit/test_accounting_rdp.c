@@ -269,8 +269,14 @@ static void simple_mechanisms_match_closed_forms(void **state)
     assert_close(acct_rdp_laplace(1e6, 3.0), 3.0 / 2e12, 1e-5, 0);
     /* alpha -> inf: r -> 1/b */
     assert_close(acct_rdp_laplace(0.5, 1e5), 2.0, 1e-4, 0);
-    assert_close(acct_rdp_pure(0.1, 2.0), 0.01, 1e-15, 0);
-    assert_close(acct_rdp_pure(0.1, 1000.0), 0.1, 1e-15, 0);
+    /* pure: randomized response (Mironov 2017 Table II), direct formula where it is well
+     * conditioned */
+    assert_close(acct_rdp_pure(0.7, 2.0),
+                 (0.7 * 2.0 + log1p(exp(0.7 * (1.0 - 4.0))) - log1p(exp(0.7))) / 1.0, 1e-14, 0);
+    assert_true(acct_rdp_pure(0.1, 2.0) <= 0.01 && acct_rdp_pure(0.1, 2.0) > 0.0099);
+    assert_close(acct_rdp_pure(0.1, 1e5), 0.1, 1e-4, 0);
+    /* tiny eps: ~ alpha eps^2 / 2 to leading order, without cancellation */
+    assert_close(acct_rdp_pure(1e-8, 3.0), 3.0 * 1e-16 / 2.0, 1e-8, 0);
     double r;
     dp_err err = {0};
     assert_int_equal(acct_rdp_sampled_gaussian(1.0, 1.5, 4.5, &r, &err), DP_OK);

@@ -45,6 +45,16 @@ static double gauss_rdp(double order, void *ctx)
     return order * *(const double *)ctx; /* Mironov 2017, Prop. 7: alpha / (2 sigma^2) */
 }
 
+/* acct_tuning_rdp of a base whose RDP curve is rho * order (gauss_rdp), asserted to succeed. */
+static void tune_gauss(const acct_tuning_dist *d, double rho, const double *orders, size_t n,
+                       acct_tuning_aux_mode mode, double *out, acct_tuning_info *info)
+{
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(acct_tuning_rdp(d, gauss_rdp, &rho, orders, NULL, n, mode, out, info, &e),
+                     DP_OK);
+}
+
 static double nan_rdp(double order, void *ctx)
 {
     (void)ctx;
@@ -110,10 +120,7 @@ static double search_eps(const acct_tuning_dist *d, double sigma, acct_tuning_au
                          double delta)
 {
     double rho = 1.0 / (2.0 * sigma * sigma), out[N_TF72];
-    dp_err e;
-    dp_err_clear(&e);
-    assert_int_equal(acct_tuning_rdp(d, gauss_rdp, &rho, TF72, NULL, N_TF72, mode, out, NULL, &e),
-                     DP_OK);
+    tune_gauss(d, rho, TF72, N_TF72, mode, out, NULL);
     return eps_from_rdp(TF72, out, N_TF72, delta);
 }
 
@@ -311,11 +318,7 @@ static void degenerate_distributions_reduce_to_plain_composition(void **state)
     const double mult[] = {1.0, 13.0, 1.0, 1.0};
     for (size_t j = 0; j < 4; j++) {
         for (int mode = 0; mode < 2; mode++) {
-            dp_err e;
-            dp_err_clear(&e);
-            assert_int_equal(acct_tuning_rdp(&ds[j], gauss_rdp, &rho, TF72, NULL, N_TF72,
-                                             (acct_tuning_aux_mode)mode, out, NULL, &e),
-                             DP_OK);
+            tune_gauss(&ds[j], rho, TF72, N_TF72, (acct_tuning_aux_mode)mode, out, NULL);
             for (size_t i = 0; i < N_TF72; i++)
                 assert_close(out[i], mult[j] * TF72[i] * rho, 1e-15, 0);
         }
@@ -348,11 +351,7 @@ static void tnb_gaussian_matches_closed_form(void **state)
         acct_tuning_dist d = tnb_mean(eta, mean);
         double orders[3] = {1.5, 7.0, 64.0}, out[3];
         acct_tuning_info info;
-        dp_err e;
-        dp_err_clear(&e);
-        assert_int_equal(acct_tuning_rdp(&d, gauss_rdp, &rho, orders, NULL, 3,
-                                         ACCT_TUNING_AUX_CONTINUOUS, out, &info, &e),
-                         DP_OK);
+        tune_gauss(&d, rho, orders, 3, ACCT_TUNING_AUX_CONTINUOUS, out, &info);
         assert_close(info.aux_value, closed, CONT_RTOL, 1e-14);
         if (lh >= 1.0)
             assert_close(info.aux_order, lh, 1e-4, 0);
@@ -375,11 +374,7 @@ static void lambda_hat_one_is_used_when_it_is_best(void **state)
     double rho = 1.0 / (2.0 * 0.3 * 0.3), out[1], order = 2.0;
     acct_tuning_dist d = tnb_mean(1.0, 10.0);
     acct_tuning_info info;
-    dp_err e;
-    dp_err_clear(&e);
-    assert_int_equal(acct_tuning_rdp(&d, gauss_rdp, &rho, &order, NULL, 1,
-                                     ACCT_TUNING_AUX_CONTINUOUS, out, &info, &e),
-                     DP_OK);
+    tune_gauss(&d, rho, &order, 1, ACCT_TUNING_AUX_CONTINUOUS, out, &info);
     assert_close(info.aux_order, 1.0, 0, 0);
     assert_close(out[0], 2.0 * rho + 2.0 * log(10.0) + log(10.0), 1e-13, 0);
 }
@@ -402,11 +397,7 @@ static void poisson_gaussian_matches_continuous_reference(void **state)
         const double mu = 10.0;
         acct_tuning_dist d = poisson(mu);
         double out, expect = lam * rho + mu * dhat + log(mu) / (lam - 1.0);
-        dp_err e;
-        dp_err_clear(&e);
-        assert_int_equal(acct_tuning_rdp(&d, gauss_rdp, &rho, &lam, NULL, 1,
-                                         ACCT_TUNING_AUX_CONTINUOUS, &out, NULL, &e),
-                         DP_OK);
+        tune_gauss(&d, rho, &lam, 1, ACCT_TUNING_AUX_CONTINUOUS, &out, NULL);
         assert_close(out, expect, 1e-8, 0);
         assert_true(out >= expect * (1.0 - 1e-12)); /* the scipy optimum is the infimum */
         /* the per-node API (8 golden steps) is within 1e-3 of it on the dhat term, and valid */
@@ -416,6 +407,8 @@ static void poisson_gaussian_matches_continuous_reference(void **state)
         ev.dist = d;
         acct_tuning_cache *cache = NULL;
         double vn;
+        dp_err e;
+        dp_err_clear(&e);
         assert_int_equal(acct_tuning_cache_rdp(&cache, &ev, gauss_rdp, &rho, lam, &vn, &e), DP_OK);
         /* no per-order refinement inside trees: a lone order (no other orders evaluated yet) is
          * within 0.5% of the refined bound (the envelope may also lower it) */
@@ -507,14 +500,8 @@ static void continuous_mode_is_never_looser_than_grid(void **state)
     for (size_t j = 0; j < sizeof ds / sizeof ds[0]; j++) {
         for (double sigma = 0.7; sigma < 60.0; sigma *= 2.9) {
             double rho = 1.0 / (2.0 * sigma * sigma), g[N_TF72], c[N_TF72];
-            dp_err e;
-            dp_err_clear(&e);
-            assert_int_equal(acct_tuning_rdp(&ds[j], gauss_rdp, &rho, TF72, NULL, N_TF72,
-                                             ACCT_TUNING_AUX_GRID, g, NULL, &e),
-                             DP_OK);
-            assert_int_equal(acct_tuning_rdp(&ds[j], gauss_rdp, &rho, TF72, NULL, N_TF72,
-                                             ACCT_TUNING_AUX_CONTINUOUS, c, NULL, &e),
-                             DP_OK);
+            tune_gauss(&ds[j], rho, TF72, N_TF72, ACCT_TUNING_AUX_GRID, g, NULL);
+            tune_gauss(&ds[j], rho, TF72, N_TF72, ACCT_TUNING_AUX_CONTINUOUS, c, NULL);
             for (size_t i = 0; i < N_TF72; i++)
                 assert_true(c[i] <= g[i] * (1.0 + 1e-15));
         }
@@ -544,10 +531,7 @@ static void base_failure_is_a_numerical_error(void **state)
                      DP_ENUMERIC);
     /* an infinite base is not an error: the bound is infinite where the base is */
     double inf_rho = INFINITY;
-    dp_err_clear(&e);
-    assert_int_equal(acct_tuning_rdp(&d, gauss_rdp, &inf_rho, TF72, NULL, 3,
-                                     ACCT_TUNING_AUX_CONTINUOUS, out, NULL, &e),
-                     DP_OK);
+    tune_gauss(&d, inf_rho, TF72, 3, ACCT_TUNING_AUX_CONTINUOUS, out, NULL);
     assert_true(isinf(out[0]) && out[0] > 0);
 }
 
@@ -643,9 +627,7 @@ static void node_cache_matches_array_api(void **state)
     dp_err e;
     dp_err_clear(&e);
     double out[N_TF72];
-    assert_int_equal(acct_tuning_rdp(&ev.dist, gauss_rdp, &rho, TF72, NULL, N_TF72,
-                                     ACCT_TUNING_AUX_CONTINUOUS, out, NULL, &e),
-                     DP_OK);
+    tune_gauss(&ev.dist, rho, TF72, N_TF72, ACCT_TUNING_AUX_CONTINUOUS, out, NULL);
     acct_tuning_monotone_envelope(TF72, out, N_TF72);
     for (size_t i = 0; i < N_TF72; i++) {
         double v;

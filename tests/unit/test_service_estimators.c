@@ -14,57 +14,28 @@
 
 #include "common/dp_alloc.h"
 #include "service/routes.h"
+#include "tests/test_service_util.h"
 
-typedef struct fixture {
-    char dir[64];
-    char path[128];
-    store *st;
-    store_conn *db;
-    cfg c;
-} fixture;
+typedef route_fixture fixture;
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    if (f == NULL)
-        return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/dpsilo-est-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
-        return -1;
-    snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
-    dp_err e;
-    dp_err_clear(&e);
-    f->st = store_open(f->path, 1, EMBED_MIGRATIONS, EMBED_MIGRATIONS_N, &e);
-    if (f->st == NULL)
-        return -1;
-    f->db = store_conn_borrow(f->st, &e);
-    cfg_defaults(&f->c);
     *state = f;
-    return f->db ? 0 : -1;
+    return f != NULL && route_fixture_open(f, "est") == 0 ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     fixture *f = *state;
-    store_conn_return(f->st, f->db);
-    store_free(f->st);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    int rc = system(cmd);
+    int rc = route_fixture_close(f);
     free(f);
-    return rc == 0 ? 0 : -1;
+    return rc;
 }
 
 static http_req req_for(fixture *f, const char *method, const char *path, json_t *body)
 {
-    http_req rq;
-    memset(&rq, 0, sizeof rq);
-    rq.method = method;
-    rq.path = path;
-    rq.db = f->db;
-    rq.store = f->st;
-    rq.cfg = &f->c;
-    rq.req_id = "test";
+    http_req rq = route_fixture_req(f, method, path);
     rq.body = body;
     return rq;
 }
@@ -111,6 +82,25 @@ static void gaussian_run_is_stored_without_raw_data(void **state)
     http_resp_clear(&rs);
 }
 
+/* fn refuses body with DP_EINVAL naming field (and saying exactly msg, unless msg is NULL). */
+static void expect_einval(fixture *f, route_fn fn, const char *body_text, const char *field,
+                          const char *msg)
+{
+    json_t *body = json_loads(body_text, 0, NULL);
+    assert_non_null(body);
+    http_req rq = req_for(f, "POST", "/v1/estimators/x", body);
+    http_resp rs;
+    memset(&rs, 0, sizeof rs);
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(fn(&rq, &rs, &e), DP_EINVAL);
+    assert_string_equal(e.field, field);
+    if (msg != NULL)
+        assert_string_equal(e.msg, msg);
+    http_resp_clear(&rs);
+    json_decref(body);
+}
+
 static void bad_input_names_the_field(void **state)
 {
     fixture *f = *state;
@@ -126,19 +116,46 @@ static void bad_input_names_the_field(void **state)
          "\"privacy\":{\"epsilon0\":1,\"delta\":1e-5}}",
          "privacy.r"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        json_t *body = json_loads(cases[i][0], 0, NULL);
-        assert_non_null(body);
-        http_req rq = req_for(f, "POST", "/v1/estimators/gaussian", body);
-        http_resp rs;
-        memset(&rs, 0, sizeof rs);
-        dp_err e;
-        dp_err_clear(&e);
-        assert_int_equal(route_estimators_gaussian(&rq, &rs, &e), DP_EINVAL);
-        assert_string_equal(e.field, cases[i][1]);
-        http_resp_clear(&rs);
-        json_decref(body);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_einval(f, route_estimators_gaussian, cases[i][0], cases[i][1], NULL);
+}
+
+/* An unknown value of a string option is refused with 400 naming the field and listing the
+ * allowed values, for every option of the three estimators. */
+static void unknown_choices_list_the_allowed_values(void **state)
+{
+    fixture *f = *state;
+#define G2 "{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1,"
+#define B2 "{\"clients\":[{\"successes\":3,\"trials\":10},{\"successes\":7,\"trials\":12}],"
+#define M4                                                                                        \
+    "{\"clients\":[{\"mean\":-1,\"n\":5},{\"mean\":-0.8,\"n\":5},{\"mean\":1,\"n\":5},"           \
+    "{\"mean\":1.1,\"n\":5}],\"noise_variance\":0.5,\"components\":2,"
+    static const struct {
+        route_fn fn;
+        const char *body, *field, *msg;
+    } cases[] = {
+        {route_estimators_gaussian, G2 "\"method\":\"x\"}", "method",
+         "method must be \"mle\" or \"moments\" (got \"x\")"},
+        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"range\":\"x\"}}",
+         "privacy.range", "range must be \"paper\" or \"safe\" (got \"x\")"},
+        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"calibration\":\"x\"}}",
+         "privacy.calibration", "calibration must be \"classic\" or \"analytic\" (got \"x\")"},
+        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"mechanism\":\"x\"}}",
+         "privacy.mechanism", "mechanism must be \"gaussian\" or \"quantize\" (got \"x\")"},
+        {route_estimators_beta, B2 "\"method\":\"x\"}", "method",
+         "method must be \"mle\" or \"moments\" (got \"x\")"},
+        {route_estimators_beta, B2 "\"variant\":\"x\"}", "variant",
+         "variant must be \"paper\", \"paper_no_minus1\" or \"unbiased\" (got \"x\")"},
+        {route_estimators_beta, B2 "\"privacy\":{\"epsilon0\":1,\"scheme\":\"x\"}}",
+         "privacy.scheme", "scheme must be \"two_bit\" or \"paper_1bit\" (got \"x\")"},
+        {route_estimators_mixture, M4 "\"method\":\"x\"}", "method",
+         "method must be \"em\" or \"altmin\" (got \"x\")"},
+    };
+#undef G2
+#undef B2
+#undef M4
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_einval(f, cases[i].fn, cases[i].body, cases[i].field, cases[i].msg);
 }
 
 static void allocation_failures_are_clean_errors(void **state)
@@ -182,6 +199,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(gaussian_run_is_stored_without_raw_data, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input_names_the_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(unknown_choices_list_the_allowed_values, setup, teardown),
         cmocka_unit_test_setup_teardown(allocation_failures_are_clean_errors, setup, teardown),
     };
     return cmocka_run_group_tests_name("service_estimators", tests, NULL, NULL);

@@ -523,16 +523,31 @@ static void archived_silo_keeps_its_log_and_takes_no_charges(void **state)
     ledger_charge_req r = req_of(s, g, "{\"noise_multiplier\":5,\"type\":\"gaussian\"}", NULL);
     ledger_charge_result res;
     ledger_claim_view c;
+    ledger_charge_req keyed = r;
+    keyed.idempotency_key = "before-archive";
     dp_err e;
     dp_err_clear(&e);
     assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e), DP_OK);
+    assert_int_equal(ledger_charge(x->f.l, &keyed, false, &res, &e), DP_OK);
+    int64_t keyed_id = res.charge_id;
     assert_int_equal(ledger_claim_create(x->f.l, &r, 60000, &c, NULL, &e), DP_OK);
+    ledger_claim_view kc;
+    assert_int_equal(ledger_claim_create(x->f.l, &keyed, 60000, &kc, NULL, &e), DP_OK);
     ledger_silo_view v;
     assert_int_equal(ledger_silo_archive(x->f.l, s, &v, &e), DP_OK);
     assert_true(v.archived_at_ms > 0);
     assert_int_equal(v.n_active_claims, 0); /* its claims were released */
     assert_int_equal(ledger_silo_archive(x->f.l, s, &v, &e), DP_OK);
     assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e), DP_ECONFLICT);
+    dp_err_clear(&e); /* a retry of a charge acknowledged before the archive: its first answer */
+    assert_int_equal(ledger_charge(x->f.l, &keyed, false, &res, &e), DP_OK);
+    assert_true(res.replayed);
+    assert_int_equal(res.charge_id, keyed_id);
+    ledger_claim_view kc2; /* a retried claim gets its claim back: aborted by the archive */
+    assert_int_equal(ledger_claim_create(x->f.l, &keyed, 60000, &kc2, NULL, &e), DP_OK);
+    assert_true(kc2.replayed);
+    assert_int_equal(kc2.id, kc.id);
+    assert_int_equal(kc2.state, LEDGER_CLAIM_ABORTED);
     dp_err_clear(&e);
     assert_int_equal(ledger_claim_commit(x->f.l, c.id, 0, 0, &c, &res, &e), DP_ECONFLICT);
     ledger_charge_row *rows = NULL;
@@ -541,7 +556,7 @@ static void archived_silo_keeps_its_log_and_takes_no_charges(void **state)
         .after = 0, .limit = 10, .since_ms = INT64_MIN, .until_ms = INT64_MAX};
     dp_err_clear(&e);
     assert_int_equal(ledger_charges_list(x->f.conn, s, &f, &rows, &n, &e), DP_OK);
-    assert_int_equal(n, 1);
+    assert_int_equal(n, 2);
     assert_string_equal(rows[0].event, "{\"noise_multiplier\":5,\"type\":\"gaussian\"}");
     ledger_charge_rows_free(rows, n);
     ledger_silo_view *vs = NULL;

@@ -10,60 +10,35 @@
 
 #include "service/metrics.h"
 #include "service/routes.h"
+#include "tests/test_service_util.h"
 
 typedef struct fixture {
-    char dir[64];
-    char path[128];
-    store *st;
-    store_conn *db;
-    cfg c;
+    route_fixture r;
     http_metrics *metrics;
 } fixture;
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    if (f == NULL)
-        return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/dpsilo-routes-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
-        return -1;
-    snprintf(f->path, sizeof f->path, "%s/t.db", f->dir);
-    dp_err e;
-    dp_err_clear(&e);
-    f->st = store_open(f->path, 1, EMBED_MIGRATIONS, EMBED_MIGRATIONS_N, &e);
-    if (f->st == NULL)
-        return -1;
-    f->db = store_conn_borrow(f->st, &e);
-    cfg_defaults(&f->c);
-    f->metrics = http_metrics_alloc(ROUTES, ROUTES_N, store_schema_version(f->st));
     *state = f;
-    return f->db && f->metrics ? 0 : -1;
+    if (f == NULL || route_fixture_open(&f->r, "routes") != 0)
+        return -1;
+    f->metrics = http_metrics_alloc(ROUTES, ROUTES_N, store_schema_version(f->r.st));
+    return f->metrics ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     fixture *f = *state;
-    store_conn_return(f->st, f->db);
-    store_free(f->st);
     http_metrics_free(f->metrics);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    int rc = system(cmd);
+    int rc = route_fixture_close(&f->r);
     free(f);
-    return rc == 0 ? 0 : -1;
+    return rc;
 }
 
 static http_req req_for(fixture *f, const char *method, const char *path)
 {
-    http_req rq;
-    memset(&rq, 0, sizeof rq);
-    rq.method = method;
-    rq.path = path;
-    rq.db = f->db;
-    rq.store = f->st;
-    rq.cfg = &f->c;
-    rq.req_id = "test";
+    http_req rq = route_fixture_req(&f->r, method, path);
     rq.metrics = f->metrics;
     return rq;
 }
@@ -82,12 +57,12 @@ static void healthz_reads_the_database(void **state)
     assert_int_equal(json_integer_value(json_object_get(rs.body, "db_checked_ms_ago")),
                      0); /* first */
     assert_int_equal(json_integer_value(json_object_get(rs.body, "schema_version")),
-                     store_schema_version(f->st));
+                     store_schema_version(f->r.st));
     http_resp_clear(&rs);
     /* Break the table it reads: a fresh check must fail, and the failure invalidates the reuse
      * window, so a plain probe right after fails too. */
     assert_int_equal(
-        sqlite3_exec(store_conn_db(f->db), "DROP TABLE schema_migrations", NULL, NULL, NULL),
+        sqlite3_exec(store_conn_db(f->r.db), "DROP TABLE schema_migrations", NULL, NULL, NULL),
         SQLITE_OK);
     http_param q[] = {{"fresh", "1"}};
     rq.query = q;

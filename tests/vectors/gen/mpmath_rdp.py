@@ -9,12 +9,15 @@ digits, by
     alpha, with breakpoints at every significant binomial component (z = k, +-j*min(s,1)/2),
   * and, where the series converges fast (q <= 0.3), the MTZ two-sided erfc series, as a cross-check;
     the script aborts if the two disagree by more than 1e-20 relative.
-Laplace (Mironov 2017, Prop. 6), Gaussian (alpha/(2 s^2)), pure (min(eps, alpha eps^2/2)) and zcdp
+Laplace (Mironov 2017, Prop. 6), Gaussian (alpha/(2 s^2)), pure (randomized response) and zcdp
 (rho alpha) use their closed forms at 50 digits. Epsilons use the conversions of accounting/rdp.h
 (Mironov 2017 Prop. 3; Balle et al. 2020 Thm. 21 with the KL shortcut) minimised over the listed orders.
 
 Every input is the exact double that the C test passes (mpf(float) is exact).
-Usage: nice -n 10 python3 tests/vectors/gen/mpmath_rdp.py > tests/vectors/mpmath_rdp.json
+Usage: nice -n 10 python3 tests/vectors/gen/mpmath_rdp.py [--reuse OLD.json] > tests/vectors/mpmath_rdp.json
+--reuse takes the single-mechanism "sgm ..." cases (a pure function of q, sigma, order, computed by the
+unchanged rdp_sgm) from a previous output instead of recomputing them (~25 CPU minutes); every other
+case is recomputed. The provenance records the reuse.
 """
 import hashlib
 import json
@@ -115,6 +118,50 @@ def rdp_sgm(q, s, a):
     return la / (mpf(a) - 1)
 
 
+def wbk_B(sigma, k):
+    """E[(L-1)^k] for the Gaussian likelihood ratio as the exact forward difference of
+    f(i) = e^{(i-1) i / (2 sigma^2)} at 0, with enough digits to absorb its cancellation."""
+    digits = int(60 + k * (0.302 + max(0.0, math.log10(sigma))) + 10)
+    with mp.workdps(digits):
+        s2 = mpf(sigma) ** 2
+        v = mp.fsum((-1) ** (k - i) * mp.binomial(k, i) * mp.exp(mpf((i - 1) * i) / (2 * s2))
+                    for i in range(k + 1))
+    return +v
+
+
+def swor_gaussian_int(n, m, sigma, a):
+    """Wang, Balle & Kasiviswanathan 2019: Thm. 9 for j = 2 and, for alpha <= 256, each j >= 3 term is
+    min(4 B_j, 2 e^{(j-1) eps(j)}) (Thm. 27, Gaussian; odd j: sqrt(B_{j-1} B_{j+1})); for alpha > 256 the
+    Thm. 9 term 2 e^{(j-1) eps(j)} alone. Returns log A."""
+    g = mpf(m) / n
+    s2 = mpf(sigma) ** 2
+    tot = g ** 2 * mp.binomial(a, 2) * min(4 * mp.expm1(1 / s2), 2 * mp.exp(1 / s2))
+    B = {}
+    for j in range(3, a + 1):
+        t2 = 2 * mp.exp(mpf((j - 1) * j) / (2 * s2))
+        if a <= 256:
+            for k in (j - 1, j, j + 1):
+                if k % 2 == 0 and k not in B:
+                    B[k] = wbk_B(sigma, k)
+            bj = B[j] if j % 2 == 0 else mp.sqrt(B[j - 1] * B[j + 1])
+            t2 = min(t2, 4 * bj)
+        tot += g ** j * mp.binomial(a, j) * t2
+    return mp.log1p(tot)
+
+
+def rdp_swor(n, m, sigma, a):
+    if m == n:
+        return mpf(a) / (2 * mpf(sigma) ** 2)
+    if float(a).is_integer() and a >= 2:
+        return swor_gaussian_int(n, m, sigma, int(a)) / (mpf(a) - 1)
+    lo = 1 if a < 2 else int(math.floor(a))
+    hi = 2 if a < 2 else lo + 1
+    hlo = 0 if lo == 1 else swor_gaussian_int(n, m, sigma, lo)
+    hhi = swor_gaussian_int(n, m, sigma, hi)
+    x = (mpf(a) - lo) / (hi - lo)
+    return ((1 - x) * hlo + x * hhi) / (mpf(a) - 1)
+
+
 def rdp_laplace(b, a):
     b, a = mpf(b), mpf(a)
     return mp.log(a / (2 * a - 1) * mp.exp((a - 1) / b) + (a - 1) / (2 * a - 1) * mp.exp(-a / b)) / (a - 1)
@@ -127,10 +174,14 @@ def rdp_event(ev, a):
     if t == "laplace":
         return rdp_laplace(ev["noise_multiplier"], a)
     if t == "pure":
-        e = mpf(ev["epsilon"])
-        return min(e, mpf(a) * e * e / 2)
+        # randomized response dominates every eps-DP mechanism (Mironov 2017 Table II; as dp_accounting)
+        e, al = mpf(ev["epsilon"]), mpf(a)
+        return (e * al + mp.log1p(mp.exp(e * (1 - 2 * al))) - mp.log1p(mp.exp(e))) / (al - 1)
     if t == "zcdp":
         return mpf(ev["rho"]) * mpf(a)
+    if t == "sampled_without_replacement":
+        assert ev["event"]["type"] == "gaussian"
+        return rdp_swor(ev["source_size"], ev["sample_size"], ev["event"]["noise_multiplier"], a)
     if t == "poisson_sampled":
         assert ev["event"]["type"] == "gaussian"
         return rdp_sgm(ev["sampling_rate"], ev["event"]["noise_multiplier"], a)
@@ -170,6 +221,10 @@ def num(x):
 
 
 def main():
+    reuse = {}
+    if len(sys.argv) == 3 and sys.argv[1] == "--reuse":
+        old = json.load(open(sys.argv[2]))
+        reuse = {c["name"]: c for c in old["cases"] if c["name"].startswith("sgm ")}
     cases = []
     qs = [1e-8, 1e-5, 1e-3, 0.01, 0.1, 0.5, 0.9, 1.0]
     sigmas = [0.1, 0.4, 1.0, 3.0, 30.0, 1e3, 1e5]
@@ -185,8 +240,12 @@ def main():
                     continue
                 if a == 1000.5 and not (s in (0.1, 1.0, 30.0, 1e5) or q in (1e-3, 0.9)):
                     continue
+                name = "sgm q=%g sigma=%g order=%g" % (q, s, a)
+                if name in reuse:
+                    cases.append(reuse[name])
+                    continue
                 r = rdp_sgm(q, s, a)
-                cases.append({"name": "sgm q=%g sigma=%g order=%g" % (q, s, a), "event": sgm_event(q, s),
+                cases.append({"name": name, "event": sgm_event(q, s),
                               "neighboring": "add_remove", "order": a, "rdp": num(r), "rtol": RTOL_RDP})
                 print("sgm", q, s, a, mp.nstr(r, 12), file=sys.stderr)
     for b in [0.05, 0.5, 1.0, 7.0, 1e3, 1e5]:
@@ -194,6 +253,22 @@ def main():
             ev = {"type": "laplace", "noise_multiplier": b}
             cases.append({"name": "laplace b=%g order=%g" % (b, a), "event": ev, "neighboring": "add_remove",
                           "order": a, "rdp": num(rdp_event(ev, a)), "rtol": RTOL_RDP})
+    for e in [1e-8, 0.01, 0.7, 5.0]:
+        for a in [1.0001, 1.5, 2.0, 32.5, 1e4]:
+            ev = {"type": "pure", "epsilon": e}
+            cases.append({"name": "pure eps=%g order=%g" % (e, a), "event": ev, "neighboring": "add_remove",
+                          "order": a, "rdp": num(rdp_event(ev, a)), "rtol": RTOL_RDP})
+    for n, m in [(60000, 256), (1000, 10), (100, 50), (10**6, 1)]:
+        for sg in [0.8, 2.0, 10.0]:
+            for a in [1.5, 2.0, 3.0, 4.5, 8.0, 32.0, 64.0, 200.0, 300.0]:
+                if a == 300.0 and sg != 2.0:
+                    continue
+                ev = {"type": "sampled_without_replacement", "source_size": n, "sample_size": m,
+                      "event": {"type": "gaussian", "noise_multiplier": sg}}
+                v = rdp_event(ev, a)
+                cases.append({"name": "swor n=%d m=%d sigma=%g order=%g" % (n, m, sg, a), "event": ev,
+                              "neighboring": "replace_one", "order": a, "rdp": num(v), "rtol": RTOL_RDP})
+                print("swor", n, m, sg, a, mp.nstr(v, 12), file=sys.stderr)
     mixed = {"type": "composed", "events": [
         sgm_event(0.01, 1.1, 1000), {"type": "self_composed", "count": 3, "event": {"type": "gaussian", "noise_multiplier": 20.0}},
         {"type": "laplace", "noise_multiplier": 40.0}, {"type": "pure", "epsilon": 0.01}, {"type": "zcdp", "rho": 0.001},
@@ -226,7 +301,8 @@ def main():
                           "mpmath": mp.__version__, "python": sys.version.split()[0], "digits": mp.mp.dps,
                           "method": "exact binomial sums (integer orders), tanh-sinh quadrature at 50 digits "
                                     "(fractional), cross-checked with the MTZ 2019 series where it converges",
-                          "papers": "Mironov, Talwar & Zhang 2019 §3.3; Mironov 2017 Prop. 3, 6; Balle et al. 2020 Thm. 21"},
+                          "papers": "Mironov, Talwar & Zhang 2019 §3.3; Mironov 2017 Prop. 3, 6, Table II; Balle et al. 2020 Thm. 21; Wang, Balle & Kasiviswanathan 2019 Thm. 9, 27",
+                          "reused_sgm_cases": len(reuse)},
            "cases": cases}
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")
