@@ -20,13 +20,27 @@
  * Request ids: the client's X-Request-Id when it is 1..64 characters of [A-Za-z0-9._-], otherwise
  * "<8 hex boot nonce><hex counter>", unique within a run and unlikely to repeat across runs.
  *
+ * Deferred answers (http.h PENDING; MHD_ALLOW_SUSPEND_RESUME): a ledger charge must wait for its
+ * group's COMMIT (an fsync). Blocking the MHD thread meanwhile capped the requests that can share a
+ * group at --threads (2 by default). Instead the handler queues its op and returns a pending
+ * answer; the dispatcher suspends the connection and the thread serves others. The ledger's
+ * committer calls on_wake after COMMIT, which resumes the connection (allowed from any thread);
+ * MHD calls on_access again and run_handler queues the answer. The race between suspending (MHD
+ * thread) and waking (committer) is settled by c->defer_state: STARTED -> SUSPENDED by the
+ * dispatcher after MHD_suspend_connection (compare-and-swap), anything -> WOKEN by on_wake, which
+ * resumes only a connection it saw SUSPENDED; if WOKEN came first the dispatcher answers at once
+ * (or resumes the connection it has just suspended). MHD never times out or completes a
+ * suspended connection, so a context with a pending answer lives until after its wake-up.
+ *
  * Graceful stop: MHD_quiesce_daemon closes the listening socket (no new connections; needs
  * MHD_USE_ITC with a thread pool), then we wait for the in-flight counter (contexts allocated and
- * not completed) to reach 0 or the grace period to pass, then MHD_stop_daemon joins the pool
- * threads.
+ * not completed) to reach 0 or the grace period to pass; then no new deferrals (`stopping`) and a
+ * wait for every owed wake-up (`deferring`), so no connection is suspended and no wake-up can touch
+ * MHD afterwards; then MHD_stop_daemon joins the pool threads.
  *
- * Threads: on_access/on_completed run on MHD pool threads; the server struct is read-only after
- * start except next_req_id and in_flight (atomics). A context belongs to one connection, hence one
+ * Threads: on_access/on_completed run on MHD pool threads, on_wake on the ledger's committer; the
+ * server struct is read-only after start except next_req_id, in_flight, deferring and stopping
+ * (atomics). A context belongs to one connection, hence one
  * thread.
  */
 #include "service/http.h"
@@ -35,6 +49,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -70,7 +85,12 @@ struct http_server {
     unsigned boot_nonce;           /* request-id prefix */
     atomic_uint_fast64_t next_req; /* request-id counter */
     atomic_long in_flight;         /* contexts alive */
+    atomic_long deferring; /* handler calls offered rq->defer whose wake-up is still owed */
+    atomic_bool stopping;  /* http_server_stop began: no new deferred answers */
 };
+
+/* A context's deferred-answer state (DESIGN: deferred answers). */
+enum { DEFER_NONE, DEFER_STARTED, DEFER_SUSPENDED, DEFER_WOKEN };
 
 enum {
     KIND_ROUTE,      /* a row of the route table */
@@ -99,6 +119,12 @@ typedef struct http_ctx {
     http_param query[HTTP_MAX_QUERY];
     size_t n_query;
     int query_overflow;
+    /* deferred answer */
+    struct MHD_Connection *conn; /* for wake's MHD_resume_connection */
+    http_pending *pending;       /* owned, released in ctx_free */
+    json_t *body_json;           /* the parsed body, kept for pending->resume; owned */
+    http_defer defer;            /* {on_wake, this context} */
+    atomic_int defer_state;      /* DEFER_* */
 } http_ctx;
 
 /* ---- response helpers (handler side) ---- */
@@ -348,6 +374,12 @@ static http_ctx *ctx_alloc(http_server *srv, struct MHD_Connection *conn, const 
     c->status = 0;
     c->n_query = 0;
     c->query_overflow = 0;
+    c->conn = conn;
+    c->pending = NULL;
+    c->body_json = NULL;
+    c->defer.wake = NULL;
+    c->defer.arg = NULL;
+    atomic_init(&c->defer_state, DEFER_NONE);
     c->srv = srv;
     clock_gettime(CLOCK_MONOTONIC, &c->t0);
     const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
@@ -366,6 +398,9 @@ static void ctx_free(http_ctx *c)
 {
     if (c == NULL)
         return;
+    if (c->pending != NULL) /* only after wake: a suspended connection is never completed */
+        c->pending->release(c->pending);
+    json_decref(c->body_json);
     free(c->body);
     free(c);
 }
@@ -498,9 +533,146 @@ static enum MHD_Result first_call(http_ctx *c, struct MHD_Connection *conn)
     return MHD_YES;
 }
 
-static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
+/* Wake-up of a deferred answer (http.h PENDING): called exactly once, from any thread (the ledger
+ * committer). Resumes the connection if the dispatcher has suspended it; if not yet, the dispatcher
+ * sees DEFER_WOKEN and answers without suspending. Reads the context only before the exchange: once
+ * DEFER_WOKEN is visible, the context may be completed and freed. The server outlives every owed
+ * wake-up (http_server_stop waits for `deferring` to reach 0). */
+static void on_wake(void *arg)
+{
+    http_ctx *c = arg;
+    http_server *srv = c->srv;
+    struct MHD_Connection *conn = c->conn;
+    int prev = atomic_exchange(&c->defer_state, DEFER_WOKEN);
+    if (prev == DEFER_SUSPENDED)
+        MHD_resume_connection(conn);
+    atomic_fetch_sub(&srv->deferring, 1);
+}
+
+/* Sends what a handler (or a deferred answer's resume) produced. */
+static enum MHD_Result send_result(http_ctx *c, struct MHD_Connection *conn, int rc, http_resp *rs,
+                                   dp_err *e)
+{
+    if (rc != DP_OK || e->code != DP_OK) {
+        if (e->code == DP_OK)
+            dp_err_set(e, rc, NULL, "handler failed without a message (code %d)", rc);
+        http_resp_clear(rs);
+        return send_error(c, conn, e, 0, 0);
+    }
+    int status = rs->status ? rs->status : 200;
+    reply_headers h = {0};
+    h.location = rs->location;
+    if (rs->text != NULL) {
+        h.content_type = rs->content_type ? rs->content_type : "text/plain; charset=utf-8";
+        char *t = rs->text;
+        size_t tl = rs->text_len;
+        rs->text = NULL;
+        enum MHD_Result r = send_reply(c, conn, status, t, tl, MHD_RESPMEM_MUST_FREE, &h);
+        http_resp_clear(rs);
+        return r;
+    }
+    if (rs->body != NULL) {
+        json_t *b = rs->body;
+        rs->body = NULL;
+        return send_json(c, conn, status, b, &h);
+    }
+    if (status == 204) {
+        h.content_type = "application/json";
+        return send_reply(c, conn, 204, NULL, 0, MHD_RESPMEM_PERSISTENT, &h);
+    }
+    dp_err_set(e, DP_EINTERNAL, NULL, "handler for %s returned no body", c->m.route->pattern);
+    return send_error(c, conn, e, 0, 0);
+}
+
+/* Runs the route's handler (pending == NULL) or a deferred answer's resume on c->body_json, and
+ * queues the answer; or, when the handler defers, suspends the connection. Only on the final call
+ * (the whole body has been received), so no response is ever queued while upload data is being
+ * delivered. */
+static enum MHD_Result run_handler(http_ctx *c, struct MHD_Connection *conn, http_pending *pending)
 {
     http_server *srv = c->srv;
+    dp_err e;
+    dp_err_clear(&e);
+    store_conn *db = store_conn_borrow(srv->store, &e);
+    if (db == NULL) {
+        if (pending != NULL) { /* the ledger's answer is dropped; the client gets the error */
+            pending->release(pending);
+            c->pending = NULL;
+        }
+        return send_error(c, conn, &e, 0, 0);
+    }
+    http_req rq = {
+        .method = c->method,
+        .path = c->path,
+        .body = c->body_json,
+        .params = c->m.params,
+        .n_params = c->m.n_params,
+        .query = c->query,
+        .n_query = c->n_query,
+        .db = db,
+        .store = srv->store,
+        .cfg = srv->cfg,
+        .req_id = c->req_id,
+        .metrics = srv->metrics,
+        .bearer = auth_bearer_from_header(
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)),
+        .ledger = srv->ledger,
+    };
+    http_resp rs;
+    memset(&rs, 0, sizeof rs);
+    int rc;
+    if (pending != NULL) {
+        rc = pending->resume(pending, &rq, &rs, &e);
+        pending->release(pending);
+        c->pending = NULL;
+        if (rs.pending != NULL) { /* resume may not defer again */
+            rs.pending->release(rs.pending);
+            rs.pending = NULL;
+            if (rc == DP_OK)
+                rc = dp_err_set(&e, DP_EINTERNAL, NULL, "a deferred answer deferred again");
+        }
+    } else {
+        /* Count the owed wake-up before checking `stopping` (http_server_stop sets `stopping`
+         * before reading the count): either the stop waits for this wake-up, or no deferral. */
+        atomic_fetch_add(&srv->deferring, 1);
+        if (!atomic_load(&srv->stopping)) {
+            c->conn = conn;
+            c->defer.wake = on_wake;
+            c->defer.arg = c;
+            atomic_store(&c->defer_state, DEFER_STARTED);
+            rq.defer = &c->defer;
+        }
+        rc = c->m.route->handler(&rq, &rs, &e);
+        if (rs.pending == NULL) {
+            atomic_fetch_sub(&srv->deferring, 1); /* no wake-up is owed */
+            atomic_store(&c->defer_state, DEFER_NONE);
+        } else if (rq.defer == NULL) { /* contract breach: no wake-up will come; answer now */
+            rs.pending->release(rs.pending);
+            rs.pending = NULL;
+            atomic_fetch_sub(&srv->deferring, 1);
+            http_resp_clear(&rs);
+            rc = dp_err_set(&e, DP_EINTERNAL, NULL, "a handler deferred without being offered to");
+        }
+        /* A deferring handler's return code is ignored: its answer is resume's. */
+    }
+    store_conn_return(srv->store, db);
+    if (rs.pending != NULL) {
+        c->pending = rs.pending;
+        rs.pending = NULL;
+        http_resp_clear(&rs);
+        if (atomic_load(&c->defer_state) == DEFER_WOKEN) /* done already: answer at once */
+            return run_handler(c, conn, c->pending);
+        MHD_suspend_connection(conn);
+        int expect = DEFER_STARTED;
+        if (!atomic_compare_exchange_strong(&c->defer_state, &expect, DEFER_SUSPENDED))
+            MHD_resume_connection(conn); /* woken in between: on_wake did not resume it */
+        return MHD_YES; /* MHD calls on_access again (upload_data_size 0) once resumed */
+    }
+    return send_result(c, conn, rc, &rs, &e);
+}
+
+static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
+{
     dp_err e;
     dp_err_clear(&e);
     if (c->too_big) {
@@ -543,61 +715,8 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
                    HTTP_MAX_QUERY);
         return send_error(c, conn, &e, 0, 0);
     }
-    store_conn *db = store_conn_borrow(srv->store, &e);
-    if (db == NULL) {
-        json_decref(body);
-        return send_error(c, conn, &e, 0, 0);
-    }
-    http_req rq = {
-        .method = c->method,
-        .path = c->path,
-        .body = body,
-        .params = c->m.params,
-        .n_params = c->m.n_params,
-        .query = c->query,
-        .n_query = c->n_query,
-        .db = db,
-        .store = srv->store,
-        .cfg = srv->cfg,
-        .req_id = c->req_id,
-        .metrics = srv->metrics,
-        .bearer = auth_bearer_from_header(
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)),
-        .ledger = srv->ledger,
-    };
-    http_resp rs;
-    memset(&rs, 0, sizeof rs);
-    int rc = c->m.route->handler(&rq, &rs, &e);
-    store_conn_return(srv->store, db);
-    json_decref(body);
-    if (rc != DP_OK || e.code != DP_OK) {
-        if (e.code == DP_OK)
-            dp_err_set(&e, rc, NULL, "handler failed without a message (code %d)", rc);
-        http_resp_clear(&rs);
-        return send_error(c, conn, &e, 0, 0);
-    }
-    int status = rs.status ? rs.status : 200;
-    reply_headers h = {0};
-    h.location = rs.location;
-    if (rs.text != NULL) {
-        h.content_type = rs.content_type ? rs.content_type : "text/plain; charset=utf-8";
-        char *t = rs.text;
-        size_t tl = rs.text_len;
-        rs.text = NULL;
-        http_resp_clear(&rs);
-        return send_reply(c, conn, status, t, tl, MHD_RESPMEM_MUST_FREE, &h);
-    }
-    if (rs.body != NULL) {
-        json_t *b = rs.body;
-        rs.body = NULL;
-        return send_json(c, conn, status, b, &h);
-    }
-    if (status == 204) {
-        h.content_type = "application/json";
-        return send_reply(c, conn, 204, NULL, 0, MHD_RESPMEM_PERSISTENT, &h);
-    }
-    dp_err_set(&e, DP_EINTERNAL, NULL, "handler for %s returned no body", c->m.route->pattern);
-    return send_error(c, conn, &e, 0, 0);
+    c->body_json = body; /* owned by the context from here (kept while an answer is deferred) */
+    return run_handler(c, conn, NULL);
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
@@ -623,6 +742,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     }
     if (c->kind == KIND_REPLIED || c->status != 0)
         return MHD_YES;
+    if (c->pending != NULL) /* resumed after a deferred answer's wake-up */
+        return run_handler(c, conn, c->pending);
     return final_call(c, conn);
 }
 
@@ -727,6 +848,8 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
     srv->boot_nonce = boot_nonce();
     atomic_init(&srv->next_req, 1);
     atomic_init(&srv->in_flight, 0);
+    atomic_init(&srv->deferring, 0);
+    atomic_init(&srv->stopping, false);
     srv->metrics = http_metrics_alloc(routes, n_routes, store_schema_version(st));
     if (srv->metrics == NULL) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -742,7 +865,9 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
         goto fail;
     }
     srv->d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG | MHD_USE_ITC, 0, NULL,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG | MHD_USE_ITC |
+            MHD_ALLOW_SUSPEND_RESUME,
+        0, NULL,
         NULL, on_access, srv,                                  /* */
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,          /* first, so it gets all */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,          /* */
@@ -784,9 +909,67 @@ void http_server_stop(http_server *srv, unsigned grace_ms)
     if (left > 0)
         dp_log(DP_LOG_WARN, NULL, "http: stopping with %ld request(s) still in flight after %u ms",
                left, grace_ms);
+    /* MHD must not be stopped with a suspended connection, nor before every owed wake-up (which
+     * calls MHD_resume_connection) has run: no new deferrals from here (handlers answer on their
+     * thread), then wait for the owed ones. They need no client, only the ledger's committer,
+     * which finishes every queued op, so this wait is short and ends. */
+    atomic_store(&srv->stopping, true);
+    for (unsigned waited = 0; atomic_load(&srv->deferring) > 0; waited += 10) {
+        if (waited > 0 && waited % 5000 == 0)
+            dp_log(DP_LOG_WARN, NULL, "http: waiting for %ld deferred answer(s)",
+                   (long)atomic_load(&srv->deferring));
+        nanosleep(&nap, NULL);
+    }
     MHD_stop_daemon(srv->d);
     if (lfd != MHD_INVALID_SOCKET)
         close(lfd);
     http_metrics_free(srv->metrics);
     dp_free(srv);
+}
+
+/* ---- http_handler_call: the deferred path without a socket ---- */
+
+typedef struct call_waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool woken; /* guarded by mu */
+} call_waiter;
+
+static void call_wake(void *arg)
+{
+    call_waiter *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->woken = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int http_handler_call(route_fn h, const http_req *rq, http_resp *rs, dp_err *err)
+{
+    call_waiter w = {.woken = false};
+    if (pthread_mutex_init(&w.mu, NULL) != 0)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of resources");
+    if (pthread_cond_init(&w.cv, NULL) != 0) {
+        pthread_mutex_destroy(&w.mu);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of resources");
+    }
+    http_defer d = {call_wake, &w};
+    http_req r = *rq;
+    r.defer = &d;
+    int rc = h(&r, rs, err);
+    http_pending *p = rs->pending;
+    if (p != NULL) {
+        rs->pending = NULL;
+        pthread_mutex_lock(&w.mu);
+        while (!w.woken)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        http_resp_clear(rs);
+        r.defer = NULL;
+        rc = p->resume(p, &r, rs, err);
+        p->release(p);
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return rc;
 }

@@ -16,7 +16,8 @@
  *
  * Thread-safety: the server runs handlers on MHD_OPTION_THREAD_POOL_SIZE threads; each request is
  * handled by one thread, and everything in http_req is valid for the duration of the handler call
- * only.
+ * only. A handler that waits on another thread should defer (PENDING below) rather than block: the
+ * pool is small (one thread per core by default).
  */
 #ifndef DP_SERVICE_HTTP_H
 #define DP_SERVICE_HTTP_H
@@ -38,6 +39,31 @@
 #define HTTP_LOCATION_MAX 256
 
 typedef struct http_metrics http_metrics;
+
+/* ---- deferred answers (PENDING) ----------------------------------------------------------------
+ * A handler whose answer waits on another thread (a ledger group commit, ledger_charge_start) need
+ * not block its MHD thread. When rq->defer is non-NULL it may start that work so that
+ * rq->defer->wake(rq->defer->arg) is called EXACTLY ONCE, from any thread, when the work is done;
+ * store an owned http_pending in rs->pending and return DP_OK. The dispatcher then suspends the
+ * connection (MHD_suspend_connection) and frees its thread; wake resumes it, and on an MHD thread
+ * the dispatcher calls pending->resume with the same request (body, params, query, bearer, req_id;
+ * rq->db is another borrowed connection and rq->defer is NULL), which fills rs and returns like a
+ * handler (it must not defer again). pending->release is called once, after wake, in every case
+ * (also when the client has gone and resume never ran). A handler that fails before deferring
+ * answers as usual and never calls wake. With rq->defer NULL (unit tests) handlers answer
+ * synchronously; http_handler_call runs the deferred path without a socket. */
+typedef struct http_defer {
+    void (*wake)(void *arg);
+    void *arg;
+} http_defer;
+
+struct http_req;
+struct http_resp;
+typedef struct http_pending http_pending;
+struct http_pending {
+    int (*resume)(http_pending *p, const struct http_req *rq, struct http_resp *rs, dp_err *err);
+    void (*release)(http_pending *p);
+};
 
 /* A name/value pair; both borrowed (valid for the handler call). */
 typedef struct http_param {
@@ -65,6 +91,7 @@ typedef struct http_req {
     const char *bearer;    /* the token of "Authorization: Bearer <token>", or NULL; resolve it with
                               auth.h, never log it */
     struct ledger *ledger; /* the budget ledger (ledger.h), shared and thread-safe; may be NULL */
+    const http_defer *defer; /* non-NULL: the handler may defer its answer (PENDING above) */
     /* Handlers must not assume this struct has only the fields above. */
 } http_req;
 
@@ -76,6 +103,8 @@ typedef struct http_resp {
     size_t text_len;                  /* bytes in text */
     const char *content_type;         /* for text; static storage */
     char location[HTTP_LOCATION_MAX]; /* Location header when non-empty */
+    http_pending *pending;            /* owned: a deferred answer (PENDING above); the dispatcher
+                                         takes it, http_resp_clear leaves it alone */
 } http_resp;
 
 /* A handler. Returns DP_OK or the code set in err. */
@@ -122,6 +151,12 @@ int http_resp_text(http_resp *rs, int status, const char *content_type, char *te
                    dp_err *err);
 /* Releases what rs owns and zeroes it. */
 void http_resp_clear(http_resp *rs);
+
+/* Calls h like the dispatcher would, without a socket: offers it rq->defer, and when it defers,
+ * waits on this thread for the wake-up, then runs pending->resume and pending->release. Returns
+ * what the handler (or resume) returned; rs as they filled it. For tests and synchronous callers.
+ */
+int http_handler_call(route_fn h, const http_req *rq, http_resp *rs, dp_err *err);
 
 typedef struct http_server http_server;
 

@@ -18,6 +18,13 @@
  * and was not recorded. The committer touches an op only before it sets op->done (the waiter may
  * return and pop its stack frame after).
  *
+ * ASYNCHRONOUS CHARGES. ledger_charge_start builds the op on the heap (struct ledger_pending) with
+ * a wake-up callback and returns without waiting. The committer copies (wake, arg) of such ops
+ * while it marks the group done under l->mu, and calls them after releasing it (the HTTP dispatcher
+ * resumes a suspended connection there: a thread-safe MHD call that takes MHD's own lock, never
+ * l->mu). ledger_pending_finish then reads the outcome under l->mu. So no thread waits per charge,
+ * and the number of charges that can share a group is not bounded by a thread pool.
+ *
  * GATHERING. Waiters of a group are woken together and re-submit almost together; a committer that
  * started the next group on the first arrival would split them into ever smaller groups. So when
  * fewer ops are queued than half the previous group, the committer waits up to LEDGER_GATHER_US for
@@ -358,7 +365,11 @@ typedef struct ledger_op {
     struct ledger_op *next; /* queue link, guarded by l->mu */
     bool done;         /* guarded by l->mu; the committer never touches the op after setting it */
     pthread_cond_t cv; /* signalled when done */
-    int rc;            /* result code; err holds the message */
+    /* Asynchronous ops (ledger_charge_start): called once, from the committer thread without l->mu,
+     * after done was set; the committer copies both under l->mu and never reads op afterwards. */
+    void (*wake)(void *arg);
+    void *wake_arg;
+    int rc; /* result code; err holds the message */
     dp_err err;
     /* inputs (borrowed) and outputs (caller memory), by kind */
     op_item *items;
@@ -1787,10 +1798,22 @@ static void *checkpointer_main(void *arg)
     return NULL;
 }
 
+/* A wake-up owed to an asynchronous op, delivered after l->mu is released. */
+typedef struct wake_slot {
+    void (*fn)(void *arg);
+    void *arg;
+} wake_slot;
+
 static void *committer_main(void *arg)
 {
     ledger *l = arg;
     ledger_op **batch = dp_calloc(LEDGER_MAX_GROUP, sizeof *batch);
+    wake_slot *wakes = dp_calloc(LEDGER_MAX_GROUP, sizeof *wakes);
+    ledger_op *single_op[1];
+    wake_slot single_wake[1];
+    size_t cap = batch != NULL && wakes != NULL ? LEDGER_MAX_GROUP : 1;
+    ledger_op **ops = cap > 1 ? batch : single_op;
+    wake_slot *wk = cap > 1 ? wakes : single_wake;
     for (;;) {
         pthread_mutex_lock(&l->mu);
         while (!l->stop && l->head == NULL) {
@@ -1817,8 +1840,6 @@ static void *committer_main(void *arg)
                 ;
         }
         size_t n = 0;
-        size_t cap = batch != NULL ? LEDGER_MAX_GROUP : 1;
-        ledger_op *single = NULL;
         while (l->head != NULL && n < cap) {
             ledger_op *op = l->head;
             l->head = op->next;
@@ -1826,11 +1847,7 @@ static void *committer_main(void *arg)
                 l->tail = NULL;
             op->next = NULL;
             l->n_queued--;
-            if (batch != NULL)
-                batch[n] = op;
-            else
-                single = op;
-            n++;
+            ops[n++] = op;
         }
         pthread_mutex_unlock(&l->mu);
         if (n == 0) { /* idle wake-up: mark overdue claims expired */
@@ -1842,34 +1859,35 @@ static void *committer_main(void *arg)
             }
             continue;
         }
-        ledger_op **ops = batch != NULL ? batch : &single;
         l->last_group = n;
         run_group(l, ops, n);
+        size_t n_wake = 0;
         pthread_mutex_lock(&l->mu);
         for (size_t i = 0; i < n; i++) {
             ledger_op *op = ops[i];
+            if (op->wake != NULL) {
+                wk[n_wake].fn = op->wake;
+                wk[n_wake].arg = op->wake_arg;
+                n_wake++;
+            }
             op->done = true;
             pthread_cond_signal(&op->cv); /* op may vanish once the lock is released */
         }
         pthread_mutex_unlock(&l->mu);
+        for (size_t i = 0; i < n_wake; i++) /* e.g. http.c resumes a suspended connection */
+            wk[i].fn(wk[i].arg);
     }
+    dp_free(wakes);
     dp_free(batch);
     return NULL;
 }
 
-/* Queues op and waits until the committer has committed (or refused) it. */
-static int submit(ledger *l, ledger_op *op)
+/* Queues op (its cv initialised, done false). Fails with DP_EBUSY once the ledger is stopping. */
+static int enqueue(ledger *l, ledger_op *op)
 {
-    op->done = false;
-    op->next = NULL;
-    op->rc = DP_OK;
-    dp_err_clear(&op->err);
-    if (pthread_cond_init(&op->cv, NULL) != 0)
-        return dp_err_set(&op->err, DP_ENOMEM, NULL, "out of resources");
     pthread_mutex_lock(&l->mu);
     if (l->stop) {
         pthread_mutex_unlock(&l->mu);
-        pthread_cond_destroy(&op->cv);
         return dp_err_set(&op->err, DP_EBUSY, NULL, "the ledger is shutting down");
     }
     if (l->tail != NULL)
@@ -1879,9 +1897,42 @@ static int submit(ledger *l, ledger_op *op)
     l->tail = op;
     l->n_queued++;
     pthread_cond_signal(&l->cv_work);
+    pthread_mutex_unlock(&l->mu);
+    return DP_OK;
+}
+
+static int op_init(ledger_op *op)
+{
+    op->done = false;
+    op->next = NULL;
+    op->rc = DP_OK;
+    dp_err_clear(&op->err);
+    if (pthread_cond_init(&op->cv, NULL) != 0)
+        return dp_err_set(&op->err, DP_ENOMEM, NULL, "out of resources");
+    return DP_OK;
+}
+
+/* Waits until the committer has set op->done. */
+static void op_wait(ledger *l, ledger_op *op)
+{
+    pthread_mutex_lock(&l->mu);
     while (!op->done)
         pthread_cond_wait(&op->cv, &l->mu);
     pthread_mutex_unlock(&l->mu);
+}
+
+/* Queues op and waits until the committer has committed (or refused) it. */
+static int submit(ledger *l, ledger_op *op)
+{
+    op->wake = NULL;
+    op->wake_arg = NULL;
+    if (op_init(op) != DP_OK)
+        return op->rc = op->err.code;
+    if (enqueue(l, op) != DP_OK) {
+        pthread_cond_destroy(&op->cv);
+        return op->rc = op->err.code;
+    }
+    op_wait(l, op);
     pthread_cond_destroy(&op->cv);
     return op->rc;
 }
@@ -2313,16 +2364,18 @@ static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
     return DP_OK;
 }
 
-/* Submits op; while the committer asks for PLD figures, computes them and submits again. */
-static void submit_pld(ledger *l, ledger_op *op)
+static void pld_flags_clear(ledger_op *op)
 {
-    for (int attempt = 0;; attempt++) {
-        op->need_pld = false;
-        for (size_t i = 0; i < op->n_items; i++)
-            op->items[i].need_pld = false;
-        submit(l, op);
-        if (!op->need_pld)
-            return;
+    op->need_pld = false;
+    for (size_t i = 0; i < op->n_items; i++)
+        op->items[i].need_pld = false;
+}
+
+/* While the committer asks for PLD figures (op->need_pld after a submission), computes them on this
+ * thread and submits op again, synchronously. attempt counts the submissions so far minus one. */
+static void pld_rounds(ledger *l, ledger_op *op, int attempt)
+{
+    for (; op->need_pld; attempt++) {
         for (size_t i = 0; i < op->n_items; i++) {
             op_item *it = &op->items[i];
             if (!it->need_pld)
@@ -2332,13 +2385,26 @@ static void submit_pld(ledger *l, ledger_op *op)
             if (attempt >= LEDGER_PLD_RETRIES || pld_prepare(l, it, &e) != DP_OK)
                 it->pld_give_up = true; /* the RDP bound decides alone: conservative */
         }
+        pld_flags_clear(op);
+        submit(l, op);
     }
 }
 
-/* Batch charge; batch_fields names failing items "charges[i]". */
-static int charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,
-                        bool batch_fields, ledger_charge_result *out, dp_err *err)
+/* Submits op; while the committer asks for PLD figures, computes them and submits again. */
+static void submit_pld(ledger *l, ledger_op *op)
 {
+    pld_flags_clear(op);
+    submit(l, op);
+    pld_rounds(l, op, 0);
+}
+
+/* Checks a batch and computes every item's cost. On DP_OK *items_out (owned; free with
+ * items_free) holds n prepared items whose results go to out[i]. */
+static int charge_prepare(const ledger *l, const ledger_charge_req *reqs, size_t n,
+                          bool batch_fields, ledger_charge_result *out, op_item **items_out,
+                          dp_err *err)
+{
+    *items_out = NULL;
     if (n == 0 || n > LEDGER_MAX_BATCH)
         return dp_err_set(err, DP_EINVAL, "charges", "a batch charges 1 to %d silos (got %zu)",
                           LEDGER_MAX_BATCH, n);
@@ -2353,38 +2419,144 @@ static int charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool
     op_item *items = dp_calloc(n, sizeof *items);
     if (items == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    int rc = DP_OK;
     for (size_t i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof out[i]);
         out[i].silo_id = reqs[i].silo_id;
         items[i].res = &out[i];
-        if ((rc = item_prepare(l, &reqs[i], "charge", &items[i], err)) != DP_OK) {
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = item_prepare(l, &reqs[i], "charge", &items[i], err);
+        if (rc != DP_OK) {
             out[i].status = rc;
             if (batch_fields) {
                 char f[32];
                 snprintf(f, sizeof f, "charges[%zu]", i);
                 dp_err_prefix_field(err, f);
             }
-            goto out;
+            for (size_t k = 0; k <= i; k++)
+                free(items[k].own_json); /* jansson's allocator: malloc */
+            dp_free(items);
+            return rc;
         }
     }
+    *items_out = items;
+    return DP_OK;
+}
+
+static void items_free(op_item *items, size_t n)
+{
+    for (size_t i = 0; items != NULL && i < n; i++)
+        free(items[i].own_json); /* jansson's allocator: malloc */
+    dp_free(items);
+}
+
+/* The outcome of a charge op: a failed (non-dry) batch wrote nothing. */
+static int charge_finish(ledger_op *op, ledger_charge_result *out, size_t n, bool dry_run,
+                         dp_err *err)
+{
+    int rc = finish(op, err);
+    if (rc != DP_OK && !dry_run)
+        for (size_t i = 0; i < n; i++) { /* nothing was written */
+            out[i].charge_id = 0;
+            out[i].replayed = false;
+        }
+    return rc;
+}
+
+/* Batch charge; batch_fields names failing items "charges[i]". */
+static int charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,
+                        bool batch_fields, ledger_charge_result *out, dp_err *err)
+{
+    op_item *items = NULL;
+    int rc = charge_prepare(l, reqs, n, batch_fields, out, &items, err);
+    if (rc != DP_OK)
+        return rc;
     ledger_op op = {.kind = OP_CHARGE,
                     .items = items,
                     .n_items = n,
                     .dry_run = dry_run,
                     .batch_fields = batch_fields};
     submit_pld(l, &op);
-    rc = finish(&op, err);
-    if (rc != DP_OK && !dry_run)
-        for (size_t i = 0; i < n; i++) { /* nothing was written */
-            out[i].charge_id = 0;
-            out[i].replayed = false;
-        }
-out:
-    for (size_t i = 0; i < n; i++)
-        free(items[i].own_json); /* jansson's allocator: malloc */
-    dp_free(items);
+    rc = charge_finish(&op, out, n, dry_run, err);
+    items_free(items, n);
     return rc;
+}
+
+/* ---- asynchronous charges (the HTTP dispatcher's path; contract in ledger.h) ---- */
+
+struct ledger_pending {
+    ledger *l;
+    ledger_op op; /* op.cv initialised until collected */
+    op_item *items;
+    size_t n;
+    bool dry_run;
+    ledger_charge_result *out; /* caller-owned */
+};
+
+int ledger_charge_start(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,
+                        bool batch_fields, ledger_charge_result *out, void (*wake)(void *arg),
+                        void *wake_arg, ledger_pending **pending, dp_err *err)
+{
+    *pending = NULL;
+    if (wake == NULL)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "internal error: no wake-up for a charge");
+    ledger_pending *p = dp_calloc(1, sizeof *p);
+    if (p == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = charge_prepare(l, reqs, n, batch_fields, out, &p->items, err);
+    if (rc != DP_OK) {
+        dp_free(p);
+        return rc;
+    }
+    p->l = l;
+    p->n = n;
+    p->dry_run = dry_run;
+    p->out = out;
+    p->op = (ledger_op){.kind = OP_CHARGE,
+                        .items = p->items,
+                        .n_items = n,
+                        .dry_run = dry_run,
+                        .batch_fields = batch_fields,
+                        .wake = wake,
+                        .wake_arg = wake_arg};
+    pld_flags_clear(&p->op);
+    if (op_init(&p->op) != DP_OK) {
+        rc = finish(&p->op, err);
+        items_free(p->items, n);
+        dp_free(p);
+        return rc;
+    }
+    if (enqueue(l, &p->op) != DP_OK) { /* stopping: wake will never be called */
+        pthread_cond_destroy(&p->op.cv);
+        rc = finish(&p->op, err);
+        items_free(p->items, n);
+        dp_free(p);
+        return rc;
+    }
+    *pending = p; /* from here the committer may call wake at any time */
+    return DP_OK;
+}
+
+int ledger_pending_finish(ledger_pending *p, dp_err *err)
+{
+    op_wait(p->l, &p->op); /* normally done already: called after wake */
+    pthread_cond_destroy(&p->op.cv);
+    if (p->op.need_pld) /* a PLD silo whose figures must be computed: synchronous from here on */
+        pld_rounds(p->l, &p->op, 0);
+    int rc = charge_finish(&p->op, p->out, p->n, p->dry_run, err);
+    items_free(p->items, p->n);
+    dp_free(p);
+    return rc;
+}
+
+void ledger_pending_free(ledger_pending *p)
+{
+    if (p == NULL)
+        return;
+    op_wait(p->l, &p->op);
+    pthread_cond_destroy(&p->op.cv);
+    items_free(p->items, p->n);
+    dp_free(p);
 }
 
 int ledger_charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,

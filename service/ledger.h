@@ -27,7 +27,8 @@
  * nothing slow runs inside the write transaction.
  *
  * THREADS. A ledger is shared by all HTTP threads and job workers. Write calls block until their op
- * is committed or refused. Read calls take the caller's store_conn (a borrowed pool connection,
+ * is committed or refused; ledger_charge_start is the non-blocking form of a charge (the
+ * committer calls the caller's wake-up after COMMIT instead of signalling a waiting thread). Read calls take the caller's store_conn (a borrowed pool connection,
  * never used by two threads at once; their statements are cached on it) and see a committed
  * snapshot.
  *
@@ -235,6 +236,29 @@ int ledger_charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool
 /* ledger_charge_batch of one request. */
 int ledger_charge(ledger *l, const ledger_charge_req *req, bool dry_run, ledger_charge_result *out,
                   dp_err *err);
+
+/* Asynchronous charge, for callers that must not block a thread on the group commit (the HTTP
+ * dispatcher suspends the connection instead; http.h PENDING). ledger_charge_start checks and
+ * prepares like ledger_charge_batch (batch_fields: name failing items "charges[i]", as
+ * ledger_charge_batch does; false: as ledger_charge does), queues the op and returns at once:
+ *   - DP_OK: *pending (owned) is set, and wake(wake_arg) WILL be called exactly once, from the
+ *     committer thread (possibly before ledger_charge_start returns), after the group's COMMIT (or
+ *     refusal). wake must be quick and must not call into the ledger. Then call
+ *     ledger_pending_finish, which returns what ledger_charge_batch would have returned and fills
+ *     out; or ledger_pending_free to drop the answer (the client has gone).
+ *   - otherwise: the error, with nothing queued, *pending NULL and wake never called.
+ * reqs, every string and event they point to, and out (n results) are borrowed until
+ * ledger_pending_finish/ledger_pending_free returns. A PLD silo whose figures are stale makes
+ * ledger_pending_finish compute them and resubmit synchronously (milliseconds, on the caller's
+ * thread); every other charge completes on the committer's wake-up alone. */
+typedef struct ledger_pending ledger_pending;
+int ledger_charge_start(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,
+                        bool batch_fields, ledger_charge_result *out, void (*wake)(void *arg),
+                        void *wake_arg, ledger_pending **pending, dp_err *err);
+/* Collects the outcome (waits if wake has not been called yet) and frees p. */
+int ledger_pending_finish(ledger_pending *p, dp_err *err);
+/* Waits for the outcome if needed and discards it; frees p. NULL is a no-op. */
+void ledger_pending_free(ledger_pending *p);
 
 /* A row of the audit log. Strings are owned by the array (freed by ledger_charge_rows_free). */
 typedef struct ledger_charge_row {

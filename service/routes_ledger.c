@@ -736,6 +736,148 @@ int route_silo_delete(const http_req *rq, http_resp *rs, dp_err *err)
 static const char *const CHARGE_KEYS[] = {"event",   "neighboring", "idempotency_key",
                                           "dry_run", "reason",      "job_id"};
 
+/* A charge in progress: what its answer needs. The strings of reqs borrow from the request body,
+ * which the dispatcher keeps alive while the answer is deferred (http.h PENDING). */
+typedef struct charge_state {
+    http_pending base; /* first: the dispatcher holds &base */
+    bool batch;        /* POST /v1/charges (answer {"charges": [...]}) */
+    bool dry;
+    int64_t silo_id;   /* single charge: the path's silo */
+    size_t n;
+    charge_input *in;          /* n, owned */
+    ledger_charge_req *reqs;   /* n */
+    ledger_charge_result *res; /* n */
+    ledger_pending *lp;        /* while deferred */
+} charge_state;
+
+static charge_state *charge_state_alloc(size_t n, dp_err *err)
+{
+    charge_state *s = dp_calloc(1, sizeof *s);
+    if (s != NULL) {
+        s->n = n;
+        s->in = dp_calloc(n, sizeof *s->in);
+        s->reqs = dp_calloc(n, sizeof *s->reqs);
+        s->res = dp_calloc(n, sizeof *s->res);
+    }
+    if (s == NULL || s->in == NULL || s->reqs == NULL || s->res == NULL) {
+        if (s != NULL) {
+            dp_free(s->in);
+            dp_free(s->reqs);
+            dp_free(s->res);
+            dp_free(s);
+        }
+        dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        return NULL;
+    }
+    return s;
+}
+
+static void charge_state_free(charge_state *s)
+{
+    if (s == NULL)
+        return;
+    ledger_pending_free(s->lp);
+    for (size_t i = 0; i < s->n; i++)
+        charge_input_clear(&s->in[i]);
+    dp_free(s->in);
+    dp_free(s->reqs);
+    dp_free(s->res);
+    dp_free(s);
+}
+
+/* The answer to a charge whose ledger call returned rc (message in e). */
+static int charge_reply(const http_req *rq, http_resp *rs, const charge_state *s, int rc,
+                        const dp_err *e, dp_err *err)
+{
+    if (rc == DP_EBUDGET) {
+        size_t bad = 0;
+        while (s->batch && bad < s->n && s->res[bad].status != DP_EBUDGET)
+            bad++;
+        if (bad >= s->n)
+            bad = 0;
+        json_t *d = figures_json(&s->res[bad], err);
+        if (d != NULL && s->batch &&
+            json_util_set(d, "index", json_integer((json_int_t)bad), err) != DP_OK) {
+            json_decref(d);
+            d = NULL;
+        }
+        return d != NULL ? reply_refusal(rq, rs, e, d, err) : err->code;
+    }
+    if (rc != DP_OK) {
+        *err = *e;
+        return rc;
+    }
+    if (!s->batch) {
+        json_t *o = charge_json(&s->reqs[0], &s->res[0], err);
+        rc = o ? http_resp_json(rs, s->dry ? 200 : 201, o, err) : err->code;
+        if (rc == DP_OK && !s->dry && s->res[0].charge_id > 0)
+            snprintf(rs->location, sizeof rs->location,
+                     "/v1/silos/%lld/charges?after=%lld&limit=1", (long long)s->silo_id,
+                     (long long)(s->res[0].charge_id - 1));
+        return rc;
+    }
+    json_t *o = json_object(), *a = json_array();
+    rc = o && a ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; rc == DP_OK && i < s->n; i++) {
+        json_t *c = charge_json(&s->reqs[i], &s->res[i], err);
+        rc = c && json_array_append_new(a, c) == 0
+                 ? DP_OK
+                 : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    if (rc == DP_OK) {
+        rc = json_util_set(o, "charges", a, err);
+        a = NULL;
+    }
+    json_decref(a);
+    if (rc == DP_OK)
+        rc = http_resp_json(rs, s->dry ? 200 : 201, o, err);
+    else
+        json_decref(o);
+    return rc;
+}
+
+/* http_pending.resume: the group has committed (or refused); collect and answer. */
+static int charge_resume(http_pending *p, const http_req *rq, http_resp *rs, dp_err *err)
+{
+    charge_state *s = (charge_state *)p;
+    dp_err e;
+    dp_err_clear(&e);
+    int rc = ledger_pending_finish(s->lp, &e);
+    s->lp = NULL;
+    return charge_reply(rq, rs, s, rc, &e, err);
+}
+
+static void charge_release(http_pending *p)
+{
+    charge_state_free((charge_state *)p);
+}
+
+/* Charges s->reqs (parsed) and answers: deferred when the dispatcher offers it (the MHD thread does
+ * not wait for the group commit), otherwise on this thread. Takes s. */
+static int charge_run(const http_req *rq, http_resp *rs, ledger *l, charge_state *s, dp_err *err)
+{
+    dp_err e;
+    dp_err_clear(&e);
+    int rc;
+    if (rq->defer != NULL) {
+        rc = ledger_charge_start(l, s->reqs, s->n, s->dry, s->batch, s->res, rq->defer->wake,
+                                 rq->defer->arg, &s->lp, &e);
+        if (rc == DP_OK) {
+            s->base.resume = charge_resume;
+            s->base.release = charge_release;
+            rs->pending = &s->base;
+            return DP_OK;
+        }
+    } else if (s->batch) {
+        rc = ledger_charge_batch(l, s->reqs, s->n, s->dry, s->res, &e);
+    } else {
+        rc = ledger_charge(l, &s->reqs[0], s->dry, s->res, &e);
+    }
+    rc = charge_reply(rq, rs, s, rc, &e, err);
+    charge_state_free(s);
+    return rc;
+}
+
 int route_silo_charge(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t id;
@@ -751,30 +893,18 @@ int route_silo_charge(const http_req *rq, http_resp *rs, dp_err *err)
     bool dry = false;
     if (json_util_opt_bool(rq->body, "dry_run", false, &dry, err) != DP_OK)
         return err->code;
-    charge_input in;
-    int rc = charge_input_parse(rq->body, id, &who, &in, err);
-    ledger_charge_result res;
-    memset(&res, 0, sizeof res);
-    if (rc == DP_OK) {
-        dp_err e;
-        dp_err_clear(&e);
-        rc = ledger_charge(l, &in.req, dry, &res, &e);
-        if (rc == DP_EBUDGET) {
-            json_t *d = figures_json(&res, err);
-            rc = d ? reply_refusal(rq, rs, &e, d, err) : err->code;
-        } else if (rc != DP_OK) {
-            *err = e;
-        } else {
-            json_t *o = charge_json(&in.req, &res, err);
-            rc = o ? http_resp_json(rs, dry ? 200 : 201, o, err) : err->code;
-            if (rc == DP_OK && !dry && res.charge_id > 0)
-                snprintf(rs->location, sizeof rs->location,
-                         "/v1/silos/%lld/charges?after=%lld&limit=1", (long long)id,
-                         (long long)(res.charge_id - 1));
-        }
+    charge_state *s = charge_state_alloc(1, err);
+    if (s == NULL)
+        return err->code;
+    s->dry = dry;
+    s->silo_id = id;
+    int rc = charge_input_parse(rq->body, id, &who, &s->in[0], err);
+    if (rc != DP_OK) {
+        charge_state_free(s);
+        return rc;
     }
-    charge_input_clear(&in);
-    return rc;
+    s->reqs[0] = s->in[0].req;
+    return charge_run(rq, rs, l, s, err);
 }
 
 int route_charges_batch(const http_req *rq, http_resp *rs, dp_err *err)
@@ -801,10 +931,12 @@ int route_charges_batch(const http_req *rq, http_resp *rs, dp_err *err)
         json_util_opt_int(rq->body, "job_id", 0, &job, err) != DP_OK)
         return err->code;
     size_t n = json_array_size(arr);
-    charge_input *in = dp_calloc(n, sizeof *in);
-    ledger_charge_req *reqs = dp_calloc(n, sizeof *reqs);
-    ledger_charge_result *res = dp_calloc(n, sizeof *res);
-    int rc = in && reqs && res ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    charge_state *s = charge_state_alloc(n, err);
+    if (s == NULL)
+        return err->code;
+    s->batch = true;
+    s->dry = dry;
+    int rc = DP_OK;
     static const char *const item_keys[] = {"silo_id",         "event",  "neighboring",
                                             "idempotency_key", "reason", "job_id"};
     for (size_t i = 0; rc == DP_OK && i < n; i++) {
@@ -824,61 +956,25 @@ int route_charges_batch(const http_req *rq, http_resp *rs, dp_err *err)
             rc = dp_err_set(err, DP_EFORBIDDEN, NULL, "this token may not act on silo %lld",
                             (long long)silo);
         if (rc == DP_OK)
-            rc = charge_input_parse(it, silo, &who, &in[i], err);
+            rc = charge_input_parse(it, silo, &who, &s->in[i], err);
         if (rc != DP_OK) {
             if (err->code != DP_EFORBIDDEN)
                 dp_err_prefix_field(err, f);
             break;
         }
-        reqs[i] = in[i].req;
-        if (reqs[i].idempotency_key == NULL)
-            reqs[i].idempotency_key = key;
-        if (reqs[i].reason == NULL)
-            reqs[i].reason = reason;
-        if (reqs[i].job_id == 0)
-            reqs[i].job_id = job;
+        s->reqs[i] = s->in[i].req;
+        if (s->reqs[i].idempotency_key == NULL)
+            s->reqs[i].idempotency_key = key;
+        if (s->reqs[i].reason == NULL)
+            s->reqs[i].reason = reason;
+        if (s->reqs[i].job_id == 0)
+            s->reqs[i].job_id = job;
     }
-    if (rc == DP_OK) {
-        dp_err e;
-        dp_err_clear(&e);
-        rc = ledger_charge_batch(l, reqs, n, dry, res, &e);
-        if (rc == DP_EBUDGET) {
-            size_t bad = 0;
-            while (bad < n && res[bad].status != DP_EBUDGET)
-                bad++;
-            json_t *d = figures_json(&res[bad < n ? bad : 0], err);
-            if (d != NULL && json_util_set(d, "index", json_integer((json_int_t)bad), err) == DP_OK)
-                rc = reply_refusal(rq, rs, &e, d, err);
-            else
-                rc = err->code;
-        } else if (rc != DP_OK) {
-            *err = e;
-        } else {
-            json_t *o = json_object(), *a = json_array();
-            rc = o && a ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            for (size_t i = 0; rc == DP_OK && i < n; i++) {
-                json_t *c = charge_json(&reqs[i], &res[i], err);
-                rc = c && json_array_append_new(a, c) == 0
-                         ? DP_OK
-                         : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            }
-            if (rc == DP_OK) {
-                rc = json_util_set(o, "charges", a, err);
-                a = NULL;
-            }
-            json_decref(a);
-            if (rc == DP_OK)
-                rc = http_resp_json(rs, dry ? 200 : 201, o, err);
-            else
-                json_decref(o);
-        }
+    if (rc != DP_OK) {
+        charge_state_free(s);
+        return rc;
     }
-    for (size_t i = 0; in != NULL && i < n; i++)
-        charge_input_clear(&in[i]);
-    dp_free(in);
-    dp_free(reqs);
-    dp_free(res);
-    return rc;
+    return charge_run(rq, rs, l, s, err);
 }
 
 int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)

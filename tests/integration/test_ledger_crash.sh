@@ -5,7 +5,7 @@
 #     no key appears twice, and SQLite's integrity check passes;
 #   - retrying every unacknowledged request lands each exactly once (replayed if it had committed).
 # The silo admits exactly CAP_N charges in total, so at the end exactly CAP_N have been accepted no
-# matter where the crashes fell.
+# matter where the crashes fell. Then a graceful SIGTERM in the middle of a storm (default pool).
 . "$(dirname "$0")/lib.sh"
 
 PAR=32
@@ -89,5 +89,30 @@ done
 expect_status 200 GET "/v1/silos/$S"
 expect_json '.n_charges' "$CAP_N"
 expect_json '(.spent.rho <= .budget.rho)' true
+check "daemon stops cleanly" stop_daemon
+
+# Graceful stop (SIGTERM) in the middle of a storm, with the default MHD pool: charges whose
+# connection is suspended until their group commits must be answered or dropped cleanly, never
+# crash the daemon, and every acknowledged one is in the log.
+start_daemon --auth off || exit 1
+expect_status 201 POST /v1/silos '{"name":"termy","budget":{"rho":1000}}'
+S=$(printf '%s' "$BODY" | jq -r .id)
+seq -f "term-k%g" 1 6000 >"$T/keys.term"
+storm_cfg "$T/keys.term" >"$T/storm.cfg"
+curl -s --no-progress-meter -Z --parallel-max "$PAR" -K "$T/storm.cfg" >"$T/ack.term" 2>/dev/null &
+CURL_PID=$!
+for _ in $(seq 1 200); do
+    [ -s "$T/ack.term" ] && break
+    sleep 0.01
+done
+check "SIGTERM during a charge storm: the daemon exits 0" stop_daemon
+wait "$CURL_PID"
+grep '^201 ' "$T/ack.term" | sed 's/.*?k=//' | sort >"$T/acked.term"
+echo "  $(wc -l <"$T/acked.term") charges acknowledged before SIGTERM"
+start_daemon --auth off || exit 1
+check_consistent "after SIGTERM"
+sort "$T/logkeys" >"$T/logkeys.sorted"
+check "after SIGTERM: every acknowledged charge is in the log" \
+    [ "$(comm -23 "$T/acked.term" "$T/logkeys.sorted" | wc -l)" -eq 0 ]
 check "daemon stops cleanly" stop_daemon
 finish
