@@ -33,7 +33,8 @@
 #include "service/json_util.h"
 #include "service/routes.h"
 
-enum { ACC_RDP = 0, ACC_ZCDP, ACC_PLD };
+enum { ACC_RDP = 0, ACC_ZCDP, ACC_PLD, ACC_N };
+static const char *const ACC_NAMES[ACC_N] = {"rdp", "zcdp", "pld"}; /* as sent and answered */
 
 typedef struct acc_req {
     acct_event *ev; /* owned */
@@ -92,13 +93,10 @@ static int parse_common(const json_t *body, bool allow_open, acc_req *r, dp_err 
     int rc;
     if ((rc = json_util_opt_string(body, "accountant", "rdp", &acc, err)) != DP_OK)
         return rc;
-    if (strcmp(acc, "rdp") == 0)
-        r->accountant = ACC_RDP;
-    else if (strcmp(acc, "zcdp") == 0)
-        r->accountant = ACC_ZCDP;
-    else if (strcmp(acc, "pld") == 0)
-        r->accountant = ACC_PLD;
-    else
+    r->accountant = 0;
+    while (r->accountant < ACC_N && strcmp(acc, ACC_NAMES[r->accountant]) != 0)
+        r->accountant++;
+    if (r->accountant == ACC_N)
         return dp_err_set(err, DP_EINVAL, "accountant",
                           "accountant must be \"rdp\", \"zcdp\" or \"pld\"");
     if ((rc = json_util_opt_string(body, "conversion", NULL, &conv, err)) != DP_OK)
@@ -162,8 +160,7 @@ static int set_orders(json_t *o, const acc_req *r, dp_err *err)
 static int set_method(json_t *o, const acc_req *r, const acct_rdp_answer *a, double zopt,
                       dp_err *err)
 {
-    static const char *const names[] = {"rdp", "zcdp", "pld"};
-    int rc = json_util_set(o, "accountant", json_string(names[r->accountant]), err);
+    int rc = json_util_set(o, "accountant", json_string(ACC_NAMES[r->accountant]), err);
     if (rc == DP_OK)
         rc = json_util_set(o, "neighboring", json_string(event_json_neighboring_name(r->nb)), err);
     if (rc != DP_OK)
