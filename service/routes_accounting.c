@@ -138,13 +138,18 @@ static int check_delta(double d, dp_err *err)
     return DP_OK;
 }
 
+/* The orders used: the request's, or the default grid. Returns their number. */
+static size_t orders_used(const acc_req *r, const double **ord)
+{
+    *ord = r->orders;
+    return r->orders != NULL ? r->n_orders : acct_rdp_default_orders(ord);
+}
+
 /* "orders": the list used (request's or default). */
 static int set_orders(json_t *o, const acc_req *r, dp_err *err)
 {
-    const double *ord = r->orders;
-    size_t n = r->n_orders;
-    if (ord == NULL)
-        n = acct_rdp_default_orders(&ord);
+    const double *ord;
+    size_t n = orders_used(r, &ord);
     json_t *a = json_array();
     if (a == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -344,10 +349,8 @@ int route_accounting_rdp(const http_req *rq, http_resp *rs, dp_err *err)
         acc_req_free(&r);
         return rc;
     }
-    const double *ord = r.orders;
-    size_t n = r.n_orders;
-    if (ord == NULL)
-        n = acct_rdp_default_orders(&ord);
+    const double *ord;
+    size_t n = orders_used(&r, &ord);
     double *curve = dp_malloc(n * sizeof *curve);
     json_t *o = json_object(), *arr = json_array();
     if (curve == NULL || o == NULL || arr == NULL)
