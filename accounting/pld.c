@@ -875,6 +875,23 @@ static size_t fft_length(size_t n)
     }
 }
 
+/* FFT length when fft_length(w) is above the cap: the smallest even n in [w, max] whose half is
+ * 7-smooth (GSL's mixed-radix complex FFT has kernels for factors 2..7 only; a large prime factor
+ * in n / 2 would make the transform quadratic), or 0 when there is none. Any even n >= w is a
+ * correct length: the window is zero-padded. */
+static size_t fft_length_capped(size_t w, size_t max)
+{
+    for (size_t n = w + (w & 1); n <= max; n += 2) {
+        size_t r = n / 2;
+        for (size_t p = 2; p <= 7; p++)
+            while (r % p == 0)
+                r /= p;
+        if (r == 1)
+            return n;
+    }
+    return 0;
+}
+
 static void fft_free(pld_fft *f)
 {
     if (f->cw != NULL)
@@ -1106,9 +1123,14 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
                           "point-FFTs at value_discretization %g; use a coarser grid or accountant "
                           "rdp",
                           nl, b - a + 1, PLD_WORK_FACTOR * (double)o->max_grid_points, h);
-    size_t n = fft_length((size_t)(b - a) + 1);
+    size_t w = (size_t)(b - a) + 1, n = fft_length(w);
     if (n > o->max_grid_points)
-        n = (size_t)(b - a) + 2 - (size_t)(b - a + 1) % 2; /* even; GSL takes any factors */
+        n = fft_length_capped(w, o->max_grid_points);
+    if (n == 0)
+        return dp_err_set(err, DP_EINVAL, "value_discretization",
+                          "no FFT length with small factors fits a %zu-point window within %zu "
+                          "grid points at value_discretization %g; use a coarser grid",
+                          w, o->max_grid_points, h);
     int rc = fft_alloc(&ws->fft, n, err);
     if (rc != DP_OK)
         return rc;

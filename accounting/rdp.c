@@ -211,10 +211,29 @@ static int lnchoose(double n, double k, double *out)
 }
 
 /* log(A_alpha - 1) for integer alpha >= 2 and 0 < q < 1 (see DESIGN above). */
+/* Orders, rates and multipliers for which every factor of the binomial sum stays far inside the
+ * double range, so it can be summed in linear scale (below). */
+#define ACCT_INT_LINEAR_LOG_MAX 600.0
+
 static int sgm_log_am1_int(double q, double sigma, double alpha, double *out)
 {
     const double lq = log(q), l1q = log1p(-q), inv2s2 = 1.0 / (2.0 * sigma * sigma);
     const double a = alpha;
+    if ((a * a - a) * inv2s2 < ACCT_INT_LINEAR_LOG_MAX && -a * lq < ACCT_INT_LINEAR_LOG_MAX &&
+        -a * l1q < ACCT_INT_LINEAR_LOG_MAX && a <= 1000.0) {
+        /* The same sum with w_k = C(a,k) q^k (1-q)^(a-k) by its ratio recurrence w_{k+1} = w_k
+         * (a-k)/(k+1) q/(1-q): every w_k lies in [e^-600 C(a,k), 1] and every expm1 factor below
+         * e^600, so nothing under- or overflows; all terms are positive (relative error ~k ulps,
+         * as the log-space sum). */
+        const double ratio = q / (1.0 - q);
+        double w = 0.5 * a * (a - 1.0) * exp(2.0 * lq + (a - 2.0) * l1q), sum = 0.0;
+        for (double k = 2.0; k <= a; k += 1.0) {
+            sum += w * expm1((k * k - k) * inv2s2);
+            w *= (a - k) / (k + 1.0) * ratio;
+        }
+        *out = log(sum);
+        return isnan(*out) ? DP_ENUMERIC : DP_OK;
+    }
     dp_lse acc;
     dp_lse_init(&acc);
     double lc = 0.0;
@@ -1200,13 +1219,13 @@ static double conv_const(double a, double log_delta, acct_conversion conv)
     return log1p(-1.0 / a) - (log_delta + log(a)) / (a - 1.0);
 }
 
-static double eps_with_const(double r, double cst, double delta, acct_conversion conv)
+static double eps_with_const(double r, double cst, double r_kl, acct_conversion conv)
 {
     if (r == HUGE_VAL)
         return HUGE_VAL;
     if (conv == ACCT_CONV_MIRONOV2017)
         return r + cst;
-    if (delta * delta + expm1(-r) >= 0.0)
+    if (r <= r_kl) /* the KL shortcut: delta^2 + expm1(-r) >= 0 */
         return 0.0;
     double e = r + cst;
     return e > 0.0 ? e : 0.0;
@@ -1395,6 +1414,7 @@ typedef struct grid_obj {
     double *val; /* memo: objective at ord[i], NAN until evaluated */
     double *rv;  /* memo: RDP at ord[i] (valid where val is) */
     double *cc;  /* memo: conversion constant at ord[i] (conv_const), NAN until computed */
+    double r_kl; /* -log1p(-target^2): RDP at or below which the KL shortcut gives epsilon 0 */
     bool want_delta;
     double target;
     acct_conversion base;
@@ -1494,7 +1514,7 @@ static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *sl
             la[nl] = g->ord[j];
             lg[nl++] = (g->ord[j] - 1.0) * g->rv[j];
         }
-    if (nl < 2) { /* the point (1, 0) */
+    if (nl < 2) { /* the point (1, 0); with no evaluated order on the left it stands alone */
         la[nl] = 1.0;
         lg[nl++] = 0.0;
     }
@@ -1506,7 +1526,7 @@ static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *sl
     double lb = -HUGE_VAL, gmax = 0.0, fac = 1.0;
     if (la[0] > 1.0) /* monotonicity: r(a) >= r(la[0]) */
         lb = (a - 1.0) * (lg[0] / (la[0] - 1.0));
-    if (isfinite(lg[0]) && isfinite(lg[1]) && la[0] > la[1]) {
+    if (nl == 2 && isfinite(lg[0]) && isfinite(lg[1]) && la[0] > la[1]) {
         double f = (a - la[0]) / (la[0] - la[1]);
         lb = dmax(lb, lg[0] + f * (lg[0] - lg[1]));
         gmax = dmax(gmax, dmax(fabs(lg[0]), fabs(lg[1])));
@@ -1533,7 +1553,7 @@ static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *sl
     if (nr >= 1 && isfinite(rg[0]) && isfinite(lg[0])) {
         double sum = 0.0;
         int cnt = 0;
-        if (isfinite(lg[1]) && la[0] > la[1]) {
+        if (nl == 2 && isfinite(lg[1]) && la[0] > la[1]) {
             sum += quad_interp(la[1], lg[1], la[0], lg[0], ra[0], rg[0], a);
             cnt++;
         }
@@ -1542,9 +1562,9 @@ static double grid_lower_bound(const grid_obj *g, size_t n, size_t i, double *sl
             cnt++;
         }
         double ge = cnt ? sum / cnt : lg[0] + (a - la[0]) * (rg[0] - lg[0]) / (ra[0] - la[0]);
-        *est = eps_with_const(dmax(ge, 0.0) / (a - 1.0), cst, g->target, g->base);
+        *est = eps_with_const(dmax(ge, 0.0) / (a - 1.0), cst, g->r_kl, g->base);
     }
-    return eps_with_const(r, cst, g->target, g->base);
+    return eps_with_const(r, cst, g->r_kl, g->base);
 }
 
 /* Minimum of the objective over ord[lo..hi] (a bracket known to hold the grid minimum), evaluating
@@ -1747,7 +1767,8 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}};
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
-    grid_obj g = {ev, &ws, ord, memo, rmemo, cmemo, want_delta, target, base, err, DP_OK};
+    grid_obj g = {ev,         &ws,    ord,  memo, rmemo, cmemo, -log1p(-target * target),
+                  want_delta, target, base, err,  DP_OK};
     double best;
     size_t bi;
     grid_min(&g, n, tree_quasiconvex(ev), &best, &bi);

@@ -199,7 +199,7 @@ int acct_tuning_dist_check(const acct_tuning_dist *d, dp_err *err)
                 /* A resolved distribution carries both; they must then agree (the mean is the one
                  * gamma implies). Clients give one or the other (service/tuning_json.c). */
                 double implied = (isfinite(d->gamma) && d->gamma > 0.0 && d->gamma <= 1.0)
-                                     ? exp(tnb_log_mean_t(d->eta, -log(d->gamma)))
+                                     ? acct_tuning_tnb_mean(d->eta, d->gamma)
                                      : (double)NAN;
                 if (!(fabs(implied - d->mean) <= GAMMA_MEAN_RTOL * fabs(d->mean)))
                     return dp_err_set(err, DP_EINVAL, F_TNB_MEAN,
@@ -252,7 +252,7 @@ int acct_tuning_dist_resolve(const acct_tuning_dist *in, acct_tuning_dist *out, 
                     return rc;
             }
             /* The mean actually implied by gamma (>= the one asked when it was solved). */
-            r.mean = exp(tnb_log_mean_t(r.eta, -log(r.gamma)));
+            r.mean = acct_tuning_tnb_mean(r.eta, r.gamma);
             break;
     }
     *out = r;
@@ -268,7 +268,7 @@ double acct_tuning_expected_runs(const acct_tuning_dist *d)
             return d->mean;
         case ACCT_TUNE_TRUNC_NEGBIN:
             if (!isnan(d->gamma))
-                return exp(tnb_log_mean_t(d->eta, -log(d->gamma)));
+                return acct_tuning_tnb_mean(d->eta, d->gamma);
             return d->mean;
     }
     return NAN;

@@ -157,12 +157,13 @@ int acct_zcdp_to_epsilon(double rho, double delta, acct_zcdp_conversion conv, do
     double opt = (double)NAN;
     if (rho == 0.0) {
         *eps = 0.0;
-    } else if (conv == ACCT_ZCDP_BS2016) {
-        *eps = rho + 2.0 * sqrt(rho * log(1.0 / delta)); /* Bun & Steinke 2016, Prop. 1.3 */
-    } else if (conv == ACCT_ZCDP_CKS2020) {
-        double e = cks_min(rho, delta, 0, &opt);
-        double bs = rho + 2.0 * sqrt(rho * log(1.0 / delta));
-        *eps = e < 0.0 ? 0.0 : (e < bs ? e : bs);
+    } else if (conv == ACCT_ZCDP_BS2016 || conv == ACCT_ZCDP_CKS2020) {
+        double bs = rho + 2.0 * sqrt(rho * log(1.0 / delta)); /* Bun & Steinke 2016, Prop. 1.3 */
+        *eps = bs;
+        if (conv == ACCT_ZCDP_CKS2020) { /* never above BS, never below 0 */
+            double e = cks_min(rho, delta, 0, &opt);
+            *eps = e < 0.0 ? 0.0 : (e < bs ? e : bs);
+        }
     } else {
         return dp_err_set(err, DP_EINVAL, "conversion", "unknown zcdp conversion");
     }

@@ -129,10 +129,19 @@ static int sigma_for(double sensitivity, double eps0, double delta, eb_calibrati
     if (cal == EB_CAL_CLASSIC && eps0 < 1.0) {
         *analytic = false;
         *sigma = sensitivity * sqrt(2.0 * log(2.0 / delta)) / eps0;
-        return DP_OK;
+    } else {
+        *analytic = true;
+        int rc = eb_gauss_sigma_analytic(sensitivity, eps0, delta, sigma, err);
+        if (rc != DP_OK)
+            return rc;
     }
-    *analytic = true;
-    return eb_gauss_sigma_analytic(sensitivity, eps0, delta, sigma, err);
+    /* the classic sigma grows like 1/eps0: refuse what is infinite or overflows when squared */
+    if (*sigma <= EB_LDP_MAX_SIGMA)
+        return DP_OK;
+    return dp_err_set(err, DP_ENUMERIC, "epsilon0",
+                      "epsilon0 %g (delta %g) needs a noise sd of %g, above the largest usable %g; "
+                      "use a larger epsilon0",
+                      eps0, delta, *sigma, EB_LDP_MAX_SIGMA);
 }
 
 int eb_ldp_gauss_calibrate(double eps0, double delta, double b, size_t d, bool per_coordinate,

@@ -70,8 +70,15 @@ typedef struct eb_ldp_gauss {
     double rho;          /* zCDP of the whole released vector: d (2b)^2/(2 sigma^2) */
 } eb_ldp_gauss;
 
+/* Largest noise sd the channels accept: above it, squares and sums of the noisy messages in the
+ * estimators overflow (1e100^2 times any realistic client count stays far below DBL_MAX), and no
+ * information about the data survives anyway. A calibration asking for more (an epsilon0 of, say,
+ * 1e-300) fails with DP_ENUMERIC naming "epsilon0". */
+#define EB_LDP_MAX_SIGMA 1e100
+
 /* Calibrates the Gaussian channel for messages of d coordinates clipped to [-b, b].
- * eps0 > 0, 0 < delta < 1, b > 0, 1 <= d <= EB_MAX_DIM. */
+ * eps0 > 0, 0 < delta < 1, b > 0, 1 <= d <= EB_MAX_DIM. DP_ENUMERIC ("epsilon0") when the noise
+ * needed is above EB_LDP_MAX_SIGMA. */
 int eb_ldp_gauss_calibrate(double eps0, double delta, double b, size_t d, bool per_coordinate,
                            eb_calibration cal, eb_ldp_gauss *out, dp_err *err);
 

@@ -694,6 +694,25 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
 
     json_t *body = NULL;
     if (c->len > 0) {
+        /* A NUL byte is never valid JSON text (inside strings it must be escaped), but jansson
+         * 2.14 takes one right after a number as the end of the input and accepts the truncated
+         * object ({"count": 2<NUL>} parsed as {"count": 2}): refuse it here. */
+        const char *nul = memchr(c->body, '\0', c->len);
+        if (nul != NULL) {
+            int line = 1, col = 1;
+            for (const char *q = c->body; q < nul; q++) {
+                if (*q == '\n') {
+                    line++;
+                    col = 1;
+                } else {
+                    col++;
+                }
+            }
+            dp_err_set(&e, DP_EINVAL, NULL,
+                       "malformed JSON at line %d, column %d: NUL byte (U+0000) in the body", line,
+                       col);
+            return send_error(c, conn, &e, line, col);
+        }
         json_error_t jerr;
         body = json_loadb(c->body, c->len, JSON_REJECT_DUPLICATES, &jerr);
         if (body == NULL) {

@@ -33,7 +33,8 @@
 #include "service/json_util.h"
 #include "service/routes.h"
 
-enum { ACC_RDP = 0, ACC_ZCDP, ACC_PLD };
+enum { ACC_RDP = 0, ACC_ZCDP, ACC_PLD, ACC_N };
+static const char *const ACC_NAMES[ACC_N] = {"rdp", "zcdp", "pld"}; /* as sent and answered */
 
 typedef struct acc_req {
     acct_event *ev; /* owned */
@@ -92,13 +93,10 @@ static int parse_common(const json_t *body, bool allow_open, acc_req *r, dp_err 
     int rc;
     if ((rc = json_util_opt_string(body, "accountant", "rdp", &acc, err)) != DP_OK)
         return rc;
-    if (strcmp(acc, "rdp") == 0)
-        r->accountant = ACC_RDP;
-    else if (strcmp(acc, "zcdp") == 0)
-        r->accountant = ACC_ZCDP;
-    else if (strcmp(acc, "pld") == 0)
-        r->accountant = ACC_PLD;
-    else
+    r->accountant = 0;
+    while (r->accountant < ACC_N && strcmp(acc, ACC_NAMES[r->accountant]) != 0)
+        r->accountant++;
+    if (r->accountant == ACC_N)
         return dp_err_set(err, DP_EINVAL, "accountant",
                           "accountant must be \"rdp\", \"zcdp\" or \"pld\"");
     if ((rc = json_util_opt_string(body, "conversion", NULL, &conv, err)) != DP_OK)
@@ -140,13 +138,18 @@ static int check_delta(double d, dp_err *err)
     return DP_OK;
 }
 
+/* The orders used: the request's, or the default grid. Returns their number. */
+static size_t orders_used(const acc_req *r, const double **ord)
+{
+    *ord = r->orders;
+    return r->orders != NULL ? r->n_orders : acct_rdp_default_orders(ord);
+}
+
 /* "orders": the list used (request's or default). */
 static int set_orders(json_t *o, const acc_req *r, dp_err *err)
 {
-    const double *ord = r->orders;
-    size_t n = r->n_orders;
-    if (ord == NULL)
-        n = acct_rdp_default_orders(&ord);
+    const double *ord;
+    size_t n = orders_used(r, &ord);
     json_t *a = json_array();
     if (a == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -162,8 +165,7 @@ static int set_orders(json_t *o, const acc_req *r, dp_err *err)
 static int set_method(json_t *o, const acc_req *r, const acct_rdp_answer *a, double zopt,
                       dp_err *err)
 {
-    static const char *const names[] = {"rdp", "zcdp", "pld"};
-    int rc = json_util_set(o, "accountant", json_string(names[r->accountant]), err);
+    int rc = json_util_set(o, "accountant", json_string(ACC_NAMES[r->accountant]), err);
     if (rc == DP_OK)
         rc = json_util_set(o, "neighboring", json_string(event_json_neighboring_name(r->nb)), err);
     if (rc != DP_OK)
@@ -347,10 +349,8 @@ int route_accounting_rdp(const http_req *rq, http_resp *rs, dp_err *err)
         acc_req_free(&r);
         return rc;
     }
-    const double *ord = r.orders;
-    size_t n = r.n_orders;
-    if (ord == NULL)
-        n = acct_rdp_default_orders(&ord);
+    const double *ord;
+    size_t n = orders_used(&r, &ord);
     double *curve = dp_malloc(n * sizeof *curve);
     json_t *o = json_object(), *arr = json_array();
     if (curve == NULL || o == NULL || arr == NULL)

@@ -635,11 +635,48 @@ static int samples_summary(const json_t *sv, size_t *d, double *tmp, double *m2,
     return DP_OK;
 }
 
-/* Parses clients: summaries [{id, mean, n, within_variance?}] or raw [{id, samples}] (allow_wv:
- * within_variance accepted). */
-static int parse_gauss_clients(const json_t *body, gauss_req *g, bool allow_wv, dp_err *err)
+/* One client of a Gaussian request: summary {id, mean, n, within_variance?} or raw {id, samples}
+ * (allow_wv: within_variance accepted). *d as in parse_vec; the mean goes to tmp (tmp has
+ * 2 * EB_MAX_DIM values: mean + Welford scratch). Errors name the field inside the client. */
+static int parse_gauss_client(const json_t *c, bool allow_wv, size_t *d, double *tmp, double *n,
+                              double *wv, bool *isv, dp_err *err)
 {
     static const char *const keys[] = {"id", "mean", "n", "within_variance", "samples", "silo_id"};
+    if (json_util_require_object(c, "", err) != DP_OK ||
+        json_util_check_keys(c, keys, 6, err) != DP_OK || check_id(c, err) || check_silo(c, err))
+        return err->code;
+    if (!allow_wv && json_object_get(c, "within_variance") != NULL)
+        return dp_err_set(err, DP_EINVAL, "within_variance", "within_variance is not used here");
+    const json_t *mv = json_object_get(c, "mean"), *sv = json_object_get(c, "samples");
+    *n = 0;
+    *wv = NAN;
+    if (sv != NULL) {
+        if (mv != NULL || json_object_get(c, "n") != NULL ||
+            json_object_get(c, "within_variance") != NULL)
+            return dp_err_set(err, DP_EINVAL, "samples",
+                              "send either samples or a summary (mean, n, within_variance), not "
+                              "both");
+        return samples_summary(sv, d, tmp, tmp + EB_MAX_DIM, n, wv, isv, err);
+    }
+    if (mv == NULL || json_is_null(mv))
+        return dp_err_set(err, DP_EINVAL, "mean", "mean (or samples) is required");
+    if (parse_vec(mv, "mean", d, tmp, isv, err) != DP_OK ||
+        json_util_req_number(c, "n", n, err) != DP_OK)
+        return err->code;
+    if (!isfinite(*n) || *n < 1 || floor(*n) != *n)
+        return dp_err_set(err, DP_EINVAL, "n", "n must be an integer >= 1 (got %g)", *n);
+    if (json_util_opt_number(c, "within_variance", NAN, wv, err) != DP_OK)
+        return err->code;
+    if (!isnan(*wv) && (!isfinite(*wv) || *wv < 0))
+        return dp_err_set(err, DP_EINVAL, "within_variance",
+                          "within_variance must be >= 0 (got %g)", *wv);
+    return DP_OK;
+}
+
+/* Parses clients (see parse_gauss_client); every client must have the first one's form and
+ * dimension. Errors are prefixed with "clients[i]". */
+static int parse_gauss_clients(const json_t *body, gauss_req *g, bool allow_wv, dp_err *err)
+{
     memset(g, 0, sizeof *g);
     if (get_clients(body, &g->m, err) != DP_OK)
         return err->code;
@@ -650,59 +687,12 @@ static int parse_gauss_clients(const json_t *body, gauss_req *g, bool allow_wv, 
     int rc = DP_OK;
     for (size_t i = 0; i < g->m && rc == DP_OK; i++) {
         const json_t *c = json_array_get(cl, i);
-        if (json_util_require_object(c, "", err) != DP_OK ||
-            json_util_check_keys(c, keys, 6, err) != DP_OK || check_id(c, err) ||
-            check_silo(c, err)) {
-            rc = client_err(err, i);
-            break;
-        }
-        if (!allow_wv && json_object_get(c, "within_variance") != NULL) {
-            dp_err_set(err, DP_EINVAL, "within_variance", "within_variance is not used here");
-            rc = client_err(err, i);
-            break;
-        }
-        const json_t *mv = json_object_get(c, "mean"), *sv = json_object_get(c, "samples");
         bool isv = false;
         size_t d0 = g->d;
-        double n = 0, wv = NAN;
-        if (sv != NULL) {
-            if (mv != NULL || json_object_get(c, "n") != NULL ||
-                json_object_get(c, "within_variance") != NULL) {
-                dp_err_set(err, DP_EINVAL, "samples",
-                           "send either samples or a summary (mean, n, within_variance), not both");
-                rc = client_err(err, i);
-                break;
-            }
-            if (samples_summary(sv, &g->d, tmp, tmp + EB_MAX_DIM, &n, &wv, &isv, err) != DP_OK) {
-                rc = client_err(err, i);
-                break;
-            }
-        } else {
-            if (mv == NULL || json_is_null(mv)) {
-                dp_err_set(err, DP_EINVAL, "mean", "mean (or samples) is required");
-                rc = client_err(err, i);
-                break;
-            }
-            if (parse_vec(mv, "mean", &g->d, tmp, &isv, err) != DP_OK ||
-                json_util_req_number(c, "n", &n, err) != DP_OK) {
-                rc = client_err(err, i);
-                break;
-            }
-            if (!isfinite(n) || n < 1 || floor(n) != n) {
-                dp_err_set(err, DP_EINVAL, "n", "n must be an integer >= 1 (got %g)", n);
-                rc = client_err(err, i);
-                break;
-            }
-            if (json_util_opt_number(c, "within_variance", NAN, &wv, err) != DP_OK) {
-                rc = client_err(err, i);
-                break;
-            }
-            if (!isnan(wv) && (!isfinite(wv) || wv < 0)) {
-                dp_err_set(err, DP_EINVAL, "within_variance",
-                           "within_variance must be >= 0 (got %g)", wv);
-                rc = client_err(err, i);
-                break;
-            }
+        double n, wv;
+        if (parse_gauss_client(c, allow_wv, &g->d, tmp, &n, &wv, &isv, err) != DP_OK) {
+            rc = client_err(err, i);
+            break;
         }
         if (i == 0) {
             g->vec = isv;
@@ -714,7 +704,7 @@ static int parse_gauss_clients(const json_t *body, gauss_req *g, bool allow_wv, 
                 break;
             }
         } else if (isv != g->vec || d0 != g->d) {
-            dp_err_set(err, DP_EINVAL, sv ? "samples" : "mean",
+            dp_err_set(err, DP_EINVAL, json_object_get(c, "samples") ? "samples" : "mean",
                        "every client must have the same form and dimension");
             rc = client_err(err, i);
             break;
@@ -1119,11 +1109,53 @@ static json_t *beta_fit_json(const eb_beta_prior *p)
                      "iterations", (json_int_t)p->iterations, "status", eb_status_name(p->status));
 }
 
+/* One client of a Beta-Bernoulli request: {id, successes, trials} or raw {id, samples} with 0/1 or
+ * false/true outcomes. Errors name the field inside the client. */
+static int parse_beta_client(const json_t *c, int64_t *zi, int64_t *ni, dp_err *err)
+{
+    static const char *const keys[] = {"id", "successes", "trials", "samples", "silo_id"};
+    *zi = *ni = 0;
+    if (json_util_require_object(c, "", err) || json_util_check_keys(c, keys, 5, err) ||
+        check_id(c, err) || check_silo(c, err))
+        return err->code;
+    const json_t *sv = json_object_get(c, "samples");
+    if (sv != NULL) {
+        if (json_object_get(c, "successes") || json_object_get(c, "trials"))
+            return dp_err_set(err, DP_EINVAL, "samples",
+                              "send either samples or successes and trials, not both");
+        if (!json_is_array(sv) || json_array_size(sv) < 1)
+            return dp_err_set(err, DP_EINVAL, "samples",
+                              "samples must be a non-empty array of 0/1");
+        *ni = (int64_t)json_array_size(sv);
+        for (size_t k = 0; k < (size_t)*ni; k++) {
+            const json_t *e = json_array_get(sv, k);
+            if (json_is_boolean(e))
+                *zi += json_is_true(e) ? 1 : 0;
+            else if (json_is_integer(e) &&
+                     (json_integer_value(e) == 0 || json_integer_value(e) == 1))
+                *zi += json_integer_value(e);
+            else
+                return dp_err_set(err, DP_EINVAL, "samples",
+                                  "samples[%zu] must be 0, 1, true or false", k);
+        }
+    } else if (json_util_req_int(c, "successes", zi, err) ||
+               json_util_req_int(c, "trials", ni, err)) {
+        return err->code;
+    }
+    if (*ni < 1 || *ni > (int64_t)EB_BETA_MAX_TRIALS)
+        return dp_err_set(err, DP_EINVAL, "trials", "trials must be in 1..1e9 (got %lld)",
+                          (long long)*ni);
+    if (*zi < 0 || *zi > *ni)
+        return dp_err_set(err, DP_EINVAL, "successes",
+                          "successes must be in 0..trials (got %lld of %lld)", (long long)*zi,
+                          (long long)*ni);
+    return DP_OK;
+}
+
 int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
 {
     static const char *const keys[] = {"clients", "prior", "method",   "variant",  "leave_one_out",
                                        "privacy", "seed",  "max_iter", "keep_data"};
-    static const char *const ckeys[] = {"id", "successes", "trials", "samples", "silo_id"};
     double *z = NULL, *n = NULL, *pm = NULL, *psd = NULL, *sh = NULL;
     json_t *out = NULL, *est = NULL, *charges = NULL;
     int rc;
@@ -1143,58 +1175,8 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
     }
     const json_t *cl = json_object_get(rq->body, "clients");
     for (size_t i = 0; i < m; i++) {
-        const json_t *c = json_array_get(cl, i);
-        int64_t zi = 0, ni = 0;
-        if (json_util_require_object(c, "", err) || json_util_check_keys(c, ckeys, 5, err) ||
-            check_id(c, err) || check_silo(c, err)) {
-            rc = client_err(err, i);
-            goto out;
-        }
-        const json_t *sv = json_object_get(c, "samples");
-        if (sv != NULL) {
-            /* raw outcomes: 0/1 or false/true */
-            if (json_object_get(c, "successes") || json_object_get(c, "trials")) {
-                dp_err_set(err, DP_EINVAL, "samples",
-                           "send either samples or successes and trials, not both");
-                rc = client_err(err, i);
-                goto out;
-            }
-            if (!json_is_array(sv) || json_array_size(sv) < 1) {
-                dp_err_set(err, DP_EINVAL, "samples", "samples must be a non-empty array of 0/1");
-                rc = client_err(err, i);
-                goto out;
-            }
-            ni = (int64_t)json_array_size(sv);
-            for (size_t k = 0; k < (size_t)ni; k++) {
-                const json_t *e = json_array_get(sv, k);
-                if (json_is_boolean(e))
-                    zi += json_is_true(e) ? 1 : 0;
-                else if (json_is_integer(e) &&
-                         (json_integer_value(e) == 0 || json_integer_value(e) == 1))
-                    zi += json_integer_value(e);
-                else {
-                    dp_err_set(err, DP_EINVAL, "samples",
-                               "samples[%zu] must be 0, 1, true or false", k);
-                    rc = client_err(err, i);
-                    goto out;
-                }
-            }
-        } else if (json_util_req_int(c, "successes", &zi, err) ||
-                   json_util_req_int(c, "trials", &ni, err)) {
-            rc = client_err(err, i);
-            goto out;
-        }
-
-        if (ni < 1 || ni > (int64_t)EB_BETA_MAX_TRIALS) {
-            dp_err_set(err, DP_EINVAL, "trials", "trials must be in 1..1e9 (got %lld)",
-                       (long long)ni);
-            rc = client_err(err, i);
-            goto out;
-        }
-        if (zi < 0 || zi > ni) {
-            dp_err_set(err, DP_EINVAL, "successes",
-                       "successes must be in 0..trials (got %lld of %lld)", (long long)zi,
-                       (long long)ni);
+        int64_t zi, ni;
+        if (parse_beta_client(json_array_get(cl, i), &zi, &ni, err) != DP_OK) {
             rc = client_err(err, i);
             goto out;
         }

@@ -62,6 +62,14 @@ expect_status 201 POST /v1/estimators/beta '{"clients":[{"successes":3,"trials":
 expect_json '.estimates[0].posterior_mean * 21 | . * 1000 | round' 5000
 
 M='{"clients":[{"id":"a","mean":-1.1,"n":10},{"id":"b","mean":-0.9,"n":10},{"id":"c","mean":1.0,"n":10},{"id":"d","mean":1.2,"n":10},{"id":"e","mean":0.9,"n":10}],"noise_variance":0.25,"components":2}'
+# Regression (QA fuzz): an epsilon0 so small that the paper's eq. 26 noise is infinite (5e-324) or
+# overflows when squared (1e-300) was answered 503 "out of memory" / 400 naming an internal field.
+for e0 in 5e-324 1e-300; do
+    expect_status 422 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c --argjson e "$e0" '. + {privacy:{epsilon0:$e,delta:1e-5,r:1,sigma_theta_bound:0.1}}')"
+    expect_json .error.field privacy.epsilon0
+    expect_status 422 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c --argjson e "$e0" '. + {privacy:{epsilon0:$e,delta:1e-5,r:1.5}}')"
+    expect_json .error.field privacy.epsilon0
+done
 expect_status 201 POST /v1/estimators/mixture "$M"
 expect_json '.prior.components | length' 2
 expect_json '.estimates[0].responsibilities | length' 2

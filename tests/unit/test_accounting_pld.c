@@ -558,6 +558,43 @@ static void workspace_reuse_gives_identical_answers(void **state)
     acct_pld_ws_free(NULL);
 }
 
+/* Regression: when the preferred (2^a 3^b 5^c) FFT length of the composed window was above
+ * max_grid_points, the fallback length came out ODD, and the half-length complex FFT then read and
+ * wrote one double past the work arrays (heap corruption; dpsilod aborted in malloc on
+ * POST /v1/accounting/calibrate with accountant pld and value_discretization 1e-7). For a window of
+ * w points, every cap in [w, fft_length(w)) takes the fallback: the length used must be even,
+ * within the cap, and give the same epsilon as the preferred length. */
+static void fft_length_under_a_tight_cap_is_even_and_exact(void **state)
+{
+    (void)state;
+    tev t;
+    t.used = t.kused = 0;
+    acct_event *ev = tself(&t, 40, tpois(&t, 0.05, tgauss(&t, 1.3)));
+    acct_pld_opts o = opts_h(1e-3);
+    acct_pld_result ref, r;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(acct_pld_epsilon(ev, ACCT_NB_ADD_REMOVE, 1e-6, &o, &ref, &e), DP_OK);
+    assert_true(ref.grid_points >= 64);
+    size_t fallbacks = 0;
+    for (size_t cap = ref.grid_points - 1; cap >= 64 && cap + 40 >= ref.grid_points; cap--) {
+        o.max_grid_points = cap;
+        dp_err_clear(&e);
+        int rc = acct_pld_epsilon(ev, ACCT_NB_ADD_REMOVE, 1e-6, &o, &r, &e);
+        if (rc != DP_OK) { /* the window itself no longer fits: refused, naming the grid */
+            assert_int_equal(rc, DP_EINVAL);
+            assert_string_equal(e.field, "value_discretization");
+            continue;
+        }
+        fallbacks++;
+        assert_int_equal(r.grid_points % 2, 0);
+        assert_true(r.grid_points <= cap);
+        assert_close(r.epsilon_upper, ref.epsilon_upper, 1e-9, 0);
+        assert_close(r.epsilon_lower, ref.epsilon_lower, 1e-9, 0);
+    }
+    assert_true(fallbacks > 0);
+}
+
 static void allocation_failures_are_clean(void **state)
 {
     (void)state;
@@ -596,6 +633,7 @@ int main(void)
         cmocka_unit_test(tolerances_are_user_settable),
         cmocka_unit_test(workspace_reuse_gives_identical_answers),
         cmocka_unit_test(allocation_failures_are_clean),
+        cmocka_unit_test(fft_length_under_a_tight_cap_is_even_and_exact),
     };
     return cmocka_run_group_tests_name("accounting_pld", tests, NULL, NULL);
 }

@@ -426,6 +426,53 @@ static void tree_delta_and_epsilon_are_inverse(void **state)
     acct_event_free(ev);
 }
 
+/* The grid search (galloping over integer orders, fractional orders pruned by convexity bounds)
+ * must return exactly the minimum and the order of a full scan of the grid. The settings include
+ * the first-order edge (q = 1e-5, sigma = 0.3, 1e6 steps, delta = 1e-3: minimum at 1.1-1.8 with no
+ * evaluated order to its left) where a bound once read an unset neighbour. */
+static void grid_search_equals_full_scan(void **state)
+{
+    (void)state;
+    static const double qs[] = {1e-8, 1e-5, 1e-3, 0.01, 0.1, 0.5, 1.0};
+    static const double ss[] = {0.3, 0.5, 0.8, 1.1, 2.0, 10.0, 1e4};
+    static const unsigned long long ts[] = {1, 1000, 1000000, 1000000000000ULL};
+    static const double ds[] = {1e-3, 1e-10};
+    double opac[151], r[163];
+    const double *dflt;
+    const size_t n_op = opacus_orders(opac), n_df = acct_rdp_default_orders(&dflt);
+    for (size_t a = 0; a < sizeof qs / sizeof qs[0]; a++)
+        for (size_t b = 0; b < sizeof ss / sizeof ss[0]; b++)
+            for (size_t c = 0; c < sizeof ts / sizeof ts[0]; c++) {
+                acct_event *ev = sgm(qs[a], ss[b], ts[c]);
+                for (int grid = 0; grid < 2; grid++) {
+                    const double *o = grid ? dflt : opac;
+                    size_t n = grid ? n_df : n_op;
+                    dp_err err = {0};
+                    assert_int_equal(acct_rdp_eval(ev, ACCT_NB_ADD_REMOVE, o, n, r, &err), DP_OK);
+                    for (size_t d = 0; d < sizeof ds / sizeof ds[0]; d++)
+                        for (int cv = 0; cv < 2; cv++) {
+                            acct_conversion conv = cv ? ACCT_CONV_BALLE2020 : ACCT_CONV_MIRONOV2017;
+                            double e_full, o_full;
+                            acct_rdp_answer ans;
+                            assert_int_equal(
+                                acct_rdp_to_epsilon(o, r, n, ds[d], conv, &e_full, &o_full, &err),
+                                DP_OK);
+                            assert_int_equal(acct_rdp_epsilon(ev, ACCT_NB_ADD_REMOVE, ds[d], conv,
+                                                              o, n, &ans, &err),
+                                             DP_OK);
+                            if (ans.value != e_full ||
+                                !(ans.optimal_order == o_full ||
+                                  (isnan(o_full) && isnan(ans.optimal_order))))
+                                fail_msg("q=%g sigma=%g steps=%llu delta=%g conv=%d grid=%d: "
+                                         "search %.17g at %g, full scan %.17g at %g",
+                                         qs[a], ss[b], ts[c], ds[d], cv, grid, ans.value,
+                                         ans.optimal_order, e_full, o_full);
+                        }
+                }
+                acct_event_free(ev);
+            }
+}
+
 int main(void)
 {
     gsl_set_error_handler_off();
@@ -441,6 +488,7 @@ int main(void)
         cmocka_unit_test(sampling_without_replacement_follows_wbk2019),
         cmocka_unit_test(conversions_match_their_formulas),
         cmocka_unit_test(tree_delta_and_epsilon_are_inverse),
+        cmocka_unit_test(grid_search_equals_full_scan),
     };
     return cmocka_run_group_tests_name("accounting_rdp", tests, NULL, NULL);
 }

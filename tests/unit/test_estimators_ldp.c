@@ -122,6 +122,43 @@ static void calibration_rejects_bad_delta(void **state)
     assert_string_equal(e.field, "epsilon0");
 }
 
+/* Regression: epsilon0 = 1e-300 or 5e-324 (the smallest double) passed validation and gave an
+ * infinite (or square-overflowing) noise sd; /v1/estimators/gaussian then answered 503
+ * "out of memory" (json_real(inf) fails) or 400 naming an internal "extra_var". */
+static void calibration_refuses_noise_beyond_double_range(void **state)
+{
+    (void)state;
+    const double tiny[] = {5e-324, 1e-300, 1e-120};
+    for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) {
+        /* paper eq. 26: sigma grows like 1/epsilon0 */
+        eb_ldp_gauss v;
+        dp_err e;
+        dp_err_clear(&e);
+        assert_int_equal(
+            eb_ldp_gauss_calibrate(tiny[i], 1e-5, 1.0, 2, false, EB_CAL_CLASSIC, &v, &e),
+            DP_ENUMERIC);
+        assert_string_equal(e.field, "epsilon0");
+        double sigma = 0;
+        bool analytic = true;
+        dp_err_clear(&e);
+        assert_int_equal(eb_ldp_sigma(2.0, tiny[i], 1e-5, EB_CAL_CLASSIC, &sigma, &analytic, &e),
+                         DP_ENUMERIC);
+        assert_string_equal(e.field, "epsilon0");
+        /* the analytic mechanism stays (0, delta)-DP with a finite sigma as epsilon0 -> 0 */
+        dp_err_clear(&e);
+        assert_int_equal(
+            eb_ldp_gauss_calibrate(tiny[i], 1e-5, 1.0, 2, false, EB_CAL_ANALYTIC, &v, &e), DP_OK);
+        assert_true(isfinite(v.sigma) && v.sigma <= EB_LDP_MAX_SIGMA && v.rho > 0);
+    }
+    /* the largest usable noise is still accepted, and a finite answer is returned */
+    eb_ldp_gauss v;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_ldp_gauss_calibrate(1e-90, 1e-5, 1.0, 1, false, EB_CAL_CLASSIC, &v, &e),
+                     DP_OK);
+    assert_true(isfinite(v.sigma) && v.sigma <= EB_LDP_MAX_SIGMA && v.rho > 0);
+}
+
 static void quantizer_is_unbiased_with_bounded_variance(void **state)
 {
     (void)state;
@@ -184,6 +221,7 @@ int main(void)
         cmocka_unit_test(classic_calibration_is_paper_eq26_below_one),
         cmocka_unit_test(vector_calibration_uses_sqrt_d),
         cmocka_unit_test(calibration_rejects_bad_delta),
+        cmocka_unit_test(calibration_refuses_noise_beyond_double_range),
         cmocka_unit_test(quantizer_is_unbiased_with_bounded_variance),
         cmocka_unit_test(rr_bit_is_unbiased_with_digest_variance),
     };
