@@ -883,19 +883,23 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
         dp_err_set(err, DP_EINVAL, "listen", "cannot bind: %s is not an IPv4 address", c->host);
         goto fail;
     }
-    srv->d =
-        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
-                             MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME,
-                         0, NULL, NULL, on_access, srv,                /* */
-                         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, /* first, so it gets all */
-                         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, /* */
-                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->threads, /* */
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HTTP_CONNECTION_TIMEOUT_S,
-                         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_CONNECTION_LIMIT,  /* */
-                         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)HTTP_LISTEN_BACKLOG, /* */
-                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,                    /* */
-                         MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,                   /* */
-                         MHD_OPTION_END);
+    /* MHD_ALLOW_SUSPEND_RESUME: deferred answers (DESIGN above) */
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
+                         MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
+    /* clang-format off */
+    srv->d = MHD_start_daemon(
+        flags, 0, NULL,                                        /* */
+        NULL, on_access, srv,                                  /* */
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,          /* first, so it gets all */
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,          /* */
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->threads, /* */
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HTTP_CONNECTION_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_CONNECTION_LIMIT,  /* */
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)HTTP_LISTEN_BACKLOG, /* */
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,                    /* */
+        MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,                   /* */
+        MHD_OPTION_END);
+    /* clang-format on */
     if (srv->d == NULL) {
         dp_err_set(err, DP_EINTERNAL, "listen", "cannot listen on %s:%u (in use, or not permitted)",
                    c->host, (unsigned)c->port);
