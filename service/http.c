@@ -85,8 +85,8 @@ struct http_server {
     unsigned boot_nonce;           /* request-id prefix */
     atomic_uint_fast64_t next_req; /* request-id counter */
     atomic_long in_flight;         /* contexts alive */
-    atomic_long deferring; /* handler calls offered rq->defer whose wake-up is still owed */
-    atomic_bool stopping;  /* http_server_stop began: no new deferred answers */
+    atomic_long deferring;         /* handler calls offered rq->defer whose wake-up is still owed */
+    atomic_bool stopping;          /* http_server_stop began: no new deferred answers */
 };
 
 /* A context's deferred-answer state (DESIGN: deferred answers). */
@@ -883,10 +883,12 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
         dp_err_set(err, DP_EINVAL, "listen", "cannot bind: %s is not an IPv4 address", c->host);
         goto fail;
     }
+    /* MHD_ALLOW_SUSPEND_RESUME: deferred answers (DESIGN above) */
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
+                         MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
+    /* clang-format off */
     srv->d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG | MHD_USE_ITC |
-            MHD_ALLOW_SUSPEND_RESUME,
-        0, NULL,
+        flags, 0, NULL,                                        /* */
         NULL, on_access, srv,                                  /* */
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,          /* first, so it gets all */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,          /* */
@@ -897,6 +899,7 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,                    /* */
         MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,                   /* */
         MHD_OPTION_END);
+    /* clang-format on */
     if (srv->d == NULL) {
         dp_err_set(err, DP_EINTERNAL, "listen", "cannot listen on %s:%u (in use, or not permitted)",
                    c->host, (unsigned)c->port);

@@ -28,9 +28,9 @@
  *
  * THREADS. A ledger is shared by all HTTP threads and job workers. Write calls block until their op
  * is committed or refused; ledger_charge_start is the non-blocking form of a charge (the
- * committer calls the caller's wake-up after COMMIT instead of signalling a waiting thread). Read calls take the caller's store_conn (a borrowed pool connection,
- * never used by two threads at once; their statements are cached on it) and see a committed
- * snapshot.
+ * committer calls the caller's wake-up after COMMIT instead of signalling a waiting thread). Read
+ * calls take the caller's store_conn (a borrowed pool connection, never used by two threads at
+ * once; their statements are cached on it) and see a committed snapshot.
  *
  * USE FROM A HANDLER OR A JOB (estimators, training rounds). A handler finds the ledger in
  * rq->ledger (http.h); a job worker gets the same pointer from whoever started it (main.c owns

@@ -742,7 +742,7 @@ typedef struct charge_state {
     http_pending base; /* first: the dispatcher holds &base */
     bool batch;        /* POST /v1/charges (answer {"charges": [...]}) */
     bool dry;
-    int64_t silo_id;   /* single charge: the path's silo */
+    int64_t silo_id; /* single charge: the path's silo */
     size_t n;
     charge_input *in;          /* n, owned */
     ledger_charge_req *reqs;   /* n */
@@ -811,9 +811,8 @@ static int charge_reply(const http_req *rq, http_resp *rs, const charge_state *s
         json_t *o = charge_json(&s->reqs[0], &s->res[0], err);
         rc = o ? http_resp_json(rs, s->dry ? 200 : 201, o, err) : err->code;
         if (rc == DP_OK && !s->dry && s->res[0].charge_id > 0)
-            snprintf(rs->location, sizeof rs->location,
-                     "/v1/silos/%lld/charges?after=%lld&limit=1", (long long)s->silo_id,
-                     (long long)(s->res[0].charge_id - 1));
+            snprintf(rs->location, sizeof rs->location, "/v1/silos/%lld/charges?after=%lld&limit=1",
+                     (long long)s->silo_id, (long long)(s->res[0].charge_id - 1));
         return rc;
     }
     json_t *o = json_object(), *a = json_array();

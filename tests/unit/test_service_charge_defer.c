@@ -1,10 +1,10 @@
 /*
  * Unit tests for deferred charge answers (http.h PENDING, ledger_charge_start), without a socket:
  * a charge handler offered rq->defer really defers (rs->pending set, its wake-up called once after
- * the commit) and its resumed answer is the synchronous one (201, 409 budget_exhausted with figures,
- * batch); input errors are answered at once without deferring; many asynchronous charges started
- * from ONE thread all complete and are all in the log (no thread waits per charge); a PLD silo
- * (whose figures are computed on the finishing thread) answers through the same path.
+ * the commit) and its resumed answer is the synchronous one (201, 409 budget_exhausted with
+ * figures, batch); input errors are answered at once without deferring; many asynchronous charges
+ * started from ONE thread all complete and are all in the log (no thread waits per charge); a PLD
+ * silo (whose figures are computed on the finishing thread) answers through the same path.
  */
 #include "tests/test_util.h"
 
@@ -194,20 +194,22 @@ static void deferred_refusal_and_batch_answers_match_the_synchronous_ones(void *
     http_resp_clear(&rs);
     /* the same refusal in a batch names the index of the refused silo */
     char batch[400];
-    snprintf(batch, sizeof batch,
-             "{\"charges\":[{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":"
-             "4}},{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":0.5}}]}",
-             (long long)b, (long long)a);
+    snprintf(
+        batch, sizeof batch,
+        "{\"charges\":[{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":"
+        "4}},{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":0.5}}]}",
+        (long long)b, (long long)a);
     assert_int_equal(deferred(x, route_charges_batch, NULL, batch, &rs, &e), DP_OK);
     assert_int_equal(rs.status, 409);
     det = json_object_get(json_object_get(rs.body, "error"), "details");
     assert_int_equal(json_integer_value(json_object_get(det, "index")), 1);
     http_resp_clear(&rs);
     /* an admitted batch: 201 with both charges, and the all-or-nothing refusal wrote nothing */
-    snprintf(batch, sizeof batch,
-             "{\"charges\":[{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":"
-             "4}},{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":50}}]}",
-             (long long)b, (long long)a);
+    snprintf(
+        batch, sizeof batch,
+        "{\"charges\":[{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":"
+        "4}},{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":50}}]}",
+        (long long)b, (long long)a);
     assert_int_equal(deferred(x, route_charges_batch, NULL, batch, &rs, &e), DP_OK);
     assert_int_equal(rs.status, 201);
     json_t *arr = json_object_get(rs.body, "charges");
@@ -268,9 +270,9 @@ static void many_async_charges_from_one_thread_all_commit(void **state)
     for (int i = 0; i < N_ASYNC; i++) {
         dp_err e;
         dp_err_clear(&e);
-        assert_int_equal(
-            ledger_charge_start(x->f.l, &req, 1, false, false, &res[i], waker_wake, &w, &pend[i], &e),
-            DP_OK);
+        assert_int_equal(ledger_charge_start(x->f.l, &req, 1, false, false, &res[i], waker_wake, &w,
+                                             &pend[i], &e),
+                         DP_OK);
         assert_non_null(pend[i]);
     }
     assert_int_equal(waker_wait(&w, N_ASYNC), N_ASYNC);
