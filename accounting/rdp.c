@@ -11,10 +11,12 @@
  *   Integer alpha: f(u) expands binomially and E[(e^t-1)^k ...] collapses to
  *     A - 1 = sum_{k=2}^{alpha} C(alpha,k) (1-q)^{alpha-k} q^k expm1((k^2-k)/(2 s^2))
  *   (MTZ 2019, §3.3 integer-alpha sum, with the k = 0, 1 terms cancelled against the 1).
- *   Fractional alpha: f(u) is integrated against the normal density by adaptive Gauss-Kronrod (GSL
- *   qag) separately on z < 1/2 (u < 0) and z > 1/2 (u > 0), where f(u(z)) is log-concave; each
- * piece is rescaled by its peak (found by golden-section search) and integrated over the window
- * where the log-integrand is within ACCT_QUAD_LOG_WINDOW of the peak.
+ *   Fractional alpha: f(u) is integrated against the normal density by the trapezoidal rule on the
+ *   line (sgm_log_am1_trap: geometric convergence for this analytic integrand, checked by nested
+ *   halvings); where that cannot settle cheaply, by adaptive Gauss-Kronrod (GSL qag) separately on
+ *   z < 1/2 (u < 0) and z > 1/2 (u > 0), where f(u(z)) is log-concave; each piece is rescaled by
+ *   its peak (found by golden-section search) and integrated over the window where the
+ *   log-integrand is within ACCT_QUAD_LOG_WINDOW of the peak.
  *
  * Conversions: see rdp.h for formulas and papers. Everything is evaluated in log space
  * (STYLE.md 2.8).
@@ -253,8 +255,9 @@ static int sgm_log_am1_int(double q, double sigma, double alpha, double *out)
 /* ---- sampled Gaussian: fractional orders (quadrature) ---------------------------------------- */
 
 /* Series coefficients C(alpha, k), k = 2..ACCT_SERIES_COEFS - 1, precomputed once per order (the
- * series loop is otherwise bound by one division per term); later terms use the recurrence. */
-#define ACCT_SERIES_COEFS 64
+ * series loop is otherwise bound by one division per term); later terms use the recurrence. With
+ * |u| < 0.05/(alpha - 1) the series rarely needs more than ~12 terms except for orders near 1. */
+#define ACCT_SERIES_COEFS 24
 
 typedef struct sgm_ctx {
     double alpha, q, lq, l1q, s2;   /* order, rate, log q, log(1-q), sigma^2 */
@@ -1608,9 +1611,10 @@ static void pruned_min(grid_obj *g, size_t n, size_t lo, size_t hi, double *best
         }
 }
 
-/* Minimum of the objective over the sorted grid. For quasi-convex trees a ternary search over the
- * indices finds the same minimum as a full scan with O(log n) evaluations (memoised); a tie between
- * the two probes (flat or infinite stretch) falls back to the full scan. */
+/* Minimum of the objective over the sorted grid. For quasi-convex trees: galloping + ternary search
+ * over the integer orders, then the bound-pruned search (pruned_min) between the best integer's
+ * neighbours; this finds the same minimum and index as a full scan (memoised evaluations). A tie
+ * (flat or infinite stretch) or a wide bracket falls back to the ternary/full scan. */
 static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
 {
     size_t lo = 0, hi = n - 1;
@@ -1635,7 +1639,7 @@ static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
      * on either side of k, so only the fractional orders there are candidates. */
     size_t *J = qc ? dp_malloc(n * sizeof *J) : NULL, m = 0;
     for (size_t i = 0; J != NULL && i < n; i++)
-        if (g->ord[i] == floor(g->ord[i]))
+        if (g->ord[i] == (double)(long long)g->ord[i]) /* orders <= 1e5: an exact floor */
             J[m++] = i;
     bool bracketed = false;
     if (J != NULL && m >= 4) {

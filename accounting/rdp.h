@@ -18,7 +18,8 @@
  *              Zhang 2019 (§3.3): r = log(A_alpha)/(alpha-1), A_alpha = E_{z~N(0,s^2)}[(1-q+q
  * e^{(2z-1)
  *              /(2 s^2)})^alpha]. Integer alpha: the binomial sum (MTZ 2019, §3.3, eq. (3));
- * fractional alpha: adaptive quadrature of the same expectation (not the MTZ two-sided series,
+ * fractional alpha: quadrature of the same expectation (trapezoidal rule on the line, adaptive
+ * Gauss-Kronrod where it does not settle; not the MTZ two-sided series,
  * which loses all digits for large sigma, see docs/ACCOUNTING.md). Both are computed as log(A_alpha
  * - 1), whose terms are all positive, so r is accurate even at r ~ 1e-27. Under replace_one this
  * evaluator refuses the event (DP_EINVAL, field "neighboring"), as dp_accounting does.
