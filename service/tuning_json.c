@@ -31,6 +31,26 @@ static int not_object(dp_err *err, const char *kind, const json_t *v)
                       json_util_type_name(v));
 }
 
+/* The truncated negative binomial and its named special cases (Papernot & Steinke 2022):
+ * geometric is eta = 1, logarithmic is eta = 0; only the general form takes eta. */
+static const struct {
+    const char *name;
+    double eta; /* NAN: given by the request */
+} TNB_FAMILY[] = {
+    {"truncated_negative_binomial", NAN},
+    {"geometric", 1.0},
+    {"logarithmic", 0.0},
+};
+
+/* The TNB_FAMILY entry called key, or -1. */
+static int tnb_member(const char *key)
+{
+    for (int i = 0; i < (int)(sizeof TNB_FAMILY / sizeof TNB_FAMILY[0]); i++)
+        if (strcmp(key, TNB_FAMILY[i].name) == 0)
+            return i;
+    return -1;
+}
+
 static int fail_in(dp_err *err, const char *kind)
 {
     dp_err_prefix_field(err, kind);
@@ -64,14 +84,14 @@ int tuning_json_parse_dist(const json_t *j, bool mean_optional, acct_tuning_dist
             (mean_optional ? json_util_opt_number(v, "mean", NAN, &d.mean, err)
                            : json_util_req_number(v, "mean", &d.mean, err)) != DP_OK)
             return fail_in(err, "poisson");
-    } else if (strcmp(key, "truncated_negative_binomial") == 0 || strcmp(key, "geometric") == 0 ||
-               strcmp(key, "logarithmic") == 0) {
+    } else if (tnb_member(key) >= 0) {
         static const char *const keys_tnb[] = {"eta", "gamma", "mean"};
         static const char *const keys_alias[] = {"gamma", "mean"};
-        bool is_tnb = key[0] == 't';
+        double eta = TNB_FAMILY[tnb_member(key)].eta;
+        bool is_tnb = isnan(eta);
         alias = is_tnb ? NULL : key;
         d.kind = ACCT_TUNE_TRUNC_NEGBIN;
-        d.eta = key[0] == 'g' ? 1.0 : 0.0;
+        d.eta = is_tnb ? 0.0 : eta;
         if (!json_is_object(v))
             return not_object(err, key, v);
         if (json_util_check_keys(v, is_tnb ? keys_tnb : keys_alias, is_tnb ? 3 : 2, err) != DP_OK ||
