@@ -163,8 +163,7 @@ typedef struct choice {
 
 /* s must be one of the n names in ch; *out gets its value. Otherwise a 400 naming field, e.g.
  * 'range must be "paper" or "safe" (got "x")' (the message names field's last part). */
-static int pick(const char *s, const char *field, const choice *ch, size_t n, int *out,
-                dp_err *err)
+static int pick(const char *s, const char *field, const choice *ch, size_t n, int *out, dp_err *err)
 {
     char list[160];
     size_t len = 0;
@@ -1347,8 +1346,8 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
         {"leave_one_out", json_boolean(loo)},
         {"prior", beta_prior_json(&used, source)},
         {"fits", fits},
-        {"clamped", json_pack("{s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local",
-                              (json_int_t)cnt.local)},
+        {"clamped",
+         json_pack("{s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local", (json_int_t)cnt.local)},
         {"estimates", est},
     };
     run_outcome oc = {used.loglik, used.iterations, st, privj};
