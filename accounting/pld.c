@@ -786,8 +786,8 @@ static void cgf_eval(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h,
 }
 
 /* One safeguarded Newton step t -> t - step for the convex searches over t > 0 below: the new t is
- * kept in [t/8, 64 t] (t/8 replaces a non-positive one). Returns false, leaving t as it is, once the
- * step is within PLD_NEWTON_RTOL of t (converged). */
+ * kept in [t/8, 64 t] (t/8 replaces a non-positive one). Returns false, leaving t as it is, once
+ * the step is within PLD_NEWTON_RTOL of t (converged). */
 static bool newton_step(double *t, double step)
 {
     double tn = *t - step;

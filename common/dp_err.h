@@ -1,10 +1,11 @@
 /*
  * dp_err: the one error type of dpsilo.
  *
- * Every function that can fail returns an int status (DP_OK is 0) or a pointer (NULL on failure) and
- * fills a caller-owned dp_err. The first error recorded wins, so a low-level cause is not overwritten by
- * a caller's generic message. service/http_err.c maps codes to HTTP statuses (STYLE.md 2.3); the message
- * is one client-safe sentence naming the field, the constraint and the value received.
+ * Every function that can fail returns an int status (DP_OK is 0) or a pointer (NULL on failure)
+ * and fills a caller-owned dp_err. The first error recorded wins, so a low-level cause is not
+ * overwritten by a caller's generic message. service/http_err.c maps codes to HTTP statuses
+ * (STYLE.md 2.3); the message is one client-safe sentence naming the field, the constraint and the
+ * value received.
  *
  * Thread-safety: a dp_err is owned by one thread (usually one per request).
  */
@@ -42,8 +43,9 @@ void dp_err_clear(dp_err *e);
 int dp_err_set(dp_err *e, int code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Prefixes the recorded field with "prefix." (e.g. "event" + "sampling_rate" -> "event.sampling_rate"),
- * so nested validators can name the full path. No-op when e is NULL or no error is set. */
+/* Prefixes the recorded field with "prefix." (e.g. "event" + "sampling_rate" ->
+ * "event.sampling_rate"), so nested validators can name the full path. No-op when e is NULL or no
+ * error is set. */
 void dp_err_prefix_field(dp_err *e, const char *prefix);
 
 /* Stable lower-case name of a code ("invalid_argument", ...). Never NULL. */

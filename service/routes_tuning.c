@@ -425,7 +425,10 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
                   "prob_no_run", json_util_real(acct_tuning_prob_zero(&d)), "distribution",
                   tuning_json_dist(&d), "draw",
                   "POST /v1/tuning/draw with this distribution draws the number of runs");
-    json_t *acc = accounting_json(&d, ACCT_CONV_OPTIMAL, tuned_order, nb);
+    /* The bound used, as /v1/tuning/cost and the accounting endpoints report it (ACCT_CONV_OPTIMAL
+     * is the Balle et al. 2020 bound at the continuous optimal order), not the request's "optimal".
+     */
+    json_t *acc = accounting_json(&d, ACCT_CONV_BALLE2020, tuned_order, nb);
     if (o == NULL) {
         json_decref(runs);
         json_decref(acc);

@@ -69,6 +69,7 @@ expect_json .naive_runs 10
 expect_json '.expected_runs > 9.999999 and .expected_runs < 10.000001' true
 expect_json .prob_no_run 0
 expect_json .accounting.bound "Papernot & Steinke 2022, Thm. 2"
+expect_json .accounting.conversion balle2020
 expect_json .pure null
 # Pure runs: Liu & Talwar's 3 eps for the geometric distribution, 10 eps for the naive grid.
 expect_status 200 POST /v1/tuning/cost '{"event":{"type":"laplace","noise_multiplier":4},"distribution":{"geometric":{"mean":10}},"delta":1e-6,"grid_size":10}'
@@ -119,6 +120,8 @@ expect_status 200 POST /v1/tuning/plan '{"epsilon":1,"delta":1e-5,"grid_size":10
 expect_json '.noise_multiplier > .noise_multiplier_untuned and .noise_multiplier < .noise_multiplier_naive' true
 expect_json '.runs.expected > 9.999999 and .runs.expected < 10.000001' true
 expect_json .naive_runs 10
+# the same "conversion" as /v1/tuning/cost and /v1/accounting/* (the bound used; was "optimal")
+expect_json .accounting.conversion balle2020
 # An impossible target is 422 naming epsilon.
 expect_status 422 POST /v1/tuning/plan '{"epsilon":1e-9,"delta":1e-12,"grid_size":10,"training":{"sampling_rate":1,"steps":1000000000},"distribution":{"geometric":{}}}'
 expect_json .error.field epsilon

@@ -13,7 +13,8 @@ static void first_error_wins(void **state)
     (void)state;
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(dp_err_set(&e, DP_EINVAL, "sigma", "sigma must be > 0 (got %g)", -1.5), DP_EINVAL);
+    assert_int_equal(dp_err_set(&e, DP_EINVAL, "sigma", "sigma must be > 0 (got %g)", -1.5),
+                     DP_EINVAL);
     assert_int_equal(dp_err_set(&e, DP_EINTERNAL, "other", "later"), DP_EINTERNAL);
     assert_int_equal(e.code, DP_EINVAL);
     assert_string_equal(e.field, "sigma");

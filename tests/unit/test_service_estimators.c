@@ -127,8 +127,8 @@ static void unknown_choices_list_the_allowed_values(void **state)
     fixture *f = *state;
 #define G2 "{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1,"
 #define B2 "{\"clients\":[{\"successes\":3,\"trials\":10},{\"successes\":7,\"trials\":12}],"
-#define M4                                                                                        \
-    "{\"clients\":[{\"mean\":-1,\"n\":5},{\"mean\":-0.8,\"n\":5},{\"mean\":1,\"n\":5},"           \
+#define M4                                                                                         \
+    "{\"clients\":[{\"mean\":-1,\"n\":5},{\"mean\":-0.8,\"n\":5},{\"mean\":1,\"n\":5},"            \
     "{\"mean\":1.1,\"n\":5}],\"noise_variance\":0.5,\"components\":2,"
     static const struct {
         route_fn fn;
