@@ -314,6 +314,25 @@ static double sgm_series(const sgm_ctx *c, double u)
 }
 
 /* log f(u) with u = q (e^t - 1), f(u) = (1+u)^alpha - 1 - alpha u; -HUGE_VAL at u = 0. */
+/* log f(u) for u = q (e^t - 1) with t <= ACCT_EXP_SAFE; *l1pu caches log1p(u) (NAN = not yet). */
+static double sgm_log_f_u(const sgm_ctx *c, double u, double *l1pu)
+{
+    const double alpha = c->alpha;
+    if (u == 0.0)
+        return -HUGE_VAL;
+    double au = alpha * u;
+    if (fabs(u) < c->series_u) {
+        double sr = sgm_series(c, u);
+        return sr > 0.0 ? log(sr) : -HUGE_VAL;
+    }
+    if (isnan(*l1pu))
+        *l1pu = log1p(u);
+    double L = alpha * *l1pu;
+    if (u < 0.0 || L < ACCT_EXP_SAFE)
+        return log(expm1(L) - au);
+    return L + dp_log1mexp(log1p(au) - L);
+}
+
 static double sgm_log_f(const sgm_ctx *c, double t)
 {
     const double alpha = c->alpha;
@@ -323,18 +342,8 @@ static double sgm_log_f(const sgm_ctx *c, double t)
         double l1au = dp_log_add(0.0, log(alpha) + c->lq + dp_logexpm1(t)); /* log(1 + alpha u) */
         return L + dp_log1mexp(l1au - L);
     }
-    double u = c->q * expm1(t);
-    if (u == 0.0)
-        return -HUGE_VAL;
-    double au = alpha * u;
-    if (fabs(u) < c->series_u) {
-        double sr = sgm_series(c, u);
-        return sr > 0.0 ? log(sr) : -HUGE_VAL;
-    }
-    double L = alpha * log1p(u);
-    if (u < 0.0 || L < ACCT_EXP_SAFE)
-        return log(expm1(L) - au);
-    return L + dp_log1mexp(log1p(au) - L);
+    double l1pu = (double)NAN;
+    return sgm_log_f_u(c, c->q * expm1(t), &l1pu);
 }
 
 static double sgm_log_integrand(const sgm_ctx *c, double z)
@@ -546,6 +555,87 @@ static int sgm_right(sgm_ctx *c, gsl_integration_workspace *w, double *log_int)
     return DP_OK;
 }
 
+/* Trapezoid nodes shared by the fractional orders of one (q, sigma) within a call: the nodes are
+ * zlo + i h0 (level 0) and zlo + (j + 1/2) h0 / 2^(L-1) (level L), independent of the order, and
+ * u = q expm1(t), log1p(u) do not depend on it either; only expm1(alpha log1p u) and the series do.
+ * A cached value is the one the same expression computes, so results do not depend on the cache. */
+#define ACCT_TRAP_LEVELS 10
+typedef struct sgm_nodes {
+    double q, sigma;                /* key; sigma == 0: empty */
+    double *u[ACCT_TRAP_LEVELS];    /* u at the node, NAN until computed */
+    double *l1pu[ACCT_TRAP_LEVELS]; /* log1p(u), NAN until computed */
+    size_t cap[ACCT_TRAP_LEVELS];
+} sgm_nodes;
+
+static void sgm_nodes_free(sgm_nodes *nc)
+{
+    if (nc == NULL)
+        return;
+    for (int l = 0; l < ACCT_TRAP_LEVELS; l++) {
+        dp_free(nc->u[l]);
+        dp_free(nc->l1pu[l]);
+    }
+    dp_free(nc);
+}
+
+/* The cache for (q, sigma): *holder, (re)keyed and emptied when it held another pair; NULL (no
+ * caching) when out of memory. */
+static sgm_nodes *sgm_nodes_for(sgm_nodes **holder, double q, double sigma)
+{
+    sgm_nodes *nc = *holder;
+    if (nc == NULL && (nc = *holder = dp_calloc(1, sizeof *nc)) == NULL)
+        return NULL;
+    if (nc->q != q || nc->sigma != sigma) {
+        for (int l = 0; l < ACCT_TRAP_LEVELS; l++)
+            for (size_t k = 0; k < nc->cap[l]; k++)
+                nc->u[l][k] = nc->l1pu[l][k] = (double)NAN;
+        nc->q = q;
+        nc->sigma = sigma;
+    }
+    return nc;
+}
+
+/* Slots of node idx at level (grown on demand); false when out of memory or out of levels. */
+static bool sgm_node_slot(sgm_nodes *nc, int level, size_t idx, double **u, double **l1pu)
+{
+    if (level >= ACCT_TRAP_LEVELS)
+        return false;
+    if (idx >= nc->cap[level]) {
+        size_t cap = nc->cap[level] ? 2 * nc->cap[level] : 64;
+        while (cap <= idx)
+            cap *= 2;
+        double *nu = dp_realloc(nc->u[level], cap * sizeof *nu);
+        if (nu == NULL)
+            return false;
+        nc->u[level] = nu;
+        double *nl = dp_realloc(nc->l1pu[level], cap * sizeof *nl);
+        if (nl == NULL)
+            return false;
+        nc->l1pu[level] = nl;
+        for (size_t k = nc->cap[level]; k < cap; k++)
+            nu[k] = nl[k] = (double)NAN;
+        nc->cap[level] = cap;
+    }
+    *u = &nc->u[level][idx];
+    *l1pu = &nc->l1pu[level][idx];
+    return true;
+}
+
+/* u at node z (level, idx), from the cache when there is one. */
+static double sgm_node_u(sgm_nodes *nc, const sgm_ctx *c, int level, size_t idx, double z,
+                         double **l1pu, double *local)
+{
+    double *us;
+    if (nc != NULL && sgm_node_slot(nc, level, idx, &us, l1pu)) {
+        if (isnan(*us))
+            *us = c->q * expm1((z - 0.5) * c->inv_s2);
+        return *us;
+    }
+    *local = (double)NAN;
+    *l1pu = local;
+    return c->q * expm1((z - 0.5) * c->inv_s2);
+}
+
 /* ---- sampled Gaussian: fractional orders, trapezoidal rule on the line ------------------------
  * The integrand F(z) = phi_sigma(z) f(u(z)) of A_alpha - 1 (DESIGN above) is analytic in the strip
  * |Im z| < pi sigma^2 (the only singularities are the branch points where 1 + u = 0) and decays
@@ -568,12 +658,10 @@ static int sgm_right(sgm_ctx *c, gsl_integration_workspace *w, double *log_int)
 
 /* exp(log-integrand(z) - shift), computed without the log/exp round trip where f(u) is a plain
  * double (the same formulas as sgm_log_f); the log form elsewhere. */
-static double sgm_integrand_scaled(const sgm_ctx *c, double z, double shift)
+static double sgm_integrand_scaled_u(const sgm_ctx *c, double z, double u, double *l1pu,
+                                     double shift)
 {
-    const double t = (z - 0.5) * c->inv_s2, alpha = c->alpha;
-    if (t > ACCT_EXP_SAFE || shift < -600.0)
-        return exp(sgm_log_integrand(c, z) - shift);
-    double u = c->q * expm1(t);
+    const double alpha = c->alpha;
     if (u == 0.0)
         return 0.0;
     double au = alpha * u, f;
@@ -581,7 +669,9 @@ static double sgm_integrand_scaled(const sgm_ctx *c, double z, double shift)
         f = sgm_series(c, u);
         return f > 0.0 ? f * exp(-0.5 * z * z * c->inv_s2 - shift) : 0.0;
     }
-    double L = alpha * log1p(u);
+    if (isnan(*l1pu))
+        *l1pu = log1p(u);
+    double L = alpha * *l1pu;
     if (!(u < 0.0 || L < ACCT_EXP_SAFE))
         return exp(sgm_log_integrand(c, z) - shift);
     f = expm1(L) - au;
@@ -590,7 +680,7 @@ static double sgm_integrand_scaled(const sgm_ctx *c, double z, double shift)
     return f * exp(-0.5 * z * z * c->inv_s2 - shift);
 }
 
-static bool sgm_log_am1_trap(sgm_ctx *c, double sigma, double *out)
+static bool sgm_log_am1_trap(sgm_ctx *c, double sigma, sgm_nodes *nc, double *out)
 {
     const double a = c->alpha, inv2s2 = 0.5 * c->inv_s2;
     if (a > ACCT_TRAP_MAX_ORDER || !(sigma >= 0.2))
@@ -612,19 +702,24 @@ static bool sgm_log_am1_trap(sgm_ctx *c, double sigma, double *out)
     for (int i = 0; i < nk; i++)
         if (lw[i] >= lmax - 50.0)
             ksig = 2.0 + i;
+    /* order-independent nodes (sgm_nodes): zlo and h0 depend on sigma only */
     const double zlo = -13.0 * sigma - 1.0, zhi = ksig + 1.0 + 13.0 * sigma;
-    double h = fmin(1.5 * sigma, 0.5 * M_PI * c->s2);
-    /* level 0: nodes zlo + i h, i = 0..n */
-    int n = (int)ceil((zhi - zlo) / h);
-    if (n < 8)
-        n = 8;
-    h = (zhi - zlo) / n;
+    const double h0 = fmin(1.5 * sigma, 0.5 * M_PI * c->s2);
+    /* level 0: nodes zlo + i h0, i = 0..n */
+    int n = (int)ceil((zhi - zlo) / h0);
     if ((n + 1) * (1 << ACCT_TRAP_MIN_LEVEL) > ACCT_TRAP_MAX_NODES)
         return false;
     double g[ACCT_TRAP_MAX_NODES + 1];
     double gmax = -HUGE_VAL;
     for (int i = 0; i <= n; i++) {
-        g[i] = sgm_log_integrand(c, zlo + i * h);
+        const double z = zlo + i * h0;
+        if ((z - 0.5) * c->inv_s2 > ACCT_EXP_SAFE) {
+            g[i] = sgm_log_integrand(c, z);
+        } else {
+            double *l1pu, local;
+            double u = sgm_node_u(nc, c, 0, (size_t)i, z, &l1pu, &local);
+            g[i] = -0.5 * z * z * c->inv_s2 + sgm_log_f_u(c, u, l1pu);
+        }
         if (isnan(g[i]))
             return false;
         if (g[i] > gmax)
@@ -642,23 +737,33 @@ static bool sgm_log_am1_trap(sgm_ctx *c, double sigma, double *out)
         return false; /* still significant at a window end */
     i0--;
     i1++;
-    const double shift = gmax, z0 = zlo + i0 * h;
-    int m = i1 - i0; /* intervals at the current level */
-    double sum = 0.0;
+    const double shift = gmax;
+    size_t m = (size_t)(i1 - i0), jbase = (size_t)i0; /* intervals; first one's absolute index */
+    double sum = 0.0, h = h0;
     for (int i = i0; i <= i1; i++)
         sum += exp(g[i] - shift);
     double prev = sum * h;
-    int evals = n + 1;
+    size_t evals = (size_t)n + 1;
     for (int level = 1;; level++) {
-        /* midpoints of the current intervals */
-        for (int j = 0; j < m; j++) {
-            double fz = sgm_integrand_scaled(c, z0 + (j + 0.5) * h, shift);
+        /* midpoints of the current intervals: zlo + (J + 1/2) h, J = jbase .. jbase + m - 1 */
+        for (size_t j = 0; j < m; j++) {
+            const size_t J = jbase + j;
+            const double z = zlo + ((double)J + 0.5) * h;
+            double fz;
+            if ((z - 0.5) * c->inv_s2 > ACCT_EXP_SAFE || shift < -600.0) {
+                fz = exp(sgm_log_integrand(c, z) - shift);
+            } else {
+                double *l1pu, local;
+                double u = sgm_node_u(nc, c, level, J, z, &l1pu, &local);
+                fz = sgm_integrand_scaled_u(c, z, u, l1pu, shift);
+            }
             if (!(fz <= 1e260)) /* NaN, or far above the level-0 maximum */
                 return false;
             sum += fz;
         }
         evals += m;
         m *= 2;
+        jbase *= 2;
         h *= 0.5;
         double cur = sum * h;
         if (level >= ACCT_TRAP_MIN_LEVEL && fabs(cur - prev) <= ACCT_TRAP_RTOL * cur) {
@@ -674,11 +779,11 @@ static bool sgm_log_am1_trap(sgm_ctx *c, double sigma, double *out)
 }
 
 static int sgm_log_am1_frac(double q, double sigma, double alpha, gsl_integration_workspace *w,
-                            double *out)
+                            sgm_nodes *nc, double *out)
 {
     sgm_ctx c;
     sgm_ctx_init(&c, q, sigma, alpha);
-    if (sgm_log_am1_trap(&c, sigma, out))
+    if (sgm_log_am1_trap(&c, sigma, nc, out))
         return DP_OK;
     double lL, lR;
     /* u < 0 piece: z in (-inf, 1/2), where 0 <= f(u) <= f(-q) and the integrand is unimodal. */
@@ -693,8 +798,8 @@ static int sgm_log_am1_frac(double q, double sigma, double alpha, gsl_integratio
     return isnan(*out) ? DP_ENUMERIC : DP_OK;
 }
 
-static int sgm_rdp(double q, double sigma, double alpha, gsl_integration_workspace **w, double *out,
-                   dp_err *err)
+static int sgm_rdp(double q, double sigma, double alpha, gsl_integration_workspace **w,
+                   sgm_nodes **nc, double *out, dp_err *err)
 {
     if (q >= 1.0) {
         *out = acct_rdp_gaussian(sigma, alpha);
@@ -714,7 +819,8 @@ static int sgm_rdp(double q, double sigma, double alpha, gsl_integration_workspa
             if (*w == NULL)
                 return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         }
-        rc = sgm_log_am1_frac(q, sigma, alpha, *w, &lam1);
+        sgm_nodes *nodes = nc != NULL ? sgm_nodes_for(nc, q, sigma) : NULL;
+        rc = sgm_log_am1_frac(q, sigma, alpha, *w, nodes, &lam1);
     }
     if (rc != DP_OK)
         return dp_err_set(err, DP_ENUMERIC, NULL,
@@ -731,7 +837,7 @@ int acct_rdp_sampled_gaussian(double q, double sigma, double alpha, double *out,
         !(alpha <= ACCT_RDP_MAX_ORDER))
         return dp_err_set(err, DP_EINVAL, NULL, "sampled Gaussian parameters out of domain");
     gsl_integration_workspace *w = NULL;
-    int rc = sgm_rdp(q, sigma, alpha, &w, out, err);
+    int rc = sgm_rdp(q, sigma, alpha, &w, NULL, out, err);
     if (w)
         gsl_integration_workspace_free(w);
     return rc;
@@ -750,6 +856,7 @@ typedef struct rdp_ws {
     double wbk_sigma;          /* sigma of the cached moments (0 = none) */
     int wbk_n;                 /* wbk_logB[2..wbk_n] are valid */
     double wbk_logB[ACCT_WBK_MAX_MOMENT + 2]; /* log E[(L - 1)^k], k even (Thm. 27 bound) */
+    sgm_nodes *nodes; /* trapezoid nodes of the last sampled Gaussian, lazily allocated */
 } rdp_ws;
 
 /* Prefixes a child's error path, except "neighboring", which is a request-level field. */
@@ -1095,7 +1202,8 @@ static int node_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out,
             *out = acct_rdp_pure(ev->epsilon, alpha);
             return DP_OK;
         case ACCT_EV_POISSON:
-            return sgm_rdp(ev->sampling_rate, ev->child->noise_multiplier, alpha, &ws->w, out, err);
+            return sgm_rdp(ev->sampling_rate, ev->child->noise_multiplier, alpha, &ws->w,
+                           &ws->nodes, out, err);
         case ACCT_EV_SWOR:
             return swor_rdp(ev, alpha, ws, out, err);
         case ACCT_EV_SELF_COMPOSED: {
@@ -1159,11 +1267,12 @@ int acct_rdp_eval(const acct_event *ev, acct_neighboring nb, const double *order
         return rc;
     if ((rc = acct_rdp_check_orders(orders, n_orders, err)) != DP_OK)
         return rc;
-    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}};
+    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}, NULL};
     rc = eval_orders(ev, &ws, orders, n_orders, rdp_out, err);
     if (ws.w)
         gsl_integration_workspace_free(ws.w);
     acct_tuning_cache_free(ws.tuning);
+    sgm_nodes_free(ws.nodes);
     return rc;
 }
 
@@ -1768,7 +1877,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
         qsort(ord, n, sizeof *ord, cmp_double);
     for (size_t i = 0; i < n; i++)
         memo[i] = cmemo[i] = (double)NAN;
-    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}};
+    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}, NULL};
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
     grid_obj g = {ev,         &ws,    ord,  memo, rmemo, cmemo, -log1p(-target * target),
@@ -1832,6 +1941,7 @@ done:
     if (ws.w)
         gsl_integration_workspace_free(ws.w);
     acct_tuning_cache_free(ws.tuning);
+    sgm_nodes_free(ws.nodes);
     dp_free(ord);
     if (rc != DP_OK)
         return rc;

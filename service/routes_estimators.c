@@ -392,6 +392,15 @@ static int get_clients(const json_t *body, size_t *m, dp_err *err)
     return DP_OK;
 }
 
+/* A prior is estimated from the clients only when there are at least two of them. */
+static int check_estimable(size_t m, dp_err *err)
+{
+    if (m < 2)
+        return dp_err_set(err, DP_EINVAL, "clients",
+                          "estimating the prior needs at least 2 clients (got %zu)", m);
+    return DP_OK;
+}
+
 static int parse_seed(const json_t *body, uint64_t *seed, dp_err *err)
 {
     int64_t s;
@@ -433,11 +442,11 @@ typedef struct field_val {
     json_t *value;
 } field_val;
 
-/* Sets the n keys on o in order. Every value is stolen, also those after a failure, so a
- * response under construction never leaks its parts. */
-static int set_fields(json_t *o, const field_val *f, size_t n, dp_err *err)
+/* Sets the n keys on o in order, continuing from rc: once rc is not DP_OK (on entry or after a
+ * failure) the remaining values are only released. Every value is stolen, so a response under
+ * construction never leaks its parts. */
+static int set_fields(json_t *o, const field_val *f, size_t n, int rc, dp_err *err)
 {
-    int rc = DP_OK;
     for (size_t i = 0; i < n; i++) {
         if (rc == DP_OK)
             rc = json_util_set(o, f[i].key, f[i].value, err);
@@ -447,11 +456,13 @@ static int set_fields(json_t *o, const field_val *f, size_t n, dp_err *err)
     return rc;
 }
 
-/* The "converged" flag of a response: every status but running out of iterations. */
-static json_t *converged_json(eb_status st)
-{
-    return json_boolean(st != EB_STATUS_MAX_ITER);
-}
+/* What every estimator reports after its own fields. */
+typedef struct run_outcome {
+    double loglik;
+    unsigned iterations;
+    eb_status status;
+    json_t *privacy; /* stolen by finish_run; json_null() for a non-private run */
+} run_outcome;
 
 /* ---- run storage
  * --------------------------------------------------------------------------------- */
@@ -526,18 +537,28 @@ out:
     return rc;
 }
 
-/* params = body without "clients", plus n_clients and dimension; data = clients if keep_data. */
+/* Completes result (not NULL) with the route's fields, then log_likelihood, iterations, status,
+ * converged ("status is not max_iter") and privacy, stores the run and answers 201 with its
+ * Location. result, the values in fields and oc->privacy are stolen. Stored params = body without
+ * "clients", plus n_clients and dimension; data = clients if keep_data. */
 static int finish_run(const http_req *rq, http_resp *rs, const char *kind, bool priv, size_t m,
-                      size_t d, json_t *result /* stolen */, eb_status st, dp_err *err)
+                      size_t d, json_t *result, const field_val *fields, size_t n_fields,
+                      const run_outcome *oc, dp_err *err)
 {
+    const field_val common[] = {
+        {"log_likelihood", json_util_real(oc->loglik)},
+        {"iterations", json_integer((json_int_t)oc->iterations)},
+        {"status", json_string(eb_status_name(oc->status))},
+        {"converged", json_boolean(oc->status != EB_STATUS_MAX_ITER)},
+        {"privacy", oc->privacy},
+    };
     json_t *params = NULL;
     const json_t *data = NULL;
-    int rc = DP_OK;
     bool keep = false;
-    if (result == NULL) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = set_fields(result, fields, n_fields, DP_OK, err);
+    rc = set_fields(result, common, N_ELEMS(common), rc, err);
+    if (rc != DP_OK)
         goto out;
-    }
     rc = json_util_opt_bool(rq->body, "keep_data", false, &keep, err);
     if (rc != DP_OK)
         goto out;
@@ -555,7 +576,7 @@ static int finish_run(const http_req *rq, http_resp *rs, const char *kind, bool 
     if (keep)
         data = json_object_get(rq->body, "clients");
     int64_t id = 0;
-    rc = store_run(rq, kind, priv, m, params, data, result, eb_status_name(st), &id, err);
+    rc = store_run(rq, kind, priv, m, params, data, result, eb_status_name(oc->status), &id, err);
     if (rc != DP_OK)
         goto out;
     if (json_util_set(result, "run_id", json_integer((json_int_t)id), err) != DP_OK) {
@@ -843,11 +864,8 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
             mu_known = true;
         }
     }
-    if (!mu_known && m < 2) {
-        rc = dp_err_set(err, DP_EINVAL, "clients",
-                        "estimating the prior needs at least 2 clients (got %zu)", m);
+    if (!mu_known && (rc = check_estimable(m, err)) != DP_OK)
         goto out;
-    }
 
     /* privacy */
     const json_t *pvj = json_object_get(rq->body, "privacy");
@@ -1060,16 +1078,10 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         {"noise_variance", json_util_real(sx2)},
         {"noise_variance_source", json_string(pooled ? "pooled" : "given")},
         {"estimates", est},
-        {"log_likelihood", json_util_real(ps.loglik)},
-        {"iterations", json_integer((json_int_t)ps.iterations)},
-        {"status", json_string(eb_status_name(ps.status))},
-        {"converged", converged_json(ps.status)},
-        {"privacy", privj},
     };
-    est = NULL; /* stolen by set_fields */
-    if ((rc = set_fields(out, fields, N_ELEMS(fields), err)) != DP_OK)
-        goto out;
-    rc = finish_run(rq, rs, "gaussian", priv, m, d, out, ps.status, err);
+    run_outcome oc = {ps.loglik, ps.iterations, ps.status, privj};
+    est = NULL; /* stolen by finish_run */
+    rc = finish_run(rq, rs, "gaussian", priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
     out = NULL;
 out:
     gauss_req_free(&g);
@@ -1220,9 +1232,7 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
                             "with a known prior no client sends anything; drop privacy or prior");
             goto out;
         }
-    } else if (m < 2) {
-        rc = dp_err_set(err, DP_EINVAL, "clients",
-                        "estimating the prior needs at least 2 clients (got %zu)", m);
+    } else if ((rc = check_estimable(m, err)) != DP_OK) {
         goto out;
     }
     eb_beta_scheme scheme = EB_BETA_PRIV_TWO_BIT;
@@ -1343,16 +1353,10 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
         {"clamped",
          json_pack("{s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local", (json_int_t)cnt.local)},
         {"estimates", est},
-        {"log_likelihood", json_util_real(used.loglik)},
-        {"iterations", json_integer((json_int_t)used.iterations)},
-        {"status", json_string(eb_status_name(st))},
-        {"converged", converged_json(st)},
-        {"privacy", privj},
     };
-    est = NULL; /* stolen by set_fields */
-    if ((rc = set_fields(out, fields, N_ELEMS(fields), err)) != DP_OK)
-        goto out;
-    rc = finish_run(rq, rs, "beta", priv, m, 1, out, st, err);
+    run_outcome oc = {used.loglik, used.iterations, st, privj};
+    est = NULL; /* stolen by finish_run */
+    rc = finish_run(rq, rs, "beta", priv, m, 1, out, fields, N_ELEMS(fields), &oc, err);
     out = NULL;
 out:
     dp_free(z);
@@ -1440,11 +1444,8 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
         }
         o.n_init = (unsigned)ni;
         o.var_floor = fl;
-        if (m < 2) {
-            rc = dp_err_set(err, DP_EINVAL, "clients",
-                            "estimating the prior needs at least 2 clients (got %zu)", m);
+        if ((rc = check_estimable(m, err)) != DP_OK)
             goto out;
-        }
     } else {
         static const char *const prk[] = {"components"};
         if (json_util_require_object(pj, "prior", err) || json_util_check_keys(pj, prk, 1, err)) {
@@ -1617,16 +1618,10 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
         {"noise_variance", json_util_real(sx2)},
         {"noise_variance_source", json_string(pooled ? "pooled" : "given")},
         {"estimates", est},
-        {"log_likelihood", json_util_real(info.loglik)},
-        {"iterations", json_integer((json_int_t)info.iterations)},
-        {"status", json_string(eb_status_name(info.status))},
-        {"converged", converged_json(info.status)},
-        {"privacy", privj},
     };
-    est = NULL; /* stolen by set_fields */
-    if ((rc = set_fields(out, fields, N_ELEMS(fields), err)) != DP_OK)
-        goto out;
-    rc = finish_run(rq, rs, "mixture", priv, m, d, out, info.status, err);
+    run_outcome oc = {info.loglik, info.iterations, info.status, privj};
+    est = NULL; /* stolen by finish_run */
+    rc = finish_run(rq, rs, "mixture", priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
     out = NULL;
 out:
     gauss_req_free(&g);
