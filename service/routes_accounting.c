@@ -145,6 +145,17 @@ static size_t orders_used(const acc_req *r, const double **ord)
     return r->orders != NULL ? r->n_orders : acct_rdp_default_orders(ord);
 }
 
+/* Ends a handler: releases r, then answers 200 with o (stolen), or drops o and passes rc on. */
+static int answer(http_resp *rs, acc_req *r, json_t *o, int rc, dp_err *err)
+{
+    acc_req_free(r);
+    if (rc != DP_OK) {
+        json_decref(o);
+        return rc;
+    }
+    return http_resp_json(rs, 200, o, err);
+}
+
 /* "orders": the list used (request's or default). */
 static int set_orders(json_t *o, const acc_req *r, dp_err *err)
 {
@@ -307,12 +318,7 @@ static int epsilon_or_delta(const http_req *rq, http_resp *rs, dp_err *err, bool
         rc = json_util_set(o, want_delta ? "epsilon" : "delta", json_real(target), err);
     if (rc == DP_OK)
         rc = set_method(o, &r, r.accountant == ACC_RDP ? &a : NULL, zopt, err);
-    acc_req_free(&r);
-    if (rc != DP_OK) {
-        json_decref(o);
-        return rc;
-    }
-    return http_resp_json(rs, 200, o, err);
+    return answer(rs, &r, o, rc, err);
 }
 
 int route_accounting_epsilon(const http_req *rq, http_resp *rs, dp_err *err)
@@ -383,12 +389,7 @@ int route_accounting_rdp(const http_req *rq, http_resp *rs, dp_err *err)
             json_util_set(o, "reason", json_string("rdp is null where the curve is infinite"), err);
     dp_free(curve);
     json_decref(arr);
-    acc_req_free(&r);
-    if (rc != DP_OK) {
-        json_decref(o);
-        return rc;
-    }
-    return http_resp_json(rs, 200, o, err);
+    return answer(rs, &r, o, rc, err);
 }
 
 /* Calibration callback for the PLD accountant: the pessimistic epsilon. */
@@ -483,10 +484,5 @@ int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
     } else if (rc == DP_OK) {
         rc = set_method(o, &r, NULL, (double)NAN, err);
     }
-    acc_req_free(&r);
-    if (rc != DP_OK) {
-        json_decref(o);
-        return rc;
-    }
-    return http_resp_json(rs, 200, o, err);
+    return answer(rs, &r, o, rc, err);
 }

@@ -392,6 +392,15 @@ static int get_clients(const json_t *body, size_t *m, dp_err *err)
     return DP_OK;
 }
 
+/* A prior is estimated from the clients only when there are at least two of them. */
+static int check_estimable(size_t m, dp_err *err)
+{
+    if (m < 2)
+        return dp_err_set(err, DP_EINVAL, "clients",
+                          "estimating the prior needs at least 2 clients (got %zu)", m);
+    return DP_OK;
+}
+
 static int parse_seed(const json_t *body, uint64_t *seed, dp_err *err)
 {
     int64_t s;
@@ -855,11 +864,8 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
             mu_known = true;
         }
     }
-    if (!mu_known && m < 2) {
-        rc = dp_err_set(err, DP_EINVAL, "clients",
-                        "estimating the prior needs at least 2 clients (got %zu)", m);
+    if (!mu_known && (rc = check_estimable(m, err)) != DP_OK)
         goto out;
-    }
 
     /* privacy */
     const json_t *pvj = json_object_get(rq->body, "privacy");
@@ -1226,9 +1232,7 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
                             "with a known prior no client sends anything; drop privacy or prior");
             goto out;
         }
-    } else if (m < 2) {
-        rc = dp_err_set(err, DP_EINVAL, "clients",
-                        "estimating the prior needs at least 2 clients (got %zu)", m);
+    } else if ((rc = check_estimable(m, err)) != DP_OK) {
         goto out;
     }
     eb_beta_scheme scheme = EB_BETA_PRIV_TWO_BIT;
@@ -1440,11 +1444,8 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
         }
         o.n_init = (unsigned)ni;
         o.var_floor = fl;
-        if (m < 2) {
-            rc = dp_err_set(err, DP_EINVAL, "clients",
-                            "estimating the prior needs at least 2 clients (got %zu)", m);
+        if ((rc = check_estimable(m, err)) != DP_OK)
             goto out;
-        }
     } else {
         static const char *const prk[] = {"components"};
         if (json_util_require_object(pj, "prior", err) || json_util_check_keys(pj, prk, 1, err)) {
