@@ -15,12 +15,25 @@
 static void rename_field(dp_err *err, const char *alias)
 {
     static const char tnb[] = "distribution.truncated_negative_binomial";
+    static const char tnb_name[] = "truncated_negative_binomial";
     if (err == NULL || alias == NULL || strncmp(err->field, tnb, sizeof tnb - 1) != 0)
         return;
+    /* A geometric or logarithmic distribution is given by its mean: "needs gamma or mean" names
+     * the mean there, and the message says the name the client used. */
+    bool needs_mean = strstr(err->msg, "needs gamma or mean") != NULL;
     char buf[DP_ERR_FIELD_MAX];
-    int n = snprintf(buf, sizeof buf, "distribution.%s%s", alias, err->field + sizeof tnb - 1);
+    int n = snprintf(buf, sizeof buf, "distribution.%s%s", alias,
+                     needs_mean ? ".mean" : err->field + sizeof tnb - 1);
     if (n > 0 && (size_t)n < sizeof buf)
         memcpy(err->field, buf, sizeof buf);
+    const char *at = strstr(err->msg, tnb_name);
+    if (at != NULL) {
+        char msg[sizeof err->msg];
+        n = snprintf(msg, sizeof msg, "%.*s%s%s", (int)(at - err->msg), err->msg, alias,
+                     at + sizeof tnb_name - 1);
+        if (n > 0 && (size_t)n < sizeof msg)
+            memcpy(err->msg, msg, sizeof msg);
+    }
 }
 
 static int not_object(dp_err *err, const char *kind, const json_t *v)

@@ -5,6 +5,7 @@
  */
 #include "tests/test_util.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -113,6 +114,35 @@ static void errors_name_the_field(void **state)
     }
 }
 
+/* Regression (QA): {"geometric": {}} on /v1/tuning/cost was refused naming
+ * distribution.geometric.gamma with "truncated_negative_binomial needs gamma or mean": a name the
+ * client never wrote, and gamma rather than the mean a geometric distribution is given by. */
+static void aliases_speak_the_alias(void **state)
+{
+    (void)state;
+    const char *const cases[][2] = {
+        {"{\"geometric\": {}}", "geometric"},
+        {"{\"logarithmic\": {}}", "logarithmic"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        acct_tuning_dist d;
+        dp_err e;
+        char want[64];
+        assert_int_equal(parse(cases[i][0], false, &d, &e), DP_EINVAL);
+        snprintf(want, sizeof want, "distribution.%s.mean", cases[i][1]);
+        assert_string_equal(e.field, want);
+        assert_null(strstr(e.msg, "truncated_negative_binomial"));
+        assert_non_null(strstr(e.msg, cases[i][1]));
+    }
+    /* the general form keeps its own name and field */
+    acct_tuning_dist d;
+    dp_err e;
+    assert_int_equal(parse("{\"truncated_negative_binomial\": {\"eta\": 1}}", false, &d, &e),
+                     DP_EINVAL);
+    assert_string_equal(e.field, "distribution.truncated_negative_binomial.gamma");
+    assert_non_null(strstr(e.msg, "truncated_negative_binomial"));
+}
+
 static void resolved_distribution_round_trips(void **state)
 {
     (void)state;
@@ -145,6 +175,7 @@ int main(void)
         cmocka_unit_test(valid_forms_parse),
         cmocka_unit_test(errors_name_the_field),
         cmocka_unit_test(resolved_distribution_round_trips),
+        cmocka_unit_test(aliases_speak_the_alias),
     };
     return cmocka_run_group_tests_name("service_tuning_json", tests, NULL, NULL);
 }
