@@ -244,7 +244,10 @@ static int sgm_log_am1_int(double q, double sigma, double alpha, double *out)
             if (lnchoose(a, k, &lc) != DP_OK)
                 return DP_ENUMERIC;
         }
-        double term = lc + k * lq + (a - k) * l1q + dp_logexpm1((k * k - k) * inv2s2);
+        /* log expm1(x) = x + log1p(-e^-x) is x to the last bit beyond x = 40 (e^-40 ~ 4e-18 is
+         * below half an ulp of 40): skip the two transcendental calls there */
+        const double x = (k * k - k) * inv2s2;
+        double term = lc + k * lq + (a - k) * l1q + (x > 40.0 ? x : dp_logexpm1(x));
         dp_lse_add(&acc, term);
         lc += log((a - k) / (k + 1.0)); /* C(a,k+1) = C(a,k) (a-k)/(k+1) */
     }
