@@ -1656,13 +1656,17 @@ static json_t *rfc3339(int64_t ms)
     return json_string(buf);
 }
 
+/* Strict decimal: an optional '-', then digits without a leading zero (strtoll alone would also
+ * take " 1", "+1" and "01", so /v1/runs/01 answered run 1). */
 static int parse_i64_param(const char *s, const char *name, int64_t lo, int64_t hi, int64_t *out,
                            dp_err *err)
 {
+    const char *d = s[0] == '-' ? s + 1 : s;
+    bool canonical = d[0] >= '0' && d[0] <= '9' && !(d[0] == '0' && d[1] != '\0');
     char *end = NULL;
     errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+    long long v = canonical ? strtoll(s, &end, 10) : 0;
+    if (!canonical || errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
         return dp_err_set(err, DP_EINVAL, name, "%s must be an integer in %lld..%lld", name,
                           (long long)lo, (long long)hi);
     *out = (int64_t)v;

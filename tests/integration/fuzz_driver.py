@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-"""fuzz_driver.py: bounded, deterministic robustness fuzzer for dpsilod's POST routes.
+"""fuzz_driver.py: bounded, deterministic robustness fuzzer for dpsilod's POST and PATCH routes.
 
 Run by tests/integration/test_fuzz.sh against a daemon started with --auth off on loopback:
 
     fuzz_driver.py --url http://127.0.0.1:PORT --routes service/routes.c [--seed N]
                    [--per-route N] [--budget-s S]
 
-For every POST row of the route table (parsed from service/routes.c, so a new route is fuzzed the day
-it is added; a route without a seed body below fails the run) it sends --per-route requests: valid
-seed bodies mutated one step at a time (a value of the wrong type, a non-finite or extreme number,
-a missing or unknown field, an array where an object is expected, event trees nested past the
-64-level limit, long strings) plus raw byte-level damage (NaN/Infinity literals, 1e400, integers
-past 2^63, truncation, invalid UTF-8, empty and non-object bodies, deep [[[...]]] nesting, bodies
-over the route's cap). Path parameters ({id}) are mostly real ids, sometimes hostile strings.
+For every POST and PATCH row of the route table (parsed from service/routes.c, so a new route is
+fuzzed the day it is added; a route without a seed body below fails the run) it sends --per-route
+requests: valid seed bodies mutated one step at a time (a value of the wrong type, a non-finite or
+extreme number, a missing or unknown field, an array where an object is expected, event trees nested
+past the 64-level limit, long strings) plus raw byte-level damage (NaN/Infinity literals, 1e400,
+integers past 2^63, truncation, invalid UTF-8, empty and non-object bodies, deep [[[...]]] nesting,
+bodies over the route's cap). Path parameters ({id}) are mostly real ids, sometimes hostile strings.
 
 Every answer must satisfy:
   - the daemon answers (never crashes, never resets a connection on a body under the cap, never
@@ -71,31 +71,33 @@ def with_null(ev, key):
 
 
 SEEDS = {
-    "/v1/echo": [{"message": "hi", "count": 2}],
-    "/v1/accounting/epsilon": [
+    "POST /v1/echo": [{"message": "hi", "count": 2}],
+    "POST /v1/accounting/epsilon": [
         {"event": SGM, "delta": 1e-5},
-        {"event": SGM, "delta": 1e-5, "accountant": "zcdp"},
+        {"event": {"type": "self_composed", "count": 100, "event": G5}, "delta": 1e-5,
+         "accountant": "zcdp"},
         {"event": SGM, "delta": 1e-5, "accountant": "pld"},
         {"event": MIXED, "delta": 1e-6, "orders": [1.5, 2, 8, 64], "conversion": "mironov2017",
          "neighboring": "replace_one"},
     ],
-    "/v1/accounting/delta": [
+    "POST /v1/accounting/delta": [
         {"event": SGM, "epsilon": 1.0},
-        {"event": MIXED, "epsilon": 2.0, "accountant": "rdp", "orders": [2, 4.5]},
+        {"event": MIXED, "epsilon": 2.0, "accountant": "rdp", "orders": [2, 4.5],
+         "neighboring": "replace_one"},
     ],
-    "/v1/accounting/rdp": [
+    "POST /v1/accounting/rdp": [
         {"event": SGM, "orders": [2, 4.5, 32]},
-        {"event": MIXED, "delta": 1e-5, "conversion": "balle2020"},
+        {"event": MIXED, "delta": 1e-5, "conversion": "balle2020", "neighboring": "replace_one"},
     ],
-    "/v1/accounting/calibrate": [
+    "POST /v1/accounting/calibrate": [
         {"event": with_null(SGM, "noise_multiplier"), "target_epsilon": 1, "delta": 1e-5},
         {"event": with_null(SGM, "count"), "target_epsilon": 2, "delta": 1e-5},
         {"event": with_null(SGM, "sampling_rate"), "target_epsilon": 2, "delta": 1e-5,
-         "accountant": "zcdp"},
+         "conversion": "mironov2017"},
         {"event": with_null(SGM, "noise_multiplier"), "target_epsilon": 1, "delta": 1e-5,
          "accountant": "pld", "value_discretization": 0.01},
     ],
-    "/v1/estimators/gaussian": [
+    "POST /v1/estimators/gaussian": [
         {"clients": GCLIENTS, "noise_variance": 0.25},
         {"clients": GCLIENTS, "noise_variance": 0.25, "method": "moments", "seed": 7,
          "privacy": {"epsilon0": 0.5, "delta": 1e-5, "r": 1, "sigma_theta_bound": 0.1}},
@@ -103,14 +105,14 @@ SEEDS = {
         {"clients": [{"mean": [1, 12], "n": 4}, {"mean": [2, 14], "n": 4}], "noise_variance": 2,
          "prior": {"mean": [0, 10], "variance": [1, 4]}},
     ],
-    "/v1/estimators/beta": [
+    "POST /v1/estimators/beta": [
         {"clients": BCLIENTS},
         {"clients": BCLIENTS, "method": "moments", "variant": "unbiased",
          "privacy": {"epsilon0": 2}},
         {"clients": [{"samples": [1, 0, 0, 1]}, {"samples": [True, False]}],
          "prior": {"alpha": 2, "beta": 5}},
     ],
-    "/v1/estimators/mixture": [
+    "POST /v1/estimators/mixture": [
         {"clients": MCLIENTS, "noise_variance": 0.25, "components": 2, "seed": 3},
         {"clients": MCLIENTS, "noise_variance": 1, "prior": {"components": [
             {"weight": 0.3, "mean": -1, "variance": 0.5},
@@ -118,7 +120,7 @@ SEEDS = {
         {"clients": MCLIENTS, "noise_variance": 0.25, "components": 2, "method": "altmin",
          "privacy": {"epsilon0": 2, "delta": 1e-5, "r": 1.5}},
     ],
-    "/v1/tuning/cost": [
+    "POST /v1/tuning/cost": [
         {"event": {"type": "laplace", "noise_multiplier": 4},
          "distribution": {"geometric": {"mean": 10}}, "delta": 1e-6, "grid_size": 10},
         {"event": SGM, "distribution": {"truncated_negative_binomial": {"eta": 0.5, "gamma": 0.1}},
@@ -126,38 +128,43 @@ SEEDS = {
         {"event": G5, "distribution": {"poisson": {"mean": 5}}, "delta": 1e-5,
          "neighboring": "add_remove"},
     ],
-    "/v1/tuning/plan": [
+    "POST /v1/tuning/plan": [
         {"epsilon": 1, "delta": 1e-5, "training": {"sampling_rate": 0.01, "steps": 1000},
          "distribution": {"geometric": {}}, "grid_size": 10},
         {"epsilon": 2, "delta": 1e-5, "training": {"sampling_rate": 0.02, "steps": 500},
          "distribution": {"poisson": {"mean": 8}}},
     ],
-    "/v1/tuning/draw": [
+    "POST /v1/tuning/draw": [
         {"distribution": {"geometric": {"mean": 10}}, "grid_size": 10, "label": "lr search"},
         {"distribution": {"fixed": 3}},
     ],
-    "/v1/silos": [
+    "POST /v1/silos": [
         {"name": "fz", "budget": {"epsilon": 1e6, "delta": 1e-5}},
         {"name": "fz-rho", "budget": {"rho": 5}},
         {"name": "fz-pld", "budget": {"epsilon": 100, "delta": 1e-5, "accountant": "pld"}},
         {"name": "fz-off", "budget": {"private": False}},
     ],
-    "/v1/silos/{id}/charges": [
+    "POST /v1/silos/{id}/charges": [
         {"event": G5, "reason": "fuzz", "job_id": 7},
         {"event": SGM, "idempotency_key": "k1", "dry_run": True},
         {"event": {"type": "zcdp", "rho": 0.001}, "neighboring": "replace_one"},
     ],
-    "/v1/charges": [
+    "POST /v1/charges": [
         {"idempotency_key": "b1", "charges": [{"silo_id": "$SILO", "event": G5},
                                               {"silo_id": "$SILO2", "event": G5, "reason": "r"}]},
         {"dry_run": True, "charges": [{"silo_id": "$SILO", "event": SGM}]},
     ],
-    "/v1/silos/{id}/claims": [
+    "POST /v1/silos/{id}/claims": [
         {"event": {"type": "zcdp", "rho": 0.0001}, "timeout_ms": 60000},
         {"event": G5, "reason": "fuzz", "idempotency_key": "c1"},
     ],
-    "/v1/claims/{id}/commit": [{}],
-    "/v1/claims/{id}/abort": [{}],
+    "POST /v1/claims/{id}/commit": [{}],
+    "POST /v1/claims/{id}/abort": [{}],
+    "PATCH /v1/silos/{id}": [
+        {"budget": {"epsilon": 2e9}},
+        {"name": "renamed", "budget": {"epsilon": 3e9, "delta": 1e-5}},
+        {"budget": {"rho": 2e6}},
+    ],
 }
 
 # ---- mutation vocabulary ----------------------------------------------------------------------------
@@ -491,7 +498,7 @@ def check_response(rep, route, case, status, headers, data, cap):
         if not isinstance(err.get(k), str) or not err.get(k):
             rep.fail(route, case, status, "error.%s missing or empty" % k, data)
     if status in (401, 403, 405):
-        rep.fail(route, case, status, "unexpected %d with --auth off on a POST route" % status, data)
+        rep.fail(route, case, status, "unexpected %d with --auth off on a route with a body" % status, data)
     if status != 400 or case.over_cap:
         return
     if case.well_formed:
@@ -530,10 +537,12 @@ def main():
     rng = random.Random(a.seed)
     cli = Client(a.url, a.timeout_s)
     rep = Report()
-    posts = [(p, min(c, a.max_body)) for m, p, c in route_table(a.routes) if m == "POST"]
-    missing = [p for p, _ in posts if p not in SEEDS]
+    # every route that takes a body: POST and PATCH
+    posts = [(m, p, min(c, a.max_body)) for m, p, c in route_table(a.routes)
+             if m in ("POST", "PATCH")]
+    missing = ["%s %s" % (m, p) for m, p, _ in posts if (m + " " + p) not in SEEDS]
     if missing:
-        print("FAIL: POST routes without fuzz seeds (add them to SEEDS): %s" % ", ".join(missing))
+        print("FAIL: routes without fuzz seeds (add them to SEEDS): %s" % ", ".join(missing))
         return 1
 
     # Fixtures for path parameters: silos and claims to act on.
@@ -572,10 +581,10 @@ def main():
     t_start = time.monotonic()
     skipped = {}
     slow = []
-    for ri, (pattern, cap) in enumerate(posts):
+    for ri, (method, pattern, cap) in enumerate(posts):
         share = (a.budget_s - (time.monotonic() - t_start)) / (len(posts) - ri)
         t_route = time.monotonic()
-        seeds = [fill(s) for s in SEEDS[pattern]]
+        seeds = [fill(s) for s in SEEDS[method + " " + pattern]]
         for i in range(a.per_route):
             if time.monotonic() - t_route > share:
                 skipped[pattern] = a.per_route - i
@@ -585,7 +594,7 @@ def main():
             path, hostile_path = concrete(pattern)
             t0 = time.monotonic()
             try:
-                status, headers, data = cli.request("POST", path, case.body)
+                status, headers, data = cli.request(method, path, case.body)
             except socket.timeout:
                 rep.fail(pattern, case, "timeout", "no answer in %g s" % a.timeout_s, b"")
                 cli.close()
@@ -618,7 +627,7 @@ def main():
     if st != 200:
         rep.failures.append("GET /healthz after the fuzz -> %d" % st)
     elapsed = time.monotonic() - t_start
-    print("fuzz: seed %d, %d POST routes, %d requests in %.1f s; statuses %s"
+    print("fuzz: seed %d, %d POST/PATCH routes, %d requests in %.1f s; statuses %s"
           % (a.seed, len(posts), rep.sent, elapsed,
              " ".join("%s:%d" % kv for kv in sorted(rep.statuses.items()))))
     if skipped:

@@ -179,6 +179,12 @@ expect_json '.inputs.clients | length' 4
 expect_json '.data_kept' true
 expect_status 404 GET /v1/runs/999999
 expect_status 404 GET /v1/runs/abc
+# Regression (QA): ids and query numbers are canonical decimals; strtoll alone answered run 1 for
+# "01", " 1" and "+1", and took limit=+2.
+for id in 01 %201 %2B1; do expect_status 404 GET "/v1/runs/$id"; done
+expect_status 400 GET '/v1/runs?limit=%2B2'
+expect_json .error.field limit
+expect_status 400 GET '/v1/runs?after=00'
 expect_status 200 GET '/v1/runs?limit=2'
 expect_json '.runs | length' 2
 expect_json '.runs[0].id' 1
