@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
@@ -1642,20 +1641,6 @@ out:
 /* ---- runs
  * ---------------------------------------------------------------------------------------- */
 
-static json_t *rfc3339(int64_t ms)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    char buf[40];
-    if (gmtime_r(&t, &tm) == NULL)
-        return json_null();
-    size_t k = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (k == 0)
-        return json_null();
-    snprintf(buf + k, sizeof buf - k, ".%03dZ", (int)(ms % 1000));
-    return json_string(buf);
-}
-
 /* Strict decimal: an optional '-', then digits without a leading zero (strtoll alone would also
  * take " 1", "+1" and "01", so /v1/runs/01 answered run 1). */
 static int parse_i64_param(const char *s, const char *name, int64_t lo, int64_t hi, int64_t *out,
@@ -1719,7 +1704,7 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     o = json_pack("{s:I, s:s, s:o, s:s, s:b, s:I, s:b, s:o, s:o}", "id", (json_int_t)id, "kind",
                   (const char *)sqlite3_column_text(st, 0), "created_at",
-                  rfc3339(sqlite3_column_int64(st, 1)), "status",
+                  json_util_time(sqlite3_column_int64(st, 1)), "status",
                   (const char *)sqlite3_column_text(st, 2), "private", sqlite3_column_int(st, 3),
                   "n_clients", (json_int_t)sqlite3_column_int64(st, 4), "data_kept", data != NULL,
                   "inputs", params, "outputs", result);
@@ -1764,7 +1749,7 @@ int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err)
         last = sqlite3_column_int64(st, 0);
         json_t *r = json_pack("{s:I, s:s, s:o, s:s, s:b, s:I}", "id", (json_int_t)last, "kind",
                               (const char *)sqlite3_column_text(st, 1), "created_at",
-                              rfc3339(sqlite3_column_int64(st, 2)), "status",
+                              json_util_time(sqlite3_column_int64(st, 2)), "status",
                               (const char *)sqlite3_column_text(st, 3), "private",
                               sqlite3_column_int(st, 4), "n_clients",
                               (json_int_t)sqlite3_column_int64(st, 5));
