@@ -709,9 +709,10 @@ static bool sgm_log_am1_trap(sgm_ctx *c, double sigma, sgm_nodes *nc, double *ou
     const double zlo = -13.0 * sigma - 1.0, zhi = ksig + 1.0 + 13.0 * sigma;
     const double h0 = fmin(1.5 * sigma, 0.5 * M_PI * c->s2);
     /* level 0: nodes zlo + i h0, i = 0..n */
-    int n = (int)ceil((zhi - zlo) / h0);
-    if ((n + 1) * (1 << ACCT_TRAP_MIN_LEVEL) > ACCT_TRAP_MAX_NODES)
+    const double nd = ceil((zhi - zlo) / h0); /* +inf or NaN for sigma near DBL_MAX */
+    if (!((nd + 1.0) * (1 << ACCT_TRAP_MIN_LEVEL) <= ACCT_TRAP_MAX_NODES))
         return false;
+    const int n = (int)nd;
     double g[ACCT_TRAP_MAX_NODES + 1];
     double gmax = -HUGE_VAL;
     for (int i = 0; i <= n; i++) {
