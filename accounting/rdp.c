@@ -924,6 +924,7 @@ static int rdp_supported(const acct_event *ev, acct_neighboring nb, dp_err *err)
 }
 
 static int node_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out, dp_err *err);
+static bool tree_quasiconvex(const acct_event *ev);
 
 /* eps(infinity) of a node, an upper bound (+inf when unknown): used by WBK 2019, Thm. 9. */
 static double node_rdp_inf(const acct_event *ev)
@@ -1232,7 +1233,8 @@ static int node_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out,
             /* Papernot & Steinke 2022 (Thm. 2 / Thm. 6) on the child's curve; the node's auxiliary
              * minimisation is done once per evaluation and kept in ws->tuning. */
             rs_child_ctx c = {ev->child, ws, err, DP_OK};
-            rc = acct_tuning_cache_rdp(&ws->tuning, ev, rs_child_rdp, &c, alpha, out, err);
+            rc = acct_tuning_cache_rdp2(&ws->tuning, ev, rs_child_rdp, &c,
+                                        tree_quasiconvex(ev->child), alpha, out, err);
             return c.rc != DP_OK ? c.rc : rc;
         }
     }

@@ -321,15 +321,19 @@ static double obj_from_r(const aux_obj *o, double order, double r)
     if (o->kind == 0)
         return (1.0 - 1.0 / order) * r + o->t / order;
     if (o->kind == 2)
-        return node_bound(NULL, o->node, order, r, false);
+        return node_bound(NULL, o->node, order, r, false); /* node_bound uses the node's ac */
     return (order - 1.0) * (r - o->ehat + log1p(-1.0 / order)) - log(order);
 }
 
 typedef struct cand {
     double x;     /* log(order - 1) */
     double order; /* order > 1 */
-    double r;     /* base RDP at order */
+    double r;     /* base RDP at order; NAN: not evaluated yet (a lazy node candidate) */
+    double rlb;   /* lazy candidates: a lower bound on the base RDP at order */
 } cand;
+
+/* The base RDP of a candidate, evaluating a lazy one on demand (tree nodes only, see tnode). */
+static double cand_r(struct tnode *n, cand *c);
 
 /* Brent's method (parabolic interpolation with golden-section fallback; Brent 1973, ch. 5) for obj
  * over x in [a, b], started from the interior point x0 whose value f0 is known (the best candidate,
@@ -415,15 +419,21 @@ static int cand_cmp(const void *pa, const void *pb)
 /* Minimises obj over the candidates (sorted by x), then (continuous mode) refines around the best.
  * min_order: candidates below it are ignored (grid-mode CKS threshold). Returns the minimum and its
  * order; INFINITY when no candidate is finite. */
-static void aux_minimise(aux_ctx *ac, const aux_obj *o, const cand *cs, size_t nc, double min_order,
-                         bool refine, double xtol, int max_iter, double *val_out, double *order_out)
+static void aux_minimise(aux_ctx *ac, const aux_obj *o, cand *cs, size_t nc, double min_order,
+                         bool refine, double xtol, int max_iter, struct tnode *lazy_node,
+                         double *val_out, double *order_out)
 {
     double best = INFINITY, best_order = NAN;
     size_t ib = (size_t)-1;
     for (size_t i = 0; i < nc; i++) {
         if (cs[i].order < min_order)
             continue;
-        double v = obj_from_r(o, cs[i].order, cs[i].r);
+        /* A lazy candidate (base RDP not evaluated) whose objective at the lower bound rlb is not
+         * below the best value cannot become the minimum (every objective is non-decreasing in
+         * r): skipped, exactly as an evaluated candidate that loses the strict comparison. */
+        if (isnan(cs[i].r) && !(obj_from_r(o, cs[i].order, cs[i].rlb) < best))
+            continue;
+        double v = obj_from_r(o, cs[i].order, isnan(cs[i].r) ? cand_r(lazy_node, &cs[i]) : cs[i].r);
         if (v < best) {
             best = v;
             best_order = cs[i].order;
@@ -456,12 +466,13 @@ static cand *build_cands(aux_ctx *ac, const double *orders, const double *base_a
         /* base_at, when given, is already sanitised (NaN flagged and made +inf, negatives raised).
          */
         double r = base_at ? base_at[i] : base_eval(ac, orders[i]);
-        cs[nc++] = (cand){log(orders[i] - 1.0), orders[i], r};
+        cs[nc++] = (cand){log(orders[i] - 1.0), orders[i], r, r};
     }
     if (scan) {
         for (int k = AUX_K_MIN; k <= AUX_K_MAX; k++) {
             double om1 = pow(10.0, (double)k / AUX_PER_DECADE);
-            cs[nc++] = (cand){log(om1), 1.0 + om1, base_eval(ac, 1.0 + om1)};
+            double r = base_eval(ac, 1.0 + om1);
+            cs[nc++] = (cand){log(om1), 1.0 + om1, r, r};
         }
     }
     qsort(cs, nc, sizeof *cs, cand_cmp);
@@ -530,7 +541,7 @@ int acct_tuning_rdp(const acct_tuning_dist *d, acct_tuning_rdp_fn base, void *ct
                     goto out;
                 }
                 aux_obj o = {0, t, 0.0, NULL};
-                aux_minimise(&ac, &o, cs, nc, 1.0, continuous, AUX_XTOL, AUX_MAX_ITER, &c_val,
+                aux_minimise(&ac, &o, cs, nc, 1.0, continuous, AUX_XTOL, AUX_MAX_ITER, NULL, &c_val,
                              &c_order);
                 /* lh = 1 (PS22 Thm. 2 allows lh >= 1): (1 - 1/1) eps(1) = 0 because the KL
                  * divergence is finite whenever any RDP order is (monotonicity), leaving
@@ -586,7 +597,7 @@ int acct_tuning_rdp(const acct_tuning_dist *d, acct_tuning_rdp_fn base, void *ct
                 aux_obj o = {1, 0.0, log1p(1.0 / (orders[i] - 1.0)), NULL};
                 double ld, ord;
                 aux_minimise(&ac, &o, cs, nc, continuous ? 1.0 : CKS_MIN_ORDER_GRID + DBL_EPSILON,
-                             continuous, AUX_XTOL_POISSON, AUX_MAX_ITER, &ld, &ord);
+                             continuous, AUX_XTOL_POISSON, AUX_MAX_ITER, NULL, &ld, &ord);
                 ld = fmin(ld, log_delta_kl);
                 double dhat = ld >= 0.0 ? 1.0 : exp(ld);
                 rdp_out[i] = rb[i] + mu * dhat + log(mu) / (orders[i] - 1.0);
@@ -640,13 +651,24 @@ typedef struct tnode {
     size_t np, cap;       /* used and allocated entries of pts */
     double last_order;    /* the last order asked (acct_tuning_cache_rdp), NAN if none */
     double last_r;        /* the child's RDP there */
+    /* Lazy candidates (child_convex only): scan and list orders above LAZY_MIN_ORDER are not
+     * evaluated at preparation (r = NAN, rlb a convexity lower bound), only on demand (cand_r)
+     * where a lower bound does not settle a comparison; every value computed is the same as with
+     * every candidate evaluated up front, since the child's RDP at an order does not depend on
+     * when it is evaluated. */
+    aux_ctx *ac;          /* the callback of the current call (for cand_r), NULL outside calls */
+    bool convex;          /* the child's curve is an exact Renyi divergence (acct_tuning_cache_rdp2) */
+    bool env_lazy;        /* env[i] is NAN for the lazy scan orders (completed by env_complete) */
+    double envlb[AUX_N];  /* lower bounds on env[i] where env[i] is NAN */
+    cand *snap;           /* Poisson: the candidate list as prepared (env_complete uses it) */
+    size_t nsnap;
     struct tnode *next;
 } tnode;
 
 /* Inserts (order, r) into the node's sorted evaluation list (Poisson candidates). Silently keeps
  * the list as it is when full or out of memory: fewer candidates only loosen the bound, never break
  * it. */
-static void pts_insert(tnode *n, double order, double r)
+static void pts_insert(tnode *n, double order, double r, double rlb)
 {
     if (n->np == n->cap) {
         if (n->cap >= PTS_MAX)
@@ -665,13 +687,41 @@ static void pts_insert(tnode *n, double order, double r)
     if (i > 0 && n->pts[i - 1].order == order)
         return;
     memmove(n->pts + i + 1, n->pts + i, (n->np - i) * sizeof *n->pts);
-    n->pts[i] = (cand){x, order, r};
+    n->pts[i] = (cand){x, order, r, rlb};
     n->np++;
 }
 
 struct acct_tuning_cache {
     tnode *head;
 };
+
+/* Orders above this are lazy candidates (child_convex nodes): their child RDP costs ~0.03 to 1 ms
+ * each for a sampled Gaussian (quadrature or long binomial sums) and almost never matters. */
+#define LAZY_MIN_ORDER 1100.0
+
+static double cand_r(struct tnode *n, cand *c)
+{
+    if (!isnan(c->r))
+        return c->r;
+    if (n == NULL || n->ac == NULL) /* cannot happen: lazy candidates exist only in tree nodes */
+        return INFINITY;
+    c->r = base_eval(n->ac, c->order);
+    return c->r;
+}
+
+/* Lower bound on the child's RDP at order > a2 > a1 from the evaluated (a1, r1), (a2, r2): g(a) =
+ * (a - 1) r(a) is convex with g(1) = 0 (van Erven & Harremoes 2014, Thm. 11), so g lies above its
+ * chord through a1, a2 extended beyond a2; and r is non-decreasing (ibid., Thm. 3). Shrunk by
+ * 1e-9 relative against the rounding of the evaluated values. NAN when not usable. */
+static double chord_lower(double a1, double r1, double a2, double r2, double a)
+{
+    if (!(a1 > 1.0 && a2 > a1 && a > a2) || !isfinite(r1) || !isfinite(r2))
+        return NAN;
+    double g1 = (a1 - 1.0) * r1, g2 = (a2 - 1.0) * r2;
+    double g = g2 + (a - a2) * (g2 - g1) / (a2 - a1);
+    double lb = fmax(r2, g / (a - 1.0));
+    return lb > 0.0 ? lb * (1.0 - 1e-9) : 0.0;
+}
 
 /* One parabolic step: the vertex of the parabola through three (x, f) points, or NAN. */
 static double parabola_vertex(double x0, double f0, double x1, double f1, double x2, double f2)
@@ -690,8 +740,11 @@ static double poisson_log_delta(aux_ctx *ac, tnode *n, double order, bool refine
     size_t nc = n->np ? n->np : n->ns;
     double best = HUGE_VAL;
     size_t ib = (size_t)-1;
+    cand *cw = n->np ? n->pts : n->scan; /* cs, writable for on-demand evaluation */
     for (size_t i = 0; i < nc; i++) {
-        double v = obj_from_r(&o, cs[i].order, cs[i].r);
+        if (isnan(cs[i].r) && !(obj_from_r(&o, cs[i].order, cs[i].rlb) < best))
+            continue; /* lazy and provably not below the best (the objective grows with r) */
+        double v = obj_from_r(&o, cs[i].order, cand_r(n, &cw[i]));
         if (v < best) {
             best = v;
             ib = i;
@@ -702,15 +755,15 @@ static double poisson_log_delta(aux_ctx *ac, tnode *n, double order, bool refine
      * lands next to the minimiser). Only the true base RDP at that order is used: a valid bound
      * whatever the interpolation guessed. */
     if (refine && ib != (size_t)-1 && ib > 0 && ib + 1 < nc) {
-        double f0 = obj_from_r(&o, cs[ib - 1].order, cs[ib - 1].r);
-        double f2 = obj_from_r(&o, cs[ib + 1].order, cs[ib + 1].r);
+        double f0 = obj_from_r(&o, cs[ib - 1].order, cand_r(n, &cw[ib - 1]));
+        double f2 = obj_from_r(&o, cs[ib + 1].order, cand_r(n, &cw[ib + 1]));
         double xv = parabola_vertex(cs[ib - 1].x, f0, cs[ib].x, best, cs[ib + 1].x, f2);
         if (isfinite(xv) && xv > cs[ib - 1].x && xv < cs[ib + 1].x && xv != cs[ib].x &&
             xv >= AUX_X_MIN && xv <= AUX_X_MAX) {
             double ov = 1.0 + exp(xv), rv = base_eval(ac, ov);
             best = fmin(best, obj_from_r(&o, ov, rv));
             if (!ac->failed)
-                pts_insert(n, ov, rv);
+                pts_insert(n, ov, rv, rv);
         }
     }
     return fmin(best, n->kl_log_delta);
@@ -718,6 +771,8 @@ static double poisson_log_delta(aux_ctx *ac, tnode *n, double order, bool refine
 
 static double node_bound(aux_ctx *ac, struct tnode *n, double order, double r, bool refine)
 {
+    if (ac == NULL)
+        ac = n->ac;
     if (!(order > 1.0) || isinf(r))
         return HUGE_VAL;
     switch (n->d.kind) {
@@ -734,6 +789,36 @@ static double node_bound(aux_ctx *ac, struct tnode *n, double order, double r, b
     return HUGE_VAL;
 }
 
+/* Lower bound on node_bound at a lazy scan candidate (every term added to r is >= 0, PS22). */
+static double bound_lower(const tnode *n, double order, double rlb)
+{
+    if (n->d.kind == ACCT_TUNE_TRUNC_NEGBIN)
+        return isinf(n->C) ? HUGE_VAL : rlb + n->C + n->log_mean / (order - 1.0);
+    return rlb + n->log_mean / (order - 1.0); /* Poisson: mu * dhat >= 0 */
+}
+
+/* env[i] for every scan order, exactly as a preparation with every candidate evaluated computes
+ * it: node_bound at the scan orders (Poisson: over the candidate list as prepared, n->snap), then
+ * the running minimum from the top. */
+static void env_compute(tnode *n)
+{
+    cand *live = n->pts;
+    size_t lnp = n->np;
+    if (n->snap != NULL) {
+        n->pts = n->snap;
+        n->np = n->nsnap;
+    }
+    for (size_t i = n->ns; i-- > 0;) {
+        double b = node_bound(n->ac, n, n->scan[i].order, cand_r(n, &n->scan[i]), false);
+        n->env[i] = (i + 1 < n->ns) ? fmin(b, n->env[i + 1]) : b;
+    }
+    if (n->snap != NULL) {
+        n->pts = live;
+        n->np = lnp;
+    }
+    n->env_lazy = false;
+}
+
 static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *err)
 {
     int rc = acct_tuning_dist_resolve(&n->ev->dist, &n->d, err);
@@ -746,13 +831,29 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
     if (n->d.kind == ACCT_TUNE_FIXED)
         return DP_OK;
     aux_ctx ac = {child, ctx, 0, 0};
+    n->ac = &ac;
+    size_t nlazy = 0;
     for (int k = AUX_K_MIN; k <= AUX_K_MAX; k++) {
-        double om1 = pow(10.0, (double)k / AUX_PER_DECADE);
-        n->scan[n->ns++] = (cand){log(om1), 1.0 + om1, base_eval(&ac, 1.0 + om1)};
+        double om1 = pow(10.0, (double)k / AUX_PER_DECADE), o = 1.0 + om1;
+        double rlb = NAN;
+        if (n->convex && o > LAZY_MIN_ORDER && n->ns - nlazy >= 2 && nlazy == 0)
+            rlb = chord_lower(n->scan[n->ns - 2].order, n->scan[n->ns - 2].r,
+                              n->scan[n->ns - 1].order, n->scan[n->ns - 1].r, o);
+        else if (nlazy > 0)
+            rlb = chord_lower(n->scan[n->ns - nlazy - 2].order, n->scan[n->ns - nlazy - 2].r,
+                              n->scan[n->ns - nlazy - 1].order, n->scan[n->ns - nlazy - 1].r, o);
+        if (!isnan(rlb)) {
+            n->scan[n->ns++] = (cand){log(om1), o, NAN, rlb};
+            nlazy++;
+        } else {
+            double r = base_eval(&ac, o);
+            n->scan[n->ns++] = (cand){log(om1), o, r, r};
+        }
     }
+    const size_t ne = n->ns - nlazy; /* scan[0..ne-1] evaluated */
     bool any_finite = false;
     double r_min = HUGE_VAL;
-    for (size_t i = 0; i < n->ns; i++) {
+    for (size_t i = 0; i < ne; i++) { /* lazy ones are >= the evaluated scan[ne - 1] */
         any_finite = any_finite || isfinite(n->scan[i].r);
         r_min = fmin(r_min, n->scan[i].r);
     }
@@ -761,7 +862,7 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
         double c = 0.0, ord = 1.0;
         if (n->t > 0.0) {
             aux_obj o = {0, n->t, 0.0, NULL};
-            aux_minimise(&ac, &o, n->scan, n->ns, 1.0, true, AUX_XTOL, AUX_MAX_ITER, &c, &ord);
+            aux_minimise(&ac, &o, n->scan, n->ns, 1.0, true, AUX_XTOL, AUX_MAX_ITER, n, &c, &ord);
             if (any_finite && n->t < c)
                 c = n->t; /* lh = 1, see acct_tuning_rdp */
         }
@@ -770,7 +871,7 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
         n->kl_log_delta =
             r_min == 0.0 ? -HUGE_VAL : (isinf(r_min) ? 0.0 : 0.5 * log1p(-exp(-r_min)));
         for (size_t i = 0; i < n->ns; i++)
-            pts_insert(n, n->scan[i].order, n->scan[i].r);
+            pts_insert(n, n->scan[i].order, n->scan[i].r, n->scan[i].rlb);
         /* The conversion order depends on the output order, so Poisson gets a denser list once
          * (POISSON_PER_DECADE points a decade over the scan's range), instead of a refinement per
          * output order. */
@@ -779,20 +880,57 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
         for (int k = kp_min; k <= kp_max; k++) {
             if (k % (POISSON_PER_DECADE / AUX_PER_DECADE) == 0)
                 continue; /* already a scan point */
-            double om1 = pow(10.0, (double)k / POISSON_PER_DECADE);
-            pts_insert(n, 1.0 + om1, base_eval(&ac, 1.0 + om1));
+            double om1 = pow(10.0, (double)k / POISSON_PER_DECADE), o = 1.0 + om1;
+            double rlb = nlazy > 0 && o > n->scan[ne - 1].order
+                             ? chord_lower(n->scan[ne - 2].order, n->scan[ne - 2].r,
+                                           n->scan[ne - 1].order, n->scan[ne - 1].r, o)
+                             : (double)NAN;
+            if (!isnan(rlb)) {
+                pts_insert(n, o, NAN, rlb);
+            } else {
+                double r = base_eval(&ac, o);
+                pts_insert(n, o, r, r);
+            }
+        }
+        if (nlazy > 0) { /* the list as prepared, for env_compute */
+            n->snap = dp_malloc(n->np * sizeof *n->snap);
+            if (n->snap != NULL) {
+                memcpy(n->snap, n->pts, n->np * sizeof *n->snap);
+                n->nsnap = n->np;
+            }
         }
     }
     /* Envelope values at the scan orders (no refinement: any auxiliary order gives a valid bound),
      * and the minimiser of the bound itself over a continuum (scan bracket + Brent): the tuned RDP
-     * at any order below it is at most its value there, whatever happens in between. */
-    for (size_t i = n->ns; i-- > 0;) {
-        double b = node_bound(&ac, n, n->scan[i].order, n->scan[i].r, false);
-        n->env[i] = (i + 1 < n->ns) ? fmin(b, n->env[i + 1]) : b;
+     * at any order below it is at most its value there, whatever happens in between. With lazy
+     * scan orders, env[i] below them is exact when every lazy order's bound is provably above the
+     * bound at the last evaluated one (env is non-decreasing in i, so no env[i] with i < ne can
+     * change); the lazy env[i] are completed on demand (env_compute). Otherwise, and when the
+     * copy of the list could not be made, everything is evaluated now. */
+    bool lazy_ok = nlazy > 0 && (n->d.kind != ACCT_TUNE_POISSON || n->snap != NULL);
+    if (lazy_ok) {
+        double b = node_bound(&ac, n, n->scan[ne - 1].order, n->scan[ne - 1].r, false);
+        double lbmin = HUGE_VAL;
+        for (size_t i = n->ns; i-- > ne;) {
+            lbmin = fmin(lbmin, bound_lower(n, n->scan[i].order, n->scan[i].rlb));
+            n->envlb[i] = lbmin;
+            n->env[i] = NAN;
+        }
+        lazy_ok = lbmin > b + 1e-9 * fabs(b);
+        if (lazy_ok) {
+            n->env[ne - 1] = b;
+            for (size_t i = ne - 1; i-- > 0;)
+                n->env[i] = fmin(node_bound(&ac, n, n->scan[i].order, n->scan[i].r, false),
+                                 n->env[i + 1]);
+            n->env_lazy = true;
+        }
     }
+    if (!lazy_ok)
+        env_compute(n);
     aux_obj ob = {2, 0.0, 0.0, n};
-    aux_minimise(&ac, &ob, n->scan, n->ns, 1.0, true, AUX_XTOL_ENV, AUX_MAX_ITER, &n->star_val,
+    aux_minimise(&ac, &ob, n->scan, n->ns, 1.0, true, AUX_XTOL_ENV, AUX_MAX_ITER, n, &n->star_val,
                  &n->star_order);
+    n->ac = NULL;
     if (ac.failed)
         return dp_err_set(err, DP_ENUMERIC, NULL,
                           "the RDP of the repeated mechanism could not be evaluated at some order");
@@ -801,6 +939,13 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
 
 int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_tuning_rdp_fn child,
                           void *ctx, double order, double *out, dp_err *err)
+{
+    return acct_tuning_cache_rdp2(cache, ev, child, ctx, false, order, out, err);
+}
+
+int acct_tuning_cache_rdp2(acct_tuning_cache **cache, const acct_event *ev,
+                           acct_tuning_rdp_fn child, void *ctx, bool child_convex, double order,
+                           double *out, dp_err *err)
 {
     if (cache == NULL || ev == NULL || ev->type != ACCT_EV_REPEAT_SELECT || child == NULL)
         return dp_err_set(err, DP_EINTERNAL, NULL, "tuning: bad node");
@@ -818,8 +963,10 @@ int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         n->ev = ev;
         n->last_order = NAN;
+        n->convex = child_convex;
         int rc = node_prepare(n, child, ctx, err);
         if (rc != DP_OK) {
+            dp_free(n->snap);
             dp_free(n->pts);
             dp_free(n);
             return rc;
@@ -832,25 +979,29 @@ int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_
         return DP_OK;
     }
     aux_ctx ac = {child, ctx, 0, 0};
+    n->ac = &ac;
     double r = base_eval(&ac, order);
     if (!ac.failed) {
         n->last_order = order;
         n->last_r = r;
     }
     if (n->d.kind == ACCT_TUNE_POISSON && !ac.failed)
-        pts_insert(n, order, r);
+        pts_insert(n, order, r, r);
     double v = node_bound(&ac, n, order, r, true);
-    if (ac.failed)
-        return dp_err_set(err, DP_ENUMERIC, NULL,
-                          "the RDP of the repeated mechanism could not be evaluated at some order");
     /* Monotone envelope over the scan orders >= order and the bound's own minimiser (van Erven &
      * Harremoes 2014, Thm. 3: RDP is non-decreasing in the order). */
-    for (size_t i = 0; i < n->ns; i++) {
+    for (size_t i = 0; i < n->ns && !ac.failed; i++) {
         if (n->scan[i].order >= order) {
+            if (n->env_lazy && isnan(n->env[i]))
+                env_compute(n);
             v = fmin(v, n->env[i]);
             break;
         }
     }
+    n->ac = NULL;
+    if (ac.failed)
+        return dp_err_set(err, DP_ENUMERIC, NULL,
+                          "the RDP of the repeated mechanism could not be evaluated at some order");
     if (order <= n->star_order)
         v = fmin(v, n->star_val);
     *out = v;
@@ -888,10 +1039,11 @@ bool acct_tuning_cache_lower(const acct_tuning_cache *cache, const acct_event *e
             v = r_low + n->log_mean / (order - 1.0);
             break;
     }
-    /* the envelope terms acct_tuning_cache_rdp mins with, exactly */
+    /* the envelope terms acct_tuning_cache_rdp mins with: exactly, or a lower bound on a lazy
+     * one */
     for (size_t i = 0; i < n->ns; i++) {
         if (n->scan[i].order >= order) {
-            v = fmin(v, n->env[i]);
+            v = fmin(v, isnan(n->env[i]) ? n->envlb[i] : n->env[i]);
             break;
         }
     }
@@ -924,6 +1076,7 @@ void acct_tuning_cache_free(acct_tuning_cache *cache)
     tnode *n = cache->head;
     while (n != NULL) {
         tnode *next = n->next;
+        dp_free(n->snap);
         dp_free(n->pts);
         dp_free(n);
         n = next;

@@ -157,6 +157,14 @@ bool acct_tuning_cache_last_child(const acct_tuning_cache *cache, const acct_eve
  * the list of conversion orders), so skipping or reordering orders may change later values. */
 bool acct_tuning_cache_stateful(const acct_event *ev);
 
+/* acct_tuning_cache_rdp for a child whose curve is an exact Renyi divergence (child_convex: (a-1)
+ * r(a) convex and r non-decreasing, van Erven & Harremoes 2014): the node then evaluates its scan
+ * and Poisson list orders above ~1100 only when a convexity lower bound cannot settle whether they
+ * matter. Same values as acct_tuning_cache_rdp. child_convex is read when the node is prepared. */
+int acct_tuning_cache_rdp2(acct_tuning_cache **cache, const acct_event *ev,
+                           acct_tuning_rdp_fn child, void *ctx, bool child_convex, double order,
+                           double *out, dp_err *err);
+
 /* Frees the cache; NULL is a no-op. */
 void acct_tuning_cache_free(acct_tuning_cache *cache);
 

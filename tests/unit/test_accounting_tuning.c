@@ -1001,6 +1001,75 @@ static void pruned_scan_matches_full_scan(void **state)
     assert_int_equal(checked, 11 * 19 * 2 * 2);
 }
 
+/* Child curve for the lazy-candidate test: steps * RDP of the Poisson-sampled Gaussian (q, sigma),
+ * or the Gaussian alone when q = 1; exact Renyi divergences, so child_convex holds. */
+typedef struct sgm_child {
+    double q, sigma, steps;
+} sgm_child;
+
+static double sgm_child_rdp(double order, void *p)
+{
+    const sgm_child *c = p;
+    double r;
+    dp_err e;
+    dp_err_clear(&e);
+    if (acct_rdp_sampled_gaussian(c->q, c->sigma, order, &r, &e) != DP_OK)
+        return NAN;
+    return c->steps * r;
+}
+
+/* A node prepared with child_convex (orders above ~1100 evaluated only on demand) returns exactly
+ * the values of one that evaluates every candidate up front, for the same sequence of orders
+ * (Poisson nodes keep every asked order, so the sequence matters), including orders in the lazy
+ * range that force the envelope to be completed. */
+static void lazy_candidates_change_nothing(void **state)
+{
+    (void)state;
+    const sgm_child kids[] = {{1.0, 3.0, 1.0},   {0.01, 1.1, 1000.0}, {0.05, 0.9, 100.0},
+                              {0.1, 2.0, 50.0},  {0.2, 0.8, 20.0},    {0.005, 0.7, 2000.0}};
+    const double means[] = {2.0, 10.0, 50.0}, etas[] = {-0.5, 0.0, 0.5, 1.0, 3.0};
+    const double *grid;
+    size_t ng = acct_rdp_default_orders(&grid);
+    const double extra[] = {1500.0, 5000.5, 20000.0, 3.3, 90000.0, 1.05};
+    int checked = 0;
+    for (size_t b = 0; b < sizeof kids / sizeof kids[0]; b++) {
+        for (size_t m = 0; m < 3; m++) {
+            for (int k = -1; k < 5; k++) {
+                acct_event ev;
+                memset(&ev, 0, sizeof ev);
+                ev.type = ACCT_EV_REPEAT_SELECT;
+                ev.dist = k < 0 ? (acct_tuning_dist){ACCT_TUNE_POISSON, 0, means[m], NAN, NAN}
+                                : (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, means[m],
+                                                     etas[k], NAN};
+                for (int pass = 0; pass < 2; pass++) { /* pass 1: the lazy range first */
+                    acct_tuning_cache *eager = NULL, *lazy = NULL;
+                    for (size_t i = 0; i < ng + 6; i++) {
+                        double o = pass == 0 ? (i < ng ? grid[i] : extra[i - ng])
+                                             : (i < 6 ? extra[i] : grid[ng - 1 - (i - 6)]);
+                        double ve, vl;
+                        dp_err e;
+                        dp_err_clear(&e);
+                        assert_int_equal(acct_tuning_cache_rdp(&eager, &ev, sgm_child_rdp,
+                                                               (void *)&kids[b], o, &ve, &e),
+                                         DP_OK);
+                        assert_int_equal(acct_tuning_cache_rdp2(&lazy, &ev, sgm_child_rdp,
+                                                                (void *)&kids[b], true, o, &vl, &e),
+                                         DP_OK);
+                        if (!(ve == vl))
+                            fail_msg("child %zu mean %g kind %d pass %d order %g: eager %.17g "
+                                     "lazy %.17g",
+                                     b, means[m], k, pass, o, ve, vl);
+                        checked++;
+                    }
+                    acct_tuning_cache_free(eager);
+                    acct_tuning_cache_free(lazy);
+                }
+            }
+        }
+    }
+    assert_int_equal(checked, 6 * 3 * 6 * 2 * (int)(ng + 6));
+}
+
 int main(void)
 {
     gsl_set_error_handler_off(); /* as dpsilod does (STYLE.md 2.3) */
@@ -1024,6 +1093,7 @@ int main(void)
         cmocka_unit_test(node_cache_survives_allocation_failures),
         cmocka_unit_test(event_tree_is_never_looser_than_dp_accounting),
         cmocka_unit_test(pruned_scan_matches_full_scan),
+        cmocka_unit_test(lazy_candidates_change_nothing),
         cmocka_unit_test(pure_epsilon_bounds),
         cmocka_unit_test(event_pure_epsilon_walks_the_tree),
         cmocka_unit_test(draws_follow_the_distribution),
