@@ -1536,6 +1536,7 @@ typedef struct grid_obj {
     acct_conversion base;
     dp_err *err;
     int rc;
+    bool prune_rs; /* rs_pruned_scan allowed (false: the full scan, for tests) */
 } grid_obj;
 
 static double grid_f(grid_obj *g, size_t i)
@@ -1724,6 +1725,101 @@ static void pruned_min(grid_obj *g, size_t n, size_t lo, size_t hi, double *best
         }
 }
 
+/* The repeat_and_select root's grid minimum without evaluating every order (epsilon objective,
+ * child tree quasi-convex, so the child's curve is an exact Renyi divergence and non-decreasing in
+ * the order: van Erven & Harremoes 2014, Thm. 3). The tuned RDP at order a is at least
+ * acct_tuning_cache_lower(r_low) with r_low = the child's RDP at any evaluated order below a (or
+ * node_rdp_lower), and the conversion is non-decreasing in the RDP, so an order whose lower bound
+ * exceeds the best value found (plus a slack far above the ~1e-11 relative error of the evaluated
+ * child values) cannot be the grid minimum: the minimum and its (first) index are those of the full
+ * scan. Stateless nodes (TNB, fixed k) first evaluate a few seed orders (galloping from the low end,
+ * then a ternary search of the bracket: a heuristic, only to find a good value early); stateful ones
+ * (Poisson, whose later values depend on the orders asked before) go strictly upwards, evaluating
+ * in the same order as the full scan. Returns false (nothing decided) when the cache has no
+ * prepared node after the first evaluation. */
+static bool rs_pruned_scan(grid_obj *g, size_t n, double *best, size_t *bi)
+{
+    const acct_event *ev = g->ev, *child = ev->child;
+    double *crv = dp_malloc(n * sizeof *crv); /* the child's RDP where evaluated, NAN elsewhere */
+    if (crv == NULL)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        crv[i] = (double)NAN;
+    double fb = HUGE_VAL;
+    const double ld = log(g->target);
+#define RS_EVAL(i)                                                                                 \
+    do {                                                                                           \
+        double v_ = grid_f(g, (i)), o_, r_;                                                        \
+        if (g->rc == DP_OK && acct_tuning_cache_last_child(g->ws->tuning, ev, &o_, &r_) &&        \
+            o_ == g->ord[(i)])                                                                     \
+            crv[(i)] = r_;                                                                         \
+        if (v_ < fb)                                                                               \
+            fb = v_;                                                                               \
+    } while (0)
+    RS_EVAL(0);
+    double probe;
+    if (g->rc != DP_OK || !acct_tuning_cache_lower(g->ws->tuning, ev, g->ord[0], 0.0, &probe)) {
+        dp_free(crv);
+        if (g->rc != DP_OK) {
+            *best = HUGE_VAL;
+            *bi = 0;
+            return true;
+        }
+        return false;
+    }
+    if (!acct_tuning_cache_stateful(ev) && n >= 4) {
+        size_t pp = 0, p = 0, b = n - 1;
+        double fprev = g->val[0];
+        for (size_t next = 1; g->rc == DP_OK; next = next * 2 < n - 1 ? next * 2 : n - 1) {
+            RS_EVAL(next);
+            if (!(g->val[next] < fprev)) {
+                b = next;
+                break;
+            }
+            pp = p;
+            p = next;
+            fprev = g->val[next];
+            if (next == n - 1)
+                break;
+        }
+        size_t a = pp;
+        while (g->rc == DP_OK && b - a > 3) {
+            size_t m1 = a + (b - a) / 3, m2 = b - (b - a) / 3;
+            RS_EVAL(m1);
+            RS_EVAL(m2);
+            if (g->val[m1] < g->val[m2])
+                b = m2;
+            else
+                a = m1;
+        }
+    }
+    double r_low = 0.0;
+    for (size_t i = 0; i < n && g->rc == DP_OK; i++) {
+        if (isnan(g->val[i])) {
+            const double a = g->ord[i];
+            double rl = dmax(r_low, node_rdp_lower(child, a)), tl;
+            if (isfinite(fb) && acct_tuning_cache_lower(g->ws->tuning, ev, a, rl, &tl)) {
+                double lb = eps_at(a, tl, ld, g->target, g->base);
+                if (lb > fb + ACCT_PRUNE_REL * (fabs(fb) + fabs(rl) + fabs(tl)))
+                    continue; /* provably above the best value */
+            }
+            RS_EVAL(i);
+        }
+        if (!isnan(crv[i]))
+            r_low = dmax(r_low, crv[i]);
+    }
+#undef RS_EVAL
+    dp_free(crv);
+    *best = HUGE_VAL;
+    *bi = 0;
+    for (size_t i = 0; i < n && g->rc == DP_OK; i++)
+        if (!isnan(g->val[i]) && g->val[i] < *best) {
+            *best = g->val[i];
+            *bi = i;
+        }
+    return true;
+}
+
 /* Minimum of the objective over the sorted grid. For quasi-convex trees: galloping + ternary search
  * over the integer orders, then the bound-pruned search (pruned_min) between the best integer's
  * neighbours; this finds the same minimum and index as a full scan (memoised evaluations). A tie
@@ -1833,6 +1929,9 @@ static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
         else
             break;
     }
+    if (!qc && !g->want_delta && g->ev->type == ACCT_EV_REPEAT_SELECT && g->prune_rs &&
+        tree_quasiconvex(g->ev->child) && rs_pruned_scan(g, n, best, bi))
+        return;
     if (!qc) {
         lo = 0;
         hi = n - 1;
@@ -1855,8 +1954,8 @@ static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
  * neighbours of the best order, until the bracket is ACCT_ORDER_SEARCH_XTOL wide. The refined value
  * is taken only if it is smaller, so the answer is never looser than the grid's. */
 static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delta, double target,
-                       acct_conversion conv, const double *orders, size_t n, acct_rdp_answer *out,
-                       dp_err *err)
+                       acct_conversion conv, const double *orders, size_t n, bool rdp_full_scan,
+                       acct_rdp_answer *out, dp_err *err)
 {
     int rc = eval_prepare(ev, nb, err);
     if (rc != DP_OK)
@@ -1885,7 +1984,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
     grid_obj g = {ev,         &ws,    ord,  memo, rmemo, cmemo, -log1p(-target * target),
-                  want_delta, target, base, err,  DP_OK};
+                  want_delta, target, base, err,  DP_OK, !rdp_full_scan};
     double best;
     size_t bi;
     grid_min(&g, n, tree_quasiconvex(ev), &best, &bi);
@@ -1962,11 +2061,18 @@ done:
 int acct_rdp_epsilon(const acct_event *ev, acct_neighboring nb, double delta, acct_conversion conv,
                      const double *orders, size_t n_orders, acct_rdp_answer *out, dp_err *err)
 {
-    return tree_answer(ev, nb, false, delta, conv, orders, n_orders, out, err);
+    return tree_answer(ev, nb, false, delta, conv, orders, n_orders, false, out, err);
+}
+
+int acct_rdp_epsilon_full_scan(const acct_event *ev, acct_neighboring nb, double delta,
+                               acct_conversion conv, const double *orders, size_t n_orders,
+                               acct_rdp_answer *out, dp_err *err)
+{
+    return tree_answer(ev, nb, false, delta, conv, orders, n_orders, true, out, err);
 }
 
 int acct_rdp_delta(const acct_event *ev, acct_neighboring nb, double epsilon, acct_conversion conv,
                    const double *orders, size_t n_orders, acct_rdp_answer *out, dp_err *err)
 {
-    return tree_answer(ev, nb, true, epsilon, conv, orders, n_orders, out, err);
+    return tree_answer(ev, nb, true, epsilon, conv, orders, n_orders, false, out, err);
 }

@@ -121,6 +121,12 @@ typedef struct acct_rdp_answer {
 int acct_rdp_epsilon(const acct_event *ev, acct_neighboring nb, double delta, acct_conversion conv,
                      const double *orders, size_t n_orders, acct_rdp_answer *out, dp_err *err);
 
+/* acct_rdp_epsilon evaluating every order of the grid at a repeat_and_select root (no bound-pruned
+ * scan): the reference the pruned scan is tested against (tests/unit/test_accounting_tuning.c). */
+int acct_rdp_epsilon_full_scan(const acct_event *ev, acct_neighboring nb, double delta,
+                               acct_conversion conv, const double *orders, size_t n_orders,
+                               acct_rdp_answer *out, dp_err *err);
+
 /* delta of a tree at epsilon; same order handling as acct_rdp_epsilon. */
 int acct_rdp_delta(const acct_event *ev, acct_neighboring nb, double epsilon, acct_conversion conv,
                    const double *orders, size_t n_orders, acct_rdp_answer *out, dp_err *err);

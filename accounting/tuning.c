@@ -638,6 +638,8 @@ typedef struct tnode {
     double star_val;      /* the bound there: every order <= star_order is at most this */
     cand *pts;            /* Poisson: every child evaluation so far (scan + asked orders), sorted */
     size_t np, cap;       /* used and allocated entries of pts */
+    double last_order;    /* the last order asked (acct_tuning_cache_rdp), NAN if none */
+    double last_r;        /* the child's RDP there */
     struct tnode *next;
 } tnode;
 
@@ -815,6 +817,7 @@ int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_
         if (n == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         n->ev = ev;
+        n->last_order = NAN;
         int rc = node_prepare(n, child, ctx, err);
         if (rc != DP_OK) {
             dp_free(n->pts);
@@ -830,6 +833,10 @@ int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_
     }
     aux_ctx ac = {child, ctx, 0, 0};
     double r = base_eval(&ac, order);
+    if (!ac.failed) {
+        n->last_order = order;
+        n->last_r = r;
+    }
     if (n->d.kind == ACCT_TUNE_POISSON && !ac.failed)
         pts_insert(n, order, r);
     double v = node_bound(&ac, n, order, r, true);
@@ -848,6 +855,66 @@ int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_
         v = fmin(v, n->star_val);
     *out = v;
     return DP_OK;
+}
+
+static const tnode *cache_find(const acct_tuning_cache *cache, const acct_event *ev)
+{
+    const tnode *n = cache ? cache->head : NULL;
+    while (n != NULL && n->ev != ev)
+        n = n->next;
+    return n;
+}
+
+bool acct_tuning_cache_lower(const acct_tuning_cache *cache, const acct_event *ev, double order,
+                             double r_low, double *out)
+{
+    const tnode *n = cache_find(cache, ev);
+    if (n == NULL)
+        return false;
+    if (!(order > 1.0)) {
+        *out = HUGE_VAL;
+        return true;
+    }
+    r_low = r_low > 0.0 ? r_low : 0.0; /* base_eval clamps negative values up to 0 */
+    double v = HUGE_VAL;
+    switch (n->d.kind) { /* node_bound with every non-negative term dropped or kept exactly */
+        case ACCT_TUNE_FIXED:
+            v = r_low == 0.0 ? 0.0 : (double)n->d.k * r_low;
+            break;
+        case ACCT_TUNE_TRUNC_NEGBIN: /* PS22 Thm. 2: C >= 0 is a constant of the node */
+            v = isinf(n->C) ? HUGE_VAL : r_low + n->C + n->log_mean / (order - 1.0);
+            break;
+        case ACCT_TUNE_POISSON: /* PS22 Thm. 6 with mu * dhat >= 0 dropped */
+            v = r_low + n->log_mean / (order - 1.0);
+            break;
+    }
+    /* the envelope terms acct_tuning_cache_rdp mins with, exactly */
+    for (size_t i = 0; i < n->ns; i++) {
+        if (n->scan[i].order >= order) {
+            v = fmin(v, n->env[i]);
+            break;
+        }
+    }
+    if (order <= n->star_order)
+        v = fmin(v, n->star_val);
+    *out = v;
+    return true;
+}
+
+bool acct_tuning_cache_last_child(const acct_tuning_cache *cache, const acct_event *ev,
+                                  double *order, double *r)
+{
+    const tnode *n = cache_find(cache, ev);
+    if (n == NULL || isnan(n->last_order))
+        return false;
+    *order = n->last_order;
+    *r = n->last_r;
+    return true;
+}
+
+bool acct_tuning_cache_stateful(const acct_event *ev)
+{
+    return ev != NULL && ev->type == ACCT_EV_REPEAT_SELECT && ev->dist.kind == ACCT_TUNE_POISSON;
 }
 
 void acct_tuning_cache_free(acct_tuning_cache *cache)

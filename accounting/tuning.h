@@ -140,6 +140,23 @@ typedef struct acct_tuning_cache acct_tuning_cache;
 int acct_tuning_cache_rdp(acct_tuning_cache **cache, const acct_event *ev, acct_tuning_rdp_fn child,
                           void *ctx, double order, double *out, dp_err *err);
 
+/* A lower bound on what acct_tuning_cache_rdp returns for ev at order, given r_low <= the child's
+ * RDP at that order, without evaluating the child (for the pruned order scan in accounting/rdp.c).
+ * Sound because every term PS22 adds to the child's RDP is >= 0 (TNB: (1+eta) times an infimum of
+ * non-negative terms, eta > -1; Poisson: mu * dhat >= 0; both: log E[K] / (order - 1) >= 0 as E[K]
+ * >= 1; fixed: k r), and the envelope terms are constants of the prepared node. Returns false (and
+ * leaves *out alone) when ev has not been evaluated yet in this cache. */
+bool acct_tuning_cache_lower(const acct_tuning_cache *cache, const acct_event *ev, double order,
+                             double r_low, double *out);
+
+/* The child's RDP at the last order acct_tuning_cache_rdp was asked for ev (false if none). */
+bool acct_tuning_cache_last_child(const acct_tuning_cache *cache, const acct_event *ev,
+                                  double *order, double *r);
+
+/* True when evaluations of ev depend on the orders asked before (Poisson: every asked order joins
+ * the list of conversion orders), so skipping or reordering orders may change later values. */
+bool acct_tuning_cache_stateful(const acct_event *ev);
+
 /* Frees the cache; NULL is a no-op. */
 void acct_tuning_cache_free(acct_tuning_cache *cache);
 
