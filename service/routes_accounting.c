@@ -226,8 +226,8 @@ static int rho_of(const acc_req *r, double *rho, dp_err *err)
     return rc;
 }
 
-/* The library reports tree paths relative to the root node; the request calls the root "event". */
-static int tree_err(int rc, dp_err *err)
+/* Whether an error field names a request member (not a node of the event tree). */
+static bool is_request_field(const char *field)
 {
     static const char *const request_fields[] = {"neighboring",
                                                  "delta",
@@ -237,19 +237,34 @@ static int tree_err(int rc, dp_err *err)
                                                  "tail_mass_truncation",
                                                  "leaf_tail_mass",
                                                  "max_grid_points"};
-    if (rc == DP_OK || err->code != DP_EINVAL || strncmp(err->field, "orders", 6) == 0)
-        return rc;
+    if (strncmp(field, "orders", 6) == 0)
+        return true;
     for (size_t i = 0; i < sizeof request_fields / sizeof request_fields[0]; i++)
-        if (strcmp(err->field, request_fields[i]) == 0)
-            return rc;
+        if (strcmp(field, request_fields[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The library reports tree paths relative to the root node; the request calls the root "event". */
+static int tree_err(int rc, dp_err *err)
+{
+    if (rc == DP_OK || err->code != DP_EINVAL || is_request_field(err->field))
+        return rc;
     dp_err_prefix_field(err, "event");
     return rc;
 }
 
 static int epsilon_or_delta(const http_req *rq, http_resp *rs, dp_err *err, bool want_delta)
 {
-    static const char *const keys[] = {"event",  "delta",      "epsilon",    "accountant",
-                                       "orders", "conversion", "neighboring"};
+    static const char *const keys[] = {"event",
+                                       "delta",
+                                       "epsilon",
+                                       "accountant",
+                                       "orders",
+                                       "conversion",
+                                       "neighboring",
+                                       "value_discretization",
+                                       "tail_mass_truncation"};
     const json_t *body = rq->body;
     int rc = json_util_require_object(body, NULL, err);
     if (rc != DP_OK)
@@ -453,8 +468,15 @@ int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
             rc = acct_calibrate(r.ev, target, pld_eps, &pctx, &res, err);
         acct_pld_ws_free(pctx.ws);
     }
-    if (rc != DP_OK && err->code == DP_EINVAL && strcmp(err->field, "target_epsilon") != 0)
+    /* A probe the accountant could not evaluate is the calibration's error (calibrate.h): a grid
+     * too fine stays a 400 naming value_discretization (the caller can coarsen it), any other
+     * evaluation failure of a probe (e.g. a count beyond what pld composes) is 422. */
+    if (rc != DP_OK && err->code == DP_EINVAL && strcmp(err->field, "target_epsilon") != 0) {
+        bool tree_node = !is_request_field(err->field);
         tree_err(rc, err);
+        if (tree_node && res.evaluations > 1) /* a failing first probe: the /epsilon status */
+            err->code = DP_ENUMERIC;
+    }
     json_t *o = rc == DP_OK ? json_object() : NULL;
     if (rc == DP_OK && o == NULL)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
