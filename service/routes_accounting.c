@@ -13,6 +13,8 @@
  * pessimistic bound; options "value_discretization" and "tail_mass_truncation" apply to pld only).
  * conversion: rdp: "optimal" (default) | "balle2020" | "mironov2017"; zcdp: "cks2020" (default) |
  * "bun_steinke2016". orders (rdp only): 1..4096 orders in (1, 1e5]; default: the documented grid.
+ * order_search (rdp only): "grid" | "continuous"; default continuous on the default grid, grid
+ * when orders are given (parse_order_search).
  * Every answer names the accountant, the conversion, the order search and optimal order, the
  * orders used and the neighbouring relation. Infinite values are written as null with a "reason".
  * Errors: 400 naming the field (event_json.h lists the event rules), 422 when the target is
@@ -83,6 +85,34 @@ static int parse_orders(const json_t *body, acc_req *r, dp_err *err)
     return acct_rdp_check_orders(r->orders, n, err);
 }
 
+/* "order_search" (rdp only; docs/ACCOUNTING.md "Orders"): "grid" converts at the orders used only,
+ * "continuous" also refines the order between grid neighbours (conversion optimal). Default:
+ * continuous with the default grid, but grid when the caller gives orders, so the optimal order is
+ * always one of the orders the caller asked for unless they ask for the search. Grid search is the
+ * optimal conversion restricted to the grid, i.e. balle2020 (rdp.h). Call after parse_orders. */
+static int parse_order_search(const json_t *body, acc_req *r, dp_err *err)
+{
+    const char *os;
+    int rc = json_util_opt_string(body, "order_search", NULL, &os, err);
+    if (rc != DP_OK)
+        return rc;
+    if (os != NULL && r->accountant != ACC_RDP)
+        return dp_err_set(err, DP_EINVAL, "order_search",
+                          "order_search applies to accountant \"rdp\" only");
+    if (os != NULL && strcmp(os, "grid") != 0 && strcmp(os, "continuous") != 0)
+        return dp_err_set(err, DP_EINVAL, "order_search",
+                          "order_search must be \"grid\" or \"continuous\"");
+    bool continuous = os != NULL ? strcmp(os, "continuous") == 0
+                                 : r->orders == NULL && r->conv == ACCT_CONV_OPTIMAL;
+    if (continuous && r->conv != ACCT_CONV_OPTIMAL)
+        return dp_err_set(err, DP_EINVAL, "order_search",
+                          "order_search \"continuous\" needs conversion \"optimal\" (got \"%s\")",
+                          acct_conversion_name(r->conv));
+    if (!continuous && r->conv == ACCT_CONV_OPTIMAL)
+        r->conv = ACCT_CONV_BALLE2020;
+    return DP_OK;
+}
+
 /* Common request fields. allow_open: calibration. */
 static int parse_common(const json_t *body, bool allow_open, acc_req *r, dp_err *err)
 {
@@ -126,7 +156,8 @@ static int parse_common(const json_t *body, bool allow_open, acc_req *r, dp_err 
             return rc;
     }
     if ((rc = event_json_neighboring(body, &r->nb, err)) != DP_OK ||
-        (rc = parse_orders(body, r, err)) != DP_OK)
+        (rc = parse_orders(body, r, err)) != DP_OK ||
+        (rc = parse_order_search(body, r, err)) != DP_OK)
         return rc;
     return event_json_parse(json_object_get(body, "event"), allow_open, "event", &r->ev, err);
 }
@@ -261,6 +292,7 @@ static int epsilon_or_delta(const http_req *rq, http_resp *rs, dp_err *err, bool
                                        "epsilon",
                                        "accountant",
                                        "orders",
+                                       "order_search",
                                        "conversion",
                                        "neighboring",
                                        "value_discretization",
@@ -348,8 +380,8 @@ int route_accounting_delta(const http_req *rq, http_resp *rs, dp_err *err)
 
 int route_accounting_rdp(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    static const char *const keys[] = {"event",      "orders",      "delta",
-                                       "conversion", "neighboring", "accountant"};
+    static const char *const keys[] = {"event",       "orders",     "delta",       "conversion",
+                                       "neighboring", "accountant", "order_search"};
     const json_t *body = rq->body;
     int rc = json_util_require_object(body, NULL, err);
     if (rc != DP_OK || (rc = json_util_check_keys(body, keys, sizeof keys / sizeof keys[0], err)))
@@ -432,6 +464,7 @@ int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
                                        "delta",
                                        "accountant",
                                        "orders",
+                                       "order_search",
                                        "conversion",
                                        "neighboring",
                                        "value_discretization",
