@@ -31,35 +31,17 @@ static int eval_at(calib *c, double v, double *eps, dp_err *err)
     return rc;
 }
 
-/* One probe: 1 = meets the target, 0 = does not, -1 = hard error (in err). A probe the accountant
- * cannot evaluate (DP_EINVAL / DP_ENUMERIC at an extreme candidate, e.g. a PLD grid too large for a
- * tiny noise) counts as "does not meet": the solver then only ever returns values that were
- * evaluated and met, so this is conservative. The first such error is kept in *soft. */
-static int probe(calib *c, double v, double target, double *eps, dp_err *soft, dp_err *err)
+/* One probe: 1 = meets the target, 0 = does not, -1 = error (in err). Only a computed epsilon above
+ * the target is a miss. A probe the accountant cannot evaluate (e.g. a PLD grid too large at this
+ * value_discretization, a count beyond what the accountant composes) is an error of the whole
+ * calibration: counting it as a miss would silently return a value far from the optimum (the
+ * bracket would close on the last value that could be evaluated). */
+static int probe(calib *c, double v, double target, double *eps, dp_err *err)
 {
-    dp_err e;
-    dp_err_clear(&e);
-    int rc = eval_at(c, v, eps, &e);
-    if (rc == DP_OK)
-        return *eps <= target;
-    if (rc == DP_EINVAL || rc == DP_ENUMERIC) {
-        if (soft->code == DP_OK)
-            *soft = e;
-        *eps = HUGE_VAL;
-        return 0;
-    }
-    *err = e;
-    return -1;
-}
-
-/* Reports the accountant's own error when no probe could be evaluated at all. */
-static int no_probe(const dp_err *soft, dp_err *err, const char *what)
-{
-    if (soft->code != DP_OK) {
-        *err = *soft;
-        return soft->code;
-    }
-    return dp_err_set(err, DP_ENUMERIC, "target_epsilon", "%s", what);
+    int rc = eval_at(c, v, eps, err);
+    if (rc != DP_OK)
+        return -1;
+    return *eps <= target;
 }
 
 /* Bisection in log between a value that meets the target (meet, with epsilon e_meet) and one that
@@ -69,8 +51,6 @@ static int no_probe(const dp_err *soft, dp_err *err, const char *what)
 static int bisect_log(calib *c, double target, double meet, double e_meet, double fail,
                       const char *what, acct_calib_result *out, dp_err *err)
 {
-    dp_err soft; /* a probe that cannot be evaluated just fails; nothing is reported from here */
-    dp_err_clear(&soft);
     for (int i = 0; i < ACCT_CALIB_MAX_ITER; i++) {
         double lo = fmin(meet, fail), hi = fmax(meet, fail);
         if (hi / lo - 1.0 <= ACCT_CALIB_RTOL) {
@@ -79,7 +59,7 @@ static int bisect_log(calib *c, double target, double meet, double e_meet, doubl
             return DP_OK;
         }
         double mid = sqrt(lo * hi), e;
-        int m = probe(c, mid, target, &e, &soft, err);
+        int m = probe(c, mid, target, &e, err);
         if (m < 0)
             return err->code;
         if (m) {
@@ -96,10 +76,8 @@ static int bisect_log(calib *c, double target, double meet, double e_meet, doubl
  */
 static int solve_noise(calib *c, double target, acct_calib_result *out, dp_err *err)
 {
-    dp_err soft;
-    dp_err_clear(&soft);
     double e, e_hi = HUGE_VAL, lo, hi;
-    int m = probe(c, 1.0, target, &e, &soft, err);
+    int m = probe(c, 1.0, target, &e, err);
     if (m < 0)
         return err->code;
     if (m) {
@@ -111,7 +89,7 @@ static int solve_noise(calib *c, double target, acct_calib_result *out, dp_err *
                 out->epsilon = e_hi;
                 return DP_OK;
             }
-            if ((m = probe(c, lo, target, &e, &soft, err)) < 0)
+            if ((m = probe(c, lo, target, &e, err)) < 0)
                 return err->code;
             if (!m)
                 break;
@@ -121,14 +99,12 @@ static int solve_noise(calib *c, double target, acct_calib_result *out, dp_err *
     } else {
         for (hi = 4.0;; hi *= 4.0) {
             if (hi > ACCT_CALIB_SIGMA_MAX) {
-                if (soft.code != DP_OK && e == HUGE_VAL)
-                    return no_probe(&soft, err, "");
                 return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
                                   "no noise multiplier meets epsilon %g: even noise %g gives %g "
                                   "(the noise-free parts of the event or delta make it impossible)",
                                   target, hi / 4.0, e);
             }
-            if ((m = probe(c, hi, target, &e, &soft, err)) < 0)
+            if ((m = probe(c, hi, target, &e, err)) < 0)
                 return err->code;
             if (m) {
                 e_hi = e;
@@ -143,10 +119,8 @@ static int solve_noise(calib *c, double target, acct_calib_result *out, dp_err *
 /* Largest q meeting the target: 1 if it does, else bracket downwards by factors of 4. */
 static int solve_rate(calib *c, double target, acct_calib_result *out, dp_err *err)
 {
-    dp_err soft;
-    dp_err_clear(&soft);
     double e, e_lo = HUGE_VAL, hi = 1.0, lo;
-    int m = probe(c, 1.0, target, &e, &soft, err);
+    int m = probe(c, 1.0, target, &e, err);
     if (m < 0)
         return err->code;
     if (m) {
@@ -156,13 +130,11 @@ static int solve_rate(calib *c, double target, acct_calib_result *out, dp_err *e
     }
     for (lo = 0.25;; lo *= 0.25) {
         if (lo < ACCT_CALIB_Q_MIN) {
-            if (e == HUGE_VAL && soft.code != DP_OK)
-                return no_probe(&soft, err, "");
             return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
                               "no sampling rate meets epsilon %g: even rate %g gives %g", target,
                               lo * 4.0, e);
         }
-        if ((m = probe(c, lo, target, &e, &soft, err)) < 0)
+        if ((m = probe(c, lo, target, &e, err)) < 0)
             return err->code;
         if (m) {
             e_lo = e;
@@ -176,22 +148,18 @@ static int solve_rate(calib *c, double target, acct_calib_result *out, dp_err *e
 /* Largest count meeting the target: doubling from 1, then integer bisection. */
 static int solve_count(calib *c, double target, acct_calib_result *out, dp_err *err)
 {
-    dp_err soft;
-    dp_err_clear(&soft);
     double e, e_lo;
-    int m = probe(c, 1.0, target, &e_lo, &soft, err);
+    int m = probe(c, 1.0, target, &e_lo, err);
     if (m < 0)
         return err->code;
     if (!m) {
-        if (e_lo == HUGE_VAL && soft.code != DP_OK)
-            return no_probe(&soft, err, "");
         return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
                           "no count meets epsilon %g: a single repetition gives %g", target, e_lo);
     }
     const double cmax = (double)ACCT_EVENT_MAX_COUNT;
     double lo = 1.0, hi = 2.0;
     for (;;) { /* grow until a failing count is found */
-        if ((m = probe(c, hi, target, &e, &soft, err)) < 0)
+        if ((m = probe(c, hi, target, &e, err)) < 0)
             return err->code;
         if (!m)
             break;
@@ -206,7 +174,7 @@ static int solve_count(calib *c, double target, acct_calib_result *out, dp_err *
     }
     while (hi - lo > 1.0) { /* lo meets, hi fails; both integers */
         double mid = floor((lo + hi) / 2.0);
-        if ((m = probe(c, mid, target, &e, &soft, err)) < 0)
+        if ((m = probe(c, mid, target, &e, err)) < 0)
             return err->code;
         if (m) {
             lo = mid;

@@ -14,7 +14,9 @@
  * ACCT_CALIB_RTOL count: largest integer count in [1, 10^12], exact rate:  largest q in
  * [ACCT_CALIB_Q_MIN, 1], to relative ACCT_CALIB_RTOL Impossible targets (even sigma =
  * ACCT_CALIB_SIGMA_MAX, count = 1 or q = ACCT_CALIB_Q_MIN exceed it) give DP_ENUMERIC (HTTP 422)
- * with the reason.
+ * with the reason. Only an evaluated epsilon above the target is a miss: an accountant error at any
+ * probe (e.g. a PLD grid too large for this value_discretization) is returned as the calibration's
+ * error, never taken as a miss (that would silently return a value far from the optimum).
  *
  * Thread-safety: reentrant if the callback is.
  */

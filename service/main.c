@@ -32,7 +32,8 @@
 #include "service/routes.h"
 #include "service/store.h"
 
-#define MAIN_GRACE_MS 10000 /* how long a stop waits for requests in flight */
+#define MAIN_GRACE_MS       10000 /* how long a stop waits for requests in flight */
+#define MAIN_BOX_TEXT_WIDTH 76    /* the --auth off warning: 80-column box, "*  " text "*" */
 
 static const char *env_lookup(const char *name)
 {
@@ -44,15 +45,21 @@ static const char *env_lookup(const char *name)
 static int start_auth(const cfg *c, ledger *led, dp_err *err)
 {
     if (c->auth_off) {
-        fprintf(stderr,
-                "\n"
-                "********************************************************************************\n"
-                "*  WARNING: dpsilod is running with --auth off: there is NO ACCESS CONTROL.    *\n"
-                "*  Anyone who can connect to %-15s may create silos and spend budgets. *\n"
-                "*  This is allowed only on a loopback address, for local development.          *\n"
-                "********************************************************************************\n"
-                "\n",
-                c->host);
+        /* Every text line is padded to the same width as the border (a host longer than the
+         * field only pushes its own line's right edge out). */
+        char who[128];
+        snprintf(who, sizeof who,
+                 "Anyone who can connect to %s may create silos and spend budgets.", c->host);
+        const char *lines[] = {
+            "WARNING: dpsilod is running with --auth off: there is NO ACCESS "
+            "CONTROL.",
+            who, "This is allowed only on a loopback address, for local development."};
+        const char *border = "****************************************"
+                             "****************************************";
+        fprintf(stderr, "\n%s\n", border);
+        for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+            fprintf(stderr, "*  %-*s*\n", MAIN_BOX_TEXT_WIDTH, lines[i]);
+        fprintf(stderr, "%s\n\n", border);
         dp_log(DP_LOG_WARN, NULL, "AUTH IS OFF: no bearer tokens are checked (loopback only)");
         return DP_OK;
     }

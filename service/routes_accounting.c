@@ -13,6 +13,8 @@
  * pessimistic bound; options "value_discretization" and "tail_mass_truncation" apply to pld only).
  * conversion: rdp: "optimal" (default) | "balle2020" | "mironov2017"; zcdp: "cks2020" (default) |
  * "bun_steinke2016". orders (rdp only): 1..4096 orders in (1, 1e5]; default: the documented grid.
+ * order_search (rdp only): "grid" | "continuous"; default continuous on the default grid, grid
+ * when orders are given (parse_order_search).
  * Every answer names the accountant, the conversion, the order search and optimal order, the
  * orders used and the neighbouring relation. Infinite values are written as null with a "reason".
  * Errors: 400 naming the field (event_json.h lists the event rules), 422 when the target is
@@ -83,6 +85,34 @@ static int parse_orders(const json_t *body, acc_req *r, dp_err *err)
     return acct_rdp_check_orders(r->orders, n, err);
 }
 
+/* "order_search" (rdp only; docs/ACCOUNTING.md "Orders"): "grid" converts at the orders used only,
+ * "continuous" also refines the order between grid neighbours (conversion optimal). Default:
+ * continuous with the default grid, but grid when the caller gives orders, so the optimal order is
+ * always one of the orders the caller asked for unless they ask for the search. Grid search is the
+ * optimal conversion restricted to the grid, i.e. balle2020 (rdp.h). Call after parse_orders. */
+static int parse_order_search(const json_t *body, acc_req *r, dp_err *err)
+{
+    const char *os;
+    int rc = json_util_opt_string(body, "order_search", NULL, &os, err);
+    if (rc != DP_OK)
+        return rc;
+    if (os != NULL && r->accountant != ACC_RDP)
+        return dp_err_set(err, DP_EINVAL, "order_search",
+                          "order_search applies to accountant \"rdp\" only");
+    if (os != NULL && strcmp(os, "grid") != 0 && strcmp(os, "continuous") != 0)
+        return dp_err_set(err, DP_EINVAL, "order_search",
+                          "order_search must be \"grid\" or \"continuous\"");
+    bool continuous = os != NULL ? strcmp(os, "continuous") == 0
+                                 : r->orders == NULL && r->conv == ACCT_CONV_OPTIMAL;
+    if (continuous && r->conv != ACCT_CONV_OPTIMAL)
+        return dp_err_set(err, DP_EINVAL, "order_search",
+                          "order_search \"continuous\" needs conversion \"optimal\" (got \"%s\")",
+                          acct_conversion_name(r->conv));
+    if (!continuous && r->conv == ACCT_CONV_OPTIMAL)
+        r->conv = ACCT_CONV_BALLE2020;
+    return DP_OK;
+}
+
 /* Common request fields. allow_open: calibration. */
 static int parse_common(const json_t *body, bool allow_open, acc_req *r, dp_err *err)
 {
@@ -126,7 +156,8 @@ static int parse_common(const json_t *body, bool allow_open, acc_req *r, dp_err 
             return rc;
     }
     if ((rc = event_json_neighboring(body, &r->nb, err)) != DP_OK ||
-        (rc = parse_orders(body, r, err)) != DP_OK)
+        (rc = parse_orders(body, r, err)) != DP_OK ||
+        (rc = parse_order_search(body, r, err)) != DP_OK)
         return rc;
     return event_json_parse(json_object_get(body, "event"), allow_open, "event", &r->ev, err);
 }
@@ -226,8 +257,8 @@ static int rho_of(const acc_req *r, double *rho, dp_err *err)
     return rc;
 }
 
-/* The library reports tree paths relative to the root node; the request calls the root "event". */
-static int tree_err(int rc, dp_err *err)
+/* Whether an error field names a request member (not a node of the event tree). */
+static bool is_request_field(const char *field)
 {
     static const char *const request_fields[] = {"neighboring",
                                                  "delta",
@@ -237,19 +268,35 @@ static int tree_err(int rc, dp_err *err)
                                                  "tail_mass_truncation",
                                                  "leaf_tail_mass",
                                                  "max_grid_points"};
-    if (rc == DP_OK || err->code != DP_EINVAL || strncmp(err->field, "orders", 6) == 0)
-        return rc;
+    if (strncmp(field, "orders", 6) == 0)
+        return true;
     for (size_t i = 0; i < sizeof request_fields / sizeof request_fields[0]; i++)
-        if (strcmp(err->field, request_fields[i]) == 0)
-            return rc;
+        if (strcmp(field, request_fields[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The library reports tree paths relative to the root node; the request calls the root "event". */
+static int tree_err(int rc, dp_err *err)
+{
+    if (rc == DP_OK || err->code != DP_EINVAL || is_request_field(err->field))
+        return rc;
     dp_err_prefix_field(err, "event");
     return rc;
 }
 
 static int epsilon_or_delta(const http_req *rq, http_resp *rs, dp_err *err, bool want_delta)
 {
-    static const char *const keys[] = {"event",  "delta",      "epsilon",    "accountant",
-                                       "orders", "conversion", "neighboring"};
+    static const char *const keys[] = {"event",
+                                       "delta",
+                                       "epsilon",
+                                       "accountant",
+                                       "orders",
+                                       "order_search",
+                                       "conversion",
+                                       "neighboring",
+                                       "value_discretization",
+                                       "tail_mass_truncation"};
     const json_t *body = rq->body;
     int rc = json_util_require_object(body, NULL, err);
     if (rc != DP_OK)
@@ -333,8 +380,8 @@ int route_accounting_delta(const http_req *rq, http_resp *rs, dp_err *err)
 
 int route_accounting_rdp(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    static const char *const keys[] = {"event",      "orders",      "delta",
-                                       "conversion", "neighboring", "accountant"};
+    static const char *const keys[] = {"event",       "orders",     "delta",       "conversion",
+                                       "neighboring", "accountant", "order_search"};
     const json_t *body = rq->body;
     int rc = json_util_require_object(body, NULL, err);
     if (rc != DP_OK || (rc = json_util_check_keys(body, keys, sizeof keys / sizeof keys[0], err)))
@@ -417,6 +464,7 @@ int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
                                        "delta",
                                        "accountant",
                                        "orders",
+                                       "order_search",
                                        "conversion",
                                        "neighboring",
                                        "value_discretization",
@@ -453,8 +501,15 @@ int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
             rc = acct_calibrate(r.ev, target, pld_eps, &pctx, &res, err);
         acct_pld_ws_free(pctx.ws);
     }
-    if (rc != DP_OK && err->code == DP_EINVAL && strcmp(err->field, "target_epsilon") != 0)
+    /* A probe the accountant could not evaluate is the calibration's error (calibrate.h): a grid
+     * too fine stays a 400 naming value_discretization (the caller can coarsen it), any other
+     * evaluation failure of a probe (e.g. a count beyond what pld composes) is 422. */
+    if (rc != DP_OK && err->code == DP_EINVAL && strcmp(err->field, "target_epsilon") != 0) {
+        bool tree_node = !is_request_field(err->field);
         tree_err(rc, err);
+        if (tree_node && res.evaluations > 1) /* a failing first probe: the /epsilon status */
+            err->code = DP_ENUMERIC;
+    }
     json_t *o = rc == DP_OK ? json_object() : NULL;
     if (rc == DP_OK && o == NULL)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");

@@ -47,33 +47,16 @@
 /* ---- small parsers ------------------------------------------------------------------------------
  */
 
-/* A positive decimal int64 from a path or query parameter. */
-static int parse_id(const char *s, const char *field, int64_t *out, dp_err *err)
-{
-    char *end = NULL;
-    errno = 0;
-    long long v = s ? strtoll(s, &end, 10) : 0;
-    if (s == NULL || errno != 0 || end == s || *end != '\0' || v <= 0)
-        return dp_err_set(err, DP_EINVAL, field, "%s must be a positive integer (got \"%.40s\")",
-                          field, s ? s : "");
-    *out = v;
-    return DP_OK;
-}
-
+/* ?limit= and ?after= through the strict helpers of service/http.h: plain decimal only ("+5", " 5",
+ * "05" are refused naming the parameter), exactly like the other routes. */
 static int query_limit(const http_req *rq, size_t *limit, int64_t *after, dp_err *err)
 {
-    const char *l = http_req_query(rq, "limit");
-    const char *a = http_req_query(rq, "after");
-    int64_t v = LEDGER_DEFAULT_LIMIT;
-    if (l != NULL && parse_id(l, "limit", &v, err) != DP_OK)
+    int64_t v;
+    if (http_req_query_int(rq, "limit", LEDGER_DEFAULT_LIMIT, 1, LEDGER_LIST_MAX, &v, err) !=
+            DP_OK ||
+        http_req_query_int(rq, "after", 0, 0, INT64_MAX, after, err) != DP_OK)
         return err->code;
-    if (v > LEDGER_LIST_MAX)
-        return dp_err_set(err, DP_EINVAL, "limit", "limit must be in [1, %d] (got %lld)",
-                          LEDGER_LIST_MAX, (long long)v);
     *limit = (size_t)v;
-    *after = 0;
-    if (a != NULL && strcmp(a, "0") != 0 && parse_id(a, "after", after, err) != DP_OK)
-        return err->code;
     return DP_OK;
 }
 
@@ -188,6 +171,8 @@ static int set_figure(json_t *o, const char *key, double x, const char *why_nan,
 
 static const char *NO_DELTA = "not applicable: the budget has no delta";
 static const char *NOT_PRIVATE = "not applicable: the silo opted out of differential privacy";
+static const char *RESERVED_UNKNOWN =
+    "unknown: the spent total is already unbounded, so the active claims' share cannot be told";
 
 static json_t *budget_json(const ledger_budget *b, dp_err *err)
 {
@@ -269,11 +254,21 @@ static json_t *silo_json(const ledger *l, const ledger_silo_view *v, dp_err *err
         spent = NULL;
     }
     /* reserved by active claims: the difference they make to the totals */
+    /* No active claim reserves nothing (held - spent would be inf - inf = NaN once the spent total
+     * is unbounded, e.g. after a Poisson-sampled charge). With claims, a NaN difference of two
+     * unbounded totals says so rather than blaming a missing delta. */
     double r_eps = v->held_eps - v->spent_eps, r_rho = v->held_rho - v->spent_rho;
+    if (b->kind != LEDGER_BUDGET_NONE && v->n_active_claims == 0) {
+        r_eps =
+            isnan(v->spent_eps) ? v->spent_eps : 0.0; /* NaN spent: not applicable, same reason */
+        r_rho = isnan(v->spent_rho) ? v->spent_rho : 0.0;
+    }
+    const char *why_eps = isnan(v->spent_eps) ? why : RESERVED_UNKNOWN;
+    const char *why_rho = isnan(v->spent_rho) ? why : RESERVED_UNKNOWN;
     if (rc == DP_OK)
-        rc = set_figure(res, "epsilon", isfinite(r_eps) && r_eps < 0 ? 0 : r_eps, why, err);
+        rc = set_figure(res, "epsilon", isfinite(r_eps) && r_eps < 0 ? 0 : r_eps, why_eps, err);
     if (rc == DP_OK)
-        rc = set_figure(res, "rho", isfinite(r_rho) && r_rho < 0 ? 0 : r_rho, why, err);
+        rc = set_figure(res, "rho", isfinite(r_rho) && r_rho < 0 ? 0 : r_rho, why_rho, err);
     if (rc == DP_OK)
         rc = json_util_set(res, "active_claims", json_integer(v->n_active_claims), err);
     if (rc == DP_OK) {
@@ -474,7 +469,7 @@ static int charge_input_parse(const json_t *obj, int64_t silo_id, const ledger_p
 
 static int path_id(const http_req *rq, int64_t *id, dp_err *err)
 {
-    return parse_id(http_req_param(rq, "id"), "id", id, err);
+    return http_req_param_id(rq, "id", id, err);
 }
 
 static ledger *the_ledger(const http_req *rq, dp_err *err)
@@ -988,10 +983,9 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
     if (query_limit(rq, &f.limit, &f.after, err) != DP_OK)
         return err->code;
     const char *since = http_req_query(rq, "since"), *until = http_req_query(rq, "until");
-    const char *job = http_req_query(rq, "job_id");
     if ((since && parse_time(since, "since", &f.since_ms, err) != DP_OK) ||
         (until && parse_time(until, "until", &f.until_ms, err) != DP_OK) ||
-        (job && parse_id(job, "job_id", &f.job_id, err) != DP_OK))
+        http_req_query_int(rq, "job_id", 0, 1, INT64_MAX, &f.job_id, err) != DP_OK)
         return err->code;
     /* 404 for a silo that does not exist (an empty log is a real answer only for a real silo). */
     ledger_silo_view v;

@@ -117,6 +117,62 @@ static void impossible_targets_are_numeric_errors(void **state)
     acct_event_free(ev);
 }
 
+/* A stand-in accountant that cannot evaluate part of the range (as PLD cannot when its grid would
+ * be too large): eps = 1/sigma, eps = count/1000 or eps = 10 q, with DP_EINVAL naming
+ * value_discretization for sigma < 0.3, count > 100 or q > 0.05. Regression: such a probe used to
+ * count as "does not meet", so the solver closed its bracket on the edge of the evaluable range
+ * (sigma 0.3, count 100, q 0.05) instead of the optimum (0.2, 1000, 0.1). It must be an error. */
+static int partial_eps(const acct_event *ev, void *ctx, double *eps, dp_err *err)
+{
+    (void)ctx;
+    double v = ev->type == ACCT_EV_GAUSSIAN        ? ev->noise_multiplier
+               : ev->type == ACCT_EV_SELF_COMPOSED ? (double)ev->count
+                                                   : ev->sampling_rate;
+    bool bad = ev->type == ACCT_EV_GAUSSIAN        ? v < 0.3
+               : ev->type == ACCT_EV_SELF_COMPOSED ? v > 100.0
+                                                   : v > 0.05;
+    if (bad)
+        return dp_err_set(err, DP_EINVAL, "value_discretization", "grid too large at %g", v);
+    *eps = ev->type == ACCT_EV_GAUSSIAN        ? 1.0 / v
+           : ev->type == ACCT_EV_SELF_COMPOSED ? v / 1000.0
+                                               : 10.0 * v;
+    return DP_OK;
+}
+
+static void unevaluable_probe_is_an_error_not_a_miss(void **state)
+{
+    (void)state;
+    acct_calib_result r;
+    dp_err err = {0};
+    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    g->noise_multiplier = (double)NAN;
+    assert_int_equal(acct_calibrate(g, 5.0, partial_eps, NULL, &r, &err), DP_EINVAL);
+    assert_string_equal(err.field, "value_discretization");
+    /* where every probe can be evaluated the optimum is found (1/sigma = 0.5 -> sigma 2) */
+    dp_err_clear(&err);
+    assert_int_equal(acct_calibrate(g, 0.5, partial_eps, NULL, &r, &err), DP_OK);
+    assert_close(r.value, 2.0, 1e-8, 0.0);
+    acct_event_free(g);
+
+    acct_event *c = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    c->count_open = true;
+    c->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    c->child->noise_multiplier = 1.0;
+    dp_err_clear(&err);
+    assert_int_equal(acct_calibrate(c, 1.0, partial_eps, NULL, &r, &err), DP_EINVAL);
+    assert_string_equal(err.field, "value_discretization");
+    acct_event_free(c);
+
+    acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
+    p->sampling_rate = (double)NAN;
+    p->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    p->child->noise_multiplier = 1.0;
+    dp_err_clear(&err);
+    assert_int_equal(acct_calibrate(p, 1.0, partial_eps, NULL, &r, &err), DP_EINVAL);
+    assert_string_equal(err.field, "value_discretization");
+    acct_event_free(p);
+}
+
 static void zcdp_calibration_inverts_the_closed_form(void **state)
 {
     (void)state;
@@ -140,6 +196,7 @@ int main(void)
         cmocka_unit_test(count_and_rate_round_trip),
         cmocka_unit_test(impossible_targets_are_numeric_errors),
         cmocka_unit_test(zcdp_calibration_inverts_the_closed_form),
+        cmocka_unit_test(unevaluable_probe_is_an_error_not_a_miss),
     };
     return cmocka_run_group_tests_name("accounting_calibrate", tests, NULL, NULL);
 }
