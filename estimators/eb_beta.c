@@ -342,6 +342,8 @@ static void moments_core(const eb_beta_data *b, const double *x, const double *u
             mu = c0 + s1 / (double)m;
             var = u ? t / (double)m - mu * mu : (s2 - s1 * s1 / (double)m) / ((double)m - 1.0);
         }
+        if (cnt && (mu < 0.0 || mu > 1.0))
+            cnt->mean++;
         mu = clamp01(mu);
         double s;
         double a = weight_from_moments(mu, var, b->n[i], minus1, cnt, &s);
@@ -461,7 +463,7 @@ int eb_beta_posterior_moments(const eb_beta_data *b, eb_beta_variant v, bool lea
     int rc = check_common(b, v, 2, err);
     if (rc != DP_OK)
         return rc;
-    eb_beta_counts cnt = {0, 0};
+    eb_beta_counts cnt = {0, 0, 0};
     *status = EB_STATUS_CONVERGED;
     if (leave_one_out && b->m == 2) {
         /* Each client sees one other: no variance, so nothing identifies the prior. Stay local. */
@@ -687,10 +689,12 @@ int eb_beta_private(const eb_beta_data *b, eb_beta_scheme scheme, eb_beta_varian
         if (q2)
             q2[i] = eb_rr_bit(u[i], eb, rng);
     }
-    eb_beta_counts cnt = {0, 0};
+    eb_beta_counts cnt = {0, 0, 0};
     bool minus1 = scheme == EB_BETA_PRIV_TWO_BIT || v != EB_BETA_PAPER_NO_MINUS1;
     moments_core(b, q1, q2, minus1, leave_one_out, mean, sd, shrinkage, &cnt);
     *status = cnt.pooled == m ? EB_STATUS_BOUNDARY : EB_STATUS_CONVERGED;
+    if (cnt.mean > 0) /* a clamped pooled mean: point-mass prior, not a fit to trust */
+        *status = eb_status_worst(*status, EB_STATUS_DEGENERATE);
     if (counts)
         *counts = cnt;
     if (prior_out) {

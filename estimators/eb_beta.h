@@ -29,7 +29,9 @@
  * the heterogeneity), so it degrades to about local estimation (or worse, with the "-1").
  * EB_BETA_PRIV_TWO_BIT (the default) sends q1 = RR_{eps0/2}(xbar_i) and q2 = RR_{eps0/2}(U_i); the
  * server takes mu = mean q1, sigma2 = mean q2 - mu^2, S = mu(1-mu)/sigma2 - 1. Basic composition
- * makes each client eps0-LDP (pure). mu from noisy messages is clamped to [0, 1].
+ * makes each client eps0-LDP (pure). mu from noisy messages is clamped to [0, 1]; a clamp that
+ * changes mu makes the fitted prior degenerate (a point mass at 0 or 1), counted in counts->mean
+ * and reported as status EB_STATUS_DEGENERATE (never "converged").
  *
  * Memory: arrays borrowed for the call; outputs caller-allocated (any may be NULL). Threading:
  * reentrant.
@@ -78,6 +80,9 @@ typedef struct eb_beta_prior {
 typedef struct eb_beta_counts {
     size_t pooled; /* clients clamped to a = 0 (sigma2 <= 0) */
     size_t local;  /* clients clamped to a = 1 (S <= 0) */
+    size_t mean;   /* clients whose pooled mean mu (from noisy messages) fell outside [0, 1] and was
+                      clamped to 0 or 1: their prior is then a point mass, so the status is
+                      "degenerate" and posterior_sd 0 is an artefact of the clamp, not certainty */
 } eb_beta_counts;
 
 /* Field names: "clients[i].successes", "clients[i].trials". 1 <= m <= EB_MAX_CLIENTS. */

@@ -1274,7 +1274,7 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
             goto out;
     }
     eb_beta_prior used = {0}, fm = {0}, fmle = {0};
-    eb_beta_counts cnt = {0, 0};
+    eb_beta_counts cnt = {0, 0, 0};
     eb_status st = EB_STATUS_CONVERGED;
     eb_beta_private_info pinfo = {0};
     bool have_mle = false, have_mom = false;
@@ -1349,8 +1349,8 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
         {"leave_one_out", json_boolean(loo)},
         {"prior", beta_prior_json(&used, source)},
         {"fits", fits},
-        {"clamped",
-         json_pack("{s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local", (json_int_t)cnt.local)},
+        {"clamped", json_pack("{s:I, s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local",
+                              (json_int_t)cnt.local, "mean", (json_int_t)cnt.mean)},
         {"estimates", est},
     };
     run_outcome oc = {used.loglik, used.iterations, st, privj};

@@ -204,4 +204,13 @@ expect_status 200 GET "/v1/runs/$RUN1"
 expect_json .kind gaussian
 expect_status 200 GET '/v1/runs?limit=500'
 expect_json '.runs | length' "$TOTAL"
+# ---- regression (QA): a private Beta run whose pooled mean is clamped to 0 is "degenerate" -------------------
+# (ESTIMATORS.md silo example, eps0 1, seed 1: every posterior_sd is 0, which is not certainty)
+expect_status 201 POST /v1/estimators/beta '{"clients": [{"successes": 3, "trials": 10}, {"successes": 7, "trials": 12}, {"successes": 1, "trials": 8}, {"successes": 5, "trials": 10}], "method": "moments", "privacy": {"epsilon0": 1, "scheme": "two_bit"}, "seed": 1}'
+expect_json .status degenerate
+expect_json .clamped.mean 4
+expect_json '[.estimates[].posterior_sd] | max' 0
+DEG=$(printf '%s' "$BODY" | jq -r .run_id)
+expect_status 200 GET "/v1/runs/$DEG"
+expect_json .status degenerate
 finish

@@ -287,6 +287,35 @@ static double private_gain(mc_buf *b, gsl_rng *r, eb_beta_scheme s, eb_beta_vari
     return gain_pct(b);
 }
 
+/* Regression (QA): a private run whose pooled mean mu falls below 0 is clamped to 0, giving a
+ * point-mass prior and posterior_sd 0 for every client; that used to be reported as "converged" or
+ * "boundary". It must be "degenerate", counted in counts.mean, and only then. Data with every
+ * success count 0 put mu near 0, so over a few seeds the noisy mean falls on both sides of 0. */
+static void private_clamped_mean_is_degenerate(void **state)
+{
+    (void)state;
+    double z[8] = {0}, n[8] = {10, 12, 8, 10, 9, 11, 10, 10}, mean[8], sd[8];
+    eb_beta_data d = {8, z, n};
+    int clamped = 0, unclamped = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        dp_err e;
+        dp_err_clear(&e);
+        eb_beta_counts c;
+        eb_status st;
+        assert_int_equal(eb_beta_private(&d, EB_BETA_PRIV_TWO_BIT, EB_BETA_PAPER, 1.0, true, seed,
+                                         mean, sd, NULL, NULL, &c, NULL, &st, &e),
+                         DP_OK);
+        if (c.mean > 0) {
+            clamped++;
+            assert_int_equal(st, EB_STATUS_DEGENERATE);
+        } else {
+            unclamped++;
+            assert_int_not_equal(st, EB_STATUS_DEGENERATE);
+        }
+    }
+    assert_true(clamped > 0 && unclamped > 0); /* both branches exercised */
+}
+
 static void rt6_one_bit_fails_two_bit_works(void **state)
 {
     mc_buf *b = *state;
@@ -333,6 +362,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(rt5_known_prior_ratio_is_n_over_s_plus_n, mc_setup,
                                         mc_teardown),
         cmocka_unit_test_setup_teardown(rt6_one_bit_fails_two_bit_works, mc_setup, mc_teardown),
+        cmocka_unit_test(private_clamped_mean_is_degenerate),
     };
     return cmocka_run_group_tests_name("estimators_beta", tests, NULL, NULL);
 }
