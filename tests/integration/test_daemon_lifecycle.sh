@@ -56,6 +56,11 @@ for i in $(seq 1 200); do
 done
 curl -s --parallel --parallel-immediate --parallel-max 200 -K "$T/urls" >"$T/codes" 2>"$T/curlerr"
 check "200 concurrent requests all answered 200" test "$(grep -c '^200$' "$T/codes")" -eq 200
+if [ "$(grep -c '^200$' "$T/codes")" -ne 200 ]; then # say why, so a failure in CI can be diagnosed
+    echo "  status counts:"; sort "$T/codes" | uniq -c | sed 's/^/    /'
+    echo "  curl errors:"; sort "$T/curlerr" | uniq -c | head -5 | sed 's/^/    /'
+    echo "  open-files limit: $(ulimit -n)"
+fi
 
 check "SIGTERM exits 0" stop_daemon
 
