@@ -1734,11 +1734,11 @@ static void pruned_min(grid_obj *g, size_t n, size_t lo, size_t hi, double *best
  * node_rdp_lower), and the conversion is non-decreasing in the RDP, so an order whose lower bound
  * exceeds the best value found (plus a slack far above the ~1e-11 relative error of the evaluated
  * child values) cannot be the grid minimum: the minimum and its (first) index are those of the full
- * scan. Stateless nodes (TNB, fixed k) first evaluate a few seed orders (galloping from the low end,
- * then a ternary search of the bracket: a heuristic, only to find a good value early); stateful ones
- * (Poisson, whose later values depend on the orders asked before) go strictly upwards, evaluating
- * in the same order as the full scan. Returns false (nothing decided) when the cache has no
- * prepared node after the first evaluation. */
+ * scan. Stateless nodes (TNB, fixed k) first evaluate a few seed orders (galloping from the low
+ * end, then a ternary search of the bracket: a heuristic, only to find a good value early);
+ * stateful ones (Poisson, whose later values depend on the orders asked before) go strictly
+ * upwards, evaluating in the same order as the full scan. Returns false (nothing decided) when the
+ * cache has no prepared node after the first evaluation. */
 static bool rs_pruned_scan(grid_obj *g, size_t n, double *best, size_t *bi)
 {
     const acct_event *ev = g->ev, *child = ev->child;
@@ -1752,7 +1752,7 @@ static bool rs_pruned_scan(grid_obj *g, size_t n, double *best, size_t *bi)
 #define RS_EVAL(i)                                                                                 \
     do {                                                                                           \
         double v_ = grid_f(g, (i)), o_, r_;                                                        \
-        if (g->rc == DP_OK && acct_tuning_cache_last_child(g->ws->tuning, ev, &o_, &r_) &&        \
+        if (g->rc == DP_OK && acct_tuning_cache_last_child(g->ws->tuning, ev, &o_, &r_) &&         \
             o_ == g->ord[(i)])                                                                     \
             crv[(i)] = r_;                                                                         \
         if (v_ < fb)                                                                               \
@@ -1985,7 +1985,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}, NULL};
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
-    grid_obj g = {ev,         &ws,    ord,  memo, rmemo, cmemo, -log1p(-target * target),
+    grid_obj g = {ev,         &ws,    ord,  memo, rmemo, cmemo,         -log1p(-target * target),
                   want_delta, target, base, err,  DP_OK, !rdp_full_scan};
     double best;
     size_t bi;

@@ -656,11 +656,11 @@ typedef struct tnode {
      * where a lower bound does not settle a comparison; every value computed is the same as with
      * every candidate evaluated up front, since the child's RDP at an order does not depend on
      * when it is evaluated. */
-    aux_ctx *ac;          /* the callback of the current call (for cand_r), NULL outside calls */
-    bool convex;          /* the child's curve is an exact Renyi divergence (acct_tuning_cache_rdp2) */
-    bool env_lazy;        /* env[i] is NAN for the lazy scan orders (completed by env_complete) */
-    double envlb[AUX_N];  /* lower bounds on env[i] where env[i] is NAN */
-    cand *snap;           /* Poisson: the candidate list as prepared (env_complete uses it) */
+    aux_ctx *ac;   /* the callback of the current call (for cand_r), NULL outside calls */
+    bool convex;   /* the child's curve is an exact Renyi divergence (acct_tuning_cache_rdp2) */
+    bool env_lazy; /* env[i] is NAN for the lazy scan orders (completed by env_complete) */
+    double envlb[AUX_N]; /* lower bounds on env[i] where env[i] is NAN */
+    cand *snap;          /* Poisson: the candidate list as prepared (env_complete uses it) */
     size_t nsnap;
     struct tnode *next;
 } tnode;
@@ -920,8 +920,8 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
         if (lazy_ok) {
             n->env[ne - 1] = b;
             for (size_t i = ne - 1; i-- > 0;)
-                n->env[i] = fmin(node_bound(&ac, n, n->scan[i].order, n->scan[i].r, false),
-                                 n->env[i + 1]);
+                n->env[i] =
+                    fmin(node_bound(&ac, n, n->scan[i].order, n->scan[i].r, false), n->env[i + 1]);
             n->env_lazy = true;
         }
     }

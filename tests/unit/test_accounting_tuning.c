@@ -937,8 +937,8 @@ static void pruned_scan_matches_full_scan(void **state)
     const struct {
         double q, sigma;
         long long steps; /* 0: a single Gaussian release */
-    } bases[] = {{0, 0.8, 0},       {0, 2.0, 0},      {0, 5.0, 0},       {0.01, 1.1, 1000},
-                 {0.05, 0.9, 100}, {0.02, 1.5, 500}, {0.1, 2.0, 50},    {0.005, 0.7, 2000},
+    } bases[] = {{0, 0.8, 0},      {0, 2.0, 0},      {0, 5.0, 0},    {0.01, 1.1, 1000},
+                 {0.05, 0.9, 100}, {0.02, 1.5, 500}, {0.1, 2.0, 50}, {0.005, 0.7, 2000},
                  {0.01, 4.0, 300}, {0.03, 1.0, 10},  {0.2, 0.8, 20}};
     acct_tuning_dist dists[19];
     size_t nd = 0;
@@ -978,9 +978,9 @@ static void pruned_scan_matches_full_scan(void **state)
                     acct_rdp_answer a = {0}, f = {0};
                     dp_err e;
                     dp_err_clear(&e);
-                    assert_int_equal(acct_rdp_epsilon(rs, ACCT_NB_ADD_REMOVE, deltas[t], c, NULL, 0,
-                                                      &a, &e),
-                                     DP_OK);
+                    assert_int_equal(
+                        acct_rdp_epsilon(rs, ACCT_NB_ADD_REMOVE, deltas[t], c, NULL, 0, &a, &e),
+                        DP_OK);
                     assert_int_equal(acct_rdp_epsilon_full_scan(rs, ACCT_NB_ADD_REMOVE, deltas[t],
                                                                 c, NULL, 0, &f, &e),
                                      DP_OK);
@@ -1025,8 +1025,8 @@ static double sgm_child_rdp(double order, void *p)
 static void lazy_candidates_change_nothing(void **state)
 {
     (void)state;
-    const sgm_child kids[] = {{1.0, 3.0, 1.0},   {0.01, 1.1, 1000.0}, {0.05, 0.9, 100.0},
-                              {0.1, 2.0, 50.0},  {0.2, 0.8, 20.0},    {0.005, 0.7, 2000.0}};
+    const sgm_child kids[] = {{1.0, 3.0, 1.0},  {0.01, 1.1, 1000.0}, {0.05, 0.9, 100.0},
+                              {0.1, 2.0, 50.0}, {0.2, 0.8, 20.0},    {0.005, 0.7, 2000.0}};
     const double means[] = {2.0, 10.0, 50.0}, etas[] = {-0.5, 0.0, 0.5, 1.0, 3.0};
     const double *grid;
     size_t ng = acct_rdp_default_orders(&grid);
@@ -1038,9 +1038,9 @@ static void lazy_candidates_change_nothing(void **state)
                 acct_event ev;
                 memset(&ev, 0, sizeof ev);
                 ev.type = ACCT_EV_REPEAT_SELECT;
-                ev.dist = k < 0 ? (acct_tuning_dist){ACCT_TUNE_POISSON, 0, means[m], NAN, NAN}
-                                : (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, means[m],
-                                                     etas[k], NAN};
+                ev.dist =
+                    k < 0 ? (acct_tuning_dist){ACCT_TUNE_POISSON, 0, means[m], NAN, NAN}
+                          : (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, means[m], etas[k], NAN};
                 for (int pass = 0; pass < 2; pass++) { /* pass 1: the lazy range first */
                     acct_tuning_cache *eager = NULL, *lazy = NULL;
                     for (size_t i = 0; i < ng + 6; i++) {
