@@ -36,7 +36,9 @@ def load_libs():
     dp_src, op_src = os.environ.get("DP_ACCOUNTING_SRC"), os.environ.get("OPACUS_SRC")
     libs = {}
     if dp_src and os.path.isdir(os.path.join(dp_src, "python", "dp_accounting")):
-        sys.path.insert(0, os.path.join(dp_src, "python", "dp_accounting"))
+        dp_src = os.path.join(dp_src, "python", "dp_accounting")  # the checkout's root was given
+    if dp_src and os.path.isdir(os.path.join(dp_src, "dp_accounting")):
+        sys.path.insert(0, dp_src)
         import dp_accounting
         from dp_accounting.rdp import rdp_privacy_accountant
         libs["dp_accounting"] = (dp_accounting, rdp_privacy_accountant)

@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
+# DP_ACCOUNTING_SRC may name the google/differential-privacy checkout or its python/dp_accounting folder.
+if [ -n "${DP_ACCOUNTING_SRC:-}" ] && [ -d "$DP_ACCOUNTING_SRC/python/dp_accounting" ]; then
+    export DP_ACCOUNTING_SRC="$DP_ACCOUNTING_SRC/python/dp_accounting"
+fi
 REPS=${PLD_BENCH_REPS:-15}
 PYREPS=${PLD_BENCH_PY_REPS:-5}
 H=${PLD_BENCH_H:-1e-4}
