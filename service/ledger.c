@@ -461,6 +461,17 @@ static void st_done(sqlite3_stmt *st)
     }
 }
 
+/* Finishes a write statement whose parameters were bound (rc is the binding result): steps it if
+ * binding went well, resets it either way, and returns DP_OK when it ran to SQLITE_DONE, else the
+ * logged sql_fail code. One place for the bind-step-reset-check sequence every write repeats. */
+static int st_write(ledger *l, sqlite3_stmt *st, int rc, const char *what, dp_err *err)
+{
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    st_done(st);
+    return rc == SQLITE_DONE ? DP_OK : sql_fail(l, rc, what, err);
+}
+
 /* Binding helpers: the parameter name must exist (a typo is a programmer error caught by the
  * tests). */
 static int bind_idx(sqlite3_stmt *st, const char *name)
@@ -945,11 +956,9 @@ static int charge_append(ledger *l, const silo_row *s, const ledger_charge_req *
         rc = b_dbl(st, ":rho_after", new_rho);
     if (rc == SQLITE_OK)
         rc = b_dbl(st, ":remaining", res->remaining_after);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    st_done(st);
-    if (rc != SQLITE_DONE)
-        return sql_fail(l, rc, "insert charge", err);
+    int werr = st_write(l, st, rc, "insert charge", err);
+    if (werr != DP_OK)
+        return werr;
     res->charge_id = sqlite3_last_insert_rowid(l->db);
     res->created_at_ms = now;
     res->seq = seq;
@@ -961,12 +970,7 @@ static int charge_append(ledger *l, const silo_row *s, const ledger_charge_req *
         rc = b_dbl(st, ":rho", new_rho);
     if (rc == SQLITE_OK)
         rc = b_i64(st, ":id", s->id);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    st_done(st);
-    if (rc != SQLITE_DONE)
-        return sql_fail(l, rc, "update silo totals", err);
-    return DP_OK;
+    return st_write(l, st, rc, "update silo totals", err);
 }
 
 /* Fills res from an existing charge row found by st (already stepped to SQLITE_ROW). */
@@ -1271,11 +1275,9 @@ static int apply_claim_create(ledger *l, ledger_op *op, int64_t now, dp_err *err
         rc = b_blob(st, ":rdp", it->cost_rdp, l->n_orders * sizeof(double));
     if (rc == SQLITE_OK)
         rc = b_dbl(st, ":rho", it->cost_rho);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    st_done(st);
-    if (rc != SQLITE_DONE)
-        return sql_fail(l, rc, "insert claim", err);
+    int werr = st_write(l, st, rc, "insert claim", err);
+    if (werr != DP_OK)
+        return werr;
     ledger_claim_view *c = op->claim;
     c->id = sqlite3_last_insert_rowid(l->db);
     c->silo_id = s.id;
@@ -1347,10 +1349,7 @@ static int claim_close(ledger *l, int64_t id, const char *state, int64_t now, dp
         rc = b_i64(st, ":now", now);
     if (rc == SQLITE_OK)
         rc = b_i64(st, ":id", id);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    st_done(st);
-    return rc == SQLITE_DONE ? DP_OK : sql_fail(l, rc, "close claim", err);
+    return st_write(l, st, rc, "close claim", err);
 }
 
 #define LEDGER_EVENT_TEXT_MAX (1024 * 1024) /* longest event JSON a claim may hold (body cap) */
@@ -1490,11 +1489,9 @@ static int apply_silo_create(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         rc = bind_budget(st, b);
     if (rc == SQLITE_OK)
         rc = b_blob(st, ":zero", zero, l->n_orders * sizeof(double));
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    st_done(st);
-    if (rc != SQLITE_DONE)
-        return sql_fail(l, rc, "insert silo", err);
+    int werr = st_write(l, st, rc, "insert silo", err);
+    if (werr != DP_OK)
+        return werr;
     int64_t id = sqlite3_last_insert_rowid(l->db);
     st = l->st[ST_TOKEN_INSERT];
     rc = b_blob(st, ":hash", op->token_hash, DP_SHA256_DIGEST_BYTES);
@@ -1567,11 +1564,9 @@ static int apply_silo_patch(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         rc = bind_budget(st, &nb);
     if (rc == SQLITE_OK)
         rc = b_i64(st, ":id", s.id);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    st_done(st);
-    if (rc != SQLITE_DONE)
-        return sql_fail(l, rc, "patch silo", err);
+    int werr = st_write(l, st, rc, "patch silo", err);
+    if (werr != DP_OK)
+        return werr;
     if (silo_load(l, s.id, &s, err) != DP_OK)
         return err->code;
     return view_of(l, &s, now, op->view, err);
@@ -1587,20 +1582,16 @@ static int apply_silo_archive(ledger *l, ledger_op *op, int64_t now, dp_err *err
         int rc = b_i64(st, ":now", now);
         if (rc == SQLITE_OK)
             rc = b_i64(st, ":id", s.id);
-        if (rc == SQLITE_OK)
-            rc = sqlite3_step(st);
-        st_done(st);
-        if (rc != SQLITE_DONE)
-            return sql_fail(l, rc, "archive silo", err);
+        int werr = st_write(l, st, rc, "archive silo", err);
+        if (werr != DP_OK)
+            return werr;
         st = l->st[ST_CLAIMS_ABORT_SILO];
         rc = b_i64(st, ":now", now);
         if (rc == SQLITE_OK)
             rc = b_i64(st, ":silo", s.id);
-        if (rc == SQLITE_OK)
-            rc = sqlite3_step(st);
-        st_done(st);
-        if (rc != SQLITE_DONE)
-            return sql_fail(l, rc, "abort claims of archived silo", err);
+        werr = st_write(l, st, rc, "abort claims of archived silo", err);
+        if (werr != DP_OK)
+            return werr;
         if (silo_load(l, s.id, &s, err) != DP_OK)
             return err->code;
     }
@@ -1617,11 +1608,9 @@ static int apply_token_admin(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         rc = sqlite3_bind_null(st, bind_idx(st, ":silo"));
     if (rc == SQLITE_OK)
         rc = b_i64(st, ":now", now);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    st_done(st);
-    if (rc != SQLITE_DONE)
-        return sql_fail(l, rc, "insert admin token", err);
+    int werr = st_write(l, st, rc, "insert admin token", err);
+    if (werr != DP_OK)
+        return werr;
     st = l->st[ST_TOKEN_ID];
     rc = b_blob(st, ":hash", op->token_hash, DP_SHA256_DIGEST_BYTES);
     if (rc == SQLITE_OK)
