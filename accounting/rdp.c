@@ -360,31 +360,77 @@ static double sgm_integrand(double z, void *p)
     return exp(sgm_log_integrand(c, z) - c->shift);
 }
 
-/* Golden-section maximisation of the (unimodal) log-integrand on [lo, hi]. */
-static double sgm_peak(const sgm_ctx *c, double lo, double hi, double *gmax)
+/* A log-integrand g(ctx, x), as the shared peak and window helpers below see it (the sampled
+ * Gaussian's and the WBK 2019 moments' integrals use the same two steps). */
+typedef double (*log_integrand_fn)(const void *ctx, double x);
+
+/* Golden-section maximisation of the (unimodal) log-integrand g on [lo, hi], stopping at width
+ * ACCT_PEAK_XTOL * sigma; returns the peak's abscissa and its value in *gmax. */
+static double golden_peak(log_integrand_fn g, const void *c, double lo, double hi, double sigma,
+                          double *gmax)
 {
     double a = lo, b = hi;
     double x1 = b - GOLDEN * (b - a), x2 = a + GOLDEN * (b - a);
-    double f1 = sgm_log_integrand(c, x1), f2 = sgm_log_integrand(c, x2);
-    const double xtol = ACCT_PEAK_XTOL * sqrt(c->s2);
+    double f1 = g(c, x1), f2 = g(c, x2);
+    const double xtol = ACCT_PEAK_XTOL * sigma;
     for (int i = 0; i < ACCT_PEAK_ITERS && b - a > xtol; i++) {
         if (f1 < f2) {
             a = x1;
             x1 = x2;
             f1 = f2;
             x2 = a + GOLDEN * (b - a);
-            f2 = sgm_log_integrand(c, x2);
+            f2 = g(c, x2);
         } else {
             b = x2;
             x2 = x1;
             f2 = f1;
             x1 = b - GOLDEN * (b - a);
-            f1 = sgm_log_integrand(c, x1);
+            f1 = g(c, x1);
         }
     }
     double z = f1 > f2 ? x1 : x2;
     *gmax = f1 > f2 ? f1 : f2;
     return z;
+}
+
+/* Window around the peak zp of g (value gmax) inside [dlo, dhi]: step out from the peak, doubling
+ * from sigma / 8, until g is ACCT_QUAD_LOG_WINDOW below gmax, the step passes 16 sigma, or the
+ * domain end is reached (then that end is the window's edge). */
+static void log_window(log_integrand_fn g, const void *c, double zp, double gmax, double sigma,
+                       double dlo, double dhi, double *lo_out, double *hi_out)
+{
+    double lo = zp, hi = zp;
+    for (double d = 0.125 * sigma;; d *= 2.0) {
+        lo = zp - d;
+        if (lo <= dlo) {
+            lo = dlo;
+            break;
+        }
+        if (g(c, lo) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * sigma)
+            break;
+    }
+    for (double d = 0.125 * sigma;; d *= 2.0) {
+        hi = zp + d;
+        if (hi >= dhi) {
+            hi = dhi;
+            break;
+        }
+        if (g(c, hi) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * sigma)
+            break;
+    }
+    *lo_out = lo;
+    *hi_out = hi;
+}
+
+static double sgm_log_integrand_fn(const void *c, double z)
+{
+    return sgm_log_integrand(c, z);
+}
+
+/* Golden-section maximisation of the (unimodal) sampled-Gaussian log-integrand on [lo, hi]. */
+static double sgm_peak(const sgm_ctx *c, double lo, double hi, double *gmax)
+{
+    return golden_peak(sgm_log_integrand_fn, c, lo, hi, sqrt(c->s2), gmax);
 }
 
 /* Integral of exp(g - shift) over [a, b] by GSL qag; DP_ENUMERIC on failure. */
@@ -435,25 +481,8 @@ static int sgm_piece(sgm_ctx *c, gsl_integration_workspace *w, double dlo, doubl
     c->shift = gmax;
     /* Window: step out from the peak until the log-integrand is ACCT_QUAD_LOG_WINDOW below it. The
      * normal factor alone guarantees this within sqrt(2 * window) sigma ~ 11 sigma. */
-    double lo = zp, hi = zp;
-    for (double d = 0.125 * sigma;; d *= 2.0) {
-        lo = zp - d;
-        if (lo <= dlo) {
-            lo = dlo;
-            break;
-        }
-        if (sgm_log_integrand(c, lo) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * sigma)
-            break;
-    }
-    for (double d = 0.125 * sigma;; d *= 2.0) {
-        hi = zp + d;
-        if (hi >= dhi) {
-            hi = dhi;
-            break;
-        }
-        if (sgm_log_integrand(c, hi) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * sigma)
-            break;
-    }
+    double lo, hi;
+    log_window(sgm_log_integrand_fn, c, zp, gmax, sigma, dlo, dhi, &lo, &hi);
     double i1, i2;
     if (sgm_qag(c, w, lo, zp, &i1) != DP_OK || sgm_qag(c, w, zp, hi, &i2) != DP_OK)
         return DP_ENUMERIC;
@@ -984,31 +1013,19 @@ static double mom_integrand(double w, void *p)
     return exp(mom_log_integrand(c, w) - c->shift);
 }
 
+static double mom_log_integrand_fn(const void *c, double w)
+{
+    return mom_log_integrand(c, w);
+}
+
 /* log of the integral of exp(h) over [dlo, dhi] (one end may be infinite), h unimodal with its
  * peak inside [blo, bhi]; windowed like sgm_piece. */
 static int mom_piece(mom_ctx *c, gsl_integration_workspace *w, double dlo, double dhi, double blo,
                      double bhi, double *out)
 {
-    const double s = sqrt(c->s2), xtol = ACCT_PEAK_XTOL * s;
-    double a = blo, b = bhi;
-    double x1 = b - GOLDEN * (b - a), x2 = a + GOLDEN * (b - a);
-    double f1 = mom_log_integrand(c, x1), f2 = mom_log_integrand(c, x2);
-    for (int i = 0; i < ACCT_PEAK_ITERS && b - a > xtol; i++) {
-        if (f1 < f2) {
-            a = x1;
-            x1 = x2;
-            f1 = f2;
-            x2 = a + GOLDEN * (b - a);
-            f2 = mom_log_integrand(c, x2);
-        } else {
-            b = x2;
-            x2 = x1;
-            f2 = f1;
-            x1 = b - GOLDEN * (b - a);
-            f1 = mom_log_integrand(c, x1);
-        }
-    }
-    double zp = f1 > f2 ? x1 : x2, gmax = f1 > f2 ? f1 : f2;
+    const double s = sqrt(c->s2);
+    double gmax;
+    double zp = golden_peak(mom_log_integrand_fn, c, blo, bhi, s, &gmax);
     if (gmax == -HUGE_VAL) {
         *out = -HUGE_VAL;
         return DP_OK;
@@ -1016,25 +1033,8 @@ static int mom_piece(mom_ctx *c, gsl_integration_workspace *w, double dlo, doubl
     if (isnan(gmax))
         return DP_ENUMERIC;
     c->shift = gmax;
-    double lo = zp, hi = zp;
-    for (double d = 0.125 * s;; d *= 2.0) {
-        lo = zp - d;
-        if (lo <= dlo) {
-            lo = dlo;
-            break;
-        }
-        if (mom_log_integrand(c, lo) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * s)
-            break;
-    }
-    for (double d = 0.125 * s;; d *= 2.0) {
-        hi = zp + d;
-        if (hi >= dhi) {
-            hi = dhi;
-            break;
-        }
-        if (mom_log_integrand(c, hi) < gmax - ACCT_QUAD_LOG_WINDOW || d > 16.0 * s)
-            break;
-    }
+    double lo, hi;
+    log_window(mom_log_integrand_fn, c, zp, gmax, s, dlo, dhi, &lo, &hi);
     gsl_function F = {mom_integrand, c};
     double scale = gmax > 1.0 ? gmax : 1.0, epsrel = ACCT_QUAD_EPSREL * scale, sum = 0.0;
     if (epsrel > ACCT_QUAD_EPSREL_MAX)
