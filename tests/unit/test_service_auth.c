@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/dp_log.h"
 #include "service/auth.h"
@@ -190,7 +191,7 @@ static void admin_token_file_is_made_once_with_mode_0600(void **state)
 {
     fx *x = *state;
     char db[200], tok1[AUTH_TOKEN_MAX + 1], tok2[AUTH_TOKEN_MAX + 1], path[300];
-    snprintf(db, sizeof db, "%s/other.db", x->f.dir);
+    snprintf(db, sizeof db, "%s/other.db", x->f.r.dir);
     bool gen = false;
     dp_err e;
     dp_err_clear(&e);
@@ -206,7 +207,7 @@ static void admin_token_file_is_made_once_with_mode_0600(void **state)
     assert_string_equal(tok1, tok2);
     /* An explicit file wins; a too-short token is refused naming the flag. */
     char f2[300];
-    snprintf(f2, sizeof f2, "%s/short.token", x->f.dir);
+    snprintf(f2, sizeof f2, "%s/short.token", x->f.r.dir);
     FILE *fp = fopen(f2, "w");
     assert_non_null(fp);
     fputs("short\n", fp);
@@ -216,7 +217,7 @@ static void admin_token_file_is_made_once_with_mode_0600(void **state)
         DP_EINVAL);
     assert_string_equal(e.field, "--admin-token-file");
     unlink(f2);
-    snprintf(f2, sizeof f2, "%s/admin.token", x->f.dir);
+    snprintf(f2, sizeof f2, "%s/admin.token", x->f.r.dir);
     unlink(f2);
 }
 
