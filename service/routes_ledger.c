@@ -169,6 +169,22 @@ static int set_figure(json_t *o, const char *key, double x, const char *why_nan,
     return json_util_set(o, rk, json_string(why), err);
 }
 
+/* Sets key to an object {"epsilon", "rho"} of the two figures, each as set_figure writes it. */
+static int set_eps_rho(json_t *o, const char *key, double eps, double rho, const char *why_nan,
+                       dp_err *err)
+{
+    json_t *p = json_object();
+    int rc = p ? set_figure(p, "epsilon", eps, why_nan, err)
+               : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    if (rc == DP_OK)
+        rc = set_figure(p, "rho", rho, why_nan, err);
+    if (rc != DP_OK) {
+        json_decref(p);
+        return rc;
+    }
+    return json_util_set(o, key, p, err);
+}
+
 static const char *NO_DELTA = "not applicable: the budget has no delta";
 static const char *NOT_PRIVATE = "not applicable: the silo opted out of differential privacy";
 static const char *RESERVED_UNKNOWN =
@@ -355,8 +371,8 @@ static json_t *figures_json(const ledger_charge_result *r, dp_err *err)
 /* One charge's answer: the charge and the silo's totals after it. */
 static json_t *charge_json(const ledger_charge_req *q, const ledger_charge_result *r, dp_err *err)
 {
-    json_t *o = json_object(), *cost = json_object(), *tot = json_object();
-    int rc = o && cost && tot ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    json_t *o = json_object(), *tot = json_object();
+    int rc = o && tot ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     const char *why = r->kind == LEDGER_BUDGET_NONE ? NOT_PRIVATE : NO_DELTA;
     if (rc == DP_OK)
         rc = json_util_set(o, "id", r->charge_id ? json_integer(r->charge_id) : json_null(), err);
@@ -376,13 +392,7 @@ static json_t *charge_json(const ledger_charge_req *q, const ledger_charge_resul
     if (rc == DP_OK)
         rc = json_util_set(o, "replayed", json_boolean(r->replayed), err);
     if (rc == DP_OK)
-        rc = set_figure(cost, "epsilon", r->cost_eps, why, err);
-    if (rc == DP_OK)
-        rc = set_figure(cost, "rho", r->cost_rho, why, err);
-    if (rc == DP_OK) {
-        rc = json_util_set(o, "cost", cost, err);
-        cost = NULL;
-    }
+        rc = set_eps_rho(o, "cost", r->cost_eps, r->cost_rho, why, err);
     if (rc == DP_OK)
         rc = set_figure(tot, "spent_epsilon", r->spent_eps_after, why, err);
     if (rc == DP_OK)
@@ -394,7 +404,6 @@ static json_t *charge_json(const ledger_charge_req *q, const ledger_charge_resul
         rc = json_util_set(o, "totals_after", tot, err);
         tot = NULL;
     }
-    json_decref(cost);
     json_decref(tot);
     if (rc != DP_OK) {
         json_decref(o);
@@ -1000,10 +1009,10 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
     int rc = o && arr ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     for (size_t i = 0; rc == DP_OK && i < n; i++) {
         const ledger_charge_row *r = &rows[i];
-        json_t *c = json_object(), *cost = json_object(), *cum = json_object();
+        json_t *c = json_object();
         json_error_t jerr;
         json_t *ev = r->event ? json_loads(r->event, 0, &jerr) : NULL;
-        rc = c && cost && cum && ev ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        rc = c && ev ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         if (rc == DP_OK)
             rc = json_util_set(c, "id", json_integer(r->id), err);
         if (rc == DP_OK)
@@ -1032,21 +1041,9 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
         if (rc == DP_OK)
             rc = json_util_set(c, "neighboring", json_string(r->neighboring), err);
         if (rc == DP_OK)
-            rc = set_figure(cost, "epsilon", r->cost_eps, why, err);
+            rc = set_eps_rho(c, "cost", r->cost_eps, r->cost_rho, why, err);
         if (rc == DP_OK)
-            rc = set_figure(cost, "rho", r->cost_rho, why, err);
-        if (rc == DP_OK) {
-            rc = json_util_set(c, "cost", cost, err);
-            cost = NULL;
-        }
-        if (rc == DP_OK)
-            rc = set_figure(cum, "epsilon", r->eps_after, why, err);
-        if (rc == DP_OK)
-            rc = set_figure(cum, "rho", r->rho_after, why, err);
-        if (rc == DP_OK) {
-            rc = json_util_set(c, "cumulative_after", cum, err);
-            cum = NULL;
-        }
+            rc = set_eps_rho(c, "cumulative_after", r->eps_after, r->rho_after, why, err);
         if (rc == DP_OK) {
             rc = json_array_append_new(arr, c) == 0
                      ? DP_OK
@@ -1054,8 +1051,6 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
             c = NULL;
         }
         json_decref(c);
-        json_decref(cost);
-        json_decref(cum);
         json_decref(ev);
     }
     if (rc == DP_OK) {
