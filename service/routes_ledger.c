@@ -1176,17 +1176,31 @@ int route_claim_get(const http_req *rq, http_resp *rs, dp_err *err)
     return o ? http_resp_json(rs, 200, o, err) : err->code;
 }
 
+/* The common start of a claim's commit and abort: the ledger, the claim id from the path, the
+ * caller's scope, and an empty body (verb names the action in the 400). NULL with err set on any
+ * refusal. */
+static ledger *claim_action_start(const http_req *rq, const char *verb, int64_t *id,
+                                  ledger_principal *who, int64_t *scope, dp_err *err)
+{
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, id, err) != DP_OK ||
+        claim_scope(rq, *id, who, scope, err) != DP_OK)
+        return NULL;
+    if (rq->body != NULL && json_object_size(rq->body) != 0) {
+        dp_err_set(err, DP_EINVAL, json_object_iter_key(json_object_iter(rq->body)),
+                   "%s takes no body fields", verb);
+        return NULL;
+    }
+    return l;
+}
+
 int route_claim_commit(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t id = 0, scope = 0;
     ledger_principal who;
-    ledger *l = the_ledger(rq, err);
-    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
-        claim_scope(rq, id, &who, &scope, err) != DP_OK)
+    ledger *l = claim_action_start(rq, "commit", &id, &who, &scope, err);
+    if (l == NULL)
         return err->code;
-    if (rq->body != NULL && json_object_size(rq->body) != 0)
-        return dp_err_set(err, DP_EINVAL, json_object_iter_key(json_object_iter(rq->body)),
-                          "commit takes no body fields");
     ledger_claim_view c;
     ledger_charge_result res;
     if (ledger_claim_commit(l, id, scope, who.token_id, &c, &res, err) != DP_OK)
@@ -1206,13 +1220,9 @@ int route_claim_abort(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t id = 0, scope = 0;
     ledger_principal who;
-    ledger *l = the_ledger(rq, err);
-    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
-        claim_scope(rq, id, &who, &scope, err) != DP_OK)
+    ledger *l = claim_action_start(rq, "abort", &id, &who, &scope, err);
+    if (l == NULL)
         return err->code;
-    if (rq->body != NULL && json_object_size(rq->body) != 0)
-        return dp_err_set(err, DP_EINVAL, json_object_iter_key(json_object_iter(rq->body)),
-                          "abort takes no body fields");
     ledger_claim_view c;
     if (ledger_claim_abort(l, id, scope, &c, err) != DP_OK)
         return err->code;

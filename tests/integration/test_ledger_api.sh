@@ -115,6 +115,12 @@ expect_json '.state' active
 expect_status 200 GET "/v1/silos/$B"
 expect_json '.reserved.active_claims' 1
 AUTH=$TA expect_status 403 POST "/v1/claims/$C1/commit"
+expect_status 400 POST "/v1/claims/$C1/commit" '{"job_id":1}'
+expect_json '.error.field' job_id
+expect_json '.error.message' "commit takes no body fields"
+expect_status 400 POST "/v1/claims/$C1/abort" '{"reason":"x"}'
+expect_json '.error.field' reason
+expect_json '.error.message' "abort takes no body fields"
 expect_status 200 POST "/v1/claims/$C1/commit"
 expect_json '.state' committed
 expect_json '.charge.seq' 2
