@@ -76,6 +76,15 @@ static ledger_charge_req req_of(int64_t silo, const acct_event *ev, const char *
     return r;
 }
 
+/* A Gaussian mechanism event with noise multiplier nm (owned by the caller: acct_event_free). */
+static acct_event *gaussian(double nm)
+{
+    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    assert_non_null(g);
+    g->noise_multiplier = nm;
+    return g;
+}
+
 /* eps after k charges of ev, computed without the ledger. */
 static double eps_after_k(const acct_event *ev, uint64_t k, double delta)
 {
@@ -150,8 +159,7 @@ static void token_is_returned_once_and_resolves_to_its_silo(void **state)
 static void exactly_the_admissible_charges_are_accepted(void **state)
 {
     fx *x = *state;
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = 3.7;
+    acct_event *g = gaussian(3.7);
     const double delta = 1e-6;
     const uint64_t N = 7;
     double e7 = eps_after_k(g, N, delta), e8 = eps_after_k(g, N + 1, delta);
@@ -231,8 +239,7 @@ static void a_budget_of_zero_admits_nothing_and_an_exact_fit_is_admitted(void **
 static void retries_with_one_key_charge_once(void **state)
 {
     fx *x = *state;
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = 2.385;
+    acct_event *g = gaussian(2.385);
     int64_t s = make_silo(x, "clinic", eps_budget(10, 1e-5), NULL);
     ledger_charge_req r =
         req_of(s, g, "{\"noise_multiplier\":2.385,\"type\":\"gaussian\"}", "round-1");
@@ -319,8 +326,7 @@ static void batch_is_all_or_nothing(void **state)
 static void dry_run_writes_nothing(void **state)
 {
     fx *x = *state;
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = 4.0;
+    acct_event *g = gaussian(4.0);
     int64_t s = make_silo(x, "d", eps_budget(2, 1e-5), NULL);
     ledger_charge_req r = req_of(s, g, "{\"noise_multiplier\":4,\"type\":\"gaussian\"}", "k");
     ledger_charge_result res;
@@ -344,8 +350,7 @@ static void zcdp_silo_refuses_events_without_a_zcdp_bound(void **state)
     fx *x = *state;
     acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
     p->sampling_rate = 0.01;
-    p->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    p->child->noise_multiplier = 1.1;
+    p->child = gaussian(1.1);
     ledger_budget b = eps_budget(3, 1e-5);
     b.accountant = LEDGER_ACCT_ZCDP;
     int64_t s = make_silo(x, "z", b, NULL);
@@ -357,8 +362,7 @@ static void zcdp_silo_refuses_events_without_a_zcdp_bound(void **state)
     assert_string_equal(e.field, "event");
     /* An eps budget accounted by zCDP converts rho*alpha: a Gaussian of rho = 1/(2*4^2) costs the
      * same as the RDP Gaussian curve alpha/(2 sigma^2). */
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = 4.0;
+    acct_event *g = gaussian(4.0);
     r.event = g;
     dp_err_clear(&e);
     assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e), DP_OK);
@@ -479,8 +483,7 @@ static void claims_hold_commit_abort_and_expire(void **state)
 static void lowering_a_budget_below_spent_is_refused(void **state)
 {
     fx *x = *state;
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = 2.0;
+    acct_event *g = gaussian(2.0);
     int64_t s = make_silo(x, "p", eps_budget(5, 1e-5), NULL);
     ledger_charge_req r = req_of(s, g, "{}", NULL);
     ledger_charge_result res;
@@ -517,8 +520,7 @@ static void lowering_a_budget_below_spent_is_refused(void **state)
 static void archived_silo_keeps_its_log_and_takes_no_charges(void **state)
 {
     fx *x = *state;
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = 5.0;
+    acct_event *g = gaussian(5.0);
     int64_t s = make_silo(x, "old", eps_budget(5, 1e-5), NULL);
     ledger_charge_req r = req_of(s, g, "{\"noise_multiplier\":5,\"type\":\"gaussian\"}", NULL);
     ledger_charge_result res;
@@ -573,8 +575,7 @@ static void archived_silo_keeps_its_log_and_takes_no_charges(void **state)
 static void the_log_is_append_only(void **state)
 {
     fx *x = *state;
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = 5.0;
+    acct_event *g = gaussian(5.0);
     int64_t s = make_silo(x, "log", eps_budget(5, 1e-5), NULL);
     ledger_charge_req r = req_of(s, g, "{}", NULL);
     ledger_charge_result res;
@@ -599,8 +600,7 @@ static void the_log_is_append_only(void **state)
 static void audit_log_filters_by_job_and_time_and_pages(void **state)
 {
     fx *x = *state;
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = 9.0;
+    acct_event *g = gaussian(9.0);
     int64_t s = make_silo(x, "audit", eps_budget(50, 1e-5), NULL);
     int64_t t0 = 0;
     for (int i = 0; i < 6; i++) {
@@ -678,8 +678,7 @@ static void pld_silo_admits_on_the_tighter_bound(void **state)
     epoch->count = 1000;
     epoch->child = acct_event_alloc(ACCT_EV_POISSON);
     epoch->child->sampling_rate = 0.01;
-    epoch->child->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    epoch->child->child->noise_multiplier = 1.1;
+    epoch->child->child = gaussian(1.1);
     const char *js =
         "{\"count\":1000,\"event\":{\"event\":{\"noise_multiplier\":1.1,\"type\":\"gaussian\"},"
         "\"sampling_rate\":0.01,\"type\":\"poisson_sampled\"},\"type\":\"self_composed\"}";
@@ -739,8 +738,7 @@ static void c_callers_need_no_json(void **state)
     sc->count = 3;
     sc->child = acct_event_alloc(ACCT_EV_POISSON);
     sc->child->sampling_rate = 0.02;
-    sc->child->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    sc->child->child->noise_multiplier = 1.3;
+    sc->child->child = gaussian(1.3);
     root->children[1] = acct_event_alloc(ACCT_EV_LAPLACE);
     root->children[1]->noise_multiplier = 4.5;
     int64_t s = make_silo(x, "job", eps_budget(10, 1e-6), NULL);
@@ -869,8 +867,7 @@ static void bad_inputs_name_their_field(void **state)
     dp_err_clear(&e);
     assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, 4242, &v, &e), DP_ENOTFOUND);
     int64_t s = make_silo(x, "ok", b, NULL);
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = 1.0;
+    acct_event *g = gaussian(1.0);
     ledger_charge_req r = req_of(s, g, "{}", "");
     ledger_charge_result res;
     dp_err_clear(&e);
