@@ -55,6 +55,17 @@ static ledger_budget eps_budget(double eps, double delta)
     return b;
 }
 
+/* A zCDP budget of rho (the other fields as a designated initializer leaves them). */
+static ledger_budget rho_budget(double rho)
+{
+    ledger_budget b = {.kind = LEDGER_BUDGET_RHO,
+                       .accountant = LEDGER_ACCT_ZCDP,
+                       .conversion = ACCT_CONV_BALLE2020,
+                       .rho = rho,
+                       .delta = (double)NAN};
+    return b;
+}
+
 static int64_t make_silo(fx *x, const char *name, ledger_budget b, char token[LEDGER_TOKEN_BUF])
 {
     ledger_silo_view v;
@@ -83,6 +94,15 @@ static acct_event *gaussian(double nm)
     assert_non_null(g);
     g->noise_multiplier = nm;
     return g;
+}
+
+/* A zCDP event of rho (owned by the caller: acct_event_free). */
+static acct_event *zcdp(double rho)
+{
+    acct_event *z = acct_event_alloc(ACCT_EV_ZCDP);
+    assert_non_null(z);
+    z->rho = rho;
+    return z;
 }
 
 /* eps after k charges of ev, computed without the ledger. */
@@ -207,13 +227,8 @@ static void exactly_the_admissible_charges_are_accepted(void **state)
 static void a_budget_of_zero_admits_nothing_and_an_exact_fit_is_admitted(void **state)
 {
     fx *x = *state;
-    acct_event *z = acct_event_alloc(ACCT_EV_ZCDP);
-    z->rho = 0.25;
-    ledger_budget b = {.kind = LEDGER_BUDGET_RHO,
-                       .accountant = LEDGER_ACCT_ZCDP,
-                       .conversion = ACCT_CONV_BALLE2020,
-                       .rho = 0.0,
-                       .delta = (double)NAN};
+    acct_event *z = zcdp(0.25);
+    ledger_budget b = rho_budget(0.0);
     int64_t s0 = make_silo(x, "zero", b, NULL);
     b.rho = 0.75; /* 0.25 + 0.25 + 0.25 = 0.75 exactly in binary: the third charge fits exactly */
     int64_t s1 = make_silo(x, "exact", b, NULL);
@@ -275,13 +290,8 @@ static void retries_with_one_key_charge_once(void **state)
 static void batch_is_all_or_nothing(void **state)
 {
     fx *x = *state;
-    acct_event *z = acct_event_alloc(ACCT_EV_ZCDP);
-    z->rho = 0.4;
-    ledger_budget b = {.kind = LEDGER_BUDGET_RHO,
-                       .accountant = LEDGER_ACCT_ZCDP,
-                       .conversion = ACCT_CONV_BALLE2020,
-                       .rho = 5.0,
-                       .delta = (double)NAN};
+    acct_event *z = zcdp(0.4);
+    ledger_budget b = rho_budget(5.0);
     int64_t s[3];
     s[0] = make_silo(x, "a", b, NULL);
     b.rho = 0.5;
@@ -405,13 +415,8 @@ static void opted_out_silo_records_and_never_refuses(void **state)
 static void claims_hold_commit_abort_and_expire(void **state)
 {
     fx *x = *state;
-    acct_event *z = acct_event_alloc(ACCT_EV_ZCDP);
-    z->rho = 0.625; /* dyadic costs: the sums below are exact in binary */
-    ledger_budget b = {.kind = LEDGER_BUDGET_RHO,
-                       .accountant = LEDGER_ACCT_ZCDP,
-                       .conversion = ACCT_CONV_BALLE2020,
-                       .rho = 1.0,
-                       .delta = (double)NAN};
+    acct_event *z = zcdp(0.625); /* dyadic costs: the sums below are exact in binary */
+    ledger_budget b = rho_budget(1.0);
     int64_t s = make_silo(x, "claims", b, NULL);
     const char *js = "{\"rho\":0.625,\"type\":\"zcdp\"}";
     ledger_charge_req r = req_of(s, z, js, NULL);
@@ -810,14 +815,9 @@ static void *storm_main(void *arg)
 static void concurrent_charges_never_exceed_the_cap(void **state)
 {
     fx *x = *state;
-    acct_event *z = acct_event_alloc(ACCT_EV_ZCDP);
-    z->rho = 0.01;
+    acct_event *z = zcdp(0.01);
     /* 137 charges of 0.01 sum to about 1.37; the cap 1.375 admits exactly 137 of the 1,600. */
-    ledger_budget b = {.kind = LEDGER_BUDGET_RHO,
-                       .accountant = LEDGER_ACCT_ZCDP,
-                       .conversion = ACCT_CONV_BALLE2020,
-                       .rho = 1.375,
-                       .delta = (double)NAN};
+    ledger_budget b = rho_budget(1.375);
     int64_t s = make_silo(x, "storm", b, NULL);
     enum { T = 32 };
     pthread_t th[T];
