@@ -19,8 +19,7 @@
 #include "tests/unit/ledger_fixture.h"
 
 typedef struct fx {
-    ledger_fixture f;
-    cfg c;
+    ledger_fixture f; /* f.r.c: default configuration */
     char admin[LEDGER_TOKEN_BUF];
 } fx;
 
@@ -29,7 +28,6 @@ static int setup(void **state)
     fx *x = calloc(1, sizeof *x);
     if (x == NULL || ledger_fixture_open(&x->f) != 0)
         return -1;
-    cfg_defaults(&x->c);
     dp_err e;
     dp_err_clear(&e);
     int64_t id;
@@ -54,16 +52,10 @@ static int call(fx *x, route_fn fn, const char *token, const char *id, const cha
 {
     http_param p = {"id", id};
     json_t *body = body_json ? json_loads(body_json, 0, NULL) : NULL;
-    http_req rq;
-    memset(&rq, 0, sizeof rq);
-    rq.method = "POST";
-    rq.path = "/test";
+    http_req rq = route_fixture_req(&x->f.r, "POST", "/test");
     rq.body = body;
     rq.params = id ? &p : NULL;
     rq.n_params = id ? 1 : 0;
-    rq.db = x->f.conn;
-    rq.cfg = &x->c;
-    rq.req_id = "t";
     rq.bearer = token;
     rq.ledger = x->f.l;
     memset(rs, 0, sizeof *rs);
@@ -155,7 +147,7 @@ static void tokens_cannot_cross_silos(void **state)
 static void auth_off_treats_everyone_as_admin(void **state)
 {
     fx *x = *state;
-    x->c.auth_off = true;
+    x->f.r.c.auth_off = true;
     http_resp rs;
     dp_err e;
     assert_int_equal(call(x, route_silos_create, NULL, NULL,

@@ -19,8 +19,7 @@
 #include "tests/unit/ledger_fixture.h"
 
 typedef struct fx {
-    ledger_fixture f;
-    cfg c;
+    ledger_fixture f; /* f.r.c: default configuration, auth off */
 } fx;
 
 static int setup(void **state)
@@ -28,8 +27,7 @@ static int setup(void **state)
     fx *x = calloc(1, sizeof *x);
     if (x == NULL || ledger_fixture_open(&x->f) != 0)
         return -1;
-    cfg_defaults(&x->c);
-    x->c.auth_off = true;
+    x->f.r.c.auth_off = true;
     *state = x;
     return 0;
 }
@@ -83,17 +81,12 @@ static void waker_destroy(waker *w)
 
 static void req_init(fx *x, http_req *rq, http_param *p, const char *id, json_t *body)
 {
-    memset(rq, 0, sizeof *rq);
+    *rq = route_fixture_req(&x->f.r, "POST", "/test");
     p->name = "id";
     p->value = id;
-    rq->method = "POST";
-    rq->path = "/test";
     rq->body = body;
     rq->params = id ? p : NULL;
     rq->n_params = id ? 1 : 0;
-    rq->db = x->f.conn;
-    rq->cfg = &x->c;
-    rq->req_id = "t";
     rq->ledger = x->f.l;
 }
 
