@@ -453,6 +453,27 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
 
 /* ---- dispatcher ---- */
 
+int http_query_allowed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    if (list == NULL || n == 0)
+        return 0;
+    for (const char *p = list; *p != '\0';) {
+        while (*p == ' ')
+            p++;
+        size_t w = strcspn(p, " ");
+        if (w == n && memcmp(p, name, n) == 0)
+            return 1;
+        p += w;
+    }
+    return 0;
+}
+
+static int srv_auth_off(const http_server *srv)
+{
+    return srv->cfg->auth_off;
+}
+
 /* Sends the pending 404 or 405. */
 static enum MHD_Result reply_unrouted(http_ctx *c, struct MHD_Connection *conn)
 {
@@ -735,6 +756,28 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
         return send_error(c, conn, &e, 0, 0);
     }
     c->body_json = body; /* owned by the context from here (kept while an answer is deferred) */
+    const route *rt = c->m.route;
+    for (size_t i = 0; i < c->n_query; i++)
+        if (!http_query_allowed(rt->query, c->query[i].name)) {
+            dp_err_set(&e, DP_EINVAL, c->query[i].name,
+                       "unknown query parameter \"%.64s\"; %s %s accepts %s", c->query[i].name,
+                       rt->method, rt->pattern, rt->query ? rt->query : "none");
+            return send_error(c, conn, &e, 0, 0);
+        }
+    /* The access table is the truth (http.h route_access): a row without an access level is our
+     * bug, and no route but an open one runs without a token when auth is on. */
+    if (rt->access != ROUTE_OPEN && rt->access != ROUTE_TOKEN && rt->access != ROUTE_ADMIN) {
+        dp_err_set(&e, DP_EINTERNAL, NULL, "route %s %s has no access level", rt->method,
+                   rt->pattern);
+        return send_error(c, conn, &e, 0, 0);
+    }
+    if (rt->access != ROUTE_OPEN && !srv_auth_off(c->srv) &&
+        auth_bearer_from_header(MHD_lookup_connection_value(
+            conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)) == NULL) {
+        dp_err_set(&e, DP_EUNAUTH, NULL,
+                   "this endpoint needs a bearer token (Authorization: Bearer <token>)");
+        return send_error(c, conn, &e, 0, 0);
+    }
     return run_handler(c, conn, NULL);
 }
 

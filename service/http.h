@@ -110,6 +110,17 @@ typedef struct http_resp {
 /* A handler. Returns DP_OK or the code set in err. */
 typedef int (*route_fn)(const http_req *rq, http_resp *rs, dp_err *err);
 
+/* Who may call a route: the access table (docs/API.md "Access"). With auth on, the dispatcher
+ * answers 401 to a request without a bearer token on every route that is not ROUTE_OPEN, before
+ * the handler runs; the handler then resolves the token and decides (auth.h): ROUTE_ADMIN routes
+ * take only the admin token, ROUTE_TOKEN routes any valid token, each handler narrowing further to
+ * what that token may see (a silo, the runs it made or that charged its silo). */
+typedef enum route_access {
+    ROUTE_OPEN = 1, /* anyone: calculators, /healthz, /v1/version */
+    ROUTE_TOKEN,    /* any valid token (admin or silo) */
+    ROUTE_ADMIN     /* the admin token only */
+} route_access;
+
 /* One row of the route table (service/routes.c). */
 typedef struct route {
     const char *method;  /* "GET", "POST", "PUT", "DELETE", "PATCH" */
@@ -117,7 +128,13 @@ typedef struct route {
     route_fn handler;
     size_t max_body_bytes; /* body cap for this route (also capped by --max-body); 0 = no body
                               allowed */
+    route_access access;   /* who may call it; 0 (unset) is refused by the dispatcher as 500 */
+    const char *query;     /* the query parameters it accepts, space-separated ("limit after");
+                              NULL: none. Any other parameter is a 400 naming it. */
 } route;
+
+/* True when name is one of the space-separated words of list (NULL: none). */
+int http_query_allowed(const char *list, const char *name);
 
 /* Decodes %HH escapes of s in place, except %00, which is left as the three characters, so the
  * result never holds an embedded NUL. Malformed escapes ("%4", "%zz") are kept literally. Returns

@@ -6,6 +6,9 @@
  * deleted, locked or corrupted database turns it into 503/500, while a healthy call costs a few
  * microseconds and no write.
  *
+ * /metrics and /v1/echo need a valid token (admin or silo) when auth is on: only the calculators,
+ * /healthz and /v1/version are open to anyone (routes.c access column).
+ *
  * POST /v1/echo is a diagnostic: it runs the whole request path (body cap, JSON parsing, strict
  * field validation, JSON reply) without touching any feature, so clients can check their plumbing
  * and the integration tests and bench/http can exercise the dispatcher on its own.
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/auth.h"
 #include "service/json_util.h"
 #include "service/ledger.h"
 #include "service/metrics.h"
@@ -76,6 +80,9 @@ int route_version(const http_req *rq, http_resp *rs, dp_err *err)
 
 int route_metrics(const http_req *rq, http_resp *rs, dp_err *err)
 {
+    ledger_principal who;
+    if (auth_resolve(rq, &who, err) != DP_OK) /* any valid token (http.h route_access) */
+        return err->code;
     size_t len = 0;
     char *text = http_metrics_render(rq->metrics, &len, err);
     if (text == NULL)
@@ -119,7 +126,9 @@ int route_echo(const http_req *rq, http_resp *rs, dp_err *err)
     static const char *const keys[] = {"message", "count"};
     const char *msg = NULL;
     int64_t count = 1;
-    if (json_util_check_keys(rq->body, keys, 2, err) != DP_OK ||
+    ledger_principal who;
+    if (auth_resolve(rq, &who, err) != DP_OK || /* any valid token (http.h route_access) */
+        json_util_check_keys(rq->body, keys, 2, err) != DP_OK ||
         json_util_req_string(rq->body, "message", &msg, err) != DP_OK ||
         json_util_opt_int(rq->body, "count", 1, &count, err) != DP_OK)
         return err->code;

@@ -49,7 +49,7 @@ check "log level warn suppresses access lines" test -z "$(grep -E ' GET /v1/vers
 for i in $(seq 1 200); do
     [ "$i" -gt 1 ] && echo next >>"$T/urls"
     if [ $((i % 4)) -eq 0 ]; then
-        printf 'url = "%s/v1/echo"\nrequest = "POST"\nheader = "Content-Type: application/json"\ndata = "{\\"message\\": \\"m%d\\"}"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\n' "$URL" "$i" >>"$T/urls"
+        printf 'url = "%s/v1/echo"\nrequest = "POST"\nheader = "Authorization: Bearer %s"\nheader = "Content-Type: application/json"\ndata = "{\\"message\\": \\"m%d\\"}"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\n' "$URL" "$(head -1 "$ADMIN_TOKEN_FILE")" "$i" >>"$T/urls"
     else
         printf 'url = "%s/healthz"\noutput = "/dev/null"\nwrite-out = "%%{http_code}\\n"\n' "$URL" >>"$T/urls"
     fi
@@ -69,6 +69,7 @@ start_daemon || exit 1
 msg=$(head -c 1000 /dev/zero | tr '\0' 'z')
 printf '{"message": "%s"}' "$msg" >"$T/slow.json"
 curl -s -o "$T/slow.out" -w '%{http_code}' --limit-rate 400 -H 'Expect:' -H 'Content-Type: application/json' \
+    -H "Authorization: Bearer $(head -1 "$ADMIN_TOKEN_FILE")" \
     --data-binary @"$T/slow.json" "$URL/v1/echo" >"$T/slow.code" &
 CURL_PID=$!
 sleep 1

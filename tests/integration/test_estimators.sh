@@ -163,7 +163,7 @@ AUTH=$ADM expect_status 404 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq
 expect_json .error.field 'clients[0].silo_id'
 AUTH=$ADM expect_status 201 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c --argjson b "$SB" '.clients[0].silo_id=$b | . + {privacy:{epsilon0:0.2,delta:1e-5,r:1.5}}')"
 expect_json '.privacy.charges[0].event.type' gaussian
-AUTH=""
+unset AUTH # the admin token from here on (lib.sh req)
 
 # stored runs
 expect_status 200 GET "/v1/runs/$RUN1"

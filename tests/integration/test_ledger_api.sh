@@ -208,8 +208,9 @@ expect_json "[.silos[].id] | index($A)" null
 expect_status 200 GET "/v1/silos?archived=true"
 expect_json "[.silos[].id] | index($A) != null" true
 
-# ---- /metrics counts the ledger's group commits (open, like /healthz) ---------------------------------------
-AUTH="" expect_status 200 GET /metrics
+# ---- /metrics counts the ledger's group commits (any valid token; not open like /healthz) --------------------
+AUTH="" expect_status 401 GET /metrics
+AUTH=$TA expect_status 200 GET /metrics
 check "metrics: group commits counted" bash -c "grep -q '^dpsilo_ledger_group_commits_total [1-9]' '$T/body'"
 check "metrics: ledger ops counted" bash -c "grep -q '^dpsilo_ledger_ops_total [1-9]' '$T/body'"
 

@@ -16,15 +16,15 @@ start_daemon --auth off --threads 4 || exit 1
 expect_status 201 POST /v1/silos '{"name":"crashy","budget":{"rho":27.34765625}}'
 S=$(printf '%s' "$BODY" | jq -r .id)
 
-storm_cfg() { # storm_cfg KEYFILE: one charge per key, the key also in the URL so -w can report it
+storm_cfg() { # storm_cfg KEYFILE: one charge per key, the key also sent as X-Request-Id (echoed back) so -w can report it
     local n=0 total
     total=$(wc -l <"$1")
     while read -r k; do
         n=$((n + 1))
-        printf 'url = "%s/v1/silos/%s/charges?k=%s"\n' "$URL" "$S" "$k"
+        printf 'url = "%s/v1/silos/%s/charges"\nheader = "X-Request-Id: %s"\n' "$URL" "$S" "$k"
         printf 'data = "{\\"event\\":{\\"type\\":\\"zcdp\\",\\"rho\\":0.0078125},\\"idempotency_key\\":\\"%s\\"}"\n' "$k"
         printf 'request = "POST"\nheader = "Content-Type: application/json"\noutput = "/dev/null"\n'
-        printf 'write-out = "%%{http_code} %%{url}\\n"\n'
+        printf 'write-out = "%%{http_code} %%header{x-request-id}\\n"\n'
         [ "$n" -lt "$total" ] && printf 'next\n'
     done <"$1"
 }
@@ -66,7 +66,7 @@ for round in 1 2 3; do
     wait "$DAEMON_PID" 2>/dev/null
     DAEMON_PID=""
     wait "$CURL_PID"
-    grep '^201 ' "$T/ack.$round" | sed 's/.*?k=//' | sort >"$T/acked.$round"
+    grep '^201 ' "$T/ack.$round" | sed 's/^201 //' | sort >"$T/acked.$round"
     echo "  round $round: $(wc -l <"$T/acked.$round") charges acknowledged before kill -9"
 
     start_daemon --auth off --threads 4 || exit 1
@@ -107,7 +107,7 @@ for _ in $(seq 1 200); do
 done
 check "SIGTERM during a charge storm: the daemon exits 0" stop_daemon
 wait "$CURL_PID"
-grep '^201 ' "$T/ack.term" | sed 's/.*?k=//' | sort >"$T/acked.term"
+grep '^201 ' "$T/ack.term" | sed 's/^201 //' | sort >"$T/acked.term"
 echo "  $(wc -l <"$T/acked.term") charges acknowledged before SIGTERM"
 start_daemon --auth off || exit 1
 check_consistent "after SIGTERM"

@@ -20,13 +20,13 @@ static int h_a(const http_req *rq, http_resp *rs, dp_err *err)
 }
 
 static const route T[] = {
-    {"GET", "/healthz", h_a, 0},
-    {"GET", "/v1/silos", h_a, 0},
-    {"POST", "/v1/silos", h_a, 1024},
-    {"GET", "/v1/jobs/stats", h_a, 0},
-    {"GET", "/v1/jobs/{id}", h_a, 0},
-    {"DELETE", "/v1/jobs/{id}", h_a, 0},
-    {"POST", "/v1/silos/{silo}/charges/{charge}", h_a, 0},
+    {"GET", "/healthz", h_a, 0, ROUTE_OPEN, NULL},
+    {"GET", "/v1/silos", h_a, 0, ROUTE_OPEN, NULL},
+    {"POST", "/v1/silos", h_a, 1024, ROUTE_OPEN, NULL},
+    {"GET", "/v1/jobs/stats", h_a, 0, ROUTE_OPEN, NULL},
+    {"GET", "/v1/jobs/{id}", h_a, 0, ROUTE_OPEN, NULL},
+    {"DELETE", "/v1/jobs/{id}", h_a, 0, ROUTE_OPEN, NULL},
+    {"POST", "/v1/silos/{silo}/charges/{charge}", h_a, 0, ROUTE_OPEN, NULL},
 };
 #define NT (sizeof T / sizeof T[0])
 
@@ -151,6 +151,53 @@ static void real_table_has_core_routes_and_no_shadowed_rows(void **state)
     }
 }
 
+/* The access table (docs/API.md "Access", docs/BUDGETS.md "Access control"): only the calculators,
+ * /healthz and /v1/version are open to anyone. A new row that is open, or has no access level,
+ * fails here until this list and the docs say so. */
+static void only_documented_routes_are_open(void **state)
+{
+    (void)state;
+    static const char *const open_routes[] = {
+        "GET /healthz",
+        "GET /v1/version",
+        "POST /v1/accounting/epsilon",
+        "POST /v1/accounting/delta",
+        "POST /v1/accounting/rdp",
+        "POST /v1/accounting/calibrate",
+        "POST /v1/tuning/cost",
+        "POST /v1/tuning/plan",
+    };
+    size_t n_open = sizeof open_routes / sizeof open_routes[0], seen = 0;
+    for (size_t i = 0; i < ROUTES_N; i++) {
+        const route *r = &ROUTES[i];
+        if (r->access != ROUTE_OPEN && r->access != ROUTE_TOKEN && r->access != ROUTE_ADMIN)
+            fail_msg("route %s %s has no access level", r->method, r->pattern);
+        char key[160];
+        snprintf(key, sizeof key, "%s %s", r->method, r->pattern);
+        bool listed = false;
+        for (size_t k = 0; k < n_open; k++)
+            listed = listed || strcmp(key, open_routes[k]) == 0;
+        if (r->access == ROUTE_OPEN && !listed)
+            fail_msg("route %s is open but not in the documented open list", key);
+        if (listed && r->access != ROUTE_OPEN)
+            fail_msg("route %s is documented as open but needs a token", key);
+        seen += listed;
+    }
+    assert_int_equal(seen, n_open); /* every documented open route still exists */
+}
+
+static void query_allow_lists_are_words(void **state)
+{
+    (void)state;
+    assert_true(http_query_allowed("limit after", "limit"));
+    assert_true(http_query_allowed("limit after", "after"));
+    assert_false(http_query_allowed("limit after", "lim"));
+    assert_false(http_query_allowed("limit after", "limit after"));
+    assert_false(http_query_allowed("limit after", ""));
+    assert_false(http_query_allowed(NULL, "limit"));
+    assert_false(http_query_allowed("limit", "page"));
+}
+
 static void percent_decoding_never_yields_nul(void **state)
 {
     (void)state;
@@ -231,6 +278,8 @@ int main(void)
         cmocka_unit_test(head_is_routed_as_get),
         cmocka_unit_test(overlong_path_is_not_found),
         cmocka_unit_test(real_table_has_core_routes_and_no_shadowed_rows),
+        cmocka_unit_test(only_documented_routes_are_open),
+        cmocka_unit_test(query_allow_lists_are_words),
         cmocka_unit_test(percent_decoding_never_yields_nul),
         cmocka_unit_test(ids_and_query_integers_are_strict),
     };

@@ -129,6 +129,11 @@ static void metrics_render_counts_and_histogram(void **state)
     memset(&rs, 0, sizeof rs);
     dp_err e;
     dp_err_clear(&e);
+    /* auth on and no token: 401, only the calculators, /healthz and /v1/version are open */
+    assert_int_equal(route_metrics(&rq, &rs, &e), DP_EUNAUTH);
+    assert_null(rs.text);
+    dp_err_clear(&e);
+    f->r.c.auth_off = true;
     assert_int_equal(route_metrics(&rq, &rs, &e), DP_OK);
     assert_non_null(rs.text);
     assert_non_null(strstr(rs.content_type, "text/plain"));
