@@ -4,6 +4,10 @@
  * bytes to a pipe is atomic, and a regular file's offset is updated under the kernel's per-file
  * lock), and there is no stdio lock for the HTTP threads to contend on (one access line is written
  * per request).
+ *
+ * Escaping: the message and the request id go through dp_log_escape, so bytes 0x00-0x1f and 0x7f
+ * (newlines, ESC sequences that would drive a terminal, NUL) are written as \xHH and a
+ * client-controlled string (a decoded URL, a header) can neither forge a line nor reach a terminal.
  */
 #include "common/dp_log.h"
 
@@ -37,6 +41,30 @@ int dp_log_get_level(void)
     return log_level;
 }
 
+size_t dp_log_escape(const char *in, char *out, size_t out_len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t w = 0;
+    if (out_len == 0)
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p != '\0'; p++) {
+        int ctl = *p < 0x20 || *p == 0x7f;
+        size_t need = ctl ? 4 : 1;
+        if (w + need >= out_len)
+            break; /* truncate at a whole character or escape */
+        if (ctl) {
+            out[w++] = '\\';
+            out[w++] = 'x';
+            out[w++] = hex[*p >> 4];
+            out[w++] = hex[*p & 0xf];
+        } else {
+            out[w++] = (char)*p;
+        }
+    }
+    out[w] = '\0';
+    return w;
+}
+
 void dp_log(int level, const char *req_id, const char *fmt, ...)
 {
     static const char *tags[] = {"DEBUG", "INFO", "WARN", "ERROR"};
@@ -50,19 +78,20 @@ void dp_log(int level, const char *req_id, const char *fmt, ...)
         if (k > 0)
             snprintf(when + k, sizeof when - k, ".%03ldZ", ts.tv_nsec / 1000000L);
     }
-    char msg[1024];
+    char raw[1024];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    int n = vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
     if (n < 0)
-        msg[0] = '\0';
-    for (char *p = msg; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    char line[1200];
+        raw[0] = '\0';
+    char msg[DP_LOG_ESCAPED_MAX];
+    dp_log_escape(raw, msg, sizeof msg);
+    char rid[80];
+    dp_log_escape(req_id ? req_id : "-", rid, sizeof rid);
+    char line[DP_LOG_ESCAPED_MAX + 176];
     n = snprintf(line, sizeof line, "%s %s [%lx] %s %s\n", when, tags[level],
-                 (unsigned long)pthread_self(), req_id ? req_id : "-", msg);
+                 (unsigned long)pthread_self(), rid, msg);
     if (n < 0)
         return;
     size_t len = (size_t)n;
