@@ -20,8 +20,8 @@
  * can exist at once, so it never fills. Guarded by mu (the acceptor and MHD's threads, through
  * http_acceptor_closed); nothing else is done while mu is held.
  *
- * Error answers are best effort: written with one non-blocking sendmsg, then the write side is shut,
- * what the client has already sent is read and dropped (so that closing does not reset the
+ * Error answers are best effort: written with one non-blocking sendmsg, then the write side is
+ * shut, what the client has already sent is read and dropped (so that closing does not reset the
  * connection before the client has read the answer), and the socket is closed.
  */
 #include "service/http_accept.h"
@@ -74,25 +74,25 @@ typedef struct ip_slot {
 
 struct http_acceptor {
     http_accept_cfg cfg;
-    int lfd;         /* listening socket, -1 once closed */
-    int ep;          /* epoll */
-    int wake[2];     /* pipe: a byte in wake[1] stops the thread */
-    uint16_t port;   /* bound port */
+    int lfd;       /* listening socket, -1 once closed */
+    int ep;        /* epoll */
+    int wake[2];   /* pipe: a byte in wake[1] stops the thread */
+    uint16_t port; /* bound port */
     pthread_t thread;
-    bool running;    /* thread started and not joined (main thread only) */
-    pend *pend;      /* max_pending slots (acceptor thread only after run) */
+    bool running; /* thread started and not joined (main thread only) */
+    pend *pend;   /* max_pending slots (acceptor thread only after run) */
     size_t free_head;
     size_t head, tail; /* pending sockets in accept order */
     size_t n_pending;
-    bool paused;          /* accept paused (out of fds) until resume_us */
+    bool paused; /* accept paused (out of fds) until resume_us */
     int64_t resume_us;
     int64_t warn_window_us; /* rate limit of warnings (acceptor thread) */
     unsigned warn_in_window;
     uint64_t warn_suppressed;
     char *buf; /* peek buffer, HTTP_ACCEPT_HEADER_MAX + 1 bytes */
     pthread_mutex_t mu;
-    ip_slot *ips;      /* guarded by mu */
-    size_t ip_mask;    /* table size - 1 (a power of two) */
+    ip_slot *ips;       /* guarded by mu */
+    size_t ip_mask;     /* table size - 1 (a power of two) */
     size_t handed_open; /* guarded by mu: handed to MHD, not yet closed */
     _Atomic uint64_t st_accepted, st_handed, st_timed_out, st_refused_ip, st_refused_full,
         st_bad_request, st_closed_early;
@@ -523,8 +523,8 @@ static void pend_readable(http_acceptor *a, size_t i)
         }
         return;
     }
-    int status =
-        http_accept_check_head(a->buf, end, msg, sizeof msg, method, sizeof method, path, sizeof path);
+    int status = http_accept_check_head(a->buf, end, msg, sizeof msg, method, sizeof method, path,
+                                        sizeof path);
     if (status != 0) {
         atomic_fetch_add(&a->st_bad_request, 1);
         pend_end(a, i, status, msg, method, path);
@@ -658,8 +658,7 @@ static void *acceptor_main(void *arg)
         }
         int n = epoll_wait(a->ep, evs, ACCEPT_EVENTS, timeout);
         if (n < 0 && errno != EINTR) {
-            dp_log(DP_LOG_ERROR, NULL, "http: epoll_wait: %s; the acceptor stops",
-                   strerror(errno));
+            dp_log(DP_LOG_ERROR, NULL, "http: epoll_wait: %s; the acceptor stops", strerror(errno));
             return NULL;
         }
         for (int k = 0; k < n; k++) {

@@ -39,12 +39,12 @@
 #define HTTP_ACCEPT_HEADER_MAX 16384 /* request line + headers of a connection's first request */
 
 typedef struct http_accept_cfg {
-    const char *host;           /* IPv4 literal to bind */
-    uint16_t port;              /* 0 = ephemeral */
-    unsigned header_timeout_s;  /* a pending socket's deadline, seconds (>= 1) */
-    unsigned max_conns_per_ip;  /* pending + handed, per client address (>= 1) */
-    size_t max_pending;         /* sockets held at once (>= 1) */
-    size_t max_handed;          /* sockets handed to MHD and not yet closed (>= 1) */
+    const char *host;          /* IPv4 literal to bind */
+    uint16_t port;             /* 0 = ephemeral */
+    unsigned header_timeout_s; /* a pending socket's deadline, seconds (>= 1) */
+    unsigned max_conns_per_ip; /* pending + handed, per client address (>= 1) */
+    size_t max_pending;        /* sockets held at once (>= 1) */
+    size_t max_handed;         /* sockets handed to MHD and not yet closed (>= 1) */
     /* Hands an accepted socket (non-blocking; ownership passes) to MHD. Returns 0 on success;
      * otherwise the socket has been closed by the callee (MHD_add_connection closes it). */
     int (*handoff)(void *arg, int fd, const struct sockaddr_in *peer);
@@ -67,7 +67,8 @@ uint16_t http_acceptor_port(const http_acceptor *a);
 /* Starts the acceptor thread. DP_OK or an error (the acceptor stays valid; free it). */
 int http_acceptor_run(http_acceptor *a, dp_err *err);
 
-/* MHD has closed a connection that came from peer (call once per handed socket, from any thread). */
+/* MHD has closed a connection that came from peer (call once per handed socket, from any thread).
+ */
 void http_acceptor_closed(http_acceptor *a, const struct sockaddr *peer);
 
 /* Stops accepting: closes the listening socket and every pending socket, and joins the thread.
@@ -79,13 +80,13 @@ void http_acceptor_free(http_acceptor *a);
 
 /* Counters for tests and logs. */
 typedef struct http_accept_stats {
-    uint64_t accepted;      /* sockets accepted */
-    uint64_t handed;        /* handed to MHD */
-    uint64_t timed_out;     /* 408 */
-    uint64_t refused_ip;    /* 503: per-address limit */
-    uint64_t refused_full;  /* 503: pending or handed cap */
-    uint64_t bad_request;   /* 400 / 414 / 431 / 505 */
-    uint64_t closed_early;  /* closed by the client while pending */
+    uint64_t accepted;     /* sockets accepted */
+    uint64_t handed;       /* handed to MHD */
+    uint64_t timed_out;    /* 408 */
+    uint64_t refused_ip;   /* 503: per-address limit */
+    uint64_t refused_full; /* 503: pending or handed cap */
+    uint64_t bad_request;  /* 400 / 414 / 431 / 505 */
+    uint64_t closed_early; /* closed by the client while pending */
 } http_accept_stats;
 void http_acceptor_stats(http_acceptor *a, http_accept_stats *out);
 
