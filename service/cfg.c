@@ -25,6 +25,10 @@ enum {
     OPT_LOG_LEVEL,
     OPT_AUTH,
     OPT_ADMIN_TOKEN,
+    OPT_DRAIN_TIMEOUT,
+    OPT_HEADER_TIMEOUT,
+    OPT_BODY_TIMEOUT,
+    OPT_MAX_CONNS_PER_IP,
     OPT_N
 };
 
@@ -39,6 +43,10 @@ static const struct {
     [OPT_LOG_LEVEL] = {"--log-level", "DPSILO_LOG_LEVEL"},
     [OPT_AUTH] = {"--auth", "DPSILO_AUTH"},
     [OPT_ADMIN_TOKEN] = {"--admin-token-file", "DPSILO_ADMIN_TOKEN_FILE"},
+    [OPT_DRAIN_TIMEOUT] = {"--drain-timeout", "DPSILO_DRAIN_TIMEOUT"},
+    [OPT_HEADER_TIMEOUT] = {"--header-timeout", "DPSILO_HEADER_TIMEOUT"},
+    [OPT_BODY_TIMEOUT] = {"--body-timeout", "DPSILO_BODY_TIMEOUT"},
+    [OPT_MAX_CONNS_PER_IP] = {"--max-conns-per-ip", "DPSILO_MAX_CONNS_PER_IP"},
 };
 
 void cfg_defaults(cfg *c)
@@ -51,6 +59,10 @@ void cfg_defaults(cfg *c)
     c->threads = n < 1 ? 1u : n > CFG_MAX_THREADS ? CFG_MAX_THREADS : (unsigned)n;
     c->max_body_bytes = CFG_DEFAULT_MAX_BODY;
     c->log_level = DP_LOG_INFO;
+    c->drain_timeout_s = 10;
+    c->header_timeout_s = 10;
+    c->body_timeout_s = 60;
+    c->max_conns_per_ip = 256;
     c->help = false;
 }
 
@@ -94,6 +106,19 @@ int cfg_parse_listen(const char *s, char *host, size_t host_len, uint16_t *port,
         return dp_err_set(err, DP_EINVAL, "listen", "listen host is too long");
     snprintf(host, host_len, "%s", h);
     *port = (uint16_t)p;
+    return DP_OK;
+}
+
+/* An unsigned setting in [lo, hi]; the error names the flag or variable, the range and the unit. */
+static int set_uint(unsigned *dst, const char *val, unsigned long lo, unsigned long hi,
+                    const char *who, const char *unit, dp_err *err)
+{
+    unsigned long v;
+    if (parse_ulong(val, lo, hi, &v) != 0)
+        return dp_err_set(err, DP_EINVAL, who,
+                          "%s must be an integer in %lu..%lu %s (got \"%.32s\")", who, lo, hi, unit,
+                          val);
+    *dst = (unsigned)v;
     return DP_OK;
 }
 
@@ -152,6 +177,15 @@ static int set_opt(cfg *c, int opt, const char *val, const char *who, dp_err *er
                                   sizeof c->admin_token_file);
             snprintf(c->admin_token_file, sizeof c->admin_token_file, "%s", val);
             return DP_OK;
+        case OPT_DRAIN_TIMEOUT:
+            return set_uint(&c->drain_timeout_s, val, 0, CFG_MAX_DRAIN_S, who, "seconds", err);
+        case OPT_HEADER_TIMEOUT:
+            return set_uint(&c->header_timeout_s, val, 1, CFG_MAX_HEADER_S, who, "seconds", err);
+        case OPT_BODY_TIMEOUT:
+            return set_uint(&c->body_timeout_s, val, 1, CFG_MAX_BODY_S, who, "seconds", err);
+        case OPT_MAX_CONNS_PER_IP:
+            return set_uint(&c->max_conns_per_ip, val, 0, CFG_MAX_CONNS_PER_IP, who, "connections",
+                            err);
         default:
             return dp_err_set(err, DP_EINTERNAL, NULL, "unknown option index");
     }
@@ -229,8 +263,20 @@ const char *cfg_usage(void)
            "  --admin-token-file PATH  file holding the admin token [DPSILO_ADMIN_TOKEN_FILE,\n"
            "                      default: <db dir>/admin.token, generated (mode 0600) if "
            "missing]\n"
+           "  --drain-timeout SECONDS  on SIGTERM/SIGINT, how long to wait for requests in "
+           "flight\n"
+           "                      (new ones get 503) [DPSILO_DRAIN_TIMEOUT, default 10]\n"
+           "  --header-timeout SECONDS  a new connection must send its request headers within "
+           "this\n"
+           "                      (else 408) [DPSILO_HEADER_TIMEOUT, default 10]\n"
+           "  --body-timeout SECONDS  a request body must arrive within this after its headers\n"
+           "                      (else the connection is closed) [DPSILO_BODY_TIMEOUT, default "
+           "60]\n"
+           "  --max-conns-per-ip N  connections one client address may hold, 0 = no limit\n"
+           "                      [DPSILO_MAX_CONNS_PER_IP, default 256]\n"
            "  --help              show this text and exit\n"
            "\n"
            "On start it prints one line to stdout: dpsilod listening on http://HOST:PORT\n"
-           "SIGTERM or SIGINT stops it after the requests in flight have finished.\n";
+           "SIGTERM or SIGINT stops it: new requests get 503, requests in flight finish (up to\n"
+           "--drain-timeout); a second SIGTERM or SIGINT exits at once (status 3).\n";
 }

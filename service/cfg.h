@@ -11,6 +11,10 @@
  *   --log-level LEVEL    DPSILO_LOG_LEVEL  info (debug, info, warn, error, off)
  *   --auth on|off        DPSILO_AUTH       on; off is refused unless HOST is a loopback address
  *   --admin-token-file P DPSILO_ADMIN_TOKEN_FILE  (none: <db dir>/admin.token, made at first start)
+ *   --drain-timeout S    DPSILO_DRAIN_TIMEOUT     10; a stop waits this long for requests in flight
+ *   --header-timeout S   DPSILO_HEADER_TIMEOUT    10; a new connection's request headers deadline
+ *   --body-timeout S     DPSILO_BODY_TIMEOUT      60; a request body's deadline (from its headers)
+ *   --max-conns-per-ip N DPSILO_MAX_CONNS_PER_IP  256; connections per client address, 0 = no limit
  *
  * Flags take their value as the next argument or after '=' (--db=x). Parsing is strict: strtol with
  * an end pointer, ranges checked, unknown flags refused; the error names the flag or variable.
@@ -33,6 +37,10 @@
 #define CFG_DEFAULT_MAX_BODY (1024u * 1024u)
 #define CFG_HOST_MAX         64
 #define CFG_PATH_MAX         1024
+#define CFG_MAX_DRAIN_S      3600
+#define CFG_MAX_HEADER_S     3600
+#define CFG_MAX_BODY_S       86400
+#define CFG_MAX_CONNS_PER_IP 1000000
 
 typedef struct cfg {
     char host[CFG_HOST_MAX];    /* IPv4 literal to bind, e.g. "127.0.0.1" ("localhost" is mapped) */
@@ -43,6 +51,10 @@ typedef struct cfg {
     int log_level;              /* DP_LOG_* */
     bool auth_off;              /* --auth off: no bearer tokens (loopback only, issue #5) */
     char admin_token_file[CFG_PATH_MAX]; /* --admin-token-file; "" = <db dir>/admin.token */
+    unsigned drain_timeout_s;            /* stop: wait for requests in flight, 0..CFG_MAX_DRAIN_S */
+    unsigned header_timeout_s;           /* first request's headers deadline, 1..CFG_MAX_HEADER_S */
+    unsigned body_timeout_s;             /* body deadline from the headers, 1..CFG_MAX_BODY_S */
+    unsigned max_conns_per_ip;           /* per client address; 0 = no limit */
     bool help;                           /* --help was given: print cfg_usage and exit 0 */
 } cfg;
 

@@ -55,6 +55,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,18 +65,24 @@
 #include "common/dp_log.h"
 #include "service/auth.h"
 #include "service/embedded.h"
+#include "service/http_accept.h"
 #include "service/http_err.h"
 #include "service/http_static.h"
 #include "service/metrics.h"
 #include "service/router.h"
 
-#define HTTP_CONNECTION_TIMEOUT_S 30   /* idle keep-alive connections are closed after this */
-#define HTTP_CONNECTION_LIMIT     1024 /* simultaneous connections */
-#define HTTP_LISTEN_BACKLOG       1024
-#define HTTP_BODY_INITIAL         1024 /* first body buffer; doubles up to the route cap */
+#define HTTP_CONNECTION_TIMEOUT_S 30    /* idle keep-alive connections are closed after this */
+#define HTTP_CONNECTION_LIMIT     1024  /* connections served by MHD at once, at most */
+#define HTTP_PENDING_LIMIT        16384 /* connections held by the acceptor at once, at most */
+#define HTTP_FD_RESERVE           64    /* descriptors kept for the database, logs, pipes */
+#define HTTP_FD_PER_THREAD        4     /* SQLite file, WAL, SHM per pooled connection, + 1 */
+#define HTTP_BODY_INITIAL         1024  /* first body buffer; doubles up to the route cap */
+#define HTTP_STOP_LOG_MS          5000  /* a stop that waits says so this often */
+#define HTTP_MHD_LOG_PER_S        10    /* MHD's own messages logged per second at most */
 
 struct http_server {
     struct MHD_Daemon *d;
+    http_acceptor *acc;    /* owned: the listening socket and the sockets still sending headers */
     const cfg *cfg;        /* borrowed, read-only */
     store *store;          /* borrowed */
     struct ledger *ledger; /* borrowed; may be NULL */
@@ -85,8 +93,12 @@ struct http_server {
     unsigned boot_nonce;           /* request-id prefix */
     atomic_uint_fast64_t next_req; /* request-id counter */
     atomic_long in_flight;         /* contexts alive */
-    atomic_long deferring;         /* handler calls offered rq->defer whose wake-up is still owed */
-    atomic_bool stopping;          /* http_server_stop began: no new deferred answers */
+    atomic_long deferring; /* owed wake-ups: handlers offered rq->defer (only before `stopping`)
+                              whose wake-up has not run */
+    atomic_bool stopping;  /* http_server_stop began: new requests get 503, no new deferrals */
+    atomic_llong mhd_log_window; /* on_mhd_log's rate limit: the current second, */
+    atomic_long mhd_log_count;   /* lines in it, */
+    atomic_long mhd_log_dropped; /* and lines left out since the last one logged */
 };
 
 /* A context's deferred-answer state (DESIGN: deferred answers). */
@@ -262,6 +274,7 @@ typedef struct reply_headers {
     const char *allow;        /* optional (405) */
     int retry_after;          /* 503 busy: add Retry-After: 1 */
     int cacheable;            /* static files: no-cache instead of no-store */
+    int close;                /* Connection: close (also every answer once the server stops) */
 } reply_headers;
 
 /* Queues a response. buf is freed by MHD (MUST_FREE, allocated with malloc) or persistent. */
@@ -286,6 +299,9 @@ static enum MHD_Result send_reply(http_ctx *c, struct MHD_Connection *conn, int 
         ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, h->allow) == MHD_YES;
     if (ok && h->retry_after)
         ok = MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1") == MHD_YES;
+    /* MHD closes the connection after a response carrying Connection: close */
+    if (ok && (h->close || atomic_load(&c->srv->stopping)))
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES;
     enum MHD_Result res = MHD_NO;
     if (ok)
         res = MHD_queue_response(conn, (unsigned)status, r);
@@ -357,6 +373,13 @@ static int valid_req_id(const char *s)
     return n > 0;
 }
 
+static void new_req_id(http_server *srv, char *out, size_t out_len)
+{
+    snprintf(
+        out, out_len, "%08x%08llx", srv->boot_nonce,
+        (unsigned long long)atomic_fetch_add_explicit(&srv->next_req, 1, memory_order_relaxed));
+}
+
 static http_ctx *ctx_alloc(http_server *srv, struct MHD_Connection *conn, const char *url,
                            const char *method)
 {
@@ -386,9 +409,7 @@ static http_ctx *ctx_alloc(http_server *srv, struct MHD_Connection *conn, const 
     if (rid != NULL && valid_req_id(rid))
         snprintf(c->req_id, sizeof c->req_id, "%s", rid);
     else
-        snprintf(
-            c->req_id, sizeof c->req_id, "%08x%08llx", srv->boot_nonce,
-            (unsigned long long)atomic_fetch_add_explicit(&srv->next_req, 1, memory_order_relaxed));
+        new_req_id(srv, c->req_id, sizeof c->req_id);
     snprintf(c->method, sizeof c->method, "%s", method ? method : "?");
     snprintf(c->path, sizeof c->path, "%s", url ? url : "");
     return c;
@@ -653,10 +674,19 @@ static enum MHD_Result run_handler(http_ctx *c, struct MHD_Connection *conn, htt
                 rc = dp_err_set(&e, DP_EINTERNAL, NULL, "a deferred answer deferred again");
         }
     } else {
-        /* Count the owed wake-up before checking `stopping` (http_server_stop sets `stopping`
-         * before reading the count): either the stop waits for this wake-up, or no deferral. */
-        atomic_fetch_add(&srv->deferring, 1);
+        /* A deferral is offered only before `stopping`. The possible wake-up is counted before
+         * `stopping` is checked again (http_server_stop sets `stopping` before reading the count):
+         * either the stop sees this count, or this call sees `stopping` and takes the count back.
+         * So once the stop has read 0, the count never rises again. */
+        bool offered = false;
         if (!atomic_load(&srv->stopping)) {
+            atomic_fetch_add(&srv->deferring, 1);
+            if (atomic_load(&srv->stopping))
+                atomic_fetch_sub(&srv->deferring, 1);
+            else
+                offered = true;
+        }
+        if (offered) {
             c->conn = conn;
             c->defer.wake = on_wake;
             c->defer.arg = c;
@@ -665,12 +695,12 @@ static enum MHD_Result run_handler(http_ctx *c, struct MHD_Connection *conn, htt
         }
         rc = c->m.route->handler(&rq, &rs, &e);
         if (rs.pending == NULL) {
-            atomic_fetch_sub(&srv->deferring, 1); /* no wake-up is owed */
+            if (offered)
+                atomic_fetch_sub(&srv->deferring, 1); /* no wake-up is owed */
             atomic_store(&c->defer_state, DEFER_NONE);
         } else if (rq.defer == NULL) { /* contract breach: no wake-up will come; answer now */
             rs.pending->release(rs.pending);
             rs.pending = NULL;
-            atomic_fetch_sub(&srv->deferring, 1);
             http_resp_clear(&rs);
             rc = dp_err_set(&e, DP_EINTERNAL, NULL, "a handler deferred without being offered to");
         }
@@ -781,6 +811,73 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
     return run_handler(c, conn, NULL);
 }
 
+/* Answers at once with a JSON error and closes the connection (MHD discards any body). */
+static enum MHD_Result reply_refused(http_ctx *c, struct MHD_Connection *conn, int status,
+                                     const char *code, const char *msg)
+{
+    c->kind = KIND_REPLIED;
+    reply_headers h = {0};
+    h.close = 1;
+    h.retry_after = status == 503;
+    return send_json(c, conn, status, http_err_body_raw(code, msg, NULL, c->req_id), &h);
+}
+
+typedef struct header_counts {
+    unsigned content_length;    /* Content-Length headers */
+    const char *first_length;   /* the first one's value (borrowed from MHD) */
+    bool lengths_differ;        /* a later one differs from the first */
+    unsigned transfer_encoding; /* Transfer-Encoding headers */
+    unsigned authorization;     /* Authorization headers */
+} header_counts;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    (void)kind;
+    header_counts *h = cls;
+    if (key == NULL)
+        return MHD_YES;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (h->content_length++ == 0)
+            h->first_length = value ? value : "";
+        else if (strcmp(h->first_length, value ? value : "") != 0)
+            h->lengths_differ = true;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        h->transfer_encoding++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0) {
+        h->authorization++;
+    }
+    return MHD_YES;
+}
+
+/* Request framing that a proxy in front could read differently (RFC 9112 6.3; reliability report
+ * D13): differing Content-Length headers, Content-Length with Transfer-Encoding, and more than one
+ * Authorization header (a proxy keeping the last would authorize another principal). True with a
+ * client-safe sentence in why. */
+static bool framing_error(struct MHD_Connection *conn, char *why, size_t why_len)
+{
+    header_counts h = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &h);
+    if (h.lengths_differ)
+        snprintf(why, why_len, "the request has Content-Length headers with different values");
+    else if (h.content_length > 0 && h.transfer_encoding > 0)
+        snprintf(why, why_len, "the request has both Content-Length and Transfer-Encoding");
+    else if (h.authorization > 1)
+        snprintf(why, why_len, "the request has more than one Authorization header");
+    else
+        return false;
+    return true;
+}
+
+/* False once the body deadline (--body-timeout, counted from the complete headers) has passed. */
+static bool body_in_time(const http_ctx *c)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    int64_t ms = (int64_t)(t.tv_sec - c->t0.tv_sec) * 1000 + (t.tv_nsec - c->t0.tv_nsec) / 1000000;
+    return ms <= (int64_t)c->srv->cfg->body_timeout_s * 1000;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **req_cls)
@@ -794,9 +891,23 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             return MHD_NO;
         atomic_fetch_add(&srv->in_flight, 1);
         *req_cls = c;
+        if (atomic_load(&srv->stopping)) /* a new request during a stop: 503 and close */
+            return reply_refused(c, conn, 503, "shutting_down",
+                                 "the server is shutting down; retry on a new connection");
+        char why[160];
+        if (framing_error(conn, why, sizeof why))
+            return reply_refused(c, conn, 400, "invalid_argument", why);
         return first_call(c, conn);
     }
     if (*upload_data_size != 0) {
+        if (srv->cfg->body_timeout_s > 0 && !body_in_time(c)) {
+            /* No reply may be queued while upload data is being delivered: drop the connection.
+             * The access line records 408. */
+            c->status = 408;
+            dp_log(DP_LOG_DEBUG, c->req_id, "request body not received within %u s: closing",
+                   srv->cfg->body_timeout_s);
+            return MHD_NO;
+        }
         if (c->kind == KIND_ROUTE || c->kind == KIND_STATIC)
             ctx_append(c, upload_data, *upload_data_size); /* static: cap 0, so too_big */
         *upload_data_size = 0;
@@ -865,14 +976,32 @@ static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s)
     return http_percent_decode(s);
 }
 
+/* MHD's own messages (a client closing mid-request, a malformed request MHD refused itself) are
+ * logged at most HTTP_MHD_LOG_PER_S a second, so a flood of attacker connections cannot flood the
+ * log; the number left out is logged with the next line that gets through. */
 __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    http_server *srv = cls;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    long long sec = (long long)t.tv_sec;
+    long long win = atomic_load(&srv->mhd_log_window);
+    if (win != sec && atomic_compare_exchange_strong(&srv->mhd_log_window, &win, sec))
+        atomic_store(&srv->mhd_log_count, 0);
+    if (atomic_fetch_add(&srv->mhd_log_count, 1) >= HTTP_MHD_LOG_PER_S) {
+        atomic_fetch_add(&srv->mhd_log_dropped, 1);
+        return;
+    }
     char msg[512];
     int n = vsnprintf(msg, sizeof msg, fmt, ap);
     if (n < 0)
         return;
-    dp_log(DP_LOG_WARN, NULL, "microhttpd: %s", msg);
+    long dropped = atomic_exchange(&srv->mhd_log_dropped, 0);
+    if (dropped > 0)
+        dp_log(DP_LOG_WARN, NULL, "microhttpd: %s (%ld similar message(s) not logged)", msg,
+               dropped);
+    else
+        dp_log(DP_LOG_WARN, NULL, "microhttpd: %s", msg);
 }
 
 /* ---- server lifecycle ---- */
@@ -894,6 +1023,67 @@ static unsigned boot_nonce(void)
     return v;
 }
 
+/* MHD tells us when a connection it serves closes: its address count drops (http_accept.h). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    (void)socket_context;
+    http_server *srv = cls;
+    if (code != MHD_CONNECTION_NOTIFY_CLOSED)
+        return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    http_acceptor_closed(srv->acc, ci != NULL ? ci->client_addr : NULL);
+}
+
+/* The acceptor's callbacks. */
+static int acc_handoff(void *arg, int fd, const struct sockaddr_in *peer)
+{
+    http_server *srv = arg;
+    return MHD_add_connection(srv->d, fd, (const struct sockaddr *)peer, sizeof *peer) == MHD_YES
+               ? 0
+               : -1;
+}
+
+static void acc_req_id(void *arg, char *out, size_t out_len)
+{
+    new_req_id(arg, out, out_len);
+}
+
+static void acc_observe(void *arg, int status, uint64_t us)
+{
+    http_server *srv = arg;
+    http_metrics_observe(srv->metrics, HTTP_METRICS_ROW_UNMATCHED(srv->n_routes), status, us);
+}
+
+/* Raises the soft RLIMIT_NOFILE to the hard one and sizes the connection caps from it: MHD serves
+ * at most HTTP_CONNECTION_LIMIT (or half the descriptors left after the reserve), the acceptor
+ * holds the rest, up to HTTP_PENDING_LIMIT. */
+static void size_connections(unsigned threads, size_t *max_handed, size_t *max_pending,
+                             unsigned long *nofile)
+{
+    struct rlimit rl;
+    unsigned long n = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (rl.rlim_cur < rl.rlim_max) {
+            rlim_t old = rl.rlim_cur;
+            rl.rlim_cur = rl.rlim_max;
+            if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+                rl.rlim_cur = old;
+        }
+        n = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 1048576 ? 1048576
+                                                                  : (unsigned long)rl.rlim_cur;
+    }
+    *nofile = n;
+    unsigned long reserve = HTTP_FD_RESERVE + (unsigned long)HTTP_FD_PER_THREAD * (threads + 2);
+    unsigned long budget = n > reserve + 32 ? n - reserve : 32;
+    unsigned long handed = budget / 2 < HTTP_CONNECTION_LIMIT ? budget / 2 : HTTP_CONNECTION_LIMIT;
+    unsigned long pending =
+        budget - handed < HTTP_PENDING_LIMIT ? budget - handed : HTTP_PENDING_LIMIT;
+    *max_handed = handed < 16 ? 16 : handed;
+    *max_pending = pending < 16 ? 16 : pending;
+}
+
 http_server *http_server_start(const cfg *c, store *st, struct ledger *led, const route *routes,
                                size_t n_routes, dp_err *err)
 {
@@ -912,46 +1102,71 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
     atomic_init(&srv->in_flight, 0);
     atomic_init(&srv->deferring, 0);
     atomic_init(&srv->stopping, false);
+    atomic_init(&srv->mhd_log_window, 0);
+    atomic_init(&srv->mhd_log_count, 0);
+    atomic_init(&srv->mhd_log_dropped, 0);
     srv->metrics = http_metrics_alloc(routes, n_routes, store_schema_version(st));
     if (srv->metrics == NULL) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         dp_free(srv);
         return NULL;
     }
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(c->port);
-    if (inet_pton(AF_INET, c->host, &sa.sin_addr) != 1) {
-        dp_err_set(err, DP_EINVAL, "listen", "cannot bind: %s is not an IPv4 address", c->host);
+    size_t max_handed, max_pending;
+    unsigned long nofile;
+    size_connections(c->threads, &max_handed, &max_pending, &nofile);
+    http_accept_cfg ac = {
+        .host = c->host,
+        .port = c->port,
+        .header_timeout_s = c->header_timeout_s,
+        .max_conns_per_ip = c->max_conns_per_ip,
+        .max_pending = max_pending,
+        .max_handed = max_handed,
+        .handoff = acc_handoff,
+        .next_req_id = acc_req_id,
+        .observe = acc_observe,
+        .arg = srv,
+    };
+    /* The listening socket is ours (http_accept.h): MHD gets connections whose request headers
+     * are complete, through MHD_add_connection (which needs MHD_USE_ITC with internal threads),
+     * and never has a listening socket of its own, so a stop never asks MHD to take one out of
+     * its workers' epoll sets (MHD_quiesce_daemon races the workers there and can abort). */
+    srv->acc = http_acceptor_open(&ac, err);
+    if (srv->acc == NULL)
         goto fail;
-    }
     /* MHD_ALLOW_SUSPEND_RESUME: deferred answers (DESIGN above) */
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
-                         MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
+                         MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET;
     /* clang-format off */
     srv->d = MHD_start_daemon(
         flags, 0, NULL,                                        /* */
         NULL, on_access, srv,                                  /* */
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,          /* first, so it gets all */
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,          /* */
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,           /* first, so it gets all */
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->threads, /* */
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HTTP_CONNECTION_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_CONNECTION_LIMIT,  /* */
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)HTTP_LISTEN_BACKLOG, /* */
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)max_handed,             /* */
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,                    /* */
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,                  /* */
         MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,                   /* */
         MHD_OPTION_END);
     /* clang-format on */
     if (srv->d == NULL) {
-        dp_err_set(err, DP_EINTERNAL, "listen", "cannot listen on %s:%u (in use, or not permitted)",
-                   c->host, (unsigned)c->port);
+        dp_err_set(err, DP_EINTERNAL, "listen", "cannot start the HTTP server on %s:%u", c->host,
+                   (unsigned)c->port);
         goto fail;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = info != NULL && info->port != 0 ? info->port : c->port;
+    if (http_acceptor_run(srv->acc, err) != DP_OK) {
+        MHD_stop_daemon(srv->d);
+        goto fail;
+    }
+    srv->port = http_acceptor_port(srv->acc);
+    dp_log(DP_LOG_INFO, NULL,
+           "http: up to %zu connections served and %zu waiting for their headers (open-files "
+           "limit %lu), %u per address (0 = no limit); header deadline %u s, body deadline %u s",
+           max_handed, max_pending, nofile, c->max_conns_per_ip, c->header_timeout_s,
+           c->body_timeout_s);
     return srv;
 fail:
+    http_acceptor_free(srv->acc);
     http_metrics_free(srv->metrics);
     dp_free(srv);
     return NULL;
@@ -962,34 +1177,59 @@ uint16_t http_server_port(const http_server *srv)
     return srv->port;
 }
 
-void http_server_stop(http_server *srv, unsigned grace_ms)
+static int64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+int http_server_stop(http_server *srv, unsigned drain_ms)
 {
     if (srv == NULL)
-        return;
-    MHD_socket lfd = MHD_quiesce_daemon(srv->d);
-    struct timespec nap = {0, 10 * 1000000L};
-    for (unsigned waited = 0; atomic_load(&srv->in_flight) > 0 && waited < grace_ms; waited += 10)
-        nanosleep(&nap, NULL);
-    long left = atomic_load(&srv->in_flight);
-    if (left > 0)
-        dp_log(DP_LOG_WARN, NULL, "http: stopping with %ld request(s) still in flight after %u ms",
-               left, grace_ms);
-    /* MHD must not be stopped with a suspended connection, nor before every owed wake-up (which
-     * calls MHD_resume_connection) has run: no new deferrals from here (handlers answer on their
-     * thread), then wait for the owed ones. They need no client, only the ledger's committer,
-     * which finishes every queued op, so this wait is short and ends. */
+        return 0;
+    /* 1. New requests get 503 + Connection: close, answers in flight carry Connection: close, and
+     * no handler is offered a deferral any more (run_handler). */
     atomic_store(&srv->stopping, true);
-    for (unsigned waited = 0; atomic_load(&srv->deferring) > 0; waited += 10) {
-        if (waited > 0 && waited % 5000 == 0)
-            dp_log(DP_LOG_WARN, NULL, "http: waiting for %ld deferred answer(s)",
-                   (long)atomic_load(&srv->deferring));
+    /* 2. Our listening socket and the connections still sending headers are closed: no new
+     * connection reaches MHD. MHD has no listening socket, so nothing is removed from its epoll
+     * sets (no MHD_quiesce_daemon: reliability report D1). */
+    http_acceptor_stop(srv->acc);
+    /* 3. Requests in flight finish, and every owed wake-up (which calls MHD_resume_connection)
+     * runs: MHD must not be stopped with a suspended connection, nor before a wake-up that would
+     * touch it. Both waits end at the drain deadline. */
+    int64_t deadline = mono_ms() + (int64_t)drain_ms;
+    struct timespec nap = {0, 10 * 1000000L};
+    int64_t next_note = mono_ms() + HTTP_STOP_LOG_MS;
+    while ((atomic_load(&srv->in_flight) > 0 || atomic_load(&srv->deferring) > 0) &&
+           mono_ms() < deadline) {
         nanosleep(&nap, NULL);
+        if (mono_ms() >= next_note) {
+            dp_log(DP_LOG_INFO, NULL, "http: draining: %ld request(s) in flight",
+                   (long)atomic_load(&srv->in_flight));
+            next_note += HTTP_STOP_LOG_MS;
+        }
     }
+    long owed = atomic_load(&srv->deferring);
+    long left = atomic_load(&srv->in_flight);
+    if (owed > 0) {
+        dp_log(DP_LOG_WARN, NULL,
+               "http: %ld deferred answer(s) still owed after the drain timeout (%u ms); leaving "
+               "the HTTP server running for the process exit",
+               owed, drain_ms);
+        return -1;
+    }
+    if (left > 0)
+        dp_log(DP_LOG_WARN, NULL,
+               "http: %ld request(s) still in flight after the drain timeout (%u ms) are cut off",
+               left, drain_ms);
+    /* 4. Closes every connection and joins the pool (a handler still running is waited for:
+     * main bounds the whole stop). */
     MHD_stop_daemon(srv->d);
-    if (lfd != MHD_INVALID_SOCKET)
-        close(lfd);
+    http_acceptor_free(srv->acc);
     http_metrics_free(srv->metrics);
     dp_free(srv);
+    return left > 0 ? 1 : 0;
 }
 
 /* ---- http_handler_call: the deferred path without a socket ---- */

@@ -177,7 +177,8 @@ int http_handler_call(route_fn h, const http_req *rq, http_resp *rs, dp_err *err
 
 typedef struct http_server http_server;
 
-/* Starts MHD on c->host:c->port with c->threads threads, serving routes[0..n_routes-1] (borrowed;
+/* Listens on c->host:c->port (service/http_accept.h: header and body deadlines, the per-address
+ * limit) and starts MHD with c->threads threads, serving routes[0..n_routes-1] (borrowed;
  * must outlive the server) and the embedded web/ files. st (borrowed) provides the connections;
  * led (borrowed, may be NULL) is handed to every handler as rq->ledger.
  * Returns an owned server or NULL with err (DP_EINTERNAL with an operator message, e.g. the port is
@@ -188,8 +189,15 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
 /* The bound port (the real one when c->port was 0). */
 uint16_t http_server_port(const http_server *srv);
 
-/* Graceful stop: stop accepting, wait up to grace_ms for requests in flight to finish, stop MHD
- * (joins its threads) and free srv. NULL is a no-op. */
-void http_server_stop(http_server *srv, unsigned grace_ms);
+/* Draining stop. New requests are answered 503 (code "shutting_down", Retry-After, Connection:
+ * close) and every answer from here carries Connection: close; the listening socket and the
+ * connections still sending headers are closed; requests in flight finish, up to drain_ms. Then
+ * MHD is stopped (connections closed, threads joined; a handler still running is waited for, so
+ * callers bound the whole call themselves) and srv is freed.
+ * Returns 0 when every request finished, 1 when some were cut off at drain_ms, and -1 when a
+ * deferred answer's wake-up was still owed at drain_ms: then MHD is left running and srv is not
+ * freed (stopping MHD would free connections the wake-up still touches); the caller must end the
+ * process without closing the ledger. NULL is a no-op (0). */
+int http_server_stop(http_server *srv, unsigned drain_ms);
 
 #endif

@@ -12,16 +12,28 @@
  *   5. start the HTTP server and print exactly one line to stdout:
  *          dpsilod listening on http://HOST:PORT
  *      (flushed at once; scripts parse it, and port 0 becomes the real port);
- *   6. sigwait; then stop in order: HTTP (requests in flight finish, up to MAIN_GRACE_MS), then the
- *      database (every connection closed, WAL checkpointed by SQLite on the last close).
- * Exit status: 0 after a clean stop, 1 when start-up fails, 2 for a usage error.
+ *   6. sigwait; then the drain, on a thread of its own: HTTP (new requests get 503 with
+ *      Connection: close, requests in flight finish, up to --drain-timeout), then the ledger and
+ *      the database (every connection closed, WAL checkpointed by SQLite on the last close).
+ *      Meanwhile this thread keeps waiting for signals: a second SIGTERM or SIGINT ends the process
+ *      at once with _exit(MAIN_EXIT_FORCED), and so does a drain still running MAIN_CLOSE_GRACE_S
+ *      after the drain timeout (a handler that never returns). Nothing acknowledged is lost that
+ *      way: an answer is sent only after its COMMIT, and SQLite rolls back what was not committed.
+ * Exit status: 0 after a stop (also when requests were cut off at the drain timeout), 1 when
+ * start-up fails, 2 for a usage error, 3 when the stop was forced (second signal, or the drain
+ * could not finish).
  */
 #include <gsl/gsl_errno.h>
 #include <jansson.h>
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/dp_log.h"
 #include "service/auth.h"
@@ -32,8 +44,10 @@
 #include "service/routes.h"
 #include "service/store.h"
 
-#define MAIN_GRACE_MS       10000 /* how long a stop waits for requests in flight */
-#define MAIN_BOX_TEXT_WIDTH 76    /* the --auth off warning: 80-column box, "*  " text "*" */
+#define MAIN_CLOSE_GRACE_S  5  /* after the drain timeout, how long closing may take */
+#define MAIN_EXIT_FORCED    3  /* exit status of a forced stop */
+#define MAIN_SIGWAIT_MS     50 /* the drain's progress is checked this often */
+#define MAIN_BOX_TEXT_WIDTH 76 /* the --auth off warning: 80-column box, "*  " text "*" */
 
 static const char *env_lookup(const char *name)
 {
@@ -76,6 +90,35 @@ static int start_auth(const cfg *c, ledger *led, dp_err *err)
         dp_log(DP_LOG_INFO, NULL, "admin token %s %s (mode 0600)",
                generated ? "generated into" : "read from", path);
     return rc;
+}
+
+/* The drain (step 6), run on its own thread so that this one can still take a second signal. */
+typedef struct drain {
+    http_server *srv;
+    ledger *led;
+    store *st;
+    unsigned drain_ms;
+    int http_rc;     /* http_server_stop's result */
+    atomic_int done; /* 1 once the thread has finished */
+} drain;
+
+static void *drain_main(void *arg)
+{
+    drain *d = arg;
+    d->http_rc = http_server_stop(d->srv, d->drain_ms);
+    if (d->http_rc >= 0) {   /* -1: MHD still runs; the process ends without closing anything */
+        ledger_free(d->led); /* finishes queued ledger ops, then closes its connection */
+        store_free(d->st);
+    }
+    atomic_store(&d->done, 1);
+    return NULL;
+}
+
+static int64_t mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec;
 }
 
 int main(int argc, char **argv)
@@ -137,10 +180,45 @@ int main(int argc, char **argv)
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0)
         ;
-    dp_log(DP_LOG_INFO, NULL, "signal %d: stopping", sig);
-    http_server_stop(srv, MAIN_GRACE_MS);
-    ledger_free(led); /* finishes queued ledger ops, then closes its connection */
-    store_free(st);
-    dp_log(DP_LOG_INFO, NULL, "stopped cleanly");
+    dp_log(DP_LOG_INFO, NULL,
+           "signal %d: draining (new requests get 503, up to %u s for requests in flight; a "
+           "second signal exits at once)",
+           sig, config.drain_timeout_s);
+    drain d = {.srv = srv, .led = led, .st = st, .drain_ms = config.drain_timeout_s * 1000u};
+    atomic_init(&d.done, 0);
+    pthread_t th;
+    if (pthread_create(&th, NULL, drain_main, &d) != 0) {
+        drain_main(&d); /* no thread: drain here, without the second-signal exit */
+    } else {
+        int64_t give_up = mono_s() + (int64_t)config.drain_timeout_s + MAIN_CLOSE_GRACE_S;
+        while (!atomic_load(&d.done)) {
+            struct timespec ts = {0, MAIN_SIGWAIT_MS * 1000000L};
+            int s2 = sigtimedwait(&sigs, NULL, &ts);
+            if (s2 > 0) {
+                dp_log(DP_LOG_WARN, NULL,
+                       "signal %d during the drain: exiting now (what was acknowledged is "
+                       "committed; requests in flight are dropped)",
+                       s2);
+                _exit(MAIN_EXIT_FORCED);
+            }
+            if (mono_s() > give_up) {
+                dp_log(DP_LOG_ERROR, NULL,
+                       "the stop did not finish %d s after the drain timeout: exiting now",
+                       MAIN_CLOSE_GRACE_S);
+                _exit(MAIN_EXIT_FORCED);
+            }
+        }
+        pthread_join(th, NULL);
+    }
+    if (d.http_rc < 0) {
+        dp_log(DP_LOG_WARN, NULL, "exiting without closing the ledger (answers still owed)");
+        _exit(MAIN_EXIT_FORCED);
+    }
+    if (d.http_rc > 0)
+        dp_log(DP_LOG_INFO, NULL,
+               "stopped; requests still in flight at the drain timeout were "
+               "cut off");
+    else
+        dp_log(DP_LOG_INFO, NULL, "stopped cleanly");
     return 0;
 }

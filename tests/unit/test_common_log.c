@@ -83,7 +83,8 @@ static void log_line_has_no_raw_control_characters(void **state)
     assert_int_equal(buf[n - 1], '\n');
     for (size_t i = 0; i + 1 < n; i++)
         assert_true((unsigned char)buf[i] >= 0x20 && (unsigned char)buf[i] != 0x7f);
-    assert_non_null(strstr(buf, " id\\x1b path /v1/silos/\\x1b[31mred\\x0d\\x0aINFO forged\\x09\\x7f end\n"));
+    assert_non_null(
+        strstr(buf, " id\\x1b path /v1/silos/\\x1b[31mred\\x0d\\x0aINFO forged\\x09\\x7f end\n"));
     assert_null(memchr(buf, '\n', n - 1)); /* one line */
 }
 

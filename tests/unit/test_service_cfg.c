@@ -127,6 +127,49 @@ static void unknown_and_incomplete_arguments_are_refused(void **state)
     assert_int_equal(parse(&c, &e, NULL, 2, a3), DP_EINVAL);
 }
 
+static void stop_and_connection_limits(void **state)
+{
+    (void)state;
+    cfg c;
+    dp_err e;
+    const char *argv0[] = {"dpsilod"};
+    assert_int_equal(parse(&c, &e, NULL, 1, argv0), DP_OK);
+    assert_int_equal(c.drain_timeout_s, 10);
+    assert_int_equal(c.header_timeout_s, 10);
+    assert_int_equal(c.body_timeout_s, 60);
+    assert_int_equal(c.max_conns_per_ip, 256);
+
+    static const char *const env[] = {"DPSILO_DRAIN_TIMEOUT",
+                                      "7",
+                                      "DPSILO_HEADER_TIMEOUT",
+                                      "3",
+                                      "DPSILO_BODY_TIMEOUT",
+                                      "45",
+                                      "DPSILO_MAX_CONNS_PER_IP",
+                                      "12",
+                                      NULL};
+    const char *argv[] = {"dpsilod", "--drain-timeout=0", "--max-conns-per-ip", "0"};
+    assert_int_equal(parse(&c, &e, env, 4, argv), DP_OK);
+    assert_int_equal(c.drain_timeout_s, 0); /* 0: stop without waiting */
+    assert_int_equal(c.header_timeout_s, 3);
+    assert_int_equal(c.body_timeout_s, 45);
+    assert_int_equal(c.max_conns_per_ip, 0); /* 0: no limit */
+
+    const char *bad1[] = {"dpsilod", "--header-timeout", "0"};
+    assert_int_equal(parse(&c, &e, NULL, 3, bad1), DP_EINVAL);
+    assert_string_equal(e.field, "--header-timeout");
+    assert_non_null(strstr(e.msg, "1..3600 seconds"));
+    const char *bad2[] = {"dpsilod", "--drain-timeout", "-1"};
+    assert_int_equal(parse(&c, &e, NULL, 3, bad2), DP_EINVAL);
+    assert_string_equal(e.field, "--drain-timeout");
+    const char *bad3[] = {"dpsilod", "--body-timeout", "86401"};
+    assert_int_equal(parse(&c, &e, NULL, 3, bad3), DP_EINVAL);
+    assert_string_equal(e.field, "--body-timeout");
+    static const char *const env_bad[] = {"DPSILO_MAX_CONNS_PER_IP", "lots", NULL};
+    assert_int_equal(parse(&c, &e, env_bad, 1, argv0), DP_EINVAL);
+    assert_string_equal(e.field, "DPSILO_MAX_CONNS_PER_IP");
+}
+
 static void help_is_recognised(void **state)
 {
     (void)state;
@@ -152,6 +195,7 @@ int main(void)
         cmocka_unit_test(environment_applies_and_flags_win),
         cmocka_unit_test(bad_values_name_their_source),
         cmocka_unit_test(unknown_and_incomplete_arguments_are_refused),
+        cmocka_unit_test(stop_and_connection_limits),
         cmocka_unit_test(help_is_recognised),
     };
     return cmocka_run_group_tests_name("service_cfg", tests, NULL, NULL);
