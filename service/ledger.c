@@ -47,20 +47,34 @@
  * upper bounds on the true privacy loss (the RDP conversion for any mechanism with that curve,
  * Balle et al. 2020 Thm. 21; the PLD one by its pessimistic "connect-the-dots" discretisation,
  * accounting/pld.h), so their minimum is one too, and PLD is usually much tighter. A PLD
- * composition of the silo's whole log costs milliseconds to tens of milliseconds, far too slow for
- * the write transaction, so it runs in the caller's thread on a snapshot: the committer, meeting a
- * PLD silo without PLD figures for its current state (n_charges and the highest claim id), fails
- * that op alone with need_pld; the caller (submit_pld) recomposes on its own read connection
- * (pld_prepare: the log grouped into self_composed(count, event) per distinct event, plus active
- * claims, plus the new event) and submits again. After LEDGER_PLD_RETRIES stale snapshots it gives
- * up on PLD for that request and the RDP bound decides alone (conservative). Events PLD does not
- * support (zcdp, sampling without replacement), mixed neighbouring relations or more than
- * ACCT_PLD_MAX_MECHANISMS distinct events give eps_PLD = +inf, i.e. the RDP bound. Reads
+ * composition of the silo's whole log costs milliseconds to seconds (hundreds of distinct events),
+ * far too slow for the write transaction and for an HTTP worker, so it runs on the ledger's own PLD
+ * thread on a snapshot: the committer, meeting a PLD silo without PLD figures for its current state
+ * (n_charges, the highest claim id and the delta), fails that op alone with need_pld and, instead
+ * of answering it, hands it to the PLD thread (pld_handoff); that thread recomposes on its own read
+ * connection (pld_prepare: the log grouped into self_composed(count, event) per distinct event,
+ * plus active claims, plus the new event; the log's own figure is cached per (silo, n_charges,
+ * delta)) and queues the op again. The caller keeps waiting (a blocking call) or stays suspended (a
+ * deferred HTTP charge: wake is called only once the op is done), so no HTTP thread composes PLDs.
+ * After LEDGER_PLD_RETRIES stale snapshots, or while stopping, the RDP bound decides alone for that
+ * request (conservative). The same figures serve claim commits (so that the audit row records
+ * min(RDP, PLD), D10) and a PATCH lowering a PLD silo's cap (checked with min(RDP, PLD), D8).
+ * Events PLD does not support (zcdp, sampling without replacement), mixed neighbouring relations or
+ * more than ACCT_PLD_MAX_MECHANISMS distinct events give eps_PLD = +inf, i.e. the RDP bound. Reads
  * (ledger_silo_get/list) refine the spent epsilon the same way. Verification (ledger_silo_verify)
  * checks the RDP sums, which are always kept.
  *
- * LOCKS. l->mu guards the queue, l->stop, l->ckpt_wanted and every op's `done`; it is never held
- * across SQLite.
+ * AUDIT ROWS. Each row's eps_after is the cumulative epsilon under the silo's admission rule, at
+ * the silo's delta then (delta_after, migrations/0005_ledger_rules.sql), raised to the previous
+ * row's figure at the same delta when it came out lower: within one delta the column never
+ * decreases.
+ *
+ * BATCH KEYS. A batch with its own idempotency key (ledger_charge_batch_keyed) is recorded whole in
+ * charge_batches, (actor, key) -> hash of every item; the same key with another batch is a
+ * conflict, and a batch whose items would partly replay is one too.
+ *
+ * LOCKS. l->mu guards the queue, the PLD queue and pld_busy, l->stop, l->ckpt_wanted and every
+ * op's `done`; it is never held across SQLite or a composition.
  */
 #include "service/ledger.h"
 
@@ -256,6 +270,10 @@ enum {
     ST_CLAIMS_EXPIRE,
     ST_CLAIMS_OVERDUE,
     ST_CLAIM_MAX,
+    ST_NAME_TAKEN,
+    ST_PREV_AFTER,
+    ST_BATCH_GET,
+    ST_BATCH_INSERT,
     ST_N
 };
 
@@ -296,9 +314,9 @@ static const char *const SQL[ST_N] = {
         "INSERT INTO charges (silo_id, created_at, actor_token_id, job_id, claim_id, "
         "idempotency_key, "
         "request_hash, reason, event, neighboring, cost_rdp, cost_rho, cost_eps, seq, eps_after, "
-        "rho_after, remaining_after) VALUES (:silo, :now, :actor, :job, :claim, :key, :hash, "
-        ":reason, "
-        ":event, :nb, :rdp, :rho, :eps, :seq, :eps_after, :rho_after, :remaining)",
+        "rho_after, remaining_after, delta_after) VALUES (:silo, :now, :actor, :job, :claim, :key, "
+        ":hash, :reason, :event, :nb, :rdp, :rho, :eps, :seq, :eps_after, :rho_after, :remaining, "
+        ":delta_after)",
     [ST_CLAIM_BY_KEY] = "SELECT id, request_hash FROM claims WHERE silo_id = :silo AND "
                         "idempotency_key = :key",
     [ST_CLAIM_GET] =
@@ -322,6 +340,15 @@ static const char *const SQL[ST_N] = {
         "SELECT EXISTS (SELECT 1 FROM claims WHERE state = 'active' AND expires_at <= "
         ":now)",
     [ST_CLAIM_MAX] = "SELECT coalesce(max(id), 0) FROM claims WHERE silo_id = :silo",
+    [ST_NAME_TAKEN] = "SELECT id FROM silos WHERE name = :name AND archived_at IS NULL AND id <> "
+                      ":id ORDER BY id LIMIT 1",
+    [ST_PREV_AFTER] = "SELECT eps_after, delta_after FROM charges WHERE silo_id = :silo AND seq = "
+                      ":seq",
+    [ST_BATCH_GET] = "SELECT request_hash FROM charge_batches WHERE actor_token_id = :actor AND "
+                     "idempotency_key = :key",
+    [ST_BATCH_INSERT] =
+        "INSERT INTO charge_batches (actor_token_id, idempotency_key, request_hash, "
+        "created_at) VALUES (:actor, :key, :hash, :now)",
 };
 
 /* ---- the ledger
@@ -358,6 +385,8 @@ typedef struct op_item {
     double pld_spent;       /* eps_PLD of the charges */
     double pld_after;       /* eps_PLD of the charges and this event */
     double pld_wb;          /* eps_PLD of the charges, the active claims and this event */
+    double want_delta;      /* PATCH: the delta of the figures (the new one); 0 = the silo's */
+    int64_t claim_id;       /* CLAIM_COMMIT: the claim whose event the figures add */
 } op_item;
 
 typedef struct ledger_op {
@@ -377,11 +406,15 @@ typedef struct ledger_op {
     bool dry_run;
     bool batch_fields;     /* name failing items "charges[i]" */
     bool need_pld;         /* some item needs PLD figures (the op failed with DP_EBUSY) */
+    int pld_attempts;      /* PLD figure computations so far (PLD thread only) */
     int64_t timeout_ms;    /* CLAIM_CREATE */
     int64_t id;            /* claim or silo id */
     int64_t scope_silo_id; /* CLAIM_COMMIT/ABORT: 0 = any */
     int64_t actor;         /* CLAIM_COMMIT */
-    const char *name;      /* SILO_CREATE */
+    const char *batch_key; /* CHARGE: the batch's idempotency key (ledger_charge_req), or NULL */
+    int64_t batch_actor;   /* CHARGE: the token the batch key is scoped by (0 = none) */
+    uint8_t batch_hash[DP_SHA256_DIGEST_BYTES]; /* CHARGE with batch_key: the whole batch */
+    const char *name;                           /* SILO_CREATE */
     const ledger_budget *budget;
     const ledger_patch *patch;
     uint8_t token_hash[DP_SHA256_DIGEST_BYTES]; /* SILO_CREATE, TOKEN_ADMIN */
@@ -410,6 +443,11 @@ struct ledger {
     bool ckpt_wanted;       /* guarded by mu */
     pthread_t ck_thread;
     bool ck_started;
+    pthread_cond_t cv_pld; /* signalled when an op is handed to the PLD thread or stop is set */
+    ledger_op *pld_head, *pld_tail; /* ops waiting for PLD figures (FIFO), guarded by mu */
+    size_t pld_busy; /* ops held by the PLD thread, queued or being computed; guarded by mu */
+    pthread_t pld_thread;
+    bool pld_started;
     pthread_mutex_t cache_mu; /* guards pld_cache only; never held with mu or across SQLite */
     struct {
         int64_t silo, n_charges; /* key: a silo's log up to n_charges charges */
@@ -920,6 +958,28 @@ static int charge_append(ledger *l, const silo_row *s, const ledger_charge_req *
     if (totals_after(l, s, cost_rdp, cost_rho, held_rdp, held_rho, n_active, e_wb_rdp, pld, new_rdp,
                      &new_rho, res, err) != DP_OK)
         return err ? err->code : DP_EINTERNAL;
+    /* The cumulative figure of the log never goes down from one row to the next at one delta
+     * (D10): each figure is an upper bound on the loss of the rows so far, so the larger of this
+     * one and the previous row's is one too. (A PLD figure may come out below an earlier row's
+     * RDP fallback, or a later composition round differently.) */
+    if (s->n_charges > 0 && !isnan(s->b.delta) && !isnan(res->spent_eps_after)) {
+        sqlite3_stmt *pv = l->st[ST_PREV_AFTER];
+        int prc = b_i64(pv, ":silo", s->id);
+        if (prc == SQLITE_OK)
+            prc = b_i64(pv, ":seq", s->n_charges);
+        if (prc == SQLITE_OK)
+            prc = sqlite3_step(pv);
+        if (prc == SQLITE_ROW) {
+            double prev = col_dbl(pv, 0), prev_delta = col_dbl(pv, 1);
+            if (!isnan(prev) && memcmp(&prev_delta, &s->b.delta, sizeof prev_delta) == 0 &&
+                prev > res->spent_eps_after)
+                res->spent_eps_after = prev;
+            prc = SQLITE_DONE;
+        }
+        st_done(pv);
+        if (prc != SQLITE_DONE)
+            return sql_fail(l, prc, "previous row", err);
+    }
     sqlite3_stmt *st = l->st[ST_CHARGE_INSERT];
     int64_t seq = s->n_charges + 1;
     const char *nb = req->neighboring == ACCT_NB_REPLACE_ONE ? "replace_one" : "add_remove";
@@ -956,6 +1016,8 @@ static int charge_append(ledger *l, const silo_row *s, const ledger_charge_req *
         rc = b_dbl(st, ":rho_after", new_rho);
     if (rc == SQLITE_OK)
         rc = b_dbl(st, ":remaining", res->remaining_after);
+    if (rc == SQLITE_OK)
+        rc = b_dbl(st, ":delta_after", isnan(res->spent_eps_after) ? DNAN : s->b.delta);
     int werr = st_write(l, st, rc, "insert charge", err);
     if (werr != DP_OK)
         return werr;
@@ -1029,10 +1091,10 @@ static void item_field(const ledger_op *op, size_t i, char *buf, size_t len)
 /* ---- committer: ops
  * --------------------------------------------------------------------------------------- */
 
-/* For a PLD silo: whether it's PLD figures hold for the silo's current state. Sets need_pld when
- * not (the caller recomputes and submits again). Always true for other silos. */
-static int pld_current(ledger *l, ledger_op *op, const silo_row *s, op_item *it, bool *ok,
-                       dp_err *err)
+/* For a PLD silo: whether it's PLD figures hold for the silo's current state at delta. Sets
+ * need_pld when not (the PLD thread recomputes and submits again). Always true for other silos. */
+static int pld_current_at(ledger *l, ledger_op *op, const silo_row *s, op_item *it, double delta,
+                          bool *ok, dp_err *err)
 {
     *ok = true;
     if (s->b.accountant != LEDGER_ACCT_PLD || s->b.kind != LEDGER_BUDGET_EPS_DELTA ||
@@ -1049,7 +1111,7 @@ static int pld_current(ledger *l, ledger_op *op, const silo_row *s, op_item *it,
     /* A PATCH of delta between snapshot and commit must not let a figure at the old delta through.
      */
     if (!it->pld_ready || it->snap_n_charges != s->n_charges || it->snap_max_claim != max_claim ||
-        memcmp(&it->snap_delta, &s->b.delta, sizeof s->b.delta) != 0) {
+        memcmp(&it->snap_delta, &delta, sizeof delta) != 0) {
         it->pld_ready = false;
         it->need_pld = true;
         op->need_pld = true;
@@ -1058,11 +1120,79 @@ static int pld_current(ledger *l, ledger_op *op, const silo_row *s, op_item *it,
     return DP_OK;
 }
 
+static int pld_current(ledger *l, ledger_op *op, const silo_row *s, op_item *it, bool *ok,
+                       dp_err *err)
+{
+    return pld_current_at(l, op, s, it, s->b.delta, ok, err);
+}
+
+/* The batch key of op (D11): 0 unknown, 1 recorded with this batch; another batch is
+ * DP_ECONFLICT. */
+static int batch_lookup(ledger *l, const ledger_op *op, int *known, dp_err *err)
+{
+    *known = 0;
+    sqlite3_stmt *st = l->st[ST_BATCH_GET];
+    int rc = b_i64(st, ":actor", op->batch_actor);
+    if (rc == SQLITE_OK)
+        rc = b_text(st, ":key", op->batch_key);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    bool other = false;
+    if (rc == SQLITE_ROW) {
+        const void *h = sqlite3_column_blob(st, 0);
+        other = h == NULL || sqlite3_column_bytes(st, 0) != DP_SHA256_DIGEST_BYTES ||
+                memcmp(h, op->batch_hash, DP_SHA256_DIGEST_BYTES) != 0;
+        *known = 1;
+        rc = SQLITE_DONE;
+    }
+    st_done(st);
+    if (rc != SQLITE_DONE)
+        return sql_fail(l, rc, "find batch by key", err);
+    if (other)
+        return dp_err_set(err, DP_ECONFLICT, "idempotency_key",
+                          "idempotency_key was already used for a different batch (another set of "
+                          "silos or events)");
+    return DP_OK;
+}
+
+/* After the items of a batch with a key were applied: a batch is replayed whole or charged whole.
+ * Some items replayed and others charged means the key was used before for another request on one
+ * of these silos: DP_ECONFLICT. A new batch is recorded under its key. */
+static int batch_record(ledger *l, const ledger_op *op, int known, int64_t now, dp_err *err)
+{
+    size_t n_keyed = 0, n_replayed = 0;
+    for (size_t i = 0; i < op->n_items; i++) {
+        const op_item *it = &op->items[i];
+        if (it->req->idempotency_key == NULL || strcmp(it->req->idempotency_key, op->batch_key))
+            continue;
+        n_keyed++;
+        n_replayed += it->res->replayed ? 1 : 0;
+    }
+    if (n_replayed != 0 && n_replayed != n_keyed)
+        return dp_err_set(err, DP_ECONFLICT, "idempotency_key",
+                          "idempotency_key was already used for a different batch (another set of "
+                          "silos or events)");
+    if (known || op->dry_run)
+        return DP_OK;
+    sqlite3_stmt *st = l->st[ST_BATCH_INSERT];
+    int rc = b_i64(st, ":actor", op->batch_actor);
+    if (rc == SQLITE_OK)
+        rc = b_text(st, ":key", op->batch_key);
+    if (rc == SQLITE_OK)
+        rc = b_blob(st, ":hash", op->batch_hash, DP_SHA256_DIGEST_BYTES);
+    if (rc == SQLITE_OK)
+        rc = b_i64(st, ":now", now);
+    return st_write(l, st, rc, "insert batch", err);
+}
+
 static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
 {
     bool stale = false;
     for (size_t i = 0; i < op->n_items; i++)
         memset(op->items[i].res, 0, sizeof *op->items[i].res);
+    int batch_known = 0;
+    if (op->batch_key != NULL && batch_lookup(l, op, &batch_known, err) != DP_OK)
+        return err->code;
     for (size_t i = 0; i < op->n_items; i++) {
         op_item *it = &op->items[i];
         const ledger_charge_req *req = it->req;
@@ -1085,6 +1215,13 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
             if (found == 1) {
                 res->dry_run = op->dry_run;
                 continue; /* the first answer; nothing charged now */
+            }
+            if (found == 2 && op->batch_key != NULL &&
+                strcmp(req->idempotency_key, op->batch_key) == 0) {
+                res->status = DP_ECONFLICT;
+                return dp_err_set(err, DP_ECONFLICT, "idempotency_key",
+                                  "idempotency_key was already used for a different batch "
+                                  "(another set of silos or events)");
             }
             if (found == 2) {
                 res->status = DP_ECONFLICT;
@@ -1148,6 +1285,8 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     }
     if (stale)
         return dp_err_set(err, DP_EBUSY, NULL, "PLD figures are stale; recomputing");
+    if (op->batch_key != NULL)
+        return batch_record(l, op, batch_known, now, err);
     return DP_OK;
 }
 
@@ -1399,6 +1538,22 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
                                                         : ledger_claim_state_name(c->state));
         goto out;
     }
+    /* D10: the row's cumulative figure follows the admission rule of the silo, min(RDP, PLD) for a
+     * PLD silo, whose figures (the log plus this claim's event) the PLD thread computes. */
+    op_item *pit = NULL;
+    if (op->n_items == 1 && s.b.accountant == LEDGER_ACCT_PLD &&
+        s.b.kind == LEDGER_BUDGET_EPS_DELTA) {
+        pit = &op->items[0];
+        pit->req_copy.silo_id = s.id;
+        pit->claim_id = c->id;
+        bool current = true;
+        if ((rc = pld_current(l, op, &s, pit, &current, err)) != DP_OK)
+            goto out;
+        if (!current) {
+            rc = dp_err_set(err, DP_EBUSY, NULL, "PLD figures are stale; recomputing");
+            goto out;
+        }
+    }
     double held_rdp[LEDGER_MAX_ORDERS], held_rho;
     int64_t n_active;
     if ((rc = held_load(l, s.id, now, c->id, held_rdp, &held_rho, &n_active, err)) != DP_OK)
@@ -1425,7 +1580,7 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     res->budget = cap_of(&s.b);
     res->spent = res->reserved = res->would_be = DNAN;
     if ((rc = charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, c->cost_rho, held_rdp,
-                            held_rho, n_active, DNAN, NULL, now, res, err)) != DP_OK)
+                            held_rho, n_active, DNAN, pit, now, res, err)) != DP_OK)
         goto out;
     if ((rc = claim_close(l, c->id, "committed", now, err)) != DP_OK)
         goto out;
@@ -1471,9 +1626,33 @@ static int bind_budget(sqlite3_stmt *st, const ledger_budget *b)
 
 static int view_of(ledger *l, const silo_row *s, int64_t now, ledger_silo_view *v, dp_err *err);
 
+/* DP_ECONFLICT (field "name") when an active silo other than `except` (0 = none) is named name.
+ * Names are unique among active silos; an archived silo's name may be taken again (archiving is
+ * final, and a silo whose token leaked is archived and recreated under its name). The committer
+ * serialises every write, so this check and the following write cannot race. */
+static int name_check(ledger *l, const char *name, int64_t except, dp_err *err)
+{
+    sqlite3_stmt *st = l->st[ST_NAME_TAKEN];
+    int rc = b_text(st, ":name", name);
+    if (rc == SQLITE_OK)
+        rc = b_i64(st, ":id", except);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    int64_t other = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    st_done(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return sql_fail(l, rc, "find silo by name", err);
+    if (other != 0)
+        return dp_err_set(err, DP_ECONFLICT, "name", "the name is already used by active silo %lld",
+                          (long long)other);
+    return DP_OK;
+}
+
 static int apply_silo_create(ledger *l, ledger_op *op, int64_t now, dp_err *err)
 {
     const ledger_budget *b = op->budget;
+    if (name_check(l, op->name, 0, err) != DP_OK)
+        return err->code;
     double zero[LEDGER_MAX_ORDERS] = {0};
     sqlite3_stmt *st = l->st[ST_SILO_INSERT];
     int rc = b_text(st, ":name", op->name);
@@ -1540,7 +1719,16 @@ static int apply_silo_patch(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     }
     if (ledger_budget_check(&nb, err) != DP_OK)
         return err->code;
-    /* Lowering below what is held (spent plus active claims) is refused: 409. */
+    if (p->name != NULL && name_check(l, p->name, s.id, err) != DP_OK)
+        return err->code;
+    /* A rename, an unchanged budget or a raise (same delta, cap not lower) is always accepted: what
+     * is held was admitted under a cap at most as high. A lower cap or another delta is checked
+     * with the admission rule: what is held (spent plus active claims) at the new delta must not
+     * exceed the new cap, with min(RDP, PLD) for a PLD silo. Refused: 409. */
+    bool lowers = memcmp(&nb.delta, &s.b.delta, sizeof nb.delta) != 0 ||
+                  (nb.kind != LEDGER_BUDGET_NONE && cap_of(&nb) < cap_of(&s.b));
+    if (!lowers || nb.kind == LEDGER_BUDGET_NONE)
+        goto write;
     double held_rdp[LEDGER_MAX_ORDERS], held_rho;
     int64_t n_active;
     if (held_load(l, s.id, now, 0, held_rdp, &held_rho, &n_active, err) != DP_OK)
@@ -1551,13 +1739,25 @@ static int apply_silo_patch(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     if (loss_of(l, &nb, held_rdp, held_rho, &e_held, NULL, err) != DP_OK)
         return err->code;
     double held = unit_value(&nb, e_held, held_rho);
-    if (nb.kind != LEDGER_BUDGET_NONE && !(held <= cap_of(&nb)))
+    if (!(held <= cap_of(&nb)) && nb.accountant == LEDGER_ACCT_PLD &&
+        nb.kind == LEDGER_BUDGET_EPS_DELTA && op->n_items == 1 && !op->items[0].pld_give_up) {
+        op_item *it = &op->items[0];
+        it->want_delta = nb.delta;
+        bool current = true;
+        if (pld_current_at(l, op, &s, it, nb.delta, &current, err) != DP_OK)
+            return err->code;
+        if (!current)
+            return dp_err_set(err, DP_EBUSY, NULL, "PLD figures are stale; recomputing");
+        held = fmin(held, it->pld_wb); /* the admission rule of a PLD silo (PLD SILOS above) */
+    }
+    if (!(held <= cap_of(&nb)))
         return dp_err_set(
             err, DP_ECONFLICT, nb.kind == LEDGER_BUDGET_RHO ? "budget.rho" : "budget.epsilon",
             "the new budget %.6g is below what silo %lld has already spent or reserved "
             "(%.6g %s)",
             cap_of(&nb), (long long)s.id, held,
             nb.kind == LEDGER_BUDGET_RHO ? "rho" : "epsilon at the new delta");
+write:;
     sqlite3_stmt *st = l->st[ST_SILO_PATCH];
     int rc = b_text(st, ":name", p->name != NULL ? p->name : s.name);
     if (rc == SQLITE_OK)
@@ -1787,11 +1987,98 @@ static void *checkpointer_main(void *arg)
     return NULL;
 }
 
+static void pld_flags_clear(ledger_op *op)
+{
+    op->need_pld = false;
+    for (size_t i = 0; i < op->n_items; i++)
+        op->items[i].need_pld = false;
+}
+
 /* A wake-up owed to an asynchronous op, delivered after l->mu is released. */
 typedef struct wake_slot {
     void (*fn)(void *arg);
     void *arg;
 } wake_slot;
+
+/* Appends op to the committer's FIFO; l->mu held. Unlike enqueue, it also works while stopping:
+ * the op was accepted before the stop and is still owed an answer. */
+static void queue_push_locked(ledger *l, ledger_op *op)
+{
+    op->next = NULL;
+    if (l->tail != NULL)
+        l->tail->next = op;
+    else
+        l->head = op;
+    l->tail = op;
+    l->n_queued++;
+    pthread_cond_signal(&l->cv_work);
+}
+
+/* An op whose PLD figures are stale goes to the PLD thread, which computes them and queues the op
+ * again; its waiter (or its wake-up) waits meanwhile, so no HTTP thread composes PLDs. While
+ * stopping, the RDP bound decides alone instead (conservative) and the op is queued at once.
+ * l->mu held. */
+static void pld_handoff(ledger *l, ledger_op *op)
+{
+    if (l->stop) {
+        for (size_t k = 0; k < op->n_items; k++)
+            if (op->items[k].need_pld)
+                op->items[k].pld_give_up = true;
+        pld_flags_clear(op);
+        queue_push_locked(l, op);
+        return;
+    }
+    op->next = NULL;
+    if (l->pld_tail != NULL)
+        l->pld_tail->next = op;
+    else
+        l->pld_head = op;
+    l->pld_tail = op;
+    l->pld_busy++;
+    pthread_cond_signal(&l->cv_pld);
+}
+
+static int pld_prepare(ledger *l, op_item *it, dp_err *err);
+
+/* The PLD thread: computes the figures of the items that need them, on its own snapshot
+ * connections, then hands the op back to the committer. After LEDGER_PLD_RETRIES computations for
+ * one op (its snapshots kept going stale), or once stopping, the RDP bound decides alone. */
+static void *pld_main(void *arg)
+{
+    ledger *l = arg;
+    for (;;) {
+        pthread_mutex_lock(&l->mu);
+        while (!l->stop && l->pld_head == NULL)
+            pthread_cond_wait(&l->cv_pld, &l->mu);
+        ledger_op *op = l->pld_head;
+        if (op == NULL) { /* stopping with nothing left */
+            pthread_mutex_unlock(&l->mu);
+            break;
+        }
+        l->pld_head = op->next;
+        if (l->pld_head == NULL)
+            l->pld_tail = NULL;
+        op->next = NULL;
+        bool stop = l->stop;
+        pthread_mutex_unlock(&l->mu);
+        for (size_t k = 0; k < op->n_items; k++) {
+            op_item *it = &op->items[k];
+            if (!it->need_pld)
+                continue;
+            dp_err e;
+            dp_err_clear(&e);
+            if (stop || op->pld_attempts >= LEDGER_PLD_RETRIES || pld_prepare(l, it, &e) != DP_OK)
+                it->pld_give_up = true; /* the RDP bound decides alone: conservative */
+        }
+        op->pld_attempts++;
+        pld_flags_clear(op);
+        pthread_mutex_lock(&l->mu);
+        l->pld_busy--;
+        queue_push_locked(l, op);
+        pthread_mutex_unlock(&l->mu);
+    }
+    return NULL;
+}
 
 static void *committer_main(void *arg)
 {
@@ -1805,14 +2092,16 @@ static void *committer_main(void *arg)
     wake_slot *wk = cap > 1 ? wakes : single_wake;
     for (;;) {
         pthread_mutex_lock(&l->mu);
-        while (!l->stop && l->head == NULL) {
+        /* Stopping: the committer stays until the PLD thread has handed back every op it holds. */
+        while (l->head == NULL && (!l->stop || l->pld_busy > 0)) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             until.tv_sec += LEDGER_SWEEP_MS / 1000;
-            if (pthread_cond_timedwait(&l->cv_work, &l->mu, &until) == ETIMEDOUT && l->head == NULL)
+            if (pthread_cond_timedwait(&l->cv_work, &l->mu, &until) == ETIMEDOUT &&
+                l->head == NULL && !l->stop)
                 break;
         }
-        if (l->head == NULL && l->stop) {
+        if (l->head == NULL && l->stop && l->pld_busy == 0) {
             pthread_mutex_unlock(&l->mu);
             break;
         }
@@ -1854,6 +2143,10 @@ static void *committer_main(void *arg)
         pthread_mutex_lock(&l->mu);
         for (size_t i = 0; i < n; i++) {
             ledger_op *op = ops[i];
+            if (op->need_pld) { /* not done: PLD figures first (PLD SILOS), then again */
+                pld_handoff(l, op);
+                continue;
+            }
             if (op->wake != NULL) {
                 wk[n_wake].fn = op->wake;
                 wk[n_wake].arg = op->wake_arg;
@@ -2003,11 +2296,12 @@ ledger *ledger_open(const char *db_path, dp_err *err)
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         return NULL;
     }
-    bool mu_ok = false, cv_ok = false, ck_ok = false, cache_ok = false;
+    bool mu_ok = false, cv_ok = false, ck_ok = false, cache_ok = false, pcv_ok = false;
     if (pthread_mutex_init(&l->cache_mu, NULL) != 0 || !(cache_ok = true) ||
         pthread_mutex_init(&l->mu, NULL) != 0 || !(mu_ok = true) ||
         pthread_cond_init(&l->cv_work, NULL) != 0 || !(cv_ok = true) ||
-        pthread_cond_init(&l->cv_ckpt, NULL) != 0 || !(ck_ok = true)) {
+        pthread_cond_init(&l->cv_ckpt, NULL) != 0 || !(ck_ok = true) ||
+        pthread_cond_init(&l->cv_pld, NULL) != 0 || !(pcv_ok = true)) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of resources");
         goto fail;
     }
@@ -2055,6 +2349,11 @@ ledger *ledger_open(const char *db_path, dp_err *err)
         goto fail;
     }
     l->ck_started = true;
+    if (pthread_create(&l->pld_thread, NULL, pld_main, l) != 0) {
+        dp_err_set(err, DP_ENOMEM, NULL, "cannot start the ledger PLD thread");
+        goto fail;
+    }
+    l->pld_started = true;
     sqlite3_wal_hook(l->db, wal_hook, l); /* replaces auto-checkpointing on the write connection */
     if (pthread_create(&l->thread, NULL, committer_main, l) != 0) {
         dp_err_set(err, DP_ENOMEM, NULL, "cannot start the ledger committer");
@@ -2063,17 +2362,23 @@ ledger *ledger_open(const char *db_path, dp_err *err)
     l->thread_started = true;
     return l;
 fail:
-    if (l->ck_started) {
+    if (l->ck_started || l->pld_started) {
         pthread_mutex_lock(&l->mu);
         l->stop = true;
         pthread_cond_signal(&l->cv_ckpt);
+        pthread_cond_signal(&l->cv_pld);
         pthread_mutex_unlock(&l->mu);
-        pthread_join(l->ck_thread, NULL);
+        if (l->ck_started)
+            pthread_join(l->ck_thread, NULL);
+        if (l->pld_started)
+            pthread_join(l->pld_thread, NULL);
     }
     for (int i = 0; i < ST_N; i++)
         sqlite3_finalize(l->st[i]);
     sqlite3_close(l->db);
     sqlite3_close(l->ck_db);
+    if (pcv_ok)
+        pthread_cond_destroy(&l->cv_pld);
     if (ck_ok)
         pthread_cond_destroy(&l->cv_ckpt);
     if (cv_ok)
@@ -2094,15 +2399,19 @@ void ledger_free(ledger *l)
     l->stop = true;
     pthread_cond_signal(&l->cv_work);
     pthread_cond_signal(&l->cv_ckpt);
+    pthread_cond_signal(&l->cv_pld);
     pthread_mutex_unlock(&l->mu);
-    if (l->thread_started)
-        pthread_join(l->thread, NULL); /* finishes every queued op first */
+    if (l->thread_started) /* finishes every queued op first, and those the PLD thread holds */
+        pthread_join(l->thread, NULL);
+    if (l->pld_started)
+        pthread_join(l->pld_thread, NULL);
     if (l->ck_started)
         pthread_join(l->ck_thread, NULL);
     for (int i = 0; i < ST_N; i++)
         sqlite3_finalize(l->st[i]);
     sqlite3_close(l->db);
     sqlite3_close(l->ck_db);
+    pthread_cond_destroy(&l->cv_pld);
     pthread_cond_destroy(&l->cv_ckpt);
     pthread_cond_destroy(&l->cv_work);
     pthread_mutex_destroy(&l->mu);
@@ -2175,8 +2484,18 @@ int ledger_silo_patch(ledger *l, int64_t id, const ledger_patch *p, ledger_silo_
 {
     if (p->name != NULL && (p->name[0] == '\0' || strlen(p->name) > LEDGER_NAME_MAX))
         return dp_err_set(err, DP_EINVAL, "name", "name must have 1 to %d bytes", LEDGER_NAME_MAX);
-    ledger_op op = {.kind = OP_SILO_PATCH, .id = id, .patch = p, .view = out};
+    /* one item: the PLD figures of a PLD silo whose cap goes down (apply_silo_patch) */
+    ledger_charge_result res;
+    op_item *it = dp_calloc(1, sizeof *it);
+    if (it == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    it->req_copy.silo_id = id;
+    it->req = &it->req_copy;
+    it->res = &res;
+    ledger_op op = {
+        .kind = OP_SILO_PATCH, .id = id, .patch = p, .view = out, .items = it, .n_items = 1};
     submit(l, &op);
+    dp_free(it);
     return finish(&op, err);
 }
 
@@ -2294,9 +2613,72 @@ static int step_once(sqlite3 *db, const char *sql)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+/* The cached eps_PLD of silo's log of n_charges charges at delta, or NAN (l->pld_cache). */
+static double pld_cache_get(ledger *l, int64_t silo, int64_t n_charges, double delta)
+{
+    size_t slot = (size_t)silo % LEDGER_PLD_CACHE;
+    double eps = DNAN;
+    pthread_mutex_lock(&l->cache_mu);
+    if (l->pld_cache[slot].silo == silo && l->pld_cache[slot].n_charges == n_charges &&
+        memcmp(&l->pld_cache[slot].delta, &delta, sizeof delta) == 0)
+        eps = l->pld_cache[slot].eps;
+    pthread_mutex_unlock(&l->cache_mu);
+    return eps;
+}
+
+static void pld_cache_put(ledger *l, int64_t silo, int64_t n_charges, double delta, double eps)
+{
+    size_t slot = (size_t)silo % LEDGER_PLD_CACHE;
+    pthread_mutex_lock(&l->cache_mu);
+    l->pld_cache[slot].silo = silo;
+    l->pld_cache[slot].n_charges = n_charges;
+    l->pld_cache[slot].eps = eps;
+    l->pld_cache[slot].delta = delta;
+    pthread_mutex_unlock(&l->cache_mu);
+}
+
+/* The neighbouring relation of the silo's newest charge (add_remove when it has none). */
+static acct_neighboring log_relation(sqlite3 *db, int64_t silo)
+{
+    sqlite3_stmt *st = NULL;
+    acct_neighboring nb = ACCT_NB_ADD_REMOVE;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT neighboring FROM charges WHERE silo_id = :s ORDER BY id DESC "
+                           "LIMIT 1",
+                           -1, &st, NULL) == SQLITE_OK &&
+        b_i64(st, ":s", silo) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+        strcmp((const char *)sqlite3_column_text(st, 0), "replace_one") == 0)
+        nb = ACCT_NB_REPLACE_ONE;
+    sqlite3_finalize(st);
+    return nb;
+}
+
+/* The stored event and relation of claim id (event owned by the caller; NULL if unusable). */
+static acct_event *claim_event(sqlite3 *db, int64_t id, acct_neighboring *nb)
+{
+    sqlite3_stmt *st = NULL;
+    acct_event *ev = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT event, neighboring FROM claims WHERE id = :id", -1, &st,
+                           NULL) == SQLITE_OK &&
+        b_i64(st, ":id", id) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+        ev = stored_event((const char *)sqlite3_column_text(st, 0), 1);
+        *nb = strcmp((const char *)sqlite3_column_text(st, 1), "replace_one") == 0
+                  ? ACCT_NB_REPLACE_ONE
+                  : ACCT_NB_ADD_REMOVE;
+    }
+    sqlite3_finalize(st);
+    return ev;
+}
+
 /* Computes the PLD figures of item it against a fresh snapshot of its silo (one read transaction on
- * a private connection), for the committer to check. */
-static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
+ * a private connection), for the committer to check. Runs on the ledger's PLD thread, never on an
+ * HTTP worker (see PLD SILOS). Three kinds of item:
+ *   - a charge or claim (req->event set): pld_spent (the log), pld_after (the log and the event),
+ *     pld_wb (the log, the active claims and the event);
+ *   - a claim's commit (claim_id set): pld_after (the log and the claim's event), pld_wb (the log
+ * and every active claim, this one included);
+ *   - a PATCH (neither): pld_wb (the log and the active claims) at want_delta (0: the silo's). */
+static int pld_prepare(ledger *l, op_item *it, dp_err *err)
 {
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(l->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
@@ -2321,26 +2703,48 @@ static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
         rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         it->snap_n_charges = sqlite3_column_int64(st, 0);
-        delta = col_dbl(st, 1);
+        delta = it->want_delta > 0 ? it->want_delta : col_dbl(st, 1);
         it->snap_max_claim = sqlite3_column_int64(st, 2);
         it->snap_delta = delta;
         rc = SQLITE_OK;
     }
     sqlite3_finalize(st);
     if (rc == SQLITE_OK && !isnan(delta)) {
-        acct_neighboring nb = it->req->neighboring;
-        it->pld_spent = pld_eps_of(db, silo, delta, false, NULL, nb, now);
-        it->pld_after = pld_eps_of(db, silo, delta, false, it->req->event, nb, now);
-        it->pld_wb = it->pld_after; /* equal unless some claim is active */
+        bool any_claim = true;
         sqlite3_stmt *cs = NULL;
         if (sqlite3_prepare_v2(db,
-                               "SELECT EXISTS (SELECT 1 FROM claims WHERE silo_id = :s AND state = "
-                               "'active' AND expires_at > :now)",
-                               -1, &cs, NULL) != SQLITE_OK ||
-            b_i64(cs, ":s", silo) != SQLITE_OK || b_i64(cs, ":now", now) != SQLITE_OK ||
-            sqlite3_step(cs) != SQLITE_ROW || sqlite3_column_int(cs, 0) != 0)
-            it->pld_wb = pld_eps_of(db, silo, delta, true, it->req->event, nb, now);
+                               "SELECT count(*) FROM claims WHERE silo_id = :s AND state = "
+                               "'active' AND expires_at > :now",
+                               -1, &cs, NULL) == SQLITE_OK &&
+            b_i64(cs, ":s", silo) == SQLITE_OK && b_i64(cs, ":now", now) == SQLITE_OK &&
+            sqlite3_step(cs) == SQLITE_ROW)
+            any_claim = sqlite3_column_int64(cs, 0) > (it->claim_id != 0 ? 1 : 0);
         sqlite3_finalize(cs);
+        if (it->req->event != NULL) {
+            acct_neighboring nb = it->req->neighboring;
+            double spent = pld_cache_get(l, silo, it->snap_n_charges, delta);
+            if (isnan(spent)) {
+                spent = pld_eps_of(db, silo, delta, false, NULL, nb, now);
+                pld_cache_put(l, silo, it->snap_n_charges, delta, spent);
+            }
+            it->pld_spent = spent;
+            it->pld_after = pld_eps_of(db, silo, delta, false, it->req->event, nb, now);
+            it->pld_wb = any_claim ? pld_eps_of(db, silo, delta, true, it->req->event, nb, now)
+                                   : it->pld_after;
+        } else if (it->claim_id != 0) {
+            acct_neighboring nb = ACCT_NB_ADD_REMOVE;
+            acct_event *ev = claim_event(db, it->claim_id, &nb);
+            it->pld_spent = INFINITY;
+            it->pld_after =
+                ev != NULL ? pld_eps_of(db, silo, delta, false, ev, nb, now) : (double)INFINITY;
+            it->pld_wb =
+                any_claim ? pld_eps_of(db, silo, delta, true, NULL, nb, now) : it->pld_after;
+            acct_event_free(ev);
+        } else {
+            acct_neighboring nb = log_relation(db, silo);
+            it->pld_spent = it->pld_after = INFINITY;
+            it->pld_wb = pld_eps_of(db, silo, delta, true, NULL, nb, now);
+        }
         it->pld_ready = true;
     }
     if (!sqlite3_get_autocommit(db) && step_once(db, "COMMIT") != SQLITE_OK)
@@ -2351,40 +2755,6 @@ static int pld_prepare(const ledger *l, op_item *it, dp_err *err)
     if (!it->pld_ready) /* silo gone or not an eps budget: let the committer say why */
         it->pld_give_up = true;
     return DP_OK;
-}
-
-static void pld_flags_clear(ledger_op *op)
-{
-    op->need_pld = false;
-    for (size_t i = 0; i < op->n_items; i++)
-        op->items[i].need_pld = false;
-}
-
-/* While the committer asks for PLD figures (op->need_pld after a submission), computes them on this
- * thread and submits op again, synchronously. attempt counts the submissions so far minus one. */
-static void pld_rounds(ledger *l, ledger_op *op, int attempt)
-{
-    for (; op->need_pld; attempt++) {
-        for (size_t i = 0; i < op->n_items; i++) {
-            op_item *it = &op->items[i];
-            if (!it->need_pld)
-                continue;
-            dp_err e;
-            dp_err_clear(&e);
-            if (attempt >= LEDGER_PLD_RETRIES || pld_prepare(l, it, &e) != DP_OK)
-                it->pld_give_up = true; /* the RDP bound decides alone: conservative */
-        }
-        pld_flags_clear(op);
-        submit(l, op);
-    }
-}
-
-/* Submits op; while the committer asks for PLD figures, computes them and submits again. */
-static void submit_pld(ledger *l, ledger_op *op)
-{
-    pld_flags_clear(op);
-    submit(l, op);
-    pld_rounds(l, op, 0);
 }
 
 /* Checks a batch and computes every item's cost. On DP_OK *items_out (owned; free with
@@ -2432,6 +2802,50 @@ static int charge_prepare(const ledger *l, const ledger_charge_req *reqs, size_t
     return DP_OK;
 }
 
+static int cmp_item_silo(const void *a, const void *b)
+{
+    int64_t x = (*(const op_item *const *)a)->req->silo_id;
+    int64_t y = (*(const op_item *const *)b)->req->silo_id;
+    return (x > y) - (x < y);
+}
+
+/* For a batch with a batch key: fills op's batch fields with the key, its scope (the sender's
+ * token) and the hash of the whole batch: every item's silo, request hash (event, relation, job)
+ * and own key, in silo order, so that the same set sent in another order is the same batch. */
+static int batch_prepare(const ledger_charge_req *reqs, op_item *items, size_t n,
+                         const char *batch_key, ledger_op *op, dp_err *err)
+{
+    if (batch_key == NULL)
+        return DP_OK;
+    if (batch_key[0] == '\0' || strlen(batch_key) > LEDGER_KEY_MAX)
+        return dp_err_set(err, DP_EINVAL, "idempotency_key",
+                          "idempotency_key must have 1 to %d bytes", LEDGER_KEY_MAX);
+    const op_item **sorted = dp_calloc(n, sizeof *sorted);
+    if (sorted == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        sorted[i] = &items[i];
+    qsort(sorted, n, sizeof *sorted, cmp_item_silo);
+    dp_sha256_ctx c;
+    dp_sha256_init(&c);
+    dp_sha256_update(&c, "batch", 6);
+    for (size_t i = 0; i < n; i++) {
+        char silo[32];
+        snprintf(silo, sizeof silo, "%lld", (long long)sorted[i]->req->silo_id);
+        dp_sha256_update(&c, silo, strlen(silo) + 1);
+        dp_sha256_update(&c, sorted[i]->req_hash, DP_SHA256_DIGEST_BYTES);
+        const char *k = sorted[i]->req->idempotency_key;
+        if (k == NULL)
+            k = "";
+        dp_sha256_update(&c, k, strlen(k) + 1);
+    }
+    dp_sha256_final(&c, op->batch_hash);
+    dp_free(sorted);
+    op->batch_key = batch_key;
+    op->batch_actor = reqs[0].actor_token_id;
+    return DP_OK;
+}
+
 static void items_free(op_item *items, size_t n)
 {
     for (size_t i = 0; items != NULL && i < n; i++)
@@ -2453,8 +2867,8 @@ static int charge_finish(ledger_op *op, ledger_charge_result *out, size_t n, boo
 }
 
 /* Batch charge; batch_fields names failing items "charges[i]". */
-static int charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,
-                        bool batch_fields, ledger_charge_result *out, dp_err *err)
+static int charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, const char *batch_key,
+                        bool dry_run, bool batch_fields, ledger_charge_result *out, dp_err *err)
 {
     op_item *items = NULL;
     int rc = charge_prepare(l, reqs, n, batch_fields, out, &items, err);
@@ -2465,7 +2879,11 @@ static int charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool
                     .n_items = n,
                     .dry_run = dry_run,
                     .batch_fields = batch_fields};
-    submit_pld(l, &op);
+    if ((rc = batch_prepare(reqs, items, n, batch_key, &op, err)) != DP_OK) {
+        items_free(items, n);
+        return rc;
+    }
+    submit(l, &op);
     rc = charge_finish(&op, out, n, dry_run, err);
     items_free(items, n);
     return rc;
@@ -2482,9 +2900,10 @@ struct ledger_pending {
     ledger_charge_result *out; /* caller-owned */
 };
 
-int ledger_charge_start(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,
-                        bool batch_fields, ledger_charge_result *out, void (*wake)(void *arg),
-                        void *wake_arg, ledger_pending **pending, dp_err *err)
+int ledger_charge_start(ledger *l, const ledger_charge_req *reqs, size_t n, const char *batch_key,
+                        bool dry_run, bool batch_fields, ledger_charge_result *out,
+                        void (*wake)(void *arg), void *wake_arg, ledger_pending **pending,
+                        dp_err *err)
 {
     *pending = NULL;
     if (wake == NULL)
@@ -2508,6 +2927,11 @@ int ledger_charge_start(ledger *l, const ledger_charge_req *reqs, size_t n, bool
                         .batch_fields = batch_fields,
                         .wake = wake,
                         .wake_arg = wake_arg};
+    if ((rc = batch_prepare(reqs, p->items, n, batch_key, &p->op, err)) != DP_OK) {
+        items_free(p->items, n);
+        dp_free(p);
+        return rc;
+    }
     pld_flags_clear(&p->op);
     if (op_init(&p->op) != DP_OK) {
         rc = finish(&p->op, err);
@@ -2530,8 +2954,6 @@ int ledger_pending_finish(ledger_pending *p, dp_err *err)
 {
     op_wait(p->l, &p->op); /* normally done already: called after wake */
     pthread_cond_destroy(&p->op.cv);
-    if (p->op.need_pld) /* a PLD silo whose figures must be computed: synchronous from here on */
-        pld_rounds(p->l, &p->op, 0);
     int rc = charge_finish(&p->op, p->out, p->n, p->dry_run, err);
     items_free(p->items, p->n);
     dp_free(p);
@@ -2551,13 +2973,20 @@ void ledger_pending_free(ledger_pending *p)
 int ledger_charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,
                         ledger_charge_result *out, dp_err *err)
 {
-    return charge_batch(l, reqs, n, dry_run, true, out, err);
+    return charge_batch(l, reqs, n, NULL, dry_run, true, out, err);
+}
+
+int ledger_charge_batch_keyed(ledger *l, const ledger_charge_req *reqs, size_t n,
+                              const char *batch_key, bool dry_run, ledger_charge_result *out,
+                              dp_err *err)
+{
+    return charge_batch(l, reqs, n, batch_key, dry_run, true, out, err);
 }
 
 int ledger_charge(ledger *l, const ledger_charge_req *req, bool dry_run, ledger_charge_result *out,
                   dp_err *err)
 {
-    return charge_batch(l, req, 1, dry_run, false, out, err);
+    return charge_batch(l, req, 1, NULL, dry_run, false, out, err);
 }
 
 int ledger_claim_create(ledger *l, const ledger_charge_req *req, int64_t timeout_ms,
@@ -2581,7 +3010,7 @@ int ledger_claim_create(ledger *l, const ledger_charge_req *req, int64_t timeout
                         .n_items = 1,
                         .timeout_ms = timeout_ms,
                         .claim = out};
-        submit_pld(l, &op);
+        submit(l, &op);
         rc = finish(&op, err);
     }
     free(it->own_json);
@@ -2593,13 +3022,22 @@ int ledger_claim_commit(ledger *l, int64_t claim_id, int64_t scope_silo_id, int6
                         ledger_claim_view *out, ledger_charge_result *charge, dp_err *err)
 {
     ledger_charge_result local;
+    /* one item: the PLD figures of a PLD silo's commit (apply_claim_commit) */
+    op_item *it = dp_calloc(1, sizeof *it);
+    if (it == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    it->req = &it->req_copy;
+    it->res = charge != NULL ? charge : &local;
     ledger_op op = {.kind = OP_CLAIM_COMMIT,
                     .id = claim_id,
                     .scope_silo_id = scope_silo_id,
                     .actor = actor_token_id,
                     .claim = out,
-                    .figures = charge != NULL ? charge : &local};
+                    .figures = charge != NULL ? charge : &local,
+                    .items = it,
+                    .n_items = 1};
     submit(l, &op);
+    dp_free(it);
     return finish(&op, err);
 }
 

@@ -154,7 +154,8 @@ int ledger_token_lookup(store_conn *c, const char *token, ledger_principal *out,
 
 /* ---- silos
  * ------------------------------------------------------------------------------------------ */
-/* Creates a silo; writes its token (returned once, stored as a hash only) into token_out. */
+/* Creates a silo; writes its token (returned once, stored as a hash only) into token_out. Names are
+ * unique among active silos (DP_ECONFLICT, field "name"); an archived silo's name may be reused. */
 int ledger_silo_create(ledger *l, const char *name, const ledger_budget *b, ledger_silo_view *out,
                        char token_out[LEDGER_TOKEN_BUF], dp_err *err);
 int ledger_silo_get(ledger *l, store_conn *c, int64_t id, ledger_silo_view *out, dp_err *err);
@@ -164,9 +165,11 @@ int ledger_silo_list(ledger *l, store_conn *c, int64_t after, size_t limit, bool
                      ledger_silo_view **out, size_t *n_out, dp_err *err);
 void ledger_views_free(ledger_silo_view *v);
 
-/* A PATCH: fields left NULL/NAN are kept. The cap may be raised or lowered; lowering it below what
- * is held (spent plus active claims) is DP_ECONFLICT (409). The accountant and budget kind never
- * change. */
+/* A PATCH: fields left NULL/NAN are kept. A rename (to a name no other active silo has, else
+ * DP_ECONFLICT, field "name") and a raise (same delta, cap not lower) are always accepted. A lower
+ * cap or another delta is checked with the admission rule: what is held (spent plus active claims)
+ * at the new delta, min(RDP, PLD) for a PLD silo, above the new cap is DP_ECONFLICT (409). The
+ * accountant and budget kind never change. */
 typedef struct ledger_patch {
     const char *name; /* borrowed; NULL keeps */
     double epsilon;   /* NAN keeps */
@@ -233,6 +236,15 @@ typedef struct ledger_charge_result {
  * nothing written. */
 int ledger_charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,
                         ledger_charge_result *out, dp_err *err);
+/* ledger_charge_batch of a batch that has its own idempotency key (POST /v1/charges
+ * "idempotency_key"; borrowed, 1..LEDGER_KEY_MAX bytes, NULL = none; items should carry it as their
+ * idempotency_key unless they have their own). The whole batch (its silos, events, relations, jobs
+ * and item keys, in any order) is recorded under (reqs[0].actor_token_id, batch_key): a retry of
+ * the same batch is replayed whole; the key with another batch is DP_ECONFLICT (field
+ * "idempotency_key"), never a partial replay. */
+int ledger_charge_batch_keyed(ledger *l, const ledger_charge_req *reqs, size_t n,
+                              const char *batch_key, bool dry_run, ledger_charge_result *out,
+                              dp_err *err);
 /* ledger_charge_batch of one request. */
 int ledger_charge(ledger *l, const ledger_charge_req *req, bool dry_run, ledger_charge_result *out,
                   dp_err *err);
@@ -248,13 +260,14 @@ int ledger_charge(ledger *l, const ledger_charge_req *req, bool dry_run, ledger_
  *     out; or ledger_pending_free to drop the answer (the client has gone).
  *   - otherwise: the error, with nothing queued, *pending NULL and wake never called.
  * reqs, every string and event they point to, and out (n results) are borrowed until
- * ledger_pending_finish/ledger_pending_free returns. A PLD silo whose figures are stale makes
- * ledger_pending_finish compute them and resubmit synchronously (milliseconds, on the caller's
- * thread); every other charge completes on the committer's wake-up alone. */
+ * ledger_pending_finish/ledger_pending_free returns. A PLD silo's figures are computed by the
+ * ledger's own PLD thread before wake is called, so ledger_pending_finish never composes anything:
+ * every charge completes on the committer's wake-up alone. */
 typedef struct ledger_pending ledger_pending;
-int ledger_charge_start(ledger *l, const ledger_charge_req *reqs, size_t n, bool dry_run,
-                        bool batch_fields, ledger_charge_result *out, void (*wake)(void *arg),
-                        void *wake_arg, ledger_pending **pending, dp_err *err);
+int ledger_charge_start(ledger *l, const ledger_charge_req *reqs, size_t n, const char *batch_key,
+                        bool dry_run, bool batch_fields, ledger_charge_result *out,
+                        void (*wake)(void *arg), void *wake_arg, ledger_pending **pending,
+                        dp_err *err);
 /* Collects the outcome (waits if wake has not been called yet) and frees p. */
 int ledger_pending_finish(ledger_pending *p, dp_err *err);
 /* Waits for the outcome if needed and discards it; frees p. NULL is a no-op. */

@@ -743,8 +743,9 @@ static const char *const CHARGE_KEYS[] = {"event",   "neighboring", "idempotency
 /* A charge in progress: what its answer needs. The strings of reqs borrow from the request body,
  * which the dispatcher keeps alive while the answer is deferred (http.h PENDING). */
 typedef struct charge_state {
-    http_pending base; /* first: the dispatcher holds &base */
-    bool batch;        /* POST /v1/charges (answer {"charges": [...]}) */
+    http_pending base;     /* first: the dispatcher holds &base */
+    bool batch;            /* POST /v1/charges (answer {"charges": [...]}) */
+    const char *batch_key; /* its "idempotency_key" (borrowed from the body), or NULL */
     bool dry;
     int64_t silo_id; /* single charge: the path's silo */
     size_t n;
@@ -863,8 +864,8 @@ static int charge_run(const http_req *rq, http_resp *rs, ledger *l, charge_state
     dp_err_clear(&e);
     int rc;
     if (rq->defer != NULL) {
-        rc = ledger_charge_start(l, s->reqs, s->n, s->dry, s->batch, s->res, rq->defer->wake,
-                                 rq->defer->arg, &s->lp, &e);
+        rc = ledger_charge_start(l, s->reqs, s->n, s->batch_key, s->dry, s->batch, s->res,
+                                 rq->defer->wake, rq->defer->arg, &s->lp, &e);
         if (rc == DP_OK) {
             s->base.resume = charge_resume;
             s->base.release = charge_release;
@@ -872,7 +873,7 @@ static int charge_run(const http_req *rq, http_resp *rs, ledger *l, charge_state
             return DP_OK;
         }
     } else if (s->batch) {
-        rc = ledger_charge_batch(l, s->reqs, s->n, s->dry, s->res, &e);
+        rc = ledger_charge_batch_keyed(l, s->reqs, s->n, s->batch_key, s->dry, s->res, &e);
     } else {
         rc = ledger_charge(l, &s->reqs[0], s->dry, s->res, &e);
     }
@@ -938,6 +939,7 @@ int route_charges_batch(const http_req *rq, http_resp *rs, dp_err *err)
     if (s == NULL)
         return err->code;
     s->batch = true;
+    s->batch_key = key; /* the whole batch is recorded under it (D11) */
     s->dry = dry;
     int rc = DP_OK;
     static const char *const item_keys[] = {"silo_id",         "event",  "neighboring",

@@ -92,7 +92,8 @@ static void tokens_cannot_cross_silos(void **state)
     char ta[LEDGER_TOKEN_BUF], tb[LEDGER_TOKEN_BUF];
     snprintf(ta, sizeof ta, "%s", json_string_value(json_object_get(rs.body, "token")));
     http_resp_clear(&rs);
-    assert_int_equal(call(x, route_silos_create, x->admin, NULL, create, &rs, &e), DP_OK);
+    const char *create_b = "{\"name\":\"b\",\"budget\":{\"epsilon\":2,\"delta\":1e-5}}";
+    assert_int_equal(call(x, route_silos_create, x->admin, NULL, create_b, &rs, &e), DP_OK);
     snprintf(tb, sizeof tb, "%s", json_string_value(json_object_get(rs.body, "token")));
     http_resp_clear(&rs);
     /* A silo token may not create silos, list them, patch or archive. */

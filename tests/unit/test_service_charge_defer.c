@@ -93,10 +93,12 @@ static void req_init(fx *x, http_req *rq, http_param *p, const char *id, json_t 
 /* Creates an (eps, delta) silo with the given cap; returns its id. */
 static int64_t silo(fx *x, double eps, const char *accountant)
 {
+    static int n_silos; /* silo names are unique among active silos */
     char b[200];
     snprintf(b, sizeof b,
-             "{\"name\":\"s\",\"budget\":{\"epsilon\":%.17g,\"delta\":1e-5,\"accountant\":\"%s\"}}",
-             eps, accountant);
+             "{\"name\":\"s%d\",\"budget\":{\"epsilon\":%.17g,\"delta\":1e-5,\"accountant\":"
+             "\"%s\"}}",
+             ++n_silos, eps, accountant);
     json_t *body = json_loads(b, 0, NULL);
     http_req rq;
     http_param p;
@@ -263,8 +265,8 @@ static void many_async_charges_from_one_thread_all_commit(void **state)
     for (int i = 0; i < N_ASYNC; i++) {
         dp_err e;
         dp_err_clear(&e);
-        assert_int_equal(ledger_charge_start(x->f.l, &req, 1, false, false, &res[i], waker_wake, &w,
-                                             &pend[i], &e),
+        assert_int_equal(ledger_charge_start(x->f.l, &req, 1, NULL, false, false, &res[i],
+                                             waker_wake, &w, &pend[i], &e),
                          DP_OK);
         assert_non_null(pend[i]);
     }
@@ -285,9 +287,9 @@ static void many_async_charges_from_one_thread_all_commit(void **state)
     assert_true(v.consistent);
     assert_int_equal(v.n_charges_log, N_ASYNC);
     /* an answer may also be dropped (the client has gone): the charge stays committed */
-    assert_int_equal(
-        ledger_charge_start(x->f.l, &req, 1, false, false, &res[0], waker_wake, &w, &pend[0], &e),
-        DP_OK);
+    assert_int_equal(ledger_charge_start(x->f.l, &req, 1, NULL, false, false, &res[0], waker_wake,
+                                         &w, &pend[0], &e),
+                     DP_OK);
     assert_int_equal(waker_wait(&w, N_ASYNC + 1), N_ASYNC + 1);
     ledger_pending_free(pend[0]);
     assert_int_equal(ledger_silo_verify(x->f.l, x->f.conn, id, &v, &e), DP_OK);
