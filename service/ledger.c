@@ -258,6 +258,7 @@ enum {
     ST_SILO_ARCHIVE,
     ST_TOKEN_INSERT,
     ST_TOKEN_ID,
+    ST_TOKEN_REVOKE,
     ST_CLAIMS_HELD,
     ST_CHARGE_BY_KEY,
     ST_CHARGE_BY_CLAIM,
@@ -300,7 +301,11 @@ static const char *const SQL[ST_N] = {
     [ST_TOKEN_INSERT] =
         "INSERT INTO tokens (hash, role, silo_id, created_at) VALUES (:hash, :role, "
         ":silo, :now) ON CONFLICT (hash) DO NOTHING",
-    [ST_TOKEN_ID] = "SELECT id, role FROM tokens WHERE hash = :hash",
+    [ST_TOKEN_ID] = "SELECT id, role, revoked_at FROM tokens WHERE hash = :hash",
+    /* :silo NULL: every admin token but :keep; else every token of that silo but :keep */
+    [ST_TOKEN_REVOKE] =
+        "UPDATE tokens SET revoked_at = :now WHERE revoked_at IS NULL AND id <> :keep AND "
+        "CASE WHEN :silo IS NULL THEN role = 'admin' ELSE silo_id = :silo END",
     [ST_CLAIMS_HELD] =
         "SELECT id, cost_rdp, cost_rho FROM claims WHERE silo_id = :silo AND state = "
         "'active' AND expires_at > :now ORDER BY id",
@@ -363,6 +368,8 @@ typedef enum op_kind {
     OP_SILO_PATCH,
     OP_SILO_ARCHIVE,
     OP_TOKEN_ADMIN,
+    OP_TOKEN_ROTATE, /* a silo's: revoke its tokens, issue one */
+    OP_TOKEN_REVOKE, /* a silo's: revoke its tokens */
     OP_SWEEP
 } op_kind;
 
@@ -417,8 +424,10 @@ typedef struct ledger_op {
     const char *name;                           /* SILO_CREATE */
     const ledger_budget *budget;
     const ledger_patch *patch;
-    uint8_t token_hash[DP_SHA256_DIGEST_BYTES]; /* SILO_CREATE, TOKEN_ADMIN */
+    uint8_t token_hash[DP_SHA256_DIGEST_BYTES]; /* SILO_CREATE, TOKEN_ADMIN, TOKEN_ROTATE */
     int64_t *token_id_out;
+    int64_t *revoked_out; /* TOKEN_ADMIN (non-NULL: revoke the other admin tokens), TOKEN_ROTATE,
+                             TOKEN_REVOKE: how many tokens were revoked */
     ledger_silo_view *view;
     ledger_claim_view *claim;
     ledger_charge_result *figures;
@@ -1798,6 +1807,23 @@ static int apply_silo_archive(ledger *l, ledger_op *op, int64_t now, dp_err *err
     return view_of(l, &s, now, op->view, err);
 }
 
+/* Revokes the admin tokens other than keep (silo 0), or the tokens of silo; *n gets the count. */
+static int token_revoke(ledger *l, int64_t silo, int64_t keep, int64_t now, int64_t *n, dp_err *err)
+{
+    sqlite3_stmt *st = l->st[ST_TOKEN_REVOKE];
+    int rc = b_i64(st, ":now", now);
+    if (rc == SQLITE_OK)
+        rc = b_i64(st, ":keep", keep);
+    if (rc == SQLITE_OK)
+        rc = b_i64_or_null(st, ":silo", silo);
+    int werr = st_write(l, st, rc, "revoke tokens", err);
+    if (werr != DP_OK)
+        return werr;
+    if (n != NULL)
+        *n = sqlite3_changes(l->db);
+    return DP_OK;
+}
+
 static int apply_token_admin(ledger *l, ledger_op *op, int64_t now, dp_err *err)
 {
     sqlite3_stmt *st = l->st[ST_TOKEN_INSERT];
@@ -1815,10 +1841,12 @@ static int apply_token_admin(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     rc = b_blob(st, ":hash", op->token_hash, DP_SHA256_DIGEST_BYTES);
     if (rc == SQLITE_OK)
         rc = sqlite3_step(st);
-    bool admin = false;
+    bool admin = false, revoked = false;
+    int64_t id = 0;
     if (rc == SQLITE_ROW) {
-        *op->token_id_out = sqlite3_column_int64(st, 0);
+        id = sqlite3_column_int64(st, 0);
         admin = strcmp((const char *)sqlite3_column_text(st, 1), "admin") == 0;
+        revoked = sqlite3_column_type(st, 2) != SQLITE_NULL;
         rc = SQLITE_DONE;
     }
     st_done(st);
@@ -1827,6 +1855,42 @@ static int apply_token_admin(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     if (!admin)
         return dp_err_set(err, DP_EINVAL, "admin_token",
                           "the admin token is already a silo's token");
+    if (revoked)
+        return dp_err_set(err, DP_EINVAL, "admin_token",
+                          "the admin token was revoked by an earlier rotation; a revoked token "
+                          "stays revoked: write a new token into the file");
+    *op->token_id_out = id;
+    return op->revoked_out != NULL ? token_revoke(l, 0, id, now, op->revoked_out, err) : DP_OK;
+}
+
+/* TOKEN_ROTATE and TOKEN_REVOKE: the silo must exist (and, to get a new token, be active). */
+static int apply_token_silo(ledger *l, ledger_op *op, int64_t now, dp_err *err)
+{
+    silo_row s;
+    if (silo_load(l, op->id, &s, err) != DP_OK)
+        return err->code;
+    if (op->kind == OP_TOKEN_ROTATE && s.archived_at_ms != 0)
+        return dp_err_set(err, DP_ECONFLICT, "id", "silo %lld is archived: it gets no new token",
+                          (long long)s.id);
+    if (token_revoke(l, s.id, 0, now, op->revoked_out, err) != DP_OK)
+        return err->code;
+    if (op->kind != OP_TOKEN_ROTATE)
+        return DP_OK;
+    sqlite3_stmt *st = l->st[ST_TOKEN_INSERT];
+    int rc = b_blob(st, ":hash", op->token_hash, DP_SHA256_DIGEST_BYTES);
+    if (rc == SQLITE_OK)
+        rc = b_text(st, ":role", "silo");
+    if (rc == SQLITE_OK)
+        rc = b_i64(st, ":silo", s.id);
+    if (rc == SQLITE_OK)
+        rc = b_i64(st, ":now", now);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    st_done(st);
+    if (rc != SQLITE_DONE || sqlite3_changes(l->db) != 1)
+        return rc != SQLITE_DONE ? sql_fail(l, rc, "insert token", err)
+                                 : dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
+    *op->token_id_out = sqlite3_last_insert_rowid(l->db);
     return DP_OK;
 }
 
@@ -1861,6 +1925,9 @@ static int apply_op(ledger *l, ledger_op *op, int64_t now)
             return apply_silo_archive(l, op, now, err);
         case OP_TOKEN_ADMIN:
             return apply_token_admin(l, op, now, err);
+        case OP_TOKEN_ROTATE:
+        case OP_TOKEN_REVOKE:
+            return apply_token_silo(l, op, now, err);
         case OP_SWEEP:
             return apply_sweep(l, now, err);
     }
@@ -2458,6 +2525,42 @@ int ledger_token_register_admin(ledger *l, const char *token, int64_t *token_id,
                           "the admin token must have at least 16 bytes");
     ledger_op op = {.kind = OP_TOKEN_ADMIN, .token_id_out = token_id};
     dp_sha256(token, strlen(token), op.token_hash);
+    submit(l, &op);
+    return finish(&op, err);
+}
+
+int ledger_token_install_admin(ledger *l, const char *token, int64_t *token_id, int64_t *n_revoked,
+                               dp_err *err)
+{
+    if (token == NULL || strlen(token) < 16)
+        return dp_err_set(err, DP_EINVAL, "admin_token",
+                          "the admin token must have at least 16 bytes");
+    *n_revoked = 0;
+    ledger_op op = {.kind = OP_TOKEN_ADMIN, .token_id_out = token_id, .revoked_out = n_revoked};
+    dp_sha256(token, strlen(token), op.token_hash);
+    submit(l, &op);
+    return finish(&op, err);
+}
+
+int ledger_silo_token_rotate(ledger *l, int64_t silo_id, char token_out[LEDGER_TOKEN_BUF],
+                             int64_t *token_id, int64_t *n_revoked, dp_err *err)
+{
+    *n_revoked = 0;
+    if (ledger_token_generate(token_out, err) != DP_OK)
+        return err->code;
+    ledger_op op = {
+        .kind = OP_TOKEN_ROTATE, .id = silo_id, .token_id_out = token_id, .revoked_out = n_revoked};
+    dp_sha256(token_out, strlen(token_out), op.token_hash);
+    submit(l, &op);
+    if (op.rc != DP_OK)
+        memset(token_out, 0, LEDGER_TOKEN_BUF);
+    return finish(&op, err);
+}
+
+int ledger_silo_token_revoke(ledger *l, int64_t silo_id, int64_t *n_revoked, dp_err *err)
+{
+    *n_revoked = 0;
+    ledger_op op = {.kind = OP_TOKEN_REVOKE, .id = silo_id, .revoked_out = n_revoked};
     submit(l, &op);
     return finish(&op, err);
 }
@@ -3458,6 +3561,29 @@ int ledger_claim_get(store_conn *c, int64_t claim_id, ledger_claim_view *out, dp
     return rc;
 }
 
+int ledger_token_id(store_conn *c, const char *token, int64_t *token_id, dp_err *err)
+{
+    *token_id = 0;
+    if (token == NULL || token[0] == '\0')
+        return DP_OK;
+    uint8_t h[DP_SHA256_DIGEST_BYTES];
+    dp_sha256(token, strlen(token), h);
+    static const char sql[] = "SELECT id FROM tokens WHERE hash = :hash";
+    sqlite3_stmt *st = NULL;
+    int rc = prep(c, sql, &st, err);
+    if (rc == DP_OK) {
+        int src = b_blob(st, ":hash", h, sizeof h);
+        if (src == SQLITE_OK)
+            src = sqlite3_step(st);
+        if (src == SQLITE_ROW)
+            *token_id = sqlite3_column_int64(st, 0);
+        else if (src != SQLITE_DONE)
+            rc = read_fail(store_conn_db(c), src, "token id", err);
+    }
+    st_done(st);
+    return rc;
+}
+
 int ledger_token_lookup(store_conn *c, const char *token, ledger_principal *out, dp_err *err)
 {
     sqlite3 *db = store_conn_db(c);
@@ -3466,7 +3592,8 @@ int ledger_token_lookup(store_conn *c, const char *token, ledger_principal *out,
         return dp_err_set(err, DP_EUNAUTH, NULL, "a bearer token is required");
     uint8_t h[DP_SHA256_DIGEST_BYTES];
     dp_sha256(token, strlen(token), h);
-    static const char sql[] = "SELECT id, role, silo_id FROM tokens WHERE hash = :hash";
+    static const char sql[] =
+        "SELECT id, role, silo_id FROM tokens WHERE hash = :hash AND revoked_at IS NULL";
     sqlite3_stmt *st = NULL;
     int rc = prep(c, sql, &st, err);
     if (rc == DP_OK) {

@@ -149,8 +149,26 @@ int ledger_token_generate(char out[LEDGER_TOKEN_BUF], dp_err *err);
 /* Records the admin token's hash (idempotent) and returns its id. token is borrowed, never stored.
  */
 int ledger_token_register_admin(ledger *l, const char *token, int64_t *token_id, dp_err *err);
-/* Resolves a bearer token through its SHA-256. Unknown token -> DP_EUNAUTH. */
+/* Resolves a bearer token through its SHA-256. Unknown or revoked token -> DP_EUNAUTH. */
 int ledger_token_lookup(store_conn *c, const char *token, ledger_principal *out, dp_err *err);
+/* The tokens.id of token, revoked or not, or 0 when it is unknown (or NULL): who to record as the
+ * creator of work that was admitted while the token was valid. Errors are database errors only. */
+int ledger_token_id(store_conn *c, const char *token, int64_t *token_id, dp_err *err);
+
+/* Token rotation (docs/BUDGETS.md "Access control"). Tokens are never deleted: a revoked token
+ * keeps its row (created_at, revoked_at: the audit trail) and never resolves again. A token that
+ * was revoked can never be registered again (DP_EINVAL "admin_token").
+ * ledger_token_install_admin: ledger_token_register_admin, then every OTHER admin token is revoked,
+ * in one transaction (the token file holds the one admin credential). *n_revoked: how many now. */
+int ledger_token_install_admin(ledger *l, const char *token, int64_t *token_id, int64_t *n_revoked,
+                               dp_err *err);
+/* Issues a new token for silo_id into token_out (owned by the caller; shown once, stored as a hash)
+ * and revokes the silo's previous tokens in the same transaction. DP_ENOTFOUND: no such silo;
+ * DP_ECONFLICT: the silo is archived. */
+int ledger_silo_token_rotate(ledger *l, int64_t silo_id, char token_out[LEDGER_TOKEN_BUF],
+                             int64_t *token_id, int64_t *n_revoked, dp_err *err);
+/* Revokes every token of silo_id (archived or not) without issuing one. DP_ENOTFOUND: no silo. */
+int ledger_silo_token_revoke(ledger *l, int64_t silo_id, int64_t *n_revoked, dp_err *err);
 
 /* ---- silos
  * ------------------------------------------------------------------------------------------ */

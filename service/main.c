@@ -54,8 +54,10 @@ static const char *env_lookup(const char *name)
     return getenv(name);
 }
 
-/* Access control at start (issue #5): register the admin token, or say loudly that there is none.
- * The token itself is never printed or logged, only the file that holds it. */
+/* Access control at start (issue #5, issue 10): install the admin token - the one in the file is
+ * registered and every other admin token revoked, so changing the file and restarting rotates it -
+ * or say loudly that there is none. The token itself is never printed or logged, only the file
+ * that holds it and its real mode. */
 static int start_auth(const cfg *c, ledger *led, dp_err *err)
 {
     if (c->auth_off) {
@@ -78,18 +80,25 @@ static int start_auth(const cfg *c, ledger *led, dp_err *err)
         return DP_OK;
     }
     char token[AUTH_TOKEN_MAX + 1];
-    char path[CFG_PATH_MAX + 32];
-    bool generated = false;
-    int64_t id = 0;
-    int rc = auth_admin_token_prepare(c->admin_token_file, c->db_path, token, sizeof token, path,
-                                      sizeof path, &generated, err);
+    auth_token_file tf;
+    int64_t id = 0, n_revoked = 0;
+    int rc =
+        auth_admin_token_prepare(c->admin_token_file, c->db_path, token, sizeof token, &tf, err);
     if (rc == DP_OK)
-        rc = ledger_token_register_admin(led, token, &id, err);
+        rc = ledger_token_install_admin(led, token, &id, &n_revoked, err);
     memset(token, 0, sizeof token);
-    if (rc == DP_OK)
-        dp_log(DP_LOG_INFO, NULL, "admin token %s %s (mode 0600)",
-               generated ? "generated into" : "read from", path);
-    return rc;
+    if (rc != DP_OK)
+        return rc;
+    /* The real mode (D12): a file readable by group or others leaks the token, though it is not
+     * refused (only writable ones are). */
+    dp_log((tf.mode & 044) != 0 ? DP_LOG_WARN : DP_LOG_INFO, NULL,
+           "admin token %s %s (mode %04o%s)", tf.generated ? "generated into" : "read from",
+           tf.path, tf.mode,
+           (tf.mode & 044) != 0 ? ", readable by group or others: chmod 600 it" : "");
+    if (n_revoked > 0)
+        dp_log(DP_LOG_INFO, NULL, "admin token rotated: %lld earlier admin token%s revoked",
+               (long long)n_revoked, n_revoked == 1 ? "" : "s");
+    return DP_OK;
 }
 
 /* The drain (step 6), run on its own thread so that this one can still take a second signal. */

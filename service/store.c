@@ -19,12 +19,15 @@
 #include "service/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
@@ -298,6 +301,33 @@ static int migrate(sqlite3 *db, const embed_file *migs, size_t n, const char *pa
     return DP_OK;
 }
 
+/* D15: the database holds the audit log, token hashes and estimator runs (raw client data with
+ * keep_data), so a new database file is created here with mode 0600, whatever the umask, before
+ * SQLite opens it. SQLite creates the -wal and -shm files with the mode of the database file
+ * (os_unix.c, findCreateFileMode), so they are 0600 too. An existing file keeps its mode (the
+ * operator may have chosen it); a warning names it when group or others can read it. Any other
+ * failure is left to sqlite3_open_v2, whose message names the path. ":memory:" and URI names are
+ * left to SQLite. */
+static void create_private(const char *path)
+{
+    if (path[0] == '\0' || strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0)
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+    if (fd >= 0) {
+        if (fchmod(fd, 0600) != 0) /* the umask may have removed a bit of 0600 */
+            dp_log(DP_LOG_WARN, NULL, "cannot chmod 600 the new database %s: %s", path,
+                   strerror(errno));
+        close(fd);
+        return;
+    }
+    struct stat sb;
+    if (errno == EEXIST && stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 0077) != 0)
+        dp_log(DP_LOG_WARN, NULL,
+               "database %s has mode %04o: group or others can read it (chmod 600 it and its -wal "
+               "and -shm files)",
+               path, (unsigned)(sb.st_mode & 07777));
+}
+
 store *store_open(const char *path, size_t pool_size, const embed_file *migs, size_t n_migs,
                   dp_err *err)
 {
@@ -330,6 +360,7 @@ store *store_open(const char *path, size_t pool_size, const embed_file *migs, si
         dp_free(s);
         return NULL;
     }
+    create_private(path);
     if (conn_init(&s->conns[0], path, err) != DP_OK)
         goto fail;
     s->n_conns = 1;

@@ -279,6 +279,28 @@ static void read_only_file_is_refused(void **state)
     assert_non_null(strstr(e.msg, "read-only"));
 }
 
+/* D15: the database, WAL and SHM files are created 0600 under a permissive umask. */
+static void new_database_files_are_private(void **state)
+{
+    fixture *f = *state;
+    mode_t old = umask(022);
+    dp_err e;
+    dp_err_clear(&e);
+    store *s = store_open(f->path, 2, M12, 2, &e);
+    umask(old);
+    assert_non_null(s);
+    const char *suffix[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < 3; i++) {
+        char p[200];
+        snprintf(p, sizeof p, "%s%s", f->path, suffix[i]);
+        struct stat sb;
+        assert_int_equal(stat(p, &sb), 0);
+        if ((sb.st_mode & 0777) != 0600)
+            fail_msg("%s has mode %04o, want 0600", p, (unsigned)(sb.st_mode & 0777));
+    }
+    store_free(s);
+}
+
 static void pool_lends_each_connection_once_and_cleans_returns(void **state)
 {
     fixture *f = *state;
@@ -374,6 +396,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(unopenable_paths_fail_with_the_path_in_the_message, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(read_only_file_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(new_database_files_are_private, setup, teardown),
         cmocka_unit_test_setup_teardown(pool_lends_each_connection_once_and_cleans_returns, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(allocation_failures_during_open_are_clean, setup, teardown),
