@@ -184,10 +184,15 @@ int http_req_param_id(const http_req *rq, const char *name, int64_t *out, dp_err
     const char *v = http_req_param(rq, name);
     int64_t id;
     if (v == NULL || parse_i64(v, 0, &id) != 0 || id < 1)
-        return dp_err_set(err, DP_EINVAL, name, "%s must be a positive integer id (got \"%.32s\")",
+        return dp_err_set(err, DP_EINVAL, name, "%s must be a positive integer (got \"%.32s\")",
                           name, v ? v : "");
     *out = id;
     return DP_OK;
+}
+
+int http_err_not_found(dp_err *err, const char *field, const char *what, int64_t id)
+{
+    return dp_err_set(err, DP_ENOTFOUND, field, "%s %lld does not exist", what, (long long)id);
 }
 
 int http_req_query_int(const http_req *rq, const char *name, int64_t def, int64_t lo, int64_t hi,
@@ -591,6 +596,15 @@ static void on_wake(void *arg)
     atomic_fetch_sub(&srv->deferring, 1);
 }
 
+/* The matched route's {id} path parameter, or NULL when its pattern has none. */
+static const char *path_id_param(const http_ctx *c)
+{
+    for (size_t i = 0; i < c->m.n_params; i++)
+        if (strcmp(c->m.params[i].name, "id") == 0)
+            return c->m.params[i].value;
+    return NULL;
+}
+
 /* Sends what a handler (or a deferred answer's resume) produced. */
 static enum MHD_Result send_result(http_ctx *c, struct MHD_Connection *conn, int rc, http_resp *rs,
                                    dp_err *e)
@@ -598,6 +612,9 @@ static enum MHD_Result send_result(http_ctx *c, struct MHD_Connection *conn, int
     if (rc != DP_OK || e->code != DP_OK) {
         if (e->code == DP_OK)
             dp_err_set(e, rc, NULL, "handler failed without a message (code %d)", rc);
+        /* http.h "Ids in paths": the resource a route with an {id} misses is the path's. */
+        if (e->code == DP_ENOTFOUND && path_id_param(c) != NULL && strpbrk(e->field, ".[") == NULL)
+            snprintf(e->field, sizeof e->field, "id");
         http_resp_clear(rs);
         return send_error(c, conn, e, 0, 0);
     }
@@ -807,6 +824,13 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
         dp_err_set(&e, DP_EUNAUTH, NULL,
                    "this endpoint needs a bearer token (Authorization: Bearer <token>)");
         return send_error(c, conn, &e, 0, 0);
+    }
+    /* http.h "Ids in paths": a malformed {id} is the same 400 on every route. */
+    if (path_id_param(c) != NULL) {
+        http_req idrq = {.params = c->m.params, .n_params = c->m.n_params};
+        int64_t id;
+        if (http_req_param_id(&idrq, "id", &id, &e) != DP_OK)
+            return send_error(c, conn, &e, 0, 0);
     }
     return run_handler(c, conn, NULL);
 }

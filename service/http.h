@@ -146,9 +146,20 @@ const char *http_req_param(const http_req *rq, const char *name);
 /* Finds the first query parameter by name; borrowed value or NULL. */
 const char *http_req_query(const http_req *rq, const char *name);
 
+/* Ids in paths (docs/API.md "Conventions"), the same on every route:
+ * - a malformed id is a 400 naming the parameter: `id must be a positive integer (got "abc")`;
+ *   the dispatcher checks every {id} path parameter this way before the handler runs;
+ * - an unknown one is a 404 with the message "<what> <id> does not exist" (http_err_not_found);
+ *   on a route with an {id} parameter the dispatcher reports a 404 whose field is a plain name
+ *   (the ledger's "silo_id", "claim_id") under the field "id", since the only resource such a
+ *   route can miss is the one its path names. Ids in bodies keep their full field path
+ *   ("clients[0].silo_id", "charges[1].silo_id") and the same wording. */
 /* Path parameter `name` as a database id: plain decimal 1..INT64_MAX ("07", "+1", "1e3", ""
  * refused). DP_EINVAL naming the parameter otherwise. */
 int http_req_param_id(const http_req *rq, const char *name, int64_t *out, dp_err *err);
+/* The one wording of an unknown resource: DP_ENOTFOUND naming field, "<what> <id> does not
+ * exist" (what: "silo", "run", "tuning draw", ...). Returns DP_ENOTFOUND. */
+int http_err_not_found(dp_err *err, const char *field, const char *what, int64_t id);
 /* Query parameter `name` as a decimal integer in [lo, hi] (e.g. ?limit= and ?after= for
  * pagination); absent -> *out = def. Malformed or out of range -> DP_EINVAL naming the parameter.
  */

@@ -315,7 +315,7 @@ static int charge_batch(const http_req *rq, const char *kind, bool priv, const j
                            (long long)sc[bad].silo, res[bad].spent, res[bad].reserved,
                            res[bad].requested, res[bad].would_be, res[bad].budget);
             else if (res[bad].status == DP_ENOTFOUND)
-                dp_err_set(err, DP_ENOTFOUND, f, "no silo %lld", (long long)sc[bad].silo);
+                http_err_not_found(err, f, "silo", sc[bad].silo);
             else
                 dp_err_set(err, rc, f, "silo %lld: %s", (long long)sc[bad].silo, e.msg);
         }
@@ -1664,11 +1664,8 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
         "SELECT kind, created_at_ms, status, private, n_clients, params, data, "
         "result FROM estimator_runs WHERE id = :id";
     int64_t id;
-    const char *ids = http_req_param(rq, "id");
-    if (ids == NULL || parse_i64_param(ids, "id", 1, INT64_MAX, &id, err) != DP_OK) {
-        dp_err_clear(err);
-        return dp_err_set(err, DP_ENOTFOUND, "id", "no run with id %s", ids ? ids : "");
-    }
+    if (http_req_param_id(rq, "id", &id, err) != DP_OK)
+        return err->code;
     sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
     if (st == NULL)
         return err->code;
@@ -1679,7 +1676,7 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
         s = sqlite3_step(st);
     if (s == SQLITE_DONE) {
         store_stmt_done(st);
-        return dp_err_set(err, DP_ENOTFOUND, "id", "no run with id %lld", (long long)id);
+        return http_err_not_found(err, "id", "run", id);
     }
     if (s != SQLITE_ROW) {
         rc = store_err(rq->db, s, "select estimator run", rq->req_id, err);

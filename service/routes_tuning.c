@@ -610,7 +610,7 @@ int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
         src = sqlite3_step(st);
     if (src == SQLITE_DONE) {
         store_stmt_done(st);
-        return dp_err_set(err, DP_ENOTFOUND, "id", "no tuning draw %lld", (long long)id);
+        return http_err_not_found(err, "id", "tuning draw", id);
     }
     if (src != SQLITE_ROW) {
         store_stmt_done(st);

@@ -178,10 +178,10 @@ expect_status 200 GET "/v1/runs/$KEPT"
 expect_json '.inputs.clients | length' 4
 expect_json '.data_kept' true
 expect_status 404 GET /v1/runs/999999
-expect_status 404 GET /v1/runs/abc
+expect_status 400 GET /v1/runs/abc
 # Regression (QA): ids and query numbers are canonical decimals; strtoll alone answered run 1 for
-# "01", " 1" and "+1", and took limit=+2.
-for id in 01 %201 %2B1; do expect_status 404 GET "/v1/runs/$id"; done
+# "01", " 1" and "+1", and took limit=+2. A malformed id is a 400 as on every route (test_api_ids.sh).
+for id in 01 %201 %2B1; do expect_status 400 GET "/v1/runs/$id"; done
 expect_status 400 GET '/v1/runs?limit=%2B2'
 expect_json .error.field limit
 expect_status 400 GET '/v1/runs?after=00'
