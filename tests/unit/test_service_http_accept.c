@@ -42,12 +42,11 @@ static void good_heads_pass(void **state)
     assert_int_equal(check("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", msg, method, path), 0);
     assert_string_equal(method, "GET");
     assert_string_equal(path, "/healthz");
-    assert_int_equal(check("POST /v1/echo HTTP/1.0\r\nContent-Length:  16 \r\n\r\n", msg, method,
-                           path),
-                     0);
-    assert_int_equal(check("POST /v1/echo HTTP/1.1\r\ntransfer-encoding: Chunked\r\n\r\n", msg,
-                           method, path),
-                     0);
+    assert_int_equal(
+        check("POST /v1/echo HTTP/1.0\r\nContent-Length:  16 \r\n\r\n", msg, method, path), 0);
+    assert_int_equal(
+        check("POST /v1/echo HTTP/1.1\r\ntransfer-encoding: Chunked\r\n\r\n", msg, method, path),
+        0);
     assert_int_equal(check("GET / HTTP/1.1\r\nX-A: b\r\n  folded\r\n\r\n", msg, method, path), 0);
 }
 
@@ -91,9 +90,9 @@ static void content_length_and_transfer_encoding(void **state)
         assert_int_equal(check(head, msg, method, path), 400);
         assert_non_null(strstr(msg, "Content-Length"));
     }
-    assert_int_equal(check("POST / HTTP/1.1\r\nContent-Length: 123456789012345678\r\n\r\n", msg,
-                           method, path),
-                     0);
+    assert_int_equal(
+        check("POST / HTTP/1.1\r\nContent-Length: 123456789012345678\r\n\r\n", msg, method, path),
+        0);
     assert_int_equal(check("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", msg, method, path),
                      501);
     assert_int_equal(
