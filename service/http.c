@@ -1199,7 +1199,10 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
     srv->acc = http_acceptor_open(&ac, err);
     if (srv->acc == NULL)
         goto fail;
-    /* MHD_ALLOW_SUSPEND_RESUME: deferred answers (DESIGN above) */
+    /* MHD_ALLOW_SUSPEND_RESUME: deferred answers (DESIGN above). The acceptor keeps MHD's
+     * connections within max_handed; MHD's own limit is twice that, because MHD splits it among
+     * its workers and a connection a worker refuses later would be closed without the
+     * NOTIFY_CONNECTION that releases its address's count. */
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
                          MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET;
     /* clang-format off */
@@ -1209,7 +1212,7 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,           /* first, so it gets all */
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->threads, /* */
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HTTP_CONNECTION_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)max_handed,             /* */
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(2 * max_handed),       /* see below */
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,                    /* */
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,                  /* */
         MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,                   /* */
