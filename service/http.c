@@ -46,7 +46,7 @@
  * and not completed) and the owed wake-ups (`deferring`), both up to the drain timeout; then
  * MHD_stop_daemon closes the rest and joins the pool. MHD never had a listening socket, so
  * nothing is taken out of its workers' epoll sets: MHD_quiesce_daemon did that on a thread pool
- * without a lock and could abort the process (reliability report D1). If a wake-up is still owed at
+ * without a lock and could abort the process (issue #10, D1). If a wake-up is still owed at
  * the deadline MHD is left running (it would free a connection the wake-up resumes) and the caller
  * ends the process.
  *
@@ -845,7 +845,7 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
     return MHD_YES;
 }
 
-/* Request framing that a proxy in front could read differently (RFC 9112 6.3; reliability report
+/* Request framing that a proxy in front could read differently (RFC 9112 6.3; issue #10,
  * D13): differing Content-Length headers, Content-Length with Transfer-Encoding, and more than one
  * Authorization header (a proxy keeping the last would authorize another principal). True with a
  * client-safe sentence in why. */
@@ -1256,7 +1256,7 @@ int http_server_stop(http_server *srv, unsigned drain_ms)
     atomic_store(&srv->stopping, true);
     /* 2. Our listening socket and the connections still sending headers are closed: no new
      * connection reaches MHD. MHD has no listening socket, so nothing is removed from its epoll
-     * sets (no MHD_quiesce_daemon: reliability report D1). */
+     * sets (no MHD_quiesce_daemon: issue #10, D1). */
     http_acceptor_stop(srv->acc);
     /* 3. Requests in flight finish, and every owed wake-up (which calls MHD_resume_connection)
      * runs: MHD must not be stopped with a suspended connection, nor before a wake-up that would

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HTTP that says what it means (reliability report D13, D14), with raw sockets:
+# HTTP that says what it means (issue #10, D13 and D14), with raw sockets:
 #   - differing Content-Length headers, Content-Length with Transfer-Encoding, and two
 #     Authorization headers are 400 JSON with Connection: close, and the bytes after them are
 #     never served as a second ("smuggled") request; on a connection's first request and on a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Slow clients cannot lock others out (reliability report D5: 1,100 connections trickling header
+# Slow clients cannot lock others out (issue #10, D5: 1,100 connections trickling header
 # bytes held every connection slot, and every legitimate request timed out):
 #   - SLOW_CONNS connections (200 here; `make soak` runs 1,100) from other loopback addresses
 #     (127.0.0.2, 127.0.0.3, ...) trickle header bytes; /healthz from 127.0.0.1 still answers;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A stop that drains (reliability report D1, D6):
+# A stop that drains (issue #10, D1 and D6):
 #   (a) SIGTERM under load never aborts the daemon. The timing shim below (LD_PRELOAD) delays the
 #       main thread's epoll_ctl(EPOLL_CTL_DEL) of a listening socket, which widened the race of
 #       MHD_quiesce_daemon against MHD's workers until nearly every stop aborted (exit 134). The
