@@ -10,7 +10,8 @@
 #   tests/integration/*.sh   run against $(BUILD)/dpsilod
 #   bench/<name>/*.c         -> $(BUILD)/bench/<name>      (bench/<name>/run.sh drives it)
 #
-# Targets: all (default), deps, run, test, asan, tsan, bench, check-deps, format, format-check, clean.
+# Targets: all (default), deps, run, test, soak, asan, tsan, bench, check-deps, format, format-check,
+# clean.
 
 BUILD   ?= build
 CC      ?= cc
@@ -48,7 +49,7 @@ DEB_PKGS = build-essential libmicrohttpd-dev libjansson-dev libgsl-dev libsqlite
 
 .SECONDARY:
 
-.PHONY: all deps run test unit integration asan tsan bench check-deps format format-check clean
+.PHONY: all deps run test unit integration soak asan tsan bench check-deps format format-check clean
 
 all: check-deps $(BUILD)/gen/version.stamp $(BUILD)/dpsilod $(CLI_BINS)
 
@@ -141,6 +142,21 @@ integration: $(BUILD)/dpsilod $(CLI_BINS)
 	done; \
 	echo "integration: $$pass passed, $$nfail failed"; \
 	exit $$fail
+
+# The long forms of the stop and slow-client probes (not part of `make test`, which runs the short
+# ones): 100 SIGTERM stops under load with the epoll timing shim, and 1,100 slow connections. Each is
+# bounded by `timeout`, the two together by 5 minutes.
+SOAK_STOP_ROUNDS ?= 100
+SOAK_SLOW_CONNS  ?= 1100
+soak: $(BUILD)/dpsilod
+	@fail=0; \
+	echo "== soak: $(SOAK_STOP_ROUNDS) shimmed stops under load"; \
+	STOP_ROUNDS=$(SOAK_STOP_ROUNDS) BUILD=$(BUILD) DPSILOD=$(BUILD)/dpsilod \
+	  timeout 210 bash tests/integration/test_http_stop.sh || fail=1; \
+	echo "== soak: $(SOAK_SLOW_CONNS) slow connections"; \
+	SLOW_CONNS=$(SOAK_SLOW_CONNS) BUILD=$(BUILD) DPSILOD=$(BUILD)/dpsilod \
+	  timeout 80 bash tests/integration/test_http_slow.sh || fail=1; \
+	if [ $$fail -ne 0 ]; then echo "soak FAILED"; exit 1; fi
 
 SAN_FLAGS = -O1 -g -fno-omit-frame-pointer
 asan: deps

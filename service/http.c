@@ -32,16 +32,28 @@
  * (or resumes the connection it has just suspended). MHD never times out or completes a
  * suspended connection, so a context with a pending answer lives until after its wake-up.
  *
- * Graceful stop: MHD_quiesce_daemon closes the listening socket (no new connections; needs
- * MHD_USE_ITC with a thread pool), then we wait for the in-flight counter (contexts allocated and
- * not completed) to reach 0 or the grace period to pass; then no new deferrals (`stopping`) and a
- * wait for every owed wake-up (`deferring`), so no connection is suspended and no wake-up can touch
- * MHD afterwards; then MHD_stop_daemon joins the pool threads.
+ * Connections (http_accept.h): dpsilod owns the listening socket. Its acceptor thread holds each
+ * new connection until the first request's headers are complete (deadline, per-address limit,
+ * early JSON errors) and then gives it to MHD with MHD_add_connection; MHD runs with
+ * MHD_USE_NO_LISTEN_SOCKET. MHD tells us when a connection closes (on_connection), which releases
+ * its address's count. Framing that a proxy could read differently (duplicate Content-Length,
+ * Content-Length with Transfer-Encoding, two Authorization headers) is refused on the first call.
  *
- * Threads: on_access/on_completed run on MHD pool threads, on_wake on the ledger's committer; the
- * server struct is read-only after start except next_req_id, in_flight, deferring and stopping
- * (atomics). A context belongs to one connection, hence one
- * thread.
+ * Stop (http_server_stop): `stopping` is set first: from then on a new request is answered 503
+ * shutting_down with Connection: close on its first call, every answer carries Connection: close,
+ * and no handler is offered a deferral. Then the acceptor closes the listening socket and the
+ * connections still sending headers, and we wait for the requests in flight (contexts allocated
+ * and not completed) and the owed wake-ups (`deferring`), both up to the drain timeout; then
+ * MHD_stop_daemon closes the rest and joins the pool. MHD never had a listening socket, so
+ * nothing is taken out of its workers' epoll sets: MHD_quiesce_daemon did that on a thread pool
+ * without a lock and could abort the process (issue #10, D1). If a wake-up is still owed at
+ * the deadline MHD is left running (it would free a connection the wake-up resumes) and the caller
+ * ends the process.
+ *
+ * Threads: on_access/on_completed/on_connection run on MHD pool threads, on_wake on the ledger's
+ * committer, the acceptor callbacks on the acceptor thread; the server struct is read-only after
+ * start except next_req_id, in_flight, deferring, stopping and the MHD log rate limit (atomics).
+ * A context belongs to one connection, hence one thread.
  */
 #include "service/http.h"
 
@@ -80,6 +92,15 @@
 #define HTTP_STOP_LOG_MS          5000  /* a stop that waits says so this often */
 #define HTTP_MHD_LOG_PER_S        10    /* MHD's own messages logged per second at most */
 
+/* A connection MHD serves, for the header deadline of its later requests (DESIGN: connections). */
+typedef struct conn_rec {
+    int fd;                /* MHD's socket; valid while the record is on the list */
+    atomic_llong since_ms; /* CLOCK_MONOTONIC ms when it began waiting for a request */
+    atomic_bool waiting;   /* no request in progress: the next one's headers are awaited */
+    struct conn_rec *prev; /* guarded by the server's conns_mu */
+    struct conn_rec *next; /* guarded by the server's conns_mu */
+} conn_rec;
+
 struct http_server {
     struct MHD_Daemon *d;
     http_acceptor *acc;    /* owned: the listening socket and the sockets still sending headers */
@@ -99,6 +120,8 @@ struct http_server {
     atomic_llong mhd_log_window; /* on_mhd_log's rate limit: the current second, */
     atomic_long mhd_log_count;   /* lines in it, */
     atomic_long mhd_log_dropped; /* and lines left out since the last one logged */
+    pthread_mutex_t conns_mu;    /* guards the conns list (not the records' atomics) */
+    conn_rec *conns;             /* connections MHD serves */
 };
 
 /* A context's deferred-answer state (DESIGN: deferred answers). */
@@ -376,6 +399,21 @@ static int valid_req_id(const char *s)
             return 0;
     }
     return n > 0;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* The connection's record (on_connection), or NULL. */
+static conn_rec *conn_record(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci != NULL ? ci->socket_context : NULL;
 }
 
 static void new_req_id(http_server *srv, char *out, size_t out_len)
@@ -874,7 +912,7 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
     return MHD_YES;
 }
 
-/* Request framing that a proxy in front could read differently (RFC 9112 6.3; reliability report
+/* Request framing that a proxy in front could read differently (RFC 9112 6.3; issue #10,
  * D13): differing Content-Length headers, Content-Length with Transfer-Encoding, and more than one
  * Authorization header (a proxy keeping the last would authorize another principal). True with a
  * client-safe sentence in why. */
@@ -915,6 +953,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
             return MHD_NO;
         atomic_fetch_add(&srv->in_flight, 1);
         *req_cls = c;
+        conn_rec *rec = conn_record(conn);
+        if (rec != NULL)
+            atomic_store(&rec->waiting, false);
         if (atomic_load(&srv->stopping)) /* a new request during a stop: 503 and close */
             return reply_refused(c, conn, 503, "shutting_down",
                                  "the server is shutting down; retry on a new connection");
@@ -947,7 +988,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     (void)toe;
     http_server *srv = cls;
     http_ctx *c = *req_cls;
@@ -961,6 +1001,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         us = 0;
     http_metrics_observe(srv->metrics, c->metrics_row, c->status, (uint64_t)us);
     dp_log(DP_LOG_INFO, c->req_id, "%s %s %d %lldus", c->method, c->path, c->status, (long long)us);
+    conn_rec *rec = conn_record(conn);
+    if (rec != NULL) { /* a kept-alive connection now waits for its next request */
+        atomic_store(&rec->since_ms, mono_ms());
+        atomic_store(&rec->waiting, true);
+    }
     ctx_free(c);
     *req_cls = NULL;
     atomic_fetch_sub(&srv->in_flight, 1);
@@ -1020,6 +1065,8 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
     int n = vsnprintf(msg, sizeof msg, fmt, ap);
     if (n < 0)
         return;
+    for (size_t k = strlen(msg); k > 0 && (msg[k - 1] == '\n' || msg[k - 1] == '\r');)
+        msg[--k] = '\0'; /* MHD ends its messages with a newline */
     long dropped = atomic_exchange(&srv->mhd_log_dropped, 0);
     if (dropped > 0)
         dp_log(DP_LOG_WARN, NULL, "microhttpd: %s (%ld similar message(s) not logged)", msg,
@@ -1051,13 +1098,68 @@ static unsigned boot_nonce(void)
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
-    (void)socket_context;
     http_server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fi =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn_rec *rec = fi != NULL ? malloc(sizeof *rec) : NULL;
+        if (rec == NULL)
+            return; /* no header deadline for its later requests; nothing else depends on it */
+        rec->fd = fi->connect_fd;
+        atomic_init(&rec->since_ms, mono_ms());
+        atomic_init(&rec->waiting, true);
+        rec->prev = NULL;
+        pthread_mutex_lock(&srv->conns_mu);
+        rec->next = srv->conns;
+        if (srv->conns != NULL)
+            srv->conns->prev = rec;
+        srv->conns = rec;
+        pthread_mutex_unlock(&srv->conns_mu);
+        *socket_context = rec;
+        return;
+    }
     if (code != MHD_CONNECTION_NOTIFY_CLOSED)
         return;
+    conn_rec *rec = *socket_context;
+    if (rec != NULL) { /* MHD closes the socket after this call: off the list first */
+        pthread_mutex_lock(&srv->conns_mu);
+        if (rec->prev != NULL)
+            rec->prev->next = rec->next;
+        else
+            srv->conns = rec->next;
+        if (rec->next != NULL)
+            rec->next->prev = rec->prev;
+        pthread_mutex_unlock(&srv->conns_mu);
+        free(rec);
+        *socket_context = NULL;
+    }
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     http_acceptor_closed(srv->acc, ci != NULL ? ci->client_addr : NULL);
+}
+
+/* Once a second (acceptor thread): a connection MHD serves that has been waiting longer than
+ * --header-timeout for a complete request (idle after an answer, or trickling the next request's
+ * headers) is shut down; MHD then sees the end of the stream and closes it. The list lock keeps
+ * each fd open while it is used: MHD takes a record off the list before closing its socket. */
+static void on_tick(void *arg)
+{
+    http_server *srv = arg;
+    int64_t limit = mono_ms() - (int64_t)srv->cfg->header_timeout_s * 1000;
+    unsigned closed = 0;
+    pthread_mutex_lock(&srv->conns_mu);
+    for (conn_rec *r = srv->conns; r != NULL; r = r->next) {
+        if (atomic_load(&r->waiting) && atomic_load(&r->since_ms) < limit) {
+            atomic_store(&r->waiting, false); /* once */
+            shutdown(r->fd, SHUT_RDWR);
+            closed++;
+        }
+    }
+    pthread_mutex_unlock(&srv->conns_mu);
+    if (closed > 0)
+        dp_log(DP_LOG_DEBUG, NULL,
+               "http: closed %u kept-alive connection(s) without a complete request in %u s",
+               closed, srv->cfg->header_timeout_s);
 }
 
 /* The acceptor's callbacks. */
@@ -1129,9 +1231,15 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
     atomic_init(&srv->mhd_log_window, 0);
     atomic_init(&srv->mhd_log_count, 0);
     atomic_init(&srv->mhd_log_dropped, 0);
+    if (pthread_mutex_init(&srv->conns_mu, NULL) != 0) {
+        dp_err_set(err, DP_ENOMEM, NULL, "out of resources");
+        dp_free(srv);
+        return NULL;
+    }
     srv->metrics = http_metrics_alloc(routes, n_routes, store_schema_version(st));
     if (srv->metrics == NULL) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        pthread_mutex_destroy(&srv->conns_mu);
         dp_free(srv);
         return NULL;
     }
@@ -1148,6 +1256,7 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
         .handoff = acc_handoff,
         .next_req_id = acc_req_id,
         .observe = acc_observe,
+        .tick = on_tick,
         .arg = srv,
     };
     /* The listening socket is ours (http_accept.h): MHD gets connections whose request headers
@@ -1157,7 +1266,10 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
     srv->acc = http_acceptor_open(&ac, err);
     if (srv->acc == NULL)
         goto fail;
-    /* MHD_ALLOW_SUSPEND_RESUME: deferred answers (DESIGN above) */
+    /* MHD_ALLOW_SUSPEND_RESUME: deferred answers (DESIGN above). The acceptor keeps MHD's
+     * connections within max_handed; MHD's own limit is twice that, because MHD splits it among
+     * its workers and a connection a worker refuses later would be closed without the
+     * NOTIFY_CONNECTION that releases its address's count. */
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
                          MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET;
     /* clang-format off */
@@ -1167,7 +1279,7 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,           /* first, so it gets all */
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->threads, /* */
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HTTP_CONNECTION_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)max_handed,             /* */
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)(2 * max_handed),       /* see below */
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,                    /* */
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,                  /* */
         MHD_OPTION_UNESCAPE_CALLBACK, on_unescape, NULL,                   /* */
@@ -1192,6 +1304,7 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
 fail:
     http_acceptor_free(srv->acc);
     http_metrics_free(srv->metrics);
+    pthread_mutex_destroy(&srv->conns_mu);
     dp_free(srv);
     return NULL;
 }
@@ -1199,13 +1312,6 @@ fail:
 uint16_t http_server_port(const http_server *srv)
 {
     return srv->port;
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 int http_server_stop(http_server *srv, unsigned drain_ms)
@@ -1217,7 +1323,7 @@ int http_server_stop(http_server *srv, unsigned drain_ms)
     atomic_store(&srv->stopping, true);
     /* 2. Our listening socket and the connections still sending headers are closed: no new
      * connection reaches MHD. MHD has no listening socket, so nothing is removed from its epoll
-     * sets (no MHD_quiesce_daemon: reliability report D1). */
+     * sets (no MHD_quiesce_daemon: issue #10, D1). */
     http_acceptor_stop(srv->acc);
     /* 3. Requests in flight finish, and every owed wake-up (which calls MHD_resume_connection)
      * runs: MHD must not be stopped with a suspended connection, nor before a wake-up that would
@@ -1252,6 +1358,7 @@ int http_server_stop(http_server *srv, unsigned drain_ms)
     MHD_stop_daemon(srv->d);
     http_acceptor_free(srv->acc);
     http_metrics_free(srv->metrics);
+    pthread_mutex_destroy(&srv->conns_mu);
     dp_free(srv);
     return left > 0 ? 1 : 0;
 }

@@ -50,9 +50,10 @@
 
 #define ACCEPT_BACKLOG     1024
 #define ACCEPT_EVENTS      64
-#define ACCEPT_PAUSE_MS    100   /* out of file descriptors: stop accepting for this long */
-#define ACCEPT_DRAIN_BYTES 65536 /* read and dropped before closing an answered socket */
-#define ACCEPT_WARN_PER_S  5     /* warnings logged per second at most; the rest are counted */
+#define ACCEPT_PAUSE_MS    100     /* out of file descriptors: stop accepting for this long */
+#define ACCEPT_DRAIN_BYTES 65536   /* read and dropped before closing an answered socket */
+#define ACCEPT_WARN_PER_S  5       /* warnings logged per second at most; the rest are counted */
+#define ACCEPT_TICK_US     1000000 /* cfg.tick period */
 #define EV_LISTEN          0u
 #define EV_WAKE            1u
 #define EV_PEND            2u /* + slot index */
@@ -86,6 +87,7 @@ struct http_acceptor {
     size_t n_pending;
     bool paused; /* accept paused (out of fds) until resume_us */
     int64_t resume_us;
+    int64_t next_tick_us;   /* next cfg.tick call */
     int64_t warn_window_us; /* rate limit of warnings (acceptor thread) */
     unsigned warn_in_window;
     uint64_t warn_suppressed;
@@ -656,6 +658,12 @@ static void *acceptor_main(void *arg)
             if (timeout < 0 || pm < timeout)
                 timeout = pm;
         }
+        if (a->cfg.tick != NULL) {
+            int64_t ms = (a->next_tick_us - t + 999) / 1000;
+            int tm = ms < 0 ? 0 : (int)ms;
+            if (timeout < 0 || tm < timeout)
+                timeout = tm;
+        }
         int n = epoll_wait(a->ep, evs, ACCEPT_EVENTS, timeout);
         if (n < 0 && errno != EINTR) {
             dp_log(DP_LOG_ERROR, NULL, "http: epoll_wait: %s; the acceptor stops", strerror(errno));
@@ -682,6 +690,10 @@ static void *acceptor_main(void *arg)
         if (a->paused && t >= a->resume_us) {
             a->paused = false;
             set_listen_events(a, EPOLLIN);
+        }
+        if (a->cfg.tick != NULL && t >= a->next_tick_us) {
+            a->next_tick_us = t + ACCEPT_TICK_US;
+            a->cfg.tick(a->cfg.arg);
         }
     }
 }

@@ -21,7 +21,8 @@
  * These error answers are written here, in the documented JSON error shape, with a request id
  * (X-Request-Id and in the body), Connection: close, and an access-log line. Only the first
  * request of a connection passes through here: later requests on a kept-alive connection go to MHD
- * directly (docs/API.md lists what MHD itself answers).
+ * directly (docs/API.md lists what MHD itself answers; http.c applies the header deadline to them,
+ * through cfg.tick).
  *
  * Threads: one acceptor thread (epoll). http_acceptor_closed is called from MHD's threads; the
  * per-address counts are guarded by a mutex that is never held across I/O or logging.
@@ -52,6 +53,9 @@ typedef struct http_accept_cfg {
     void (*next_req_id)(void *arg, char *out, size_t out_len);
     /* Told about every error answer written here (metrics); may be NULL. */
     void (*observe)(void *arg, int status, uint64_t us);
+    /* Called about once a second on the acceptor thread (the server's own deadlines); may be NULL.
+     */
+    void (*tick)(void *arg);
     void *arg; /* passed to the callbacks */
 } http_accept_cfg;
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HTTP that says what it means (reliability report D13, D14), with raw sockets:
+# HTTP that says what it means (issue #10, D13 and D14), with raw sockets:
 #   - differing Content-Length headers, Content-Length with Transfer-Encoding, and two
 #     Authorization headers are 400 JSON with Connection: close, and the bytes after them are
 #     never served as a second ("smuggled") request; on a connection's first request and on a
@@ -90,6 +90,8 @@ summary("h2-preface", exchange(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
 summary("te-gzip", exchange(b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n" + E))
 summary("te-chunked-ok", exchange(b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n10\r\n" + E + b"\r\n0\r\n\r\n"))
 summary("http10-ok", exchange(b"GET /healthz HTTP/1.0\r\n\r\n"))
+# documented exception (docs/API.md): on a kept-alive connection MHD refuses this itself
+summary("ka-bad-length", exchange(b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: +16\r\n\r\n" + E, first=KA))
 summary("leading-crlf-ok", exchange(b"\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
 PY
 sed 's/^/    /' "$T/f.out"
@@ -116,6 +118,9 @@ check "Transfer-Encoding gzip: 501 JSON" grep -q "^te-gzip 501 not_implemented r
 check "Transfer-Encoding chunked still works" grep -q '^te-chunked-ok 200 ' "$T/f.out"
 check "HTTP/1.0 still works" grep -q '^http10-ok 200 ' "$T/f.out"
 check "a leading empty line is allowed" grep -q '^leading-crlf-ok 200 ' "$T/f.out"
+check "kept-alive request refused by MHD itself: a 400 (HTML, documented)" grep -q '^ka-bad-length 400[, ]' "$T/f.out"
+check "... and MHD's message is logged without a request id" \
+    grep -q 'WARN \[[0-9a-f]*\] - microhttpd: .*400' "$T/err"
 check "the acceptor's errors are in the access log" grep -q ' PRI \* 505 ' "$T/err"
 check "the dispatcher's framing errors are in the access log" grep -q ' POST /v1/echo 400 ' "$T/err"
 check "no smuggled request reached the dispatcher" test -z "$(grep '/smuggled' "$T/err")"

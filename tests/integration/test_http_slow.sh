@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Slow clients cannot lock others out (reliability report D5: 1,100 connections trickling header
+# Slow clients cannot lock others out (issue #10, D5: 1,100 connections trickling header
 # bytes held every connection slot, and every legitimate request timed out):
 #   - SLOW_CONNS connections (200 here; `make soak` runs 1,100) from other loopback addresses
 #     (127.0.0.2, 127.0.0.3, ...) trickle header bytes; /healthz from 127.0.0.1 still answers;
 #   - one connection more than --max-conns-per-ip from one address gets 503 JSON and is closed;
 #   - a connection still sending headers at --header-timeout gets 408 JSON (request id, access-log
-#     line) and is closed;
+#     line) and is closed; a kept-alive connection trickling its next request is closed too;
 #   - a body still incomplete at --body-timeout gets the connection closed;
 #   - the attackers' closes do not write a warning line each.
 . "$(dirname "$0")/lib.sh"
@@ -126,6 +126,37 @@ s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 print("after-release", parse(response(s))[0], flush=True)
 s.close()
 
+# a kept-alive connection cannot dodge the header deadline: one quick request, then the next
+# request's headers trickle; the connection is closed once --header-timeout has passed
+k = connect("127.0.0.6", timeout=15)
+k.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += k.recv(65536)
+first = parse(buf)[0]
+k.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+t0 = time.time()
+closed = False
+while time.time() - t0 < 12:
+    try:
+        k.sendall(b"X-A: b\r\n")
+    except OSError:
+        closed = True
+        break
+    k.setblocking(False)
+    try:
+        closed = k.recv(100) == b""
+    except BlockingIOError:
+        pass
+    except OSError:
+        closed = True
+    k.setblocking(True)
+    if closed:
+        break
+    time.sleep(0.2)
+print("keepalive-trickler", first, "closed" if closed else "open", flush=True)
+k.close()
+
 # a body that does not arrive within --body-timeout: the connection is closed, no answer
 b = connect("127.0.0.5", timeout=15)
 b.sendall(b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{")
@@ -161,6 +192,8 @@ check "every slow connection gets 408 request_timeout and is closed at --header-
 check "a trickler that keeps sending header lines gets 408 too" \
     grep -q '^trickler 408 request_timeout the_request_headers_did_not_arrive_within_2_s$' "$T/slow.out"
 check "closed connections release their address's count" grep -q '^after-release 200$' "$T/slow.out"
+check "a kept-alive connection trickling its next request's headers is closed too" \
+    grep -q '^keepalive-trickler 200 closed$' "$T/slow.out"
 check "a body not received within --body-timeout: the connection is closed" \
     grep -q '^slow-body-closed True$' "$T/slow.out"
 check "408s are in the access log with the request line" grep -q ' GET /healthz 408 ' "$T/err"

@@ -1,5 +1,5 @@
 /*
- * Unit tests for common/dp_log: control characters never reach the log raw (reliability report
+ * Unit tests for common/dp_log: control characters never reach the log raw (issue #10,
  * D17: a decoded URL with %1b[31m wrote an ESC sequence to stderr), lines stay whole, and the
  * escape cuts long text only at a whole character or escape.
  */

@@ -1,6 +1,6 @@
 /*
  * Unit tests for service/http_accept: finding the end of a first request's header block, and the
- * checks made before a socket is handed to libmicrohttpd (reliability report D14: these requests
+ * checks made before a socket is handed to libmicrohttpd (issue #10, D14: these requests
  * used to get MHD's HTML errors).
  */
 #include "tests/test_util.h"
