@@ -118,3 +118,21 @@ double dp_lse_value(const dp_lse *s)
         return s->max;
     return s->max + log(s->sum);
 }
+
+double dp_sum_up(double a, double b)
+{
+    double s = a + b;
+    if (!isfinite(s))
+        return s;
+    double bb = s - a;
+    double e = (a - (s - bb)) + (b - bb);
+    return e > 0 ? nextafter(s, INFINITY) : s;
+}
+
+double dp_mul_up(double c, double x)
+{
+    double p = c * x;
+    if (!isfinite(p))
+        return p;
+    return fma(c, x, -p) > 0 ? nextafter(p, INFINITY) : p;
+}

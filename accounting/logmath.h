@@ -34,6 +34,16 @@ double dp_logexpm1(double x);
  * value is positive (l > -inf) but underflows: a delta is never reported as 0 unless it is 0. */
 double dp_exp_prob_up(double l);
 
+/* a + b rounded upward: the exact sum when it is representable, else the next double above it
+ * (Knuth's TwoSum gives the rounding error, TAOCP vol. 2, 4.2.2, Thm. B). Non-finite sums are
+ * returned as they are. Every composed privacy loss is summed with it, in the calculators and in
+ * the ledger alike, so a reported total is never below the exact sum of its terms. */
+double dp_sum_up(double a, double b);
+
+/* c * x rounded upward (c >= 0, x >= 0): the exact product when representable, else the next
+ * double above it (the error term of fma). */
+double dp_mul_up(double c, double x);
+
 /* Streaming log-sum-exp accumulator: add terms one at a time without storing them. */
 typedef struct dp_lse {
     double max; /* largest term seen so far (log scale); -INFINITY when empty */

@@ -1215,7 +1215,8 @@ static int node_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out,
             double r;
             if ((rc = node_rdp(ev->child, alpha, ws, &r, err)) != DP_OK)
                 return rc;
-            *out = r == 0.0 ? 0.0 : (double)ev->count * r; /* Mironov 2017, Prop. 1 */
+            /* Mironov 2017, Prop. 1; rounded up, as the ledger's sums (logmath.h) */
+            *out = r == 0.0 ? 0.0 : dp_mul_up((double)ev->count, r);
             return DP_OK;
         }
         case ACCT_EV_COMPOSED: {
@@ -1224,7 +1225,7 @@ static int node_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out,
                 double r;
                 if ((rc = node_rdp(ev->children[i], alpha, ws, &r, err)) != DP_OK)
                     return rc;
-                s += r;
+                s = dp_sum_up(s, r); /* rounded up, as the ledger's sums (logmath.h) */
             }
             *out = s;
             return DP_OK;
@@ -1952,6 +1953,120 @@ static void grid_min(grid_obj *g, size_t n, bool qc, double *best, size_t *bi)
     }
 }
 
+/* The continuous order search of conv == OPTIMAL: Brent's method (eps) or golden-section search
+ * in x = log(alpha - 1) between the grid neighbours of the grid minimum ord[bi], evaluating the
+ * tree's curve; memo[i] holds the objective at the grid orders evaluated so far (NAN: not yet). The
+ * refined value replaces *best (and *oa, *continuous) only if it is smaller, so the answer is never
+ * looser than the grid's. */
+static int refine_order(const acct_event *ev, rdp_ws *ws, bool want_delta, double target,
+                        const double *ord, const double *memo, size_t n, size_t bi, double *best,
+                        double *oa, bool *continuous, dp_err *err)
+{
+    int rc = DP_OK;
+    bool improvable =
+        want_delta ? *best > -HUGE_VAL && *best < 0.0 : isfinite(*best) && *best > 0.0;
+    if (!improvable)
+        return DP_OK;
+    double lo = bi > 0 ? ord[bi - 1] : ACCT_RDP_MIN_ORDER;
+    double hi = bi + 1 < n ? ord[bi + 1] : ACCT_RDP_MAX_ORDER;
+    order_obj o = {ev, ws, want_delta, target, log(target), target, err, DP_OK};
+    /* search variable x = log(alpha - 1) */
+    double xa = log(lo - 1.0), xb = log(hi - 1.0);
+    double fbr = HUGE_VAL, xbr = 0.0;
+    if (!want_delta && bi > 0 && bi + 1 < n && brent_search(&o, ord, memo, bi, *best, &xbr, &fbr)) {
+        rc = o.rc;
+        if (rc == DP_OK && fbr < *best) {
+            *best = fbr;
+            *oa = 1.0 + exp(xbr);
+            *continuous = true;
+        }
+        return rc;
+    }
+    if (o.rc != DP_OK)
+        return o.rc;
+    double x1 = xb - GOLDEN * (xb - xa), x2 = xa + GOLDEN * (xb - xa);
+    double f1 = objective(&o, 1.0 + exp(x1)), f2 = objective(&o, 1.0 + exp(x2));
+    for (int it = 0; it < ACCT_ORDER_SEARCH_ITERS && o.rc == DP_OK; it++) {
+        if (xb - xa < ACCT_ORDER_SEARCH_XTOL)
+            break;
+        if (f1 < f2) {
+            xb = x2;
+            x2 = x1;
+            f2 = f1;
+            x1 = xb - GOLDEN * (xb - xa);
+            f1 = objective(&o, 1.0 + exp(x1));
+        } else {
+            xa = x1;
+            x1 = x2;
+            f1 = f2;
+            x2 = xa + GOLDEN * (xb - xa);
+            f2 = objective(&o, 1.0 + exp(x2));
+        }
+    }
+    rc = o.rc;
+    double fb = f1 < f2 ? f1 : f2, xbst = f1 < f2 ? x1 : x2;
+    if (rc == DP_OK && fb < *best) {
+        *best = fb;
+        *oa = 1.0 + exp(xbst);
+        *continuous = true;
+    }
+    return rc;
+}
+
+/* Sum of epsilon over a tree made only of pure leaves under composed and self_composed nodes,
+ * rounded up; +INFINITY when any other node occurs. Basic composition (Dwork, McSherry, Nissim &
+ * Smith 2006; Dwork & Roth 2014, Thm. 3.16): running eps_i-DP mechanisms in sequence (adaptively)
+ * is (sum eps_i)-DP, hence (sum eps_i, delta)-DP for every delta >= 0. The theorem also composes
+ * (eps1, 0) with (eps2, delta) into (eps1 + eps2, delta), but the answers use this sum only for an
+ * all-pure tree, so that the calculator and the ledger apply one and the same rule. */
+static double pure_eps_sum(const acct_event *ev)
+{
+    switch (ev->type) {
+        case ACCT_EV_PURE:
+            return ev->epsilon;
+        case ACCT_EV_SELF_COMPOSED: {
+            double e = pure_eps_sum(ev->child);
+            return isfinite(e) ? dp_mul_up((double)ev->count, e) : HUGE_VAL;
+        }
+        case ACCT_EV_COMPOSED: {
+            double s = 0.0;
+            for (size_t i = 0; i < ev->n_children && isfinite(s); i++)
+                s = dp_sum_up(s, pure_eps_sum(ev->children[i]));
+            return s;
+        }
+        default:
+            return HUGE_VAL;
+    }
+}
+
+/* Fills out's value and order from the search's best objective at order oa, and applies basic
+ * composition to an all-pure tree (pure_eps_sum): eps = min(RDP answer, sum eps_i); delta = 0 when
+ * the asked epsilon is at least sum eps_i. */
+static void answer_set(const acct_event *ev, bool want_delta, double target, double best, double oa,
+                       acct_rdp_answer *out)
+{
+    double pure = pure_eps_sum(ev);
+    out->basic_composition = false;
+    if (want_delta) {
+        out->value = dp_exp_prob_up(best);
+        out->optimal_order = oa;
+        if (target >= pure && out->value > 0.0) {
+            out->value = 0.0;
+            out->optimal_order = (double)NAN;
+            out->basic_composition = true;
+        }
+        return;
+    }
+    out->value = best;
+    out->optimal_order = isfinite(best) ? oa : (double)NAN;
+    if (pure < out->value) {
+        out->value = pure;
+        out->optimal_order = (double)NAN;
+        out->continuous = false;
+        out->basic_composition = true;
+    }
+}
+
 /* Grid minimum, then (conv == OPTIMAL) golden-section refinement in log(alpha - 1) between the grid
  * neighbours of the best order, until the bracket is ACCT_ORDER_SEARCH_XTOL wide. The refined value
  * is taken only if it is smaller, so the answer is never looser than the grid's. */
@@ -1994,55 +2109,9 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     double oa = ord[bi];
     out->conversion = base;
     out->continuous = false;
-    bool improvable = want_delta ? best > -HUGE_VAL && best < 0.0 : isfinite(best) && best > 0.0;
-    if (rc == DP_OK && conv == ACCT_CONV_OPTIMAL && improvable) {
-        double lo = bi > 0 ? ord[bi - 1] : ACCT_RDP_MIN_ORDER;
-        double hi = bi + 1 < n ? ord[bi + 1] : ACCT_RDP_MAX_ORDER;
-        order_obj o = {ev, &ws, want_delta, target, log(target), target, err, DP_OK};
-        /* search variable x = log(alpha - 1) */
-        double xa = log(lo - 1.0), xb = log(hi - 1.0);
-        double fbr = HUGE_VAL, xbr = 0.0;
-        if (!want_delta && bi > 0 && bi + 1 < n &&
-            brent_search(&o, ord, memo, bi, best, &xbr, &fbr)) {
-            rc = o.rc;
-            if (rc == DP_OK && fbr < best) {
-                best = fbr;
-                oa = 1.0 + exp(xbr);
-                out->continuous = true;
-            }
-            goto done;
-        }
-        rc = o.rc;
-        if (rc != DP_OK)
-            goto done;
-        double x1 = xb - GOLDEN * (xb - xa), x2 = xa + GOLDEN * (xb - xa);
-        double f1 = objective(&o, 1.0 + exp(x1)), f2 = objective(&o, 1.0 + exp(x2));
-        for (int it = 0; it < ACCT_ORDER_SEARCH_ITERS && o.rc == DP_OK; it++) {
-            if (xb - xa < ACCT_ORDER_SEARCH_XTOL)
-                break;
-            if (f1 < f2) {
-                xb = x2;
-                x2 = x1;
-                f2 = f1;
-                x1 = xb - GOLDEN * (xb - xa);
-                f1 = objective(&o, 1.0 + exp(x1));
-            } else {
-                xa = x1;
-                x1 = x2;
-                f1 = f2;
-                x2 = xa + GOLDEN * (xb - xa);
-                f2 = objective(&o, 1.0 + exp(x2));
-            }
-        }
-        rc = o.rc;
-        double fb = f1 < f2 ? f1 : f2, xbst = f1 < f2 ? x1 : x2;
-        if (rc == DP_OK && fb < best) {
-            best = fb;
-            oa = 1.0 + exp(xbst);
-            out->continuous = true;
-        }
-    }
-done:
+    if (rc == DP_OK && conv == ACCT_CONV_OPTIMAL)
+        rc = refine_order(ev, &ws, want_delta, target, ord, memo, n, bi, &best, &oa,
+                          &out->continuous, err);
     if (ws.w)
         gsl_integration_workspace_free(ws.w);
     acct_tuning_cache_free(ws.tuning);
@@ -2050,13 +2119,7 @@ done:
     dp_free(ord);
     if (rc != DP_OK)
         return rc;
-    if (want_delta) {
-        out->value = dp_exp_prob_up(best);
-        out->optimal_order = oa;
-    } else {
-        out->value = best;
-        out->optimal_order = isfinite(best) ? oa : (double)NAN;
-    }
+    answer_set(ev, want_delta, target, best, oa, out);
     return DP_OK;
 }
 
@@ -2077,4 +2140,49 @@ int acct_rdp_delta(const acct_event *ev, acct_neighboring nb, double epsilon, ac
                    const double *orders, size_t n_orders, acct_rdp_answer *out, dp_err *err)
 {
     return tree_answer(ev, nb, true, epsilon, conv, orders, n_orders, false, out, err);
+}
+
+int acct_rdp_epsilon_curve(const acct_event *ev, acct_neighboring nb, double delta,
+                           acct_conversion conv, const double *orders, const double *rdp, size_t n,
+                           acct_rdp_answer *out, dp_err *err)
+{
+    int rc = eval_prepare(ev, nb, err);
+    if (rc != DP_OK || (rc = check_delta(delta, err)) != DP_OK ||
+        (rc = check_curve(orders, rdp, n, err)) != DP_OK)
+        return rc;
+    if (conv != ACCT_CONV_MIRONOV2017 && conv != ACCT_CONV_BALLE2020 && conv != ACCT_CONV_OPTIMAL)
+        return dp_err_set(err, DP_EINVAL, "conversion", "unknown conversion");
+    for (size_t i = 1; i < n; i++)
+        if (!(orders[i - 1] < orders[i]))
+            return dp_err_set(err, DP_EINVAL, "orders", "orders must be strictly increasing");
+    double *memo = dp_malloc(n * sizeof *memo);
+    if (memo == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    acct_conversion base =
+        conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
+    double ld = log(delta), best = HUGE_VAL;
+    size_t bi = 0;
+    for (size_t i = 0; i < n; i++) { /* the grid minimum of the given curve (the first on ties) */
+        memo[i] = eps_at(orders[i], rdp[i], ld, delta, base);
+        if (memo[i] < best) {
+            best = memo[i];
+            bi = i;
+        }
+    }
+    double oa = orders[bi];
+    out->conversion = base;
+    out->continuous = false;
+    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}, NULL};
+    if (conv == ACCT_CONV_OPTIMAL)
+        rc = refine_order(ev, &ws, false, delta, orders, memo, n, bi, &best, &oa, &out->continuous,
+                          err);
+    if (ws.w)
+        gsl_integration_workspace_free(ws.w);
+    acct_tuning_cache_free(ws.tuning);
+    sgm_nodes_free(ws.nodes);
+    dp_free(memo);
+    if (rc != DP_OK)
+        return rc;
+    answer_set(ev, false, delta, best, oa, out);
+    return DP_OK;
 }

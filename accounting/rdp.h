@@ -113,11 +113,17 @@ typedef struct acct_rdp_answer {
     double optimal_order;       /* order attaining it; NAN when value is infinite */
     acct_conversion conversion; /* bound used: MIRONOV2017 or BALLE2020 */
     bool continuous;            /* true when the order came from the continuous search */
+    bool basic_composition;     /* true when an all-pure tree's sum of epsilon decided (then
+                                   optimal_order is NAN): Dwork & Roth 2014, Thm. 3.16 */
 } acct_rdp_answer;
 
 /* epsilon of a tree at delta: evaluates the curve on orders (NULL/0 = default grid) and converts.
  * With ACCT_CONV_OPTIMAL the order is then refined on [ACCT_RDP_MIN_ORDER, ACCT_RDP_MAX_ORDER]; the
- * answer is min(grid, refined), so it is never looser than the grid answer. */
+ * answer is min(grid, refined), so it is never looser than the grid answer. A tree made only of
+ * pure events (under composed / self_composed) answers min(that, sum of its epsilons): basic
+ * composition, Dwork & Roth 2014, Thm. 3.16 (acct_rdp_delta: delta = 0 when epsilon >= that sum).
+ * Composed curves are summed rounding upward (logmath.h dp_sum_up / dp_mul_up), as the ledger's
+ * totals are. */
 int acct_rdp_epsilon(const acct_event *ev, acct_neighboring nb, double delta, acct_conversion conv,
                      const double *orders, size_t n_orders, acct_rdp_answer *out, dp_err *err);
 
@@ -126,6 +132,16 @@ int acct_rdp_epsilon(const acct_event *ev, acct_neighboring nb, double delta, ac
 int acct_rdp_epsilon_full_scan(const acct_event *ev, acct_neighboring nb, double delta,
                                acct_conversion conv, const double *orders, size_t n_orders,
                                acct_rdp_answer *out, dp_err *err);
+
+/* acct_rdp_epsilon of a tree whose curve on `orders` (strictly increasing) is already known: rdp[i]
+ * must be >= the tree's RDP at orders[i] (e.g. the ledger's upward-rounded per-order sums of the
+ * tree's parts). The grid minimum is taken on rdp; with ACCT_CONV_OPTIMAL it is refined by the same
+ * continuous search as acct_rdp_epsilon, which evaluates the tree only near that minimum (a few
+ * evaluations instead of the whole grid); the pure-event rule applies as there. With rdp equal to
+ * the tree's own curve on the grid, the answer equals acct_rdp_epsilon's. */
+int acct_rdp_epsilon_curve(const acct_event *ev, acct_neighboring nb, double delta,
+                           acct_conversion conv, const double *orders, const double *rdp, size_t n,
+                           acct_rdp_answer *out, dp_err *err);
 
 /* delta of a tree at epsilon; same order handling as acct_rdp_epsilon. */
 int acct_rdp_delta(const acct_event *ev, acct_neighboring nb, double epsilon, acct_conversion conv,

@@ -275,6 +275,8 @@ enum {
     ST_PREV_AFTER,
     ST_BATCH_GET,
     ST_BATCH_INSERT,
+    ST_ROW_EVENT,
+    ST_CLAIMS_EVENTS,
     ST_N
 };
 
@@ -351,6 +353,9 @@ static const char *const SQL[ST_N] = {
                       ":seq",
     [ST_BATCH_GET] = "SELECT request_hash FROM charge_batches WHERE actor_token_id = :actor AND "
                      "idempotency_key = :key",
+    [ST_ROW_EVENT] = "SELECT event, neighboring FROM charges WHERE silo_id = :silo AND seq = :seq",
+    [ST_CLAIMS_EVENTS] = "SELECT event, neighboring FROM claims WHERE silo_id = :silo AND state = "
+                         "'active' AND expires_at > :now AND id <> :except ORDER BY id",
     [ST_BATCH_INSERT] =
         "INSERT INTO charge_batches (actor_token_id, idempotency_key, request_hash, "
         "created_at) VALUES (:actor, :key, :hash, :now)",
@@ -457,12 +462,20 @@ struct ledger {
     size_t pld_busy; /* ops held by the PLD thread, queued or being computed; guarded by mu */
     pthread_t pld_thread;
     bool pld_started;
-    pthread_mutex_t cache_mu; /* guards pld_cache only; never held with mu or across SQLite */
+    pthread_mutex_t
+        cache_mu; /* guards pld_cache and rdp_cache; never held with mu or across SQLite */
     struct {
         int64_t silo, n_charges; /* key: a silo's log up to n_charges charges */
         double eps;              /* its eps_PLD at the silo's delta then */
         double delta;
     } pld_cache[LEDGER_PLD_CACHE];
+    struct {
+        int64_t silo, n_charges;   /* key: a silo's log up to n_charges charges ... */
+        double delta;              /* ... at this delta */
+        double eps, order;         /* its refined RDP epsilon (rdp_refine_view) and order */
+    } rdp_cache[LEDGER_PLD_CACHE]; /* guarded by cache_mu */
+    struct log_tree *trees;        /* LEDGER_TREE_CACHE slots: committer thread only */
+    uint64_t tree_gen;      /* incremented per op the committer applies; committer thread only */
     atomic_ullong n_groups; /* group commits so far (statistics) */
     atomic_ullong n_ops;    /* ops committed or refused so far */
 };
@@ -867,13 +880,264 @@ static int held_load(ledger *l, int64_t silo_id, int64_t now, int64_t except, do
                         n_active, err);
 }
 
+/* ---- continuous order and basic composition (issue #10)
+ * ------------------------------------------------------------------------
+ *
+ * The calculators answer acct_rdp_epsilon of a tree: the grid minimum, refined on a continuous
+ * order with conversion "optimal", and min(that, sum eps_i) for an all-pure tree
+ * (accounting/rdp.h). The ledger reports the same figures for the same events: every epsilon of an
+ * (eps, delta) silo accounted by rdp or pld is acct_rdp_epsilon_curve of the tree of what it
+ * composes (the silo's log grouped by distinct event, active claims, the new event) on the ledger's
+ * upward-rounded per-order sums, the same code path and rounding rule. Admission keeps summing
+ * vectors on the grid; only the conversion at the end evaluates the tree, near the grid minimum (a
+ * few evaluations per distinct event). The log's tree is cached per silo in the committer
+ * (log_tree, keyed by n_charges, advanced by one row on the next charge); a log with more than
+ * LEDGER_REFINE_MAX_EVENTS distinct events, mixed neighbouring relations or an unparsable event is
+ * converted on the grid alone (an upper bound, at most ~1e-4 relative above). */
+#define LEDGER_REFINE_MAX_EVENTS 8 /* distinct events of a log refined on the continuous order */
+#define LEDGER_TREE_CACHE        64
+
+static acct_event *stored_event(const char *text, int64_t count);
+
+/* The RDP figure of an (eps, delta) rdp or pld silo: min(grid, acct_rdp_epsilon_curve(tree)) where
+ * tree (borrowed, may be NULL: grid only) composes what vec sums. Any failure keeps grid_eps. */
+static double refined_eps_order(const ledger *l, const ledger_budget *b, const double *vec,
+                                const acct_event *tree, acct_neighboring nb, double grid_eps,
+                                double *order)
+{
+    if (tree == NULL || b->kind != LEDGER_BUDGET_EPS_DELTA ||
+        (b->accountant != LEDGER_ACCT_RDP && b->accountant != LEDGER_ACCT_PLD) || isnan(grid_eps))
+        return grid_eps;
+    acct_rdp_answer a;
+    dp_err e;
+    dp_err_clear(&e);
+    if (acct_rdp_epsilon_curve(tree, nb, b->delta, b->conversion, l->orders, vec, l->n_orders, &a,
+                               &e) != DP_OK ||
+        isnan(a.value) || !(a.value < grid_eps))
+        return grid_eps;
+    if (order != NULL)
+        *order = a.optimal_order;
+    return a.value;
+}
+
+static double refined_eps(const ledger *l, const ledger_budget *b, const double *vec,
+                          const acct_event *tree, acct_neighboring nb, double grid_eps)
+{
+    return refined_eps_order(l, b, vec, tree, nb, grid_eps, NULL);
+}
+
+/* A silo's log as a tree: one self_composed(count, event) per distinct stored event. */
+typedef struct log_tree {
+    int64_t silo, n_charges; /* the log composed (silo 0: an empty slot) */
+    uint64_t gen;            /* l->tree_gen when last built or advanced */
+    bool usable;             /* false: too many distinct events, mixed relations, unparsable */
+    bool have_nb;
+    acct_neighboring nb;
+    size_t n;
+    char *text[LEDGER_REFINE_MAX_EVENTS];       /* owned: each distinct event's JSON */
+    acct_event *node[LEDGER_REFINE_MAX_EVENTS]; /* owned: self_composed(count, event) */
+} log_tree;
+
+static void log_tree_clear(log_tree *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        dp_free(t->text[i]);
+        acct_event_free(t->node[i]);
+    }
+    memset(t, 0, sizeof *t);
+}
+
+/* Adds count rows of the stored event text under relation nb_text. */
+static void log_tree_add(log_tree *t, const char *text, const char *nb_text, int64_t count)
+{
+    if (!t->usable || text == NULL || nb_text == NULL || count < 1)
+        return;
+    acct_neighboring nb =
+        strcmp(nb_text, "replace_one") == 0 ? ACCT_NB_REPLACE_ONE : ACCT_NB_ADD_REMOVE;
+    if (t->have_nb && nb != t->nb) {
+        t->usable = false;
+        return;
+    }
+    t->nb = nb;
+    t->have_nb = true;
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->text[i], text) == 0) {
+            t->node[i]->count += (uint64_t)count;
+            return;
+        }
+    acct_event *ev = t->n < LEDGER_REFINE_MAX_EVENTS ? stored_event(text, 1) : NULL;
+    acct_event *sc = ev != NULL ? acct_event_alloc(ACCT_EV_SELF_COMPOSED) : NULL;
+    char *dup = sc != NULL ? dp_strdup(text) : NULL;
+    if (dup == NULL) {
+        acct_event_free(sc);
+        acct_event_free(ev);
+        t->usable = false;
+        return;
+    }
+    sc->count = (uint64_t)count;
+    sc->child = ev;
+    t->text[t->n] = dup;
+    t->node[t->n] = sc;
+    t->n++;
+}
+
+/* Rebuilds t from the silo's log read on db (prepared per call: a rebuild is rare). */
+static void log_tree_build(sqlite3 *db, int64_t silo, int64_t n_charges, log_tree *t)
+{
+    log_tree_clear(t);
+    t->silo = silo;
+    t->n_charges = n_charges;
+    t->usable = true;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db,
+                                "SELECT event, neighboring, count(*) FROM charges WHERE silo_id = "
+                                ":silo GROUP BY event, neighboring",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = b_i64(st, ":silo", silo);
+    while (rc == SQLITE_OK && t->usable && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        log_tree_add(t, (const char *)sqlite3_column_text(st, 0),
+                     (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
+    }
+    if (rc != SQLITE_OK && rc != SQLITE_DONE)
+        t->usable = false;
+    sqlite3_finalize(st);
+}
+
+/* The committer's tree of silo s's log (l->trees): the cached one, advanced by the newest row when
+ * it is one charge behind, else rebuilt. Committer thread only. */
+static log_tree *log_tree_get(ledger *l, const silo_row *s)
+{
+    log_tree *t = &l->trees[(size_t)s->id % LEDGER_TREE_CACHE];
+    if (t->silo == s->id && t->n_charges == s->n_charges)
+        return t;
+    if (t->silo == s->id && t->n_charges + 1 == s->n_charges && t->usable) {
+        sqlite3_stmt *st = l->st[ST_ROW_EVENT];
+        int rc = b_i64(st, ":silo", s->id);
+        if (rc == SQLITE_OK)
+            rc = b_i64(st, ":seq", s->n_charges);
+        if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+            log_tree_add(t, (const char *)sqlite3_column_text(st, 0),
+                         (const char *)sqlite3_column_text(st, 1), 1);
+            t->n_charges = s->n_charges;
+            t->gen = l->tree_gen;
+            st_done(st);
+            return t;
+        }
+        st_done(st);
+    }
+    log_tree_build(l->db, s->id, s->n_charges, t);
+    t->gen = l->tree_gen;
+    return t;
+}
+
+/* Forgets the trees built or advanced since generation gen (their rows were rolled back). */
+static void log_trees_forget(ledger *l, uint64_t gen)
+{
+    for (size_t i = 0; i < LEDGER_TREE_CACHE; i++)
+        if (l->trees[i].silo != 0 && l->trees[i].gen >= gen)
+            log_tree_clear(&l->trees[i]);
+}
+
+/* What an admission composes, as trees: the log, the active claims (except one) and the event. */
+typedef struct refine_set {
+    const log_tree *log;
+    acct_event *claims[LEDGER_REFINE_MAX_EVENTS]; /* owned */
+    size_t n_claims;
+    bool claims_ok; /* every active claim is in claims[] under the log's relation */
+    const acct_event *event;
+    acct_neighboring event_nb;
+} refine_set;
+
+static void refine_set_free(refine_set *r)
+{
+    for (size_t i = 0; i < r->n_claims; i++)
+        acct_event_free(r->claims[i]);
+    r->n_claims = 0;
+}
+
+/* Fills r for silo s: its log tree, its active claims other than `except` (n_active of them) and
+ * event (borrowed, may be NULL). Committer thread only. */
+static void refine_set_load(ledger *l, const silo_row *s, int64_t now, int64_t except,
+                            int64_t n_active, const acct_event *event, acct_neighboring nb,
+                            refine_set *r)
+{
+    memset(r, 0, sizeof *r);
+    r->event = event;
+    r->event_nb = nb;
+    r->claims_ok = n_active == 0;
+    if (s->b.kind != LEDGER_BUDGET_EPS_DELTA ||
+        (s->b.accountant != LEDGER_ACCT_RDP && s->b.accountant != LEDGER_ACCT_PLD))
+        return;
+    r->log = log_tree_get(l, s);
+    if (n_active == 0 || n_active > LEDGER_REFINE_MAX_EVENTS)
+        return;
+    sqlite3_stmt *st = l->st[ST_CLAIMS_EVENTS];
+    int rc = b_i64(st, ":silo", s->id);
+    if (rc == SQLITE_OK)
+        rc = b_i64(st, ":now", now);
+    if (rc == SQLITE_OK)
+        rc = b_i64(st, ":except", except);
+    bool ok = rc == SQLITE_OK;
+    while (ok && (rc = sqlite3_step(st)) == SQLITE_ROW && r->n_claims < LEDGER_REFINE_MAX_EVENTS) {
+        const char *nbt = (const char *)sqlite3_column_text(st, 1);
+        acct_event *ev = stored_event((const char *)sqlite3_column_text(st, 0), 1);
+        if (ev == NULL || nbt == NULL ||
+            (strcmp(nbt, "replace_one") == 0 ? ACCT_NB_REPLACE_ONE : ACCT_NB_ADD_REMOVE) != nb) {
+            acct_event_free(ev);
+            ok = false;
+            break;
+        }
+        r->claims[r->n_claims++] = ev;
+    }
+    st_done(st);
+    r->claims_ok = ok && (int64_t)r->n_claims == n_active;
+}
+
+/* refined_eps of what r composes: the log (always), the claims (with_claims) and the event
+ * (with_event). vec must be the matching per-order sum, grid_eps its grid conversion. */
+static double refined_of_order(const ledger *l, const ledger_budget *b, const refine_set *r,
+                               bool with_claims, bool with_event, const double *vec,
+                               double grid_eps, double *order)
+{
+    if (r->log == NULL || !r->log->usable || (with_claims && !r->claims_ok) ||
+        (with_event && r->event == NULL))
+        return grid_eps;
+    if (with_event && r->log->have_nb && r->log->nb != r->event_nb)
+        return grid_eps;
+    acct_neighboring nb = r->log->have_nb ? r->log->nb : r->event_nb;
+    acct_event *kids[2 * LEDGER_REFINE_MAX_EVENTS + 1];
+    size_t k = 0;
+    for (size_t i = 0; i < r->log->n; i++)
+        kids[k++] = r->log->node[i];
+    for (size_t i = 0; with_claims && i < r->n_claims; i++)
+        kids[k++] = r->claims[i];
+    if (with_event)
+        kids[k++] = (acct_event *)r->event; /* borrowed: the root below is never freed */
+    if (k == 0)
+        return grid_eps;
+    acct_event root;
+    memset(&root, 0, sizeof root);
+    root.type = ACCT_EV_COMPOSED;
+    root.children = kids;
+    root.n_children = k;
+    return refined_eps_order(l, b, vec, k == 1 ? kids[0] : &root, nb, grid_eps, order);
+}
+
+static double refined_of(const ledger *l, const ledger_budget *b, const refine_set *r,
+                         bool with_claims, bool with_event, const double *vec, double grid_eps)
+{
+    return refined_of_order(l, b, r, with_claims, with_event, vec, grid_eps, NULL);
+}
+
 /* Figures of an admission decision; sets *fits. n_active: active claims (held_* is their sum).
  * *e_wb_rdp: the RDP would-be epsilon, reused by totals_after. To save conversions (each is a min
  * over the order grid), `spent` and `reserved` are computed only for a refusal or when claims are
  * active; they are NAN otherwise. */
 static int admit(ledger *l, const silo_row *s, const double *held_rdp, double held_rho,
-                 int64_t n_active, const op_item *it, ledger_charge_result *res, bool *fits,
-                 double *e_wb_rdp, dp_err *err)
+                 int64_t n_active, const op_item *it, const refine_set *rf,
+                 ledger_charge_result *res, bool *fits, double *e_wb_rdp, dp_err *err)
 {
     const ledger_budget *b = &s->b;
     double wb_rdp[LEDGER_MAX_ORDERS], h_rdp[LEDGER_MAX_ORDERS];
@@ -891,6 +1155,8 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
     if (loss_of(l, b, it->cost_rdp, it->cost_rho, &e_cost, NULL, err) != DP_OK ||
         loss_of(l, b, wb_rdp, wb_rho, &e_wb, NULL, err) != DP_OK)
         return err ? err->code : DP_EINTERNAL;
+    e_cost = refined_eps(l, b, it->cost_rdp, it->req->event, it->req->neighboring, e_cost);
+    e_wb = refined_of(l, b, rf, n_active > 0, true, wb_rdp, e_wb);
     *e_wb_rdp = e_wb;
     bool pld = b->accountant == LEDGER_ACCT_PLD && it->pld_ready && !it->pld_give_up;
     if (pld) /* min of two upper bounds is an upper bound (PLD SILOS above) */
@@ -911,6 +1177,9 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
     if (loss_of(l, b, s->spent_rdp, s->spent_rho, &e_spent, NULL, err) != DP_OK ||
         (n_active > 0 && loss_of(l, b, h_rdp, h_rho, &e_held, NULL, err) != DP_OK))
         return err ? err->code : DP_EINTERNAL;
+    e_spent = refined_of(l, b, rf, false, false, s->spent_rdp, e_spent);
+    if (n_active > 0)
+        e_held = refined_of(l, b, rf, true, false, h_rdp, e_held);
     if (n_active == 0)
         e_held = e_spent;
     res->reserved =
@@ -927,7 +1196,7 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
  * carries PLD figures for a PLD silo. */
 static int totals_after(ledger *l, const silo_row *s, const double *cost_rdp, double cost_rho,
                         const double *held_rdp, double held_rho, int64_t n_active, double e_wb_rdp,
-                        const op_item *pld, double *new_rdp, double *new_rho,
+                        const op_item *pld, const refine_set *rf, double *new_rdp, double *new_rho,
                         ledger_charge_result *res, dp_err *err)
 {
     memcpy(new_rdp, s->spent_rdp, l->n_orders * sizeof(double));
@@ -945,6 +1214,10 @@ static int totals_after(ledger *l, const silo_row *s, const double *cost_rdp, do
         if (loss_of(l, &s->b, new_rdp, *new_rho, &e_new, NULL, err) != DP_OK ||
             loss_of(l, &s->b, h_rdp, h_rho, &e_held, NULL, err) != DP_OK)
             return err ? err->code : DP_EINTERNAL;
+        if (rf != NULL) {
+            e_new = refined_of(l, &s->b, rf, false, true, new_rdp, e_new);
+            e_held = refined_of(l, &s->b, rf, true, true, h_rdp, e_held);
+        }
     }
     if (s->b.accountant == LEDGER_ACCT_PLD && pld != NULL && pld->pld_ready && !pld->pld_give_up) {
         e_new = fmin(e_new, pld->pld_after);
@@ -961,11 +1234,11 @@ static int charge_append(ledger *l, const silo_row *s, const ledger_charge_req *
                          const uint8_t *hash, const char *key, int64_t claim_id,
                          const double *cost_rdp, double cost_rho, const double *held_rdp,
                          double held_rho, int64_t n_active, double e_wb_rdp, const op_item *pld,
-                         int64_t now, ledger_charge_result *res, dp_err *err)
+                         const refine_set *rf, int64_t now, ledger_charge_result *res, dp_err *err)
 {
     double new_rdp[LEDGER_MAX_ORDERS], new_rho;
-    if (totals_after(l, s, cost_rdp, cost_rho, held_rdp, held_rho, n_active, e_wb_rdp, pld, new_rdp,
-                     &new_rho, res, err) != DP_OK)
+    if (totals_after(l, s, cost_rdp, cost_rho, held_rdp, held_rho, n_active, e_wb_rdp, pld, rf,
+                     new_rdp, &new_rho, res, err) != DP_OK)
         return err ? err->code : DP_EINTERNAL;
     /* The cumulative figure of the log never goes down from one row to the next at one delta
      * (D10): each figure is an upper bound on the loss of the rows so far, so the larger of this
@@ -1263,9 +1536,23 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
             return err->code;
         bool fits = false;
         double e_wb_rdp = DNAN;
-        if (admit(l, &s, held_rdp, held_rho, n_active, it, res, &fits, &e_wb_rdp, err) != DP_OK) {
+        refine_set rf;
+        refine_set_load(l, &s, now, 0, n_active, req->event, req->neighboring, &rf);
+        rc = admit(l, &s, held_rdp, held_rho, n_active, it, &rf, res, &fits, &e_wb_rdp, err);
+        if (rc == DP_OK && fits && op->dry_run) {
+            double nr[LEDGER_MAX_ORDERS], nrho;
+            rc = totals_after(l, &s, it->cost_rdp, it->cost_rho, held_rdp, held_rho, n_active,
+                              e_wb_rdp, it, &rf, nr, &nrho, res, err);
+        } else if (rc == DP_OK && fits) {
+            rc = charge_append(l, &s, req, it->req_hash, req->idempotency_key, 0, it->cost_rdp,
+                               it->cost_rho, held_rdp, held_rho, n_active, e_wb_rdp, it, &rf, now,
+                               res, err);
+        }
+        refine_set_free(&rf);
+        if (rc != DP_OK) {
             res->status = err->code;
-            dp_err_prefix_field(err, field);
+            if (err->code != DP_EBUSY && err->code != DP_EINTERNAL && err->code != DP_ENOMEM)
+                dp_err_prefix_field(err, field);
             return err->code;
         }
         if (!fits) {
@@ -1277,19 +1564,6 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
                        res->budget, s.b.kind == LEDGER_BUDGET_RHO ? "rho" : "epsilon");
             dp_err_prefix_field(err, field);
             return DP_EBUDGET;
-        }
-        if (op->dry_run) {
-            double nr[LEDGER_MAX_ORDERS], nrho;
-            if (totals_after(l, &s, it->cost_rdp, it->cost_rho, held_rdp, held_rho, n_active,
-                             e_wb_rdp, it, nr, &nrho, res, err) != DP_OK)
-                return err->code;
-            continue;
-        }
-        if (charge_append(l, &s, req, it->req_hash, req->idempotency_key, 0, it->cost_rdp,
-                          it->cost_rho, held_rdp, held_rho, n_active, e_wb_rdp, it, now, res,
-                          err) != DP_OK) {
-            res->status = err->code;
-            return err->code;
         }
     }
     if (stale)
@@ -1386,7 +1660,11 @@ static int apply_claim_create(ledger *l, ledger_op *op, int64_t now, dp_err *err
         return err->code;
     bool fits = false;
     double e_wb_rdp = DNAN;
-    if (admit(l, &s, held_rdp, held_rho, n_active, it, res, &fits, &e_wb_rdp, err) != DP_OK)
+    refine_set rf;
+    refine_set_load(l, &s, now, 0, n_active, req->event, req->neighboring, &rf);
+    int arc = admit(l, &s, held_rdp, held_rho, n_active, it, &rf, res, &fits, &e_wb_rdp, err);
+    refine_set_free(&rf);
+    if (arc != DP_OK)
         return err->code;
     if (!fits) {
         res->status = DP_EBUDGET;
@@ -1514,6 +1792,9 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     bool replace_one = false;
     int64_t actor = 0;
     int rc = DP_OK;
+    acct_event *claim_ev = NULL; /* the claim's event, for the refined figures */
+    refine_set rf;
+    memset(&rf, 0, sizeof rf);
     if (event == NULL) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
@@ -1583,13 +1864,16 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     res->kind = s.b.kind;
     if ((rc = loss_of(l, &s.b, cost_rdp, c->cost_rho, &e, NULL, err)) != DP_OK)
         goto out;
+    claim_ev = stored_event(event, 1);
+    refine_set_load(l, &s, now, c->id, n_active, claim_ev, req.neighboring, &rf);
+    e = refined_eps(l, &s.b, cost_rdp, claim_ev, req.neighboring, e);
     res->cost_eps = e;
     res->cost_rho = c->cost_rho;
     res->requested = unit_value(&s.b, e, c->cost_rho);
     res->budget = cap_of(&s.b);
     res->spent = res->reserved = res->would_be = DNAN;
     if ((rc = charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, c->cost_rho, held_rdp,
-                            held_rho, n_active, DNAN, pit, now, res, err)) != DP_OK)
+                            held_rho, n_active, DNAN, pit, &rf, now, res, err)) != DP_OK)
         goto out;
     if ((rc = claim_close(l, c->id, "committed", now, err)) != DP_OK)
         goto out;
@@ -1597,6 +1881,8 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     c->closed_at_ms = now;
     c->charge_id = res->charge_id;
 out:
+    refine_set_free(&rf);
+    acct_event_free(claim_ev);
     dp_free(event);
     return rc;
 }
@@ -1941,6 +2227,7 @@ static int apply_op(ledger *l, ledger_op *op, int64_t now)
 static void run_group(ledger *l, ledger_op **ops, size_t n)
 {
     int64_t now = now_ms();
+    uint64_t gen0 = l->tree_gen + 1; /* the first op's generation */
     dp_err gerr;
     dp_err_clear(&gerr);
     int rc = sqlite3_step(l->st[ST_BEGIN]);
@@ -1963,8 +2250,10 @@ static void run_group(ledger *l, ledger_op **ops, size_t n)
             op->rc = dp_err_set(&op->err, DP_EINTERNAL, NULL, "internal ledger error");
             continue;
         }
+        uint64_t gen = ++l->tree_gen;
         op->rc = apply_op(l, op, now);
         if (op->rc != DP_OK) {
+            log_trees_forget(l, gen);            /* its rows are rolled back */
             if (sqlite3_get_autocommit(l->db)) { /* SQLite rolled the whole transaction back */
                 txn_lost = true;
                 continue;
@@ -1995,6 +2284,7 @@ static void run_group(ledger *l, ledger_op **ops, size_t n)
         if (rrc != SQLITE_DONE)
             dp_log(DP_LOG_ERROR, NULL, "ledger: ROLLBACK failed (%d)", rrc);
     }
+    log_trees_forget(l, gen0);
     /* Nothing of this group was recorded: every op fails, including those that had succeeded. */
     for (size_t i = 0; i < n; i++)
         if (ops[i]->rc == DP_OK || txn_lost) {
@@ -2374,6 +2664,11 @@ ledger *ledger_open(const char *db_path, dp_err *err)
     }
     atomic_init(&l->n_groups, 0);
     atomic_init(&l->n_ops, 0);
+    l->trees = dp_calloc(LEDGER_TREE_CACHE, sizeof *l->trees);
+    if (l->trees == NULL) {
+        dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto fail;
+    }
     if (db_path == NULL || strlen(db_path) >= sizeof l->path) {
         dp_err_set(err, DP_EINVAL, "db", "database path too long");
         goto fail;
@@ -2454,6 +2749,7 @@ fail:
         pthread_mutex_destroy(&l->mu);
     if (cache_ok)
         pthread_mutex_destroy(&l->cache_mu);
+    dp_free(l->trees);
     dp_free(l);
     return NULL;
 }
@@ -2483,6 +2779,9 @@ void ledger_free(ledger *l)
     pthread_cond_destroy(&l->cv_work);
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->cache_mu);
+    for (size_t i = 0; i < LEDGER_TREE_CACHE; i++)
+        log_tree_clear(&l->trees[i]);
+    dp_free(l->trees);
     dp_free(l);
 }
 
@@ -3180,13 +3479,65 @@ static int view_fill(const ledger *l, const silo_row *s, const double *held_rdp,
     return DP_OK;
 }
 
+/* An rdp or pld silo's view: spent = the refined figure of its log (continuous order, basic
+ * composition; see "continuous order" above), built on db (the committer's connection or a
+ * reader's, inside its transaction) and cached per (silo, n_charges, delta). With active claims the
+ * held total keeps its grid value (conservative). */
+static void rdp_refine_view(ledger *l, sqlite3 *db, const silo_row *s, ledger_silo_view *v)
+{
+    const ledger_budget *b = &s->b;
+    if (b->kind != LEDGER_BUDGET_EPS_DELTA ||
+        (b->accountant != LEDGER_ACCT_RDP && b->accountant != LEDGER_ACCT_PLD) || s->n_charges == 0)
+        return;
+    size_t slot = (size_t)s->id % LEDGER_PLD_CACHE;
+    double eps = DNAN, order = DNAN;
+    pthread_mutex_lock(&l->cache_mu);
+    if (l->rdp_cache[slot].silo == s->id && l->rdp_cache[slot].n_charges == s->n_charges &&
+        memcmp(&l->rdp_cache[slot].delta, &b->delta, sizeof b->delta) == 0) {
+        eps = l->rdp_cache[slot].eps;
+        order = l->rdp_cache[slot].order;
+    }
+    pthread_mutex_unlock(&l->cache_mu);
+    if (isnan(eps)) {
+        log_tree *t = dp_calloc(1, sizeof *t);
+        if (t == NULL)
+            return;
+        log_tree_build(db, s->id, s->n_charges, t);
+        refine_set rf;
+        memset(&rf, 0, sizeof rf);
+        rf.log = t;
+        rf.claims_ok = true;
+        order = v->spent_order;
+        eps = refined_of_order(l, b, &rf, false, false, s->spent_rdp, v->spent_eps, &order);
+        log_tree_clear(t);
+        dp_free(t);
+        pthread_mutex_lock(&l->cache_mu);
+        l->rdp_cache[slot].silo = s->id;
+        l->rdp_cache[slot].n_charges = s->n_charges;
+        l->rdp_cache[slot].delta = b->delta;
+        l->rdp_cache[slot].eps = eps;
+        l->rdp_cache[slot].order = order;
+        pthread_mutex_unlock(&l->cache_mu);
+    }
+    if (eps < v->spent_eps) {
+        v->spent_eps = eps;
+        v->spent_order = order;
+        if (v->n_active_claims == 0)
+            v->held_eps = eps;
+        v->remaining = remaining_of(b, v->held_eps);
+    }
+}
+
 static int view_of(ledger *l, const silo_row *s, int64_t now, ledger_silo_view *v, dp_err *err)
 {
     double held_rdp[LEDGER_MAX_ORDERS], held_rho;
     int64_t n_active;
     if (held_load(l, s->id, now, 0, held_rdp, &held_rho, &n_active, err) != DP_OK)
         return err->code;
-    return view_fill(l, s, held_rdp, held_rho, n_active, v, err);
+    int rc = view_fill(l, s, held_rdp, held_rho, n_active, v, err);
+    if (rc == DP_OK)
+        rdp_refine_view(l, l->db, s, v);
+    return rc;
 }
 
 /* A PLD silo's view: spent = min(RDP, PLD) of its log (cached per n_charges), inside the caller's
@@ -3256,6 +3607,8 @@ static int view_read(ledger *l, store_conn *c, sqlite3_stmt *silo_st, sqlite3_st
             held_load_st(db, held_st, l->n_orders, id, now, 0, held_rdp, &held_rho, &n_active, err);
     if (rc == DP_OK)
         rc = view_fill(l, s, held_rdp, held_rho, n_active, v, err);
+    if (rc == DP_OK)
+        rdp_refine_view(l, db, s, v);
     if (rc == DP_OK)
         pld_refine_view(l, c, v);
     dp_free(s);

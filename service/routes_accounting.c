@@ -232,6 +232,8 @@ static int set_method(json_t *o, const acc_req *r, const acct_rdp_answer *a, dou
                                json_string(a->continuous ? "continuous" : "grid"), err);
         if (rc == DP_OK)
             rc = json_util_set(o, "optimal_order", json_util_real(a->optimal_order), err);
+        if (rc == DP_OK && a->basic_composition) /* all-pure tree: the sum of its epsilons won */
+            rc = json_util_set(o, "basic_composition", json_true(), err);
         if (rc != DP_OK)
             return rc;
     }
@@ -534,7 +536,7 @@ int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
         acct_rdp_answer a = {0, rctx.last_order,
                              r.conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017
                                                              : ACCT_CONV_BALLE2020,
-                             r.conv == ACCT_CONV_OPTIMAL};
+                             r.conv == ACCT_CONV_OPTIMAL, false};
         rc = set_method(o, &r, &a, (double)NAN, err);
     } else if (rc == DP_OK) {
         rc = set_method(o, &r, NULL, (double)NAN, err);

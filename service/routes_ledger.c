@@ -221,7 +221,9 @@ static const char *how_computed(const ledger_budget *b)
 {
     switch (b->accountant) {
         case LEDGER_ACCT_RDP:
-            return "sum of per-order RDP curves on the order grid, converted at delta";
+            return "sum of per-order RDP curves on the order grid, converted at delta (conversion "
+                   "optimal: refined on a continuous order as the calculator does); all-pure logs "
+                   "also bounded by the sum of their epsilons (basic composition)";
         case LEDGER_ACCT_ZCDP:
             return "sum of zCDP rho; epsilon from the RDP curve rho*alpha on the order grid "
                    "(Bun & Steinke 2016, Def. 1.1)";
@@ -502,7 +504,7 @@ static int parse_budget(const json_t *bj, ledger_budget *b, dp_err *err)
         return err->code;
     }
     memset(b, 0, sizeof *b);
-    b->conversion = ACCT_CONV_BALLE2020;
+    b->conversion = ACCT_CONV_OPTIMAL; /* as the calculators' default (issue #10) */
     b->epsilon = b->delta = b->rho = (double)NAN;
     bool priv = true;
     const char *acct = NULL, *conv = NULL;

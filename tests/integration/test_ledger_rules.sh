@@ -3,7 +3,8 @@
 #   D8  a PLD silo filled past its RDP bound can be renamed and raised; lowering uses min(RDP, PLD);
 #   D10 PLD claim commits record a cumulative epsilon within the cap, never decreasing;
 #   D11 a batch idempotency key reused with another set of silos is 409, never a partial replay;
-#   silo names are unique among active silos (409, field "name"), reusable once archived.
+#   silo names are unique among active silos (409, field "name"), reusable once archived;
+#   a charge reports the calculator's epsilon (continuous order; pure events: the sum when tighter).
 . "$(dirname "$0")/lib.sh"
 
 start_daemon --auth off || exit 1
@@ -63,6 +64,28 @@ expect_status 409 PATCH /v1/silos/4 '{"name":"a"}'
 expect_json '.error.field' name
 expect_status 200 DELETE /v1/silos/3
 expect_status 201 POST /v1/silos '{"name":"a","budget":{"rho":1}}'
+
+# ---- the ledger reports the calculator's epsilon (newcomer report 5(a)); pure events sum up --------
+EPOCH='{"type":"self_composed","count":1000,"event":{"type":"poisson_sampled","sampling_rate":0.01,"event":{"type":"gaussian","noise_multiplier":1.1}}}'
+expect_status 200 POST /v1/accounting/epsilon "{\"event\":$EPOCH,\"delta\":1e-5}"
+CALC=$(printf '%s' "$BODY" | jq -r .epsilon)
+expect_status 201 POST /v1/silos '{"name":"sgd","budget":{"epsilon":10,"delta":1e-5}}'
+expect_json '.budget.conversion' optimal
+SGD=$(printf '%s' "$BODY" | jq -r .id)
+expect_status 201 POST "/v1/silos/$SGD/charges" "{\"event\":$EPOCH}"
+expect_json '.cost.epsilon' "$CALC"
+expect_json '.totals_after.spent_epsilon' "$CALC"
+expect_status 200 GET "/v1/silos/$SGD"
+expect_json '.spent.epsilon' "$CALC"
+PURE='{"type":"pure","epsilon":0.5}'
+expect_status 201 POST /v1/silos '{"name":"pure","budget":{"epsilon":1,"delta":1e-9}}'
+PU=$(printf '%s' "$BODY" | jq -r .id)
+expect_status 201 POST "/v1/silos/$PU/charges" "{\"event\":$PURE}"
+expect_status 201 POST "/v1/silos/$PU/charges" "{\"event\":$PURE}"
+expect_json '.totals_after.spent_epsilon == 1' true
+expect_status 200 POST /v1/accounting/epsilon "{\"event\":{\"type\":\"self_composed\",\"count\":2,\"event\":$PURE},\"delta\":1e-9}"
+expect_json '.epsilon == 1' true
+expect_json '.basic_composition' true
 
 check "daemon exits 0 on SIGTERM" stop_daemon
 finish

@@ -473,6 +473,89 @@ static void grid_search_equals_full_scan(void **state)
             }
 }
 
+/* Issue #10: an all-pure tree answers min(RDP conversion, sum of its epsilons) (basic composition,
+ * Dwork & Roth 2014, Thm. 3.16), in both directions; before, 2 x pure(0.5) at delta 1e-9 gave
+ * 1.0003. A tree with any other event keeps the RDP answer. */
+static void pure_trees_compose_to_the_sum_of_their_epsilons(void **state)
+{
+    (void)state;
+    acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    sc->count = 2;
+    sc->child = acct_event_alloc(ACCT_EV_PURE);
+    sc->child->epsilon = 0.5;
+    acct_rdp_answer a;
+    dp_err e;
+    dp_err_clear(&e);
+    for (int conv = ACCT_CONV_MIRONOV2017; conv <= ACCT_CONV_OPTIMAL; conv++) {
+        assert_int_equal(
+            acct_rdp_epsilon(sc, ACCT_NB_ADD_REMOVE, 1e-9, (acct_conversion)conv, NULL, 0, &a, &e),
+            DP_OK);
+        assert_true(a.value == 1.0);
+        assert_true(a.basic_composition);
+    }
+    assert_int_equal(
+        acct_rdp_delta(sc, ACCT_NB_ADD_REMOVE, 1.0, ACCT_CONV_OPTIMAL, NULL, 0, &a, &e), DP_OK);
+    assert_true(a.value == 0.0);
+    /* at delta 1e-5 the RDP conversion is below 1: it stays */
+    assert_int_equal(
+        acct_rdp_epsilon(sc, ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_OPTIMAL, NULL, 0, &a, &e), DP_OK);
+    assert_true(a.value < 1.0 && !a.basic_composition);
+    /* pure + gaussian: not all pure, the RDP answer */
+    acct_event *mix = acct_event_alloc(ACCT_EV_COMPOSED);
+    mix->children = dp_calloc(2, sizeof *mix->children);
+    mix->n_children = 2;
+    mix->children[0] = sc;
+    mix->children[1] = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    mix->children[1]->noise_multiplier = 100;
+    assert_int_equal(
+        acct_rdp_epsilon(mix, ACCT_NB_ADD_REMOVE, 1e-9, ACCT_CONV_OPTIMAL, NULL, 0, &a, &e), DP_OK);
+    assert_false(a.basic_composition);
+    assert_true(a.value > 1.0);
+    acct_event_free(mix);
+}
+
+/* acct_rdp_epsilon_curve on a tree's own grid curve answers acct_rdp_epsilon (the ledger's path),
+ * and on a curve that is larger somewhere never answers less than the tree's own answer. */
+static void curve_answer_equals_tree_answer(void **state)
+{
+    (void)state;
+    acct_event *ep = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    ep->count = 1000;
+    ep->child = acct_event_alloc(ACCT_EV_POISSON);
+    ep->child->sampling_rate = 0.01;
+    ep->child->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    ep->child->child->noise_multiplier = 1.1;
+    const double *orders;
+    size_t n = acct_rdp_default_orders(&orders);
+    double *curve = dp_calloc(n, sizeof *curve);
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(acct_rdp_eval(ep, ACCT_NB_ADD_REMOVE, orders, n, curve, &e), DP_OK);
+    for (int conv = ACCT_CONV_MIRONOV2017; conv <= ACCT_CONV_OPTIMAL; conv++) {
+        acct_rdp_answer t, c;
+        assert_int_equal(acct_rdp_epsilon(ep, ACCT_NB_ADD_REMOVE, 1e-5, (acct_conversion)conv,
+                                          orders, n, &t, &e),
+                         DP_OK);
+        assert_int_equal(acct_rdp_epsilon_curve(ep, ACCT_NB_ADD_REMOVE, 1e-5, (acct_conversion)conv,
+                                                orders, curve, n, &c, &e),
+                         DP_OK);
+        assert_close(c.value, t.value, 1e-14, 0);
+        assert_int_equal(c.continuous, t.continuous);
+    }
+    for (size_t i = 0; i < n; i++)
+        curve[i] = nextafter(curve[i], INFINITY);
+    acct_rdp_answer t, c;
+    assert_int_equal(
+        acct_rdp_epsilon(ep, ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_OPTIMAL, orders, n, &t, &e),
+        DP_OK);
+    assert_int_equal(acct_rdp_epsilon_curve(ep, ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_OPTIMAL, orders,
+                                            curve, n, &c, &e),
+                     DP_OK);
+    assert_true(c.value >= t.value);
+    dp_free(curve);
+    acct_event_free(ep);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off();
@@ -489,6 +572,8 @@ int main(void)
         cmocka_unit_test(conversions_match_their_formulas),
         cmocka_unit_test(tree_delta_and_epsilon_are_inverse),
         cmocka_unit_test(grid_search_equals_full_scan),
+        cmocka_unit_test(pure_trees_compose_to_the_sum_of_their_epsilons),
+        cmocka_unit_test(curve_answer_equals_tree_answer),
     };
     return cmocka_run_group_tests_name("accounting_rdp", tests, NULL, NULL);
 }

@@ -7,7 +7,9 @@
  * claim commits included), never decreasing, never above the cap;
  *   - D11: a batch key reused with another set of silos or events is a conflict, never a partial
  *     replay; the same batch is replayed whole;
- *   - silo names are unique among active silos (409, field "name").
+ *   - silo names are unique among active silos (409, field "name");
+ *   - the ledger reports the calculator's epsilon for the same events (continuous order with
+ *     conversion "optimal"; the sum of epsilons for pure events when tighter).
  * Each test fails on the code before the fix (the reproductions of the reliability report).
  */
 #include "tests/test_util.h"
@@ -279,6 +281,118 @@ static void active_silo_names_are_unique(void **state)
     assert_true(a2 != a);
 }
 
+/* acct_rdp_epsilon of ev at delta with conversion conv on the default grid (the calculator). */
+static double calc_eps(const acct_event *ev, double delta, acct_conversion conv)
+{
+    const double *orders;
+    size_t n = acct_rdp_default_orders(&orders);
+    acct_rdp_answer a;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(acct_rdp_epsilon(ev, ACCT_NB_ADD_REMOVE, delta, conv, orders, n, &a, &e),
+                     DP_OK);
+    return a.value;
+}
+
+static acct_event *times(uint64_t k, const acct_event *ev)
+{
+    acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    assert_non_null(sc);
+    sc->count = k;
+    sc->child = acct_event_clone(ev);
+    assert_non_null(sc->child);
+    return sc;
+}
+
+/* Issue #10 / newcomer report 5(a): one DP-SGD epoch (1000 steps, q = 0.01, sigma = 1.1) at delta
+ * 1e-5 was charged 1.711770 (grid order) while the calculator's default answers 1.711714
+ * (continuous order). A silo with the calculator's conversion now reports the calculator's figure,
+ * for one epoch and for two (the log composed as self_composed(2, epoch)), in the charge and in the
+ * silo view; a silo that asks for the grid keeps the grid figure. */
+static void ledger_and_calculator_agree_on_a_dp_sgd_epoch(void **state)
+{
+    ledger_fixture *f = *state;
+    acct_event *epoch = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    assert_non_null(epoch);
+    epoch->count = 1000;
+    epoch->child = acct_event_alloc(ACCT_EV_POISSON);
+    epoch->child->sampling_rate = 0.01;
+    epoch->child->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    epoch->child->child->noise_multiplier = 1.1;
+    const char *js =
+        "{\"count\":1000,\"event\":{\"event\":{\"noise_multiplier\":1.1,\"type\":\"gaussian\"},"
+        "\"sampling_rate\":0.01,\"type\":\"poisson_sampled\"},\"type\":\"self_composed\"}";
+    const double delta = 1e-5;
+    ledger_budget b = pld_budget(10.0, delta);
+    b.accountant = LEDGER_ACCT_RDP;
+    b.conversion = ACCT_CONV_OPTIMAL;
+    int64_t s = make_silo(f, "optimal", b);
+    b.conversion = ACCT_CONV_BALLE2020;
+    int64_t g = make_silo(f, "grid", b);
+    double one = calc_eps(epoch, delta, ACCT_CONV_OPTIMAL);
+    double one_grid = calc_eps(epoch, delta, ACCT_CONV_BALLE2020);
+    assert_true(one < one_grid); /* the continuous order is tighter here */
+    ledger_charge_req r = {.silo_id = s, .event = epoch, .event_json = js};
+    ledger_charge_result res;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(ledger_charge(f->l, &r, false, &res, &e), DP_OK);
+    assert_close(res.cost_eps, one, 1e-13, 0);
+    assert_close(res.spent_eps_after, one, 1e-13, 0);
+    assert_int_equal(ledger_charge(f->l, &r, false, &res, &e), DP_OK);
+    acct_event *two = times(2, epoch);
+    double both = calc_eps(two, delta, ACCT_CONV_OPTIMAL);
+    assert_close(res.spent_eps_after, both, 1e-13, 0);
+    ledger_silo_view v;
+    assert_int_equal(ledger_silo_get(f->l, f->conn, s, &v, &e), DP_OK);
+    assert_close(v.spent_eps, both, 1e-13, 0);
+    assert_close(v.remaining, 10.0 - both, 1e-12, 0);
+    /* the grid silo reports the grid figure: never below the continuous one */
+    r.silo_id = g;
+    assert_int_equal(ledger_charge(f->l, &r, false, &res, &e), DP_OK);
+    assert_close(res.spent_eps_after, one_grid, 1e-13, 0);
+    acct_event_free(two);
+    acct_event_free(epoch);
+}
+
+/* Issue #10: pure events compose to the sum of their epsilons when that is tighter than the RDP
+ * conversion (before: 2 x pure(0.5) at delta 1e-9 was 1.0003 by the ledger, for exactly 1).
+ * Admission uses the same figure: a cap of exactly 1 admits both halves. The calculator answers the
+ * same. */
+static void pure_events_compose_to_their_sum(void **state)
+{
+    ledger_fixture *f = *state;
+    acct_event *p = acct_event_alloc(ACCT_EV_PURE);
+    assert_non_null(p);
+    p->epsilon = 0.5;
+    const double delta = 1e-9;
+    ledger_budget b = pld_budget(1.0, delta);
+    b.accountant = LEDGER_ACCT_RDP;
+    b.conversion = ACCT_CONV_OPTIMAL;
+    int64_t s = make_silo(f, "pure", b);
+    ledger_charge_req r = {
+        .silo_id = s, .event = p, .event_json = "{\"epsilon\":0.5,\"type\":\"pure\"}"};
+    ledger_charge_result res;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(ledger_charge(f->l, &r, false, &res, &e), DP_OK);
+    assert_true(res.spent_eps_after == 0.5);
+    assert_int_equal(ledger_charge(f->l, &r, false, &res, &e), DP_OK);
+    assert_true(res.spent_eps_after == 1.0);
+    acct_event *two = times(2, p);
+    assert_true(calc_eps(two, delta, ACCT_CONV_OPTIMAL) == 1.0);
+    assert_true(calc_eps(two, delta, ACCT_CONV_BALLE2020) == 1.0);
+    /* the silo is full: a third half is refused at would-be 1.5 */
+    assert_int_equal(ledger_charge(f->l, &r, false, &res, &e), DP_EBUDGET);
+    assert_true(res.would_be == 1.5);
+    ledger_silo_view v;
+    dp_err_clear(&e);
+    assert_int_equal(ledger_silo_get(f->l, f->conn, s, &v, &e), DP_OK);
+    assert_true(v.spent_eps == 1.0);
+    acct_event_free(two);
+    acct_event_free(p);
+}
+
 int main(void)
 {
     dp_log_set_level(DP_LOG_WARN);
@@ -290,6 +404,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(batch_key_reused_with_another_batch_is_a_conflict, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(active_silo_names_are_unique, setup, teardown),
+        cmocka_unit_test_setup_teardown(ledger_and_calculator_agree_on_a_dp_sgd_epoch, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(pure_events_compose_to_their_sum, setup, teardown),
     };
     return cmocka_run_group_tests_name("service_ledger_rules", tests, NULL, NULL);
 }
