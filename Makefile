@@ -117,12 +117,18 @@ deps:
 
 LISTEN ?= 127.0.0.1:8080
 DB     ?= ./var/dpsilo.db
-# `make run` is for local development: no bearer tokens (the daemon prints a loud warning, and refuses
-# --auth off on a non-loopback address). RUN_FLAGS="--auth on" to try the tokens.
-RUN_FLAGS ?= --auth off
+# `make run` is for local development: AUTH=off, no bearer tokens (the daemon prints a loud warning,
+# and refuses --auth off on a non-loopback address). `make run AUTH=on` to use tokens: the admin token
+# is then in $(dir $(DB))admin.token (the daemon logs the path). Each setting is its own variable, so
+# overriding one never changes another: RUN_FLAGS holds only extra flags (RUN_FLAGS="--threads 4").
+# AUTH is set with = (not ?=): only the command line overrides it, not an AUTH environment variable.
+AUTH       = off
+RUN_FLAGS ?=
 run: deps all
+	@case "$(AUTH)" in on|off) ;; *) echo "make run: AUTH must be on or off (got '$(AUTH)')"; exit 2;; esac
 	@mkdir -p $(dir $(DB))
-	./$(BUILD)/dpsilod --listen $(LISTEN) --db $(DB) $(RUN_FLAGS)
+	@if [ "$(AUTH)" = on ]; then echo "make run: auth on; the admin token is in $(dir $(DB))admin.token unless RUN_FLAGS sets --admin-token-file"; fi
+	./$(BUILD)/dpsilod --listen $(LISTEN) --db $(DB) --auth $(AUTH) $(RUN_FLAGS)
 
 # ---- tests --------------------------------------------------------------------------------------------
 test: deps

@@ -66,6 +66,8 @@ const route ROUTES[] = {
     {"GET", "/v1/silos/{id}", route_silo_get, 0, ROUTE_TOKEN, "verify"},
     {"PATCH", "/v1/silos/{id}", route_silo_patch, 4 * KIB, ROUTE_ADMIN, NULL},
     {"DELETE", "/v1/silos/{id}", route_silo_delete, 0, ROUTE_ADMIN, NULL},
+    {"POST", "/v1/silos/{id}/token", route_silo_token_rotate, 1 * KIB, ROUTE_TOKEN, NULL},
+    {"DELETE", "/v1/silos/{id}/token", route_silo_token_revoke, 0, ROUTE_ADMIN, NULL},
     {"POST", "/v1/silos/{id}/charges", route_silo_charge, 64 * KIB, ROUTE_TOKEN, NULL},
     {"GET", "/v1/silos/{id}/charges", route_silo_charges_list, 0, ROUTE_TOKEN,
      "limit after job_id since until"},

@@ -54,5 +54,8 @@ int route_silo_claim(const http_req *rq, http_resp *rs, dp_err *err);
 int route_claim_get(const http_req *rq, http_resp *rs, dp_err *err);
 int route_claim_commit(const http_req *rq, http_resp *rs, dp_err *err);
 int route_claim_abort(const http_req *rq, http_resp *rs, dp_err *err);
+/* silo token rotation and revocation (issue 10, D2) */
+int route_silo_token_rotate(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_token_revoke(const http_req *rq, http_resp *rs, dp_err *err);
 
 #endif

@@ -463,6 +463,42 @@ typedef struct run_outcome {
     json_t *privacy; /* stolen by finish_run; json_null() for a non-private run */
 } run_outcome;
 
+/* ---- access (issue 10; docs/BUDGETS.md "Access control")
+ * ---------------------------------------------------------------------------------
+ * Runs are private data. Creating one needs a valid token (the admin's or a silo's; with --auth
+ * off everyone is the admin), also when no client names a silo. Reading one needs the admin token,
+ * the token that created it or another token of the same silo (a rotated silo keeps its runs), or
+ * the token of a silo the run charged (estimator_run_silos, filled from the run's charges by
+ * migration 0006's trigger). Anyone else is answered 404, as for a run that does not exist, so ids
+ * do not leak. RUN_VISIBLE is the one condition for the read and the list: the list filters in SQL,
+ * so its pages stay full and next_after exact. It needs the run aliased as r and run_viewer. */
+#define RUN_VISIBLE                                                                                \
+    "(:admin = 1 OR r.creator_token_id = :tok OR EXISTS (SELECT 1 FROM tokens t WHERE t.id = "     \
+    "r.creator_token_id AND t.silo_id = :silo) OR EXISTS (SELECT 1 FROM estimator_run_silos x "    \
+    "WHERE x.run_id = r.id AND x.silo_id = :silo))"
+
+static int run_require_token(const http_req *rq, dp_err *err)
+{
+    ledger_principal who;
+    return auth_resolve(rq, &who, err);
+}
+
+/* Resolves the caller (401 without a valid token) and binds RUN_VISIBLE's parameters. */
+static int run_viewer(const http_req *rq, sqlite3_stmt *st, dp_err *err)
+{
+    ledger_principal who;
+    if (auth_resolve(rq, &who, err) != DP_OK)
+        return err->code;
+    bool admin = who.role == LEDGER_ROLE_ADMIN;
+    int s = sqlite3_bind_int(st, sqlite3_bind_parameter_index(st, ":admin"), admin ? 1 : 0);
+    if (s == SQLITE_OK)
+        s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":tok"), who.token_id);
+    if (s == SQLITE_OK)
+        s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":silo"),
+                               admin ? 0 : who.silo_id);
+    return s == SQLITE_OK ? DP_OK : store_err(rq->db, s, "bind run viewer", rq->req_id, err);
+}
+
 /* ---- run storage
  * --------------------------------------------------------------------------------- */
 
@@ -484,14 +520,18 @@ static int store_run(const http_req *rq, const char *kind, bool priv, size_t m,
 {
     static const char SQL[] =
         "INSERT INTO estimator_runs (kind, created_at_ms, request_id, status, private, n_clients, "
-        "params, data, result) VALUES (:kind, :t, :rid, :st, :priv, :n, :p, :d, :r)";
+        "params, data, result, creator_token_id) VALUES (:kind, :t, :rid, :st, :priv, :n, :p, :d, "
+        ":r, nullif(:creator, 0))";
     char *ps = json_dumps(params, JSON_COMPACT), *rs = json_dumps(result, JSON_COMPACT);
     char *ds = data ? json_dumps(data, JSON_COMPACT) : NULL;
     int rc = DP_OK;
+    int64_t creator = 0; /* issue 10: who may read it */
     if (ps == NULL || rs == NULL || (data && ds == NULL)) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
+    if ((rc = auth_creator_id(rq, &creator, err)) != DP_OK)
+        goto out;
     rc = store_begin(rq->db, err);
     if (rc != DP_OK)
         goto out;
@@ -518,6 +558,8 @@ static int store_run(const http_req *rq, const char *kind, bool priv, size_t m,
         s = bind_text(st, ":d", ds);
     if (s == SQLITE_OK)
         s = bind_text(st, ":r", rs);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":creator", creator);
     if (s == SQLITE_OK)
         s = sqlite3_step(st);
     if (s != SQLITE_DONE) {
@@ -807,6 +849,8 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
     eb_gauss_coord *fit_mle = NULL, *fit_mom = NULL, *prior = NULL;
     json_t *out = NULL, *est = NULL, *charges = NULL;
     int rc;
+    if (run_require_token(rq, err) != DP_OK) /* issue 10: runs are private */
+        return err->code;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
     rc = parse_gauss_clients(rq->body, &g, true, err);
@@ -1170,6 +1214,8 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
     json_t *out = NULL, *est = NULL, *charges = NULL;
     int rc;
     size_t m = 0;
+    if (run_require_token(rq, err) != DP_OK) /* issue 10: runs are private */
+        return err->code;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
     if ((rc = get_clients(rq->body, &m, err)) != DP_OK)
@@ -1382,6 +1428,8 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
     double *w = NULL, *mu = NULL, *var = NULL;
     json_t *out = NULL, *est = NULL, *charges = NULL;
     int rc;
+    if (run_require_token(rq, err) != DP_OK) /* issue 10: runs are private */
+        return err->code;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
     if ((rc = parse_gauss_clients(rq->body, &g, false, err)) != DP_OK)
@@ -1662,13 +1710,18 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
 {
     static const char SQL[] =
         "SELECT kind, created_at_ms, status, private, n_clients, params, data, "
-        "result FROM estimator_runs WHERE id = :id";
+        "result FROM estimator_runs AS r WHERE id = :id AND " RUN_VISIBLE;
     int64_t id;
-    if (http_req_param_id(rq, "id", &id, err) != DP_OK)
+    if (run_require_token(rq, err) != DP_OK || /* 401 before anything is said about the id */
+        http_req_param_id(rq, "id", &id, err) != DP_OK)
         return err->code;
     sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
     if (st == NULL)
         return err->code;
+    if (run_viewer(rq, st, err) != DP_OK) {
+        store_stmt_done(st);
+        return err->code;
+    }
     int rc = DP_OK;
     json_t *o = NULL;
     int s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":id"), id);
@@ -1715,8 +1768,9 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
 
 int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    static const char SQL[] = "SELECT id, kind, created_at_ms, status, private, n_clients FROM "
-                              "estimator_runs WHERE id > :after ORDER BY id LIMIT :lim";
+    static const char SQL[] =
+        "SELECT id, kind, created_at_ms, status, private, n_clients FROM "
+        "estimator_runs AS r WHERE id > :after AND " RUN_VISIBLE " ORDER BY id LIMIT :lim";
     int64_t limit = EST_RUNS_LIMIT_DEF, after = 0;
     const char *ls = http_req_query(rq, "limit"), *as = http_req_query(rq, "after");
     if (ls && parse_i64_param(ls, "limit", 1, EST_RUNS_LIMIT_MAX, &limit, err) != DP_OK)
@@ -1726,6 +1780,10 @@ int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err)
     sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
     if (st == NULL)
         return err->code;
+    if (run_viewer(rq, st, err) != DP_OK) { /* each caller lists only what it may read */
+        store_stmt_done(st);
+        return err->code;
+    }
     json_t *arr = json_array();
     if (arr == NULL) {
         store_stmt_done(st);

@@ -736,6 +736,51 @@ int route_silo_delete(const http_req *rq, http_resp *rs, dp_err *err)
     return o ? http_resp_json(rs, 200, o, err) : err->code;
 }
 
+/* ---- silo tokens (issue 10, D2)
+ * ------------------------------------------------------------------------------
+ * POST issues a new token for the silo (the admin, or the silo's own token) and revokes the old
+ * one(s) in the same transaction: the old token answers 401 from the moment this returns. The
+ * token is shown once; the body is empty or {}. DELETE (admin) revokes the silo's tokens without
+ * issuing one; the silo keeps its budget and log, and POST gives it a token again. */
+int route_silo_token_rotate(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id, token_id = 0, n_revoked = 0;
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        auth_require_silo(rq, id, &who, err) != DP_OK)
+        return err->code;
+    if (rq->body != NULL && json_object_size(rq->body) != 0) /* none, or {} */
+        return dp_err_set(err, DP_EINVAL, json_object_iter_key(json_object_iter(rq->body)),
+                          "token rotation takes no body fields");
+    char token[LEDGER_TOKEN_BUF];
+    if (ledger_silo_token_rotate(l, id, token, &token_id, &n_revoked, err) != DP_OK)
+        return err->code;
+    json_t *o = json_pack("{s:I, s:I, s:s, s:s, s:I}", "silo_id", (json_int_t)id, "token_id",
+                          (json_int_t)token_id, "token", token, "token_note",
+                          "shown once: store it now; only its hash is kept. The previous token "
+                          "no longer works",
+                          "revoked", (json_int_t)n_revoked);
+    memset(token, 0, sizeof token);
+    if (o == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    return http_resp_json(rs, 200, o, err);
+}
+
+int route_silo_token_revoke(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id, n_revoked = 0;
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, &id, err) != DP_OK || auth_require_admin(rq, &who, err) != DP_OK)
+        return err->code;
+    if (ledger_silo_token_revoke(l, id, &n_revoked, err) != DP_OK)
+        return err->code;
+    json_t *o =
+        json_pack("{s:I, s:I}", "silo_id", (json_int_t)id, "revoked", (json_int_t)n_revoked);
+    return o ? http_resp_json(rs, 200, o, err) : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+}
+
 /* ---- charges
  * ---------------------------------------------------------------------------------------- */
 

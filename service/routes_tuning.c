@@ -35,6 +35,7 @@
 #include "common/dp_log.h"
 #include "accounting/calibrate.h"
 #include "accounting/rdp.h"
+#include "service/auth.h"
 #include "service/event_json.h"
 #include "service/json_util.h"
 #include "service/tuning_json.h"
@@ -73,11 +74,15 @@ static int getrandom64(void *ctx, uint64_t *out)
 
 static const char SQL_INSERT_DRAW[] =
     "INSERT INTO tuning_draws (created_at_ms, request_id, distribution, runs, expected_runs, "
-    "prob_no_run, grid_size, candidates, label) "
-    "VALUES (:created, :req, :dist, :runs, :mean, :p0, :grid, :cand, :label)";
+    "prob_no_run, grid_size, candidates, label, creator_token_id) "
+    "VALUES (:created, :req, :dist, :runs, :mean, :p0, :grid, :cand, :label, nullif(:creator, 0))";
+/* Issue 10: a draw is read by the admin, the token that made it or another token of its silo;
+ * anyone else gets 404, as for a draw that does not exist (docs/BUDGETS.md "Access control"). */
 static const char SQL_GET_DRAW[] =
     "SELECT id, created_at_ms, distribution, runs, grid_size, candidates, label, expected_runs, "
-    "prob_no_run FROM tuning_draws WHERE id = :id";
+    "prob_no_run FROM tuning_draws AS d WHERE id = :id AND (:admin = 1 OR d.creator_token_id = "
+    ":tok OR EXISTS (SELECT 1 FROM tokens t WHERE t.id = d.creator_token_id AND t.silo_id = "
+    ":silo))";
 
 /* The response/row object of one draw (all arguments borrowed; a new reference or NULL). */
 static json_t *draw_json(int64_t id, int64_t created_ms, json_t *dist, int64_t runs, int64_t grid,
@@ -475,6 +480,11 @@ int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err)
     json_t *dist_json = NULL, *cand = NULL, *body = NULL;
     char *dist_text = NULL, *cand_text = NULL;
     int rc;
+    ledger_principal who; /* issue 10: a draw needs a valid token and records its creator */
+    int64_t creator = 0;
+    if ((rc = auth_resolve(rq, &who, err)) != DP_OK ||
+        (rc = auth_creator_id(rq, &creator, err)) != DP_OK)
+        return rc;
     if ((rc = json_util_require_object(rq->body, NULL, err)) != DP_OK ||
         (rc = json_util_check_keys(rq->body, keys, 3, err)) != DP_OK)
         return rc;
@@ -563,6 +573,8 @@ int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err)
         src = label ? sqlite3_bind_text(st, 9, label, -1, SQLITE_TRANSIENT)
                     : sqlite3_bind_null(st, 9);
     if (src == SQLITE_OK)
+        src = sqlite3_bind_int64(st, 10, creator);
+    if (src == SQLITE_OK)
         src = sqlite3_step(st);
     int64_t id = sqlite3_last_insert_rowid(store_conn_db(rq->db));
     store_stmt_done(st);
@@ -599,13 +611,24 @@ out:
 int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t id;
-    int rc0 = http_req_param_id(rq, "id", &id, err);
+    ledger_principal who;
+    int rc0 = auth_resolve(rq, &who, err);
+    if (rc0 == DP_OK)
+        rc0 = http_req_param_id(rq, "id", &id, err);
     if (rc0 != DP_OK)
         return rc0;
     sqlite3_stmt *st = store_conn_prepare(rq->db, SQL_GET_DRAW, err);
     if (st == NULL)
         return err->code;
+    bool admin = who.role == LEDGER_ROLE_ADMIN;
     int src = sqlite3_bind_int64(st, 1, id);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_int(st, sqlite3_bind_parameter_index(st, ":admin"), admin ? 1 : 0);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":tok"), who.token_id);
+    if (src == SQLITE_OK)
+        src = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":silo"),
+                                 admin ? 0 : who.silo_id);
     if (src == SQLITE_OK)
         src = sqlite3_step(st);
     if (src == SQLITE_DONE) {

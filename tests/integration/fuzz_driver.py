@@ -160,6 +160,7 @@ SEEDS = {
     ],
     "POST /v1/claims/{id}/commit": [{}],
     "POST /v1/claims/{id}/abort": [{}],
+    "POST /v1/silos/{id}/token": [{}],
     "PATCH /v1/silos/{id}": [
         {"budget": {"epsilon": 2e9}},
         {"name": "renamed", "budget": {"epsilon": 3e9, "delta": 1e-5}},

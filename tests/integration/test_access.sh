@@ -15,7 +15,8 @@ for r in "GET /metrics" "POST /v1/echo" "GET /v1/runs" "GET /v1/runs/1" "POST /v
     "POST /v1/estimators/beta" "POST /v1/estimators/mixture" "POST /v1/tuning/draw" "GET /v1/tuning/draws/1" \
     "POST /v1/silos" "GET /v1/silos" "GET /v1/silos/1" "PATCH /v1/silos/1" "DELETE /v1/silos/1" \
     "POST /v1/silos/1/charges" "GET /v1/silos/1/charges" "POST /v1/charges" "POST /v1/silos/1/claims" \
-    "GET /v1/claims/1" "POST /v1/claims/1/commit" "POST /v1/claims/1/abort"; do
+    "GET /v1/claims/1" "POST /v1/claims/1/commit" "POST /v1/claims/1/abort" \
+    "POST /v1/silos/1/token" "DELETE /v1/silos/1/token"; do
     set -- $r
     if [ "$1" = GET ] || [ "$1" = DELETE ]; then expect_status 401 "$1" "$2"; else expect_status 401 "$1" "$2" '{}'; fi
     expect_json .error.code unauthenticated

@@ -82,4 +82,16 @@ refuse_start "a revoked admin token put back into the file" "$T/db" --admin-toke
 check "the message says it was revoked" grep -q "revoked" "$T/rerr"
 printf '%s\n' "$NEW" >"$T/admin.tok"
 
+# ---- make run: overriding one setting never changes another (issue 10) ------------------------
+runline() { make -s -n run "$@" 2>/dev/null | grep 'dpsilod --listen'; }
+L=$(runline)
+check "make run: auth off by default ($L)" [ -n "$(printf '%s' "$L" | grep -- '--auth off')" ]
+L=$(runline RUN_FLAGS="--threads 4")
+check "make run RUN_FLAGS=\"--threads 4\" keeps --auth off ($L)" [ -n "$(printf '%s' "$L" | grep -- '--auth off' | grep -- '--threads 4')" ]
+L=$(AUTH=dps_some_token runline)
+check "an AUTH environment variable does not reach make run ($L)" [ -n "$(printf '%s' "$L" | grep -- '--auth off')" ]
+L=$(runline AUTH=on RUN_FLAGS="--threads 4")
+check "make run AUTH=on turns auth on and keeps RUN_FLAGS ($L)" [ -n "$(printf '%s' "$L" | grep -- '--auth on' | grep -- '--threads 4')" ]
+check "make run AUTH=on says where the admin token is" sh -c "make -s -n run AUTH=on DB=/srv/x/d.db 2>/dev/null | grep -q '/srv/x/admin.token'"
+
 finish

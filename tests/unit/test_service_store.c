@@ -301,6 +301,52 @@ static void new_database_files_are_private(void **state)
     store_free(s);
 }
 
+/* Migration 0006 (issue 10) on a database that already holds runs: the silos each run charged are
+ * recorded from its stored result, and runs stored afterwards are recorded by the trigger. */
+static void migration_0006_records_the_silos_of_existing_runs(void **state)
+{
+    fixture *f = *state;
+    size_t n_old = 0;
+    while (n_old < EMBED_MIGRATIONS_N && strncmp(EMBED_MIGRATIONS[n_old].name, "0006", 4) < 0)
+        n_old++;
+    assert_true(n_old < EMBED_MIGRATIONS_N);
+    dp_err e;
+    dp_err_clear(&e);
+    store *s = store_open(f->path, 1, EMBED_MIGRATIONS, n_old, &e);
+    assert_non_null(s);
+    store_conn *c = store_conn_borrow(s, &e);
+    assert_non_null(c);
+    static const char *const ins =
+        "INSERT INTO estimator_runs (kind, created_at_ms, request_id, status, private, n_clients, "
+        "params, data, result) VALUES ('gaussian', 1, 'r', 'converged', 1, 2, '{}', NULL, "
+        "'{\"privacy\":{\"charges\":[{\"silo_id\":4,\"charge_id\":1},{\"silo_id\":7}]}}'),"
+        "('gaussian', 2, 'r', 'converged', 0, 2, '{}', NULL, '{\"privacy\":null}')";
+    assert_int_equal(sqlite3_exec(store_conn_db(c), ins, NULL, NULL, NULL), SQLITE_OK);
+    store_conn_return(s, c);
+    store_free(s);
+    s = store_open(f->path, 1, EMBED_MIGRATIONS, EMBED_MIGRATIONS_N, &e);
+    assert_non_null(s);
+    c = store_conn_borrow(s, &e);
+    assert_non_null(c);
+    static const char *const ins2 =
+        "INSERT INTO estimator_runs (kind, created_at_ms, request_id, status, private, n_clients, "
+        "params, data, result) VALUES ('beta', 3, 'r', 'converged', 1, 2, '{}', NULL, "
+        "'{\"privacy\":{\"charges\":[{\"silo_id\":7}]}}')";
+    assert_int_equal(sqlite3_exec(store_conn_db(c), ins2, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(
+        sqlite3_prepare_v2(store_conn_db(c),
+                           "SELECT group_concat(run_id || ':' || silo_id, ' ') FROM "
+                           "(SELECT * FROM estimator_run_silos ORDER BY run_id, silo_id)",
+                           -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "1:4 1:7 3:7");
+    sqlite3_finalize(st);
+    store_conn_return(s, c);
+    store_free(s);
+}
+
 static void pool_lends_each_connection_once_and_cleans_returns(void **state)
 {
     fixture *f = *state;
@@ -397,6 +443,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(read_only_file_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(new_database_files_are_private, setup, teardown),
+        cmocka_unit_test_setup_teardown(migration_0006_records_the_silos_of_existing_runs, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(pool_lends_each_connection_once_and_cleans_returns, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(allocation_failures_during_open_are_clean, setup, teardown),
