@@ -213,6 +213,21 @@ int http_req_param_id(const http_req *rq, const char *name, int64_t *out, dp_err
     return DP_OK;
 }
 
+int http_req_page(const http_req *rq, int64_t *limit, int64_t *after, dp_err *err)
+{
+    if (http_req_query_int(rq, "limit", HTTP_PAGE_LIMIT_DEFAULT, 1, HTTP_PAGE_LIMIT_MAX, limit,
+                           err) != DP_OK)
+        return err->code;
+    const char *v = http_req_query(rq, "after");
+    *after = 0;
+    if (v != NULL && parse_i64(v, 0, after) != 0)
+        return dp_err_set(err, DP_EINVAL, "after",
+                          "after must be the last id of the previous page, an integer >= 0 (got "
+                          "\"%.32s\")",
+                          v);
+    return DP_OK;
+}
+
 int http_err_not_found(dp_err *err, const char *field, const char *what, int64_t id)
 {
     return dp_err_set(err, DP_ENOTFOUND, field, "%s %lld does not exist", what, (long long)id);

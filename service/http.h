@@ -166,6 +166,16 @@ int http_err_not_found(dp_err *err, const char *field, const char *what, int64_t
 int http_req_query_int(const http_req *rq, const char *name, int64_t def, int64_t lo, int64_t hi,
                        int64_t *out, dp_err *err);
 
+/* Pagination, one rule for every list (docs/API.md "Conventions"): ?limit= page size, default
+ * HTTP_PAGE_LIMIT_DEFAULT, 1..HTTP_PAGE_LIMIT_MAX; ?after= an exclusive cursor, the last id seen
+ * (default 0: from the start). The answer holds the items in ascending id order and "next_after":
+ * the last id of this page to pass as ?after=, or null when nothing follows it. */
+#define HTTP_PAGE_LIMIT_DEFAULT 100
+#define HTTP_PAGE_LIMIT_MAX     1000
+/* Reads ?limit= and ?after=; a malformed or out-of-range one is DP_EINVAL naming it, worded the
+ * same on every list. */
+int http_req_page(const http_req *rq, int64_t *limit, int64_t *after, dp_err *err);
+
 /* Reply JSON with any status. body is stolen (also on failure); NULL body -> DP_ENOMEM. */
 int http_resp_json(http_resp *rs, int status, json_t *body, dp_err *err);
 /* 201 Created with Location (printf-style, e.g. "/v1/silos/%lld"). body stolen. */

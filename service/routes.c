@@ -10,8 +10,9 @@
  *      json_util_req_* / json_util_opt_* per field; range checks return
  *      dp_err_set(err, DP_EINVAL, "field", "...").
  *    - http_req_param_id(rq, "id", &id, err) parses an integer id path parameter, and
- *      http_req_query_int(rq, "limit", 20, 1, 100, &limit, err) a query parameter (both strict,
- *      errors name the parameter); http_req_param / http_req_query give the raw strings.
+ *      http_req_query_int(rq, "n", 20, 1, 100, &n, err) a query parameter (both strict, errors
+ *      name the parameter); a list reads ?limit= and ?after= with http_req_page (the one
+ *      pagination rule); http_req_param / http_req_query give the raw strings.
  *    - rq->db is a borrowed SQLite connection (store.h): store_conn_prepare(rq->db, SQL_LITERAL,
  *      err), store_begin/store_commit for writes, store_err to map SQLite failures. Never keep it
  *      after returning.

@@ -41,8 +41,6 @@
 #include "service/ledger.h"
 
 #define EST_DEFAULT_MAX_ITER 1000 /* solver iterations unless the request says otherwise */
-#define EST_RUNS_LIMIT_MAX   500  /* GET /v1/runs page size cap */
-#define EST_RUNS_LIMIT_DEF   50
 
 /* ---- small parsing helpers
  * ----------------------------------------------------------------------- */
@@ -1689,23 +1687,6 @@ out:
 /* ---- runs
  * ---------------------------------------------------------------------------------------- */
 
-/* Strict decimal: an optional '-', then digits without a leading zero (strtoll alone would also
- * take " 1", "+1" and "01", so /v1/runs/01 answered run 1). */
-static int parse_i64_param(const char *s, const char *name, int64_t lo, int64_t hi, int64_t *out,
-                           dp_err *err)
-{
-    const char *d = s[0] == '-' ? s + 1 : s;
-    bool canonical = d[0] >= '0' && d[0] <= '9' && !(d[0] == '0' && d[1] != '\0');
-    char *end = NULL;
-    errno = 0;
-    long long v = canonical ? strtoll(s, &end, 10) : 0;
-    if (!canonical || errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
-        return dp_err_set(err, DP_EINVAL, name, "%s must be an integer in %lld..%lld", name,
-                          (long long)lo, (long long)hi);
-    *out = (int64_t)v;
-    return DP_OK;
-}
-
 int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
 {
     static const char SQL[] =
@@ -1771,11 +1752,8 @@ int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err)
     static const char SQL[] =
         "SELECT id, kind, created_at_ms, status, private, n_clients FROM "
         "estimator_runs AS r WHERE id > :after AND " RUN_VISIBLE " ORDER BY id LIMIT :lim";
-    int64_t limit = EST_RUNS_LIMIT_DEF, after = 0;
-    const char *ls = http_req_query(rq, "limit"), *as = http_req_query(rq, "after");
-    if (ls && parse_i64_param(ls, "limit", 1, EST_RUNS_LIMIT_MAX, &limit, err) != DP_OK)
-        return err->code;
-    if (as && parse_i64_param(as, "after", 0, INT64_MAX, &after, err) != DP_OK)
+    int64_t limit, after;
+    if (http_req_page(rq, &limit, &after, err) != DP_OK)
         return err->code;
     sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
     if (st == NULL)

@@ -41,20 +41,17 @@
 #include "service/ledger.h"
 #include "service/routes.h"
 
-#define LEDGER_DEFAULT_LIMIT    100    /* page size when ?limit= is absent */
 #define LEDGER_DEFAULT_CLAIM_MS 600000 /* claim timeout when timeout_ms is absent: 10 minutes */
 
 /* ---- small parsers ------------------------------------------------------------------------------
  */
 
-/* ?limit= and ?after= through the strict helpers of service/http.h: plain decimal only ("+5", " 5",
- * "05" are refused naming the parameter), exactly like the other routes. */
+/* ?limit= and ?after= by the one pagination rule of every list (http.h http_req_page). */
+_Static_assert(HTTP_PAGE_LIMIT_MAX <= LEDGER_LIST_MAX, "a page must fit the ledger's list cap");
 static int query_limit(const http_req *rq, size_t *limit, int64_t *after, dp_err *err)
 {
     int64_t v;
-    if (http_req_query_int(rq, "limit", LEDGER_DEFAULT_LIMIT, 1, LEDGER_LIST_MAX, &v, err) !=
-            DP_OK ||
-        http_req_query_int(rq, "after", 0, 0, INT64_MAX, after, err) != DP_OK)
+    if (http_req_page(rq, &v, after, err) != DP_OK)
         return err->code;
     *limit = (size_t)v;
     return DP_OK;
@@ -608,15 +605,22 @@ int route_silos_list(const http_req *rq, http_resp *rs, dp_err *err)
     ledger *l = the_ledger(rq, err);
     if (l == NULL || auth_require_admin(rq, &who, err) != DP_OK)
         return err->code;
-    size_t limit;
+    size_t limit = 0;
     int64_t after;
     bool archived;
     if (query_limit(rq, &limit, &after, err) != DP_OK || query_bool(rq, "archived", &archived, err))
         return err->code;
-    ledger_silo_view *v = NULL;
-    size_t n = 0;
+    ledger_silo_view *v = NULL, *more = NULL;
+    size_t n = 0, n_more = 0;
     if (ledger_silo_list(l, rq->db, after, limit, archived, &v, &n, err) != DP_OK)
         return err->code;
+    /* a full page: is anything after it? (next_after is null at the end, API.md) */
+    if (n == limit &&
+        ledger_silo_list(l, rq->db, v[n - 1].id, 1, archived, &more, &n_more, err) != DP_OK) {
+        ledger_views_free(v);
+        return err->code;
+    }
+    ledger_views_free(more);
     json_t *arr = json_array(), *o = json_object();
     int rc = arr && o ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     for (size_t i = 0; rc == DP_OK && i < n; i++) {
@@ -630,7 +634,7 @@ int route_silos_list(const http_req *rq, http_resp *rs, dp_err *err)
         arr = NULL;
     }
     if (rc == DP_OK)
-        rc = json_util_set(o, "next_after", n == limit ? json_integer(v[n - 1].id) : json_null(),
+        rc = json_util_set(o, "next_after", n_more > 0 ? json_integer(v[n - 1].id) : json_null(),
                            err);
     ledger_views_free(v);
     json_decref(arr);
@@ -1049,10 +1053,18 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
     ledger_silo_view v;
     if (ledger_silo_get(l, rq->db, id, &v, err) != DP_OK)
         return err->code;
-    ledger_charge_row *rows = NULL;
-    size_t n = 0;
+    ledger_charge_row *rows = NULL, *more = NULL;
+    size_t n = 0, n_more = 0;
     if (ledger_charges_list(rq->db, id, &f, &rows, &n, err) != DP_OK)
         return err->code;
+    ledger_charge_filter fm = f; /* a full page: is anything after it? */
+    fm.after = n > 0 ? rows[n - 1].id : f.after;
+    fm.limit = 1;
+    if (n == f.limit && ledger_charges_list(rq->db, id, &fm, &more, &n_more, err) != DP_OK) {
+        ledger_charge_rows_free(rows, n);
+        return err->code;
+    }
+    ledger_charge_rows_free(more, n_more);
     const char *why = v.budget.kind == LEDGER_BUDGET_NONE ? NOT_PRIVATE : NO_DELTA;
     json_t *o = json_object(), *arr = json_array();
     int rc = o && arr ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -1107,8 +1119,8 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
         arr = NULL;
     }
     if (rc == DP_OK)
-        rc = json_util_set(o, "next_after",
-                           n == f.limit ? json_integer(rows[n - 1].id) : json_null(), err);
+        rc = json_util_set(o, "next_after", n_more > 0 ? json_integer(rows[n - 1].id) : json_null(),
+                           err);
     ledger_charge_rows_free(rows, n);
     json_decref(arr);
     if (rc != DP_OK) {
