@@ -26,6 +26,7 @@
 #include "common/dp_log.h"
 #include "service/auth.h"
 #include "service/cfg.h"
+#include "service/compute.h"
 #include "service/embedded.h"
 #include "service/http.h"
 #include "service/ledger.h"
@@ -122,9 +123,13 @@ int main(int argc, char **argv)
         store_free(st);
         return 1;
     }
-    http_server *srv = http_server_start(&config, st, led, ROUTES, ROUTES_N, &err);
+    /* Heavy work (estimators, PLD, tuning plans) runs here, off the HTTP threads (compute.h). */
+    compute_pool *pool = compute_pool_alloc(config.compute_threads, config.compute_queue, &err);
+    http_server *srv =
+        pool == NULL ? NULL : http_server_start(&config, st, led, pool, ROUTES, ROUTES_N, &err);
     if (srv == NULL) {
         fprintf(stderr, "dpsilod: %s\n", err.msg);
+        compute_pool_free(pool);
         ledger_free(led);
         store_free(st);
         return 1;
@@ -133,13 +138,16 @@ int main(int argc, char **argv)
     fflush(stdout);
     dp_log(DP_LOG_INFO, NULL, "started: db %s (schema %d), %u threads, max body %zu bytes",
            config.db_path, store_schema_version(st), config.threads, config.max_body_bytes);
+    dp_log(DP_LOG_INFO, NULL, "compute pool: %u threads, queue %zu", config.compute_threads,
+           config.compute_queue);
 
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0)
         ;
     dp_log(DP_LOG_INFO, NULL, "signal %d: stopping", sig);
     http_server_stop(srv, MAIN_GRACE_MS);
-    ledger_free(led); /* finishes queued ledger ops, then closes its connection */
+    compute_pool_free(pool); /* after the server: no task is left owing a connection a wake-up */
+    ledger_free(led);        /* finishes queued ledger ops, then closes its connection */
     store_free(st);
     dp_log(DP_LOG_INFO, NULL, "stopped cleanly");
     return 0;
