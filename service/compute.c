@@ -31,14 +31,14 @@ typedef struct compute_node {
 
 struct compute_pool {
     pthread_mutex_t mu;
-    pthread_cond_t cv;          /* signalled when a task is queued or stop is set */
-    compute_node *head, *tail;  /* FIFO, guarded by mu */
-    size_t queued;              /* tasks in the FIFO, guarded by mu */
-    size_t running;             /* tasks being run, guarded by mu */
-    size_t max_queued;          /* immutable */
-    bool stop;                  /* guarded by mu */
+    pthread_cond_t cv;         /* signalled when a task is queued or stop is set */
+    compute_node *head, *tail; /* FIFO, guarded by mu */
+    size_t queued;             /* tasks in the FIFO, guarded by mu */
+    size_t running;            /* tasks being run, guarded by mu */
+    size_t max_queued;         /* immutable */
+    bool stop;                 /* guarded by mu */
     pthread_t threads[COMPUTE_MAX_THREADS];
-    unsigned n_threads;         /* started; immutable after alloc */
+    unsigned n_threads; /* started; immutable after alloc */
 };
 
 static void *worker_main(void *arg)

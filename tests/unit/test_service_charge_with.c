@@ -1,8 +1,8 @@
 /*
  * Unit tests for ledger_charge_batch_with (issue 10, D7): a caller's write commits in the same
- * transaction as the silos' charges. A failing write leaves no charge; a succeeding one leaves both;
- * a refused charge never calls the write; n = 0 runs the write alone; a retried charge under the
- * same idempotency key is replayed to the write and charges nothing.
+ * transaction as the silos' charges. A failing write leaves no charge; a succeeding one leaves
+ * both; a refused charge never calls the write; n = 0 runs the write alone; a retried charge under
+ * the same idempotency key is replayed to the write and charges nothing.
  */
 #include "tests/test_util.h"
 
@@ -13,7 +13,7 @@
 
 typedef struct writer {
     int calls;
-    int fail;     /* DP_OK or the code to fail with */
+    int fail;      /* DP_OK or the code to fail with */
     bool replayed; /* out[0].replayed seen at the last call */
 } writer;
 
@@ -85,8 +85,7 @@ static void the_write_and_the_charge_commit_together(void **state)
     /* the same key again: the charge replays (the write sees it) and nothing is charged */
     w = (writer){0, DP_ECONFLICT, false};
     dp_err_clear(&e);
-    assert_int_equal(ledger_charge_batch_with(fx.l, &rq, 1, write_row, &w, &res, &e),
-                     DP_ECONFLICT);
+    assert_int_equal(ledger_charge_batch_with(fx.l, &rq, 1, write_row, &w, &res, &e), DP_ECONFLICT);
     assert_true(w.replayed);
     assert_int_equal(count(&fx, "charges"), 1);
     /* a refused charge never reaches the write */
@@ -94,8 +93,7 @@ static void the_write_and_the_charge_commit_together(void **state)
     ledger_charge_req rq2 = {v.id, big, ACCT_NB_ADD_REMOVE, NULL, NULL, "run", 0, 0};
     w = (writer){0, DP_OK, false};
     dp_err_clear(&e);
-    assert_int_equal(ledger_charge_batch_with(fx.l, &rq2, 1, write_row, &w, &res, &e),
-                     DP_EBUDGET);
+    assert_int_equal(ledger_charge_batch_with(fx.l, &rq2, 1, write_row, &w, &res, &e), DP_EBUDGET);
     assert_int_equal(w.calls, 0);
     assert_int_equal(count(&fx, "estimator_runs"), 1);
     /* no silo: the write alone, through the committer */
