@@ -1044,6 +1044,36 @@ static int est_start(const http_req *rq, http_resp *rs, const char *kind, est_co
     return compute_offload(rq, rs, &t, err);
 }
 
+/* D16: numerical limits of the fits, reported as what they are (422 numerical_failure) rather
+ * than as invalid input. Means whose squares overflow double precision cannot be fitted: the
+ * likelihood sums squared deviations. */
+static int check_scale(const double *x, size_t n, const char *kind, dp_err *err)
+{
+    double mx = 0.0;
+    for (size_t i = 0; i < n; i++)
+        mx = fmax(mx, fabs(x[i]));
+    if (!isfinite(mx * mx * (double)n))
+        return dp_err_set(err, DP_ENUMERIC, "clients",
+                          "client means up to %.3g in magnitude overflow double precision in the "
+                          "%s fit (their squares exceed 1.8e308); rescale the data",
+                          mx, kind);
+    return DP_OK;
+}
+
+/* A fit that failed on input that passed validation failed numerically: say so in words, without
+ * the library's message (which names an internal quantity, possibly as "nan"). */
+static int numeric_failure(int rc, const char *kind, dp_err *err)
+{
+    if (rc != DP_EINVAL)
+        return rc;
+    dp_log(DP_LOG_INFO, NULL, "%s fit: %s (field %s)", kind, err->msg, err->field);
+    dp_err_clear(err);
+    return dp_err_set(err, DP_ENUMERIC, "clients",
+                      "the %s fit produced non-finite values from these clients (a numerical "
+                      "failure, not invalid input); rescale the means and retry",
+                      kind);
+}
+
 /* ---- POST /v1/estimators/gaussian
  * ---------------------------------------------------------------- */
 
@@ -1432,6 +1462,8 @@ static int gaussian_compute(est_job *job, dp_err *err)
         if ((rc = charge_silos(job, dp, ev, err)) != DP_OK)
             goto out;
     }
+    if ((rc = check_scale(g.x, m * d, "gaussian", err)) != DP_OK)
+        goto out;
     pm = dp_calloc(m * d, sizeof(double));
     pv = dp_calloc(m * d, sizeof(double));
     sh = dp_calloc(m * d, sizeof(double));
@@ -1466,12 +1498,16 @@ static int gaussian_compute(est_job *job, dp_err *err)
         const double *tk = var_known ? pvar : NULL;
         if ((rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MLE, max_iter, fit_mle, err)) != DP_OK ||
             (rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MOMENTS, max_iter, fit_mom, err)) !=
-                DP_OK)
+                DP_OK) {
+            rc = numeric_failure(rc, "gaussian", err);
             goto out;
+        }
         memcpy(prior, method == EB_GAUSS_MLE ? fit_mle : fit_mom, d * sizeof *prior);
     }
-    if ((rc = eb_gauss_posterior(&raw, prior, wextra, pm, pv, sh, err)) != DP_OK)
+    if ((rc = eb_gauss_posterior(&raw, prior, wextra, pm, pv, sh, err)) != DP_OK) {
+        rc = numeric_failure(rc, "gaussian", err);
         goto out;
+    }
 
     /* response */
     gauss_summary ps;
@@ -1995,6 +2031,8 @@ static int mixture_compute(est_job *job, dp_err *err)
         if ((rc = charge_silos(job, priv, ev, err)) != DP_OK)
             goto out;
     }
+    if ((rc = check_scale(g.x, m * d, "mixture", err)) != DP_OK)
+        goto out;
     if (priv) {
         msgs = dp_calloc(m * d, sizeof(double));
         if (msgs == NULL) {
@@ -2008,15 +2046,19 @@ static int mixture_compute(est_job *job, dp_err *err)
     }
     eb_mix_fit_info info = {0, 0, EB_STATUS_CONVERGED};
     if (fit) {
-        if ((rc = eb_mix_fit(&sent, extra, &o, &prior, &info, err)) != DP_OK)
+        if ((rc = eb_mix_fit(&sent, extra, &o, &prior, &info, err)) != DP_OK) {
+            rc = numeric_failure(rc, "mixture", err);
             goto out;
+        }
     } else {
         if ((rc = eb_mix_prior_check(&prior, err)) != DP_OK)
             goto out;
         info.loglik = eb_mix_loglik(&raw, 0.0, &prior);
     }
-    if ((rc = eb_mix_posterior(&raw, &prior, resp, pm, pv, sh, err)) != DP_OK)
+    if ((rc = eb_mix_posterior(&raw, &prior, resp, pm, pv, sh, err)) != DP_OK) {
+        rc = numeric_failure(rc, "mixture", err);
         goto out;
+    }
 
     out = json_object();
     est = json_array();
