@@ -91,9 +91,15 @@ int eb_gauss_sigma_analytic(double sensitivity, double eps, double delta, double
                               "no noise level meets delta %g at epsilon0 %g", delta, eps);
     }
     while (eb_gauss_delta_exact(sensitivity, lo, eps) <= delta) {
+        /* A huge epsilon0 (1e308) meets delta at every noise level down to the underflow: no lower
+         * end of the bracket exists. The smallest level tried still meets delta, so it is a valid
+         * (conservative) answer: almost no noise, as such an epsilon0 asks. */
+        if (steps + 1 > EB_CAL_MAX_STEPS || !(lo * 0.5 > 0)) {
+            *sigma = lo;
+            return DP_OK;
+        }
         lo *= 0.5;
-        if (++steps > EB_CAL_MAX_STEPS || lo <= 0)
-            return dp_err_set(err, DP_ENUMERIC, "delta", "calibration bracket failed");
+        ++steps;
     }
     /* Invariant: delta(lo) > target >= delta(hi). */
     while (hi - lo > EB_CAL_RTOL * hi) {

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,12 @@ enum {
     OPT_HEADER_TIMEOUT,
     OPT_BODY_TIMEOUT,
     OPT_MAX_CONNS_PER_IP,
+    /* heavy work (compute.h) */
+    OPT_COMPUTE_THREADS,
+    OPT_COMPUTE_QUEUE,
+    OPT_MAX_EST_WORK,
+    OPT_MAX_EST_CELLS,
+    OPT_MAX_PLD_POINTS,
     OPT_N
 };
 
@@ -47,6 +54,12 @@ static const struct {
     [OPT_HEADER_TIMEOUT] = {"--header-timeout", "DPSILO_HEADER_TIMEOUT"},
     [OPT_BODY_TIMEOUT] = {"--body-timeout", "DPSILO_BODY_TIMEOUT"},
     [OPT_MAX_CONNS_PER_IP] = {"--max-conns-per-ip", "DPSILO_MAX_CONNS_PER_IP"},
+    /* heavy work (compute.h) */
+    [OPT_COMPUTE_THREADS] = {"--compute-threads", "DPSILO_COMPUTE_THREADS"},
+    [OPT_COMPUTE_QUEUE] = {"--compute-queue", "DPSILO_COMPUTE_QUEUE"},
+    [OPT_MAX_EST_WORK] = {"--max-estimator-work", "DPSILO_MAX_ESTIMATOR_WORK"},
+    [OPT_MAX_EST_CELLS] = {"--max-estimator-cells", "DPSILO_MAX_ESTIMATOR_CELLS"},
+    [OPT_MAX_PLD_POINTS] = {"--max-pld-points", "DPSILO_MAX_PLD_POINTS"},
 };
 
 void cfg_defaults(cfg *c)
@@ -64,6 +77,26 @@ void cfg_defaults(cfg *c)
     c->body_timeout_s = 60;
     c->max_conns_per_ip = 256;
     c->help = false;
+    /* heavy work (compute.h) */
+    c->compute_threads = c->threads;
+    c->compute_queue = CFG_DEFAULT_COMPUTE_QUEUE;
+    c->max_estimator_work = CFG_DEFAULT_MAX_EST_WORK;
+    c->max_estimator_cells = CFG_DEFAULT_MAX_EST_CELLS;
+    c->max_pld_points = CFG_DEFAULT_MAX_PLD_POINTS;
+}
+
+/* A positive count written as an integer or in e-notation ("1e10"), at most hi. 0 on success. */
+static int parse_count(const char *s, double hi, double *out)
+{
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v >= 1) || !(v <= hi) || v != floor(v))
+        return -1;
+    *out = v;
+    return 0;
 }
 
 /* Strict decimal parse into [lo, hi]. Returns 0 on success. */
@@ -186,6 +219,41 @@ static int set_opt(cfg *c, int opt, const char *val, const char *who, dp_err *er
         case OPT_MAX_CONNS_PER_IP:
             return set_uint(&c->max_conns_per_ip, val, 0, CFG_MAX_CONNS_PER_IP, who, "connections",
                             err);
+        /* heavy work (compute.h) */
+        case OPT_COMPUTE_THREADS:
+            if (parse_ulong(val, 1, CFG_MAX_THREADS, &v) != 0)
+                return dp_err_set(err, DP_EINVAL, who,
+                                  "%s must be an integer in 1..%d (got \"%.32s\")", who,
+                                  CFG_MAX_THREADS, val);
+            c->compute_threads = (unsigned)v;
+            return DP_OK;
+        case OPT_COMPUTE_QUEUE:
+            if (parse_ulong(val, 1, CFG_MAX_COMPUTE_QUEUE, &v) != 0)
+                return dp_err_set(err, DP_EINVAL, who,
+                                  "%s must be an integer in 1..%d (got \"%.32s\")", who,
+                                  CFG_MAX_COMPUTE_QUEUE, val);
+            c->compute_queue = (size_t)v;
+            return DP_OK;
+        case OPT_MAX_EST_WORK:
+        case OPT_MAX_EST_CELLS: {
+            double d;
+            if (parse_count(val, CFG_MAX_EST_LIMIT, &d) != 0)
+                return dp_err_set(err, DP_EINVAL, who,
+                                  "%s must be a whole number in 1..%g, e.g. 1e10 (got \"%.32s\")",
+                                  who, CFG_MAX_EST_LIMIT, val);
+            if (opt == OPT_MAX_EST_WORK)
+                c->max_estimator_work = d;
+            else
+                c->max_estimator_cells = d;
+            return DP_OK;
+        }
+        case OPT_MAX_PLD_POINTS:
+            if (parse_ulong(val, CFG_MIN_PLD_POINTS, CFG_MAX_PLD_POINTS, &v) != 0)
+                return dp_err_set(err, DP_EINVAL, who,
+                                  "%s must be an integer in %d..%zu (got \"%.32s\")", who,
+                                  CFG_MIN_PLD_POINTS, CFG_MAX_PLD_POINTS, val);
+            c->max_pld_points = (size_t)v;
+            return DP_OK;
         default:
             return dp_err_set(err, DP_EINTERNAL, NULL, "unknown option index");
     }
@@ -274,6 +342,16 @@ const char *cfg_usage(void)
            "60]\n"
            "  --max-conns-per-ip N  connections one client address may hold, 0 = no limit\n"
            "                      [DPSILO_MAX_CONNS_PER_IP, default 256]\n"
+           "  --compute-threads N threads running estimators, PLD and tuning plans, 1..64\n"
+           "                      [DPSILO_COMPUTE_THREADS, default: number of cores]\n"
+           "  --compute-queue N   requests waiting for a compute thread before 503, 1..65536\n"
+           "                      [DPSILO_COMPUTE_QUEUE, default 64]\n"
+           "  --max-estimator-work N  cap on clients x dims x components x n_init x max_iter\n"
+           "                      [DPSILO_MAX_ESTIMATOR_WORK, default 1e10]\n"
+           "  --max-estimator-cells N cap on clients x (components + dims), the result's size\n"
+           "                      [DPSILO_MAX_ESTIMATOR_CELLS, default 4000000]\n"
+           "  --max-pld-points N  FFT length cap of one PLD composition, 64..16777216\n"
+           "                      [DPSILO_MAX_PLD_POINTS, default 4194304]\n"
            "  --help              show this text and exit\n"
            "\n"
            "On start it prints one line to stdout: dpsilod listening on http://HOST:PORT\n"

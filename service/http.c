@@ -107,7 +107,8 @@ struct http_server {
     const cfg *cfg;        /* borrowed, read-only */
     store *store;          /* borrowed */
     struct ledger *ledger; /* borrowed; may be NULL */
-    const route *routes;   /* borrowed table */
+    struct compute_pool *compute; /* borrowed; may be NULL (compute.h) */
+    const route *routes;          /* borrowed table */
     size_t n_routes;
     http_metrics *metrics;         /* owned */
     uint16_t port;                 /* bound port */
@@ -729,6 +730,8 @@ static enum MHD_Result run_handler(http_ctx *c, struct MHD_Connection *conn, htt
         .bearer = auth_bearer_from_header(
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)),
         .ledger = srv->ledger,
+        .compute = srv->compute,
+        .idempotency_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
     };
     http_resp rs;
     memset(&rs, 0, sizeof rs);
@@ -1225,8 +1228,9 @@ static void size_connections(unsigned threads, size_t *max_handed, size_t *max_p
     *max_pending = pending < 16 ? 16 : pending;
 }
 
-http_server *http_server_start(const cfg *c, store *st, struct ledger *led, const route *routes,
-                               size_t n_routes, dp_err *err)
+http_server *http_server_start(const cfg *c, store *st, struct ledger *led,
+                               struct compute_pool *pool, const route *routes, size_t n_routes,
+                               dp_err *err)
 {
     http_server *srv = dp_calloc(1, sizeof *srv);
     if (srv == NULL) {
@@ -1236,6 +1240,7 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led, cons
     srv->cfg = c;
     srv->store = st;
     srv->ledger = led;
+    srv->compute = pool;
     srv->routes = routes;
     srv->n_routes = n_routes;
     srv->boot_nonce = boot_nonce();

@@ -91,7 +91,9 @@ typedef struct http_req {
     const char *bearer;    /* the token of "Authorization: Bearer <token>", or NULL; resolve it with
                               auth.h, never log it */
     struct ledger *ledger; /* the budget ledger (ledger.h), shared and thread-safe; may be NULL */
-    const http_defer *defer; /* non-NULL: the handler may defer its answer (PENDING above) */
+    const http_defer *defer;      /* non-NULL: the handler may defer its answer (PENDING above) */
+    struct compute_pool *compute; /* the bounded pool for heavy work (compute.h); may be NULL */
+    const char *idempotency_key;  /* the Idempotency-Key header as sent, or NULL */
     /* Handlers must not assume this struct has only the fields above. */
 } http_req;
 
@@ -201,11 +203,13 @@ typedef struct http_server http_server;
 /* Listens on c->host:c->port (service/http_accept.h: header and body deadlines, the per-address
  * limit) and starts MHD with c->threads threads, serving routes[0..n_routes-1] (borrowed;
  * must outlive the server) and the embedded web/ files. st (borrowed) provides the connections;
- * led (borrowed, may be NULL) is handed to every handler as rq->ledger.
+ * led (borrowed, may be NULL) is handed to every handler as rq->ledger, and pool (borrowed, may be
+ * NULL; it must outlive the server) as rq->compute.
  * Returns an owned server or NULL with err (DP_EINTERNAL with an operator message, e.g. the port is
  * in use). */
-http_server *http_server_start(const cfg *c, store *st, struct ledger *led, const route *routes,
-                               size_t n_routes, dp_err *err);
+http_server *http_server_start(const cfg *c, store *st, struct ledger *led,
+                               struct compute_pool *pool, const route *routes, size_t n_routes,
+                               dp_err *err);
 
 /* The bound port (the real one when c->port was 0). */
 uint16_t http_server_port(const http_server *srv);

@@ -436,6 +436,8 @@ typedef struct ledger_op {
     ledger_silo_view *view;
     ledger_claim_view *claim;
     ledger_charge_result *figures;
+    ledger_write_fn write; /* CHARGE: the caller's write, in the charge's savepoint; NULL = none */
+    void *write_arg;
 } ledger_op;
 
 struct ledger {
@@ -2195,8 +2197,13 @@ static int apply_op(ledger *l, ledger_op *op, int64_t now)
 {
     dp_err *err = &op->err;
     switch (op->kind) {
-        case OP_CHARGE:
-            return apply_charge(l, op, now, err);
+        case OP_CHARGE: {
+            int rc = apply_charge(l, op, now, err);
+            if (rc == DP_OK && op->write != NULL && !op->dry_run) /* ledger_charge_batch_with */
+                rc = op->write(l->db, op->write_arg, op->n_items ? op->items[0].res : NULL,
+                               op->n_items, err);
+            return rc;
+        }
         case OP_CLAIM_CREATE:
             return apply_claim_create(l, op, now, err);
         case OP_CLAIM_COMMIT:
@@ -3383,6 +3390,32 @@ int ledger_charge_batch_keyed(ledger *l, const ledger_charge_req *reqs, size_t n
                               dp_err *err)
 {
     return charge_batch(l, reqs, n, batch_key, dry_run, true, out, err);
+}
+
+int ledger_charge_batch_with(ledger *l, const ledger_charge_req *reqs, size_t n,
+                             ledger_write_fn write, void *write_arg, ledger_charge_result *out,
+                             dp_err *err)
+{
+    if (write == NULL)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "internal error: no write for a charge");
+    op_item *items = NULL;
+    int rc = n == 0 ? DP_OK : charge_prepare(l, reqs, n, true, out, &items, err);
+    if (rc != DP_OK)
+        return rc;
+    ledger_op op = {.kind = OP_CHARGE,
+                    .items = items,
+                    .n_items = n,
+                    .batch_fields = true,
+                    .write = write,
+                    .write_arg = write_arg};
+    if (n > 0 && (rc = batch_prepare(reqs, items, n, NULL, &op, err)) != DP_OK) {
+        items_free(items, n);
+        return rc;
+    }
+    submit(l, &op);
+    rc = charge_finish(&op, out, n, false, err);
+    items_free(items, n);
+    return rc;
 }
 
 int ledger_charge(ledger *l, const ledger_charge_req *req, bool dry_run, ledger_charge_result *out,

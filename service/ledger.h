@@ -263,6 +263,21 @@ int ledger_charge_batch(ledger *l, const ledger_charge_req *reqs, size_t n, bool
 int ledger_charge_batch_keyed(ledger *l, const ledger_charge_req *reqs, size_t n,
                               const char *batch_key, bool dry_run, ledger_charge_result *out,
                               dp_err *err);
+/* A write of the caller's that must commit together with a charge (an estimator run's row): called
+ * on the ledger's committer thread with its write connection db, inside the charge's SAVEPOINT,
+ * after every item was admitted; out[0..n-1] hold the charges' outcomes (replayed ones included).
+ * It must be quick and may only use db (prepare, step, finalize: no locks, no I/O, no ledger
+ * calls). A non-OK return (err set) rolls the charge back with it. */
+typedef int (*ledger_write_fn)(sqlite3 *db, void *arg, const ledger_charge_result *out, size_t n,
+                               dp_err *err);
+/* ledger_charge_batch (never a dry run) with write(db, write_arg, out, n, err) in the same
+ * transaction: both commit or neither (a busy database, a refusal, a failing write, a failed
+ * COMMIT). n may be 0: the write alone, through the committer. reqs, out and write_arg are borrowed
+ * for the call. A PLD silo may make the committer run the op more than once; write is then called
+ * again, after the previous attempt was rolled back. */
+int ledger_charge_batch_with(ledger *l, const ledger_charge_req *reqs, size_t n,
+                             ledger_write_fn write, void *write_arg, ledger_charge_result *out,
+                             dp_err *err);
 /* ledger_charge_batch of one request. */
 int ledger_charge(ledger *l, const ledger_charge_req *req, bool dry_run, ledger_charge_result *out,
                   dp_err *err);

@@ -38,6 +38,7 @@
 #include "common/dp_log.h"
 #include "service/auth.h"
 #include "service/cfg.h"
+#include "service/compute.h"
 #include "service/embedded.h"
 #include "service/http.h"
 #include "service/ledger.h"
@@ -104,6 +105,7 @@ static int start_auth(const cfg *c, ledger *led, dp_err *err)
 /* The drain (step 6), run on its own thread so that this one can still take a second signal. */
 typedef struct drain {
     http_server *srv;
+    compute_pool *pool;
     ledger *led;
     store *st;
     unsigned drain_ms;
@@ -115,8 +117,9 @@ static void *drain_main(void *arg)
 {
     drain *d = arg;
     d->http_rc = http_server_stop(d->srv, d->drain_ms);
-    if (d->http_rc >= 0) {   /* -1: MHD still runs; the process ends without closing anything */
-        ledger_free(d->led); /* finishes queued ledger ops, then closes its connection */
+    if (d->http_rc >= 0) { /* -1: MHD still runs; the process ends without closing anything */
+        compute_pool_free(d->pool); /* after the server: no task owes a connection a wake-up */
+        ledger_free(d->led);        /* finishes queued ledger ops, then closes its connection */
         store_free(d->st);
     }
     atomic_store(&d->done, 1);
@@ -174,9 +177,13 @@ int main(int argc, char **argv)
         store_free(st);
         return 1;
     }
-    http_server *srv = http_server_start(&config, st, led, ROUTES, ROUTES_N, &err);
+    /* Heavy work (estimators, PLD, tuning plans) runs here, off the HTTP threads (compute.h). */
+    compute_pool *pool = compute_pool_alloc(config.compute_threads, config.compute_queue, &err);
+    http_server *srv =
+        pool == NULL ? NULL : http_server_start(&config, st, led, pool, ROUTES, ROUTES_N, &err);
     if (srv == NULL) {
         fprintf(stderr, "dpsilod: %s\n", err.msg);
+        compute_pool_free(pool);
         ledger_free(led);
         store_free(st);
         return 1;
@@ -185,6 +192,8 @@ int main(int argc, char **argv)
     fflush(stdout);
     dp_log(DP_LOG_INFO, NULL, "started: db %s (schema %d), %u threads, max body %zu bytes",
            config.db_path, store_schema_version(st), config.threads, config.max_body_bytes);
+    dp_log(DP_LOG_INFO, NULL, "compute pool: %u threads, queue %zu", config.compute_threads,
+           config.compute_queue);
 
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0)
@@ -193,7 +202,8 @@ int main(int argc, char **argv)
            "signal %d: draining (new requests get 503, up to %u s for requests in flight; a "
            "second signal exits at once)",
            sig, config.drain_timeout_s);
-    drain d = {.srv = srv, .led = led, .st = st, .drain_ms = config.drain_timeout_s * 1000u};
+    drain d = {
+        .srv = srv, .pool = pool, .led = led, .st = st, .drain_ms = config.drain_timeout_s * 1000u};
     atomic_init(&d.done, 0);
     pthread_t th;
     if (pthread_create(&th, NULL, drain_main, &d) != 0) {

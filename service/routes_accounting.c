@@ -33,6 +33,7 @@
 #include "common/dp_alloc.h"
 #include "service/event_json.h"
 #include "service/json_util.h"
+#include "service/compute.h"
 #include "service/routes.h"
 
 enum { ACC_RDP = 0, ACC_ZCDP, ACC_PLD, ACC_N };
@@ -287,6 +288,113 @@ static int tree_err(int rc, dp_err *err)
     return rc;
 }
 
+/* An epsilon or delta query, parsed: computed by acc_run (on the compute pool for the PLD
+ * accountant, inline for the cheap ones), answered by acc_render. */
+typedef struct acc_job {
+    acc_req r; /* owned */
+    bool want_delta;
+    double target;
+    /* outcome */
+    double value, zopt, rho;
+    acct_rdp_answer a;
+    acct_pld_result pr;
+} acc_job;
+
+static void acc_job_free(void *arg)
+{
+    acc_job *j = arg;
+    acc_req_free(&j->r);
+    dp_free(j);
+}
+
+static int acc_run(void *arg, dp_err *err)
+{
+    acc_job *j = arg;
+    acc_req *r = &j->r;
+    int rc;
+    if (r->accountant == ACC_RDP) {
+        rc = j->want_delta ? acct_rdp_delta(r->ev, r->nb, j->target, r->conv, r->orders,
+                                            r->n_orders, &j->a, err)
+                           : acct_rdp_epsilon(r->ev, r->nb, j->target, r->conv, r->orders,
+                                              r->n_orders, &j->a, err);
+        rc = tree_err(rc, err);
+        j->value = j->a.value;
+    } else if (r->accountant == ACC_PLD) {
+        rc = j->want_delta ? acct_pld_delta(r->ev, r->nb, j->target, &r->pld, &j->pr, err)
+                           : acct_pld_epsilon(r->ev, r->nb, j->target, &r->pld, &j->pr, err);
+        rc = tree_err(rc, err);
+        j->value = j->want_delta ? j->pr.delta_upper : j->pr.epsilon_upper;
+    } else {
+        rc = rho_of(r, &j->rho, err);
+        if (rc == DP_OK)
+            rc = j->want_delta
+                     ? acct_zcdp_to_delta(j->rho, j->target, r->zconv, &j->value, &j->zopt, err)
+                     : acct_zcdp_to_epsilon(j->rho, j->target, r->zconv, &j->value, &j->zopt, err);
+    }
+    return rc;
+}
+
+static int acc_render(void *arg, const http_req *rq, http_resp *rs, bool deferred, dp_err *err)
+{
+    (void)rq;
+    (void)deferred;
+    acc_job *j = arg;
+    acc_req *r = &j->r;
+    bool want_delta = j->want_delta;
+    json_t *o = json_object();
+    if (o == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = DP_OK;
+    if (r->accountant == ACC_PLD) {
+        const acct_pld_result *pr = &j->pr; /* the optimistic end of the bracket (pld.h) */
+        rc = json_util_set(o, want_delta ? "delta_lower" : "epsilon_lower",
+                           json_util_real(want_delta ? pr->delta_lower : pr->epsilon_lower), err);
+        if (rc == DP_OK)
+            rc = json_util_set(o, "grid_points", json_integer((json_int_t)pr->grid_points), err);
+        if (rc == DP_OK)
+            rc = json_util_set(o, "direction", json_string(pr->direction), err);
+        if (rc == DP_OK)
+            rc = json_util_set(o, "infinity_mass", json_util_real(pr->infinity_mass), err);
+        if (rc == DP_OK)
+            rc = json_util_set(o, "truncated_mass", json_util_real(pr->truncated_mass), err);
+    } else if (r->accountant == ACC_ZCDP) {
+        rc = json_util_set(o, "rho", json_real(j->rho), err);
+    }
+    if (rc == DP_OK)
+        rc = set_value(o, want_delta ? "delta" : "epsilon", j->value,
+                       "the privacy loss is unbounded at every order", err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, want_delta ? "epsilon" : "delta", json_real(j->target), err);
+    if (rc == DP_OK)
+        rc = set_method(o, r, r->accountant == ACC_RDP ? &j->a : NULL, j->zopt, err);
+    if (rc != DP_OK) {
+        json_decref(o);
+        return rc;
+    }
+    return http_resp_json(rs, 200, o, err);
+}
+
+/* Runs a parsed calculator task: on the compute pool for the PLD accountant (FFTs over grids of up
+ * to --max-pld-points; issue 10), inline for RDP and zCDP (microseconds). t->arg is stolen. */
+static int run_task(const http_req *rq, http_resp *rs, bool heavy, const compute_task *t,
+                    dp_err *err)
+{
+    if (heavy)
+        return compute_offload(rq, rs, t, err);
+    int rc = t->run(t->arg, err);
+    if (rc == DP_OK)
+        rc = t->render(t->arg, rq, rs, false, err);
+    t->free(t->arg);
+    return rc;
+}
+
+/* The PLD grid cap of this daemon (--max-pld-points), checked before any PMF is built. */
+static void pld_cap(const http_req *rq, acc_req *r)
+{
+    if (rq->cfg != NULL && rq->cfg->max_pld_points >= CFG_MIN_PLD_POINTS)
+        r->pld.max_grid_points = rq->cfg->max_pld_points;
+}
+
 static int epsilon_or_delta(const http_req *rq, http_resp *rs, dp_err *err, bool want_delta)
 {
     static const char *const keys[] = {"event",
@@ -316,58 +424,19 @@ static int epsilon_or_delta(const http_req *rq, http_resp *rs, dp_err *err, bool
         return rc;
     if (want_delta && !(target >= 0.0))
         return dp_err_set(err, DP_EINVAL, "epsilon", "epsilon must be >= 0, got %g", target);
-    acc_req r;
-    if ((rc = parse_common(body, false, &r, err)) != DP_OK) {
-        acc_req_free(&r);
+    acc_job *j = dp_calloc(1, sizeof *j);
+    if (j == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    if ((rc = parse_common(body, false, &j->r, err)) != DP_OK) {
+        acc_job_free(j);
         return rc;
     }
-    json_t *o = json_object();
-    if (o == NULL) {
-        acc_req_free(&r);
-        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    }
-    double value = 0.0, zopt = (double)NAN;
-    acct_rdp_answer a = {0};
-    if (r.accountant == ACC_RDP) {
-        rc = want_delta
-                 ? acct_rdp_delta(r.ev, r.nb, target, r.conv, r.orders, r.n_orders, &a, err)
-                 : acct_rdp_epsilon(r.ev, r.nb, target, r.conv, r.orders, r.n_orders, &a, err);
-        rc = tree_err(rc, err);
-        value = a.value;
-    } else if (r.accountant == ACC_PLD) {
-        acct_pld_result pr;
-        rc = want_delta ? acct_pld_delta(r.ev, r.nb, target, &r.pld, &pr, err)
-                        : acct_pld_epsilon(r.ev, r.nb, target, &r.pld, &pr, err);
-        rc = tree_err(rc, err);
-        value = want_delta ? pr.delta_upper : pr.epsilon_upper;
-        if (rc == DP_OK) /* the optimistic end of the bracket (pld.h) */
-            rc = json_util_set(o, want_delta ? "delta_lower" : "epsilon_lower",
-                               json_util_real(want_delta ? pr.delta_lower : pr.epsilon_lower), err);
-        if (rc == DP_OK)
-            rc = json_util_set(o, "grid_points", json_integer((json_int_t)pr.grid_points), err);
-        if (rc == DP_OK)
-            rc = json_util_set(o, "direction", json_string(pr.direction), err);
-        if (rc == DP_OK)
-            rc = json_util_set(o, "infinity_mass", json_util_real(pr.infinity_mass), err);
-        if (rc == DP_OK)
-            rc = json_util_set(o, "truncated_mass", json_util_real(pr.truncated_mass), err);
-    } else {
-        double rho = 0.0;
-        rc = rho_of(&r, &rho, err);
-        if (rc == DP_OK)
-            rc = want_delta ? acct_zcdp_to_delta(rho, target, r.zconv, &value, &zopt, err)
-                            : acct_zcdp_to_epsilon(rho, target, r.zconv, &value, &zopt, err);
-        if (rc == DP_OK)
-            rc = json_util_set(o, "rho", json_real(rho), err);
-    }
-    if (rc == DP_OK)
-        rc = set_value(o, want_delta ? "delta" : "epsilon", value,
-                       "the privacy loss is unbounded at every order", err);
-    if (rc == DP_OK)
-        rc = json_util_set(o, want_delta ? "epsilon" : "delta", json_real(target), err);
-    if (rc == DP_OK)
-        rc = set_method(o, &r, r.accountant == ACC_RDP ? &a : NULL, zopt, err);
-    return answer(rs, &r, o, rc, err);
+    pld_cap(rq, &j->r);
+    j->want_delta = want_delta;
+    j->target = target;
+    j->zopt = (double)NAN;
+    compute_task t = {acc_run, acc_render, acc_job_free, j};
+    return run_task(rq, rs, j->r.accountant == ACC_PLD, &t, err);
 }
 
 int route_accounting_epsilon(const http_req *rq, http_resp *rs, dp_err *err)
@@ -459,6 +528,95 @@ static int pld_eps(const acct_event *ev, void *p, double *eps, dp_err *err)
     return rc;
 }
 
+/* A calibration, parsed: searched by cal_run (on the compute pool for the PLD accountant),
+ * answered by cal_render. */
+typedef struct cal_job {
+    acc_req r; /* owned */
+    double target, delta;
+    acct_calib_result res;
+    double last_order; /* rdp: the order of the last probe */
+} cal_job;
+
+static void cal_job_free(void *arg)
+{
+    cal_job *j = arg;
+    acc_req_free(&j->r);
+    dp_free(j);
+}
+
+static int cal_run(void *arg, dp_err *err)
+{
+    cal_job *j = arg;
+    acc_req *r = &j->r;
+    acct_calib_rdp_ctx rctx = {r->nb, j->delta, r->conv, r->orders, r->n_orders, (double)NAN};
+    acct_calib_zcdp_ctx zctx = {j->delta, r->zconv};
+    int rc;
+    if (r->accountant == ACC_RDP) {
+        rc = acct_calibrate(r->ev, j->target, acct_calib_rdp_eps, &rctx, &j->res, err);
+        j->last_order = rctx.last_order;
+    } else if (r->accountant == ACC_ZCDP) {
+        rc = acct_calibrate(r->ev, j->target, acct_calib_zcdp_eps, &zctx, &j->res, err);
+    } else {
+        pld_ctx pctx = {r->nb, j->delta, &r->pld, acct_pld_ws_alloc()};
+        if (pctx.ws == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        else
+            rc = acct_calibrate(r->ev, j->target, pld_eps, &pctx, &j->res, err);
+        acct_pld_ws_free(pctx.ws);
+    }
+    /* A probe the accountant could not evaluate is the calibration's error (calibrate.h): a grid
+     * too fine stays a 400 naming value_discretization (the caller can coarsen it), any other
+     * evaluation failure of a probe (e.g. a count beyond what pld composes) is 422. */
+    if (rc != DP_OK && err->code == DP_EINVAL && strcmp(err->field, "target_epsilon") != 0) {
+        bool tree_node = !is_request_field(err->field);
+        tree_err(rc, err);
+        if (tree_node && j->res.evaluations > 1) /* a failing first probe: the /epsilon status */
+            err->code = DP_ENUMERIC;
+    }
+    return rc;
+}
+
+static int cal_render(void *arg, const http_req *rq, http_resp *rs, bool deferred, dp_err *err)
+{
+    (void)rq;
+    (void)deferred;
+    cal_job *j = arg;
+    acc_req *r = &j->r;
+    const acct_calib_result *res = &j->res;
+    json_t *o = json_object();
+    if (o == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    const char *key = res->kind == ACCT_OPEN_NOISE  ? "noise_multiplier"
+                      : res->kind == ACCT_OPEN_RATE ? "sampling_rate"
+                                                    : "count";
+    int rc = json_util_set(o, key,
+                           res->kind == ACCT_OPEN_COUNT ? json_integer((json_int_t)res->value)
+                                                        : json_real(res->value),
+                           err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "epsilon", json_real(res->epsilon), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "target_epsilon", json_real(j->target), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "delta", json_real(j->delta), err);
+    if (rc == DP_OK)
+        rc = json_util_set(o, "evaluations", json_integer(res->evaluations), err);
+    if (rc == DP_OK && r->accountant == ACC_RDP) {
+        acct_rdp_answer a = {0, j->last_order,
+                             r->conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017
+                                                              : ACCT_CONV_BALLE2020,
+                             r->conv == ACCT_CONV_OPTIMAL, false};
+        rc = set_method(o, r, &a, (double)NAN, err);
+    } else if (rc == DP_OK) {
+        rc = set_method(o, r, NULL, (double)NAN, err);
+    }
+    if (rc != DP_OK) {
+        json_decref(o);
+        return rc;
+    }
+    return http_resp_json(rs, 200, o, err);
+}
+
 int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
 {
     static const char *const keys[] = {"event",
@@ -483,63 +641,17 @@ int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
     if (!(target > 0.0))
         return dp_err_set(err, DP_EINVAL, "target_epsilon", "target_epsilon must be > 0, got %g",
                           target);
-    acc_req r;
-    if ((rc = parse_common(body, true, &r, err)) != DP_OK) {
-        acc_req_free(&r);
+    cal_job *j = dp_calloc(1, sizeof *j);
+    if (j == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    if ((rc = parse_common(body, true, &j->r, err)) != DP_OK) {
+        cal_job_free(j);
         return rc;
     }
-    acct_calib_result res = {0};
-    acct_calib_rdp_ctx rctx = {r.nb, delta, r.conv, r.orders, r.n_orders, (double)NAN};
-    acct_calib_zcdp_ctx zctx = {delta, r.zconv};
-    if (r.accountant == ACC_RDP) {
-        rc = acct_calibrate(r.ev, target, acct_calib_rdp_eps, &rctx, &res, err);
-    } else if (r.accountant == ACC_ZCDP) {
-        rc = acct_calibrate(r.ev, target, acct_calib_zcdp_eps, &zctx, &res, err);
-    } else {
-        pld_ctx pctx = {r.nb, delta, &r.pld, acct_pld_ws_alloc()};
-        if (pctx.ws == NULL)
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        else
-            rc = acct_calibrate(r.ev, target, pld_eps, &pctx, &res, err);
-        acct_pld_ws_free(pctx.ws);
-    }
-    /* A probe the accountant could not evaluate is the calibration's error (calibrate.h): a grid
-     * too fine stays a 400 naming value_discretization (the caller can coarsen it), any other
-     * evaluation failure of a probe (e.g. a count beyond what pld composes) is 422. */
-    if (rc != DP_OK && err->code == DP_EINVAL && strcmp(err->field, "target_epsilon") != 0) {
-        bool tree_node = !is_request_field(err->field);
-        tree_err(rc, err);
-        if (tree_node && res.evaluations > 1) /* a failing first probe: the /epsilon status */
-            err->code = DP_ENUMERIC;
-    }
-    json_t *o = rc == DP_OK ? json_object() : NULL;
-    if (rc == DP_OK && o == NULL)
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    if (rc == DP_OK) {
-        const char *key = res.kind == ACCT_OPEN_NOISE  ? "noise_multiplier"
-                          : res.kind == ACCT_OPEN_RATE ? "sampling_rate"
-                                                       : "count";
-        rc = json_util_set(o, key,
-                           res.kind == ACCT_OPEN_COUNT ? json_integer((json_int_t)res.value)
-                                                       : json_real(res.value),
-                           err);
-    }
-    if (rc == DP_OK)
-        rc = json_util_set(o, "epsilon", json_real(res.epsilon), err);
-    if (rc == DP_OK)
-        rc = json_util_set(o, "target_epsilon", json_real(target), err);
-    if (rc == DP_OK)
-        rc = json_util_set(o, "delta", json_real(delta), err);
-    if (rc == DP_OK)
-        rc = json_util_set(o, "evaluations", json_integer(res.evaluations), err);
-    if (rc == DP_OK && r.accountant == ACC_RDP) {
-        acct_rdp_answer a = {0, rctx.last_order,
-                             r.conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017
-                                                             : ACCT_CONV_BALLE2020,
-                             r.conv == ACCT_CONV_OPTIMAL, false};
-        rc = set_method(o, &r, &a, (double)NAN, err);
-    } else if (rc == DP_OK) {
-        rc = set_method(o, &r, NULL, (double)NAN, err);
-    }
-    return answer(rs, &r, o, rc, err);
+    pld_cap(rq, &j->r);
+    j->target = target;
+    j->delta = delta;
+    j->last_order = (double)NAN;
+    compute_task t = {cal_run, cal_render, cal_job_free, j};
+    return run_task(rq, rs, j->r.accountant == ACC_PLD, &t, err);
 }

@@ -24,6 +24,7 @@
 #include "service/routes.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,10 +33,12 @@
 
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
+#include "common/dp_sha256.h"
 #include "estimators/eb_beta.h"
 #include "estimators/eb_gaussian.h"
 #include "estimators/eb_mixture.h"
 #include "service/auth.h"
+#include "service/compute.h"
 #include "service/event_json.h"
 #include "service/json_util.h"
 #include "service/ledger.h"
@@ -181,18 +184,39 @@ static int pick(const char *s, const char *field, const choice *ch, size_t n, in
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
-/* ---- ledger charging
- * ------------------------------------------------------------------------------
+/* ---- a run in the making (issue 10: off the HTTP threads, charged and stored together)
+ * -------------------------------------------------------------------------------------------
  *
- * When clients name silos ("silo_id") the run must be private, and every participating silo is
- * charged through the ledger (service/ledger.h) in ONE all-or-nothing batch, BEFORE anything is
- * computed: a refusal (409 budget_exhausted, or 404 for an unknown silo) means no noise is drawn,
- * no estimate is made and no run is stored. The event charged to a silo is the per-client mechanism
- * (the Gaussian channel as {"type": "gaussian", "noise_multiplier": sigma/Delta}, or per coordinate
- * composed d times; randomized response as "pure" epsilon0, two bits at epsilon0/2 composed twice),
- * self-composed over the silo's clients in the run: conservative, it holds even if one person's
- * data sit in several of the silo's clients. A silo token may only charge its own silo (403
- * otherwise); the admin token any. */
+ * A POST is split in three (service/compute.h). On its HTTP thread, est_start checks what is cheap
+ * and must not wait: the work and size caps (before anything is allocated for the clients), the
+ * caller's token when clients name silos, and the Idempotency-Key (a retry of a stored run is
+ * answered from the database at once). The estimator itself (validation of every client, the
+ * noise, the fits, the response) then runs on a compute thread (est_run), and an HTTP thread sends
+ * the answer (est_render). The request body is HANDED OVER, not shared: the dispatcher keeps it for
+ * the resume and touches it only after the wake-up, so the compute thread is its only user
+ * meanwhile (STYLE.md 2.4's rule that a json_t never crosses threads is about sharing; jansson is
+ * safe for one thread at a time). Nothing else from the request reaches the compute thread: the
+ * principal is resolved and the key validated before.
+ *
+ * Charging: when clients name silos ("silo_id") the run must be private, and every participating
+ * silo is charged through the ledger (service/ledger.h) in ONE all-or-nothing batch. A dry run of
+ * that batch, before anything is computed, refuses a run that cannot be afforded (409
+ * budget_exhausted, or 404 for an unknown silo) without drawing noise. The real charge and the
+ * stored run then commit in ONE ledger transaction (ledger_charge_batch_with): a failure leaves
+ * neither a charge nor a run (D7), and nothing computed is released. The event charged to a silo is
+ * the per-client mechanism (the Gaussian channel as {"type": "gaussian", "noise_multiplier":
+ * sigma/Delta}, or per coordinate composed d times; randomized response as "pure" epsilon0, two
+ * bits at epsilon0/2 composed twice), self-composed over the silo's clients in the run:
+ * conservative, it holds even if one person's data sit in several of the silo's clients. A silo
+ * token may only charge its own silo (403 otherwise); the admin token any.
+ *
+ * Idempotency: with an Idempotency-Key header (1..EST_KEY_MAX printable ASCII characters) the run
+ * row records the key (scoped to the caller's token) and a SHA-256 of the request; each silo's
+ * charge carries the key too. A retry with the same key and the same request gets the first answer
+ * with "replayed": true, and is charged nothing (the charges replay); the same key with another
+ * request is a 409. */
+
+#define EST_KEY_MAX 128 /* Idempotency-Key bytes */
 
 typedef struct silo_cnt {
     int64_t silo;
@@ -200,41 +224,100 @@ typedef struct silo_cnt {
     size_t first; /* index of its first client, for error fields */
 } silo_cnt;
 
+typedef struct est_job est_job;
+typedef int (*est_compute_fn)(est_job *j, dp_err *err);
+
+struct est_job {
+    const char *kind; /* "gaussian", "beta", "mixture" (static) */
+    est_compute_fn compute;
+    http_req rq; /* the handler's request: body held (incref); db only for an inline run, else NULL;
+                    no defer, bearer or compute */
+    char req_id[HTTP_REQ_ID_MAX];
+    ledger_principal who; /* resolved on the HTTP thread when clients name silos */
+    bool have_who;
+    int64_t creator; /* the token that creates the run (0 with --auth off): who may read it */
+    dp_err who_err;  /* why it could not be: reported when charging, after validation */
+    char key[EST_KEY_MAX + 32]; /* the scoped Idempotency-Key ("t<token id>:<key>"), "" = none */
+    char charge_key[EST_KEY_MAX + 40];  /* "run:" + key, on each silo's charge */
+    char hash[DP_SHA256_HEX_CHARS + 1]; /* SHA-256 of kind and request, with a key */
+    /* the charge plan (plan_charges) */
+    size_t n_silos;
+    silo_cnt *sc;
+    acct_event **evs;
+    char **evjs; /* canonical event JSON per silo */
+    ledger_charge_req *reqs;
+    ledger_charge_result *res;
+    /* the outcome */
+    char *answer; /* response JSON text (malloc), run_id included */
+    int64_t run_id;
+    bool replayed;
+};
+
 static int cmp_silo(const void *a, const void *b)
 {
     int64_t x = ((const silo_cnt *)a)->silo, y = ((const silo_cnt *)b)->silo;
     return (x > y) - (x < y);
 }
 
-/* Charges the silos named in body.clients for one run. ev: the per-client event (borrowed). On
- * success *charges is a new JSON array (empty when no silo is named). */
-static int charge_batch(const http_req *rq, const char *kind, bool priv, const json_t *ev,
-                        json_t **charges, dp_err *err)
+/* The client's error for a failed charge batch (dry or real): names the refused silo's first
+ * client. */
+static int charge_error(const est_job *j, int rc, const dp_err *e, dp_err *err)
 {
-    const json_t *cl = json_object_get(rq->body, "clients");
+    size_t n = j->n_silos, bad = 0;
+    const ledger_charge_result *res = j->res;
+    while (bad < n && res[bad].status == DP_OK)
+        bad++;
+    if (bad == n) { /* the batch failed as a whole (busy, internal): say so as it is */
+        if (e->code != DP_OK)
+            return dp_err_set(err, e->code, e->field[0] ? e->field : NULL, "%s", e->msg);
+        return dp_err_set(err, rc, NULL, "charging the silos failed");
+    }
+    char f[48];
+    snprintf(f, sizeof f, "clients[%zu].silo_id", j->sc[bad].first);
+    if (res[bad].status == DP_EBUDGET)
+        return dp_err_set(err, DP_EBUDGET, f,
+                          "silo %lld cannot afford this run: %.6g spent + %.6g reserved + %.6g "
+                          "requested would be %.6g > budget %.6g; nothing was charged or stored",
+                          (long long)j->sc[bad].silo, res[bad].spent, res[bad].reserved,
+                          res[bad].requested, res[bad].would_be, res[bad].budget);
+    if (res[bad].status == DP_ENOTFOUND)
+        return http_err_not_found(err, f, "silo", j->sc[bad].silo);
+    if (res[bad].status == DP_ECONFLICT && strstr(e->msg, "idempotency") != NULL)
+        return dp_err_set(err, DP_ECONFLICT, "Idempotency-Key",
+                          "Idempotency-Key was already used for a different request");
+    return dp_err_set(err, rc, f, "silo %lld: %s", (long long)j->sc[bad].silo, e->msg);
+}
+
+/* Plans the charge of the silos named in body.clients for one run (ev: the per-client event,
+ * borrowed), and checks it with a dry run, so a run that cannot be afforded is refused before
+ * anything is computed. finish_run charges the plan together with the run's insert. */
+static int plan_charges(est_job *j, bool priv, const json_t *ev, dp_err *err)
+{
+    const json_t *cl = json_object_get(j->rq.body, "clients");
     size_t m = json_array_size(cl), named = 0;
-    *charges = NULL;
     for (size_t i = 0; i < m; i++)
         if (json_object_get(json_array_get(cl, i), "silo_id") != NULL)
             named++;
-    if (named == 0) {
-        *charges = json_array();
-        return *charges ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    }
+    if (named == 0)
+        return DP_OK;
     if (!priv || ev == NULL)
         return dp_err_set(err, DP_EINVAL, "privacy",
                           "clients name silos (silo_id): a run on silo data must be private; add a "
                           "privacy block with a private mechanism");
-    ledger *l = rq->ledger;
+    ledger *l = j->rq.ledger;
     if (l == NULL)
         return dp_err_set(err, DP_EINVAL, "clients",
                           "this daemon has no budget ledger to charge silos");
-    ledger_principal who;
-    if (auth_resolve(rq, &who, err) != DP_OK)
-        return err->code;
+    if (!j->have_who) { /* 401 or 403, now that the request itself is valid */
+        if (j->who_err.code != DP_OK)
+            return dp_err_set(err, j->who_err.code, j->who_err.field[0] ? j->who_err.field : NULL,
+                              "%s", j->who_err.msg);
+        return dp_err_set(err, DP_EINTERNAL, NULL, "the caller was not resolved");
+    }
     silo_cnt *sc = dp_calloc(named, sizeof *sc);
     if (sc == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    j->sc = sc;
     size_t k = 0;
     for (size_t i = 0; i < m; i++) {
         const json_t *s = json_object_get(json_array_get(cl, i), "silo_id");
@@ -252,126 +335,75 @@ static int charge_batch(const http_req *rq, const char *kind, bool priv, const j
             sc[n++] = sc[i];
         }
     }
-    int rc = DP_OK;
-    char f[48];
     if (n > LEDGER_MAX_BATCH)
-        rc = dp_err_set(err, DP_EINVAL, "clients", "at most %d distinct silos per run (got %zu)",
-                        LEDGER_MAX_BATCH, n);
-    for (size_t i = 0; rc == DP_OK && i < n; i++)
-        if (who.role != LEDGER_ROLE_ADMIN && who.silo_id != sc[i].silo)
-            rc = dp_err_set(err, DP_EFORBIDDEN, NULL, "this token may not charge silo %lld",
-                            (long long)sc[i].silo);
-    acct_event **evs = NULL;
-    char **evjs = NULL;
-    json_t **evj = NULL;
-    ledger_charge_req *reqs = NULL;
-    ledger_charge_result *res = NULL;
-    char reason[64];
-    snprintf(reason, sizeof reason, "estimator run (%s)", kind);
-    if (rc == DP_OK) {
-        evs = dp_calloc(n, sizeof *evs);
-        evjs = dp_calloc(n, sizeof *evjs);
-        evj = dp_calloc(n, sizeof *evj);
-        reqs = dp_calloc(n, sizeof *reqs);
-        res = dp_calloc(n, sizeof *res);
-        if (!evs || !evjs || !evj || !reqs || !res)
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    }
-    for (size_t i = 0; rc == DP_OK && i < n; i++) {
-        evj[i] = sc[i].count == 1 ? json_incref((json_t *)ev)
-                                  : json_pack("{s:s, s:I, s:O}", "type", "self_composed", "count",
-                                              (json_int_t)sc[i].count, "event", ev);
-        if (evj[i] == NULL) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            break;
-        }
-        if ((rc = event_json_parse(evj[i], false, "event", &evs[i], err)) != DP_OK)
-            break;
-        evjs[i] = json_dumps(evj[i], JSON_COMPACT | JSON_SORT_KEYS);
-        if (evjs[i] == NULL) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            break;
-        }
-        reqs[i] = (ledger_charge_req){sc[i].silo, evs[i], ACCT_NB_ADD_REMOVE, evjs[i], NULL,
-                                      reason,     0,      who.token_id};
-    }
-    if (rc == DP_OK) {
-        dp_err e;
-        dp_err_clear(&e);
-        rc = ledger_charge_batch(l, reqs, n, false, res, &e);
-        if (rc != DP_OK) {
-            size_t bad = 0;
-            while (bad < n && res[bad].status == DP_OK)
-                bad++;
-            if (bad == n)
-                bad = 0;
-            snprintf(f, sizeof f, "clients[%zu].silo_id", sc[bad].first);
-            if (res[bad].status == DP_EBUDGET)
-                dp_err_set(err, DP_EBUDGET, f,
-                           "silo %lld cannot afford this run: %.6g spent + %.6g reserved + %.6g "
-                           "requested would be %.6g > budget %.6g; nothing was charged or computed",
-                           (long long)sc[bad].silo, res[bad].spent, res[bad].reserved,
-                           res[bad].requested, res[bad].would_be, res[bad].budget);
-            else if (res[bad].status == DP_ENOTFOUND)
-                http_err_not_found(err, f, "silo", sc[bad].silo);
-            else
-                dp_err_set(err, rc, f, "silo %lld: %s", (long long)sc[bad].silo, e.msg);
-        }
-    }
-    if (rc == DP_OK) {
-        json_t *a = json_array();
-        if (a == NULL)
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        for (size_t i = 0; rc == DP_OK && i < n; i++) {
-            json_t *c = json_pack("{s:I, s:I, s:I, s:O, s:o, s:o, s:o, s:o}", "silo_id",
-                                  (json_int_t)sc[i].silo, "charge_id", (json_int_t)res[i].charge_id,
-                                  "clients", (json_int_t)sc[i].count, "event", evj[i], "cost_eps",
-                                  json_util_real(res[i].cost_eps), "cost_rho",
-                                  json_util_real(res[i].cost_rho), "spent_eps_after",
-                                  json_util_real(res[i].spent_eps_after), "remaining_after",
-                                  json_util_real(res[i].remaining_after));
-            if (c == NULL || json_array_append_new(a, c) != 0)
-                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        }
-        if (rc == DP_OK)
-            *charges = a;
-        else
-            json_decref(a);
-    }
+        return dp_err_set(err, DP_EINVAL, "clients", "at most %d distinct silos per run (got %zu)",
+                          LEDGER_MAX_BATCH, n);
+    for (size_t i = 0; i < n; i++)
+        if (j->who.role != LEDGER_ROLE_ADMIN && j->who.silo_id != sc[i].silo)
+            return dp_err_set(err, DP_EFORBIDDEN, NULL, "this token may not charge silo %lld",
+                              (long long)sc[i].silo);
+    j->evs = dp_calloc(n, sizeof *j->evs);
+    j->evjs = dp_calloc(n, sizeof *j->evjs);
+    j->reqs = dp_calloc(n, sizeof *j->reqs);
+    j->res = dp_calloc(n, sizeof *j->res);
+    if (!j->evs || !j->evjs || !j->reqs || !j->res)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    j->n_silos = n;
+    static const char *const REASON[] = {"estimator run (gaussian)", "estimator run (beta)",
+                                         "estimator run (mixture)"};
+    const char *reason = strcmp(j->kind, "gaussian") == 0 ? REASON[0]
+                         : strcmp(j->kind, "beta") == 0   ? REASON[1]
+                                                          : REASON[2];
     for (size_t i = 0; i < n; i++) {
-        if (evs)
-            acct_event_free(evs[i]);
-        if (evjs)
-            free(evjs[i]);
-        if (evj)
-            json_decref(evj[i]);
+        json_t *evj = sc[i].count == 1 ? json_incref((json_t *)ev)
+                                       : json_pack("{s:s, s:I, s:O}", "type", "self_composed",
+                                                   "count", (json_int_t)sc[i].count, "event", ev);
+        if (evj == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        int rc = event_json_parse(evj, false, "event", &j->evs[i], err);
+        if (rc == DP_OK && (j->evjs[i] = json_dumps(evj, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        json_decref(evj);
+        if (rc != DP_OK)
+            return rc;
+        j->reqs[i] = (ledger_charge_req){sc[i].silo,
+                                         j->evs[i],
+                                         ACCT_NB_ADD_REMOVE,
+                                         j->evjs[i],
+                                         j->charge_key[0] ? j->charge_key : NULL,
+                                         reason,
+                                         0,
+                                         j->who.token_id};
     }
-    dp_free(evs);
-    dp_free(evjs);
-    dp_free(evj);
-    dp_free(reqs);
-    dp_free(res);
-    dp_free(sc);
-    return rc;
+    dp_err e;
+    dp_err_clear(&e);
+    int rc = ledger_charge_batch(l, j->reqs, n, true, j->res, &e);
+    return rc == DP_OK ? DP_OK : charge_error(j, rc, &e, err);
 }
 
-/* charge_batch for a route: ev (stolen) is the per-client event when priv, where NULL means
+/* plan_charges for a route: ev (stolen) is the per-client event when priv, where NULL means
  * building it ran out of memory. */
-static int charge_silos(const http_req *rq, const char *kind, bool priv, json_t *ev,
-                        json_t **charges, dp_err *err)
+static int charge_silos(est_job *j, bool priv, json_t *ev, dp_err *err)
 {
     int rc = priv && ev == NULL ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory")
-                                : charge_batch(rq, kind, priv, ev, charges, err);
+                                : plan_charges(j, priv, ev, err);
     json_decref(ev);
     return rc;
 }
 
-/* The "charging" sentence of a response. */
-static const char *charging_note(const json_t *charges)
+/* The "charges" of a response before the commit: an empty array, which the commit replaces with
+ * the outcome of each silo's charge (run_write). */
+static json_t *charges_placeholder(void)
 {
-    return json_array_size(charges) > 0 ? "charged through the ledger, all silos in one "
-                                          "all-or-nothing batch, before computing"
-                                        : "none: no client named a silo (silo_id)";
+    return json_array();
+}
+
+/* The "charging" sentence of a response. */
+static const char *charging_note(const est_job *j)
+{
+    return j->n_silos > 0 ? "charged through the ledger, all silos in one all-or-nothing batch "
+                            "committed together with the stored run"
+                          : "none: no client named a silo (silo_id)";
 }
 
 static int get_clients(const json_t *body, size_t *m, dp_err *err)
@@ -500,10 +532,116 @@ static int run_viewer(const http_req *rq, sqlite3_stmt *st, dp_err *err)
 /* ---- run storage
  * --------------------------------------------------------------------------------- */
 
+/* A growing text buffer for the charges' JSON (run_write). */
+typedef struct text_buf {
+    char *s;
+    size_t len, cap;
+    bool failed;
+} text_buf;
+
+__attribute__((format(printf, 2, 3))) static void tb_printf(text_buf *b, const char *fmt, ...)
+{
+    if (b->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = true;
+            return;
+        }
+        if (b->s != NULL && (size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
+        char *s = malloc(cap);
+        if (s == NULL) {
+            b->failed = true;
+            return;
+        }
+        if (b->s != NULL)
+            memcpy(s, b->s, b->len);
+        free(b->s);
+        b->s = s;
+        b->cap = cap;
+    }
+}
+
+/* A JSON number with 17 significant digits (as jansson writes them), null when not finite. */
+static void tb_real(text_buf *b, const char *key, double x)
+{
+    if (isfinite(x))
+        tb_printf(b, ",\"%s\":%.17g", key, x);
+    else
+        tb_printf(b, ",\"%s\":null", key);
+}
+
+/* The response's privacy.charges from each silo's charge outcome. Owned text (malloc) or NULL. */
+static char *charges_text(const est_job *j, const ledger_charge_result *res)
+{
+    text_buf b = {0};
+    tb_printf(&b, "[");
+    for (size_t i = 0; i < j->n_silos; i++) {
+        tb_printf(&b, "%s{\"silo_id\":%lld,\"charge_id\":%lld,\"clients\":%zu,\"event\":%s",
+                  i ? "," : "", (long long)j->sc[i].silo, (long long)res[i].charge_id,
+                  j->sc[i].count, j->evjs[i]);
+        tb_real(&b, "cost_eps", res[i].cost_eps);
+        tb_real(&b, "cost_rho", res[i].cost_rho);
+        tb_real(&b, "spent_eps_after", res[i].spent_eps_after);
+        tb_real(&b, "remaining_after", res[i].remaining_after);
+        tb_printf(&b, ",\"replayed\":%s}", res[i].replayed ? "true" : "false");
+    }
+    tb_printf(&b, "]");
+    if (b.failed) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* The stored result (an object's text) with "run_id" (and "replayed": true) appended. */
+static char *answer_text(const char *result, int64_t id, bool replayed)
+{
+    size_t len = strlen(result);
+    while (len > 0 && result[len - 1] != '}')
+        len--;
+    if (len == 0)
+        return NULL;
+    text_buf b = {0};
+    tb_printf(&b, "%.*s%s\"run_id\":%lld%s}", (int)(len - 1), result, len > 2 ? "," : "",
+              (long long)id, replayed ? ",\"replayed\":true" : "");
+    if (b.failed) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* What run_write stores. */
+typedef struct run_row {
+    est_job *j;
+    bool priv;
+    size_t m;
+    const char *status;
+    const char *params, *data, *result; /* JSON text; data may be NULL */
+} run_row;
+
+static int sql_fail(sqlite3 *db, int rc, const char *what, const est_job *j, dp_err *err)
+{
+    int prim = rc & 0xff;
+    if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED)
+        return dp_err_set(err, DP_EBUSY, NULL, "the database is busy; retry shortly");
+    dp_log(DP_LOG_ERROR, j->req_id, "estimator run: %s: %s (rc %d)", what, sqlite3_errmsg(db), rc);
+    return dp_err_set(err, DP_EINTERNAL, NULL, "internal error storing the run");
+}
+
 static int bind_text(sqlite3_stmt *st, const char *name, const char *v)
 {
     int i = sqlite3_bind_parameter_index(st, name);
-    return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
+    return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
 }
 
 static int bind_i64(sqlite3_stmt *st, const char *name, int64_t v)
@@ -511,79 +649,174 @@ static int bind_i64(sqlite3_stmt *st, const char *name, int64_t v)
     return sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, name), v);
 }
 
-/* Stores the run; params and result are borrowed. Returns the id in *id. */
-static int store_run(const http_req *rq, const char *kind, bool priv, size_t m,
-                     const json_t *params, const json_t *data, const json_t *result,
-                     const char *status, int64_t *id, dp_err *err)
+/* Looks up the run of key; *found = 0 (none), 1 (same request: j->answer/run_id set, replayed) or
+ * 2 (another request). */
+static int run_by_key(sqlite3 *db, est_job *j, int *found, dp_err *err)
 {
     static const char SQL[] =
-        "INSERT INTO estimator_runs (kind, created_at_ms, request_id, status, private, n_clients, "
-        "params, data, result, creator_token_id) VALUES (:kind, :t, :rid, :st, :priv, :n, :p, :d, "
-        ":r, nullif(:creator, 0))";
-    char *ps = json_dumps(params, JSON_COMPACT), *rs = json_dumps(result, JSON_COMPACT);
-    char *ds = data ? json_dumps(data, JSON_COMPACT) : NULL;
-    int rc = DP_OK;
-    int64_t creator = 0; /* issue 10: who may read it */
-    if (ps == NULL || rs == NULL || (data && ds == NULL)) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    if ((rc = auth_creator_id(rq, &creator, err)) != DP_OK)
-        goto out;
-    rc = store_begin(rq->db, err);
-    if (rc != DP_OK)
-        goto out;
-    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
-    if (st == NULL) {
-        store_rollback(rq->db);
-        rc = err->code;
-        goto out;
-    }
-    int s = bind_text(st, ":kind", kind);
+        "SELECT id, request_hash, result FROM estimator_runs WHERE idempotency_key = :k";
+    sqlite3_stmt *st = NULL;
+    *found = 0;
+    int s = sqlite3_prepare_v2(db, SQL, -1, &st, NULL);
     if (s == SQLITE_OK)
-        s = bind_i64(st, ":t", store_now_ms());
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":rid", rq->req_id ? rq->req_id : "-");
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":st", status);
-    if (s == SQLITE_OK)
-        s = bind_i64(st, ":priv", priv ? 1 : 0);
-    if (s == SQLITE_OK)
-        s = bind_i64(st, ":n", (int64_t)m);
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":p", ps);
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":d", ds);
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":r", rs);
-    if (s == SQLITE_OK)
-        s = bind_i64(st, ":creator", creator);
+        s = bind_text(st, ":k", j->key);
     if (s == SQLITE_OK)
         s = sqlite3_step(st);
-    if (s != SQLITE_DONE) {
-        rc = store_err(rq->db, s, "insert estimator run", rq->req_id, err);
-        store_stmt_done(st);
-        store_rollback(rq->db);
-        goto out;
+    int rc = DP_OK;
+    if (s == SQLITE_ROW) {
+        const char *h = (const char *)sqlite3_column_text(st, 1);
+        if (h == NULL || strcmp(h, j->hash) != 0) {
+            *found = 2;
+        } else {
+            *found = 1;
+            j->run_id = sqlite3_column_int64(st, 0);
+            j->replayed = true;
+            free(j->answer);
+            j->answer = answer_text((const char *)sqlite3_column_text(st, 2), j->run_id, true);
+            if (j->answer == NULL)
+                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+    } else if (s != SQLITE_DONE) {
+        rc = sql_fail(db, s, "look up an Idempotency-Key", j, err);
     }
-    *id = (int64_t)sqlite3_last_insert_rowid(store_conn_db(rq->db));
-    store_stmt_done(st);
-    rc = store_commit(rq->db, err);
-out:
-    free(ps);
-    free(rs);
-    free(ds);
+    sqlite3_finalize(st);
     return rc;
 }
 
-/* Completes result (not NULL) with the route's fields, then log_likelihood, iterations, status,
- * converged ("status is not max_iter") and privacy, stores the run and answers 201 with its
- * Location. result, the values in fields and oc->privacy are stolen. Stored params = body without
- * "clients", plus n_clients and dimension; data = clients if keep_data. */
-static int finish_run(const http_req *rq, http_resp *rs, const char *kind, bool priv, size_t m,
-                      size_t d, json_t *result, const field_val *fields, size_t n_fields,
-                      const run_outcome *oc, dp_err *err)
+static int key_conflict(dp_err *err)
 {
+    return dp_err_set(err, DP_ECONFLICT, "Idempotency-Key",
+                      "Idempotency-Key was already used for a different request");
+}
+
+/* Stores the run in the caller's transaction (ledger_write_fn): on the ledger's committer, inside
+ * the savepoint of the silos' charge, so both commit or neither; or on the request's connection
+ * when no silo is charged and there is no ledger. res: each silo's charge (n = j->n_silos). */
+static int run_write(sqlite3 *db, void *arg, const ledger_charge_result *res, size_t n, dp_err *err)
+{
+    static const char INSERT[] =
+        "INSERT INTO estimator_runs (kind, created_at_ms, request_id, status, private, n_clients, "
+        "params, data, result, idempotency_key, request_hash, creator_token_id) VALUES (:kind, :t, "
+        ":rid, :st, :priv, :n, :p, :d, CASE WHEN :c IS NULL THEN :r ELSE json_set(:r, "
+        "'$.privacy.charges', json(:c)) END, :k, :h, nullif(:creator, 0))";
+    static const char RESULT[] = "SELECT result FROM estimator_runs WHERE id = :id";
+    run_row *w = arg;
+    est_job *j = w->j;
+    if (j->key[0] != '\0') {
+        int found;
+        if (run_by_key(db, j, &found, err) != DP_OK)
+            return err->code;
+        if (found == 2)
+            return key_conflict(err);
+        if (found == 1) {
+            for (size_t i = 0; i < n; i++)
+                if (!res[i].replayed) /* a charge made now: not the first request's */
+                    return key_conflict(err);
+            return DP_OK;
+        }
+    }
+    char *charges = n > 0 ? charges_text(j, res) : NULL;
+    if (n > 0 && charges == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    sqlite3_stmt *st = NULL;
+    int rc = DP_OK;
+    int s = sqlite3_prepare_v2(db, INSERT, -1, &st, NULL);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":kind", j->kind);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":t", store_now_ms());
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":rid", j->req_id[0] ? j->req_id : "-");
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":st", w->status);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":priv", w->priv ? 1 : 0);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":n", (int64_t)w->m);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":p", w->params);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":d", w->data);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":c", charges);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":r", w->result);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":k", j->key[0] ? j->key : NULL);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":h", j->key[0] ? j->hash : NULL);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":creator", j->creator);
+    if (s == SQLITE_OK)
+        s = sqlite3_step(st);
+    if (s != SQLITE_DONE) {
+        rc = sql_fail(db, s, "insert estimator run", j, err);
+        goto out;
+    }
+    j->run_id = (int64_t)sqlite3_last_insert_rowid(db);
+    j->replayed = false;
+    free(j->answer);
+    j->answer = NULL;
+    if (charges == NULL) {
+        j->answer = answer_text(w->result, j->run_id, false);
+    } else { /* the stored text, with the charges in place */
+        sqlite3_finalize(st);
+        st = NULL;
+        s = sqlite3_prepare_v2(db, RESULT, -1, &st, NULL);
+        if (s == SQLITE_OK)
+            s = bind_i64(st, ":id", j->run_id);
+        if (s == SQLITE_OK)
+            s = sqlite3_step(st);
+        if (s != SQLITE_ROW) {
+            rc = sql_fail(db, s, "read the stored run", j, err);
+            goto out;
+        }
+        j->answer = answer_text((const char *)sqlite3_column_text(st, 0), j->run_id, false);
+    }
+    if (j->answer == NULL)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+out:
+    sqlite3_finalize(st);
+    free(charges);
+    return rc;
+}
+
+/* Charges the planned silos and stores the run, in one transaction. */
+static int commit_run(est_job *j, run_row *w, dp_err *err)
+{
+    ledger *l = j->rq.ledger;
+    if (l != NULL) {
+        dp_err e;
+        dp_err_clear(&e);
+        int rc = ledger_charge_batch_with(l, j->reqs, j->n_silos, run_write, w, j->res, &e);
+        if (rc == DP_OK)
+            return DP_OK;
+        if (j->n_silos > 0 && e.code != DP_ECONFLICT)
+            return charge_error(j, rc, &e, err);
+        return dp_err_set(err, e.code ? e.code : rc, e.field[0] ? e.field : NULL, "%s", e.msg);
+    }
+    if (j->n_silos > 0 || j->rq.db == NULL)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "no ledger to store the run with");
+    int rc = store_begin(j->rq.db, err);
+    if (rc != DP_OK)
+        return rc;
+    rc = run_write(store_conn_db(j->rq.db), w, NULL, 0, err);
+    if (rc != DP_OK) {
+        store_rollback(j->rq.db);
+        return rc;
+    }
+    return store_commit(j->rq.db, err);
+}
+
+/* Completes result (not NULL) with the route's fields, then log_likelihood, iterations, status,
+ * converged ("status is not max_iter") and privacy, charges the planned silos and stores the run
+ * (commit_run); j->answer gets the response text. result, the values in fields and oc->privacy are
+ * stolen. Stored params = body without "clients", plus n_clients and dimension; data = clients if
+ * keep_data. */
+static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
+                      const field_val *fields, size_t n_fields, const run_outcome *oc, dp_err *err)
+{
+    const json_t *body = j->rq.body;
     const field_val common[] = {
         {"log_likelihood", json_util_real(oc->loglik)},
         {"iterations", json_integer((json_int_t)oc->iterations)},
@@ -592,16 +825,16 @@ static int finish_run(const http_req *rq, http_resp *rs, const char *kind, bool 
         {"privacy", oc->privacy},
     };
     json_t *params = NULL;
-    const json_t *data = NULL;
+    char *ps = NULL, *rs = NULL, *ds = NULL;
     bool keep = false;
     int rc = set_fields(result, fields, n_fields, DP_OK, err);
     rc = set_fields(result, common, N_ELEMS(common), rc, err);
     if (rc != DP_OK)
         goto out;
-    rc = json_util_opt_bool(rq->body, "keep_data", false, &keep, err);
+    rc = json_util_opt_bool(body, "keep_data", false, &keep, err);
     if (rc != DP_OK)
         goto out;
-    params = json_deep_copy(rq->body);
+    params = json_copy((json_t *)body); /* shallow: the clients are dropped, not copied */
     if (params == NULL) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
@@ -612,22 +845,275 @@ static int finish_run(const http_req *rq, http_resp *rs, const char *kind, bool 
         rc = err->code;
         goto out;
     }
-    if (keep)
-        data = json_object_get(rq->body, "clients");
-    int64_t id = 0;
-    rc = store_run(rq, kind, priv, m, params, data, result, eb_status_name(oc->status), &id, err);
-    if (rc != DP_OK)
-        goto out;
-    if (json_util_set(result, "run_id", json_integer((json_int_t)id), err) != DP_OK) {
-        rc = err->code;
+    ps = json_dumps(params, JSON_COMPACT);
+    json_decref(params);
+    params = NULL;
+    rs = json_dumps(result, JSON_COMPACT);
+    json_decref(result); /* the text is all that is kept: free the tree before storing */
+    result = NULL;
+    ds = keep ? json_dumps(json_object_get(body, "clients"), JSON_COMPACT) : NULL;
+    if (ps == NULL || rs == NULL || (keep && ds == NULL)) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    rc = http_resp_created(rs, result, err, "/v1/runs/%lld", (long long)id);
-    result = NULL; /* stolen */
+    run_row w = {j, priv, m, eb_status_name(oc->status), ps, ds, rs};
+    rc = commit_run(j, &w, err);
 out:
+    free(ps);
+    free(rs);
+    free(ds);
     json_decref(params);
     json_decref(result);
     return rc;
+}
+
+/* ---- the job: checks on the HTTP thread, the run on a compute thread
+ * ---------------------------------------------------------------------------------------- */
+
+static void est_job_free(void *arg)
+{
+    est_job *j = arg;
+    if (j == NULL)
+        return;
+    for (size_t i = 0; i < j->n_silos; i++) {
+        if (j->evs)
+            acct_event_free(j->evs[i]);
+        if (j->evjs)
+            free(j->evjs[i]);
+    }
+    dp_free(j->evs);
+    dp_free(j->evjs);
+    dp_free(j->reqs);
+    dp_free(j->res);
+    dp_free(j->sc);
+    free(j->answer);
+    json_decref(j->rq.body);
+    dp_free(j);
+}
+
+/* The integer value of key in o when it is a JSON integer in [lo, hi], else def. */
+static double int_or(const json_t *o, const char *key, double def, double lo, double hi)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v))
+        return def;
+    double x = (double)json_integer_value(v);
+    return x >= lo && x <= hi ? x : def;
+}
+
+/* The cost of a run, from the sizes in the body alone (nothing is parsed or allocated): refused
+ * when clients x dims x components x n_init x max_iter exceeds --max-estimator-work (400), or when
+ * the result's clients x (components + dims) values exceed --max-estimator-cells (413). Malformed
+ * sizes are left to the full validation. */
+static int est_check_work(const est_job *j, dp_err *err)
+{
+    const json_t *body = j->rq.body, *cl = json_object_get(body, "clients");
+    if (!json_is_array(cl) || json_array_size(cl) == 0)
+        return DP_OK;
+    double m = (double)json_array_size(cl), d = 1, k = 1, n_init = 1;
+    const json_t *c0 = json_array_get(cl, 0), *mean = json_object_get(c0, "mean");
+    const json_t *smp = json_object_get(c0, "samples");
+    if (json_is_array(mean))
+        d = (double)json_array_size(mean);
+    else if (json_is_array(smp) && json_is_array(json_array_get(smp, 0)))
+        d = (double)json_array_size(json_array_get(smp, 0));
+    double max_iter = int_or(body, "max_iter", EST_DEFAULT_MAX_ITER, 1, EB_MAX_ITER_CAP);
+    if (strcmp(j->kind, "mixture") == 0) {
+        const json_t *pc = json_object_get(json_object_get(body, "prior"), "components");
+        if (json_is_array(pc)) { /* a known prior: no fit */
+            k = (double)json_array_size(pc);
+            max_iter = 1;
+        } else {
+            k = int_or(body, "components", 1, 1, EB_MAX_COMPONENTS);
+            n_init = int_or(body, "n_init", eb_mix_opts_default(1).n_init, 1, 100);
+        }
+    }
+    const cfg *c = j->rq.cfg;
+    double cap_work = c ? c->max_estimator_work : CFG_DEFAULT_MAX_EST_WORK;
+    double cap_cells = c ? c->max_estimator_cells : CFG_DEFAULT_MAX_EST_CELLS;
+    double cells = m * (k + d), work = m * d * k * n_init * max_iter;
+    if (cells > cap_cells)
+        return dp_err_set(err, DP_ETOOBIG, "clients",
+                          "the result would hold clients x (components + dims) = %.0f x (%.0f + "
+                          "%.0f) = %.3g values, above the limit of %.3g (--max-estimator-cells); "
+                          "split the clients over several runs",
+                          m, k, d, cells, cap_cells);
+    if (work > cap_work)
+        return dp_err_set(err, DP_EINVAL, "max_iter",
+                          "this run may take clients x dims x components x n_init x max_iter = "
+                          "%.0f x %.0f x %.0f x %.0f x %.0f = %.3g steps, above the limit of %.3g "
+                          "(--max-estimator-work); lower max_iter, n_init or components",
+                          m, d, k, n_init, max_iter, work, cap_work);
+    return DP_OK;
+}
+
+/* Resolves the caller when any client names a silo (charging needs it; a failure is kept for
+ * plan_charges, so that invalid input is still answered 400 first) or an Idempotency-Key is sent
+ * (its scope; a failure is answered now). */
+static int est_resolve(const http_req *rq, est_job *j, dp_err *err)
+{
+    const json_t *cl = json_object_get(rq->body, "clients");
+    size_t m = json_array_size(cl);
+    bool named = false;
+    for (size_t i = 0; i < m && !named; i++)
+        named = json_object_get(json_array_get(cl, i), "silo_id") != NULL;
+    if (!named && rq->idempotency_key == NULL)
+        return DP_OK;
+    if (!named && rq->bearer == NULL && (rq->cfg == NULL || !rq->cfg->auth_off))
+        return DP_OK; /* an anonymous key: scoped to token 0 */
+    dp_err_clear(&j->who_err);
+    if (auth_resolve(rq, &j->who, &j->who_err) == DP_OK) {
+        j->have_who = true;
+        return DP_OK;
+    }
+    if (rq->idempotency_key == NULL)
+        return DP_OK;
+    *err = j->who_err;
+    return err->code;
+}
+
+/* Validates the Idempotency-Key header and hashes the request it names. */
+static int est_key(const http_req *rq, est_job *j, dp_err *err)
+{
+    const char *k = rq->idempotency_key;
+    if (k == NULL)
+        return DP_OK;
+    size_t len = strlen(k);
+    if (len < 1 || len > EST_KEY_MAX)
+        return dp_err_set(err, DP_EINVAL, "Idempotency-Key",
+                          "Idempotency-Key must have 1..%d characters (got %zu)", EST_KEY_MAX, len);
+    for (size_t i = 0; i < len; i++)
+        if (k[i] < 0x21 || k[i] > 0x7e)
+            return dp_err_set(err, DP_EINVAL, "Idempotency-Key",
+                              "Idempotency-Key must be printable ASCII without spaces");
+    snprintf(j->key, sizeof j->key, "t%lld:%s", (long long)j->who.token_id, k);
+    snprintf(j->charge_key, sizeof j->charge_key, "run:%s", j->key);
+    char *text = rq->body ? json_dumps(rq->body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (rq->body != NULL && text == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    dp_sha256_ctx c;
+    dp_sha256_init(&c);
+    dp_sha256_update(&c, j->kind, strlen(j->kind) + 1);
+    if (text != NULL)
+        dp_sha256_update(&c, text, strlen(text));
+    uint8_t dg[DP_SHA256_DIGEST_BYTES];
+    dp_sha256_final(&c, dg);
+    dp_sha256_hex(dg, j->hash);
+    free(text);
+    return DP_OK;
+}
+
+static int est_run(void *arg, dp_err *err)
+{
+    est_job *j = arg;
+    int rc = j->compute(j, err);
+    if (rc == DP_OK && j->answer == NULL)
+        rc = dp_err_set(err, DP_EINTERNAL, NULL, "the run produced no answer");
+    return rc;
+}
+
+/* 201 with the run's Location; the body is the stored text as is when it goes to a socket. */
+static int est_render(void *arg, const http_req *rq, http_resp *rs, bool deferred, dp_err *err)
+{
+    (void)rq;
+    est_job *j = arg;
+    if (deferred) {
+        char *t = j->answer;
+        j->answer = NULL;
+        if (http_resp_text(rs, 201, "application/json", t, strlen(t), err) != DP_OK)
+            return err->code;
+        snprintf(rs->location, sizeof rs->location, "/v1/runs/%lld", (long long)j->run_id);
+        return DP_OK;
+    }
+    json_error_t je;
+    json_t *body = json_loads(j->answer, 0, &je);
+    if (body == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    return http_resp_created(rs, body, err, "/v1/runs/%lld", (long long)j->run_id);
+}
+
+/* A POST /v1/estimators/<kind>: checks on this thread, then the run on the compute pool. */
+static int est_start(const http_req *rq, http_resp *rs, const char *kind, est_compute_fn compute,
+                     dp_err *err)
+{
+    int64_t creator = 0;
+    if (run_require_token(rq, err) != DP_OK || /* issue 10: runs are private (401) */
+        auth_creator_id(rq, &creator, err) != DP_OK)
+        return err->code;
+    est_job *j = dp_calloc(1, sizeof *j);
+    if (j == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    j->kind = kind;
+    j->creator = creator;
+    j->compute = compute;
+    j->rq = *rq;
+    j->rq.body = json_incref(rq->body);
+    snprintf(j->req_id, sizeof j->req_id, "%s", rq->req_id ? rq->req_id : "");
+    j->rq.req_id = j->req_id;
+    j->rq.defer = NULL;
+    j->rq.compute = NULL;
+    j->rq.bearer = NULL;
+    j->rq.idempotency_key = NULL;
+    j->rq.params = NULL;
+    j->rq.n_params = 0;
+    j->rq.query = NULL;
+    j->rq.n_query = 0;
+    j->rq.metrics = NULL;
+    bool offload = rq->defer != NULL && rq->compute != NULL;
+    if (offload)
+        j->rq.db = NULL; /* the HTTP thread returns it: never used off that thread */
+    int rc = est_check_work(j, err);
+    if (rc == DP_OK)
+        rc = est_resolve(rq, j, err);
+    if (rc == DP_OK)
+        rc = est_key(rq, j, err);
+    if (rc == DP_OK && j->key[0] != '\0') { /* a retry of a stored run: its first answer */
+        int found = 0;
+        rc = run_by_key(store_conn_db(rq->db), j, &found, err);
+        if (rc == DP_OK && found == 2)
+            rc = key_conflict(err);
+        if (rc == DP_OK && found == 1) {
+            rc = est_render(j, rq, rs, offload, err);
+            est_job_free(j);
+            return rc;
+        }
+    }
+    if (rc != DP_OK) {
+        est_job_free(j);
+        return rc;
+    }
+    compute_task t = {est_run, est_render, est_job_free, j};
+    return compute_offload(rq, rs, &t, err);
+}
+
+/* D16: numerical limits of the fits, reported as what they are (422 numerical_failure) rather
+ * than as invalid input. Means whose squares overflow double precision cannot be fitted: the
+ * likelihood sums squared deviations. */
+static int check_scale(const double *x, size_t n, const char *kind, dp_err *err)
+{
+    double mx = 0.0;
+    for (size_t i = 0; i < n; i++)
+        mx = fmax(mx, fabs(x[i]));
+    if (!isfinite(mx * mx * (double)n))
+        return dp_err_set(err, DP_ENUMERIC, "clients",
+                          "client means up to %.3g in magnitude overflow double precision in the "
+                          "%s fit (their squares exceed 1.8e308); rescale the data",
+                          mx, kind);
+    return DP_OK;
+}
+
+/* A fit that failed on input that passed validation failed numerically: say so in words, without
+ * the library's message (which names an internal quantity, possibly as "nan"). */
+static int numeric_failure(int rc, const char *kind, dp_err *err)
+{
+    if (rc != DP_EINVAL)
+        return rc;
+    dp_log(DP_LOG_INFO, NULL, "%s fit: %s (field %s)", kind, err->msg, err->field);
+    dp_err_clear(err);
+    return dp_err_set(err, DP_ENUMERIC, "clients",
+                      "the %s fit produced non-finite values from these clients (a numerical "
+                      "failure, not invalid input); rescale the means and retry",
+                      kind);
 }
 
 /* ---- POST /v1/estimators/gaussian
@@ -835,8 +1321,9 @@ static json_t *gauss_fit_json(const eb_gauss_coord *c, size_t d, bool vec)
                      "iterations", (json_int_t)s.iterations, "status", eb_status_name(s.status));
 }
 
-int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
+static int gaussian_compute(est_job *job, dp_err *err)
 {
+    const http_req *rq = &job->rq;
     static const char *const keys[] = {"clients", "noise_variance", "prior",    "method",
                                        "privacy", "seed",           "max_iter", "keep_data"};
     static const char *const pkeys[] = {"mechanism",         "epsilon0", "delta", "r",
@@ -845,10 +1332,8 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
     gauss_req g = {0};
     double *msgs = NULL, *pm = NULL, *pv = NULL, *sh = NULL;
     eb_gauss_coord *fit_mle = NULL, *fit_mom = NULL, *prior = NULL;
-    json_t *out = NULL, *est = NULL, *charges = NULL;
+    json_t *out = NULL, *est = NULL;
     int rc;
-    if (run_require_token(rq, err) != DP_OK) /* issue 10: runs are private */
-        return err->code;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
     rc = parse_gauss_clients(rq->body, &g, true, err);
@@ -1016,9 +1501,11 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
                 ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
                                pinfo.sigma_q / pinfo.ldp.sensitivity);
         }
-        if ((rc = charge_silos(rq, "gaussian", dp, ev, &charges, err)) != DP_OK)
+        if ((rc = charge_silos(job, dp, ev, err)) != DP_OK)
             goto out;
     }
+    if ((rc = check_scale(g.x, m * d, "gaussian", err)) != DP_OK)
+        goto out;
     pm = dp_calloc(m * d, sizeof(double));
     pv = dp_calloc(m * d, sizeof(double));
     sh = dp_calloc(m * d, sizeof(double));
@@ -1053,12 +1540,16 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
         const double *tk = var_known ? pvar : NULL;
         if ((rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MLE, max_iter, fit_mle, err)) != DP_OK ||
             (rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MOMENTS, max_iter, fit_mom, err)) !=
-                DP_OK)
+                DP_OK) {
+            rc = numeric_failure(rc, "gaussian", err);
             goto out;
+        }
         memcpy(prior, method == EB_GAUSS_MLE ? fit_mle : fit_mom, d * sizeof *prior);
     }
-    if ((rc = eb_gauss_posterior(&raw, prior, wextra, pm, pv, sh, err)) != DP_OK)
+    if ((rc = eb_gauss_posterior(&raw, prior, wextra, pm, pv, sh, err)) != DP_OK) {
+        rc = numeric_failure(rc, "gaussian", err);
         goto out;
+    }
 
     /* response */
     gauss_summary ps;
@@ -1096,8 +1587,8 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
                                              : "classic (paper eq. 26, log(2/delta))",
                           "per_coordinate", pinfo.ldp.per_coordinate, "b", json_util_real(pinfo.b),
                           "sigma_q", json_util_real(pinfo.sigma_q), "r", json_util_real(po.r),
-                          "clipped", (json_int_t)pinfo.n_clipped, "charges", json_incref(charges),
-                          "charging", charging_note(charges));
+                          "clipped", (json_int_t)pinfo.n_clipped, "charges", charges_placeholder(),
+                          "charging", charging_note(job));
         else
             privj = json_pack("{s:s, s:i, s:o, s:o, s:I, s:n}", "mechanism", "quantize", "bits",
                               (int)po.bits, "b", json_util_real(pinfo.b), "sigma_q",
@@ -1122,7 +1613,7 @@ int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
     };
     run_outcome oc = {ps.loglik, ps.iterations, ps.status, privj};
     est = NULL; /* stolen by finish_run */
-    rc = finish_run(rq, rs, "gaussian", priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
+    rc = finish_run(job, priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
     out = NULL;
 out:
     gauss_req_free(&g);
@@ -1135,7 +1626,6 @@ out:
     dp_free(prior);
     json_decref(out);
     json_decref(est);
-    json_decref(charges);
     return rc;
 }
 
@@ -1204,16 +1694,15 @@ static int parse_beta_client(const json_t *c, int64_t *zi, int64_t *ni, dp_err *
     return DP_OK;
 }
 
-int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
+static int beta_compute(est_job *job, dp_err *err)
 {
+    const http_req *rq = &job->rq;
     static const char *const keys[] = {"clients", "prior", "method",   "variant",  "leave_one_out",
                                        "privacy", "seed",  "max_iter", "keep_data"};
     double *z = NULL, *n = NULL, *pm = NULL, *psd = NULL, *sh = NULL;
-    json_t *out = NULL, *est = NULL, *charges = NULL;
+    json_t *out = NULL, *est = NULL;
     int rc;
     size_t m = 0;
-    if (run_require_token(rq, err) != DP_OK) /* issue 10: runs are private */
-        return err->code;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
     if ((rc = get_clients(rq->body, &m, err)) != DP_OK)
@@ -1314,7 +1803,7 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
                                  "event", "type", "pure", "epsilon", eps0 / 2.0)
                      : json_pack("{s:s, s:f}", "type", "pure", "epsilon", eps0);
         }
-        if ((rc = charge_silos(rq, "beta", priv, ev, &charges, err)) != DP_OK)
+        if ((rc = charge_silos(job, priv, ev, err)) != DP_OK)
             goto out;
     }
     eb_beta_prior used = {0}, fm = {0}, fmle = {0};
@@ -1385,7 +1874,7 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
             json_util_real(pinfo.eps0), "epsilon_per_bit", json_util_real(pinfo.eps_per_bit),
             "bits", (int)pinfo.bits, "rho", json_util_real(pinfo.rho), "model",
             "pure local DP per client (user level), simulated on the server", "charges",
-            json_incref(charges), "charging", charging_note(charges));
+            charges_placeholder(), "charging", charging_note(job));
     const field_val fields[] = {
         {"model", json_string("beta")},
         {"method", json_string(known ? "known_prior" : ms)},
@@ -1399,7 +1888,7 @@ int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
     };
     run_outcome oc = {used.loglik, used.iterations, st, privj};
     est = NULL; /* stolen by finish_run */
-    rc = finish_run(rq, rs, "beta", priv, m, 1, out, fields, N_ELEMS(fields), &oc, err);
+    rc = finish_run(job, priv, m, 1, out, fields, N_ELEMS(fields), &oc, err);
     out = NULL;
 out:
     dp_free(z);
@@ -1409,25 +1898,23 @@ out:
     dp_free(sh);
     json_decref(out);
     json_decref(est);
-    json_decref(charges);
     return rc;
 }
 
 /* ---- POST /v1/estimators/mixture
  * ----------------------------------------------------------------- */
 
-int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
+static int mixture_compute(est_job *job, dp_err *err)
 {
+    const http_req *rq = &job->rq;
     static const char *const keys[] = {
         "clients", "noise_variance", "components",     "prior",   "method", "max_iter",
         "tol",     "n_init",         "variance_floor", "privacy", "seed",   "keep_data"};
     gauss_req g = {0};
     double *msgs = NULL, *resp = NULL, *pm = NULL, *pv = NULL, *sh = NULL;
     double *w = NULL, *mu = NULL, *var = NULL;
-    json_t *out = NULL, *est = NULL, *charges = NULL;
+    json_t *out = NULL, *est = NULL;
     int rc;
-    if (run_require_token(rq, err) != DP_OK) /* issue 10: runs are private */
-        return err->code;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
     if ((rc = parse_gauss_clients(rq->body, &g, false, err)) != DP_OK)
@@ -1583,9 +2070,11 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
             ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
                            pinfo.sigma / pinfo.sensitivity);
         }
-        if ((rc = charge_silos(rq, "mixture", priv, ev, &charges, err)) != DP_OK)
+        if ((rc = charge_silos(job, priv, ev, err)) != DP_OK)
             goto out;
     }
+    if ((rc = check_scale(g.x, m * d, "mixture", err)) != DP_OK)
+        goto out;
     if (priv) {
         msgs = dp_calloc(m * d, sizeof(double));
         if (msgs == NULL) {
@@ -1599,15 +2088,19 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
     }
     eb_mix_fit_info info = {0, 0, EB_STATUS_CONVERGED};
     if (fit) {
-        if ((rc = eb_mix_fit(&sent, extra, &o, &prior, &info, err)) != DP_OK)
+        if ((rc = eb_mix_fit(&sent, extra, &o, &prior, &info, err)) != DP_OK) {
+            rc = numeric_failure(rc, "mixture", err);
             goto out;
+        }
     } else {
         if ((rc = eb_mix_prior_check(&prior, err)) != DP_OK)
             goto out;
         info.loglik = eb_mix_loglik(&raw, 0.0, &prior);
     }
-    if ((rc = eb_mix_posterior(&raw, &prior, resp, pm, pv, sh, err)) != DP_OK)
+    if ((rc = eb_mix_posterior(&raw, &prior, resp, pm, pv, sh, err)) != DP_OK) {
+        rc = numeric_failure(rc, "mixture", err);
         goto out;
+    }
 
     out = json_object();
     est = json_array();
@@ -1653,8 +2146,8 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
             json_util_real(pinfo.rho), "radius", json_util_real(pinfo.radius), "sensitivity",
             json_util_real(pinfo.sensitivity), "sigma", json_util_real(pinfo.sigma), "calibration",
             pinfo.analytic ? "analytic_gaussian (Balle & Wang 2018)" : "classic (log(2/delta))",
-            "clipped", (json_int_t)pinfo.n_clipped, "charges", json_incref(charges), "charging",
-            charging_note(charges));
+            "clipped", (json_int_t)pinfo.n_clipped, "charges", charges_placeholder(), "charging",
+            charging_note(job));
     const char *meth_name = known ? "known_prior" : (o.method == EB_MIX_EM ? "em" : "altmin");
     const field_val fields[] = {
         {"model", json_string("mixture")},
@@ -1666,7 +2159,7 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
     };
     run_outcome oc = {info.loglik, info.iterations, info.status, privj};
     est = NULL; /* stolen by finish_run */
-    rc = finish_run(rq, rs, "mixture", priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
+    rc = finish_run(job, priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
     out = NULL;
 out:
     gauss_req_free(&g);
@@ -1680,8 +2173,25 @@ out:
     dp_free(var);
     json_decref(out);
     json_decref(est);
-    json_decref(charges);
     return rc;
+}
+
+/* ---- the routes
+ * ---------------------------------------------------------------------------------- */
+
+int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    return est_start(rq, rs, "gaussian", gaussian_compute, err);
+}
+
+int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    return est_start(rq, rs, "beta", beta_compute, err);
+}
+
+int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    return est_start(rq, rs, "mixture", mixture_compute, err);
 }
 
 /* ---- runs

@@ -36,6 +36,7 @@
 #include "accounting/calibrate.h"
 #include "accounting/rdp.h"
 #include "service/auth.h"
+#include "service/compute.h"
 #include "service/event_json.h"
 #include "service/json_util.h"
 #include "service/tuning_json.h"
@@ -334,13 +335,119 @@ static acct_event *training_run(double q, int64_t steps)
     return top;
 }
 
+/* A tuning plan, parsed: three or four calibrations (plan_run, on the compute pool: issue 10),
+ * then the answer (plan_render). */
+typedef struct plan_job {
+    double eps, delta;
+    int64_t grid;
+    double q;
+    int64_t steps;
+    acct_neighboring nb;
+    acct_tuning_dist d;
+    acct_event *search; /* owned */
+    acct_calib_result tuned, untuned, naive;
+    double tuned_order;
+} plan_job;
+
+static void plan_job_free(void *arg)
+{
+    plan_job *j = arg;
+    acct_event_free(j->search);
+    dp_free(j);
+}
+
+static int plan_run(void *arg, dp_err *err)
+{
+    plan_job *j = arg;
+    acct_calib_rdp_ctx cctx = {j->nb, j->delta, ACCT_CONV_OPTIMAL, NULL, 0, NAN};
+    acct_event *search = j->search = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
+    if (search == NULL || (search->child = training_run(j->q, j->steps)) == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    search->dist = j->d;
+    int rc = acct_calibrate(search, j->eps, acct_calib_rdp_eps, &cctx, &j->tuned, err);
+    if (rc != DP_OK) {
+        if (err && strcmp(err->field, "target_epsilon") == 0) /* this endpoint calls it epsilon */
+            snprintf(err->field, sizeof err->field, "epsilon");
+        return rc;
+    }
+    j->tuned_order = cctx.last_order;
+    if ((rc = acct_calibrate(search->child, j->eps, acct_calib_rdp_eps, &cctx, &j->untuned, err)) !=
+        DP_OK)
+        return rc;
+    if (j->grid > 0) {
+        search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)j->grid, NAN, NAN, NAN};
+        rc = acct_calibrate(search, j->eps, acct_calib_rdp_eps, &cctx, &j->naive, err);
+        search->dist = j->d;
+        if (rc != DP_OK && rc != DP_ENUMERIC)
+            return rc;
+        if (rc == DP_ENUMERIC) { /* naive search cannot meet the target at all: say so */
+            dp_err_clear(err);
+            j->naive.value = HUGE_VAL;
+        }
+    }
+    return DP_OK;
+}
+
+static int plan_render(void *arg, const http_req *rq, http_resp *rs, bool deferred, dp_err *err)
+{
+    (void)rq;
+    (void)deferred;
+    plan_job *j = arg;
+    const acct_tuning_dist d = j->d;
+    const acct_calib_result tuned = j->tuned, untuned = j->untuned, naive = j->naive;
+    const int64_t grid = j->grid;
+    int rc;
+    json_t *o = json_object();
+    json_t *runs =
+        json_pack("{s:o, s:o, s:o, s:s}", "expected", json_util_real(acct_tuning_expected_runs(&d)),
+                  "prob_no_run", json_util_real(acct_tuning_prob_zero(&d)), "distribution",
+                  tuning_json_dist(&d), "draw",
+                  "POST /v1/tuning/draw with this distribution draws the number of runs");
+    /* The bound used, as /v1/tuning/cost and the accounting endpoints report it (ACCT_CONV_OPTIMAL
+     * is the Balle et al. 2020 bound at the continuous optimal order), not the request's "optimal".
+     */
+    json_t *acc = accounting_json(&d, ACCT_CONV_BALLE2020, j->tuned_order, j->nb);
+    if (o == NULL) {
+        json_decref(runs);
+        json_decref(acc);
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    /* json_util_set steals its value even on failure: runs and acc belong to o from here. */
+    if (json_util_set(o, "runs", runs, err) != DP_OK ||
+        json_util_set(o, "accounting", acc, err) != DP_OK ||
+        json_util_set(o, "noise_multiplier", json_util_real(tuned.value), err) != DP_OK ||
+        json_util_set(o, "noise_multiplier_untuned", json_util_real(untuned.value), err) != DP_OK ||
+        json_util_set(o, "price_of_tuning", json_util_real(tuned.value / untuned.value), err) !=
+            DP_OK ||
+        json_util_set(o, "noise_multiplier_naive",
+                      grid > 0 ? json_util_real(naive.value) : json_null(), err) != DP_OK ||
+        (grid > 0 && isinf(naive.value) &&
+         json_util_set(o, "noise_multiplier_naive_reason",
+                       json_string("no noise multiplier lets every grid value run within the "
+                                   "target"),
+                       err) != DP_OK) ||
+        json_util_set(o, "naive_runs", grid > 0 ? json_integer(grid) : json_null(), err) != DP_OK ||
+        json_util_set(o, "epsilon", json_util_real(tuned.epsilon), err) != DP_OK ||
+        json_util_set(o, "delta", json_real(j->delta), err) != DP_OK ||
+        json_util_set(o, "training",
+                      json_pack("{s:f, s:I}", "sampling_rate", j->q, "steps", (json_int_t)j->steps),
+                      err) != DP_OK) {
+        rc = err->code ? err->code : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    rc = http_resp_json(rs, 200, o, err);
+    o = NULL;
+out:
+    json_decref(o);
+    return rc;
+}
+
 int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
 {
     static const char *const keys[] = {"epsilon",  "delta",        "grid_size",  "expected_runs",
                                        "training", "distribution", "neighboring"};
     static const char *const tkeys[] = {"sampling_rate", "steps"};
-    acct_event *search = NULL;
-    json_t *o = NULL;
     int rc;
     if ((rc = json_util_require_object(rq->body, NULL, err)) != DP_OK ||
         (rc = json_util_check_keys(rq->body, keys, 7, err)) != DP_OK)
@@ -395,80 +502,12 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
     if ((rc = acct_tuning_dist_resolve(&d, &d, err)) != DP_OK)
         return rc;
 
-    acct_calib_rdp_ctx cctx = {nb, delta, ACCT_CONV_OPTIMAL, NULL, 0, NAN};
-    acct_calib_result tuned, untuned, naive = {0, NAN, NAN, 0};
-    search = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
-    if (search == NULL || (search->child = training_run(q, steps)) == NULL) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    search->dist = d;
-    if ((rc = acct_calibrate(search, eps, acct_calib_rdp_eps, &cctx, &tuned, err)) != DP_OK) {
-        if (err && strcmp(err->field, "target_epsilon") == 0) /* this endpoint calls it epsilon */
-            snprintf(err->field, sizeof err->field, "epsilon");
-        goto out;
-    }
-    double tuned_order = cctx.last_order;
-    if ((rc = acct_calibrate(search->child, eps, acct_calib_rdp_eps, &cctx, &untuned, err)) !=
-        DP_OK)
-        goto out;
-    if (grid > 0) {
-        search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)grid, NAN, NAN, NAN};
-        rc = acct_calibrate(search, eps, acct_calib_rdp_eps, &cctx, &naive, err);
-        search->dist = d;
-        if (rc != DP_OK && rc != DP_ENUMERIC)
-            goto out;
-        if (rc == DP_ENUMERIC) { /* naive search cannot meet the target at all: say so */
-            dp_err_clear(err);
-            naive.value = HUGE_VAL;
-        }
-        rc = DP_OK;
-    }
-    o = json_object();
-    json_t *runs =
-        json_pack("{s:o, s:o, s:o, s:s}", "expected", json_util_real(acct_tuning_expected_runs(&d)),
-                  "prob_no_run", json_util_real(acct_tuning_prob_zero(&d)), "distribution",
-                  tuning_json_dist(&d), "draw",
-                  "POST /v1/tuning/draw with this distribution draws the number of runs");
-    /* The bound used, as /v1/tuning/cost and the accounting endpoints report it (ACCT_CONV_OPTIMAL
-     * is the Balle et al. 2020 bound at the continuous optimal order), not the request's "optimal".
-     */
-    json_t *acc = accounting_json(&d, ACCT_CONV_BALLE2020, tuned_order, nb);
-    if (o == NULL) {
-        json_decref(runs);
-        json_decref(acc);
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    /* json_util_set steals its value even on failure: runs and acc belong to o from here. */
-    if (json_util_set(o, "runs", runs, err) != DP_OK ||
-        json_util_set(o, "accounting", acc, err) != DP_OK ||
-        json_util_set(o, "noise_multiplier", json_util_real(tuned.value), err) != DP_OK ||
-        json_util_set(o, "noise_multiplier_untuned", json_util_real(untuned.value), err) != DP_OK ||
-        json_util_set(o, "price_of_tuning", json_util_real(tuned.value / untuned.value), err) !=
-            DP_OK ||
-        json_util_set(o, "noise_multiplier_naive",
-                      grid > 0 ? json_util_real(naive.value) : json_null(), err) != DP_OK ||
-        (grid > 0 && isinf(naive.value) &&
-         json_util_set(o, "noise_multiplier_naive_reason",
-                       json_string("no noise multiplier lets every grid value run within the "
-                                   "target"),
-                       err) != DP_OK) ||
-        json_util_set(o, "naive_runs", grid > 0 ? json_integer(grid) : json_null(), err) != DP_OK ||
-        json_util_set(o, "epsilon", json_util_real(tuned.epsilon), err) != DP_OK ||
-        json_util_set(o, "delta", json_real(delta), err) != DP_OK ||
-        json_util_set(o, "training",
-                      json_pack("{s:f, s:I}", "sampling_rate", q, "steps", (json_int_t)steps),
-                      err) != DP_OK) {
-        rc = err->code ? err->code : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    rc = http_resp_json(rs, 200, o, err);
-    o = NULL;
-out:
-    json_decref(o);
-    acct_event_free(search);
-    return rc;
+    plan_job *j = dp_calloc(1, sizeof *j);
+    if (j == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    *j = (plan_job){eps, delta, grid, q, steps, nb, d, NULL, {0}, {0}, {0, NAN, NAN, 0}, NAN};
+    compute_task t = {plan_run, plan_render, plan_job_free, j};
+    return compute_offload(rq, rs, &t, err);
 }
 
 /* ---- POST /v1/tuning/draw

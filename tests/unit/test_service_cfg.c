@@ -187,6 +187,54 @@ static void help_is_recognised(void **state)
             fail_msg("--help does not mention %s", must[i]);
 }
 
+/* The compute pool and work caps (issue 10): defaults, e-notation for the caps, and refusals that
+ * name the flag or the variable. */
+static void compute_flags_parse_and_name_bad_values(void **state)
+{
+    (void)state;
+    cfg c;
+    dp_err e;
+    const char *argv0[] = {"dpsilod", "--threads", "3"};
+    assert_int_equal(parse(&c, &e, NULL, 3, argv0), DP_OK);
+    assert_true(c.compute_threads >= 1); /* the cores, not --threads */
+    assert_int_equal(c.compute_queue, CFG_DEFAULT_COMPUTE_QUEUE);
+    assert_true(c.max_estimator_work == CFG_DEFAULT_MAX_EST_WORK);
+    assert_true(c.max_estimator_cells == CFG_DEFAULT_MAX_EST_CELLS);
+    assert_int_equal(c.max_pld_points, CFG_DEFAULT_MAX_PLD_POINTS);
+    const char *argv[] = {
+        "dpsilod", "--compute-threads",     "3",    "--compute-queue=5",    "--max-estimator-work",
+        "2.5e9",   "--max-estimator-cells", "1000", "--max-pld-points=4096"};
+    assert_int_equal(parse(&c, &e, NULL, 9, argv), DP_OK);
+    assert_int_equal(c.compute_threads, 3);
+    assert_int_equal(c.compute_queue, 5);
+    assert_true(c.max_estimator_work == 2.5e9);
+    assert_true(c.max_estimator_cells == 1000);
+    assert_int_equal(c.max_pld_points, 4096);
+    const char *env[] = {"DPSILO_COMPUTE_QUEUE", "9", NULL};
+    const char *argv1[] = {"dpsilod"};
+    assert_int_equal(parse(&c, &e, env, 1, argv1), DP_OK);
+    assert_int_equal(c.compute_queue, 9);
+    const struct {
+        const char *flag, *val;
+    } bad[] = {{"--compute-threads", "0"},       {"--compute-threads", "65"},
+               {"--compute-queue", "0"},         {"--compute-queue", "x"},
+               {"--max-estimator-work", "0"},    {"--max-estimator-work", "1.5"},
+               {"--max-estimator-work", "1e16"}, {"--max-estimator-cells", "-1"},
+               {"--max-estimator-cells", "nan"}, {"--max-pld-points", "63"},
+               {"--max-pld-points", "16777217"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *a[] = {"dpsilod", bad[i].flag, bad[i].val};
+        assert_int_equal(parse(&c, &e, NULL, 3, a), DP_EINVAL);
+        assert_string_equal(e.field, bad[i].flag);
+    }
+    const char *u = cfg_usage();
+    const char *must[] = {"--compute-threads", "--compute-queue", "--max-estimator-work",
+                          "--max-estimator-cells", "--max-pld-points"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        if (strstr(u, must[i]) == NULL)
+            fail_msg("--help does not mention %s", must[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -197,6 +245,7 @@ int main(void)
         cmocka_unit_test(unknown_and_incomplete_arguments_are_refused),
         cmocka_unit_test(stop_and_connection_limits),
         cmocka_unit_test(help_is_recognised),
+        cmocka_unit_test(compute_flags_parse_and_name_bad_values),
     };
     return cmocka_run_group_tests_name("service_cfg", tests, NULL, NULL);
 }

@@ -196,6 +196,56 @@ static void allocation_failures_are_clean_errors(void **state)
     }
 }
 
+/* Calls fn on body_text and returns its code; e and rs as the handler left them (rs cleared). */
+static int call(fixture *f, route_fn fn, const char *body_text, dp_err *e)
+{
+    json_t *body = json_loads(body_text, 0, NULL);
+    assert_non_null(body);
+    http_req rq = req_for(f, "POST", "/v1/estimators/x", body);
+    http_resp rs;
+    memset(&rs, 0, sizeof rs);
+    dp_err_clear(e);
+    int rc = fn(&rq, &rs, e);
+    http_resp_clear(&rs);
+    json_decref(body);
+    return rc;
+}
+
+/* D16: finite means whose fits overflow double precision are 422 numerical_failure naming the
+ * cause in words (never "nan", never a field the client did not send); a huge epsilon0 gets an
+ * answer (almost no noise) instead of "calibration bracket failed". */
+static void numerical_limits_are_422_in_words(void **state)
+{
+    fixture *f = *state;
+    const char *bad[][2] = {
+        {"m", "{\"clients\":[{\"mean\":1e200,\"n\":1},{\"mean\":-1e200,\"n\":1},{\"mean\":1,"
+              "\"n\":1},{\"mean\":2,\"n\":1}],\"noise_variance\":1,\"components\":2}"},
+        {"m", "{\"clients\":[{\"mean\":1e308,\"n\":1},{\"mean\":-1e308,\"n\":1},{\"mean\":1,"
+              "\"n\":1},{\"mean\":2,\"n\":1}],\"noise_variance\":1,\"components\":2}"},
+        {"g", "{\"clients\":[{\"mean\":1e155,\"n\":1},{\"mean\":-1e155,\"n\":1},{\"mean\":1,"
+              "\"n\":1}],\"noise_variance\":1}"},
+        {"g", "{\"clients\":[{\"mean\":1e300,\"n\":1},{\"mean\":-1e300,\"n\":1},{\"mean\":1,"
+              "\"n\":1}],\"noise_variance\":1}"},
+    };
+    dp_err e;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        route_fn fn = bad[i][0][0] == 'm' ? route_estimators_mixture : route_estimators_gaussian;
+        assert_int_equal(call(f, fn, bad[i][1], &e), DP_ENUMERIC);
+        assert_string_equal(e.field, "clients");
+        assert_null(strstr(e.msg, "nan"));
+        assert_non_null(strstr(e.msg, "overflow double precision"));
+    }
+#define HUGE_EPS0                                                                                  \
+    "{\"clients\":[{\"mean\":0.3,\"n\":5},{\"mean\":0.5,\"n\":5},{\"mean\":0.1,\"n\":5}],"         \
+    "\"noise_variance\":1,\"privacy\":{\"epsilon0\":1e308,\"delta\":1e-5,\"r\":1,"                 \
+    "\"sigma_theta_bound\":0.5%s}}"
+    char body[400];
+    for (int analytic = 0; analytic < 2; analytic++) {
+        snprintf(body, sizeof body, HUGE_EPS0, analytic ? ",\"calibration\":\"analytic\"" : "");
+        assert_int_equal(call(f, route_estimators_gaussian, body, &e), DP_OK);
+    }
+}
+
 int main(void)
 {
     gsl_set_error_handler_off();
@@ -204,6 +254,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_input_names_the_field, setup, teardown),
         cmocka_unit_test_setup_teardown(unknown_choices_list_the_allowed_values, setup, teardown),
         cmocka_unit_test_setup_teardown(allocation_failures_are_clean_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(numerical_limits_are_422_in_words, setup, teardown),
     };
     return cmocka_run_group_tests_name("service_estimators", tests, NULL, NULL);
 }

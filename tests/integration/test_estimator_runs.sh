@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Estimator runs off the HTTP threads (issue 10): work caps refused before anything is computed, a
+# full compute queue answered 503 with Retry-After, the charge and the stored run committed together
+# (D7: an external writer holding the database lock leaves neither), and the Idempotency-Key (a
+# retry replays the first answer and charges nothing; the same key with another body is a 409).
+. "$(dirname "$0")/lib.sh"
+
+# req_key KEY METHOD PATH BODY: req with an Idempotency-Key header.
+req_key() {
+    STATUS=$(curl -s -S -X "$2" -D "$T/headers" -o "$T/body" -w '%{http_code}' \
+        -H "Idempotency-Key: $1" -H 'Content-Type: application/json' --data-binary "$4" "$URL$3") ||
+        STATUS=curl-failed
+    BODY=$(cat "$T/body")
+    HEADERS="$T/headers"
+}
+DB=$T/db
+count() { sqlite3 "$DB" "SELECT count(*) FROM $1"; }
+
+start_daemon --auth off --threads 2 --compute-threads 1 --compute-queue 1 || exit 1
+
+# ---- work caps (D4): the worst-case body is refused at once, naming the field and the limit
+python3 -c 'import json; print(json.dumps({"clients":[{"mean":(i%997)/997.0,"n":5} for i in range(25000)],
+  "noise_variance":1,"components":64,"n_init":100,"max_iter":100000}))' >"$T/d4.json"
+expect_status 400 POST /v1/estimators/mixture "@$T/d4.json"
+expect_json '.error.field' max_iter
+expect_json '.error.message | test("--max-estimator-work")' true
+check "no run was stored for the refused body" test "$(count estimator_runs)" = 0
+
+# ---- a full queue is 503 with Retry-After (one compute thread, one waiting place)
+python3 -c 'import json,random; random.seed(1); print(json.dumps({"clients":[{"mean":random.gauss(0,1)+3*(i%3),"n":5}
+  for i in range(20000)],"noise_variance":0.5,"components":8,"n_init":2,"tol":1e-300,"max_iter":300}))' >"$T/slow.json"
+PIDS=""
+for i in 1 2; do
+    curl -s -o "$T/slow$i.out" -w '%{http_code}' -X POST "$URL/v1/estimators/mixture" \
+        --data-binary "@$T/slow.json" >"$T/slow$i.code" &
+    PIDS="$PIDS $!"
+done
+sleep 1
+expect_status 503 POST /v1/estimators/gaussian '{"clients":[{"mean":1,"n":2},{"mean":2,"n":2}],"noise_variance":1}'
+expect_json '.error.code' busy
+check "the 503 carries Retry-After" test -n "$(header Retry-After)"
+expect_status 200 GET /healthz
+wait $PIDS
+check "the queued runs completed" test "$(cat "$T/slow1.code") $(cat "$T/slow2.code")" = "201 201"
+stop_daemon
+
+# ---- D7: the charge and the run commit together; an external writer holding the lock leaves neither
+DB=$T/db2
+start_daemon --auth off --threads 2 --db "$DB" || exit 1
+expect_status 201 POST /v1/silos '{"name":"hosp","budget":{"epsilon":10,"delta":1e-5}}'
+python3 -c 'import json; c=[{"mean":(i%97)/97.0,"n":5} for i in range(20000)]; c[0]["silo_id"]=1
+print(json.dumps({"clients":c,"noise_variance":1,"components":6,"n_init":3,"privacy":{"epsilon0":1,"delta":1e-5,"r":1,"sigma_theta_bound":0.5}}))' >"$T/d7.json"
+curl -s -o "$T/d7.out" -w '%{http_code}' -H 'Idempotency-Key: d7-retry' -X POST \
+    "$URL/v1/estimators/mixture" --data-binary "@$T/d7.json" >"$T/d7.code" &
+CP=$!
+sleep 0.5
+printf 'BEGIN IMMEDIATE;\n.shell sleep 12\nCOMMIT;\n' | sqlite3 "$DB" &
+LP=$!
+wait $CP
+wait $LP
+code=$(cat "$T/d7.code")
+echo "  (the run under the external lock answered $code)"
+check "the run under the lock answered 503 or 201" test "$code" = 503 -o "$code" = 201
+check "charges and stored runs agree ($(count charges) / $(count estimator_runs))" \
+    test "$(count charges)" = "$(count estimator_runs)"
+# the retry with the same key: charged once in all, whatever the first attempt answered
+req_key d7-retry POST /v1/estimators/mixture "@$T/d7.json"
+check "the retry answered 201 ($STATUS)" test "$STATUS" = 201
+RUN=$(printf '%s' "$BODY" | jq -r .run_id)
+check "one charge and one run after the retry" test "$(count charges) $(count estimator_runs)" = "1 1"
+check "Location names the run" test "$(header Location)" = "/v1/runs/$RUN"
+req_key d7-retry POST /v1/estimators/mixture "@$T/d7.json"
+check "a second retry answered 201 ($STATUS)" test "$STATUS" = 201
+expect_json '.replayed' true
+expect_json '.run_id' "$RUN"
+expect_json '.privacy.charges[0].charge_id' 1
+check "still one charge and one run" test "$(count charges) $(count estimator_runs)" = "1 1"
+expect_status 200 GET /v1/silos/1
+expect_json '.n_charges' 1
+# the same key with another request is a 409, and charges nothing
+jq -c '.clients[1].mean = 0.5' "$T/d7.json" >"$T/d7b.json"
+req_key d7-retry POST /v1/estimators/mixture "@$T/d7b.json"
+check "another body under the same key is 409 ($STATUS)" test "$STATUS" = 409
+expect_json '.error.field' Idempotency-Key
+check "still one charge and one run after the 409" test "$(count charges) $(count estimator_runs)" = "1 1"
+req_key '' POST /v1/estimators/gaussian '{"clients":[{"mean":1,"n":2},{"mean":2,"n":2}],"noise_variance":1}'
+req_key 'has space' POST /v1/estimators/gaussian '{"clients":[{"mean":1,"n":2},{"mean":2,"n":2}],"noise_variance":1}'
+check "a key with a space is 400 ($STATUS)" test "$STATUS" = 400
+expect_json '.error.field' Idempotency-Key
+stop_daemon
+
+# ---- the result-size cap is a 413 naming clients
+start_daemon --auth off --max-estimator-cells 100 --db "$T/db3" || exit 1
+expect_status 413 POST /v1/estimators/gaussian "$(python3 -c 'import json; print(json.dumps({"clients":[{"mean":i,"n":2} for i in range(60)],"noise_variance":1}))')"
+expect_json '.error.field' clients
+expect_json '.error.message | test("--max-estimator-cells")' true
+expect_status 201 POST /v1/estimators/gaussian "$(python3 -c 'import json; print(json.dumps({"clients":[{"mean":i,"n":2} for i in range(40)],"noise_variance":1}))')"
+stop_daemon
+finish
