@@ -56,7 +56,7 @@ reads() {
         AUTH=$tok req GET /v1/runs/$id
         check "$who may not read run $id: 404 (got $STATUS)" [ "$STATUS" = 404 ]
         check "$who: the 404 for run $id says what a missing id says" \
-            [ "$(printf '%s' "$BODY" | jq -c '.error | del(.request_id)')" = "{\"code\":\"not_found\",\"message\":\"no run with id $id\",\"field\":\"id\"}" ]
+            [ "$(printf '%s' "$BODY" | jq -c '.error | del(.request_id)')" = "{\"code\":\"not_found\",\"message\":\"run $id does not exist\",\"field\":\"id\"}" ]
     done
 }
 reads "$TA" "silo A" "$RA $RAD" "$RB $RBN $RN"
@@ -67,7 +67,7 @@ reads "$TC" "unrelated silo C" "" "$RA $RB $RAD $RBN $RN"
 reads "$ADMIN" "the admin" "$RA $RB $RAD $RBN $RN" ""
 AUTH=$ADMIN req GET /v1/runs/999
 missing=$(printf '%s' "$BODY" | jq -c '.error | del(.request_id)')
-check "a missing id gives the same error" [ "$missing" = '{"code":"not_found","message":"no run with id 999","field":"id"}' ]
+check "a missing id gives the same error" [ "$missing" = '{"code":"not_found","message":"run 999 does not exist","field":"id"}' ]
 
 # ---- listing filters in SQL: each caller sees what it may read, pages stay exact ----------------
 lists() { # lists TOKEN "expected ids, comma-separated"
@@ -99,7 +99,7 @@ AUTH="" expect_status 401 GET /v1/tuning/draws/$DA
 AUTH=$TA expect_status 200 GET /v1/tuning/draws/$DA
 AUTH=$ADMIN expect_status 200 GET /v1/tuning/draws/$DA
 AUTH=$TB expect_status 404 GET /v1/tuning/draws/$DA
-expect_json .error.message "no tuning draw $DA"
+expect_json .error.message "tuning draw $DA does not exist"
 AUTH=$TA expect_status 404 GET /v1/tuning/draws/$DAD
 AUTH=$TA expect_status 404 GET /v1/tuning/draws/77
 
