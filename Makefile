@@ -143,17 +143,19 @@ unit: $(UNIT_BINS)
 
 integration: $(BUILD)/dpsilod $(CLI_BINS)
 	@fail=0; pass=0; nfail=0; for t in $(sort $(wildcard tests/integration/test_*.sh)); do \
-	  echo "== $$t"; \
+	  echo "== $$t"; t0=$$(date +%s); \
 	  if BUILD=$(BUILD) DPSILOD=$(BUILD)/dpsilod bash $$t; then pass=$$((pass+1)); else fail=1; nfail=$$((nfail+1)); fi; \
+	  echo "   ($$t: $$(( $$(date +%s) - t0 )) s)"; \
 	done; \
 	echo "integration: $$pass passed, $$nfail failed"; \
 	exit $$fail
 
-# The long forms of the stop and slow-client probes (not part of `make test`, which runs the short
-# ones): 100 SIGTERM stops under load with the epoll timing shim, and 1,100 slow connections. Each is
-# bounded by `timeout`, the two together by 5 minutes.
+# The long forms of the stop, slow-client and hostile-HTTP probes (not part of `make test`, which runs
+# the short ones): 100 SIGTERM stops under load with the epoll timing shim, 1,100 slow connections, and
+# a minute of hostile probes from 4 workers. Each is bounded by `timeout`, all three by 7 minutes.
 SOAK_STOP_ROUNDS ?= 100
 SOAK_SLOW_CONNS  ?= 1100
+SOAK_HOSTILE_SECONDS ?= 60
 soak: $(BUILD)/dpsilod
 	@fail=0; \
 	echo "== soak: $(SOAK_STOP_ROUNDS) shimmed stops under load"; \
@@ -162,6 +164,9 @@ soak: $(BUILD)/dpsilod
 	echo "== soak: $(SOAK_SLOW_CONNS) slow connections"; \
 	SLOW_CONNS=$(SOAK_SLOW_CONNS) BUILD=$(BUILD) DPSILOD=$(BUILD)/dpsilod \
 	  timeout 80 bash tests/integration/test_http_slow.sh || fail=1; \
+	echo "== soak: hostile HTTP probes for $(SOAK_HOSTILE_SECONDS) s from 4 workers, fds and RSS watched"; \
+	HOSTILE_SECONDS=$(SOAK_HOSTILE_SECONDS) BUILD=$(BUILD) DPSILOD=$(BUILD)/dpsilod \
+	  timeout $$(( $(SOAK_HOSTILE_SECONDS) + 60 )) bash tests/integration/test_hostile_http.sh || fail=1; \
 	if [ $$fail -ne 0 ]; then echo "soak FAILED"; exit 1; fi
 
 SAN_FLAGS = -O1 -g -fno-omit-frame-pointer
