@@ -2024,6 +2024,12 @@ static int apply_silo_patch(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     double e_held = DNAN;
     if (loss_of(l, &nb, held_rdp, held_rho, &e_held, NULL, err) != DP_OK)
         return err->code;
+    if (!(e_held <= cap_of(&nb))) { /* the refined figure (continuous order, pure events) */
+        refine_set rf;
+        refine_set_load(l, &s, now, 0, n_active, NULL, ACCT_NB_ADD_REMOVE, &rf);
+        e_held = refined_of(l, &nb, &rf, n_active > 0, false, held_rdp, e_held);
+        refine_set_free(&rf);
+    }
     double held = unit_value(&nb, e_held, held_rho);
     if (!(held <= cap_of(&nb)) && nb.accountant == LEDGER_ACCT_PLD &&
         nb.kind == LEDGER_BUDGET_EPS_DELTA && op->n_items == 1 && !op->items[0].pld_give_up) {

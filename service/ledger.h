@@ -13,8 +13,10 @@
  * direction (STYLE.md 2.8). "reserved" is the sum of the silo's active, unexpired claims. conv is
  * the RDP -> (eps, delta) conversion of accounting/rdp.h at the silo's delta (zCDP silos: the RDP
  * curve rho*alpha, Bun & Steinke 2016 Def. 1.1, converted the same way; rho budgets compare rho
- * sums directly). Vector sums round upward (ledger_sum_up), so a cached total is never below the
- * exact sum of its terms.
+ * sums directly). For rdp and pld silos it is acct_rdp_epsilon_curve of the composed events on the
+ * summed vector: the calculator's answer (continuous order with conversion "optimal", the sum of
+ * epsilons for pure events) for logs of up to 8 distinct events, the grid minimum otherwise. Vector
+ * sums round upward (ledger_sum_up), so a cached total is never below the exact sum of its terms.
  *
  * GROUP COMMIT (DESIGN). All writes go through one committer thread that owns the only write
  * connection (synchronous=FULL). Callers enqueue an op and sleep on their own condition variable;
