@@ -317,7 +317,8 @@ typedef struct ledger_claim_view {
  * admission rule as a charge; refusal is DP_EBUDGET with the figures in *figures (may be NULL). */
 int ledger_claim_create(ledger *l, const ledger_charge_req *req, int64_t timeout_ms,
                         ledger_claim_view *out, ledger_charge_result *figures, dp_err *err);
-/* Commits an active claim: appends its charge (never refused: the budget was held). scope_silo_id
+/* Commits an active claim: appends its charge (never refused: the budget was held; the row's
+ * cumulative figure follows the silo's admission rule, min(RDP, PLD) for a PLD silo). scope_silo_id
  * != 0 limits the call to claims of that silo (DP_EFORBIDDEN otherwise). Expired or closed ->
  * DP_ECONFLICT; committing a committed claim again returns it (replayed). */
 int ledger_claim_commit(ledger *l, int64_t claim_id, int64_t scope_silo_id, int64_t actor_token_id,
