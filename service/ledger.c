@@ -1859,6 +1859,7 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     refine_set_load(l, &s, now, c->id, n_active, claim_ev, req.neighboring, &rf);
     e = refined_eps(l, &s.b, cost_rdp, claim_ev, req.neighboring, e);
     res->cost_eps = e;
+    c->cost_eps = e;
     res->cost_rho = c->cost_rho;
     res->requested = unit_value(&s.b, e, c->cost_rho);
     res->budget = cap_of(&s.b);
