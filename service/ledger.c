@@ -1870,6 +1870,7 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     refine_set_load(l, &s, now, c->id, n_active, claim_ev, req.neighboring, &rf);
     e = refined_eps(l, &s.b, cost_rdp, claim_ev, req.neighboring, e);
     res->cost_eps = e;
+    c->cost_eps = e;
     res->cost_rho = c->cost_rho;
     res->requested = unit_value(&s.b, e, c->cost_rho);
     res->budget = cap_of(&s.b);
@@ -2035,6 +2036,12 @@ static int apply_silo_patch(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     double e_held = DNAN;
     if (loss_of(l, &nb, held_rdp, held_rho, &e_held, NULL, err) != DP_OK)
         return err->code;
+    if (!(e_held <= cap_of(&nb))) { /* the refined figure (continuous order, pure events) */
+        refine_set rf;
+        refine_set_load(l, &s, now, 0, n_active, NULL, ACCT_NB_ADD_REMOVE, &rf);
+        e_held = refined_of(l, &nb, &rf, n_active > 0, false, held_rdp, e_held);
+        refine_set_free(&rf);
+    }
     double held = unit_value(&nb, e_held, held_rho);
     if (!(held <= cap_of(&nb)) && nb.accountant == LEDGER_ACCT_PLD &&
         nb.kind == LEDGER_BUDGET_EPS_DELTA && op->n_items == 1 && !op->items[0].pld_give_up) {

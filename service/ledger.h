@@ -13,8 +13,10 @@
  * direction (STYLE.md 2.8). "reserved" is the sum of the silo's active, unexpired claims. conv is
  * the RDP -> (eps, delta) conversion of accounting/rdp.h at the silo's delta (zCDP silos: the RDP
  * curve rho*alpha, Bun & Steinke 2016 Def. 1.1, converted the same way; rho budgets compare rho
- * sums directly). Vector sums round upward (ledger_sum_up), so a cached total is never below the
- * exact sum of its terms.
+ * sums directly). For rdp and pld silos it is acct_rdp_epsilon_curve of the composed events on the
+ * summed vector: the calculator's answer (continuous order with conversion "optimal", the sum of
+ * epsilons for pure events) for logs of up to 8 distinct events, the grid minimum otherwise. Vector
+ * sums round upward (ledger_sum_up), so a cached total is never below the exact sum of its terms.
  *
  * GROUP COMMIT (DESIGN). All writes go through one committer thread that owns the only write
  * connection (synchronous=FULL). Callers enqueue an op and sleep on their own condition variable;
@@ -348,7 +350,8 @@ typedef struct ledger_claim_view {
  * admission rule as a charge; refusal is DP_EBUDGET with the figures in *figures (may be NULL). */
 int ledger_claim_create(ledger *l, const ledger_charge_req *req, int64_t timeout_ms,
                         ledger_claim_view *out, ledger_charge_result *figures, dp_err *err);
-/* Commits an active claim: appends its charge (never refused: the budget was held). scope_silo_id
+/* Commits an active claim: appends its charge (never refused: the budget was held; the row's
+ * cumulative figure follows the silo's admission rule, min(RDP, PLD) for a PLD silo). scope_silo_id
  * != 0 limits the call to claims of that silo (DP_EFORBIDDEN otherwise). Expired or closed ->
  * DP_ECONFLICT; committing a committed claim again returns it (replayed). */
 int ledger_claim_commit(ledger *l, int64_t claim_id, int64_t scope_silo_id, int64_t actor_token_id,

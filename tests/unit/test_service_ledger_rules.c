@@ -389,6 +389,14 @@ static void pure_events_compose_to_their_sum(void **state)
     dp_err_clear(&e);
     assert_int_equal(ledger_silo_get(f->l, f->conn, s, &v, &e), DP_OK);
     assert_true(v.spent_eps == 1.0);
+    /* a PATCH lowering the cap back to exactly what is spent uses the same rule (grid: 1.0003) */
+    ledger_patch pa = no_patch();
+    pa.epsilon = 2.0;
+    assert_int_equal(ledger_silo_patch(f->l, s, &pa, &v, &e), DP_OK);
+    pa.epsilon = 1.0;
+    assert_int_equal(ledger_silo_patch(f->l, s, &pa, &v, &e), DP_OK);
+    pa.epsilon = 0.999;
+    assert_int_equal(ledger_silo_patch(f->l, s, &pa, &v, &e), DP_ECONFLICT);
     acct_event_free(two);
     acct_event_free(p);
 }
