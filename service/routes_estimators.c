@@ -6,20 +6,23 @@
  *   POST /v1/estimators/mixture    mixture prior (Thm 6, Alg 3, digest 2.6)
  *   GET  /v1/runs/{id}, GET /v1/runs?limit=&after=
  *
- * Each POST is parsed and validated here into the estimators/ library's structs (400 naming the
- * field for bad input), computed by the library, stored as a run
- * (migrations/0004_estimator_runs.sql) in one short IMMEDIATE transaction after the computation,
- * and answered with 201, a Location of /v1/runs/{id} and the result. Request and response shapes:
- * docs/ESTIMATORS.md.
+ * Each POST is checked on its HTTP thread (work and size caps, the caller's token, the
+ * Idempotency-Key), then parsed and validated into the estimators/ library's structs (400 naming
+ * the field for bad input), computed by the library and rendered on a compute thread
+ * (service/compute.h; inline when the request offers no deferral), and stored as a run
+ * (migrations/0004_estimator_runs.sql, 0007 for the key) in the same ledger transaction that
+ * charges the silos its clients name. The answer is 201 with a Location of /v1/runs/{id} and the
+ * result. Request and response shapes: docs/ESTIMATORS.md. The split, charging and idempotency are
+ * described at "a run in the making" below.
  *
  * Privacy: "privacy" blocks simulate each client's local randomizer on the server (local DP per
  * client, user level). The noise comes from a seeded PRNG: simulation-grade, not a hardened release
- * mechanism (STYLE.md 2.8). Silo charging through the ledger (issue #5) is not wired in yet: a
- * request that names silos ("silo_id") is refused with 400 rather than run without charging.
+ * mechanism (STYLE.md 2.8).
  *
- * Memory: request values are borrowed from rq->body; every allocation is freed at the single out:
- * label of each handler. Thread-safety: handlers share nothing; rq->db is this request's
- * connection.
+ * Memory: request values are borrowed from the job's reference to the body; every allocation is
+ * freed at the single out: label of each compute function or in est_job_free. Thread-safety: a job
+ * belongs to one thread at a time (the HTTP thread, then a compute thread, then an HTTP thread);
+ * the request's connection is used on the HTTP thread only.
  */
 #include "service/routes.h"
 
@@ -224,6 +227,13 @@ typedef struct silo_cnt {
     size_t first; /* index of its first client, for error fields */
 } silo_cnt;
 
+/* A growing text buffer (the estimates of a run, the charges' JSON). */
+typedef struct text_buf {
+    char *s;
+    size_t len, cap;
+    bool failed;
+} text_buf;
+
 typedef struct est_job est_job;
 typedef int (*est_compute_fn)(est_job *j, dp_err *err);
 
@@ -248,6 +258,9 @@ struct est_job {
     ledger_charge_req *reqs;
     ledger_charge_result *res;
     /* the outcome */
+    text_buf rows; /* the "estimates" array's elements as JSON text, written row by row so that a
+                      million clients never become a million jansson objects at once */
+    size_t n_rows;
     char *answer; /* response JSON text (malloc), run_id included */
     int64_t run_id;
     bool replayed;
@@ -532,13 +545,6 @@ static int run_viewer(const http_req *rq, sqlite3_stmt *st, dp_err *err)
 /* ---- run storage
  * --------------------------------------------------------------------------------- */
 
-/* A growing text buffer for the charges' JSON (run_write). */
-typedef struct text_buf {
-    char *s;
-    size_t len, cap;
-    bool failed;
-} text_buf;
-
 __attribute__((format(printf, 2, 3))) static void tb_printf(text_buf *b, const char *fmt, ...)
 {
     if (b->failed)
@@ -613,6 +619,36 @@ static char *answer_text(const char *result, int64_t id, bool replayed)
     text_buf b = {0};
     tb_printf(&b, "%.*s%s\"run_id\":%lld%s}", (int)(len - 1), result, len > 2 ? "," : "",
               (long long)id, replayed ? ",\"replayed\":true" : "");
+    if (b.failed) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* Appends one estimate (row, stolen; NULL = out of memory) to j->rows, as compact JSON. */
+static int add_row(est_job *j, json_t *row, dp_err *err)
+{
+    char *t = row ? json_dumps(row, JSON_COMPACT) : NULL;
+    json_decref(row);
+    if (t == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    tb_printf(&j->rows, "%s%s", j->n_rows ? "," : "", t);
+    free(t);
+    j->n_rows++;
+    return j->rows.failed ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory") : DP_OK;
+}
+
+/* The result text with the placeholder "estimates":[] replaced by j->rows. Owned or NULL. */
+static char *with_rows(const char *result, const est_job *j)
+{
+    static const char PH[] = "\"estimates\":[]";
+    const char *at = strstr(result, PH);
+    if (at == NULL)
+        return NULL;
+    size_t pre = (size_t)(at - result) + sizeof PH - 2; /* up to and including '[' */
+    text_buf b = {0};
+    tb_printf(&b, "%.*s%s%s", (int)pre, result, j->rows.s ? j->rows.s : "", at + sizeof PH - 2);
     if (b.failed) {
         free(b.s);
         return NULL;
@@ -851,6 +887,13 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
     rs = json_dumps(result, JSON_COMPACT);
     json_decref(result); /* the text is all that is kept: free the tree before storing */
     result = NULL;
+    if (rs != NULL) {
+        char *full = with_rows(rs, j);
+        free(rs);
+        rs = full;
+        free(j->rows.s); /* now inside rs */
+        j->rows = (text_buf){0};
+    }
     ds = keep ? json_dumps(json_object_get(body, "clients"), JSON_COMPACT) : NULL;
     if (ps == NULL || rs == NULL || (keep && ds == NULL)) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -887,6 +930,7 @@ static void est_job_free(void *arg)
     dp_free(j->res);
     dp_free(j->sc);
     free(j->answer);
+    free(j->rows.s);
     json_decref(j->rq.body);
     dp_free(j);
 }
@@ -1568,7 +1612,7 @@ static int gaussian_compute(est_job *job, dp_err *err)
         json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", client_id(json_array_get(cl, i), i),
                               "posterior_mean", vec_json(pm + i * d, d, g.vec), "posterior_sd",
                               vec_json(sd, d, g.vec), "shrinkage", vec_json(sh + i * d, d, g.vec));
-        if (e == NULL || json_array_append_new(est, e) != 0) {
+        if (add_row(job, e, err) != DP_OK) {
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
             goto out;
         }
@@ -1856,7 +1900,7 @@ static int beta_compute(est_job *job, dp_err *err)
         json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", client_id(json_array_get(cl, i), i),
                               "posterior_mean", json_util_real(pm[i]), "posterior_sd",
                               json_util_real(psd[i]), "shrinkage", json_util_real(sh[i]));
-        if (e == NULL || json_array_append_new(est, e) != 0) {
+        if (add_row(job, e, err) != DP_OK) {
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
             goto out;
         }
@@ -2129,7 +2173,7 @@ static int mixture_compute(est_job *job, dp_err *err)
                       "posterior_mean", vec_json(pm + i * d, d, g.vec), "posterior_sd",
                       vec_json(sd, d, g.vec), "shrinkage", json_util_real(sh[i]),
                       "responsibilities", vec_json(resp + i * k, k, true));
-        if (e == NULL || json_array_append_new(est, e) != 0) {
+        if (add_row(job, e, err) != DP_OK) {
             json_decref(cj);
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
             goto out;
