@@ -52,6 +52,7 @@ void cfg_defaults(cfg *c)
     c->max_body_bytes = CFG_DEFAULT_MAX_BODY;
     c->log_level = DP_LOG_INFO;
     c->help = false;
+    c->version = false;
 }
 
 /* Strict decimal parse into [lo, hi]. Returns 0 on success. */
@@ -173,6 +174,10 @@ int cfg_parse(cfg *c, int argc, char *const argv[], cfg_getenv_fn getenv_fn, dp_
             c->help = true;
             continue;
         }
+        if (strcmp(a, "--version") == 0) {
+            c->version = true;
+            continue;
+        }
         int found = -1;
         const char *val = NULL;
         for (int o = 0; o < OPT_N && found < 0; o++) {
@@ -230,6 +235,7 @@ const char *cfg_usage(void)
            "                      default: <db dir>/admin.token, generated (mode 0600) if "
            "missing]\n"
            "  --help              show this text and exit\n"
+           "  --version           show the version (and the libraries' versions) and exit\n"
            "\n"
            "On start it prints one line to stdout: dpsilod listening on http://HOST:PORT\n"
            "SIGTERM or SIGINT stops it after the requests in flight have finished.\n";

@@ -44,6 +44,7 @@ typedef struct cfg {
     bool auth_off;              /* --auth off: no bearer tokens (loopback only, issue #5) */
     char admin_token_file[CFG_PATH_MAX]; /* --admin-token-file; "" = <db dir>/admin.token */
     bool help;                           /* --help was given: print cfg_usage and exit 0 */
+    bool version;                        /* --version was given: print version_line and exit 0 */
 } cfg;
 
 /* Fills c with the defaults above (threads from the number of online cores). */

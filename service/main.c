@@ -31,6 +31,7 @@
 #include "service/ledger.h"
 #include "service/routes.h"
 #include "service/store.h"
+#include "service/version.h"
 
 #define MAIN_GRACE_MS       10000 /* how long a stop waits for requests in flight */
 #define MAIN_BOX_TEXT_WIDTH 76    /* the --auth off warning: 80-column box, "*  " text "*" */
@@ -92,6 +93,12 @@ int main(int argc, char **argv)
     }
     if (config.help) {
         fputs(cfg_usage(), stdout);
+        return 0;
+    }
+    if (config.version) {
+        char line[256];
+        version_line("dpsilod", line, sizeof line);
+        puts(line);
         return 0;
     }
     dp_log_set_level(config.log_level);
