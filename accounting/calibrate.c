@@ -199,7 +199,7 @@ int acct_calibrate(const acct_event *ev, double target_eps, acct_eps_fn fn, void
                           "target_epsilon must be finite and > 0, got %g", target_eps);
     unsigned k = acct_event_open_params(ev);
     if (k != ACCT_OPEN_NOISE && k != ACCT_OPEN_RATE && k != ACCT_OPEN_COUNT)
-        return dp_err_set(err, DP_EINVAL, "event",
+        return dp_err_set(err, DP_EINVAL, "", /* the whole tree: its root */
                           k == 0 ? "the event has no open parameter (set a noise_multiplier, "
                                    "sampling_rate or count to null)"
                                  : "the event mixes open parameters of different kinds; leave "

@@ -47,8 +47,8 @@ typedef struct acct_calib_result {
 } acct_calib_result;
 
 /* Solves for the tree's open parameter. target_eps > 0 finite. The tree must pass
- * acct_event_check(ev, true) and have exactly one kind of open parameter (DP_EINVAL, field "event",
- * otherwise). */
+ * acct_event_check(ev, true) and have exactly one kind of open parameter (DP_EINVAL, field "" = the
+ * root, otherwise). */
 int acct_calibrate(const acct_event *ev, double target_eps, acct_eps_fn fn, void *ctx,
                    acct_calib_result *out, dp_err *err);
 

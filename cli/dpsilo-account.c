@@ -15,20 +15,21 @@
 #include <jansson.h>
 
 #include "service/routes.h"
+#include "service/version.h"
 
 static const char HELP[] =
     "NAME\n"
-    "    dpsilo-account - privacy accounting calculators (RDP, zCDP) without a server\n"
+    "    dpsilo-account - privacy accounting calculators (RDP, zCDP, PLD) without a server\n"
     "\n"
     "SYNOPSIS\n"
     "    dpsilo-account epsilon   [EVENT] --delta D [OPTIONS]\n"
     "    dpsilo-account delta     [EVENT] --epsilon E [OPTIONS]\n"
     "    dpsilo-account rdp       [EVENT] [--orders A,B,...] [--delta D] [OPTIONS]\n"
     "    dpsilo-account calibrate [EVENT] --target-epsilon E --delta D [OPTIONS]\n"
-    "    dpsilo-account --help\n"
+    "    dpsilo-account --help | --version\n"
     "\n"
     "DESCRIPTION\n"
-    "    Computes the privacy of an event (DESIGN.md event tree) exactly as POST\n"
+    "    Computes the privacy of an event (an event tree, docs/ACCOUNTING.md) exactly as POST\n"
     "    /v1/accounting/{epsilon,delta,rdp,calibrate} of dpsilod does: same code, same numbers.\n"
     "    By default it prints the one number asked for (full precision, %.17g); --json prints\n"
     "    the full answer (accountant, conversion, optimal order, orders, neighbouring relation).\n"
@@ -50,7 +51,8 @@ static const char HELP[] =
     "    --delta D                target delta in (0, 1)\n"
     "    --epsilon E              epsilon for the delta command\n"
     "    --target-epsilon E       budget for calibrate\n"
-    "    --accountant rdp|zcdp    (default rdp; pld when built in)\n"
+    "    --accountant rdp|zcdp|pld   (default rdp); pld prints the upper end of its bracket,\n"
+    "                             --json also gives epsilon_lower (docs/ACCOUNTING.md, PLD)\n"
     "    --conversion NAME        rdp: optimal (default: Balle et al. 2020 bound at the best "
     "order\n"
     "                             of a continuous search), balle2020, mironov2017;\n"
@@ -59,6 +61,7 @@ static const char HELP[] =
     "    --neighboring add_remove|replace_one   (default add_remove)\n"
     "    --json                   print the full JSON answer (errors too)\n"
     "    --help                   this text\n"
+    "    --version                the version of dpsilo-account and of its libraries\n"
     "\n"
     "EXAMPLES\n"
     "    dpsilo-account epsilon --sampling-rate 0.01 --noise-multiplier 1.1 --steps 10000 \\\n"
@@ -108,6 +111,12 @@ int main(int argc, char **argv)
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(HELP, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        char line[256];
+        version_line("dpsilo-account", line, sizeof line);
+        puts(line);
+        return 0;
     }
     const char *cmd = argv[1];
     route_fn fn;

@@ -77,6 +77,7 @@ void cfg_defaults(cfg *c)
     c->body_timeout_s = 60;
     c->max_conns_per_ip = 256;
     c->help = false;
+    c->version = false;
     /* heavy work (compute.h) */
     c->compute_threads = c->threads;
     c->compute_queue = CFG_DEFAULT_COMPUTE_QUEUE;
@@ -275,6 +276,10 @@ int cfg_parse(cfg *c, int argc, char *const argv[], cfg_getenv_fn getenv_fn, dp_
             c->help = true;
             continue;
         }
+        if (strcmp(a, "--version") == 0) {
+            c->version = true;
+            continue;
+        }
         int found = -1;
         const char *val = NULL;
         for (int o = 0; o < OPT_N && found < 0; o++) {
@@ -353,6 +358,7 @@ const char *cfg_usage(void)
            "  --max-pld-points N  FFT length cap of one PLD composition, 64..16777216\n"
            "                      [DPSILO_MAX_PLD_POINTS, default 4194304]\n"
            "  --help              show this text and exit\n"
+           "  --version           show the version (and the libraries' versions) and exit\n"
            "\n"
            "On start it prints one line to stdout: dpsilod listening on http://HOST:PORT\n"
            "SIGTERM or SIGINT stops it: new requests get 503, requests in flight finish (up to\n"

@@ -75,6 +75,7 @@ typedef struct cfg {
     unsigned body_timeout_s;             /* body deadline from the headers, 1..CFG_MAX_BODY_S */
     unsigned max_conns_per_ip;           /* per client address; 0 = no limit */
     bool help;                           /* --help was given: print cfg_usage and exit 0 */
+    bool version;                        /* --version was given: print version_line and exit 0 */
     /* heavy work (compute.h) */
     unsigned compute_threads;   /* compute pool threads, 1..CFG_MAX_THREADS */
     size_t compute_queue;       /* waiting tasks before 503, 1..CFG_MAX_COMPUTE_QUEUE */

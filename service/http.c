@@ -585,6 +585,28 @@ static int announces_body(struct MHD_Connection *conn, unsigned long long *decla
                                                         MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
 }
 
+/* The 413 for a body over c->cap (declared: its announced size, 0 when unknown). It says what to
+ * do: when the daemon-wide --max-body is what caps this route, how far the route itself goes. */
+static void too_big(const http_ctx *c, unsigned long long declared, dp_err *e)
+{
+    char size[48] = "";
+    if (declared > 0)
+        snprintf(size, sizeof size, " of %llu bytes", declared);
+    size_t route_cap = c->kind == KIND_ROUTE ? c->m.route->max_body_bytes : c->cap;
+    if (route_cap > c->cap)
+        dp_err_set(e, DP_ETOOBIG, NULL,
+                   "request body%s exceeds the limit of %zu bytes set by --max-body; this route "
+                   "takes up to %zu bytes: start dpsilod with a larger --max-body (or "
+                   "DPSILO_MAX_BODY)",
+                   size, c->cap, route_cap);
+    else if (c->cap == 0)
+        dp_err_set(e, DP_ETOOBIG, NULL, "%s %s takes no request body", c->method,
+                   c->kind == KIND_ROUTE ? c->m.route->pattern : c->path);
+    else
+        dp_err_set(e, DP_ETOOBIG, NULL, "request body%s exceeds the limit of %s %s, %zu bytes",
+                   size, c->method, c->m.route->pattern, c->cap);
+}
+
 /* 404/405 are answered at once when a body is coming (MHD then discards it and closes the
  * connection), but on the final call when there is none: a reply queued on the first call makes MHD
  * close the connection, which would end keep-alive for every bodiless 404. */
@@ -624,11 +646,10 @@ static enum MHD_Result first_call(http_ctx *c, struct MHD_Connection *conn)
             return reply_unrouted(c, conn);
     }
     if (declared > c->cap) {
-        c->kind = KIND_REPLIED;
         dp_err e;
         dp_err_clear(&e);
-        dp_err_set(&e, DP_ETOOBIG, NULL,
-                   "request body of %llu bytes exceeds the limit of %zu bytes", declared, c->cap);
+        too_big(c, declared, &e);
+        c->kind = KIND_REPLIED;
         return send_error(c, conn, &e, 0, 0);
     }
     return MHD_YES;
@@ -803,7 +824,7 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
         if (c->too_big == 2)
             dp_err_set(&e, DP_ENOMEM, NULL, "out of memory reading the request body");
         else
-            dp_err_set(&e, DP_ETOOBIG, NULL, "request body exceeds the limit of %zu bytes", c->cap);
+            too_big(c, 0, &e);
         return send_error(c, conn, &e, 0, 0);
     }
     if (c->kind == KIND_NOT_FOUND || c->kind == KIND_BAD_METHOD)

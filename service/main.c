@@ -44,6 +44,7 @@
 #include "service/ledger.h"
 #include "service/routes.h"
 #include "service/store.h"
+#include "service/version.h"
 
 #define MAIN_CLOSE_GRACE_S  5  /* after the drain timeout, how long closing may take */
 #define MAIN_EXIT_FORCED    3  /* exit status of a forced stop */
@@ -147,6 +148,12 @@ int main(int argc, char **argv)
     }
     if (config.help) {
         fputs(cfg_usage(), stdout);
+        return 0;
+    }
+    if (config.version) {
+        char line[256];
+        version_line("dpsilod", line, sizeof line);
+        puts(line);
         return 0;
     }
     dp_log_set_level(config.log_level);

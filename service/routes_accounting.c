@@ -165,6 +165,11 @@ static int parse_common(const json_t *body, bool allow_open, acc_req *r, dp_err 
 
 static int check_delta(double d, dp_err *err)
 {
+    if (d == 0.0) /* say why not: pure DP is what a user asking for delta 0 wants */
+        return dp_err_set(err, DP_EINVAL, "delta",
+                          "delta must be in (0, 1), got 0: the accountants convert at delta > 0 "
+                          "only; pure events (pure, laplace) have delta 0 by themselves, and their "
+                          "composition costs at most the sum of their epsilons");
     if (!(d > 0.0 && d < 1.0))
         return dp_err_set(err, DP_EINVAL, "delta", "delta must be in (0, 1), got %g", d);
     return DP_OK;

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <sqlite3.h>
+#include <stdio.h>
 
 #ifndef DPSILO_VERSION
 #define DPSILO_VERSION "0.0.0"
@@ -25,4 +26,12 @@ void version_get(version_info *v)
     v->jansson = jansson_version_str();
     v->sqlite = sqlite3_libversion();
     v->gsl = gsl_version;
+}
+
+void version_line(const char *program, char *buf, size_t len)
+{
+    version_info v;
+    version_get(&v);
+    snprintf(buf, len, "%s %s (git %s; libmicrohttpd %s, jansson %s, SQLite %s, GSL %s)", program,
+             v.version, v.git_commit, v.microhttpd, v.jansson, v.sqlite, v.gsl);
 }

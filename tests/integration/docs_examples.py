@@ -12,9 +12,10 @@ The convention it enforces (docs/API.md "Examples"):
 * Every ```sh block of the document is run, in document order, in one bash process (so a variable set
   in one block is seen by the next), with WORKDIR as the current directory. A block whose previous
   non-blank line is `<!-- docs-test: skip (why) -->` is not run (set-up commands, benchmarks).
-* `make run [RUN_FLAGS="..."] [&]` is not run: the test has already started the daemon the way
-  `make run` does (`--auth off`, or the RUN_FLAGS given, on a fresh database whose directory is
-  WORKDIR/var, so `$(cat var/admin.token)` reads its admin token).
+* `make run [AUTH=on|off] [RUN_FLAGS="..."] [&]` is not run: the test has already started the daemon
+  the way `make run` does (`--auth off` unless AUTH or RUN_FLAGS says otherwise, then RUN_FLAGS), on
+  a fresh database whose directory is WORKDIR/var, so `$(cat var/admin.token)` reads its admin
+  token.
 * `localhost:8080` and `127.0.0.1:8080` are replaced by the address of the test's daemon.
 * A statement (a command with its continuation lines and multi-line quoted strings) passes when it
   exits 0 and every curl in it gets a 2xx answer, unless the document states another status.
@@ -150,13 +151,26 @@ def document(path):
     return out
 
 
+def make_run_flags(args):
+    """The dpsilod flags of `make run ARGS`: --auth off (the Makefile's default) unless AUTH=on|off
+    or RUN_FLAGS says otherwise, then RUN_FLAGS."""
+    auth, extra = "off", ""
+    a = re.search(r"\bAUTH=(\w+)", args)
+    if a:
+        auth = a.group(1)
+    f = re.search(r"RUN_FLAGS=(\"([^\"]*)\"|'([^']*)'|(\S+))", args)
+    if f:
+        extra = next(g for g in f.groups()[1:] if g is not None)
+    if re.search(r"(^|\s)--auth(\s|=|$)", extra):
+        return extra.strip()
+    return ("--auth %s %s" % (auth, extra)).strip()
+
+
 def daemon_flags(stmts):
     for st in stmts:
         m = MAKE_RUN_RE.match(st.text)
         if m:
-            f = re.search(r"RUN_FLAGS=(\"([^\"]*)\"|'([^']*)'|(\S+))", m.group(1))
-            if f:
-                return next(g for g in f.groups()[1:] if g is not None)
+            return make_run_flags(m.group(1))
     return "--auth off"
 
 
@@ -471,6 +485,11 @@ def selftest():
         ('{"n":null}', '{"n":0}'),
     ]
     ok = True
+    for args, want in (("", "--auth off"), (' RUN_FLAGS="--auth on" ', "--auth on"),
+                       (" AUTH=on", "--auth on"), (' RUN_FLAGS="--threads 4"', "--auth off --threads 4")):
+        if make_run_flags(args) != want:
+            print("selftest: make run%s gives %r, want %r" % (args, make_run_flags(args), want))
+            ok = False
     for pat, act in good:
         r = match(parse_expectation(pat), D(act))
         if r:

@@ -110,6 +110,9 @@ static void impossible_targets_are_numeric_errors(void **state)
     acct_event *ev = sgm(0.01, 1.0, 10);
     dp_err_clear(&err);
     assert_int_equal(acct_calibrate(ev, 1.0, acct_calib_rdp_eps, &ctx, &r, &err), DP_EINVAL);
+    /* the whole tree is at fault: the root, whose path is "" (the service calls it "event"; it
+     * said "event.event") */
+    assert_string_equal(err.field, "");
     ev->count_open = true;
     ev->child->child->noise_multiplier = (double)NAN;
     dp_err_clear(&err);

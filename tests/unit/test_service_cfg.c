@@ -235,6 +235,19 @@ static void compute_flags_parse_and_name_bad_values(void **state)
             fail_msg("--help does not mention %s", must[i]);
 }
 
+/* Regression (newcomer report): `dpsilod --version` was "unknown argument". */
+static void version_is_recognised(void **state)
+{
+    (void)state;
+    cfg c;
+    dp_err e;
+    const char *argv[] = {"dpsilod", "--version"};
+    assert_int_equal(parse(&c, &e, NULL, 2, argv), DP_OK);
+    assert_true(c.version);
+    assert_false(c.help);
+    assert_non_null(strstr(cfg_usage(), "--version"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +259,7 @@ int main(void)
         cmocka_unit_test(stop_and_connection_limits),
         cmocka_unit_test(help_is_recognised),
         cmocka_unit_test(compute_flags_parse_and_name_bad_values),
+        cmocka_unit_test(version_is_recognised),
     };
     return cmocka_run_group_tests_name("service_cfg", tests, NULL, NULL);
 }

@@ -267,6 +267,53 @@ static void ids_and_query_integers_are_strict(void **state)
     assert_string_equal(e.msg, "huge must be an integer in 1..100 (got \"1000\")");
 }
 
+/* One pagination rule (http_req_page): limit 1..HTTP_PAGE_LIMIT_MAX default
+ * HTTP_PAGE_LIMIT_DEFAULT, after a non-negative id; the same refusal whatever the list. */
+static void pagination_is_one_rule(void **state)
+{
+    (void)state;
+    http_req rq;
+    memset(&rq, 0, sizeof rq);
+    dp_err e;
+    dp_err_clear(&e);
+    int64_t limit = 0, after = -1;
+    assert_int_equal(http_req_page(&rq, &limit, &after, &e), DP_OK);
+    assert_int_equal(limit, 100);
+    assert_int_equal(after, 0);
+    http_param ok[] = {{"limit", "1000"}, {"after", "41"}};
+    rq.query = ok;
+    rq.n_query = 2;
+    assert_int_equal(http_req_page(&rq, &limit, &after, &e), DP_OK);
+    assert_int_equal(limit, HTTP_PAGE_LIMIT_MAX);
+    assert_int_equal(after, 41);
+    const char *bad_limit[] = {"0", "1001", "+5", "05", "abc", ""};
+    for (size_t i = 0; i < sizeof bad_limit / sizeof bad_limit[0]; i++) {
+        http_param q[] = {{"limit", bad_limit[i]}};
+        rq.query = q;
+        rq.n_query = 1;
+        dp_err_clear(&e);
+        assert_int_equal(http_req_page(&rq, &limit, &after, &e), DP_EINVAL);
+        assert_string_equal(e.field, "limit");
+        char want[128];
+        snprintf(want, sizeof want, "limit must be an integer in 1..1000 (got \"%s\")",
+                 bad_limit[i]);
+        assert_string_equal(e.msg, want);
+    }
+    const char *bad_after[] = {"-1", "01", "x", "9223372036854775808"};
+    for (size_t i = 0; i < sizeof bad_after / sizeof bad_after[0]; i++) {
+        http_param q[] = {{"after", bad_after[i]}};
+        rq.query = q;
+        rq.n_query = 1;
+        dp_err_clear(&e);
+        assert_int_equal(http_req_page(&rq, &limit, &after, &e), DP_EINVAL);
+        assert_string_equal(e.field, "after");
+    }
+    dp_err_clear(&e);
+    assert_int_equal(http_err_not_found(&e, "id", "tuning draw", 7), DP_ENOTFOUND);
+    assert_string_equal(e.field, "id");
+    assert_string_equal(e.msg, "tuning draw 7 does not exist");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +329,7 @@ int main(void)
         cmocka_unit_test(query_allow_lists_are_words),
         cmocka_unit_test(percent_decoding_never_yields_nul),
         cmocka_unit_test(ids_and_query_integers_are_strict),
+        cmocka_unit_test(pagination_is_one_rule),
     };
     return cmocka_run_group_tests_name("service_router", tests, NULL, NULL);
 }
