@@ -979,15 +979,15 @@ static int est_check_work(const est_job *j, dp_err *err)
     if (cells > cap_cells)
         return dp_err_set(err, DP_ETOOBIG, "clients",
                           "the result would hold clients x (components + dims) = %.0f x (%.0f + "
-                          "%.0f) = %.3g values, above the limit of %.3g (--max-estimator-cells); "
-                          "split the clients over several runs",
+                          "%.0f) = %.3g values, above --max-estimator-cells %.3g; split the "
+                          "clients over several runs",
                           m, k, d, cells, cap_cells);
     if (work > cap_work)
         return dp_err_set(err, DP_EINVAL, "max_iter",
-                          "this run may take clients x dims x components x n_init x max_iter = "
-                          "%.0f x %.0f x %.0f x %.0f x %.0f = %.3g steps, above the limit of %.3g "
-                          "(--max-estimator-work); lower max_iter, n_init or components",
-                          m, d, k, n_init, max_iter, work, cap_work);
+                          "work of %.3g steps (clients x dims x components x n_init x max_iter = "
+                          "%.0f x %.0f x %.0f x %.0f x %.0f) is above --max-estimator-work %.3g; "
+                          "lower max_iter, n_init or components",
+                          work, m, d, k, n_init, max_iter, cap_work);
     return DP_OK;
 }
 
