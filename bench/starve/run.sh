@@ -13,6 +13,8 @@
 #
 # Usage: bash bench/starve/run.sh      (or `make bench`)
 # Knobs: SECONDS_EACH=15 THREADS=<--threads, default nproc> PLD_EVENTS=200 SLOW_CONNS=1100
+#        BASELINE_DPSILOD=<a dpsilod built from an earlier commit>: each scenario without daemon flags
+#        also runs against it, printed right below as "baseline".
 set -euo pipefail
 BUILD=${BUILD:-build}
 DPSILOD=${DPSILOD:-$BUILD/dpsilod}
@@ -62,6 +64,18 @@ run() { # label, scenario, python opts, daemon flags...
     # shellcheck disable=SC2086
     python3 "$HERE/starve.py" "$URL" "$sc" seconds="$SECONDS_EACH" $py
     stop_d
+    # The same scenario against the daemon before issue 10 (BASELINE_DPSILOD, e.g. built from
+    # commit 2e73a48), side by side: it knows none of the new flags, and has no work caps at all.
+    if [ -n "${BASELINE_DPSILOD:-}" ] && [ $# -eq 0 ]; then
+        local cur=$DPSILOD
+        DPSILOD=$BASELINE_DPSILOD
+        start_d
+        printf '%-34s ' "  baseline"
+        # shellcheck disable=SC2086
+        python3 "$HERE/starve.py" "$URL" "$sc" seconds="$SECONDS_EACH" $py || true
+        stop_d
+        DPSILOD=$cur
+    fi
 }
 run "idle" idle ""
 run "(a) D4 x2, default caps" estimators ""
