@@ -32,7 +32,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$DPSILOD" --listen 127.0.0.1:0 --db "$T/db" --threads "$THREADS" --log-level "$LOG_LEVEL" >"$T/out" 2>"$T/log" &
+"$DPSILOD" --listen 127.0.0.1:0 --db "$T/db" --auth off --threads "$THREADS" --log-level "$LOG_LEVEL" >"$T/out" 2>"$T/log" &
 PID=$!
 URL=""
 for _ in $(seq 1 100); do
