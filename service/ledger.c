@@ -89,6 +89,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "accounting/logmath.h"
 #include "accounting/pld.h"
 #include "accounting/zcdp.h"
 #include "common/dp_alloc.h"
@@ -114,13 +115,7 @@
 
 double ledger_sum_up(double a, double b)
 {
-    double s = a + b;
-    if (!isfinite(s))
-        return s;
-    /* TwoSum (Knuth, TAOCP vol. 2, 4.2.2, Thm. B): s + e == a + b exactly. */
-    double bb = s - a;
-    double e = (a - (s - bb)) + (b - bb);
-    return e > 0 ? nextafter(s, INFINITY) : s;
+    return dp_sum_up(a, b); /* one rounding-up rule with the accountant's sums (logmath.h) */
 }
 
 static int64_t now_ms(void)
@@ -1946,6 +1941,27 @@ static int name_check(ledger *l, const char *name, int64_t except, dp_err *err)
     return DP_OK;
 }
 
+/* Inserts a silo token row (its SHA-256 only) on the committer's connection. */
+static int token_insert_silo(ledger *l, const unsigned char *hash, int64_t silo_id, int64_t now,
+                             dp_err *err)
+{
+    sqlite3_stmt *st = l->st[ST_TOKEN_INSERT];
+    int rc = b_blob(st, ":hash", hash, DP_SHA256_DIGEST_BYTES);
+    if (rc == SQLITE_OK)
+        rc = b_text(st, ":role", "silo");
+    if (rc == SQLITE_OK)
+        rc = b_i64(st, ":silo", silo_id);
+    if (rc == SQLITE_OK)
+        rc = b_i64(st, ":now", now);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(st);
+    st_done(st);
+    if (rc != SQLITE_DONE || sqlite3_changes(l->db) != 1)
+        return rc != SQLITE_DONE ? sql_fail(l, rc, "insert token", err)
+                                 : dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
+    return DP_OK;
+}
+
 static int apply_silo_create(ledger *l, ledger_op *op, int64_t now, dp_err *err)
 {
     const ledger_budget *b = op->budget;
@@ -1970,20 +1986,8 @@ static int apply_silo_create(ledger *l, ledger_op *op, int64_t now, dp_err *err)
     if (werr != DP_OK)
         return werr;
     int64_t id = sqlite3_last_insert_rowid(l->db);
-    st = l->st[ST_TOKEN_INSERT];
-    rc = b_blob(st, ":hash", op->token_hash, DP_SHA256_DIGEST_BYTES);
-    if (rc == SQLITE_OK)
-        rc = b_text(st, ":role", "silo");
-    if (rc == SQLITE_OK)
-        rc = b_i64(st, ":silo", id);
-    if (rc == SQLITE_OK)
-        rc = b_i64(st, ":now", now);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    st_done(st);
-    if (rc != SQLITE_DONE || sqlite3_changes(l->db) != 1)
-        return rc != SQLITE_DONE ? sql_fail(l, rc, "insert token", err)
-                                 : dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
+    if (token_insert_silo(l, op->token_hash, id, now, err) != DP_OK)
+        return err->code;
     silo_row s;
     if (silo_load(l, id, &s, err) != DP_OK)
         return err->code;
@@ -2171,20 +2175,8 @@ static int apply_token_silo(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         return err->code;
     if (op->kind != OP_TOKEN_ROTATE)
         return DP_OK;
-    sqlite3_stmt *st = l->st[ST_TOKEN_INSERT];
-    int rc = b_blob(st, ":hash", op->token_hash, DP_SHA256_DIGEST_BYTES);
-    if (rc == SQLITE_OK)
-        rc = b_text(st, ":role", "silo");
-    if (rc == SQLITE_OK)
-        rc = b_i64(st, ":silo", s.id);
-    if (rc == SQLITE_OK)
-        rc = b_i64(st, ":now", now);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(st);
-    st_done(st);
-    if (rc != SQLITE_DONE || sqlite3_changes(l->db) != 1)
-        return rc != SQLITE_DONE ? sql_fail(l, rc, "insert token", err)
-                                 : dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
+    if (token_insert_silo(l, op->token_hash, s.id, now, err) != DP_OK)
+        return err->code;
     *op->token_id_out = sqlite3_last_insert_rowid(l->db);
     return DP_OK;
 }
