@@ -247,7 +247,8 @@ struct est_job {
     bool have_who;
     int64_t creator; /* the token that creates the run (0 with --auth off): who may read it */
     dp_err who_err;  /* why it could not be: reported when charging, after validation */
-    char key[EST_KEY_MAX + 32]; /* the scoped Idempotency-Key ("t<token id>:<key>"), "" = none */
+    char key[EST_KEY_MAX + 32]; /* the scoped Idempotency-Key ("a:<key>" admin, "s<silo id>:<key>"
+                                   silo), "" = none */
     char charge_key[EST_KEY_MAX + 40];  /* "run:" + key, on each silo's charge */
     char hash[DP_SHA256_HEX_CHARS + 1]; /* SHA-256 of kind and request, with a key */
     /* the charge plan (plan_charges) */
@@ -1030,7 +1031,12 @@ static int est_key(const http_req *rq, est_job *j, dp_err *err)
         if (k[i] < 0x21 || k[i] > 0x7e)
             return dp_err_set(err, DP_EINVAL, "Idempotency-Key",
                               "Idempotency-Key must be printable ASCII without spaces");
-    snprintf(j->key, sizeof j->key, "t%lld:%s", (long long)j->who.token_id, k);
+    /* Scoped by principal, not by token: a silo that rotates its token keeps its keys (its retry
+     * after a rotation is still the same request), and two silos never share a key space. */
+    if (j->who.role == LEDGER_ROLE_ADMIN)
+        snprintf(j->key, sizeof j->key, "a:%s", k);
+    else
+        snprintf(j->key, sizeof j->key, "s%lld:%s", (long long)j->who.silo_id, k);
     snprintf(j->charge_key, sizeof j->charge_key, "run:%s", j->key);
     char *text = rq->body ? json_dumps(rq->body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (rq->body != NULL && text == NULL)

@@ -96,4 +96,31 @@ expect_json '.error.field' clients
 expect_json '.error.message | test("--max-estimator-cells")' true
 expect_status 201 POST /v1/estimators/gaussian "$(python3 -c 'import json; print(json.dumps({"clients":[{"mean":i,"n":2} for i in range(40)],"noise_variance":1}))')"
 stop_daemon
+
+# Regression (review): the key was scoped by token, so a silo's retry after it rotated its token ran
+# and charged again. Keys are scoped by principal (the silo, or the admin).
+start_daemon --db "$T/db4" || exit 1
+DB=$T/db4
+expect_status 201 POST /v1/silos '{"name":"rot","budget":{"epsilon":10,"delta":1e-5}}'
+SID=$(printf '%s' "$BODY" | jq -r .id)
+TOK=$(printf '%s' "$BODY" | jq -r .token)
+RB="{\"clients\":[{\"mean\":0.1,\"n\":5,\"silo_id\":$SID},{\"mean\":0.3,\"n\":5}],\"noise_variance\":1,\"privacy\":{\"epsilon0\":1,\"delta\":1e-5,\"r\":1,\"sigma_theta_bound\":0.5}}"
+req_key_tok() { # req_key_tok TOKEN KEY BODY
+    STATUS=$(curl -s -S -X POST -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $1" \
+        -H "Idempotency-Key: $2" -H 'Content-Type: application/json' --data-binary "$3" \
+        "$URL/v1/estimators/gaussian") || STATUS=curl-failed
+    BODY=$(cat "$T/body")
+}
+req_key_tok "$TOK" rot-1 "$RB"
+check "silo run with a key: 201" [ "$STATUS" = 201 ]
+RUN=$(printf '%s' "$BODY" | jq -r .run_id)
+AUTH=$TOK expect_status 200 POST "/v1/silos/$SID/token"
+NEW=$(printf '%s' "$BODY" | jq -r .token)
+req_key_tok "$NEW" rot-1 "$RB"
+check "the retry after a rotation: 201" [ "$STATUS" = 201 ]
+expect_json .run_id "$RUN"
+expect_json .replayed true
+check "the retry after a rotation charged nothing more" [ "$(count charges)" = 1 ]
+check "and stored no second run" [ "$(count estimator_runs)" = 1 ]
+stop_daemon
 finish
