@@ -923,11 +923,17 @@ static enum MHD_Result reply_refused(http_ctx *c, struct MHD_Connection *conn, i
     return send_json(c, conn, status, http_err_body_raw(code, msg, NULL, c->req_id), &h);
 }
 
+/* RFC 9110 5.6.2 token characters */
+#define HTTP_TCHARS "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
 typedef struct header_counts {
     unsigned content_length;    /* Content-Length headers */
     const char *first_length;   /* the first one's value (borrowed from MHD) */
     bool lengths_differ;        /* a later one differs from the first */
     unsigned transfer_encoding; /* Transfer-Encoding headers */
+    bool folded;                /* a header name that shows an obs-fold line (count_header) */
+    bool length_not_digits;     /* a Content-Length value that is not plain digits */
+    bool encoding_not_chunked;  /* a Transfer-Encoding value other than "chunked" */
     unsigned authorization;     /* Authorization headers */
 } header_counts;
 
@@ -938,13 +944,25 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
     header_counts *h = cls;
     if (key == NULL)
         return MHD_YES;
+    /* MHD 0.9.75 appends an obs-fold continuation line to the previous header's NAME
+     * ("Content-Length: 35\r\n 0" arrives as "Content-Length0: 35"), which would hide the
+     * framing header and leave the body to be read as the next request. */
+    if ((strncasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH, 14) == 0 && key[14] != '\0') ||
+        (strncasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING, 17) == 0 && key[17] != '\0') ||
+        strspn(key, HTTP_TCHARS) != strlen(key))
+        h->folded = true;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        size_t n = value != NULL ? strlen(value) : 0;
+        if (n == 0 || strspn(value, "0123456789") != n)
+            h->length_not_digits = true;
         if (h->content_length++ == 0)
             h->first_length = value ? value : "";
         else if (strcmp(h->first_length, value ? value : "") != 0)
             h->lengths_differ = true;
     } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
         h->transfer_encoding++;
+        if (value == NULL || strcasecmp(value, "chunked") != 0)
+            h->encoding_not_chunked = true;
     } else if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0) {
         h->authorization++;
     }
@@ -952,7 +970,9 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
 }
 
 /* Request framing that a proxy in front could read differently (RFC 9112 6.3; issue #10,
- * D13): differing Content-Length headers, Content-Length with Transfer-Encoding, and more than one
+ * D13): differing Content-Length headers, a Content-Length that is not plain digits or a
+ * Transfer-Encoding other than "chunked" (MHD 0.9.75 folds an obs-fold continuation line into the
+ * value: "36" + " 0" is "36 0"), Content-Length with Transfer-Encoding, and more than one
  * Authorization header (a proxy keeping the last would authorize another principal). True with a
  * client-safe sentence in why. */
 static bool framing_error(struct MHD_Connection *conn, char *why, size_t why_len)
@@ -961,6 +981,16 @@ static bool framing_error(struct MHD_Connection *conn, char *why, size_t why_len
     MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &h);
     if (h.lengths_differ)
         snprintf(why, why_len, "the request has Content-Length headers with different values");
+    else if (h.folded)
+        snprintf(why, why_len,
+                 "obsolete line folding (a header line starting with a space or tab) is not "
+                 "accepted");
+    else if (h.length_not_digits)
+        snprintf(why, why_len,
+                 "Content-Length must be a decimal number of bytes (no sign, no space, no folded "
+                 "line)");
+    else if (h.encoding_not_chunked)
+        snprintf(why, why_len, "Transfer-Encoding must be exactly \"chunked\" (no folded line)");
     else if (h.content_length > 0 && h.transfer_encoding > 0)
         snprintf(why, why_len, "the request has both Content-Length and Transfer-Encoding");
     else if (h.authorization > 1)
