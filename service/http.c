@@ -655,6 +655,49 @@ static enum MHD_Result first_call(http_ctx *c, struct MHD_Connection *conn)
     return MHD_YES;
 }
 
+/* docs/API.md "Authentication": with auth on, a request with a body to a route that needs a token
+ * is refused 401 on its first call (headers only) when it has no bearer or one that does not
+ * resolve, before a byte of its body is stored; MHD then discards the body and closes the
+ * connection. Bodiless requests keep the check of final_call (and their keep-alive). A database
+ * that cannot be borrowed now leaves the decision to final_call. */
+static enum MHD_Result early_auth(http_ctx *c, struct MHD_Connection *conn)
+{
+    http_server *srv = c->srv;
+    unsigned long long declared;
+    if (c->kind != KIND_ROUTE || c->m.route->access == ROUTE_OPEN || srv_auth_off(srv) ||
+        !announces_body(conn, &declared))
+        return MHD_YES;
+    dp_err e;
+    dp_err_clear(&e);
+    http_req rq = {
+        .cfg = srv->cfg,
+        .store = srv->store,
+        .req_id = c->req_id,
+        .bearer = auth_bearer_from_header(
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)),
+    };
+    int rc = DP_OK;
+    if (rq.bearer == NULL) {
+        rc = dp_err_set(&e, DP_EUNAUTH, NULL,
+                        "this endpoint needs a bearer token (Authorization: Bearer <token>)");
+    } else {
+        dp_err be;
+        dp_err_clear(&be);
+        rq.db = store_conn_borrow(srv->store, &be);
+        if (rq.db == NULL)
+            return MHD_YES;
+        ledger_principal who;
+        rc = auth_resolve(&rq, &who, &e);
+        store_conn_return(srv->store, rq.db);
+    }
+    if (rc != DP_EUNAUTH)
+        return MHD_YES; /* resolved, or a database error that final_call will meet and report */
+    c->kind = KIND_REPLIED;
+    reply_headers h = {0};
+    h.close = 1;
+    return send_json(c, conn, http_err_status(e.code), http_err_body(&e, c->req_id), &h);
+}
+
 /* Wake-up of a deferred answer (http.h PENDING): called exactly once, from any thread (the ledger
  * committer). Resumes the connection if the dispatcher has suspended it; if not yet, the dispatcher
  * sees DEFER_WOKEN and answers without suspending. Reads the context only before the exchange: once
@@ -1031,7 +1074,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         char why[160];
         if (framing_error(conn, why, sizeof why))
             return reply_refused(c, conn, 400, "invalid_argument", why);
-        return first_call(c, conn);
+        enum MHD_Result r = first_call(c, conn);
+        return r == MHD_YES ? early_auth(c, conn) : r;
     }
     if (*upload_data_size != 0) {
         if (srv->cfg->body_timeout_s > 0 && !body_in_time(c)) {
