@@ -655,6 +655,49 @@ static enum MHD_Result first_call(http_ctx *c, struct MHD_Connection *conn)
     return MHD_YES;
 }
 
+/* docs/API.md "Authentication": with auth on, a request with a body to a route that needs a token
+ * is refused 401 on its first call (headers only) when it has no bearer or one that does not
+ * resolve, before a byte of its body is stored; MHD then discards the body and closes the
+ * connection. Bodiless requests keep the check of final_call (and their keep-alive). A database
+ * that cannot be borrowed now leaves the decision to final_call. */
+static enum MHD_Result early_auth(http_ctx *c, struct MHD_Connection *conn)
+{
+    http_server *srv = c->srv;
+    unsigned long long declared;
+    if (c->kind != KIND_ROUTE || c->m.route->access == ROUTE_OPEN || srv_auth_off(srv) ||
+        !announces_body(conn, &declared))
+        return MHD_YES;
+    dp_err e;
+    dp_err_clear(&e);
+    http_req rq = {
+        .cfg = srv->cfg,
+        .store = srv->store,
+        .req_id = c->req_id,
+        .bearer = auth_bearer_from_header(
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)),
+    };
+    int rc = DP_OK;
+    if (rq.bearer == NULL) {
+        rc = dp_err_set(&e, DP_EUNAUTH, NULL,
+                        "this endpoint needs a bearer token (Authorization: Bearer <token>)");
+    } else {
+        dp_err be;
+        dp_err_clear(&be);
+        rq.db = store_conn_borrow(srv->store, &be);
+        if (rq.db == NULL)
+            return MHD_YES;
+        ledger_principal who;
+        rc = auth_resolve(&rq, &who, &e);
+        store_conn_return(srv->store, rq.db);
+    }
+    if (rc != DP_EUNAUTH)
+        return MHD_YES; /* resolved, or a database error that final_call will meet and report */
+    c->kind = KIND_REPLIED;
+    reply_headers h = {0};
+    h.close = 1;
+    return send_json(c, conn, http_err_status(e.code), http_err_body(&e, c->req_id), &h);
+}
+
 /* Wake-up of a deferred answer (http.h PENDING): called exactly once, from any thread (the ledger
  * committer). Resumes the connection if the dispatcher has suspended it; if not yet, the dispatcher
  * sees DEFER_WOKEN and answers without suspending. Reads the context only before the exchange: once
@@ -923,11 +966,17 @@ static enum MHD_Result reply_refused(http_ctx *c, struct MHD_Connection *conn, i
     return send_json(c, conn, status, http_err_body_raw(code, msg, NULL, c->req_id), &h);
 }
 
+/* RFC 9110 5.6.2 token characters */
+#define HTTP_TCHARS "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
 typedef struct header_counts {
     unsigned content_length;    /* Content-Length headers */
     const char *first_length;   /* the first one's value (borrowed from MHD) */
     bool lengths_differ;        /* a later one differs from the first */
     unsigned transfer_encoding; /* Transfer-Encoding headers */
+    bool folded;                /* a header name that shows an obs-fold line (count_header) */
+    bool length_not_digits;     /* a Content-Length value that is not plain digits */
+    bool encoding_not_chunked;  /* a Transfer-Encoding value other than "chunked" */
     unsigned authorization;     /* Authorization headers */
 } header_counts;
 
@@ -938,13 +987,25 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
     header_counts *h = cls;
     if (key == NULL)
         return MHD_YES;
+    /* MHD 0.9.75 appends an obs-fold continuation line to the previous header's NAME
+     * ("Content-Length: 35\r\n 0" arrives as "Content-Length0: 35"), which would hide the
+     * framing header and leave the body to be read as the next request. */
+    if ((strncasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH, 14) == 0 && key[14] != '\0') ||
+        (strncasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING, 17) == 0 && key[17] != '\0') ||
+        strspn(key, HTTP_TCHARS) != strlen(key))
+        h->folded = true;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        size_t n = value != NULL ? strlen(value) : 0;
+        if (n == 0 || strspn(value, "0123456789") != n)
+            h->length_not_digits = true;
         if (h->content_length++ == 0)
             h->first_length = value ? value : "";
         else if (strcmp(h->first_length, value ? value : "") != 0)
             h->lengths_differ = true;
     } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
         h->transfer_encoding++;
+        if (value == NULL || strcasecmp(value, "chunked") != 0)
+            h->encoding_not_chunked = true;
     } else if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0) {
         h->authorization++;
     }
@@ -952,7 +1013,9 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
 }
 
 /* Request framing that a proxy in front could read differently (RFC 9112 6.3; issue #10,
- * D13): differing Content-Length headers, Content-Length with Transfer-Encoding, and more than one
+ * D13): differing Content-Length headers, a Content-Length that is not plain digits or a
+ * Transfer-Encoding other than "chunked" (MHD 0.9.75 folds an obs-fold continuation line into the
+ * value: "36" + " 0" is "36 0"), Content-Length with Transfer-Encoding, and more than one
  * Authorization header (a proxy keeping the last would authorize another principal). True with a
  * client-safe sentence in why. */
 static bool framing_error(struct MHD_Connection *conn, char *why, size_t why_len)
@@ -961,6 +1024,16 @@ static bool framing_error(struct MHD_Connection *conn, char *why, size_t why_len
     MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &h);
     if (h.lengths_differ)
         snprintf(why, why_len, "the request has Content-Length headers with different values");
+    else if (h.folded)
+        snprintf(why, why_len,
+                 "obsolete line folding (a header line starting with a space or tab) is not "
+                 "accepted");
+    else if (h.length_not_digits)
+        snprintf(why, why_len,
+                 "Content-Length must be a decimal number of bytes (no sign, no space, no folded "
+                 "line)");
+    else if (h.encoding_not_chunked)
+        snprintf(why, why_len, "Transfer-Encoding must be exactly \"chunked\" (no folded line)");
     else if (h.content_length > 0 && h.transfer_encoding > 0)
         snprintf(why, why_len, "the request has both Content-Length and Transfer-Encoding");
     else if (h.authorization > 1)
@@ -1001,7 +1074,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         char why[160];
         if (framing_error(conn, why, sizeof why))
             return reply_refused(c, conn, 400, "invalid_argument", why);
-        return first_call(c, conn);
+        enum MHD_Result r = first_call(c, conn);
+        return r == MHD_YES ? early_auth(c, conn) : r;
     }
     if (*upload_data_size != 0) {
         if (srv->cfg->body_timeout_s > 0 && !body_in_time(c)) {

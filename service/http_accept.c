@@ -299,8 +299,15 @@ int http_accept_check_head(const char *buf, size_t len, char *msg, size_t msg_le
             hl--;
         if (hl == 0)
             break; /* the end of the block */
-        if (h[0] == ' ' || h[0] == '\t')
-            continue; /* obsolete line folding: MHD's to judge */
+        if (h[0] == ' ' || h[0] == '\t') {
+            /* Obsolete line folding (RFC 9112 5.2): MHD would append the line to the previous
+             * value ("Content-Length: 36" + " 0"), which a proxy may read otherwise. */
+            snprintf(msg, msg_len,
+                     "malformed header line %u: obsolete line folding (a line starting with a "
+                     "space or tab) is not accepted",
+                     n);
+            return 400;
+        }
         const char *colon = memchr(h, ':', hl);
         if (colon == NULL || colon == h) {
             snprintf(msg, msg_len, "malformed header line %u: expected NAME: VALUE", n);

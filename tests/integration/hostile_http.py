@@ -68,6 +68,8 @@ def get(path, extra=b""):
 EPS = "/v1/accounting/epsilon"
 GOOD = '{"event":{"type":"gaussian","noise_multiplier":1},"delta":1e-5}'
 
+SMUGGLED = b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+
 # (name, bytes, allowed statuses of the FIRST answer; None in the set = closing without an answer is fine)
 PROBES = [
     ("plain GET", get("/healthz"), {200}),
@@ -125,6 +127,14 @@ PROBES = [
     ("control characters in the path", get("/v1/silos/%1b[31mred"), {400, 401, 404}),
     ("wrong content type", post(EPS, GOOD).replace(b"application/json", b"text/plain"), {200, 400, 415}),
     ("empty body on a body route", post(EPS, ""), {400}),
+    # obs-fold (RFC 9112 5.2) on a framing header: the folded bytes must not be served as a second
+    # request (run_round also requires a single status line for these)
+    ("obs-fold SP on Content-Length", b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n 0\r\n\r\n"
+     % len(SMUGGLED) + SMUGGLED, {400, None}),
+    ("obs-fold HT on Content-Length", b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\t0\r\n\r\n"
+     % len(SMUGGLED) + SMUGGLED, {400, None}),
+    ("obs-fold on Transfer-Encoding", b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+     b" x\r\n\r\n0\r\n\r\n" + SMUGGLED, {400, None}),
 ]
 
 
@@ -155,7 +165,8 @@ def run_round(port, fails, lock):
             err = None
         first = statuses[0] if statuses else None
         bad5xx = [s for s in statuses if s >= 500 and s not in allowed]
-        if first not in allowed or bad5xx:
+        smuggled = name.startswith("obs-fold") and len(statuses) > 1
+        if first not in allowed or bad5xx or smuggled:
             with lock:
                 fails.append("%s: got %s (all %s)%s, allowed %s" % (name, first, statuses,
                              " error %s" % err if err else "", sorted(allowed, key=str)))

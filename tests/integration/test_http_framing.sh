@@ -72,7 +72,13 @@ clte = (b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Enc
 auth2 = (b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer aaaaaaaaaaaaaaaa\r\n"
          b"Authorization: Bearer bbbbbbbbbbbbbbbb\r\nContent-Length: 16\r\n\r\n" + E)
 same_cl = b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\nContent-Length: 16\r\nConnection: close\r\n\r\n" + E
-for name, data in (("cl-differ", cl2), ("cl-te", clte), ("auth-twice", auth2)):
+# obs-fold (RFC 9112 5.2): MHD folds " 0" into the Content-Length value ("36 0")
+fold_sp = b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n 0\r\n\r\n" % len(SMUGGLED) + SMUGGLED
+fold_ht = b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\t0\r\n\r\n" % len(SMUGGLED) + SMUGGLED
+fold_te = (b"POST /v1/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n x\r\n\r\n"
+           b"0\r\n\r\n" + SMUGGLED)
+for name, data in (("cl-differ", cl2), ("cl-te", clte), ("auth-twice", auth2), ("fold-sp", fold_sp),
+                   ("fold-ht", fold_ht), ("fold-te", fold_te)):
     summary(name, exchange(data))
     summary(name + "-keepalive", exchange(data, first=KA))
 summary("cl-same", exchange(same_cl))
@@ -96,7 +102,7 @@ summary("leading-crlf-ok", exchange(b"\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nCo
 PY
 sed 's/^/    /' "$T/f.out"
 J=application/json
-for n in cl-differ cl-te auth-twice; do
+for n in cl-differ cl-te auth-twice fold-sp fold-ht fold-te; do
     for w in "" -keepalive; do
         want="^$n$w 400 invalid_argument rid $J close closed$" # (the keep-alive 200 is read first)
         check "$n$w: one 400 JSON, Connection: close, closed, nothing smuggled" grep -q "$want" "$T/f.out"
