@@ -28,8 +28,13 @@
 
 eb_mix_opts eb_mix_opts_default(size_t k)
 {
-    eb_mix_opts o = {EB_MIX_EM, k, 1000, 1e-10, 3, NAN, 1};
+    eb_mix_opts o = {EB_MIX_EM, k, 1000, 1e-10, 3, NAN, 1, NULL};
     return o;
+}
+
+static bool cancelled(const eb_mix_opts *o)
+{
+    return o->cancel != NULL && atomic_load(o->cancel);
 }
 
 static double sq_dist(const double *a, const double *b, size_t d)
@@ -272,7 +277,7 @@ static double em_run(const eb_gauss_data *g, mix_ws *w, const eb_mix_opts *o, do
     double ll_prev = -INFINITY, ll = -INFINITY;
     *st = EB_STATUS_MAX_ITER;
     unsigned it;
-    for (it = 1; it <= o->max_iter; it++) {
+    for (it = 1; it <= o->max_iter && !cancelled(o); it++) {
         /* E-step: per-component constants hoisted out of the client loop; one exp per component
          * and one log per client. */
         double lw[EB_MAX_COMPONENTS], cst[EB_MAX_COMPONENTS], inv2v[EB_MAX_COMPONENTS];
@@ -384,7 +389,7 @@ static void altmin_run(const eb_gauss_data *g, mix_ws *w, const eb_mix_opts *o, 
     memcpy(w->theta, g->x, m * d * sizeof(double));
     *st = EB_STATUS_MAX_ITER;
     unsigned it;
-    for (it = 1; it <= o->max_iter; it++) {
+    for (it = 1; it <= o->max_iter && !cancelled(o); it++) {
         /* server: Lloyd on theta^{t-1}, warm-started from the previous centres */
         for (unsigned li = 0; li < EB_MIX_LLOYD_MAX; li++) {
             size_t changed = 0;
@@ -533,6 +538,11 @@ int eb_mix_fit(const eb_gauss_data *g, double extra_var, const eb_mix_opts *o, e
         } else {
             altmin_run(g, &w, o, out, &it, &st);
             ll = eb_mix_loglik(g, extra_var, out);
+        }
+        if (cancelled(o)) {
+            ws_free(&w);
+            return dp_err_set(err, DP_EBUSY, NULL, "the fit was cancelled (restart %u of %u)",
+                              r + 1, o->n_init);
         }
         if (r == 0 || ll > best_ll) {
             best_ll = ll;

@@ -39,6 +39,7 @@
 #ifndef DP_ESTIMATORS_EB_MIXTURE_H
 #define DP_ESTIMATORS_EB_MIXTURE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,9 +68,12 @@ typedef struct eb_mix_opts {
     unsigned n_init;   /* restarts, >= 1 */
     double var_floor;  /* NAN: 1e-6 times the mean s_i^2; else >= 0 */
     uint64_t seed;
+    const atomic_bool *cancel; /* NULL, or polled once per iteration: when it becomes true the fit
+                                  stops and eb_mix_fit returns DP_EBUSY ("cancelled"); borrowed */
 } eb_mix_opts;
 
-/* Defaults: EM, max_iter 1000, tol 1e-10, n_init 3, var_floor NAN, seed 1. k must be set. */
+/* Defaults: EM, max_iter 1000, tol 1e-10, n_init 3, var_floor NAN, seed 1, cancel NULL. k must be
+ * set. */
 eb_mix_opts eb_mix_opts_default(size_t k);
 
 typedef struct eb_mix_fit_info {

@@ -33,6 +33,7 @@ enum {
     /* heavy work (compute.h) */
     OPT_COMPUTE_THREADS,
     OPT_COMPUTE_QUEUE,
+    OPT_COMPUTE_TIMEOUT,
     OPT_MAX_EST_WORK,
     OPT_MAX_EST_CELLS,
     OPT_MAX_PLD_POINTS,
@@ -57,6 +58,7 @@ static const struct {
     /* heavy work (compute.h) */
     [OPT_COMPUTE_THREADS] = {"--compute-threads", "DPSILO_COMPUTE_THREADS"},
     [OPT_COMPUTE_QUEUE] = {"--compute-queue", "DPSILO_COMPUTE_QUEUE"},
+    [OPT_COMPUTE_TIMEOUT] = {"--compute-timeout", "DPSILO_COMPUTE_TIMEOUT"},
     [OPT_MAX_EST_WORK] = {"--max-estimator-work", "DPSILO_MAX_ESTIMATOR_WORK"},
     [OPT_MAX_EST_CELLS] = {"--max-estimator-cells", "DPSILO_MAX_ESTIMATOR_CELLS"},
     [OPT_MAX_PLD_POINTS] = {"--max-pld-points", "DPSILO_MAX_PLD_POINTS"},
@@ -81,6 +83,7 @@ void cfg_defaults(cfg *c)
     /* heavy work (compute.h) */
     c->compute_threads = c->threads;
     c->compute_queue = CFG_DEFAULT_COMPUTE_QUEUE;
+    c->compute_timeout_s = CFG_DEFAULT_COMPUTE_TIMEOUT_S;
     c->max_estimator_work = CFG_DEFAULT_MAX_EST_WORK;
     c->max_estimator_cells = CFG_DEFAULT_MAX_EST_CELLS;
     c->max_pld_points = CFG_DEFAULT_MAX_PLD_POINTS;
@@ -235,6 +238,9 @@ static int set_opt(cfg *c, int opt, const char *val, const char *who, dp_err *er
                                   CFG_MAX_COMPUTE_QUEUE, val);
             c->compute_queue = (size_t)v;
             return DP_OK;
+        case OPT_COMPUTE_TIMEOUT:
+            return set_uint(&c->compute_timeout_s, val, 1, CFG_MAX_COMPUTE_TIMEOUT_S, who,
+                            "seconds", err);
         case OPT_MAX_EST_WORK:
         case OPT_MAX_EST_CELLS: {
             double d;
@@ -351,6 +357,9 @@ const char *cfg_usage(void)
            "                      [DPSILO_COMPUTE_THREADS, default: number of cores]\n"
            "  --compute-queue N   requests waiting for a compute thread before 503, 1..65536\n"
            "                      [DPSILO_COMPUTE_QUEUE, default 64]\n"
+           "  --compute-timeout SECONDS  a heavy request still waiting after this is answered\n"
+           "                      503; a running one is cancelled, nothing charged, 1..86400\n"
+           "                      [DPSILO_COMPUTE_TIMEOUT, default 120]\n"
            "  --max-estimator-work N  cap on clients x dims x components x n_init x max_iter\n"
            "                      [DPSILO_MAX_ESTIMATOR_WORK, default 1e10]\n"
            "  --max-estimator-cells N cap on clients x (components + dims), the result's size\n"

@@ -20,6 +20,9 @@
  *   --compute-threads N       DPSILO_COMPUTE_THREADS       number of online cores (1..64)
  *   --compute-queue N         DPSILO_COMPUTE_QUEUE         64 waiting requests (1..65536); full:
  * 503
+ *   --compute-timeout S       DPSILO_COMPUTE_TIMEOUT       120 (1..86400): a heavy request still
+ *                                                          waiting is answered 503, a running one
+ *                                                          is cancelled (nothing charged)
  *   --max-estimator-work N    DPSILO_MAX_ESTIMATOR_WORK    1e10 (clients x dims x components x
  *                                                          n_init x max_iter; more: 400)
  *   --max-estimator-cells N   DPSILO_MAX_ESTIMATOR_CELLS   4000000 (clients x (components + dims);
@@ -43,23 +46,25 @@
 
 #include "common/dp_err.h"
 
-#define CFG_MAX_THREADS            64
-#define CFG_MAX_BODY_LIMIT         (64u * 1024u * 1024u) /* --max-body may not exceed 64 MiB */
-#define CFG_DEFAULT_MAX_BODY       (1024u * 1024u)
-#define CFG_HOST_MAX               64
-#define CFG_PATH_MAX               1024
-#define CFG_MAX_DRAIN_S            3600
-#define CFG_MAX_HEADER_S           3600
-#define CFG_MAX_BODY_S             86400
-#define CFG_MAX_CONNS_PER_IP       1000000
-#define CFG_MAX_COMPUTE_QUEUE      65536
-#define CFG_DEFAULT_COMPUTE_QUEUE  64
-#define CFG_DEFAULT_MAX_EST_WORK   1e10
-#define CFG_DEFAULT_MAX_EST_CELLS  4e6
-#define CFG_MAX_EST_LIMIT          1e15              /* largest cap either estimator flag accepts */
-#define CFG_DEFAULT_MAX_PLD_POINTS ((size_t)1 << 22) /* = ACCT_PLD_DEFAULT_MAX_GRID */
-#define CFG_MIN_PLD_POINTS         64
-#define CFG_MAX_PLD_POINTS         ((size_t)1 << 24) /* = ACCT_PLD_MAX_GRID */
+#define CFG_MAX_THREADS               64
+#define CFG_MAX_BODY_LIMIT            (64u * 1024u * 1024u) /* --max-body may not exceed 64 MiB */
+#define CFG_DEFAULT_MAX_BODY          (1024u * 1024u)
+#define CFG_HOST_MAX                  64
+#define CFG_PATH_MAX                  1024
+#define CFG_MAX_DRAIN_S               3600
+#define CFG_MAX_HEADER_S              3600
+#define CFG_MAX_BODY_S                86400
+#define CFG_MAX_CONNS_PER_IP          1000000
+#define CFG_MAX_COMPUTE_QUEUE         65536
+#define CFG_DEFAULT_COMPUTE_QUEUE     64
+#define CFG_DEFAULT_COMPUTE_TIMEOUT_S 120
+#define CFG_MAX_COMPUTE_TIMEOUT_S     86400
+#define CFG_DEFAULT_MAX_EST_WORK      1e10
+#define CFG_DEFAULT_MAX_EST_CELLS     4e6
+#define CFG_MAX_EST_LIMIT             1e15 /* largest cap either estimator flag accepts */
+#define CFG_DEFAULT_MAX_PLD_POINTS    ((size_t)1 << 22) /* = ACCT_PLD_DEFAULT_MAX_GRID */
+#define CFG_MIN_PLD_POINTS            64
+#define CFG_MAX_PLD_POINTS            ((size_t)1 << 24) /* = ACCT_PLD_MAX_GRID */
 
 typedef struct cfg {
     char host[CFG_HOST_MAX];    /* IPv4 literal to bind, e.g. "127.0.0.1" ("localhost" is mapped) */
@@ -79,6 +84,7 @@ typedef struct cfg {
     /* heavy work (compute.h) */
     unsigned compute_threads;   /* compute pool threads, 1..CFG_MAX_THREADS */
     size_t compute_queue;       /* waiting tasks before 503, 1..CFG_MAX_COMPUTE_QUEUE */
+    unsigned compute_timeout_s; /* a heavy task's deadline, 1..CFG_MAX_COMPUTE_TIMEOUT_S */
     double max_estimator_work;  /* cap on clients*dims*components*n_init*max_iter */
     double max_estimator_cells; /* cap on clients*(components + dims) (memory) */
     size_t max_pld_points;      /* FFT length cap of a PLD composition */

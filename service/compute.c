@@ -1,12 +1,16 @@
 /*
  * compute.c: the bounded compute pool and the handler-side offload. Contract in compute.h.
  *
- * DESIGN. One FIFO of heap-allocated nodes, a mutex and one condition variable (redis bio.c). A
- * worker sleeps on cv until a task is queued or the pool stops; it unlinks the head under the
- * mutex, releases it and runs the task. `queued` counts waiting tasks only: a task being run no
- * longer holds a place, so the bound is on the backlog, and at most n_threads tasks run at once.
- * compute_pool_free sets `stop` and broadcasts; workers drain the FIFO before they exit, so every
- * accepted task runs exactly once (its wake-up is owed to a suspended connection).
+ * DESIGN. Two FIFOs of heap-allocated nodes (one per class), a mutex and a condition variable
+ * (redis bio.c). A worker sleeps on cv until it may take a task (take(): the TOKEN head, else the
+ * OPEN head while fewer than open_max_running OPEN tasks run) or the pool stops; it unlinks the
+ * node under the mutex, releases it and runs the task. `queued` counts waiting tasks only: a task
+ * being run no longer holds a place, so the bound is on the backlog, and at most n_threads tasks
+ * run at once. A watchdog thread sleeps until the nearest deadline (at most WATCHDOG_IDLE_MS),
+ * drops the waiting tasks whose deadline passed and sets the cancel flag of running ones.
+ * compute_pool_stop sets `stop`, drops every waiting task and flags every running one, so every
+ * accepted task is run or dropped exactly once (either way its wake-up is owed to a suspended
+ * connection).
  *
  * Offload: a pending answer (http.h PENDING) wraps the compute_task. The pool thread runs
  * task.run, then calls the connection's wake-up; the dispatcher calls resume (task.render) on an
@@ -17,56 +21,176 @@
 #include "service/compute.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
 
+#define N_CLASSES        2
+#define WATCHDOG_IDLE_MS 1000 /* longest sleep of the watchdog when no deadline is near */
+
 typedef struct compute_node {
-    void (*fn)(void *arg);
+    compute_run_fn run;
+    compute_drop_fn drop;
     void *arg;
+    compute_class cls;
+    int64_t deadline_ms;       /* CLOCK_MONOTONIC; INT64_MAX: none */
+    atomic_bool cancel;        /* set by the watchdog or compute_pool_stop; read by run */
     struct compute_node *next; /* guarded by pool->mu */
 } compute_node;
 
+typedef struct worker {
+    struct compute_pool *pool;
+    compute_node *current; /* the task being run, guarded by pool->mu */
+} worker;
+
 struct compute_pool {
     pthread_mutex_t mu;
-    pthread_cond_t cv;         /* signalled when a task is queued or stop is set */
-    compute_node *head, *tail; /* FIFO, guarded by mu */
-    size_t queued;             /* tasks in the FIFO, guarded by mu */
-    size_t running;            /* tasks being run, guarded by mu */
-    size_t max_queued;         /* immutable */
-    bool stop;                 /* guarded by mu */
+    pthread_cond_t cv;  /* workers: a task was queued, an OPEN task finished, or stop */
+    pthread_cond_t wcv; /* watchdog (CLOCK_MONOTONIC): stop */
+    compute_node *head[N_CLASSES], *tail[N_CLASSES]; /* FIFOs, guarded by mu */
+    size_t queued[N_CLASSES];                        /* guarded by mu */
+    size_t running[N_CLASSES];                       /* guarded by mu */
+    size_t max_queued, open_max_queued;              /* immutable */
+    size_t open_max_running;                         /* immutable */
+    unsigned timeout_ms;                             /* immutable */
+    bool stop;                                       /* guarded by mu */
     pthread_t threads[COMPUTE_MAX_THREADS];
+    worker workers[COMPUTE_MAX_THREADS];
     unsigned n_threads; /* started; immutable after alloc */
+    pthread_t watchdog;
+    bool watchdog_started;
 };
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void push(compute_pool *p, compute_node *n)
+{
+    n->next = NULL;
+    if (p->tail[n->cls] != NULL)
+        p->tail[n->cls]->next = n;
+    else
+        p->head[n->cls] = n;
+    p->tail[n->cls] = n;
+    p->queued[n->cls]++;
+}
+
+static compute_node *pop(compute_pool *p, compute_class cls)
+{
+    compute_node *n = p->head[cls];
+    if (n == NULL)
+        return NULL;
+    p->head[cls] = n->next;
+    if (p->head[cls] == NULL)
+        p->tail[cls] = NULL;
+    p->queued[cls]--;
+    n->next = NULL;
+    return n;
+}
+
+/* The next task a free thread takes: TOKEN first, OPEN while under its share of the threads. */
+static compute_node *take(compute_pool *p)
+{
+    if (p->head[COMPUTE_TOKEN] != NULL)
+        return pop(p, COMPUTE_TOKEN);
+    if (p->head[COMPUTE_OPEN] != NULL && p->running[COMPUTE_OPEN] < p->open_max_running)
+        return pop(p, COMPUTE_OPEN);
+    return NULL;
+}
+
+/* Calls drop on every node of the list (next-linked) and frees them. Without the mutex. */
+static void drop_all(compute_node *list, const dp_err *why)
+{
+    while (list != NULL) {
+        compute_node *n = list;
+        list = n->next;
+        n->drop(n->arg, why);
+        dp_free(n);
+    }
+}
 
 static void *worker_main(void *arg)
 {
-    compute_pool *p = arg;
+    worker *w = arg;
+    compute_pool *p = w->pool;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (p->head == NULL && !p->stop)
+        compute_node *n = NULL;
+        while (!p->stop && (n = take(p)) == NULL)
             pthread_cond_wait(&p->cv, &p->mu);
-        compute_node *n = p->head;
-        if (n == NULL) /* stop, and nothing left to run */
+        if (n == NULL) /* stop: compute_pool_stop dropped what was waiting */
             break;
-        p->head = n->next;
-        if (p->head == NULL)
-            p->tail = NULL;
-        p->queued--;
-        p->running++;
+        p->running[n->cls]++;
+        w->current = n;
         pthread_mutex_unlock(&p->mu);
-        n->fn(n->arg);
-        dp_free(n);
+        n->run(n->arg, &n->cancel);
         pthread_mutex_lock(&p->mu);
-        p->running--;
+        w->current = NULL;
+        p->running[n->cls]--;
+        if (n->cls == COMPUTE_OPEN) /* a waiting OPEN task may now have its share */
+            pthread_cond_broadcast(&p->cv);
+        dp_free(n);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
-compute_pool *compute_pool_alloc(unsigned n_threads, size_t max_queued, dp_err *err)
+/* The deadlines: drops waiting tasks whose deadline passed (each FIFO is in deadline order, all
+ * tasks having the same timeout, so only heads are looked at) and flags running ones. */
+static void *watchdog_main(void *arg)
+{
+    compute_pool *p = arg;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop) {
+        int64_t now = mono_ms(), next = now + WATCHDOG_IDLE_MS;
+        compute_node *expired = NULL, **link = &expired;
+        for (int c = 0; c < N_CLASSES; c++) {
+            while (p->head[c] != NULL && p->head[c]->deadline_ms <= now) {
+                *link = pop(p, (compute_class)c);
+                link = &(*link)->next;
+            }
+            if (p->head[c] != NULL && p->head[c]->deadline_ms < next)
+                next = p->head[c]->deadline_ms;
+        }
+        for (unsigned i = 0; i < p->n_threads; i++) {
+            compute_node *n = p->workers[i].current;
+            if (n == NULL || atomic_load(&n->cancel))
+                continue;
+            if (n->deadline_ms <= now)
+                atomic_store(&n->cancel, true);
+            else if (n->deadline_ms < next)
+                next = n->deadline_ms;
+        }
+        if (expired != NULL) {
+            pthread_mutex_unlock(&p->mu);
+            dp_err why;
+            dp_err_clear(&why);
+            dp_err_set(&why, DP_EBUSY, NULL,
+                       "timed out waiting for a compute thread (%u s, --compute-timeout); "
+                       "nothing was computed or charged; retry later",
+                       (p->timeout_ms + 999) / 1000);
+            drop_all(expired, &why);
+            pthread_mutex_lock(&p->mu);
+            continue;
+        }
+        struct timespec ts = {.tv_sec = (time_t)(next / 1000),
+                              .tv_nsec = (long)(next % 1000) * 1000000};
+        pthread_cond_timedwait(&p->wcv, &p->mu, &ts);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+compute_pool *compute_pool_alloc(unsigned n_threads, size_t max_queued, unsigned timeout_ms,
+                                 dp_err *err)
 {
     if (n_threads < 1 || n_threads > COMPUTE_MAX_THREADS) {
         dp_err_set(err, DP_EINVAL, "compute_threads", "compute threads must be in 1..%d (got %u)",
@@ -83,20 +207,40 @@ compute_pool *compute_pool_alloc(unsigned n_threads, size_t max_queued, dp_err *
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         return NULL;
     }
+    pthread_condattr_t ca;
+    bool ca_ok = pthread_condattr_init(&ca) == 0;
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
+        if (ca_ok)
+            pthread_condattr_destroy(&ca);
         dp_free(p);
         dp_err_set(err, DP_EINTERNAL, NULL, "cannot create the compute pool's mutex");
         return NULL;
     }
-    if (pthread_cond_init(&p->cv, NULL) != 0) {
+    if (!ca_ok || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&p->cv, NULL) != 0) {
+        if (ca_ok)
+            pthread_condattr_destroy(&ca);
         pthread_mutex_destroy(&p->mu);
         dp_free(p);
         dp_err_set(err, DP_EINTERNAL, NULL, "cannot create the compute pool's condition");
         return NULL;
     }
+    if (pthread_cond_init(&p->wcv, &ca) != 0) {
+        pthread_condattr_destroy(&ca);
+        pthread_cond_destroy(&p->cv);
+        pthread_mutex_destroy(&p->mu);
+        dp_free(p);
+        dp_err_set(err, DP_EINTERNAL, NULL, "cannot create the compute pool's condition");
+        return NULL;
+    }
+    pthread_condattr_destroy(&ca);
     p->max_queued = max_queued;
+    p->open_max_queued = max_queued / 2 > 0 ? max_queued / 2 : 1;
+    p->open_max_running = n_threads / 2 > 0 ? n_threads / 2 : 1;
+    p->timeout_ms = timeout_ms;
     for (unsigned i = 0; i < n_threads; i++) {
-        if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0) {
+        p->workers[i].pool = p;
+        if (pthread_create(&p->threads[i], NULL, worker_main, &p->workers[i]) != 0) {
             dp_err_set(err, DP_EINTERNAL, NULL, "cannot start compute thread %u of %u", i + 1,
                        n_threads);
             compute_pool_free(p); /* joins the ones started */
@@ -104,51 +248,91 @@ compute_pool *compute_pool_alloc(unsigned n_threads, size_t max_queued, dp_err *
         }
         p->n_threads = i + 1;
     }
+    if (pthread_create(&p->watchdog, NULL, watchdog_main, p) != 0) {
+        dp_err_set(err, DP_EINTERNAL, NULL, "cannot start the compute watchdog thread");
+        compute_pool_free(p);
+        return NULL;
+    }
+    p->watchdog_started = true;
     return p;
+}
+
+void compute_pool_stop(compute_pool *p)
+{
+    if (p == NULL)
+        return;
+    compute_node *waiting = NULL, **link = &waiting;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    for (int c = 0; c < N_CLASSES; c++)
+        while (p->head[c] != NULL) {
+            *link = pop(p, (compute_class)c);
+            link = &(*link)->next;
+        }
+    for (unsigned i = 0; i < p->n_threads; i++)
+        if (p->workers[i].current != NULL)
+            atomic_store(&p->workers[i].current->cancel, true);
+    pthread_cond_broadcast(&p->cv);
+    pthread_cond_broadcast(&p->wcv);
+    pthread_mutex_unlock(&p->mu);
+    dp_err why;
+    dp_err_clear(&why);
+    dp_err_set(&why, DP_EBUSY, NULL,
+               "the server is stopping; nothing was computed or charged; retry elsewhere");
+    drop_all(waiting, &why);
 }
 
 void compute_pool_free(compute_pool *p)
 {
     if (p == NULL)
         return;
-    pthread_mutex_lock(&p->mu);
-    p->stop = true;
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    compute_pool_stop(p);
     for (unsigned i = 0; i < p->n_threads; i++)
         pthread_join(p->threads[i], NULL);
+    if (p->watchdog_started)
+        pthread_join(p->watchdog, NULL);
+    pthread_cond_destroy(&p->wcv);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     dp_free(p);
 }
 
-int compute_submit(compute_pool *p, void (*fn)(void *arg), void *arg, dp_err *err)
+int compute_submit(compute_pool *p, compute_class cls, compute_run_fn run, compute_drop_fn drop,
+                   void *arg, dp_err *err)
 {
+    if (cls != COMPUTE_OPEN && cls != COMPUTE_TOKEN)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "unknown compute class %d", (int)cls);
     compute_node *n = dp_calloc(1, sizeof *n);
     if (n == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    n->fn = fn;
+    n->run = run;
+    n->drop = drop;
     n->arg = arg;
+    n->cls = cls;
+    atomic_init(&n->cancel, false);
+    n->deadline_ms = p->timeout_ms > 0 ? mono_ms() + p->timeout_ms : INT64_MAX;
     pthread_mutex_lock(&p->mu);
-    bool full = p->queued >= p->max_queued, stop = p->stop;
-    size_t waiting = p->queued;
-    if (!full && !stop) {
-        if (p->tail != NULL)
-            p->tail->next = n;
-        else
-            p->head = n;
-        p->tail = n;
-        p->queued++;
-        pthread_cond_signal(&p->cv);
+    size_t waiting = p->queued[COMPUTE_OPEN] + p->queued[COMPUTE_TOKEN];
+    bool stop = p->stop, full = waiting >= p->max_queued,
+         open_full = cls == COMPUTE_OPEN && p->queued[COMPUTE_OPEN] >= p->open_max_queued;
+    size_t open_waiting = p->queued[COMPUTE_OPEN];
+    if (!stop && !full && !open_full) {
+        push(p, n);
+        pthread_cond_broadcast(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);
-    if (stop || full) {
+    if (stop || full || open_full) {
         dp_free(n);
         if (stop)
             return dp_err_set(err, DP_EBUSY, NULL, "the server is stopping; retry elsewhere");
+        if (full)
+            return dp_err_set(err, DP_EBUSY, NULL,
+                              "the compute queue is full (%zu requests waiting); retry shortly",
+                              waiting);
         return dp_err_set(err, DP_EBUSY, NULL,
-                          "the compute queue is full (%zu requests waiting); retry shortly",
-                          waiting);
+                          "the compute queue is full for requests without a token (%zu of them "
+                          "waiting); retry shortly",
+                          open_waiting);
     }
     return DP_OK;
 }
@@ -156,9 +340,22 @@ int compute_submit(compute_pool *p, void (*fn)(void *arg), void *arg, dp_err *er
 void compute_pool_load(compute_pool *p, size_t *queued, size_t *running)
 {
     pthread_mutex_lock(&p->mu);
-    *queued = p->queued;
-    *running = p->running;
+    *queued = p->queued[COMPUTE_OPEN] + p->queued[COMPUTE_TOKEN];
+    *running = p->running[COMPUTE_OPEN] + p->running[COMPUTE_TOKEN];
     pthread_mutex_unlock(&p->mu);
+}
+
+void compute_pool_load_class(compute_pool *p, compute_class cls, size_t *queued, size_t *running)
+{
+    pthread_mutex_lock(&p->mu);
+    *queued = p->queued[cls];
+    *running = p->running[cls];
+    pthread_mutex_unlock(&p->mu);
+}
+
+unsigned compute_pool_timeout_ms(const compute_pool *p)
+{
+    return p->timeout_ms;
 }
 
 /* ---- offload ------------------------------------------------------------------------------- */
@@ -168,15 +365,32 @@ typedef struct offload {
     compute_task task;
     void (*wake)(void *arg); /* copied from rq->defer */
     void *wake_arg;
-    int rc;     /* task.run's result; written by the pool thread before wake */
-    dp_err err; /* its error */
+    unsigned timeout_ms; /* the pool's, for the cancelled message */
+    int rc;              /* task.run's result; written by the pool thread before wake */
+    dp_err err;          /* its error */
 } offload;
 
-static void offload_work(void *arg)
+static void offload_work(void *arg, const atomic_bool *cancel)
 {
     offload *o = arg;
     dp_err_clear(&o->err);
-    o->rc = o->task.run(o->task.arg, &o->err);
+    o->rc = o->task.run(o->task.arg, cancel, &o->err);
+    if (o->rc != DP_OK && atomic_load(cancel)) { /* stopped early: say why */
+        dp_err_clear(&o->err);
+        o->rc = dp_err_set(&o->err, DP_EBUSY, NULL,
+                           "the computation was cancelled after the compute timeout (%u s, "
+                           "--compute-timeout) or because the server is stopping; nothing was "
+                           "charged; retry with less work",
+                           (o->timeout_ms + 999) / 1000);
+    }
+    o->wake(o->wake_arg); /* the last access to o on this thread */
+}
+
+static void offload_drop(void *arg, const dp_err *why)
+{
+    offload *o = arg;
+    o->err = *why;
+    o->rc = why->code;
     o->wake(o->wake_arg); /* the last access to o on this thread */
 }
 
@@ -203,7 +417,7 @@ static void offload_release(http_pending *hp)
 int compute_offload(const http_req *rq, http_resp *rs, const compute_task *t, dp_err *err)
 {
     if (rq->defer == NULL || rq->compute == NULL) {
-        int rc = t->run(t->arg, err);
+        int rc = t->run(t->arg, NULL, err);
         if (rc == DP_OK)
             rc = t->render(t->arg, rq, rs, false, err);
         if (t->free != NULL)
@@ -221,7 +435,8 @@ int compute_offload(const http_req *rq, http_resp *rs, const compute_task *t, dp
     o->task = *t;
     o->wake = rq->defer->wake;
     o->wake_arg = rq->defer->arg;
-    int rc = compute_submit(rq->compute, offload_work, o, err);
+    o->timeout_ms = compute_pool_timeout_ms(rq->compute);
+    int rc = compute_submit(rq->compute, t->cls, offload_work, offload_drop, o, err);
     if (rc != DP_OK) { /* never queued: no wake-up is owed */
         offload_release(&o->base);
         return rc;

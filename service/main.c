@@ -117,6 +117,7 @@ typedef struct drain {
 static void *drain_main(void *arg)
 {
     drain *d = arg;
+    compute_pool_stop(d->pool); /* waiting heavy work is answered 503, running work cancelled */
     d->http_rc = http_server_stop(d->srv, d->drain_ms);
     if (d->http_rc >= 0) { /* -1: MHD still runs; the process ends without closing anything */
         compute_pool_free(d->pool); /* after the server: no task owes a connection a wake-up */
@@ -185,7 +186,8 @@ int main(int argc, char **argv)
         return 1;
     }
     /* Heavy work (estimators, PLD, tuning plans) runs here, off the HTTP threads (compute.h). */
-    compute_pool *pool = compute_pool_alloc(config.compute_threads, config.compute_queue, &err);
+    compute_pool *pool = compute_pool_alloc(config.compute_threads, config.compute_queue,
+                                            config.compute_timeout_s * 1000u, &err);
     http_server *srv =
         pool == NULL ? NULL : http_server_start(&config, st, led, pool, ROUTES, ROUTES_N, &err);
     if (srv == NULL) {

@@ -312,8 +312,9 @@ static void acc_job_free(void *arg)
     dp_free(j);
 }
 
-static int acc_run(void *arg, dp_err *err)
+static int acc_run(void *arg, const atomic_bool *cancel, dp_err *err)
 {
+    (void)cancel; /* one composition: not split */
     acc_job *j = arg;
     acc_req *r = &j->r;
     int rc;
@@ -386,7 +387,7 @@ static int run_task(const http_req *rq, http_resp *rs, bool heavy, const compute
 {
     if (heavy)
         return compute_offload(rq, rs, t, err);
-    int rc = t->run(t->arg, err);
+    int rc = t->run(t->arg, NULL, err);
     if (rc == DP_OK)
         rc = t->render(t->arg, rq, rs, false, err);
     t->free(t->arg);
@@ -440,7 +441,7 @@ static int epsilon_or_delta(const http_req *rq, http_resp *rs, dp_err *err, bool
     j->want_delta = want_delta;
     j->target = target;
     j->zopt = (double)NAN;
-    compute_task t = {acc_run, acc_render, acc_job_free, j};
+    compute_task t = {acc_run, acc_render, acc_job_free, j, COMPUTE_OPEN};
     return run_task(rq, rs, j->r.accountant == ACC_PLD, &t, err);
 }
 
@@ -549,8 +550,9 @@ static void cal_job_free(void *arg)
     dp_free(j);
 }
 
-static int cal_run(void *arg, dp_err *err)
+static int cal_run(void *arg, const atomic_bool *cancel, dp_err *err)
 {
+    (void)cancel; /* a bounded search: not split */
     cal_job *j = arg;
     acc_req *r = &j->r;
     acct_calib_rdp_ctx rctx = {r->nb, j->delta, r->conv, r->orders, r->n_orders, (double)NAN};
@@ -657,6 +659,6 @@ int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
     j->target = target;
     j->delta = delta;
     j->last_order = (double)NAN;
-    compute_task t = {cal_run, cal_render, cal_job_free, j};
+    compute_task t = {cal_run, cal_render, cal_job_free, j, COMPUTE_OPEN};
     return run_task(rq, rs, j->r.accountant == ACC_PLD, &t, err);
 }

@@ -247,6 +247,7 @@ struct est_job {
     bool have_who;
     int64_t creator; /* the token that creates the run (0 with --auth off): who may read it */
     dp_err who_err;  /* why it could not be: reported when charging, after validation */
+    const atomic_bool *cancel;  /* the compute pool's flag for this run (NULL inline); borrowed */
     char key[EST_KEY_MAX + 32]; /* the scoped Idempotency-Key ("a:<key>" admin, "s<silo id>:<key>"
                                    silo), "" = none */
     char charge_key[EST_KEY_MAX + 40];  /* "run:" + key, on each silo's charge */
@@ -866,6 +867,8 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
     bool keep = false;
     int rc = set_fields(result, fields, n_fields, DP_OK, err);
     rc = set_fields(result, common, N_ELEMS(common), rc, err);
+    if (rc == DP_OK && j->cancel != NULL && atomic_load(j->cancel)) /* deadline: charge nothing */
+        rc = dp_err_set(err, DP_EBUSY, NULL, "the run was cancelled before it was charged");
     if (rc != DP_OK)
         goto out;
     rc = json_util_opt_bool(body, "keep_data", false, &keep, err);
@@ -1053,9 +1056,10 @@ static int est_key(const http_req *rq, est_job *j, dp_err *err)
     return DP_OK;
 }
 
-static int est_run(void *arg, dp_err *err)
+static int est_run(void *arg, const atomic_bool *cancel, dp_err *err)
 {
     est_job *j = arg;
+    j->cancel = cancel;
     int rc = j->compute(j, err);
     if (rc == DP_OK && j->answer == NULL)
         rc = dp_err_set(err, DP_EINTERNAL, NULL, "the run produced no answer");
@@ -1132,7 +1136,7 @@ static int est_start(const http_req *rq, http_resp *rs, const char *kind, est_co
         est_job_free(j);
         return rc;
     }
-    compute_task t = {est_run, est_render, est_job_free, j};
+    compute_task t = {est_run, est_render, est_job_free, j, COMPUTE_TOKEN};
     return compute_offload(rq, rs, &t, err);
 }
 
@@ -1993,6 +1997,7 @@ static int mixture_compute(est_job *job, dp_err *err)
     eb_mix_opts o = eb_mix_opts_default(1);
     o.seed = seed;
     o.max_iter = max_iter;
+    o.cancel = job->cancel; /* the EM / Alg 3 loops stop at the compute deadline */
     const json_t *comps = NULL;
     if (fit) {
         int64_t kk;

@@ -356,8 +356,9 @@ static void plan_job_free(void *arg)
     dp_free(j);
 }
 
-static int plan_run(void *arg, dp_err *err)
+static int plan_run(void *arg, const atomic_bool *cancel, dp_err *err)
 {
+    (void)cancel; /* a few bounded calibrations: not split */
     plan_job *j = arg;
     acct_calib_rdp_ctx cctx = {j->nb, j->delta, ACCT_CONV_OPTIMAL, NULL, 0, NAN};
     acct_event *search = j->search = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
@@ -506,7 +507,7 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
     if (j == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     *j = (plan_job){eps, delta, grid, q, steps, nb, d, NULL, {0}, {0}, {0, NAN, NAN, 0}, NAN};
-    compute_task t = {plan_run, plan_render, plan_job_free, j};
+    compute_task t = {plan_run, plan_render, plan_job_free, j, COMPUTE_OPEN};
     return compute_offload(rq, rs, &t, err);
 }
 

@@ -123,4 +123,27 @@ expect_json .replayed true
 check "the retry after a rotation charged nothing more" [ "$(count charges)" = 1 ]
 check "and stored no second run" [ "$(count estimator_runs)" = 1 ]
 stop_daemon
+
+# ---- --compute-timeout: a run past its deadline is cancelled (503, nothing charged, nothing
+# stored); a waiting run's deadline is tested in test_service_compute (it depends on timing here)
+DB=$T/db5
+start_daemon --auth off --threads 2 --db "$DB" --compute-threads 1 --compute-timeout 1 || exit 1
+expect_status 201 POST /v1/silos '{"name":"hosp","budget":{"epsilon":10,"delta":1e-5}}'
+python3 -c 'import json,random; random.seed(2); c=[{"mean":random.gauss(0,1)+3*(i%3),"n":5} for i in range(20000)]
+c[0]["silo_id"]=1
+print(json.dumps({"clients":c,"noise_variance":0.5,"components":16,"n_init":4,"tol":1e-300,"max_iter":5000,
+  "privacy":{"epsilon0":1,"delta":1e-5,"r":1,"sigma_theta_bound":0.5}}))' >"$T/long.json"
+curl -s -o "$T/long.out" -w '%{http_code}' -X POST "$URL/v1/estimators/mixture" \
+    --data-binary "@$T/long.json" >"$T/long.code" &
+LP1=$!
+wait $LP1
+check "the long run answered 503 ($(cat "$T/long.code"))" test "$(cat "$T/long.code")" = 503
+check "its message says it was cancelled and nothing was charged" \
+    jq -e '.error.code == "busy" and (.error.message | test("cancelled.*nothing was charged"))' "$T/long.out" >/dev/null
+check "nothing was charged or stored" test "$(count charges) $(count estimator_runs)" = "0 0"
+expect_status 200 GET /v1/silos/1
+expect_json '.n_charges' 0
+# the thread is free again: a small run completes
+expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"mean":1,"n":2},{"mean":2,"n":2}],"noise_variance":1}'
+stop_daemon
 finish

@@ -6,6 +6,9 @@
  */
 #include "tests/test_util.h"
 
+#include <stdatomic.h>
+#include <string.h>
+
 #include <gsl/gsl_errno.h>
 
 #include <gsl/gsl_math.h>
@@ -250,11 +253,46 @@ static void private_mode_clips_and_accounts(void **state)
     dp_free(q);
 }
 
+/* A set cancel flag stops both methods' loops: DP_EBUSY "cancelled", at most one iteration per
+ * restart; a clear flag changes nothing. */
+static void cancel_flag_stops_the_fit(void **state)
+{
+    (void)state;
+    size_t m = 600;
+    double *x = dp_calloc(m * 2, sizeof(double)), *n = dp_calloc(m, sizeof(double));
+    dp_err e;
+    dp_err_clear(&e);
+    gsl_rng *r = eb_rng_alloc(7, 0, &e);
+    make_data(r, m, x, n, false);
+    eb_gauss_data g = {m, 2, x, n, 1.0};
+    double w[3], mu[6], var[3];
+    eb_mix_prior p = {3, 2, w, mu, var};
+    atomic_bool cancel;
+    atomic_init(&cancel, false);
+    for (int meth = 0; meth < 2; meth++) {
+        eb_mix_opts o = eb_mix_opts_default(3);
+        o.method = meth == 0 ? EB_MIX_EM : EB_MIX_ALTMIN;
+        o.cancel = &cancel;
+        eb_mix_fit_info info;
+        atomic_store(&cancel, false);
+        dp_err_clear(&e);
+        assert_int_equal(eb_mix_fit(&g, 0.0, &o, &p, &info, &e), DP_OK);
+        atomic_store(&cancel, true);
+        dp_err_clear(&e);
+        assert_int_equal(eb_mix_fit(&g, 0.0, &o, &p, &info, &e), DP_EBUSY);
+        assert_non_null(strstr(e.msg, "cancelled"));
+    }
+    gsl_rng_free(r);
+    dp_free(x);
+    dp_free(n);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off(); /* as dpsilod does (STYLE.md 2.3) */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(posterior_by_hand_two_components),
+        cmocka_unit_test(cancel_flag_stops_the_fit),
         cmocka_unit_test(point_masses_give_thm6_and_k1_gives_gaussian),
         cmocka_unit_test(em_homoscedastic_recovers_prior),
         cmocka_unit_test(em_heteroscedastic_recovers_prior),

@@ -198,6 +198,7 @@ static void compute_flags_parse_and_name_bad_values(void **state)
     assert_int_equal(parse(&c, &e, NULL, 3, argv0), DP_OK);
     assert_true(c.compute_threads >= 1); /* the cores, not --threads */
     assert_int_equal(c.compute_queue, CFG_DEFAULT_COMPUTE_QUEUE);
+    assert_int_equal(c.compute_timeout_s, CFG_DEFAULT_COMPUTE_TIMEOUT_S);
     assert_true(c.max_estimator_work == CFG_DEFAULT_MAX_EST_WORK);
     assert_true(c.max_estimator_cells == CFG_DEFAULT_MAX_EST_CELLS);
     assert_int_equal(c.max_pld_points, CFG_DEFAULT_MAX_PLD_POINTS);
@@ -210,14 +211,19 @@ static void compute_flags_parse_and_name_bad_values(void **state)
     assert_true(c.max_estimator_work == 2.5e9);
     assert_true(c.max_estimator_cells == 1000);
     assert_int_equal(c.max_pld_points, 4096);
-    const char *env[] = {"DPSILO_COMPUTE_QUEUE", "9", NULL};
+    const char *env[] = {"DPSILO_COMPUTE_QUEUE", "9", "DPSILO_COMPUTE_TIMEOUT", "30", NULL};
     const char *argv1[] = {"dpsilod"};
     assert_int_equal(parse(&c, &e, env, 1, argv1), DP_OK);
     assert_int_equal(c.compute_queue, 9);
+    assert_int_equal(c.compute_timeout_s, 30);
+    const char *argv2[] = {"dpsilod", "--compute-timeout", "7"};
+    assert_int_equal(parse(&c, &e, env, 3, argv2), DP_OK); /* the flag wins */
+    assert_int_equal(c.compute_timeout_s, 7);
     const struct {
         const char *flag, *val;
     } bad[] = {{"--compute-threads", "0"},       {"--compute-threads", "65"},
                {"--compute-queue", "0"},         {"--compute-queue", "x"},
+               {"--compute-timeout", "0"},       {"--compute-timeout", "86401"},
                {"--max-estimator-work", "0"},    {"--max-estimator-work", "1.5"},
                {"--max-estimator-work", "1e16"}, {"--max-estimator-cells", "-1"},
                {"--max-estimator-cells", "nan"}, {"--max-pld-points", "63"},
@@ -228,8 +234,8 @@ static void compute_flags_parse_and_name_bad_values(void **state)
         assert_string_equal(e.field, bad[i].flag);
     }
     const char *u = cfg_usage();
-    const char *must[] = {"--compute-threads", "--compute-queue", "--max-estimator-work",
-                          "--max-estimator-cells", "--max-pld-points"};
+    const char *must[] = {"--compute-threads",    "--compute-queue",       "--compute-timeout",
+                          "--max-estimator-work", "--max-estimator-cells", "--max-pld-points"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         if (strstr(u, must[i]) == NULL)
             fail_msg("--help does not mention %s", must[i]);
