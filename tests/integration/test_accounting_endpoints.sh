@@ -125,4 +125,25 @@ BODY=$(cat "$T/body")
 check "100001 nodes -> 400" test "$STATUS" = 400
 expect_json '.error.message | contains("100000 nodes")' true
 
+# ---- fairness (docs/API.md "Heavy requests"): requests without a token (the PLD calculators) hold
+# at most half of the compute threads and half of the queue, so a token's estimator run still finds
+# a thread. Two compute threads and two places: one anonymous PLD runs, one waits, a third is 503.
+stop_daemon
+start_daemon --threads 4 --compute-threads 2 --compute-queue 2 || exit 1
+SLOW='{"event":{"type":"composed","events":[{"type":"self_composed","count":1000,"event":{"type":"poisson_sampled","sampling_rate":0.01,"event":{"type":"gaussian","noise_multiplier":0.9}}},{"type":"self_composed","count":3000,"event":{"type":"poisson_sampled","sampling_rate":0.02,"event":{"type":"gaussian","noise_multiplier":1.3}}},{"type":"self_composed","count":7000,"event":{"type":"poisson_sampled","sampling_rate":0.03,"event":{"type":"gaussian","noise_multiplier":2.1}}}]},"delta":1e-5,"accountant":"pld","value_discretization":0.00001}'
+FP=""
+for i in 1 2 3; do
+    curl -s -o "$T/fair$i.out" -w '%{http_code}' -X POST "$URL/v1/accounting/epsilon" \
+        --data-binary "$SLOW" >"$T/fair$i.code" &
+    FP="$FP $!"
+    sleep 0.1
+done
+sleep 0.3
+expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"mean":1,"n":2},{"mean":2,"n":2}],"noise_variance":1}'
+wait $FP
+CODES=$(for i in 1 2 3; do cat "$T/fair$i.code"; echo; done | sort | tr '\n' ' ')
+check "two anonymous PLD requests answered 200 and one 503 ($CODES)" test "$CODES" = "200 200 503 "
+check "the 503 names the share of requests without a token" \
+    grep -q 'full for requests without a token' "$T"/fair[123].out
+
 finish

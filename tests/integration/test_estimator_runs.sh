@@ -146,4 +146,25 @@ expect_json '.n_charges' 0
 # the thread is free again: a small run completes
 expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"mean":1,"n":2},{"mean":2,"n":2}],"noise_variance":1}'
 stop_daemon
+
+# ---- stop (SIGTERM) with heavy work in the pool: the running run is cancelled and the waiting one
+# is dropped, both answered 503 at once with nothing charged or stored, well within the drain
+DB=$T/db5
+start_daemon --auth off --threads 2 --db "$DB" --compute-threads 1 --drain-timeout 60 || exit 1
+expect_status 201 POST /v1/silos '{"name":"hosp","budget":{"epsilon":10,"delta":1e-5}}'
+for i in 1 2; do
+    curl -s -o "$T/stop$i.out" -w '%{http_code}' -X POST "$URL/v1/estimators/mixture" \
+        --data-binary "@$T/long.json" >"$T/stop$i.code" &
+    eval "SP$i=\$!"
+done
+sleep 1
+check "the daemon stopped cleanly" stop_daemon
+wait "$SP1" "$SP2"
+for i in 1 2; do
+    check "run $i answered 503 when the daemon stopped ($(cat "$T/stop$i.code"))" \
+        test "$(cat "$T/stop$i.code")" = 503
+    check "run $i says it was cancelled or the server is stopping" \
+        jq -e '.error.code == "busy" and (.error.message | test("cancelled|stopping"))' "$T/stop$i.out" >/dev/null
+done
+check "nothing was charged or stored" test "$(count charges) $(count estimator_runs)" = "0 0"
 finish
