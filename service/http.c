@@ -458,6 +458,7 @@ static http_ctx *ctx_alloc(http_server *srv, struct MHD_Connection *conn, const 
     c->cap = 0;
     c->body = NULL;
     c->len = c->alloc = 0;
+    c->body_seen = 0;
     c->too_big = 0;
     c->status = 0;
     c->n_query = 0;
@@ -1056,6 +1057,8 @@ static bool framing_error(struct MHD_Connection *conn, char *why, size_t why_len
 static bool body_too_slow(const cfg *cf, int64_t elapsed_ms, long long bytes)
 {
     int64_t allowed = (int64_t)cf->body_timeout_s * 1000;
+    if (cf->body_min_rate > 0 && bytes >= (long long)cf->body_min_rate * 86400LL * 365)
+        return false; /* a year's worth at the rate (and no overflow below) */
     if (cf->body_min_rate > 0)
         allowed += (int64_t)(bytes / (long long)cf->body_min_rate) * 1000 +
                    (int64_t)(bytes % (long long)cf->body_min_rate) * 1000 / cf->body_min_rate;
