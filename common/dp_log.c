@@ -6,7 +6,9 @@
  * per request).
  *
  * Escaping: the message and the request id go through dp_log_escape, so bytes 0x00-0x1f and 0x7f
- * (newlines, ESC sequences that would drive a terminal, NUL) are written as \xHH and a
+ * (newlines, ESC sequences that would drive a terminal, NUL) and the C1 controls (a byte 0x80-0x9f
+ * outside a valid UTF-8 sequence, such as 0x9b, the one-byte CSI of some terminals, and the UTF-8
+ * encodings of U+0080-U+009F) are written as \xHH and a
  * client-controlled string (a decoded URL, a header) can neither forge a line nor reach a terminal.
  */
 #include "common/dp_log.h"
@@ -41,25 +43,70 @@ int dp_log_get_level(void)
     return log_level;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no surrogates,
+ * nothing above U+10FFFF), or 0 when there is none. p[0] >= 0x80. */
+static size_t utf8_len(const unsigned char *p)
+{
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t n;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        n = 2;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+        n = 3;
+        if (p[0] == 0xe0)
+            lo = 0xa0;
+        else if (p[0] == 0xed)
+            hi = 0x9f;
+    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+        n = 4;
+        if (p[0] == 0xf0)
+            lo = 0x90;
+        else if (p[0] == 0xf4)
+            hi = 0x8f;
+    } else
+        return 0;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return n;
+}
+
 size_t dp_log_escape(const char *in, char *out, size_t out_len)
 {
     static const char hex[] = "0123456789abcdef";
     size_t w = 0;
     if (out_len == 0)
         return 0;
-    for (const unsigned char *p = (const unsigned char *)in; *p != '\0'; p++) {
-        int ctl = *p < 0x20 || *p == 0x7f;
-        size_t need = ctl ? 4 : 1;
+    const unsigned char *p = (const unsigned char *)in;
+    while (*p != '\0') {
+        /* n bytes at p, escaped (C0, DEL, C1: a lone byte 0x80-0x9f or U+0080-U+009F) or not */
+        size_t n = 1;
+        int esc = *p < 0x20 || *p == 0x7f;
+        if (*p >= 0x80) {
+            size_t u = utf8_len(p);
+            if (u > 0) {
+                n = u;
+                esc = u == 2 && p[0] == 0xc2 && p[1] <= 0x9f;
+            } else {
+                esc = *p <= 0x9f;
+            }
+        }
+        size_t need = esc ? 4 * n : n;
         if (w + need >= out_len)
             break; /* truncate at a whole character or escape */
-        if (ctl) {
-            out[w++] = '\\';
-            out[w++] = 'x';
-            out[w++] = hex[*p >> 4];
-            out[w++] = hex[*p & 0xf];
-        } else {
-            out[w++] = (char)*p;
+        for (size_t i = 0; i < n; i++) {
+            if (esc) {
+                out[w++] = '\\';
+                out[w++] = 'x';
+                out[w++] = hex[p[i] >> 4];
+                out[w++] = hex[p[i] & 0xf];
+            } else {
+                out[w++] = (char)p[i];
+            }
         }
+        p += n;
     }
     out[w] = '\0';
     return w;

@@ -22,8 +22,10 @@ void dp_log_set_level(int level);
 int dp_log_get_level(void);
 
 /* Copies in to out (out_len bytes, NUL-terminated) with every byte below 0x20 and 0x7f written as
- * the four characters \xHH (lower-case hex); other bytes are copied as they are. Stops early, at a
- * whole character or escape, when out is full. Returns the length written. */
+ * the four characters \xHH (lower-case hex), and the C1 controls too: a byte 0x80-0x9f that is not
+ * part of a valid UTF-8 sequence, and both bytes of the UTF-8 encoding of U+0080-U+009F (C2 80 to
+ * C2 9F). Other bytes are copied as they are. Stops early, at a whole character or escape, when out
+ * is full. Returns the length written. */
 size_t dp_log_escape(const char *in, char *out, size_t out_len);
 
 /* req_id may be NULL. */

@@ -29,6 +29,7 @@ enum {
     OPT_DRAIN_TIMEOUT,
     OPT_HEADER_TIMEOUT,
     OPT_BODY_TIMEOUT,
+    OPT_BODY_MIN_RATE,
     OPT_MAX_CONNS_PER_IP,
     /* heavy work (compute.h) */
     OPT_COMPUTE_THREADS,
@@ -54,6 +55,7 @@ static const struct {
     [OPT_DRAIN_TIMEOUT] = {"--drain-timeout", "DPSILO_DRAIN_TIMEOUT"},
     [OPT_HEADER_TIMEOUT] = {"--header-timeout", "DPSILO_HEADER_TIMEOUT"},
     [OPT_BODY_TIMEOUT] = {"--body-timeout", "DPSILO_BODY_TIMEOUT"},
+    [OPT_BODY_MIN_RATE] = {"--body-min-rate", "DPSILO_BODY_MIN_RATE"},
     [OPT_MAX_CONNS_PER_IP] = {"--max-conns-per-ip", "DPSILO_MAX_CONNS_PER_IP"},
     /* heavy work (compute.h) */
     [OPT_COMPUTE_THREADS] = {"--compute-threads", "DPSILO_COMPUTE_THREADS"},
@@ -76,7 +78,8 @@ void cfg_defaults(cfg *c)
     c->log_level = DP_LOG_INFO;
     c->drain_timeout_s = 10;
     c->header_timeout_s = 10;
-    c->body_timeout_s = 60;
+    c->body_timeout_s = 10;
+    c->body_min_rate = 1024;
     c->max_conns_per_ip = 256;
     c->help = false;
     c->version = false;
@@ -220,6 +223,9 @@ static int set_opt(cfg *c, int opt, const char *val, const char *who, dp_err *er
             return set_uint(&c->header_timeout_s, val, 1, CFG_MAX_HEADER_S, who, "seconds", err);
         case OPT_BODY_TIMEOUT:
             return set_uint(&c->body_timeout_s, val, 1, CFG_MAX_BODY_S, who, "seconds", err);
+        case OPT_BODY_MIN_RATE:
+            return set_uint(&c->body_min_rate, val, 0, CFG_MAX_BODY_RATE, who, "bytes per second",
+                            err);
         case OPT_MAX_CONNS_PER_IP:
             return set_uint(&c->max_conns_per_ip, val, 0, CFG_MAX_CONNS_PER_IP, who, "connections",
                             err);
@@ -348,9 +354,12 @@ const char *cfg_usage(void)
            "  --header-timeout SECONDS  a new connection must send its request headers within "
            "this\n"
            "                      (else 408) [DPSILO_HEADER_TIMEOUT, default 10]\n"
-           "  --body-timeout SECONDS  a request body must arrive within this after its headers\n"
-           "                      (else the connection is closed) [DPSILO_BODY_TIMEOUT, default "
-           "60]\n"
+           "  --body-timeout SECONDS  grace for a request body after its headers; then it must\n"
+           "                      keep up --body-min-rate (else the connection is closed)\n"
+           "                      [DPSILO_BODY_TIMEOUT, default 10]\n"
+           "  --body-min-rate BYTES  a body must arrive at this many bytes/s on average after\n"
+           "                      the grace, 0 = a fixed deadline [DPSILO_BODY_MIN_RATE, default "
+           "1024]\n"
            "  --max-conns-per-ip N  connections one client address may hold, 0 = no limit\n"
            "                      [DPSILO_MAX_CONNS_PER_IP, default 256]\n"
            "  --compute-threads N threads running estimators, PLD and tuning plans, 1..64\n"

@@ -13,7 +13,9 @@
  *   --admin-token-file P DPSILO_ADMIN_TOKEN_FILE  (none: <db dir>/admin.token, made at first start)
  *   --drain-timeout S    DPSILO_DRAIN_TIMEOUT     10; a stop waits this long for requests in flight
  *   --header-timeout S   DPSILO_HEADER_TIMEOUT    10; a new connection's request headers deadline
- *   --body-timeout S     DPSILO_BODY_TIMEOUT      60; a request body's deadline (from its headers)
+ *   --body-timeout S     DPSILO_BODY_TIMEOUT      10; a request body's grace (from its headers)
+ *   --body-min-rate B    DPSILO_BODY_MIN_RATE     1024; after the grace, a body must have arrived
+ * at B bytes/s on average (0 = fixed deadline)
  *   --max-conns-per-ip N DPSILO_MAX_CONNS_PER_IP  256; connections per client address, 0 = no limit
  *
  * Heavy work (issue 10, "never starved"; service/compute.h):
@@ -54,6 +56,7 @@
 #define CFG_MAX_DRAIN_S               3600
 #define CFG_MAX_HEADER_S              3600
 #define CFG_MAX_BODY_S                86400
+#define CFG_MAX_BODY_RATE             1073741824
 #define CFG_MAX_CONNS_PER_IP          1000000
 #define CFG_MAX_COMPUTE_QUEUE         65536
 #define CFG_DEFAULT_COMPUTE_QUEUE     64
@@ -77,7 +80,8 @@ typedef struct cfg {
     char admin_token_file[CFG_PATH_MAX]; /* --admin-token-file; "" = <db dir>/admin.token */
     unsigned drain_timeout_s;            /* stop: wait for requests in flight, 0..CFG_MAX_DRAIN_S */
     unsigned header_timeout_s;           /* first request's headers deadline, 1..CFG_MAX_HEADER_S */
-    unsigned body_timeout_s;             /* body deadline from the headers, 1..CFG_MAX_BODY_S */
+    unsigned body_timeout_s;             /* body grace from the headers, 1..CFG_MAX_BODY_S */
+    unsigned body_min_rate;              /* body bytes/s after the grace, 0..CFG_MAX_BODY_RATE */
     unsigned max_conns_per_ip;           /* per client address; 0 = no limit */
     bool help;                           /* --help was given: print cfg_usage and exit 0 */
     bool version;                        /* --version was given: print version_line and exit 0 */

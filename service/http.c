@@ -7,7 +7,8 @@
  * the route. 404/405 and a Content-Length above the cap are answered at once (MHD then discards the
  *      body and closes the connection).
  *   2. once per body chunk: append up to the cap; beyond it, mark too_big and drop the bytes. No
- * reply may be queued here.
+ * reply may be queued here. A body slower than --body-min-rate after the --body-timeout grace
+ * (body_too_slow) drops the connection here, and from on_tick when no byte comes at all.
  *   3. size 0: the body is complete: 413 if too_big, else parse JSON (400 with line/column), borrow
  * a database connection, run the handler and queue its response. on_completed runs however the
  * request ends (response sent, client gone, shutdown): it records the metrics, writes the
@@ -84,7 +85,7 @@
 #include "service/router.h"
 
 #define HTTP_CONNECTION_TIMEOUT_S 30    /* idle keep-alive connections are closed after this */
-#define HTTP_CONNECTION_LIMIT     1024  /* connections served by MHD at once, at most */
+#define HTTP_CONNECTION_LIMIT     8192  /* connections served by MHD at once, at most */
 #define HTTP_PENDING_LIMIT        16384 /* connections held by the acceptor at once, at most */
 #define HTTP_FD_RESERVE           64    /* descriptors kept for the database, logs, pipes */
 #define HTTP_FD_PER_THREAD        4     /* SQLite file, WAL, SHM per pooled connection, + 1 */
@@ -94,11 +95,15 @@
 
 /* A connection MHD serves, for the header deadline of its later requests (DESIGN: connections). */
 typedef struct conn_rec {
-    int fd;                /* MHD's socket; valid while the record is on the list */
-    atomic_llong since_ms; /* CLOCK_MONOTONIC ms when it began waiting for a request */
-    atomic_bool waiting;   /* no request in progress: the next one's headers are awaited */
-    struct conn_rec *prev; /* guarded by the server's conns_mu */
-    struct conn_rec *next; /* guarded by the server's conns_mu */
+    int fd;                     /* MHD's socket; valid while the record is on the list */
+    atomic_llong since_ms;      /* CLOCK_MONOTONIC ms when it began waiting for a request */
+    atomic_bool waiting;        /* no request in progress: the next one's headers are awaited */
+    atomic_bool in_body;        /* a request's body is awaited (its headers are complete) */
+    atomic_llong body_since_ms; /* CLOCK_MONOTONIC ms when that request's headers were complete */
+    atomic_llong body_bytes;    /* body bytes received so far */
+    atomic_bool body_dropped;   /* on_tick shut it down for a slow body: the access line says 408 */
+    struct conn_rec *prev;      /* guarded by the server's conns_mu */
+    struct conn_rec *next;      /* guarded by the server's conns_mu */
 } conn_rec;
 
 struct http_server {
@@ -150,6 +155,7 @@ typedef struct http_ctx {
     size_t cap; /* body cap, bytes */
     char *body; /* owned */
     size_t len, alloc;
+    unsigned long long body_seen; /* body bytes received, stored or not (the minimum rate) */
     int too_big;
     int status; /* status queued, 0 until then */
     http_param query[HTTP_MAX_QUERY];
@@ -452,6 +458,7 @@ static http_ctx *ctx_alloc(http_server *srv, struct MHD_Connection *conn, const 
     c->cap = 0;
     c->body = NULL;
     c->len = c->alloc = 0;
+    c->body_seen = 0;
     c->too_big = 0;
     c->status = 0;
     c->n_query = 0;
@@ -1043,13 +1050,39 @@ static bool framing_error(struct MHD_Connection *conn, char *why, size_t why_len
     return true;
 }
 
-/* False once the body deadline (--body-timeout, counted from the complete headers) has passed. */
-static bool body_in_time(const http_ctx *c)
+/* The body's minimum rate (docs/API.md "Connections"): a body that has received `bytes` bytes
+ * `elapsed_ms` after its request's headers is too slow once elapsed_ms > --body-timeout +
+ * bytes / --body-min-rate (a grace, then min_rate bytes a second on average); min_rate 0 leaves a
+ * fixed deadline of --body-timeout. */
+static bool body_too_slow(const cfg *cf, int64_t elapsed_ms, long long bytes)
+{
+    int64_t allowed = (int64_t)cf->body_timeout_s * 1000;
+    if (cf->body_min_rate > 0 && bytes >= (long long)cf->body_min_rate * 86400LL * 365)
+        return false; /* a year's worth at the rate (and no overflow below) */
+    if (cf->body_min_rate > 0)
+        allowed += (int64_t)(bytes / (long long)cf->body_min_rate) * 1000 +
+                   (int64_t)(bytes % (long long)cf->body_min_rate) * 1000 / cf->body_min_rate;
+    return elapsed_ms > allowed;
+}
+
+static int64_t ctx_age_ms(const http_ctx *c)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    int64_t ms = (int64_t)(t.tv_sec - c->t0.tv_sec) * 1000 + (t.tv_nsec - c->t0.tv_nsec) / 1000000;
-    return ms <= (int64_t)c->srv->cfg->body_timeout_s * 1000;
+    return (int64_t)(t.tv_sec - c->t0.tv_sec) * 1000 + (t.tv_nsec - c->t0.tv_nsec) / 1000000;
+}
+
+/* Marks the connection as awaiting (or no longer awaiting) this request's body, for on_tick. */
+static void body_watch(http_ctx *c, struct MHD_Connection *conn, bool on)
+{
+    conn_rec *rec = conn_record(conn);
+    if (rec == NULL)
+        return;
+    if (on) {
+        atomic_store(&rec->body_bytes, 0);
+        atomic_store(&rec->body_since_ms, mono_ms() - ctx_age_ms(c));
+    }
+    atomic_store(&rec->in_body, on);
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
@@ -1075,15 +1108,27 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (framing_error(conn, why, sizeof why))
             return reply_refused(c, conn, 400, "invalid_argument", why);
         enum MHD_Result r = first_call(c, conn);
-        return r == MHD_YES ? early_auth(c, conn) : r;
+        if (r == MHD_YES)
+            r = early_auth(c, conn);
+        unsigned long long declared;
+        if (r == MHD_YES && (c->kind == KIND_ROUTE || c->kind == KIND_STATIC) &&
+            announces_body(conn, &declared))
+            body_watch(c, conn, true);
+        return r;
     }
     if (*upload_data_size != 0) {
-        if (srv->cfg->body_timeout_s > 0 && !body_in_time(c)) {
+        c->body_seen += *upload_data_size;
+        conn_rec *rec = conn_record(conn);
+        if (rec != NULL)
+            atomic_store(&rec->body_bytes, (long long)c->body_seen);
+        if (body_too_slow(srv->cfg, ctx_age_ms(c), (long long)c->body_seen)) {
             /* No reply may be queued while upload data is being delivered: drop the connection.
              * The access line records 408. */
             c->status = 408;
-            dp_log(DP_LOG_DEBUG, c->req_id, "request body not received within %u s: closing",
-                   srv->cfg->body_timeout_s);
+            dp_log(DP_LOG_DEBUG, c->req_id,
+                   "request body slower than %u bytes/s after %u s (%llu bytes): closing",
+                   srv->cfg->body_min_rate, srv->cfg->body_timeout_s,
+                   (unsigned long long)c->body_seen);
             return MHD_NO;
         }
         if (c->kind == KIND_ROUTE || c->kind == KIND_STATIC)
@@ -1091,6 +1136,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         *upload_data_size = 0;
         return MHD_YES;
     }
+    body_watch(c, conn, false); /* the body is complete */
     if (c->kind == KIND_REPLIED || c->status != 0)
         return MHD_YES;
     if (c->pending != NULL) /* resumed after a deferred answer's wake-up */
@@ -1112,10 +1158,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
         (int64_t)(t1.tv_sec - c->t0.tv_sec) * 1000000 + (t1.tv_nsec - c->t0.tv_nsec) / 1000;
     if (us < 0)
         us = 0;
+    conn_rec *rec = conn_record(conn);
+    if (rec != NULL && atomic_exchange(&rec->body_dropped, false) && c->status == 0)
+        c->status = 408; /* on_tick dropped its slow body */
     http_metrics_observe(srv->metrics, c->metrics_row, c->status, (uint64_t)us);
     dp_log(DP_LOG_INFO, c->req_id, "%s %s %d %lldus", c->method, c->path, c->status, (long long)us);
-    conn_rec *rec = conn_record(conn);
     if (rec != NULL) { /* a kept-alive connection now waits for its next request */
+        atomic_store(&rec->in_body, false);
         atomic_store(&rec->since_ms, mono_ms());
         atomic_store(&rec->waiting, true);
     }
@@ -1221,6 +1270,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         rec->fd = fi->connect_fd;
         atomic_init(&rec->since_ms, mono_ms());
         atomic_init(&rec->waiting, true);
+        atomic_init(&rec->in_body, false);
+        atomic_init(&rec->body_since_ms, 0);
+        atomic_init(&rec->body_bytes, 0);
+        atomic_init(&rec->body_dropped, false);
         rec->prev = NULL;
         pthread_mutex_lock(&srv->conns_mu);
         rec->next = srv->conns;
@@ -1253,19 +1306,28 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 
 /* Once a second (acceptor thread): a connection MHD serves that has been waiting longer than
  * --header-timeout for a complete request (idle after an answer, or trickling the next request's
- * headers) is shut down; MHD then sees the end of the stream and closes it. The list lock keeps
+ * headers), or whose request body is too slow (body_too_slow), is shut down; MHD then sees the end
+ * of the stream and closes it. The list lock keeps
  * each fd open while it is used: MHD takes a record off the list before closing its socket. */
 static void on_tick(void *arg)
 {
     http_server *srv = arg;
-    int64_t limit = mono_ms() - (int64_t)srv->cfg->header_timeout_s * 1000;
-    unsigned closed = 0;
+    int64_t now = mono_ms();
+    int64_t limit = now - (int64_t)srv->cfg->header_timeout_s * 1000;
+    unsigned closed = 0, slow = 0;
     pthread_mutex_lock(&srv->conns_mu);
     for (conn_rec *r = srv->conns; r != NULL; r = r->next) {
         if (atomic_load(&r->waiting) && atomic_load(&r->since_ms) < limit) {
             atomic_store(&r->waiting, false); /* once */
             shutdown(r->fd, SHUT_RDWR);
             closed++;
+        } else if (atomic_load(&r->in_body) &&
+                   body_too_slow(srv->cfg, now - atomic_load(&r->body_since_ms),
+                                 atomic_load(&r->body_bytes))) {
+            atomic_store(&r->in_body, false); /* once; a silent client is dropped too */
+            atomic_store(&r->body_dropped, true);
+            shutdown(r->fd, SHUT_RDWR);
+            slow++;
         }
     }
     pthread_mutex_unlock(&srv->conns_mu);
@@ -1273,6 +1335,11 @@ static void on_tick(void *arg)
         dp_log(DP_LOG_DEBUG, NULL,
                "http: closed %u kept-alive connection(s) without a complete request in %u s",
                closed, srv->cfg->header_timeout_s);
+    if (slow > 0)
+        dp_log(DP_LOG_DEBUG, NULL,
+               "http: closed %u connection(s) whose request body was slower than %u bytes/s "
+               "after %u s",
+               slow, srv->cfg->body_min_rate, srv->cfg->body_timeout_s);
 }
 
 /* The acceptor's callbacks. */
@@ -1412,9 +1479,10 @@ http_server *http_server_start(const cfg *c, store *st, struct ledger *led,
     srv->port = http_acceptor_port(srv->acc);
     dp_log(DP_LOG_INFO, NULL,
            "http: up to %zu connections served and %zu waiting for their headers (open-files "
-           "limit %lu), %u per address (0 = no limit); header deadline %u s, body deadline %u s",
+           "limit %lu), %u per address (0 = no limit); header deadline %u s, body %u s + %u "
+           "bytes/s",
            max_handed, max_pending, nofile, c->max_conns_per_ip, c->header_timeout_s,
-           c->body_timeout_s);
+           c->body_timeout_s, c->body_min_rate);
     return srv;
 fail:
     http_acceptor_free(srv->acc);

@@ -201,4 +201,117 @@ check "the slow body's request is in the access log as 408" grep -q ' POST /v1/e
 nwarn=$(grep -c ' WARN ' "$T/err")
 check "no warning line per attacker ($nwarn warnings for $SLOW_CONNS attackers)" test "$nwarn" -lt 20
 check "daemon stops cleanly" stop_daemon
+
+# Slow BODIES cannot lock others out either: connections send complete headers to the open route
+# POST /v1/accounting/epsilon with Content-Length: 100000, then half of them trickle one byte every
+# 5 s and half send nothing. 300 from 127.0.0.2-3 here; with SLOW_CONNS >= 1000 (`make soak`),
+# SLOW_CONNS from 127.0.0.2-6 (1,100 = 220 each was more than MHD's old cap of 1,024 connections:
+# /healthz got 503 for as long as the bodies were allowed to last). Each body must reach
+# --body-min-rate (1024 bytes/s) after the --body-timeout grace (2 s here), so all are dropped,
+# the silent ones by the once-a-second tick; a body that keeps up the rate outlives the grace.
+if [ "$SLOW_CONNS" -ge 1000 ]; then BODY_CONNS=$SLOW_CONNS BODY_ADDRS=5; else BODY_CONNS=300 BODY_ADDRS=2; fi
+start_daemon --auth off --body-timeout 2 --max-conns-per-ip 256 || exit 1
+PORT=${URL##*:}
+python3 - "$PORT" "$BODY_CONNS" "$BODY_ADDRS" >"$T/body.out" 2>&1 <<'PY'
+import socket, sys, time
+port, n, addrs = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+per = (n + addrs - 1) // addrs
+
+def connect(src, timeout=10):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+def healthz():
+    s = connect("127.0.0.1", timeout=5)
+    try:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        out = b""
+        while True:
+            c = s.recv(65536)
+            if not c:
+                break
+            out += c
+        return out.split(b" ", 2)[1].decode() if out else "none"
+    except OSError:
+        return "error"
+    finally:
+        s.close()
+
+def is_closed(s):  # (no select: the descriptors may be above FD_SETSIZE)
+    try:
+        return s.recv(100, socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+head = (b"POST /v1/accounting/epsilon HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100000\r\n\r\n")
+slow = []
+for i in range(n):
+    s = connect("127.0.0.%d" % (2 + i // per))
+    s.sendall(head + b"{")
+    slow.append(s)
+print("body-attackers", len(slow), "from", addrs, "addresses", flush=True)
+for _ in range(3):
+    print("body-healthz", healthz(), flush=True)
+# a body that keeps up the rate (about 4000 bytes/s for 3 s, past the 2 s grace) is served
+g = connect("127.0.0.7", timeout=15)
+body = b'{"event":{"type":"gaussian","noise_multiplier":1},' + b" " * 12000 + b'"delta":1e-5}'
+g.sendall(b"POST /v1/accounting/epsilon HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
+t0 = time.time()
+last_trickle = t0
+open_ = set(range(n))
+sent = 0
+while sent < len(body):
+    try:
+        g.sendall(body[sent:sent + 1000])
+    except OSError:
+        break
+    sent += 1000
+    time.sleep(0.25)
+    if time.time() - last_trickle >= 5:  # the trickling half: one byte every 5 s
+        last_trickle = time.time()
+        for i in list(open_):
+            if i % 2 == 0:
+                try:
+                    slow[i].send(b" ")
+                except OSError:
+                    pass
+    open_ = {i for i in open_ if not is_closed(slow[i])}
+out = b""
+try:
+    while True:
+        c = g.recv(65536)
+        if not c:
+            break
+        out += c
+except OSError:
+    pass
+print("steady-body", out.split(b" ", 2)[1].decode() if out else "none", "sent", sent, "bytes in",
+      "%.1f s" % (time.time() - t0), flush=True)
+# the slow ones: all dropped (bounded wait)
+while open_ and time.time() - t0 < 20:
+    time.sleep(0.5)
+    open_ = {i for i in open_ if not is_closed(slow[i])}
+print("body-attackers-open", len(open_), flush=True)
+print("body-healthz-after", healthz(), flush=True)
+for s in slow:
+    s.close()
+PY
+sed 's/^/    /' "$T/body.out"
+check "$BODY_CONNS slow-body connections were opened" grep -q "^body-attackers $BODY_CONNS " "$T/body.out"
+check "/healthz from another address answers 200 while the bodies trickle (3 of 3)" \
+    test "$(grep -c '^body-healthz 200$' "$T/body.out")" -eq 3
+check "a body that keeps up --body-min-rate past the grace is answered 200" \
+    grep -q '^steady-body 200 ' "$T/body.out"
+check "every slow body's connection is dropped, the silent ones too" \
+    grep -q '^body-attackers-open 0$' "$T/body.out"
+check "/healthz answers 200 afterwards" grep -q '^body-healthz-after 200$' "$T/body.out"
+check "the slow bodies are in the access log as 408" grep -q ' POST /v1/accounting/epsilon 408 ' "$T/err"
+check "daemon stops cleanly" stop_daemon
 finish

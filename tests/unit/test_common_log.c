@@ -54,6 +54,37 @@ static void escape_truncates_at_a_whole_escape(void **state)
     assert_string_equal(none, "");
 }
 
+/* C1 controls (0x9b is a one-byte CSI on some terminals) are escaped, as lone bytes and as the
+ * UTF-8 encodings of U+0080-U+009F; other UTF-8 characters, including ones whose continuation
+ * bytes lie in 0x80-0x9f, are kept whole. */
+static void escape_writes_c1_controls_as_hex(void **state)
+{
+    (void)state;
+    char out[128];
+    dp_log_escape("a\x9b"
+                  "31m",
+                  out, sizeof out); /* a lone C1 byte */
+    assert_string_equal(out, "a\\x9b31m");
+    dp_log_escape("\x80\x9f\xa0", out, sizeof out); /* lone 0x80, 0x9f escaped; 0xa0 is not C1 */
+    assert_string_equal(out, "\\x80\\x9f\xa0");
+    dp_log_escape("x\xc2\x9b"
+                  "y\xc2\x80\xc2\x9f",
+                  out, sizeof out); /* U+009B, U+0080, U+009F */
+    assert_string_equal(out, "x\\xc2\\x9by\\xc2\\x80\\xc2\\x9f");
+    /* U+00A0, U+00E9, U+20AC (E2 82 AC), U+1F600 (F0 9F 98 80): continuation bytes in 0x80-0x9f */
+    dp_log_escape("\xc2\xa0\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", out, sizeof out);
+    assert_string_equal(out, "\xc2\xa0\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+    /* an overlong form and a truncated sequence are not UTF-8: their C1 bytes are escaped */
+    dp_log_escape("\xc1\x9b\xe2\x82", out, sizeof out);
+    assert_string_equal(out, "\xc1\\x9b\xe2\\x82");
+    for (size_t i = 0; out[i] != '\0'; i++)
+        assert_false((unsigned char)out[i] >= 0x80 && (unsigned char)out[i] <= 0x9f);
+    /* a sequence is cut whole: "ab" + U+20AC needs 6 bytes */
+    char five[5];
+    assert_int_equal(dp_log_escape("ab\xe2\x82\xac", five, sizeof five), 2);
+    assert_string_equal(five, "ab");
+}
+
 /* Captures what dp_log writes to fd 2 in a temporary file. */
 static size_t capture(const char *req_id, const char *msg, char *buf, size_t len)
 {
@@ -108,6 +139,7 @@ int main(void)
         cmocka_unit_test(escape_writes_every_control_character_as_hex),
         cmocka_unit_test(escape_keeps_printable_and_utf8_bytes),
         cmocka_unit_test(escape_truncates_at_a_whole_escape),
+        cmocka_unit_test(escape_writes_c1_controls_as_hex),
         cmocka_unit_test(log_line_has_no_raw_control_characters),
         cmocka_unit_test(long_line_is_cut_and_still_ends_with_newline),
     };

@@ -136,7 +136,8 @@ static void stop_and_connection_limits(void **state)
     assert_int_equal(parse(&c, &e, NULL, 1, argv0), DP_OK);
     assert_int_equal(c.drain_timeout_s, 10);
     assert_int_equal(c.header_timeout_s, 10);
-    assert_int_equal(c.body_timeout_s, 60);
+    assert_int_equal(c.body_timeout_s, 10);
+    assert_int_equal(c.body_min_rate, 1024);
     assert_int_equal(c.max_conns_per_ip, 256);
 
     static const char *const env[] = {"DPSILO_DRAIN_TIMEOUT",
@@ -147,12 +148,15 @@ static void stop_and_connection_limits(void **state)
                                       "45",
                                       "DPSILO_MAX_CONNS_PER_IP",
                                       "12",
+                                      "DPSILO_BODY_MIN_RATE",
+                                      "512",
                                       NULL};
     const char *argv[] = {"dpsilod", "--drain-timeout=0", "--max-conns-per-ip", "0"};
     assert_int_equal(parse(&c, &e, env, 4, argv), DP_OK);
     assert_int_equal(c.drain_timeout_s, 0); /* 0: stop without waiting */
     assert_int_equal(c.header_timeout_s, 3);
     assert_int_equal(c.body_timeout_s, 45);
+    assert_int_equal(c.body_min_rate, 512);
     assert_int_equal(c.max_conns_per_ip, 0); /* 0: no limit */
 
     const char *bad1[] = {"dpsilod", "--header-timeout", "0"};
@@ -165,6 +169,12 @@ static void stop_and_connection_limits(void **state)
     const char *bad3[] = {"dpsilod", "--body-timeout", "86401"};
     assert_int_equal(parse(&c, &e, NULL, 3, bad3), DP_EINVAL);
     assert_string_equal(e.field, "--body-timeout");
+    const char *rate0[] = {"dpsilod", "--body-min-rate", "0"}; /* 0: a fixed deadline */
+    assert_int_equal(parse(&c, &e, NULL, 3, rate0), DP_OK);
+    assert_int_equal(c.body_min_rate, 0);
+    const char *bad4[] = {"dpsilod", "--body-min-rate", "-5"};
+    assert_int_equal(parse(&c, &e, NULL, 3, bad4), DP_EINVAL);
+    assert_string_equal(e.field, "--body-min-rate");
     static const char *const env_bad[] = {"DPSILO_MAX_CONNS_PER_IP", "lots", NULL};
     assert_int_equal(parse(&c, &e, env_bad, 1, argv0), DP_EINVAL);
     assert_string_equal(e.field, "DPSILO_MAX_CONNS_PER_IP");
