@@ -149,7 +149,7 @@ stop_daemon
 
 # ---- stop (SIGTERM) with heavy work in the pool: the running run is cancelled and the waiting one
 # is dropped, both answered 503 at once with nothing charged or stored, well within the drain
-DB=$T/db5
+DB=$T/db6
 start_daemon --auth off --threads 2 --db "$DB" --compute-threads 1 --drain-timeout 60 || exit 1
 expect_status 201 POST /v1/silos '{"name":"hosp","budget":{"epsilon":10,"delta":1e-5}}'
 for i in 1 2; do
