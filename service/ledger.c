@@ -2363,16 +2363,22 @@ typedef struct wake_slot {
     void *arg;
 } wake_slot;
 
-/* Appends op to the committer's FIFO; l->mu held. Unlike enqueue, it also works while stopping:
- * the op was accepted before the stop and is still owed an answer. */
-static void queue_push_locked(ledger *l, ledger_op *op)
+/* Appends op to a singly linked FIFO (the committer's or the PLD thread's); l->mu held. */
+static void fifo_append(ledger_op **head, ledger_op **tail, ledger_op *op)
 {
     op->next = NULL;
-    if (l->tail != NULL)
-        l->tail->next = op;
+    if (*tail != NULL)
+        (*tail)->next = op;
     else
-        l->head = op;
-    l->tail = op;
+        *head = op;
+    *tail = op;
+}
+
+/* Appends op to the committer's FIFO and wakes it; l->mu held. Unlike enqueue, it also works while
+ * stopping: the op was accepted before the stop and is still owed an answer. */
+static void queue_push_locked(ledger *l, ledger_op *op)
+{
+    fifo_append(&l->head, &l->tail, op);
     l->n_queued++;
     pthread_cond_signal(&l->cv_work);
 }
@@ -2391,12 +2397,7 @@ static void pld_handoff(ledger *l, ledger_op *op)
         queue_push_locked(l, op);
         return;
     }
-    op->next = NULL;
-    if (l->pld_tail != NULL)
-        l->pld_tail->next = op;
-    else
-        l->pld_head = op;
-    l->pld_tail = op;
+    fifo_append(&l->pld_head, &l->pld_tail, op);
     l->pld_busy++;
     pthread_cond_signal(&l->cv_pld);
 }
@@ -2535,13 +2536,7 @@ static int enqueue(ledger *l, ledger_op *op)
         pthread_mutex_unlock(&l->mu);
         return dp_err_set(&op->err, DP_EBUSY, NULL, "the ledger is shutting down");
     }
-    if (l->tail != NULL)
-        l->tail->next = op;
-    else
-        l->head = op;
-    l->tail = op;
-    l->n_queued++;
-    pthread_cond_signal(&l->cv_work);
+    queue_push_locked(l, op);
     pthread_mutex_unlock(&l->mu);
     return DP_OK;
 }
