@@ -3,10 +3,11 @@
 # Sources are discovered by wildcard so that adding a module, a test or a benchmark never needs an edit
 # here:
 #   <lib>/*.c                -> $(BUILD)/lib<lib>.a        (common accounting estimators federated)
-#   service/*.c but main.c   -> $(BUILD)/libservice.a      (so unit tests can link handlers)
+#   service/**/*.c but main.c -> $(BUILD)/libservice.a     (layers in subdirectories: docs/ARCHITECTURE.md)
 #   service/main.c           -> $(BUILD)/dpsilod
 #   cli/<name>.c             -> $(BUILD)/<name>            (command-line tools, e.g. dpsilo-account)
-#   tests/unit/test_*.c      -> $(BUILD)/tests/test_*      (one cmocka binary per module)
+#   tests/unit/**/test_*.c   -> $(BUILD)/tests/test_*      (one cmocka binary per module; the tree
+#                                                          mirrors the sources, binaries stay flat)
 #   tests/integration/*.sh   run against $(BUILD)/dpsilod
 #   bench/<name>/*.c         -> $(BUILD)/bench/<name>      (bench/<name>/run.sh drives it)
 #
@@ -33,14 +34,14 @@ lib_objs  = $(patsubst %.c,$(BUILD)/obj/%.o,$(call lib_srcs,$(1)))
 LIB_ARCHIVES = $(BUILD)/libservice.a $(BUILD)/libfederated.a $(BUILD)/libestimators.a \
                $(BUILD)/libaccounting.a $(BUILD)/libcommon.a
 
-SERVICE_SRCS = $(filter-out service/main.c,$(wildcard service/*.c))
+SERVICE_SRCS = $(filter-out service/main.c,$(sort $(shell find service -name '*.c')))
 SERVICE_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(SERVICE_SRCS)) $(BUILD)/obj/gen/embedded.o
-# migrations/*.sql and web/* are compiled into the daemon (scripts/embed.sh, service/embedded.h).
+# migrations/*.sql and web/* are compiled into the daemon (scripts/embed.sh, service/base/embedded.h).
 EMBED_INPUTS = $(sort $(wildcard migrations/*.sql)) $(sort $(wildcard web/*))
 CLI_SRCS     = $(wildcard cli/*.c)
 CLI_BINS     = $(patsubst cli/%.c,$(BUILD)/%,$(CLI_SRCS))
-UNIT_SRCS    = $(wildcard tests/unit/test_*.c)
-UNIT_BINS    = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+UNIT_SRCS    = $(sort $(shell find tests/unit -name 'test_*.c'))
+UNIT_BINS    = $(addprefix $(BUILD)/tests/,$(basename $(notdir $(UNIT_SRCS))))
 BENCH_DIRS   = $(patsubst bench/%/,%,$(sort $(dir $(wildcard bench/*/*.c))))
 BENCH_BINS   = $(patsubst %,$(BUILD)/bench/%,$(BENCH_DIRS))
 
@@ -78,7 +79,7 @@ $(BUILD)/obj/gen/embedded.o: $(BUILD)/gen/embedded.c
 $(BUILD)/gen/version.stamp: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(VERSION) $(GIT_COMMIT)' >$@.tmp; cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
-$(BUILD)/obj/service/version.o: $(BUILD)/gen/version.stamp
+$(BUILD)/obj/service/base/version.o: $(BUILD)/gen/version.stamp
 .PHONY: FORCE
 FORCE:
 
@@ -92,9 +93,13 @@ $(BUILD)/dpsilod: $(BUILD)/obj/service/main.o $(LIB_ARCHIVES)
 $(BUILD)/dpsilo-%: $(BUILD)/obj/cli/dpsilo-%.o $(LIB_ARCHIVES)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_ARCHIVES) $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB_ARCHIVES)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_ARCHIVES) $(LDLIBS) -lcmocka
+# One rule per unit test: tests/unit/<dir>/test_x.c -> $(BUILD)/tests/test_x.
+define unit_rule
+$(BUILD)/tests/$(basename $(notdir $(1))): $(BUILD)/obj/$(1:.c=.o) $(LIB_ARCHIVES)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$< $$(LIB_ARCHIVES) $$(LDLIBS) -lcmocka
+endef
+$(foreach t,$(UNIT_SRCS),$(eval $(call unit_rule,$(t))))
 
 .SECONDEXPANSION:
 # No '%' inside the secondary expansion: make would replace it by the stem (the objects list came out

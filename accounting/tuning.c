@@ -197,7 +197,7 @@ int acct_tuning_dist_check(const acct_tuning_dist *d, dp_err *err)
             bool has_gamma = !isnan(d->gamma), has_mean = !isnan(d->mean);
             if (has_gamma && has_mean) {
                 /* A resolved distribution carries both; they must then agree (the mean is the one
-                 * gamma implies). Clients give one or the other (service/tuning_json.c). */
+                 * gamma implies). Clients give one or the other (service/codec/tuning_json.c). */
                 double implied = (isfinite(d->gamma) && d->gamma > 0.0 && d->gamma <= 1.0)
                                      ? acct_tuning_tnb_mean(d->eta, d->gamma)
                                      : (double)NAN;

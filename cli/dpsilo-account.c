@@ -2,7 +2,7 @@
  * dpsilo-account: the accounting calculators of dpsilod without a server (issue #3).
  *
  * It builds the same JSON request the HTTP API takes and calls the same route handlers
- * (service/routes_accounting.c) in-process, so the CLI and the daemon give identical answers.
+ * (service/api/accounting.c) in-process, so the CLI and the daemon give identical answers.
  * Exit status: 0 success, 2 bad usage or bad input (HTTP 400), 3 impossible target (HTTP 422),
  * 1 anything else. See --help.
  */
@@ -14,8 +14,8 @@
 #include <gsl/gsl_errno.h>
 #include <jansson.h>
 
-#include "service/routes.h"
-#include "service/version.h"
+#include "service/api/routes.h"
+#include "service/base/version.h"
 
 static const char HELP[] =
     "NAME\n"
@@ -249,6 +249,8 @@ int main(int argc, char **argv)
     rq.method = "POST";
     rq.path = cmd;
     rq.body = body;
+    static const app no_app; /* no database, ledger or pool: the calculators need none */
+    rq.app = &no_app;
     http_resp rs;
     memset(&rs, 0, sizeof rs);
     dp_err err;

@@ -1,6 +1,6 @@
 /*
  * dp_sha256: SHA-256 (FIPS PUB 180-4, "Secure Hash Standard", 2015, section 6.2), written from the
- * standard for hashing bearer tokens (service/auth.c stores only token hashes, never tokens).
+ * standard for hashing bearer tokens (service/api/auth.c stores only token hashes, never tokens).
  *
  * Why here: GSL has no hash and linking a crypto library for one function is not worth a
  * dependency. SHA-256 of a 256-bit random token is a one-way lookup key, so a plain (unsalted,

@@ -10,6 +10,18 @@
 #      (nobody below service/ includes service/ or cli/ headers).
 #   3. accounting/ and estimators/ do not use threads (pthread.h); only federated/ may.
 #   4. Libraries never print: no printf/fprintf/puts/fputs/perror/putchar outside common/dp_log.c.
+#   5. service/ is in layers (docs/ARCHITECTURE.md); each directory includes service/ headers only
+#      from the directories below it:
+#        base    -> base                          (configuration, version, the compute pool)
+#        codec   -> base codec                    (JSON <-> library structs)
+#        db      -> base codec db                 (SQLite: connections, migrations, resources)
+#        ledger  -> base codec db ledger          (the budget ledger)
+#        jobs    -> base codec db ledger jobs     (training jobs, to come)
+#        http    -> base codec http + db/store.h  (server, router, errors, static, metrics, bearer)
+#        api     -> everything but main.c         (the route table, access policy, handlers)
+#      service/app.h (opaque pointers only) may be included anywhere in service/.
+#   6. Only service/http/ includes microhttpd.h (and base/version.c, which reports library
+#      versions); the http layer never includes the ledger or the api.
 #
 # Usage: scripts/check-deps.sh [ROOT]   (ROOT defaults to the current directory). Exit 1 on a violation,
 # listing every offending file and line.
@@ -55,6 +67,42 @@ EOF2
 $(grep -HnE '(^|[^A-Za-z0-9_])(printf|fprintf|vfprintf|puts|fputs|perror|putchar)[[:space:]]*\(' $files | grep -v '^[^:]*common/dp_log\.c:')
 EOF2
 done
+# 5, 6: the layers of service/.
+layer_allowed() {
+    case $1 in
+        base) echo "base" ;;
+        codec) echo "base|codec" ;;
+        db) echo "base|codec|db" ;;
+        ledger) echo "base|codec|db|ledger" ;;
+        jobs) echo "base|codec|db|ledger|jobs" ;;
+        http) echo "base|codec|http|db/store\.h" ;;
+        api) echo "base|codec|db|ledger|jobs|http|api" ;;
+        *) echo "" ;;
+    esac
+}
+if [ -d "$root/service" ]; then
+    for dir in $(find "$root/service" -mindepth 1 -maxdepth 1 -type d | sort); do
+        layer=$(basename "$dir")
+        allowed=$(layer_allowed "$layer")
+        files=$(find "$dir" -name '*.[ch]' | sort)
+        [ -n "$files" ] || continue
+        if [ -z "$allowed" ]; then
+            report "service/$layer/ is not a known layer (add it to scripts/check-deps.sh and docs/ARCHITECTURE.md)" <<EOF2
+$files
+EOF2
+            continue
+        fi
+        report "service/$layer/ may include only service/($allowed)/ headers and service/app.h" <<EOF2
+$(grep -HnE '#[[:space:]]*include[[:space:]]*"service/' $files | grep -vE "#[[:space:]]*include[[:space:]]*\"service/(($allowed)/|app\.h\")" | grep -vE "#[[:space:]]*include[[:space:]]*\"service/($allowed)\"")
+EOF2
+    done
+    report "service/*.c outside its directory (every file but main.c and app.h belongs to a layer)" <<EOF2
+$(find "$root/service" -maxdepth 1 -name '*.[ch]' ! -name main.c ! -name app.h)
+EOF2
+    report "only service/http/ includes microhttpd.h" <<EOF2
+$(grep -rHnE '#[[:space:]]*include[[:space:]]*<microhttpd\.h>' "$root/service" | grep -v "/service/http/" | grep -v "/service/base/version\.c:")
+EOF2
+fi
 # report() runs in the main shell (here-documents, not pipes), so bad is visible here.
 if [ "$bad" -ne 0 ]; then
     exit 1

@@ -4,8 +4,8 @@
  * Order (STYLE.md 2.7):
  *   1. library settings that must precede every thread: gsl_set_error_handler_off() (GSL's default
  *      handler aborts the process), json_object_seed(0);
- *   2. configuration from flags and environment (cfg.h); --help prints the usage and exits 0, a bad
- * value exits 2 naming the flag or variable;
+ *   2. configuration from flags and environment (base/cfg.h); --help prints the usage and exits 0,
+ * a bad value exits 2 naming the flag or variable;
  *   3. block SIGTERM/SIGINT in this thread, so every thread created later inherits the mask and the
  *      signals can only be received here, with sigwait - no signal handler runs at all;
  *   4. open the database and apply migrations (exit 1 with a clear message on failure);
@@ -36,15 +36,16 @@
 #include <unistd.h>
 
 #include "common/dp_log.h"
-#include "service/auth.h"
-#include "service/cfg.h"
-#include "service/compute.h"
-#include "service/embedded.h"
-#include "service/http.h"
-#include "service/ledger.h"
-#include "service/routes.h"
-#include "service/store.h"
-#include "service/version.h"
+#include "service/api/auth.h"
+#include "service/app.h"
+#include "service/base/cfg.h"
+#include "service/base/compute.h"
+#include "service/base/embedded.h"
+#include "service/http/server.h"
+#include "service/ledger/ledger.h"
+#include "service/api/routes.h"
+#include "service/db/store.h"
+#include "service/base/version.h"
 
 #define MAIN_CLOSE_GRACE_S  5  /* after the drain timeout, how long closing may take */
 #define MAIN_EXIT_FORCED    3  /* exit status of a forced stop */
@@ -185,11 +186,15 @@ int main(int argc, char **argv)
         store_free(st);
         return 1;
     }
-    /* Heavy work (estimators, PLD, tuning plans) runs here, off the HTTP threads (compute.h). */
+    /* Heavy work (estimators, PLD, tuning plans) runs here, off the HTTP threads (base/compute.h).
+     */
     compute_pool *pool = compute_pool_alloc(config.compute_threads, config.compute_queue,
                                             config.compute_timeout_s * 1000u, &err);
-    http_server *srv =
-        pool == NULL ? NULL : http_server_start(&config, st, led, pool, ROUTES, ROUTES_N, &err);
+    /* What every handler borrows (service/app.h); the server adds its metrics. */
+    const app the_app = {.cfg = &config, .store = st, .ledger = led, .compute = pool};
+    http_server *srv = pool == NULL
+                           ? NULL
+                           : http_server_start(&the_app, ROUTES, ROUTES_N, auth_authenticate, &err);
     if (srv == NULL) {
         fprintf(stderr, "dpsilod: %s\n", err.msg);
         compute_pool_free(pool);

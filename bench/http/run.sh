@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/http/run.sh: HTTP throughput and latency of dpsilod, driven by wrk from a second process on
-# loopback. Measures GET /healthz (database verified at most every 250 ms, see routes_core.c),
+# loopback. Measures GET /healthz (database verified at most every 250 ms, see api/core.c),
 # GET /healthz?fresh=1 (a real SQLite read on every request) and POST /v1/echo (a small JSON body: body
 # accumulation, parsing, strict validation, JSON reply). Not part of `make test`.
 #

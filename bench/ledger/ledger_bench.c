@@ -11,7 +11,7 @@
  *       existing, migrated database: the ledger's own capacity without HTTP and JSON.
  *
  * Every acknowledged charge is durable: the daemon answers only after its group's COMMIT returned
- * with synchronous=FULL (service/ledger.h). Output: one line of "key=value" pairs, parsed by
+ * with synchronous=FULL (service/ledger/ledger.h). Output: one line of "key=value" pairs, parsed by
  * run.sh. Timings are measured here, never asserted in tests (HELPERS.md).
  */
 #include <arpa/inet.h>
@@ -31,7 +31,7 @@
 
 #include "accounting/event.h"
 #include "common/dp_err.h"
-#include "service/ledger.h"
+#include "service/ledger/ledger.h"
 
 #define BENCH_MAX_THREADS 256
 #define BENCH_BUF         8192

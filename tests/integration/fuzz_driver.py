@@ -3,10 +3,10 @@
 
 Run by tests/integration/test_fuzz.sh against a daemon started with --auth off on loopback:
 
-    fuzz_driver.py --url http://127.0.0.1:PORT --routes service/routes.c [--seed N]
+    fuzz_driver.py --url http://127.0.0.1:PORT --routes service/api/routes.c [--seed N]
                    [--per-route N] [--budget-s S]
 
-For every POST and PATCH row of the route table (parsed from service/routes.c, so a new route is
+For every POST and PATCH row of the route table (parsed from service/api/routes.c, so a new route is
 fuzzed the day it is added; a route without a seed body below fails the run) it sends --per-route
 requests: valid seed bodies mutated one step at a time (a value of the wrong type, a non-finite or
 extreme number, a missing or unknown field, an array where an object is expected, event trees nested
@@ -439,7 +439,7 @@ class Client:
 
 
 def route_table(path):
-    """[(method, pattern, max_body_bytes)] from service/routes.c."""
+    """[(method, pattern, max_body_bytes)] from service/api/routes.c."""
     src = open(path, encoding="utf-8").read()
     rows = []
     for m in re.finditer(r'\{"(GET|POST|PUT|PATCH|DELETE)",\s*"([^"]+)",\s*\w+,\s*([^,}]*)[,}]', src):

@@ -2,13 +2,13 @@
 # Ids, the same on every route (docs/API.md "Conventions"): a malformed {id} in a path is a 400 with
 # field "id" and the message `id must be a positive integer (got "...")`; an unknown one is a 404 with
 # field "id" and the message "<what> <id> does not exist". Ids in bodies keep their field path and the
-# same wording. The routes are read from the route table (service/routes.c), so a new {id} route is
+# same wording. The routes are read from the route table (service/api/routes.c), so a new {id} route is
 # tested as soon as it is added; BODY_FOR gives the body that reaches the id lookup (default {}).
 # Before: GET /v1/runs/abc was 404 while /v1/silos/abc was 400; unknown silos and claims named the
 # fields silo_id / claim_id, and the wording differed ("no run with id 7", "no tuning draw 7").
 . "$(dirname "$0")/lib.sh"
 
-ROUTES_C=${ROUTES_C:-service/routes.c}
+ROUTES_C=${ROUTES_C:-service/api/routes.c}
 start_daemon || exit 1
 
 EV='{"event":{"type":"pure","epsilon":0.1}}'

@@ -16,7 +16,7 @@ case "${BUILD:-build}" in
 esac
 
 start_daemon --auth off --threads 2 || exit 1
-if python3 "$ROOT/tests/integration/fuzz_driver.py" --url "$URL" --routes "$ROOT/service/routes.c" \
+if python3 "$ROOT/tests/integration/fuzz_driver.py" --url "$URL" --routes "$ROOT/service/api/routes.c" \
     --seed "${FUZZ_SEED:-20261122}" --per-route "$PER_ROUTE" --budget-s "$BUDGET_S" --timeout-s 15; then
     pass "fuzz: no crash, no 5xx, every error in the documented shape"
 else

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent reference values for tests/unit/test_estimators_*.c (issue #6).
+"""Independent reference values for tests/unit/estimators/test_estimators_*.c (issue #6).
 
 Run: /usr/bin/python3 tests/vectors/gen/estimators_refs.py
 Uses scipy (Debian python3-scipy) only; none of this code is derived from the C implementation.

@@ -1,0 +1,144 @@
+/*
+ * api/core.c: GET /healthz, GET /v1/version, GET /metrics.
+ *
+ * /healthz is honest and cheap: it runs one real read of the database on the request's pooled
+ * connection (a cached prepared statement over schema_migrations, see store_check_health), so a
+ * deleted, locked or corrupted database turns it into 503/500, while a healthy call costs a few
+ * microseconds and no write.
+ *
+ * /metrics and /v1/echo need a valid token (admin or silo) when auth is on: only the calculators,
+ * /healthz and /v1/version are open to anyone (api/routes.c access column).
+ *
+ * POST /v1/echo is a diagnostic: it runs the whole request path (body cap, JSON parsing, strict
+ * field validation, JSON reply) without touching any feature, so clients can check their plumbing
+ * and the integration tests and bench/http can exercise the dispatcher on its own.
+ */
+#include "service/api/routes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/api/auth.h"
+#include "service/codec/json_util.h"
+#include "service/ledger/ledger.h"
+#include "service/http/metrics.h"
+#include "service/base/version.h"
+
+#define HEALTH_MAX_AGE_MS 250 /* probes within this window reuse the last successful DB read */
+
+int route_healthz(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    const char *fresh = http_req_query(rq, "fresh");
+    if (fresh != NULL && strcmp(fresh, "1") != 0 && strcmp(fresh, "0") != 0)
+        return dp_err_set(err, DP_EINVAL, "fresh", "fresh must be 0 or 1 (got \"%.16s\")", fresh);
+    int64_t max_age = fresh != NULL && fresh[0] == '1' ? 0 : HEALTH_MAX_AGE_MS;
+    int64_t age_ms = 0;
+    if (store_check_health(rq->app->store, rq->db, max_age, &age_ms, err) != DP_OK)
+        return err->code;
+    json_t *o = json_object();
+    if (o == NULL || json_util_set(o, "status", json_string("ok"), err) != DP_OK ||
+        json_util_set(o, "db", json_string("ok"), err) != DP_OK ||
+        json_util_set(o, "db_checked_ms_ago", json_integer(age_ms), err) != DP_OK ||
+        json_util_set(o, "schema_version", json_integer(store_schema_version(rq->app->store)),
+                      err) != DP_OK) {
+        json_decref(o);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    return http_resp_json(rs, 200, o, err);
+}
+
+static const char SQL_INSTANCE[] = "SELECT instance_id, created_at_ms FROM instance WHERE id = 1";
+
+int route_version(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    version_info v;
+    version_get(&v);
+    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL_INSTANCE, err);
+    if (st == NULL)
+        return err->code;
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        store_stmt_done(st);
+        return store_err(rq->db, rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, "read instance",
+                         rq->req_id, err);
+    }
+    json_t *inst = json_pack("{s:s, s:o}", "instance_id", (const char *)sqlite3_column_text(st, 0),
+                             "created_at", json_util_time(sqlite3_column_int64(st, 1)));
+    store_stmt_done(st);
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:i, s:o*}", "version", v.version,
+                  "git_commit", v.git_commit, "compiler", v.compiler, "libraries", "microhttpd",
+                  v.microhttpd, "jansson", v.jansson, "sqlite", v.sqlite, "gsl", v.gsl,
+                  "schema_version", store_schema_version(rq->app->store), "database", inst);
+    if (o == NULL || inst == NULL) {
+        json_decref(o);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    return http_resp_json(rs, 200, o, err);
+}
+
+int route_metrics(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    ledger_principal who;
+    if (auth_resolve(rq, &who, err) != DP_OK) /* any valid token (http/server.h route_access) */
+        return err->code;
+    size_t len = 0;
+    char *text = http_metrics_render(rq->app->metrics, &len, err);
+    if (text == NULL)
+        return err->code;
+    if (rq->app->ledger != NULL) { /* the budget ledger's group commits (service/ledger/ledger.h) */
+        uint64_t groups = 0, ops = 0;
+        ledger_stats(rq->app->ledger, &groups, &ops);
+        size_t cap = len + 512;
+        char *all = malloc(cap);
+        if (all == NULL) {
+            free(text);
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+        memcpy(all, text, len);
+        free(text);
+        int n = snprintf(all + len, cap - len,
+                         "# HELP dpsilo_ledger_group_commits_total Ledger write transactions "
+                         "committed (one fsync each).\n"
+                         "# TYPE dpsilo_ledger_group_commits_total counter\n"
+                         "dpsilo_ledger_group_commits_total %llu\n"
+                         "# HELP dpsilo_ledger_ops_total Ledger writes (charges, claims, silo "
+                         "changes) carried by those commits.\n"
+                         "# TYPE dpsilo_ledger_ops_total counter\n"
+                         "dpsilo_ledger_ops_total %llu\n",
+                         (unsigned long long)groups, (unsigned long long)ops);
+        if (n < 0 || (size_t)n >= cap - len) {
+            free(all);
+            return dp_err_set(err, DP_EINTERNAL, NULL, "metrics text truncated");
+        }
+        text = all;
+        len += (size_t)n;
+    }
+    return http_resp_text(rs, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, err);
+}
+
+#define ECHO_MESSAGE_MAX 1024 /* bytes */
+#define ECHO_COUNT_MAX   16
+
+int route_echo(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    static const char *const keys[] = {"message", "count"};
+    const char *msg = NULL;
+    int64_t count = 1;
+    ledger_principal who;
+    if (auth_resolve(rq, &who, err) != DP_OK || /* any valid token (http/server.h route_access) */
+        json_util_check_keys(rq->body, keys, 2, err) != DP_OK ||
+        json_util_req_string(rq->body, "message", &msg, err) != DP_OK ||
+        json_util_opt_int(rq->body, "count", 1, &count, err) != DP_OK)
+        return err->code;
+    if (strlen(msg) > ECHO_MESSAGE_MAX)
+        return dp_err_set(err, DP_EINVAL, "message", "message must be at most %d bytes (got %zu)",
+                          ECHO_MESSAGE_MAX, strlen(msg));
+    if (count < 1 || count > ECHO_COUNT_MAX)
+        return dp_err_set(err, DP_EINVAL, "count", "count must be in 1..%d (got %lld)",
+                          ECHO_COUNT_MAX, (long long)count);
+    json_t *o = json_pack("{s:s, s:I, s:s}", "message", msg, "count", (json_int_t)count,
+                          "request_id", rq->req_id);
+    return http_resp_json(rs, 200, o, err);
+}

@@ -1,0 +1,2375 @@
+/*
+ * api/estimators.c: the empirical-Bayes estimator endpoints and the stored runs (issue #6).
+ *
+ *   POST /v1/estimators/gaussian   Gaussian prior (Ozkara et al. 2023, Thm 1, Thm 2)
+ *   POST /v1/estimators/beta       Beta-Bernoulli (eq. 6-7, Thm 3-4; digest A5-A8)
+ *   POST /v1/estimators/mixture    mixture prior (Thm 6, Alg 3, digest 2.6)
+ *   GET  /v1/runs/{id}, GET /v1/runs?limit=&after=
+ *
+ * Each POST is checked on its HTTP thread (work and size caps, the caller's token, the
+ * Idempotency-Key), then parsed and validated into the estimators/ library's structs (400 naming
+ * the field for bad input), computed by the library and rendered on a compute thread
+ * (service/base/compute.h; inline when the request offers no deferral), and stored as a run
+ * (migrations/0004_estimator_runs.sql, 0007 for the key) in the same ledger transaction that
+ * charges the silos its clients name. The answer is 201 with a Location of /v1/runs/{id} and the
+ * result. Request and response shapes: docs/ESTIMATORS.md. The split, charging and idempotency are
+ * described at "a run in the making" below.
+ *
+ * Privacy: "privacy" blocks simulate each client's local randomizer on the server (local DP per
+ * client, user level). The noise comes from a seeded PRNG: simulation-grade, not a hardened release
+ * mechanism (STYLE.md 2.8).
+ *
+ * Memory: request values are borrowed from the job's reference to the body; every allocation is
+ * freed at the single out: label of each compute function or in est_job_free. Thread-safety: a job
+ * belongs to one thread at a time (the HTTP thread, then a compute thread, then an HTTP thread);
+ * the request's connection is used on the HTTP thread only.
+ */
+#include "service/api/routes.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/dp_alloc.h"
+#include "service/base/cfg.h"
+#include "common/dp_log.h"
+#include "common/dp_sha256.h"
+#include "estimators/eb_beta.h"
+#include "estimators/eb_gaussian.h"
+#include "estimators/eb_mixture.h"
+#include "service/api/auth.h"
+#include "service/http/offload.h"
+#include "service/codec/event_json.h"
+#include "service/codec/json_util.h"
+#include "service/ledger/ledger.h"
+
+#define EST_DEFAULT_MAX_ITER 1000 /* solver iterations unless the request says otherwise */
+
+/* ---- small parsing helpers
+ * ----------------------------------------------------------------------- */
+
+/* Prefixes err's field with "clients[i]". */
+static int client_err(dp_err *err, size_t i)
+{
+    char p[32];
+    snprintf(p, sizeof p, "clients[%zu]", i);
+    dp_err_prefix_field(err, p);
+    return err->code;
+}
+
+/* A number or an array of numbers. *d == 0 on entry: learns the dimension; else it must match.
+ * out has room for EB_MAX_DIM values. *is_vec tells which form was sent. */
+static int parse_vec(const json_t *v, const char *field, size_t *d, double *out, bool *is_vec,
+                     dp_err *err)
+{
+    if (json_is_number(v)) {
+        if (*d != 0 && *d != 1)
+            return dp_err_set(err, DP_EINVAL, field, "%s must have %zu coordinates (got a number)",
+                              field, *d);
+        out[0] = json_number_value(v);
+        *d = 1;
+        *is_vec = false;
+    } else if (json_is_array(v)) {
+        size_t k = json_array_size(v);
+        if (k < 1 || k > EB_MAX_DIM)
+            return dp_err_set(err, DP_EINVAL, field, "%s must have 1..%d coordinates (got %zu)",
+                              field, EB_MAX_DIM, k);
+        if (*d != 0 && *d != k)
+            return dp_err_set(err, DP_EINVAL, field, "%s must have %zu coordinates (got %zu)",
+                              field, *d, k);
+        for (size_t j = 0; j < k; j++) {
+            const json_t *e = json_array_get(v, j);
+            if (!json_is_number(e))
+                return dp_err_set(err, DP_EINVAL, field, "%s[%zu] must be a number (got %s)", field,
+                                  j, json_util_type_name(e));
+            out[j] = json_number_value(e);
+        }
+        *d = k;
+        *is_vec = true;
+    } else {
+        return dp_err_set(err, DP_EINVAL, field,
+                          "%s must be a number or an array of numbers (got %s)", field,
+                          json_util_type_name(v));
+    }
+    for (size_t j = 0; j < *d; j++)
+        if (!isfinite(out[j]))
+            return dp_err_set(err, DP_EINVAL, field, "%s must be finite", field);
+    return DP_OK;
+}
+
+/* A value for each of d coordinates: d numbers, or one number (or [x]) that holds for all.
+ * out has room for EB_MAX_DIM values. */
+static int parse_vec_for(const json_t *v, const char *field, size_t d, double *out, dp_err *err)
+{
+    size_t k = 0;
+    bool isv;
+    if (parse_vec(v, field, &k, out, &isv, err) != DP_OK)
+        return err->code;
+    if (k != d && k != 1)
+        return dp_err_set(err, DP_EINVAL, field, "%s must have 1 or %zu coordinates", field, d);
+    for (size_t j = 1; j < d && k == 1; j++)
+        out[j] = out[0];
+    return DP_OK;
+}
+
+static json_t *vec_json(const double *x, size_t d, bool as_vec)
+{
+    if (!as_vec)
+        return json_util_real(x[0]);
+    json_t *a = json_array();
+    if (a == NULL)
+        return NULL;
+    for (size_t j = 0; j < d; j++)
+        if (json_array_append_new(a, json_util_real(x[j])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* The client's id as sent (string or integer), or its index. New reference. */
+static json_t *client_id(const json_t *c, size_t i)
+{
+    const json_t *id = json_object_get(c, "id");
+    if (id != NULL && (json_is_string(id) || json_is_integer(id)))
+        return json_incref((json_t *)id);
+    return json_integer((json_int_t)i);
+}
+
+static int check_id(const json_t *c, dp_err *err)
+{
+    const json_t *id = json_object_get(c, "id");
+    if (id != NULL && !json_is_string(id) && !json_is_integer(id) && !json_is_null(id))
+        return dp_err_set(err, DP_EINVAL, "id", "id must be a string or an integer (got %s)",
+                          json_util_type_name(id));
+    return DP_OK;
+}
+
+/* silo_id (optional): a positive integer naming the silo whose data this client is. */
+static int check_silo(const json_t *c, dp_err *err)
+{
+    const json_t *s = json_object_get(c, "silo_id");
+    if (s != NULL && (!json_is_integer(s) || json_integer_value(s) <= 0))
+        return dp_err_set(err, DP_EINVAL, "silo_id", "silo_id must be a positive integer (got %s)",
+                          json_util_type_name(s));
+    return DP_OK;
+}
+
+/* One allowed value of a string option and what it selects. */
+typedef struct choice {
+    const char *name;
+    int value;
+} choice;
+
+/* s must be one of the n names in ch; *out gets its value. Otherwise a 400 naming field, e.g.
+ * 'range must be "paper" or "safe" (got "x")' (the message names field's last part). */
+static int pick(const char *s, const char *field, const choice *ch, size_t n, int *out, dp_err *err)
+{
+    char list[160];
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(s, ch[i].name) == 0) {
+            *out = ch[i].value;
+            return DP_OK;
+        }
+        const char *sep = i == 0 ? "" : (i + 1 < n ? ", " : " or ");
+        int w = snprintf(list + len, sizeof list - len, "%s\"%s\"", sep, ch[i].name);
+        if (w > 0 && (size_t)w < sizeof list - len)
+            len += (size_t)w;
+    }
+    const char *dot = strrchr(field, '.');
+    return dp_err_set(err, DP_EINVAL, field, "%s must be %s (got \"%s\")", dot ? dot + 1 : field,
+                      list, s);
+}
+
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- a run in the making (issue 10: off the HTTP threads, charged and stored together)
+ * -------------------------------------------------------------------------------------------
+ *
+ * A POST is split in three (service/base/compute.h). On its HTTP thread, est_start checks what is
+ * cheap and must not wait: the work and size caps (before anything is allocated for the clients),
+ * the caller's token when clients name silos, and the Idempotency-Key (a retry of a stored run is
+ * answered from the database at once). The estimator itself (validation of every client, the
+ * noise, the fits, the response) then runs on a compute thread (est_run), and an HTTP thread sends
+ * the answer (est_render). The request body is HANDED OVER, not shared: the dispatcher keeps it for
+ * the resume and touches it only after the wake-up, so the compute thread is its only user
+ * meanwhile (STYLE.md 2.4's rule that a json_t never crosses threads is about sharing; jansson is
+ * safe for one thread at a time). Nothing else from the request reaches the compute thread: the
+ * principal is resolved and the key validated before.
+ *
+ * Charging: when clients name silos ("silo_id") the run must be private, and every participating
+ * silo is charged through the ledger (service/ledger/ledger.h) in ONE all-or-nothing batch. A dry
+ * run of that batch, before anything is computed, refuses a run that cannot be afforded (409
+ * budget_exhausted, or 404 for an unknown silo) without drawing noise. The real charge and the
+ * stored run then commit in ONE ledger transaction (ledger_charge_batch_with): a failure leaves
+ * neither a charge nor a run (D7), and nothing computed is released. The event charged to a silo is
+ * the per-client mechanism (the Gaussian channel as {"type": "gaussian", "noise_multiplier":
+ * sigma/Delta}, or per coordinate composed d times; randomized response as "pure" epsilon0, two
+ * bits at epsilon0/2 composed twice), self-composed over the silo's clients in the run:
+ * conservative, it holds even if one person's data sit in several of the silo's clients. A silo
+ * token may only charge its own silo (403 otherwise); the admin token any.
+ *
+ * Idempotency: with an Idempotency-Key header (1..EST_KEY_MAX printable ASCII characters) the run
+ * row records the key (scoped to the caller's token) and a SHA-256 of the request; each silo's
+ * charge carries the key too. A retry with the same key and the same request gets the first answer
+ * with "replayed": true, and is charged nothing (the charges replay); the same key with another
+ * request is a 409. */
+
+#define EST_KEY_MAX 128 /* Idempotency-Key bytes */
+
+typedef struct silo_cnt {
+    int64_t silo;
+    size_t count;
+    size_t first; /* index of its first client, for error fields */
+} silo_cnt;
+
+/* A growing text buffer (the estimates of a run, the charges' JSON). */
+typedef struct text_buf {
+    char *s;
+    size_t len, cap;
+    bool failed;
+} text_buf;
+
+typedef struct est_job est_job;
+typedef int (*est_compute_fn)(est_job *j, dp_err *err);
+
+struct est_job {
+    const char *kind; /* "gaussian", "beta", "mixture" (static) */
+    est_compute_fn compute;
+    http_req rq; /* the handler's request: body held (incref); db only for an inline run, else NULL;
+                    no defer or bearer; rq.app points to app below */
+    app app;     /* the handler's app, without the compute pool and the metrics */
+    char req_id[HTTP_REQ_ID_MAX];
+    ledger_principal who; /* resolved on the HTTP thread when clients name silos */
+    bool have_who;
+    int64_t creator; /* the token that creates the run (0 with --auth off): who may read it */
+    dp_err who_err;  /* why it could not be: reported when charging, after validation */
+    const atomic_bool *cancel;  /* the compute pool's flag for this run (NULL inline); borrowed */
+    char key[EST_KEY_MAX + 32]; /* the scoped Idempotency-Key ("a:<key>" admin, "s<silo id>:<key>"
+                                   silo), "" = none */
+    char charge_key[EST_KEY_MAX + 40];  /* "run:" + key, on each silo's charge */
+    char hash[DP_SHA256_HEX_CHARS + 1]; /* SHA-256 of kind and request, with a key */
+    /* the charge plan (plan_charges) */
+    size_t n_silos;
+    silo_cnt *sc;
+    acct_event **evs;
+    char **evjs; /* canonical event JSON per silo */
+    ledger_charge_req *reqs;
+    ledger_charge_result *res;
+    /* the outcome */
+    text_buf rows; /* the "estimates" array's elements as JSON text, written row by row so that a
+                      million clients never become a million jansson objects at once */
+    size_t n_rows;
+    char *answer; /* response JSON text (malloc), run_id included */
+    int64_t run_id;
+    bool replayed;
+};
+
+static int cmp_silo(const void *a, const void *b)
+{
+    int64_t x = ((const silo_cnt *)a)->silo, y = ((const silo_cnt *)b)->silo;
+    return (x > y) - (x < y);
+}
+
+/* The client's error for a failed charge batch (dry or real): names the refused silo's first
+ * client. */
+static int charge_error(const est_job *j, int rc, const dp_err *e, dp_err *err)
+{
+    size_t n = j->n_silos, bad = 0;
+    const ledger_charge_result *res = j->res;
+    while (bad < n && res[bad].status == DP_OK)
+        bad++;
+    if (bad == n) { /* the batch failed as a whole (busy, internal): say so as it is */
+        if (e->code != DP_OK)
+            return dp_err_set(err, e->code, e->field[0] ? e->field : NULL, "%s", e->msg);
+        return dp_err_set(err, rc, NULL, "charging the silos failed");
+    }
+    char f[48];
+    snprintf(f, sizeof f, "clients[%zu].silo_id", j->sc[bad].first);
+    if (res[bad].status == DP_EBUDGET)
+        return dp_err_set(err, DP_EBUDGET, f,
+                          "silo %lld cannot afford this run: %.6g spent + %.6g reserved + %.6g "
+                          "requested would be %.6g > budget %.6g; nothing was charged or stored",
+                          (long long)j->sc[bad].silo, res[bad].spent, res[bad].reserved,
+                          res[bad].requested, res[bad].would_be, res[bad].budget);
+    if (res[bad].status == DP_ENOTFOUND)
+        return http_err_not_found(err, f, "silo", j->sc[bad].silo);
+    if (res[bad].status == DP_ECONFLICT && strstr(e->msg, "idempotency") != NULL)
+        return dp_err_set(err, DP_ECONFLICT, "Idempotency-Key",
+                          "Idempotency-Key was already used for a different request");
+    return dp_err_set(err, rc, f, "silo %lld: %s", (long long)j->sc[bad].silo, e->msg);
+}
+
+/* Plans the charge of the silos named in body.clients for one run (ev: the per-client event,
+ * borrowed), and checks it with a dry run, so a run that cannot be afforded is refused before
+ * anything is computed. finish_run charges the plan together with the run's insert. */
+static int plan_charges(est_job *j, bool priv, const json_t *ev, dp_err *err)
+{
+    const json_t *cl = json_object_get(j->rq.body, "clients");
+    size_t m = json_array_size(cl), named = 0;
+    for (size_t i = 0; i < m; i++)
+        if (json_object_get(json_array_get(cl, i), "silo_id") != NULL)
+            named++;
+    if (named == 0)
+        return DP_OK;
+    if (!priv || ev == NULL)
+        return dp_err_set(err, DP_EINVAL, "privacy",
+                          "clients name silos (silo_id): a run on silo data must be private; add a "
+                          "privacy block with a private mechanism");
+    ledger *l = j->rq.app->ledger;
+    if (l == NULL)
+        return dp_err_set(err, DP_EINVAL, "clients",
+                          "this daemon has no budget ledger to charge silos");
+    if (!j->have_who) { /* 401 or 403, now that the request itself is valid */
+        if (j->who_err.code != DP_OK)
+            return dp_err_set(err, j->who_err.code, j->who_err.field[0] ? j->who_err.field : NULL,
+                              "%s", j->who_err.msg);
+        return dp_err_set(err, DP_EINTERNAL, NULL, "the caller was not resolved");
+    }
+    silo_cnt *sc = dp_calloc(named, sizeof *sc);
+    if (sc == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    j->sc = sc;
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        const json_t *s = json_object_get(json_array_get(cl, i), "silo_id");
+        if (s != NULL)
+            sc[k++] = (silo_cnt){json_integer_value(s), 1, i};
+    }
+    qsort(sc, named, sizeof *sc, cmp_silo);
+    size_t n = 0;
+    for (size_t i = 0; i < named; i++) {
+        if (n > 0 && sc[n - 1].silo == sc[i].silo) {
+            sc[n - 1].count++;
+            if (sc[i].first < sc[n - 1].first)
+                sc[n - 1].first = sc[i].first;
+        } else {
+            sc[n++] = sc[i];
+        }
+    }
+    if (n > LEDGER_MAX_BATCH)
+        return dp_err_set(err, DP_EINVAL, "clients", "at most %d distinct silos per run (got %zu)",
+                          LEDGER_MAX_BATCH, n);
+    for (size_t i = 0; i < n; i++)
+        if (j->who.role != LEDGER_ROLE_ADMIN && j->who.silo_id != sc[i].silo)
+            return dp_err_set(err, DP_EFORBIDDEN, NULL, "this token may not charge silo %lld",
+                              (long long)sc[i].silo);
+    j->evs = dp_calloc(n, sizeof *j->evs);
+    j->evjs = dp_calloc(n, sizeof *j->evjs);
+    j->reqs = dp_calloc(n, sizeof *j->reqs);
+    j->res = dp_calloc(n, sizeof *j->res);
+    if (!j->evs || !j->evjs || !j->reqs || !j->res)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    j->n_silos = n;
+    static const char *const REASON[] = {"estimator run (gaussian)", "estimator run (beta)",
+                                         "estimator run (mixture)"};
+    const char *reason = strcmp(j->kind, "gaussian") == 0 ? REASON[0]
+                         : strcmp(j->kind, "beta") == 0   ? REASON[1]
+                                                          : REASON[2];
+    for (size_t i = 0; i < n; i++) {
+        json_t *evj = sc[i].count == 1 ? json_incref((json_t *)ev)
+                                       : json_pack("{s:s, s:I, s:O}", "type", "self_composed",
+                                                   "count", (json_int_t)sc[i].count, "event", ev);
+        if (evj == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        int rc = event_json_parse(evj, false, "event", &j->evs[i], err);
+        if (rc == DP_OK && (j->evjs[i] = json_dumps(evj, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        json_decref(evj);
+        if (rc != DP_OK)
+            return rc;
+        j->reqs[i] = (ledger_charge_req){sc[i].silo,
+                                         j->evs[i],
+                                         ACCT_NB_ADD_REMOVE,
+                                         j->evjs[i],
+                                         j->charge_key[0] ? j->charge_key : NULL,
+                                         reason,
+                                         0,
+                                         j->who.token_id};
+    }
+    dp_err e;
+    dp_err_clear(&e);
+    int rc = ledger_charge_batch(l, j->reqs, n, true, j->res, &e);
+    return rc == DP_OK ? DP_OK : charge_error(j, rc, &e, err);
+}
+
+/* plan_charges for a route: ev (stolen) is the per-client event when priv, where NULL means
+ * building it ran out of memory. */
+static int charge_silos(est_job *j, bool priv, json_t *ev, dp_err *err)
+{
+    int rc = priv && ev == NULL ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory")
+                                : plan_charges(j, priv, ev, err);
+    json_decref(ev);
+    return rc;
+}
+
+/* The "charges" of a response before the commit: an empty array, which the commit replaces with
+ * the outcome of each silo's charge (run_write). */
+static json_t *charges_placeholder(void)
+{
+    return json_array();
+}
+
+/* The "charging" sentence of a response. */
+static const char *charging_note(const est_job *j)
+{
+    return j->n_silos > 0 ? "charged through the ledger, all silos in one all-or-nothing batch "
+                            "committed together with the stored run"
+                          : "none: no client named a silo (silo_id)";
+}
+
+static int get_clients(const json_t *body, size_t *m, dp_err *err)
+{
+    const json_t *cl = json_object_get(body, "clients");
+    if (cl == NULL || json_is_null(cl))
+        return dp_err_set(err, DP_EINVAL, "clients", "clients is required");
+    if (!json_is_array(cl))
+        return dp_err_set(err, DP_EINVAL, "clients", "clients must be an array (got %s)",
+                          json_util_type_name(cl));
+    *m = json_array_size(cl);
+    if (*m < 1 || *m > EB_MAX_CLIENTS)
+        return dp_err_set(err, DP_EINVAL, "clients", "clients must have 1..%d entries (got %zu)",
+                          EB_MAX_CLIENTS, *m);
+    return DP_OK;
+}
+
+/* A prior is estimated from the clients only when there are at least two of them. */
+static int check_estimable(size_t m, dp_err *err)
+{
+    if (m < 2)
+        return dp_err_set(err, DP_EINVAL, "clients",
+                          "estimating the prior needs at least 2 clients (got %zu)", m);
+    return DP_OK;
+}
+
+static int parse_seed(const json_t *body, uint64_t *seed, dp_err *err)
+{
+    int64_t s;
+    if (json_util_opt_int(body, "seed", 1, &s, err) != DP_OK)
+        return err->code;
+    if (s < 0)
+        return dp_err_set(err, DP_EINVAL, "seed", "seed must be >= 0 (got %lld)", (long long)s);
+    *seed = (uint64_t)s;
+    return DP_OK;
+}
+
+static int parse_max_iter(const json_t *body, unsigned *mi, dp_err *err)
+{
+    int64_t v;
+    if (json_util_opt_int(body, "max_iter", EST_DEFAULT_MAX_ITER, &v, err) != DP_OK)
+        return err->code;
+    if (v < 1 || v > EB_MAX_ITER_CAP)
+        return dp_err_set(err, DP_EINVAL, "max_iter", "max_iter must be in 1..%d (got %lld)",
+                          EB_MAX_ITER_CAP, (long long)v);
+    *mi = (unsigned)v;
+    return DP_OK;
+}
+
+static int parse_calibration(const json_t *pv, eb_calibration *cal, dp_err *err)
+{
+    static const choice CAL[] = {{"classic", EB_CAL_CLASSIC}, {"analytic", EB_CAL_ANALYTIC}};
+    const char *s;
+    int v;
+    if (json_util_opt_string(pv, "calibration", "classic", &s, err) != DP_OK ||
+        pick(s, "calibration", CAL, N_ELEMS(CAL), &v, err) != DP_OK)
+        return err->code;
+    *cal = (eb_calibration)v;
+    return DP_OK;
+}
+
+/* One key of a response and its value (a new reference, or NULL when building it failed). */
+typedef struct field_val {
+    const char *key;
+    json_t *value;
+} field_val;
+
+/* Sets the n keys on o in order, continuing from rc: once rc is not DP_OK (on entry or after a
+ * failure) the remaining values are only released. Every value is stolen, so a response under
+ * construction never leaks its parts. */
+static int set_fields(json_t *o, const field_val *f, size_t n, int rc, dp_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (rc == DP_OK)
+            rc = json_util_set(o, f[i].key, f[i].value, err);
+        else
+            json_decref(f[i].value);
+    }
+    return rc;
+}
+
+/* What every estimator reports after its own fields. */
+typedef struct run_outcome {
+    double loglik;
+    unsigned iterations;
+    eb_status status;
+    json_t *privacy; /* stolen by finish_run; json_null() for a non-private run */
+} run_outcome;
+
+/* ---- access (issue 10; docs/BUDGETS.md "Access control")
+ * ---------------------------------------------------------------------------------
+ * Runs are private data. Creating one needs a valid token (the admin's or a silo's; with --auth
+ * off everyone is the admin), also when no client names a silo. Reading one needs the admin token,
+ * the token that created it or another token of the same silo (a rotated silo keeps its runs), or
+ * the token of a silo the run charged (estimator_run_silos, filled from the run's charges by
+ * migration 0006's trigger). Anyone else is answered 404, as for a run that does not exist, so ids
+ * do not leak. RUN_VISIBLE is the one condition for the read and the list: the list filters in SQL,
+ * so its pages stay full and next_after exact. It needs the run aliased as r and run_viewer. */
+#define RUN_VISIBLE                                                                                \
+    "(:admin = 1 OR r.creator_token_id = :tok OR EXISTS (SELECT 1 FROM tokens t WHERE t.id = "     \
+    "r.creator_token_id AND t.silo_id = :silo) OR EXISTS (SELECT 1 FROM estimator_run_silos x "    \
+    "WHERE x.run_id = r.id AND x.silo_id = :silo))"
+
+static int run_require_token(const http_req *rq, dp_err *err)
+{
+    ledger_principal who;
+    return auth_resolve(rq, &who, err);
+}
+
+/* Resolves the caller (401 without a valid token) and binds RUN_VISIBLE's parameters. */
+static int run_viewer(const http_req *rq, sqlite3_stmt *st, dp_err *err)
+{
+    ledger_principal who;
+    if (auth_resolve(rq, &who, err) != DP_OK)
+        return err->code;
+    bool admin = who.role == LEDGER_ROLE_ADMIN;
+    int s = sqlite3_bind_int(st, sqlite3_bind_parameter_index(st, ":admin"), admin ? 1 : 0);
+    if (s == SQLITE_OK)
+        s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":tok"), who.token_id);
+    if (s == SQLITE_OK)
+        s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":silo"),
+                               admin ? 0 : who.silo_id);
+    return s == SQLITE_OK ? DP_OK : store_err(rq->db, s, "bind run viewer", rq->req_id, err);
+}
+
+/* ---- run storage
+ * --------------------------------------------------------------------------------- */
+
+__attribute__((format(printf, 2, 3))) static void tb_printf(text_buf *b, const char *fmt, ...)
+{
+    if (b->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = true;
+            return;
+        }
+        if (b->s != NULL && (size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
+        char *s = malloc(cap);
+        if (s == NULL) {
+            b->failed = true;
+            return;
+        }
+        if (b->s != NULL)
+            memcpy(s, b->s, b->len);
+        free(b->s);
+        b->s = s;
+        b->cap = cap;
+    }
+}
+
+/* A JSON number with 17 significant digits (as jansson writes them), null when not finite. */
+static void tb_real(text_buf *b, const char *key, double x)
+{
+    if (isfinite(x))
+        tb_printf(b, ",\"%s\":%.17g", key, x);
+    else
+        tb_printf(b, ",\"%s\":null", key);
+}
+
+/* The response's privacy.charges from each silo's charge outcome. Owned text (malloc) or NULL. */
+static char *charges_text(const est_job *j, const ledger_charge_result *res)
+{
+    text_buf b = {0};
+    tb_printf(&b, "[");
+    for (size_t i = 0; i < j->n_silos; i++) {
+        tb_printf(&b, "%s{\"silo_id\":%lld,\"charge_id\":%lld,\"clients\":%zu,\"event\":%s",
+                  i ? "," : "", (long long)j->sc[i].silo, (long long)res[i].charge_id,
+                  j->sc[i].count, j->evjs[i]);
+        tb_real(&b, "cost_eps", res[i].cost_eps);
+        tb_real(&b, "cost_rho", res[i].cost_rho);
+        tb_real(&b, "spent_eps_after", res[i].spent_eps_after);
+        tb_real(&b, "remaining_after", res[i].remaining_after);
+        tb_printf(&b, ",\"replayed\":%s}", res[i].replayed ? "true" : "false");
+    }
+    tb_printf(&b, "]");
+    if (b.failed) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* The stored result (an object's text) with "run_id" (and "replayed": true) appended. */
+static char *answer_text(const char *result, int64_t id, bool replayed)
+{
+    size_t len = strlen(result);
+    while (len > 0 && result[len - 1] != '}')
+        len--;
+    if (len == 0)
+        return NULL;
+    text_buf b = {0};
+    tb_printf(&b, "%.*s%s\"run_id\":%lld%s}", (int)(len - 1), result, len > 2 ? "," : "",
+              (long long)id, replayed ? ",\"replayed\":true" : "");
+    if (b.failed) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* Appends one estimate (row, stolen; NULL = out of memory) to j->rows, as compact JSON. */
+static int add_row(est_job *j, json_t *row, dp_err *err)
+{
+    char *t = row ? json_dumps(row, JSON_COMPACT) : NULL;
+    json_decref(row);
+    if (t == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    tb_printf(&j->rows, "%s%s", j->n_rows ? "," : "", t);
+    free(t);
+    j->n_rows++;
+    return j->rows.failed ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory") : DP_OK;
+}
+
+/* The result text with the placeholder "estimates":[] replaced by j->rows. Owned or NULL. */
+static char *with_rows(const char *result, const est_job *j)
+{
+    static const char PH[] = "\"estimates\":[]";
+    const char *at = strstr(result, PH);
+    if (at == NULL)
+        return NULL;
+    size_t pre = (size_t)(at - result) + sizeof PH - 2; /* up to and including '[' */
+    text_buf b = {0};
+    tb_printf(&b, "%.*s%s%s", (int)pre, result, j->rows.s ? j->rows.s : "", at + sizeof PH - 2);
+    if (b.failed) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* What run_write stores. */
+typedef struct run_row {
+    est_job *j;
+    bool priv;
+    size_t m;
+    const char *status;
+    const char *params, *data, *result; /* JSON text; data may be NULL */
+} run_row;
+
+static int sql_fail(sqlite3 *db, int rc, const char *what, const est_job *j, dp_err *err)
+{
+    int prim = rc & 0xff;
+    if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED)
+        return dp_err_set(err, DP_EBUSY, NULL, "the database is busy; retry shortly");
+    dp_log(DP_LOG_ERROR, j->req_id, "estimator run: %s: %s (rc %d)", what, sqlite3_errmsg(db), rc);
+    return dp_err_set(err, DP_EINTERNAL, NULL, "internal error storing the run");
+}
+
+static int bind_text(sqlite3_stmt *st, const char *name, const char *v)
+{
+    int i = sqlite3_bind_parameter_index(st, name);
+    return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+static int bind_i64(sqlite3_stmt *st, const char *name, int64_t v)
+{
+    return sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, name), v);
+}
+
+/* Looks up the run of key; *found = 0 (none), 1 (same request: j->answer/run_id set, replayed) or
+ * 2 (another request). */
+static int run_by_key(sqlite3 *db, est_job *j, int *found, dp_err *err)
+{
+    static const char SQL[] =
+        "SELECT id, request_hash, result FROM estimator_runs WHERE idempotency_key = :k";
+    sqlite3_stmt *st = NULL;
+    *found = 0;
+    int s = sqlite3_prepare_v2(db, SQL, -1, &st, NULL);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":k", j->key);
+    if (s == SQLITE_OK)
+        s = sqlite3_step(st);
+    int rc = DP_OK;
+    if (s == SQLITE_ROW) {
+        const char *h = (const char *)sqlite3_column_text(st, 1);
+        if (h == NULL || strcmp(h, j->hash) != 0) {
+            *found = 2;
+        } else {
+            *found = 1;
+            j->run_id = sqlite3_column_int64(st, 0);
+            j->replayed = true;
+            free(j->answer);
+            j->answer = answer_text((const char *)sqlite3_column_text(st, 2), j->run_id, true);
+            if (j->answer == NULL)
+                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+    } else if (s != SQLITE_DONE) {
+        rc = sql_fail(db, s, "look up an Idempotency-Key", j, err);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int key_conflict(dp_err *err)
+{
+    return dp_err_set(err, DP_ECONFLICT, "Idempotency-Key",
+                      "Idempotency-Key was already used for a different request");
+}
+
+/* Stores the run in the caller's transaction (ledger_write_fn): on the ledger's committer, inside
+ * the savepoint of the silos' charge, so both commit or neither; or on the request's connection
+ * when no silo is charged and there is no ledger. res: each silo's charge (n = j->n_silos). */
+static int run_write(sqlite3 *db, void *arg, const ledger_charge_result *res, size_t n, dp_err *err)
+{
+    static const char INSERT[] =
+        "INSERT INTO estimator_runs (kind, created_at_ms, request_id, status, private, n_clients, "
+        "params, data, result, idempotency_key, request_hash, creator_token_id) VALUES (:kind, :t, "
+        ":rid, :st, :priv, :n, :p, :d, CASE WHEN :c IS NULL THEN :r ELSE json_set(:r, "
+        "'$.privacy.charges', json(:c)) END, :k, :h, nullif(:creator, 0))";
+    static const char RESULT[] = "SELECT result FROM estimator_runs WHERE id = :id";
+    run_row *w = arg;
+    est_job *j = w->j;
+    if (j->key[0] != '\0') {
+        int found;
+        if (run_by_key(db, j, &found, err) != DP_OK)
+            return err->code;
+        if (found == 2)
+            return key_conflict(err);
+        if (found == 1) {
+            for (size_t i = 0; i < n; i++)
+                if (!res[i].replayed) /* a charge made now: not the first request's */
+                    return key_conflict(err);
+            return DP_OK;
+        }
+    }
+    char *charges = n > 0 ? charges_text(j, res) : NULL;
+    if (n > 0 && charges == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    sqlite3_stmt *st = NULL;
+    int rc = DP_OK;
+    int s = sqlite3_prepare_v2(db, INSERT, -1, &st, NULL);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":kind", j->kind);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":t", store_now_ms());
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":rid", j->req_id[0] ? j->req_id : "-");
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":st", w->status);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":priv", w->priv ? 1 : 0);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":n", (int64_t)w->m);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":p", w->params);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":d", w->data);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":c", charges);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":r", w->result);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":k", j->key[0] ? j->key : NULL);
+    if (s == SQLITE_OK)
+        s = bind_text(st, ":h", j->key[0] ? j->hash : NULL);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":creator", j->creator);
+    if (s == SQLITE_OK)
+        s = sqlite3_step(st);
+    if (s != SQLITE_DONE) {
+        rc = sql_fail(db, s, "insert estimator run", j, err);
+        goto out;
+    }
+    j->run_id = (int64_t)sqlite3_last_insert_rowid(db);
+    j->replayed = false;
+    free(j->answer);
+    j->answer = NULL;
+    if (charges == NULL) {
+        j->answer = answer_text(w->result, j->run_id, false);
+    } else { /* the stored text, with the charges in place */
+        sqlite3_finalize(st);
+        st = NULL;
+        s = sqlite3_prepare_v2(db, RESULT, -1, &st, NULL);
+        if (s == SQLITE_OK)
+            s = bind_i64(st, ":id", j->run_id);
+        if (s == SQLITE_OK)
+            s = sqlite3_step(st);
+        if (s != SQLITE_ROW) {
+            rc = sql_fail(db, s, "read the stored run", j, err);
+            goto out;
+        }
+        j->answer = answer_text((const char *)sqlite3_column_text(st, 0), j->run_id, false);
+    }
+    if (j->answer == NULL)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+out:
+    sqlite3_finalize(st);
+    free(charges);
+    return rc;
+}
+
+/* Charges the planned silos and stores the run, in one transaction. */
+static int commit_run(est_job *j, run_row *w, dp_err *err)
+{
+    ledger *l = j->rq.app->ledger;
+    if (l != NULL) {
+        dp_err e;
+        dp_err_clear(&e);
+        int rc = ledger_charge_batch_with(l, j->reqs, j->n_silos, run_write, w, j->res, &e);
+        if (rc == DP_OK)
+            return DP_OK;
+        if (j->n_silos > 0 && e.code != DP_ECONFLICT)
+            return charge_error(j, rc, &e, err);
+        return dp_err_set(err, e.code ? e.code : rc, e.field[0] ? e.field : NULL, "%s", e.msg);
+    }
+    if (j->n_silos > 0 || j->rq.db == NULL)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "no ledger to store the run with");
+    int rc = store_begin(j->rq.db, err);
+    if (rc != DP_OK)
+        return rc;
+    rc = run_write(store_conn_db(j->rq.db), w, NULL, 0, err);
+    if (rc != DP_OK) {
+        store_rollback(j->rq.db);
+        return rc;
+    }
+    return store_commit(j->rq.db, err);
+}
+
+/* Completes result (not NULL) with the route's fields, then log_likelihood, iterations, status,
+ * converged ("status is not max_iter") and privacy, charges the planned silos and stores the run
+ * (commit_run); j->answer gets the response text. result, the values in fields and oc->privacy are
+ * stolen. Stored params = body without "clients", plus n_clients and dimension; data = clients if
+ * keep_data. */
+static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
+                      const field_val *fields, size_t n_fields, const run_outcome *oc, dp_err *err)
+{
+    const json_t *body = j->rq.body;
+    const field_val common[] = {
+        {"log_likelihood", json_util_real(oc->loglik)},
+        {"iterations", json_integer((json_int_t)oc->iterations)},
+        {"status", json_string(eb_status_name(oc->status))},
+        {"converged", json_boolean(oc->status != EB_STATUS_MAX_ITER)},
+        {"privacy", oc->privacy},
+    };
+    json_t *params = NULL;
+    char *ps = NULL, *rs = NULL, *ds = NULL;
+    bool keep = false;
+    int rc = set_fields(result, fields, n_fields, DP_OK, err);
+    rc = set_fields(result, common, N_ELEMS(common), rc, err);
+    if (rc == DP_OK && j->cancel != NULL && atomic_load(j->cancel)) /* deadline: charge nothing */
+        rc = dp_err_set(err, DP_EBUSY, NULL, "the run was cancelled before it was charged");
+    if (rc != DP_OK)
+        goto out;
+    rc = json_util_opt_bool(body, "keep_data", false, &keep, err);
+    if (rc != DP_OK)
+        goto out;
+    params = json_copy((json_t *)body); /* shallow: the clients are dropped, not copied */
+    if (params == NULL) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    json_object_del(params, "clients");
+    if (json_util_set(params, "n_clients", json_integer((json_int_t)m), err) != DP_OK ||
+        json_util_set(params, "dimension", json_integer((json_int_t)d), err) != DP_OK) {
+        rc = err->code;
+        goto out;
+    }
+    ps = json_dumps(params, JSON_COMPACT);
+    json_decref(params);
+    params = NULL;
+    rs = json_dumps(result, JSON_COMPACT);
+    json_decref(result); /* the text is all that is kept: free the tree before storing */
+    result = NULL;
+    if (rs != NULL) {
+        char *full = with_rows(rs, j);
+        free(rs);
+        rs = full;
+        free(j->rows.s); /* now inside rs */
+        j->rows = (text_buf){0};
+    }
+    ds = keep ? json_dumps(json_object_get(body, "clients"), JSON_COMPACT) : NULL;
+    if (ps == NULL || rs == NULL || (keep && ds == NULL)) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    run_row w = {j, priv, m, eb_status_name(oc->status), ps, ds, rs};
+    rc = commit_run(j, &w, err);
+out:
+    free(ps);
+    free(rs);
+    free(ds);
+    json_decref(params);
+    json_decref(result);
+    return rc;
+}
+
+/* ---- the job: checks on the HTTP thread, the run on a compute thread
+ * ---------------------------------------------------------------------------------------- */
+
+static void est_job_free(void *arg)
+{
+    est_job *j = arg;
+    if (j == NULL)
+        return;
+    for (size_t i = 0; i < j->n_silos; i++) {
+        if (j->evs)
+            acct_event_free(j->evs[i]);
+        if (j->evjs)
+            free(j->evjs[i]);
+    }
+    dp_free(j->evs);
+    dp_free(j->evjs);
+    dp_free(j->reqs);
+    dp_free(j->res);
+    dp_free(j->sc);
+    free(j->answer);
+    free(j->rows.s);
+    json_decref(j->rq.body);
+    dp_free(j);
+}
+
+/* The integer value of key in o when it is a JSON integer in [lo, hi], else def. */
+static double int_or(const json_t *o, const char *key, double def, double lo, double hi)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v))
+        return def;
+    double x = (double)json_integer_value(v);
+    return x >= lo && x <= hi ? x : def;
+}
+
+/* The cost of a run, from the sizes in the body alone (nothing is parsed or allocated): refused
+ * when clients x dims x components x n_init x max_iter exceeds --max-estimator-work (400), or when
+ * the result's clients x (components + dims) values exceed --max-estimator-cells (413). Malformed
+ * sizes are left to the full validation. */
+static int est_check_work(const est_job *j, dp_err *err)
+{
+    const json_t *body = j->rq.body, *cl = json_object_get(body, "clients");
+    if (!json_is_array(cl) || json_array_size(cl) == 0)
+        return DP_OK;
+    double m = (double)json_array_size(cl), d = 1, k = 1, n_init = 1;
+    const json_t *c0 = json_array_get(cl, 0), *mean = json_object_get(c0, "mean");
+    const json_t *smp = json_object_get(c0, "samples");
+    if (json_is_array(mean))
+        d = (double)json_array_size(mean);
+    else if (json_is_array(smp) && json_is_array(json_array_get(smp, 0)))
+        d = (double)json_array_size(json_array_get(smp, 0));
+    double max_iter = int_or(body, "max_iter", EST_DEFAULT_MAX_ITER, 1, EB_MAX_ITER_CAP);
+    if (strcmp(j->kind, "mixture") == 0) {
+        const json_t *pc = json_object_get(json_object_get(body, "prior"), "components");
+        if (json_is_array(pc)) { /* a known prior: no fit */
+            k = (double)json_array_size(pc);
+            max_iter = 1;
+        } else {
+            k = int_or(body, "components", 1, 1, EB_MAX_COMPONENTS);
+            n_init = int_or(body, "n_init", eb_mix_opts_default(1).n_init, 1, 100);
+        }
+    }
+    const cfg *c = j->rq.app->cfg;
+    double cap_work = c ? c->max_estimator_work : CFG_DEFAULT_MAX_EST_WORK;
+    double cap_cells = c ? c->max_estimator_cells : CFG_DEFAULT_MAX_EST_CELLS;
+    double cells = m * (k + d), work = m * d * k * n_init * max_iter;
+    if (cells > cap_cells)
+        return dp_err_set(err, DP_ETOOBIG, "clients",
+                          "the result would hold clients x (components + dims) = %.0f x (%.0f + "
+                          "%.0f) = %.3g values, above --max-estimator-cells %.3g; split the "
+                          "clients over several runs",
+                          m, k, d, cells, cap_cells);
+    if (work > cap_work)
+        return dp_err_set(err, DP_EINVAL, "max_iter",
+                          "work of %.3g steps (clients x dims x components x n_init x max_iter = "
+                          "%.0f x %.0f x %.0f x %.0f x %.0f) is above --max-estimator-work %.3g; "
+                          "lower max_iter, n_init or components",
+                          work, m, d, k, n_init, max_iter, cap_work);
+    return DP_OK;
+}
+
+/* Resolves the caller when any client names a silo (charging needs it; a failure is kept for
+ * plan_charges, so that invalid input is still answered 400 first) or an Idempotency-Key is sent
+ * (its scope; a failure is answered now). */
+static int est_resolve(const http_req *rq, est_job *j, dp_err *err)
+{
+    const json_t *cl = json_object_get(rq->body, "clients");
+    size_t m = json_array_size(cl);
+    bool named = false;
+    for (size_t i = 0; i < m && !named; i++)
+        named = json_object_get(json_array_get(cl, i), "silo_id") != NULL;
+    if (!named && rq->idempotency_key == NULL)
+        return DP_OK;
+    if (!named && rq->bearer == NULL && (rq->app->cfg == NULL || !rq->app->cfg->auth_off))
+        return DP_OK; /* an anonymous key: scoped to token 0 */
+    dp_err_clear(&j->who_err);
+    if (auth_resolve(rq, &j->who, &j->who_err) == DP_OK) {
+        j->have_who = true;
+        return DP_OK;
+    }
+    if (rq->idempotency_key == NULL)
+        return DP_OK;
+    *err = j->who_err;
+    return err->code;
+}
+
+/* Validates the Idempotency-Key header and hashes the request it names. */
+static int est_key(const http_req *rq, est_job *j, dp_err *err)
+{
+    const char *k = rq->idempotency_key;
+    if (k == NULL)
+        return DP_OK;
+    size_t len = strlen(k);
+    if (len < 1 || len > EST_KEY_MAX)
+        return dp_err_set(err, DP_EINVAL, "Idempotency-Key",
+                          "Idempotency-Key must have 1..%d characters (got %zu)", EST_KEY_MAX, len);
+    for (size_t i = 0; i < len; i++)
+        if (k[i] < 0x21 || k[i] > 0x7e)
+            return dp_err_set(err, DP_EINVAL, "Idempotency-Key",
+                              "Idempotency-Key must be printable ASCII without spaces");
+    /* Scoped by principal, not by token: a silo that rotates its token keeps its keys (its retry
+     * after a rotation is still the same request), and two silos never share a key space. */
+    if (j->who.role == LEDGER_ROLE_ADMIN)
+        snprintf(j->key, sizeof j->key, "a:%s", k);
+    else
+        snprintf(j->key, sizeof j->key, "s%lld:%s", (long long)j->who.silo_id, k);
+    snprintf(j->charge_key, sizeof j->charge_key, "run:%s", j->key);
+    char *text = rq->body ? json_dumps(rq->body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (rq->body != NULL && text == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    dp_sha256_ctx c;
+    dp_sha256_init(&c);
+    dp_sha256_update(&c, j->kind, strlen(j->kind) + 1);
+    if (text != NULL)
+        dp_sha256_update(&c, text, strlen(text));
+    uint8_t dg[DP_SHA256_DIGEST_BYTES];
+    dp_sha256_final(&c, dg);
+    dp_sha256_hex(dg, j->hash);
+    free(text);
+    return DP_OK;
+}
+
+static int est_run(void *arg, const atomic_bool *cancel, dp_err *err)
+{
+    est_job *j = arg;
+    j->cancel = cancel;
+    int rc = j->compute(j, err);
+    if (rc == DP_OK && j->answer == NULL)
+        rc = dp_err_set(err, DP_EINTERNAL, NULL, "the run produced no answer");
+    return rc;
+}
+
+/* 201 with the run's Location; the body is the stored text as is when it goes to a socket. */
+static int est_render(void *arg, const http_req *rq, http_resp *rs, bool deferred, dp_err *err)
+{
+    (void)rq;
+    est_job *j = arg;
+    if (deferred) {
+        char *t = j->answer;
+        j->answer = NULL;
+        if (http_resp_text(rs, 201, "application/json", t, strlen(t), err) != DP_OK)
+            return err->code;
+        snprintf(rs->location, sizeof rs->location, "/v1/runs/%lld", (long long)j->run_id);
+        return DP_OK;
+    }
+    json_error_t je;
+    json_t *body = json_loads(j->answer, 0, &je);
+    if (body == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    return http_resp_created(rs, body, err, "/v1/runs/%lld", (long long)j->run_id);
+}
+
+/* A POST /v1/estimators/<kind>: checks on this thread, then the run on the compute pool. */
+static int est_start(const http_req *rq, http_resp *rs, const char *kind, est_compute_fn compute,
+                     dp_err *err)
+{
+    int64_t creator = 0;
+    if (run_require_token(rq, err) != DP_OK || /* issue 10: runs are private (401) */
+        auth_creator_id(rq, &creator, err) != DP_OK)
+        return err->code;
+    est_job *j = dp_calloc(1, sizeof *j);
+    if (j == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    j->kind = kind;
+    j->creator = creator;
+    j->compute = compute;
+    j->rq = *rq;
+    j->rq.body = json_incref(rq->body);
+    snprintf(j->req_id, sizeof j->req_id, "%s", rq->req_id ? rq->req_id : "");
+    j->rq.req_id = j->req_id;
+    j->rq.defer = NULL;
+    j->app = *rq->app; /* the job's own copy: no pool, no metrics off the HTTP thread */
+    j->app.compute = NULL;
+    j->app.metrics = NULL;
+    j->rq.app = &j->app;
+    j->rq.bearer = NULL;
+    j->rq.idempotency_key = NULL;
+    j->rq.params = NULL;
+    j->rq.n_params = 0;
+    j->rq.query = NULL;
+    j->rq.n_query = 0;
+    bool offload = rq->defer != NULL && rq->app->compute != NULL;
+    if (offload)
+        j->rq.db = NULL; /* the HTTP thread returns it: never used off that thread */
+    int rc = est_check_work(j, err);
+    if (rc == DP_OK)
+        rc = est_resolve(rq, j, err);
+    if (rc == DP_OK)
+        rc = est_key(rq, j, err);
+    if (rc == DP_OK && j->key[0] != '\0') { /* a retry of a stored run: its first answer */
+        int found = 0;
+        rc = run_by_key(store_conn_db(rq->db), j, &found, err);
+        if (rc == DP_OK && found == 2)
+            rc = key_conflict(err);
+        if (rc == DP_OK && found == 1) {
+            rc = est_render(j, rq, rs, offload, err);
+            est_job_free(j);
+            return rc;
+        }
+    }
+    if (rc != DP_OK) {
+        est_job_free(j);
+        return rc;
+    }
+    compute_task t = {est_run, est_render, est_job_free, j, COMPUTE_TOKEN};
+    return compute_offload(rq, rs, &t, err);
+}
+
+/* D16: numerical limits of the fits, reported as what they are (422 numerical_failure) rather
+ * than as invalid input. Means whose squares overflow double precision cannot be fitted: the
+ * likelihood sums squared deviations. */
+static int check_scale(const double *x, size_t n, const char *kind, dp_err *err)
+{
+    double mx = 0.0;
+    for (size_t i = 0; i < n; i++)
+        mx = fmax(mx, fabs(x[i]));
+    if (!isfinite(mx * mx * (double)n))
+        return dp_err_set(err, DP_ENUMERIC, "clients",
+                          "client means up to %.3g in magnitude overflow double precision in the "
+                          "%s fit (their squares exceed 1.8e308); rescale the data",
+                          mx, kind);
+    return DP_OK;
+}
+
+/* A fit that failed on input that passed validation failed numerically: say so in words, without
+ * the library's message (which names an internal quantity, possibly as "nan"). */
+static int numeric_failure(int rc, const char *kind, dp_err *err)
+{
+    if (rc != DP_EINVAL)
+        return rc;
+    dp_log(DP_LOG_INFO, NULL, "%s fit: %s (field %s)", kind, err->msg, err->field);
+    dp_err_clear(err);
+    return dp_err_set(err, DP_ENUMERIC, "clients",
+                      "the %s fit produced non-finite values from these clients (a numerical "
+                      "failure, not invalid input); rescale the means and retry",
+                      kind);
+}
+
+/* ---- POST /v1/estimators/gaussian
+ * ---------------------------------------------------------------- */
+
+typedef struct gauss_req {
+    size_t m, d;
+    double *x, *n, *wv; /* m*d, m, m (NAN = not sent) */
+    bool vec;           /* means sent as arrays */
+} gauss_req;
+
+static void gauss_req_free(gauss_req *g)
+{
+    dp_free(g->x);
+    dp_free(g->n);
+    dp_free(g->wv);
+}
+
+/* Raw samples of one client: an array of numbers (d = 1) or of equal-length arrays (d coordinates).
+ * Gives the mean (tmp, d values), the count and the within-client sample variance (divisor n - 1,
+ * averaged over coordinates; NAN when n = 1), by Welford's update. m2 is d values of scratch. */
+static int samples_summary(const json_t *sv, size_t *d, double *tmp, double *m2, double *n,
+                           double *wv, bool *isv, dp_err *err)
+{
+    if (!json_is_array(sv) || json_array_size(sv) < 1)
+        return dp_err_set(err, DP_EINVAL, "samples", "samples must be a non-empty array (got %s)",
+                          json_util_type_name(sv));
+    size_t cnt = json_array_size(sv);
+    const json_t *first = json_array_get(sv, 0);
+    bool vec = json_is_array(first);
+    size_t dd = vec ? json_array_size(first) : 1;
+    if (dd < 1 || dd > EB_MAX_DIM)
+        return dp_err_set(err, DP_EINVAL, "samples", "samples must have 1..%d coordinates",
+                          EB_MAX_DIM);
+    if (*d != 0 && *d != dd)
+        return dp_err_set(err, DP_EINVAL, "samples", "samples must have %zu coordinates (got %zu)",
+                          *d, dd);
+    for (size_t j = 0; j < dd; j++)
+        tmp[j] = m2[j] = 0.0;
+    for (size_t k = 0; k < cnt; k++) {
+        const json_t *e = json_array_get(sv, k);
+        if (vec && (!json_is_array(e) || json_array_size(e) != dd))
+            return dp_err_set(err, DP_EINVAL, "samples",
+                              "samples[%zu] must be an array of %zu numbers", k, dd);
+        for (size_t j = 0; j < dd; j++) {
+            const json_t *v = vec ? json_array_get(e, j) : e;
+            if (!json_is_number(v))
+                return dp_err_set(err, DP_EINVAL, "samples", "samples[%zu] must hold numbers", k);
+            double x = json_number_value(v);
+            if (!isfinite(x))
+                return dp_err_set(err, DP_EINVAL, "samples", "samples[%zu] must be finite", k);
+            double delta = x - tmp[j]; /* Welford */
+            tmp[j] += delta / (double)(k + 1);
+            m2[j] += delta * (x - tmp[j]);
+        }
+    }
+    double v = 0.0;
+    for (size_t j = 0; j < dd; j++)
+        v += m2[j];
+    *n = (double)cnt;
+    *wv = cnt >= 2 ? v / ((double)dd * (double)(cnt - 1)) : (double)NAN;
+    *d = dd;
+    *isv = vec;
+    return DP_OK;
+}
+
+/* One client of a Gaussian request: summary {id, mean, n, within_variance?} or raw {id, samples}
+ * (allow_wv: within_variance accepted). *d as in parse_vec; the mean goes to tmp (tmp has
+ * 2 * EB_MAX_DIM values: mean + Welford scratch). Errors name the field inside the client. */
+static int parse_gauss_client(const json_t *c, bool allow_wv, size_t *d, double *tmp, double *n,
+                              double *wv, bool *isv, dp_err *err)
+{
+    static const char *const keys[] = {"id", "mean", "n", "within_variance", "samples", "silo_id"};
+    if (json_util_require_object(c, "", err) != DP_OK ||
+        json_util_check_keys(c, keys, 6, err) != DP_OK || check_id(c, err) || check_silo(c, err))
+        return err->code;
+    if (!allow_wv && json_object_get(c, "within_variance") != NULL)
+        return dp_err_set(err, DP_EINVAL, "within_variance", "within_variance is not used here");
+    const json_t *mv = json_object_get(c, "mean"), *sv = json_object_get(c, "samples");
+    *n = 0;
+    *wv = NAN;
+    if (sv != NULL) {
+        if (mv != NULL || json_object_get(c, "n") != NULL ||
+            json_object_get(c, "within_variance") != NULL)
+            return dp_err_set(err, DP_EINVAL, "samples",
+                              "send either samples or a summary (mean, n, within_variance), not "
+                              "both");
+        return samples_summary(sv, d, tmp, tmp + EB_MAX_DIM, n, wv, isv, err);
+    }
+    if (mv == NULL || json_is_null(mv))
+        return dp_err_set(err, DP_EINVAL, "mean", "mean (or samples) is required");
+    if (parse_vec(mv, "mean", d, tmp, isv, err) != DP_OK ||
+        json_util_req_number(c, "n", n, err) != DP_OK)
+        return err->code;
+    if (!isfinite(*n) || *n < 1 || floor(*n) != *n)
+        return dp_err_set(err, DP_EINVAL, "n", "n must be an integer >= 1 (got %g)", *n);
+    if (json_util_opt_number(c, "within_variance", NAN, wv, err) != DP_OK)
+        return err->code;
+    if (!isnan(*wv) && (!isfinite(*wv) || *wv < 0))
+        return dp_err_set(err, DP_EINVAL, "within_variance",
+                          "within_variance must be >= 0 (got %g)", *wv);
+    return DP_OK;
+}
+
+/* Parses clients (see parse_gauss_client); every client must have the first one's form and
+ * dimension. Errors are prefixed with "clients[i]". */
+static int parse_gauss_clients(const json_t *body, gauss_req *g, bool allow_wv, dp_err *err)
+{
+    memset(g, 0, sizeof *g);
+    if (get_clients(body, &g->m, err) != DP_OK)
+        return err->code;
+    const json_t *cl = json_object_get(body, "clients");
+    double *tmp = dp_calloc(2 * EB_MAX_DIM, sizeof(double)); /* mean + Welford scratch */
+    if (tmp == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = DP_OK;
+    for (size_t i = 0; i < g->m && rc == DP_OK; i++) {
+        const json_t *c = json_array_get(cl, i);
+        bool isv = false;
+        size_t d0 = g->d;
+        double n, wv;
+        if (parse_gauss_client(c, allow_wv, &g->d, tmp, &n, &wv, &isv, err) != DP_OK) {
+            rc = client_err(err, i);
+            break;
+        }
+        if (i == 0) {
+            g->vec = isv;
+            g->x = dp_calloc(g->m * g->d, sizeof(double));
+            g->n = dp_calloc(g->m, sizeof(double));
+            g->wv = dp_calloc(g->m, sizeof(double));
+            if (!g->x || !g->n || !g->wv) {
+                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+                break;
+            }
+        } else if (isv != g->vec || d0 != g->d) {
+            dp_err_set(err, DP_EINVAL, json_object_get(c, "samples") ? "samples" : "mean",
+                       "every client must have the same form and dimension");
+            rc = client_err(err, i);
+            break;
+        }
+        memcpy(g->x + i * g->d, tmp, g->d * sizeof(double));
+        g->n[i] = n;
+        g->wv[i] = wv;
+    }
+    dp_free(tmp);
+    return rc;
+}
+
+/* noise_variance given, or pooled from within_variance. */
+static int gauss_noise(const json_t *body, const gauss_req *g, double *sx2, bool *pooled,
+                       dp_err *err)
+{
+    if (json_util_opt_number(body, "noise_variance", NAN, sx2, err) != DP_OK)
+        return err->code;
+    *pooled = false;
+    if (!isnan(*sx2)) {
+        if (!isfinite(*sx2) || *sx2 <= 0)
+            return dp_err_set(err, DP_EINVAL, "noise_variance",
+                              "noise_variance must be finite and > 0 (got %g)", *sx2);
+        return DP_OK;
+    }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < g->m; i++)
+        if (!isnan(g->wv[i]) && g->n[i] >= 2) {
+            num += (g->n[i] - 1) * g->wv[i];
+            den += g->n[i] - 1;
+        }
+    if (!(den > 0) || !(num > 0))
+        return dp_err_set(err, DP_EINVAL, "noise_variance",
+                          "noise_variance is required unless clients with n >= 2 send a positive "
+                          "within_variance to pool");
+    *sx2 = num / den; /* eb_gauss_pool_sigma_x2 over the clients that sent it (digest 2.3) */
+    *pooled = true;
+    return DP_OK;
+}
+
+/* A per-coordinate Gaussian prior as one: means and variances side by side, the log-likelihoods
+ * summed, the most iterations and the worst status over the coordinates. */
+typedef struct gauss_summary {
+    double mu[EB_MAX_DIM], tau2[EB_MAX_DIM], loglik;
+    unsigned iterations;
+    eb_status status;
+} gauss_summary;
+
+static void gauss_summarize(const eb_gauss_coord *c, size_t d, gauss_summary *s)
+{
+    s->loglik = 0;
+    s->iterations = 0;
+    s->status = EB_STATUS_CONVERGED;
+    for (size_t j = 0; j < d; j++) {
+        s->mu[j] = c[j].mu;
+        s->tau2[j] = c[j].tau2;
+        s->loglik += c[j].loglik;
+        s->iterations = c[j].iterations > s->iterations ? c[j].iterations : s->iterations;
+        s->status = eb_status_worst(s->status, c[j].status);
+    }
+}
+
+static json_t *gauss_fit_json(const eb_gauss_coord *c, size_t d, bool vec)
+{
+    gauss_summary s;
+    gauss_summarize(c, d, &s);
+    return json_pack("{s:o, s:o, s:o, s:I, s:s}", "mean", vec_json(s.mu, d, vec), "variance",
+                     vec_json(s.tau2, d, vec), "log_likelihood", json_util_real(s.loglik),
+                     "iterations", (json_int_t)s.iterations, "status", eb_status_name(s.status));
+}
+
+static int gaussian_compute(est_job *job, dp_err *err)
+{
+    const http_req *rq = &job->rq;
+    static const char *const keys[] = {"clients", "noise_variance", "prior",    "method",
+                                       "privacy", "seed",           "max_iter", "keep_data"};
+    static const char *const pkeys[] = {"mechanism",         "epsilon0", "delta", "r",
+                                        "sigma_theta_bound", "b",        "range", "calibration",
+                                        "per_coordinate",    "bits"};
+    gauss_req g = {0};
+    double *msgs = NULL, *pm = NULL, *pv = NULL, *sh = NULL;
+    eb_gauss_coord *fit_mle = NULL, *fit_mom = NULL, *prior = NULL;
+    json_t *out = NULL, *est = NULL;
+    int rc;
+    if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
+        return err->code;
+    rc = parse_gauss_clients(rq->body, &g, true, err);
+    if (rc != DP_OK)
+        goto out;
+    size_t m = g.m, d = g.d;
+    double sx2;
+    bool pooled;
+    if ((rc = gauss_noise(rq->body, &g, &sx2, &pooled, err)) != DP_OK)
+        goto out;
+    const char *ms;
+    if ((rc = json_util_opt_string(rq->body, "method", "mle", &ms, err)) != DP_OK)
+        goto out;
+    static const choice METHOD[] = {{"mle", EB_GAUSS_MLE}, {"moments", EB_GAUSS_MOMENTS}};
+    int method;
+    if ((rc = pick(ms, "method", METHOD, N_ELEMS(METHOD), &method, err)) != DP_OK)
+        goto out;
+    uint64_t seed;
+    unsigned max_iter;
+    if ((rc = parse_seed(rq->body, &seed, err)) != DP_OK ||
+        (rc = parse_max_iter(rq->body, &max_iter, err)) != DP_OK)
+        goto out;
+
+    /* prior: {"mean"?, "variance"} */
+    const json_t *pj = json_object_get(rq->body, "prior");
+    bool mu_known = false, var_known = false;
+    double pmu[EB_MAX_DIM], pvar[EB_MAX_DIM];
+    if (pj != NULL && !json_is_null(pj)) {
+        static const char *const prk[] = {"mean", "variance"};
+        if (json_util_require_object(pj, "prior", err) != DP_OK ||
+            json_util_check_keys(pj, prk, 2, err) != DP_OK) {
+            dp_err_prefix_field(err, "prior");
+            rc = err->code;
+            goto out;
+        }
+        const json_t *vj = json_object_get(pj, "variance"), *mj = json_object_get(pj, "mean");
+        if (vj == NULL || json_is_null(vj)) {
+            rc = dp_err_set(err, DP_EINVAL, "prior.variance",
+                            "prior.variance is required when a prior is given (omit prior to "
+                            "estimate both)");
+            goto out;
+        }
+        if ((rc = parse_vec_for(vj, "prior.variance", d, pvar, err)) != DP_OK)
+            goto out;
+        for (size_t j = 0; j < d; j++)
+            if (pvar[j] < 0) {
+                rc = dp_err_set(err, DP_EINVAL, "prior.variance", "prior.variance must be >= 0");
+                goto out;
+            }
+        var_known = true;
+        if (mj != NULL && !json_is_null(mj)) {
+            if ((rc = parse_vec_for(mj, "prior.mean", d, pmu, err)) != DP_OK)
+                goto out;
+            mu_known = true;
+        }
+    }
+    if (!mu_known && (rc = check_estimable(m, err)) != DP_OK)
+        goto out;
+
+    /* privacy */
+    const json_t *pvj = json_object_get(rq->body, "privacy");
+    bool priv = pvj != NULL && !json_is_null(pvj);
+    eb_gauss_private_opts po;
+    memset(&po, 0, sizeof po);
+    eb_gauss_private_info pinfo;
+    memset(&pinfo, 0, sizeof pinfo);
+    if (priv) {
+        if (json_util_require_object(pvj, "privacy", err) != DP_OK ||
+            json_util_check_keys(pvj, pkeys, sizeof pkeys / sizeof pkeys[0], err) != DP_OK) {
+            dp_err_prefix_field(err, "privacy");
+            rc = err->code;
+            goto out;
+        }
+        if (mu_known) {
+            rc = dp_err_set(err, DP_EINVAL, "privacy",
+                            "with a fully known prior no client sends anything; drop privacy or "
+                            "prior.mean");
+            goto out;
+        }
+        const char *mech, *range;
+        double stb, b;
+        int64_t bits;
+        bool pc;
+        if (json_util_opt_string(pvj, "mechanism", "gaussian", &mech, err) ||
+            json_util_req_number(pvj, "r", &po.r, err) ||
+            json_util_opt_number(pvj, "sigma_theta_bound", NAN, &stb, err) ||
+            json_util_opt_number(pvj, "b", NAN, &b, err) ||
+            json_util_opt_string(pvj, "range", "paper", &range, err) ||
+            parse_calibration(pvj, &po.cal, err) ||
+            json_util_opt_bool(pvj, "per_coordinate", false, &pc, err) ||
+            json_util_opt_int(pvj, "bits", 0, &bits, err)) {
+            dp_err_prefix_field(err, "privacy");
+            rc = err->code;
+            goto out;
+        }
+        if (!isfinite(po.r) || po.r < 0) {
+            rc =
+                dp_err_set(err, DP_EINVAL, "privacy.r", "r must be finite and >= 0 (got %g)", po.r);
+            goto out;
+        }
+        po.per_coordinate = pc;
+        po.b = b;
+        po.seed = seed;
+        static const choice RANGE[] = {{"paper", EB_RANGE_PAPER}, {"safe", EB_RANGE_SAFE}};
+        int rm;
+        if ((rc = pick(range, "privacy.range", RANGE, N_ELEMS(RANGE), &rm, err)) != DP_OK)
+            goto out;
+        po.range_mode = (eb_range_mode)rm;
+        /* b needs sigma_theta: the known prior's, or a public bound (never estimated from data) */
+        if (var_known) {
+            double mx = 0;
+            for (size_t j = 0; j < d; j++)
+                mx = fmax(mx, pvar[j]);
+            po.sigma_theta = sqrt(mx);
+        } else if (!isnan(stb)) {
+            if (!isfinite(stb) || stb < 0) {
+                rc = dp_err_set(err, DP_EINVAL, "privacy.sigma_theta_bound",
+                                "sigma_theta_bound must be finite and >= 0 (got %g)", stb);
+                goto out;
+            }
+            po.sigma_theta = stb;
+        } else if (isnan(b)) {
+            rc = dp_err_set(err, DP_EINVAL, "privacy.sigma_theta_bound",
+                            "with an estimated prior variance, the range b needs a public "
+                            "sigma_theta_bound (or an explicit b)");
+            goto out;
+        }
+        static const choice MECH[] = {{"gaussian", EB_CHANNEL_GAUSSIAN},
+                                      {"quantize", EB_CHANNEL_QUANTIZE}};
+        int ch;
+        if ((rc = pick(mech, "privacy.mechanism", MECH, N_ELEMS(MECH), &ch, err)) != DP_OK)
+            goto out;
+        po.channel = (eb_channel)ch;
+        if (po.channel == EB_CHANNEL_GAUSSIAN) {
+            if (json_util_req_number(pvj, "epsilon0", &po.eps0, err) ||
+                json_util_req_number(pvj, "delta", &po.delta, err)) {
+                dp_err_prefix_field(err, "privacy");
+                rc = err->code;
+                goto out;
+            }
+        } else {
+            if (bits < 1 || bits > 52) {
+                rc = dp_err_set(err, DP_EINVAL, "privacy.bits",
+                                "bits must be in 1..52 for the quantizer (got %lld)",
+                                (long long)bits);
+                goto out;
+            }
+            po.bits = (unsigned)bits;
+        }
+    }
+
+    /* charge the silos (if any) before anything is computed */
+    {
+        eb_gauss_data raw0 = {m, d, g.x, g.n, sx2};
+        bool dp = priv && po.channel == EB_CHANNEL_GAUSSIAN;
+        json_t *ev = NULL;
+        if (dp) {
+            if ((rc = eb_gauss_private_calibrate(&raw0, &po, &pinfo, err)) != DP_OK)
+                goto out;
+            if (pinfo.ldp.per_coordinate && d > 1)
+                ev = json_pack("{s:s, s:I, s:{s:s, s:f}}", "type", "self_composed", "count",
+                               (json_int_t)d, "event", "type", "gaussian", "noise_multiplier",
+                               pinfo.sigma_q / (2.0 * pinfo.b));
+            else
+                ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
+                               pinfo.sigma_q / pinfo.ldp.sensitivity);
+        }
+        if ((rc = charge_silos(job, dp, ev, err)) != DP_OK)
+            goto out;
+    }
+    if ((rc = check_scale(g.x, m * d, "gaussian", err)) != DP_OK)
+        goto out;
+    pm = dp_calloc(m * d, sizeof(double));
+    pv = dp_calloc(m * d, sizeof(double));
+    sh = dp_calloc(m * d, sizeof(double));
+    fit_mle = dp_calloc(d, sizeof *fit_mle);
+    fit_mom = dp_calloc(d, sizeof *fit_mom);
+    prior = dp_calloc(d, sizeof *prior);
+    if (!pm || !pv || !sh || !fit_mle || !fit_mom || !prior) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    eb_gauss_data raw = {m, d, g.x, g.n, sx2};
+    eb_gauss_data sent = raw; /* what the server sees */
+    double extra = 0.0, wextra = 0.0;
+    if (priv) {
+        msgs = dp_calloc(m * d, sizeof(double));
+        if (msgs == NULL) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        if ((rc = eb_gauss_privatize(&raw, &po, msgs, &pinfo, err)) != DP_OK)
+            goto out;
+        sent.x = msgs;
+        extra = pinfo.sigma_q * pinfo.sigma_q;
+        wextra = extra / ((double)m - 1.0); /* Thm 2 weight (digest A1) */
+    }
+    if (mu_known) {
+        for (size_t j = 0; j < d; j++) {
+            prior[j] = (eb_gauss_coord){pmu[j], pvar[j], 0.0, 0.0, 0, EB_STATUS_CONVERGED};
+            prior[j].loglik = eb_gauss_loglik(&raw, j, pmu[j], pvar[j], 0.0);
+        }
+    } else {
+        const double *tk = var_known ? pvar : NULL;
+        if ((rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MLE, max_iter, fit_mle, err)) != DP_OK ||
+            (rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MOMENTS, max_iter, fit_mom, err)) !=
+                DP_OK) {
+            rc = numeric_failure(rc, "gaussian", err);
+            goto out;
+        }
+        memcpy(prior, method == EB_GAUSS_MLE ? fit_mle : fit_mom, d * sizeof *prior);
+    }
+    if ((rc = eb_gauss_posterior(&raw, prior, wextra, pm, pv, sh, err)) != DP_OK) {
+        rc = numeric_failure(rc, "gaussian", err);
+        goto out;
+    }
+
+    /* response */
+    gauss_summary ps;
+    gauss_summarize(prior, d, &ps);
+    out = json_object();
+    est = json_array();
+    if (out == NULL || est == NULL) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    const json_t *cl = json_object_get(rq->body, "clients");
+    double sd[EB_MAX_DIM];
+    for (size_t i = 0; i < m; i++) {
+        for (size_t j = 0; j < d; j++)
+            sd[j] = sqrt(pv[i * d + j]);
+        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", client_id(json_array_get(cl, i), i),
+                              "posterior_mean", vec_json(pm + i * d, d, g.vec), "posterior_sd",
+                              vec_json(sd, d, g.vec), "shrinkage", vec_json(sh + i * d, d, g.vec));
+        if (add_row(job, e, err) != DP_OK) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+    }
+    json_t *privj = json_null();
+    if (priv) {
+        if (po.channel == EB_CHANNEL_GAUSSIAN)
+            privj =
+                json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:b, s:o, s:o, s:o, s:I, s:o, s:s}",
+                          "mechanism", "gaussian", "model",
+                          "local DP per client (user level), simulated on the server", "epsilon0",
+                          json_util_real(pinfo.ldp.eps0), "delta", json_util_real(pinfo.ldp.delta),
+                          "rho", json_util_real(pinfo.ldp.rho), "sensitivity",
+                          json_util_real(pinfo.ldp.sensitivity), "calibration",
+                          pinfo.ldp.analytic ? "analytic_gaussian (Balle & Wang 2018)"
+                                             : "classic (paper eq. 26, log(2/delta))",
+                          "per_coordinate", pinfo.ldp.per_coordinate, "b", json_util_real(pinfo.b),
+                          "sigma_q", json_util_real(pinfo.sigma_q), "r", json_util_real(po.r),
+                          "clipped", (json_int_t)pinfo.n_clipped, "charges", charges_placeholder(),
+                          "charging", charging_note(job));
+        else
+            privj = json_pack("{s:s, s:i, s:o, s:o, s:I, s:n}", "mechanism", "quantize", "bits",
+                              (int)po.bits, "b", json_util_real(pinfo.b), "sigma_q",
+                              json_util_real(pinfo.sigma_q), "clipped", (json_int_t)pinfo.n_clipped,
+                              "epsilon0");
+    }
+    json_t *fits = json_null();
+    if (!mu_known)
+        fits = json_pack("{s:o, s:o}", "mle", gauss_fit_json(fit_mle, d, g.vec), "moments",
+                         gauss_fit_json(fit_mom, d, g.vec));
+    const char *source =
+        mu_known ? "given" : (var_known ? "mean estimated, variance given" : "estimated");
+    const field_val fields[] = {
+        {"model", json_string("gaussian")},
+        {"method", json_string(mu_known ? "known_prior" : ms)},
+        {"prior", json_pack("{s:o, s:o, s:s}", "mean", vec_json(ps.mu, d, g.vec), "variance",
+                            vec_json(ps.tau2, d, g.vec), "source", source)},
+        {"fits", fits},
+        {"noise_variance", json_util_real(sx2)},
+        {"noise_variance_source", json_string(pooled ? "pooled" : "given")},
+        {"estimates", est},
+    };
+    run_outcome oc = {ps.loglik, ps.iterations, ps.status, privj};
+    est = NULL; /* stolen by finish_run */
+    rc = finish_run(job, priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
+    out = NULL;
+out:
+    gauss_req_free(&g);
+    dp_free(msgs);
+    dp_free(pm);
+    dp_free(pv);
+    dp_free(sh);
+    dp_free(fit_mle);
+    dp_free(fit_mom);
+    dp_free(prior);
+    json_decref(out);
+    json_decref(est);
+    return rc;
+}
+
+/* ---- POST /v1/estimators/beta
+ * -------------------------------------------------------------------- */
+
+static json_t *beta_prior_json(const eb_beta_prior *p, const char *source)
+{
+    json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:s}", "alpha", json_util_real(p->alpha), "beta",
+                          json_util_real(p->beta), "mean", json_util_real(p->mu), "concentration",
+                          json_util_real(p->s), "source", source);
+    if (o != NULL && isinf(p->s))
+        json_object_set_new(o, "reason",
+                            json_string("alpha + beta is unbounded: the data show no heterogeneity "
+                                        "beyond binomial noise (full pooling)"));
+    return o;
+}
+
+static json_t *beta_fit_json(const eb_beta_prior *p)
+{
+    return json_pack("{s:o, s:o, s:o, s:I, s:s}", "alpha", json_util_real(p->alpha), "beta",
+                     json_util_real(p->beta), "log_likelihood", json_util_real(p->loglik),
+                     "iterations", (json_int_t)p->iterations, "status", eb_status_name(p->status));
+}
+
+/* One client of a Beta-Bernoulli request: {id, successes, trials} or raw {id, samples} with 0/1 or
+ * false/true outcomes. Errors name the field inside the client. */
+static int parse_beta_client(const json_t *c, int64_t *zi, int64_t *ni, dp_err *err)
+{
+    static const char *const keys[] = {"id", "successes", "trials", "samples", "silo_id"};
+    *zi = *ni = 0;
+    if (json_util_require_object(c, "", err) || json_util_check_keys(c, keys, 5, err) ||
+        check_id(c, err) || check_silo(c, err))
+        return err->code;
+    const json_t *sv = json_object_get(c, "samples");
+    if (sv != NULL) {
+        if (json_object_get(c, "successes") || json_object_get(c, "trials"))
+            return dp_err_set(err, DP_EINVAL, "samples",
+                              "send either samples or successes and trials, not both");
+        if (!json_is_array(sv) || json_array_size(sv) < 1)
+            return dp_err_set(err, DP_EINVAL, "samples",
+                              "samples must be a non-empty array of 0/1");
+        *ni = (int64_t)json_array_size(sv);
+        for (size_t k = 0; k < (size_t)*ni; k++) {
+            const json_t *e = json_array_get(sv, k);
+            if (json_is_boolean(e))
+                *zi += json_is_true(e) ? 1 : 0;
+            else if (json_is_integer(e) &&
+                     (json_integer_value(e) == 0 || json_integer_value(e) == 1))
+                *zi += json_integer_value(e);
+            else
+                return dp_err_set(err, DP_EINVAL, "samples",
+                                  "samples[%zu] must be 0, 1, true or false", k);
+        }
+    } else if (json_util_req_int(c, "successes", zi, err) ||
+               json_util_req_int(c, "trials", ni, err)) {
+        return err->code;
+    }
+    if (*ni < 1 || *ni > (int64_t)EB_BETA_MAX_TRIALS)
+        return dp_err_set(err, DP_EINVAL, "trials", "trials must be in 1..1e9 (got %lld)",
+                          (long long)*ni);
+    if (*zi < 0 || *zi > *ni)
+        return dp_err_set(err, DP_EINVAL, "successes",
+                          "successes must be in 0..trials (got %lld of %lld)", (long long)*zi,
+                          (long long)*ni);
+    return DP_OK;
+}
+
+static int beta_compute(est_job *job, dp_err *err)
+{
+    const http_req *rq = &job->rq;
+    static const char *const keys[] = {"clients", "prior", "method",   "variant",  "leave_one_out",
+                                       "privacy", "seed",  "max_iter", "keep_data"};
+    double *z = NULL, *n = NULL, *pm = NULL, *psd = NULL, *sh = NULL;
+    json_t *out = NULL, *est = NULL;
+    int rc;
+    size_t m = 0;
+    if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
+        return err->code;
+    if ((rc = get_clients(rq->body, &m, err)) != DP_OK)
+        return rc;
+    z = dp_calloc(m, sizeof(double));
+    n = dp_calloc(m, sizeof(double));
+    pm = dp_calloc(m, sizeof(double));
+    psd = dp_calloc(m, sizeof(double));
+    sh = dp_calloc(m, sizeof(double));
+    if (!z || !n || !pm || !psd || !sh) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    const json_t *cl = json_object_get(rq->body, "clients");
+    for (size_t i = 0; i < m; i++) {
+        int64_t zi, ni;
+        if (parse_beta_client(json_array_get(cl, i), &zi, &ni, err) != DP_OK) {
+            rc = client_err(err, i);
+            goto out;
+        }
+        z[i] = (double)zi;
+        n[i] = (double)ni;
+    }
+    eb_beta_data b = {m, z, n};
+    const json_t *pvj = json_object_get(rq->body, "privacy");
+    bool priv = pvj != NULL && !json_is_null(pvj);
+    const char *ms, *vs;
+    bool loo;
+    uint64_t seed;
+    unsigned max_iter;
+    if ((rc = json_util_opt_string(rq->body, "method", priv ? "moments" : "mle", &ms, err)) ||
+        (rc = json_util_opt_string(rq->body, "variant", "paper", &vs, err)) ||
+        (rc = json_util_opt_bool(rq->body, "leave_one_out", true, &loo, err)) ||
+        (rc = parse_seed(rq->body, &seed, err)) || (rc = parse_max_iter(rq->body, &max_iter, err)))
+        goto out;
+    static const choice METHOD[] = {{"mle", 1}, {"moments", 0}};
+    static const choice VARIANT[] = {{"paper", EB_BETA_PAPER},
+                                     {"paper_no_minus1", EB_BETA_PAPER_NO_MINUS1},
+                                     {"unbiased", EB_BETA_UNBIASED}};
+    int mle, vi;
+    if ((rc = pick(ms, "method", METHOD, N_ELEMS(METHOD), &mle, err)) != DP_OK ||
+        (rc = pick(vs, "variant", VARIANT, N_ELEMS(VARIANT), &vi, err)) != DP_OK)
+        goto out;
+    eb_beta_variant v = (eb_beta_variant)vi;
+    const json_t *pj = json_object_get(rq->body, "prior");
+    bool known = pj != NULL && !json_is_null(pj);
+    double alpha = NAN, beta = NAN;
+    if (known) {
+        static const char *const prk[] = {"alpha", "beta"};
+        if (json_util_require_object(pj, "prior", err) || json_util_check_keys(pj, prk, 2, err) ||
+            json_util_req_number(pj, "alpha", &alpha, err) ||
+            json_util_req_number(pj, "beta", &beta, err)) {
+            dp_err_prefix_field(err, "prior");
+            rc = err->code;
+            goto out;
+        }
+        if (priv) {
+            rc = dp_err_set(err, DP_EINVAL, "privacy",
+                            "with a known prior no client sends anything; drop privacy or prior");
+            goto out;
+        }
+    } else if ((rc = check_estimable(m, err)) != DP_OK) {
+        goto out;
+    }
+    eb_beta_scheme scheme = EB_BETA_PRIV_TWO_BIT;
+    double eps0 = NAN;
+    if (priv) {
+        static const char *const pk[] = {"epsilon0", "scheme"};
+        const char *ss;
+        if (json_util_require_object(pvj, "privacy", err) ||
+            json_util_check_keys(pvj, pk, 2, err) ||
+            json_util_req_number(pvj, "epsilon0", &eps0, err) ||
+            json_util_opt_string(pvj, "scheme", "two_bit", &ss, err)) {
+            dp_err_prefix_field(err, "privacy");
+            rc = err->code;
+            goto out;
+        }
+        static const choice SCHEME[] = {{"two_bit", EB_BETA_PRIV_TWO_BIT},
+                                        {"paper_1bit", EB_BETA_PRIV_PAPER_1BIT}};
+        int si;
+        if ((rc = pick(ss, "privacy.scheme", SCHEME, N_ELEMS(SCHEME), &si, err)) != DP_OK)
+            goto out;
+        scheme = (eb_beta_scheme)si;
+        if (mle) {
+            rc = dp_err_set(err, DP_EINVAL, "method",
+                            "private runs use the moment estimator (the messages are randomized "
+                            "response bits); use method \"moments\"");
+            goto out;
+        }
+    }
+
+    /* charge the silos (if any) before anything is computed */
+    {
+        json_t *ev = NULL;
+        if (priv) {
+            ev = scheme == EB_BETA_PRIV_TWO_BIT
+                     ? json_pack("{s:s, s:i, s:{s:s, s:f}}", "type", "self_composed", "count", 2,
+                                 "event", "type", "pure", "epsilon", eps0 / 2.0)
+                     : json_pack("{s:s, s:f}", "type", "pure", "epsilon", eps0);
+        }
+        if ((rc = charge_silos(job, priv, ev, err)) != DP_OK)
+            goto out;
+    }
+    eb_beta_prior used = {0}, fm = {0}, fmle = {0};
+    eb_beta_counts cnt = {0, 0, 0};
+    eb_status st = EB_STATUS_CONVERGED;
+    eb_beta_private_info pinfo = {0};
+    bool have_mle = false, have_mom = false;
+    if (known) {
+        if ((rc = eb_beta_posterior_known(&b, alpha, beta, pm, psd, sh, err)) != DP_OK)
+            goto out;
+        used = (eb_beta_prior){alpha,
+                               beta,
+                               alpha / (alpha + beta),
+                               alpha + beta,
+                               eb_beta_loglik(&b, alpha, beta),
+                               0,
+                               EB_STATUS_CONVERGED};
+    } else if (priv) {
+        if ((rc = eb_beta_private(&b, scheme, v, eps0, loo, seed, pm, psd, sh, &used, &cnt, &pinfo,
+                                  &st, err)) != DP_OK)
+            goto out;
+        st = eb_status_worst(st, used.status == EB_STATUS_BOUNDARY ? EB_STATUS_BOUNDARY
+                                                                   : EB_STATUS_CONVERGED);
+    } else {
+        if ((rc = eb_beta_fit_mle(&b, max_iter, &fmle, err)) != DP_OK)
+            goto out;
+        have_mle = true;
+        if ((rc = eb_beta_fit_moments(&b, v, &fm, err)) != DP_OK)
+            goto out;
+        have_mom = true;
+        if (mle) {
+            used = fmle;
+            st = fmle.status;
+            if ((rc = eb_beta_posterior_prior(&b, &fmle, pm, psd, sh, err)) != DP_OK)
+                goto out;
+        } else {
+            used = fm;
+            if ((rc = eb_beta_posterior_moments(&b, v, loo, pm, psd, sh, &cnt, &st, err)) != DP_OK)
+                goto out;
+            st = eb_status_worst(st, fm.status);
+        }
+    }
+    out = json_object();
+    est = json_array();
+    if (out == NULL || est == NULL) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < m; i++) {
+        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", client_id(json_array_get(cl, i), i),
+                              "posterior_mean", json_util_real(pm[i]), "posterior_sd",
+                              json_util_real(psd[i]), "shrinkage", json_util_real(sh[i]));
+        if (add_row(job, e, err) != DP_OK) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+    }
+    const char *source = known ? "given" : (mle ? "mle" : "moments (all clients)");
+    json_t *fits = json_null();
+    if (have_mle || have_mom)
+        fits = json_pack("{s:o, s:o}", "mle", have_mle ? beta_fit_json(&fmle) : json_null(),
+                         "moments", have_mom ? beta_fit_json(&fm) : json_null());
+    json_t *privj = json_null();
+    if (priv)
+        privj = json_pack(
+            "{s:s, s:s, s:o, s:o, s:i, s:o, s:s, s:o, s:s}", "mechanism", "randomized_response",
+            "scheme", scheme == EB_BETA_PRIV_TWO_BIT ? "two_bit" : "paper_1bit", "epsilon0",
+            json_util_real(pinfo.eps0), "epsilon_per_bit", json_util_real(pinfo.eps_per_bit),
+            "bits", (int)pinfo.bits, "rho", json_util_real(pinfo.rho), "model",
+            "pure local DP per client (user level), simulated on the server", "charges",
+            charges_placeholder(), "charging", charging_note(job));
+    const field_val fields[] = {
+        {"model", json_string("beta")},
+        {"method", json_string(known ? "known_prior" : ms)},
+        {"variant", json_string(vs)},
+        {"leave_one_out", json_boolean(loo)},
+        {"prior", beta_prior_json(&used, source)},
+        {"fits", fits},
+        {"clamped", json_pack("{s:I, s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local",
+                              (json_int_t)cnt.local, "mean", (json_int_t)cnt.mean)},
+        {"estimates", est},
+    };
+    run_outcome oc = {used.loglik, used.iterations, st, privj};
+    est = NULL; /* stolen by finish_run */
+    rc = finish_run(job, priv, m, 1, out, fields, N_ELEMS(fields), &oc, err);
+    out = NULL;
+out:
+    dp_free(z);
+    dp_free(n);
+    dp_free(pm);
+    dp_free(psd);
+    dp_free(sh);
+    json_decref(out);
+    json_decref(est);
+    return rc;
+}
+
+/* ---- POST /v1/estimators/mixture
+ * ----------------------------------------------------------------- */
+
+static int mixture_compute(est_job *job, dp_err *err)
+{
+    const http_req *rq = &job->rq;
+    static const char *const keys[] = {
+        "clients", "noise_variance", "components",     "prior",   "method", "max_iter",
+        "tol",     "n_init",         "variance_floor", "privacy", "seed",   "keep_data"};
+    gauss_req g = {0};
+    double *msgs = NULL, *resp = NULL, *pm = NULL, *pv = NULL, *sh = NULL;
+    double *w = NULL, *mu = NULL, *var = NULL;
+    json_t *out = NULL, *est = NULL;
+    int rc;
+    if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
+        return err->code;
+    if ((rc = parse_gauss_clients(rq->body, &g, false, err)) != DP_OK)
+        goto out;
+    size_t m = g.m, d = g.d;
+    double sx2;
+    bool pooled;
+    if ((rc = gauss_noise(rq->body, &g, &sx2, &pooled, err)) != DP_OK)
+        goto out;
+    uint64_t seed;
+    unsigned max_iter;
+    if ((rc = parse_seed(rq->body, &seed, err)) || (rc = parse_max_iter(rq->body, &max_iter, err)))
+        goto out;
+    const json_t *pj = json_object_get(rq->body, "prior");
+    const json_t *kj = json_object_get(rq->body, "components");
+    bool known = pj != NULL && !json_is_null(pj);
+    bool fit = kj != NULL && !json_is_null(kj);
+    if (known == fit) {
+        rc = dp_err_set(err, DP_EINVAL, "components",
+                        "give either components (to fit k components) or prior.components (a known "
+                        "prior), not %s",
+                        known ? "both" : "neither");
+        goto out;
+    }
+    size_t k = 0;
+    eb_mix_opts o = eb_mix_opts_default(1);
+    o.seed = seed;
+    o.max_iter = max_iter;
+    o.cancel = job->cancel; /* the EM / Alg 3 loops stop at the compute deadline */
+    const json_t *comps = NULL;
+    if (fit) {
+        int64_t kk;
+        if ((rc = json_util_req_int(rq->body, "components", &kk, err)) != DP_OK)
+            goto out;
+        if (kk < 1 || (uint64_t)kk > m || kk > EB_MAX_COMPONENTS) {
+            rc = dp_err_set(err, DP_EINVAL, "components",
+                            "components must be in 1..min(clients, %d) (got %lld with %zu clients)",
+                            EB_MAX_COMPONENTS, (long long)kk, m);
+            goto out;
+        }
+        k = (size_t)kk;
+        o.k = k;
+        const char *meth;
+        int64_t ni;
+        double fl;
+        if ((rc = json_util_opt_string(rq->body, "method", "em", &meth, err)) ||
+            (rc = json_util_opt_number(rq->body, "tol", o.tol, &o.tol, err)) ||
+            (rc = json_util_opt_int(rq->body, "n_init", o.n_init, &ni, err)) ||
+            (rc = json_util_opt_number(rq->body, "variance_floor", NAN, &fl, err)))
+            goto out;
+        static const choice METHOD[] = {{"em", EB_MIX_EM}, {"altmin", EB_MIX_ALTMIN}};
+        int mi;
+        if ((rc = pick(meth, "method", METHOD, N_ELEMS(METHOD), &mi, err)) != DP_OK)
+            goto out;
+        o.method = (eb_mix_method)mi;
+        if (ni < 1 || ni > 100) {
+            rc = dp_err_set(err, DP_EINVAL, "n_init", "n_init must be in 1..100 (got %lld)",
+                            (long long)ni);
+            goto out;
+        }
+        o.n_init = (unsigned)ni;
+        o.var_floor = fl;
+        if ((rc = check_estimable(m, err)) != DP_OK)
+            goto out;
+    } else {
+        static const char *const prk[] = {"components"};
+        if (json_util_require_object(pj, "prior", err) || json_util_check_keys(pj, prk, 1, err)) {
+            dp_err_prefix_field(err, "prior");
+            rc = err->code;
+            goto out;
+        }
+        comps = json_object_get(pj, "components");
+        if (!json_is_array(comps) || json_array_size(comps) < 1 ||
+            json_array_size(comps) > EB_MAX_COMPONENTS) {
+            rc = dp_err_set(err, DP_EINVAL, "prior.components",
+                            "prior.components must be an array of 1..%d components",
+                            EB_MAX_COMPONENTS);
+            goto out;
+        }
+        k = json_array_size(comps);
+    }
+    w = dp_calloc(k, sizeof(double));
+    mu = dp_calloc(k * d, sizeof(double));
+    var = dp_calloc(k, sizeof(double));
+    resp = dp_calloc(m * k, sizeof(double));
+    pm = dp_calloc(m * d, sizeof(double));
+    pv = dp_calloc(m * d, sizeof(double));
+    sh = dp_calloc(m, sizeof(double));
+    if (!w || !mu || !var || !resp || !pm || !pv || !sh) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    eb_mix_prior prior = {k, d, w, mu, var};
+    if (known) {
+        static const char *const ck[] = {"weight", "mean", "variance"};
+        for (size_t l = 0; l < k; l++) {
+            const json_t *c = json_array_get(comps, l);
+            char pfx[48];
+            snprintf(pfx, sizeof pfx, "prior.components[%zu]", l);
+            size_t dd = d;
+            bool isv;
+            const json_t *mj = c ? json_object_get(c, "mean") : NULL;
+            if (json_util_require_object(c, "", err) || json_util_check_keys(c, ck, 3, err) ||
+                json_util_req_number(c, "weight", &w[l], err) ||
+                json_util_req_number(c, "variance", &var[l], err)) {
+                dp_err_prefix_field(err, pfx);
+                rc = err->code;
+                goto out;
+            }
+            if (mj == NULL || parse_vec(mj, "mean", &dd, mu + l * d, &isv, err) != DP_OK) {
+                if (mj == NULL)
+                    dp_err_set(err, DP_EINVAL, "mean", "mean is required");
+                dp_err_prefix_field(err, pfx);
+                rc = err->code;
+                goto out;
+            }
+        }
+    }
+    const json_t *pvj = json_object_get(rq->body, "privacy");
+    bool priv = pvj != NULL && !json_is_null(pvj);
+    eb_mix_private_opts po = {0};
+    eb_mix_private_info pinfo = {0};
+    eb_gauss_data raw = {m, d, g.x, g.n, sx2};
+    eb_gauss_data sent = raw;
+    double extra = 0.0;
+    if (priv) {
+        static const char *const pk[] = {"epsilon0",          "delta",  "r",
+                                         "sigma_theta_bound", "radius", "calibration"};
+        if (known) {
+            rc = dp_err_set(err, DP_EINVAL, "privacy",
+                            "with a known prior no client sends anything; drop privacy or prior");
+            goto out;
+        }
+        if (json_util_require_object(pvj, "privacy", err) ||
+            json_util_check_keys(pvj, pk, 6, err) ||
+            json_util_req_number(pvj, "epsilon0", &po.eps0, err) ||
+            json_util_req_number(pvj, "delta", &po.delta, err) ||
+            json_util_req_number(pvj, "r", &po.r, err) ||
+            json_util_opt_number(pvj, "sigma_theta_bound", 0.0, &po.sigma_theta, err) ||
+            json_util_opt_number(pvj, "radius", NAN, &po.radius, err) ||
+            parse_calibration(pvj, &po.cal, err)) {
+            dp_err_prefix_field(err, "privacy");
+            rc = err->code;
+            goto out;
+        }
+        po.seed = seed;
+        if ((rc = eb_mix_private_calibrate(&raw, &po, &pinfo, err)) != DP_OK)
+            goto out;
+    }
+    /* charge the silos (if any) before anything is computed */
+    {
+        json_t *ev = NULL;
+        if (priv) {
+            ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
+                           pinfo.sigma / pinfo.sensitivity);
+        }
+        if ((rc = charge_silos(job, priv, ev, err)) != DP_OK)
+            goto out;
+    }
+    if ((rc = check_scale(g.x, m * d, "mixture", err)) != DP_OK)
+        goto out;
+    if (priv) {
+        msgs = dp_calloc(m * d, sizeof(double));
+        if (msgs == NULL) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        if ((rc = eb_mix_privatize(&raw, &po, msgs, &pinfo, err)) != DP_OK)
+            goto out;
+        sent.x = msgs;
+        extra = pinfo.sigma * pinfo.sigma;
+    }
+    eb_mix_fit_info info = {0, 0, EB_STATUS_CONVERGED};
+    if (fit) {
+        if ((rc = eb_mix_fit(&sent, extra, &o, &prior, &info, err)) != DP_OK) {
+            rc = numeric_failure(rc, "mixture", err);
+            goto out;
+        }
+    } else {
+        if ((rc = eb_mix_prior_check(&prior, err)) != DP_OK)
+            goto out;
+        info.loglik = eb_mix_loglik(&raw, 0.0, &prior);
+    }
+    if ((rc = eb_mix_posterior(&raw, &prior, resp, pm, pv, sh, err)) != DP_OK) {
+        rc = numeric_failure(rc, "mixture", err);
+        goto out;
+    }
+
+    out = json_object();
+    est = json_array();
+    json_t *cj = json_array();
+    if (out == NULL || est == NULL || cj == NULL) {
+        json_decref(cj);
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    for (size_t l = 0; l < k; l++) {
+        json_t *c = json_pack("{s:o, s:o, s:o}", "weight", json_util_real(w[l]), "mean",
+                              vec_json(mu + l * d, d, g.vec), "variance", json_util_real(var[l]));
+        if (c == NULL || json_array_append_new(cj, c) != 0) {
+            json_decref(cj);
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+    }
+    const json_t *cl = json_object_get(rq->body, "clients");
+    double sd[EB_MAX_DIM];
+    for (size_t i = 0; i < m; i++) {
+        for (size_t j = 0; j < d; j++)
+            sd[j] = sqrt(pv[i * d + j]);
+        json_t *e =
+            json_pack("{s:o, s:o, s:o, s:o, s:o}", "id", client_id(json_array_get(cl, i), i),
+                      "posterior_mean", vec_json(pm + i * d, d, g.vec), "posterior_sd",
+                      vec_json(sd, d, g.vec), "shrinkage", json_util_real(sh[i]),
+                      "responsibilities", vec_json(resp + i * k, k, true));
+        if (add_row(job, e, err) != DP_OK) {
+            json_decref(cj);
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+    }
+    json_t *privj = json_null();
+    if (priv)
+        privj = json_pack(
+            "{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:s}", "mechanism", "gaussian",
+            "model",
+            "local DP per client (user level): clip to an L2 ball of radius R, add "
+            "Gaussian noise; one message per client",
+            "epsilon0", json_util_real(po.eps0), "delta", json_util_real(po.delta), "rho",
+            json_util_real(pinfo.rho), "radius", json_util_real(pinfo.radius), "sensitivity",
+            json_util_real(pinfo.sensitivity), "sigma", json_util_real(pinfo.sigma), "calibration",
+            pinfo.analytic ? "analytic_gaussian (Balle & Wang 2018)" : "classic (log(2/delta))",
+            "clipped", (json_int_t)pinfo.n_clipped, "charges", charges_placeholder(), "charging",
+            charging_note(job));
+    const char *meth_name = known ? "known_prior" : (o.method == EB_MIX_EM ? "em" : "altmin");
+    const field_val fields[] = {
+        {"model", json_string("mixture")},
+        {"method", json_string(meth_name)},
+        {"prior", json_pack("{s:o, s:s}", "components", cj, "source", known ? "given" : "fitted")},
+        {"noise_variance", json_util_real(sx2)},
+        {"noise_variance_source", json_string(pooled ? "pooled" : "given")},
+        {"estimates", est},
+    };
+    run_outcome oc = {info.loglik, info.iterations, info.status, privj};
+    est = NULL; /* stolen by finish_run */
+    rc = finish_run(job, priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
+    out = NULL;
+out:
+    gauss_req_free(&g);
+    dp_free(msgs);
+    dp_free(resp);
+    dp_free(pm);
+    dp_free(pv);
+    dp_free(sh);
+    dp_free(w);
+    dp_free(mu);
+    dp_free(var);
+    json_decref(out);
+    json_decref(est);
+    return rc;
+}
+
+/* ---- the routes
+ * ---------------------------------------------------------------------------------- */
+
+int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    return est_start(rq, rs, "gaussian", gaussian_compute, err);
+}
+
+int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    return est_start(rq, rs, "beta", beta_compute, err);
+}
+
+int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    return est_start(rq, rs, "mixture", mixture_compute, err);
+}
+
+/* ---- runs
+ * ---------------------------------------------------------------------------------------- */
+
+int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    static const char SQL[] =
+        "SELECT kind, created_at_ms, status, private, n_clients, params, data, "
+        "result FROM estimator_runs AS r WHERE id = :id AND " RUN_VISIBLE;
+    int64_t id;
+    if (run_require_token(rq, err) != DP_OK || /* 401 before anything is said about the id */
+        http_req_param_id(rq, "id", &id, err) != DP_OK)
+        return err->code;
+    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
+    if (st == NULL)
+        return err->code;
+    if (run_viewer(rq, st, err) != DP_OK) {
+        store_stmt_done(st);
+        return err->code;
+    }
+    int rc = DP_OK;
+    json_t *o = NULL;
+    int s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":id"), id);
+    if (s == SQLITE_OK)
+        s = sqlite3_step(st);
+    if (s == SQLITE_DONE) {
+        store_stmt_done(st);
+        return http_err_not_found(err, "id", "run", id);
+    }
+    if (s != SQLITE_ROW) {
+        rc = store_err(rq->db, s, "select estimator run", rq->req_id, err);
+        store_stmt_done(st);
+        return rc;
+    }
+    json_error_t je;
+    json_t *params = json_loads((const char *)sqlite3_column_text(st, 5), 0, &je);
+    json_t *data = sqlite3_column_type(st, 6) == SQLITE_NULL
+                       ? NULL
+                       : json_loads((const char *)sqlite3_column_text(st, 6), 0, &je);
+    json_t *result = json_loads((const char *)sqlite3_column_text(st, 7), 0, &je);
+    if (params == NULL || result == NULL || (sqlite3_column_type(st, 6) != SQLITE_NULL && !data)) {
+        json_decref(params);
+        json_decref(data);
+        json_decref(result);
+        store_stmt_done(st);
+        dp_log(DP_LOG_ERROR, rq->req_id, "stored run %lld has unreadable JSON", (long long)id);
+        return dp_err_set(err, DP_EINTERNAL, NULL, "stored run is unreadable");
+    }
+    if (data != NULL && json_object_set_new(params, "clients", data) != 0)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    o = json_pack("{s:I, s:s, s:o, s:s, s:b, s:I, s:b, s:o, s:o}", "id", (json_int_t)id, "kind",
+                  (const char *)sqlite3_column_text(st, 0), "created_at",
+                  json_util_time(sqlite3_column_int64(st, 1)), "status",
+                  (const char *)sqlite3_column_text(st, 2), "private", sqlite3_column_int(st, 3),
+                  "n_clients", (json_int_t)sqlite3_column_int64(st, 4), "data_kept", data != NULL,
+                  "inputs", params, "outputs", result);
+    store_stmt_done(st);
+    if (rc != DP_OK) {
+        json_decref(o);
+        return rc;
+    }
+    return http_resp_json(rs, 200, o, err);
+}
+
+int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    static const char SQL[] =
+        "SELECT id, kind, created_at_ms, status, private, n_clients FROM "
+        "estimator_runs AS r WHERE id > :after AND " RUN_VISIBLE " ORDER BY id LIMIT :lim";
+    int64_t limit, after;
+    if (http_req_page(rq, &limit, &after, err) != DP_OK)
+        return err->code;
+    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
+    if (st == NULL)
+        return err->code;
+    if (run_viewer(rq, st, err) != DP_OK) { /* each caller lists only what it may read */
+        store_stmt_done(st);
+        return err->code;
+    }
+    json_t *arr = json_array();
+    if (arr == NULL) {
+        store_stmt_done(st);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    int s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":after"), after);
+    if (s == SQLITE_OK)
+        s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":lim"), limit + 1);
+    int64_t last = 0, count = 0;
+    bool more = false;
+    if (s == SQLITE_OK)
+        s = SQLITE_ROW;
+    while (s == SQLITE_ROW && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (count == limit) {
+            more = true;
+            continue;
+        }
+        last = sqlite3_column_int64(st, 0);
+        json_t *r = json_pack("{s:I, s:s, s:o, s:s, s:b, s:I}", "id", (json_int_t)last, "kind",
+                              (const char *)sqlite3_column_text(st, 1), "created_at",
+                              json_util_time(sqlite3_column_int64(st, 2)), "status",
+                              (const char *)sqlite3_column_text(st, 3), "private",
+                              sqlite3_column_int(st, 4), "n_clients",
+                              (json_int_t)sqlite3_column_int64(st, 5));
+        if (r == NULL || json_array_append_new(arr, r) != 0) {
+            json_decref(arr);
+            store_stmt_done(st);
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+        count++;
+    }
+    if (s != SQLITE_DONE) {
+        int rc = store_err(rq->db, s, "list estimator runs", rq->req_id, err);
+        json_decref(arr);
+        store_stmt_done(st);
+        return rc;
+    }
+    store_stmt_done(st);
+    json_t *o = json_pack("{s:o, s:o}", "runs", arr, "next_after",
+                          more ? json_integer((json_int_t)last) : json_null());
+    return http_resp_json(rs, 200, o, err);
+}

@@ -1,0 +1,379 @@
+/*
+ * Unit tests for estimators/eb_gaussian: Thm 1 and Thm 2 formulas (digest seed-002 checks C1-C8),
+ * hand-computed posteriors, the moment and ML prior fits (ML checked against scipy, see
+ * tests/vectors/gen/estimators_refs.py), input validation, and the Monte-Carlo reproduction targets
+ * RT1 (Thm 1), RT2 (private Gaussian curve) and RT3 (quantizer) with fixed seeds.
+ */
+#include "tests/support/test_util.h"
+
+#include <gsl/gsl_errno.h>
+
+#include <gsl/gsl_math.h>
+#include <gsl/gsl_randist.h>
+
+#include "common/dp_alloc.h"
+#include "estimators/eb_gaussian.h"
+
+/* closed forms evaluated in a different order: a few ulps */
+#define CF_RTOL 1e-13
+
+static void thm1_checks_c1_to_c4(void **state)
+{
+    (void)state;
+    /* C1: m=1e4, n=15, sigma_theta=0.1, sigma_x=0.5: a = 0.375, MSE = 0.0062510 */
+    double mse = eb_gauss_thm1_mse(0.01, 0.25, 15, 10000);
+    double s2 = 0.25 / 15, a = 0.01 / (0.01 + s2);
+    assert_close(a, 0.375, CF_RTOL, 0);
+    assert_close(mse, s2 * (0.375 + 0.625 / 10000), CF_RTOL, 0);
+    assert_close(mse, 0.0062510, 0, 5e-8);
+    /* C2 (Remark 1): m=1e4, n=100, sigma_x^2=10, sigma_theta^2=1e-3: the ratio to local is
+     * a + (1-a)/m = (tau2 + s^2/m)/(tau2 + s^2) = 0.00101/0.101 = 0.0100000 exactly, as the paper
+     * says
+     * ("0.0100"); the digest's "0.0099990" is an arithmetic slip (docs/REPRODUCTION.md). */
+    assert_close(eb_gauss_thm1_mse(1e-3, 10, 100, 10000) / (10.0 / 100), 0.0100000, 1e-12, 0);
+    /* C3: lower bound (30) d (s_theta^2 s_x^2 + s_x^4/(mn)) / (n s_theta^2 + s_x^2) equals Thm 1 */
+    double lb30 = (0.01 * 0.25 + 0.0625 / (10000.0 * 15)) / (15 * 0.01 + 0.25);
+    assert_close(lb30, mse, CF_RTOL, 0);
+    /* Thm 2 with sigma_q = 0 is Thm 1 */
+    assert_close(eb_gauss_thm2_mse(0.01, 0.25, 15, 10000, 0.0), mse, CF_RTOL, 0);
+}
+
+static void posterior_known_prior_by_hand(void **state)
+{
+    (void)state;
+    /* two clients, d = 1, sigma_x^2 = 2, n = {4, 1}; prior N(1, 0.5) known */
+    const double x[] = {3.0, -1.0}, n[] = {4.0, 1.0};
+    eb_gauss_data g = {2, 1, x, n, 2.0};
+    eb_gauss_coord p = {1.0, 0.5, 0.0, 0, 0, EB_STATUS_CONVERGED};
+    double mean[2], var[2], shr[2];
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_posterior(&g, &p, 0.0, mean, var, shr, &e), DP_OK);
+    /* client 0: s^2 = 0.5, a = 0.5: mean 2, var 0.25 (= a s^2), shrinkage 0.5 */
+    assert_close(mean[0], 2.0, CF_RTOL, 0);
+    assert_close(var[0], 0.25, CF_RTOL, 0);
+    assert_close(shr[0], 0.5, CF_RTOL, 0);
+    /* client 1: s^2 = 2, a = 0.2: mean 0.2*(-1) + 0.8*1 = 0.6, var 0.4, shrinkage 0.8 */
+    assert_close(mean[1], 0.6, CF_RTOL, 0);
+    assert_close(var[1], 0.4, CF_RTOL, 0);
+    assert_close(shr[1], 0.8, CF_RTOL, 0);
+}
+
+static void shrinkage_limits(void **state)
+{
+    (void)state;
+    const double x[] = {0.7, 0.1, -0.4}, n[] = {10, 10, 10};
+    eb_gauss_data g = {3, 1, x, n, 1.0};
+    double mean[3], shr[3];
+    dp_err e;
+    dp_err_clear(&e);
+    /* tau2 -> 0: everything pooled to mu */
+    eb_gauss_coord p0 = {0.25, 0.0, 0.0, 0, 0, EB_STATUS_CONVERGED};
+    assert_int_equal(eb_gauss_posterior(&g, &p0, 0.0, mean, NULL, shr, &e), DP_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_close(mean[i], 0.25, CF_RTOL, 0);
+        assert_close(shr[i], 1.0, CF_RTOL, 0);
+    }
+    /* tau2 huge: local */
+    eb_gauss_coord p1 = {0.25, 1e12, 0.0, 0, 0, EB_STATUS_CONVERGED};
+    assert_int_equal(eb_gauss_posterior(&g, &p1, 0.0, mean, NULL, shr, &e), DP_OK);
+    for (int i = 0; i < 3; i++)
+        assert_close(mean[i], x[i], 1e-12, 1e-12);
+}
+
+static void moments_fit_by_hand(void **state)
+{
+    (void)state;
+    /* x = {1, 2, 3, 6}, n = 4, sigma_x^2 = 2 -> s^2 = 0.5; mean 3; S = 4+1+0+9 = 14; S/(m-1) =
+     * 14/3; tau2 = 14/3 - 0.5 = 25/6; mu_var = (tau2 + s^2)/m = (14/3)/4 */
+    const double x[] = {1, 2, 3, 6}, n[] = {4, 4, 4, 4};
+    eb_gauss_data g = {4, 1, x, n, 2.0};
+    eb_gauss_coord c;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_fit(&g, NULL, 0.0, EB_GAUSS_MOMENTS, 100, &c, &e), DP_OK);
+    assert_close(c.mu, 3.0, CF_RTOL, 0);
+    assert_close(c.tau2, 25.0 / 6.0, CF_RTOL, 0);
+    assert_close(c.mu_var, 14.0 / 12.0, CF_RTOL, 0);
+    assert_int_equal(c.status, EB_STATUS_CONVERGED);
+    /* equal n MLE in closed form: tau2 = S/m - s^2 = 3.5 - 0.5 = 3 */
+    assert_int_equal(eb_gauss_fit(&g, NULL, 0.0, EB_GAUSS_MLE, 100, &c, &e), DP_OK);
+    assert_close(c.tau2, 3.0, CF_RTOL, 0);
+    assert_close(c.mu, 3.0, CF_RTOL, 0);
+    /* log-likelihood by hand: -1/2 sum [log(2 pi 3.5) + r^2/3.5] */
+    double ll = -0.5 * (4 * log(2 * M_PI * 3.5) + 14.0 / 3.5);
+    assert_close(c.loglik, ll, CF_RTOL, 0);
+}
+
+static void hetero_mle_matches_scipy(void **state)
+{
+    (void)state;
+    const double x[] = {0.31, -0.12, 0.55, 0.08, 0.97, 0.44, -0.35, 0.21};
+    const double n[] = {15, 3, 40, 7, 2, 22, 5, 11};
+    eb_gauss_data g = {8, 1, x, n, 0.25};
+    eb_gauss_coord c;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_fit(&g, NULL, 0.0, EB_GAUSS_MLE, 200, &c, &e), DP_OK);
+    assert_int_equal(c.status, EB_STATUS_CONVERGED);
+    assert_true(c.iterations > 0);
+    /* scipy L-BFGS-B (estimators_refs.py): 0.270278772238 0.0539359092639 -2.6624643473 */
+    assert_close(c.mu, 0.270278772238, 1e-6, 0);
+    assert_close(c.tau2, 0.0539359092639, 1e-5, 0);
+    assert_close(c.loglik, -2.6624643473, 1e-9, 0);
+    /* it is a maximum: nearby points are lower */
+    assert_true(eb_gauss_loglik(&g, 0, c.mu, c.tau2 * 1.01, 0) < c.loglik);
+    assert_true(eb_gauss_loglik(&g, 0, c.mu + 0.001, c.tau2, 0) < c.loglik);
+}
+
+static void boundary_and_unidentifiable_are_reported(void **state)
+{
+    (void)state;
+    dp_err e;
+    dp_err_clear(&e);
+    eb_gauss_coord c;
+    /* spread smaller than the noise: tau2 = 0, boundary */
+    const double x[] = {0.01, -0.01, 0.02, 0.0}, n[] = {1, 2, 1, 3};
+    eb_gauss_data g = {4, 1, x, n, 1.0};
+    assert_int_equal(eb_gauss_fit(&g, NULL, 0.0, EB_GAUSS_MLE, 100, &c, &e), DP_OK);
+    assert_int_equal(c.status, EB_STATUS_BOUNDARY);
+    assert_close(c.tau2, 0.0, 0, 0);
+    /* all equal: unidentifiable */
+    const double y[] = {0.5, 0.5, 0.5};
+    eb_gauss_data h = {3, 1, y, n, 1.0};
+    assert_int_equal(eb_gauss_fit(&h, NULL, 0.0, EB_GAUSS_MLE, 100, &c, &e), DP_OK);
+    assert_int_equal(c.status, EB_STATUS_UNIDENTIFIABLE);
+    assert_int_equal(eb_gauss_fit(&h, NULL, 0.0, EB_GAUSS_MOMENTS, 100, &c, &e), DP_OK);
+    assert_int_equal(c.status, EB_STATUS_UNIDENTIFIABLE);
+}
+
+static void bad_input_names_the_field(void **state)
+{
+    (void)state;
+    dp_err e;
+    eb_gauss_coord c[2];
+    const double x1[] = {0.5}, n1[] = {3};
+    eb_gauss_data one = {1, 1, x1, n1, 1.0};
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_fit(&one, NULL, 0.0, EB_GAUSS_MLE, 100, c, &e), DP_EINVAL);
+    assert_string_equal(e.field, "clients");
+    const double x[] = {0.5, NAN}, n[] = {3, 4};
+    eb_gauss_data g = {2, 1, x, n, 1.0};
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_fit(&g, NULL, 0.0, EB_GAUSS_MLE, 100, c, &e), DP_EINVAL);
+    assert_string_equal(e.field, "clients[1].mean");
+    const double x2[] = {0.5, 0.1}, n2[] = {3, 0.5};
+    eb_gauss_data g2 = {2, 1, x2, n2, 1.0};
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_fit(&g2, NULL, 0.0, EB_GAUSS_MLE, 100, c, &e), DP_EINVAL);
+    assert_string_equal(e.field, "clients[1].n");
+    eb_gauss_data g3 = {2, 1, x2, n1, -1.0};
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_fit(&g3, NULL, 0.0, EB_GAUSS_MLE, 100, c, &e), DP_EINVAL);
+    assert_string_equal(e.field, "noise_variance");
+}
+
+static void pooled_sigma_x2_by_hand(void **state)
+{
+    (void)state;
+    const double n[] = {3, 1, 5}, v[] = {0.2, 9.0, 0.5};
+    double s;
+    dp_err e;
+    dp_err_clear(&e);
+    /* (2*0.2 + 4*0.5) / (2 + 4) = 0.4; n = 1 carries no information */
+    assert_int_equal(eb_gauss_pool_sigma_x2(3, n, v, &s, &e), DP_OK);
+    assert_close(s, 0.4, CF_RTOL, 0);
+    const double n1[] = {1, 1};
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_pool_sigma_x2(2, n1, v, &s, &e), DP_EINVAL);
+}
+
+static void d_dim_fits_each_coordinate(void **state)
+{
+    (void)state;
+    /* coordinate 1 is coordinate 0 shifted by 10 and scaled by 2 */
+    const double x[] = {1, 12, 2, 14, 3, 16, 6, 22}, n[] = {4, 4, 4, 4};
+    eb_gauss_data g = {4, 2, x, n, 2.0};
+    eb_gauss_coord c[2];
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_fit(&g, NULL, 0.0, EB_GAUSS_MOMENTS, 100, c, &e), DP_OK);
+    assert_close(c[0].mu, 3.0, CF_RTOL, 0);
+    assert_close(c[1].mu, 16.0, CF_RTOL, 0);
+    assert_close(c[1].tau2, 4 * 14.0 / 3.0 - 0.5, CF_RTOL, 0);
+}
+
+/* ---- Monte-Carlo reproduction targets
+ * ------------------------------------------------------------ */
+
+#define RT_M    10000
+#define RT_N    15
+#define RT_REPS 200
+
+/* One replicate of the Thm 1 / Thm 2 experiment; returns the mean squared error over clients.
+ * sigma_q = 0: non-private. channel < 0: Gaussian noise of sd sigma_q added after clipping to b by
+ * the test itself (RT2, paper's calibration at every eps0); channel = quantizer bits otherwise. */
+static double rt_rep(gsl_rng *r, double *x, double *th, double *q, double mu, double sq_added,
+                     double b, unsigned bits, double sigma_q, uint64_t seed)
+{
+    const double st = 0.1, sx = 0.5;
+    static double nn[RT_M]; /* test-only: single-threaded cmocka binary */
+    for (int i = 0; i < RT_M; i++) {
+        th[i] = mu + gsl_ran_gaussian_ziggurat(r, st);
+        x[i] = th[i] + gsl_ran_gaussian_ziggurat(r, sx / sqrt(RT_N));
+        nn[i] = RT_N;
+    }
+    eb_gauss_data g = {RT_M, 1, x, nn, sx * sx};
+    dp_err e;
+    dp_err_clear(&e);
+    const double *msg = x;
+    double sq2 = 0.0;
+    if (bits > 0) {
+        eb_gauss_private_opts o = {0};
+        o.channel = EB_CHANNEL_QUANTIZE;
+        o.bits = bits;
+        o.r = 1.0;
+        o.sigma_theta = st;
+        o.b = NAN;
+        o.seed = seed;
+        eb_gauss_private_info info;
+        assert_int_equal(eb_gauss_privatize(&g, &o, q, &info, &e), DP_OK);
+        assert_close(info.b, b, 0, 5e-5);
+        sq2 = info.sigma_q * info.sigma_q;
+        msg = q;
+    } else if (sq_added > 0) {
+        for (int i = 0; i < RT_M; i++)
+            q[i] = eb_clip(x[i], b) + gsl_ran_gaussian_ziggurat(r, sq_added);
+        sq2 = sq_added * sq_added;
+        msg = q;
+    }
+    (void)sigma_q;
+    /* server: mu by the plain mean of the messages (Thm 1/2), tau2 known */
+    eb_gauss_data gm = {RT_M, 1, msg, nn, sx * sx};
+    double tau2 = st * st;
+    eb_gauss_coord c;
+    assert_int_equal(eb_gauss_fit(&gm, &tau2, sq2, EB_GAUSS_MOMENTS, 10, &c, &e), DP_OK);
+    /* client: raw mean, Thm 2 weight */
+    assert_int_equal(eb_gauss_posterior(&g, &c, sq2 / (RT_M - 1.0), q, NULL, NULL, &e), DP_OK);
+    double s = 0.0;
+    for (int i = 0; i < RT_M; i++)
+        s += (q[i] - th[i]) * (q[i] - th[i]);
+    return s / RT_M;
+}
+
+typedef struct rt_buf {
+    double *x, *th, *q;
+} rt_buf;
+
+static int rt_setup(void **state)
+{
+    rt_buf *b = dp_calloc(1, sizeof *b);
+    b->x = dp_calloc(RT_M, sizeof(double));
+    b->th = dp_calloc(RT_M, sizeof(double));
+    b->q = dp_calloc(RT_M, sizeof(double));
+    *state = b;
+    return 0;
+}
+
+static int rt_teardown(void **state)
+{
+    rt_buf *b = *state;
+    dp_free(b->x);
+    dp_free(b->th);
+    dp_free(b->q);
+    dp_free(b);
+    return 0;
+}
+
+static void rt1_thm1_mse_within_one_percent(void **state)
+{
+    rt_buf *bf = *state;
+    dp_err e;
+    dp_err_clear(&e);
+    gsl_rng *r = eb_rng_alloc(20260101, 0, &e);
+    double acc = 0.0;
+    for (int t = 0; t < RT_REPS; t++)
+        acc += rt_rep(r, bf->x, bf->th, bf->q, 0.37, 0.0, 0, 0, 0, 0);
+    acc /= RT_REPS;
+    double ref = eb_gauss_thm1_mse(0.01, 0.25, RT_N, RT_M); /* 0.0062510 */
+    print_message("RT1: MC MSE %.7f over %d reps, Thm 1 %.7f, local %.7f\n", acc, RT_REPS, ref,
+                  0.25 / RT_N);
+    assert_close(acc, ref, 0.01, 0);
+    gsl_rng_free(r);
+}
+
+static void rt2_private_gaussian_curve_within_two_percent(void **state)
+{
+    rt_buf *bf = *state;
+    dp_err e;
+    dp_err_clear(&e);
+    gsl_rng *r = eb_rng_alloc(20260102, 0, &e);
+    const double eps[] = {0.1, 0.25, 0.5, 1, 2, 4, 8, 16};
+    /* digest C6 analytic MSEs (paper calibration sigma_q^2 = 8 b^2 ln(2/delta)/eps0^2 at every
+     * eps0) */
+    const double c6[] = {.016600, .016261, .015215, .012572, .009151, .007168, .006496, .006313};
+    const double b = 2.0531, delta = 1e-5;
+    double prev = INFINITY;
+    for (size_t k = 0; k < 8; k++) {
+        double sq = 2.0 * b * sqrt(2.0 * log(2.0 / delta)) / eps[k];
+        double ana = eb_gauss_thm2_mse(0.01, 0.25, RT_N, RT_M, sq * sq);
+        assert_close(ana, c6[k], 0, 6e-7); /* our formula reproduces the digest's table */
+        double acc = 0.0;
+        for (int t = 0; t < RT_REPS; t++)
+            acc += rt_rep(r, bf->x, bf->th, bf->q, 0.5, sq, b, 0, sq, 0);
+        acc /= RT_REPS;
+        print_message("RT2: eps0 %5.2f MC MSE %.6f analytic %.6f\n", eps[k], acc, ana);
+        assert_close(acc, ana, 0.02, 0);
+        /* bracketed by the non-private and local values, decreasing in eps0 */
+        assert_true(ana < 0.25 / RT_N && ana > eb_gauss_thm1_mse(0.01, 0.25, RT_N, RT_M));
+        assert_true(ana < prev);
+        prev = ana;
+    }
+    gsl_rng_free(r);
+}
+
+static void rt3_quantizer_matches_c5(void **state)
+{
+    rt_buf *bf = *state;
+    dp_err e;
+    dp_err_clear(&e);
+    gsl_rng *r = eb_rng_alloc(20260103, 0, &e);
+    const unsigned bits[] = {1, 2, 4, 8};
+    const double c5[] = {0.0064131, 0.0062693, 0.0062518, 0.0062510};
+    for (size_t k = 0; k < 4; k++) {
+        double sq = eb_quantize_sigma(2.0531, bits[k]);
+        double ana = eb_gauss_thm2_mse(0.01, 0.25, RT_N, RT_M, sq * sq);
+        assert_close(ana, c5[k], 0, 2e-7);
+        double acc = 0.0;
+        for (int t = 0; t < RT_REPS; t++)
+            acc +=
+                rt_rep(r, bf->x, bf->th, bf->q, 0.5, 0.0, 2.05310, bits[k], sq, 1000 + (uint64_t)t);
+        acc /= RT_REPS;
+        print_message("RT3: k %u MC MSE %.7f analytic %.7f\n", bits[k], acc, ana);
+        /* the quantizer's true variance is below its bound, so the MSE can only be slightly lower
+         */
+        assert_close(acc, ana, 0.01, 0);
+    }
+    gsl_rng_free(r);
+}
+
+int main(void)
+{
+    gsl_set_error_handler_off(); /* as dpsilod does (STYLE.md 2.3) */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(thm1_checks_c1_to_c4),
+        cmocka_unit_test(posterior_known_prior_by_hand),
+        cmocka_unit_test(shrinkage_limits),
+        cmocka_unit_test(moments_fit_by_hand),
+        cmocka_unit_test(hetero_mle_matches_scipy),
+        cmocka_unit_test(boundary_and_unidentifiable_are_reported),
+        cmocka_unit_test(bad_input_names_the_field),
+        cmocka_unit_test(pooled_sigma_x2_by_hand),
+        cmocka_unit_test(d_dim_fits_each_coordinate),
+        cmocka_unit_test_setup_teardown(rt1_thm1_mse_within_one_percent, rt_setup, rt_teardown),
+        cmocka_unit_test_setup_teardown(rt2_private_gaussian_curve_within_two_percent, rt_setup,
+                                        rt_teardown),
+        cmocka_unit_test_setup_teardown(rt3_quantizer_matches_c5, rt_setup, rt_teardown),
+    };
+    return cmocka_run_group_tests_name("estimators_gaussian", tests, NULL, NULL);
+}

@@ -1,0 +1,260 @@
+/*
+ * Unit tests for service/api/estimators.c, calling the handlers directly against a database in a
+ * temporary directory (the template of test_service_routes_core.c): a Gaussian run is stored and
+ * read back without its raw data, validation names the field, and every dp_alloc failure on the way
+ * returns a clean error (failure injection, STYLE.md 2.9; ASan checks for leaks in `make asan`).
+ */
+#include "tests/support/test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+
+#include "common/dp_alloc.h"
+#include "service/api/routes.h"
+#include "tests/support/service_util.h"
+
+typedef route_fixture fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    *state = f;
+    if (f == NULL || route_fixture_open(f, "est") != 0)
+        return -1;
+    f->c.auth_off = true; /* these tests are about the estimators; access: test_service_auth.c */
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    int rc = route_fixture_close(f);
+    free(f);
+    return rc;
+}
+
+static http_req req_for(fixture *f, const char *method, const char *path, json_t *body)
+{
+    http_req rq = route_fixture_req(f, method, path);
+    rq.body = body;
+    return rq;
+}
+
+static const char *GAUSS =
+    "{\"clients\":[{\"id\":\"a\",\"mean\":0.31,\"n\":15},"
+    "{\"id\":\"b\",\"mean\":0.12,\"n\":8},{\"id\":\"c\",\"mean\":0.55,\"n\":30},"
+    "{\"id\":\"d\",\"mean\":-0.05,\"n\":4}],\"noise_variance\":0.25,"
+    "\"privacy\":{\"epsilon0\":0.5,\"delta\":1e-5,\"r\":1,"
+    "\"sigma_theta_bound\":0.1}}";
+
+static void gaussian_run_is_stored_without_raw_data(void **state)
+{
+    fixture *f = *state;
+    json_t *body = json_loads(GAUSS, 0, NULL);
+    http_req rq = req_for(f, "POST", "/v1/estimators/gaussian", body);
+    http_resp rs;
+    memset(&rs, 0, sizeof rs);
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(route_estimators_gaussian(&rq, &rs, &e), DP_OK);
+    assert_int_equal(rs.status, 201);
+    json_int_t id = json_integer_value(json_object_get(rs.body, "run_id"));
+    assert_true(id >= 1);
+    assert_int_equal(json_array_size(json_object_get(rs.body, "estimates")), 4);
+    double rho = json_real_value(json_object_get(json_object_get(rs.body, "privacy"), "rho"));
+    /* classic calibration, 1-D: rho = eps0^2/(4 ln(2/delta)) (digest 2.2) */
+    assert_close(rho, 0.25 / (4 * log(2e5)), 1e-12, 0);
+    http_resp_clear(&rs);
+    json_decref(body);
+
+    char ids[32];
+    snprintf(ids, sizeof ids, "%lld", (long long)id);
+    http_param p = {"id", ids};
+    rq = req_for(f, "GET", "/v1/runs/x", NULL);
+    rq.params = &p;
+    rq.n_params = 1;
+    dp_err_clear(&e);
+    assert_int_equal(route_runs_get(&rq, &rs, &e), DP_OK);
+    json_t *in = json_object_get(rs.body, "inputs");
+    assert_null(json_object_get(in, "clients"));
+    assert_int_equal(json_integer_value(json_object_get(in, "n_clients")), 4);
+    assert_non_null(json_object_get(in, "privacy"));
+    http_resp_clear(&rs);
+}
+
+/* fn refuses body with DP_EINVAL naming field (and saying exactly msg, unless msg is NULL). */
+static void expect_einval(fixture *f, route_fn fn, const char *body_text, const char *field,
+                          const char *msg)
+{
+    json_t *body = json_loads(body_text, 0, NULL);
+    assert_non_null(body);
+    http_req rq = req_for(f, "POST", "/v1/estimators/x", body);
+    http_resp rs;
+    memset(&rs, 0, sizeof rs);
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(fn(&rq, &rs, &e), DP_EINVAL);
+    assert_string_equal(e.field, field);
+    if (msg != NULL)
+        assert_string_equal(e.msg, msg);
+    http_resp_clear(&rs);
+    json_decref(body);
+}
+
+static void bad_input_names_the_field(void **state)
+{
+    fixture *f = *state;
+    const char *cases[][2] = {
+        {"{\"clients\":[{\"mean\":0.1,\"n\":0.5},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1}",
+         "clients[0].n"},
+        {"{\"clients\":[{\"mean\":0.1,\"n\":2}],\"noise_variance\":1}", "clients"},
+        {"{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":[0.2],\"n\":2}],\"noise_variance\":1}",
+         "clients[1].mean"},
+        {"{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":-1}",
+         "noise_variance"},
+        {"{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1,"
+         "\"privacy\":{\"epsilon0\":1,\"delta\":1e-5}}",
+         "privacy.r"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_einval(f, route_estimators_gaussian, cases[i][0], cases[i][1], NULL);
+}
+
+/* An unknown value of a string option is refused with 400 naming the field and listing the
+ * allowed values, for every option of the three estimators. */
+static void unknown_choices_list_the_allowed_values(void **state)
+{
+    fixture *f = *state;
+#define G2 "{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1,"
+#define B2 "{\"clients\":[{\"successes\":3,\"trials\":10},{\"successes\":7,\"trials\":12}],"
+#define M4                                                                                         \
+    "{\"clients\":[{\"mean\":-1,\"n\":5},{\"mean\":-0.8,\"n\":5},{\"mean\":1,\"n\":5},"            \
+    "{\"mean\":1.1,\"n\":5}],\"noise_variance\":0.5,\"components\":2,"
+    static const struct {
+        route_fn fn;
+        const char *body, *field, *msg;
+    } cases[] = {
+        {route_estimators_gaussian, G2 "\"method\":\"x\"}", "method",
+         "method must be \"mle\" or \"moments\" (got \"x\")"},
+        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"range\":\"x\"}}",
+         "privacy.range", "range must be \"paper\" or \"safe\" (got \"x\")"},
+        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"calibration\":\"x\"}}",
+         "privacy.calibration", "calibration must be \"classic\" or \"analytic\" (got \"x\")"},
+        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"mechanism\":\"x\"}}",
+         "privacy.mechanism", "mechanism must be \"gaussian\" or \"quantize\" (got \"x\")"},
+        {route_estimators_beta, B2 "\"method\":\"x\"}", "method",
+         "method must be \"mle\" or \"moments\" (got \"x\")"},
+        {route_estimators_beta, B2 "\"variant\":\"x\"}", "variant",
+         "variant must be \"paper\", \"paper_no_minus1\" or \"unbiased\" (got \"x\")"},
+        {route_estimators_beta, B2 "\"privacy\":{\"epsilon0\":1,\"scheme\":\"x\"}}",
+         "privacy.scheme", "scheme must be \"two_bit\" or \"paper_1bit\" (got \"x\")"},
+        {route_estimators_mixture, M4 "\"method\":\"x\"}", "method",
+         "method must be \"em\" or \"altmin\" (got \"x\")"},
+    };
+#undef G2
+#undef B2
+#undef M4
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_einval(f, cases[i].fn, cases[i].body, cases[i].field, cases[i].msg);
+}
+
+static void allocation_failures_are_clean_errors(void **state)
+{
+    fixture *f = *state;
+    const char *bodies[] = {
+        GAUSS,
+        "{\"clients\":[{\"successes\":3,\"trials\":10},{\"successes\":7,\"trials\":12},"
+        "{\"successes\":1,\"trials\":8}],\"privacy\":{\"epsilon0\":2}}",
+        "{\"clients\":[{\"mean\":-1,\"n\":5},{\"mean\":-0.8,\"n\":5},{\"mean\":1,\"n\":5},"
+        "{\"mean\":1.1,\"n\":5}],\"noise_variance\":0.5,\"components\":2}",
+    };
+    route_fn fns[] = {route_estimators_gaussian, route_estimators_beta, route_estimators_mixture};
+    for (size_t b = 0; b < 3; b++) {
+        json_t *body = json_loads(bodies[b], 0, NULL);
+        assert_non_null(body);
+        int ok = 0;
+        for (long nth = 1; nth < 400 && !ok; nth++) {
+            http_req rq = req_for(f, "POST", "/v1/estimators/x", body);
+            http_resp rs;
+            memset(&rs, 0, sizeof rs);
+            dp_err e;
+            dp_err_clear(&e);
+            dp_alloc_fail_after(nth);
+            int rc = fns[b](&rq, &rs, &e);
+            dp_alloc_fail_after(0);
+            if (rc == DP_OK)
+                ok = 1;
+            else
+                assert_true(rc == DP_ENOMEM);
+            http_resp_clear(&rs);
+        }
+        assert_true(ok);
+        json_decref(body);
+    }
+}
+
+/* Calls fn on body_text and returns its code; e and rs as the handler left them (rs cleared). */
+static int call(fixture *f, route_fn fn, const char *body_text, dp_err *e)
+{
+    json_t *body = json_loads(body_text, 0, NULL);
+    assert_non_null(body);
+    http_req rq = req_for(f, "POST", "/v1/estimators/x", body);
+    http_resp rs;
+    memset(&rs, 0, sizeof rs);
+    dp_err_clear(e);
+    int rc = fn(&rq, &rs, e);
+    http_resp_clear(&rs);
+    json_decref(body);
+    return rc;
+}
+
+/* D16: finite means whose fits overflow double precision are 422 numerical_failure naming the
+ * cause in words (never "nan", never a field the client did not send); a huge epsilon0 gets an
+ * answer (almost no noise) instead of "calibration bracket failed". */
+static void numerical_limits_are_422_in_words(void **state)
+{
+    fixture *f = *state;
+    const char *bad[][2] = {
+        {"m", "{\"clients\":[{\"mean\":1e200,\"n\":1},{\"mean\":-1e200,\"n\":1},{\"mean\":1,"
+              "\"n\":1},{\"mean\":2,\"n\":1}],\"noise_variance\":1,\"components\":2}"},
+        {"m", "{\"clients\":[{\"mean\":1e308,\"n\":1},{\"mean\":-1e308,\"n\":1},{\"mean\":1,"
+              "\"n\":1},{\"mean\":2,\"n\":1}],\"noise_variance\":1,\"components\":2}"},
+        {"g", "{\"clients\":[{\"mean\":1e155,\"n\":1},{\"mean\":-1e155,\"n\":1},{\"mean\":1,"
+              "\"n\":1}],\"noise_variance\":1}"},
+        {"g", "{\"clients\":[{\"mean\":1e300,\"n\":1},{\"mean\":-1e300,\"n\":1},{\"mean\":1,"
+              "\"n\":1}],\"noise_variance\":1}"},
+    };
+    dp_err e;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        route_fn fn = bad[i][0][0] == 'm' ? route_estimators_mixture : route_estimators_gaussian;
+        assert_int_equal(call(f, fn, bad[i][1], &e), DP_ENUMERIC);
+        assert_string_equal(e.field, "clients");
+        assert_null(strstr(e.msg, "nan"));
+        assert_non_null(strstr(e.msg, "overflow double precision"));
+    }
+#define HUGE_EPS0                                                                                  \
+    "{\"clients\":[{\"mean\":0.3,\"n\":5},{\"mean\":0.5,\"n\":5},{\"mean\":0.1,\"n\":5}],"         \
+    "\"noise_variance\":1,\"privacy\":{\"epsilon0\":1e308,\"delta\":1e-5,\"r\":1,"                 \
+    "\"sigma_theta_bound\":0.5%s}}"
+    char body[400];
+    for (int analytic = 0; analytic < 2; analytic++) {
+        snprintf(body, sizeof body, HUGE_EPS0, analytic ? ",\"calibration\":\"analytic\"" : "");
+        assert_int_equal(call(f, route_estimators_gaussian, body, &e), DP_OK);
+    }
+}
+
+int main(void)
+{
+    gsl_set_error_handler_off();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(gaussian_run_is_stored_without_raw_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_input_names_the_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(unknown_choices_list_the_allowed_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(allocation_failures_are_clean_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(numerical_limits_are_422_in_words, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("service_estimators", tests, NULL, NULL);
+}
