@@ -3,7 +3,7 @@
 # Sources are discovered by wildcard so that adding a module, a test or a benchmark never needs an edit
 # here:
 #   <lib>/*.c                -> $(BUILD)/lib<lib>.a        (common accounting estimators federated)
-#   service/*.c but main.c   -> $(BUILD)/libservice.a      (so unit tests can link handlers)
+#   service/*.c, service/*/*.c but main.c -> $(BUILD)/libservice.a (so unit tests can link handlers)
 #   service/main.c           -> $(BUILD)/dpsilod
 #   cli/<name>.c             -> $(BUILD)/<name>            (command-line tools, e.g. dpsilo-account)
 #   tests/unit/test_*.c      -> $(BUILD)/tests/test_*      (one cmocka binary per module)
@@ -33,7 +33,7 @@ lib_objs  = $(patsubst %.c,$(BUILD)/obj/%.o,$(call lib_srcs,$(1)))
 LIB_ARCHIVES = $(BUILD)/libservice.a $(BUILD)/libfederated.a $(BUILD)/libestimators.a \
                $(BUILD)/libaccounting.a $(BUILD)/libcommon.a
 
-SERVICE_SRCS = $(filter-out service/main.c,$(wildcard service/*.c))
+SERVICE_SRCS = $(filter-out service/main.c,$(wildcard service/*.c service/*/*.c))
 SERVICE_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(SERVICE_SRCS)) $(BUILD)/obj/gen/embedded.o
 # migrations/*.sql and web/* are compiled into the daemon (scripts/embed.sh, service/embedded.h).
 EMBED_INPUTS = $(sort $(wildcard migrations/*.sql)) $(sort $(wildcard web/*))
