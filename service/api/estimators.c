@@ -20,7 +20,10 @@
  * mechanism (STYLE.md 2.8).
  *
  * Memory: request values are borrowed from the job's reference to the body; every allocation is
- * freed at the single out: label of each compute function or in est_job_free. Thread-safety: a job
+ * freed at the single out: label of each compute function or in est_job_free. A large "clients"
+ * array arrives as text spans (rq->clients, service/codec/clients_json.h: no jansson tree for it,
+ * issue 10) and each pass over the clients parses one client at a time (cl_get), so a run peaks at
+ * a small multiple of its body (docs/ESTIMATORS.md "Request size"). Thread-safety: a job
  * belongs to one thread at a time (the HTTP thread, then a compute thread, then an HTTP thread);
  * the request's connection is used on the HTTP thread only.
  */
@@ -42,9 +45,10 @@
 #include "estimators/eb_gaussian.h"
 #include "estimators/eb_mixture.h"
 #include "service/api/auth.h"
-#include "service/http/offload.h"
+#include "service/codec/clients_json.h"
 #include "service/codec/event_json.h"
 #include "service/codec/json_util.h"
+#include "service/http/offload.h"
 #include "service/ledger/ledger.h"
 
 #define EST_DEFAULT_MAX_ITER 1000 /* solver iterations unless the request says otherwise */
@@ -149,6 +153,44 @@ static int check_id(const json_t *c, dp_err *err)
     return DP_OK;
 }
 
+/* ---- the clients array: a tree inside the body, or text spans read by
+ * service/codec/clients_json.h when the dispatcher streamed it (rq->clients; the body then holds
+ * "clients": []). Either way a client is handed out as its own tree, one at a time, so the checks
+ * below see the same values. */
+
+/* Number of clients (0 when "clients" is missing or not an array). */
+static size_t cl_count(const http_req *rq)
+{
+    if (rq->clients != NULL)
+        return clients_json_count(rq->clients);
+    return json_array_size(json_object_get(rq->body, "clients"));
+}
+
+/* Client i (< cl_count) as a new reference, owned by the caller; NULL when out of memory. */
+static json_t *cl_get(const http_req *rq, size_t i)
+{
+    if (rq->clients != NULL)
+        return clients_json_get(rq->clients, i);
+    return json_incref(json_array_get(json_object_get(rq->body, "clients"), i));
+}
+
+/* Whether some client may have member key: false only when none has it for sure. */
+static bool cl_may_have(const http_req *rq, const char *key)
+{
+    return rq->clients == NULL || clients_json_count_with(rq->clients, key) != 0;
+}
+
+/* The id of estimate row i (client_id of client i), a new reference; NULL when out of memory. */
+static json_t *row_id(const http_req *rq, size_t i)
+{
+    if (!cl_may_have(rq, "id"))
+        return json_integer((json_int_t)i);
+    json_t *c = cl_get(rq, i);
+    json_t *id = c != NULL ? client_id(c, i) : NULL;
+    json_decref(c);
+    return id;
+}
+
 /* silo_id (optional): a positive integer naming the silo whose data this client is. */
 static int check_silo(const json_t *c, dp_err *err)
 {
@@ -241,8 +283,8 @@ typedef int (*est_compute_fn)(est_job *j, dp_err *err);
 struct est_job {
     const char *kind; /* "gaussian", "beta", "mixture" (static) */
     est_compute_fn compute;
-    http_req rq; /* the handler's request: body held (incref); db only for an inline run, else NULL;
-                    no defer or bearer; rq.app points to app below */
+    http_req rq; /* the handler's request: body and clients held (incref); db only for an inline
+                    run, else NULL; no defer or bearer; rq.app points to app below */
     app app;     /* the handler's app, without the compute pool and the metrics */
     char req_id[HTTP_REQ_ID_MAX];
     ledger_principal who; /* resolved on the HTTP thread when clients name silos */
@@ -310,11 +352,14 @@ static int charge_error(const est_job *j, int rc, const dp_err *e, dp_err *err)
  * anything is computed. finish_run charges the plan together with the run's insert. */
 static int plan_charges(est_job *j, bool priv, const json_t *ev, dp_err *err)
 {
-    const json_t *cl = json_object_get(j->rq.body, "clients");
-    size_t m = json_array_size(cl), named = 0;
-    for (size_t i = 0; i < m; i++)
-        if (json_object_get(json_array_get(cl, i), "silo_id") != NULL)
-            named++;
+    size_t m = cl_may_have(&j->rq, "silo_id") ? cl_count(&j->rq) : 0, named = 0;
+    for (size_t i = 0; i < m; i++) {
+        json_t *c = cl_get(&j->rq, i);
+        if (c == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        named += json_object_get(c, "silo_id") != NULL;
+        json_decref(c);
+    }
     if (named == 0)
         return DP_OK;
     if (!priv || ev == NULL)
@@ -337,9 +382,13 @@ static int plan_charges(est_job *j, bool priv, const json_t *ev, dp_err *err)
     j->sc = sc;
     size_t k = 0;
     for (size_t i = 0; i < m; i++) {
-        const json_t *s = json_object_get(json_array_get(cl, i), "silo_id");
-        if (s != NULL)
+        json_t *c = cl_get(&j->rq, i);
+        if (c == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        const json_t *s = json_object_get(c, "silo_id");
+        if (s != NULL && k < named)
             sc[k++] = (silo_cnt){json_integer_value(s), 1, i};
+        json_decref(c);
     }
     qsort(sc, named, sizeof *sc, cmp_silo);
     size_t n = 0;
@@ -423,15 +472,19 @@ static const char *charging_note(const est_job *j)
                           : "none: no client named a silo (silo_id)";
 }
 
-static int get_clients(const json_t *body, size_t *m, dp_err *err)
+static int get_clients(const http_req *rq, size_t *m, dp_err *err)
 {
-    const json_t *cl = json_object_get(body, "clients");
-    if (cl == NULL || json_is_null(cl))
+    const json_t *cl = json_object_get(rq->body, "clients");
+    if (rq->clients != NULL) {
+        *m = clients_json_count(rq->clients);
+    } else if (cl == NULL || json_is_null(cl)) {
         return dp_err_set(err, DP_EINVAL, "clients", "clients is required");
-    if (!json_is_array(cl))
+    } else if (!json_is_array(cl)) {
         return dp_err_set(err, DP_EINVAL, "clients", "clients must be an array (got %s)",
                           json_util_type_name(cl));
-    *m = json_array_size(cl);
+    } else {
+        *m = json_array_size(cl);
+    }
     if (*m < 1 || *m > EB_MAX_CLIENTS)
         return dp_err_set(err, DP_EINVAL, "clients", "clients must have 1..%d entries (got %zu)",
                           EB_MAX_CLIENTS, *m);
@@ -900,7 +953,9 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
         free(j->rows.s); /* now inside rs */
         j->rows = (text_buf){0};
     }
-    ds = keep ? json_dumps(json_object_get(body, "clients"), JSON_COMPACT) : NULL;
+    if (keep)
+        ds = j->rq.clients ? clients_json_dumps(j->rq.clients, JSON_COMPACT)
+                           : json_dumps(json_object_get(body, "clients"), JSON_COMPACT);
     if (ps == NULL || rs == NULL || (keep && ds == NULL)) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
@@ -938,6 +993,7 @@ static void est_job_free(void *arg)
     free(j->answer);
     free(j->rows.s);
     json_decref(j->rq.body);
+    clients_json_decref(j->rq.clients);
     dp_free(j);
 }
 
@@ -957,16 +1013,19 @@ static double int_or(const json_t *o, const char *key, double def, double lo, do
  * sizes are left to the full validation. */
 static int est_check_work(const est_job *j, dp_err *err)
 {
-    const json_t *body = j->rq.body, *cl = json_object_get(body, "clients");
-    if (!json_is_array(cl) || json_array_size(cl) == 0)
+    const json_t *body = j->rq.body;
+    if (cl_count(&j->rq) == 0)
         return DP_OK;
-    double m = (double)json_array_size(cl), d = 1, k = 1, n_init = 1;
-    const json_t *c0 = json_array_get(cl, 0), *mean = json_object_get(c0, "mean");
-    const json_t *smp = json_object_get(c0, "samples");
+    double m = (double)cl_count(&j->rq), d = 1, k = 1, n_init = 1;
+    json_t *c0 = cl_get(&j->rq, 0);
+    if (c0 == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    const json_t *mean = json_object_get(c0, "mean"), *smp = json_object_get(c0, "samples");
     if (json_is_array(mean))
         d = (double)json_array_size(mean);
     else if (json_is_array(smp) && json_is_array(json_array_get(smp, 0)))
         d = (double)json_array_size(json_array_get(smp, 0));
+    json_decref(c0);
     double max_iter = int_or(body, "max_iter", EST_DEFAULT_MAX_ITER, 1, EB_MAX_ITER_CAP);
     if (strcmp(j->kind, "mixture") == 0) {
         const json_t *pc = json_object_get(json_object_get(body, "prior"), "components");
@@ -1002,11 +1061,15 @@ static int est_check_work(const est_job *j, dp_err *err)
  * (its scope; a failure is answered now). */
 static int est_resolve(const http_req *rq, est_job *j, dp_err *err)
 {
-    const json_t *cl = json_object_get(rq->body, "clients");
-    size_t m = json_array_size(cl);
+    size_t m = cl_may_have(rq, "silo_id") ? cl_count(rq) : 0;
     bool named = false;
-    for (size_t i = 0; i < m && !named; i++)
-        named = json_object_get(json_array_get(cl, i), "silo_id") != NULL;
+    for (size_t i = 0; i < m && !named; i++) {
+        json_t *c = cl_get(rq, i);
+        if (c == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        named = json_object_get(c, "silo_id") != NULL;
+        json_decref(c);
+    }
     if (!named && rq->idempotency_key == NULL)
         return DP_OK;
     if (!named && rq->bearer == NULL && (rq->app->cfg == NULL || !rq->app->cfg->auth_off))
@@ -1020,6 +1083,13 @@ static int est_resolve(const http_req *rq, est_job *j, dp_err *err)
         return DP_OK;
     *err = j->who_err;
     return err->code;
+}
+
+/* json_dump_callback's writer into a SHA-256 context. */
+static int sha_cb(const char *buf, size_t size, void *data)
+{
+    dp_sha256_update(data, buf, size);
+    return 0;
 }
 
 /* Validates the Idempotency-Key header and hashes the request it names. */
@@ -1043,18 +1113,20 @@ static int est_key(const http_req *rq, est_job *j, dp_err *err)
     else
         snprintf(j->key, sizeof j->key, "s%lld:%s", (long long)j->who.silo_id, k);
     snprintf(j->charge_key, sizeof j->charge_key, "run:%s", j->key);
-    char *text = rq->body ? json_dumps(rq->body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    if (rq->body != NULL && text == NULL)
-        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    /* The hash covers json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS), the same text whether the
+     * clients came as a tree or as spans, fed to SHA-256 piece by piece (no copy of the body). */
     dp_sha256_ctx c;
     dp_sha256_init(&c);
     dp_sha256_update(&c, j->kind, strlen(j->kind) + 1);
-    if (text != NULL)
-        dp_sha256_update(&c, text, strlen(text));
+    if (rq->body != NULL &&
+        (rq->clients != NULL
+             ? clients_json_dump_body(rq->body, rq->clients, JSON_COMPACT | JSON_SORT_KEYS, sha_cb,
+                                      &c)
+             : json_dump_callback(rq->body, sha_cb, &c, JSON_COMPACT | JSON_SORT_KEYS)) != 0)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     uint8_t dg[DP_SHA256_DIGEST_BYTES];
     dp_sha256_final(&c, dg);
     dp_sha256_hex(dg, j->hash);
-    free(text);
     return DP_OK;
 }
 
@@ -1104,6 +1176,7 @@ static int est_start(const http_req *rq, http_resp *rs, const char *kind, est_co
     j->compute = compute;
     j->rq = *rq;
     j->rq.body = json_incref(rq->body);
+    j->rq.clients = clients_json_incref(rq->clients);
     snprintf(j->req_id, sizeof j->req_id, "%s", rq->req_id ? rq->req_id : "");
     j->rq.req_id = j->req_id;
     j->rq.defer = NULL;
@@ -1278,18 +1351,22 @@ static int parse_gauss_client(const json_t *c, bool allow_wv, size_t *d, double 
 
 /* Parses clients (see parse_gauss_client); every client must have the first one's form and
  * dimension. Errors are prefixed with "clients[i]". */
-static int parse_gauss_clients(const json_t *body, gauss_req *g, bool allow_wv, dp_err *err)
+static int parse_gauss_clients(const http_req *rq, gauss_req *g, bool allow_wv, dp_err *err)
 {
     memset(g, 0, sizeof *g);
-    if (get_clients(body, &g->m, err) != DP_OK)
+    if (get_clients(rq, &g->m, err) != DP_OK)
         return err->code;
-    const json_t *cl = json_object_get(body, "clients");
     double *tmp = dp_calloc(2 * EB_MAX_DIM, sizeof(double)); /* mean + Welford scratch */
     if (tmp == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     int rc = DP_OK;
+    json_t *c = NULL;
     for (size_t i = 0; i < g->m && rc == DP_OK; i++) {
-        const json_t *c = json_array_get(cl, i);
+        json_decref(c);
+        if ((c = cl_get(rq, i)) == NULL) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            break;
+        }
         bool isv = false;
         size_t d0 = g->d;
         double n, wv;
@@ -1316,6 +1393,7 @@ static int parse_gauss_clients(const json_t *body, gauss_req *g, bool allow_wv, 
         g->n[i] = n;
         g->wv[i] = wv;
     }
+    json_decref(c);
     dp_free(tmp);
     return rc;
 }
@@ -1394,7 +1472,7 @@ static int gaussian_compute(est_job *job, dp_err *err)
     int rc;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
-    rc = parse_gauss_clients(rq->body, &g, true, err);
+    rc = parse_gauss_clients(rq, &g, true, err);
     if (rc != DP_OK)
         goto out;
     size_t m = g.m, d = g.d;
@@ -1618,13 +1696,12 @@ static int gaussian_compute(est_job *job, dp_err *err)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    const json_t *cl = json_object_get(rq->body, "clients");
     double sd[EB_MAX_DIM];
     for (size_t i = 0; i < m; i++) {
         for (size_t j = 0; j < d; j++)
             sd[j] = sqrt(pv[i * d + j]);
-        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", client_id(json_array_get(cl, i), i),
-                              "posterior_mean", vec_json(pm + i * d, d, g.vec), "posterior_sd",
+        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", row_id(rq, i), "posterior_mean",
+                              vec_json(pm + i * d, d, g.vec), "posterior_sd",
                               vec_json(sd, d, g.vec), "shrinkage", vec_json(sh + i * d, d, g.vec));
         if (add_row(job, e, err) != DP_OK) {
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -1763,7 +1840,7 @@ static int beta_compute(est_job *job, dp_err *err)
     size_t m = 0;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
-    if ((rc = get_clients(rq->body, &m, err)) != DP_OK)
+    if ((rc = get_clients(rq, &m, err)) != DP_OK)
         return rc;
     z = dp_calloc(m, sizeof(double));
     n = dp_calloc(m, sizeof(double));
@@ -1774,10 +1851,16 @@ static int beta_compute(est_job *job, dp_err *err)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    const json_t *cl = json_object_get(rq->body, "clients");
     for (size_t i = 0; i < m; i++) {
         int64_t zi, ni;
-        if (parse_beta_client(json_array_get(cl, i), &zi, &ni, err) != DP_OK) {
+        json_t *c = cl_get(rq, i);
+        if (c == NULL) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        rc = parse_beta_client(c, &zi, &ni, err);
+        json_decref(c);
+        if (rc != DP_OK) {
             rc = client_err(err, i);
             goto out;
         }
@@ -1911,9 +1994,9 @@ static int beta_compute(est_job *job, dp_err *err)
         goto out;
     }
     for (size_t i = 0; i < m; i++) {
-        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", client_id(json_array_get(cl, i), i),
-                              "posterior_mean", json_util_real(pm[i]), "posterior_sd",
-                              json_util_real(psd[i]), "shrinkage", json_util_real(sh[i]));
+        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", row_id(rq, i), "posterior_mean",
+                              json_util_real(pm[i]), "posterior_sd", json_util_real(psd[i]),
+                              "shrinkage", json_util_real(sh[i]));
         if (add_row(job, e, err) != DP_OK) {
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
             goto out;
@@ -1975,7 +2058,7 @@ static int mixture_compute(est_job *job, dp_err *err)
     int rc;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
-    if ((rc = parse_gauss_clients(rq->body, &g, false, err)) != DP_OK)
+    if ((rc = parse_gauss_clients(rq, &g, false, err)) != DP_OK)
         goto out;
     size_t m = g.m, d = g.d;
     double sx2;
@@ -2178,16 +2261,14 @@ static int mixture_compute(est_job *job, dp_err *err)
             goto out;
         }
     }
-    const json_t *cl = json_object_get(rq->body, "clients");
     double sd[EB_MAX_DIM];
     for (size_t i = 0; i < m; i++) {
         for (size_t j = 0; j < d; j++)
             sd[j] = sqrt(pv[i * d + j]);
-        json_t *e =
-            json_pack("{s:o, s:o, s:o, s:o, s:o}", "id", client_id(json_array_get(cl, i), i),
-                      "posterior_mean", vec_json(pm + i * d, d, g.vec), "posterior_sd",
-                      vec_json(sd, d, g.vec), "shrinkage", json_util_real(sh[i]),
-                      "responsibilities", vec_json(resp + i * k, k, true));
+        json_t *e = json_pack("{s:o, s:o, s:o, s:o, s:o}", "id", row_id(rq, i), "posterior_mean",
+                              vec_json(pm + i * d, d, g.vec), "posterior_sd",
+                              vec_json(sd, d, g.vec), "shrinkage", json_util_real(sh[i]),
+                              "responsibilities", vec_json(resp + i * k, k, true));
         if (add_row(job, e, err) != DP_OK) {
             json_decref(cj);
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");

@@ -70,6 +70,10 @@ typedef struct http_req {
     const char *path;   /* URL path, percent-decoded by MHD, without the query string */
     json_t *body;       /* parsed JSON body, always an object; NULL when the request had no body.
                            Borrowed: never decref it, copy what must outlive the call. */
+    struct clients_json *clients; /* non-NULL: the body's top-level "clients" array was read as
+                                     text spans (service/codec/clients_json.h); body then holds
+                                     "clients" as an empty array. Borrowed: clients_json_incref
+                                     to keep it past the call. */
     const http_param
         *params; /* path parameters, e.g. {"id","42"} for /v1/silos/{id}; n_params of them */
     size_t n_params;

@@ -1,0 +1,81 @@
+/*
+ * clients_json: reads a request body whose top-level "clients" array may hold a million objects,
+ * without building a jansson tree for that array (issue #10, "peak memory stays within a small
+ * multiple of the body size").
+ *
+ * Why: jansson keeps every parsed object as a hash table plus one allocation per member, about 500
+ * to 1,000 bytes for a client of 38 bytes of text; a 38 MB estimator body used to peak at 26-33
+ * times its size. Here the body text itself is kept (it is already in memory), and the array is
+ * reduced to two 32-bit numbers per element: where its text starts and how long it is. A handler
+ * asks for one client at a time (clients_json_get), gets a small tree parsed from that span by
+ * jansson, and drops it before the next.
+ *
+ * Exactness: the result and every error are those of
+ *     json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr)
+ * by construction, not by imitation. A small scanner only finds the structure (the top-level keys,
+ * the span of each value, the commas of the clients array); jansson itself parses every element's
+ * span (JSON_DECODE_ANY, same flags) and the rest of the object (the body with the array's text
+ * replaced by "[]"). Whenever the scanner meets anything it does not expect, jansson fails on a
+ * part, the array nests deeper than CLIENTS_JSON_MAX_DEPTH or "clients" appears twice, the whole
+ * body is parsed by json_loadb as before: the same tree, or the same error text, line and column.
+ * That fallback is the old memory cost, paid only by bodies that are malformed or unusual (a key
+ * written with escapes, "cl\u0069ents", is not recognised and takes the tree path too).
+ *
+ * Ownership: a clients_json owns the body text it reads (clients_json_load steals it) and is
+ * reference-counted, so a compute thread can keep it after the HTTP request that read it ended.
+ * Trees returned by clients_json_get are new references owned by the caller.
+ *
+ * Thread-safety: the counts are atomic; everything else is read-only after load, so one
+ * clients_json may be read from several threads (each gets its own trees).
+ */
+#ifndef DP_SERVICE_CODEC_CLIENTS_JSON_H
+#define DP_SERVICE_CODEC_CLIENTS_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+/* Elements nesting deeper than this (an object inside a client counts 2) take the tree path:
+ * jansson's own limit (2048 levels for the whole body) is then applied to the whole body. */
+#define CLIENTS_JSON_MAX_DEPTH 64
+/* Bodies longer than this take the tree path (the spans are 32-bit offsets). */
+#define CLIENTS_JSON_MAX_BODY ((size_t)UINT32_MAX)
+
+typedef struct clients_json clients_json;
+
+/* Parses body (len bytes; the caller has refused NUL bytes, as http/server.c does) like
+ * json_loadb(body, len, JSON_REJECT_DUPLICATES, jerr).
+ *
+ * Returns the tree, or NULL with *jerr filled exactly as json_loadb fills it (also for out of
+ * memory, as jansson reports it). When the body is an object whose first "clients" member is an
+ * array read as spans, *cj is set (owned by the caller, release with clients_json_decref), the
+ * returned object holds "clients" as an empty array in its place, and body is stolen by *cj.
+ * Otherwise *cj is NULL, the returned tree is json_loadb's, and body stays the caller's. */
+json_t *clients_json_load(char *body, size_t len, clients_json **cj, json_error_t *jerr);
+
+/* Takes one more reference; returns cj (NULL: no-op). */
+clients_json *clients_json_incref(clients_json *cj);
+/* Drops a reference; the last one frees the body text and the spans. NULL: no-op. */
+void clients_json_decref(clients_json *cj);
+
+/* Number of elements of the clients array. */
+size_t clients_json_count(const clients_json *cj);
+/* How many elements are objects with the member key (counted for "id" and "silo_id" at load, so a
+ * handler can skip a pass when none has it); another key returns SIZE_MAX: unknown. */
+size_t clients_json_count_with(const clients_json *cj, const char *key);
+/* Element i (< count) as a new tree, owned by the caller; NULL only when out of memory. */
+json_t *clients_json_get(const clients_json *cj, size_t i);
+
+/* Writes what json_dump_callback(whole, cb, data, flags) writes for the whole body, where whole is
+ * rest (clients_json_load's tree) with its "clients" member holding the elements again. flags: only
+ * JSON_COMPACT, JSON_SORT_KEYS, JSON_ENSURE_ASCII and JSON_ESCAPE_SLASH are supported (no
+ * JSON_INDENT). Returns 0, or -1 (out of memory, or cb failed). */
+int clients_json_dump_body(const json_t *rest, const clients_json *cj, size_t flags,
+                           json_dump_callback_t cb, void *data);
+/* json_dumps(array of the elements, flags) as a malloc'd string owned by the caller; same flags as
+ * clients_json_dump_body. NULL when out of memory. */
+char *clients_json_dumps(const clients_json *cj, size_t flags);
+
+#endif
