@@ -60,7 +60,8 @@ int main(int argc, char **argv)
         dp_err e;
         dp_err_clear(&e);
         double t0 = cpu_ms();
-        if (acct_pld_window_points(&root, ACCT_NB_ADD_REMOVE, NULL, NULL, NULL, &act, &e) != DP_OK) {
+        if (acct_pld_window_points(&root, ACCT_NB_ADD_REMOVE, NULL, NULL, NULL, &act, &e) !=
+            DP_OK) {
             fprintf(stderr, "window: %s\n", e.msg);
             return 1;
         }
