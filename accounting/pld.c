@@ -53,12 +53,14 @@
  * split); FFT round-off is ~1e-16 per coefficient and grows like count * 1e-16 in z^count, hence
  * ACCT_PLD_MAX_COUNT. Negative FFT noise is clamped to 0 (which can only raise the upper delta).
  *
- * Thread-safety: no global state; GSL's error handler must be off (service/main.c does that).
+ * Thread-safety: no global state but one atomic statistic (acct_pld_pmf_builds); GSL's error handler
+ * must be off (service/main.c does that).
  */
 #include "accounting/pld.h"
 
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,7 +406,19 @@ static void pmf_free(pld_pmf *p)
 
 /* Builds the connect-the-dots PMFs of one run of m in the remove direction (rm) and, when add is
  * non-NULL, of the add direction (the reflected, swapped pair). */
-static int pmf_build(const pld_mech *m, const acct_pld_opts *o, pld_pmf *rm, pld_pmf *add,
+/* PMFs built since the process started (all threads): lets the tests prove that a request refused
+ * by the early work estimate built none (issue #10). Relaxed: a statistic, orders nothing. */
+static atomic_ulong pld_pmf_build_count;
+
+unsigned long acct_pld_pmf_builds(void)
+{
+    return atomic_load_explicit(&pld_pmf_build_count, memory_order_relaxed);
+}
+
+/* Grid indices [*jlo, *jhi] (jhi > jlo) of the discretised remove-direction PMF of one run of m:
+ * the same arithmetic for pmf_build and for the early window estimate, so the estimate's support
+ * bound equals the support compose_dir sums. */
+static int leaf_grid(const pld_mech *m, const acct_pld_opts *o, double *jlo_out, double *jhi_out,
                      dp_err *err)
 {
     double h = o->value_discretization, lo, hi;
@@ -422,6 +436,19 @@ static int pmf_build(const pld_mech *m, const acct_pld_opts *o, pld_pmf *rm, pld
                           lo, hi, o->max_grid_points, h);
     if (jhi <= jlo)
         jhi = jlo + 1;
+    *jlo_out = jlo;
+    *jhi_out = jhi;
+    return DP_OK;
+}
+
+static int pmf_build(const pld_mech *m, const acct_pld_opts *o, pld_pmf *rm, pld_pmf *add,
+                     dp_err *err)
+{
+    double h = o->value_discretization, jlo, jhi;
+    int rc = leaf_grid(m, o, &jlo, &jhi, err);
+    if (rc != DP_OK)
+        return rc;
+    atomic_fetch_add_explicit(&pld_pmf_build_count, 1, memory_order_relaxed);
     size_t n = (size_t)(jhi - jlo) + 1;
     int64_t jmin = (int64_t)jlo, jmax = (int64_t)jhi;
     rm->p = dp_calloc(n, sizeof(double));
@@ -1075,9 +1102,63 @@ static int ws_reserve(acct_pld_ws *ws, int i, size_t n, dp_err *err)
     return DP_OK;
 }
 
-/* Composes all leaves of one direction into c. */
+/* The work caps of compose_dir, checked on a window of `points` points spanning [lo, hi]. */
+static int window_check(double points, double lo, double hi, size_t nl, const acct_pld_opts *o,
+                        dp_err *err)
+{
+    double h = o->value_discretization;
+    if (!(points <= (double)o->max_grid_points) || fabs(lo / h) > PLD_MAX_COMPOSED_INDEX ||
+        fabs(hi / h) > PLD_MAX_COMPOSED_INDEX)
+        return dp_err_set(err, DP_EINVAL, "value_discretization",
+                          "the composed privacy loss spans [%g, %g]: more than %zu grid points at "
+                          "value_discretization %g; use a coarser grid or accountant rdp",
+                          lo, hi, o->max_grid_points, h);
+    if (!((double)nl * points <= PLD_WORK_FACTOR * (double)o->max_grid_points))
+        return dp_err_set(err, DP_EINVAL, "value_discretization",
+                          "composing %zu mechanisms on a %.0f-point window takes more than %g "
+                          "point-FFTs at value_discretization %g; use a coarser grid or accountant "
+                          "rdp",
+                          nl, points, PLD_WORK_FACTOR * (double)o->max_grid_points, h);
+    return DP_OK;
+}
+
+/* The composed window [*a, *b] (grid indices): the support [lo_sup, hi_sup] cut where Chernoff
+ * leaves at most e^-lc outside on each side (*cut_lo / *cut_hi: that side was cut). */
+static void window_bounds(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h, double lc,
+                          double lo_sup, double hi_sup, const double *clamp, double *a_out,
+                          double *b_out, bool *cut_lo, bool *cut_hi)
+{
+    double ua = chernoff_cut(pm, lv, nl, h, -1, lc); /* P(S <= -ua) <= tau */
+    double ub = chernoff_cut(pm, lv, nl, h, 1, lc);  /* P(S >= ub) <= tau */
+    double a = lo_sup, b = hi_sup;
+    *cut_lo = *cut_hi = false;
+    if (isfinite(ua) && floor(-ua / h) > a) {
+        a = floor(-ua / h);
+        *cut_lo = true;
+    }
+    if (isfinite(ub) && ceil(ub / h) < b) {
+        b = ceil(ub / h);
+        *cut_hi = true;
+    }
+    /* the early estimate's cuts (valid for these PMFs too) where Newton stopped short of them */
+    if (clamp != NULL && clamp[0] > a) {
+        a = clamp[0];
+        *cut_lo = true;
+    }
+    if (clamp != NULL && clamp[1] < b) {
+        b = clamp[1];
+        *cut_hi = true;
+    }
+    if (b < a)
+        b = a;
+    *a_out = a;
+    *b_out = b;
+}
+
+/* Composes all leaves of one direction into c; clamp: NULL, or a window [clamp[0], clamp[1]] whose
+ * ends are valid cuts (the early estimate's, remove direction). */
 static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const acct_pld_opts *o,
-                       acct_pld_ws *ws, int slot, pld_comp *c, dp_err *err)
+                       const double *clamp, acct_pld_ws *ws, int slot, pld_comp *c, dp_err *err)
 {
     double h = o->value_discretization, lc = -log(o->tail_mass_truncation);
     double lo_sup = 0, hi_sup = 0, log_fin = 0, bad = 0, steps = 0, drift = 0;
@@ -1096,33 +1177,14 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
     c->bad = bad < 1 ? bad : 1;
     c->steps = steps;
     c->drift = drift;
-    double ua = chernoff_cut(pm, lv, nl, h, -1, lc); /* P(S <= -ua) <= tau */
-    double ub = chernoff_cut(pm, lv, nl, h, 1, lc);  /* P(S >= ub) <= tau */
-    double a = lo_sup, b = hi_sup;
-    c->trunc_lo = 0;
-    c->trunc_hi = 0;
-    if (isfinite(ua) && floor(-ua / h) > a) {
-        a = floor(-ua / h);
-        c->trunc_lo = o->tail_mass_truncation;
-    }
-    if (isfinite(ub) && ceil(ub / h) < b) {
-        b = ceil(ub / h);
-        c->trunc_hi = o->tail_mass_truncation;
-    }
-    if (b < a)
-        b = a;
-    if (!(b - a + 1 <= (double)o->max_grid_points) || fabs(a) > PLD_MAX_COMPOSED_INDEX ||
-        fabs(b) > PLD_MAX_COMPOSED_INDEX)
-        return dp_err_set(err, DP_EINVAL, "value_discretization",
-                          "the composed privacy loss spans [%g, %g]: more than %zu grid points at "
-                          "value_discretization %g; use a coarser grid or accountant rdp",
-                          a * h, b * h, o->max_grid_points, h);
-    if (!((double)nl * (b - a + 1) <= PLD_WORK_FACTOR * (double)o->max_grid_points))
-        return dp_err_set(err, DP_EINVAL, "value_discretization",
-                          "composing %zu mechanisms on a %.0f-point window takes more than %g "
-                          "point-FFTs at value_discretization %g; use a coarser grid or accountant "
-                          "rdp",
-                          nl, b - a + 1, PLD_WORK_FACTOR * (double)o->max_grid_points, h);
+    double a, b;
+    bool cut_lo, cut_hi;
+    window_bounds(pm, lv, nl, h, lc, lo_sup, hi_sup, clamp, &a, &b, &cut_lo, &cut_hi);
+    c->trunc_lo = cut_lo ? o->tail_mass_truncation : 0;
+    c->trunc_hi = cut_hi ? o->tail_mass_truncation : 0;
+    int rc = window_check(b - a + 1, a * h, b * h, nl, o, err);
+    if (rc != DP_OK)
+        return rc;
     size_t w = (size_t)(b - a) + 1, n = fft_length(w);
     if (n > o->max_grid_points)
         n = fft_length_capped(w, o->max_grid_points);
@@ -1131,8 +1193,7 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
                           "no FFT length with small factors fits a %zu-point window within %zu "
                           "grid points at value_discretization %g; use a coarser grid",
                           w, o->max_grid_points, h);
-    int rc = fft_alloc(&ws->fft, n, err);
-    if (rc != DP_OK)
+    if ((rc = fft_alloc(&ws->fft, n, err)) != DP_OK)
         return rc;
     if ((rc = ws_reserve(ws, slot, n, err)) != DP_OK ||
         (nl > 1 && (rc = ws_reserve(ws, 2, n, err)) != DP_OK))
@@ -1179,6 +1240,249 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
     c->n = n;
     c->r = acc;
     return DP_OK;
+}
+
+/* ---- early work estimate (issue #10) -----------------------------------------------------------
+ *
+ * compose_dir refuses a window wider than max_grid_points, or nl x window above PLD_WORK_FACTOR x
+ * max_grid_points, but it only knows the window once every leaf PMF is built and its Chernoff cuts
+ * are searched (about a second and a half for 256 mechanisms). pld_window_estimate bounds the
+ * remove-direction window from above at a fraction of that cost:
+ * - the support [lo_sup, hi_sup] is exact (leaf_grid, the arithmetic pmf_build uses);
+ * - each Chernoff cut is computed on COARSE connect-the-dots PMFs: the same construction
+ * (pmf_build) on the same grid ends, with bins of M fine steps (the last one shorter). Every coarse
+ * bin is a union of fine bins, and connect-the-dots keeps each bin's P-mass and E_P[e^-L]; so the
+ * coarse PMF is the fine one with the mass of each coarse bin spread to its ends keeping its mass
+ * and the mean of u = e^-L (a mean-preserving spread in u), and the bottom and top tails are moved
+ *   identically. For g convex in u, E[g] can only grow under such a spread: g = u^-t = e^(t L)
+ *   (upper cut) and g = u^t (lower cut, t >= 1). For 0 < t < 1, u^t is concave and the coarse E[g]
+ *   is smaller than the fine one by at most the chord gap, a relative t (1 - t) (e^H - 1)^2 / 8
+ *   (H = M h; the interpolation error bound (du)^2 / 8 max |g''| over min g), which is added.
+ *   Hence the coarse cumulant generating function bounds the fine one from above at every t, and
+ *   any t gives a cut at least as wide as compose_dir's optimum: a golden-section search over
+ *   log t suffices. PLD_EST_SLACK grid points cover compose_dir's Newton stopping tolerance.
+ * M is chosen per leaf from the standard deviation s of its loss (measured on a coarser PMF first,
+ * refined twice): bins of about s / PLD_EST_BINS_PER_SD add at most ~1/(4 PLD_EST_BINS_PER_SD^2)
+ * to the variance, so the estimate stays within a few percent of the window (tested against it
+ * on random mechanism lists in tests/unit/test_accounting_pld.c), and refusing on it refuses only
+ * requests within that margin of the cap that the late check would have let through
+ * (docs/ACCOUNTING.md, "Work caps"). Mass-less (degenerate) bins, which pmf_build rounds up whole,
+ * carry less than 1e-300 and are ignored. The add direction, composed only when a Chernoff bound
+ * cannot rule it out, keeps its check in compose_dir. */
+
+#define PLD_EST_SLACK       2.0  /* grid points added to each estimated cut */
+#define PLD_EST_T_MIN       1e-4 /* golden-section range of the Chernoff exponent t */
+#define PLD_EST_T_MAX       1e6
+#define PLD_EST_ITER        24  /* golden-section steps (the log t range shrinks by 0.618^24) */
+#define PLD_EST_BINS_PER_SD 4.0 /* coarse bins per standard deviation of one run's loss */
+#define PLD_EST_FIRST_BINS  256 /* bins of the first, variance-measuring coarse PMF */
+#define PLD_EST_PASSES      3   /* coarse PMFs built per leaf at most */
+
+/* A coarse PMF of one run: mass p[i] at loss x[i] (increasing), p_inf at +infinity. */
+typedef struct est_pmf {
+    double *x, *p; /* owned */
+    size_t n;
+    double hmax; /* widest bin */
+} est_pmf;
+
+static void est_pmf_free(est_pmf *e)
+{
+    dp_free(e->x);
+    dp_free(e->p);
+    e->x = e->p = NULL;
+}
+
+/* pmf_build's remove direction on grid indices [jlo, jhi] with bins of mstep fine steps. */
+static int est_pmf_build(const pld_mech *m, double h, double jlo, double jhi, double mstep,
+                         est_pmf *e, dp_err *err)
+{
+    size_t nb = (size_t)ceil((jhi - jlo) / mstep), n = nb + 1;
+    est_pmf_free(e);
+    e->x = dp_calloc(n, sizeof(double));
+    e->p = dp_calloc(n, sizeof(double));
+    if (e->x == NULL || e->p == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory for a %zu-point PLD estimate", n);
+    e->n = n;
+    e->hmax = 0;
+    for (size_t k = 0; k < n; k++) {
+        double j = jlo + (double)k * mstep;
+        e->x[k] = (k + 1 == n || j > jhi ? jhi : j) * h; /* the fine grid's own arithmetic */
+    }
+    double hint = NAN;
+    tails4 prev = mech_tails(m, e->x[0], &hint);
+    e->p[0] += prev.ub;
+    for (size_t k = 0; k + 1 < n; k++) {
+        double w = e->x[k + 1] - e->x[k];
+        e->hmax = fmax(e->hmax, w);
+        tails4 cur = mech_tails(m, e->x[k + 1], &hint);
+        double du = bin_mass(prev.u, prev.ub, cur.u, cur.ub);
+        double dw = bin_mass(prev.w, prev.wb, cur.w, cur.wb);
+        prev = cur;
+        if (du <= 0 && dw <= 0)
+            continue;
+        double v = exp(e->x[k]) * dw, up;
+        if (!isfinite(v) || !(dw > 0)) {
+            up = du;
+        } else {
+            up = (du - v) / -expm1(-w);
+            if (up < 0)
+                up = 0;
+            if (up > du)
+                up = du;
+        }
+        e->p[k + 1] += up;
+        e->p[k] += du - up;
+    }
+    double v = exp(e->x[n - 1]) * prev.w;
+    if (!(v <= prev.u))
+        v = prev.u;
+    e->p[n - 1] += v;
+    return DP_OK;
+}
+
+/* Standard deviation of the finite part of e (normalised). */
+static double est_pmf_sd(const est_pmf *e)
+{
+    double s0 = 0, s1 = 0, s2 = 0, x0 = e->x[0];
+    for (size_t i = 0; i < e->n; i++) {
+        double d = e->x[i] - x0;
+        s0 += e->p[i];
+        s1 += e->p[i] * d;
+        s2 += e->p[i] * d * d;
+    }
+    if (!(s0 > 0))
+        return 0;
+    double var = s2 / s0 - (s1 / s0) * (s1 / s0);
+    return var > 0 ? sqrt(var) : 0;
+}
+
+/* log sum_i p_i e^(sgn t x_i), with the concave-case gap of the comment above when sgn < 0 and
+ * t < 1; -INF if e has no finite mass. */
+static double est_pmf_cgf(const est_pmf *e, int sgn, double t)
+{
+    double ref = sgn > 0 ? e->x[e->n - 1] : -e->x[0], s = 0;
+    for (size_t i = 0; i < e->n; i++)
+        if (e->p[i] > 0)
+            s += e->p[i] * exp(t * (sgn * e->x[i] - ref));
+    if (!(s > 0))
+        return -PLD_INF;
+    double k = t * ref + log(s);
+    if (sgn < 0 && t < 1.0) {
+        double em1 = expm1(e->hmax);
+        k += log1p(t * (1.0 - t) * em1 * em1 / 8.0);
+    }
+    return k;
+}
+
+/* The cumulant generating function summed over the leaves, for the cut search below. */
+typedef struct cgf_src {
+    const est_pmf *ep; /* coarse PMFs (the estimate), or NULL: */
+    const pld_pmf *pm; /* the fine ones (tests: the optimum of the fine cuts) */
+    const pld_leaf *lv;
+    size_t nl;
+    double h;
+} cgf_src;
+
+static double src_cgf(const cgf_src *c, int sgn, double t)
+{
+    if (c->ep == NULL) {
+        double K, K1, K2;
+        cgf_eval(c->pm, c->lv, c->nl, c->h, sgn, t, &K, &K1, &K2);
+        return K == -PLD_INF ? (double)NAN : K;
+    }
+    double K = 0;
+    for (size_t k = 0; k < c->nl; k++) {
+        double v = est_pmf_cgf(&c->ep[k], sgn, t);
+        if (v == -PLD_INF)
+            return NAN; /* compose_dir keeps the support: no cut */
+        K += (double)c->lv[k].count * v;
+    }
+    return K;
+}
+
+/* min over t of (K(t) + lc) / t by golden section over log t (every t gives a valid cut, so this
+ * needs no convergence to be sound); +INF when K has no finite mass (the support is kept). */
+static double est_cut(const cgf_src *c, int sgn, double lc)
+{
+    double x0 = log(PLD_EST_T_MIN), x1 = log(PLD_EST_T_MAX), gr = 0.5 * (sqrt(5.0) - 1.0);
+    double xa = x1 - gr * (x1 - x0), xb = x0 + gr * (x1 - x0);
+    double fa = (src_cgf(c, sgn, exp(xa)) + lc) / exp(xa);
+    double fb = (src_cgf(c, sgn, exp(xb)) + lc) / exp(xb);
+    if (isnan(fa) || isnan(fb))
+        return PLD_INF;
+    double best = fmin(fa, fb);
+    for (int it = 0; it < PLD_EST_ITER; it++) {
+        if (fa <= fb) {
+            x1 = xb;
+            xb = xa;
+            fb = fa;
+            xa = x1 - gr * (x1 - x0);
+            fa = (src_cgf(c, sgn, exp(xa)) + lc) / exp(xa);
+        } else {
+            x0 = xa;
+            xa = xb;
+            fa = fb;
+            xb = x0 + gr * (x1 - x0);
+            fb = (src_cgf(c, sgn, exp(xb)) + lc) / exp(xb);
+        }
+        best = fmin(best, fmin(fa, fb));
+    }
+    return best;
+}
+
+/* Window [*a, *b] (grid indices) from the support and the cuts of c. */
+static void est_window(const cgf_src *c, double lo_sup, double hi_sup, double lc, double *a_out,
+                       double *b_out)
+{
+    double h = c->h, a = lo_sup, b = hi_sup;
+    double ua = est_cut(c, -1, lc), ub = est_cut(c, 1, lc);
+    if (isfinite(ua))
+        a = fmax(a, floor(-ua / h) - PLD_EST_SLACK);
+    if (isfinite(ub))
+        b = fmin(b, ceil(ub / h) + PLD_EST_SLACK);
+    if (b < a)
+        b = a;
+    *a_out = a;
+    *b_out = b;
+}
+
+/* Upper bound [win[0], win[1]] (grid indices) on the remove-direction composed window of lv; its
+ * cuts are valid Chernoff cuts of the fine PMFs too, so compose_dir also cuts there (the window it
+ * takes is never wider). DP_EINVAL as pmf_build for a leaf grid too wide; DP_ENOMEM. */
+static int pld_window_estimate(const pld_leaf *lv, size_t nl, const acct_pld_opts *o, double win[2],
+                               dp_err *err)
+{
+    double h = o->value_discretization, lc = -log(o->tail_mass_truncation);
+    est_pmf *ep = dp_calloc(nl, sizeof *ep);
+    int rc = DP_OK;
+    if (ep == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory for the pld work estimate");
+    double lo_sup = 0, hi_sup = 0;
+    for (size_t k = 0; k < nl; k++) {
+        double jlo, jhi;
+        if ((rc = leaf_grid(&lv[k].m, o, &jlo, &jhi, err)) != DP_OK)
+            goto out;
+        double cnt = (double)lv[k].count;
+        lo_sup += cnt * jlo; /* as compose_dir: j0 and j0 + n - 1 */
+        hi_sup += cnt * jhi;
+        /* bins of ~ sd / PLD_EST_BINS_PER_SD, the sd measured on coarser PMFs first */
+        double mstep = fmax(1.0, ceil((jhi - jlo) / PLD_EST_FIRST_BINS));
+        for (int pass = 0; pass < PLD_EST_PASSES; pass++) {
+            if ((rc = est_pmf_build(&lv[k].m, h, jlo, jhi, mstep, &ep[k], err)) != DP_OK)
+                goto out;
+            double want = fmax(1.0, floor(est_pmf_sd(&ep[k]) / (PLD_EST_BINS_PER_SD * h)));
+            if (want >= mstep)
+                break;
+            mstep = want;
+        }
+    }
+    cgf_src src = {ep, NULL, lv, nl, h};
+    est_window(&src, lo_sup, hi_sup, lc, &win[0], &win[1]);
+out:
+    for (size_t k = 0; k < nl; k++)
+        est_pmf_free(&ep[k]);
+    dp_free(ep);
+    return rc;
 }
 
 /* ---- reading epsilon and delta off a composed PLD ----------------------------------------------
@@ -1405,10 +1709,17 @@ static int pld_run(const acct_event *ev, acct_neighboring nb, pld_query qy,
                         PLD_WORK_FACTOR * (double)o.max_grid_points);
         goto out;
     }
+    /* ... and the composed window, from the parameters alone (issue #10): refused here, before
+     * any PMF is built, by the same caps and message compose_dir would give */
+    double est[2];
+    if ((rc = pld_window_estimate(lv, nl, &o, est, err)) != DP_OK ||
+        (rc = window_check(est[1] - est[0] + 1, est[0] * o.value_discretization,
+                           est[1] * o.value_discretization, nl, &o, err)) != DP_OK)
+        goto out;
     for (size_t k = 0; k < nl; k++)
         if ((rc = pmf_build(&lv[k].m, &o, &pr[k], sym ? NULL : &pa[k], err)) != DP_OK)
             goto out;
-    if ((rc = compose_dir(pr, lv, nl, &o, ws, 0, &cr, err)) != DP_OK)
+    if ((rc = compose_dir(pr, lv, nl, &o, est, ws, 0, &cr, err)) != DP_OK)
         goto out;
     result_fill(out, &cr, sym ? "symmetric" : "remove", qy.want_eps, qy.value);
     if (sym)
@@ -1424,7 +1735,7 @@ static int pld_run(const acct_event *ev, acct_neighboring nb, pld_query qy,
     if (isinf(at_eps) ||
         pinf_a + chernoff_delta(pa, lv, nl, o.value_discretization, at_eps) <= need)
         goto out;
-    if ((rc = compose_dir(pa, lv, nl, &o, ws, 1, &ca, err)) != DP_OK)
+    if ((rc = compose_dir(pa, lv, nl, &o, NULL, ws, 1, &ca, err)) != DP_OK)
         goto out;
     acct_pld_result ra;
     memset(&ra, 0, sizeof ra);
@@ -1454,6 +1765,66 @@ out:
     }
     dp_free(pr);
     dp_free(pa);
+    dp_free(lv);
+    return rc;
+}
+
+int acct_pld_window_points(const acct_event *ev, acct_neighboring nb, const acct_pld_opts *o_in,
+                           double *estimate, double *optimum, double *taken, dp_err *err)
+{
+    acct_pld_opts o;
+    if (o_in == NULL)
+        acct_pld_opts_default(&o);
+    else
+        o = *o_in;
+    int rc = acct_pld_opts_check(&o, err);
+    if (rc != DP_OK)
+        return rc;
+    pld_leaf *lv = NULL;
+    pld_pmf *pm = NULL;
+    size_t nl = 0;
+    double est[2] = {0, 0}, h = o.value_discretization, lc = -log(o.tail_mass_truncation);
+    if (estimate != NULL)
+        *estimate = 0;
+    if (optimum != NULL)
+        *optimum = 0;
+    if (taken != NULL)
+        *taken = 0;
+    if ((rc = flatten(ev, nb, &lv, &nl, err)) != DP_OK || nl == 0)
+        goto out;
+    if ((estimate != NULL || taken != NULL) &&
+        (rc = pld_window_estimate(lv, nl, &o, est, err)) != DP_OK)
+        goto out;
+    if (estimate != NULL)
+        *estimate = est[1] - est[0] + 1;
+    if (optimum == NULL && taken == NULL)
+        goto out;
+    if ((pm = dp_calloc(nl, sizeof *pm)) == NULL) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory for %zu PLDs", nl);
+        goto out;
+    }
+    double lo_sup = 0, hi_sup = 0, a, b;
+    for (size_t k = 0; k < nl; k++) {
+        if ((rc = pmf_build(&lv[k].m, &o, &pm[k], NULL, err)) != DP_OK)
+            goto out;
+        double cnt = (double)lv[k].count;
+        lo_sup += cnt * (double)pm[k].j0;
+        hi_sup += cnt * (double)(pm[k].j0 + (int64_t)pm[k].n - 1);
+    }
+    if (optimum != NULL) {
+        cgf_src src = {NULL, pm, lv, nl, h};
+        est_window(&src, lo_sup, hi_sup, lc, &a, &b);
+        *optimum = b - a + 1;
+    }
+    if (taken != NULL) {
+        bool cut_lo, cut_hi;
+        window_bounds(pm, lv, nl, h, lc, lo_sup, hi_sup, est, &a, &b, &cut_lo, &cut_hi);
+        *taken = b - a + 1;
+    }
+out:
+    for (size_t k = 0; pm != NULL && k < nl; k++)
+        pmf_free(&pm[k]);
+    dp_free(pm);
     dp_free(lv);
     return rc;
 }

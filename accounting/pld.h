@@ -116,4 +116,21 @@ int acct_pld_epsilon_ws(const acct_event *ev, acct_neighboring nb, double delta,
 int acct_pld_delta_ws(const acct_event *ev, acct_neighboring nb, double epsilon,
                       const acct_pld_opts *o, acct_pld_ws *ws, acct_pld_result *out, dp_err *err);
 
+/* Work caps before any PMF is built (issue #10). pld_run refuses, with the message compose_dir
+ * would give (DP_EINVAL, field "value_discretization"), when an upper bound on the remove-direction
+ * composed window, computed from coarse discretisations of the mechanisms (no leaf PMF built),
+ * exceeds max_grid_points or (mechanisms x window) exceeds 16 x max_grid_points. For tests and
+ * benchmarks, acct_pld_window_points gives, in grid points, each when its pointer is not NULL:
+ *   *estimate  that bound;
+ *   *optimum   the window of the leaf PMFs' own Chernoff cuts, minimised over t by the same search
+ *              (the narrowest window those cuts allow; the estimate is never below it);
+ *   *taken     the window compose_dir takes (its Newton cuts, and the estimate's where narrower).
+ * ev: borrowed; o: NULL for the defaults. Returns DP_OK, or the errors of acct_pld_epsilon (the
+ * caps are not applied). */
+int acct_pld_window_points(const acct_event *ev, acct_neighboring nb, const acct_pld_opts *o,
+                           double *estimate, double *optimum, double *taken, dp_err *err);
+
+/* Leaf PMFs built by this process so far (all threads; a statistic for tests). */
+unsigned long acct_pld_pmf_builds(void);
+
 #endif

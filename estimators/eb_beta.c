@@ -500,6 +500,12 @@ int eb_beta_posterior_moments(const eb_beta_data *b, eb_beta_variant v, bool lea
 
 int eb_beta_fit_mle(const eb_beta_data *b, unsigned max_iter, eb_beta_prior *out, dp_err *err)
 {
+    return eb_beta_fit_mle_cancel(b, max_iter, NULL, out, err);
+}
+
+int eb_beta_fit_mle_cancel(const eb_beta_data *b, unsigned max_iter, const atomic_bool *cancel,
+                           eb_beta_prior *out, dp_err *err)
+{
     int rc = check_common(b, EB_BETA_PAPER, 2, err);
     if (rc != DP_OK)
         return rc;
@@ -545,6 +551,10 @@ int eb_beta_fit_mle(const eb_beta_data *b, unsigned max_iter, eb_beta_prior *out
     eb_status st = EB_STATUS_MAX_ITER;
     unsigned it = 0;
     while (it < max_iter) {
+        if (cancel != NULL && atomic_load(cancel)) {
+            pairs_free(&p);
+            return dp_err_set(err, DP_EBUSY, NULL, "the fit was cancelled (iteration %u)", it + 1);
+        }
         it++;
         double a = exp(t[0]), bb = exp(t[1]);
         double ga = 0, gb = 0, haa = 0, hbb = 0, hab = 0;

@@ -39,6 +39,7 @@
 #ifndef DP_ESTIMATORS_EB_BETA_H
 #define DP_ESTIMATORS_EB_BETA_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -108,6 +109,12 @@ int eb_beta_fit_moments(const eb_beta_data *b, eb_beta_variant v, eb_beta_prior 
 
 /* The prior by beta-binomial maximum likelihood. m >= 2; max_iter in [1, EB_MAX_ITER_CAP]. */
 int eb_beta_fit_mle(const eb_beta_data *b, unsigned max_iter, eb_beta_prior *out, dp_err *err);
+
+/* eb_beta_fit_mle with a cancel flag (as eb_mix_opts.cancel; issue #10): NULL, or polled before
+ * each Newton iteration; once it is true the fit stops and returns DP_EBUSY ("cancelled"), out not
+ * filled. cancel: borrowed. */
+int eb_beta_fit_mle_cancel(const eb_beta_data *b, unsigned max_iter, const atomic_bool *cancel,
+                           eb_beta_prior *out, dp_err *err);
 
 /* Posterior means by the moment estimator: leave_one_out (the paper) or all clients. m >= 2 (with
  * leave-one-out and m = 2 the variance is undefined: every client stays local, status

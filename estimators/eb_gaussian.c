@@ -204,10 +204,15 @@ static double grp_score(double tau2, void *p)
     return 0.5 * s;
 }
 
+static bool cancelled(const atomic_bool *cancel)
+{
+    return cancel != NULL && atomic_load(cancel);
+}
+
 static int fit_coord(const eb_gauss_data *g, size_t j, const double *tau2_known, double extra,
-                     eb_gauss_method method, unsigned max_iter, gsl_root_fsolver *solver,
-                     const uint32_t *gid, ngroup *grp, size_t k_groups, eb_gauss_coord *o,
-                     dp_err *err)
+                     eb_gauss_method method, unsigned max_iter, const atomic_bool *cancel,
+                     gsl_root_fsolver *solver, const uint32_t *gid, ngroup *grp, size_t k_groups,
+                     eb_gauss_coord *o, dp_err *err)
 {
     size_t m = g->m, d = g->d;
     double md = (double)m;
@@ -278,6 +283,10 @@ static int fit_coord(const eb_gauss_data *g, size_t j, const double *tau2_known,
             int conv = 0;
             double lo = 0.0, up = hi;
             while (it < max_iter) {
+                if (cancelled(cancel))
+                    return dp_err_set(err, DP_EBUSY, NULL,
+                                      "the fit was cancelled (coordinate %zu of %zu, iteration %u)",
+                                      j + 1, d, it + 1);
                 it++;
                 st = gsl_root_fsolver_iterate(solver);
                 if (st != GSL_SUCCESS)
@@ -308,6 +317,13 @@ static int fit_coord(const eb_gauss_data *g, size_t j, const double *tau2_known,
 
 int eb_gauss_fit(const eb_gauss_data *g, const double *tau2_known, double extra_var,
                  eb_gauss_method method, unsigned max_iter, eb_gauss_coord *out, dp_err *err)
+{
+    return eb_gauss_fit_cancel(g, tau2_known, extra_var, method, max_iter, NULL, out, err);
+}
+
+int eb_gauss_fit_cancel(const eb_gauss_data *g, const double *tau2_known, double extra_var,
+                        eb_gauss_method method, unsigned max_iter, const atomic_bool *cancel,
+                        eb_gauss_coord *out, dp_err *err)
 {
     int rc = eb_gauss_data_check(g, err);
     if (rc != DP_OK)
@@ -344,9 +360,15 @@ int eb_gauss_fit(const eb_gauss_data *g, const double *tau2_known, double extra_
     }
     if (solver == NULL)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    for (size_t j = 0; j < g->d && rc == DP_OK; j++)
-        rc = fit_coord(g, j, tau2_known, extra_var, method, max_iter, solver, gid, grp, k_groups,
-                       &out[j], err);
+    for (size_t j = 0; j < g->d && rc == DP_OK; j++) {
+        if (cancelled(cancel)) {
+            rc = dp_err_set(err, DP_EBUSY, NULL, "the fit was cancelled (coordinate %zu of %zu)",
+                            j + 1, g->d);
+            break;
+        }
+        rc = fit_coord(g, j, tau2_known, extra_var, method, max_iter, cancel, solver, gid, grp,
+                       k_groups, &out[j], err);
+    }
     gsl_root_fsolver_free(solver);
     dp_free(gid);
     dp_free(grp);

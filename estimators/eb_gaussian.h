@@ -37,6 +37,7 @@
 #define DP_ESTIMATORS_EB_GAUSSIAN_H
 
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,6 +83,13 @@ typedef struct eb_gauss_coord {
  * 0). Needs m >= 2 (DP_EINVAL "clients" otherwise). max_iter in [1, EB_MAX_ITER_CAP]. */
 int eb_gauss_fit(const eb_gauss_data *g, const double *tau2_known, double extra_var,
                  eb_gauss_method method, unsigned max_iter, eb_gauss_coord *out, dp_err *err);
+
+/* eb_gauss_fit with a cancel flag (as eb_mix_opts.cancel; issue #10): NULL, or polled before each
+ * coordinate and each root-finding iteration; once it is true the fit stops and returns DP_EBUSY
+ * ("cancelled"), out partly filled (discard it). cancel: borrowed. */
+int eb_gauss_fit_cancel(const eb_gauss_data *g, const double *tau2_known, double extra_var,
+                        eb_gauss_method method, unsigned max_iter, const atomic_bool *cancel,
+                        eb_gauss_coord *out, dp_err *err);
 
 /* Marginal log-likelihood of coordinate j at (mu, tau2): sum_i log N(x_ij; mu, tau2 + s_i^2 +
  * extra). */

@@ -1674,9 +1674,11 @@ static int gaussian_compute(est_job *job, dp_err *err)
         }
     } else {
         const double *tk = var_known ? pvar : NULL;
-        if ((rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MLE, max_iter, fit_mle, err)) != DP_OK ||
-            (rc = eb_gauss_fit(&sent, tk, extra, EB_GAUSS_MOMENTS, max_iter, fit_mom, err)) !=
-                DP_OK) {
+        /* the root-finding loops stop at the compute deadline, as the mixture's EM does */
+        if ((rc = eb_gauss_fit_cancel(&sent, tk, extra, EB_GAUSS_MLE, max_iter, job->cancel,
+                                      fit_mle, err)) != DP_OK ||
+            (rc = eb_gauss_fit_cancel(&sent, tk, extra, EB_GAUSS_MOMENTS, max_iter, job->cancel,
+                                      fit_mom, err)) != DP_OK) {
             rc = numeric_failure(rc, "gaussian", err);
             goto out;
         }
@@ -1969,7 +1971,8 @@ static int beta_compute(est_job *job, dp_err *err)
         st = eb_status_worst(st, used.status == EB_STATUS_BOUNDARY ? EB_STATUS_BOUNDARY
                                                                    : EB_STATUS_CONVERGED);
     } else {
-        if ((rc = eb_beta_fit_mle(&b, max_iter, &fmle, err)) != DP_OK)
+        /* the Newton loop stops at the compute deadline, as the mixture's EM does */
+        if ((rc = eb_beta_fit_mle_cancel(&b, max_iter, job->cancel, &fmle, err)) != DP_OK)
             goto out;
         have_mle = true;
         if ((rc = eb_beta_fit_moments(&b, v, &fm, err)) != DP_OK)

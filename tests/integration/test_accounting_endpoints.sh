@@ -125,6 +125,19 @@ BODY=$(cat "$T/body")
 check "100001 nodes -> 400" test "$STATUS" = 400
 expect_json '.error.message | contains("100000 nodes")' true
 
+# ---- PLD work cap before any PMF is built (issue #10; docs/ACCOUNTING.md "Work caps"): 256 distinct
+# sampled Gaussians, each run 1000 times, compose on a ~933k-point window, and 256 x that is over
+# 16 x --max-pld-points (2^22): 400 naming value_discretization and the point-FFT cap, from the early
+# estimate (the unit test test_accounting_pld checks that no leaf PMF is built).
+python3 -c 'import json; print(json.dumps({"event":{"type":"composed","events":[{"type":"self_composed","count":1000,"event":{"type":"poisson_sampled","sampling_rate":0.01,"event":{"type":"gaussian","noise_multiplier":1+0.001*i}}} for i in range(256)]},"delta":1e-5,"accountant":"pld"}, separators=(",",":")))' >"$T/pld256.json"
+STATUS=$(curl -s -o "$T/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$T/pld256.json" "$URL/v1/accounting/epsilon")
+BODY=$(cat "$T/body")
+check "256 mechanisms over the PLD work cap -> 400" test "$STATUS" = 400
+expect_json .error.field value_discretization
+expect_json '.error.message | test("^composing 256 mechanisms on a [0-9]+-point window takes more than 6.71089e\\+07 point-FFTs")' true
+check "the CLI refuses the same body the same way" \
+    sh -c '"$1" epsilon --accountant pld --delta 1e-5 --event "$(jq -c .event "$2")" --json | jq -e ".error.field == \"value_discretization\"" >/dev/null' _ "$CLI" "$T/pld256.json"
+
 # ---- fairness (docs/API.md "Heavy requests"): requests without a token (the PLD calculators) hold
 # at most half of the compute threads and half of the queue, so a token's estimator run still finds
 # a thread. Two compute threads and two places: one anonymous PLD runs, one waits, a third is 503.

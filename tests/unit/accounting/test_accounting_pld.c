@@ -617,6 +617,142 @@ static void allocation_failures_are_clean(void **state)
     fail_msg("never succeeded");
 }
 
+/* ---- the early work estimate (issue #10) -------------------------------------------------------
+ */
+
+/* A deterministic generator for the property test (no global rand()). */
+static double prop_uniform(uint64_t *st)
+{
+    *st = *st * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(*st >> 11) * 0x1.0p-53;
+}
+
+/* Property: on random mechanism lists (every kind, sampled or not, both relations, grids 1e-2 to
+ * 1e-4), the estimate made from coarse discretisations is never below the narrowest window the
+ * leaf PMFs' own Chernoff cuts allow (so it is a sound upper bound whatever search finds them), is
+ * within PROP_TIGHT_REL (+ PROP_TIGHT_ABS points) of it (so the early refusal only refuses windows
+ * within that margin of the cap), and compose_dir never takes a wider window. */
+#define PROP_CASES     300
+#define PROP_TIGHT_REL 1.02 /* measured worst: docs/ACCOUNTING.md, Work caps */
+#define PROP_TIGHT_ABS 40.0
+static void window_estimate_bounds_the_composed_window(void **state)
+{
+    (void)state;
+    uint64_t st = 20261126;
+    static const double hs[] = {1e-2, 3e-3, 1e-3, 1e-4};
+    double worst = 1.0;
+    int checked = 0;
+    for (int c = 0; c < PROP_CASES; c++) {
+        tev t;
+        t.used = t.kused = 0;
+        size_t k = 1 + (size_t)(prop_uniform(&st) * 6);
+        acct_neighboring nb = prop_uniform(&st) < 0.3 ? ACCT_NB_REPLACE_ONE : ACCT_NB_ADD_REMOVE;
+        acct_event *cs[8];
+        for (size_t i = 0; i < k; i++) {
+            double u = prop_uniform(&st), s = 0.5 + 4.0 * prop_uniform(&st);
+            double q = exp(log(1e-3) * prop_uniform(&st)); /* 1e-3 .. 1, log-uniform */
+            uint64_t n = 1 + (uint64_t)exp(log(2000.0) * prop_uniform(&st));
+            acct_event *m;
+            if (u < 0.45) {
+                m = tpois(&t, q, tgauss(&t, s));
+            } else if (u < 0.6) {
+                m = tgauss(&t, s);
+            } else if (u < 0.8 && nb == ACCT_NB_ADD_REMOVE) {
+                m = tpois(&t, q, tlap(&t, s));
+            } else if (u < 0.9) {
+                m = tlap(&t, s);
+            } else {
+                m = tnode(&t, ACCT_EV_PURE);
+                m->epsilon = 0.05 + prop_uniform(&st);
+                n = 1 + n % 50;
+            }
+            cs[i] = tself(&t, n, m);
+        }
+        acct_pld_opts o = opts_h(hs[(size_t)(prop_uniform(&st) * 4)]);
+        double est = -1, opt = -1, taken = -1;
+        dp_err e;
+        dp_err_clear(&e);
+        int rc = acct_pld_window_points(tcomp(&t, k, cs), nb, &o, &est, &opt, &taken, &e);
+        if (rc == DP_EINVAL && strcmp(e.field, "value_discretization") == 0)
+            continue; /* one leaf's own grid is over max_grid_points: refused either way */
+        assert_int_equal(rc, DP_OK);
+        checked++;
+        if (!(est >= opt))
+            fail_msg("case %d: estimate %.0f below the cuts' window %.0f", c, est, opt);
+        if (!(est <= PROP_TIGHT_REL * opt + PROP_TIGHT_ABS))
+            fail_msg("case %d: estimate %.0f loose against the cuts' window %.0f", c, est, opt);
+        if (!(taken <= est))
+            fail_msg("case %d: compose_dir takes %.0f points, over the estimate %.0f", c, taken,
+                     est);
+        if (opt > 1000 && est / opt > worst)
+            worst = est / opt;
+    }
+    assert_true(checked > PROP_CASES / 2);
+    print_message("%d cases; worst estimate / window (windows over 1000 points): %.6f\n", checked,
+                  worst);
+}
+
+/* The 256-mechanism body of issue #10 (each sampled Gaussian composed 1000 times; the window is
+ * ~933k points, 256 x that is over 16 x 2^22): refused with the late check's status, field and
+ * message, and no leaf PMF built. Under the cap the PMFs are built as before. */
+static void work_cap_refuses_before_any_pmf_is_built(void **state)
+{
+    (void)state;
+    enum { N = ACCT_PLD_MAX_MECHANISMS };
+    acct_event *nodes = calloc(3 * N + 1, sizeof *nodes);
+    acct_event **kids = calloc(N, sizeof *kids);
+    assert_non_null(nodes);
+    assert_non_null(kids);
+    for (size_t i = 0; i < N; i++) {
+        acct_event *g = &nodes[3 * i], *p = &nodes[3 * i + 1], *sc = &nodes[3 * i + 2];
+        g->type = ACCT_EV_GAUSSIAN;
+        g->noise_multiplier = 1.0 + 0.001 * (double)i;
+        p->type = ACCT_EV_POISSON;
+        p->sampling_rate = 0.01;
+        p->child = g;
+        sc->type = ACCT_EV_SELF_COMPOSED;
+        sc->count = 1000;
+        sc->child = p;
+        kids[i] = sc;
+    }
+    acct_event *root = &nodes[3 * N];
+    root->type = ACCT_EV_COMPOSED;
+    root->children = kids;
+    root->n_children = N;
+    acct_pld_result r;
+    dp_err e;
+    dp_err_clear(&e);
+    unsigned long built = acct_pld_pmf_builds();
+    assert_int_equal(acct_pld_epsilon(root, ACCT_NB_ADD_REMOVE, 1e-5, NULL, &r, &e), DP_EINVAL);
+    assert_string_equal(e.field, "value_discretization");
+    assert_non_null(strstr(e.msg, "composing 256 mechanisms on a "));
+    assert_non_null(strstr(e.msg, "point-FFTs"));
+    assert_true(acct_pld_pmf_builds() == built);
+    /* the same through delta, and a window over max_grid_points by itself (8 mechanisms under a
+     * 2^16 cap: ~933k points > 65536) */
+    dp_err_clear(&e);
+    assert_int_equal(acct_pld_delta(root, ACCT_NB_ADD_REMOVE, 1.0, NULL, &r, &e), DP_EINVAL);
+    assert_true(acct_pld_pmf_builds() == built);
+    acct_pld_opts o = opts_h(1e-4);
+    o.max_grid_points = (size_t)1 << 16;
+    root->n_children = 8;
+    for (size_t i = 0; i < 8; i++)
+        nodes[3 * i + 2].count = 30000;
+    dp_err_clear(&e);
+    assert_int_equal(acct_pld_epsilon(root, ACCT_NB_ADD_REMOVE, 1e-5, &o, &r, &e), DP_EINVAL);
+    assert_string_equal(e.field, "value_discretization");
+    assert_non_null(strstr(e.msg, "the composed privacy loss spans"));
+    assert_true(acct_pld_pmf_builds() == built);
+    /* under the caps: every leaf is built, in both directions' single pass */
+    root->n_children = 4;
+    for (size_t i = 0; i < 4; i++)
+        nodes[3 * i + 2].count = 100;
+    assert_int_equal(acct_pld_epsilon(root, ACCT_NB_ADD_REMOVE, 1e-5, &o, &r, &e), DP_OK);
+    assert_true(acct_pld_pmf_builds() == built + 4);
+    free(kids);
+    free(nodes);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off();
@@ -634,6 +770,8 @@ int main(void)
         cmocka_unit_test(workspace_reuse_gives_identical_answers),
         cmocka_unit_test(allocation_failures_are_clean),
         cmocka_unit_test(fft_length_under_a_tight_cap_is_even_and_exact),
+        cmocka_unit_test(window_estimate_bounds_the_composed_window),
+        cmocka_unit_test(work_cap_refuses_before_any_pmf_is_built),
     };
     return cmocka_run_group_tests_name("accounting_pld", tests, NULL, NULL);
 }

@@ -7,6 +7,8 @@
  */
 #include "tests/support/test_util.h"
 
+#include <string.h>
+
 #include <gsl/gsl_errno.h>
 
 #include <gsl/gsl_randist.h>
@@ -102,6 +104,28 @@ static void mle_matches_scipy(void **state)
     assert_close(p.beta, 6.52927292493, 1e-6, 0);
     assert_close(p.loglik, -24.7725366119, 1e-10, 0);
     assert_close(eb_beta_loglik(&b, p.alpha, p.beta), p.loglik, 1e-12, 0);
+}
+
+/* A set cancel flag stops the ML Newton loop with DP_EBUSY "cancelled"; a clear flag changes
+ * nothing (issue #10; the service charges only a fit that returned DP_OK). */
+static void cancel_flag_stops_the_fit(void **state)
+{
+    (void)state;
+    const double z[] = {3, 7, 1, 0, 5, 9, 4, 6, 2, 8, 5, 3};
+    const double n[] = {10, 12, 8, 5, 10, 14, 9, 10, 10, 11, 7, 6};
+    eb_beta_data b = {12, z, n};
+    eb_beta_prior plain, p;
+    dp_err e;
+    dp_err_clear(&e);
+    atomic_bool cancel;
+    atomic_init(&cancel, false);
+    assert_int_equal(eb_beta_fit_mle(&b, 200, &plain, &e), DP_OK);
+    assert_int_equal(eb_beta_fit_mle_cancel(&b, 200, &cancel, &p, &e), DP_OK);
+    assert_true(p.alpha == plain.alpha && p.beta == plain.beta && p.iterations == plain.iterations);
+    atomic_store(&cancel, true);
+    dp_err_clear(&e);
+    assert_int_equal(eb_beta_fit_mle_cancel(&b, 200, &cancel, &p, &e), DP_EBUSY);
+    assert_non_null(strstr(e.msg, "cancelled"));
 }
 
 static void unidentifiable_and_boundary_reported(void **state)
@@ -355,6 +379,7 @@ int main(void)
         cmocka_unit_test(loo_variants_by_hand),
         cmocka_unit_test(over_dispersed_clamps_to_local),
         cmocka_unit_test(mle_matches_scipy),
+        cmocka_unit_test(cancel_flag_stops_the_fit),
         cmocka_unit_test(unidentifiable_and_boundary_reported),
         cmocka_unit_test(bad_input_names_the_field),
         cmocka_unit_test_setup_teardown(rt4_bernoulli_gains_literal_estimator, mc_setup,

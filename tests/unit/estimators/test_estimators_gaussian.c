@@ -6,6 +6,8 @@
  */
 #include "tests/support/test_util.h"
 
+#include <string.h>
+
 #include <gsl/gsl_errno.h>
 
 #include <gsl/gsl_math.h>
@@ -145,6 +147,33 @@ static void boundary_and_unidentifiable_are_reported(void **state)
     assert_int_equal(c.status, EB_STATUS_UNIDENTIFIABLE);
     assert_int_equal(eb_gauss_fit(&h, NULL, 0.0, EB_GAUSS_MOMENTS, 100, &c, &e), DP_OK);
     assert_int_equal(c.status, EB_STATUS_UNIDENTIFIABLE);
+}
+
+/* A set cancel flag (the compute pool's deadline / SIGTERM flag, as eb_mix_opts.cancel) stops the
+ * fit of both methods with DP_EBUSY "cancelled" before any coordinate is reported; a clear flag
+ * changes nothing. The service charges only a fit that returned DP_OK (issue #10). */
+static void cancel_flag_stops_the_fit(void **state)
+{
+    (void)state;
+    const double x[] = {0.31, -0.12, 0.55, 0.08, 0.97, 0.44, -0.35, 0.21};
+    const double n[] = {15, 3, 40, 7, 2, 22, 5, 11};
+    eb_gauss_data g = {8, 1, x, n, 0.25};
+    atomic_bool cancel;
+    atomic_init(&cancel, false);
+    for (int meth = 0; meth < 2; meth++) {
+        eb_gauss_method m = meth == 0 ? EB_GAUSS_MLE : EB_GAUSS_MOMENTS;
+        eb_gauss_coord plain, c;
+        dp_err e;
+        dp_err_clear(&e);
+        assert_int_equal(eb_gauss_fit(&g, NULL, 0.0, m, 200, &plain, &e), DP_OK);
+        assert_int_equal(eb_gauss_fit_cancel(&g, NULL, 0.0, m, 200, &cancel, &c, &e), DP_OK);
+        assert_true(c.tau2 == plain.tau2 && c.mu == plain.mu && c.iterations == plain.iterations);
+        atomic_store(&cancel, true);
+        dp_err_clear(&e);
+        assert_int_equal(eb_gauss_fit_cancel(&g, NULL, 0.0, m, 200, &cancel, &c, &e), DP_EBUSY);
+        assert_non_null(strstr(e.msg, "cancelled"));
+        atomic_store(&cancel, false);
+    }
 }
 
 static void bad_input_names_the_field(void **state)
@@ -370,6 +399,7 @@ int main(void)
         cmocka_unit_test(bad_input_names_the_field),
         cmocka_unit_test(pooled_sigma_x2_by_hand),
         cmocka_unit_test(d_dim_fits_each_coordinate),
+        cmocka_unit_test(cancel_flag_stops_the_fit),
         cmocka_unit_test_setup_teardown(rt1_thm1_mse_within_one_percent, rt_setup, rt_teardown),
         cmocka_unit_test_setup_teardown(rt2_private_gaussian_curve_within_two_percent, rt_setup,
                                         rt_teardown),
