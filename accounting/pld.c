@@ -53,8 +53,8 @@
  * split); FFT round-off is ~1e-16 per coefficient and grows like count * 1e-16 in z^count, hence
  * ACCT_PLD_MAX_COUNT. Negative FFT noise is clamped to 0 (which can only raise the upper delta).
  *
- * Thread-safety: no global state but one atomic statistic (acct_pld_pmf_builds); GSL's error handler
- * must be off (service/main.c does that).
+ * Thread-safety: no global state but one atomic statistic (acct_pld_pmf_builds); GSL's error
+ * handler must be off (service/main.c does that).
  */
 #include "accounting/pld.h"
 
