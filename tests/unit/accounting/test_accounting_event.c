@@ -1,7 +1,8 @@
 /*
- * test_accounting_event.c: event-tree allocation, the constructors (fields, ownership of children on
- * failure), validation (with field paths and limits), cloning, open parameters, and clean failure
- * under allocation-failure injection. Leaks on the failure paths are caught by `make asan` (LSan).
+ * test_accounting_event.c: event-tree allocation, the constructors (fields, ownership of children
+ * on failure), validation (with field paths and limits), cloning, open parameters, and clean
+ * failure under allocation-failure injection. Leaks on the failure paths are caught by `make asan`
+ * (LSan).
  */
 #include <math.h>
 #include <string.h>
@@ -33,9 +34,9 @@ static void constructors_set_their_parameters_and_own_their_children(void **stat
                         acct_event_swor(1000, 10, acct_event_gaussian(1.5))};
     acct_tuning_dist geo = {ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, 1.0, 0.1};
     acct_event *root = acct_event_composed(
-        (acct_event *[]){acct_event_self_composed(
-                             7, acct_event_poisson(0.01, acct_event_gaussian((double)NAN))),
-                         acct_event_repeat_select(acct_event_composed(k, 4), geo)},
+        (acct_event *[]){
+            acct_event_self_composed(7, acct_event_poisson(0.01, acct_event_gaussian((double)NAN))),
+            acct_event_repeat_select(acct_event_composed(k, 4), geo)},
         2);
     assert_non_null(root);
     assert_int_equal(root->type, ACCT_EV_COMPOSED);
@@ -209,7 +210,8 @@ static void check_rejects_each_domain_violation(void **state)
     assert_int_equal(acct_event_check(sc, false, &err), DP_OK);
     acct_event_free(sc);
     acct_event *rs = acct_event_repeat_select(
-        acct_event_gaussian(1.0), (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, (double)NAN, -1.0, 0.5});
+        acct_event_gaussian(1.0),
+        (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, (double)NAN, -1.0, 0.5});
     dp_err_clear(&err);
     assert_int_equal(acct_event_check(rs, false, &err), DP_EINVAL);
     assert_string_equal(err.field, "distribution.truncated_negative_binomial.eta");
@@ -246,7 +248,8 @@ static void clone_copies_deeply_and_fill_sets_open_values(void **state)
     acct_event *c = acct_event_alloc(ACCT_EV_COMPOSED);
     c->n_children = 2;
     c->children = dp_calloc(2, sizeof *c->children);
-    c->children[0] = acct_event_self_composed(10, acct_event_poisson(0.01, acct_event_gaussian((double)NAN)));
+    c->children[0] =
+        acct_event_self_composed(10, acct_event_poisson(0.01, acct_event_gaussian((double)NAN)));
     c->children[1] = acct_event_gaussian((double)NAN);
     assert_int_equal(acct_event_open_params(c), ACCT_OPEN_NOISE);
     acct_event *k = acct_event_clone(c);
