@@ -43,6 +43,113 @@ void acct_event_free(acct_event *ev)
     dp_free(ev);
 }
 
+/* ---- constructors (ownership rules in event.h) ----------------------------------------------- */
+
+acct_event *acct_event_gaussian(double noise_multiplier)
+{
+    acct_event *ev = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    if (ev != NULL)
+        ev->noise_multiplier = noise_multiplier;
+    return ev;
+}
+
+acct_event *acct_event_laplace(double noise_multiplier)
+{
+    acct_event *ev = acct_event_alloc(ACCT_EV_LAPLACE);
+    if (ev != NULL)
+        ev->noise_multiplier = noise_multiplier;
+    return ev;
+}
+
+acct_event *acct_event_zcdp(double rho)
+{
+    acct_event *ev = acct_event_alloc(ACCT_EV_ZCDP);
+    if (ev != NULL)
+        ev->rho = rho;
+    return ev;
+}
+
+acct_event *acct_event_pure(double epsilon)
+{
+    acct_event *ev = acct_event_alloc(ACCT_EV_PURE);
+    if (ev != NULL)
+        ev->epsilon = epsilon;
+    return ev;
+}
+
+/* A node of the given type over child, or NULL (child freed) when child is NULL or memory ran out.
+ */
+static acct_event *wrap(acct_event_type type, acct_event *child)
+{
+    if (child == NULL)
+        return NULL;
+    acct_event *ev = acct_event_alloc(type);
+    if (ev == NULL) {
+        acct_event_free(child);
+        return NULL;
+    }
+    ev->child = child;
+    return ev;
+}
+
+acct_event *acct_event_poisson(double sampling_rate, acct_event *child)
+{
+    acct_event *ev = wrap(ACCT_EV_POISSON, child);
+    if (ev != NULL)
+        ev->sampling_rate = sampling_rate;
+    return ev;
+}
+
+acct_event *acct_event_swor(uint64_t source_size, uint64_t sample_size, acct_event *child)
+{
+    acct_event *ev = wrap(ACCT_EV_SWOR, child);
+    if (ev != NULL) {
+        ev->source_size = source_size;
+        ev->sample_size = sample_size;
+    }
+    return ev;
+}
+
+acct_event *acct_event_self_composed(uint64_t count, acct_event *child)
+{
+    acct_event *ev = wrap(ACCT_EV_SELF_COMPOSED, child);
+    if (ev != NULL)
+        ev->count = count;
+    return ev;
+}
+
+acct_event *acct_event_repeat_select(acct_event *child, acct_tuning_dist dist)
+{
+    acct_event *ev = wrap(ACCT_EV_REPEAT_SELECT, child);
+    if (ev != NULL)
+        ev->dist = dist;
+    return ev;
+}
+
+acct_event *acct_event_composed(acct_event *const *children, size_t n)
+{
+    bool missing = n > 0 && children == NULL;
+    for (size_t i = 0; i < n && !missing; i++)
+        missing = children[i] == NULL;
+    acct_event *ev = missing ? NULL : acct_event_alloc(ACCT_EV_COMPOSED);
+    if (ev != NULL && n > 0) {
+        ev->children = dp_calloc(n, sizeof *ev->children);
+        if (ev->children == NULL) {
+            acct_event_free(ev);
+            ev = NULL;
+        }
+    }
+    if (ev == NULL) {
+        for (size_t i = 0; children != NULL && i < n; i++)
+            acct_event_free(children[i]);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        ev->children[i] = children[i];
+    ev->n_children = n;
+    return ev;
+}
+
 const char *acct_event_type_name(acct_event_type type)
 {
     switch (type) {

@@ -84,6 +84,37 @@ typedef struct acct_event {
  */
 acct_event *acct_event_alloc(acct_event_type type);
 
+/* Constructors: one call per node, so a tree is one nested expression, e.g. a DP-SGD training run
+ *
+ *     acct_event *run = acct_event_self_composed(T, acct_event_poisson(q, acct_event_gaussian(s)));
+ *     if (run == NULL) ... out of memory (nothing leaked) ...
+ *
+ * Ownership: a constructor takes ownership of the children it is given, on success and on failure
+ * alike (like jansson's *_new functions). On allocation failure it frees those children and returns
+ * NULL; a NULL child (an inner constructor that failed) makes it free the other children it was
+ * given and return NULL. So nested calls leak nothing whichever allocation fails, and the caller
+ * checks the outermost result only. The result is owned by the caller (acct_event_free).
+ *
+ * Parameters are stored as given, not validated: the evaluation functions (acct_event_check and
+ * everything that calls it) refuse out-of-domain values with the field's path. NAN noise or rate
+ * marks an open parameter for calibration; an open count is set with ev->count_open afterwards. */
+acct_event *acct_event_gaussian(double noise_multiplier); /* std / L2 sensitivity */
+acct_event *acct_event_laplace(double noise_multiplier);  /* scale / L1 sensitivity */
+acct_event *acct_event_zcdp(double rho);
+acct_event *acct_event_pure(double epsilon);
+/* Poisson subsampling with rate sampling_rate of child. */
+acct_event *acct_event_poisson(double sampling_rate, acct_event *child);
+/* Sampling sample_size of source_size records without replacement, then child. */
+acct_event *acct_event_swor(uint64_t source_size, uint64_t sample_size, acct_event *child);
+/* count-fold composition of child with itself. */
+acct_event *acct_event_self_composed(uint64_t count, acct_event *child);
+/* Composition of children[0..n): the node takes ownership of the n events (any of which may be
+ * NULL, see above), copies the pointers into an array of its own and leaves the caller's array
+ * (which may be on the stack) to the caller. n = 0 is an empty composition (children NULL). */
+acct_event *acct_event_composed(acct_event *const *children, size_t n);
+/* repeat_and_select of child with the number of runs drawn from dist (accounting/tuning.h). */
+acct_event *acct_event_repeat_select(acct_event *child, acct_tuning_dist dist);
+
 /* Frees the node and its whole subtree. NULL is a no-op. */
 void acct_event_free(acct_event *ev);
 

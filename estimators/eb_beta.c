@@ -688,7 +688,7 @@ int eb_beta_private(const eb_beta_data *b, eb_beta_scheme scheme, eb_beta_varian
             goto out;
         }
     }
-    rng = eb_rng_alloc(seed, 2, err);
+    rng = dp_rng_alloc(seed, DP_RNG_STREAM_BETA_RESPONSES, err);
     if (rng == NULL) {
         rc = DP_ENOMEM;
         goto out;

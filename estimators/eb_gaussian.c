@@ -468,7 +468,7 @@ int eb_gauss_privatize(const eb_gauss_data *g, const eb_gauss_private_opts *o, d
     if (rc != DP_OK)
         return rc;
     double b = info->b;
-    gsl_rng *rng = eb_rng_alloc(o->seed, 1, err);
+    gsl_rng *rng = dp_rng_alloc(o->seed, DP_RNG_STREAM_GAUSSIAN_NOISE, err);
     if (rng == NULL)
         return DP_ENOMEM;
     size_t total = g->m * g->d;

@@ -192,7 +192,7 @@ int eb_linreg_mix_fit(size_t m, size_t d, const eb_linreg_client *c, double sigm
             goto out;
     }
     /* init: k-means++ centres of the min-norm estimates; var = their mean coordinate variance */
-    rng = eb_rng_alloc(o->seed, 200, err);
+    rng = dp_rng_alloc(o->seed, DP_RNG_STREAM_LINREG_INIT, err);
     if (rng == NULL) {
         rc = DP_ENOMEM;
         goto out;

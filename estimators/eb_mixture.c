@@ -522,7 +522,8 @@ int eb_mix_fit(const eb_gauss_data *g, double extra_var, const eb_mix_opts *o, e
     unsigned best_it = 0;
     eb_status best_st = EB_STATUS_MAX_ITER;
     for (unsigned r = 0; r < o->n_init; r++) {
-        gsl_rng *rng = eb_rng_alloc(o->seed, 100 + r, err);
+        gsl_rng *rng =
+            dp_rng_alloc(o->seed, dp_rng_stream_at(DP_RNG_STREAM_MIXTURE_RESTART, r), err);
         if (rng == NULL) {
             ws_free(&w);
             return DP_ENOMEM;
@@ -612,7 +613,7 @@ int eb_mix_privatize(const eb_gauss_data *g, const eb_mix_private_opts *o, doubl
     if (rc != DP_OK)
         return rc;
     double R = info->radius;
-    gsl_rng *rng = eb_rng_alloc(o->seed, 3, err);
+    gsl_rng *rng = dp_rng_alloc(o->seed, DP_RNG_STREAM_MIXTURE_NOISE, err);
     if (rng == NULL)
         return DP_ENOMEM;
     size_t d = g->d;

@@ -44,17 +44,10 @@ static double median(double *v, size_t n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The sampled Gaussian mechanism over `steps` steps (DP-SGD). */
 static acct_event *sgm(double q, double s, unsigned long long steps)
 {
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = s;
-    acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
-    p->sampling_rate = q;
-    p->child = g;
-    acct_event *c = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-    c->count = steps;
-    c->child = p;
-    return c;
+    return acct_event_self_composed(steps, acct_event_poisson(q, acct_event_gaussian(s)));
 }
 
 static double opacus[151];

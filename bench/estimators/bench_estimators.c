@@ -83,7 +83,7 @@ int main(int argc, char **argv)
     gsl_set_error_handler_off();
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(2026, 0, &e);
+    gsl_rng *r = dp_rng_alloc(2026, DP_RNG_STREAM_DATA, &e);
     double t[MAX_REP];
 
     /* ---- Gaussian ---- */

@@ -272,8 +272,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "ledger_bench: %s\n", e.msg);
             return 1;
         }
-        acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-        g->noise_multiplier = 1000;
+        acct_event *g = acct_event_gaussian(1000);
         worker *ws = calloc((size_t)nth, sizeof *ws);
         for (long i = 0; ws != NULL && i < nth; i++) {
             ws[i] = (worker){

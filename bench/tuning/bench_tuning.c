@@ -31,27 +31,10 @@ static int cmp_double(const void *a, const void *b)
 
 static acct_event *search(acct_tuning_dist dist, int sgm)
 {
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    acct_event *rs = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
-    if (g == NULL || rs == NULL)
-        return NULL;
-    if (sgm) {
-        acct_event *p = acct_event_alloc(ACCT_EV_POISSON),
-                   *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-        if (p == NULL || sc == NULL)
-            return NULL;
-        g->noise_multiplier = 1.1;
-        p->sampling_rate = 0.01;
-        p->child = g;
-        sc->count = 1000;
-        sc->child = p;
-        rs->child = sc;
-    } else {
-        g->noise_multiplier = 3.0;
-        rs->child = g;
-    }
-    rs->dist = dist;
-    return rs;
+    acct_event *base =
+        sgm ? acct_event_self_composed(1000, acct_event_poisson(0.01, acct_event_gaussian(1.1)))
+            : acct_event_gaussian(3.0);
+    return acct_event_repeat_select(base, dist); /* NULL on allocation failure */
 }
 
 int main(void)

@@ -264,11 +264,14 @@ static int pick(const char *s, const char *field, const choice *ch, size_t n, in
 
 #define EST_KEY_MAX 128 /* Idempotency-Key bytes */
 
-typedef struct silo_cnt {
+/* One silo's charge for a run: built on the HTTP thread by plan_charges, owned by the job. */
+typedef struct silo_charge {
     int64_t silo;
-    size_t count;
-    size_t first; /* index of its first client, for error fields */
-} silo_cnt;
+    size_t count;   /* the silo's clients in the run */
+    size_t first;   /* index of its first client, for error fields */
+    acct_event *ev; /* self_composed(count, the per-client event), or that event when count = 1 */
+    char *json;     /* ev's canonical JSON (event_json_dumps): stored, hashed, and answered */
+} silo_charge;
 
 /* A growing text buffer (the estimates of a run, the charges' JSON). */
 typedef struct text_buf {
@@ -298,11 +301,9 @@ struct est_job {
     char hash[DP_SHA256_HEX_CHARS + 1]; /* SHA-256 of kind and request, with a key */
     /* the charge plan (plan_charges) */
     size_t n_silos;
-    silo_cnt *sc;
-    acct_event **evs;
-    char **evjs; /* canonical event JSON per silo */
-    ledger_charge_req *reqs;
-    ledger_charge_result *res;
+    silo_charge *sc;           /* [n_silos], by silo id */
+    ledger_charge_req *reqs;   /* [n_silos]: the batch as the ledger takes it (borrows sc) */
+    ledger_charge_result *res; /* [n_silos] */
     /* the outcome */
     text_buf rows; /* the "estimates" array's elements as JSON text, written row by row so that a
                       million clients never become a million jansson objects at once */
@@ -314,7 +315,7 @@ struct est_job {
 
 static int cmp_silo(const void *a, const void *b)
 {
-    int64_t x = ((const silo_cnt *)a)->silo, y = ((const silo_cnt *)b)->silo;
+    int64_t x = ((const silo_charge *)a)->silo, y = ((const silo_charge *)b)->silo;
     return (x > y) - (x < y);
 }
 
@@ -347,10 +348,28 @@ static int charge_error(const est_job *j, int rc, const dp_err *e, dp_err *err)
     return dp_err_set(err, rc, f, "silo %lld: %s", (long long)j->sc[bad].silo, e->msg);
 }
 
+/* One silo's event, self_composed(count, ev) (ev itself for one client), checked as a request's
+ * "event" would be, and its canonical JSON, serialised once here. */
+static int silo_event(silo_charge *c, const acct_event *ev, dp_err *err)
+{
+    acct_event *one = acct_event_clone(ev);
+    c->ev = c->count == 1 ? one : acct_event_self_composed((uint64_t)c->count, one);
+    if (c->ev == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = acct_event_check(c->ev, false, err);
+    if (rc != DP_OK) {
+        dp_err_prefix_field(err, "event");
+        return rc;
+    }
+    if ((c->json = event_json_dumps(c->ev)) == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    return DP_OK;
+}
+
 /* Plans the charge of the silos named in body.clients for one run (ev: the per-client event,
  * borrowed), and checks it with a dry run, so a run that cannot be afforded is refused before
  * anything is computed. finish_run charges the plan together with the run's insert. */
-static int plan_charges(est_job *j, bool priv, const json_t *ev, dp_err *err)
+static int plan_charges(est_job *j, bool priv, const acct_event *ev, dp_err *err)
 {
     size_t m = cl_may_have(&j->rq, "silo_id") ? cl_count(&j->rq) : 0, named = 0;
     for (size_t i = 0; i < m; i++) {
@@ -376,7 +395,7 @@ static int plan_charges(est_job *j, bool priv, const json_t *ev, dp_err *err)
                               "%s", j->who_err.msg);
         return dp_err_set(err, DP_EINTERNAL, NULL, "the caller was not resolved");
     }
-    silo_cnt *sc = dp_calloc(named, sizeof *sc);
+    silo_charge *sc = dp_calloc(named, sizeof *sc);
     if (sc == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     j->sc = sc;
@@ -387,7 +406,7 @@ static int plan_charges(est_job *j, bool priv, const json_t *ev, dp_err *err)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         const json_t *s = json_object_get(c, "silo_id");
         if (s != NULL && k < named)
-            sc[k++] = (silo_cnt){json_integer_value(s), 1, i};
+            sc[k++] = (silo_charge){json_integer_value(s), 1, i, NULL, NULL};
         json_decref(c);
     }
     qsort(sc, named, sizeof *sc, cmp_silo);
@@ -408,11 +427,9 @@ static int plan_charges(est_job *j, bool priv, const json_t *ev, dp_err *err)
         if (j->who.role != LEDGER_ROLE_ADMIN && j->who.silo_id != sc[i].silo)
             return dp_err_set(err, DP_EFORBIDDEN, NULL, "this token may not charge silo %lld",
                               (long long)sc[i].silo);
-    j->evs = dp_calloc(n, sizeof *j->evs);
-    j->evjs = dp_calloc(n, sizeof *j->evjs);
     j->reqs = dp_calloc(n, sizeof *j->reqs);
     j->res = dp_calloc(n, sizeof *j->res);
-    if (!j->evs || !j->evjs || !j->reqs || !j->res)
+    if (!j->reqs || !j->res)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     j->n_silos = n;
     static const char *const REASON[] = {"estimator run (gaussian)", "estimator run (beta)",
@@ -421,21 +438,13 @@ static int plan_charges(est_job *j, bool priv, const json_t *ev, dp_err *err)
                          : strcmp(j->kind, "beta") == 0   ? REASON[1]
                                                           : REASON[2];
     for (size_t i = 0; i < n; i++) {
-        json_t *evj = sc[i].count == 1 ? json_incref((json_t *)ev)
-                                       : json_pack("{s:s, s:I, s:O}", "type", "self_composed",
-                                                   "count", (json_int_t)sc[i].count, "event", ev);
-        if (evj == NULL)
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        int rc = event_json_parse(evj, false, "event", &j->evs[i], err);
-        if (rc == DP_OK && (j->evjs[i] = json_dumps(evj, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        json_decref(evj);
+        int rc = silo_event(&sc[i], ev, err);
         if (rc != DP_OK)
             return rc;
         j->reqs[i] = (ledger_charge_req){sc[i].silo,
-                                         j->evs[i],
+                                         sc[i].ev,
                                          ACCT_NB_ADD_REMOVE,
-                                         j->evjs[i],
+                                         sc[i].json,
                                          j->charge_key[0] ? j->charge_key : NULL,
                                          reason,
                                          0,
@@ -449,11 +458,11 @@ static int plan_charges(est_job *j, bool priv, const json_t *ev, dp_err *err)
 
 /* plan_charges for a route: ev (stolen) is the per-client event when priv, where NULL means
  * building it ran out of memory. */
-static int charge_silos(est_job *j, bool priv, json_t *ev, dp_err *err)
+static int charge_silos(est_job *j, bool priv, acct_event *ev, dp_err *err)
 {
     int rc = priv && ev == NULL ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory")
                                 : plan_charges(j, priv, ev, err);
-    json_decref(ev);
+    acct_event_free(ev);
     return rc;
 }
 
@@ -650,7 +659,7 @@ static char *charges_text(const est_job *j, const ledger_charge_result *res)
     for (size_t i = 0; i < j->n_silos; i++) {
         tb_printf(&b, "%s{\"silo_id\":%lld,\"charge_id\":%lld,\"clients\":%zu,\"event\":%s",
                   i ? "," : "", (long long)j->sc[i].silo, (long long)res[i].charge_id,
-                  j->sc[i].count, j->evjs[i]);
+                  j->sc[i].count, j->sc[i].json);
         tb_real(&b, "cost_eps", res[i].cost_eps);
         tb_real(&b, "cost_rho", res[i].cost_rho);
         tb_real(&b, "spent_eps_after", res[i].spent_eps_after);
@@ -979,14 +988,10 @@ static void est_job_free(void *arg)
     est_job *j = arg;
     if (j == NULL)
         return;
-    for (size_t i = 0; i < j->n_silos; i++) {
-        if (j->evs)
-            acct_event_free(j->evs[i]);
-        if (j->evjs)
-            free(j->evjs[i]);
+    for (size_t i = 0; j->sc != NULL && i < j->n_silos; i++) {
+        acct_event_free(j->sc[i].ev);
+        free(j->sc[i].json);
     }
-    dp_free(j->evs);
-    dp_free(j->evjs);
     dp_free(j->reqs);
     dp_free(j->res);
     dp_free(j->sc);
@@ -1625,17 +1630,15 @@ static int gaussian_compute(est_job *job, dp_err *err)
     {
         eb_gauss_data raw0 = {m, d, g.x, g.n, sx2};
         bool dp = priv && po.channel == EB_CHANNEL_GAUSSIAN;
-        json_t *ev = NULL;
+        acct_event *ev = NULL;
         if (dp) {
             if ((rc = eb_gauss_private_calibrate(&raw0, &po, &pinfo, err)) != DP_OK)
                 goto out;
             if (pinfo.ldp.per_coordinate && d > 1)
-                ev = json_pack("{s:s, s:I, s:{s:s, s:f}}", "type", "self_composed", "count",
-                               (json_int_t)d, "event", "type", "gaussian", "noise_multiplier",
-                               pinfo.sigma_q / (2.0 * pinfo.b));
+                ev = acct_event_self_composed((uint64_t)d,
+                                              acct_event_gaussian(pinfo.sigma_q / (2.0 * pinfo.b)));
             else
-                ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
-                               pinfo.sigma_q / pinfo.ldp.sensitivity);
+                ev = acct_event_gaussian(pinfo.sigma_q / pinfo.ldp.sensitivity);
         }
         if ((rc = charge_silos(job, dp, ev, err)) != DP_OK)
             goto out;
@@ -1939,12 +1942,11 @@ static int beta_compute(est_job *job, dp_err *err)
 
     /* charge the silos (if any) before anything is computed */
     {
-        json_t *ev = NULL;
+        acct_event *ev = NULL;
         if (priv) {
             ev = scheme == EB_BETA_PRIV_TWO_BIT
-                     ? json_pack("{s:s, s:i, s:{s:s, s:f}}", "type", "self_composed", "count", 2,
-                                 "event", "type", "pure", "epsilon", eps0 / 2.0)
-                     : json_pack("{s:s, s:f}", "type", "pure", "epsilon", eps0);
+                     ? acct_event_self_composed(2, acct_event_pure(eps0 / 2.0))
+                     : acct_event_pure(eps0);
         }
         if ((rc = charge_silos(job, priv, ev, err)) != DP_OK)
             goto out;
@@ -2210,11 +2212,9 @@ static int mixture_compute(est_job *job, dp_err *err)
     }
     /* charge the silos (if any) before anything is computed */
     {
-        json_t *ev = NULL;
-        if (priv) {
-            ev = json_pack("{s:s, s:f}", "type", "gaussian", "noise_multiplier",
-                           pinfo.sigma / pinfo.sensitivity);
-        }
+        acct_event *ev = NULL;
+        if (priv)
+            ev = acct_event_gaussian(pinfo.sigma / pinfo.sensitivity);
         if ((rc = charge_silos(job, priv, ev, err)) != DP_OK)
             goto out;
     }

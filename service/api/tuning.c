@@ -308,30 +308,11 @@ out:
  * steps = 1 the composition. Owned by caller, NULL on allocation failure. */
 static acct_event *training_run(double q, int64_t steps)
 {
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN), *top = g;
-    if (g == NULL)
-        return NULL;
-    g->noise_multiplier = NAN;
-    if (q < 1.0) {
-        acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
-        if (p == NULL) {
-            acct_event_free(top);
-            return NULL;
-        }
-        p->sampling_rate = q;
-        p->child = top;
-        top = p;
-    }
-    if (steps > 1) {
-        acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-        if (sc == NULL) {
-            acct_event_free(top);
-            return NULL;
-        }
-        sc->count = (uint64_t)steps;
-        sc->child = top;
-        top = sc;
-    }
+    acct_event *top = acct_event_gaussian((double)NAN); /* the constructors pass NULL up */
+    if (q < 1.0)
+        top = acct_event_poisson(q, top);
+    if (steps > 1)
+        top = acct_event_self_composed((uint64_t)steps, top);
     return top;
 }
 

@@ -1,5 +1,5 @@
 /*
- * codec/event_json.c: JSON -> acct_event. See codec/event_json.h for the grammar.
+ * codec/event_json.c: JSON <-> acct_event. See codec/event_json.h for the grammar.
  *
  * The parser checks JSON types, keys, depth and node count itself (so a hostile body cannot make it
  * allocate more than ACCT_EVENT_MAX_NODES nodes or recurse deeper than ACCT_EVENT_MAX_DEPTH), then
@@ -273,4 +273,70 @@ int event_json_neighboring(const json_t *body, acct_neighboring *out, dp_err *er
 const char *event_json_neighboring_name(acct_neighboring nb)
 {
     return nb == ACCT_NB_REPLACE_ONE ? "replace_one" : "add_remove";
+}
+
+json_t *event_json_encode(const acct_event *ev)
+{
+    json_t *o = json_object(), *child = NULL;
+    bool ok = o != NULL &&
+              json_object_set_new(o, "type", json_string(acct_event_type_name(ev->type))) == 0;
+    switch (ev->type) {
+        case ACCT_EV_GAUSSIAN:
+        case ACCT_EV_LAPLACE:
+            ok = ok &&
+                 json_object_set_new(o, "noise_multiplier", json_real(ev->noise_multiplier)) == 0;
+            break;
+        case ACCT_EV_ZCDP:
+            ok = ok && json_object_set_new(o, "rho", json_real(ev->rho)) == 0;
+            break;
+        case ACCT_EV_PURE:
+            ok = ok && json_object_set_new(o, "epsilon", json_real(ev->epsilon)) == 0;
+            break;
+        case ACCT_EV_POISSON:
+            ok = ok && json_object_set_new(o, "sampling_rate", json_real(ev->sampling_rate)) == 0;
+            break;
+        case ACCT_EV_SWOR:
+            ok = ok &&
+                 json_object_set_new(o, "source_size", json_integer((json_int_t)ev->source_size)) ==
+                     0 &&
+                 json_object_set_new(o, "sample_size", json_integer((json_int_t)ev->sample_size)) ==
+                     0;
+            break;
+        case ACCT_EV_SELF_COMPOSED:
+            ok = ok && !ev->count_open &&
+                 json_object_set_new(o, "count", json_integer((json_int_t)ev->count)) == 0;
+            break;
+        case ACCT_EV_COMPOSED: {
+            json_t *arr = json_array();
+            ok = ok && arr != NULL;
+            for (size_t i = 0; ok && i < ev->n_children; i++) {
+                json_t *c = event_json_encode(ev->children[i]);
+                ok = c != NULL && json_array_append_new(arr, c) == 0;
+            }
+            ok = ok && json_object_set_new(o, "events", arr) == 0;
+            if (!ok && json_object_get(o, "events") != arr)
+                json_decref(arr);
+            break;
+        }
+        case ACCT_EV_REPEAT_SELECT:
+            ok = ok && json_object_set_new(o, "distribution", tuning_json_dist(&ev->dist)) == 0;
+            break;
+    }
+    if (ok && ev->child != NULL) {
+        child = event_json_encode(ev->child);
+        ok = child != NULL && json_object_set_new(o, "event", child) == 0;
+    }
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *event_json_dumps(const acct_event *ev)
+{
+    json_t *j = event_json_encode(ev);
+    char *s = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    return s;
 }

@@ -22,6 +22,11 @@
  *
  * Ownership: *out is a new tree owned by the caller (acct_event_free); NULL on error. j is
  * borrowed. Thread-safety: reentrant.
+ *
+ * The other way (event_json_encode, event_json_dumps) writes a tree in the same grammar; the
+ * canonical text (compact, sorted keys) is what the ledger stores and hashes, so the JSON of an
+ * event built in C (a job's round, an estimator's charge) is byte-identical to the JSON of a
+ * request that parses to the same tree with the same numbers.
  */
 #ifndef DP_SERVICE_EVENT_JSON_H
 #define DP_SERVICE_EVENT_JSON_H
@@ -37,6 +42,16 @@
  * count (calibration). field: the name of j in the request ("event"), used as the path prefix. */
 int event_json_parse(const json_t *j, bool allow_open, const char *field, acct_event **out,
                      dp_err *err);
+
+/* A new JSON value (owned by the caller) for the tree ev, the inverse of event_json_parse; NULL on
+ * allocation failure or an open parameter (a count left open; open noise or rate would be a JSON
+ * null, which json_real refuses, so NULL too). Reals are written with json_real, counts and sizes
+ * as integers. */
+json_t *event_json_encode(const acct_event *ev);
+
+/* The canonical text of ev: event_json_encode dumped compact with sorted keys. Owned by the caller
+ * (free, as any json_dumps result); NULL as event_json_encode. */
+char *event_json_dumps(const acct_event *ev);
 
 /* Reads the optional "neighboring" member of a request body: "add_remove" (default) or
  * "replace_one". */

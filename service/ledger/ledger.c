@@ -96,7 +96,6 @@
 #include "common/dp_log.h"
 #include "common/dp_sha256.h"
 #include "service/codec/event_json.h"
-#include "service/codec/tuning_json.h"
 
 #define LEDGER_SWEEP_MS    1000 /* idle wake-up period of the committer to mark expired claims */
 #define LEDGER_BUSY_MS     5000 /* sqlite3_busy_timeout of the write connection (STYLE.md 2.5) */
@@ -666,75 +665,13 @@ static void vec_add_up(double *acc, const double *x, size_t n)
 /* Computes the cost of a request (RDP at the ledger's orders, and rho) and its request hash. Runs
  * in the caller's thread, before the op is queued, so the write transaction never waits for
  * numerics. */
-/* A new JSON value for an event tree in the grammar of service/codec/event_json.h (the inverse of
- * event_json_parse); NULL on allocation failure or an open parameter. */
-static json_t *event_to_json(const acct_event *ev)
-{
-    json_t *o = json_object(), *child = NULL;
-    bool ok = o != NULL &&
-              json_object_set_new(o, "type", json_string(acct_event_type_name(ev->type))) == 0;
-    switch (ev->type) {
-        case ACCT_EV_GAUSSIAN:
-        case ACCT_EV_LAPLACE:
-            ok = ok &&
-                 json_object_set_new(o, "noise_multiplier", json_real(ev->noise_multiplier)) == 0;
-            break;
-        case ACCT_EV_ZCDP:
-            ok = ok && json_object_set_new(o, "rho", json_real(ev->rho)) == 0;
-            break;
-        case ACCT_EV_PURE:
-            ok = ok && json_object_set_new(o, "epsilon", json_real(ev->epsilon)) == 0;
-            break;
-        case ACCT_EV_POISSON:
-            ok = ok && json_object_set_new(o, "sampling_rate", json_real(ev->sampling_rate)) == 0;
-            break;
-        case ACCT_EV_SWOR:
-            ok = ok &&
-                 json_object_set_new(o, "source_size", json_integer((json_int_t)ev->source_size)) ==
-                     0 &&
-                 json_object_set_new(o, "sample_size", json_integer((json_int_t)ev->sample_size)) ==
-                     0;
-            break;
-        case ACCT_EV_SELF_COMPOSED:
-            ok = ok && !ev->count_open &&
-                 json_object_set_new(o, "count", json_integer((json_int_t)ev->count)) == 0;
-            break;
-        case ACCT_EV_COMPOSED: {
-            json_t *arr = json_array();
-            ok = ok && arr != NULL;
-            for (size_t i = 0; ok && i < ev->n_children; i++) {
-                json_t *c = event_to_json(ev->children[i]);
-                ok = c != NULL && json_array_append_new(arr, c) == 0;
-            }
-            ok = ok && json_object_set_new(o, "events", arr) == 0;
-            if (!ok && json_object_get(o, "events") != arr)
-                json_decref(arr);
-            break;
-        }
-        case ACCT_EV_REPEAT_SELECT:
-            ok = ok && json_object_set_new(o, "distribution", tuning_json_dist(&ev->dist)) == 0;
-            break;
-    }
-    if (ok && ev->child != NULL) {
-        child = event_to_json(ev->child);
-        ok = child != NULL && json_object_set_new(o, "event", child) == 0;
-    }
-    if (!ok) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
 static int item_prepare(const ledger *l, const ledger_charge_req *req, const char *what,
                         op_item *it, dp_err *err)
 {
     if (req->event == NULL)
         return dp_err_set(err, DP_EINVAL, "event", "event is required");
     if (req->event_json == NULL) { /* a C caller (a job): the ledger writes the canonical JSON */
-        json_t *j = event_to_json(req->event);
-        it->own_json = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        json_decref(j);
+        it->own_json = event_json_dumps(req->event);
         if (it->own_json == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         it->req_copy = *req;

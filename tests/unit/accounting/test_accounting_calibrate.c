@@ -11,17 +11,10 @@
 #include "common/dp_alloc.h"
 #include "tests/support/test_util.h"
 
+/* The sampled Gaussian mechanism over `steps` steps (DP-SGD). */
 static acct_event *sgm(double q, double s, unsigned long long steps)
 {
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = s;
-    acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
-    p->sampling_rate = q;
-    p->child = g;
-    acct_event *c = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-    c->count = steps;
-    c->child = p;
-    return c;
+    return acct_event_self_composed(steps, acct_event_poisson(q, acct_event_gaussian(s)));
 }
 
 static double eps_with(const acct_event *ev, unsigned kind, double v, acct_calib_rdp_ctx *ctx)
@@ -94,12 +87,8 @@ static void impossible_targets_are_numeric_errors(void **state)
 {
     (void)state;
     /* a pure part alone already exceeds the target: no noise can help -> DP_ENUMERIC (422) */
-    acct_event *c = acct_event_alloc(ACCT_EV_COMPOSED);
-    c->n_children = 2;
-    c->children = dp_calloc(2, sizeof *c->children);
-    c->children[0] = sgm(0.01, (double)NAN, 100);
-    c->children[1] = acct_event_alloc(ACCT_EV_PURE);
-    c->children[1]->epsilon = 2.0;
+    acct_event *c =
+        acct_event_composed((acct_event *[]){sgm(0.01, (double)NAN, 100), acct_event_pure(2.0)}, 2);
     acct_calib_rdp_ctx ctx = {ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_BALLE2020, NULL, 0, 0};
     acct_calib_result r;
     dp_err err = {0};
@@ -147,8 +136,7 @@ static void unevaluable_probe_is_an_error_not_a_miss(void **state)
     (void)state;
     acct_calib_result r;
     dp_err err = {0};
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = (double)NAN;
+    acct_event *g = acct_event_gaussian((double)NAN);
     assert_int_equal(acct_calibrate(g, 5.0, partial_eps, NULL, &r, &err), DP_EINVAL);
     assert_string_equal(err.field, "value_discretization");
     /* where every probe can be evaluated the optimum is found (1/sigma = 0.5 -> sigma 2) */
@@ -157,19 +145,14 @@ static void unevaluable_probe_is_an_error_not_a_miss(void **state)
     assert_close(r.value, 2.0, 1e-8, 0.0);
     acct_event_free(g);
 
-    acct_event *c = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    acct_event *c = acct_event_self_composed(0, acct_event_gaussian(1.0));
     c->count_open = true;
-    c->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    c->child->noise_multiplier = 1.0;
     dp_err_clear(&err);
     assert_int_equal(acct_calibrate(c, 1.0, partial_eps, NULL, &r, &err), DP_EINVAL);
     assert_string_equal(err.field, "value_discretization");
     acct_event_free(c);
 
-    acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
-    p->sampling_rate = (double)NAN;
-    p->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    p->child->noise_multiplier = 1.0;
+    acct_event *p = acct_event_poisson((double)NAN, acct_event_gaussian(1.0));
     dp_err_clear(&err);
     assert_int_equal(acct_calibrate(p, 1.0, partial_eps, NULL, &r, &err), DP_EINVAL);
     assert_string_equal(err.field, "value_discretization");
@@ -179,9 +162,7 @@ static void unevaluable_probe_is_an_error_not_a_miss(void **state)
 static void zcdp_calibration_inverts_the_closed_form(void **state)
 {
     (void)state;
-    acct_event *s = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-    s->count = 1000;
-    s->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    acct_event *s = acct_event_self_composed(1000, acct_event_gaussian((double)NAN));
     acct_calib_zcdp_ctx z = {1e-4, ACCT_ZCDP_BS2016};
     acct_calib_result r;
     dp_err err = {0};

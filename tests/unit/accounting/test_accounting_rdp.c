@@ -13,22 +13,10 @@
 #include "common/dp_alloc.h"
 #include "tests/support/test_util.h"
 
-static acct_event *gauss(double s)
-{
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = s;
-    return g;
-}
-
+/* The sampled Gaussian mechanism over `steps` steps (DP-SGD). */
 static acct_event *sgm(double q, double s, unsigned long long steps)
 {
-    acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
-    p->sampling_rate = q;
-    p->child = gauss(s);
-    acct_event *c = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-    c->count = steps;
-    c->child = p;
-    return c;
+    return acct_event_self_composed(steps, acct_event_poisson(q, acct_event_gaussian(s)));
 }
 
 /* Opacus DEFAULT_ALPHAS = TF-Privacy compute_dp_sgd_privacy grid: [1 + x/10, x=1..99] + [12..63].
@@ -187,10 +175,8 @@ static void composition_is_the_sum_of_the_parts(void **state)
     (void)state;
     const double *o;
     size_t n = acct_rdp_default_orders(&o);
-    acct_event *parts[4] = {sgm(0.01, 1.1, 1000), gauss(3.3), acct_event_alloc(ACCT_EV_LAPLACE),
-                            acct_event_alloc(ACCT_EV_ZCDP)};
-    parts[2]->noise_multiplier = 12.5;
-    parts[3]->rho = 0.0125;
+    acct_event *parts[4] = {sgm(0.01, 1.1, 1000), acct_event_gaussian(3.3),
+                            acct_event_laplace(12.5), acct_event_zcdp(0.0125)};
     double sum[200] = {0}, r[200];
     dp_err err = {0};
     for (int i = 0; i < 4; i++) {
@@ -198,16 +184,11 @@ static void composition_is_the_sum_of_the_parts(void **state)
         for (size_t k = 0; k < n; k++)
             sum[k] += r[k];
     }
-    acct_event *c = acct_event_alloc(ACCT_EV_COMPOSED);
-    c->n_children = 4;
-    c->children = dp_calloc(4, sizeof *c->children);
-    memcpy(c->children, parts, sizeof parts);
+    acct_event *c = acct_event_composed(parts, 4);
     assert_int_equal(acct_rdp_eval(c, ACCT_NB_ADD_REMOVE, o, n, r, &err), DP_OK);
     for (size_t k = 0; k < n; k++)
         assert_close(r[k], sum[k], 1e-15, 0);
-    acct_event *s = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-    s->count = 7;
-    s->child = c;
+    acct_event *s = acct_event_self_composed(7, c);
     double r7[200];
     assert_int_equal(acct_rdp_eval(s, ACCT_NB_ADD_REMOVE, o, n, r7, &err), DP_OK);
     for (size_t k = 0; k < n; k++)
@@ -300,13 +281,13 @@ static void unsupported_combinations_name_the_field(void **state)
     assert_int_equal(acct_rdp_eval(ev, ACCT_NB_ADD_REMOVE, o, 1, r, &err), DP_EINVAL);
     assert_string_equal(err.field, "event.event.type");
     acct_event_free(ev);
-    acct_event *c = acct_event_alloc(ACCT_EV_COMPOSED);
-    c->n_children = 2;
-    c->children = dp_calloc(2, sizeof *c->children);
-    c->children[0] = gauss(1.0);
-    c->children[1] = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
-    c->children[1]->child = gauss(1.0);
-    c->children[1]->dist.k = 3;
+    acct_event *c =
+        acct_event_composed((acct_event *[]){acct_event_gaussian(1.0),
+                                             acct_event_repeat_select(
+                                                 acct_event_gaussian(1.0),
+                                                 (acct_tuning_dist){ACCT_TUNE_FIXED, 3, (double)NAN,
+                                                                    (double)NAN, (double)NAN})},
+                            2);
     dp_err_clear(&err);
     /* repeat_and_select is evaluated by accounting/tuning.h (#4): fixed k = 3 is 3-fold composition
      */
@@ -323,31 +304,22 @@ static void unsupported_combinations_name_the_field(void **state)
     acct_event_free(c);
 }
 
-static acct_event *swor(unsigned long long n, unsigned long long m, acct_event *child)
-{
-    acct_event *s = acct_event_alloc(ACCT_EV_SWOR);
-    s->source_size = n;
-    s->sample_size = m;
-    s->child = child;
-    return s;
-}
-
 static void sampling_without_replacement_follows_wbk2019(void **state)
 {
     (void)state;
     double o[] = {1.5, 2.0, 3.0, 7.5, 32.0};
     double r[5], rg[5], rprev[5] = {0};
     dp_err err = {0};
-    acct_event *g = gauss(1.3);
+    acct_event *g = acct_event_gaussian(1.3);
     assert_int_equal(acct_rdp_eval(g, ACCT_NB_REPLACE_ONE, o, 5, rg, &err), DP_OK);
-    acct_event *all = swor(1000, 1000, gauss(1.3));
+    acct_event *all = acct_event_swor(1000, 1000, acct_event_gaussian(1.3));
     assert_int_equal(acct_rdp_eval(all, ACCT_NB_REPLACE_ONE, o, 5, r, &err), DP_OK);
     for (int k = 0; k < 5; k++)
         assert_close(r[k], rg[k], 1e-15, 0); /* m = n: the mechanism itself */
     assert_int_equal(acct_rdp_eval(all, ACCT_NB_ADD_REMOVE, o, 5, r, &err), DP_EINVAL);
     assert_string_equal(err.field, "neighboring");
     for (unsigned long long m = 1; m <= 512; m *= 8) { /* increasing in the sampling ratio */
-        acct_event *s = swor(1000, m, gauss(1.3));
+        acct_event *s = acct_event_swor(1000, m, acct_event_gaussian(1.3));
         dp_err_clear(&err);
         assert_int_equal(acct_rdp_eval(s, ACCT_NB_REPLACE_ONE, o, 5, r, &err), DP_OK);
         for (int k = 0; k < 5; k++) {
@@ -357,7 +329,7 @@ static void sampling_without_replacement_follows_wbk2019(void **state)
         acct_event_free(s);
     }
     /* WBK 2019 Thm 9 at alpha = 2 in closed form: log(1 + g^2 min(4(e^{eps2}-1), 2 e^{eps2})) */
-    acct_event *s = swor(1000, 10, gauss(1.3));
+    acct_event *s = acct_event_swor(1000, 10, acct_event_gaussian(1.3));
     double two = 2.0, v;
     dp_err_clear(&err);
     assert_int_equal(acct_rdp_eval(s, ACCT_NB_REPLACE_ONE, &two, 1, &v, &err), DP_OK);
@@ -479,10 +451,7 @@ static void grid_search_equals_full_scan(void **state)
 static void pure_trees_compose_to_the_sum_of_their_epsilons(void **state)
 {
     (void)state;
-    acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-    sc->count = 2;
-    sc->child = acct_event_alloc(ACCT_EV_PURE);
-    sc->child->epsilon = 0.5;
+    acct_event *sc = acct_event_self_composed(2, acct_event_pure(0.5));
     acct_rdp_answer a;
     dp_err e;
     dp_err_clear(&e);
@@ -501,12 +470,7 @@ static void pure_trees_compose_to_the_sum_of_their_epsilons(void **state)
         acct_rdp_epsilon(sc, ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_OPTIMAL, NULL, 0, &a, &e), DP_OK);
     assert_true(a.value < 1.0 && !a.basic_composition);
     /* pure + gaussian: not all pure, the RDP answer */
-    acct_event *mix = acct_event_alloc(ACCT_EV_COMPOSED);
-    mix->children = dp_calloc(2, sizeof *mix->children);
-    mix->n_children = 2;
-    mix->children[0] = sc;
-    mix->children[1] = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    mix->children[1]->noise_multiplier = 100;
+    acct_event *mix = acct_event_composed((acct_event *[]){sc, acct_event_gaussian(100)}, 2);
     assert_int_equal(
         acct_rdp_epsilon(mix, ACCT_NB_ADD_REMOVE, 1e-9, ACCT_CONV_OPTIMAL, NULL, 0, &a, &e), DP_OK);
     assert_false(a.basic_composition);
@@ -519,12 +483,7 @@ static void pure_trees_compose_to_the_sum_of_their_epsilons(void **state)
 static void curve_answer_equals_tree_answer(void **state)
 {
     (void)state;
-    acct_event *ep = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-    ep->count = 1000;
-    ep->child = acct_event_alloc(ACCT_EV_POISSON);
-    ep->child->sampling_rate = 0.01;
-    ep->child->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    ep->child->child->noise_multiplier = 1.1;
+    acct_event *ep = sgm(0.01, 1.1, 1000);
     const double *orders;
     size_t n = acct_rdp_default_orders(&orders);
     double *curve = dp_calloc(n, sizeof *curve);

@@ -708,22 +708,12 @@ static void event_tree_is_never_looser_than_dp_accounting(void **state)
         json_doubles(dpa, ref, N_TF72);
         const json_t *jd = json_object_get(c, "distribution");
         bool is_p = strcmp(json_string_value(json_object_get(jd, "kind")), "poisson") == 0;
-        acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN), *p = acct_event_alloc(ACCT_EV_POISSON),
-                   *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED),
-                   *rs = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
-        assert_non_null(g);
-        assert_non_null(p);
-        assert_non_null(sc);
+        acct_event *rs = acct_event_repeat_select(
+            acct_event_self_composed(1000, acct_event_poisson(0.01, acct_event_gaussian(1.1))),
+            is_p ? poisson(json_number_value(json_object_get(jd, "mean")))
+                 : tnb_mean(json_number_value(json_object_get(jd, "eta")),
+                            json_number_value(json_object_get(jd, "mean"))));
         assert_non_null(rs);
-        g->noise_multiplier = 1.1;
-        p->sampling_rate = 0.01;
-        p->child = g;
-        sc->count = 1000;
-        sc->child = p;
-        rs->child = sc;
-        rs->dist = is_p ? poisson(json_number_value(json_object_get(jd, "mean")))
-                        : tnb_mean(json_number_value(json_object_get(jd, "eta")),
-                                   json_number_value(json_object_get(jd, "mean")));
         dp_err e;
         dp_err_clear(&e);
         assert_int_equal(acct_rdp_eval(rs, ACCT_NB_ADD_REMOVE, TF72, N_TF72, out, &e), DP_OK);
@@ -953,25 +943,13 @@ static void pruned_scan_matches_full_scan(void **state)
     int checked = 0;
     for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
         for (size_t k = 0; k < nd; k++) {
-            acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-            acct_event *rs = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
-            assert_non_null(g);
+            acct_event *g = acct_event_gaussian(bases[b].sigma);
+            acct_event *rs = acct_event_repeat_select(
+                bases[b].steps > 0
+                    ? acct_event_self_composed(bases[b].steps, acct_event_poisson(bases[b].q, g))
+                    : g,
+                dists[k]);
             assert_non_null(rs);
-            g->noise_multiplier = bases[b].sigma;
-            if (bases[b].steps > 0) {
-                acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
-                acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-                assert_non_null(p);
-                assert_non_null(sc);
-                p->sampling_rate = bases[b].q;
-                p->child = g;
-                sc->count = bases[b].steps;
-                sc->child = p;
-                rs->child = sc;
-            } else {
-                rs->child = g;
-            }
-            rs->dist = dists[k];
             for (size_t t = 0; t < 2; t++) {
                 for (int conv = 0; conv < 2; conv++) {
                     acct_conversion c = conv ? ACCT_CONV_OPTIMAL : ACCT_CONV_BALLE2020;

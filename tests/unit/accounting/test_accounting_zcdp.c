@@ -7,37 +7,21 @@
 #include "common/dp_alloc.h"
 #include "tests/support/test_util.h"
 
-static acct_event *node(acct_event_type t, double v)
-{
-    acct_event *e = acct_event_alloc(t);
-    e->noise_multiplier = v;
-    e->rho = v;
-    e->epsilon = v;
-    return e;
-}
-
 static void rho_of_mechanisms_and_compositions(void **state)
 {
     (void)state;
-    acct_event *c = acct_event_alloc(ACCT_EV_COMPOSED);
-    c->n_children = 4;
-    c->children = dp_calloc(4, sizeof *c->children);
-    c->children[0] = node(ACCT_EV_GAUSSIAN, 10.0); /* 1/200 */
-    c->children[1] = node(ACCT_EV_ZCDP, 0.0125);   /* 0.0125 */
-    c->children[2] = node(ACCT_EV_PURE, 0.1);      /* 0.005 */
-    c->children[3] = node(ACCT_EV_LAPLACE, 20.0);  /* 1/800 */
-    acct_event *s = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-    s->count = 1000;
-    s->child = c;
+    acct_event *c = acct_event_composed((acct_event *[]){acct_event_gaussian(10.0), /* 1/200 */
+                                                         acct_event_zcdp(0.0125),   /* 0.0125 */
+                                                         acct_event_pure(0.1),      /* 0.005 */
+                                                         acct_event_laplace(20.0)}, /* 1/800 */
+                                        4);
+    acct_event *s = acct_event_self_composed(1000, c);
     double rho;
     dp_err err = {0};
     assert_int_equal(acct_zcdp_eval(s, &rho, &err), DP_OK);
     assert_close(rho, 1000.0 * (0.005 + 0.0125 + 0.005 + 0.00125), 1e-14, 0);
     /* subsampling is refused with the node's path */
-    acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
-    p->sampling_rate = 0.1;
-    p->child = c->children[1];
-    c->children[1] = p;
+    c->children[1] = acct_event_poisson(0.1, c->children[1]);
     dp_err_clear(&err);
     assert_int_equal(acct_zcdp_eval(s, &rho, &err), DP_EINVAL);
     assert_string_equal(err.field, "event.events[1].type");

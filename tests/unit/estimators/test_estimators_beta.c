@@ -245,7 +245,7 @@ static void rt4_bernoulli_gains_literal_estimator(void **state)
     mc_buf *b = *state;
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(20260104, 0, &e);
+    gsl_rng *r = dp_rng_alloc(20260104, DP_RNG_STREAM_DATA, &e);
     const int kinds[] = {PRIOR_UNIFORM, PRIOR_SPIKE3, PRIOR_TRUNC_NORMAL, PRIOR_BETA44};
     const double target[] = {12.4, 24.5, 37.6, 33.0};
     const char *names[] = {"uniform", "3-spike", "trunc N(.5,.15^2)", "Beta(4,4)"};
@@ -274,7 +274,7 @@ static void rt5_known_prior_ratio_is_n_over_s_plus_n(void **state)
     mc_buf *b = *state;
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(20260105, 0, &e);
+    gsl_rng *r = dp_rng_alloc(20260105, DP_RNG_STREAM_DATA, &e);
     double se = 0, sl = 0;
     for (int t = 0; t < 20; t++) {
         draw_clients(r, b, PRIOR_BETA25);
@@ -345,7 +345,7 @@ static void rt6_one_bit_fails_two_bit_works(void **state)
     mc_buf *b = *state;
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(20260106, 0, &e);
+    gsl_rng *r = dp_rng_alloc(20260106, DP_RNG_STREAM_DATA, &e);
     const double eps1[] = {1, 3};
     for (int k = 0; k < 2; k++) {
         double g0 =

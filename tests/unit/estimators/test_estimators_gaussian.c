@@ -319,7 +319,7 @@ static void rt1_thm1_mse_within_one_percent(void **state)
     rt_buf *bf = *state;
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(20260101, 0, &e);
+    gsl_rng *r = dp_rng_alloc(20260101, DP_RNG_STREAM_DATA, &e);
     double acc = 0.0;
     for (int t = 0; t < RT_REPS; t++)
         acc += rt_rep(r, bf->x, bf->th, bf->q, 0.37, 0.0, 0, 0, 0, 0);
@@ -336,7 +336,7 @@ static void rt2_private_gaussian_curve_within_two_percent(void **state)
     rt_buf *bf = *state;
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(20260102, 0, &e);
+    gsl_rng *r = dp_rng_alloc(20260102, DP_RNG_STREAM_DATA, &e);
     const double eps[] = {0.1, 0.25, 0.5, 1, 2, 4, 8, 16};
     /* digest C6 analytic MSEs (paper calibration sigma_q^2 = 8 b^2 ln(2/delta)/eps0^2 at every
      * eps0) */
@@ -366,7 +366,7 @@ static void rt3_quantizer_matches_c5(void **state)
     rt_buf *bf = *state;
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(20260103, 0, &e);
+    gsl_rng *r = dp_rng_alloc(20260103, DP_RNG_STREAM_DATA, &e);
     const unsigned bits[] = {1, 2, 4, 8};
     const double c5[] = {0.0064131, 0.0062693, 0.0062518, 0.0062510};
     for (size_t k = 0; k < 4; k++) {

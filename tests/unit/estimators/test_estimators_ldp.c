@@ -164,7 +164,7 @@ static void quantizer_is_unbiased_with_bounded_variance(void **state)
     (void)state;
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(7, 0, &e);
+    gsl_rng *r = dp_rng_alloc(7, DP_RNG_STREAM_DATA, &e);
     assert_non_null(r);
     const double b = 2.0531, x = 0.7314;
     for (unsigned k = 1; k <= 4; k++) {
@@ -190,7 +190,7 @@ static void rr_bit_is_unbiased_with_digest_variance(void **state)
     (void)state;
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(11, 0, &e);
+    gsl_rng *r = dp_rng_alloc(11, DP_RNG_STREAM_DATA, &e);
     const double xs[] = {0.0, 0.2857, 1.0};
     const double eps = 1.3;
     for (size_t t = 0; t < 3; t++) {

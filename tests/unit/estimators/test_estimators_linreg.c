@@ -70,7 +70,7 @@ static void rt7_adamix_table3(void **state)
     assert_non_null(cl);
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(20260107, 0, &e);
+    gsl_rng *r = dp_rng_alloc(20260107, DP_RNG_STREAM_DATA, &e);
     for (int t = 0; t < 3; t++) {
         size_t n = ns[t];
         /* The local row is an expectation; its per-draw standard error is ~0.13, so it is averaged

@@ -97,7 +97,7 @@ static void em_recovers_prior(bool hetero, uint64_t seed)
     double *x = dp_calloc(m * 2, sizeof(double)), *n = dp_calloc(m, sizeof(double));
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(seed, 0, &e);
+    gsl_rng *r = dp_rng_alloc(seed, DP_RNG_STREAM_DATA, &e);
     make_data(r, m, x, n, hetero);
     eb_gauss_data g = {m, 2, x, n, 1.0};
     double w[3], mu[6], var[3];
@@ -147,7 +147,7 @@ static void altmin_finds_point_mass_clusters(void **state)
     double *x = dp_calloc(m, sizeof(double)), *n = dp_calloc(m, sizeof(double));
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(41, 0, &e);
+    gsl_rng *r = dp_rng_alloc(41, DP_RNG_STREAM_DATA, &e);
     for (size_t i = 0; i < m; i++) {
         double th = (i % 2) ? 2.0 : -2.0;
         n[i] = 5;
@@ -215,7 +215,7 @@ static void private_mode_clips_and_accounts(void **state)
            *q = dp_calloc(m, sizeof(double));
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(51, 0, &e);
+    gsl_rng *r = dp_rng_alloc(51, DP_RNG_STREAM_DATA, &e);
     for (size_t i = 0; i < m; i++) {
         n[i] = 20;
         x[i] =
@@ -262,7 +262,7 @@ static void cancel_flag_stops_the_fit(void **state)
     double *x = dp_calloc(m * 2, sizeof(double)), *n = dp_calloc(m, sizeof(double));
     dp_err e;
     dp_err_clear(&e);
-    gsl_rng *r = eb_rng_alloc(7, 0, &e);
+    gsl_rng *r = dp_rng_alloc(7, DP_RNG_STREAM_DATA, &e);
     make_data(r, m, x, n, false);
     eb_gauss_data g = {m, 2, x, n, 1.0};
     double w[3], mu[6], var[3];

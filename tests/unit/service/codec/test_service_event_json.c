@@ -119,6 +119,49 @@ static void nulls_are_open_parameters_only_when_allowed(void **state)
     json_decref(b);
 }
 
+/* The encoder is the parser's inverse: a text with reals written as reals parses and dumps back to
+ * what jansson dumps for the text itself (compact, sorted keys), and a tree built with the
+ * constructors dumps to the text a client would send for it (what the ledger stores and hashes). */
+static void dumps_inverts_parse_byte_for_byte(void **state)
+{
+    (void)state;
+    static const char *const TEXTS[] = {
+        "{\"type\":\"composed\",\"events\":[{\"type\":\"self_composed\",\"count\":1000000000000,"
+        "\"event\":{\"type\":\"poisson_sampled\",\"sampling_rate\":0.01,\"event\":{\"type\":"
+        "\"gaussian\",\"noise_multiplier\":1.1}}},{\"type\":\"sampled_without_replacement\","
+        "\"source_size\":60000,\"sample_size\":256,\"event\":{\"type\":\"laplace\","
+        "\"noise_multiplier\":2.0}},{\"type\":\"zcdp\",\"rho\":0.25},{\"type\":\"pure\","
+        "\"epsilon\":0.0}]}",
+        "{\"count\":2,\"event\":{\"epsilon\":0.35,\"type\":\"pure\"},\"type\":\"self_composed\"}",
+    };
+    for (size_t i = 0; i < sizeof TEXTS / sizeof TEXTS[0]; i++) {
+        json_t *j = load(TEXTS[i]);
+        char *want = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+        acct_event *ev;
+        dp_err err = {0};
+        assert_int_equal(event_json_parse(j, false, "event", &ev, &err), DP_OK);
+        char *text = event_json_dumps(ev);
+        assert_non_null(text);
+        assert_string_equal(text, want);
+        free(text);
+        free(want);
+        acct_event_free(ev);
+        json_decref(j);
+    }
+    /* an estimator's per-coordinate Gaussian charge for a silo of 3 clients, built in C */
+    acct_event *ev =
+        acct_event_self_composed(3, acct_event_self_composed(4, acct_event_gaussian(0.5)));
+    char *text = event_json_dumps(ev);
+    assert_string_equal(text, "{\"count\":3,\"event\":{\"count\":4,\"event\":{\"noise_multiplier\":"
+                              "0.5,\"type\":\"gaussian\"},\"type\":\"self_composed\"},\"type\":"
+                              "\"self_composed\"}");
+    free(text);
+    /* an open count has no JSON */
+    ev->count_open = true;
+    assert_null(event_json_dumps(ev));
+    acct_event_free(ev);
+}
+
 static void allocation_failures_are_clean(void **state)
 {
     (void)state;
@@ -145,6 +188,7 @@ int main(void)
         cmocka_unit_test(parses_every_node_type),
         cmocka_unit_test(errors_name_the_full_path),
         cmocka_unit_test(nulls_are_open_parameters_only_when_allowed),
+        cmocka_unit_test(dumps_inverts_parse_byte_for_byte),
         cmocka_unit_test(allocation_failures_are_clean),
     };
     return cmocka_run_group_tests_name("service_event_json", tests, NULL, NULL);

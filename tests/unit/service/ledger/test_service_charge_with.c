@@ -33,14 +33,6 @@ static int write_row(sqlite3 *db, void *arg, const ledger_charge_result *out, si
                : dp_err_set(err, DP_EINTERNAL, NULL, "insert failed");
 }
 
-static acct_event *gaussian(double nm)
-{
-    acct_event *ev = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    assert_non_null(ev);
-    ev->noise_multiplier = nm;
-    return ev;
-}
-
 static int count(ledger_fixture *fx, const char *table)
 {
     char sql[80];
@@ -65,7 +57,7 @@ static void the_write_and_the_charge_commit_together(void **state)
     ledger_silo_view v;
     char tok[LEDGER_TOKEN_BUF];
     assert_int_equal(ledger_silo_create(fx.l, "s", &b, &v, tok, &e), DP_OK);
-    acct_event *ev = gaussian(4.0);
+    acct_event *ev = acct_event_gaussian(4.0);
     ledger_charge_req rq = {v.id, ev, ACCT_NB_ADD_REMOVE, NULL, "k1", "run", 0, 0};
     ledger_charge_result res;
     /* a failing write: its error, and no charge */
@@ -89,7 +81,7 @@ static void the_write_and_the_charge_commit_together(void **state)
     assert_true(w.replayed);
     assert_int_equal(count(&fx, "charges"), 1);
     /* a refused charge never reaches the write */
-    acct_event *big = gaussian(0.3);
+    acct_event *big = acct_event_gaussian(0.3);
     ledger_charge_req rq2 = {v.id, big, ACCT_NB_ADD_REMOVE, NULL, NULL, "run", 0, 0};
     w = (writer){0, DP_OK, false};
     dp_err_clear(&e);

@@ -87,32 +87,11 @@ static ledger_charge_req req_of(int64_t silo, const acct_event *ev, const char *
     return r;
 }
 
-/* A Gaussian mechanism event with noise multiplier nm (owned by the caller: acct_event_free). */
-static acct_event *gaussian(double nm)
-{
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    assert_non_null(g);
-    g->noise_multiplier = nm;
-    return g;
-}
-
-/* A zCDP event of rho (owned by the caller: acct_event_free). */
-static acct_event *zcdp(double rho)
-{
-    acct_event *z = acct_event_alloc(ACCT_EV_ZCDP);
-    assert_non_null(z);
-    z->rho = rho;
-    return z;
-}
-
 /* eps after k charges of ev, computed without the ledger. */
 static double eps_after_k(const acct_event *ev, uint64_t k, double delta)
 {
-    acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    acct_event *sc = acct_event_self_composed(k, acct_event_clone(ev));
     assert_non_null(sc);
-    sc->count = k;
-    sc->child = acct_event_clone(ev);
-    assert_non_null(sc->child);
     acct_rdp_answer a;
     dp_err e;
     dp_err_clear(&e);
@@ -179,7 +158,7 @@ static void token_is_returned_once_and_resolves_to_its_silo(void **state)
 static void exactly_the_admissible_charges_are_accepted(void **state)
 {
     fx *x = *state;
-    acct_event *g = gaussian(3.7);
+    acct_event *g = acct_event_gaussian(3.7);
     const double delta = 1e-6;
     const uint64_t N = 7;
     double e7 = eps_after_k(g, N, delta), e8 = eps_after_k(g, N + 1, delta);
@@ -227,7 +206,7 @@ static void exactly_the_admissible_charges_are_accepted(void **state)
 static void a_budget_of_zero_admits_nothing_and_an_exact_fit_is_admitted(void **state)
 {
     fx *x = *state;
-    acct_event *z = zcdp(0.25);
+    acct_event *z = acct_event_zcdp(0.25);
     ledger_budget b = rho_budget(0.0);
     int64_t s0 = make_silo(x, "zero", b, NULL);
     b.rho = 0.75; /* 0.25 + 0.25 + 0.25 = 0.75 exactly in binary: the third charge fits exactly */
@@ -254,7 +233,7 @@ static void a_budget_of_zero_admits_nothing_and_an_exact_fit_is_admitted(void **
 static void retries_with_one_key_charge_once(void **state)
 {
     fx *x = *state;
-    acct_event *g = gaussian(2.385);
+    acct_event *g = acct_event_gaussian(2.385);
     int64_t s = make_silo(x, "clinic", eps_budget(10, 1e-5), NULL);
     ledger_charge_req r =
         req_of(s, g, "{\"noise_multiplier\":2.385,\"type\":\"gaussian\"}", "round-1");
@@ -290,7 +269,7 @@ static void retries_with_one_key_charge_once(void **state)
 static void batch_is_all_or_nothing(void **state)
 {
     fx *x = *state;
-    acct_event *z = zcdp(0.4);
+    acct_event *z = acct_event_zcdp(0.4);
     ledger_budget b = rho_budget(5.0);
     int64_t s[3];
     s[0] = make_silo(x, "a", b, NULL);
@@ -336,7 +315,7 @@ static void batch_is_all_or_nothing(void **state)
 static void dry_run_writes_nothing(void **state)
 {
     fx *x = *state;
-    acct_event *g = gaussian(4.0);
+    acct_event *g = acct_event_gaussian(4.0);
     int64_t s = make_silo(x, "d", eps_budget(2, 1e-5), NULL);
     ledger_charge_req r = req_of(s, g, "{\"noise_multiplier\":4,\"type\":\"gaussian\"}", "k");
     ledger_charge_result res;
@@ -358,9 +337,7 @@ static void dry_run_writes_nothing(void **state)
 static void zcdp_silo_refuses_events_without_a_zcdp_bound(void **state)
 {
     fx *x = *state;
-    acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
-    p->sampling_rate = 0.01;
-    p->child = gaussian(1.1);
+    acct_event *p = acct_event_poisson(0.01, acct_event_gaussian(1.1));
     ledger_budget b = eps_budget(3, 1e-5);
     b.accountant = LEDGER_ACCT_ZCDP;
     int64_t s = make_silo(x, "z", b, NULL);
@@ -372,7 +349,7 @@ static void zcdp_silo_refuses_events_without_a_zcdp_bound(void **state)
     assert_string_equal(e.field, "event");
     /* An eps budget accounted by zCDP converts rho*alpha: a Gaussian of rho = 1/(2*4^2) costs the
      * same as the RDP Gaussian curve alpha/(2 sigma^2). */
-    acct_event *g = gaussian(4.0);
+    acct_event *g = acct_event_gaussian(4.0);
     r.event = g;
     dp_err_clear(&e);
     assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e), DP_OK);
@@ -385,8 +362,7 @@ static void zcdp_silo_refuses_events_without_a_zcdp_bound(void **state)
 static void opted_out_silo_records_and_never_refuses(void **state)
 {
     fx *x = *state;
-    acct_event *pure = acct_event_alloc(ACCT_EV_PURE);
-    pure->epsilon = 50.0;
+    acct_event *pure = acct_event_pure(50.0);
     ledger_budget b = {.kind = LEDGER_BUDGET_NONE,
                        .accountant = LEDGER_ACCT_NONE,
                        .conversion = ACCT_CONV_BALLE2020,
@@ -415,7 +391,7 @@ static void opted_out_silo_records_and_never_refuses(void **state)
 static void claims_hold_commit_abort_and_expire(void **state)
 {
     fx *x = *state;
-    acct_event *z = zcdp(0.625); /* dyadic costs: the sums below are exact in binary */
+    acct_event *z = acct_event_zcdp(0.625); /* dyadic costs: the sums below are exact in binary */
     ledger_budget b = rho_budget(1.0);
     int64_t s = make_silo(x, "claims", b, NULL);
     const char *js = "{\"rho\":0.625,\"type\":\"zcdp\"}";
@@ -489,7 +465,7 @@ static void claims_hold_commit_abort_and_expire(void **state)
 static void lowering_a_budget_below_spent_is_refused(void **state)
 {
     fx *x = *state;
-    acct_event *g = gaussian(2.0);
+    acct_event *g = acct_event_gaussian(2.0);
     int64_t s = make_silo(x, "p", eps_budget(5, 1e-5), NULL);
     ledger_charge_req r = req_of(s, g, "{}", NULL);
     ledger_charge_result res;
@@ -526,7 +502,7 @@ static void lowering_a_budget_below_spent_is_refused(void **state)
 static void archived_silo_keeps_its_log_and_takes_no_charges(void **state)
 {
     fx *x = *state;
-    acct_event *g = gaussian(5.0);
+    acct_event *g = acct_event_gaussian(5.0);
     int64_t s = make_silo(x, "old", eps_budget(5, 1e-5), NULL);
     ledger_charge_req r = req_of(s, g, "{\"noise_multiplier\":5,\"type\":\"gaussian\"}", NULL);
     ledger_charge_result res;
@@ -581,7 +557,7 @@ static void archived_silo_keeps_its_log_and_takes_no_charges(void **state)
 static void the_log_is_append_only(void **state)
 {
     fx *x = *state;
-    acct_event *g = gaussian(5.0);
+    acct_event *g = acct_event_gaussian(5.0);
     int64_t s = make_silo(x, "log", eps_budget(5, 1e-5), NULL);
     ledger_charge_req r = req_of(s, g, "{}", NULL);
     ledger_charge_result res;
@@ -606,7 +582,7 @@ static void the_log_is_append_only(void **state)
 static void audit_log_filters_by_job_and_time_and_pages(void **state)
 {
     fx *x = *state;
-    acct_event *g = gaussian(9.0);
+    acct_event *g = acct_event_gaussian(9.0);
     int64_t s = make_silo(x, "audit", eps_budget(50, 1e-5), NULL);
     int64_t t0 = 0;
     for (int i = 0; i < 6; i++) {
@@ -662,10 +638,8 @@ static void audit_log_filters_by_job_and_time_and_pages(void **state)
 /* eps_PLD (upper) of self_composed(k, ev), computed without the ledger. */
 static double pld_after_k(const acct_event *ev, uint64_t k, double delta)
 {
-    acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    acct_event *sc = acct_event_self_composed(k, acct_event_clone(ev));
     assert_non_null(sc);
-    sc->count = k;
-    sc->child = acct_event_clone(ev);
     acct_pld_opts o;
     acct_pld_opts_default(&o);
     acct_pld_result r;
@@ -680,11 +654,8 @@ static void pld_silo_admits_on_the_tighter_bound(void **state)
 {
     fx *x = *state;
     /* One "epoch": 1000 steps of a Poisson-sampled Gaussian (q = 0.01, sigma = 1.1). */
-    acct_event *epoch = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-    epoch->count = 1000;
-    epoch->child = acct_event_alloc(ACCT_EV_POISSON);
-    epoch->child->sampling_rate = 0.01;
-    epoch->child->child = gaussian(1.1);
+    acct_event *epoch =
+        acct_event_self_composed(1000, acct_event_poisson(0.01, acct_event_gaussian(1.1)));
     const char *js =
         "{\"count\":1000,\"event\":{\"event\":{\"noise_multiplier\":1.1,\"type\":\"gaussian\"},"
         "\"sampling_rate\":0.01,\"type\":\"poisson_sampled\"},\"type\":\"self_composed\"}";
@@ -737,16 +708,12 @@ static void c_callers_need_no_json(void **state)
 {
     fx *x = *state;
     /* composed[self_composed(3, poisson_sampled(0.02, gaussian(1.3))), laplace(4.5)] from C only */
-    acct_event *root = acct_event_alloc(ACCT_EV_COMPOSED);
-    root->children = dp_calloc(2, sizeof *root->children);
-    root->n_children = 2;
-    acct_event *sc = root->children[0] = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
-    sc->count = 3;
-    sc->child = acct_event_alloc(ACCT_EV_POISSON);
-    sc->child->sampling_rate = 0.02;
-    sc->child->child = gaussian(1.3);
-    root->children[1] = acct_event_alloc(ACCT_EV_LAPLACE);
-    root->children[1]->noise_multiplier = 4.5;
+    acct_event *root = acct_event_composed(
+        (acct_event *[]){
+            acct_event_self_composed(3, acct_event_poisson(0.02, acct_event_gaussian(1.3))),
+            acct_event_laplace(4.5)},
+        2);
+    assert_non_null(root);
     int64_t s = make_silo(x, "job", eps_budget(10, 1e-6), NULL);
     ledger_charge_req r = req_of(s, root, NULL, "round-1");
     ledger_charge_result res;
@@ -816,7 +783,7 @@ static void *storm_main(void *arg)
 static void concurrent_charges_never_exceed_the_cap(void **state)
 {
     fx *x = *state;
-    acct_event *z = zcdp(0.01);
+    acct_event *z = acct_event_zcdp(0.01);
     /* 137 charges of 0.01 sum to about 1.37; the cap 1.375 admits exactly 137 of the 1,600. */
     ledger_budget b = rho_budget(1.375);
     int64_t s = make_silo(x, "storm", b, NULL);
@@ -868,7 +835,7 @@ static void bad_inputs_name_their_field(void **state)
     dp_err_clear(&e);
     assert_int_equal(ledger_silo_get(x->f.l, x->f.conn, 4242, &v, &e), DP_ENOTFOUND);
     int64_t s = make_silo(x, "ok", b, NULL);
-    acct_event *g = gaussian(1.0);
+    acct_event *g = acct_event_gaussian(1.0);
     ledger_charge_req r = req_of(s, g, "{}", "");
     ledger_charge_result res;
     dp_err_clear(&e);

@@ -44,8 +44,7 @@ static void pld_snapshot_at_another_delta_is_stale(void **state)
     ledger_silo_view v;
     char tok[LEDGER_TOKEN_BUF];
     assert_int_equal(ledger_silo_create(f->l, "p", &b, &v, tok, &e), DP_OK);
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = 2.385;
+    acct_event *g = acct_event_gaussian(2.385);
     ledger_charge_req req = {.silo_id = v.id,
                              .event = g,
                              .event_json = "{\"noise_multiplier\":2.385,\"type\":\"gaussian\"}"};
@@ -73,10 +72,8 @@ static void pld_snapshot_at_another_delta_is_stale(void **state)
     acct_pld_opts o;
     acct_pld_opts_default(&o);
     acct_pld_result r;
-    acct_event *two = acct_event_alloc(ACCT_EV_SELF_COMPOSED); /* both charges */
+    acct_event *two = acct_event_self_composed(2, acct_event_clone(g)); /* both charges */
     assert_non_null(two);
-    two->count = 2;
-    two->child = acct_event_clone(g);
     assert_int_equal(acct_pld_epsilon(two, ACCT_NB_ADD_REMOVE, 1e-8, &o, &r, &e), DP_OK);
     assert_true(res.spent_eps_after <= r.epsilon_upper * (1 + 1e-9));
     acct_event_free(two);
@@ -120,8 +117,7 @@ static void pld_charges_are_composed_off_the_caller_thread(void **state)
     ledger_silo_view v;
     char tok[LEDGER_TOKEN_BUF];
     assert_int_equal(ledger_silo_create(f->l, "p", &b, &v, tok, &e), DP_OK);
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = 8;
+    acct_event *g = acct_event_gaussian(8);
     ledger_charge_req req = {.silo_id = v.id,
                              .event = g,
                              .event_json = "{\"noise_multiplier\":8,\"type\":\"gaussian\"}"};

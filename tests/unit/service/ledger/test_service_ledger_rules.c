@@ -96,9 +96,8 @@ static void pld_silo_can_be_renamed_raised_and_lowered_by_the_admission_rule(voi
 {
     ledger_fixture *f = *state;
     int64_t s = make_silo(f, "p", pld_budget(3.0, 1e-5));
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    acct_event *g = acct_event_gaussian(8);
     assert_non_null(g);
-    g->noise_multiplier = 8;
     ledger_charge_req r = {.silo_id = s, .event = g, .event_json = GAUSS8};
     ledger_charge_result res;
     dp_err e;
@@ -150,9 +149,8 @@ static void pld_claim_commits_record_the_admitting_figure(void **state)
     ledger_fixture *f = *state;
     const double cap = 3.0;
     int64_t s = make_silo(f, "p", pld_budget(cap, 1e-5));
-    acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
+    acct_event *g = acct_event_gaussian(8);
     assert_non_null(g);
-    g->noise_multiplier = 8;
     ledger_charge_req r = {.silo_id = s, .event = g, .event_json = GAUSS8};
     ledger_claim_view c;
     ledger_charge_result fig, res;
@@ -193,9 +191,8 @@ static void batch_key_reused_with_another_batch_is_a_conflict(void **state)
     ledger_fixture *f = *state;
     int64_t a = make_silo(f, "a", rho_budget(10)), b = make_silo(f, "b", rho_budget(10));
     int64_t c = make_silo(f, "c", rho_budget(10));
-    acct_event *z = acct_event_alloc(ACCT_EV_ZCDP);
+    acct_event *z = acct_event_zcdp(0.125);
     assert_non_null(z);
-    z->rho = 0.125;
     const char *js = "{\"rho\":0.125,\"type\":\"zcdp\"}";
     ledger_charge_req r[2] = {
         {.silo_id = a, .event = z, .event_json = js, .idempotency_key = "BK"},
@@ -220,9 +217,8 @@ static void batch_key_reused_with_another_batch_is_a_conflict(void **state)
     dp_err_clear(&e);
     assert_int_equal(ledger_charge_batch_keyed(f->l, r, 1, "BK", false, out, &e), DP_ECONFLICT);
     assert_string_equal(e.field, "idempotency_key");
-    acct_event *z2 = acct_event_alloc(ACCT_EV_ZCDP);
+    acct_event *z2 = acct_event_zcdp(0.25);
     assert_non_null(z2);
-    z2->rho = 0.25;
     r[1].silo_id = b;
     r[1].event = z2;
     r[1].event_json = "{\"rho\":0.25,\"type\":\"zcdp\"}";
@@ -296,11 +292,8 @@ static double calc_eps(const acct_event *ev, double delta, acct_conversion conv)
 
 static acct_event *times(uint64_t k, const acct_event *ev)
 {
-    acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    acct_event *sc = acct_event_self_composed(k, acct_event_clone(ev));
     assert_non_null(sc);
-    sc->count = k;
-    sc->child = acct_event_clone(ev);
-    assert_non_null(sc->child);
     return sc;
 }
 
@@ -312,13 +305,9 @@ static acct_event *times(uint64_t k, const acct_event *ev)
 static void ledger_and_calculator_agree_on_a_dp_sgd_epoch(void **state)
 {
     ledger_fixture *f = *state;
-    acct_event *epoch = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
+    acct_event *epoch =
+        acct_event_self_composed(1000, acct_event_poisson(0.01, acct_event_gaussian(1.1)));
     assert_non_null(epoch);
-    epoch->count = 1000;
-    epoch->child = acct_event_alloc(ACCT_EV_POISSON);
-    epoch->child->sampling_rate = 0.01;
-    epoch->child->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    epoch->child->child->noise_multiplier = 1.1;
     const char *js =
         "{\"count\":1000,\"event\":{\"event\":{\"noise_multiplier\":1.1,\"type\":\"gaussian\"},"
         "\"sampling_rate\":0.01,\"type\":\"poisson_sampled\"},\"type\":\"self_composed\"}";
@@ -362,9 +351,8 @@ static void ledger_and_calculator_agree_on_a_dp_sgd_epoch(void **state)
 static void pure_events_compose_to_their_sum(void **state)
 {
     ledger_fixture *f = *state;
-    acct_event *p = acct_event_alloc(ACCT_EV_PURE);
+    acct_event *p = acct_event_pure(0.5);
     assert_non_null(p);
-    p->epsilon = 0.5;
     const double delta = 1e-9;
     ledger_budget b = pld_budget(1.0, delta);
     b.accountant = LEDGER_ACCT_RDP;
