@@ -36,6 +36,7 @@
 
 #include "common/dp_alloc.h"
 #include "service/base/cfg.h"
+#include "service/base/time.h"
 #include "common/dp_log.h"
 #include "common/dp_sha256.h"
 #include "estimators/eb_beta.h"
@@ -764,7 +765,7 @@ static int run_write(sqlite3 *db, void *arg, const ledger_charge_result *res, si
     if (s == SQLITE_OK)
         s = bind_text(st, ":kind", j->kind);
     if (s == SQLITE_OK)
-        s = bind_i64(st, ":t", store_now_ms());
+        s = bind_i64(st, ":t", time_now_ms());
     if (s == SQLITE_OK)
         s = bind_text(st, ":rid", j->req_id[0] ? j->req_id : "-");
     if (s == SQLITE_OK)

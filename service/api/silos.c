@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "accounting/event.h"
 #include "common/dp_alloc.h"
@@ -40,6 +39,7 @@
 #include "service/codec/json_util.h"
 #include "service/ledger/ledger.h"
 #include "service/api/routes.h"
+#include "service/base/time.h"
 
 #define LEDGER_DEFAULT_CLAIM_MS 600000 /* claim timeout when timeout_ms is absent: 10 minutes */
 
@@ -70,78 +70,21 @@ static int query_bool(const http_req *rq, const char *name, bool *out, dp_err *e
     return dp_err_set(err, DP_EINVAL, name, "%s must be true or false", name);
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (the civil-from-days inverse in H. Hinnant,
- * "chrono-compatible low-level date algorithms", days_from_civil). */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-/* RFC 3339 "YYYY-MM-DDTHH:MM:SS[.fff...](Z|+HH:MM|-HH:MM)" to Unix milliseconds. */
+/* An RFC 3339 time (grammar in base/time.h) to Unix milliseconds; 400 naming field otherwise. */
 static int parse_time(const char *s, const char *field, int64_t *out, dp_err *err)
 {
-    int y, mo, d, h, mi, sec, n = 0;
-    if (s == NULL ||
-        sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 ||
-        n != 19 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
-        goto bad;
-    const char *p = s + n;
-    int64_t ms = 0;
-    if (*p == '.') {
-        p++;
-        int digits = 0;
-        while (*p >= '0' && *p <= '9') {
-            if (digits < 3)
-                ms = ms * 10 + (*p - '0');
-            digits++;
-            p++;
-        }
-        if (digits == 0)
-            goto bad;
-        for (; digits < 3; digits++)
-            ms *= 10;
-    }
-    int64_t off_min = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int oh, om, k = 0;
-        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &k) != 2 || k != 5 || oh > 23 || om > 59)
-            goto bad;
-        off_min = (oh * 60 + om) * (*p == '+' ? 1 : -1);
-        p += 6;
-    } else {
-        goto bad;
-    }
-    if (*p != '\0')
-        goto bad;
-    int64_t days = days_from_civil(y, mo, d);
-    *out = ((days * 86400 + h * 3600 + mi * 60 + sec) - off_min * 60) * 1000 + ms;
-    return DP_OK;
-bad:
+    if (time_parse_rfc3339(s, out) == 0)
+        return DP_OK;
     return dp_err_set(err, DP_EINVAL, field,
                       "%s must be an RFC 3339 time such as 2026-11-22T13:00:00Z (got \"%.40s\")",
                       field, s ? s : "");
 }
 
-/* Unix milliseconds to RFC 3339 UTC with milliseconds. */
+/* Unix milliseconds to RFC 3339 UTC with milliseconds; null for 0 (never set) and before. */
 static json_t *time_json(int64_t ms)
 {
-    if (ms <= 0)
-        return json_null();
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    if (gmtime_r(&t, &tm) == NULL)
-        return json_null();
-    char buf[40];
-    int n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-    if (n < 0 || (size_t)n >= sizeof buf)
+    char buf[TIME_RFC3339_MAX];
+    if (ms <= 0 || time_format_rfc3339(ms, buf, sizeof buf) < 0)
         return json_null();
     return json_string(buf);
 }

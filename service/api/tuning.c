@@ -36,6 +36,7 @@
 #include "accounting/calibrate.h"
 #include "accounting/rdp.h"
 #include "service/api/auth.h"
+#include "service/base/time.h"
 #include "service/http/offload.h"
 #include "service/codec/event_json.h"
 #include "service/codec/json_util.h"
@@ -583,7 +584,7 @@ int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err)
     }
 
     /* Record, then answer: a draw the client sees is always on file. */
-    int64_t now = store_now_ms();
+    int64_t now = time_now_ms();
     sqlite3_stmt *st = store_conn_prepare(rq->db, SQL_INSERT_DRAW, err);
     if (st == NULL) {
         rc = err->code;

@@ -58,8 +58,8 @@ int json_util_opt_bool(const json_t *obj, const char *key, bool def, bool *out, 
 json_t *json_util_real(double x);
 
 /* A new JSON string with the RFC 3339 UTC time of unix_ms (milliseconds since 1970), e.g.
- * "2026-11-22T13:10:20.838Z" (DESIGN.md: times are RFC 3339 UTC; the database stores Unix ms).
- * NULL on allocation failure or a time outside years 0..9999. */
+ * "2026-11-22T13:10:20.838Z" (time_format_rfc3339 of base/time.h: the API speaks RFC 3339 UTC,
+ * the database stores Unix ms). NULL on allocation failure or a time outside years 0..9999. */
 json_t *json_util_time(int64_t unix_ms);
 
 /* json_object_set_new(obj, key, value) with value stolen (even on failure, like jansson); value

@@ -31,6 +31,7 @@
 
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
+#include "service/base/time.h"
 
 struct store_conn {
     sqlite3 *db; /* owned; used by one thread at a time (the borrower) */
@@ -53,13 +54,6 @@ struct store {
     atomic_int_fast64_t
         health_ok_ms; /* CLOCK_MONOTONIC ms of the last successful health read; 0 = never */
 };
-
-int64_t store_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_err *err)
 {
@@ -186,7 +180,7 @@ static int migration_apply(sqlite3 *db, const embed_file *m, int version, int us
         &st, NULL);
     if (rc != SQLITE_OK || (rc = sqlite3_bind_int(st, 1, version)) != SQLITE_OK ||
         (rc = sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC)) != SQLITE_OK ||
-        (rc = sqlite3_bind_int64(st, 3, store_now_ms())) != SQLITE_OK)
+        (rc = sqlite3_bind_int64(st, 3, time_now_ms())) != SQLITE_OK)
         goto fail;
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
@@ -570,16 +564,9 @@ void store_rollback(store_conn *c)
 
 static const char SQL_HEALTH[] = "SELECT max(version) FROM schema_migrations";
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int store_check_health(store *s, store_conn *c, int64_t max_age_ms, int64_t *age_ms, dp_err *err)
 {
-    int64_t now = mono_ms();
+    int64_t now = time_mono_ms();
     int64_t last = atomic_load_explicit(&s->health_ok_ms, memory_order_relaxed);
     if (max_age_ms > 0 && last > 0 && now - last < max_age_ms) {
         *age_ms = now - last;

@@ -98,9 +98,6 @@ void store_rollback(store_conn *c);
  * put in err. Returns the dp code. */
 int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_err *err);
 
-/* Current UTC time in Unix milliseconds (the storage unit for timestamps, STYLE.md 2.5). */
-int64_t store_now_ms(void);
-
 /* GET /healthz. Runs a real read of the database on c (the highest row of schema_migrations,
  * through a cached statement) and checks it equals the version found at open - unless another check
  * succeeded less than max_age_ms ago (monotonic clock), in which case that result is reused. A

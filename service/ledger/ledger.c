@@ -95,6 +95,7 @@
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
 #include "common/dp_sha256.h"
+#include "service/base/time.h"
 #include "service/codec/event_json.h"
 #include "service/codec/tuning_json.h"
 
@@ -116,13 +117,6 @@
 double ledger_sum_up(double a, double b)
 {
     return dp_sum_up(a, b); /* one rounding-up rule with the accountant's sums (logmath.h) */
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 const char *ledger_accountant_name(ledger_accountant a)
@@ -2232,7 +2226,7 @@ static int apply_op(ledger *l, ledger_op *op, int64_t now)
 /* Runs ops[0..n-1] in one transaction; sets each op's rc. */
 static void run_group(ledger *l, ledger_op **ops, size_t n)
 {
-    int64_t now = now_ms();
+    int64_t now = time_now_ms();
     uint64_t gen0 = l->tree_gen + 1; /* the first op's generation */
     dp_err gerr;
     dp_err_clear(&gerr);
@@ -2493,7 +2487,7 @@ static void *committer_main(void *arg)
         }
         pthread_mutex_unlock(&l->mu);
         if (n == 0) { /* idle wake-up: mark overdue claims expired */
-            int64_t now = now_ms();
+            int64_t now = time_now_ms();
             if (claims_overdue(l, now)) {
                 ledger_op sweep = {.kind = OP_SWEEP};
                 ledger_op *one = &sweep;
@@ -3090,7 +3084,7 @@ static int pld_prepare(ledger *l, op_item *it, dp_err *err)
         return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
     }
     sqlite3_busy_timeout(db, LEDGER_BUSY_MS);
-    int64_t silo = it->req->silo_id, now = now_ms();
+    int64_t silo = it->req->silo_id, now = time_now_ms();
     double delta = DNAN;
     sqlite3_stmt *st = NULL;
     rc = step_once(db, "BEGIN");
@@ -3593,7 +3587,7 @@ static void pld_refine_view(ledger *l, store_conn *c, ledger_silo_view *v)
             nb = ACCT_NB_REPLACE_ONE;
         st_done(st);
         /* PLD recomposition prepares its statements per call: milliseconds of FFT dominate */
-        eps = pld_eps_of(store_conn_db(c), v->id, b->delta, false, NULL, nb, now_ms());
+        eps = pld_eps_of(store_conn_db(c), v->id, b->delta, false, NULL, nb, time_now_ms());
         pthread_mutex_lock(&l->cache_mu);
         l->pld_cache[slot].silo = v->id;
         l->pld_cache[slot].n_charges = v->n_charges;
@@ -3679,7 +3673,7 @@ int ledger_silo_get(ledger *l, store_conn *c, int64_t id, ledger_silo_view *out,
     if (rc == DP_OK)
         rc = read_begin(c, err);
     if (rc == DP_OK)
-        rc = view_read(l, c, a, b, id, now_ms(), out, err);
+        rc = view_read(l, c, a, b, id, time_now_ms(), out, err);
     read_end(c);
     st_done(a);
     st_done(b);
@@ -3729,7 +3723,7 @@ int ledger_silo_list(ledger *l, store_conn *c, int64_t after, size_t limit, bool
             rc = read_fail(db, src, "list silos", err);
         st_done(ids);
     }
-    int64_t now = now_ms();
+    int64_t now = time_now_ms();
     for (size_t i = 0; rc == DP_OK && i < n; i++)
         rc = view_read(l, c, a, b, idv[i], now, &v[i], err);
     read_end(c);
@@ -3927,7 +3921,7 @@ int ledger_claim_get(store_conn *c, int64_t claim_id, ledger_claim_view *out, dp
             out->cost_eps = DNAN;
             out->charge_id = sqlite3_column_int64(st, 8);
             /* An active claim past its expiry is released: report it as expired. */
-            if (out->state == LEDGER_CLAIM_ACTIVE && out->expires_at_ms <= now_ms())
+            if (out->state == LEDGER_CLAIM_ACTIVE && out->expires_at_ms <= time_now_ms())
                 out->state = LEDGER_CLAIM_EXPIRED;
         } else if (src == SQLITE_DONE) {
             rc = dp_err_set(err, DP_ENOTFOUND, "claim_id", "claim %lld does not exist",
