@@ -45,13 +45,12 @@
 
 #define ACCT_PLD_DEFAULT_DISCRETIZATION 1e-4  /* dp_accounting's PLDAccountant default */
 #define ACCT_PLD_DEFAULT_TAIL_MASS      1e-15 /* dp_accounting's default tail_mass_truncation */
-#define ACCT_PLD_DEFAULT_LEAF_TAIL_MASS                                                            \
-    1.9287498479639178e-22                            /* e^-50: dp_accounting's default            \
-                                                        log_mass_truncation_bound */
-#define ACCT_PLD_DEFAULT_MAX_GRID   ((size_t)1 << 22) /* 4 Mi points: ~100 MB of work arrays */
-#define ACCT_PLD_MAX_GRID           ((size_t)1 << 24) /* hard cap a caller may raise to */
-#define ACCT_PLD_MIN_DISCRETIZATION 1e-7 /* finer grids cannot fit any useful loss range */
-#define ACCT_PLD_MAX_DISCRETIZATION 1.0  /* coarser grids are meaningless for epsilon */
+/* e^-50, dp_accounting's default log_mass_truncation_bound */
+#define ACCT_PLD_DEFAULT_LEAF_TAIL_MASS 1.9287498479639178e-22
+#define ACCT_PLD_DEFAULT_MAX_GRID       ((size_t)1 << 22) /* 4 Mi points: ~100 MB of work arrays */
+#define ACCT_PLD_MAX_GRID               ((size_t)1 << 24) /* hard cap a caller may raise to */
+#define ACCT_PLD_MIN_DISCRETIZATION     1e-7 /* finer grids cannot fit any useful loss range */
+#define ACCT_PLD_MAX_DISCRETIZATION     1.0  /* coarser grids are meaningless for epsilon */
 /* Largest number of runs of one mechanism composed by raising its spectrum to a power: the relative
  * rounding error of z^c grows like c * DBL_EPSILON, which stays below 1e-8 up to here. */
 #define ACCT_PLD_MAX_COUNT 100000000ULL

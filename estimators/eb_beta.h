@@ -46,9 +46,8 @@
 #include "common/dp_err.h"
 #include "estimators/eb_common.h"
 
-#define EB_BETA_S_MAX                                                                              \
-    1e12 /* cap on alpha + beta: beyond it the prior is a point mass for any n                     \
-          */
+/* Cap on alpha + beta: beyond it the prior is a point mass for any n. */
+#define EB_BETA_S_MAX      1e12
 #define EB_BETA_MAX_TRIALS 1000000000.0 /* trials per client */
 
 typedef struct eb_beta_data {

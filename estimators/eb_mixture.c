@@ -154,8 +154,7 @@ int eb_mix_posterior(const eb_gauss_data *g, const eb_mix_prior *p, double *resp
     return DP_OK;
 }
 
-/* ---- fitting
- * --------------------------------------------------------------------------------------- */
+/* ---- fitting ---- */
 
 typedef struct mix_ws {
     double *resp;            /* m*k */

@@ -50,8 +50,7 @@
 
 #define EST_DEFAULT_MAX_ITER 1000 /* solver iterations unless the request says otherwise */
 
-/* ---- small parsing helpers
- * ----------------------------------------------------------------------- */
+/* ---- small parsing helpers ---- */
 
 /* Prefixes err's field with "clients[i]". */
 static int client_err(dp_err *err, size_t i)
@@ -189,8 +188,7 @@ static int pick(const char *s, const char *field, const choice *ch, size_t n, in
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
-/* ---- a run in the making (issue 10: off the HTTP threads, charged and stored together)
- * -------------------------------------------------------------------------------------------
+/* ---- a run in the making (issue 10: off the HTTP threads, charged and stored together) ----
  *
  * A POST is split in three (service/base/compute.h). On its HTTP thread, est_start checks what is
  * cheap and must not wait: the work and size caps (before anything is allocated for the clients),
@@ -511,8 +509,7 @@ typedef struct run_outcome {
     json_t *privacy; /* stolen by finish_run; json_null() for a non-private run */
 } run_outcome;
 
-/* ---- access (issue 10; docs/BUDGETS.md "Access control")
- * ---------------------------------------------------------------------------------
+/* ---- access (issue 10; docs/BUDGETS.md "Access control") ----
  * Runs are private data. Creating one needs a valid token (the admin's or a silo's; with --auth
  * off everyone is the admin), also when no client names a silo. Reading one needs the admin token,
  * the token that created it or another token of the same silo (a rotated silo keeps its runs), or
@@ -547,8 +544,7 @@ static int run_viewer(const http_req *rq, sqlite3_stmt *st, dp_err *err)
     return s == SQLITE_OK ? DP_OK : store_err(rq->db, s, "bind run viewer", rq->req_id, err);
 }
 
-/* ---- run storage
- * --------------------------------------------------------------------------------- */
+/* ---- run storage ---- */
 
 __attribute__((format(printf, 2, 3))) static void tb_printf(text_buf *b, const char *fmt, ...)
 {
@@ -917,8 +913,7 @@ out:
     return rc;
 }
 
-/* ---- the job: checks on the HTTP thread, the run on a compute thread
- * ---------------------------------------------------------------------------------------- */
+/* ---- the job: checks on the HTTP thread, the run on a compute thread ---- */
 
 static void est_job_free(void *arg)
 {
@@ -1175,8 +1170,7 @@ static int numeric_failure(int rc, const char *kind, dp_err *err)
                       kind);
 }
 
-/* ---- POST /v1/estimators/gaussian
- * ---------------------------------------------------------------- */
+/* ---- POST /v1/estimators/gaussian ---- */
 
 typedef struct gauss_req {
     size_t m, d;
@@ -1688,8 +1682,7 @@ out:
     return rc;
 }
 
-/* ---- POST /v1/estimators/beta
- * -------------------------------------------------------------------- */
+/* ---- POST /v1/estimators/beta ---- */
 
 static json_t *beta_prior_json(const eb_beta_prior *p, const char *source)
 {
@@ -1960,8 +1953,7 @@ out:
     return rc;
 }
 
-/* ---- POST /v1/estimators/mixture
- * ----------------------------------------------------------------- */
+/* ---- POST /v1/estimators/mixture ---- */
 
 static int mixture_compute(est_job *job, dp_err *err)
 {
@@ -2236,8 +2228,7 @@ out:
     return rc;
 }
 
-/* ---- the routes
- * ---------------------------------------------------------------------------------- */
+/* ---- the routes ---- */
 
 int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
 {
@@ -2254,8 +2245,7 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
     return est_start(rq, rs, "mixture", mixture_compute, err);
 }
 
-/* ---- runs
- * ---------------------------------------------------------------------------------------- */
+/* ---- runs ---- */
 
 int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
 {

@@ -43,8 +43,7 @@
 
 #define LEDGER_DEFAULT_CLAIM_MS 600000 /* claim timeout when timeout_ms is absent: 10 minutes */
 
-/* ---- small parsers ------------------------------------------------------------------------------
- */
+/* ---- small parsers ---- */
 
 /* ?limit= and ?after= by the one pagination rule of every list (http/server.h http_req_page). */
 _Static_assert(HTTP_PAGE_LIMIT_MAX <= LEDGER_LIST_MAX, "a page must fit the ledger's list cap");
@@ -89,8 +88,7 @@ static json_t *time_json(int64_t ms)
     return json_string(buf);
 }
 
-/* ---- JSON writers
- * -------------------------------------------------------------------------------- */
+/* ---- JSON writers ---- */
 
 /* Sets key to x (null when not finite) and, when x is not finite, key_reason to why. */
 static int set_figure(json_t *o, const char *key, double x, const char *why_nan, dp_err *err)
@@ -371,8 +369,7 @@ static int reply_refusal(const http_req *rq, http_resp *rs, const dp_err *e, jso
     return http_resp_json(rs, http_err_status(e->code), body, err);
 }
 
-/* ---- request parsing ---------------------------------------------------------------------------
- */
+/* ---- request parsing ---- */
 
 /* The parts of a charge/claim body common to every form. Strings are borrowed from the body; event
  * and event_json are owned (free with charge_input_clear). */
@@ -430,8 +427,7 @@ static ledger *the_ledger(const http_req *rq, dp_err *err)
     return rq->app->ledger;
 }
 
-/* ---- silos
- * ----------------------------------------------------------------------------------------- */
+/* ---- silos ---- */
 
 static int parse_budget(const json_t *bj, ledger_budget *b, dp_err *err)
 {
@@ -683,8 +679,7 @@ int route_silo_delete(const http_req *rq, http_resp *rs, dp_err *err)
     return o ? http_resp_json(rs, 200, o, err) : err->code;
 }
 
-/* ---- silo tokens (issue 10, D2)
- * ------------------------------------------------------------------------------
+/* ---- silo tokens (issue 10, D2) ----
  * POST issues a new token for the silo (the admin, or the silo's own token) and revokes the old
  * one(s) in the same transaction: the old token answers 401 from the moment this returns. The
  * token is shown once; the body is empty or {}. DELETE (admin) revokes the silo's tokens without
@@ -728,8 +723,7 @@ int route_silo_token_revoke(const http_req *rq, http_resp *rs, dp_err *err)
     return o ? http_resp_json(rs, 200, o, err) : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
 }
 
-/* ---- charges
- * ---------------------------------------------------------------------------------------- */
+/* ---- charges ---- */
 
 static const char *const CHARGE_KEYS[] = {"event",   "neighboring", "idempotency_key",
                                           "dry_run", "reason",      "job_id"};
@@ -1073,8 +1067,7 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
     return http_resp_json(rs, 200, o, err);
 }
 
-/* ---- claims
- * ------------------------------------------------------------------------------------------ */
+/* ---- claims ---- */
 
 static json_t *claim_json(const ledger_claim_view *c, dp_err *err)
 {

@@ -3,15 +3,16 @@
  *
  * DESIGN
  * Open sequence (store_open):
- *   1. open the first connection (READWRITE|CREATE|NOMUTEX), apply the per-connection settings and
- * make sure the file is writable (sqlite3_db_readonly) - a read-only file is refused at start, not
- * at the first spend;
- *   2. PRAGMA journal_mode=WAL (persistent in the file; it cannot run inside a transaction, so it
- * is set here rather than in 0001);
+ *   1. open the first connection (READWRITE|CREATE|NOMUTEX), apply the per-connection
+ *      settings and make sure the file is writable (sqlite3_db_readonly): a read-only file is
+ *      refused at start, not at the first spend;
+ *   2. PRAGMA journal_mode=WAL (persistent in the file; it cannot run inside a transaction, so
+ *      it is set here rather than in 0001);
  *   3. run the migrations on that connection;
  *   4. that connection becomes pool slot 0 and the other slots are opened.
  * The pool is a LIFO free list of slots guarded by mu; a borrower waits on cv with a deadline. The
- * lock is held only while the list is touched, never across SQLite (STYLE.md 2.7).
+ * lock is held only while the list is touched, never across a SQLite call (no lock is held over
+ * slow work).
  *
  * Statement cache: keyed by the address of the SQL literal, a linear scan of at most
  * STORE_STMT_CACHE entries (a few pointer compares; a hash would cost more at this size).

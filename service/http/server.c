@@ -3,17 +3,19 @@
  * http/server.h.
  *
  * DESIGN
- * MHD (0.9.75) calls on_access several times per request (STYLE.md 2.6):
- *   1. headers only, *req_cls == NULL: allocate the request context, assign the request id, match
- * the route. 404/405 and a Content-Length above the cap are answered at once (MHD then discards the
- *      body and closes the connection).
- *   2. once per body chunk: append up to the cap; beyond it, mark too_big and drop the bytes. No
- * reply may be queued here. A body slower than --body-min-rate after the --body-timeout grace
- * (body_too_slow) drops the connection here, and from on_tick when no byte comes at all.
- *   3. size 0: the body is complete: 413 if too_big, else parse JSON (400 with line/column), borrow
- * a database connection, run the handler and queue its response. on_completed runs however the
- * request ends (response sent, client gone, shutdown): it records the metrics, writes the
- * access-log line and frees the context. It is the only place a context is freed.
+ * MHD (0.9.75) calls on_access several times per request, and a response may be queued only on
+ * the first or the last call:
+ *   1. headers only, *req_cls == NULL: allocate the request context, assign the request id,
+ *      match the route. 404/405 and a Content-Length above the cap are answered at once (MHD
+ *      then discards the body and closes the connection).
+ *   2. once per body chunk: append up to the cap; beyond it, mark too_big and drop the bytes.
+ *      No reply may be queued here. A body slower than --body-min-rate after the --body-timeout
+ *      grace (body_too_slow) drops the connection here, and from on_tick when no byte comes.
+ *   3. size 0: the body is complete: 413 if too_big, else parse JSON (400 with line/column),
+ *      borrow a database connection, run the handler and queue its response.
+ * on_completed runs however the request ends (response sent, client gone, shutdown): it records
+ * the metrics, writes the access-log line and frees the context. It is the only place a context
+ * is freed.
  *
  * URL decoding: MHD_OPTION_UNESCAPE_CALLBACK uses http_percent_decode, which never decodes %00, so
  * a path or query value can never be cut short by an embedded NUL ("/index.html%00.txt" stays as

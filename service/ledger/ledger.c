@@ -100,19 +100,16 @@
 #include "service/codec/tuning_json.h"
 
 #define LEDGER_SWEEP_MS    1000 /* idle wake-up period of the committer to mark expired claims */
-#define LEDGER_BUSY_MS     5000 /* sqlite3_busy_timeout of the write connection (STYLE.md 2.5) */
+#define LEDGER_BUSY_MS     5000 /* sqlite3_busy_timeout of the write connection, as store.h */
 #define LEDGER_CKPT_FRAMES 1000 /* WAL frames that trigger a background PASSIVE checkpoint */
-#define LEDGER_GATHER_US                                                                           \
-    500 /* longest wait for a group to fill up to the previous group's size                        \
-         */
-#define LEDGER_PLD_RETRIES                                                                         \
-    4                       /* stale PLD snapshots tolerated before the RDP bound decides alone    \
-                             */
-#define LEDGER_PLD_CACHE 64 /* remembered eps_PLD of (silo, n_charges) for reads */
-#define DNAN             ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
+/* LEDGER_GATHER_US: longest wait for a group to fill up to the previous group's size.
+ * LEDGER_PLD_RETRIES: stale PLD snapshots tolerated before the RDP bound decides alone. */
+#define LEDGER_GATHER_US   500
+#define LEDGER_PLD_RETRIES 4
+#define LEDGER_PLD_CACHE   64            /* remembered eps_PLD of (silo, n_charges) for reads */
+#define DNAN               ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
 
-/* ---- small helpers
- * ------------------------------------------------------------------------------------ */
+/* ---- small helpers ---- */
 
 double ledger_sum_up(double a, double b)
 {
@@ -230,8 +227,7 @@ int ledger_budget_check(const ledger_budget *b, dp_err *err)
     return DP_OK;
 }
 
-/* ---- statements of the write connection
- * ---------------------------------------------------------------- */
+/* ---- statements of the write connection ---- */
 
 enum {
     ST_BEGIN = 0,
@@ -350,8 +346,7 @@ static const char *const SQL[ST_N] = {
         "created_at) VALUES (:actor, :key, :hash, :now)",
 };
 
-/* ---- the ledger
- * ----------------------------------------------------------------------------------------- */
+/* ---- the ledger ---- */
 
 typedef enum op_kind {
     OP_CHARGE = 0,
@@ -583,8 +578,7 @@ static int exec_st(ledger *l, int which, dp_err *err)
     return rc == SQLITE_DONE ? DP_OK : sql_fail(l, rc, SQL[which], err);
 }
 
-/* ---- accounting
- * ------------------------------------------------------------------------------------------ */
+/* ---- accounting ---- */
 
 /* A silo row as the committer sees it. */
 typedef struct silo_row {
@@ -778,8 +772,7 @@ static int item_prepare(const ledger *l, const ledger_charge_req *req, const cha
     return DP_OK;
 }
 
-/* ---- committer: reading state
- * ------------------------------------------------------------------------------ */
+/* ---- committer: reading state ---- */
 
 /* Loads silo id with st (a statement of SQL[ST_SILO_GET] prepared on db). */
 static int silo_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t id, silo_row *s,
@@ -871,8 +864,7 @@ static int held_load(ledger *l, int64_t silo_id, int64_t now, int64_t except, do
                         n_active, err);
 }
 
-/* ---- continuous order and basic composition (issue #10)
- * ------------------------------------------------------------------------
+/* ---- continuous order and basic composition (issue #10) ----
  *
  * The calculators answer acct_rdp_epsilon of a tree: the grid minimum, refined on a continuous
  * order with conversion "optimal", and min(that, sum eps_i) for an all-pure tree
@@ -1361,8 +1353,7 @@ static void item_field(const ledger_op *op, size_t i, char *buf, size_t len)
         buf[0] = '\0';
 }
 
-/* ---- committer: ops
- * --------------------------------------------------------------------------------------- */
+/* ---- committer: ops ---- */
 
 /* For a PLD silo: whether it's PLD figures hold for the silo's current state at delta. Sets
  * need_pld when not (the PLD thread recomputes and submits again). Always true for other silos. */
@@ -2220,8 +2211,7 @@ static int apply_op(ledger *l, ledger_op *op, int64_t now)
     return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
 }
 
-/* ---- committer: the group
- * ---------------------------------------------------------------------------------- */
+/* ---- committer: the group ---- */
 
 /* Runs ops[0..n-1] in one transaction; sets each op's rc. */
 static void run_group(ledger *l, ledger_op **ops, size_t n)
@@ -2582,8 +2572,7 @@ static int finish(ledger_op *op, dp_err *err)
     return op->rc;
 }
 
-/* ---- open / free
- * -------------------------------------------------------------------------------------------- */
+/* ---- open / free ---- */
 
 static int exec_sql(sqlite3 *db, const char *sql, dp_err *err)
 {
@@ -2678,7 +2667,8 @@ ledger *ledger_open(const char *db_path, dp_err *err)
     }
     sqlite3_extended_result_codes(l->db, 1);
     sqlite3_busy_timeout(l->db, LEDGER_BUSY_MS);
-    /* FULL: a committed spend lost in a crash is budget that can be spent twice (STYLE.md 2.5). */
+    /* FULL: a committed spend lost in a crash is budget that can be spent twice (5 s, the one busy
+     * timeout of the daemon). */
     if (exec_sql(l->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL", err) != DP_OK)
         goto fail;
     if (orders_load(l, err) != DP_OK)
@@ -2780,8 +2770,7 @@ void ledger_free(ledger *l)
     dp_free(l);
 }
 
-/* ---- public writes
- * -------------------------------------------------------------------------------------------- */
+/* ---- public writes ---- */
 
 int ledger_token_generate(char out[LEDGER_TOKEN_BUF], dp_err *err)
 {
@@ -2903,8 +2892,7 @@ int ledger_silo_archive(ledger *l, int64_t id, ledger_silo_view *out, dp_err *er
     return finish(&op, err);
 }
 
-/* ---- PLD recomposition (caller threads; see PLD SILOS)
- * ---------------------------------------------------- */
+/* ---- PLD recomposition (caller threads; see PLD SILOS) ---- */
 
 /* Appends ev (stolen) to the composed node root; false when full or out of memory (ev freed). */
 static bool compose_add(acct_event *root, size_t cap, acct_event *ev)
@@ -3473,8 +3461,7 @@ int ledger_claim_abort(ledger *l, int64_t claim_id, int64_t scope_silo_id, ledge
     return finish(&op, err);
 }
 
-/* ---- views and reads
- * ------------------------------------------------------------------------------------------ */
+/* ---- views and reads ---- */
 
 static int view_fill(const ledger *l, const silo_row *s, const double *held_rdp, double held_rho,
                      int64_t n_active, ledger_silo_view *v, dp_err *err)

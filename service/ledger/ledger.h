@@ -138,8 +138,7 @@ void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops);
 /* The RDP orders of every vector in this ledger (borrowed, valid until ledger_free). */
 const double *ledger_orders(const ledger *l, size_t *n_orders);
 
-/* ---- tokens
- * ----------------------------------------------------------------------------------------- */
+/* ---- tokens ---- */
 typedef enum ledger_role { LEDGER_ROLE_NONE = 0, LEDGER_ROLE_ADMIN, LEDGER_ROLE_SILO } ledger_role;
 typedef struct ledger_principal {
     ledger_role role;
@@ -173,8 +172,7 @@ int ledger_silo_token_rotate(ledger *l, int64_t silo_id, char token_out[LEDGER_T
 /* Revokes every token of silo_id (archived or not) without issuing one. DP_ENOTFOUND: no silo. */
 int ledger_silo_token_revoke(ledger *l, int64_t silo_id, int64_t *n_revoked, dp_err *err);
 
-/* ---- silos
- * ------------------------------------------------------------------------------------------ */
+/* ---- silos ---- */
 /* Creates a silo; writes its token (returned once, stored as a hash only) into token_out. Names are
  * unique among active silos (DP_ECONFLICT, field "name"); an archived silo's name may be reused. */
 int ledger_silo_create(ledger *l, const char *name, const ledger_budget *b, ledger_silo_view *out,
@@ -212,8 +210,7 @@ typedef struct ledger_verify {
 } ledger_verify;
 int ledger_silo_verify(const ledger *l, store_conn *c, int64_t id, ledger_verify *out, dp_err *err);
 
-/* ---- charges
- * ---------------------------------------------------------------------------------------- */
+/* ---- charges ---- */
 /* One spend against one silo. Every pointer is borrowed for the duration of the call. */
 typedef struct ledger_charge_req {
     int64_t silo_id;
@@ -330,8 +327,7 @@ int ledger_charges_list(store_conn *c, int64_t silo_id, const ledger_charge_filt
                         ledger_charge_row **out, size_t *n_out, dp_err *err);
 void ledger_charge_rows_free(ledger_charge_row *rows, size_t n);
 
-/* ---- claims
- * ----------------------------------------------------------------------------------------- */
+/* ---- claims ---- */
 typedef enum ledger_claim_state {
     LEDGER_CLAIM_ACTIVE = 0,
     LEDGER_CLAIM_COMMITTED,

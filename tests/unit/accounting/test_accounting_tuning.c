@@ -38,8 +38,7 @@ static const double TF72[] = {
     49.,  50., 51.,  52., 53.,  54., 55., 56., 57., 58., 59., 60., 61., 62., 63., 128., 256., 512.};
 #define N_TF72 (sizeof TF72 / sizeof TF72[0])
 
-/* ---- helpers
- * ------------------------------------------------------------------------------------- */
+/* ---- helpers ---- */
 
 static double gauss_rdp(double order, void *ctx)
 {
@@ -192,8 +191,7 @@ static void json_doubles(const json_t *arr, double *out, size_t n)
     }
 }
 
-/* ---- distributions
- * ------------------------------------------------------------------------------- */
+/* ---- distributions ---- */
 
 static void tnb_mean_matches_hand_values(void **state)
 {
@@ -308,8 +306,7 @@ static void expected_runs_and_probability_of_none(void **state)
     assert_close(acct_tuning_prob_zero(&f), 0.0, 0, 0);
 }
 
-/* ---- the bound
- * ----------------------------------------------------------------------------------- */
+/* ---- the bound ---- */
 
 static void degenerate_distributions_reduce_to_plain_composition(void **state)
 {
@@ -536,8 +533,7 @@ static void base_failure_is_a_numerical_error(void **state)
     assert_true(isinf(out[0]) && out[0] > 0);
 }
 
-/* ---- seed-001 and properties
- * ------------------------------------------------------------------------ */
+/* ---- seed-001 and properties ---- */
 
 static void seed001_fig7_noise_multipliers_are_reproduced(void **state)
 {
@@ -748,8 +744,7 @@ static void event_tree_is_never_looser_than_dp_accounting(void **state)
     json_decref(root);
 }
 
-/* ---- pure epsilon
- * --------------------------------------------------------------------------------- */
+/* ---- pure epsilon ---- */
 
 static void pure_epsilon_bounds(void **state)
 {
@@ -822,8 +817,7 @@ static void event_pure_epsilon_walks_the_tree(void **state)
     assert_true(isnan(eps));
 }
 
-/* ---- sampling
- * ------------------------------------------------------------------------------------- */
+/* ---- sampling ---- */
 
 /* Draws n values and checks the mean and P[K = k0] against their exact values within 5 standard
  * errors (fixed seed: deterministic; a wrong pmf shifts these by far more). */

@@ -150,8 +150,7 @@ static void bad_input_names_the_field(void **state)
     assert_string_equal(e.field, "clients[0].trials");
 }
 
-/* ---- Monte Carlo
- * --------------------------------------------------------------------------------- */
+/* ---- Monte Carlo ---- */
 
 #define RT_M 10000
 #define RT_N 14

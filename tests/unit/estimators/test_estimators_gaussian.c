@@ -203,8 +203,7 @@ static void d_dim_fits_each_coordinate(void **state)
     assert_close(c[1].tau2, 4 * 14.0 / 3.0 - 0.5, CF_RTOL, 0);
 }
 
-/* ---- Monte-Carlo reproduction targets
- * ------------------------------------------------------------ */
+/* ---- Monte-Carlo reproduction targets ---- */
 
 #define RT_M    10000
 #define RT_N    15

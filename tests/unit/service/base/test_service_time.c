@@ -22,7 +22,7 @@ static void format_writes_utc_with_milliseconds(void **state)
         {1, "1970-01-01T00:00:00.001Z"},
         {-1, "1969-12-31T23:59:59.999Z"}, /* rounded down: the fraction is never negative */
         {-14182940000LL, "1969-07-20T20:17:40.000Z"},
-        {951782400000LL, "2000-02-29T00:00:00.000Z"},  /* leap day of a year divisible by 400 */
+        {951782400000LL, "2000-02-29T00:00:00.000Z"},   /* leap day of a year divisible by 400 */
         {-2203891200000LL, "1900-03-01T00:00:00.000Z"}, /* 1900 is not a leap year */
         {1709190296789LL, "2024-02-29T07:04:56.789Z"},
         {-62167219200000LL, "0000-01-01T00:00:00.000Z"},
@@ -107,11 +107,11 @@ static void parse_refuses_malformed_text_and_leaves_out_alone(void **state)
         "2026-11-22T13:00:00+5:30",
         "2026-11-22T13:00:00+24:00",
         "2026-11-22T13:00:00+05:60",
-        "2026-11-22T13:00:00Z ",   /* trailing text */
+        "2026-11-22T13:00:00Z ", /* trailing text */
         "2026-11-22T13:00:00ZZ",
-        "2026-11-22X13:00:00Z",    /* bad separator */
+        "2026-11-22X13:00:00Z", /* bad separator */
         "2026-11-22T13:00:00 UTC",
-        "2026-1-22T13:00:00Z",     /* short field */
+        "2026-1-22T13:00:00Z", /* short field */
         "26-11-22T13:00:00Z",
         "20260-11-22T13:00:00Z",
         "2026/11/22T13:00:00Z",

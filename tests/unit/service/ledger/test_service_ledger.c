@@ -783,8 +783,7 @@ static void c_callers_need_no_json(void **state)
     acct_event_free(root);
 }
 
-/* ---- concurrency: many threads, one silo that admits exactly N ----------------------------------
- */
+/* ---- concurrency: many threads, one silo that admits exactly N ---- */
 
 typedef struct storm {
     ledger *l;
