@@ -141,7 +141,7 @@ typedef struct pld_comp {
     double drift;    /* sum over runs of the bottom-lift mean shift */
 } pld_comp;
 
-/* GSL FFT workspace for one real length n (STYLE.md 2.4: allocated once, passed in). A real
+/* GSL FFT workspace for one real length n (GSL's workspace rule: allocated once, passed in). A real
  * sequence of even length n is transformed as n/2 complex numbers (even samples real, odd samples
  * imaginary) plus an O(n) split, so one complex wavetable serves both directions: half the
  * trigonometric set-up of GSL's real + halfcomplex pair, which dominated a cold call. */

@@ -19,7 +19,7 @@
  * repeat_and_select) give DP_EINVAL with field "<path>.type"; open parameters (NAN) give DP_EINVAL
  * naming the field.
  *
- * Neighbouring relations (DESIGN.md):
+ * Neighbouring relations (docs/ACCOUNTING.md, "Neighbouring relations"):
  * - ACCT_NB_ADD_REMOVE: two PLDs per mechanism, "remove" (P = M(D), Q = M(D minus one record)) and
  *   "add" (the pair swapped), composed separately; the answer is the worse of the two (epsilon =
  *   max, delta = max), as dp_accounting's PLD does. Unsampled gaussian, laplace and pure mechanisms
@@ -31,7 +31,7 @@
  *   poisson_sampled(laplace) is refused (DP_EINVAL, field "neighboring").
  *
  * Thread-safety: reentrant; each call allocates and frees its own workspace (GSL FFT wavetables and
- * work arrays, allocated once per call and passed down, STYLE.md 2.4), unless the caller passes an
+ * work arrays, allocated once per call and passed down, as GSL does), unless the caller passes an
  * acct_pld_ws (see below), which one thread at a time may use.
  */
 #ifndef DP_ACCOUNTING_PLD_H

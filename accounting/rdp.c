@@ -19,7 +19,7 @@
  *   log-integrand is within ACCT_QUAD_LOG_WINDOW of the peak.
  *
  * Conversions: see rdp.h for formulas and papers. Everything is evaluated in log space
- * (STYLE.md 2.8).
+ * (log-sum-exp of log1p/expm1 terms, never exp then log; accounting/logmath.h).
  */
 #include "accounting/rdp.h"
 

@@ -1,6 +1,6 @@
 /*
- * eb_beta.c: Beta-Bernoulli empirical Bayes (Ozkara et al. 2023, eq. 6-7, Thm 3-4, App C;
- * digest 2.4). See eb_beta.h for the model, the variants and the clamps.
+ * eb_beta.c: Beta-Bernoulli empirical Bayes (Ozkara et al. 2023, eq. 6-7, Thm 3-4, App C).
+ * See eb_beta.h for the model, the variants and the clamps.
  */
 #include "estimators/eb_beta.h"
 
@@ -361,7 +361,7 @@ static double *xbar_alloc(const eb_beta_data *b, dp_err *err)
     return x;
 }
 
-/* U_i = Z(Z-1)/(n(n-1)), unbiased for p_i^2 (digest 2.4.2); needs n >= 2. */
+/* U_i = Z(Z-1)/(n(n-1)), unbiased for p_i^2 (a U-statistic); needs n >= 2. */
 static double *u_alloc(const eb_beta_data *b, dp_err *err)
 {
     char f[DP_ERR_FIELD_MAX];

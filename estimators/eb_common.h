@@ -3,8 +3,8 @@
  *
  * What lives here: the solver status every estimator reports (converged, stopped at max_iter,
  * boundary, unidentifiable), the seeded random-number streams used to simulate the clients' local
- * randomizers (SplitMix64 -> gsl_rng_mt19937, STYLE.md 2.8), size caps, and small numeric helpers
- * (log-sum-exp).
+ * randomizers (SplitMix64 -> gsl_rng_mt19937: bit-identical on every machine), size caps, and small
+ * numeric helpers (log-sum-exp).
  *
  * Status vs error: a function returns a dp_err code (DP_OK or DP_E*) for input it refuses and for
  * resource failures. A solver that ran on valid input returns DP_OK and reports how it ended in an

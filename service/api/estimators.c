@@ -2,8 +2,8 @@
  * api/estimators.c: the empirical-Bayes estimator endpoints and the stored runs (issue #6).
  *
  *   POST /v1/estimators/gaussian   Gaussian prior (Ozkara et al. 2023, Thm 1, Thm 2)
- *   POST /v1/estimators/beta       Beta-Bernoulli (eq. 6-7, Thm 3-4; digest A5-A8)
- *   POST /v1/estimators/mixture    mixture prior (Thm 6, Alg 3, digest 2.6)
+ *   POST /v1/estimators/beta       Beta-Bernoulli (Ozkara et al. 2023, eq. 6-7, Thm 3-4)
+ *   POST /v1/estimators/mixture    mixture prior (Ozkara et al. 2023, Thm 6, Alg 3)
  *   GET  /v1/runs/{id}, GET /v1/runs?limit=&after=
  *
  * Each POST is checked on its HTTP thread (work and size caps, the caller's token, the
@@ -17,7 +17,7 @@
  *
  * Privacy: "privacy" blocks simulate each client's local randomizer on the server (local DP per
  * client, user level). The noise comes from a seeded PRNG: simulation-grade, not a hardened release
- * mechanism (STYLE.md 2.8).
+ * mechanism (Mironov 2012, CCS, the least-significant-bits attack on floating-point noise).
  *
  * Memory: request values are borrowed from the job's reference to the body; every allocation is
  * freed at the single out: label of each compute function or in est_job_free. Thread-safety: a job
@@ -197,8 +197,8 @@ static int pick(const char *s, const char *field, const choice *ch, size_t n, in
  * noise, the fits, the response) then runs on a compute thread (est_run), and an HTTP thread sends
  * the answer (est_render). The request body is HANDED OVER, not shared: the dispatcher keeps it for
  * the resume and touches it only after the wake-up, so the compute thread is its only user
- * meanwhile (STYLE.md 2.4's rule that a json_t never crosses threads is about sharing; jansson is
- * safe for one thread at a time). Nothing else from the request reaches the compute thread: the
+ * meanwhile (the rule that a json_t never crosses threads is about sharing; jansson is safe for
+ * one thread at a time). Nothing else from the request reaches the compute thread: the
  * principal is resolved and the key validated before.
  *
  * Charging: when clients name silos ("silo_id") the run must be private, and every participating
@@ -1338,7 +1338,7 @@ static int gauss_noise(const json_t *body, const gauss_req *g, double *sx2, bool
         return dp_err_set(err, DP_EINVAL, "noise_variance",
                           "noise_variance is required unless clients with n >= 2 send a positive "
                           "within_variance to pool");
-    *sx2 = num / den; /* eb_gauss_pool_sigma_x2 over the clients that sent it (digest 2.3) */
+    *sx2 = num / den; /* eb_gauss_pool_sigma_x2 over the clients that sent it */
     *pooled = true;
     return DP_OK;
 }
@@ -1582,7 +1582,7 @@ static int gaussian_compute(est_job *job, dp_err *err)
             goto out;
         sent.x = msgs;
         extra = pinfo.sigma_q * pinfo.sigma_q;
-        wextra = extra / ((double)m - 1.0); /* Thm 2 weight (digest A1) */
+        wextra = extra / ((double)m - 1.0); /* Thm 2 weight (App B.2) */
     }
     if (mu_known) {
         for (size_t j = 0; j < d; j++) {

@@ -1,6 +1,5 @@
 /*
- * api/routes.c: THE route table of dpsilod (STYLE.md 2.6: one dispatcher, one table; no switch on
- * URLs).
+ * api/routes.c: THE route table of dpsilod (one dispatcher, one table; no switch on URLs).
  *
  * HOW TO ADD AN ENDPOINT
  * 1. Write the handler in service/api/<resource>.c (one file per resource, e.g. api/silos.c):

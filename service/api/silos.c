@@ -18,8 +18,9 @@
  *
  * Every handler parses and validates its input into ledger/ledger.h structs, calls the ledger
  * (which does the transaction) and writes JSON. Non-finite figures are JSON null with a
- * "..._reason" beside them (DESIGN.md). A 409 budget_exhausted carries error.details with the
- * spent, reserved, requested, would-be and budget figures in the silo's unit.
+ * "..._reason" beside them (docs/API.md, "Conventions"). A 409 budget_exhausted carries
+ * error.details with the spent, reserved, requested, would-be and budget figures in the silo's
+ * unit.
  *
  * Thread-safety: handlers run on MHD pool threads; everything they touch is per request except the
  * ledger, which is thread-safe.

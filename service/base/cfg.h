@@ -37,7 +37,7 @@
  *
  * Ownership: cfg_parse fills a caller-owned struct; all strings are copied into fixed buffers.
  * Thread-safety: a cfg is built once by main before any thread starts and is read-only afterwards
- * (STYLE.md 2.7, the only global is a const cfg *).
+ * (the daemon's only global is a const cfg *).
  */
 #ifndef DP_SERVICE_CFG_H
 #define DP_SERVICE_CFG_H

@@ -1,6 +1,6 @@
 /*
- * event_json: the privacy-event JSON of DESIGN.md, parsed into an acct_event tree
- * (accounting/event.h).
+ * event_json: the privacy-event JSON (docs/ACCOUNTING.md, "The event tree"), parsed into an
+ * acct_event tree (accounting/event.h).
  *
  * Grammar (every key other than those listed is refused, naming it):
  *   {"type": "gaussian", "noise_multiplier": s}          s > 0 (null = open, calibration only)

@@ -17,10 +17,11 @@
  * Range checks belong to the caller (they are domain rules); these helpers only check types.
  *
  * Writing: json_util_real returns JSON null for NaN/inf (jansson's json_real refuses them); pair it
- * with a "reason" member beside the value (DESIGN.md). json_util_set steals the value and reports
- * DP_ENOMEM (never ignores a failed set).
+ * with a "reason" member beside the value (docs/API.md, "Conventions"). json_util_set steals the
+ * value and reports DP_ENOMEM (never ignores a failed set).
  *
- * Thread-safety: none needed; a json_t never crosses threads (STYLE.md 2.4).
+ * Thread-safety: none needed; a json_t never crosses threads (handlers convert JSON
+ * to C structs before handing work to another thread).
  */
 #ifndef DP_SERVICE_JSON_UTIL_H
 #define DP_SERVICE_JSON_UTIL_H

@@ -68,7 +68,7 @@ int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_er
     return dp_err_set(err, DP_EINTERNAL, NULL, "database error");
 }
 
-/* Opens one connection with the settings of STYLE.md 2.5; operator-facing messages on failure. */
+/* Opens one connection with the settings listed in store.h; operator-facing messages on failure. */
 static int conn_init(store_conn *c, const char *path, dp_err *err)
 {
     memset(c, 0, sizeof *c);

@@ -2,9 +2,9 @@
  * store: the SQLite database of dpsilod: opening, migrations and a pool of connections.
  *
  * One file, WAL mode, synchronous=FULL (a committed spend lost in a crash is budget that could be
- * spent twice), foreign keys on, a busy timeout of STORE_BUSY_TIMEOUT_MS, extended result codes
- * (STYLE.md 2.5). store_open opens the file, applies the migrations the binary carries
- * (migrations/NNNN_*.sql, embedded at build time) and then opens a fixed pool of connections.
+ * spent twice), foreign keys on, a busy timeout of STORE_BUSY_TIMEOUT_MS, extended result codes.
+ * store_open opens the file, applies the migrations the binary carries (migrations/NNNN_*.sql,
+ * embedded at build time) and then opens a fixed pool of connections.
  *
  * Migrations: each file runs in its own BEGIN IMMEDIATE transaction together with an INSERT into
  * schema_migrations(version, name, applied_at_ms) and PRAGMA user_version = <highest applied>. The

@@ -1151,7 +1151,8 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
     res->requested = unit_value(b, e_cost, it->cost_rho);
     res->would_be = unit_value(b, e_wb, wb_rho);
     res->budget = cap_of(b);
-    /* The rule: conv(spent + reserved + cost) <= cap, no tolerance (STYLE.md 2.8). NaN never fits.
+    /* The rule: conv(spent + reserved + cost) <= cap, no tolerance in the permissive
+     * direction. NaN never fits.
      */
     *fits = b->kind == LEDGER_BUDGET_NONE || (res->would_be <= res->budget);
     res->spent = res->reserved = DNAN;

@@ -3,14 +3,15 @@
  * #5).
  *
  * WHAT. A silo owns a budget: (epsilon, delta) composed by RDP (default), zCDP or PLD; or a zCDP
- * rho; or none at all (a silo that opted out of DP, seed 003 section 6.1: its spends are recorded,
- * never refused). Every spend is one append-only row of `charges` (migrations/0003_ledger.sql). A
- * silo's totals are a cached per-order RDP vector and a rho sum, derived from its charges: each
- * append updates them in the same transaction, and ledger_silo_verify recomputes them from the log.
+ * rho; or none at all (a silo that opted out of DP, like the non-private clients of Aldaghri et al.
+ * (FedHDP): its spends are recorded, never refused). Every spend is one append-only row of
+ * `charges` (migrations/0003_ledger.sql). A silo's totals are a cached per-order RDP vector and a
+ * rho sum, derived from its charges: each append updates them in the same transaction, and
+ * ledger_silo_verify recomputes them from the log.
  *
  * ADMISSION. A charge of cost c is admitted iff  conv(spent + reserved + c) <= cap,  evaluated in
  * ONE BEGIN IMMEDIATE transaction together with the append, with no tolerance in the permissive
- * direction (STYLE.md 2.8). "reserved" is the sum of the silo's active, unexpired claims. conv is
+ * direction. "reserved" is the sum of the silo's active, unexpired claims. conv is
  * the RDP -> (eps, delta) conversion of accounting/rdp.h at the silo's delta (zCDP silos: the RDP
  * curve rho*alpha, Bun & Steinke 2016 Def. 1.1, converted the same way; rho budgets compare rho
  * sums directly). For rdp and pld silos it is acct_rdp_epsilon_curve of the composed events on the
@@ -25,8 +26,8 @@
  * COMMITs once (one fsync for the group) and only then wakes the waiters. A waiter is acknowledged
  * only after COMMIT returned; if COMMIT fails, every op of the group fails. Throughput therefore
  * grows with concurrency. The FIFO, mutex and per-op condition variable follow redis bio.c
- * (STYLE.md 2.7). Costs (RDP curves) are computed by the calling thread before enqueueing, so
- * nothing slow runs inside the write transaction.
+ * (src/bio.c: a FIFO, a mutex and a condition variable). Costs (RDP curves) are computed by the
+ * calling thread before enqueueing, so nothing slow runs inside the write transaction.
  *
  * THREADS. A ledger is shared by all HTTP threads and job workers. Write calls block until their op
  * is committed or refused; ledger_charge_start is the non-blocking form of a charge (the

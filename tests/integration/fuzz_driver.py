@@ -19,7 +19,7 @@ Every answer must satisfy:
     takes longer than --timeout-s);
   - no 5xx;
   - the body is strict JSON (no NaN/Infinity tokens) and an object;
-  - 4xx: the DESIGN.md error shape {"error": {"code": non-empty, "message": non-empty, ...}};
+  - 4xx: the error shape of docs/API.md {"error": {"code": non-empty, "message": non-empty, ...}};
     a 400 for a body that is well-formed JSON object carries a non-empty "field"; a 400 for a body
     that is not well-formed JSON carries "line" and "column"; the status of an over-cap body is 413.
 

@@ -102,7 +102,7 @@ static acct_event *tcomp(tev *t, size_t k, acct_event **cs)
     return e;
 }
 
-/* JSON event (DESIGN.md) -> nodes in t. */
+/* JSON event (docs/ACCOUNTING.md, "The event tree") -> nodes in t. */
 static acct_event *tfrom_json(tev *t, json_t *j)
 {
     const char *type = json_string_value(json_object_get(j, "type"));
