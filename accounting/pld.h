@@ -8,11 +8,13 @@
  * rigorous (up to floating-point rounding, see docs/ACCOUNTING.md):
  *   epsilon_upper  from the "connect-the-dots" discretisation (Doroshenko, Ghazi, Kamath, Kumar &
  *                  Manurangsi 2022, §3), which dominates the true PLD, so delta and epsilon are
- * never under-reported; mass truncated from the composed window is added to delta. epsilon_lower an
- * optimistic bound: the same composed distribution read with a loss shift t = n (e^h - 1)^2 / 8 + h
- * sqrt(2 n log(1/beta)), where n is the number of discretised mechanism runs (Hoeffding bound on
- * the summed rounding errors, in the spirit of Gopi, Lee & Wutschitz 2021), beta optimised. The
- * true epsilon lies in [epsilon_lower, epsilon_upper]; the gap shows the discretisation error.
+ *                  never under-reported; mass truncated from the composed window is added to
+ *                  delta.
+ *   epsilon_lower  an optimistic bound: the same composed distribution read with a loss shift
+ *                  t = n (e^h - 1)^2 / 8 + h sqrt(2 n log(1/beta)), where n is the number of
+ *                  discretised mechanism runs (Hoeffding bound on the summed rounding errors, in
+ *                  the spirit of Gopi, Lee & Wutschitz 2021), beta optimised.
+ * The true epsilon lies in [epsilon_lower, epsilon_upper]; the gap shows the discretisation error.
  *
  * Supported event nodes: gaussian, laplace, pure, poisson_sampled(gaussian | laplace),
  * self_composed and composed of these. Other nodes (zcdp, sampled_without_replacement,

@@ -155,8 +155,9 @@ static double expm1_minus_x(double x)
 double acct_rdp_laplace(double b, double alpha)
 {
     /* Mironov 2017, Prop. 6 / Table II, Laplace with scale b and sensitivity 1, alpha > 1:
-     *   r = 1/(alpha-1) log( alpha/(2alpha-1) e^{(alpha-1)/b} + (alpha-1)/(2alpha-1) e^{-alpha/b}
-     * ). The sum S is 1 + O(1/b^2); writing e^x = 1 + x + h(x) the first-order terms cancel exactly
+     *   r = 1/(alpha-1) log(S),
+     *   S = alpha/(2alpha-1) e^{(alpha-1)/b} + (alpha-1)/(2alpha-1) e^{-alpha/b}.
+     * The sum S is 1 + O(1/b^2); writing e^x = 1 + x + h(x) the first-order terms cancel exactly
      * and S - 1 = (alpha h((alpha-1)/b) + (alpha-1) h(-alpha/b)) / (2 alpha - 1)  (all terms >= 0).
      */
     double x1 = (alpha - 1.0) / b, x2 = -alpha / b;

@@ -9,11 +9,12 @@
  * coordinate).
  *
  * Prior fit (the server's aggregate):
- *   - EB_GAUSS_MLE: maximum marginal likelihood, xbar_i ~ N(mu, tau2 + s_i^2 + extra_var). mu is
- * the precision-weighted mean for a given tau2; tau2 maximizes the profile likelihood (root of its
- *     score by Brent's method on [0, range^2]); tau2 = 0 is reported as EB_STATUS_BOUNDARY.
- *   - EB_GAUSS_MOMENTS: the paper's estimator: mu = plain mean of the messages (Thm 1, eq. 2), and
- * our moment extension, tau2 = max(0, sample variance - mean(s_i^2) - extra_var).
+ *   - EB_GAUSS_MLE: maximum marginal likelihood, xbar_i ~ N(mu, tau2 + s_i^2 + extra_var). mu
+ *     is the precision-weighted mean for a given tau2; tau2 maximizes the profile likelihood
+ *     (root of its score by Brent's method on [0, range^2]); tau2 = 0 is reported as
+ *     EB_STATUS_BOUNDARY.
+ *   - EB_GAUSS_MOMENTS: the paper's estimator, mu = plain mean of the messages (Thm 1, eq. 2),
+ *     and our moment extension, tau2 = max(0, sample variance - mean(s_i^2) - extra_var).
  *   - with tau2 known (Thm 1/Thm 2 setting: sigma_theta known, mu unknown) only mu is fitted.
  * extra_var is the variance a local randomizer added to every message (sigma_q^2 of Thm 2), so the
  * fit on privatized messages accounts for it.

@@ -10,8 +10,8 @@
  *   X^+ y (complete orthogonal decomposition), which for n < d projects theta onto the row space.
  * - eb_linreg_mix_fit: empirical Bayes for the mixture prior by EM on the marginal likelihood
  *   y_i ~ sum_l p_l N(X_i mu_l, sigma_w^2 I + var_l X_i X_i^T). This is the server-side GMM step of
- *   AdaMix (Alg 1) carried out exactly: instead of gradient steps on theta_i followed by an EM-GMM
- * on the theta_i (which the paper leaves unspecified), each E-step uses the exact
+ *   AdaMix (Alg 1) carried out exactly: instead of gradient steps on theta_i followed by an
+ *   EM-GMM on the theta_i (which the paper leaves unspecified), each E-step uses the exact
  *   per-component posterior (Thm 7, eq. 47: M = I/var_l + X^T X/sigma_w^2,
  *   m_il = M^{-1}(X^T y/sigma_w^2 + mu_l/var_l), Cov = M^{-1}) and the responsibilities; the M-step
  *   updates p_l, mu_l, var_l in closed form. Each client's X^T X is diagonalised once

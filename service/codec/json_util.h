@@ -7,12 +7,13 @@
  * received.
  *
  * Reading rules:
- *   - obj must be a JSON object; NULL (no body) is reported as "request body must be a JSON
- * object".
+ *   - obj must be a JSON object; NULL (no body) is reported as "request body must be a
+ *     JSON object".
  *   - required (json_util_req_*): a missing key or a JSON null is an error ("is required").
  *   - optional (json_util_opt_*): a missing key or a JSON null leaves *out = def and returns DP_OK.
- *   - number: a JSON integer or real (clients send 1 for 1.0); int64: a JSON integer only (2.0 is
- * refused); string: a JSON string (borrowed: valid while the body lives); bool: true/false only.
+ *   - number: a JSON integer or real (clients send 1 for 1.0); int64: a JSON integer only
+ *     (2.0 is refused); string: a JSON string (borrowed: valid while the body lives); bool:
+ *     true/false only.
  *   - json_util_check_keys rejects any key not in the allowed list, naming it.
  * Range checks belong to the caller (they are domain rules); these helpers only check types.
  *

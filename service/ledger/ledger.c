@@ -3061,8 +3061,8 @@ static acct_event *claim_event(sqlite3 *db, int64_t id, acct_neighboring *nb)
  * HTTP worker (see PLD SILOS). Three kinds of item:
  *   - a charge or claim (req->event set): pld_spent (the log), pld_after (the log and the event),
  *     pld_wb (the log, the active claims and the event);
- *   - a claim's commit (claim_id set): pld_after (the log and the claim's event), pld_wb (the log
- * and every active claim, this one included);
+ *   - a claim's commit (claim_id set): pld_after (the log and the claim's event), pld_wb (the
+ *     log and every active claim, this one included);
  *   - a PATCH (neither): pld_wb (the log and the active claims) at want_delta (0: the silo's). */
 static int pld_prepare(ledger *l, op_item *it, dp_err *err)
 {
