@@ -443,7 +443,7 @@ def route_table(path):
     src = open(path, encoding="utf-8").read()
     rows = []
     for m in re.finditer(r'\{"(GET|POST|PUT|PATCH|DELETE)",\s*"([^"]+)",\s*\w+,\s*([^,}]*)[,}]', src):
-        cap_expr = m.group(3).replace("KIB", "1024").replace(" ", "")
+        cap_expr = m.group(3).replace("MIB", "1048576").replace("KIB", "1024").replace(" ", "")
         if not re.fullmatch(r"[0-9*]+", cap_expr):
             raise SystemExit("cannot read the body cap of %s: %r" % (m.group(2), m.group(3)))
         cap = 1
