@@ -187,7 +187,7 @@ bench: all $(BENCH_BINS)
 	@for d in $(sort $(wildcard bench/*/run.sh)); do echo "== $$d"; BUILD=$(BUILD) bash $$d || exit 1; done
 
 # ---- hygiene ------------------------------------------------------------------------------------------
-# Dependency direction (DESIGN.md, STYLE.md 2.1): service-only headers, library layering, no threads in
+# Dependency direction (docs/ARCHITECTURE.md): service-only headers, library layering, no threads in
 # accounting/estimators, libraries never print. The rules are listed in scripts/check-deps.sh.
 check-deps:
 	@sh scripts/check-deps.sh .

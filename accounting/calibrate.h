@@ -7,16 +7,19 @@
  * calibrate the same way; acct_calib_rdp_eps / acct_calib_zcdp_eps are the built-in ones.
  *
  * Monotonicity used (and tested): eps decreases in the noise multiplier, increases in the count and
- * in the sampling rate. Conservative by construction (STYLE.md 2.8): bisection keeps a bracket
- * whose "meets" end satisfies eps(value) <= target as computed by the same callback, and that end
- * is returned together with its eps; so recomputing with the same accountant always meets the
- * target. noise: smallest sigma in [ACCT_CALIB_SIGMA_MIN, ACCT_CALIB_SIGMA_MAX], to relative
- * ACCT_CALIB_RTOL count: largest integer count in [1, 10^12], exact rate:  largest q in
- * [ACCT_CALIB_Q_MIN, 1], to relative ACCT_CALIB_RTOL Impossible targets (even sigma =
- * ACCT_CALIB_SIGMA_MAX, count = 1 or q = ACCT_CALIB_Q_MIN exceed it) give DP_ENUMERIC (HTTP 422)
- * with the reason. Only an evaluated epsilon above the target is a miss: an accountant error at any
- * probe (e.g. a PLD grid too large for this value_discretization) is returned as the calibration's
- * error, never taken as a miss (that would silently return a value far from the optimum).
+ * in the sampling rate. Conservative by construction (every approximation errs towards a larger
+ * eps): bisection keeps a bracket whose "meets" end satisfies eps(value) <= target as computed by
+ * the same callback, and that end is returned together with its eps; so recomputing with the same
+ * accountant always meets the target.
+ *   noise:  smallest sigma in [ACCT_CALIB_SIGMA_MIN, ACCT_CALIB_SIGMA_MAX], to relative
+ *           ACCT_CALIB_RTOL
+ *   count:  largest integer count in [1, 10^12], exact
+ *   rate:   largest q in [ACCT_CALIB_Q_MIN, 1], to relative ACCT_CALIB_RTOL
+ * Impossible targets (even sigma = ACCT_CALIB_SIGMA_MAX, count = 1 or q = ACCT_CALIB_Q_MIN exceed
+ * it) give DP_ENUMERIC (HTTP 422) with the reason. Only an evaluated epsilon above the target is a
+ * miss: an accountant error at any probe (e.g. a PLD grid too large for this value_discretization)
+ * is returned as the calibration's error, never taken as a miss (that would silently return a
+ * value far from the optimum).
  *
  * Thread-safety: reentrant if the callback is.
  */

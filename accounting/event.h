@@ -1,6 +1,6 @@
 /*
- * event.h: the privacy-event tree in C (DESIGN.md "The privacy event"; modelled on dp_accounting's
- * DpEvent).
+ * event.h: the privacy-event tree in C (its JSON form: docs/ACCOUNTING.md, "The event tree";
+ * modelled on dp_accounting's DpEvent).
  *
  * service/ parses the JSON event into this structure; the accounting library evaluates it (RDP,
  * zCDP, PLD), and the ledger stores the JSON. The library never sees JSON.

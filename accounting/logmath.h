@@ -1,5 +1,5 @@
 /*
- * logmath.h: the audited log-space helpers of dpsilo (STYLE.md 2.8).
+ * logmath.h: the audited log-space helpers of dpsilo (sums of exponentials stay in log space).
  *
  * Privacy quantities span hundreds of orders of magnitude (an RDP moment A_alpha can be e^(10^6) or
  * 1 + 10^-27), so every sum of exponentials is formed in log space with these helpers and never as

@@ -143,7 +143,7 @@ typedef struct pld_comp {
     double drift;    /* sum over runs of the bottom-lift mean shift */
 } pld_comp;
 
-/* GSL FFT workspace for one real length n (STYLE.md 2.4: allocated once, passed in). A real
+/* GSL FFT workspace for one real length n (GSL's workspace rule: allocated once, passed in). A real
  * sequence of even length n is transformed as n/2 complex numbers (even samples real, odd samples
  * imaginary) plus an O(n) split, so one complex wavetable serves both directions: half the
  * trigonometric set-up of GSL's real + halfcomplex pair, which dominated a cold call. */
@@ -160,8 +160,7 @@ struct acct_pld_ws {
     size_t cap[3];  /* length of each buf (0 = not allocated) */
 };
 
-/* ---- options ------------------------------------------------------------------------------------
- */
+/* ---- options ---- */
 
 void acct_pld_opts_default(acct_pld_opts *o)
 {
@@ -192,8 +191,7 @@ int acct_pld_opts_check(const acct_pld_opts *o, dp_err *err)
     return DP_OK;
 }
 
-/* ---- mechanisms: tails of the privacy loss -----------------------------------------------------
- */
+/* ---- mechanisms: tails of the privacy loss ---- */
 
 /* Standard normal CDF and survival at z, each computed directly when it is the smaller one. */
 static void norm_cdf2(double z, double *cdf, double *sf)
@@ -393,8 +391,7 @@ static double bin_mass(double big_a, double small_a, double big_b, double small_
     return m > 0 ? m : 0.0;
 }
 
-/* ---- discretisation (connect the dots) ---------------------------------------------------------
- */
+/* ---- discretisation (connect the dots) ---- */
 
 static void pmf_free(pld_pmf *p)
 {
@@ -536,8 +533,7 @@ static int pmf_build(const pld_mech *m, const acct_pld_opts *o, pld_pmf *rm, pld
     return DP_OK;
 }
 
-/* ---- flattening the event tree -----------------------------------------------------------------
- */
+/* ---- flattening the event tree ---- */
 
 typedef struct flat_ctx {
     acct_neighboring nb;
@@ -770,8 +766,7 @@ static int flatten(const acct_event *ev, acct_neighboring nb, pld_leaf **out, si
     return DP_OK;
 }
 
-/* ---- Chernoff bounds from the cumulant generating function -------------------------------------
- */
+/* ---- Chernoff bounds from the cumulant generating function ---- */
 
 /* K(t) = sum_k c_k log E[e^(t sgn L_k)] over the finite parts, with K' and K'' (t > 0). Returns
  * -PLD_INF for K if some leaf has no finite mass. */
@@ -878,8 +873,7 @@ static double chernoff_delta(const pld_pmf *pm, const pld_leaf *lv, size_t nl, d
     return exp(best);
 }
 
-/* ---- FFT composition ---------------------------------------------------------------------------
- */
+/* ---- FFT composition ---- */
 
 /* FFT length for a window of n points: the smallest 2^a 3^b 5^c >= n with 1 <= a <= 6 (even, for
  * the half-length complex transform). GSL's mixed-radix
@@ -1242,7 +1236,7 @@ static int compose_dir(const pld_pmf *pm, const pld_leaf *lv, size_t nl, const a
     return DP_OK;
 }
 
-/* ---- early work estimate (issue #10) -----------------------------------------------------------
+/* ---- early work estimate (issue #10) ----
  *
  * compose_dir refuses a window wider than max_grid_points, or nl x window above PLD_WORK_FACTOR x
  * max_grid_points, but it only knows the window once every leaf PMF is built and its Chernoff cuts
@@ -1485,8 +1479,7 @@ out:
     return rc;
 }
 
-/* ---- reading epsilon and delta off a composed PLD ----------------------------------------------
- */
+/* ---- reading epsilon and delta off a composed PLD ---- */
 
 /* sum over window losses l > eps of (1 - e^(eps - l)) r. Scans down from the top of the window;
  * pos walks the cyclic array without a division per step. */
@@ -1612,8 +1605,7 @@ static double comp_delta_lower(const pld_comp *c, double eps)
     return best < 1 ? best : 1.0;
 }
 
-/* ---- driver ------------------------------------------------------------------------------------
- */
+/* ---- driver ---- */
 
 typedef struct pld_query {
     bool want_eps; /* true: epsilon for delta; false: delta for epsilon */

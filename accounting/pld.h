@@ -8,18 +8,20 @@
  * rigorous (up to floating-point rounding, see docs/ACCOUNTING.md):
  *   epsilon_upper  from the "connect-the-dots" discretisation (Doroshenko, Ghazi, Kamath, Kumar &
  *                  Manurangsi 2022, §3), which dominates the true PLD, so delta and epsilon are
- * never under-reported; mass truncated from the composed window is added to delta. epsilon_lower an
- * optimistic bound: the same composed distribution read with a loss shift t = n (e^h - 1)^2 / 8 + h
- * sqrt(2 n log(1/beta)), where n is the number of discretised mechanism runs (Hoeffding bound on
- * the summed rounding errors, in the spirit of Gopi, Lee & Wutschitz 2021), beta optimised. The
- * true epsilon lies in [epsilon_lower, epsilon_upper]; the gap shows the discretisation error.
+ *                  never under-reported; mass truncated from the composed window is added to
+ *                  delta.
+ *   epsilon_lower  an optimistic bound: the same composed distribution read with a loss shift
+ *                  t = n (e^h - 1)^2 / 8 + h sqrt(2 n log(1/beta)), where n is the number of
+ *                  discretised mechanism runs (Hoeffding bound on the summed rounding errors, in
+ *                  the spirit of Gopi, Lee & Wutschitz 2021), beta optimised.
+ * The true epsilon lies in [epsilon_lower, epsilon_upper]; the gap shows the discretisation error.
  *
  * Supported event nodes: gaussian, laplace, pure, poisson_sampled(gaussian | laplace),
  * self_composed and composed of these. Other nodes (zcdp, sampled_without_replacement,
  * repeat_and_select) give DP_EINVAL with field "<path>.type"; open parameters (NAN) give DP_EINVAL
  * naming the field.
  *
- * Neighbouring relations (DESIGN.md):
+ * Neighbouring relations (docs/ACCOUNTING.md, "Neighbouring relations"):
  * - ACCT_NB_ADD_REMOVE: two PLDs per mechanism, "remove" (P = M(D), Q = M(D minus one record)) and
  *   "add" (the pair swapped), composed separately; the answer is the worse of the two (epsilon =
  *   max, delta = max), as dp_accounting's PLD does. Unsampled gaussian, laplace and pure mechanisms
@@ -31,7 +33,7 @@
  *   poisson_sampled(laplace) is refused (DP_EINVAL, field "neighboring").
  *
  * Thread-safety: reentrant; each call allocates and frees its own workspace (GSL FFT wavetables and
- * work arrays, allocated once per call and passed down, STYLE.md 2.4), unless the caller passes an
+ * work arrays, allocated once per call and passed down, as GSL does), unless the caller passes an
  * acct_pld_ws (see below), which one thread at a time may use.
  */
 #ifndef DP_ACCOUNTING_PLD_H
@@ -45,13 +47,12 @@
 
 #define ACCT_PLD_DEFAULT_DISCRETIZATION 1e-4  /* dp_accounting's PLDAccountant default */
 #define ACCT_PLD_DEFAULT_TAIL_MASS      1e-15 /* dp_accounting's default tail_mass_truncation */
-#define ACCT_PLD_DEFAULT_LEAF_TAIL_MASS                                                            \
-    1.9287498479639178e-22                            /* e^-50: dp_accounting's default            \
-                                                        log_mass_truncation_bound */
-#define ACCT_PLD_DEFAULT_MAX_GRID   ((size_t)1 << 22) /* 4 Mi points: ~100 MB of work arrays */
-#define ACCT_PLD_MAX_GRID           ((size_t)1 << 24) /* hard cap a caller may raise to */
-#define ACCT_PLD_MIN_DISCRETIZATION 1e-7 /* finer grids cannot fit any useful loss range */
-#define ACCT_PLD_MAX_DISCRETIZATION 1.0  /* coarser grids are meaningless for epsilon */
+/* e^-50, dp_accounting's default log_mass_truncation_bound */
+#define ACCT_PLD_DEFAULT_LEAF_TAIL_MASS 1.9287498479639178e-22
+#define ACCT_PLD_DEFAULT_MAX_GRID       ((size_t)1 << 22) /* 4 Mi points: ~100 MB of work arrays */
+#define ACCT_PLD_MAX_GRID               ((size_t)1 << 24) /* hard cap a caller may raise to */
+#define ACCT_PLD_MIN_DISCRETIZATION     1e-7 /* finer grids cannot fit any useful loss range */
+#define ACCT_PLD_MAX_DISCRETIZATION     1.0  /* coarser grids are meaningless for epsilon */
 /* Largest number of runs of one mechanism composed by raising its spectrum to a power: the relative
  * rounding error of z^c grows like c * DBL_EPSILON, which stays below 1e-8 up to here. */
 #define ACCT_PLD_MAX_COUNT 100000000ULL

@@ -19,7 +19,7 @@
  *   log-integrand is within ACCT_QUAD_LOG_WINDOW of the peak.
  *
  * Conversions: see rdp.h for formulas and papers. Everything is evaluated in log space
- * (STYLE.md 2.8).
+ * (log-sum-exp of log1p/expm1 terms, never exp then log; accounting/logmath.h).
  */
 #include "accounting/rdp.h"
 
@@ -75,8 +75,7 @@
 
 static const double GOLDEN = 0.6180339887498949; /* (sqrt(5) - 1) / 2 */
 
-/* ---- default orders
- * ------------------------------------------------------------------------------ */
+/* ---- default orders ---- */
 
 /* 1 + x/10 exactly as Opacus and TF-Privacy compute it (a constant expression, evaluated in
  * double). */
@@ -129,8 +128,7 @@ int acct_rdp_check_orders(const double *orders, size_t n, dp_err *err)
     return DP_OK;
 }
 
-/* ---- simple mechanisms
- * ----------------------------------------------------------------------------- */
+/* ---- simple mechanisms ---- */
 
 double acct_rdp_gaussian(double sigma, double alpha)
 {
@@ -157,8 +155,9 @@ static double expm1_minus_x(double x)
 double acct_rdp_laplace(double b, double alpha)
 {
     /* Mironov 2017, Prop. 6 / Table II, Laplace with scale b and sensitivity 1, alpha > 1:
-     *   r = 1/(alpha-1) log( alpha/(2alpha-1) e^{(alpha-1)/b} + (alpha-1)/(2alpha-1) e^{-alpha/b}
-     * ). The sum S is 1 + O(1/b^2); writing e^x = 1 + x + h(x) the first-order terms cancel exactly
+     *   r = 1/(alpha-1) log(S),
+     *   S = alpha/(2alpha-1) e^{(alpha-1)/b} + (alpha-1)/(2alpha-1) e^{-alpha/b}.
+     * The sum S is 1 + O(1/b^2); writing e^x = 1 + x + h(x) the first-order terms cancel exactly
      * and S - 1 = (alpha h((alpha-1)/b) + (alpha-1) h(-alpha/b)) / (2 alpha - 1)  (all terms >= 0).
      */
     double x1 = (alpha - 1.0) / b, x2 = -alpha / b;
@@ -199,8 +198,7 @@ double acct_rdp_pure(double eps, double alpha)
     return fmin(r, fmin(z, eps));
 }
 
-/* ---- sampled Gaussian: integer orders -----------------------------------------------------------
- */
+/* ---- sampled Gaussian: integer orders ---- */
 
 static int lnchoose(double n, double k, double *out)
 {
@@ -668,7 +666,7 @@ static double sgm_node_u(sgm_nodes *nc, const sgm_ctx *c, int level, size_t idx,
     return c->q * expm1((z - 0.5) * c->inv_s2);
 }
 
-/* ---- sampled Gaussian: fractional orders, trapezoidal rule on the line ------------------------
+/* ---- sampled Gaussian: fractional orders, trapezoidal rule on the line ----
  * The integrand F(z) = phi_sigma(z) f(u(z)) of A_alpha - 1 (DESIGN above) is analytic in the strip
  * |Im z| < pi sigma^2 (the only singularities are the branch points where 1 + u = 0) and decays
  * like a Gaussian, so the trapezoidal rule on the whole line converges geometrically in 1/h:
@@ -876,8 +874,7 @@ int acct_rdp_sampled_gaussian(double q, double sigma, double alpha, double *out,
     return rc;
 }
 
-/* ---- tree evaluation
- * ------------------------------------------------------------------------------ */
+/* ---- tree evaluation ---- */
 
 /* Central moments of the Gaussian likelihood ratio used by WBK 2019 Thm. 27 (see swor_int). */
 #define ACCT_WBK_MAX_MOMENT 256 /* moments are used for j <= this (as dp_accounting, max_alpha) */
@@ -989,7 +986,7 @@ static double node_rdp_inf(const acct_event *ev)
  *   A = 1 + gamma^2 C(alpha,2) min{4(e^{eps(2)} - 1), e^{eps(2)} min{2, (e^{eps(inf)} - 1)^2}}
  *         + sum_{j=3}^{alpha} gamma^j C(alpha,j) e^{(j-1) eps(j)} min{2, (e^{eps(inf)} - 1)^j},
  *   r(alpha) <= log(A)/(alpha - 1). */
-/* ---- WBK 2019 Thm. 27: moments of the Gaussian likelihood ratio ---------------------------------
+/* ---- WBK 2019 Thm. 27: moments of the Gaussian likelihood ratio ----
  * For the pair N(1, s^2), N(0, s^2) with multiplier sigma, the log-likelihood ratio at z ~ N(0,
  * s^2) is W ~ N(-1/(2 sigma^2), 1/sigma^2), and B_k = E[(e^W - 1)^k] = the k-th forward difference
  * at 0 of f(i) = e^{(i-1) eps(i)}. Forming that alternating sum loses every digit for large sigma
@@ -1283,8 +1280,7 @@ int acct_rdp_eval(const acct_event *ev, acct_neighboring nb, const double *order
     return rc;
 }
 
-/* ---- conversions
- * --------------------------------------------------------------------------------- */
+/* ---- conversions ---- */
 
 const char *acct_conversion_name(acct_conversion c)
 {
@@ -1431,8 +1427,7 @@ int acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double 
     return DP_OK;
 }
 
-/* ---- tree-level answers with continuous order search
- * ----------------------------------------------- */
+/* ---- tree-level answers with continuous order search ---- */
 
 typedef struct order_obj {
     const acct_event *ev;

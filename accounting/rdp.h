@@ -6,31 +6,35 @@
  * 1), so a tree is evaluated order by order: self_composed multiplies by count, composed adds.
  *
  * Mechanisms and neighbouring relations (ACCT_NB_ADD_REMOVE is the default everywhere):
- *   gaussian   r = alpha / (2 sigma^2)                       Mironov 2017, Prop. 7. Either
- * relation: sigma is std / L2 sensitivity under the relation in force, so the formula is the same.
- *   laplace    Mironov 2017, Prop. 6 (Table II); same remark (b = scale / L1 sensitivity).
- *   zcdp       r = rho * alpha                               Bun & Steinke 2016, Def. 1.1.
- *   pure       randomized response with the same eps, which dominates every eps-DP mechanism
- *              (Kairouz, Oh & Viswanath 2015): r = (log cosh((2 alpha-1) eps/2) - log cosh(eps/2))
- *              / (alpha - 1) (Mironov 2017, Table II, rewritten without cancellation; as
- *              dp_accounting); never above min(eps, alpha eps^2/2).
- *   poisson_sampled(gaussian)  add/remove ONLY: the sampled Gaussian mechanism of Mironov, Talwar &
- *              Zhang 2019 (§3.3): r = log(A_alpha)/(alpha-1), A_alpha = E_{z~N(0,s^2)}[(1-q+q
- * e^{(2z-1)
- *              /(2 s^2)})^alpha]. Integer alpha: the binomial sum (MTZ 2019, §3.3, eq. (3));
- * fractional alpha: quadrature of the same expectation (trapezoidal rule on the line, adaptive
- * Gauss-Kronrod where it does not settle; not the MTZ two-sided series,
- * which loses all digits for large sigma, see docs/ACCOUNTING.md). Both are computed as log(A_alpha
- * - 1), whose terms are all positive, so r is accurate even at r ~ 1e-27. Under replace_one this
- * evaluator refuses the event (DP_EINVAL, field "neighboring"), as dp_accounting does.
- *   sampled_without_replacement  replace_one ONLY: Wang, Balle & Kasiviswanathan 2019, Thm. 9 at
- *              integer alpha >= 2 for any inner event (using its RDP at orders 2..alpha and its
- *              eps(infinity), +inf unless pure/laplace), and linear interpolation of (alpha-1)
- * r(alpha) between integers for fractional alpha (valid upper bound since (alpha-1) D_alpha is
- *              convex in alpha; Van Erven & Harremoës 2014, Thm. 11). sample_size == source_size is
- *              the inner event itself. Under add_remove the evaluator refuses it (DP_EINVAL).
- *   repeat_and_select  not evaluated here yet (DP_EINVAL), TODO(#4): the tuning engine hooks in.
- *
+ *   gaussian: r = alpha / (2 sigma^2), Mironov 2017, Prop. 7. Either relation: sigma is
+ *       std / L2 sensitivity under the relation in force, so the formula is the same.
+ *   laplace: Mironov 2017, Prop. 6 (Table II); same remark (b = scale / L1 sensitivity).
+ *   zcdp: r = rho * alpha, Bun & Steinke 2016, Def. 1.1.
+ *   pure: randomized response with the same eps, which dominates every eps-DP mechanism
+ *       (Kairouz, Oh & Viswanath 2015): r = (log cosh((2 alpha-1) eps/2) - log cosh(eps/2))
+ *       / (alpha - 1) (Mironov 2017, Table II, rewritten without cancellation; as
+ *       dp_accounting); never above min(eps, alpha eps^2/2).
+ *   poisson_sampled(gaussian), add/remove ONLY: the sampled Gaussian mechanism of Mironov,
+ *       Talwar & Zhang 2019 (§3.3): r = log(A_alpha)/(alpha-1), with
+ *       A_alpha = E_{z~N(0,s^2)}[(1-q+q e^{(2z-1)/(2 s^2)})^alpha].
+ *       Integer alpha: the binomial sum (MTZ 2019, §3.3, eq. (3)); fractional alpha: quadrature
+ *       of the same expectation (trapezoidal rule on the line, adaptive Gauss-Kronrod where it
+ *       does not settle; not the MTZ two-sided series, which loses all digits for large sigma,
+ *       see docs/ACCOUNTING.md). Both are computed as log(A_alpha - 1), whose terms are all
+ *       positive, so r is accurate even at r ~ 1e-27. Under replace_one this evaluator refuses
+ *       the event (DP_EINVAL, field "neighboring"), as dp_accounting does.
+ *   sampled_without_replacement, replace_one ONLY: Wang, Balle & Kasiviswanathan 2019, Thm. 9
+ *       at integer alpha >= 2 for any inner event (using its RDP at orders 2..alpha and its
+ *       eps(infinity), +inf unless pure/laplace), and linear interpolation of
+ *       (alpha-1) r(alpha) between integers for fractional alpha (a valid upper bound since
+ *       (alpha-1) D_alpha is convex in alpha; Van Erven & Harremoës 2014, Thm. 11).
+ *       sample_size == source_size is the inner event itself. Under add_remove the evaluator
+ *       refuses it (DP_EINVAL).
+ *   repeat_and_select: private hyperparameter tuning, Papernot & Steinke 2022 (Thm. 2 for the
+ *       truncated negative binomial, Thm. 6 for Poisson; fixed k by composition), evaluated by
+ *       accounting/tuning.h on the child's RDP curve, with the auxiliary order minimised once
+ *       per evaluation. Its eps(infinity) is the search's pure bound (tuning.h).
+
  * Accuracy (tests/vectors/mpmath_rdp.json): relative error <= 1e-9 against 60-digit mpmath for q in
  * [1e-8, 1], sigma in [0.1, 1e5], alpha in [1.0001, 1e5]. Never NaN; +INFINITY only where the value
  * is infinite (or beyond double range, rounded up).

@@ -71,8 +71,7 @@ static const char *const F_TNB_ETA = "distribution.truncated_negative_binomial.e
 static const char *const F_TNB_GAMMA = "distribution.truncated_negative_binomial.gamma";
 static const char *const F_TNB_MEAN = "distribution.truncated_negative_binomial.mean";
 
-/* ---- TNB mean
- * ------------------------------------------------------------------------------------ */
+/* ---- TNB mean ---- */
 
 /* log(expm1(t)/t) for t >= 0. */
 static double log_expm1_over_x(double t)
@@ -167,8 +166,7 @@ int acct_tuning_tnb_gamma(double eta, double mean, double *gamma, dp_err *err)
     return DP_OK;
 }
 
-/* ---- validation
- * ---------------------------------------------------------------------------------- */
+/* ---- validation ---- */
 
 int acct_tuning_dist_check(const acct_tuning_dist *d, dp_err *err)
 {
@@ -279,8 +277,7 @@ double acct_tuning_prob_zero(const acct_tuning_dist *d)
     return d->kind == ACCT_TUNE_POISSON ? exp(-d->mean) : 0.0;
 }
 
-/* ---- auxiliary-order minimisation
- * ---------------------------------------------------------------- */
+/* ---- auxiliary-order minimisation ---- */
 
 typedef struct aux_ctx {
     acct_tuning_rdp_fn base;
@@ -480,8 +477,7 @@ static cand *build_cands(aux_ctx *ac, const double *orders, const double *base_a
     return cs;
 }
 
-/* ---- the bound
- * ----------------------------------------------------------------------------------- */
+/* ---- the bound ---- */
 
 int acct_tuning_rdp(const acct_tuning_dist *d, acct_tuning_rdp_fn base, void *ctx,
                     const double *orders, const double *base_at_orders, size_t n,
@@ -632,8 +628,7 @@ void acct_tuning_monotone_envelope(const double *orders, double *rdp, size_t n)
     }
 }
 
-/* ---- per-node cache (event trees)
- * ---------------------------------------------------------------- */
+/* ---- per-node cache (event trees) ---- */
 
 typedef struct tnode {
     const acct_event *ev; /* borrowed: the repeat_and_select node */
@@ -1084,8 +1079,7 @@ void acct_tuning_cache_free(acct_tuning_cache *cache)
     dp_free(cache);
 }
 
-/* ---- pure epsilon
- * -------------------------------------------------------------------------------- */
+/* ---- pure epsilon ---- */
 
 int acct_tuning_pure_epsilon(const acct_tuning_dist *d, double base_eps, double *eps_out,
                              dp_err *err)
@@ -1192,8 +1186,7 @@ int acct_tuning_event_pure_epsilon(const acct_event *ev, acct_neighboring nb, bo
     return DP_OK;
 }
 
-/* ---- sampling
- * ------------------------------------------------------------------------------------ */
+/* ---- sampling ---- */
 
 /* Uniform double in [0, 1) on the 2^-53 grid (exact: no rounding of the 53 bits). */
 static int uniform01(acct_tuning_rand64_fn rnd, void *ctx, double *u, dp_err *err)

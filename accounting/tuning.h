@@ -6,15 +6,16 @@
  * Renyi Differential Privacy", ICLR 2022, hereafter PS22). This module prices that search:
  *
  *   - RDP of the search at an order lambda, given the RDP curve eps(.) of one run as a callback:
- *       fixed k     : k * eps(lambda)                                   (RDP composition, Mironov
- * 2017 Prop. 1; best-of-k is post-processing) TNB(eta,g)  : eps(lambda) + (1+eta) * inf_{lh >= 1}
- * [(1 - 1/lh) eps(lh) + log(1/g)/lh]
- *                     + log E[K] / (lambda - 1)                         (PS22 Thm. 2; Cor. for
- * eta=0 logarithmic, eta=1 geometric) Poisson(mu) : eps(lambda) + mu * dhat + log(mu) / (lambda -
- * 1)  (PS22 Thm. 6), where the run is (ehat, dhat)-DP with ehat = log(1 + 1/(lambda-1)), the
- * largest ehat the theorem allows, and dhat is the run's delta at ehat from its RDP curve (Canonne,
- * Kamath & Steinke 2020, Prop. 12; plus the KL bound dhat <= sqrt(1 - exp(-KL)), Bretagnolle-Huber,
- * as dp_accounting does).
+ *       fixed k: k * eps(lambda) (RDP composition, Mironov 2017 Prop. 1; best-of-k is
+ *           post-processing);
+ *       TNB(eta, g): eps(lambda) + (1+eta) * inf_{lh >= 1} [(1 - 1/lh) eps(lh) + log(1/g)/lh]
+ *           + log E[K] / (lambda - 1) (PS22 Thm. 2; its corollaries for eta = 0, logarithmic,
+ *           and eta = 1, geometric);
+ *       Poisson(mu): eps(lambda) + mu * dhat + log(mu) / (lambda - 1) (PS22 Thm. 6), where the
+ *           run is (ehat, dhat)-DP with ehat = log(1 + 1/(lambda-1)), the largest ehat the
+ *           theorem allows, and dhat is the run's delta at ehat from its RDP curve (Canonne,
+ *           Kamath & Steinke 2020, Prop. 12; plus the KL bound dhat <= sqrt(1 - exp(-KL)),
+ *           Bretagnolle-Huber, as dp_accounting does).
  *   - The auxiliary orders (lh for TNB, the conversion order for Poisson) are minimised over a
  *     continuum: a half-decade scan of lh - 1 in [1e-2, 3.2e4] plus the caller's orders, then
  *     Brent's method (parabolic steps, golden-section fallback) in log(lh - 1) around the best
@@ -25,21 +26,24 @@
  *     ACCT_TUNING_AUX_GRID restricts the auxiliary orders to the caller's orders, which is what
  *     dp_accounting and the PS22 research code do (used for golden tests).
  *   - Pure epsilon: a run that is eps-DP gives a search that is
- *       fixed k: k eps;  TNB: (2 + eta) eps (PS22 Thm. 2 as lambda, lh -> inf; eta = 1 is
- *       Liu & Talwar 2019's random-stopping bound, 3 eps);  Poisson: eps + mu * tanh(eps/2) (PS22
- * Thm. 6 as lambda -> inf, with dhat(0) = (e^eps - 1)/(e^eps + 1), the total-variation bound of
- * eps-DP).
+ *       fixed k: k eps;
+ *       TNB: (2 + eta) eps (PS22 Thm. 2 as lambda, lh -> inf; eta = 1 is Liu & Talwar 2019's
+ *           random-stopping bound, 3 eps);
+ *       Poisson: eps + mu * tanh(eps/2) (PS22 Thm. 6 as lambda -> inf, with
+ *           dhat(0) = (e^eps - 1)/(e^eps + 1), the total-variation bound of eps-DP).
  *   - E[K], P(K = 0), gamma from (eta, mean), and a sampler for K driven by a caller-supplied
- * source of uniform 64-bit words (the service passes getrandom(2); tests pass a fixed stream).
+ *     source of uniform 64-bit words (the service passes getrandom(2); tests pass a fixed stream).
  *
  * Distributions (acct_tuning_dist in accounting/event.h):
- *   fixed k >= 1; Poisson mean mu in [1, ACCT_TUNING_MAX_MEAN] (PS22 Thm. 6 is only used for mu >=
- * 1, as dp_accounting does: for mu < 1 its log(mu) term is negative and the bound would claim less
- * than zero loss for a run that leaks nothing); truncated negative binomial with eta > -1 and
- * either gamma in (0, 1] or mean in [1, ACCT_TUNING_MAX_MEAN] (gamma = 1 is the point mass K = 1).
- *   TNB pmf (PS22 Def. 1): P[K=k] = (1-g)^k / (g^-eta - 1) * prod_{l<k} (l+eta)/(l+1), eta != 0;
- *   (1-g)^k / (k log(1/g)) for eta = 0. E[K] = eta (1-g) / (g (1 - g^eta)) ((1/g - 1)/log(1/g) at
- * 0).
+ *   - fixed k >= 1;
+ *   - Poisson mean mu in [1, ACCT_TUNING_MAX_MEAN] (PS22 Thm. 6 is only used for mu >= 1, as
+ *     dp_accounting does: for mu < 1 its log(mu) term is negative and the bound would claim less
+ *     than zero loss for a run that leaks nothing);
+ *   - truncated negative binomial with eta > -1 and either gamma in (0, 1] or mean in
+ *     [1, ACCT_TUNING_MAX_MEAN] (gamma = 1 is the point mass K = 1). Its pmf (PS22 Def. 1):
+ *       P[K=k] = (1-g)^k / (g^-eta - 1) * prod_{l<k} (l+eta)/(l+1) for eta != 0,
+ *       P[K=k] = (1-g)^k / (k log(1/g)) for eta = 0;
+ *     E[K] = eta (1-g) / (g (1 - g^eta)), and (1/g - 1)/log(1/g) at eta = 0.
  *
  * Errors: DP_EINVAL with err->field naming the JSON field ("distribution.poisson.mean", ...);
  * DP_ENUMERIC when the base callback returns NaN or a solver fails to converge.
@@ -60,8 +64,8 @@
 #define ACCT_TUNING_MAX_MEAN 1e6     /* E[K] cap: no search runs a million trainings */
 #define ACCT_TUNING_MAX_K    1000000 /* fixed k cap, same reason */
 #define ACCT_TUNING_MAX_ETA  1e6     /* eta cap: beyond it TNB is a Poisson for all purposes */
-#define ACCT_TUNING_MAX_DRAW                                                                       \
-    100000000ULL /* a draw above 1e8 runs is refused (see acct_tuning_draw) */
+/* A draw above 1e8 runs is refused (see acct_tuning_draw). */
+#define ACCT_TUNING_MAX_DRAW 100000000ULL
 
 /* RDP of one run at `order` (> 1, or exactly 1 for KL). Returns eps >= 0, +INFINITY when unbounded,
  * NAN on failure (reported as DP_ENUMERIC). ctx is borrowed. */
@@ -119,8 +123,7 @@ int acct_tuning_rdp(const acct_tuning_dist *d, acct_tuning_rdp_fn base, void *ct
  * for repeat-and-select). Orders need not be sorted. O(n^2), n is small. */
 void acct_tuning_monotone_envelope(const double *orders, double *rdp, size_t n);
 
-/* ---- per-node evaluation inside an event tree (accounting/rdp.c)
- * ---------------------------------- */
+/* ---- per-node evaluation inside an event tree (accounting/rdp.c) ---- */
 
 /* Per-evaluation cache of prepared repeat_and_select nodes (opaque). NULL is an empty cache. */
 typedef struct acct_tuning_cache acct_tuning_cache;

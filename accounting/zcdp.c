@@ -66,7 +66,7 @@ static int node_rho(const acct_event *ev, double *rho, dp_err *err)
                               "accountant rdp or pld",
                               acct_event_type_name(ev->type));
         case ACCT_EV_REPEAT_SELECT:
-            /* TODO(#4): repeat_and_select has no zCDP bound here. */
+            /* No zCDP bound: Papernot & Steinke 2022 bound tuning in RDP; use accountant rdp. */
             return dp_err_set(err, DP_EINVAL, "type",
                               "repeat_and_select is not supported by the zcdp accountant");
     }

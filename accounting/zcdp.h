@@ -3,14 +3,15 @@
  * conversion to (epsilon, delta).
  *
  * rho of each mechanism (Bun & Steinke 2016; any neighbouring relation, parameters being relative
- * to the sensitivity under that relation): gaussian  rho = 1 / (2 sigma^2)          (Prop. 1.6)
+ * to the sensitivity under that relation):
+ *   gaussian  rho = 1 / (2 sigma^2)          (Prop. 1.6)
  *   zcdp      rho                            (Def. 1.1)
  *   pure      rho = eps^2 / 2                (Prop. 1.4)
  *   laplace   rho = 1 / (2 b^2): the Laplace mechanism is (1/b)-DP, then Prop. 1.4
  *   self_composed / composed: rho adds (Lemma 1.7)
  * poisson_sampled and sampled_without_replacement are refused (DP_EINVAL): zCDP has no
- * amplification by subsampling; use the RDP or PLD accountant. repeat_and_select is refused too
- * (TODO(#4)).
+ * amplification by subsampling; use the RDP or PLD accountant. repeat_and_select is refused too:
+ * the tuning bounds (Papernot & Steinke 2022) are stated in RDP, and the RDP accountant prices it.
  *
  * Thread-safety: pure functions.
  */

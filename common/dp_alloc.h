@@ -3,8 +3,9 @@
  *
  * dp_malloc/dp_calloc/dp_realloc/dp_free behave like their libc counterparts (dp_calloc checks
  * n*size for overflow, dp_free(NULL) is a no-op) and never abort. Tests call dp_alloc_fail_after(N)
- * so that the Nth allocation from then on returns NULL (STYLE.md 2.9, failure injection); N = 0
- * disables it. jansson can be routed through these by the service (json_set_alloc_funcs).
+ * so that the Nth allocation from then on returns NULL (failure injection: every test repeats an
+ * operation for N = 1, 2, ... and expects a clean error); N = 0 disables it. jansson can be routed
+ * through these by the service (json_set_alloc_funcs).
  *
  * Thread-safety: the counters are C11 atomics; the hook is meant for single-threaded unit tests.
  */

@@ -4,8 +4,8 @@
  * Every function that can fail returns an int status (DP_OK is 0) or a pointer (NULL on failure)
  * and fills a caller-owned dp_err. The first error recorded wins, so a low-level cause is not
  * overwritten by a caller's generic message. service/http/err.c maps codes to HTTP statuses
- * (STYLE.md 2.3); the message is one client-safe sentence naming the field, the constraint and the
- * value received.
+ * (the table is in docs/API.md, "Conventions"); the message is one client-safe sentence naming the
+ * field, the constraint and the value received.
  *
  * Thread-safety: a dp_err is owned by one thread (usually one per request).
  */

@@ -1,5 +1,6 @@
 /*
- * dp_log: levelled logging to stderr, for service/ only (libraries never print; STYLE.md 3).
+ * dp_log: levelled logging to stderr, for service/ only (libraries never print: errors come back in
+ * a dp_err).
  *
  * One line per call: RFC 3339 UTC time, level, thread id, request id (or "-"), message. Messages
  * are sanitised: every control character (0x00-0x1f, 0x7f) is written as \xHH, so a

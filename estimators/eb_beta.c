@@ -1,6 +1,6 @@
 /*
- * eb_beta.c: Beta-Bernoulli empirical Bayes (Ozkara et al. 2023, eq. 6-7, Thm 3-4, App C;
- * digest 2.4). See eb_beta.h for the model, the variants and the clamps.
+ * eb_beta.c: Beta-Bernoulli empirical Bayes (Ozkara et al. 2023, eq. 6-7, Thm 3-4, App C).
+ * See eb_beta.h for the model, the variants and the clamps.
  */
 #include "estimators/eb_beta.h"
 
@@ -58,8 +58,7 @@ double eb_beta_known_mse(double alpha, double beta, double n)
     return alpha * beta / (s * (s + 1.0) * (s + n));
 }
 
-/* ---- distinct (n, z) pairs ---------------------------------------------------------------------
- */
+/* ---- distinct (n, z) pairs ---- */
 
 typedef struct bb_pairs {
     size_t k;      /* distinct pairs */
@@ -224,8 +223,7 @@ double eb_beta_loglik(const eb_beta_data *b, double alpha, double beta)
     return ll;
 }
 
-/* ---- posterior with a given prior
- * ---------------------------------------------------------------- */
+/* ---- posterior with a given prior ---- */
 
 static void posterior_one(double z, double n, double mu, double s, double *mean, double *sd,
                           double *shr, size_t i)
@@ -280,8 +278,7 @@ int eb_beta_posterior_known(const eb_beta_data *b, double alpha, double beta, do
     return DP_OK;
 }
 
-/* ---- moment estimators
- * ----------------------------------------------------------------------------- */
+/* ---- moment estimators ---- */
 
 /* Weight a = n/(S+n) from the moments, with the clamps of eb_beta.h. *s_out gets S (inf if pooled).
  */
@@ -364,7 +361,7 @@ static double *xbar_alloc(const eb_beta_data *b, dp_err *err)
     return x;
 }
 
-/* U_i = Z(Z-1)/(n(n-1)), unbiased for p_i^2 (digest 2.4.2); needs n >= 2. */
+/* U_i = Z(Z-1)/(n(n-1)), unbiased for p_i^2 (a U-statistic); needs n >= 2. */
 static double *u_alloc(const eb_beta_data *b, dp_err *err)
 {
     char f[DP_ERR_FIELD_MAX];
@@ -495,8 +492,7 @@ int eb_beta_posterior_moments(const eb_beta_data *b, eb_beta_variant v, bool lea
     return DP_OK;
 }
 
-/* ---- maximum likelihood
- * -------------------------------------------------------------------------- */
+/* ---- maximum likelihood ---- */
 
 int eb_beta_fit_mle(const eb_beta_data *b, unsigned max_iter, eb_beta_prior *out, dp_err *err)
 {
@@ -647,8 +643,7 @@ int eb_beta_fit_mle_cancel(const eb_beta_data *b, unsigned max_iter, const atomi
     return DP_OK;
 }
 
-/* ---- private
- * -------------------------------------------------------------------------------------- */
+/* ---- private ---- */
 
 int eb_beta_private(const eb_beta_data *b, eb_beta_scheme scheme, eb_beta_variant v, double eps0,
                     bool leave_one_out, uint64_t seed, double *mean, double *sd, double *shrinkage,

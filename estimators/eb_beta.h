@@ -1,21 +1,24 @@
 /*
  * eb_beta.h: personalized estimation of Bernoulli rates under a Beta prior (Ozkara et al., ICLR
- * 2023, Sec. 2.2, Thm 3, Thm 4, App C; digest seed-002 section 2.4, errata A5-A8).
+ * 2023, Sec. 2.2, Thm 3, Thm 4, App C; where we depart from the paper, and why: docs/ESTIMATORS.md,
+ * "Beta-Bernoulli").
  *
  * Model: p_i ~ Beta(alpha, beta), Z_i | p_i ~ Bin(n_i, p_i); xbar_i = Z_i / n_i; S = alpha + beta.
  *
  * Known prior (App C.1): posterior Beta(alpha + Z_i, beta + n_i - Z_i); its mean is
  * a_i xbar_i + (1 - a_i) alpha/S with a_i = n_i/(S + n_i); shrinkage = 1 - a_i.
  *
- * Moment estimator (eq. 6, leave-one-out by default as in the paper, digest A5): for client i, from
- * the other clients' messages, mu_i = mean, sigma2_i = variance (divisor m-2), then EB_BETA_PAPER:
- * S_i = mu_i(1-mu_i)/sigma2_i - 1   (eq. 6 as printed, with the "-1") EB_BETA_PAPER_NO_MINUS1:  S_i
- * = mu_i(1-mu_i)/sigma2_i       (eq. 32/36 and the private formula) EB_BETA_UNBIASED: sigma2_i =
- * mean U_l - mu_i^2, U_l = Z_l(Z_l-1)/(n_l(n_l-1)) (unbiased for p_l^2; digest A7), S_i =
- * mu_i(1-mu_i)/sigma2_i - 1 a_i = n_i/(S_i + n_i), p_i-hat = a_i xbar_i + (1 - a_i) mu_i. Clamps
- * (issue #6): sigma2_i <= 0 (no visible heterogeneity, or mu_i in {0,1}) gives a_i = 0 (full
- * pooling); S_i <= 0 (more spread than any Beta allows) gives a_i = 1 (local). Both are counted.
- * The posterior sd is that of Beta(mu_i S_i + Z_i, (1-mu_i) S_i + n_i - Z_i), i.e.
+ * Moment estimator (eq. 6, leave-one-out by default as in the paper): for client i, from the
+ * other clients' messages, mu_i = mean, sigma2_i = variance (divisor m-2), then
+ *   EB_BETA_PAPER:            S_i = mu_i(1-mu_i)/sigma2_i - 1  (eq. 6 as printed, with the "-1")
+ *   EB_BETA_PAPER_NO_MINUS1:  S_i = mu_i(1-mu_i)/sigma2_i      (eq. 32/36, the private formula)
+ *   EB_BETA_UNBIASED:         sigma2_i = mean U_l - mu_i^2 with U_l = Z_l(Z_l-1)/(n_l(n_l-1))
+ *                             (unbiased for p_l^2: the paper's sigma2 estimates the variance of
+ *                             xbar, not of p), S_i = mu_i(1-mu_i)/sigma2_i - 1
+ * and a_i = n_i/(S_i + n_i), p_i-hat = a_i xbar_i + (1 - a_i) mu_i.
+ * Clamps (issue #6): sigma2_i <= 0 (no visible heterogeneity, or mu_i in {0,1}) gives a_i = 0
+ * (full pooling); S_i <= 0 (more spread than any Beta allows) gives a_i = 1 (local). Both are
+ * counted. The posterior sd is that of Beta(mu_i S_i + Z_i, (1-mu_i) S_i + n_i - Z_i), i.e.
  * sqrt(p-hat (1 - p-hat) / (S_i + n_i + 1)) (0 when fully pooled).
  *
  * Maximum likelihood: the beta-binomial marginal likelihood, maximised by Newton's method in
@@ -23,7 +26,7 @@
  * distinct n cost little). S growing without bound (under-dispersed data) is reported as
  * EB_STATUS_BOUNDARY with S capped at EB_BETA_S_MAX.
  *
- * Private (eq. 7, Thm 4, digest 2.4.4 and A8): EB_BETA_PRIV_PAPER_1BIT sends one
+ * Private (eq. 7, Thm 4, App C.3): EB_BETA_PRIV_PAPER_1BIT sends one
  * randomized-response value of xbar_i at eps0 and runs the moment estimator on the messages,
  * faithfully; it cannot identify the prior variance (Var q = e^eps/(e^eps-1)^2 + mu(1-mu) whatever
  * the heterogeneity), so it degrades to about local estimation (or worse, with the "-1").
@@ -47,9 +50,8 @@
 #include "common/dp_err.h"
 #include "estimators/eb_common.h"
 
-#define EB_BETA_S_MAX                                                                              \
-    1e12 /* cap on alpha + beta: beyond it the prior is a point mass for any n                     \
-          */
+/* Cap on alpha + beta: beyond it the prior is a point mass for any n. */
+#define EB_BETA_S_MAX      1e12
 #define EB_BETA_MAX_TRIALS 1000000000.0 /* trials per client */
 
 typedef struct eb_beta_data {
@@ -65,7 +67,7 @@ typedef enum eb_beta_variant {
 } eb_beta_variant;
 
 typedef enum eb_beta_scheme {
-    EB_BETA_PRIV_TWO_BIT = 0, /* default: two RR bits at eps0/2 (digest 2.4.4 fix) */
+    EB_BETA_PRIV_TWO_BIT = 0, /* default: two RR bits at eps0/2 (fixes eq. 7) */
     EB_BETA_PRIV_PAPER_1BIT   /* eq. 7 as published */
 } eb_beta_scheme;
 
@@ -92,7 +94,7 @@ int eb_beta_data_check(const eb_beta_data *b, dp_err *err);
 /* Beta-binomial marginal log-likelihood (with the binomial coefficients). alpha, beta > 0. */
 double eb_beta_loglik(const eb_beta_data *b, double alpha, double beta);
 
-/* Known-prior MSE of the posterior mean, alpha beta / (S (S+1) (S+n)) (digest 2.4.1, exact). */
+/* Known-prior MSE of the posterior mean, alpha beta / (S (S+1) (S+n)) (App C.1, exact). */
 double eb_beta_known_mse(double alpha, double beta, double n);
 
 /* Posterior with a known prior (alpha, beta > 0, finite). */

@@ -1,5 +1,5 @@
 /*
- * eb_gaussian.c: Gaussian-prior empirical Bayes (Ozkara et al. 2023, Thm 1, Thm 2; digest 2.1-2.3).
+ * eb_gaussian.c: Gaussian-prior empirical Bayes (Ozkara et al. 2023, Thm 1, Thm 2).
  * See eb_gaussian.h for the model and the contracts.
  */
 #include "estimators/eb_gaussian.h"
@@ -252,9 +252,9 @@ static int fit_coord(const eb_gauss_data *g, size_t j, const double *tau2_known,
             o->mu_var = 1.0 / sw;
         }
     } else if (method == EB_GAUSS_MOMENTS || homo) {
-        /* Moments, digest 2.3 item 2 (heteroscedastic: mean of s_i^2): tau2 = max(0, S/(m-1) -
-         * mean s^2). MLE with equal n: the marginal is N(mu, tau2 + s^2 + extra) i.i.d., so the
-         * same closed form with the divisor m. */
+        /* Moments, our extension to unknown variances (heteroscedastic: mean of s_i^2): tau2 =
+         * max(0, S/(m-1) - mean s^2). MLE with equal n: the marginal is N(mu, tau2 + s^2 + extra)
+         * i.i.d., so the same closed form with the divisor m. */
         double t = ss / (method == EB_GAUSS_MOMENTS ? md - 1.0 : md) - ms2 - extra;
         o->mu = mean;
         o->tau2 = t > 0 ? t : 0.0;
@@ -416,7 +416,8 @@ double eb_gauss_thm1_mse(double tau2, double sigma_x2, double n, size_t m)
 
 double eb_gauss_thm2_mse(double tau2, double sigma_x2, double n, size_t m, double sigma_q2)
 {
-    /* eq. 5 with a = (tau2 + sq^2/(m-1)) / (tau2 + sq^2/(m-1) + s^2) (digest A1); exact [OURS]. */
+    /* eq. 5 with a = (tau2 + sq^2/(m-1)) / (tau2 + sq^2/(m-1) + s^2) (App B.2: sigma_q^2/(m-1));
+     * exact, our derivation. */
     return eb_gauss_thm1_mse(tau2 + sigma_q2 / ((double)m - 1.0), sigma_x2, n, m);
 }
 

@@ -1,6 +1,7 @@
 /*
  * eb_gaussian.h: personalized estimation under a Gaussian prior (Ozkara et al., ICLR 2023,
- * Sec. 2.1, Thm 1 and Thm 2; digest seed-002 sections 2.1-2.3).
+ * Sec. 2.1, Thm 1 and Thm 2, App B.1-B.2;
+ * unknown variances, which the paper leaves open, are our extension).
  *
  * Model, per coordinate j: theta_ij ~ N(mu_j, tau2_j) (tau2 = sigma_theta^2) and the client mean
  * xbar_ij | theta_ij ~ N(theta_ij, s_i^2) with s_i^2 = sigma_x^2 / n_i (heteroscedastic n_i
@@ -8,23 +9,24 @@
  * coordinate).
  *
  * Prior fit (the server's aggregate):
- *   - EB_GAUSS_MLE: maximum marginal likelihood, xbar_i ~ N(mu, tau2 + s_i^2 + extra_var). mu is
- * the precision-weighted mean for a given tau2; tau2 maximizes the profile likelihood (root of its
- *     score by Brent's method on [0, range^2]); tau2 = 0 is reported as EB_STATUS_BOUNDARY.
- *   - EB_GAUSS_MOMENTS: the paper's estimator: mu = plain mean of the messages (Thm 1, eq. 2), and
- * the moment extension of digest 2.3, tau2 = max(0, sample variance - mean(s_i^2) - extra_var).
+ *   - EB_GAUSS_MLE: maximum marginal likelihood, xbar_i ~ N(mu, tau2 + s_i^2 + extra_var). mu
+ *     is the precision-weighted mean for a given tau2; tau2 maximizes the profile likelihood
+ *     (root of its score by Brent's method on [0, range^2]); tau2 = 0 is reported as
+ *     EB_STATUS_BOUNDARY.
+ *   - EB_GAUSS_MOMENTS: the paper's estimator, mu = plain mean of the messages (Thm 1, eq. 2),
+ *     and our moment extension, tau2 = max(0, sample variance - mean(s_i^2) - extra_var).
  *   - with tau2 known (Thm 1/Thm 2 setting: sigma_theta known, mu unknown) only mu is fitted.
  * extra_var is the variance a local randomizer added to every message (sigma_q^2 of Thm 2), so the
  * fit on privatized messages accounts for it.
  *
  * Posterior (client i, coordinate j), with w = weight_extra (sigma_q^2/(m-1) for Thm 2, else 0):
- *   a_i = (tau2 + w) / (tau2 + w + s_i^2)                     Thm 1 / Thm 2 weight (digest A1)
+ *   a_i = (tau2 + w) / (tau2 + w + s_i^2)                     Thm 1 / Thm 2 weight (App B.2)
  *   posterior mean = a_i xbar_i + (1 - a_i) mu                (eq. 2 / Thm 2)
  *   posterior var  = a_i^2 s_i^2 + (1 - a_i)^2 (tau2 + Var(mu-hat))
  *   shrinkage      = 1 - a_i  (0: own mean kept; 1: fully pooled to mu)
  * With w = 0 and a known mu the variance is the exact posterior variance a_i s_i^2; with mu
  * estimated by the plain mean and equal n it equals Thm 1's exact MSE s^2 (a + (1-a)/m)
- * (digest 2.1, [OURS]).
+ * (our derivation from Thm 1).
  *
  * Private mode (Thm 2): each client clips its mean to [-b, b] coordinatewise and sends it through
  * the Gaussian LDP channel or the k-bit quantizer (eb_ldp.h); the server fits on the messages with
@@ -58,15 +60,16 @@ typedef struct eb_gauss_data {
 int eb_gauss_data_check(const eb_gauss_data *g, dp_err *err);
 
 /* Pooled sigma_x^2 from within-client sample variances v_i (divisor n_i - 1):
- * sum_i (n_i - 1) v_i / sum_i (n_i - 1) (digest 2.3, item 1). Clients with n_i = 1 carry no
- * information and are skipped; DP_EINVAL ("clients") if no client has n_i >= 2 or the result is 0.
+ * sum_i (n_i - 1) v_i / sum_i (n_i - 1) (the pooled within-client variance). Clients with n_i = 1
+ * carry no information and are skipped; DP_EINVAL ("clients") if no client has n_i >= 2 or the
+ * result is 0.
  */
 int eb_gauss_pool_sigma_x2(size_t m, const double *n, const double *within_var, double *sigma_x2,
                            dp_err *err);
 
 typedef enum eb_gauss_method {
     EB_GAUSS_MLE = 0, /* maximum marginal likelihood (default) */
-    EB_GAUSS_MOMENTS  /* paper: plain mean + moment variance (digest 2.3) */
+    EB_GAUSS_MOMENTS  /* paper's plain mean + our moment variance */
 } eb_gauss_method;
 
 typedef struct eb_gauss_coord {
@@ -114,7 +117,7 @@ typedef enum eb_channel {
 typedef struct eb_gauss_private_opts {
     eb_channel channel;
     double eps0, delta;  /* GAUSSIAN: per-client guarantee */
-    bool per_coordinate; /* GAUSSIAN: paper's per-coordinate guarantee (digest A3); default false */
+    bool per_coordinate; /* GAUSSIAN: paper's per-coordinate guarantee (Thm 2); default false */
     eb_calibration cal;  /* GAUSSIAN: classic (paper, eps0 < 1) or analytic */
     unsigned bits;       /* QUANTIZE: k in [1, 52] */
     double r;            /* public bound on |mu_j| (caller-supplied, never estimated) */

@@ -40,7 +40,7 @@ int eb_range_b(double r, double sigma_theta, double sigma_x2, double n, size_t m
         t = sqrt(2.0 *
                  (M_LN2 + l)); /* two-sided Gaussian tail with union bound over 2 m^2 n events */
     else
-        t = sqrt(l); /* App B.2.1 as printed (digest A2) */
+        t = sqrt(l); /* App B.2.1 as printed */
     if (l <= 0)      /* m = n = 1: the paper's log vanishes; keep at least one sd of margin */
         t = 1.0;
     *b = r + (sigma_theta + sqrt(sigma_x2 / n)) * t;
@@ -166,8 +166,8 @@ int eb_ldp_gauss_calibrate(double eps0, double delta, double b, size_t d, bool p
     out->b = b;
     out->d = d;
     out->per_coordinate = per_coordinate;
-    /* Digest A3: vector sensitivity 2b sqrt(d) by default; the paper's per-coordinate 2b on
-     * request. */
+    /* Vector sensitivity 2b sqrt(d) by default (Thm 2 holds per coordinate only); the paper's
+     * per-coordinate 2b on request. */
     out->sensitivity = per_coordinate ? 2.0 * b : 2.0 * b * sqrt((double)d);
     /* classic: App B.2 eq. 26, sigma_q^2 = 8 b^2 log(2/delta)/eps0^2 in the paper's 1-D case */
     rc = sigma_for(out->sensitivity, eps0, delta, cal, &out->sigma, &out->analytic, err);

@@ -1,23 +1,24 @@
 /*
- * eb_ldp.h: the clients' local randomizers of Ozkara et al. (ICLR 2023, seed 002) and their
- * calibration.
+ * eb_ldp.h: the clients' local randomizers of Ozkara et al. (ICLR 2023) and their calibration.
  *
- * - Range b of the clipped client mean (Thm 2, App B.2.1; digest A2).
+ * - Range b of the clipped client mean (Thm 2, App B.2.1).
  * - Gaussian local-DP channel q_p(x) = Proj_[-b,b](x) + N(0, sigma_q^2) (App B.2 eq. 24-26),
- * calibrated either as the paper does (classical Gaussian mechanism with log(2/delta), valid only
- * for eps0 < 1) or by the analytic Gaussian mechanism (Balle & Wang 2018, Thm 8), which is exact
- * for every eps0 and is used whenever eps0 >= 1 (digest A4).
- * - Dimension (digest A3): the default calibrates to the L2 sensitivity 2b*sqrt(d) of the clipped
- *   d-vector, so the whole vector is (eps0, delta)-LDP; "per coordinate" calibrates each coordinate
- * to sensitivity 2b as the paper does, and the vector is then only (eps0, delta)-LDP per coordinate
- * (the zCDP rho reported for the vector is the d-fold composition).
- * - k-bit stochastic quantizer q_k (App B.2 eq. 20-22): unbiased, per-coordinate variance <=
- * (b/(2^k-1))^2.
+ *   calibrated either as the paper does (classical Gaussian mechanism with log(2/delta), valid
+ *   only for eps0 < 1) or by the analytic Gaussian mechanism (Balle & Wang 2018, Thm 8), which is
+ *   exact for every eps0 and is used whenever eps0 >= 1.
+ * - Dimension (Thm 2 states (eps0, delta) per coordinate): the default calibrates to the L2
+ *   sensitivity 2b*sqrt(d) of the clipped d-vector, so the whole vector is (eps0, delta)-LDP;
+ *   "per coordinate" calibrates each coordinate to sensitivity 2b as the paper does, and the
+ *   vector is then only (eps0, delta)-LDP per coordinate (the zCDP rho reported for the vector is
+ *   the d-fold composition).
+ * - k-bit stochastic quantizer q_k (App B.2 eq. 20-22): unbiased, per-coordinate variance
+ *   <= (b/(2^k-1))^2.
  * - One-bit randomized response on x in [0,1] (eq. 7): unbiased, pure eps0-LDP.
  *
  * Conservative direction: calibrated sigmas are the upper end of the final bisection bracket, so
- * the delivered delta never exceeds the target (STYLE.md 2.8). zCDP figures use rho = Delta^2/(2
- * sigma^2) (Bun & Steinke 2016, Prop. 1.6) and rho = eps^2/2 for pure eps-DP (ibid., Prop. 1.4).
+ * the delivered delta never exceeds the target (every approximation errs towards more privacy
+ * loss). zCDP figures use rho = Delta^2/(2 sigma^2) (Bun & Steinke 2016, Prop. 1.6) and
+ * rho = eps^2/2 for pure eps-DP (ibid., Prop. 1.4).
  *
  * Threading: reentrant; the gsl_rng passed in is owned by the calling thread.
  */
@@ -33,7 +34,7 @@
 
 typedef enum eb_range_mode {
     EB_RANGE_PAPER = 0, /* b = r + (sigma_theta + sigma_x/sqrt(n)) sqrt(ln(m^2 n))  (App B.2.1) */
-    EB_RANGE_SAFE       /* same with sqrt(2 ln(2 m^2 n)): correct Gaussian tails (digest A2) */
+    EB_RANGE_SAFE       /* same with sqrt(2 ln(2 m^2 n)): correct Gaussian tails */
 } eb_range_mode;
 
 /* Range b of Thm 2. r >= 0 is the caller's public bound on |mu| (never estimated from data),
@@ -44,7 +45,7 @@ int eb_range_b(double r, double sigma_theta, double sigma_x2, double n, size_t m
 
 typedef enum eb_calibration {
     EB_CAL_CLASSIC = 0, /* eps0 < 1: sigma = Delta sqrt(2 ln(2/delta))/eps0 (paper eq. 26); eps0 >=
-                           1: analytic (digest A4) */
+                           1: analytic (Balle & Wang 2018) */
     EB_CAL_ANALYTIC     /* analytic Gaussian mechanism for every eps0 (Balle & Wang 2018) */
 } eb_calibration;
 
@@ -63,7 +64,7 @@ typedef struct eb_ldp_gauss {
     double eps0, delta;  /* the per-client guarantee asked for */
     double b;            /* clipping range: each coordinate is clipped to [-b, b] */
     size_t d;            /* coordinates per message */
-    bool per_coordinate; /* true: the (eps0, delta) holds per coordinate only (digest A3) */
+    bool per_coordinate; /* true: the (eps0, delta) holds per coordinate only (Thm 2) */
     bool analytic;       /* true: analytic Gaussian mechanism; false: paper's classical formula */
     double sensitivity;  /* L2 sensitivity used: 2b (per coordinate) or 2b sqrt(d) (vector) */
     double sigma;        /* noise sd added to each coordinate */
@@ -102,7 +103,7 @@ double eb_quantize_sigma(double b, unsigned k);
  * clipped to [0, 1]. eps > 0. */
 double eb_rr_bit(double x, double eps, gsl_rng *rng);
 
-/* Variance of eb_rr_bit at input x: e^eps/(e^eps-1)^2 + x(1-x) (digest C12). */
+/* Variance of eb_rr_bit at input x: e^eps/(e^eps-1)^2 + x(1-x). */
 double eb_rr_bit_variance(double x, double eps);
 
 #endif

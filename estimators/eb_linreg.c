@@ -1,6 +1,7 @@
 /*
  * eb_linreg.c: minimum-norm local regression and EM for the Gaussian-mixture prior over regression
- * vectors (Ozkara et al. 2023, Sec. 3.1, Thm 7; digest 4.1, 4.4, RT7). See eb_linreg.h.
+ * vectors (Ozkara et al. 2023, Sec. 3.1, Thm 7, App E; Alg 1; docs/REPRODUCTION.md RT7). See
+ * eb_linreg.h.
  *
  * Per client the work is done in the eigenbasis of X^T X = V diag(lambda) V^T, where the posterior
  * covariance of every component is diagonal: c_j = 1/(lambda_j/sigma_w^2 + 1/var_l).

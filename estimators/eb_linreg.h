@@ -1,7 +1,7 @@
 /*
  * eb_linreg.h: personalized linear regression under a Gaussian-mixture prior (Ozkara et al., ICLR
- * 2023, Sec. 3.1 "AdaMix" setting, Table 3; Thm 7 / App E for the per-component posterior; digest
- * seed-002 sections 4.1, 4.4 and RT7).
+ * 2023, Sec. 3.1 "AdaMix" setting, Table 3; Thm 7 / App E for the per-component posterior;
+ * docs/REPRODUCTION.md RT7).
  *
  * Model: theta_i ~ sum_l p_l N(mu_l, var_l I_d); y_i = X_i theta_i + w_i, w_i ~ N(0, sigma_w^2
  * I_{n_i}).
@@ -10,8 +10,8 @@
  *   X^+ y (complete orthogonal decomposition), which for n < d projects theta onto the row space.
  * - eb_linreg_mix_fit: empirical Bayes for the mixture prior by EM on the marginal likelihood
  *   y_i ~ sum_l p_l N(X_i mu_l, sigma_w^2 I + var_l X_i X_i^T). This is the server-side GMM step of
- *   AdaMix (Alg 1) carried out exactly: instead of gradient steps on theta_i followed by an EM-GMM
- * on the theta_i (which the paper leaves unspecified, digest A13), each E-step uses the exact
+ *   AdaMix (Alg 1) carried out exactly: instead of gradient steps on theta_i followed by an
+ *   EM-GMM on the theta_i (which the paper leaves unspecified), each E-step uses the exact
  *   per-component posterior (Thm 7, eq. 47: M = I/var_l + X^T X/sigma_w^2,
  *   m_il = M^{-1}(X^T y/sigma_w^2 + mu_l/var_l), Cov = M^{-1}) and the responsibilities; the M-step
  *   updates p_l, mu_l, var_l in closed form. Each client's X^T X is diagonalised once

@@ -1,9 +1,9 @@
 /*
- * eb_mixture.c: mixture-prior empirical Bayes (Ozkara et al. 2023, Thm 6, Alg 3, Lemma 3;
- * digest 2.5-2.6). See eb_mixture.h for the model, the algorithms and the contracts.
+ * eb_mixture.c: mixture-prior empirical Bayes (Ozkara et al. 2023, Thm 6, Alg 3, Lemma 3, App D).
+ * See eb_mixture.h for the model, the algorithms and the contracts.
  *
  * Workspace: one allocation per fit (responsibilities m*k, log-terms k, scratch), reused across
- * restarts and iterations (STYLE.md 2.4, GSL workspace rule).
+ * restarts and iterations (GSL's workspace rule: allocate once, pass it in).
  */
 #include "estimators/eb_mixture.h"
 
@@ -154,8 +154,7 @@ int eb_mix_posterior(const eb_gauss_data *g, const eb_mix_prior *p, double *resp
     return DP_OK;
 }
 
-/* ---- fitting
- * --------------------------------------------------------------------------------------- */
+/* ---- fitting ---- */
 
 typedef struct mix_ws {
     double *resp;            /* m*k */

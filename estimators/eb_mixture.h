@@ -1,12 +1,13 @@
 /*
  * eb_mixture.h: personalized estimation under a mixture prior (Ozkara et al., ICLR 2023, App D: Thm
- * 6, Alg 3, Lemma 3; digest seed-002 sections 2.5-2.6, errata A11-A13).
+ * 6, Alg 3, Lemma 3, App D; Gaussian
+ * components are our extension of Sec. 3.1).
  *
  * Model: theta_i ~ sum_l p_l N(mu_l, var_l I_d) (var_l = 0 is the discrete prior of Thm 6) and
  * x_i | theta_i ~ N(theta_i, s_i^2 I_d), s_i^2 = sigma_x^2/n_i (+ extra_var for privatized
  * messages).
  *
- * Known prior (digest 2.6, exact; reduces to Thm 6 when var_l = 0):
+ * Known prior (exact; reduces to Thm 6 when var_l = 0):
  *   v_il = var_l + s_i^2;  log w_il = log p_l - (d/2) log v_il - |x_i - mu_l|^2/(2 v_il)
  * (normalized) a_il = var_l / v_il;   posterior mean = sum_l w_il (a_il x_i + (1 - a_il) mu_l)
  *   posterior var (per coordinate) = sum_l w_il (a_il s_i^2 + m_ilj^2) - mean_ij^2
@@ -21,12 +22,12 @@
  * assignment; n_init restarts from independent seeded streams, the best log-likelihood kept. var_l
  * >= var_floor. EB_MIX_ALTMIN: Alg 3 (alternating minimization): Lloyd k-means on the current
  * estimates, p_l = |S_l|/m, then the Thm 6 posterior mean; point-mass components (var_l = 0).
- * Digest A12: k-means++ init, warm-started Lloyd, an empty cluster keeps its centre with weight 0
- * (status degenerate). Components are returned sorted by the first coordinate of their means
- * (stable labels). Status: converged; max_iter; degenerate (a component emptied); unidentifiable
- * (fewer than k distinct points).
+ * Alg 3 leaves the clustering open; ours: k-means++ init, warm-started Lloyd, an empty cluster
+ * keeps its centre with weight 0 (status degenerate). Components are returned sorted by the first
+ * coordinate of their means (stable labels). Status: converged; max_iter; degenerate (a component
+ * emptied); unidentifiable (fewer than k distinct points).
  *
- * Private mode (Lemma 3 sketch made concrete, digest 2.5): each client clips x_i to the L2 ball of
+ * Private mode (Lemma 3 sketch made concrete, App D): each client clips x_i to the L2 ball of
  * radius R and adds N(0, sigma^2 I) calibrated to (eps0, delta) with L2 sensitivity 2R (one
  * message, one Gaussian mechanism, zCDP rho = (2R)^2/(2 sigma^2)); the server fits on the messages
  * with extra_var = sigma^2 and each client applies the posterior to its raw mean. R from the

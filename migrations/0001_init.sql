@@ -3,7 +3,7 @@
 -- The migration runner (service/store.c) creates schema_migrations itself and records this file there;
 -- journal_mode=WAL is set by store_open because it cannot change inside a transaction.
 -- Numbers reserved for other features: 0002 tuning, 0003 ledger, 0004 estimator runs.
--- Timestamps are INTEGER Unix milliseconds, UTC (STYLE.md 2.5).
+-- Timestamps are INTEGER Unix milliseconds, UTC (as every table of dpsilo).
 
 -- One row: a random identity for this database, created once and never changed. GET /v1/version reports
 -- it, so a client (and the restart test) can tell whether it is talking to the same data.

@@ -1,6 +1,6 @@
 -- 0003_ledger.sql: per-silo privacy budgets (issue #5). Owned by service/ledger.c.
 --
--- Invariants (STYLE.md 2.5):
+-- Invariants (docs/BUDGETS.md):
 --   * charges is the append-only spend log: triggers refuse every UPDATE and DELETE.
 --   * a silo's cached totals (spent_rdp, spent_rho, n_charges) are derived from its charges: each append
 --     updates them in the same BEGIN IMMEDIATE transaction, and ledger_verify_silo recomputes them from

@@ -6,7 +6,7 @@
 -- data:   the clients array as sent, only when the request set "keep_data": true (else NULL), so raw
 --         data is not retained by default.
 -- result: the response body (prior, estimates, log-likelihood, status, privacy), as JSON text.
--- Runs are append-only. Timestamps are INTEGER Unix milliseconds, UTC (STYLE.md 2.5).
+-- Runs are append-only. Timestamps are INTEGER Unix milliseconds, UTC (as every table of dpsilo).
 CREATE TABLE estimator_runs (
     id            INTEGER PRIMARY KEY,
     kind          TEXT    NOT NULL CHECK (kind IN ('gaussian', 'beta', 'mixture')),

@@ -1,5 +1,5 @@
 #!/bin/sh
-# check-deps.sh: enforces the dependency direction of DESIGN.md / STYLE.md 2.1 with grep.
+# check-deps.sh: enforces the dependency direction of docs/ARCHITECTURE.md with grep.
 #
 #   1. Only service/ may include microhttpd.h, jansson.h or sqlite3.h.
 #   2. Each library includes project headers only from the libraries below it:

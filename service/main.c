@@ -1,11 +1,11 @@
 /*
  * main.c: dpsilod start-up and shutdown.
  *
- * Order (STYLE.md 2.7):
- *   1. library settings that must precede every thread: gsl_set_error_handler_off() (GSL's default
- *      handler aborts the process), json_object_seed(0);
- *   2. configuration from flags and environment (base/cfg.h); --help prints the usage and exits 0,
- * a bad value exits 2 naming the flag or variable;
+ * Order (every thread is started here, after the settings it depends on):
+ *   1. library settings that must precede every thread: gsl_set_error_handler_off() (GSL's
+ *      default handler aborts the process), json_object_seed(0);
+ *   2. configuration from flags and environment (base/cfg.h); --help prints the usage and exits
+ *      0, a bad value exits 2 naming the flag or variable;
  *   3. block SIGTERM/SIGINT in this thread, so every thread created later inherits the mask and the
  *      signals can only be received here, with sigwait - no signal handler runs at all;
  *   4. open the database and apply migrations (exit 1 with a clear message on failure);

@@ -4,8 +4,9 @@
  *   Gaussian EB, unknown prior, 10^6 clients (heteroscedastic n: ML by Brent on the profile score;
  *     equal n: closed form), plus the moment estimator and the posterior pass.
  *   Beta EB, 10^6 clients: beta-binomial ML (Newton over distinct (n, Z) pairs) + posterior, and
- * the paper's leave-one-out moment estimator. 3-component mixture EM, 10^5 clients, d = 1, equal n
- * (the homoscedastic data run.sh also gives to R's mclust, model "V").
+ *     the paper's leave-one-out moment estimator.
+ *   3-component mixture EM, 10^5 clients, d = 1, equal n (the homoscedastic data run.sh also
+ *     gives to R's mclust, model "V").
  *
  * Usage: bench_estimators [--dump DIR] [--reps N]
  *   --dump DIR writes DIR/gauss.csv (x, n; first 10^5 clients), DIR/beta.csv (z, n; first 10^5),

@@ -6,8 +6,9 @@
  *     <db dir>/admin.token with mode 0600) may do everything. At each start the token in the file
  *     is registered and every other admin token is revoked (ledger_token_install_admin): changing
  *     the file and restarting rotates the admin token;
- *   - a silo token (returned once by POST /v1/silos or POST /v1/silos/{id}/token, stored only as
- * its SHA-256) may read and charge its own silo and nothing else; rotating it revokes the old one;
+ *   - a silo token (returned once by POST /v1/silos or POST /v1/silos/{id}/token, stored only
+ *     as its SHA-256) may read and charge its own silo and nothing else; rotating it revokes the
+ *     old one;
  *   - estimator runs and tuning draws are private: creating one needs a valid token; reading one
  *     needs the admin token, the token that created it (or another token of the same silo), or,
  *     for a run, the token of a silo it charged. Anyone else gets 404, so ids do not leak;

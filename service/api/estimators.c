@@ -2,8 +2,8 @@
  * api/estimators.c: the empirical-Bayes estimator endpoints and the stored runs (issue #6).
  *
  *   POST /v1/estimators/gaussian   Gaussian prior (Ozkara et al. 2023, Thm 1, Thm 2)
- *   POST /v1/estimators/beta       Beta-Bernoulli (eq. 6-7, Thm 3-4; digest A5-A8)
- *   POST /v1/estimators/mixture    mixture prior (Thm 6, Alg 3, digest 2.6)
+ *   POST /v1/estimators/beta       Beta-Bernoulli (Ozkara et al. 2023, eq. 6-7, Thm 3-4)
+ *   POST /v1/estimators/mixture    mixture prior (Ozkara et al. 2023, Thm 6, Alg 3)
  *   GET  /v1/runs/{id}, GET /v1/runs?limit=&after=
  *
  * Each POST is checked on its HTTP thread (work and size caps, the caller's token, the
@@ -17,7 +17,7 @@
  *
  * Privacy: "privacy" blocks simulate each client's local randomizer on the server (local DP per
  * client, user level). The noise comes from a seeded PRNG: simulation-grade, not a hardened release
- * mechanism (STYLE.md 2.8).
+ * mechanism (Mironov 2012, CCS, the least-significant-bits attack on floating-point noise).
  *
  * Memory: request values are borrowed from the job's reference to the body; every allocation is
  * freed at the single out: label of each compute function or in est_job_free. A large "clients"
@@ -39,6 +39,7 @@
 
 #include "common/dp_alloc.h"
 #include "service/base/cfg.h"
+#include "service/base/time.h"
 #include "common/dp_log.h"
 #include "common/dp_sha256.h"
 #include "estimators/eb_beta.h"
@@ -53,8 +54,7 @@
 
 #define EST_DEFAULT_MAX_ITER 1000 /* solver iterations unless the request says otherwise */
 
-/* ---- small parsing helpers
- * ----------------------------------------------------------------------- */
+/* ---- small parsing helpers ---- */
 
 /* Prefixes err's field with "clients[i]". */
 static int client_err(dp_err *err, size_t i)
@@ -230,8 +230,7 @@ static int pick(const char *s, const char *field, const choice *ch, size_t n, in
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
-/* ---- a run in the making (issue 10: off the HTTP threads, charged and stored together)
- * -------------------------------------------------------------------------------------------
+/* ---- a run in the making (issue 10: off the HTTP threads, charged and stored together) ----
  *
  * A POST is split in three (service/base/compute.h). On its HTTP thread, est_start checks what is
  * cheap and must not wait: the work and size caps (before anything is allocated for the clients),
@@ -240,8 +239,8 @@ static int pick(const char *s, const char *field, const choice *ch, size_t n, in
  * noise, the fits, the response) then runs on a compute thread (est_run), and an HTTP thread sends
  * the answer (est_render). The request body is HANDED OVER, not shared: the dispatcher keeps it for
  * the resume and touches it only after the wake-up, so the compute thread is its only user
- * meanwhile (STYLE.md 2.4's rule that a json_t never crosses threads is about sharing; jansson is
- * safe for one thread at a time). Nothing else from the request reaches the compute thread: the
+ * meanwhile (the rule that a json_t never crosses threads is about sharing; jansson is safe for
+ * one thread at a time). Nothing else from the request reaches the compute thread: the
  * principal is resolved and the key validated before.
  *
  * Charging: when clients name silos ("silo_id") the run must be private, and every participating
@@ -572,8 +571,7 @@ typedef struct run_outcome {
     json_t *privacy; /* stolen by finish_run; json_null() for a non-private run */
 } run_outcome;
 
-/* ---- access (issue 10; docs/BUDGETS.md "Access control")
- * ---------------------------------------------------------------------------------
+/* ---- access (issue 10; docs/BUDGETS.md "Access control") ----
  * Runs are private data. Creating one needs a valid token (the admin's or a silo's; with --auth
  * off everyone is the admin), also when no client names a silo. Reading one needs the admin token,
  * the token that created it or another token of the same silo (a rotated silo keeps its runs), or
@@ -608,8 +606,7 @@ static int run_viewer(const http_req *rq, sqlite3_stmt *st, dp_err *err)
     return s == SQLITE_OK ? DP_OK : store_err(rq->db, s, "bind run viewer", rq->req_id, err);
 }
 
-/* ---- run storage
- * --------------------------------------------------------------------------------- */
+/* ---- run storage ---- */
 
 __attribute__((format(printf, 2, 3))) static void tb_printf(text_buf *b, const char *fmt, ...)
 {
@@ -826,7 +823,7 @@ static int run_write(sqlite3 *db, void *arg, const ledger_charge_result *res, si
     if (s == SQLITE_OK)
         s = bind_text(st, ":kind", j->kind);
     if (s == SQLITE_OK)
-        s = bind_i64(st, ":t", store_now_ms());
+        s = bind_i64(st, ":t", time_now_ms());
     if (s == SQLITE_OK)
         s = bind_text(st, ":rid", j->req_id[0] ? j->req_id : "-");
     if (s == SQLITE_OK)
@@ -980,8 +977,7 @@ out:
     return rc;
 }
 
-/* ---- the job: checks on the HTTP thread, the run on a compute thread
- * ---------------------------------------------------------------------------------------- */
+/* ---- the job: checks on the HTTP thread, the run on a compute thread ---- */
 
 static void est_job_free(void *arg)
 {
@@ -1252,8 +1248,7 @@ static int numeric_failure(int rc, const char *kind, dp_err *err)
                       kind);
 }
 
-/* ---- POST /v1/estimators/gaussian
- * ---------------------------------------------------------------- */
+/* ---- POST /v1/estimators/gaussian ---- */
 
 typedef struct gauss_req {
     size_t m, d;
@@ -1426,7 +1421,7 @@ static int gauss_noise(const json_t *body, const gauss_req *g, double *sx2, bool
         return dp_err_set(err, DP_EINVAL, "noise_variance",
                           "noise_variance is required unless clients with n >= 2 send a positive "
                           "within_variance to pool");
-    *sx2 = num / den; /* eb_gauss_pool_sigma_x2 over the clients that sent it (digest 2.3) */
+    *sx2 = num / den; /* eb_gauss_pool_sigma_x2 over the clients that sent it */
     *pooled = true;
     return DP_OK;
 }
@@ -1668,7 +1663,7 @@ static int gaussian_compute(est_job *job, dp_err *err)
             goto out;
         sent.x = msgs;
         extra = pinfo.sigma_q * pinfo.sigma_q;
-        wextra = extra / ((double)m - 1.0); /* Thm 2 weight (digest A1) */
+        wextra = extra / ((double)m - 1.0); /* Thm 2 weight (App B.2) */
     }
     if (mu_known) {
         for (size_t j = 0; j < d; j++) {
@@ -1769,8 +1764,7 @@ out:
     return rc;
 }
 
-/* ---- POST /v1/estimators/beta
- * -------------------------------------------------------------------- */
+/* ---- POST /v1/estimators/beta ---- */
 
 static json_t *beta_prior_json(const eb_beta_prior *p, const char *source)
 {
@@ -2047,8 +2041,7 @@ out:
     return rc;
 }
 
-/* ---- POST /v1/estimators/mixture
- * ----------------------------------------------------------------- */
+/* ---- POST /v1/estimators/mixture ---- */
 
 static int mixture_compute(est_job *job, dp_err *err)
 {
@@ -2319,8 +2312,7 @@ out:
     return rc;
 }
 
-/* ---- the routes
- * ---------------------------------------------------------------------------------- */
+/* ---- the routes ---- */
 
 int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err)
 {
@@ -2337,8 +2329,7 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
     return est_start(rq, rs, "mixture", mixture_compute, err);
 }
 
-/* ---- runs
- * ---------------------------------------------------------------------------------------- */
+/* ---- runs ---- */
 
 int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
 {

@@ -1,6 +1,5 @@
 /*
- * api/routes.c: THE route table of dpsilod (STYLE.md 2.6: one dispatcher, one table; no switch on
- * URLs).
+ * api/routes.c: THE route table of dpsilod (one dispatcher, one table; no switch on URLs).
  *
  * HOW TO ADD AN ENDPOINT
  * 1. Write the handler in service/api/<resource>.c (one file per resource, e.g. api/silos.c):
@@ -41,22 +40,21 @@
 #include "service/api/routes.h"
 
 #define KIB 1024u
+#define MIB (1024u * KIB)
 
 const route ROUTES[] = {
-    /* method, pattern, handler, max body bytes, access (http/server.h route_access), query params
-     */
+    /* method, pattern, handler, max body bytes, access (route_access), query params */
     {"GET", "/healthz", route_healthz, 0, ROUTE_OPEN, "fresh"},
     {"GET", "/v1/version", route_version, 0, ROUTE_OPEN, NULL},
     {"GET", "/metrics", route_metrics, 0, ROUTE_TOKEN, NULL},
     {"POST", "/v1/echo", route_echo, 4 * KIB, ROUTE_TOKEN, NULL},
-    {"POST", "/v1/accounting/epsilon", route_accounting_epsilon, 8192 * KIB, ROUTE_OPEN, NULL},
-    {"POST", "/v1/accounting/delta", route_accounting_delta, 8192 * KIB, ROUTE_OPEN, NULL},
-    {"POST", "/v1/accounting/rdp", route_accounting_rdp, 8192 * KIB, ROUTE_OPEN, NULL},
-    {"POST", "/v1/accounting/calibrate", route_accounting_calibrate, 8192 * KIB, ROUTE_OPEN, NULL},
-    {"POST", "/v1/estimators/gaussian", route_estimators_gaussian, 64 * KIB *KIB, ROUTE_TOKEN,
-     NULL},
-    {"POST", "/v1/estimators/beta", route_estimators_beta, 64 * KIB *KIB, ROUTE_TOKEN, NULL},
-    {"POST", "/v1/estimators/mixture", route_estimators_mixture, 64 * KIB *KIB, ROUTE_TOKEN, NULL},
+    {"POST", "/v1/accounting/epsilon", route_accounting_epsilon, 8 * MIB, ROUTE_OPEN, NULL},
+    {"POST", "/v1/accounting/delta", route_accounting_delta, 8 * MIB, ROUTE_OPEN, NULL},
+    {"POST", "/v1/accounting/rdp", route_accounting_rdp, 8 * MIB, ROUTE_OPEN, NULL},
+    {"POST", "/v1/accounting/calibrate", route_accounting_calibrate, 8 * MIB, ROUTE_OPEN, NULL},
+    {"POST", "/v1/estimators/gaussian", route_estimators_gaussian, 64 * MIB, ROUTE_TOKEN, NULL},
+    {"POST", "/v1/estimators/beta", route_estimators_beta, 64 * MIB, ROUTE_TOKEN, NULL},
+    {"POST", "/v1/estimators/mixture", route_estimators_mixture, 64 * MIB, ROUTE_TOKEN, NULL},
     {"GET", "/v1/runs", route_runs_list, 0, ROUTE_TOKEN, "limit after"},
     {"GET", "/v1/runs/{id}", route_runs_get, 0, ROUTE_TOKEN, NULL},
     {"POST", "/v1/tuning/cost", route_tuning_cost, 64 * KIB, ROUTE_OPEN, NULL},

@@ -2,8 +2,13 @@
  * routes: the route table of dpsilod and the prototypes of every handler.
  *
  * The table itself (ROUTES) is in api/routes.c, with the instructions for adding an endpoint.
- * Handlers live in routes_<feature>.c; declare each one here, in its feature's block, with the
+ * Handlers live in api/<feature>.c; declare each one here, in its feature's block, with the
  * signature of http/server.h: int route_x(const http_req *rq, http_resp *rs, dp_err *err);
+ *
+ * Thread-safety: ROUTES is constant and read by every HTTP thread. Handlers run on the HTTP
+ * threads, many at once, each with its own request and response; whatever they share (the ledger,
+ * the store's pool, the compute pool, the metrics) they reach through rq->app, whose subsystems
+ * do their own locking. A handler that defers finishes on another HTTP thread (http/server.h).
  */
 #ifndef DP_SERVICE_ROUTES_H
 #define DP_SERVICE_ROUTES_H

@@ -18,8 +18,9 @@
  *
  * Every handler parses and validates its input into ledger/ledger.h structs, calls the ledger
  * (which does the transaction) and writes JSON. Non-finite figures are JSON null with a
- * "..._reason" beside them (DESIGN.md). A 409 budget_exhausted carries error.details with the
- * spent, reserved, requested, would-be and budget figures in the silo's unit.
+ * "..._reason" beside them (docs/API.md, "Conventions"). A 409 budget_exhausted carries
+ * error.details with the spent, reserved, requested, would-be and budget figures in the silo's
+ * unit.
  *
  * Thread-safety: handlers run on MHD pool threads; everything they touch is per request except the
  * ledger, which is thread-safe.
@@ -30,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "accounting/event.h"
 #include "common/dp_alloc.h"
@@ -40,11 +40,11 @@
 #include "service/codec/json_util.h"
 #include "service/ledger/ledger.h"
 #include "service/api/routes.h"
+#include "service/base/time.h"
 
 #define LEDGER_DEFAULT_CLAIM_MS 600000 /* claim timeout when timeout_ms is absent: 10 minutes */
 
-/* ---- small parsers ------------------------------------------------------------------------------
- */
+/* ---- small parsers ---- */
 
 /* ?limit= and ?after= by the one pagination rule of every list (http/server.h http_req_page). */
 _Static_assert(HTTP_PAGE_LIMIT_MAX <= LEDGER_LIST_MAX, "a page must fit the ledger's list cap");
@@ -70,84 +70,26 @@ static int query_bool(const http_req *rq, const char *name, bool *out, dp_err *e
     return dp_err_set(err, DP_EINVAL, name, "%s must be true or false", name);
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (the civil-from-days inverse in H. Hinnant,
- * "chrono-compatible low-level date algorithms", days_from_civil). */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-/* RFC 3339 "YYYY-MM-DDTHH:MM:SS[.fff...](Z|+HH:MM|-HH:MM)" to Unix milliseconds. */
+/* An RFC 3339 time (grammar in base/time.h) to Unix milliseconds; 400 naming field otherwise. */
 static int parse_time(const char *s, const char *field, int64_t *out, dp_err *err)
 {
-    int y, mo, d, h, mi, sec, n = 0;
-    if (s == NULL ||
-        sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 ||
-        n != 19 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
-        goto bad;
-    const char *p = s + n;
-    int64_t ms = 0;
-    if (*p == '.') {
-        p++;
-        int digits = 0;
-        while (*p >= '0' && *p <= '9') {
-            if (digits < 3)
-                ms = ms * 10 + (*p - '0');
-            digits++;
-            p++;
-        }
-        if (digits == 0)
-            goto bad;
-        for (; digits < 3; digits++)
-            ms *= 10;
-    }
-    int64_t off_min = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int oh, om, k = 0;
-        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &k) != 2 || k != 5 || oh > 23 || om > 59)
-            goto bad;
-        off_min = (oh * 60 + om) * (*p == '+' ? 1 : -1);
-        p += 6;
-    } else {
-        goto bad;
-    }
-    if (*p != '\0')
-        goto bad;
-    int64_t days = days_from_civil(y, mo, d);
-    *out = ((days * 86400 + h * 3600 + mi * 60 + sec) - off_min * 60) * 1000 + ms;
-    return DP_OK;
-bad:
+    if (time_parse_rfc3339(s, out) == 0)
+        return DP_OK;
     return dp_err_set(err, DP_EINVAL, field,
                       "%s must be an RFC 3339 time such as 2026-11-22T13:00:00Z (got \"%.40s\")",
                       field, s ? s : "");
 }
 
-/* Unix milliseconds to RFC 3339 UTC with milliseconds. */
+/* Unix milliseconds to RFC 3339 UTC with milliseconds; null for 0 (never set) and before. */
 static json_t *time_json(int64_t ms)
 {
-    if (ms <= 0)
-        return json_null();
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    if (gmtime_r(&t, &tm) == NULL)
-        return json_null();
-    char buf[40];
-    int n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-    if (n < 0 || (size_t)n >= sizeof buf)
+    char buf[TIME_RFC3339_MAX];
+    if (ms <= 0 || time_format_rfc3339(ms, buf, sizeof buf) < 0)
         return json_null();
     return json_string(buf);
 }
 
-/* ---- JSON writers
- * -------------------------------------------------------------------------------- */
+/* ---- JSON writers ---- */
 
 /* Sets key to x (null when not finite) and, when x is not finite, key_reason to why. */
 static int set_figure(json_t *o, const char *key, double x, const char *why_nan, dp_err *err)
@@ -428,8 +370,7 @@ static int reply_refusal(const http_req *rq, http_resp *rs, const dp_err *e, jso
     return http_resp_json(rs, http_err_status(e->code), body, err);
 }
 
-/* ---- request parsing ---------------------------------------------------------------------------
- */
+/* ---- request parsing ---- */
 
 /* The parts of a charge/claim body common to every form. Strings are borrowed from the body; event
  * and event_json are owned (free with charge_input_clear). */
@@ -487,8 +428,7 @@ static ledger *the_ledger(const http_req *rq, dp_err *err)
     return rq->app->ledger;
 }
 
-/* ---- silos
- * ----------------------------------------------------------------------------------------- */
+/* ---- silos ---- */
 
 static int parse_budget(const json_t *bj, ledger_budget *b, dp_err *err)
 {
@@ -740,8 +680,7 @@ int route_silo_delete(const http_req *rq, http_resp *rs, dp_err *err)
     return o ? http_resp_json(rs, 200, o, err) : err->code;
 }
 
-/* ---- silo tokens (issue 10, D2)
- * ------------------------------------------------------------------------------
+/* ---- silo tokens (issue 10, D2) ----
  * POST issues a new token for the silo (the admin, or the silo's own token) and revokes the old
  * one(s) in the same transaction: the old token answers 401 from the moment this returns. The
  * token is shown once; the body is empty or {}. DELETE (admin) revokes the silo's tokens without
@@ -785,8 +724,7 @@ int route_silo_token_revoke(const http_req *rq, http_resp *rs, dp_err *err)
     return o ? http_resp_json(rs, 200, o, err) : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
 }
 
-/* ---- charges
- * ---------------------------------------------------------------------------------------- */
+/* ---- charges ---- */
 
 static const char *const CHARGE_KEYS[] = {"event",   "neighboring", "idempotency_key",
                                           "dry_run", "reason",      "job_id"};
@@ -1130,8 +1068,7 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
     return http_resp_json(rs, 200, o, err);
 }
 
-/* ---- claims
- * ------------------------------------------------------------------------------------------ */
+/* ---- claims ---- */
 
 static json_t *claim_json(const ledger_claim_view *c, dp_err *err)
 {

@@ -36,6 +36,7 @@
 #include "accounting/calibrate.h"
 #include "accounting/rdp.h"
 #include "service/api/auth.h"
+#include "service/base/time.h"
 #include "service/http/offload.h"
 #include "service/codec/event_json.h"
 #include "service/codec/json_util.h"
@@ -45,8 +46,7 @@
 #define TUNING_MAX_LISTED 10000   /* candidates are listed only for K up to this */
 #define TUNING_MAX_LABEL  200     /* bytes */
 
-/* ---- randomness
- * ---------------------------------------------------------------------------------- */
+/* ---- randomness ---- */
 
 static int getrandom64(void *ctx, uint64_t *out)
 {
@@ -70,8 +70,7 @@ static int getrandom64(void *ctx, uint64_t *out)
     return 0;
 }
 
-/* ---- helpers
- * ------------------------------------------------------------------------------------- */
+/* ---- helpers ---- */
 
 static const char SQL_INSERT_DRAW[] =
     "INSERT INTO tuning_draws (created_at_ms, request_id, distribution, runs, expected_runs, "
@@ -115,8 +114,7 @@ static json_t *draw_json(int64_t id, int64_t created_ms, json_t *dist, int64_t r
     return o;
 }
 
-/* ---- shared
- * ---------------------------------------------------------------------------------------- */
+/* ---- shared ---- */
 
 static const char *bound_name(const acct_tuning_dist *d)
 {
@@ -190,8 +188,7 @@ static int eps_of(const acct_event *ev, acct_neighboring nb, double delta, doubl
     return DP_OK;
 }
 
-/* ---- POST /v1/tuning/cost
- * -------------------------------------------------------------------------- */
+/* ---- POST /v1/tuning/cost ---- */
 
 int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
 {
@@ -301,8 +298,7 @@ out:
     return rc;
 }
 
-/* ---- POST /v1/tuning/plan
- * -------------------------------------------------------------------------- */
+/* ---- POST /v1/tuning/plan ---- */
 
 /* One training run: steps x poisson_sampled(q, gaussian(open)); q = 1 drops the sampling node and
  * steps = 1 the composition. Owned by caller, NULL on allocation failure. */
@@ -492,8 +488,7 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
     return compute_offload(rq, rs, &t, err);
 }
 
-/* ---- POST /v1/tuning/draw
- * ------------------------------------------------------------------------ */
+/* ---- POST /v1/tuning/draw ---- */
 
 int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err)
 {
@@ -564,7 +559,7 @@ int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err)
     }
 
     /* Record, then answer: a draw the client sees is always on file. */
-    int64_t now = store_now_ms();
+    int64_t now = time_now_ms();
     sqlite3_stmt *st = store_conn_prepare(rq->db, SQL_INSERT_DRAW, err);
     if (st == NULL) {
         rc = err->code;
@@ -620,14 +615,13 @@ out:
     json_decref(body);
     json_decref(dist_json);
     json_decref(cand);
-    free(
-        dist_text); /* json_dumps uses jansson's allocator: malloc unless routed through dp_alloc */
+    /* json_dumps uses jansson's allocator: malloc unless routed through dp_alloc */
+    free(dist_text);
     free(cand_text);
     return rc;
 }
 
-/* ---- GET /v1/tuning/draws/{id}
- * ------------------------------------------------------------------- */
+/* ---- GET /v1/tuning/draws/{id} ---- */
 
 int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
 {

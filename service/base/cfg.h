@@ -14,14 +14,15 @@
  *   --drain-timeout S    DPSILO_DRAIN_TIMEOUT     10; a stop waits this long for requests in flight
  *   --header-timeout S   DPSILO_HEADER_TIMEOUT    10; a new connection's request headers deadline
  *   --body-timeout S     DPSILO_BODY_TIMEOUT      10; a request body's grace (from its headers)
- *   --body-min-rate B    DPSILO_BODY_MIN_RATE     1024; after the grace, a body must have arrived
- * at B bytes/s on average (0 = fixed deadline)
+ *   --body-min-rate B    DPSILO_BODY_MIN_RATE     1024; after the grace, a body must have
+ *                                                 arrived at B bytes/s on average (0 = fixed
+ *                                                 deadline)
  *   --max-conns-per-ip N DPSILO_MAX_CONNS_PER_IP  256; connections per client address, 0 = no limit
  *
  * Heavy work (issue 10, "never starved"; service/base/compute.h):
  *   --compute-threads N       DPSILO_COMPUTE_THREADS       number of online cores (1..64)
- *   --compute-queue N         DPSILO_COMPUTE_QUEUE         64 waiting requests (1..65536); full:
- * 503
+ *   --compute-queue N         DPSILO_COMPUTE_QUEUE         64 waiting requests (1..65536);
+ *                                                          full: 503
  *   --compute-timeout S       DPSILO_COMPUTE_TIMEOUT       120 (1..86400): a heavy request still
  *                                                          waiting is answered 503, a running one
  *                                                          is cancelled (nothing charged)
@@ -37,7 +38,7 @@
  *
  * Ownership: cfg_parse fills a caller-owned struct; all strings are copied into fixed buffers.
  * Thread-safety: a cfg is built once by main before any thread starts and is read-only afterwards
- * (STYLE.md 2.7, the only global is a const cfg *).
+ * (the daemon's only global is a const cfg *).
  */
 #ifndef DP_SERVICE_CFG_H
 #define DP_SERVICE_CFG_H

@@ -23,6 +23,7 @@
 
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
+#include "service/base/time.h"
 
 #define N_CLASSES        2
 #define WATCHDOG_IDLE_MS 1000 /* longest sleep of the watchdog when no deadline is near */
@@ -59,13 +60,6 @@ struct compute_pool {
     pthread_t watchdog;
     bool watchdog_started;
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void push(compute_pool *p, compute_node *n)
 {
@@ -145,7 +139,7 @@ static void *watchdog_main(void *arg)
     compute_pool *p = arg;
     pthread_mutex_lock(&p->mu);
     while (!p->stop) {
-        int64_t now = mono_ms(), next = now + WATCHDOG_IDLE_MS;
+        int64_t now = time_mono_ms(), next = now + WATCHDOG_IDLE_MS;
         compute_node *expired = NULL, **link = &expired;
         for (int c = 0; c < N_CLASSES; c++) {
             while (p->head[c] != NULL && p->head[c]->deadline_ms <= now) {
@@ -305,7 +299,7 @@ int compute_submit(compute_pool *p, compute_class cls, compute_run_fn run, compu
     n->arg = arg;
     n->cls = cls;
     atomic_init(&n->cancel, false);
-    n->deadline_ms = p->timeout_ms > 0 ? mono_ms() + p->timeout_ms : INT64_MAX;
+    n->deadline_ms = p->timeout_ms > 0 ? time_mono_ms() + p->timeout_ms : INT64_MAX;
     pthread_mutex_lock(&p->mu);
     size_t waiting = p->queued[COMPUTE_OPEN] + p->queued[COMPUTE_TOKEN];
     bool stop = p->stop, full = waiting >= p->max_queued,

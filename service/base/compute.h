@@ -15,7 +15,7 @@
  * THREADS. The FIFOs are guarded by the pool's mutex, held only to link and unlink tasks, never
  * while a task runs. A task runs on exactly one pool thread; what it reads must not be written by
  * anyone else until it has finished (the caller hands its inputs over). The design follows redis
- * bio.c: a FIFO, a mutex and a condition variable (STYLE.md 2.7).
+ * bio.c: a FIFO, a mutex and a condition variable.
  */
 #ifndef DP_SERVICE_COMPUTE_H
 #define DP_SERVICE_COMPUTE_H

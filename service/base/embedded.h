@@ -6,8 +6,8 @@
  * Every data array is followed by one NUL byte that len does not count, so SQL can be handed to
  * sqlite3_exec.
  *
- * Why embed: the binary knows exactly which schema versions it can run (STYLE.md 2.5, "refuse a
- * newer schema"), and the static file server needs no filesystem access at all, so no URL can reach
+ * Why embed: the binary knows exactly which schema versions it can run (it refuses to start on a
+ * newer schema), and the static file server needs no filesystem access at all, so no URL can reach
  * a file.
  *
  * Thread-safety: read-only data.

@@ -1,19 +1,20 @@
 /*
- * event_json: the privacy-event JSON of DESIGN.md, parsed into an acct_event tree
- * (accounting/event.h).
+ * event_json: the privacy-event JSON (docs/ACCOUNTING.md, "The event tree"), parsed into an
+ * acct_event tree (accounting/event.h).
  *
  * Grammar (every key other than those listed is refused, naming it):
  *   {"type": "gaussian", "noise_multiplier": s}          s > 0 (null = open, calibration only)
  *   {"type": "laplace", "noise_multiplier": b}           b > 0 (null = open)
  *   {"type": "zcdp", "rho": r}                            r >= 0
  *   {"type": "pure", "epsilon": e}                        e >= 0
- *   {"type": "poisson_sampled", "sampling_rate": q, "event": E}            q in (0, 1] (null =
- * open)
+ *   {"type": "poisson_sampled", "sampling_rate": q, "event": E}
+ *                                                         q in (0, 1] (null = open)
  *   {"type": "sampled_without_replacement", "source_size": n, "sample_size": m, "event": E}
  *                                                         integers, 1 <= m <= n
  *   {"type": "self_composed", "count": c, "event": E}     integer 1 <= c <= 10^12 (null = open)
  *   {"type": "composed", "events": [E, ...]}
  *   {"type": "repeat_and_select", "event": E, "distribution": D}   D: service/codec/tuning_json.h
+ *
  * Errors are DP_EINVAL (400) with the full field path from the request root, e.g.
  * "event.event.sampling_rate" or "event.events[3].count": unknown type, wrong JSON type, a
  * non-integer count (1000.0 is refused too), a value out of domain, an unknown key, a tree deeper

@@ -6,7 +6,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
+
+#include "service/base/time.h"
 
 const char *json_util_type_name(const json_t *v)
 {
@@ -204,21 +205,9 @@ json_t *json_util_real(double x)
 
 json_t *json_util_time(int64_t unix_ms)
 {
-    /* floor division, so times before 1970 get a non-negative millisecond part */
-    int64_t sec = unix_ms / 1000, ms = unix_ms % 1000;
-    if (ms < 0) {
-        ms += 1000;
-        sec -= 1;
-    }
-    time_t t = (time_t)sec;
-    struct tm tm;
-    if (gmtime_r(&t, &tm) == NULL || tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999)
+    char buf[TIME_RFC3339_MAX];
+    if (time_format_rfc3339(unix_ms, buf, sizeof buf) < 0)
         return NULL;
-    char buf[32];
-    size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (n == 0)
-        return NULL;
-    snprintf(buf + n, sizeof buf - n, ".%03dZ", (int)ms);
     return json_string(buf);
 }
 

@@ -7,20 +7,22 @@
  * received.
  *
  * Reading rules:
- *   - obj must be a JSON object; NULL (no body) is reported as "request body must be a JSON
- * object".
+ *   - obj must be a JSON object; NULL (no body) is reported as "request body must be a
+ *     JSON object".
  *   - required (json_util_req_*): a missing key or a JSON null is an error ("is required").
  *   - optional (json_util_opt_*): a missing key or a JSON null leaves *out = def and returns DP_OK.
- *   - number: a JSON integer or real (clients send 1 for 1.0); int64: a JSON integer only (2.0 is
- * refused); string: a JSON string (borrowed: valid while the body lives); bool: true/false only.
+ *   - number: a JSON integer or real (clients send 1 for 1.0); int64: a JSON integer only
+ *     (2.0 is refused); string: a JSON string (borrowed: valid while the body lives); bool:
+ *     true/false only.
  *   - json_util_check_keys rejects any key not in the allowed list, naming it.
  * Range checks belong to the caller (they are domain rules); these helpers only check types.
  *
  * Writing: json_util_real returns JSON null for NaN/inf (jansson's json_real refuses them); pair it
- * with a "reason" member beside the value (DESIGN.md). json_util_set steals the value and reports
- * DP_ENOMEM (never ignores a failed set).
+ * with a "reason" member beside the value (docs/API.md, "Conventions"). json_util_set steals the
+ * value and reports DP_ENOMEM (never ignores a failed set).
  *
- * Thread-safety: none needed; a json_t never crosses threads (STYLE.md 2.4).
+ * Thread-safety: none needed; a json_t never crosses threads (handlers convert JSON
+ * to C structs before handing work to another thread).
  */
 #ifndef DP_SERVICE_JSON_UTIL_H
 #define DP_SERVICE_JSON_UTIL_H
@@ -58,8 +60,8 @@ int json_util_opt_bool(const json_t *obj, const char *key, bool def, bool *out, 
 json_t *json_util_real(double x);
 
 /* A new JSON string with the RFC 3339 UTC time of unix_ms (milliseconds since 1970), e.g.
- * "2026-11-22T13:10:20.838Z" (DESIGN.md: times are RFC 3339 UTC; the database stores Unix ms).
- * NULL on allocation failure or a time outside years 0..9999. */
+ * "2026-11-22T13:10:20.838Z" (time_format_rfc3339 of base/time.h: the API speaks RFC 3339 UTC,
+ * the database stores Unix ms). NULL on allocation failure or a time outside years 0..9999. */
 json_t *json_util_time(int64_t unix_ms);
 
 /* json_object_set_new(obj, key, value) with value stolen (even on failure, like jansson); value

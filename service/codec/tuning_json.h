@@ -13,6 +13,9 @@
  * prefixing afterwards).
  *
  * Used by api/tuning.c and by the event parser (codec/event_json.c) for repeat_and_select nodes.
+ *
+ * Thread-safety: functions of their arguments only, no global state; safe from any thread. A
+ * jansson value passed in is only read, and must not be changed by another thread meanwhile.
  */
 #ifndef DP_SERVICE_TUNING_JSON_H
 #define DP_SERVICE_TUNING_JSON_H

@@ -3,15 +3,16 @@
  *
  * DESIGN
  * Open sequence (store_open):
- *   1. open the first connection (READWRITE|CREATE|NOMUTEX), apply the per-connection settings and
- * make sure the file is writable (sqlite3_db_readonly) - a read-only file is refused at start, not
- * at the first spend;
- *   2. PRAGMA journal_mode=WAL (persistent in the file; it cannot run inside a transaction, so it
- * is set here rather than in 0001);
+ *   1. open the first connection (READWRITE|CREATE|NOMUTEX), apply the per-connection
+ *      settings and make sure the file is writable (sqlite3_db_readonly): a read-only file is
+ *      refused at start, not at the first spend;
+ *   2. PRAGMA journal_mode=WAL (persistent in the file; it cannot run inside a transaction, so
+ *      it is set here rather than in 0001);
  *   3. run the migrations on that connection;
  *   4. that connection becomes pool slot 0 and the other slots are opened.
  * The pool is a LIFO free list of slots guarded by mu; a borrower waits on cv with a deadline. The
- * lock is held only while the list is touched, never across SQLite (STYLE.md 2.7).
+ * lock is held only while the list is touched, never across a SQLite call (no lock is held over
+ * slow work).
  *
  * Statement cache: keyed by the address of the SQL literal, a linear scan of at most
  * STORE_STMT_CACHE entries (a few pointer compares; a hash would cost more at this size).
@@ -31,6 +32,7 @@
 
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
+#include "service/base/time.h"
 
 struct store_conn {
     sqlite3 *db; /* owned; used by one thread at a time (the borrower) */
@@ -54,13 +56,6 @@ struct store {
         health_ok_ms; /* CLOCK_MONOTONIC ms of the last successful health read; 0 = never */
 };
 
-int64_t store_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_err *err)
 {
     int prim = rc & 0xff;
@@ -73,7 +68,7 @@ int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_er
     return dp_err_set(err, DP_EINTERNAL, NULL, "database error");
 }
 
-/* Opens one connection with the settings of STYLE.md 2.5; operator-facing messages on failure. */
+/* Opens one connection with the settings listed in store.h; operator-facing messages on failure. */
 static int conn_init(store_conn *c, const char *path, dp_err *err)
 {
     memset(c, 0, sizeof *c);
@@ -186,7 +181,7 @@ static int migration_apply(sqlite3 *db, const embed_file *m, int version, int us
         &st, NULL);
     if (rc != SQLITE_OK || (rc = sqlite3_bind_int(st, 1, version)) != SQLITE_OK ||
         (rc = sqlite3_bind_text(st, 2, m->name, -1, SQLITE_STATIC)) != SQLITE_OK ||
-        (rc = sqlite3_bind_int64(st, 3, store_now_ms())) != SQLITE_OK)
+        (rc = sqlite3_bind_int64(st, 3, time_now_ms())) != SQLITE_OK)
         goto fail;
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
@@ -570,16 +565,9 @@ void store_rollback(store_conn *c)
 
 static const char SQL_HEALTH[] = "SELECT max(version) FROM schema_migrations";
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int store_check_health(store *s, store_conn *c, int64_t max_age_ms, int64_t *age_ms, dp_err *err)
 {
-    int64_t now = mono_ms();
+    int64_t now = time_mono_ms();
     int64_t last = atomic_load_explicit(&s->health_ok_ms, memory_order_relaxed);
     if (max_age_ms > 0 && last > 0 && now - last < max_age_ms) {
         *age_ms = now - last;

@@ -2,9 +2,9 @@
  * store: the SQLite database of dpsilod: opening, migrations and a pool of connections.
  *
  * One file, WAL mode, synchronous=FULL (a committed spend lost in a crash is budget that could be
- * spent twice), foreign keys on, a busy timeout of STORE_BUSY_TIMEOUT_MS, extended result codes
- * (STYLE.md 2.5). store_open opens the file, applies the migrations the binary carries
- * (migrations/NNNN_*.sql, embedded at build time) and then opens a fixed pool of connections.
+ * spent twice), foreign keys on, a busy timeout of STORE_BUSY_TIMEOUT_MS, extended result codes.
+ * store_open opens the file, applies the migrations the binary carries (migrations/NNNN_*.sql,
+ * embedded at build time) and then opens a fixed pool of connections.
  *
  * Migrations: each file runs in its own BEGIN IMMEDIATE transaction together with an INSERT into
  * schema_migrations(version, name, applied_at_ms) and PRAGMA user_version = <highest applied>. The
@@ -97,9 +97,6 @@ void store_rollback(store_conn *c);
  * -> DP_EINTERNAL. The SQLite message is logged with what (e.g. "insert silo") and req_id, never
  * put in err. Returns the dp code. */
 int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_err *err);
-
-/* Current UTC time in Unix milliseconds (the storage unit for timestamps, STYLE.md 2.5). */
-int64_t store_now_ms(void);
 
 /* GET /healthz. Runs a real read of the database on c (the highest row of schema_migrations,
  * through a cached statement) and checks it equals the version found at open - unless another check

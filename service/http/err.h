@@ -8,7 +8,7 @@
  *   DP_EUNAUTH    401 unauthenticated       DP_EINTERNAL   500 internal
  *   DP_EFORBIDDEN 403 forbidden             (http/server.c)       405 method_not_allowed
  *
- * Body (DESIGN.md, STYLE.md 2.3): {"error":{"code":"...","message":"...","field":"..."|null,
+ * Body (docs/API.md, "Conventions"): {"error":{"code":"...","message":"...","field":"..."|null,
  * "request_id":"..."}}. For DP_EINTERNAL (and unknown codes) the message is replaced by a generic
  * sentence: internal detail is logged with the request id, never sent.
  *

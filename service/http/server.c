@@ -3,17 +3,19 @@
  * http/server.h.
  *
  * DESIGN
- * MHD (0.9.75) calls on_access several times per request (STYLE.md 2.6):
- *   1. headers only, *req_cls == NULL: allocate the request context, assign the request id, match
- * the route. 404/405 and a Content-Length above the cap are answered at once (MHD then discards the
- *      body and closes the connection).
- *   2. once per body chunk: append up to the cap; beyond it, mark too_big and drop the bytes. No
- * reply may be queued here. A body slower than --body-min-rate after the --body-timeout grace
- * (body_too_slow) drops the connection here, and from on_tick when no byte comes at all.
- *   3. size 0: the body is complete: 413 if too_big, else parse JSON (400 with line/column), borrow
- * a database connection, run the handler and queue its response. on_completed runs however the
- * request ends (response sent, client gone, shutdown): it records the metrics, writes the
- * access-log line and frees the context. It is the only place a context is freed.
+ * MHD (0.9.75) calls on_access several times per request, and a response may be queued only on
+ * the first or the last call:
+ *   1. headers only, *req_cls == NULL: allocate the request context, assign the request id,
+ *      match the route. 404/405 and a Content-Length above the cap are answered at once (MHD
+ *      then discards the body and closes the connection).
+ *   2. once per body chunk: append up to the cap; beyond it, mark too_big and drop the bytes.
+ *      No reply may be queued here. A body slower than --body-min-rate after the --body-timeout
+ *      grace (body_too_slow) drops the connection here, and from on_tick when no byte comes.
+ *   3. size 0: the body is complete: 413 if too_big, else parse JSON (400 with line/column),
+ *      borrow a database connection, run the handler and queue its response.
+ * on_completed runs however the request ends (response sent, client gone, shutdown): it records
+ * the metrics, writes the access-log line and frees the context. It is the only place a context
+ * is freed.
  *
  * URL decoding: MHD_OPTION_UNESCAPE_CALLBACK uses http_percent_decode, which never decodes %00, so
  * a path or query value can never be cut short by an embedded NUL ("/index.html%00.txt" stays as
@@ -79,6 +81,7 @@
 #include "common/dp_log.h"
 #include "service/base/cfg.h"
 #include "service/base/embedded.h"
+#include "service/base/time.h"
 #include "service/codec/clients_json.h"
 #include "service/http/accept.h"
 #include "service/http/bearer.h"
@@ -425,13 +428,6 @@ static int valid_req_id(const char *s)
             return 0;
     }
     return n > 0;
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 /* The connection's record (on_connection), or NULL. */
@@ -1088,7 +1084,7 @@ static void body_watch(http_ctx *c, struct MHD_Connection *conn, bool on)
         return;
     if (on) {
         atomic_store(&rec->body_bytes, 0);
-        atomic_store(&rec->body_since_ms, mono_ms() - ctx_age_ms(c));
+        atomic_store(&rec->body_since_ms, time_mono_ms() - ctx_age_ms(c));
     }
     atomic_store(&rec->in_body, on);
 }
@@ -1173,7 +1169,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
     dp_log(DP_LOG_INFO, c->req_id, "%s %s %d %lldus", c->method, c->path, c->status, (long long)us);
     if (rec != NULL) { /* a kept-alive connection now waits for its next request */
         atomic_store(&rec->in_body, false);
-        atomic_store(&rec->since_ms, mono_ms());
+        atomic_store(&rec->since_ms, time_mono_ms());
         atomic_store(&rec->waiting, true);
     }
     ctx_free(c);
@@ -1276,7 +1272,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         if (rec == NULL)
             return; /* no header deadline for its later requests; nothing else depends on it */
         rec->fd = fi->connect_fd;
-        atomic_init(&rec->since_ms, mono_ms());
+        atomic_init(&rec->since_ms, time_mono_ms());
         atomic_init(&rec->waiting, true);
         atomic_init(&rec->in_body, false);
         atomic_init(&rec->body_since_ms, 0);
@@ -1320,7 +1316,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 static void on_tick(void *arg)
 {
     http_server *srv = arg;
-    int64_t now = mono_ms();
+    int64_t now = time_mono_ms();
     int64_t limit = now - (int64_t)srv->cfg->header_timeout_s * 1000;
     unsigned closed = 0, slow = 0;
     pthread_mutex_lock(&srv->conns_mu);
@@ -1521,13 +1517,13 @@ int http_server_stop(http_server *srv, unsigned drain_ms)
     /* 3. Requests in flight finish, and every owed wake-up (which calls MHD_resume_connection)
      * runs: MHD must not be stopped with a suspended connection, nor before a wake-up that would
      * touch it. Both waits end at the drain deadline. */
-    int64_t deadline = mono_ms() + (int64_t)drain_ms;
+    int64_t deadline = time_mono_ms() + (int64_t)drain_ms;
     struct timespec nap = {0, 10 * 1000000L};
-    int64_t next_note = mono_ms() + HTTP_STOP_LOG_MS;
+    int64_t next_note = time_mono_ms() + HTTP_STOP_LOG_MS;
     while ((atomic_load(&srv->in_flight) > 0 || atomic_load(&srv->deferring) > 0) &&
-           mono_ms() < deadline) {
+           time_mono_ms() < deadline) {
         nanosleep(&nap, NULL);
-        if (mono_ms() >= next_note) {
+        if (time_mono_ms() >= next_note) {
             dp_log(DP_LOG_INFO, NULL, "http: draining: %ld request(s) in flight",
                    (long)atomic_load(&srv->in_flight));
             next_note += HTTP_STOP_LOG_MS;

@@ -39,7 +39,7 @@
 
 typedef struct http_metrics http_metrics;
 
-/* ---- deferred answers (PENDING) ----------------------------------------------------------------
+/* ---- deferred answers (PENDING) ----
  * A handler whose answer waits on another thread (a ledger group commit, ledger_charge_start) need
  * not block its MHD thread. When rq->defer is non-NULL it may start that work so that
  * rq->defer->wake(rq->defer->arg) is called EXACTLY ONCE, from any thread, when the work is done;

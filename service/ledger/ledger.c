@@ -95,33 +95,24 @@
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
 #include "common/dp_sha256.h"
+#include "service/base/time.h"
 #include "service/codec/event_json.h"
 
 #define LEDGER_SWEEP_MS    1000 /* idle wake-up period of the committer to mark expired claims */
-#define LEDGER_BUSY_MS     5000 /* sqlite3_busy_timeout of the write connection (STYLE.md 2.5) */
+#define LEDGER_BUSY_MS     5000 /* sqlite3_busy_timeout of the write connection, as store.h */
 #define LEDGER_CKPT_FRAMES 1000 /* WAL frames that trigger a background PASSIVE checkpoint */
-#define LEDGER_GATHER_US                                                                           \
-    500 /* longest wait for a group to fill up to the previous group's size                        \
-         */
-#define LEDGER_PLD_RETRIES                                                                         \
-    4                       /* stale PLD snapshots tolerated before the RDP bound decides alone    \
-                             */
-#define LEDGER_PLD_CACHE 64 /* remembered eps_PLD of (silo, n_charges) for reads */
-#define DNAN             ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
+/* LEDGER_GATHER_US: longest wait for a group to fill up to the previous group's size.
+ * LEDGER_PLD_RETRIES: stale PLD snapshots tolerated before the RDP bound decides alone. */
+#define LEDGER_GATHER_US   500
+#define LEDGER_PLD_RETRIES 4
+#define LEDGER_PLD_CACHE   64            /* remembered eps_PLD of (silo, n_charges) for reads */
+#define DNAN               ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
 
-/* ---- small helpers
- * ------------------------------------------------------------------------------------ */
+/* ---- small helpers ---- */
 
 double ledger_sum_up(double a, double b)
 {
     return dp_sum_up(a, b); /* one rounding-up rule with the accountant's sums (logmath.h) */
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 const char *ledger_accountant_name(ledger_accountant a)
@@ -235,8 +226,7 @@ int ledger_budget_check(const ledger_budget *b, dp_err *err)
     return DP_OK;
 }
 
-/* ---- statements of the write connection
- * ---------------------------------------------------------------- */
+/* ---- statements of the write connection ---- */
 
 enum {
     ST_BEGIN = 0,
@@ -355,8 +345,7 @@ static const char *const SQL[ST_N] = {
         "created_at) VALUES (:actor, :key, :hash, :now)",
 };
 
-/* ---- the ledger
- * ----------------------------------------------------------------------------------------- */
+/* ---- the ledger ---- */
 
 typedef enum op_kind {
     OP_CHARGE = 0,
@@ -588,8 +577,7 @@ static int exec_st(ledger *l, int which, dp_err *err)
     return rc == SQLITE_DONE ? DP_OK : sql_fail(l, rc, SQL[which], err);
 }
 
-/* ---- accounting
- * ------------------------------------------------------------------------------------------ */
+/* ---- accounting ---- */
 
 /* A silo row as the committer sees it. */
 typedef struct silo_row {
@@ -721,8 +709,7 @@ static int item_prepare(const ledger *l, const ledger_charge_req *req, const cha
     return DP_OK;
 }
 
-/* ---- committer: reading state
- * ------------------------------------------------------------------------------ */
+/* ---- committer: reading state ---- */
 
 /* Loads silo id with st (a statement of SQL[ST_SILO_GET] prepared on db). */
 static int silo_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t id, silo_row *s,
@@ -814,8 +801,7 @@ static int held_load(ledger *l, int64_t silo_id, int64_t now, int64_t except, do
                         n_active, err);
 }
 
-/* ---- continuous order and basic composition (issue #10)
- * ------------------------------------------------------------------------
+/* ---- continuous order and basic composition (issue #10) ----
  *
  * The calculators answer acct_rdp_epsilon of a tree: the grid minimum, refined on a continuous
  * order with conversion "optimal", and min(that, sum eps_i) for an all-pure tree
@@ -1102,7 +1088,8 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
     res->requested = unit_value(b, e_cost, it->cost_rho);
     res->would_be = unit_value(b, e_wb, wb_rho);
     res->budget = cap_of(b);
-    /* The rule: conv(spent + reserved + cost) <= cap, no tolerance (STYLE.md 2.8). NaN never fits.
+    /* The rule: conv(spent + reserved + cost) <= cap, no tolerance in the permissive
+     * direction. NaN never fits.
      */
     *fits = b->kind == LEDGER_BUDGET_NONE || (res->would_be <= res->budget);
     res->spent = res->reserved = DNAN;
@@ -1304,8 +1291,7 @@ static void item_field(const ledger_op *op, size_t i, char *buf, size_t len)
         buf[0] = '\0';
 }
 
-/* ---- committer: ops
- * --------------------------------------------------------------------------------------- */
+/* ---- committer: ops ---- */
 
 /* For a PLD silo: whether it's PLD figures hold for the silo's current state at delta. Sets
  * need_pld when not (the PLD thread recomputes and submits again). Always true for other silos. */
@@ -2163,13 +2149,12 @@ static int apply_op(ledger *l, ledger_op *op, int64_t now)
     return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
 }
 
-/* ---- committer: the group
- * ---------------------------------------------------------------------------------- */
+/* ---- committer: the group ---- */
 
 /* Runs ops[0..n-1] in one transaction; sets each op's rc. */
 static void run_group(ledger *l, ledger_op **ops, size_t n)
 {
-    int64_t now = now_ms();
+    int64_t now = time_now_ms();
     uint64_t gen0 = l->tree_gen + 1; /* the first op's generation */
     dp_err gerr;
     dp_err_clear(&gerr);
@@ -2430,7 +2415,7 @@ static void *committer_main(void *arg)
         }
         pthread_mutex_unlock(&l->mu);
         if (n == 0) { /* idle wake-up: mark overdue claims expired */
-            int64_t now = now_ms();
+            int64_t now = time_now_ms();
             if (claims_overdue(l, now)) {
                 ledger_op sweep = {.kind = OP_SWEEP};
                 ledger_op *one = &sweep;
@@ -2525,8 +2510,7 @@ static int finish(ledger_op *op, dp_err *err)
     return op->rc;
 }
 
-/* ---- open / free
- * -------------------------------------------------------------------------------------------- */
+/* ---- open / free ---- */
 
 static int exec_sql(sqlite3 *db, const char *sql, dp_err *err)
 {
@@ -2621,7 +2605,8 @@ ledger *ledger_open(const char *db_path, dp_err *err)
     }
     sqlite3_extended_result_codes(l->db, 1);
     sqlite3_busy_timeout(l->db, LEDGER_BUSY_MS);
-    /* FULL: a committed spend lost in a crash is budget that can be spent twice (STYLE.md 2.5). */
+    /* FULL: a committed spend lost in a crash is budget that can be spent twice (5 s, the one busy
+     * timeout of the daemon). */
     if (exec_sql(l->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL", err) != DP_OK)
         goto fail;
     if (orders_load(l, err) != DP_OK)
@@ -2723,8 +2708,7 @@ void ledger_free(ledger *l)
     dp_free(l);
 }
 
-/* ---- public writes
- * -------------------------------------------------------------------------------------------- */
+/* ---- public writes ---- */
 
 int ledger_token_generate(char out[LEDGER_TOKEN_BUF], dp_err *err)
 {
@@ -2846,8 +2830,7 @@ int ledger_silo_archive(ledger *l, int64_t id, ledger_silo_view *out, dp_err *er
     return finish(&op, err);
 }
 
-/* ---- PLD recomposition (caller threads; see PLD SILOS)
- * ---------------------------------------------------- */
+/* ---- PLD recomposition (caller threads; see PLD SILOS) ---- */
 
 /* Appends ev (stolen) to the composed node root; false when full or out of memory (ev freed). */
 static bool compose_add(acct_event *root, size_t cap, acct_event *ev)
@@ -3015,8 +2998,8 @@ static acct_event *claim_event(sqlite3 *db, int64_t id, acct_neighboring *nb)
  * HTTP worker (see PLD SILOS). Three kinds of item:
  *   - a charge or claim (req->event set): pld_spent (the log), pld_after (the log and the event),
  *     pld_wb (the log, the active claims and the event);
- *   - a claim's commit (claim_id set): pld_after (the log and the claim's event), pld_wb (the log
- * and every active claim, this one included);
+ *   - a claim's commit (claim_id set): pld_after (the log and the claim's event), pld_wb (the
+ *     log and every active claim, this one included);
  *   - a PATCH (neither): pld_wb (the log and the active claims) at want_delta (0: the silo's). */
 static int pld_prepare(ledger *l, op_item *it, dp_err *err)
 {
@@ -3027,7 +3010,7 @@ static int pld_prepare(ledger *l, op_item *it, dp_err *err)
         return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
     }
     sqlite3_busy_timeout(db, LEDGER_BUSY_MS);
-    int64_t silo = it->req->silo_id, now = now_ms();
+    int64_t silo = it->req->silo_id, now = time_now_ms();
     double delta = DNAN;
     sqlite3_stmt *st = NULL;
     rc = step_once(db, "BEGIN");
@@ -3416,8 +3399,7 @@ int ledger_claim_abort(ledger *l, int64_t claim_id, int64_t scope_silo_id, ledge
     return finish(&op, err);
 }
 
-/* ---- views and reads
- * ------------------------------------------------------------------------------------------ */
+/* ---- views and reads ---- */
 
 static int view_fill(const ledger *l, const silo_row *s, const double *held_rdp, double held_rho,
                      int64_t n_active, ledger_silo_view *v, dp_err *err)
@@ -3530,7 +3512,7 @@ static void pld_refine_view(ledger *l, store_conn *c, ledger_silo_view *v)
             nb = ACCT_NB_REPLACE_ONE;
         st_done(st);
         /* PLD recomposition prepares its statements per call: milliseconds of FFT dominate */
-        eps = pld_eps_of(store_conn_db(c), v->id, b->delta, false, NULL, nb, now_ms());
+        eps = pld_eps_of(store_conn_db(c), v->id, b->delta, false, NULL, nb, time_now_ms());
         pthread_mutex_lock(&l->cache_mu);
         l->pld_cache[slot].silo = v->id;
         l->pld_cache[slot].n_charges = v->n_charges;
@@ -3616,7 +3598,7 @@ int ledger_silo_get(ledger *l, store_conn *c, int64_t id, ledger_silo_view *out,
     if (rc == DP_OK)
         rc = read_begin(c, err);
     if (rc == DP_OK)
-        rc = view_read(l, c, a, b, id, now_ms(), out, err);
+        rc = view_read(l, c, a, b, id, time_now_ms(), out, err);
     read_end(c);
     st_done(a);
     st_done(b);
@@ -3666,7 +3648,7 @@ int ledger_silo_list(ledger *l, store_conn *c, int64_t after, size_t limit, bool
             rc = read_fail(db, src, "list silos", err);
         st_done(ids);
     }
-    int64_t now = now_ms();
+    int64_t now = time_now_ms();
     for (size_t i = 0; rc == DP_OK && i < n; i++)
         rc = view_read(l, c, a, b, idv[i], now, &v[i], err);
     read_end(c);
@@ -3864,7 +3846,7 @@ int ledger_claim_get(store_conn *c, int64_t claim_id, ledger_claim_view *out, dp
             out->cost_eps = DNAN;
             out->charge_id = sqlite3_column_int64(st, 8);
             /* An active claim past its expiry is released: report it as expired. */
-            if (out->state == LEDGER_CLAIM_ACTIVE && out->expires_at_ms <= now_ms())
+            if (out->state == LEDGER_CLAIM_ACTIVE && out->expires_at_ms <= time_now_ms())
                 out->state = LEDGER_CLAIM_EXPIRED;
         } else if (src == SQLITE_DONE) {
             rc = dp_err_set(err, DP_ENOTFOUND, "claim_id", "claim %lld does not exist",

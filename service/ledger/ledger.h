@@ -3,14 +3,15 @@
  * #5).
  *
  * WHAT. A silo owns a budget: (epsilon, delta) composed by RDP (default), zCDP or PLD; or a zCDP
- * rho; or none at all (a silo that opted out of DP, seed 003 section 6.1: its spends are recorded,
- * never refused). Every spend is one append-only row of `charges` (migrations/0003_ledger.sql). A
- * silo's totals are a cached per-order RDP vector and a rho sum, derived from its charges: each
- * append updates them in the same transaction, and ledger_silo_verify recomputes them from the log.
+ * rho; or none at all (a silo that opted out of DP, like the non-private clients of Aldaghri et al.
+ * (FedHDP): its spends are recorded, never refused). Every spend is one append-only row of
+ * `charges` (migrations/0003_ledger.sql). A silo's totals are a cached per-order RDP vector and a
+ * rho sum, derived from its charges: each append updates them in the same transaction, and
+ * ledger_silo_verify recomputes them from the log.
  *
  * ADMISSION. A charge of cost c is admitted iff  conv(spent + reserved + c) <= cap,  evaluated in
  * ONE BEGIN IMMEDIATE transaction together with the append, with no tolerance in the permissive
- * direction (STYLE.md 2.8). "reserved" is the sum of the silo's active, unexpired claims. conv is
+ * direction. "reserved" is the sum of the silo's active, unexpired claims. conv is
  * the RDP -> (eps, delta) conversion of accounting/rdp.h at the silo's delta (zCDP silos: the RDP
  * curve rho*alpha, Bun & Steinke 2016 Def. 1.1, converted the same way; rho budgets compare rho
  * sums directly). For rdp and pld silos it is acct_rdp_epsilon_curve of the composed events on the
@@ -25,8 +26,8 @@
  * COMMITs once (one fsync for the group) and only then wakes the waiters. A waiter is acknowledged
  * only after COMMIT returned; if COMMIT fails, every op of the group fails. Throughput therefore
  * grows with concurrency. The FIFO, mutex and per-op condition variable follow redis bio.c
- * (STYLE.md 2.7). Costs (RDP curves) are computed by the calling thread before enqueueing, so
- * nothing slow runs inside the write transaction.
+ * (src/bio.c: a FIFO, a mutex and a condition variable). Costs (RDP curves) are computed by the
+ * calling thread before enqueueing, so nothing slow runs inside the write transaction.
  *
  * THREADS. A ledger is shared by all HTTP threads and job workers. Write calls block until their op
  * is committed or refused; ledger_charge_start is the non-blocking form of a charge (the
@@ -138,8 +139,7 @@ void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops);
 /* The RDP orders of every vector in this ledger (borrowed, valid until ledger_free). */
 const double *ledger_orders(const ledger *l, size_t *n_orders);
 
-/* ---- tokens
- * ----------------------------------------------------------------------------------------- */
+/* ---- tokens ---- */
 typedef enum ledger_role { LEDGER_ROLE_NONE = 0, LEDGER_ROLE_ADMIN, LEDGER_ROLE_SILO } ledger_role;
 typedef struct ledger_principal {
     ledger_role role;
@@ -173,8 +173,7 @@ int ledger_silo_token_rotate(ledger *l, int64_t silo_id, char token_out[LEDGER_T
 /* Revokes every token of silo_id (archived or not) without issuing one. DP_ENOTFOUND: no silo. */
 int ledger_silo_token_revoke(ledger *l, int64_t silo_id, int64_t *n_revoked, dp_err *err);
 
-/* ---- silos
- * ------------------------------------------------------------------------------------------ */
+/* ---- silos ---- */
 /* Creates a silo; writes its token (returned once, stored as a hash only) into token_out. Names are
  * unique among active silos (DP_ECONFLICT, field "name"); an archived silo's name may be reused. */
 int ledger_silo_create(ledger *l, const char *name, const ledger_budget *b, ledger_silo_view *out,
@@ -212,8 +211,7 @@ typedef struct ledger_verify {
 } ledger_verify;
 int ledger_silo_verify(const ledger *l, store_conn *c, int64_t id, ledger_verify *out, dp_err *err);
 
-/* ---- charges
- * ---------------------------------------------------------------------------------------- */
+/* ---- charges ---- */
 /* One spend against one silo. Every pointer is borrowed for the duration of the call. */
 typedef struct ledger_charge_req {
     int64_t silo_id;
@@ -330,8 +328,7 @@ int ledger_charges_list(store_conn *c, int64_t silo_id, const ledger_charge_filt
                         ledger_charge_row **out, size_t *n_out, dp_err *err);
 void ledger_charge_rows_free(ledger_charge_row *rows, size_t n);
 
-/* ---- claims
- * ----------------------------------------------------------------------------------------- */
+/* ---- claims ---- */
 typedef enum ledger_claim_state {
     LEDGER_CLAIM_ACTIVE = 0,
     LEDGER_CLAIM_COMMITTED,

@@ -19,7 +19,7 @@ Every answer must satisfy:
     takes longer than --timeout-s);
   - no 5xx;
   - the body is strict JSON (no NaN/Infinity tokens) and an object;
-  - 4xx: the DESIGN.md error shape {"error": {"code": non-empty, "message": non-empty, ...}};
+  - 4xx: the error shape of docs/API.md {"error": {"code": non-empty, "message": non-empty, ...}};
     a 400 for a body that is well-formed JSON object carries a non-empty "field"; a 400 for a body
     that is not well-formed JSON carries "line" and "column"; the status of an over-cap body is 413.
 
@@ -443,7 +443,7 @@ def route_table(path):
     src = open(path, encoding="utf-8").read()
     rows = []
     for m in re.finditer(r'\{"(GET|POST|PUT|PATCH|DELETE)",\s*"([^"]+)",\s*\w+,\s*([^,}]*)[,}]', src):
-        cap_expr = m.group(3).replace("KIB", "1024").replace(" ", "")
+        cap_expr = m.group(3).replace("MIB", "1048576").replace("KIB", "1024").replace(" ", "")
         if not re.fullmatch(r"[0-9*]+", cap_expr):
             raise SystemExit("cannot read the body cap of %s: %r" % (m.group(2), m.group(3)))
         cap = 1

@@ -10,7 +10,7 @@ CLI=${BUILD:-build}/dpsilo-account
 SGM='{"type":"self_composed","count":14063,"event":{"type":"poisson_sampled","sampling_rate":0.0042666666666666667,"event":{"type":"gaussian","noise_multiplier":1.1}}}'
 OPACUS_ORDERS=$(python3 -c 'print([1+x/10 for x in range(1,100)]+list(range(12,64)))')
 
-# TF-Privacy tutorial: 3.008 classic, 2.597 Balle et al. 2020 (seed-000 §2.6)
+# TF-Privacy tutorial: 3.008 classic, 2.597 Balle et al. 2020 (Opacus orders)
 expect_status 200 POST /v1/accounting/epsilon "{\"event\":$SGM,\"delta\":1e-5,\"conversion\":\"mironov2017\",\"orders\":$OPACUS_ORDERS}"
 expect_json '.epsilon * 1000 | round' 3008
 expect_json .conversion mironov2017
@@ -34,7 +34,7 @@ check "CLI prints the same epsilon as the daemon" \
 expect_status 200 POST /v1/accounting/delta "{\"event\":$SGM,\"epsilon\":$EPS}"
 expect_json '(.delta - 1e-5 | fabs) < 1e-10' true
 
-# zcdp: seed-000 cross-check, sigma 10, T 1000 -> rho 5, Bun-Steinke 18.57 at 1e-4
+# zcdp (Bun & Steinke 2016, Prop. 1.6 and 1.3): sigma 10, T 1000 -> rho 5, Bun-Steinke 18.57 at 1e-4
 Z='{"type":"self_composed","count":1000,"event":{"type":"gaussian","noise_multiplier":10}}'
 expect_status 200 POST /v1/accounting/epsilon "{\"event\":$Z,\"delta\":1e-4,\"accountant\":\"zcdp\",\"conversion\":\"bun_steinke2016\"}"
 expect_json '.epsilon * 100 | round' 1857

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bounded robustness fuzz of every POST route (tests/integration/fuzz_driver.py): a few hundred
 # mutated bodies per route from a fixed seed, on loopback with --auth off. The daemon must never crash
-# or answer 5xx, every error must be the DESIGN.md JSON (a field named where one applies), and it must
+# or answer 5xx, every error must be the JSON of docs/API.md (a field named where one applies), and it must
 # still shut down cleanly afterwards. Under the sanitizers (BUILD=build-asan / build-tsan, set by the
 # Makefile) the time budget is larger (and fewer cases are sent under TSan), so the run stays
 # bounded.

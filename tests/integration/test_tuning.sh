@@ -108,7 +108,7 @@ expect_status 400 POST /v1/tuning/cost "{\"event\":$RUN,\"distribution\":{\"fixe
 expect_json .error.field grid_size
 
 # ---- plan ---------------------------------------------------------------------------------------------
-# seed-001 Fig. 7: one Gaussian release, eps 0.25, delta 1e-5, E[K] = 10, eta = -0.5. The paper's grid
+# Liu, Hu, Wu & Smith 2022 (NeurIPS), Fig. 7: one Gaussian release, eps 0.25, delta 1e-5, E[K] = 10, eta = -0.5. The paper's grid
 # calibration gives 23.785 (untuned 14.567); the continuous orders never need more noise.
 expect_status 200 POST /v1/tuning/plan '{"epsilon":0.25,"delta":1e-5,"expected_runs":10,"training":{"sampling_rate":1,"steps":1},"distribution":{"truncated_negative_binomial":{"eta":-0.5}}}'
 expect_json '.noise_multiplier <= 23.785 and .noise_multiplier > 22' true

@@ -1,9 +1,10 @@
 /*
- * ledger_fixture.h: a ledger on a fresh database file in a temporary directory (STYLE.md 2.9: never
- * :memory:), migrated by the daemon's own runner (store_open with the embedded migrations), plus a
- * borrowed pool connection for reads, as a handler has. Built on tests/test_service_util.h's
- * route_fixture, which owns the directory, the store and the connection.
- * Header-only so that each test binary stays self-contained (one cmocka binary per module).
+ * ledger_fixture.h: a ledger on a fresh database file in a temporary directory (never :memory:,
+ * where WAL and several connections behave differently), migrated by the daemon's own runner
+ * (store_open with the embedded migrations), plus a borrowed pool connection for reads, as a
+ * handler has. Built on tests/test_service_util.h's route_fixture, which owns the directory, the
+ * store and the connection. Header-only so that each test binary stays self-contained (one cmocka
+ * binary per module).
  */
 #ifndef DP_TESTS_LEDGER_FIXTURE_H
 #define DP_TESTS_LEDGER_FIXTURE_H

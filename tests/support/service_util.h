@@ -1,10 +1,10 @@
 /*
  * test_service_util.h: the fixture for unit tests that call route handlers directly (no socket):
- * a database file in a fresh temporary directory (STYLE.md 2.9: never :memory:), migrated by the
- * daemon's own runner (store_open with the embedded migrations), one borrowed pool connection and
- * default configuration, plus an http_req wired to them, as the HTTP layer would build it.
- * Header-only so that each test binary stays self-contained (one cmocka binary per module).
- * Memory: route_fixture_close releases what route_fixture_open acquired.
+ * a database file in a fresh temporary directory (never :memory:, where WAL behaves differently),
+ * migrated by the daemon's own runner (store_open with the embedded migrations), one borrowed pool
+ * connection and default configuration, plus an http_req wired to them, as the HTTP layer would
+ * build it. Header-only so that each test binary stays self-contained (one cmocka binary per
+ * module). Memory: route_fixture_close releases what route_fixture_open acquired.
  */
 #ifndef DP_TESTS_TEST_SERVICE_UTIL_H
 #define DP_TESTS_TEST_SERVICE_UTIL_H

@@ -1,7 +1,7 @@
 /*
  * test_util.h: helpers shared by the cmocka unit tests.
  *
- * cmocka 1.1.5's assert_float_equal casts to float, which is useless for doubles (STYLE.md 2.9), so
+ * cmocka 1.1.5's assert_float_equal casts to float, which is useless for doubles, so
  * assert_close compares doubles with |a - e| <= atol + rtol * max(|a|, |e|) and prints both with
  * %.17g. Infinities compare equal only to the same infinity; NaN never compares equal.
  */

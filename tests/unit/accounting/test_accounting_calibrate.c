@@ -28,11 +28,13 @@ static double eps_with(const acct_event *ev, unsigned kind, double v, acct_calib
     return e;
 }
 
-static void noise_round_trips_and_matches_seed000(void **state)
+static void noise_round_trips_and_matches_the_opacus_accountant(void **state)
 {
     (void)state;
-    /* seed-000 §2.6 inverse: q=0.01, T=20000, delta=1e-4, eps=1 -> sigma 5.0237 (Balle, Opacus
-     * grid); we use the default grid + continuous order, which can only need less noise. */
+    /* Inverse of the Opacus RDP accountant in the EMNIST setting of Bietti et al. 2022 (ICML,
+     * Fig 1c): q=0.01, T=20000, delta=1e-4, eps=1 -> sigma 5.0237 (Balle et al. 2020 conversion,
+     * Opacus's orders); we use the default grid + continuous order, which can only need less noise.
+     */
     acct_event *ev = sgm(0.01, (double)NAN, 20000);
     acct_calib_rdp_ctx ctx = {ACCT_NB_ADD_REMOVE, 1e-4, ACCT_CONV_OPTIMAL, NULL, 0, 0};
     acct_calib_result r;
@@ -44,7 +46,8 @@ static void noise_round_trips_and_matches_seed000(void **state)
     assert_close(eps_with(ev, ACCT_OPEN_NOISE, r.value, &ctx), r.epsilon, 0, 0); /* deterministic */
     assert_true(eps_with(ev, ACCT_OPEN_NOISE, r.value * (1 - 1e-8), &ctx) > 1.0 - 1e-6);
     acct_event_free(ev);
-    /* q = 1, T = 1000: eps 1 -> 110.95, eps 10 -> 15.370 (seed-000, Balle on Opacus grid) */
+    /* q = 1, T = 1000: eps 1 -> 110.95, eps 10 -> 15.370 (same accountant, Bietti et al.
+     * 2022 Fig 1a setting) */
     double o[160];
     size_t n = 0;
     for (int x = 1; x <= 99; x++)
@@ -167,7 +170,7 @@ static void zcdp_calibration_inverts_the_closed_form(void **state)
     acct_calib_result r;
     dp_err err = {0};
     assert_int_equal(acct_calibrate(s, 18.57, acct_calib_zcdp_eps, &z, &r, &err), DP_OK);
-    assert_close(r.value, 10.0, 0, 0.005); /* seed-000: sigma 10, T 1000 -> 18.57 */
+    assert_close(r.value, 10.0, 0, 0.005); /* Bun & Steinke 2016, Prop. 1.3 */
     assert_true(r.epsilon <= 18.57);
     acct_event_free(s);
 }
@@ -176,7 +179,7 @@ int main(void)
 {
     gsl_set_error_handler_off();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(noise_round_trips_and_matches_seed000),
+        cmocka_unit_test(noise_round_trips_and_matches_the_opacus_accountant),
         cmocka_unit_test(count_and_rate_round_trip),
         cmocka_unit_test(impossible_targets_are_numeric_errors),
         cmocka_unit_test(zcdp_calibration_inverts_the_closed_form),

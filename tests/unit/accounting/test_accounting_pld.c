@@ -42,8 +42,7 @@
  * 1/beta), so the bracket is within this. */
 #define TOL_BRACKET_SINGLE 5e-3
 
-/* ---- a tiny stack/heap event builder -----------------------------------------------------------
- */
+/* ---- a tiny stack/heap event builder ---- */
 
 typedef struct tev {
     acct_event n[64];
@@ -103,7 +102,7 @@ static acct_event *tcomp(tev *t, size_t k, acct_event **cs)
     return e;
 }
 
-/* JSON event (DESIGN.md) -> nodes in t. */
+/* JSON event (docs/ACCOUNTING.md, "The event tree") -> nodes in t. */
 static acct_event *tfrom_json(tev *t, json_t *j)
 {
     const char *type = json_string_value(json_object_get(j, "type"));
@@ -163,8 +162,7 @@ static acct_pld_result delta_of(const acct_event *ev, acct_neighboring nb, doubl
     return r;
 }
 
-/* ---- exact references ---------------------------------------------------------------------------
- */
+/* ---- exact references ---- */
 
 static double gauss_delta_exact(double mu, double eps)
 {
@@ -188,8 +186,7 @@ static double gauss_eps_exact(double mu, double delta)
     return 0.5 * (lo + hi);
 }
 
-/* ---- tests --------------------------------------------------------------------------------------
- */
+/* ---- tests ---- */
 
 static void matches_dp_accounting_bracket(void **state)
 {

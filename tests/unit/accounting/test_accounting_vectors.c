@@ -4,9 +4,9 @@
  *
  *   {"provenance": {...}, "cases": [
  *     {"name", "event", "neighboring"?, "order": a, "rdp": v|null, "rtol": r}            RDP case
- *     {"name", "event", "neighboring"?, "delta": d, "conversion":
- * "mironov2017"|"balle2020"|"optimal", "orders": [..] | "default", "epsilon": v|null, "rtol": r}
- * epsilon case
+ *     {"name", "event", "neighboring"?, "delta": d,                                 epsilon case
+ *      "conversion": "mironov2017"|"balle2020"|"optimal", "orders": [..] | "default",
+ *      "epsilon": v|null, "rtol": r}
  *   ]}
  * A case may carry "known_wrong": "<why>" (a reference library's value that is wrong, listed in
  * docs/ACCOUNTING.md); it is then counted but not compared. A calibration whose reference sigma is

@@ -28,11 +28,11 @@ static void rho_of_mechanisms_and_compositions(void **state)
     acct_event_free(s);
 }
 
-static void bun_steinke_matches_seed000_crosscheck(void **state)
+static void bun_steinke_conversion_matches_its_closed_form(void **state)
 {
     (void)state;
-    /* seed-000 §2.6: sigma 10, T 1000 -> rho 5, eps = rho + 2 sqrt(rho log(1/delta)) = 18.57 at
-     * 1e-4; sigma 100 -> rho 0.05, eps 1.407. */
+    /* Bun & Steinke 2016, Prop. 1.6 and 1.3: sigma 10, T 1000 -> rho 5, eps = rho + 2 sqrt(rho
+     * log(1/delta)) = 18.57 at 1e-4; sigma 100 -> rho 0.05, eps 1.407. */
     double e, a;
     dp_err err = {0};
     assert_int_equal(acct_zcdp_to_epsilon(5.0, 1e-4, ACCT_ZCDP_BS2016, &e, &a, &err), DP_OK);
@@ -80,7 +80,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(rho_of_mechanisms_and_compositions),
-        cmocka_unit_test(bun_steinke_matches_seed000_crosscheck),
+        cmocka_unit_test(bun_steinke_conversion_matches_its_closed_form),
         cmocka_unit_test(cks_is_tighter_and_delta_inverts_epsilon),
     };
     return cmocka_run_group_tests_name("accounting_zcdp", tests, NULL, NULL);

@@ -1,6 +1,6 @@
 /*
- * Unit tests for estimators/eb_beta: known-prior posterior (digest C9), the leave-one-out moment
- * variants of eq. 6 by hand (with both clamps), beta-binomial ML against scipy
+ * Unit tests for estimators/eb_beta: known-prior posterior (docs/REPRODUCTION.md C9), the
+ * leave-one-out moment variants of eq. 6 by hand (with both clamps), beta-binomial ML against scipy
  * (tests/vectors/gen/estimators_refs.py), validation, and the reproduction targets RT4 (Bernoulli
  * gains, literal estimator), RT5 (known-prior ratio n/(S+n)) and RT6 (one-bit private scheme fails,
  * two-bit works), all with fixed seeds.
@@ -174,8 +174,7 @@ static void bad_input_names_the_field(void **state)
     assert_string_equal(e.field, "clients[0].trials");
 }
 
-/* ---- Monte Carlo
- * --------------------------------------------------------------------------------- */
+/* ---- Monte Carlo ---- */
 
 #define RT_M 10000
 #define RT_N 14
@@ -354,7 +353,7 @@ static void rt6_one_bit_fails_two_bit_works(void **state)
         print_message("RT6: paper_1bit eps0 %.0f gain %.1f%% (no -1), %.1f%% (with -1)\n", eps1[k],
                       g0, g1);
         assert_true(g0 <= 11.0);
-        /* with the "-1" the weight a >= 1 (digest 2.4.4: -13.7 % at eps0 = 1 unclamped); our clamp
+        /* with the "-1" the weight a >= 1 (-13.7 % at eps0 = 1 unclamped); our clamp
          * a <= 1 turns that into exactly local estimation: no gain at all */
         assert_true(g1 <= 0.5);
     }
@@ -373,7 +372,7 @@ static void rt6_one_bit_fails_two_bit_works(void **state)
 
 int main(void)
 {
-    gsl_set_error_handler_off(); /* as dpsilod does (STYLE.md 2.3) */
+    gsl_set_error_handler_off(); /* as dpsilod does: GSL must return errors, not abort */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(known_prior_c9_and_posterior_by_hand),
         cmocka_unit_test(loo_variants_by_hand),

@@ -1,6 +1,6 @@
 /*
- * Unit tests for estimators/eb_gaussian: Thm 1 and Thm 2 formulas (digest seed-002 checks C1-C8),
- * hand-computed posteriors, the moment and ML prior fits (ML checked against scipy, see
+ * Unit tests for estimators/eb_gaussian: Thm 1 and Thm 2 formulas (docs/REPRODUCTION.md checks
+ * C1-C8), hand-computed posteriors, the moment and ML prior fits (ML checked against scipy, see
  * tests/vectors/gen/estimators_refs.py), input validation, and the Monte-Carlo reproduction targets
  * RT1 (Thm 1), RT2 (private Gaussian curve) and RT3 (quantizer) with fixed seeds.
  */
@@ -31,7 +31,8 @@ static void thm1_checks_c1_to_c4(void **state)
     /* C2 (Remark 1): m=1e4, n=100, sigma_x^2=10, sigma_theta^2=1e-3: the ratio to local is
      * a + (1-a)/m = (tau2 + s^2/m)/(tau2 + s^2) = 0.00101/0.101 = 0.0100000 exactly, as the paper
      * says
-     * ("0.0100"); the digest's "0.0099990" is an arithmetic slip (docs/REPRODUCTION.md). */
+     * ("0.0100"); our first hand value "0.0099990" was an arithmetic slip (docs/REPRODUCTION.md).
+     */
     assert_close(eb_gauss_thm1_mse(1e-3, 10, 100, 10000) / (10.0 / 100), 0.0100000, 1e-12, 0);
     /* C3: lower bound (30) d (s_theta^2 s_x^2 + s_x^4/(mn)) / (n s_theta^2 + s_x^2) equals Thm 1 */
     double lb30 = (0.01 * 0.25 + 0.0625 / (10000.0 * 15)) / (15 * 0.01 + 0.25);
@@ -232,8 +233,7 @@ static void d_dim_fits_each_coordinate(void **state)
     assert_close(c[1].tau2, 4 * 14.0 / 3.0 - 0.5, CF_RTOL, 0);
 }
 
-/* ---- Monte-Carlo reproduction targets
- * ------------------------------------------------------------ */
+/* ---- Monte-Carlo reproduction targets ---- */
 
 #define RT_M    10000
 #define RT_N    15
@@ -338,15 +338,15 @@ static void rt2_private_gaussian_curve_within_two_percent(void **state)
     dp_err_clear(&e);
     gsl_rng *r = dp_rng_alloc(20260102, DP_RNG_STREAM_DATA, &e);
     const double eps[] = {0.1, 0.25, 0.5, 1, 2, 4, 8, 16};
-    /* digest C6 analytic MSEs (paper calibration sigma_q^2 = 8 b^2 ln(2/delta)/eps0^2 at every
-     * eps0) */
+    /* docs/REPRODUCTION.md C6 analytic MSEs (paper calibration sigma_q^2 = 8 b^2 ln(2/delta)/eps0^2
+     * at every eps0) */
     const double c6[] = {.016600, .016261, .015215, .012572, .009151, .007168, .006496, .006313};
     const double b = 2.0531, delta = 1e-5;
     double prev = INFINITY;
     for (size_t k = 0; k < 8; k++) {
         double sq = 2.0 * b * sqrt(2.0 * log(2.0 / delta)) / eps[k];
         double ana = eb_gauss_thm2_mse(0.01, 0.25, RT_N, RT_M, sq * sq);
-        assert_close(ana, c6[k], 0, 6e-7); /* our formula reproduces the digest's table */
+        assert_close(ana, c6[k], 0, 6e-7); /* our formula reproduces the C6 table */
         double acc = 0.0;
         for (int t = 0; t < RT_REPS; t++)
             acc += rt_rep(r, bf->x, bf->th, bf->q, 0.5, sq, b, 0, sq, 0);
@@ -388,7 +388,7 @@ static void rt3_quantizer_matches_c5(void **state)
 
 int main(void)
 {
-    gsl_set_error_handler_off(); /* as dpsilod does (STYLE.md 2.3) */
+    gsl_set_error_handler_off(); /* as dpsilod does: GSL must return errors, not abort */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(thm1_checks_c1_to_c4),
         cmocka_unit_test(posterior_known_prior_by_hand),

@@ -13,18 +13,19 @@
 /* scipy brentq to 1e-15 vs our bisection to 1e-12 (rounded up): agree to a few 1e-12. */
 #define CAL_RTOL 1e-10
 
-static void range_b_matches_digest_c5(void **state)
+static void range_b_matches_check_c5(void **state)
 {
     (void)state;
     double b;
     dp_err e;
     dp_err_clear(&e);
-    /* digest C5/C6: m = 1e4, n = 15, sigma_theta = 0.1, sigma_x = 0.5, r = 1 -> b = 2.0531 */
+    /* docs/REPRODUCTION.md C5/C6: m = 1e4, n = 15, sigma_theta = 0.1, sigma_x = 0.5, r = 1 -> b
+     * = 2.0531 */
     assert_int_equal(eb_range_b(1.0, 0.1, 0.25, 15, 10000, EB_RANGE_PAPER, &b, &e), DP_OK);
     assert_close(b, 2.0531, 0, 5e-5);
-    /* C7: m = 1000, n = 5 -> 2.2710. C8: m = 500, n = 5: the digest prints b = 2.2116, but its own
-     * C8 MSE column is reproduced only with b = 1 + (0.1 + 0.5/sqrt 5) sqrt(ln 1.25e6) = 2.21250
-     * (the label is a typo; see docs/REPRODUCTION.md RT2). */
+    /* C7: m = 1000, n = 5 -> 2.2710. C8: m = 500, n = 5: our first notes printed b = 2.2116, but
+     * its own C8 MSE column is reproduced only with b = 1 + (0.1 + 0.5/sqrt 5) sqrt(ln 1.25e6)
+     * = 2.21250 (the label is a typo; see docs/REPRODUCTION.md RT2). */
     assert_int_equal(eb_range_b(1.0, 0.1, 0.25, 5, 1000, EB_RANGE_PAPER, &b, &e), DP_OK);
     assert_close(b, 2.2710, 0, 5e-5);
     assert_int_equal(eb_range_b(1.0, 0.1, 0.25, 5, 500, EB_RANGE_PAPER, &b, &e), DP_OK);
@@ -83,7 +84,7 @@ static void classic_calibration_is_paper_eq26_below_one(void **state)
                      DP_OK);
     assert_true(a.analytic);
     assert_true(a.sigma < g.sigma);
-    /* eps0 >= 1 switches to analytic (digest A4) */
+    /* eps0 >= 1 switches to analytic (classical calibration needs eps0 < 1) */
     assert_int_equal(eb_ldp_gauss_calibrate(2.0, delta, b, 1, false, EB_CAL_CLASSIC, &g, &e),
                      DP_OK);
     assert_true(g.analytic);
@@ -185,7 +186,7 @@ static void quantizer_is_unbiased_with_bounded_variance(void **state)
     gsl_rng_free(r);
 }
 
-static void rr_bit_is_unbiased_with_digest_variance(void **state)
+static void rr_bit_is_unbiased_with_the_stated_variance(void **state)
 {
     (void)state;
     dp_err e;
@@ -213,9 +214,9 @@ static void rr_bit_is_unbiased_with_digest_variance(void **state)
 
 int main(void)
 {
-    gsl_set_error_handler_off(); /* as dpsilod does (STYLE.md 2.3) */
+    gsl_set_error_handler_off(); /* as dpsilod does: GSL must return errors, not abort */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(range_b_matches_digest_c5),
+        cmocka_unit_test(range_b_matches_check_c5),
         cmocka_unit_test(range_b_rejects_negative_r),
         cmocka_unit_test(analytic_sigma_matches_scipy),
         cmocka_unit_test(classic_calibration_is_paper_eq26_below_one),
@@ -223,7 +224,7 @@ int main(void)
         cmocka_unit_test(calibration_rejects_bad_delta),
         cmocka_unit_test(calibration_refuses_noise_beyond_double_range),
         cmocka_unit_test(quantizer_is_unbiased_with_bounded_variance),
-        cmocka_unit_test(rr_bit_is_unbiased_with_digest_variance),
+        cmocka_unit_test(rr_bit_is_unbiased_with_the_stated_variance),
     };
     return cmocka_run_group_tests_name("estimators_ldp", tests, NULL, NULL);
 }

@@ -1,10 +1,10 @@
 /*
  * Unit tests for estimators/eb_linreg and reproduction target RT7 (Ozkara et al. 2023, Table 3,
- * AdaMix linear regression; digest seed-002 RT7): m = 1000 clients, d = 50, n in {10, 20, 30},
- * theta ~ 1/2 N(mu, 0.001 I) + 1/2 N(-mu, 0.001 I) with mu = 1_d (digest A13), X ~ N(0, I),
- * y = X theta + N(0, 0.1). The local (min-norm) MSE must be 39.96 / 30.38 / 20.06 within +-0.5
- * (paper 39.93 / 30.02 / 19.97), and the mixture-prior EM must beat it (and the paper's AdaMix
- * 10.42 / 3.12 / 2.55).
+ * AdaMix linear regression; docs/REPRODUCTION.md RT7): m = 1000 clients, d = 50, n in {10, 20, 30},
+ * theta ~ 1/2 N(mu, 0.001 I) + 1/2 N(-mu, 0.001 I) with mu = 1_d (the paper leaves mu and the
+ * weights open; this reproduces its local row), X ~ N(0, I), y = X theta + N(0, 0.1). The local
+ * (min-norm) MSE must be 39.96 / 30.38 / 20.06 within +-0.5 (paper 39.93 / 30.02 / 19.97), and the
+ * mixture-prior EM must beat it (and the paper's AdaMix 10.42 / 3.12 / 2.55).
  */
 #include "tests/support/test_util.h"
 
@@ -119,7 +119,7 @@ static void rt7_adamix_table3(void **state)
 
 int main(void)
 {
-    gsl_set_error_handler_off(); /* as dpsilod does (STYLE.md 2.3) */
+    gsl_set_error_handler_off(); /* as dpsilod does: GSL must return errors, not abort */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(minnorm_solves_small_systems),
         cmocka_unit_test(rt7_adamix_table3),

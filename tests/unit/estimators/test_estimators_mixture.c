@@ -1,8 +1,8 @@
 /*
- * Unit tests for estimators/eb_mixture: the exact mixture posterior by hand (digest 2.6; Thm 6 as
- * the point-mass limit; k = 1 is the Gaussian case), EM on homoscedastic and heteroscedastic data
- * recovering a known prior, alternating minimization (Alg 3), statuses, validation and the private
- * mode (clip + Gaussian noise, cost reported).
+ * Unit tests for estimators/eb_mixture: the exact mixture posterior by hand (our Gaussian-mixture
+ * extension; Thm 6 as the point-mass limit; k = 1 is the Gaussian case), EM on homoscedastic and
+ * heteroscedastic data recovering a known prior, alternating minimization (Alg 3), statuses,
+ * validation and the private mode (clip + Gaussian noise, cost reported).
  */
 #include "tests/support/test_util.h"
 
@@ -289,7 +289,7 @@ static void cancel_flag_stops_the_fit(void **state)
 
 int main(void)
 {
-    gsl_set_error_handler_off(); /* as dpsilod does (STYLE.md 2.3) */
+    gsl_set_error_handler_off(); /* as dpsilod does: GSL must return errors, not abort */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(posterior_by_hand_two_components),
         cmocka_unit_test(cancel_flag_stops_the_fit),

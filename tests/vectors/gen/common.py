@@ -91,7 +91,7 @@ def call_with_timeout(fn, seconds, *args, **kw):
         signal.signal(signal.SIGALRM, old)
 
 
-# ---- event JSON (DESIGN.md "The privacy event") -------------------------------------------------------
+# ---- event JSON (docs/ACCOUNTING.md, "The event tree") -------------------------------------------------------
 
 def ev_gaussian(sigma):
     return {"type": "gaussian", "noise_multiplier": sigma}

@@ -4,8 +4,8 @@ reproduce, each with its source, and checks each one independently.
 
     DP_ACCOUNTING_SRC=/tmp/refs-dp /usr/bin/python3 tests/vectors/gen/gen_published.py
 
-The published numbers are typed in below from their sources (research digests in /work/shared/research and
-the TF-Privacy tutorial README). A value's tolerance is half a unit of its last printed digit. Every value is
+The published numbers are typed in below from their sources (the papers cited in each `source`, and the
+TF-Privacy tutorial README). A value's tolerance is half a unit of its last printed digit. Every value is
 recomputed here ("check": with dp_accounting's RDP curve and the stated orders and conversion, or with our
 own mpmath formulas for zCDP and the exact Gaussian) and the check is stored beside it; a value that its
 source got wrong would show up as "check_ok": false.
@@ -22,12 +22,12 @@ import common as C  # noqa: E402
 import exact_rdp as X  # noqa: E402
 import grid as G  # noqa: E402
 
-S000 = "/work/shared/research/seed-000.md Sec. 2.6 (c) table and per-iteration curves, delta=1e-4, Opacus " \
-       "default orders; the digest's own re-implementation [D], figure ticks marked there"
-S001 = "/work/shared/research/seed-001.md Sec. 3.1 (TF-Privacy 72-order grid, Lemma A.2 conversion) and the " \
-       "per-silo noise table after Sec. 5.5 [computed]"
-S003 = "/work/shared/research/seed-003.md Sec. 3 (improved conversion, grid 1.1..63 = Opacus default)"
-S004 = "/work/shared/research/seed-004.md Sec. 3, zCDP -> (eps, delta) at delta=1e-6 [verified]"
+S000 = "Bietti, Wei, Dudik, Langford & Wu, ICML 2022, Fig. 1a-1d settings: the Opacus RDP accountant (Mironov, Talwar & Zhang 2019) recomputed by us, delta=1e-4, Opacus default orders; the figures' epsilon ticks 17.5 (1a), 700 (1b) and 1.75 (1d) confirm it"
+S001 = "Liu, Hu, Wu & Smith, NeurIPS 2022, App. A (TF-Privacy 72-order grid, Lemma A.2 conversion); per-silo noise computed by us with the paper's code (github.com/kenziyuliu/private-cross-silo-fl)"
+S001_SEL = "Liu, Hu, Wu & Smith, NeurIPS 2022, IFCA selection cost (Sec. 5, Fig. 4; exponential mechanism as eps^2/8-zCDP), computed by us with the paper's code"
+S001_TUNE = "Liu, Hu, Wu & Smith, NeurIPS 2022, Sec. 7 and App. F (tuning cost, Thm F.2 = Papernot & Steinke 2022 Thm 2), computed by us with the paper's code"
+S003 = 'Aldaghri, Mahdavifar & Beirami, Federated Learning with Heterogeneous Differential Privacy (FedHDP, arXiv), experiments, delta=1e-4 (Balle et al. 2020 conversion, Opacus default orders 1.1..63)'
+S004 = 'Jain, Rush, Smith, Song & Thakurta, NeurIPS 2021, Lemmas 4.3 and 4.5 (sigma = sqrt(8 ln(1/delta))/eps, i.e. rho = eps^2/(8 ln(1/delta))), zCDP -> (eps, delta) at delta=1e-6'
 TFP_OLD = "TF-Privacy tutorials/README.md (github.com/tensorflow/privacy @ d435fcbf9af0d1ffd41ebc15ae23595124f7aa73)" \
           ": compute_dp_sgd_privacy N=60000 batch=256 delta=1e-5, steps = ceil(epochs*N/batch)"
 TFP_NEW = "TF-Privacy tutorials/README.md (github.com/tensorflow/privacy @ 047e1eef0e446daf41a9adbb712c546ebbd38c12)" \
@@ -82,12 +82,12 @@ EPS.append((TFP_OLD, 256 / 60000, 0.7, math.ceil(45 * 60000 / 256), 1e-5, "miron
 for s, ep, v in [(1.12, 60, "2.92"), (0.6, 30, "9.74"), (1.2, 10, "1.20")]:
     EPS.append((TFP_NEW + " (conversion not stated there; the classic one over the 1.1..63 grid reproduces it)",
                 256 / 60000, s, math.ceil(ep * 60000 / 256), 1e-5, "mironov2017", "opacus_default", v))
-# seed-001: TF sanity check (14,062 steps, 72-order grid) and full-batch one-step Gaussians
+# Liu et al. 2022: TF sanity check (14,062 steps, 72-order grid) and full-batch one-step Gaussians
 EPS.append((S001, 256 / 60000, 1.1, 14062, 1e-5, "mironov2017", "tfp_72", "3.009"))
 EPS.append((S001, 256 / 60000, 1.1, 14062, 1e-5, "balle2020", "tfp_72", "2.597"))
 for s, v in [(1, "4.753"), (2, "2.168"), (5, "0.795")]:
     EPS.append((S001 + " (full-batch Gaussian, one step)", 1, s, 1, 1e-5, "balle2020", "tfp_72", v))
-# seed-003
+# Aldaghri et al. (FedHDP)
 for q, s, n, d, b, c in [(0.05, 1.5, 500, 1e-4, "3.608", "4.21"), (0.03, 4.0, 500, 1e-4, "0.576", "0.76"),
                          (0.03, 1.0, 500, 1e-4, "4.13", "4.82")]:
     EPS.append((S003 + (" (printed as 4.12-4.14)" if b == "4.13" else ""), q, s, n, d, "balle2020",
@@ -103,9 +103,9 @@ for q, s, v in [(0.05, 1.5, "4.144"), (0.03, 4.0, "0.684"), (0.03, 1.0, "4.792")
     EPS.append((S003 + " at delta=1e-5", q, s, 500, 1e-5, "balle2020", "opacus_default", v))
 EPS.append((S003 + " sanity vector", 256 / 60000, 1.1, 14062, 1e-5, "mironov2017", "opacus_default", "3.01"))
 EPS.append((S003 + " sanity vector", 256 / 60000, 1.1, 14062, 1e-5, "balle2020", "opacus_default", "2.60"))
-# the paper of seed-003 (FedHDP): printed to one decimal
+# Aldaghri et al. (FedHDP) as printed: one decimal
 for q, s, v in [(0.05, 1.5, "3.6"), (0.03, 4.0, "0.6"), (0.03, 1.0, "4.1")]:
-    EPS.append(("FedHDP paper as quoted in " + S003, q, s, 500, 1e-4, "balle2020", "opacus_default", v))
+    EPS.append((S003 + " (the epsilons it prints)", q, s, 500, 1e-4, "balle2020", "opacus_default", v))
 
 # Calibrations: (source, q, steps, target eps, delta, orders name, printed sigma[, extra zcdp rho])
 CAL = []
@@ -113,7 +113,7 @@ for q, n, e, d, v in [(1, 1000, 1.0, 1e-4, "110.95"), (1, 1000, 10.0, 1e-4, "15.
                       (0.02, 2000, 1.0, 1e-4, "3.2534"), (0.01, 20000, 1.0, 1e-4, "5.0237"),
                       (0.01, 20000, 8.0, 1e-4, "1.0594")]:
     CAL.append((S000 + " (inverse, bisection)", q, n, e, d, "opacus_default", v, None))
-# seed-001 per-silo noise (code's step counting: (T+1) rounds x floor(n/B) steps; q = B/n)
+# Liu et al. 2022, per-silo noise (code's step counting: (T+1) rounds x floor(n/B) steps; q = B/n)
 for n_k, B, T, e, d, z, zd in [(872, 64, 400, 0.1, 1e-7, "239.94", "339.30"), (872, 64, 400, 0.5, 1e-7, "50.90", "71.96"),
                                (872, 64, 400, 1.0, 1e-7, "26.41", "37.33"), (1933, 64, 400, 0.5, 1e-7, "34.89", "49.32"),
                                (1933, 64, 400, 1.0, 1e-7, "18.11", "25.58"), (15, 32, 200, 6, 1e-3, "9.280", "13.12"),
@@ -127,24 +127,24 @@ for n_k, B, T, e, d, z, zd in [(872, 64, 400, 0.1, 1e-7, "239.94", "339.30"), (8
     CAL.append((S001 + f" (silo n={n_k}, B={B}, T={T})", q, steps, e, d, "tfp_72", z, None))
     if zd:
         CAL.append((S001 + f" (silo n={n_k}, Ditto: 2x steps)", q, 2 * steps, e, d, "tfp_72", zd, None))
-# seed-001 Sec. 3.3: IFCA selection (exponential mechanism, eps_sel = 0.03 eps_total per round, rho = eps_sel^2/8)
+# Liu et al. 2022, IFCA selection (exponential mechanism, eps_sel = 0.03 eps_total per round, rho = eps_sel^2/8)
 # composed with DP-SGD on the Vehicle silo n=872 (q = 64/872, 5213 steps), delta = 1e-7
-CAL.append((S001.replace("Sec. 3.1", "Sec. 3.3") + " (40 selection rounds)", 64 / 872, 5213, 0.5, 1e-7, "tfp_72",
+CAL.append((S001_SEL + " (40 selection rounds)", 64 / 872, 5213, 0.5, 1e-7, "tfp_72",
             "57.16", 40 * (0.03 * 0.5) ** 2 / 8))
-# Fig. 7 of seed-001: one full-batch Gaussian release, eps = 0.25, delta = 1e-5, RDP-calibrated
-CAL.append((S001.replace("Sec. 3.1", "Sec. 3.4") + " (Fig. 7, private, no tuning)", 1, 1, 0.25, 1e-5, "tfp_72",
+# Liu et al. 2022, Fig. 7: one full-batch Gaussian release, eps = 0.25, delta = 1e-5, RDP-calibrated
+CAL.append((S001_TUNE + " (Fig. 7, private, no tuning)", 1, 1, 0.25, 1e-5, "tfp_72",
             "14.567", None))
 
-# eps of pure selection cost (zCDP of the exponential mechanism) from seed-001 Sec. 3.3, 72-order grid
+# eps of pure selection cost (zCDP of the exponential mechanism) (Liu et al. 2022, IFCA selection), 72-order grid
 ZSEL = [(40, 0.5, "0.225"), (401, 0.5, "0.735"), (40, 1.0, "0.453"), (401, 1.0, "1.533")]
 
-# seed-004: rho = eps^2 / (8 ln(1/delta)), delta = 1e-6
+# Jain et al. 2021: rho = eps^2 / (8 ln(1/delta)), delta = 1e-6
 Z004 = [(1, "0.7162", "0.5894", "0.5450"), (2, "1.4504", "1.2367", "1.1482"), (5, "3.7617", "3.3513", "3.1283"),
         (10, "7.9758", "7.3288", "6.8731")]
 Z004_RHO_BS = [(1, "0.01747"), (2, "0.06757"), (5, "0.38535"), (10, "1.35301")]
 
-# seed-001 Sec. 3.4 (hyperparameter tuning; for the tuning issue, not read by the accounting tests)
-TUNING = [{"source": S001.replace("Sec. 3.1", "Sec. 3.4") + " Fig. 7 table",
+# Liu et al. 2022, Sec. 7 (hyperparameter tuning; for the tuning issue, not read by the accounting tests)
+TUNING = [{"source": S001_TUNE + " Fig. 7 table",
            "base": "one full-batch Gaussian release (q=1, 1 step)", "target_epsilon": 0.25, "delta": 1e-5,
            "orders": "tfp_72", "distribution": {"kind": "truncated_negative_binomial", "eta": eta, "mean": 10},
            "gamma": float(g), "noise_multiplier": float(z)}
@@ -237,7 +237,7 @@ def main():
         sig = calibrate(q, n, e, d, orders, rho, "opacus")
         rt = rtol_of(txt, v)
         if oname == "tfp_72" and rho is None and n > 1:
-            # seed-001's code solves with scipy minimize_scalar on (eps_target - eps(z))^2, whose stopping
+            # Liu et al.'s code solves with scipy minimize_scalar on (eps_target - eps(z))^2, whose stopping
             # tolerance leaves about 2e-4 relative error in z; half a printed digit is not enough there.
             rt = max(rt, 5e-4)
         ok = bool(abs(sig - v) <= rt * v)
@@ -262,10 +262,10 @@ def main():
         cases.append({"name": f"published eps zcdp rho={rho:.6g} delta=1e-07 balle2020 tfp_72",
                       "event": {"type": "zcdp", "rho": rho}, "neighboring": "add_remove", "delta": 1e-7,
                       "conversion": "balle2020", "orders": TF72, "orders_name": "tfp_72", "epsilon": v, "rtol": rt,
-                      "source": S001.replace("Sec. 3.1", "Sec. 3.3") + f" ({rounds} selection rounds, "
+                      "source": S001_SEL + f" ({rounds} selection rounds, "
                                 f"eps_total={etot:g}; exponential mechanism rho = eps_sel^2/8)",
                       "printed": txt, "check": chk, "check_ok": ok, "check_by": "dp_accounting ZCDpEvent"})
-    # seed-004 zCDP conversions, checked with our own mpmath formulas
+    # Jain et al. 2021 zCDP conversions, checked with our own mpmath formulas
     delta = mp.mpf("1e-6")
     for e, bs, cks, ex in Z004:
         rho = mp.mpf(e) ** 2 / (8 * mp.log(1 / delta))

@@ -10,7 +10,8 @@ writes only the resulting numbers (plus their provenance) to tests/vectors/ref_t
   ps_research    tensorflow/privacy, research/hyperparameters_2022/figure7.py (repeat_*_rdp: TNB given by
                  gamma with eta = 0, eta = 1 or eta > 0, and Poisson); env PS_RESEARCH_SRC = that directory
   liu_fl         kenziyuliu/private-cross-silo-fl, plot_hparam_cost.py (trunc_neg_binom_tuning_rdp, the
-                 code behind seed-001's Fig. 7: TNB, any eta > -1); env PCSFL_SRC = that checkout
+                 code behind Fig. 7 of Liu, Hu, Wu & Smith, NeurIPS 2022: TNB, any eta > -1);
+                 env PCSFL_SRC = that checkout
 
 The research scripts run plotting code at import, so only their function definitions are taken (AST)
 and executed; nothing of them is copied into this repository. Closed-form checks (Gaussian base, where the
@@ -88,7 +89,7 @@ def tnb_gamma(eta, mean):
     return math.exp(-hi)
 
 
-# ---- conversions (TF-Privacy / CKS20 Prop. 12, as used by seed-001's code) ------------------------
+# ---- conversions (TF-Privacy / CKS20 Prop. 12, as used by Liu et al.'s code) ----------------------
 def eps_from_rdp(orders, rdp, delta):
     best = math.inf
     for a, r in zip(orders, rdp):
@@ -261,7 +262,7 @@ def main():
             pois_cont.append({'noise_multiplier': sigma, 'order': lam, 'log_dhat_cks': float(res.fun),
                               'aux_order': 1 + math.exp(res.x)})
 
-    # ---- seed-001 Fig. 7 calibration (K=1 Gaussian release, eps 0.25, delta 1e-5, E[K] = 10) ----------
+    # ---- Liu et al. 2022, Fig. 7 calibration (K=1 Gaussian release, eps 0.25, delta 1e-5, E[K] = 10) ----------
     delta, target = 1e-5, 0.25
     z_untuned = calibrate(lambda z: eps_from_rdp(orders, [a / (2 * z * z) for a in orders], delta), target)
     seed = {'orders': 'tf72', 'delta': delta, 'epsilon': target, 'expected_runs': 10.0,

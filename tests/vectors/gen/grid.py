@@ -17,7 +17,7 @@ LAPLACE_B_GRID = [0.1, 0.3, 1.0, 3.0, 10.0, 100.0, 1e3, 1e5]
 DP_ACCOUNTING_DEFAULT_ORDERS = [1 + x / 10.0 for x in range(1, 100)] + [float(a) for a in range(11, 64)] + \
     [128.0, 256.0, 512.0, 1024.0]
 OPACUS_DEFAULT_ORDERS = [1 + x / 10.0 for x in range(1, 100)] + [float(a) for a in range(12, 64)]
-# The older TF-Privacy grid (seed-001 Sec. 3.1), used by some published values.
+# The older TF-Privacy grid (Liu, Hu, Wu & Smith, NeurIPS 2022, App. A), used by some published values.
 TFP_OLD_ORDERS = [1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 4.5] + [float(a) for a in range(5, 64)] + \
     [128.0, 256.0, 512.0]
 

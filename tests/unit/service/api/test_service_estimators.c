@@ -2,7 +2,7 @@
  * Unit tests for service/api/estimators.c, calling the handlers directly against a database in a
  * temporary directory (the template of test_service_routes_core.c): a Gaussian run is stored and
  * read back without its raw data, validation names the field, and every dp_alloc failure on the way
- * returns a clean error (failure injection, STYLE.md 2.9; ASan checks for leaks in `make asan`).
+ * returns a clean error (failure injection; ASan checks for leaks in `make asan`).
  */
 #include "tests/support/test_util.h"
 
@@ -65,7 +65,7 @@ static void gaussian_run_is_stored_without_raw_data(void **state)
     assert_true(id >= 1);
     assert_int_equal(json_array_size(json_object_get(rs.body, "estimates")), 4);
     double rho = json_real_value(json_object_get(json_object_get(rs.body, "privacy"), "rho"));
-    /* classic calibration, 1-D: rho = eps0^2/(4 ln(2/delta)) (digest 2.2) */
+    /* classic calibration, 1-D: rho = eps0^2/(4 ln(2/delta)) (Ozkara et al. 2023, Thm 2) */
     assert_close(rho, 0.25 / (4 * log(2e5)), 1e-12, 0);
     http_resp_clear(&rs);
     json_decref(body);

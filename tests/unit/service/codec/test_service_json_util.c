@@ -169,7 +169,7 @@ static void non_finite_doubles_become_null(void **state)
 static void doubles_round_trip_through_text(void **state)
 {
     (void)state;
-    /* STYLE.md 2.4: json_dumps writes 17 significant digits, enough to round-trip every double. */
+    /* json_dumps writes 17 significant digits, enough to round-trip every double. */
     const double xs[] = {0.1, 1.0 / 3.0, 2.385e-300, 1.7976931348623157e308, 5e-324, 123456.789};
     for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
         json_t *r = json_util_real(xs[i]);

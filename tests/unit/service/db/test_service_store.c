@@ -2,7 +2,7 @@
  * Unit tests for service/db/store.c: connection settings, the migration runner (order, idempotence,
  * gaps, refusal of newer or foreign schemas, rollback of a failing migration), start-up failures
  * with clear messages, and the connection pool. Every test uses a database file in a fresh
- * temporary directory (never :memory:, STYLE.md 2.9).
+ * temporary directory (never :memory:, where WAL behaves differently).
  */
 #include "tests/support/test_util.h"
 
@@ -394,8 +394,8 @@ static void pool_lends_each_connection_once_and_cleans_returns(void **state)
 static void allocation_failures_during_open_are_clean(void **state)
 {
     fixture *f = *state;
-    /* STYLE.md 2.9: fail the Nth dp_alloc allocation for N = 1, 2, ... until open succeeds; every
-     * failure must be a clean DP_ENOMEM (ASan checks that nothing leaks). */
+    /* Failure injection: fail the Nth dp_alloc allocation for N = 1, 2, ... until open succeeds;
+     * every failure must be a clean DP_ENOMEM (ASan checks that nothing leaks). */
     int succeeded = 0;
     for (long n = 1; n <= 50 && !succeeded; n++) {
         dp_err e;

@@ -1,6 +1,6 @@
 /*
- * Unit tests for service/http/err.c: the code -> status table (STYLE.md 2.3) and the error body
- * shape, including that internal detail never reaches the client.
+ * Unit tests for service/http/err.c: the code -> status table (docs/API.md, "Conventions") and the
+ * error body shape, including that internal detail never reaches the client.
  */
 #include "tests/support/test_util.h"
 

@@ -1,6 +1,6 @@
 /*
  * Unit tests for service/ledger: every ledger rule of issue #5 against a database in a temporary
- * file (never :memory:, STYLE.md 2.9), with the real migrations applied.
+ * file (never :memory:, where WAL behaves differently), with the real migrations applied.
  *
  * Expected privacy figures are computed independently of the ledger's cached sums: the k-th
  * admitted charge of a mechanism M must leave eps equal to acct_rdp_epsilon of self_composed(k, M)
@@ -750,8 +750,7 @@ static void c_callers_need_no_json(void **state)
     acct_event_free(root);
 }
 
-/* ---- concurrency: many threads, one silo that admits exactly N ----------------------------------
- */
+/* ---- concurrency: many threads, one silo that admits exactly N ---- */
 
 typedef struct storm {
     ledger *l;

@@ -4,7 +4,7 @@
  *   - D8: a PLD silo can always be renamed and raised; a lower cap is checked with the admission
  *     rule, min(RDP, PLD), not the RDP bound alone;
  *   - D10: every audit row records the cumulative epsilon under the rule that admitted it (PLD
- * claim commits included), never decreasing, never above the cap;
+ *     claim commits included), never decreasing, never above the cap;
  *   - D11: a batch key reused with another set of silos or events is a conflict, never a partial
  *     replay; the same batch is replayed whole;
  *   - silo names are unique among active silos (409, field "name");
