@@ -42,14 +42,16 @@ void store_bind_text(store_binder *b, const char *name, const char *v)
 {
     int i = param_index(b, name);
     if (i > 0)
-        b->rc = v ? sqlite3_bind_text(b->st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(b->st, i);
+        b->rc =
+            v ? sqlite3_bind_text(b->st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(b->st, i);
 }
 
 void store_bind_i64_or_null(store_binder *b, const char *name, bool present, int64_t v)
 {
     int i = param_index(b, name);
     if (i > 0)
-        b->rc = present ? sqlite3_bind_int64(b->st, i, (sqlite3_int64)v) : sqlite3_bind_null(b->st, i);
+        b->rc =
+            present ? sqlite3_bind_int64(b->st, i, (sqlite3_int64)v) : sqlite3_bind_null(b->st, i);
 }
 
 int store_bind_step(store_binder *b)
