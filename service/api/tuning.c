@@ -75,7 +75,7 @@ static int getrandom64(void *ctx, uint64_t *out)
     return 0;
 }
 
-/* ---- helpers ---- */
+/* ---- a draw as JSON (POST and GET answer with the same object) ---- */
 
 /* The response/row object of one draw (all arguments borrowed; a new reference or NULL). */
 static json_t *draw_json(int64_t id, int64_t created_ms, json_t *dist, int64_t runs, int64_t grid,
