@@ -48,24 +48,16 @@ int route_healthz(const http_req *rq, http_resp *rs, dp_err *err)
     return http_resp_json(rs, 200, o, err);
 }
 
-static const char SQL_INSTANCE[] = "SELECT instance_id, created_at_ms FROM instance WHERE id = 1";
-
 int route_version(const http_req *rq, http_resp *rs, dp_err *err)
 {
     version_info v;
     version_get(&v);
-    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL_INSTANCE, err);
-    if (st == NULL)
+    char instance_id[STORE_INSTANCE_ID_LEN + 1];
+    int64_t created_ms;
+    if (store_read_instance(rq->db, instance_id, &created_ms, rq->req_id, err) != DP_OK)
         return err->code;
-    int rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW) {
-        store_stmt_done(st);
-        return store_err(rq->db, rc == SQLITE_DONE ? SQLITE_CORRUPT : rc, "read instance",
-                         rq->req_id, err);
-    }
-    json_t *inst = json_pack("{s:s, s:o}", "instance_id", (const char *)sqlite3_column_text(st, 0),
-                             "created_at", json_util_time(sqlite3_column_int64(st, 1)));
-    store_stmt_done(st);
+    json_t *inst = json_pack("{s:s, s:o}", "instance_id", instance_id, "created_at",
+                             json_util_time(created_ms));
     json_t *o =
         json_pack("{s:s, s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:i, s:o*}", "version", v.version,
                   "git_commit", v.git_commit, "compiler", v.compiler, "libraries", "microhttpd",

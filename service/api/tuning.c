@@ -19,14 +19,19 @@
  * rejection sampling (acct_tuning_uniform_index), so neither has modulo bias. No seed is accepted
  * or returned: the privacy analysis needs K to be unpredictable to whoever sees the results.
  *
- * Storage: one append-only row per draw in tuning_draws (migrations/0002_tuning_draws.sql), written
- * in one IMMEDIATE transaction after the draw is made (nothing slow inside the transaction).
+ * Storage: one append-only row per draw in tuning_draws, through db/draws.h (which holds the SQL
+ * and the rule of who may read a draw), written in one IMMEDIATE transaction after the draw is made
+ * (nothing slow inside the transaction). This file has no SQL.
+ *
+ * Shape: each handler is parse (request JSON -> a C struct), run (library calls), render (struct ->
+ * response JSON), so that every piece is short and the library part never sees a json_t.
  */
 #include "service/api/routes.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
@@ -41,6 +46,7 @@
 #include "service/codec/event_json.h"
 #include "service/codec/json_util.h"
 #include "service/codec/tuning_json.h"
+#include "service/db/draws.h"
 
 #define TUNING_MAX_GRID   1000000 /* grid_size cap (same as the run cap) */
 #define TUNING_MAX_LISTED 10000   /* candidates are listed only for K up to this */
@@ -70,19 +76,7 @@ static int getrandom64(void *ctx, uint64_t *out)
     return 0;
 }
 
-/* ---- helpers ---- */
-
-static const char SQL_INSERT_DRAW[] =
-    "INSERT INTO tuning_draws (created_at_ms, request_id, distribution, runs, expected_runs, "
-    "prob_no_run, grid_size, candidates, label, creator_token_id) "
-    "VALUES (:created, :req, :dist, :runs, :mean, :p0, :grid, :cand, :label, nullif(:creator, 0))";
-/* Issue 10: a draw is read by the admin, the token that made it or another token of its silo;
- * anyone else gets 404, as for a draw that does not exist (docs/BUDGETS.md "Access control"). */
-static const char SQL_GET_DRAW[] =
-    "SELECT id, created_at_ms, distribution, runs, grid_size, candidates, label, expected_runs, "
-    "prob_no_run FROM tuning_draws AS d WHERE id = :id AND (:admin = 1 OR d.creator_token_id = "
-    ":tok OR EXISTS (SELECT 1 FROM tokens t WHERE t.id = d.creator_token_id AND t.silo_id = "
-    ":silo))";
+/* ---- a draw as JSON (POST and GET answer with the same object) ---- */
 
 /* The response/row object of one draw (all arguments borrowed; a new reference or NULL). */
 static json_t *draw_json(int64_t id, int64_t created_ms, json_t *dist, int64_t runs, int64_t grid,
@@ -190,111 +184,174 @@ static int eps_of(const acct_event *ev, acct_neighboring nb, double delta, doubl
 
 /* ---- POST /v1/tuning/cost ---- */
 
-int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
+/* A cost request, parsed. */
+typedef struct cost_req {
+    acct_event *search;  /* owned: repeat_and_select(run, d) */
+    acct_tuning_dist d;  /* resolved */
+    double delta;        /* in (0, 1) */
+    int64_t grid;        /* grid_size; 0 = not given */
+    acct_neighboring nb; /* neighbouring relation */
+} cost_req;
+
+/* What the accountant says about it. */
+typedef struct cost_result {
+    double eps_one, eps_search, eps_naive;    /* RDP bounds; eps_naive NAN without grid */
+    acct_rdp_answer ans;                      /* of the search (conversion, optimal order) */
+    bool is_pure;                             /* every leaf of the run is pure */
+    double pure_one, pure_search, pure_naive; /* pure bounds (is_pure only) */
+    double head_one, head_search, head_naive; /* the headline: the smaller figure */
+} cost_result;
+
+/* Fills q from the request body (q->search owned by q on success; NULL on failure). */
+static int cost_parse(const json_t *body, cost_req *q, dp_err *err)
 {
     static const char *const keys[] = {"event", "distribution", "delta", "grid_size",
                                        "neighboring"};
-    acct_event *base = NULL, *search = NULL;
-    json_t *o = NULL;
+    acct_event *base = NULL;
     int rc;
-    if ((rc = json_util_require_object(rq->body, NULL, err)) != DP_OK ||
-        (rc = json_util_check_keys(rq->body, keys, 5, err)) != DP_OK)
+    *q = (cost_req){0};
+    if ((rc = json_util_require_object(body, NULL, err)) != DP_OK ||
+        (rc = json_util_check_keys(body, keys, 5, err)) != DP_OK)
         return rc;
-    acct_neighboring nb;
-    acct_tuning_dist d;
-    double delta;
-    int64_t grid = 0;
-    const json_t *jd = json_object_get(rq->body, "distribution");
+    const json_t *jd = json_object_get(body, "distribution");
     if (jd == NULL)
         return dp_err_set(err, DP_EINVAL, "distribution", "distribution is required");
-    if ((rc = event_json_parse(json_object_get(rq->body, "event"), false, "event", &base, err)) !=
+    if ((rc = event_json_parse(json_object_get(body, "event"), false, "event", &base, err)) !=
             DP_OK ||
-        (rc = tuning_json_parse_dist(jd, false, &d, err)) != DP_OK ||
-        (rc = read_delta(rq->body, &delta, err)) != DP_OK ||
-        (rc = read_grid(rq->body, &grid, err)) != DP_OK ||
-        (rc = event_json_neighboring(rq->body, &nb, err)) != DP_OK ||
-        (rc = acct_tuning_dist_resolve(&d, &d, err)) != DP_OK)
-        goto out;
-    search = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
-    if (search == NULL) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
+        (rc = tuning_json_parse_dist(jd, false, &q->d, err)) != DP_OK ||
+        (rc = read_delta(body, &q->delta, err)) != DP_OK ||
+        (rc = read_grid(body, &q->grid, err)) != DP_OK ||
+        (rc = event_json_neighboring(body, &q->nb, err)) != DP_OK ||
+        (rc = acct_tuning_dist_resolve(&q->d, &q->d, err)) != DP_OK) {
+        acct_event_free(base);
+        return rc;
     }
-    search->child = base; /* owned by search from here */
-    base = NULL;
-    search->dist = d;
+    q->search = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
+    if (q->search == NULL) {
+        acct_event_free(base);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    q->search->child = base; /* owned by search from here */
+    q->search->dist = q->d;
+    return DP_OK;
+}
 
-    double eps_one, eps_search, eps_naive = NAN;
-    acct_rdp_answer ans;
-    if ((rc = eps_of(search->child, nb, delta, &eps_one, NULL, err)) != DP_OK ||
-        (rc = eps_of(search, nb, delta, &eps_search, &ans, err)) != DP_OK)
-        goto out;
-    if (grid > 0) {
-        search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)grid, NAN, NAN, NAN};
-        rc = eps_of(search, nb, delta, &eps_naive, NULL, err);
-        search->dist = d;
-        if (rc != DP_OK)
-            goto out;
+/* The RDP figures of one run, of the search, and (with a grid) of running every grid value. */
+static int cost_run_rdp(const cost_req *q, cost_result *r, dp_err *err)
+{
+    int rc;
+    r->eps_naive = NAN;
+    if ((rc = eps_of(q->search->child, q->nb, q->delta, &r->eps_one, NULL, err)) != DP_OK ||
+        (rc = eps_of(q->search, q->nb, q->delta, &r->eps_search, &r->ans, err)) != DP_OK)
+        return rc;
+    if (q->grid > 0) {
+        q->search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)q->grid, NAN, NAN, NAN};
+        rc = eps_of(q->search, q->nb, q->delta, &r->eps_naive, NULL, err);
+        q->search->dist = q->d;
     }
+    return rc;
+}
+
+static int cost_run(const cost_req *q, cost_result *r, dp_err *err)
+{
+    int rc = cost_run_rdp(q, r, err);
+    if (rc != DP_OK)
+        return rc;
     /* Pure runs: the pure bounds hold for every delta, so the smaller figure is reported. */
-    bool is_pure = false;
-    double pure_one = NAN, pure_search = NAN, pure_naive = NAN;
-    if ((rc = acct_tuning_event_pure_epsilon(search->child, nb, &is_pure, &pure_one, err)) != DP_OK)
-        goto out;
-    if (is_pure) {
-        if ((rc = acct_tuning_pure_epsilon(&d, pure_one, &pure_search, err)) != DP_OK)
-            goto out;
-        pure_naive = (double)grid * pure_one;
+    r->is_pure = false;
+    r->pure_one = r->pure_search = r->pure_naive = NAN;
+    if ((rc = acct_tuning_event_pure_epsilon(q->search->child, q->nb, &r->is_pure, &r->pure_one,
+                                             err)) != DP_OK)
+        return rc;
+    if (r->is_pure) {
+        if ((rc = acct_tuning_pure_epsilon(&q->d, r->pure_one, &r->pure_search, err)) != DP_OK)
+            return rc;
+        r->pure_naive = (double)q->grid * r->pure_one;
     }
-    double head_search = is_pure ? fmin(eps_search, pure_search) : eps_search;
-    double head_one = is_pure ? fmin(eps_one, pure_one) : eps_one;
-    double head_naive = (grid > 0 && is_pure) ? fmin(eps_naive, pure_naive) : eps_naive;
+    r->head_search = r->is_pure ? fmin(r->eps_search, r->pure_search) : r->eps_search;
+    r->head_one = r->is_pure ? fmin(r->eps_one, r->pure_one) : r->eps_one;
+    r->head_naive = (q->grid > 0 && r->is_pure) ? fmin(r->eps_naive, r->pure_naive) : r->eps_naive;
+    return DP_OK;
+}
 
-    o = json_object();
-    json_t *acc = accounting_json(&d, ans.conversion, ans.optimal_order, nb);
-    json_t *pure = NULL;
-    if (is_pure)
-        pure = json_pack("{s:o, s:o, s:o, s:s}", "epsilon_one_run", json_util_real(pure_one),
-                         "epsilon", json_util_real(pure_search), "epsilon_naive",
-                         grid > 0 ? json_util_real(pure_naive) : json_null(), "bound",
-                         d.kind == ACCT_TUNE_TRUNC_NEGBIN
-                             ? "(2 + eta) eps: Papernot & Steinke 2022 Thm. 2 as orders -> inf "
-                               "(eta = 1: Liu & Talwar 2019, 3 eps)"
-                             : (d.kind == ACCT_TUNE_POISSON
-                                    ? "eps + mu tanh(eps/2): Papernot & Steinke 2022 Thm. 6 as "
-                                      "orders -> inf"
-                                    : "k eps: composition"));
+static const char *pure_bound_name(const acct_tuning_dist *d)
+{
+    switch (d->kind) {
+        case ACCT_TUNE_TRUNC_NEGBIN:
+            return "(2 + eta) eps: Papernot & Steinke 2022 Thm. 2 as orders -> inf "
+                   "(eta = 1: Liu & Talwar 2019, 3 eps)";
+        case ACCT_TUNE_POISSON:
+            return "eps + mu tanh(eps/2): Papernot & Steinke 2022 Thm. 6 as orders -> inf";
+        case ACCT_TUNE_FIXED:
+            break;
+    }
+    return "k eps: composition";
+}
+
+/* The "pure" block (a new reference; json null when the run is not pure; NULL when out of memory).
+ */
+static json_t *cost_pure_json(const cost_req *q, const cost_result *r)
+{
+    if (!r->is_pure)
+        return json_null();
+    return json_pack("{s:o, s:o, s:o, s:s}", "epsilon_one_run", json_util_real(r->pure_one),
+                     "epsilon", json_util_real(r->pure_search), "epsilon_naive",
+                     q->grid > 0 ? json_util_real(r->pure_naive) : json_null(), "bound",
+                     pure_bound_name(&q->d));
+}
+
+/* epsilon_naive and its reason: the figure with a grid, else null and why. */
+static int set_naive(json_t *o, const cost_req *q, const cost_result *r, dp_err *err)
+{
+    if (q->grid > 0)
+        return set_eps(o, "epsilon_naive", r->head_naive, err);
+    if (json_util_set(o, "epsilon_naive", json_null(), err) != DP_OK)
+        return err->code;
+    return json_util_set(o, "epsilon_naive_reason", json_string("grid_size not given"), err);
+}
+
+/* Sends the 200 answer (the key order is the API's). */
+static int cost_render(const cost_req *q, const cost_result *r, http_resp *rs, dp_err *err)
+{
+    const acct_tuning_dist *d = &q->d;
+    json_t *o = json_object();
+    json_t *acc = accounting_json(d, r->ans.conversion, r->ans.optimal_order, q->nb);
+    json_t *pure = cost_pure_json(q, r);
     if (o == NULL) {
         json_decref(acc);
         json_decref(pure);
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     /* json_util_set steals its value even on failure, so acc and pure are owned by o from here. */
     if (json_util_set(o, "accounting", acc, err) != DP_OK ||
-        json_util_set(o, "pure", is_pure ? pure : json_null(), err) != DP_OK ||
-        set_eps(o, "epsilon", head_search, err) != DP_OK ||
-        set_eps(o, "epsilon_one_run", head_one, err) != DP_OK ||
-        (grid > 0 ? set_eps(o, "epsilon_naive", head_naive, err)
-                  : (json_util_set(o, "epsilon_naive", json_null(), err) ||
-                     json_util_set(o, "epsilon_naive_reason", json_string("grid_size not given"),
-                                   err))) != DP_OK ||
-        json_util_set(o, "naive_runs", grid > 0 ? json_integer(grid) : json_null(), err) != DP_OK ||
-        json_util_set(o, "delta", json_real(delta), err) != DP_OK ||
-        json_util_set(o, "expected_runs", json_util_real(acct_tuning_expected_runs(&d)), err) !=
+        json_util_set(o, "pure", pure, err) != DP_OK ||
+        set_eps(o, "epsilon", r->head_search, err) != DP_OK ||
+        set_eps(o, "epsilon_one_run", r->head_one, err) != DP_OK ||
+        set_naive(o, q, r, err) != DP_OK ||
+        json_util_set(o, "naive_runs", q->grid > 0 ? json_integer(q->grid) : json_null(), err) !=
             DP_OK ||
-        json_util_set(o, "prob_no_run", json_util_real(acct_tuning_prob_zero(&d)), err) != DP_OK ||
-        json_util_set(o, "distribution", tuning_json_dist(&d), err) != DP_OK ||
-        json_util_set(o, "epsilon_rdp", json_util_real(eps_search), err) != DP_OK) {
-        rc = err->code ? err->code : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
+        json_util_set(o, "delta", json_real(q->delta), err) != DP_OK ||
+        json_util_set(o, "expected_runs", json_util_real(acct_tuning_expected_runs(d)), err) !=
+            DP_OK ||
+        json_util_set(o, "prob_no_run", json_util_real(acct_tuning_prob_zero(d)), err) != DP_OK ||
+        json_util_set(o, "distribution", tuning_json_dist(d), err) != DP_OK ||
+        json_util_set(o, "epsilon_rdp", json_util_real(r->eps_search), err) != DP_OK) {
+        json_decref(o);
+        return err->code ? err->code : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    rc = http_resp_json(rs, 200, o, err);
-    o = NULL;
-out:
-    json_decref(o);
-    acct_event_free(base);
-    acct_event_free(search);
+    return http_resp_json(rs, 200, o, err);
+}
+
+int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    cost_req q;
+    cost_result r;
+    int rc = cost_parse(rq->body, &q, err);
+    if (rc == DP_OK)
+        rc = cost_run(&q, &r, err);
+    if (rc == DP_OK)
+        rc = cost_render(&q, &r, rs, err);
+    acct_event_free(q.search);
     return rc;
 }
 
@@ -312,15 +369,20 @@ static acct_event *training_run(double q, int64_t steps)
     return top;
 }
 
-/* A tuning plan, parsed: three or four calibrations (plan_run, on the compute pool: issue 10),
- * then the answer (plan_render). */
+/* A plan request, parsed. */
+typedef struct plan_req {
+    double eps, delta;   /* the target */
+    int64_t grid;        /* grid_size; 0 = not given */
+    double q;            /* training.sampling_rate, in (0, 1] */
+    int64_t steps;       /* training.steps, in [1, 10^12] */
+    acct_neighboring nb; /* neighbouring relation */
+    acct_tuning_dist d;  /* resolved (the mean filled in from the request when left out) */
+} plan_req;
+
+/* A tuning plan: the request, then three or four calibrations (plan_run, on the compute pool:
+ * issue 10), then the answer (plan_render). */
 typedef struct plan_job {
-    double eps, delta;
-    int64_t grid;
-    double q;
-    int64_t steps;
-    acct_neighboring nb;
-    acct_tuning_dist d;
+    plan_req req;
     acct_event *search; /* owned */
     acct_calib_result tuned, untuned, naive;
     double tuned_order;
@@ -333,29 +395,101 @@ static void plan_job_free(void *arg)
     dp_free(j);
 }
 
+/* "training": {"sampling_rate": q, "steps": n}. */
+static int plan_parse_training(const json_t *body, plan_req *p, dp_err *err)
+{
+    static const char *const tkeys[] = {"sampling_rate", "steps"};
+    const json_t *tr = json_object_get(body, "training");
+    int rc;
+    if (tr == NULL || !json_is_object(tr))
+        return dp_err_set(err, DP_EINVAL, "training",
+                          "training must be an object {\"sampling_rate\": q, \"steps\": n}");
+    if ((rc = json_util_check_keys(tr, tkeys, 2, err)) != DP_OK ||
+        (rc = json_util_req_number(tr, "sampling_rate", &p->q, err)) != DP_OK ||
+        (rc = json_util_req_int(tr, "steps", &p->steps, err)) != DP_OK) {
+        dp_err_prefix_field(err, "training");
+        return rc;
+    }
+    if (!(p->q > 0.0 && p->q <= 1.0))
+        return dp_err_set(err, DP_EINVAL, "training.sampling_rate",
+                          "training.sampling_rate must be in (0, 1] (got %g)", p->q);
+    if (p->steps < 1 || (uint64_t)p->steps > ACCT_EVENT_MAX_COUNT)
+        return dp_err_set(err, DP_EINVAL, "training.steps",
+                          "training.steps must be in [1, 10^12] (got %lld)", (long long)p->steps);
+    return DP_OK;
+}
+
+/* "distribution", whose mean comes from expected_runs or grid_size when it leaves it out. */
+static int plan_parse_dist(const json_t *body, double expected, plan_req *p, dp_err *err)
+{
+    const json_t *jd = json_object_get(body, "distribution");
+    int rc;
+    if (jd == NULL)
+        return dp_err_set(err, DP_EINVAL, "distribution", "distribution is required");
+    if ((rc = tuning_json_parse_dist(jd, true, &p->d, err)) != DP_OK)
+        return rc;
+    if (p->d.kind != ACCT_TUNE_FIXED && isnan(p->d.mean) && isnan(p->d.gamma)) {
+        double m = !isnan(expected) ? expected : (p->grid > 0 ? (double)p->grid : (double)NAN);
+        if (isnan(m))
+            return dp_err_set(err, DP_EINVAL, "expected_runs",
+                              "give expected_runs or grid_size, or a mean in the distribution");
+        p->d.mean = m;
+    }
+    return acct_tuning_dist_resolve(&p->d, &p->d, err);
+}
+
+static int plan_parse(const json_t *body, plan_req *p, dp_err *err)
+{
+    static const char *const keys[] = {"epsilon",  "delta",        "grid_size",  "expected_runs",
+                                       "training", "distribution", "neighboring"};
+    double expected = NAN;
+    int rc;
+    *p = (plan_req){0};
+    if ((rc = json_util_require_object(body, NULL, err)) != DP_OK ||
+        (rc = json_util_check_keys(body, keys, 7, err)) != DP_OK ||
+        (rc = json_util_req_number(body, "epsilon", &p->eps, err)) != DP_OK)
+        return rc;
+    if (!(p->eps > 0.0) || !isfinite(p->eps))
+        return dp_err_set(err, DP_EINVAL, "epsilon", "epsilon must be finite and > 0 (got %g)",
+                          p->eps);
+    if ((rc = read_delta(body, &p->delta, err)) != DP_OK ||
+        (rc = read_grid(body, &p->grid, err)) != DP_OK ||
+        (rc = json_util_opt_number(body, "expected_runs", NAN, &expected, err)) != DP_OK ||
+        (rc = event_json_neighboring(body, &p->nb, err)) != DP_OK)
+        return rc;
+    if (!isnan(expected) && !(expected >= 1.0 && expected <= ACCT_TUNING_MAX_MEAN))
+        return dp_err_set(err, DP_EINVAL, "expected_runs",
+                          "expected_runs must be in [1, %g] (got %g)", ACCT_TUNING_MAX_MEAN,
+                          expected);
+    if ((rc = plan_parse_training(body, p, err)) != DP_OK)
+        return rc;
+    return plan_parse_dist(body, expected, p, err);
+}
+
 static int plan_run(void *arg, const atomic_bool *cancel, dp_err *err)
 {
     (void)cancel; /* a few bounded calibrations: not split */
     plan_job *j = arg;
-    acct_calib_rdp_ctx cctx = {j->nb, j->delta, ACCT_CONV_OPTIMAL, NULL, 0, NAN};
+    const plan_req *p = &j->req;
+    acct_calib_rdp_ctx cctx = {p->nb, p->delta, ACCT_CONV_OPTIMAL, NULL, 0, NAN};
     acct_event *search = j->search = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
-    if (search == NULL || (search->child = training_run(j->q, j->steps)) == NULL)
+    if (search == NULL || (search->child = training_run(p->q, p->steps)) == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    search->dist = j->d;
-    int rc = acct_calibrate(search, j->eps, acct_calib_rdp_eps, &cctx, &j->tuned, err);
+    search->dist = p->d;
+    int rc = acct_calibrate(search, p->eps, acct_calib_rdp_eps, &cctx, &j->tuned, err);
     if (rc != DP_OK) {
         if (err && strcmp(err->field, "target_epsilon") == 0) /* this endpoint calls it epsilon */
             snprintf(err->field, sizeof err->field, "epsilon");
         return rc;
     }
     j->tuned_order = cctx.last_order;
-    if ((rc = acct_calibrate(search->child, j->eps, acct_calib_rdp_eps, &cctx, &j->untuned, err)) !=
+    if ((rc = acct_calibrate(search->child, p->eps, acct_calib_rdp_eps, &cctx, &j->untuned, err)) !=
         DP_OK)
         return rc;
-    if (j->grid > 0) {
-        search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)j->grid, NAN, NAN, NAN};
-        rc = acct_calibrate(search, j->eps, acct_calib_rdp_eps, &cctx, &j->naive, err);
-        search->dist = j->d;
+    if (p->grid > 0) {
+        search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)p->grid, NAN, NAN, NAN};
+        rc = acct_calibrate(search, p->eps, acct_calib_rdp_eps, &cctx, &j->naive, err);
+        search->dist = p->d;
         if (rc != DP_OK && rc != DP_ENUMERIC)
             return rc;
         if (rc == DP_ENUMERIC) { /* naive search cannot meet the target at all: say so */
@@ -366,322 +500,266 @@ static int plan_run(void *arg, const atomic_bool *cancel, dp_err *err)
     return DP_OK;
 }
 
+/* The "runs" block of a plan (a new reference, NULL when out of memory). */
+static json_t *plan_runs_json(const acct_tuning_dist *d)
+{
+    return json_pack("{s:o, s:o, s:o, s:s}", "expected",
+                     json_util_real(acct_tuning_expected_runs(d)), "prob_no_run",
+                     json_util_real(acct_tuning_prob_zero(d)), "distribution", tuning_json_dist(d),
+                     "draw",
+                     "POST /v1/tuning/draw with this distribution draws the number of runs");
+}
+
+/* noise_multiplier_naive, its reason when no multiplier fits, and naive_runs. */
+static int set_naive_plan(json_t *o, const plan_job *j, dp_err *err)
+{
+    const int64_t grid = j->req.grid;
+    if (json_util_set(o, "noise_multiplier_naive",
+                      grid > 0 ? json_util_real(j->naive.value) : json_null(), err) != DP_OK ||
+        (grid > 0 && isinf(j->naive.value) &&
+         json_util_set(o, "noise_multiplier_naive_reason",
+                       json_string("no noise multiplier lets every grid value run within the "
+                                   "target"),
+                       err) != DP_OK))
+        return err->code ? err->code : DP_ENOMEM;
+    return json_util_set(o, "naive_runs", grid > 0 ? json_integer(grid) : json_null(), err);
+}
+
 static int plan_render(void *arg, const http_req *rq, http_resp *rs, bool deferred, dp_err *err)
 {
     (void)rq;
     (void)deferred;
-    plan_job *j = arg;
-    const acct_tuning_dist d = j->d;
-    const acct_calib_result tuned = j->tuned, untuned = j->untuned, naive = j->naive;
-    const int64_t grid = j->grid;
-    int rc;
+    const plan_job *j = arg;
+    const plan_req *p = &j->req;
     json_t *o = json_object();
-    json_t *runs =
-        json_pack("{s:o, s:o, s:o, s:s}", "expected", json_util_real(acct_tuning_expected_runs(&d)),
-                  "prob_no_run", json_util_real(acct_tuning_prob_zero(&d)), "distribution",
-                  tuning_json_dist(&d), "draw",
-                  "POST /v1/tuning/draw with this distribution draws the number of runs");
+    json_t *runs = plan_runs_json(&p->d);
     /* The bound used, as /v1/tuning/cost and the accounting endpoints report it (ACCT_CONV_OPTIMAL
      * is the Balle et al. 2020 bound at the continuous optimal order), not the request's "optimal".
      */
-    json_t *acc = accounting_json(&d, ACCT_CONV_BALLE2020, j->tuned_order, j->nb);
+    json_t *acc = accounting_json(&p->d, ACCT_CONV_BALLE2020, j->tuned_order, p->nb);
     if (o == NULL) {
         json_decref(runs);
         json_decref(acc);
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     /* json_util_set steals its value even on failure: runs and acc belong to o from here. */
     if (json_util_set(o, "runs", runs, err) != DP_OK ||
         json_util_set(o, "accounting", acc, err) != DP_OK ||
-        json_util_set(o, "noise_multiplier", json_util_real(tuned.value), err) != DP_OK ||
-        json_util_set(o, "noise_multiplier_untuned", json_util_real(untuned.value), err) != DP_OK ||
-        json_util_set(o, "price_of_tuning", json_util_real(tuned.value / untuned.value), err) !=
+        json_util_set(o, "noise_multiplier", json_util_real(j->tuned.value), err) != DP_OK ||
+        json_util_set(o, "noise_multiplier_untuned", json_util_real(j->untuned.value), err) !=
             DP_OK ||
-        json_util_set(o, "noise_multiplier_naive",
-                      grid > 0 ? json_util_real(naive.value) : json_null(), err) != DP_OK ||
-        (grid > 0 && isinf(naive.value) &&
-         json_util_set(o, "noise_multiplier_naive_reason",
-                       json_string("no noise multiplier lets every grid value run within the "
-                                   "target"),
-                       err) != DP_OK) ||
-        json_util_set(o, "naive_runs", grid > 0 ? json_integer(grid) : json_null(), err) != DP_OK ||
-        json_util_set(o, "epsilon", json_util_real(tuned.epsilon), err) != DP_OK ||
-        json_util_set(o, "delta", json_real(j->delta), err) != DP_OK ||
+        json_util_set(o, "price_of_tuning", json_util_real(j->tuned.value / j->untuned.value),
+                      err) != DP_OK ||
+        set_naive_plan(o, j, err) != DP_OK ||
+        json_util_set(o, "epsilon", json_util_real(j->tuned.epsilon), err) != DP_OK ||
+        json_util_set(o, "delta", json_real(p->delta), err) != DP_OK ||
         json_util_set(o, "training",
-                      json_pack("{s:f, s:I}", "sampling_rate", j->q, "steps", (json_int_t)j->steps),
+                      json_pack("{s:f, s:I}", "sampling_rate", p->q, "steps", (json_int_t)p->steps),
                       err) != DP_OK) {
-        rc = err->code ? err->code : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
+        json_decref(o);
+        return err->code ? err->code : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    rc = http_resp_json(rs, 200, o, err);
-    o = NULL;
-out:
-    json_decref(o);
-    return rc;
+    return http_resp_json(rs, 200, o, err);
 }
 
 int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    static const char *const keys[] = {"epsilon",  "delta",        "grid_size",  "expected_runs",
-                                       "training", "distribution", "neighboring"};
-    static const char *const tkeys[] = {"sampling_rate", "steps"};
-    int rc;
-    if ((rc = json_util_require_object(rq->body, NULL, err)) != DP_OK ||
-        (rc = json_util_check_keys(rq->body, keys, 7, err)) != DP_OK)
+    plan_req p;
+    int rc = plan_parse(rq->body, &p, err);
+    if (rc != DP_OK)
         return rc;
-    double eps, delta, expected = NAN, q;
-    int64_t grid = 0, steps;
-    acct_neighboring nb;
-    acct_tuning_dist d;
-    if ((rc = json_util_req_number(rq->body, "epsilon", &eps, err)) != DP_OK)
-        return rc;
-    if (!(eps > 0.0) || !isfinite(eps))
-        return dp_err_set(err, DP_EINVAL, "epsilon", "epsilon must be finite and > 0 (got %g)",
-                          eps);
-    if ((rc = read_delta(rq->body, &delta, err)) != DP_OK ||
-        (rc = read_grid(rq->body, &grid, err)) != DP_OK ||
-        (rc = json_util_opt_number(rq->body, "expected_runs", NAN, &expected, err)) != DP_OK ||
-        (rc = event_json_neighboring(rq->body, &nb, err)) != DP_OK)
-        return rc;
-    if (!isnan(expected) && !(expected >= 1.0 && expected <= ACCT_TUNING_MAX_MEAN))
-        return dp_err_set(err, DP_EINVAL, "expected_runs",
-                          "expected_runs must be in [1, %g] (got %g)", ACCT_TUNING_MAX_MEAN,
-                          expected);
-    const json_t *tr = json_object_get(rq->body, "training");
-    if (tr == NULL || !json_is_object(tr))
-        return dp_err_set(err, DP_EINVAL, "training",
-                          "training must be an object {\"sampling_rate\": q, \"steps\": n}");
-    if ((rc = json_util_check_keys(tr, tkeys, 2, err)) != DP_OK ||
-        (rc = json_util_req_number(tr, "sampling_rate", &q, err)) != DP_OK ||
-        (rc = json_util_req_int(tr, "steps", &steps, err)) != DP_OK) {
-        dp_err_prefix_field(err, "training");
-        return rc;
-    }
-    if (!(q > 0.0 && q <= 1.0))
-        return dp_err_set(err, DP_EINVAL, "training.sampling_rate",
-                          "training.sampling_rate must be in (0, 1] (got %g)", q);
-    if (steps < 1 || (uint64_t)steps > ACCT_EVENT_MAX_COUNT)
-        return dp_err_set(err, DP_EINVAL, "training.steps",
-                          "training.steps must be in [1, 10^12] (got %lld)", (long long)steps);
-    const json_t *jd = json_object_get(rq->body, "distribution");
-    if (jd == NULL)
-        return dp_err_set(err, DP_EINVAL, "distribution", "distribution is required");
-    if ((rc = tuning_json_parse_dist(jd, true, &d, err)) != DP_OK)
-        return rc;
-    /* The distribution's mean comes from the request when the distribution leaves it out. */
-    if (d.kind != ACCT_TUNE_FIXED && isnan(d.mean) && isnan(d.gamma)) {
-        double m = !isnan(expected) ? expected : (grid > 0 ? (double)grid : (double)NAN);
-        if (isnan(m))
-            return dp_err_set(err, DP_EINVAL, "expected_runs",
-                              "give expected_runs or grid_size, or a mean in the distribution");
-        d.mean = m;
-    }
-    if ((rc = acct_tuning_dist_resolve(&d, &d, err)) != DP_OK)
-        return rc;
-
     plan_job *j = dp_calloc(1, sizeof *j);
     if (j == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    *j = (plan_job){eps, delta, grid, q, steps, nb, d, NULL, {0}, {0}, {0, NAN, NAN, 0}, NAN};
+    *j = (plan_job){p, NULL, {0}, {0}, {0, NAN, NAN, 0}, NAN};
     compute_task t = {plan_run, plan_render, plan_job_free, j, COMPUTE_OPEN};
     return compute_offload(rq, rs, &t, err);
 }
 
 /* ---- POST /v1/tuning/draw ---- */
 
-int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err)
+/* A draw request, parsed (after the token check). */
+typedef struct draw_req {
+    acct_tuning_dist d; /* resolved */
+    int64_t grid;       /* grid_size; 0 = not given */
+    const char *label;  /* borrowed from the request body, or NULL */
+    int64_t creator;    /* tokens.id of the caller; 0 = none */
+} draw_req;
+
+/* A draw made: K, the candidates, and the texts that are stored. Release with draw_made_clear. */
+typedef struct draw_made {
+    uint64_t k;         /* the number of runs drawn */
+    json_t *cand;       /* owned: K grid indices, or NULL (no grid, or K over the listing cap) */
+    char *cand_text;    /* owned (jansson's allocator): cand as compact JSON, or NULL */
+    json_t *dist;       /* owned: the resolved distribution */
+    char *dist_text;    /* owned (jansson's allocator): dist as canonical JSON */
+    int64_t id;         /* tuning_draws.id, once recorded */
+    int64_t created_ms; /* Unix milliseconds */
+} draw_made;
+
+static void draw_made_clear(draw_made *m)
+{
+    json_decref(m->cand);
+    json_decref(m->dist);
+    free(m->cand_text); /* json_dumps uses jansson's allocator: malloc unless routed otherwise */
+    free(m->dist_text);
+    *m = (draw_made){0};
+}
+
+static int draw_parse(const http_req *rq, draw_req *q, dp_err *err)
 {
     static const char *const keys[] = {"distribution", "grid_size", "label"};
-    json_t *dist_json = NULL, *cand = NULL, *body = NULL;
-    char *dist_text = NULL, *cand_text = NULL;
-    int rc;
+    const json_t *body = rq->body;
     ledger_principal who; /* issue 10: a draw needs a valid token and records its creator */
-    int64_t creator = 0;
+    int rc;
+    *q = (draw_req){0};
     if ((rc = auth_resolve(rq, &who, err)) != DP_OK ||
-        (rc = auth_creator_id(rq, &creator, err)) != DP_OK)
+        (rc = auth_creator_id(rq, &q->creator, err)) != DP_OK ||
+        (rc = json_util_require_object(body, NULL, err)) != DP_OK ||
+        (rc = json_util_check_keys(body, keys, 3, err)) != DP_OK)
         return rc;
-    if ((rc = json_util_require_object(rq->body, NULL, err)) != DP_OK ||
-        (rc = json_util_check_keys(rq->body, keys, 3, err)) != DP_OK)
-        return rc;
-    const json_t *jd = json_object_get(rq->body, "distribution");
+    const json_t *jd = json_object_get(body, "distribution");
     if (jd == NULL)
         return dp_err_set(err, DP_EINVAL, "distribution", "distribution is required");
-    acct_tuning_dist d;
-    int64_t grid = 0;
-    const char *label = NULL;
-    if ((rc = tuning_json_parse_dist(jd, false, &d, err)) != DP_OK ||
-        (rc = json_util_opt_int(rq->body, "grid_size", 0, &grid, err)) != DP_OK ||
-        (rc = json_util_opt_string(rq->body, "label", NULL, &label, err)) != DP_OK)
+    if ((rc = tuning_json_parse_dist(jd, false, &q->d, err)) != DP_OK ||
+        (rc = json_util_opt_int(body, "grid_size", 0, &q->grid, err)) != DP_OK ||
+        (rc = json_util_opt_string(body, "label", NULL, &q->label, err)) != DP_OK)
         return rc;
-    if (json_object_get(rq->body, "grid_size") &&
-        !json_is_null(json_object_get(rq->body, "grid_size")) &&
-        (grid < 1 || grid > TUNING_MAX_GRID))
+    const json_t *jg = json_object_get(body, "grid_size");
+    if (jg && !json_is_null(jg) && (q->grid < 1 || q->grid > TUNING_MAX_GRID))
         return dp_err_set(err, DP_EINVAL, "grid_size", "grid_size must be in [1, %d] (got %lld)",
-                          TUNING_MAX_GRID, (long long)grid);
-    if (label && strlen(label) > TUNING_MAX_LABEL)
+                          TUNING_MAX_GRID, (long long)q->grid);
+    if (q->label && strlen(q->label) > TUNING_MAX_LABEL)
         return dp_err_set(err, DP_EINVAL, "label", "label must be at most %d bytes",
                           TUNING_MAX_LABEL);
-    if ((rc = acct_tuning_dist_resolve(&d, &d, err)) != DP_OK)
-        return rc;
+    return acct_tuning_dist_resolve(&q->d, &q->d, err);
+}
 
-    uint64_t k = 0;
-    if ((rc = acct_tuning_draw(&d, getrandom64, NULL, &k, err)) != DP_OK) {
-        if (rc == DP_EINTERNAL)
-            dp_log(DP_LOG_ERROR, rq->req_id, "tuning draw: random source failed (errno %d)", errno);
-        return rc;
-    }
-    if (grid > 0 && k <= TUNING_MAX_LISTED) {
-        cand = json_array();
-        if (cand == NULL)
+/* K uniform indices into the grid (with K <= TUNING_MAX_LISTED), as m->cand and m->cand_text. */
+static int draw_candidates(uint64_t grid, draw_made *m, dp_err *err)
+{
+    m->cand = json_array();
+    if (m->cand == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (uint64_t i = 0; i < m->k; i++) {
+        uint64_t idx;
+        int rc = acct_tuning_uniform_index(grid, getrandom64, NULL, &idx, err);
+        if (rc != DP_OK)
+            return rc;
+        if (json_array_append_new(m->cand, json_integer((json_int_t)idx)) != 0)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        for (uint64_t i = 0; i < k; i++) {
-            uint64_t idx;
-            if ((rc = acct_tuning_uniform_index((uint64_t)grid, getrandom64, NULL, &idx, err)) !=
-                DP_OK)
-                goto out;
-            if (json_array_append_new(cand, json_integer((json_int_t)idx)) != 0) {
-                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-                goto out;
-            }
-        }
-        cand_text = json_dumps(cand, JSON_COMPACT);
-        if (cand_text == NULL) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            goto out;
-        }
     }
-    dist_json = tuning_json_dist(&d);
-    dist_text = dist_json ? json_dumps(dist_json, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    if (dist_text == NULL) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
+    m->cand_text = json_dumps(m->cand, JSON_COMPACT);
+    if (m->cand_text == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    return DP_OK;
+}
 
-    /* Record, then answer: a draw the client sees is always on file. */
-    int64_t now = time_now_ms();
-    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL_INSERT_DRAW, err);
-    if (st == NULL) {
-        rc = err->code;
-        goto out;
+/* Draws K (and the candidates) with the kernel CSPRNG; fills m (cleared by the caller). */
+static int draw_run(const draw_req *q, const char *req_id, draw_made *m, dp_err *err)
+{
+    int rc = acct_tuning_draw(&q->d, getrandom64, NULL, &m->k, err);
+    if (rc != DP_OK) {
+        if (rc == DP_EINTERNAL)
+            dp_log(DP_LOG_ERROR, req_id, "tuning draw: random source failed (errno %d)", errno);
+        return rc;
     }
-    if ((rc = store_begin(rq->db, err)) != DP_OK) {
-        store_stmt_done(st);
-        goto out;
-    }
-    int src = sqlite3_bind_int64(st, 1, now);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 2, rq->req_id ? rq->req_id : "-", -1, SQLITE_TRANSIENT);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_text(st, 3, dist_text, -1, SQLITE_TRANSIENT);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_int64(st, 4, (sqlite3_int64)k);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_double(st, 5, acct_tuning_expected_runs(&d));
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_double(st, 6, acct_tuning_prob_zero(&d));
-    if (src == SQLITE_OK)
-        src = grid > 0 ? sqlite3_bind_int64(st, 7, grid) : sqlite3_bind_null(st, 7);
-    if (src == SQLITE_OK)
-        src = cand_text ? sqlite3_bind_text(st, 8, cand_text, -1, SQLITE_TRANSIENT)
-                        : sqlite3_bind_null(st, 8);
-    if (src == SQLITE_OK)
-        src = label ? sqlite3_bind_text(st, 9, label, -1, SQLITE_TRANSIENT)
-                    : sqlite3_bind_null(st, 9);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_int64(st, 10, creator);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
-    int64_t id = sqlite3_last_insert_rowid(store_conn_db(rq->db));
-    store_stmt_done(st);
-    if (src != SQLITE_DONE) {
-        store_rollback(rq->db);
-        rc = store_err(rq->db, src, "insert tuning draw", rq->req_id, err);
-        goto out;
-    }
-    if ((rc = store_commit(rq->db, err)) != DP_OK) {
-        store_rollback(rq->db);
-        goto out;
-    }
-    body = draw_json(id, now, dist_json, (int64_t)k, grid, cand, label,
-                     acct_tuning_expected_runs(&d), acct_tuning_prob_zero(&d));
-    if (body == NULL) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    rc = http_resp_created(rs, body, err, "/v1/tuning/draws/%lld", (long long)id);
-    body = NULL; /* stolen */
-out:
-    json_decref(body);
-    json_decref(dist_json);
-    json_decref(cand);
-    /* json_dumps uses jansson's allocator: malloc unless routed through dp_alloc */
-    free(dist_text);
-    free(cand_text);
+    if (q->grid > 0 && m->k <= TUNING_MAX_LISTED &&
+        (rc = draw_candidates((uint64_t)q->grid, m, err)) != DP_OK)
+        return rc;
+    m->dist = tuning_json_dist(&q->d);
+    m->dist_text = m->dist ? json_dumps(m->dist, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (m->dist_text == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    return DP_OK;
+}
+
+/* Records the draw (db/draws.h): a draw the client sees is always on file. */
+static int draw_record(const http_req *rq, const draw_req *q, draw_made *m, dp_err *err)
+{
+    m->created_ms = time_now_ms();
+    draw_new row = {.created_at_ms = m->created_ms,
+                    .request_id = rq->req_id,
+                    .distribution = m->dist_text,
+                    .runs = (int64_t)m->k,
+                    .expected_runs = acct_tuning_expected_runs(&q->d),
+                    .prob_no_run = acct_tuning_prob_zero(&q->d),
+                    .grid_size = q->grid,
+                    .candidates = m->cand_text,
+                    .label = q->label,
+                    .creator_token_id = q->creator};
+    return draws_insert(rq->db, &row, &m->id, rq->req_id, err);
+}
+
+/* Sends the 201 answer with the record's Location. */
+static int draw_render(const draw_req *q, const draw_made *m, http_resp *rs, dp_err *err)
+{
+    json_t *body =
+        draw_json(m->id, m->created_ms, m->dist, (int64_t)m->k, q->grid, m->cand, q->label,
+                  acct_tuning_expected_runs(&q->d), acct_tuning_prob_zero(&q->d));
+    if (body == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    return http_resp_created(rs, body, err, "/v1/tuning/draws/%lld", (long long)m->id);
+}
+
+int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    draw_req q;
+    draw_made m = {0};
+    int rc = draw_parse(rq, &q, err);
+    if (rc == DP_OK)
+        rc = draw_run(&q, rq->req_id, &m, err);
+    if (rc == DP_OK)
+        rc = draw_record(rq, &q, &m, err);
+    if (rc == DP_OK)
+        rc = draw_render(&q, &m, rs, err);
+    draw_made_clear(&m);
     return rc;
 }
 
 /* ---- GET /v1/tuning/draws/{id} ---- */
 
+/* Sends the 200 answer for a stored draw (its JSON columns parsed back). */
+static int draw_row_render(const http_req *rq, const draw_row *row, http_resp *rs, dp_err *err)
+{
+    json_error_t je;
+    json_t *dist = row->distribution ? json_loads(row->distribution, 0, &je) : NULL;
+    json_t *cand = row->candidates ? json_loads(row->candidates, 0, &je) : NULL;
+    json_t *body = NULL;
+    int rc;
+    if (dist == NULL || (row->candidates && cand == NULL)) {
+        dp_log(DP_LOG_ERROR, rq->req_id, "tuning draw %lld: stored JSON unreadable",
+               (long long)row->id);
+        rc = dp_err_set(err, DP_EINTERNAL, NULL, "stored draw is unreadable");
+        goto out;
+    }
+    body = draw_json(row->id, row->created_at_ms, dist, row->runs, row->grid_size, cand, row->label,
+                     row->expected_runs, row->prob_no_run);
+    rc = body ? http_resp_json(rs, 200, body, err)
+              : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+out:
+    json_decref(dist);
+    json_decref(cand);
+    return rc;
+}
+
 int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t id;
     ledger_principal who;
-    int rc0 = auth_resolve(rq, &who, err);
-    if (rc0 == DP_OK)
-        rc0 = http_req_param_id(rq, "id", &id, err);
-    if (rc0 != DP_OK)
-        return rc0;
-    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL_GET_DRAW, err);
-    if (st == NULL)
-        return err->code;
-    bool admin = who.role == LEDGER_ROLE_ADMIN;
-    int src = sqlite3_bind_int64(st, 1, id);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_int(st, sqlite3_bind_parameter_index(st, ":admin"), admin ? 1 : 0);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":tok"), who.token_id);
-    if (src == SQLITE_OK)
-        src = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":silo"),
-                                 admin ? 0 : who.silo_id);
-    if (src == SQLITE_OK)
-        src = sqlite3_step(st);
-    if (src == SQLITE_DONE) {
-        store_stmt_done(st);
+    int rc = auth_resolve(rq, &who, err);
+    if (rc == DP_OK)
+        rc = http_req_param_id(rq, "id", &id, err);
+    if (rc != DP_OK)
+        return rc;
+    draw_viewer viewer = {who.role == LEDGER_ROLE_ADMIN, who.token_id, who.silo_id};
+    draw_row row;
+    bool found = false;
+    if ((rc = draws_get(rq->db, id, &viewer, &row, &found, rq->req_id, err)) != DP_OK)
+        return rc;
+    if (!found)
         return http_err_not_found(err, "id", "tuning draw", id);
-    }
-    if (src != SQLITE_ROW) {
-        store_stmt_done(st);
-        return store_err(rq->db, src, "read tuning draw", rq->req_id, err);
-    }
-    json_error_t je;
-    const char *dtext = (const char *)sqlite3_column_text(st, 2);
-    const char *ctext = (const char *)sqlite3_column_text(st, 5);
-    const char *ltext = (const char *)sqlite3_column_text(st, 6);
-    json_t *dist = dtext ? json_loads(dtext, 0, &je) : NULL;
-    json_t *cand = ctext ? json_loads(ctext, 0, &je) : NULL;
-    int64_t created = sqlite3_column_int64(st, 1), runs = sqlite3_column_int64(st, 3);
-    int64_t grid = sqlite3_column_type(st, 4) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 4);
-    double expected = sqlite3_column_double(st, 7), p0 = sqlite3_column_double(st, 8);
-    char label[TUNING_MAX_LABEL + 1];
-    if (ltext)
-        snprintf(label, sizeof label, "%s", ltext);
-    store_stmt_done(st);
-    json_t *body = NULL;
-    int rc = DP_OK;
-    if (dist == NULL || (ctext && cand == NULL)) {
-        dp_log(DP_LOG_ERROR, rq->req_id, "tuning draw %lld: stored JSON unreadable", (long long)id);
-        rc = dp_err_set(err, DP_EINTERNAL, NULL, "stored draw is unreadable");
-        goto out;
-    }
-    body = draw_json(id, created, dist, runs, grid, cand, ltext ? label : NULL, expected, p0);
-    if (body == NULL) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    rc = http_resp_json(rs, 200, body, err);
-out:
-    json_decref(dist);
-    json_decref(cand);
+    rc = draw_row_render(rq, &row, rs, err);
+    draw_row_clear(&row);
     return rc;
 }

@@ -596,3 +596,26 @@ int store_check_health(store *s, store_conn *c, int64_t max_age_ms, int64_t *age
     *age_ms = 0;
     return DP_OK;
 }
+
+static const char SQL_INSTANCE[] = "SELECT instance_id, created_at_ms FROM instance WHERE id = 1";
+
+int store_read_instance(store_conn *c, char instance_id[STORE_INSTANCE_ID_LEN + 1],
+                        int64_t *created_at_ms, const char *req_id, dp_err *err)
+{
+    sqlite3_stmt *st = store_conn_prepare(c, SQL_INSTANCE, err);
+    if (st == NULL)
+        return err->code;
+    int rc = sqlite3_step(st);
+    const char *id = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    if (rc == SQLITE_DONE ||
+        (rc == SQLITE_ROW && (id == NULL || strlen(id) != STORE_INSTANCE_ID_LEN)))
+        rc = SQLITE_CORRUPT; /* migration 0001 inserts exactly one row with a 16-character id */
+    if (rc != SQLITE_ROW) {
+        store_stmt_done(st);
+        return store_err(c, rc, "read instance", req_id, err);
+    }
+    memcpy(instance_id, id, STORE_INSTANCE_ID_LEN + 1);
+    *created_at_ms = sqlite3_column_int64(st, 1);
+    store_stmt_done(st);
+    return DP_OK;
+}

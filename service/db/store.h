@@ -106,4 +106,11 @@ int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_er
  * atomic). */
 int store_check_health(store *s, store_conn *c, int64_t max_age_ms, int64_t *age_ms, dp_err *err);
 
+/* The database's identity (table instance, made once by migration 0001): its 16-character random
+ * id and when it was created (Unix milliseconds), for GET /v1/version. A missing or malformed row
+ * is DP_EINTERNAL (logged with req_id as "read instance"), as is any SQLite failure. */
+#define STORE_INSTANCE_ID_LEN 16
+int store_read_instance(store_conn *c, char instance_id[STORE_INSTANCE_ID_LEN + 1],
+                        int64_t *created_at_ms, const char *req_id, dp_err *err);
+
 #endif

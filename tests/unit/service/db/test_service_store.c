@@ -347,6 +347,35 @@ static void migration_0006_records_the_silos_of_existing_runs(void **state)
     store_free(s);
 }
 
+/* store_read_instance returns the row migration 0001 made; a missing or malformed row is an
+ * internal error (500), never a garbled /v1/version. */
+static void instance_is_read_and_a_bad_row_is_an_internal_error(void **state)
+{
+    fixture *f = *state;
+    dp_err e;
+    dp_err_clear(&e);
+    store *s = store_open(f->path, 1, EMBED_MIGRATIONS, EMBED_MIGRATIONS_N, &e);
+    assert_non_null(s);
+    store_conn *c = store_conn_borrow(s, &e);
+    assert_non_null(c);
+    sqlite3 *db = store_conn_db(c);
+    assert_int_equal(sqlite3_exec(db,
+                                  "UPDATE instance SET instance_id = '0123456789abcdef', "
+                                  "created_at_ms = 1764201600123",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    char id[STORE_INSTANCE_ID_LEN + 1];
+    int64_t created = 0;
+    assert_int_equal(store_read_instance(c, id, &created, "t", &e), DP_OK);
+    assert_string_equal(id, "0123456789abcdef");
+    assert_int_equal(created, 1764201600123);
+    assert_int_equal(sqlite3_exec(db, "DELETE FROM instance", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(store_read_instance(c, id, &created, "t", &e), DP_EINTERNAL);
+    assert_string_equal(e.msg, "database error");
+    store_conn_return(s, c);
+    store_free(s);
+}
+
 static void pool_lends_each_connection_once_and_cleans_returns(void **state)
 {
     fixture *f = *state;
@@ -444,6 +473,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(read_only_file_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(new_database_files_are_private, setup, teardown),
         cmocka_unit_test_setup_teardown(migration_0006_records_the_silos_of_existing_runs, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(instance_is_read_and_a_bad_row_is_an_internal_error, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(pool_lends_each_connection_once_and_cleans_returns, setup,
                                         teardown),
