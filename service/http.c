@@ -81,6 +81,7 @@
 #include "service/http_accept.h"
 #include "service/http_err.h"
 #include "service/http_static.h"
+#include "service/json_util.h"
 #include "service/metrics.h"
 #include "service/router.h"
 
@@ -365,7 +366,7 @@ static enum MHD_Result send_reply(http_ctx *c, struct MHD_Connection *conn, int 
 static enum MHD_Result send_json(http_ctx *c, struct MHD_Connection *conn, int status, json_t *body,
                                  const reply_headers *extra)
 {
-    char *buf = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    char *buf = body ? json_util_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (buf == NULL)
         return MHD_NO; /* out of memory: drop the connection rather than lie */
@@ -909,7 +910,7 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
             return send_error(c, conn, &e, line, col);
         }
         json_error_t jerr;
-        body = json_loadb(c->body, c->len, JSON_REJECT_DUPLICATES, &jerr);
+        body = json_util_loadb(c->body, c->len, JSON_REJECT_DUPLICATES, &jerr);
         if (body == NULL) {
             dp_err_set(&e, DP_EINVAL, NULL, "malformed JSON at line %d, column %d: %s", jerr.line,
                        jerr.column, jerr.text);

@@ -96,6 +96,7 @@
 #include "common/dp_log.h"
 #include "common/dp_sha256.h"
 #include "service/event_json.h"
+#include "service/json_util.h"
 #include "service/tuning_json.h"
 
 #define LEDGER_SWEEP_MS    1000 /* idle wake-up period of the committer to mark expired claims */
@@ -733,7 +734,7 @@ static int item_prepare(const ledger *l, const ledger_charge_req *req, const cha
         return dp_err_set(err, DP_EINVAL, "event", "event is required");
     if (req->event_json == NULL) { /* a C caller (a job): the ledger writes the canonical JSON */
         json_t *j = event_to_json(req->event);
-        it->own_json = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        it->own_json = j != NULL ? json_util_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         json_decref(j);
         if (it->own_json == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -2927,7 +2928,7 @@ static bool compose_add(acct_event *root, size_t cap, acct_event *ev)
 static acct_event *stored_event(const char *text, int64_t count)
 {
     json_error_t jerr;
-    json_t *j = text != NULL ? json_loads(text, 0, &jerr) : NULL;
+    json_t *j = text != NULL ? json_util_loads(text, 0, &jerr) : NULL;
     acct_event *ev = NULL;
     dp_err e;
     dp_err_clear(&e);

@@ -376,7 +376,8 @@ static int plan_charges(est_job *j, bool priv, const json_t *ev, dp_err *err)
         if (evj == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         int rc = event_json_parse(evj, false, "event", &j->evs[i], err);
-        if (rc == DP_OK && (j->evjs[i] = json_dumps(evj, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
+        if (rc == DP_OK &&
+            (j->evjs[i] = json_util_dumps(evj, JSON_COMPACT | JSON_SORT_KEYS)) == NULL)
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         json_decref(evj);
         if (rc != DP_OK)
@@ -631,7 +632,7 @@ static char *answer_text(const char *result, int64_t id, bool replayed)
 /* Appends one estimate (row, stolen; NULL = out of memory) to j->rows, as compact JSON. */
 static int add_row(est_job *j, json_t *row, dp_err *err)
 {
-    char *t = row ? json_dumps(row, JSON_COMPACT) : NULL;
+    char *t = row ? json_util_dumps(row, JSON_COMPACT) : NULL;
     json_decref(row);
     if (t == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -885,10 +886,10 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
         rc = err->code;
         goto out;
     }
-    ps = json_dumps(params, JSON_COMPACT);
+    ps = json_util_dumps(params, JSON_COMPACT);
     json_decref(params);
     params = NULL;
-    rs = json_dumps(result, JSON_COMPACT);
+    rs = json_util_dumps(result, JSON_COMPACT);
     json_decref(result); /* the text is all that is kept: free the tree before storing */
     result = NULL;
     if (rs != NULL) {
@@ -898,7 +899,7 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
         free(j->rows.s); /* now inside rs */
         j->rows = (text_buf){0};
     }
-    ds = keep ? json_dumps(json_object_get(body, "clients"), JSON_COMPACT) : NULL;
+    ds = keep ? json_util_dumps(json_object_get(body, "clients"), JSON_COMPACT) : NULL;
     if (ps == NULL || rs == NULL || (keep && ds == NULL)) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
@@ -1041,7 +1042,7 @@ static int est_key(const http_req *rq, est_job *j, dp_err *err)
     else
         snprintf(j->key, sizeof j->key, "s%lld:%s", (long long)j->who.silo_id, k);
     snprintf(j->charge_key, sizeof j->charge_key, "run:%s", j->key);
-    char *text = rq->body ? json_dumps(rq->body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *text = rq->body ? json_util_dumps(rq->body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (rq->body != NULL && text == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     dp_sha256_ctx c;
@@ -1080,7 +1081,7 @@ static int est_render(void *arg, const http_req *rq, http_resp *rs, bool deferre
         return DP_OK;
     }
     json_error_t je;
-    json_t *body = json_loads(j->answer, 0, &je);
+    json_t *body = json_util_loads(j->answer, 0, &je);
     if (body == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     return http_resp_created(rs, body, err, "/v1/runs/%lld", (long long)j->run_id);
@@ -2283,11 +2284,11 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
         return rc;
     }
     json_error_t je;
-    json_t *params = json_loads((const char *)sqlite3_column_text(st, 5), 0, &je);
+    json_t *params = json_util_loads((const char *)sqlite3_column_text(st, 5), 0, &je);
     json_t *data = sqlite3_column_type(st, 6) == SQLITE_NULL
                        ? NULL
-                       : json_loads((const char *)sqlite3_column_text(st, 6), 0, &je);
-    json_t *result = json_loads((const char *)sqlite3_column_text(st, 7), 0, &je);
+                       : json_util_loads((const char *)sqlite3_column_text(st, 6), 0, &je);
+    json_t *result = json_util_loads((const char *)sqlite3_column_text(st, 7), 0, &je);
     if (params == NULL || result == NULL || (sqlite3_column_type(st, 6) != SQLITE_NULL && !data)) {
         json_decref(params);
         json_decref(data);

@@ -267,7 +267,9 @@ int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
                                     ? "eps + mu tanh(eps/2): Papernot & Steinke 2022 Thm. 6 as "
                                       "orders -> inf"
                                     : "k eps: composition"));
-    if (o == NULL) {
+    /* All or none: the chain below stops at the first failed set, so a value created here and
+     * not yet set would leak (the chaos test found pure leaking when acc was NULL). */
+    if (o == NULL || acc == NULL || (is_pure && pure == NULL)) {
         json_decref(acc);
         json_decref(pure);
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -408,7 +410,9 @@ static int plan_render(void *arg, const http_req *rq, http_resp *rs, bool deferr
      * is the Balle et al. 2020 bound at the continuous optimal order), not the request's "optimal".
      */
     json_t *acc = accounting_json(&d, ACCT_CONV_BALLE2020, j->tuned_order, j->nb);
-    if (o == NULL) {
+    /* All or none: the chain below stops at the first failed set, so acc would leak when runs
+     * is NULL (found by tests/unit/test_service_chaos.c under LeakSanitizer). */
+    if (o == NULL || runs == NULL || acc == NULL) {
         json_decref(runs);
         json_decref(acc);
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -569,14 +573,14 @@ int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err)
                 goto out;
             }
         }
-        cand_text = json_dumps(cand, JSON_COMPACT);
+        cand_text = json_util_dumps(cand, JSON_COMPACT);
         if (cand_text == NULL) {
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
             goto out;
         }
     }
     dist_json = tuning_json_dist(&d);
-    dist_text = dist_json ? json_dumps(dist_json, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    dist_text = dist_json ? json_util_dumps(dist_json, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (dist_text == NULL) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
@@ -639,8 +643,7 @@ out:
     json_decref(body);
     json_decref(dist_json);
     json_decref(cand);
-    free(
-        dist_text); /* json_dumps uses jansson's allocator: malloc unless routed through dp_alloc */
+    free(dist_text); /* json_util_dumps: dp_malloc, which free() releases */
     free(cand_text);
     return rc;
 }
@@ -683,8 +686,8 @@ int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
     const char *dtext = (const char *)sqlite3_column_text(st, 2);
     const char *ctext = (const char *)sqlite3_column_text(st, 5);
     const char *ltext = (const char *)sqlite3_column_text(st, 6);
-    json_t *dist = dtext ? json_loads(dtext, 0, &je) : NULL;
-    json_t *cand = ctext ? json_loads(ctext, 0, &je) : NULL;
+    json_t *dist = dtext ? json_util_loads(dtext, 0, &je) : NULL;
+    json_t *cand = ctext ? json_util_loads(ctext, 0, &je) : NULL;
     int64_t created = sqlite3_column_int64(st, 1), runs = sqlite3_column_int64(st, 3);
     int64_t grid = sqlite3_column_type(st, 4) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 4);
     double expected = sqlite3_column_double(st, 7), p0 = sqlite3_column_double(st, 8);
