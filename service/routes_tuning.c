@@ -275,10 +275,11 @@ int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    /* json_util_set steals its value even on failure, so acc and pure are owned by o from here. */
-    if (json_util_set(o, "accounting", acc, err) != DP_OK ||
-        json_util_set(o, "pure", is_pure ? pure : json_null(), err) != DP_OK ||
-        set_eps(o, "epsilon", head_search, err) != DP_OK ||
+    /* json_util_set steals its value even on failure: both sets run (a short-circuit would leave
+     * pure unowned when the first one fails), so acc and pure are owned by o from here. */
+    int set_acc = json_util_set(o, "accounting", acc, err);
+    int set_pure = json_util_set(o, "pure", is_pure ? pure : json_null(), err);
+    if (set_acc != DP_OK || set_pure != DP_OK || set_eps(o, "epsilon", head_search, err) != DP_OK ||
         set_eps(o, "epsilon_one_run", head_one, err) != DP_OK ||
         (grid > 0 ? set_eps(o, "epsilon_naive", head_naive, err)
                   : (json_util_set(o, "epsilon_naive", json_null(), err) ||
@@ -418,9 +419,11 @@ static int plan_render(void *arg, const http_req *rq, http_resp *rs, bool deferr
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    /* json_util_set steals its value even on failure: runs and acc belong to o from here. */
-    if (json_util_set(o, "runs", runs, err) != DP_OK ||
-        json_util_set(o, "accounting", acc, err) != DP_OK ||
+    /* json_util_set steals its value even on failure: both sets run (a short-circuit left acc
+     * unowned when the first failed, found by test_service_chaos), so runs and acc belong to o. */
+    int set_runs = json_util_set(o, "runs", runs, err);
+    int set_acc = json_util_set(o, "accounting", acc, err);
+    if (set_runs != DP_OK || set_acc != DP_OK ||
         json_util_set(o, "noise_multiplier", json_util_real(tuned.value), err) != DP_OK ||
         json_util_set(o, "noise_multiplier_untuned", json_util_real(untuned.value), err) != DP_OK ||
         json_util_set(o, "price_of_tuning", json_util_real(tuned.value / untuned.value), err) !=
