@@ -10,9 +10,12 @@
 
 static atomic_long fail_countdown; /* 0 = off; else the allocation that reaches 0 fails */
 static atomic_long failures;       /* how many allocations were failed on purpose */
+static _Thread_local int exempt;   /* > 0: this thread is inside dp_alloc_exempt_begin/_end */
 
 static int should_fail(void)
 {
+    if (exempt > 0)
+        return 0;
     long c = atomic_load(&fail_countdown);
     while (c > 0) {
         if (atomic_compare_exchange_weak(&fail_countdown, &c, c - 1)) {
@@ -73,4 +76,15 @@ void dp_alloc_fail_after(long n)
 long dp_alloc_failures(void)
 {
     return atomic_load(&failures);
+}
+
+void dp_alloc_exempt_begin(void)
+{
+    exempt++;
+}
+
+void dp_alloc_exempt_end(void)
+{
+    if (exempt > 0)
+        exempt--;
 }

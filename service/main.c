@@ -2,8 +2,10 @@
  * main.c: dpsilod start-up and shutdown.
  *
  * Order (every thread is started here, after the settings it depends on):
- *   1. library settings that must precede every thread: gsl_set_error_handler_off() (GSL's
- *      default handler aborts the process), json_object_seed(0);
+ *   1. library settings that must precede every thread: gsl_set_error_handler_off() (GSL's default
+ *      handler aborts the process), json_object_seed(0), json_set_alloc_funcs(dp_malloc, dp_free)
+ *      (one allocator: text from jansson and from dp_alloc is released the same way, and the
+ *      failure-injection tests reach jansson as they would here);
  *   2. configuration from flags and environment (base/cfg.h); --help prints the usage and exits
  *      0, a bad value exits 2 naming the flag or variable;
  *   3. block SIGTERM/SIGINT in this thread, so every thread created later inherits the mask and the
@@ -35,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/dp_alloc.h"
 #include "common/dp_log.h"
 #include "service/api/auth.h"
 #include "service/app.h"
@@ -140,6 +143,7 @@ int main(int argc, char **argv)
 {
     gsl_set_error_handler_off();
     json_object_seed(0);
+    json_set_alloc_funcs(dp_malloc, dp_free);
 
     static cfg config; /* immutable after parsing; the only configuration object */
     dp_err err;

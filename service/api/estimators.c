@@ -692,7 +692,7 @@ static char *answer_text(const char *result, int64_t id, bool replayed)
 /* Appends one estimate (row, stolen; NULL = out of memory) to j->rows, as compact JSON. */
 static int add_row(est_job *j, json_t *row, dp_err *err)
 {
-    char *t = row ? json_dumps(row, JSON_COMPACT) : NULL;
+    char *t = row ? json_util_dumps(row, JSON_COMPACT) : NULL;
     json_decref(row);
     if (t == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -946,10 +946,10 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
         rc = err->code;
         goto out;
     }
-    ps = json_dumps(params, JSON_COMPACT);
+    ps = json_util_dumps(params, JSON_COMPACT);
     json_decref(params);
     params = NULL;
-    rs = json_dumps(result, JSON_COMPACT);
+    rs = json_util_dumps(result, JSON_COMPACT);
     json_decref(result); /* the text is all that is kept: free the tree before storing */
     result = NULL;
     if (rs != NULL) {
@@ -961,7 +961,7 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
     }
     if (keep)
         ds = j->rq.clients ? clients_json_dumps(j->rq.clients, JSON_COMPACT)
-                           : json_dumps(json_object_get(body, "clients"), JSON_COMPACT);
+                           : json_util_dumps(json_object_get(body, "clients"), JSON_COMPACT);
     if (ps == NULL || rs == NULL || (keep && ds == NULL)) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
@@ -1155,7 +1155,7 @@ static int est_render(void *arg, const http_req *rq, http_resp *rs, bool deferre
         return DP_OK;
     }
     json_error_t je;
-    json_t *body = json_loads(j->answer, 0, &je);
+    json_t *body = json_util_loads(j->answer, 0, &je);
     if (body == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     return http_resp_created(rs, body, err, "/v1/runs/%lld", (long long)j->run_id);
@@ -2362,11 +2362,11 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
         return rc;
     }
     json_error_t je;
-    json_t *params = json_loads((const char *)sqlite3_column_text(st, 5), 0, &je);
+    json_t *params = json_util_loads((const char *)sqlite3_column_text(st, 5), 0, &je);
     json_t *data = sqlite3_column_type(st, 6) == SQLITE_NULL
                        ? NULL
-                       : json_loads((const char *)sqlite3_column_text(st, 6), 0, &je);
-    json_t *result = json_loads((const char *)sqlite3_column_text(st, 7), 0, &je);
+                       : json_util_loads((const char *)sqlite3_column_text(st, 6), 0, &je);
+    json_t *result = json_util_loads((const char *)sqlite3_column_text(st, 7), 0, &je);
     if (params == NULL || result == NULL || (sqlite3_column_type(st, 6) != SQLITE_NULL && !data)) {
         json_decref(params);
         json_decref(data);

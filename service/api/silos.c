@@ -383,7 +383,7 @@ typedef struct charge_input {
 static void charge_input_clear(charge_input *c)
 {
     acct_event_free(c->event);
-    free(c->event_json); /* json_dumps allocates with jansson's allocator (malloc by default) */
+    free(c->event_json); /* json_util_dumps: dp_malloc, which free() releases */
     memset(c, 0, sizeof *c);
 }
 
@@ -397,7 +397,7 @@ static int charge_input_parse(const json_t *obj, int64_t silo_id, const ledger_p
         return dp_err_set(err, DP_EINVAL, "event", "event is required");
     if (event_json_parse(ev, false, "event", &c->event, err) != DP_OK)
         return err->code;
-    c->event_json = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
+    c->event_json = json_util_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
     if (c->event_json == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     if (event_json_neighboring(obj, &c->req.neighboring, err) != DP_OK)
@@ -1010,7 +1010,7 @@ int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err)
         const ledger_charge_row *r = &rows[i];
         json_t *c = json_object();
         json_error_t jerr;
-        json_t *ev = r->event ? json_loads(r->event, 0, &jerr) : NULL;
+        json_t *ev = r->event ? json_util_loads(r->event, 0, &jerr) : NULL;
         rc = c && ev ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         if (rc == DP_OK)
             rc = json_util_set(c, "id", json_integer(r->id), err);

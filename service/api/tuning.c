@@ -317,14 +317,19 @@ static int cost_render(const cost_req *q, const cost_result *r, http_resp *rs, d
     json_t *o = json_object();
     json_t *acc = accounting_json(d, r->ans.conversion, r->ans.optimal_order, q->nb);
     json_t *pure = cost_pure_json(q, r);
-    if (o == NULL) {
+    /* All or none: the chain below stops at the first failed set, so a value created here and
+     * not yet set would leak (the chaos test found pure leaking when acc was NULL). */
+    if (o == NULL || acc == NULL || pure == NULL) {
+        json_decref(o);
         json_decref(acc);
         json_decref(pure);
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    /* json_util_set steals its value even on failure, so acc and pure are owned by o from here. */
-    if (json_util_set(o, "accounting", acc, err) != DP_OK ||
-        json_util_set(o, "pure", pure, err) != DP_OK ||
+    /* json_util_set steals its value even on failure: both sets run (a short-circuit would leave
+     * pure unowned when the first one fails), so acc and pure are owned by o from here. */
+    int set_acc = json_util_set(o, "accounting", acc, err);
+    int set_pure = json_util_set(o, "pure", pure, err);
+    if (set_acc != DP_OK || set_pure != DP_OK ||
         set_eps(o, "epsilon", r->head_search, err) != DP_OK ||
         set_eps(o, "epsilon_one_run", r->head_one, err) != DP_OK ||
         set_naive(o, q, r, err) != DP_OK ||
@@ -537,14 +542,19 @@ static int plan_render(void *arg, const http_req *rq, http_resp *rs, bool deferr
      * is the Balle et al. 2020 bound at the continuous optimal order), not the request's "optimal".
      */
     json_t *acc = accounting_json(&p->d, ACCT_CONV_BALLE2020, j->tuned_order, p->nb);
-    if (o == NULL) {
+    /* All or none: the chain below stops at the first failed set, so acc would leak when runs
+     * is NULL (found by test_service_chaos under LeakSanitizer). */
+    if (o == NULL || runs == NULL || acc == NULL) {
+        json_decref(o);
         json_decref(runs);
         json_decref(acc);
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    /* json_util_set steals its value even on failure: runs and acc belong to o from here. */
-    if (json_util_set(o, "runs", runs, err) != DP_OK ||
-        json_util_set(o, "accounting", acc, err) != DP_OK ||
+    /* json_util_set steals its value even on failure: both sets run (a short-circuit left acc
+     * unowned when the first failed), so runs and acc belong to o from here. */
+    int set_runs = json_util_set(o, "runs", runs, err);
+    int set_acc = json_util_set(o, "accounting", acc, err);
+    if (set_runs != DP_OK || set_acc != DP_OK ||
         json_util_set(o, "noise_multiplier", json_util_real(j->tuned.value), err) != DP_OK ||
         json_util_set(o, "noise_multiplier_untuned", json_util_real(j->untuned.value), err) !=
             DP_OK ||
@@ -601,7 +611,7 @@ static void draw_made_clear(draw_made *m)
 {
     json_decref(m->cand);
     json_decref(m->dist);
-    free(m->cand_text); /* json_dumps uses jansson's allocator: malloc unless routed otherwise */
+    free(m->cand_text); /* json_util_dumps: dp_malloc, which free() releases */
     free(m->dist_text);
     *m = (draw_made){0};
 }
@@ -649,7 +659,7 @@ static int draw_candidates(uint64_t grid, draw_made *m, dp_err *err)
         if (json_array_append_new(m->cand, json_integer((json_int_t)idx)) != 0)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    m->cand_text = json_dumps(m->cand, JSON_COMPACT);
+    m->cand_text = json_util_dumps(m->cand, JSON_COMPACT);
     if (m->cand_text == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     return DP_OK;
@@ -668,7 +678,7 @@ static int draw_run(const draw_req *q, const char *req_id, draw_made *m, dp_err 
         (rc = draw_candidates((uint64_t)q->grid, m, err)) != DP_OK)
         return rc;
     m->dist = tuning_json_dist(&q->d);
-    m->dist_text = m->dist ? json_dumps(m->dist, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    m->dist_text = m->dist ? json_util_dumps(m->dist, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (m->dist_text == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     return DP_OK;
@@ -723,8 +733,8 @@ int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err)
 static int draw_row_render(const http_req *rq, const draw_row *row, http_resp *rs, dp_err *err)
 {
     json_error_t je;
-    json_t *dist = row->distribution ? json_loads(row->distribution, 0, &je) : NULL;
-    json_t *cand = row->candidates ? json_loads(row->candidates, 0, &je) : NULL;
+    json_t *dist = row->distribution ? json_util_loads(row->distribution, 0, &je) : NULL;
+    json_t *cand = row->candidates ? json_util_loads(row->candidates, 0, &je) : NULL;
     json_t *body = NULL;
     int rc;
     if (dist == NULL || (row->candidates && cand == NULL)) {

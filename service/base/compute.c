@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_assert.h"
 #include "common/dp_log.h"
 #include "service/base/time.h"
 
@@ -70,6 +71,9 @@ static void push(compute_pool *p, compute_node *n)
         p->head[n->cls] = n;
     p->tail[n->cls] = n;
     p->queued[n->cls]++;
+    /* compute_submit pushes only below both caps (the bound on the backlog) */
+    DP_ASSERT(p->queued[COMPUTE_OPEN] + p->queued[COMPUTE_TOKEN] <= p->max_queued);
+    DP_ASSERT(p->queued[COMPUTE_OPEN] <= p->open_max_queued);
 }
 
 static compute_node *pop(compute_pool *p, compute_class cls)
@@ -77,6 +81,7 @@ static compute_node *pop(compute_pool *p, compute_class cls)
     compute_node *n = p->head[cls];
     if (n == NULL)
         return NULL;
+    DP_ASSERT(p->queued[cls] > 0); /* the count matches the list */
     p->head[cls] = n->next;
     if (p->head[cls] == NULL)
         p->tail[cls] = NULL;
@@ -118,6 +123,10 @@ static void *worker_main(void *arg)
         if (n == NULL) /* stop: compute_pool_stop dropped what was waiting */
             break;
         p->running[n->cls]++;
+        /* at most open_max_running OPEN tasks at once (take), and one task per thread */
+        DP_ASSERT(p->running[COMPUTE_OPEN] <= p->open_max_running);
+        DP_ASSERT(p->running[COMPUTE_OPEN] + p->running[COMPUTE_TOKEN] <= COMPUTE_MAX_THREADS);
+        DP_ASSERT(w->current == NULL);
         w->current = n;
         pthread_mutex_unlock(&p->mu);
         n->run(n->arg, &n->cancel);

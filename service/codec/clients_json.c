@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/codec/json_util.h"
+
 /* One element: its text is body[off, off + len). */
 typedef struct cj_span {
     uint32_t off;
@@ -220,8 +222,8 @@ static int check_elements(clients_json *cj)
 {
     for (size_t i = 0; i < cj->n; i++) {
         json_error_t je;
-        json_t *e = json_loadb(cj->body + cj->spans[i].off, cj->spans[i].len,
-                               JSON_DECODE_ANY | CJ_LOAD_FLAGS, &je);
+        json_t *e = json_util_loadb(cj->body + cj->spans[i].off, cj->spans[i].len,
+                                    JSON_DECODE_ANY | CJ_LOAD_FLAGS, &je);
         if (e == NULL)
             return -1;
         if (json_is_object(e)) {
@@ -245,7 +247,7 @@ static json_t *load_rest(const clients_json *cj, const char *open, const char *c
     memcpy(t + head, "[]", 2);
     memcpy(t + head + 2, close + 1, tail);
     json_error_t je;
-    json_t *rest = json_loadb(t, head + 2 + tail, CJ_LOAD_FLAGS, &je);
+    json_t *rest = json_util_loadb(t, head + 2 + tail, CJ_LOAD_FLAGS, &je);
     free(t);
     if (rest != NULL && !json_is_object(rest)) {
         json_decref(rest);
@@ -275,7 +277,7 @@ json_t *clients_json_load(char *body, size_t len, clients_json **out, json_error
         cj->body = NULL; /* not stolen after all */
         cj_free(cj);
     }
-    return json_loadb(body, len, CJ_LOAD_FLAGS, jerr);
+    return json_util_loadb(body, len, CJ_LOAD_FLAGS, jerr);
 }
 
 clients_json *clients_json_incref(clients_json *cj)
@@ -308,8 +310,8 @@ size_t clients_json_count_with(const clients_json *cj, const char *key)
 json_t *clients_json_get(const clients_json *cj, size_t i)
 {
     json_error_t je;
-    return json_loadb(cj->body + cj->spans[i].off, cj->spans[i].len,
-                      JSON_DECODE_ANY | CJ_LOAD_FLAGS, &je);
+    return json_util_loadb(cj->body + cj->spans[i].off, cj->spans[i].len,
+                           JSON_DECODE_ANY | CJ_LOAD_FLAGS, &je);
 }
 
 /* Writes the elements as the array json_dump_callback would. */
@@ -387,6 +389,8 @@ typedef struct grow_buf {
 static int grow_cb(const char *buf, size_t size, void *data)
 {
     grow_buf *g = data;
+    if (g->failed) /* sticky: jansson ignores a failed key write and goes on (json_util.h) */
+        return -1;
     if (size >= g->cap - g->len) {
         size_t nc = g->cap ? g->cap : 4096;
         while (size >= nc - g->len)
@@ -408,7 +412,7 @@ static int grow_cb(const char *buf, size_t size, void *data)
 char *clients_json_dumps(const clients_json *cj, size_t flags)
 {
     grow_buf g = {0};
-    if ((flags & JSON_MAX_INDENT) != 0 || dump_array(cj, flags, grow_cb, &g) != 0) {
+    if ((flags & JSON_MAX_INDENT) != 0 || dump_array(cj, flags, grow_cb, &g) != 0 || g.failed) {
         free(g.p);
         return NULL;
     }

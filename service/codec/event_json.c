@@ -336,7 +336,7 @@ json_t *event_json_encode(const acct_event *ev)
 char *event_json_dumps(const acct_event *ev)
 {
     json_t *j = event_json_encode(ev);
-    char *s = j != NULL ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *s = j != NULL ? json_util_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(j);
     return s;
 }

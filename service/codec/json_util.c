@@ -9,6 +9,8 @@
 
 #include "service/base/time.h"
 
+#include "common/dp_alloc.h"
+
 const char *json_util_type_name(const json_t *v)
 {
     if (v == NULL)
@@ -196,6 +198,40 @@ int json_util_opt_bool(const json_t *obj, const char *key, bool def, bool *out, 
         return DP_OK;
     }
     return bool_of(v, key, out, err);
+}
+
+json_t *json_util_loadb(const char *buf, size_t len, size_t flags, json_error_t *err)
+{
+    dp_alloc_exempt_begin();
+    json_t *j = json_loadb(buf, len, flags, err);
+    dp_alloc_exempt_end();
+    return j;
+}
+
+char *json_util_dumps(const json_t *json, size_t flags)
+{
+    if (json == NULL)
+        return NULL;
+    size_t n = json_dumpb(json, NULL, 0, flags);
+    if (n == 0)
+        return NULL;
+    char *buf = dp_malloc(n + 1);
+    if (buf == NULL)
+        return NULL;
+    if (json_dumpb(json, buf, n, flags) != n) {
+        dp_free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+json_t *json_util_loads(const char *text, size_t flags, json_error_t *err)
+{
+    dp_alloc_exempt_begin();
+    json_t *j = json_loads(text, flags, err);
+    dp_alloc_exempt_end();
+    return j;
 }
 
 json_t *json_util_real(double x)

@@ -59,6 +59,30 @@ int json_util_opt_bool(const json_t *obj, const char *key, bool def, bool *out, 
  * failure. */
 json_t *json_util_real(double x);
 
+/* json_loadb / json_loads for every parse in service/. jansson (2.14, and its master as of this
+ * writing) is not safe when an allocation fails inside the parser: load.c lex_save ignores the
+ * failure of strbuffer_append_byte, so a token longer than the 16-byte saved-text buffer loses its
+ * closing quote, and lex_scan_string then reads and writes past both buffers looking for it
+ * (reproduced: json_loads of {"fits":null,"estimates":[{"id":0,"posterior_mean":0.3}]} with the
+ * 14th allocation failing corrupts the heap). Nothing outside jansson can make that path safe, so
+ * these wrappers exempt the parse from dp_alloc's failure injection (dp_alloc_exempt_begin): the
+ * chaos test (tests/unit/test_service_chaos.c) then exercises every other allocation. A real
+ * out-of-memory inside the parser remains jansson's bug. Same contract as jansson's functions:
+ * new reference or NULL with err filled (err may be NULL). */
+json_t *json_util_loadb(const char *buf, size_t len, size_t flags, json_error_t *err);
+
+/* json_dumps for every serialisation in service/. jansson's json_dumps (2.14, and master as of this
+ * writing) can return CORRUPTED text when an allocation fails: dump.c do_dump ignores the return of
+ * dump_string for object keys, so a key whose bytes could not be appended to the output buffer is
+ * silently dropped ({"noise_multiplier":8,"type":"gaussian"} came out as {":8,"type":"gaussian"},
+ * and was committed to the append-only charges log by the chaos test). This measures the text with
+ * json_dumpb(json, NULL, 0, flags), allocates it, and writes it with json_dumpb into that buffer,
+ * whose callback cannot fail, so the text is complete or the call returns NULL. Returns owned
+ * text, NUL-terminated, allocated by dp_malloc (release with free() or dp_free(), which are the
+ * same), or NULL on allocation failure or when jansson refuses json. */
+char *json_util_dumps(const json_t *json, size_t flags);
+json_t *json_util_loads(const char *text, size_t flags, json_error_t *err);
+
 /* A new JSON string with the RFC 3339 UTC time of unix_ms (milliseconds since 1970), e.g.
  * "2026-11-22T13:10:20.838Z" (time_format_rfc3339 of base/time.h: the API speaks RFC 3339 UTC,
  * the database stores Unix ms). NULL on allocation failure or a time outside years 0..9999. */

@@ -46,6 +46,7 @@
 
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
+#include "service/codec/json_util.h"
 #include "service/http/err.h"
 
 #define ACCEPT_BACKLOG     1024
@@ -396,7 +397,7 @@ static void answer_close(http_acceptor *a, int fd, int status, const char *msg, 
     char rid[80];
     a->cfg.next_req_id(a->cfg.arg, rid, sizeof rid);
     json_t *b = http_err_body_raw(code_name(status), msg, NULL, rid);
-    char *js = b ? json_dumps(b, JSON_COMPACT) : NULL;
+    char *js = b ? json_util_dumps(b, JSON_COMPACT) : NULL;
     json_decref(b);
     if (js != NULL) {
         char head[512];

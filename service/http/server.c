@@ -78,11 +78,13 @@
 #include <unistd.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_assert.h"
 #include "common/dp_log.h"
 #include "service/base/cfg.h"
 #include "service/base/embedded.h"
 #include "service/base/time.h"
 #include "service/codec/clients_json.h"
+#include "service/codec/json_util.h"
 #include "service/http/accept.h"
 #include "service/http/bearer.h"
 #include "service/http/err.h"
@@ -372,7 +374,7 @@ static enum MHD_Result send_reply(http_ctx *c, struct MHD_Connection *conn, int 
 static enum MHD_Result send_json(http_ctx *c, struct MHD_Connection *conn, int status, json_t *body,
                                  const reply_headers *extra)
 {
-    char *buf = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    char *buf = body ? json_util_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
     if (buf == NULL)
         return MHD_NO; /* out of memory: drop the connection rather than lie */
@@ -716,6 +718,8 @@ static void on_wake(void *arg)
     http_server *srv = c->srv;
     struct MHD_Connection *conn = c->conn;
     int prev = atomic_exchange(&c->defer_state, DEFER_WOKEN);
+    /* exactly one wake-up per deferral, and only after one was offered */
+    DP_ASSERT(prev == DEFER_STARTED || prev == DEFER_SUSPENDED);
     if (prev == DEFER_SUSPENDED)
         MHD_resume_connection(conn);
     atomic_fetch_sub(&srv->deferring, 1);
@@ -831,11 +835,14 @@ static enum MHD_Result run_handler(http_ctx *c, struct MHD_Connection *conn, htt
             c->conn = conn;
             c->defer.wake = on_wake;
             c->defer.arg = c;
+            DP_ASSERT(atomic_load(&c->defer_state) == DEFER_NONE); /* NONE -> STARTED only */
             atomic_store(&c->defer_state, DEFER_STARTED);
             rq.defer = &c->defer;
         }
         rc = c->m.route->handler(&rq, &rs, &e);
         if (rs.pending == NULL) {
+            /* no pending answer: the handler must not have used the wake-up it was offered */
+            DP_ASSERT(!offered || atomic_load(&c->defer_state) == DEFER_STARTED);
             if (offered)
                 atomic_fetch_sub(&srv->deferring, 1); /* no wake-up is owed */
             atomic_store(&c->defer_state, DEFER_NONE);
@@ -856,8 +863,10 @@ static enum MHD_Result run_handler(http_ctx *c, struct MHD_Connection *conn, htt
             return run_handler(c, conn, c->pending);
         MHD_suspend_connection(conn);
         int expect = DEFER_STARTED;
-        if (!atomic_compare_exchange_strong(&c->defer_state, &expect, DEFER_SUSPENDED))
-            MHD_resume_connection(conn); /* woken in between: on_wake did not resume it */
+        if (!atomic_compare_exchange_strong(&c->defer_state, &expect, DEFER_SUSPENDED)) {
+            DP_ASSERT(expect == DEFER_WOKEN); /* STARTED -> SUSPENDED or -> WOKEN, nothing else */
+            MHD_resume_connection(conn);      /* woken in between: on_wake did not resume it */
+        }
         return MHD_YES; /* MHD calls on_access again (upload_data_size 0) once resumed */
     }
     return send_result(c, conn, rc, &rs, &e);

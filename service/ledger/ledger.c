@@ -93,10 +93,12 @@
 #include "accounting/pld.h"
 #include "accounting/zcdp.h"
 #include "common/dp_alloc.h"
+#include "common/dp_assert.h"
 #include "common/dp_log.h"
 #include "common/dp_sha256.h"
 #include "service/base/time.h"
 #include "service/codec/event_json.h"
+#include "service/codec/json_util.h"
 
 #define LEDGER_SWEEP_MS    1000 /* idle wake-up period of the committer to mark expired claims */
 #define LEDGER_BUSY_MS     5000 /* sqlite3_busy_timeout of the write connection, as store.h */
@@ -471,6 +473,20 @@ void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops)
     *ops = atomic_load(&((ledger *)l)->n_ops);
 }
 
+/* For DP_ASSERT: l->mu is held. pthreads cannot say by whom, so this catches a caller that forgot
+ * the lock whenever no other thread happens to hold it (trylock succeeds: released at once). */
+static bool mu_held(ledger *l)
+{
+    if (pthread_mutex_trylock(&l->mu) != 0)
+        return true;
+    pthread_mutex_unlock(&l->mu);
+    return false;
+}
+
+/* For DP_ASSERT: true on a committer thread (committer_main sets it), where the "committer thread
+ * only" functions and fields may be used. */
+static _Thread_local bool on_committer;
+
 const double *ledger_orders(const ledger *l, size_t *n_orders)
 {
     *n_orders = l->n_orders;
@@ -678,6 +694,7 @@ static int item_prepare(const ledger *l, const ledger_charge_req *req, const cha
     if (req->job_id < 0)
         return dp_err_set(err, DP_EINVAL, "job_id", "job_id must be a positive integer");
     it->req = req;
+    DP_ASSERT(l->n_orders >= 1 && l->n_orders <= LEDGER_MAX_ORDERS); /* checked at open */
     if (acct_rdp_eval(req->event, req->neighboring, l->orders, l->n_orders, it->cost_rdp, err) !=
         DP_OK) {
         dp_err_prefix_field(err, "event");
@@ -929,6 +946,7 @@ static void log_tree_build(sqlite3 *db, int64_t silo, int64_t n_charges, log_tre
  * it is one charge behind, else rebuilt. Committer thread only. */
 static log_tree *log_tree_get(ledger *l, const silo_row *s)
 {
+    DP_ASSERT(on_committer);
     log_tree *t = &l->trees[(size_t)s->id % LEDGER_TREE_CACHE];
     if (t->silo == s->id && t->n_charges == s->n_charges)
         return t;
@@ -983,6 +1001,7 @@ static void refine_set_load(ledger *l, const silo_row *s, int64_t now, int64_t e
                             int64_t n_active, const acct_event *event, acct_neighboring nb,
                             refine_set *r)
 {
+    DP_ASSERT(on_committer);
     memset(r, 0, sizeof *r);
     r->event = event;
     r->event_nb = nb;
@@ -2154,6 +2173,8 @@ static int apply_op(ledger *l, ledger_op *op, int64_t now)
 /* Runs ops[0..n-1] in one transaction; sets each op's rc. */
 static void run_group(ledger *l, ledger_op **ops, size_t n)
 {
+    DP_ASSERT(on_committer);
+    DP_ASSERT(n >= 1 && n <= LEDGER_MAX_GROUP);
     int64_t now = time_now_ms();
     uint64_t gen0 = l->tree_gen + 1; /* the first op's generation */
     dp_err gerr;
@@ -2300,6 +2321,8 @@ static void fifo_append(ledger_op **head, ledger_op **tail, ledger_op *op)
  * stopping: the op was accepted before the stop and is still owed an answer. */
 static void queue_push_locked(ledger *l, ledger_op *op)
 {
+    DP_ASSERT(mu_held(l));
+    DP_ASSERT(!op->done); /* an answered op is never queued again (its waiter may have freed it) */
     fifo_append(&l->head, &l->tail, op);
     l->n_queued++;
     pthread_cond_signal(&l->cv_work);
@@ -2311,6 +2334,7 @@ static void queue_push_locked(ledger *l, ledger_op *op)
  * l->mu held. */
 static void pld_handoff(ledger *l, ledger_op *op)
 {
+    DP_ASSERT(mu_held(l));
     if (l->stop) {
         for (size_t k = 0; k < op->n_items; k++)
             if (op->items[k].need_pld)
@@ -2369,6 +2393,7 @@ static void *pld_main(void *arg)
 static void *committer_main(void *arg)
 {
     ledger *l = arg;
+    on_committer = true;
     ledger_op **batch = dp_calloc(LEDGER_MAX_GROUP, sizeof *batch);
     wake_slot *wakes = dp_calloc(LEDGER_MAX_GROUP, sizeof *wakes);
     ledger_op *single_op[1];
@@ -2413,6 +2438,7 @@ static void *committer_main(void *arg)
             l->n_queued--;
             ops[n++] = op;
         }
+        DP_ASSERT(n <= LEDGER_MAX_GROUP); /* a group is at most LEDGER_MAX_GROUP ops */
         pthread_mutex_unlock(&l->mu);
         if (n == 0) { /* idle wake-up: mark overdue claims expired */
             int64_t now = time_now_ms();
@@ -2438,6 +2464,7 @@ static void *committer_main(void *arg)
                 wk[n_wake].arg = op->wake_arg;
                 n_wake++;
             }
+            DP_ASSERT(!op->done); /* answered exactly once */
             op->done = true;
             pthread_cond_signal(&op->cv); /* op may vanish once the lock is released */
         }
@@ -2847,7 +2874,7 @@ static bool compose_add(acct_event *root, size_t cap, acct_event *ev)
 static acct_event *stored_event(const char *text, int64_t count)
 {
     json_error_t jerr;
-    json_t *j = text != NULL ? json_loads(text, 0, &jerr) : NULL;
+    json_t *j = text != NULL ? json_util_loads(text, 0, &jerr) : NULL;
     acct_event *ev = NULL;
     dp_err e;
     dp_err_clear(&e);

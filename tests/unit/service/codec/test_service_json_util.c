@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/dp_alloc.h"
 #include "service/codec/json_util.h"
 
 static json_t *parse(const char *s)
@@ -205,9 +206,45 @@ static void times_are_rfc3339_utc(void **state)
     assert_null(json_util_time(INT64_MAX)); /* beyond year 9999 */
 }
 
+/* json_util_dumps under allocation failure: the text is complete or NULL, never corrupted.
+ * jansson's json_dumps dropped the key of {"noise_multiplier":8,...} when the output buffer could
+ * not grow (json_util.h), and the ledger stored the damaged text in its append-only log. */
+static void dumps_is_complete_or_null_when_allocations_fail(void **state)
+{
+    (void)state;
+    json_t *o = json_pack("{s:i, s:s, s:{s:s}}", "noise_multiplier", 8, "type", "gaussian",
+                          "nested_object_key", "a_string_value_longer_than_sixteen", "x");
+    assert_non_null(o);
+    char *want = json_util_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_non_null(want);
+    assert_string_equal(want, "{\"nested_object_key\":{\"a_string_value_longer_than_sixteen\":"
+                              "\"x\"},\"noise_multiplier\":8,\"type\":\"gaussian\"}");
+    long nulls = 0, nth;
+    for (nth = 1; nth < 1000; nth++) {
+        long before = dp_alloc_failures();
+        dp_alloc_fail_after(nth);
+        char *t = json_util_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+        dp_alloc_fail_after(0);
+        bool injected = dp_alloc_failures() != before;
+        if (t != NULL)
+            assert_string_equal(t, want);
+        else
+            nulls++;
+        free(t);
+        if (!injected)
+            break;
+    }
+    assert_true(nth < 1000);
+    assert_true(nulls > 0); /* the injection reached it */
+    free(want);
+    json_decref(o);
+}
+
 int main(void)
 {
+    json_set_alloc_funcs(dp_malloc, dp_free); /* so dp_alloc_fail_after reaches jansson */
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(dumps_is_complete_or_null_when_allocations_fail),
         cmocka_unit_test(numbers_accept_integers_and_reals),
         cmocka_unit_test(ints_refuse_reals),
         cmocka_unit_test(strings_and_bools),

@@ -554,6 +554,17 @@ static void archived_silo_keeps_its_log_and_takes_no_charges(void **state)
     acct_event_free(g);
 }
 
+/* After a refused statement on db: the refusal came from the schema (extended code ext, e.g.
+ * SQLITE_CONSTRAINT_TRIGGER for a RAISE(ABORT) trigger) with a message containing msg, and not from
+ * some other error (a syntax error, a renamed column, a new NOT NULL column). */
+static void assert_refused_by(sqlite3 *db, int ext, const char *msg)
+{
+    const char *got = sqlite3_errmsg(db);
+    if (sqlite3_extended_errcode(db) != ext || strstr(got, msg) == NULL)
+        fail_msg("refused with extended code %d \"%s\"; expected %d \"%s\"",
+                 sqlite3_extended_errcode(db), got, ext, msg);
+}
+
 static void the_log_is_append_only(void **state)
 {
     fx *x = *state;
@@ -566,8 +577,11 @@ static void the_log_is_append_only(void **state)
     assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e), DP_OK);
     assert_int_not_equal(sqlite3_exec(x->f.db, "UPDATE charges SET cost_rho = 0", NULL, NULL, NULL),
                          SQLITE_OK);
+    assert_refused_by(x->f.db, SQLITE_CONSTRAINT_TRIGGER, "charges are append-only");
     assert_int_not_equal(sqlite3_exec(x->f.db, "DELETE FROM charges", NULL, NULL, NULL), SQLITE_OK);
+    assert_refused_by(x->f.db, SQLITE_CONSTRAINT_TRIGGER, "charges are append-only");
     assert_int_not_equal(sqlite3_exec(x->f.db, "DELETE FROM silos", NULL, NULL, NULL), SQLITE_OK);
+    assert_refused_by(x->f.db, SQLITE_CONSTRAINT_TRIGGER, "silos are archived, never deleted");
     /* A negative cost is refused by the schema itself. */
     assert_int_not_equal(
         sqlite3_exec(x->f.db,
@@ -576,6 +590,18 @@ static void the_log_is_append_only(void **state)
                      "zeroblob(32), '{}', 'add_remove', x'00', -1, 99, 0)",
                      NULL, NULL, NULL),
         SQLITE_OK);
+    assert_refused_by(x->f.db, SQLITE_CONSTRAINT_CHECK, "cost_rho >= 0");
+    /* ... and by nothing else: the same row with a non-negative cost is accepted (inside a
+     * transaction rolled back, so the log stays as the ledger wrote it). */
+    assert_int_equal(sqlite3_exec(x->f.db, "SAVEPOINT probe", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(x->f.db,
+                                  "INSERT INTO charges (silo_id, created_at, request_hash, event, "
+                                  "neighboring, cost_rdp, cost_rho, seq, rho_after) VALUES (1, 0, "
+                                  "zeroblob(32), '{}', 'add_remove', x'00', 1, 99, 0)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(x->f.db, "ROLLBACK TO probe; RELEASE probe", NULL, NULL, NULL),
+                     SQLITE_OK);
     acct_event_free(g);
 }
 
