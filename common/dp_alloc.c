@@ -11,11 +11,16 @@
 static atomic_long fail_countdown; /* 0 = off; else the allocation that reaches 0 fails */
 static atomic_long failures;       /* how many allocations were failed on purpose */
 static _Thread_local int exempt;   /* > 0: this thread is inside dp_alloc_exempt_begin/_end */
+static _Thread_local long here_countdown; /* dp_alloc_fail_after_here: this thread's count */
 
 static int should_fail(void)
 {
     if (exempt > 0)
         return 0;
+    if (here_countdown > 0 && --here_countdown == 0) {
+        atomic_fetch_add(&failures, 1);
+        return 1;
+    }
     long c = atomic_load(&fail_countdown);
     while (c > 0) {
         if (atomic_compare_exchange_weak(&fail_countdown, &c, c - 1)) {
@@ -71,6 +76,11 @@ char *dp_strdup(const char *s)
 void dp_alloc_fail_after(long n)
 {
     atomic_store(&fail_countdown, n > 0 ? n : 0);
+}
+
+void dp_alloc_fail_after_here(long n)
+{
+    here_countdown = n > 0 ? n : 0;
 }
 
 long dp_alloc_failures(void)

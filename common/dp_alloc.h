@@ -22,8 +22,13 @@ void dp_free(void *p);
 /* Returns a dp_malloc'd copy of s (owned by caller), or NULL. */
 char *dp_strdup(const char *s);
 
-/* Test hook: the nth allocation from now fails (1 = the next one); 0 disables. */
+/* Test hook: the nth allocation from now fails (1 = the next one); 0 disables. The count is
+ * process-wide: allocations of every thread (a ledger's writer thread too) move it. */
 void dp_alloc_fail_after(long n);
+/* The same, counting only the calling thread's allocations: for a test whose fixture runs other
+ * threads that allocate at any moment (a ledger), so that which allocation fails is
+ * deterministic. */
+void dp_alloc_fail_after_here(long n);
 /* Number of allocations failed on purpose since start (for tests). */
 long dp_alloc_failures(void);
 /* Between dp_alloc_exempt_begin and _end (nestable, per thread) the calling thread's allocations

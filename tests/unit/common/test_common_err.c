@@ -3,6 +3,7 @@
  */
 #include "tests/support/test_util.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "common/dp_alloc.h"
@@ -81,6 +82,32 @@ static void alloc_hook_fails_the_nth_allocation(void **state)
     assert_null(dp_calloc(SIZE_MAX / 2, 4)); /* overflow is refused, never wrapped */
 }
 
+static void *alloc_elsewhere(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 8; i++) /* another thread: never counted by _here */
+        dp_free(dp_malloc(16));
+    return NULL;
+}
+
+static void here_hook_counts_only_this_thread(void **state)
+{
+    (void)state;
+    dp_alloc_fail_after_here(2);
+    void *a = dp_malloc(8);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, alloc_elsewhere, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    void *b = dp_malloc(8); /* this thread's second: fails */
+    void *c = dp_malloc(8); /* the hook is spent */
+    dp_alloc_fail_after_here(0);
+    assert_non_null(a);
+    assert_null(b);
+    assert_non_null(c);
+    dp_free(a);
+    dp_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -90,6 +117,7 @@ int main(void)
         cmocka_unit_test(prefix_builds_field_paths),
         cmocka_unit_test(code_names_are_stable),
         cmocka_unit_test(alloc_hook_fails_the_nth_allocation),
+        cmocka_unit_test(here_hook_counts_only_this_thread),
     };
     return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }
