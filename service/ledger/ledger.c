@@ -1,47 +1,41 @@
 /*
- * ledger/ledger.c: per-silo privacy budgets on SQLite, with a group-committing writer thread.
+ * ledger/ledger.c: per-silo privacy budgets on SQLite, written through db/writer's group commits.
  * The contract, the admission rule and the threading design are in ledger/ledger.h; the schema and
  * its invariants in migrations/0003_ledger.sql. This comment covers the implementation.
  *
- * COMMITTER. ledger_open starts one thread (committer_main) that owns l->db, the only connection
- * that writes ledger tables, and every prepared statement in l->st. Public write calls build a
- * ledger_op on their own stack (inputs borrowed from the caller, outputs written into caller
- * memory), append it to the FIFO under l->mu, signal l->cv_work and wait on op->cv until op->done.
- * The committer detaches the whole queue (at most LEDGER_MAX_GROUP ops), and without holding the
- * lock runs:
- *     BEGIN IMMEDIATE
- *     for each op: SAVEPOINT; apply; on success RELEASE, else ROLLBACK TO and RELEASE
- *     COMMIT
- * and then, under the lock, marks each op done and signals it. Nothing is
- * acknowledged before COMMIT returned SQLITE_OK with synchronous=FULL, so an acknowledged charge
- * survives a crash (the WAL frame was fsynced); an op whose group failed to commit reports an error
- * and was not recorded. The committer touches an op only before it sets op->done (the waiter may
- * return and pop its stack frame after).
+ * COMMITTER. The ledger writes through db/writer (db/writer.h), whose thread is "the committer":
+ * it owns the write connection l->db, on which ledger_open prepares every statement of l->st
+ * before the first op, and it runs each op in a SAVEPOINT of its own inside one BEGIN IMMEDIATE per
+ * group, COMMITs with synchronous=FULL and only then calls each op's done. Queue, gathering of
+ * groups, savepoints, the wake-up order and the background PASSIVE checkpointer are all described
+ * there; the ledger is one client of it (others, job state and per-round metrics, are to come, on
+ * the same writer: ledger_writer). Public write calls build a ledger_op on their own stack (inputs
+ * borrowed from the caller, outputs written into caller memory) whose db_write_op has apply
+ * op_apply (apply_op, the only ledger-specific part) and done op_done, submit it, and wait on
+ * op->cv until op->done. op_done runs on the committer after the COMMIT: under l->mu it records the
+ * outcome, marks the op done and signals it. Nothing is acknowledged before COMMIT returned
+ * SQLITE_OK with synchronous=FULL, so an acknowledged charge survives a crash (the WAL frame was
+ * fsynced); an op whose group failed to commit reports an error and was not recorded. Nobody
+ * touches an op after it was marked done (the waiter may return and pop its stack frame).
  *
  * ASYNCHRONOUS CHARGES. ledger_charge_start builds the op on the heap (struct ledger_pending) with
- * a wake-up callback and returns without waiting. The committer copies (wake, arg) of such ops
- * while it marks the group done under l->mu, and calls them after releasing it (the HTTP dispatcher
- * resumes a suspended connection there: a thread-safe MHD call that takes MHD's own lock, never
- * l->mu). ledger_pending_finish then reads the outcome under l->mu. So no thread waits per charge,
- * and the number of charges that can share a group is not bounded by a thread pool.
+ * a wake-up callback and returns without waiting. op_done copies (wake, arg) under l->mu while it
+ * marks the op done, and calls wake after releasing it (the HTTP dispatcher resumes a suspended
+ * connection there: a thread-safe MHD call that takes MHD's own lock, never l->mu).
+ * ledger_pending_finish then reads the outcome under l->mu. So no thread waits per charge, and the
+ * number of charges that can share a group is not bounded by a thread pool.
  *
- * GATHERING. Waiters of a group are woken together and re-submit almost together; a committer that
- * started the next group on the first arrival would split them into ever smaller groups. So when
- * fewer ops are queued than half the previous group, the committer waits up to LEDGER_GATHER_US for
- * the queue to reach the previous group's size (the group-commit delay of PostgreSQL's
- * commit_delay). A lone client never waits: its previous group had one op.
+ * A WRITE WITH A CHARGE. ledger_charge_batch_with runs a caller's write (ledger_write_fn) in the
+ * charge's savepoint after admission: the way a job round's metrics will commit with its charge
+ * in one transaction (db/writer.h, COMPOSITE OPERATIONS).
  *
- * CHECKPOINTS. With the default auto-checkpoint, every ~1000 WAL pages one COMMIT of the committer
- * would also copy the WAL into the database and fsync it, stalling the whole group (hundreds of ms
- * here). Instead a WAL hook on the committer's connection (which replaces auto-checkpointing on it)
- * wakes a checkpointer thread with its own connection once the WAL holds LEDGER_CKPT_FRAMES frames;
- * it runs PASSIVE checkpoints, which never block the writer (SQLite WAL docs, "Checkpointing").
- * Durability is unchanged: a transaction is durable once its WAL frames are synced, checkpointed or
- * not.
+ * LOG TREES AND ROLLBACK. The committer's cache of log trees (l->trees) is stamped with the
+ * generation of the op that built it (op->gen); op_apply forgets what an op built when the op fails
+ * (its savepoint is rolled back), op_done when its group did not commit.
  *
  * CLAIM EXPIRY. Admission ignores claims whose expires_at has passed, so expiry needs no timer for
- * correctness. The committer also wakes every LEDGER_SWEEP_MS when idle and marks overdue claims
- * 'expired' so that their state is visible.
+ * correctness. The writer's idle hook (ledger_idle, every LEDGER_SWEEP_MS without an op) submits a
+ * sweep op that marks overdue claims 'expired' so that their state is visible.
  *
  * PLD SILOS. A silo whose accountant is "pld" is admitted on min(eps_RDP, eps_PLD): both are valid
  * upper bounds on the true privacy loss (the RDP conversion for any mechanism with that curve,
@@ -73,8 +67,14 @@
  * charge_batches, (actor, key) -> hash of every item; the same key with another batch is a
  * conflict, and a batch whose items would partly replay is one too.
  *
- * LOCKS. l->mu guards the queue, the PLD queue and pld_busy, l->stop, l->ckpt_wanted and every
- * op's `done`; it is never held across SQLite or a composition.
+ * STOPPING. ledger_free closes the writer (new ops fail with DP_EBUSY), stops the PLD thread (it
+ * gives up on what it holds: the RDP bound decides, and it submits those ops again), then stops the
+ * writer, which runs every queued op first (also those submitted again), so every op accepted
+ * before the stop is answered.
+ *
+ * LOCKS. l->mu guards the PLD queue and pld_busy, l->stop and every op's `done`; it is never held
+ * across SQLite or a composition. It may be held while submitting to the writer (l->mu, then the
+ * writer's own lock; the writer never calls back with its lock held).
  */
 #include "service/ledger/ledger.h"
 
@@ -97,13 +97,9 @@
 #include "common/dp_sha256.h"
 #include "service/codec/event_json.h"
 #include "service/codec/tuning_json.h"
+#include "service/db/writer.h"
 
-#define LEDGER_SWEEP_MS    1000 /* idle wake-up period of the committer to mark expired claims */
-#define LEDGER_BUSY_MS     5000 /* sqlite3_busy_timeout of the write connection (STYLE.md 2.5) */
-#define LEDGER_CKPT_FRAMES 1000 /* WAL frames that trigger a background PASSIVE checkpoint */
-#define LEDGER_GATHER_US                                                                           \
-    500 /* longest wait for a group to fill up to the previous group's size                        \
-         */
+#define LEDGER_SWEEP_MS 1000 /* idle wake-up period of the committer to mark expired claims */
 #define LEDGER_PLD_RETRIES                                                                         \
     4                       /* stale PLD snapshots tolerated before the RDP bound decides alone    \
                              */
@@ -240,13 +236,7 @@ int ledger_budget_check(const ledger_budget *b, dp_err *err)
  * ---------------------------------------------------------------- */
 
 enum {
-    ST_BEGIN = 0,
-    ST_COMMIT,
-    ST_ROLLBACK,
-    ST_SAVEPOINT,
-    ST_RELEASE,
-    ST_ROLLBACK_TO,
-    ST_SILO_GET,
+    ST_SILO_GET = 0,
     ST_SILO_INSERT,
     ST_SILO_TOTALS,
     ST_SILO_PATCH,
@@ -276,12 +266,6 @@ enum {
 };
 
 static const char *const SQL[ST_N] = {
-    [ST_BEGIN] = "BEGIN IMMEDIATE",
-    [ST_COMMIT] = "COMMIT",
-    [ST_ROLLBACK] = "ROLLBACK",
-    [ST_SAVEPOINT] = "SAVEPOINT ledger_op",
-    [ST_RELEASE] = "RELEASE ledger_op",
-    [ST_ROLLBACK_TO] = "ROLLBACK TO ledger_op",
     [ST_SILO_GET] =
         "SELECT id, name, created_at, archived_at, budget_kind, accountant, conversion, "
         "epsilon, delta, rho, n_charges, spent_rdp, spent_rho FROM silos WHERE id = :id",
@@ -398,7 +382,10 @@ typedef struct op_item {
 
 typedef struct ledger_op {
     op_kind kind;
-    struct ledger_op *next; /* queue link, guarded by l->mu */
+    db_write_op wop;        /* the op as db/writer sees it: apply op_apply, done op_done, arg op */
+    struct ledger *l;       /* set by enqueue */
+    uint64_t gen;           /* l->tree_gen of its last apply (writer thread only) */
+    struct ledger_op *next; /* PLD queue link, guarded by l->mu */
     bool done;         /* guarded by l->mu; the committer never touches the op after setting it */
     pthread_cond_t cv; /* signalled when done */
     /* Asynchronous ops (ledger_charge_start): called once, from the committer thread without l->mu,
@@ -436,24 +423,16 @@ typedef struct ledger_op {
 } ledger_op;
 
 struct ledger {
-    char path[1024];                  /* database file, for the PLD snapshots' read connections */
-    sqlite3 *db;                      /* write connection: committer thread only (after open) */
-    sqlite3_stmt *st[ST_N];           /* prepared on db; committer thread only */
+    char path[1024];        /* database file, for the PLD snapshots' read connections */
+    db_writer *w;           /* the writer (owned): its thread is "the committer" */
+    sqlite3 *db;            /* the writer's connection (borrowed): committer thread only */
+    sqlite3_stmt *st[ST_N]; /* prepared on db; committer thread only */
     double orders[LEDGER_MAX_ORDERS]; /* RDP grid of every vector; immutable after open */
     size_t n_orders;
     pthread_mutex_t mu;
-    pthread_cond_t cv_work; /* signalled when an op is queued or stop is set */
-    ledger_op *head, *tail; /* FIFO, guarded by mu */
-    size_t n_queued;        /* ops in the FIFO, guarded by mu */
-    size_t last_group;      /* size of the previous group; committer thread only */
-    bool stop;              /* guarded by mu */
-    pthread_t thread;
-    bool thread_started;
-    sqlite3 *ck_db;         /* checkpointer's connection: checkpointer thread only */
-    pthread_cond_t cv_ckpt; /* signalled when a checkpoint is wanted or stop is set */
-    bool ckpt_wanted;       /* guarded by mu */
-    pthread_t ck_thread;
-    bool ck_started;
+    bool stop;             /* guarded by mu */
+    ledger_op sweep;       /* the idle sweep's op; committer thread only */
+    bool sweep_queued;     /* committer thread only */
     pthread_cond_t cv_pld; /* signalled when an op is handed to the PLD thread or stop is set */
     ledger_op *pld_head, *pld_tail; /* ops waiting for PLD figures (FIFO), guarded by mu */
     size_t pld_busy; /* ops held by the PLD thread, queued or being computed; guarded by mu */
@@ -472,15 +451,17 @@ struct ledger {
         double eps, order;         /* its refined RDP epsilon (rdp_refine_view) and order */
     } rdp_cache[LEDGER_PLD_CACHE]; /* guarded by cache_mu */
     struct log_tree *trees;        /* LEDGER_TREE_CACHE slots: committer thread only */
-    uint64_t tree_gen;      /* incremented per op the committer applies; committer thread only */
-    atomic_ullong n_groups; /* group commits so far (statistics) */
-    atomic_ullong n_ops;    /* ops committed or refused so far */
+    uint64_t tree_gen; /* incremented per op the committer applies; committer thread only */
 };
 
 void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops)
 {
-    *groups = atomic_load(&((ledger *)l)->n_groups);
-    *ops = atomic_load(&((ledger *)l)->n_ops);
+    db_writer_stats(l->w, groups, ops);
+}
+
+db_writer *ledger_writer(ledger *l)
+{
+    return l->w;
 }
 
 const double *ledger_orders(const ledger *l, size_t *n_orders)
@@ -2192,9 +2173,8 @@ static int apply_sweep(ledger *l, int64_t now, dp_err *err)
     return exec_st(l, ST_CLAIMS_EXPIRE, err);
 }
 
-static int apply_op(ledger *l, ledger_op *op, int64_t now)
+static int apply_op(ledger *l, ledger_op *op, int64_t now, dp_err *err)
 {
-    dp_err *err = &op->err;
     switch (op->kind) {
         case OP_CHARGE: {
             int rc = apply_charge(l, op, now, err);
@@ -2226,78 +2206,20 @@ static int apply_op(ledger *l, ledger_op *op, int64_t now)
     return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
 }
 
-/* ---- committer: the group
- * ---------------------------------------------------------------------------------- */
+/* ---- committer: the ledger as a client of db/writer
+ * ----------------------------------------------------------------- */
 
-/* Runs ops[0..n-1] in one transaction; sets each op's rc. */
-static void run_group(ledger *l, ledger_op **ops, size_t n)
+/* The apply of every ledger op (db/writer.h): on the writer thread, in the op's savepoint. */
+static int op_apply(sqlite3 *db, void *arg, dp_err *err)
 {
-    int64_t now = now_ms();
-    uint64_t gen0 = l->tree_gen + 1; /* the first op's generation */
-    dp_err gerr;
-    dp_err_clear(&gerr);
-    int rc = sqlite3_step(l->st[ST_BEGIN]);
-    st_done(l->st[ST_BEGIN]);
-    if (rc != SQLITE_DONE) {
-        sql_fail(l, rc, "BEGIN IMMEDIATE", &gerr);
-        for (size_t i = 0; i < n; i++) {
-            ops[i]->rc = gerr.code;
-            ops[i]->err = gerr;
-        }
-        return;
-    }
-    bool txn_lost = false;
-    for (size_t i = 0; i < n; i++) {
-        ledger_op *op = ops[i];
-        dp_err_clear(&op->err);
-        dp_err serr;
-        dp_err_clear(&serr);
-        if (txn_lost || exec_st(l, ST_SAVEPOINT, &serr) != DP_OK) {
-            op->rc = dp_err_set(&op->err, DP_EINTERNAL, NULL, "internal ledger error");
-            continue;
-        }
-        uint64_t gen = ++l->tree_gen;
-        op->rc = apply_op(l, op, now);
-        if (op->rc != DP_OK) {
-            log_trees_forget(l, gen);            /* its rows are rolled back */
-            if (sqlite3_get_autocommit(l->db)) { /* SQLite rolled the whole transaction back */
-                txn_lost = true;
-                continue;
-            }
-            dp_err_clear(&serr);
-            if (exec_st(l, ST_ROLLBACK_TO, &serr) != DP_OK)
-                txn_lost = true;
-        }
-        dp_err_clear(&serr);
-        if (!txn_lost && exec_st(l, ST_RELEASE, &serr) != DP_OK)
-            txn_lost = true;
-    }
-    if (!txn_lost) {
-        rc = sqlite3_step(l->st[ST_COMMIT]);
-        st_done(l->st[ST_COMMIT]);
-        if (rc == SQLITE_DONE) {
-            atomic_fetch_add(&l->n_groups, 1);
-            atomic_fetch_add(&l->n_ops, n);
-            return;
-        }
-        sql_fail(l, rc, "COMMIT", &gerr);
-    } else {
-        dp_err_set(&gerr, DP_EINTERNAL, NULL, "internal ledger error");
-    }
-    if (!sqlite3_get_autocommit(l->db)) {
-        int rrc = sqlite3_step(l->st[ST_ROLLBACK]);
-        st_done(l->st[ST_ROLLBACK]);
-        if (rrc != SQLITE_DONE)
-            dp_log(DP_LOG_ERROR, NULL, "ledger: ROLLBACK failed (%d)", rrc);
-    }
-    log_trees_forget(l, gen0);
-    /* Nothing of this group was recorded: every op fails, including those that had succeeded. */
-    for (size_t i = 0; i < n; i++)
-        if (ops[i]->rc == DP_OK || txn_lost) {
-            dp_err_clear(&ops[i]->err);
-            ops[i]->rc = gerr.code;
-            ops[i]->err = gerr;
-        }
+    (void)db; /* l->db, on which l->st are prepared */
+    ledger_op *op = arg;
+    ledger *l = op->l;
+    op->gen = ++l->tree_gen;
+    int rc = apply_op(l, op, now_ms(), err);
+    if (rc != DP_OK)
+        log_trees_forget(l, op->gen); /* its rows are rolled back */
+    return rc;
 }
 
 static bool claims_overdue(ledger *l, int64_t now)
@@ -2310,46 +2232,6 @@ static bool claims_overdue(ledger *l, int64_t now)
     return any;
 }
 
-/* WAL hook of the committer's connection: runs in the committer thread after each COMMIT, without
- * l->mu held. It only flags the checkpointer. */
-static int wal_hook(void *arg, sqlite3 *db, const char *name, int n_frames)
-{
-    (void)db;
-    (void)name;
-    ledger *l = arg;
-    if (n_frames >= LEDGER_CKPT_FRAMES) {
-        pthread_mutex_lock(&l->mu);
-        if (!l->ckpt_wanted) {
-            l->ckpt_wanted = true;
-            pthread_cond_signal(&l->cv_ckpt);
-        }
-        pthread_mutex_unlock(&l->mu);
-    }
-    return SQLITE_OK;
-}
-
-static void *checkpointer_main(void *arg)
-{
-    ledger *l = arg;
-    for (;;) {
-        pthread_mutex_lock(&l->mu);
-        while (!l->stop && !l->ckpt_wanted)
-            pthread_cond_wait(&l->cv_ckpt, &l->mu);
-        bool stop = l->stop;
-        l->ckpt_wanted = false;
-        pthread_mutex_unlock(&l->mu);
-        if (stop)
-            break;
-        int n_log = 0, n_ckpt = 0;
-        int rc =
-            sqlite3_wal_checkpoint_v2(l->ck_db, NULL, SQLITE_CHECKPOINT_PASSIVE, &n_log, &n_ckpt);
-        if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY)
-            dp_log(DP_LOG_WARN, NULL, "ledger: background checkpoint: %s (%d)",
-                   sqlite3_errmsg(l->ck_db), rc);
-    }
-    return NULL;
-}
-
 static void pld_flags_clear(ledger_op *op)
 {
     op->need_pld = false;
@@ -2357,13 +2239,7 @@ static void pld_flags_clear(ledger_op *op)
         op->items[i].need_pld = false;
 }
 
-/* A wake-up owed to an asynchronous op, delivered after l->mu is released. */
-typedef struct wake_slot {
-    void (*fn)(void *arg);
-    void *arg;
-} wake_slot;
-
-/* Appends op to a singly linked FIFO (the committer's or the PLD thread's); l->mu held. */
+/* Appends op to the PLD thread's FIFO; l->mu held. */
 static void fifo_append(ledger_op **head, ledger_op **tail, ledger_op *op)
 {
     op->next = NULL;
@@ -2374,13 +2250,10 @@ static void fifo_append(ledger_op **head, ledger_op **tail, ledger_op *op)
     *tail = op;
 }
 
-/* Appends op to the committer's FIFO and wakes it; l->mu held. Unlike enqueue, it also works while
- * stopping: the op was accepted before the stop and is still owed an answer. */
-static void queue_push_locked(ledger *l, ledger_op *op)
+/* Queues op again (it is owed an answer: accepted also while stopping). */
+static int resubmit(ledger *l, ledger_op *op, dp_err *err)
 {
-    fifo_append(&l->head, &l->tail, op);
-    l->n_queued++;
-    pthread_cond_signal(&l->cv_work);
+    return db_writer_submit_again(l->w, &op->wop, err);
 }
 
 /* An op whose PLD figures are stale goes to the PLD thread, which computes them and queues the op
@@ -2394,7 +2267,7 @@ static void pld_handoff(ledger *l, ledger_op *op)
             if (op->items[k].need_pld)
                 op->items[k].pld_give_up = true;
         pld_flags_clear(op);
-        queue_push_locked(l, op);
+        resubmit(l, op, NULL); /* on the committer thread (op_done): the writer still runs */
         return;
     }
     fifo_append(&l->pld_head, &l->pld_tail, op);
@@ -2403,6 +2276,7 @@ static void pld_handoff(ledger *l, ledger_op *op)
 }
 
 static int pld_prepare(ledger *l, op_item *it, dp_err *err);
+static void op_done(void *arg, int rc, const dp_err *err);
 
 /* The PLD thread: computes the figures of the items that need them, on its own snapshot
  * connections, then hands the op back to the committer. After LEDGER_PLD_RETRIES computations for
@@ -2438,106 +2312,74 @@ static void *pld_main(void *arg)
         pld_flags_clear(op);
         pthread_mutex_lock(&l->mu);
         l->pld_busy--;
-        queue_push_locked(l, op);
         pthread_mutex_unlock(&l->mu);
+        dp_err e;
+        dp_err_clear(&e);
+        if (resubmit(l, op, &e) != DP_OK) /* only after the writer stopped: never in ledger_free */
+            op_done(op, e.code, &e);
     }
     return NULL;
 }
 
-static void *committer_main(void *arg)
+/* The done of every ledger op (db/writer.h): on the writer thread, after the group's COMMIT or its
+ * failure. An op whose PLD figures were stale is not done: it goes to the PLD thread (PLD SILOS)
+ * and comes back. Otherwise it is marked done under l->mu (its waiter may return and pop it as soon
+ * as the lock is released) and an asynchronous op's wake-up is called after that, without l->mu. */
+static void op_done(void *arg, int rc, const dp_err *err)
 {
-    ledger *l = arg;
-    ledger_op **batch = dp_calloc(LEDGER_MAX_GROUP, sizeof *batch);
-    wake_slot *wakes = dp_calloc(LEDGER_MAX_GROUP, sizeof *wakes);
-    ledger_op *single_op[1];
-    wake_slot single_wake[1];
-    size_t cap = batch != NULL && wakes != NULL ? LEDGER_MAX_GROUP : 1;
-    ledger_op **ops = cap > 1 ? batch : single_op;
-    wake_slot *wk = cap > 1 ? wakes : single_wake;
-    for (;;) {
-        pthread_mutex_lock(&l->mu);
-        /* Stopping: the committer stays until the PLD thread has handed back every op it holds. */
-        while (l->head == NULL && (!l->stop || l->pld_busy > 0)) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += LEDGER_SWEEP_MS / 1000;
-            if (pthread_cond_timedwait(&l->cv_work, &l->mu, &until) == ETIMEDOUT &&
-                l->head == NULL && !l->stop)
-                break;
-        }
-        if (l->head == NULL && l->stop && l->pld_busy == 0) {
-            pthread_mutex_unlock(&l->mu);
-            break;
-        }
-        if (l->head != NULL && !l->stop && l->n_queued < l->last_group / 2) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += LEDGER_GATHER_US * 1000L;
-            if (until.tv_nsec >= 1000000000L) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000L;
-            }
-            while (!l->stop && l->n_queued < l->last_group &&
-                   pthread_cond_timedwait(&l->cv_work, &l->mu, &until) == 0)
-                ;
-        }
-        size_t n = 0;
-        while (l->head != NULL && n < cap) {
-            ledger_op *op = l->head;
-            l->head = op->next;
-            if (l->head == NULL)
-                l->tail = NULL;
-            op->next = NULL;
-            l->n_queued--;
-            ops[n++] = op;
-        }
+    ledger_op *op = arg;
+    ledger *l = op->l;
+    if (rc != DP_OK)
+        log_trees_forget(l, op->gen); /* applied, but rolled back with its savepoint or group */
+    pthread_mutex_lock(&l->mu);
+    op->rc = rc;
+    dp_err_clear(&op->err);
+    if (rc != DP_OK)
+        op->err = *err;
+    if (op->need_pld) { /* not done: PLD figures first (PLD SILOS), then again */
+        pld_handoff(l, op);
         pthread_mutex_unlock(&l->mu);
-        if (n == 0) { /* idle wake-up: mark overdue claims expired */
-            int64_t now = now_ms();
-            if (claims_overdue(l, now)) {
-                ledger_op sweep = {.kind = OP_SWEEP};
-                ledger_op *one = &sweep;
-                run_group(l, &one, 1);
-            }
-            continue;
-        }
-        l->last_group = n;
-        run_group(l, ops, n);
-        size_t n_wake = 0;
-        pthread_mutex_lock(&l->mu);
-        for (size_t i = 0; i < n; i++) {
-            ledger_op *op = ops[i];
-            if (op->need_pld) { /* not done: PLD figures first (PLD SILOS), then again */
-                pld_handoff(l, op);
-                continue;
-            }
-            if (op->wake != NULL) {
-                wk[n_wake].fn = op->wake;
-                wk[n_wake].arg = op->wake_arg;
-                n_wake++;
-            }
-            op->done = true;
-            pthread_cond_signal(&op->cv); /* op may vanish once the lock is released */
-        }
-        pthread_mutex_unlock(&l->mu);
-        for (size_t i = 0; i < n_wake; i++) /* e.g. http/server.c resumes a suspended connection */
-            wk[i].fn(wk[i].arg);
+        return;
     }
-    dp_free(wakes);
-    dp_free(batch);
-    return NULL;
+    void (*wake)(void *) = op->wake;
+    void *wake_arg = op->wake_arg;
+    op->done = true;
+    pthread_cond_signal(&op->cv); /* op may vanish once the lock is released */
+    pthread_mutex_unlock(&l->mu);
+    if (wake != NULL) /* e.g. http/server.c resumes a suspended connection */
+        wake(wake_arg);
+}
+
+static void sweep_done(void *arg, int rc, const dp_err *err)
+{
+    (void)err;
+    ledger_op *op = arg;
+    if (rc != DP_OK)
+        log_trees_forget(op->l, op->gen);
+    op->l->sweep_queued = false;
+}
+
+/* The writer's idle hook (every LEDGER_SWEEP_MS without an op): marks overdue claims expired. */
+static void ledger_idle(sqlite3 *db, void *arg)
+{
+    (void)db;
+    ledger *l = arg;
+    if (l->sweep_queued || !claims_overdue(l, now_ms()))
+        return;
+    l->sweep = (ledger_op){.kind = OP_SWEEP, .l = l};
+    l->sweep.wop = (db_write_op){.apply = op_apply, .done = sweep_done, .arg = &l->sweep};
+    l->sweep_queued = true;
+    if (db_writer_submit(l->w, &l->sweep.wop, NULL) != DP_OK) /* closing */
+        l->sweep_queued = false;
 }
 
 /* Queues op (its cv initialised, done false). Fails with DP_EBUSY once the ledger is stopping. */
 static int enqueue(ledger *l, ledger_op *op)
 {
-    pthread_mutex_lock(&l->mu);
-    if (l->stop) {
-        pthread_mutex_unlock(&l->mu);
+    op->l = l;
+    op->wop = (db_write_op){.apply = op_apply, .done = op_done, .arg = op};
+    if (db_writer_submit(l->w, &op->wop, NULL) != DP_OK)
         return dp_err_set(&op->err, DP_EBUSY, NULL, "the ledger is shutting down");
-    }
-    queue_push_locked(l, op);
-    pthread_mutex_unlock(&l->mu);
     return DP_OK;
 }
 
@@ -2591,18 +2433,6 @@ static int finish(ledger_op *op, dp_err *err)
 /* ---- open / free
  * -------------------------------------------------------------------------------------------- */
 
-static int exec_sql(sqlite3 *db, const char *sql, dp_err *err)
-{
-    char *msg = NULL;
-    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-    if (rc != SQLITE_OK) {
-        dp_log(DP_LOG_ERROR, NULL, "ledger: %s: %s", sql, msg ? msg : sqlite3_errstr(rc));
-        sqlite3_free(msg);
-        return dp_err_set(err, DP_EINTERNAL, NULL, "cannot open the ledger (see the log)");
-    }
-    return DP_OK;
-}
-
 /* Fixes the order grid at first start; later starts use the stored grid. */
 static int orders_load(ledger *l, dp_err *err)
 {
@@ -2654,17 +2484,13 @@ ledger *ledger_open(const char *db_path, dp_err *err)
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         return NULL;
     }
-    bool mu_ok = false, cv_ok = false, ck_ok = false, cache_ok = false, pcv_ok = false;
+    bool mu_ok = false, cache_ok = false, pcv_ok = false;
     if (pthread_mutex_init(&l->cache_mu, NULL) != 0 || !(cache_ok = true) ||
         pthread_mutex_init(&l->mu, NULL) != 0 || !(mu_ok = true) ||
-        pthread_cond_init(&l->cv_work, NULL) != 0 || !(cv_ok = true) ||
-        pthread_cond_init(&l->cv_ckpt, NULL) != 0 || !(ck_ok = true) ||
         pthread_cond_init(&l->cv_pld, NULL) != 0 || !(pcv_ok = true)) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of resources");
         goto fail;
     }
-    atomic_init(&l->n_groups, 0);
-    atomic_init(&l->n_ops, 0);
     l->trees = dp_calloc(LEDGER_TREE_CACHE, sizeof *l->trees);
     if (l->trees == NULL) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -2675,77 +2501,42 @@ ledger *ledger_open(const char *db_path, dp_err *err)
         goto fail;
     }
     snprintf(l->path, sizeof l->path, "%s", db_path);
-    int rc = sqlite3_open_v2(db_path, &l->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        dp_log(DP_LOG_ERROR, NULL, "ledger: cannot open %s: %s", db_path,
-               l->db ? sqlite3_errmsg(l->db) : sqlite3_errstr(rc));
-        dp_err_set(err, DP_EINTERNAL, NULL, "cannot open the ledger database");
+    /* The writer (db/writer.h) is the committer: its thread runs every op of the ledger, on its
+     * connection, on which the ledger prepares its statements before the first op. */
+    if ((l->w = db_writer_open(db_path, err)) == NULL)
         goto fail;
-    }
-    sqlite3_extended_result_codes(l->db, 1);
-    sqlite3_busy_timeout(l->db, LEDGER_BUSY_MS);
-    /* FULL: a committed spend lost in a crash is budget that can be spent twice (STYLE.md 2.5). */
-    if (exec_sql(l->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL", err) != DP_OK)
-        goto fail;
+    l->db = db_writer_db(l->w);
     if (orders_load(l, err) != DP_OK)
         goto fail;
     for (int i = 0; i < ST_N; i++) {
-        rc = sqlite3_prepare_v3(l->db, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &l->st[i], NULL);
+        int rc = sqlite3_prepare_v3(l->db, SQL[i], -1, SQLITE_PREPARE_PERSISTENT, &l->st[i], NULL);
         if (rc != SQLITE_OK) {
             sql_fail(l, rc, SQL[i], err);
             goto fail;
         }
     }
-    rc = sqlite3_open_v2(db_path, &l->ck_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        dp_log(DP_LOG_ERROR, NULL, "ledger: cannot open %s for checkpoints: %s", db_path,
-               l->ck_db ? sqlite3_errmsg(l->ck_db) : sqlite3_errstr(rc));
-        dp_err_set(err, DP_EINTERNAL, NULL, "cannot open the ledger database");
-        goto fail;
-    }
-    sqlite3_extended_result_codes(l->ck_db, 1);
-    sqlite3_busy_timeout(l->ck_db, LEDGER_BUSY_MS);
-    if (exec_sql(l->ck_db, "PRAGMA synchronous=FULL", err) != DP_OK)
-        goto fail;
-    if (pthread_create(&l->ck_thread, NULL, checkpointer_main, l) != 0) {
-        dp_err_set(err, DP_ENOMEM, NULL, "cannot start the ledger checkpointer");
-        goto fail;
-    }
-    l->ck_started = true;
     if (pthread_create(&l->pld_thread, NULL, pld_main, l) != 0) {
         dp_err_set(err, DP_ENOMEM, NULL, "cannot start the ledger PLD thread");
         goto fail;
     }
     l->pld_started = true;
-    sqlite3_wal_hook(l->db, wal_hook, l); /* replaces auto-checkpointing on the write connection */
-    if (pthread_create(&l->thread, NULL, committer_main, l) != 0) {
-        dp_err_set(err, DP_ENOMEM, NULL, "cannot start the ledger committer");
-        goto fail;
-    }
-    l->thread_started = true;
+    db_writer_set_idle(l->w, LEDGER_SWEEP_MS, ledger_idle, l);
     return l;
 fail:
-    if (l->ck_started || l->pld_started) {
+    if (l->pld_started) {
         pthread_mutex_lock(&l->mu);
         l->stop = true;
-        pthread_cond_signal(&l->cv_ckpt);
         pthread_cond_signal(&l->cv_pld);
         pthread_mutex_unlock(&l->mu);
-        if (l->ck_started)
-            pthread_join(l->ck_thread, NULL);
-        if (l->pld_started)
-            pthread_join(l->pld_thread, NULL);
+        pthread_join(l->pld_thread, NULL);
     }
+    if (l->w != NULL)
+        db_writer_stop(l->w);
     for (int i = 0; i < ST_N; i++)
         sqlite3_finalize(l->st[i]);
-    sqlite3_close(l->db);
-    sqlite3_close(l->ck_db);
+    db_writer_free(l->w);
     if (pcv_ok)
         pthread_cond_destroy(&l->cv_pld);
-    if (ck_ok)
-        pthread_cond_destroy(&l->cv_ckpt);
-    if (cv_ok)
-        pthread_cond_destroy(&l->cv_work);
     if (mu_ok)
         pthread_mutex_destroy(&l->mu);
     if (cache_ok)
@@ -2759,25 +2550,22 @@ void ledger_free(ledger *l)
 {
     if (l == NULL)
         return;
+    /* 1. No new op (they fail with DP_EBUSY); ops owed an answer may still be submitted again. */
+    db_writer_close(l->w);
+    /* 2. The PLD thread gives up on what it holds (the RDP bound decides: conservative), hands it
+     * back and ends; from now on an op meeting a stale PLD figure is queued again at once. */
     pthread_mutex_lock(&l->mu);
     l->stop = true;
-    pthread_cond_signal(&l->cv_work);
-    pthread_cond_signal(&l->cv_ckpt);
     pthread_cond_signal(&l->cv_pld);
     pthread_mutex_unlock(&l->mu);
-    if (l->thread_started) /* finishes every queued op first, and those the PLD thread holds */
-        pthread_join(l->thread, NULL);
     if (l->pld_started)
         pthread_join(l->pld_thread, NULL);
-    if (l->ck_started)
-        pthread_join(l->ck_thread, NULL);
+    /* 3. The writer finishes every queued op, then its threads end. */
+    db_writer_stop(l->w);
     for (int i = 0; i < ST_N; i++)
         sqlite3_finalize(l->st[i]);
-    sqlite3_close(l->db);
-    sqlite3_close(l->ck_db);
+    db_writer_free(l->w);
     pthread_cond_destroy(&l->cv_pld);
-    pthread_cond_destroy(&l->cv_ckpt);
-    pthread_cond_destroy(&l->cv_work);
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->cache_mu);
     for (size_t i = 0; i < LEDGER_TREE_CACHE; i++)
@@ -3083,13 +2871,14 @@ static acct_event *claim_event(sqlite3 *db, int64_t id, acct_neighboring *nb)
  *   - a PATCH (neither): pld_wb (the log and the active claims) at want_delta (0: the silo's). */
 static int pld_prepare(ledger *l, op_item *it, dp_err *err)
 {
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(l->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        sqlite3_close(db);
+    dp_err oerr;
+    dp_err_clear(&oerr);
+    sqlite3 *db = store_db_open(l->path, STORE_DB_READ, &oerr);
+    if (db == NULL) {
+        dp_log(DP_LOG_ERROR, NULL, "ledger: PLD snapshot: %s", oerr.msg);
         return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
     }
-    sqlite3_busy_timeout(db, LEDGER_BUSY_MS);
+    int rc;
     int64_t silo = it->req->silo_id, now = now_ms();
     double delta = DNAN;
     sqlite3_stmt *st = NULL;

@@ -62,10 +62,11 @@
 #include "accounting/rdp.h"
 #include "common/dp_err.h"
 #include "service/db/store.h"
+#include "service/db/writer.h"
 
 #define LEDGER_MAX_ORDERS   256                      /* RDP orders per vector */
 #define LEDGER_MAX_BATCH    1024                     /* silos in one batch charge */
-#define LEDGER_MAX_GROUP    1024                     /* ops in one group commit */
+#define LEDGER_MAX_GROUP    DB_WRITER_MAX_GROUP      /* ops in one group commit */
 #define LEDGER_NAME_MAX     200                      /* silo name bytes */
 #define LEDGER_KEY_MAX      200                      /* idempotency key bytes */
 #define LEDGER_REASON_MAX   2000                     /* reason bytes */
@@ -134,6 +135,12 @@ void ledger_free(ledger *l);
 /* Group-commit statistics since open: committed groups and the ops they carried (a refused op
  * counts). ops / groups is the mean group size. Thread-safe (atomics). */
 void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops);
+
+/* The database writer the ledger commits through (db/writer.h; borrowed, valid until ledger_free).
+ * Other clients (job state, per-round metrics) submit their own db_write_ops to it, so that there
+ * is one writer of the database; a write that must commit with a charge goes through
+ * ledger_charge_batch_with instead (db/writer.h, COMPOSITE OPERATIONS). */
+db_writer *ledger_writer(ledger *l);
 
 /* The RDP orders of every vector in this ledger (borrowed, valid until ledger_free). */
 const double *ledger_orders(const ledger *l, size_t *n_orders);
