@@ -27,15 +27,20 @@
 #include "common/dp_log.h"
 #include "service/db/store.h"
 
-enum { WST_BEGIN = 0, WST_COMMIT, WST_ROLLBACK, WST_SAVEPOINT, WST_RELEASE, WST_ROLLBACK_TO, WST_N };
+enum {
+    WST_BEGIN = 0,
+    WST_COMMIT,
+    WST_ROLLBACK,
+    WST_SAVEPOINT,
+    WST_RELEASE,
+    WST_ROLLBACK_TO,
+    WST_N
+};
 
 static const char *const WSQL[WST_N] = {
-    [WST_BEGIN] = "BEGIN IMMEDIATE",
-    [WST_COMMIT] = "COMMIT",
-    [WST_ROLLBACK] = "ROLLBACK",
-    [WST_SAVEPOINT] = "SAVEPOINT db_write_op",
-    [WST_RELEASE] = "RELEASE db_write_op",
-    [WST_ROLLBACK_TO] = "ROLLBACK TO db_write_op",
+    [WST_BEGIN] = "BEGIN IMMEDIATE",       [WST_COMMIT] = "COMMIT",
+    [WST_ROLLBACK] = "ROLLBACK",           [WST_SAVEPOINT] = "SAVEPOINT db_write_op",
+    [WST_RELEASE] = "RELEASE db_write_op", [WST_ROLLBACK_TO] = "ROLLBACK TO db_write_op",
 };
 
 struct db_writer {

@@ -14,8 +14,8 @@
  *     finalize, or statements it prepared on db_writer_db beforehand): no locks held across it by
  *     other threads, no I/O, no blocking, and no submit of its own.
  *   - done(arg, rc, err) is called exactly once, on the writer thread, after the group's COMMIT
- *     (rc DP_OK: committed, durable with synchronous=FULL) or after the group failed (rc and err say
- *     why: every operation of a group whose COMMIT failed fails, including those whose apply had
+ *     (rc DP_OK: committed, durable with synchronous=FULL) or after the group failed (rc and err
+ * say why: every operation of a group whose COMMIT failed fails, including those whose apply had
  *     succeeded; nothing of it was recorded). So nothing is acknowledged before it is durable, and
  *     an acknowledged write survives a crash. err is valid only during the call. done must be quick
  *     (signal a waiter, resume a connection); it may submit again with db_writer_submit_again (an
@@ -34,9 +34,9 @@
  * PostgreSQL's commit_delay). A lone client never waits: its previous group had one op.
  *
  * COMPOSITE OPERATIONS. Writes of several clients that must commit or fail together (a training
- * round's charge and its metrics) are ONE operation: its apply calls each part in turn on db, inside
- * the one savepoint, and fails as a whole when a part fails. The ledger offers its side of this as
- * ledger_charge_batch_with (ledger/ledger.h): the charge's operation runs the caller's
+ * round's charge and its metrics) are ONE operation: its apply calls each part in turn on db,
+ * inside the one savepoint, and fails as a whole when a part fails. The ledger offers its side of
+ * this as ledger_charge_batch_with (ledger/ledger.h): the charge's operation runs the caller's
  * ledger_write_fn on the same db after every item was admitted, in the charge's savepoint, so the
  * round's metrics row commits with the charge or not at all. The ledger's operation is the one that
  * is submitted (not a wrapper of the caller's), because a PLD silo's charge may need a second run
@@ -76,8 +76,9 @@
 
 #include "common/dp_err.h"
 
-#define DB_WRITER_MAX_GROUP   1024 /* operations in one group commit */
-#define DB_WRITER_GATHER_US   500  /* longest wait for a group to fill to the previous group's size */
+#define DB_WRITER_MAX_GROUP 1024 /* operations in one group commit */
+#define DB_WRITER_GATHER_US 500  /* longest wait for a group to fill to the previous group's size  \
+                                  */
 #define DB_WRITER_CKPT_FRAMES 1000 /* WAL frames that trigger a background PASSIVE checkpoint */
 
 typedef struct db_writer db_writer;

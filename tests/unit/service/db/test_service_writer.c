@@ -104,14 +104,14 @@ typedef struct top {
     fixture *f;
     char v[32];
     int pad_bytes;
-    int fail_code;         /* apply returns this after the insert (DP_OK: succeeds) */
-    atomic_int n_apply;    /* apply calls */
-    atomic_int n_done;     /* done calls */
-    int rc;                /* done's rc */
-    dp_err err;            /* done's err */
-    int visible_at_done;   /* rows with v seen by the other connection inside done */
-    struct top *again;     /* submitted again from done (stop drains it too) */
-    int again_rc;          /* what db_writer_submit_again returned */
+    int fail_code;       /* apply returns this after the insert (DP_OK: succeeds) */
+    atomic_int n_apply;  /* apply calls */
+    atomic_int n_done;   /* done calls */
+    int rc;              /* done's rc */
+    dp_err err;          /* done's err */
+    int visible_at_done; /* rows with v seen by the other connection inside done */
+    struct top *again;   /* submitted again from done (stop drains it too) */
+    int again_rc;        /* what db_writer_submit_again returned */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool finished;
@@ -122,7 +122,8 @@ static int top_apply(sqlite3 *db, void *arg, dp_err *err)
     top *t = arg;
     atomic_fetch_add(&t->n_apply, 1);
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db, "INSERT INTO t (v, pad) VALUES (?, zeroblob(?))", -1, &st, NULL);
+    int rc =
+        sqlite3_prepare_v2(db, "INSERT INTO t (v, pad) VALUES (?, zeroblob(?))", -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_text(st, 1, t->v, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK)
