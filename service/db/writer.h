@@ -76,10 +76,12 @@
 
 #include "common/dp_err.h"
 
-#define DB_WRITER_MAX_GROUP 1024 /* operations in one group commit */
-#define DB_WRITER_GATHER_US 500  /* longest wait for a group to fill to the previous group's size  \
-                                  */
-#define DB_WRITER_CKPT_FRAMES 1000 /* WAL frames that trigger a background PASSIVE checkpoint */
+/* Operations in one group commit. */
+#define DB_WRITER_MAX_GROUP 1024
+/* Longest wait (microseconds) for a group to fill up to the previous group's size. */
+#define DB_WRITER_GATHER_US 500
+/* WAL frames that trigger a background PASSIVE checkpoint. */
+#define DB_WRITER_CKPT_FRAMES 1000
 
 typedef struct db_writer db_writer;
 
