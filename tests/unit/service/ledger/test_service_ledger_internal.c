@@ -1,15 +1,15 @@
 /*
- * White-box tests of service/ledger/ledger.c (the file is included, as h2o's unit tests do, to
- * reach its static functions): races that cannot be forced through the public API.
+ * White-box tests of service/ledger/ (its internal functions, through ledger/internal.h): races
+ * that cannot be forced through the public API.
  *
  * Regression: a PLD figure computed on a snapshot at delta d must not be used after a PATCH changed
  * the silo's delta; before the fix the committer compared only n_charges and the highest claim id,
- * so a stricter delta could admit on a figure that under-states the loss.
+ * so a stricter delta could lg_admit on a figure that under-states the loss.
  *
  * Regression (issue #10, D9): PLD figures are computed by the ledger's PLD thread before a deferred
  * charge is woken, never on the thread that resumes it (an HTTP worker).
  */
-#include "service/ledger/ledger.c"
+#include "service/ledger/internal.h"
 
 #include "tests/support/test_util.h"
 #include "tests/support/ledger_fixture.h"
@@ -53,13 +53,13 @@ static void pld_snapshot_at_another_delta_is_stale(void **state)
     op_item *it = calloc(1, sizeof *it);
     assert_non_null(it);
     it->res = &res;
-    assert_int_equal(item_prepare(f->l, &req, "charge", it, &e), DP_OK);
-    assert_int_equal(pld_prepare(f->l, it, &e), DP_OK); /* snapshot at delta 1e-5 */
+    assert_int_equal(lg_item_prepare(f->l, &req, "charge", it, &e), DP_OK);
+    assert_int_equal(lg_pld_prepare(f->l, it, &e), DP_OK); /* snapshot at delta 1e-5 */
     assert_true(it->pld_ready);
     ledger_patch p = {.name = NULL, .epsilon = (double)NAN, .delta = 1e-8, .rho = (double)NAN};
     assert_int_equal(ledger_silo_patch(f->l, v.id, &p, &v, &e), DP_OK);
     ledger_op op = {.kind = OP_CHARGE, .items = it, .n_items = 1};
-    submit(f->l, &op);
+    lg_submit(f->l, &op);
     /* The figure at 1e-5 was refused; the PLD thread recomputed it at 1e-8 and the op charged. */
     assert_int_equal(op.rc, DP_OK);
     assert_true(op.pld_attempts >= 1);
