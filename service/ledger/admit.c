@@ -1,5 +1,5 @@
 /*
- * ledger/lg_admit.c: accounting and admission: the cost of an event, the committer's reads of a
+ * ledger/admit.c: accounting and admission: the cost of an event, the committer's reads of a
  * silo and its claims, the continuous-order refinement (log trees), the admission rule and the
  * append of a charge. The design is in ledger/ledger.c; the shared types in ledger/internal.h.
  */

@@ -19,12 +19,12 @@
  * there; the ledger is one client of it (others, job state and per-round metrics, are to come, on
  * the same writer: ledger_writer). Public write calls build a ledger_op on their own stack (inputs
  * borrowed from the caller, outputs written into caller memory) whose db_write_op has apply
- * op_apply (lg_apply_op, the only ledger-specific part) and done op_done, lg_submit it, and wait on
- * op->cv until op->done. op_done runs on the committer after the COMMIT: under l->mu it records the
- * outcome, marks the op done and signals it. Nothing is acknowledged before COMMIT returned
- * SQLITE_OK with synchronous=FULL, so an acknowledged charge survives a crash (the WAL frame was
- * fsynced); an op whose group failed to commit reports an error and was not recorded. Nobody
- * touches an op after it was marked done (the waiter may return and pop its stack frame).
+ * op_apply (lg_apply_op, the only ledger-specific part) and done op_done, submit it (lg_submit),
+ * and wait on op->cv until op->done. op_done runs on the committer after the COMMIT: under l->mu it
+ * records the outcome, marks the op done and signals it. Nothing is acknowledged before COMMIT
+ * returned SQLITE_OK with synchronous=FULL, so an acknowledged charge survives a crash (the WAL
+ * frame was fsynced); an op whose group failed to commit reports an error and was not recorded.
+ * Nobody touches an op after it was marked done (the waiter may return and pop its stack frame).
  *
  * ASYNCHRONOUS CHARGES. ledger_charge_start builds the op on the heap (struct ledger_pending) with
  * a wake-up callback and returns without waiting. op_done copies (wake, arg) under l->mu while it

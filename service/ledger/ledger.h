@@ -18,15 +18,15 @@
  * epsilons for pure events) for logs of up to 8 distinct events, the grid minimum otherwise. Vector
  * sums round upward (ledger_sum_up), so a cached total is never below the exact sum of its terms.
  *
- * GROUP COMMIT (DESIGN). All writes go through one committer thread that owns the only write
- * connection (synchronous=FULL). Callers enqueue an op and sleep on their own condition variable;
- * the committer takes every queued op (up to LEDGER_MAX_GROUP), runs them in one BEGIN IMMEDIATE
- * transaction, each inside its own SAVEPOINT so that a refused or failing op is rolled back alone,
- * COMMITs once (one fsync for the group) and only then wakes the waiters. A waiter is acknowledged
- * only after COMMIT returned; if COMMIT fails, every op of the group fails. Throughput therefore
- * grows with concurrency. The FIFO, mutex and per-op condition variable follow redis bio.c
- * (STYLE.md 2.7). Costs (RDP curves) are computed by the calling thread before enqueueing, so
- * nothing slow runs inside the write transaction.
+ * GROUP COMMIT (DESIGN). All writes go through one committer thread, db/writer's (db/writer.h, the
+ * one writer of the database), that owns the only write connection (synchronous=FULL). Callers
+ * enqueue an op and sleep on their own condition variable; the committer takes every queued op (up
+ * to LEDGER_MAX_GROUP), runs them in one BEGIN IMMEDIATE transaction, each inside its own SAVEPOINT
+ * so that a refused or failing op is rolled back alone, COMMITs once (one fsync for the group) and
+ * only then wakes the waiters. A waiter is acknowledged only after COMMIT returned; if COMMIT
+ * fails, every op of the group fails. Throughput therefore grows with concurrency. The FIFO, mutex
+ * and per-op condition variable follow redis bio.c (STYLE.md 2.7). Costs (RDP curves) are computed
+ * by the calling thread before enqueueing, so nothing slow runs inside the write transaction.
  *
  * THREADS. A ledger is shared by all HTTP threads and job workers. Write calls block until their op
  * is committed or refused; ledger_charge_start is the non-blocking form of a charge (the
