@@ -10,8 +10,10 @@
  * draining still runs. The statements BEGIN/COMMIT/ROLLBACK/SAVEPOINT/RELEASE/ROLLBACK TO are
  * prepared once on the writer's connection.
  *
- * LOCKS. mu guards head, tail, n_queued, closed, stopping, ckpt_wanted and the idle hook; it is
- * never held across SQLite or a callback.
+ * LOCKS. mu guards head, tail, n_queued, closed, stopping, exited, joined, ckpt_wanted and the idle
+ * hook; it is never held across SQLite or a callback. The writer thread sets exited under mu when
+ * it leaves its loop with an empty queue, so an operation is either queued before that (and runs)
+ * or refused: none is left in the queue unanswered.
  */
 #include "service/db/writer.h"
 
@@ -55,6 +57,7 @@ struct db_writer {
     size_t last_group;        /* size of the previous group; writer thread only */
     bool closed;              /* db_writer_submit refused; guarded by mu */
     bool stopping;            /* drain and exit; guarded by mu */
+    bool exited;              /* the writer thread has left its loop; guarded by mu */
     bool ckpt_wanted;         /* guarded by mu */
     int idle_ms;              /* idle hook period (0 = none); guarded by mu */
     void (*idle_fn)(sqlite3 *db, void *arg);
@@ -231,6 +234,7 @@ static void *writer_main(void *arg)
             continue;
         }
         if (w->head == NULL) { /* stopping, and nothing left */
+            w->exited = true;  /* from now on nothing queued would run: refuse it */
             pthread_mutex_unlock(&w->mu);
             break;
         }
@@ -268,7 +272,7 @@ static int push(db_writer *w, db_write_op *op, bool again, dp_err *err)
     if (op == NULL || op->apply == NULL || op->done == NULL)
         return dp_err_set(err, DP_EINTERNAL, NULL, "internal error: incomplete write operation");
     pthread_mutex_lock(&w->mu);
-    if (again ? w->joined : w->closed) {
+    if (again ? w->exited : w->closed) {
         pthread_mutex_unlock(&w->mu);
         if (again)
             dp_log(DP_LOG_ERROR, NULL, "writer: an operation was submitted after the stop");

@@ -20,8 +20,8 @@
  *     an acknowledged write survives a crash. err is valid only during the call. done must be quick
  *     (signal a waiter, resume a connection); it may submit again with db_writer_submit_again (an
  *     operation that must run once more, e.g. a ledger charge whose PLD figures were stale). After
- *     done returns the writer never touches the db_write_op: done may free it, and a waiter may
- *     return and pop the frame that held it.
+ *     done returns the writer never touches the db_write_op: done may free it (once it has read
+ *     err), and a waiter may return and pop the frame that held it.
  *
  * GROUPS. The thread detaches every queued operation (at most DB_WRITER_MAX_GROUP) and runs
  *     BEGIN IMMEDIATE
@@ -111,9 +111,9 @@ sqlite3 *db_writer_db(db_writer *w);
 /* Queues op. DP_OK: done will be called exactly once (possibly before this returns). DP_EBUSY with
  * err set once the writer is closed: done will never be called. */
 int db_writer_submit(db_writer *w, db_write_op *op, dp_err *err);
-/* Queues an operation that is owed an answer; accepted also after db_writer_close, until
- * db_writer_stop has returned (calling it later is a programming error; it is refused and logged).
- */
+/* Queues an operation that is owed an answer; accepted also after db_writer_close, until the
+ * writer thread has drained the queue and ended (inside db_writer_stop). Later it is refused
+ * (DP_EBUSY, logged: a programming error; done will not be called), never left in the queue. */
 int db_writer_submit_again(db_writer *w, db_write_op *op, dp_err *err);
 
 /* Calls fn(db, arg) on the writer thread, outside any transaction, after every idle_ms without an
