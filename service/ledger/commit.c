@@ -1,7 +1,7 @@
 /*
  * ledger/commit.c: the ledger as a client of db/writer (the committer): the apply and done of a
  * ledger_op, the PLD thread and its hand-off, the idle sweep of expired claims, and the blocking
- * lg_submit of the public write calls.
+ * submit of the public write calls.
  * The design is in ledger/ledger.c; the shared types in ledger/internal.h.
  */
 #include "service/ledger/internal.h"
