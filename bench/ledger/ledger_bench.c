@@ -267,8 +267,11 @@ int main(int argc, char **argv)
                            .delta = 1e-5,
                            .rho = (double)NAN};
         ledger_silo_view v;
-        char tok[LEDGER_TOKEN_BUF];
-        if (ledger_silo_create(l, "bench", &b, &v, tok, &e) != DP_OK) {
+        char tok[LEDGER_TOKEN_BUF], name[64];
+        /* one silo per run: every run of run.sh uses the same database, where the HTTP part already
+         * created "bench", and active silo names are unique */
+        snprintf(name, sizeof name, "bench-api-%ld-%ld", nth, (long)getpid());
+        if (ledger_silo_create(l, name, &b, &v, tok, &e) != DP_OK) {
             fprintf(stderr, "ledger_bench: %s\n", e.msg);
             return 1;
         }

@@ -68,37 +68,46 @@ int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_er
     return dp_err_set(err, DP_EINTERNAL, NULL, "database error");
 }
 
-/* Opens one connection with the settings listed in store.h; operator-facing messages on failure. */
-static int conn_init(store_conn *c, const char *path, dp_err *err)
+sqlite3 *store_db_open(const char *path, store_db_mode mode, dp_err *err)
 {
-    memset(c, 0, sizeof *c);
-    int rc = sqlite3_open_v2(
-        path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    int flags = SQLITE_OPEN_NOMUTEX |
+                (mode == STORE_DB_READ     ? SQLITE_OPEN_READONLY
+                 : mode == STORE_DB_CREATE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+                                           : SQLITE_OPEN_READWRITE);
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, flags, NULL);
     if (rc != SQLITE_OK) {
         dp_err_set(err, DP_EINTERNAL, "db", "cannot open database %s: %s", path,
-                   c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
+                   db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
         goto fail;
     }
-    sqlite3_extended_result_codes(c->db, 1);
-    sqlite3_busy_timeout(c->db, STORE_BUSY_TIMEOUT_MS);
-    if (sqlite3_db_readonly(c->db, "main") != 0) {
+    sqlite3_extended_result_codes(db, 1);
+    sqlite3_busy_timeout(db, STORE_BUSY_TIMEOUT_MS);
+    if (mode != STORE_DB_READ && sqlite3_db_readonly(db, "main") != 0) {
         dp_err_set(err, DP_EINTERNAL, "db", "database %s is read-only: dpsilod needs to write it",
                    path);
         goto fail;
     }
     char *msg = NULL;
-    rc = sqlite3_exec(c->db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL;", NULL, NULL, &msg);
+    rc = sqlite3_exec(db, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL;", NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         dp_err_set(err, DP_EINTERNAL, "db", "cannot use database %s: %s", path,
                    msg ? msg : sqlite3_errstr(rc));
         sqlite3_free(msg);
         goto fail;
     }
-    return DP_OK;
+    return db;
 fail:
-    sqlite3_close(c->db);
-    c->db = NULL;
-    return err ? err->code : DP_EINTERNAL;
+    sqlite3_close(db);
+    return NULL;
+}
+
+/* Opens one pool connection (store_db_open); operator-facing messages on failure. */
+static int conn_init(store_conn *c, const char *path, store_db_mode mode, dp_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->db = store_db_open(path, mode, err);
+    return c->db != NULL ? DP_OK : err ? err->code : DP_EINTERNAL;
 }
 
 static void conn_fini(store_conn *c)
@@ -356,7 +365,7 @@ store *store_open(const char *path, size_t pool_size, const embed_file *migs, si
         return NULL;
     }
     create_private(path);
-    if (conn_init(&s->conns[0], path, err) != DP_OK)
+    if (conn_init(&s->conns[0], path, STORE_DB_CREATE, err) != DP_OK)
         goto fail;
     s->n_conns = 1;
     char mode[16];
@@ -374,7 +383,7 @@ store *store_open(const char *path, size_t pool_size, const embed_file *migs, si
     if (migrate(s->conns[0].db, migs, n_migs, path, &s->schema_version, err) != DP_OK)
         goto fail;
     for (size_t i = 1; i < pool_size; i++) {
-        if (conn_init(&s->conns[i], path, err) != DP_OK)
+        if (conn_init(&s->conns[i], path, STORE_DB_WRITE, err) != DP_OK)
             goto fail;
         s->n_conns = i + 1;
     }
@@ -478,7 +487,7 @@ store_conn *store_conn_open_extra(store *s, dp_err *err)
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         return NULL;
     }
-    if (conn_init(c, s->path, err) != DP_OK) {
+    if (conn_init(c, s->path, STORE_DB_WRITE, err) != DP_OK) {
         dp_free(c);
         return NULL;
     }

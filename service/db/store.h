@@ -58,6 +58,21 @@ typedef struct store_conn store_conn;
 store *store_open(const char *path, size_t pool_size, const embed_file *migs, size_t n_migs,
                   dp_err *err);
 
+/* How store_db_open opens a file. */
+typedef enum store_db_mode {
+    STORE_DB_CREATE = 0, /* read-write, created if missing (store_open's first connection) */
+    STORE_DB_WRITE,      /* read-write, must exist (the pool, the writer, the checkpointer) */
+    STORE_DB_READ        /* read-only (snapshots for long reads, e.g. the ledger's PLD thread) */
+} store_db_mode;
+
+/* THE connection set-up of dpsilod: every connection to the database (the pool, db/writer's writer
+ * and checkpointer, the ledger's PLD snapshots) is opened here, so all have the settings of
+ * The one set-up: NOMUTEX (one thread at a time), extended result codes, a busy timeout of
+ * STORE_BUSY_TIMEOUT_MS, foreign keys on, synchronous=FULL; a file opened for writing that SQLite
+ * opens read-only is refused. Returns an owned handle (sqlite3_close) or NULL with an operator
+ * message naming path (field "db"); the SQLite detail is in the message, never sent to a client. */
+sqlite3 *store_db_open(const char *path, store_db_mode mode, dp_err *err);
+
 /* Closes every connection (all must have been returned) and frees s. NULL is a no-op. */
 void store_free(store *s);
 

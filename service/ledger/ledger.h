@@ -19,15 +19,16 @@
  * epsilons for pure events) for logs of up to 8 distinct events, the grid minimum otherwise. Vector
  * sums round upward (ledger_sum_up), so a cached total is never below the exact sum of its terms.
  *
- * GROUP COMMIT (DESIGN). All writes go through one committer thread that owns the only write
- * connection (synchronous=FULL). Callers enqueue an op and sleep on their own condition variable;
- * the committer takes every queued op (up to LEDGER_MAX_GROUP), runs them in one BEGIN IMMEDIATE
- * transaction, each inside its own SAVEPOINT so that a refused or failing op is rolled back alone,
- * COMMITs once (one fsync for the group) and only then wakes the waiters. A waiter is acknowledged
- * only after COMMIT returned; if COMMIT fails, every op of the group fails. Throughput therefore
- * grows with concurrency. The FIFO, mutex and per-op condition variable follow redis bio.c
- * (src/bio.c: a FIFO, a mutex and a condition variable). Costs (RDP curves) are computed by the
- * calling thread before enqueueing, so nothing slow runs inside the write transaction.
+ * GROUP COMMIT (DESIGN). All writes go through one committer thread, db/writer's (db/writer.h, the
+ * one writer of the database), that owns the only write connection (synchronous=FULL). Callers
+ * enqueue an op and sleep on their own condition variable; the committer takes every queued op (up
+ * to LEDGER_MAX_GROUP), runs them in one BEGIN IMMEDIATE transaction, each inside its own SAVEPOINT
+ * so that a refused or failing op is rolled back alone, COMMITs once (one fsync for the group) and
+ * only then wakes the waiters. A waiter is acknowledged only after COMMIT returned; if COMMIT
+ * fails, every op of the group fails. Throughput therefore grows with concurrency. The FIFO, mutex
+ * and per-op condition variable follow redis bio.c (src/bio.c: a FIFO, a mutex and a condition
+ * variable). Costs (RDP curves) are computed by the calling thread before enqueueing, so nothing
+ * slow runs inside the write transaction.
  *
  * THREADS. A ledger is shared by all HTTP threads and job workers. Write calls block until their op
  * is committed or refused; ledger_charge_start is the non-blocking form of a charge (the
@@ -63,10 +64,11 @@
 #include "accounting/rdp.h"
 #include "common/dp_err.h"
 #include "service/db/store.h"
+#include "service/db/writer.h"
 
 #define LEDGER_MAX_ORDERS   256                      /* RDP orders per vector */
 #define LEDGER_MAX_BATCH    1024                     /* silos in one batch charge */
-#define LEDGER_MAX_GROUP    1024                     /* ops in one group commit */
+#define LEDGER_MAX_GROUP    DB_WRITER_MAX_GROUP      /* ops in one group commit */
 #define LEDGER_NAME_MAX     200                      /* silo name bytes */
 #define LEDGER_KEY_MAX      200                      /* idempotency key bytes */
 #define LEDGER_REASON_MAX   2000                     /* reason bytes */
@@ -135,6 +137,12 @@ void ledger_free(ledger *l);
 /* Group-commit statistics since open: committed groups and the ops they carried (a refused op
  * counts). ops / groups is the mean group size. Thread-safe (atomics). */
 void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops);
+
+/* The database writer the ledger commits through (db/writer.h; borrowed, valid until ledger_free).
+ * Other clients (job state, per-round metrics) submit their own db_write_ops to it, so that there
+ * is one writer of the database; a write that must commit with a charge goes through
+ * ledger_charge_batch_with instead (db/writer.h, COMPOSITE OPERATIONS). */
+db_writer *ledger_writer(ledger *l);
 
 /* The RDP orders of every vector in this ledger (borrowed, valid until ledger_free). */
 const double *ledger_orders(const ledger *l, size_t *n_orders);

@@ -1,0 +1,137 @@
+/*
+ * db/writer: the one writer of the database. A thread with its own connection that runs the
+ * operations of every client (the ledger today, job state and per-round metrics next) in group
+ * commits, and a background checkpointer. In WAL mode SQLite has one writer at a time: two threads
+ * that each BEGIN IMMEDIATE on their own would wait out each other's transactions under the busy
+ * timeout and pay one fsync each; through this writer they share a transaction and its fsync.
+ *
+ * OPERATIONS. A client fills a db_write_op it owns (on its stack or in its own heap struct: the
+ * writer never allocates per op) with apply, done and arg, and submits it:
+ *   - apply(db, arg, err) runs on the writer thread, on the writer's connection, inside a SAVEPOINT
+ *     of its own within the group's BEGIN IMMEDIATE transaction. It returns DP_OK, or an error code
+ *     with err set, and then everything it wrote is rolled back (ROLLBACK TO the savepoint) while
+ *     the other operations of the group go on. It must be quick and may only use db (prepare, step,
+ *     finalize, or statements it prepared on db_writer_db beforehand): no locks held across it by
+ *     other threads, no I/O, no blocking, and no submit of its own.
+ *   - done(arg, rc, err) is called exactly once, on the writer thread, after the group's COMMIT
+ *     (rc DP_OK: committed, durable with synchronous=FULL) or after the group failed (rc and err
+ * say why: every operation of a group whose COMMIT failed fails, including those whose apply had
+ *     succeeded; nothing of it was recorded). So nothing is acknowledged before it is durable, and
+ *     an acknowledged write survives a crash. err is valid only during the call. done must be quick
+ *     (signal a waiter, resume a connection); it may submit again with db_writer_submit_again (an
+ *     operation that must run once more, e.g. a ledger charge whose PLD figures were stale). After
+ *     done returns the writer never touches the db_write_op: done may free it (once it has read
+ *     err), and a waiter may return and pop the frame that held it.
+ *
+ * GROUPS. The thread detaches every queued operation (at most DB_WRITER_MAX_GROUP) and runs
+ *     BEGIN IMMEDIATE
+ *     for each op: SAVEPOINT; apply; on success RELEASE, else ROLLBACK TO and RELEASE
+ *     COMMIT
+ * then calls every done. Waiters of a group are woken together and submit again almost together;
+ * a thread that started the next group on the first arrival would split them into ever smaller
+ * groups. So when fewer operations are queued than half the previous group, it waits up to
+ * DB_WRITER_GATHER_US for the queue to reach the previous group's size (the group-commit delay of
+ * PostgreSQL's commit_delay). A lone client never waits: its previous group had one op.
+ *
+ * COMPOSITE OPERATIONS. Writes of several clients that must commit or fail together (a training
+ * round's charge and its metrics) are ONE operation: its apply calls each part in turn on db,
+ * inside the one savepoint, and fails as a whole when a part fails. The ledger offers its side of
+ * this as ledger_charge_batch_with (ledger/ledger.h): the charge's operation runs the caller's
+ * ledger_write_fn on the same db after every item was admitted, in the charge's savepoint, so the
+ * round's metrics row commits with the charge or not at all. The ledger's operation is the one that
+ * is submitted (not a wrapper of the caller's), because a PLD silo's charge may need a second run
+ * (its done hands it to the ledger's PLD thread, which submits it again), which only the ledger
+ * knows how to do; the caller's write must therefore be idempotent across runs (each run starts
+ * from a rolled-back savepoint, so it is, if it only writes through db). A client that has no
+ * ledger part (job state) submits db_write_ops of its own to the same writer (ledger_writer).
+ *
+ * CHECKPOINTS. With the default auto-checkpoint, every ~1000 WAL pages one COMMIT would also copy
+ * the WAL into the database and fsync it, stalling the whole group (hundreds of ms). Instead a WAL
+ * hook on the writer's connection (which replaces auto-checkpointing on it) wakes a checkpointer
+ * thread with its own connection once the WAL holds DB_WRITER_CKPT_FRAMES frames; it runs PASSIVE
+ * checkpoints, which never block the writer (SQLite WAL docs, "Checkpointing"). Durability is
+ * unchanged: a transaction is durable once its WAL frames are synced, checkpointed or not.
+ *
+ * IDLE. A client may ask to be called when the writer has had nothing to do for idle_ms
+ * (db_writer_set_idle): the ledger marks overdue claims expired there (by submitting an op).
+ *
+ * STOPPING. db_writer_close refuses new operations (DP_EBUSY); db_writer_submit_again still
+ * accepts operations owed an answer (resubmitted by a done, or by a client thread that took one
+ * over, before db_writer_stop). db_writer_stop runs every queued operation (also those submitted
+ * again while it drains), then joins the threads; the connection stays open so that clients can
+ * finalize their statements; db_writer_free closes it.
+ *
+ * Connections come from store_db_open (db/store.h): one set-up for every connection of dpsilod.
+ * Thread-safety: submit, submit_again, close and stats from any thread; open, stop and free from
+ * one thread; db_writer_db only before the first submit (to prepare statements) or inside apply.
+ */
+#ifndef DP_SERVICE_DB_WRITER_H
+#define DP_SERVICE_DB_WRITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "common/dp_err.h"
+
+/* Operations in one group commit. */
+#define DB_WRITER_MAX_GROUP 1024
+/* Longest wait (microseconds) for a group to fill up to the previous group's size. */
+#define DB_WRITER_GATHER_US 500
+/* WAL frames that trigger a background PASSIVE checkpoint. */
+#define DB_WRITER_CKPT_FRAMES 1000
+
+typedef struct db_writer db_writer;
+
+typedef int (*db_write_apply_fn)(sqlite3 *db, void *arg, dp_err *err);
+typedef void (*db_write_done_fn)(void *arg, int rc, const dp_err *err);
+
+/* An operation: the client sets apply, done and arg; the rest belongs to the writer from submit
+ * until done is called. */
+typedef struct db_write_op {
+    db_write_apply_fn apply;
+    db_write_done_fn done;
+    void *arg;
+    /* the writer's */
+    struct db_write_op *next; /* queue link, guarded by the writer's mutex */
+    int rc;
+    dp_err err;
+} db_write_op;
+
+/* Opens the writer's connection and the checkpointer's on path (an existing database, migrations
+ * applied) and starts both threads. Owned by the caller; NULL with err on failure. */
+db_writer *db_writer_open(const char *path, dp_err *err);
+
+/* The writer's connection, to prepare statements before the first submit and to use inside apply.
+ * Borrowed until db_writer_free. */
+sqlite3 *db_writer_db(db_writer *w);
+
+/* Queues op. DP_OK: done will be called exactly once (possibly before this returns). DP_EBUSY with
+ * err set once the writer is closed: done will never be called. */
+int db_writer_submit(db_writer *w, db_write_op *op, dp_err *err);
+/* Queues an operation that is owed an answer; accepted also after db_writer_close, until the
+ * writer thread has drained the queue and ended (inside db_writer_stop). Later it is refused
+ * (DP_EBUSY, logged: a programming error; done will not be called), never left in the queue. */
+int db_writer_submit_again(db_writer *w, db_write_op *op, dp_err *err);
+
+/* Calls fn(db, arg) on the writer thread, outside any transaction, after every idle_ms without an
+ * operation. Call before the first submit; fn NULL = none. fn may submit operations. */
+void db_writer_set_idle(db_writer *w, int idle_ms, void (*fn)(sqlite3 *db, void *arg), void *arg);
+
+/* Refuses new submissions (db_writer_submit fails with DP_EBUSY). Idempotent. */
+void db_writer_close(db_writer *w);
+/* Closes, runs every queued operation, and joins the writer and checkpointer threads. The
+ * connection stays open (finalize statements prepared on it, then db_writer_free). Idempotent. */
+void db_writer_stop(db_writer *w);
+/* Stops if needed and closes both connections. NULL is a no-op. */
+void db_writer_free(db_writer *w);
+
+/* Group commits since open and the operations they carried (a failed operation counts).
+ * Thread-safe. */
+void db_writer_stats(const db_writer *w, uint64_t *groups, uint64_t *ops);
+/* Background checkpoints run so far (statistics and tests). Thread-safe. */
+uint64_t db_writer_checkpoints(const db_writer *w);
+
+#endif
