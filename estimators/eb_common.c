@@ -2,6 +2,7 @@
  * eb_common.c: status names, seeded streams and log-sum-exp for estimators/. See eb_common.h.
  */
 #include "estimators/eb_common.h"
+#include "common/dp_math.h"
 
 #include <math.h>
 
@@ -70,7 +71,7 @@ gsl_rng *eb_rng_alloc(uint64_t seed, uint64_t stream, dp_err *err)
 
 double eb_logsumexp(const double *x, size_t n)
 {
-    double mx = -INFINITY;
+    double mx = -DP_INF;
     for (size_t i = 0; i < n; i++)
         if (x[i] > mx)
             mx = x[i];

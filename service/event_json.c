@@ -15,6 +15,7 @@
 #include "common/dp_alloc.h"
 #include "service/json_util.h"
 #include "service/tuning_json.h"
+#include "common/dp_math.h"
 
 typedef struct parse_state {
     bool allow_open;
@@ -44,7 +45,7 @@ static int open_number(const json_t *j, const char *key, parse_state *st, double
 {
     const json_t *v = json_object_get(j, key);
     if (v != NULL && json_is_null(v) && st->allow_open) {
-        *out = (double)NAN;
+        *out = DP_NAN;
         return DP_OK;
     }
     if (v != NULL && json_is_null(v))

@@ -97,6 +97,7 @@
 #include "common/dp_sha256.h"
 #include "service/event_json.h"
 #include "service/tuning_json.h"
+#include "common/dp_math.h"
 
 #define LEDGER_SWEEP_MS    1000 /* idle wake-up period of the committer to mark expired claims */
 #define LEDGER_BUSY_MS     5000 /* sqlite3_busy_timeout of the write connection (STYLE.md 2.5) */
@@ -108,7 +109,6 @@
     4                       /* stale PLD snapshots tolerated before the RDP bound decides alone    \
                              */
 #define LEDGER_PLD_CACHE 64 /* remembered eps_PLD of (silo, n_charges) for reads */
-#define DNAN             ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
 
 /* ---- small helpers
  * ------------------------------------------------------------------------------------ */
@@ -546,7 +546,8 @@ static int b_i64_or_null(sqlite3_stmt *st, const char *name, int64_t v)
     int i = bind_idx(st, name);
     return i < 0 ? SQLITE_RANGE : v == 0 ? sqlite3_bind_null(st, i) : sqlite3_bind_int64(st, i, v);
 }
-/* DNAN is bound as NULL (SQLite would turn it into NULL anyway); infinities are stored as REAL. */
+/* DP_NAN is bound as NULL (SQLite would turn it into NULL anyway); infinities are stored as REAL.
+ */
 static int b_dbl(sqlite3_stmt *st, const char *name, double v)
 {
     int i = bind_idx(st, name);
@@ -568,7 +569,7 @@ static int b_blob(sqlite3_stmt *st, const char *name, const void *p, size_t n)
 }
 static double col_dbl(sqlite3_stmt *st, int c)
 {
-    return sqlite3_column_type(st, c) == SQLITE_NULL ? DNAN : sqlite3_column_double(st, c);
+    return sqlite3_column_type(st, c) == SQLITE_NULL ? DP_NAN : sqlite3_column_double(st, c);
 }
 /* Copies an RDP vector column (native doubles) into out; false if its length does not match. */
 static bool col_vec(sqlite3_stmt *st, int c, double *out, size_t n)
@@ -604,14 +605,14 @@ typedef struct silo_row {
 } silo_row;
 
 /* Privacy loss of a total (RDP vector and rho) in the silo's budget unit and as eps at its delta.
- * eps: DNAN when the silo has no delta. unit_value: eps (EPS_DELTA), rho (RHO), DNAN (NONE). */
+ * eps: DP_NAN when the silo has no delta. unit_value: eps (EPS_DELTA), rho (RHO), DP_NAN (NONE). */
 static int loss_of(const ledger *l, const ledger_budget *b, const double *rdp, double rho,
                    double *eps, double *order, dp_err *err)
 {
-    *eps = DNAN;
+    *eps = DP_NAN;
     if (order != NULL)
-        *order = DNAN;
-    double opt = DNAN;
+        *order = DP_NAN;
+    double opt = DP_NAN;
     if (b->kind == LEDGER_BUDGET_NONE || isnan(b->delta))
         return DP_OK;
     if (b->accountant == LEDGER_ACCT_ZCDP) {
@@ -620,7 +621,7 @@ static int loss_of(const ledger *l, const ledger_budget *b, const double *rdp, d
         double curve[LEDGER_MAX_ORDERS];
         for (size_t i = 0; i < l->n_orders; i++) {
             double v = rho * l->orders[i];
-            curve[i] = isfinite(v) && v > 0 ? nextafter(v, INFINITY) : v;
+            curve[i] = isfinite(v) && v > 0 ? nextafter(v, DP_INF) : v;
         }
         if (acct_rdp_to_epsilon(l->orders, curve, l->n_orders, b->delta, b->conversion, eps, &opt,
                                 err) != DP_OK)
@@ -636,14 +637,14 @@ static int loss_of(const ledger *l, const ledger_budget *b, const double *rdp, d
 
 static double unit_value(const ledger_budget *b, double eps, double rho)
 {
-    return b->kind == LEDGER_BUDGET_EPS_DELTA ? eps : b->kind == LEDGER_BUDGET_RHO ? rho : DNAN;
+    return b->kind == LEDGER_BUDGET_EPS_DELTA ? eps : b->kind == LEDGER_BUDGET_RHO ? rho : DP_NAN;
 }
 
 static double cap_of(const ledger_budget *b)
 {
     return b->kind == LEDGER_BUDGET_EPS_DELTA ? b->epsilon
            : b->kind == LEDGER_BUDGET_RHO     ? b->rho
-                                              : DNAN;
+                                              : DP_NAN;
 }
 
 /* cap - held, never negative. */
@@ -651,7 +652,7 @@ static double remaining_of(const ledger_budget *b, double held)
 {
     double cap = cap_of(b);
     if (isnan(cap))
-        return DNAN;
+        return DP_NAN;
     if (isnan(held) || held >= cap)
         return 0.0;
     return cap - held;
@@ -766,9 +767,9 @@ static int item_prepare(const ledger *l, const ledger_charge_req *req, const cha
      * silos refuse it, others record it. */
     dp_err zerr;
     dp_err_clear(&zerr);
-    double rho = INFINITY;
+    double rho = DP_INF;
     if (acct_zcdp_eval(req->event, &rho, &zerr) != DP_OK || isnan(rho) || rho < 0)
-        rho = INFINITY;
+        rho = DP_INF;
     it->cost_rho = rho;
     /* Request hash: what, event, relation and job; a retry with another body is a conflict. */
     char job[32];
@@ -1138,7 +1139,7 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
 {
     const ledger_budget *b = &s->b;
     double wb_rdp[LEDGER_MAX_ORDERS], h_rdp[LEDGER_MAX_ORDERS];
-    double e_spent = DNAN, e_held = DNAN, e_cost, e_wb;
+    double e_spent = DP_NAN, e_held = DP_NAN, e_cost, e_wb;
     memcpy(h_rdp, s->spent_rdp, l->n_orders * sizeof(double));
     if (n_active > 0)
         vec_add_up(h_rdp, held_rdp, l->n_orders);
@@ -1168,7 +1169,7 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
     /* The rule: conv(spent + reserved + cost) <= cap, no tolerance (STYLE.md 2.8). NaN never fits.
      */
     *fits = b->kind == LEDGER_BUDGET_NONE || (res->would_be <= res->budget);
-    res->spent = res->reserved = DNAN;
+    res->spent = res->reserved = DP_NAN;
     if (*fits && n_active == 0)
         return DP_OK;
     if (loss_of(l, b, s->spent_rdp, s->spent_rho, &e_spent, NULL, err) != DP_OK ||
@@ -1181,7 +1182,7 @@ static int admit(ledger *l, const silo_row *s, const double *held_rdp, double he
         e_held = e_spent;
     res->reserved =
         b->kind == LEDGER_BUDGET_NONE
-            ? DNAN
+            ? DP_NAN
             : fmax(0.0, unit_value(b, e_held, h_rho) - unit_value(b, e_spent, s->spent_rho));
     if (pld)
         e_spent = fmin(e_spent, it->pld_spent);
@@ -1296,7 +1297,7 @@ static int charge_append(ledger *l, const silo_row *s, const ledger_charge_req *
     if (rc == SQLITE_OK)
         rc = b_dbl(st, ":remaining", res->remaining_after);
     if (rc == SQLITE_OK)
-        rc = b_dbl(st, ":delta_after", isnan(res->spent_eps_after) ? DNAN : s->b.delta);
+        rc = b_dbl(st, ":delta_after", isnan(res->spent_eps_after) ? DP_NAN : s->b.delta);
     int werr = st_write(l, st, rc, "insert charge", err);
     if (werr != DP_OK)
         return werr;
@@ -1330,7 +1331,7 @@ static void result_from_row(sqlite3_stmt *st, const silo_row *s, ledger_charge_r
     res->remaining_after = col_dbl(st, 8);
     res->requested = unit_value(&s->b, res->cost_eps, res->cost_rho);
     res->budget = cap_of(&s->b);
-    res->spent = res->reserved = res->would_be = DNAN;
+    res->spent = res->reserved = res->would_be = DP_NAN;
 }
 
 /* Looks up (silo, key) in charges. found: 0 none, 1 same request (res filled), 2 other request. */
@@ -1532,7 +1533,7 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         if (held_load(l, s.id, now, 0, held_rdp, &held_rho, &n_active, err) != DP_OK)
             return err->code;
         bool fits = false;
-        double e_wb_rdp = DNAN;
+        double e_wb_rdp = DP_NAN;
         refine_set rf;
         refine_set_load(l, &s, now, 0, n_active, req->event, req->neighboring, &rf);
         rc = admit(l, &s, held_rdp, held_rho, n_active, it, &rf, res, &fits, &e_wb_rdp, err);
@@ -1582,9 +1583,9 @@ static void claim_from_row(ledger *l, sqlite3_stmt *st, const ledger_budget *b,
     c->state = claim_state_parse((const char *)sqlite3_column_text(st, 5));
     c->job_id = sqlite3_column_type(st, 6) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 6);
     c->cost_rho = sqlite3_column_double(st, 8);
-    c->cost_eps = DNAN;
+    c->cost_eps = DP_NAN;
     if (cost_rdp != NULL && col_vec(st, 7, cost_rdp, l->n_orders) && b != NULL) {
-        double e = DNAN;
+        double e = DP_NAN;
         if (loss_of(l, b, cost_rdp, c->cost_rho, &e, NULL, NULL) == DP_OK)
             c->cost_eps = e;
     }
@@ -1656,7 +1657,7 @@ static int apply_claim_create(ledger *l, ledger_op *op, int64_t now, dp_err *err
     if (held_load(l, s.id, now, 0, held_rdp, &held_rho, &n_active, err) != DP_OK)
         return err->code;
     bool fits = false;
-    double e_wb_rdp = DNAN;
+    double e_wb_rdp = DP_NAN;
     refine_set rf;
     refine_set_load(l, &s, now, 0, n_active, req->event, req->neighboring, &rf);
     int arc = admit(l, &s, held_rdp, held_rho, n_active, it, &rf, res, &fits, &e_wb_rdp, err);
@@ -1758,7 +1759,7 @@ static int claim_load(ledger *l, const ledger_op *op, ledger_claim_view *c, doub
         return err->code;
     double v[LEDGER_MAX_ORDERS];
     memcpy(v, cost_rdp, l->n_orders * sizeof(double));
-    double e = DNAN;
+    double e = DP_NAN;
     if (loss_of(l, &s->b, v, c->cost_rho, &e, NULL, NULL) == DP_OK)
         c->cost_eps = e;
     return DP_OK;
@@ -1856,7 +1857,7 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     char what[48];
     snprintf(what, sizeof what, "claim:%lld", (long long)c->id);
     dp_sha256(what, strlen(what), hash);
-    double e = DNAN;
+    double e = DP_NAN;
     res->silo_id = s.id;
     res->kind = s.b.kind;
     if ((rc = loss_of(l, &s.b, cost_rdp, c->cost_rho, &e, NULL, err)) != DP_OK)
@@ -1869,9 +1870,9 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     res->cost_rho = c->cost_rho;
     res->requested = unit_value(&s.b, e, c->cost_rho);
     res->budget = cap_of(&s.b);
-    res->spent = res->reserved = res->would_be = DNAN;
+    res->spent = res->reserved = res->would_be = DP_NAN;
     if ((rc = charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, c->cost_rho, held_rdp,
-                            held_rho, n_active, DNAN, pit, &rf, now, res, err)) != DP_OK)
+                            held_rho, n_active, DP_NAN, pit, &rf, now, res, err)) != DP_OK)
         goto out;
     if ((rc = claim_close(l, c->id, "committed", now, err)) != DP_OK)
         goto out;
@@ -1909,11 +1910,11 @@ static int apply_claim_abort(ledger *l, ledger_op *op, int64_t now, dp_err *err)
 
 static int bind_budget(sqlite3_stmt *st, const ledger_budget *b)
 {
-    int rc = b_dbl(st, ":eps", b->kind == LEDGER_BUDGET_EPS_DELTA ? b->epsilon : DNAN);
+    int rc = b_dbl(st, ":eps", b->kind == LEDGER_BUDGET_EPS_DELTA ? b->epsilon : DP_NAN);
     if (rc == SQLITE_OK)
-        rc = b_dbl(st, ":delta", b->kind == LEDGER_BUDGET_NONE ? DNAN : b->delta);
+        rc = b_dbl(st, ":delta", b->kind == LEDGER_BUDGET_NONE ? DP_NAN : b->delta);
     if (rc == SQLITE_OK)
-        rc = b_dbl(st, ":rho", b->kind == LEDGER_BUDGET_RHO ? b->rho : DNAN);
+        rc = b_dbl(st, ":rho", b->kind == LEDGER_BUDGET_RHO ? b->rho : DP_NAN);
     return rc;
 }
 
@@ -2037,7 +2038,7 @@ static int apply_silo_patch(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         return err->code;
     vec_add_up(held_rdp, s.spent_rdp, l->n_orders);
     held_rho = ledger_sum_up(held_rho, s.spent_rho);
-    double e_held = DNAN;
+    double e_held = DP_NAN;
     if (loss_of(l, &nb, held_rdp, held_rho, &e_held, NULL, err) != DP_OK)
         return err->code;
     if (!(e_held <= cap_of(&nb))) { /* the refined figure (continuous order, pure events) */
@@ -2960,7 +2961,7 @@ static double pld_eps_of(sqlite3 *db, int64_t silo, double delta, bool with_clai
         "AND state = 'active' AND expires_at > :now";
     const size_t cap = ACCT_PLD_MAX_MECHANISMS;
     const char *nb_name = nb == ACCT_NB_REPLACE_ONE ? "replace_one" : "add_remove";
-    double eps = INFINITY;
+    double eps = DP_INF;
     bool ok = true;
     acct_event *root = acct_event_alloc(ACCT_EV_COMPOSED);
     if (root == NULL || (root->children = dp_calloc(cap, sizeof *root->children)) == NULL)
@@ -3020,7 +3021,7 @@ static int step_once(sqlite3 *db, const char *sql)
 static double pld_cache_get(ledger *l, int64_t silo, int64_t n_charges, double delta)
 {
     size_t slot = (size_t)silo % LEDGER_PLD_CACHE;
-    double eps = DNAN;
+    double eps = DP_NAN;
     pthread_mutex_lock(&l->cache_mu);
     if (l->pld_cache[slot].silo == silo && l->pld_cache[slot].n_charges == n_charges &&
         memcmp(&l->pld_cache[slot].delta, &delta, sizeof delta) == 0)
@@ -3091,7 +3092,7 @@ static int pld_prepare(ledger *l, op_item *it, dp_err *err)
     }
     sqlite3_busy_timeout(db, LEDGER_BUSY_MS);
     int64_t silo = it->req->silo_id, now = now_ms();
-    double delta = DNAN;
+    double delta = DP_NAN;
     sqlite3_stmt *st = NULL;
     rc = step_once(db, "BEGIN");
     if (rc == SQLITE_OK)
@@ -3137,15 +3138,14 @@ static int pld_prepare(ledger *l, op_item *it, dp_err *err)
         } else if (it->claim_id != 0) {
             acct_neighboring nb = ACCT_NB_ADD_REMOVE;
             acct_event *ev = claim_event(db, it->claim_id, &nb);
-            it->pld_spent = INFINITY;
-            it->pld_after =
-                ev != NULL ? pld_eps_of(db, silo, delta, false, ev, nb, now) : (double)INFINITY;
+            it->pld_spent = DP_INF;
+            it->pld_after = ev != NULL ? pld_eps_of(db, silo, delta, false, ev, nb, now) : DP_INF;
             it->pld_wb =
                 any_claim ? pld_eps_of(db, silo, delta, true, NULL, nb, now) : it->pld_after;
             acct_event_free(ev);
         } else {
             acct_neighboring nb = log_relation(db, silo);
-            it->pld_spent = it->pld_after = INFINITY;
+            it->pld_spent = it->pld_after = DP_INF;
             it->pld_wb = pld_eps_of(db, silo, delta, true, NULL, nb, now);
         }
         it->pld_ready = true;
@@ -3517,7 +3517,7 @@ static void rdp_refine_view(ledger *l, sqlite3 *db, const silo_row *s, ledger_si
         (b->accountant != LEDGER_ACCT_RDP && b->accountant != LEDGER_ACCT_PLD) || s->n_charges == 0)
         return;
     size_t slot = (size_t)s->id % LEDGER_PLD_CACHE;
-    double eps = DNAN, order = DNAN;
+    double eps = DP_NAN, order = DP_NAN;
     pthread_mutex_lock(&l->cache_mu);
     if (l->rdp_cache[slot].silo == s->id && l->rdp_cache[slot].n_charges == s->n_charges &&
         memcmp(&l->rdp_cache[slot].delta, &b->delta, sizeof b->delta) == 0) {
@@ -3577,7 +3577,7 @@ static void pld_refine_view(ledger *l, store_conn *c, ledger_silo_view *v)
     if (b->accountant != LEDGER_ACCT_PLD || b->kind != LEDGER_BUDGET_EPS_DELTA || v->n_charges == 0)
         return;
     size_t slot = (size_t)v->id % LEDGER_PLD_CACHE;
-    double eps = DNAN;
+    double eps = DP_NAN;
     pthread_mutex_lock(&l->cache_mu);
     if (l->pld_cache[slot].silo == v->id && l->pld_cache[slot].n_charges == v->n_charges &&
         memcmp(&l->pld_cache[slot].delta, &b->delta, sizeof b->delta) == 0)
@@ -3603,7 +3603,7 @@ static void pld_refine_view(ledger *l, store_conn *c, ledger_silo_view *v)
     }
     if (eps < v->spent_eps) {
         v->spent_eps = eps;
-        v->spent_order = DNAN; /* PLD has no RDP order */
+        v->spent_order = DP_NAN; /* PLD has no RDP order */
         if (v->n_active_claims == 0)
             v->held_eps = eps;
         v->remaining = remaining_of(b, v->held_eps);
@@ -3796,7 +3796,7 @@ int ledger_silo_verify(const ledger *l, store_conn *c, int64_t id, ledger_verify
         for (size_t i = 0; i < l->n_orders; i++) {
             double d = fabs(sum[i] - s->spent_rdp[i]);
             if (isnan(d)) /* inf - inf: equal infinities are consistent */
-                d = sum[i] == s->spent_rdp[i] ? 0 : INFINITY;
+                d = sum[i] == s->spent_rdp[i] ? 0 : DP_INF;
             if (d > out->max_abs_diff_rdp)
                 out->max_abs_diff_rdp = d;
             if (memcmp(&sum[i], &s->spent_rdp[i], sizeof(double)) != 0)
@@ -3924,7 +3924,7 @@ int ledger_claim_get(store_conn *c, int64_t claim_id, ledger_claim_view *out, dp
             out->state = claim_state_parse((const char *)sqlite3_column_text(st, 5));
             out->job_id = sqlite3_column_int64(st, 6);
             out->cost_rho = sqlite3_column_double(st, 7);
-            out->cost_eps = DNAN;
+            out->cost_eps = DP_NAN;
             out->charge_id = sqlite3_column_int64(st, 8);
             /* An active claim past its expiry is released: report it as expired. */
             if (out->state == LEDGER_CLAIM_ACTIVE && out->expires_at_ms <= now_ms())

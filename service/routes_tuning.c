@@ -40,6 +40,7 @@
 #include "service/event_json.h"
 #include "service/json_util.h"
 #include "service/tuning_json.h"
+#include "common/dp_math.h"
 
 #define TUNING_MAX_GRID   1000000 /* grid_size cap (same as the run cap) */
 #define TUNING_MAX_LISTED 10000   /* candidates are listed only for K up to this */
@@ -227,13 +228,13 @@ int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
     base = NULL;
     search->dist = d;
 
-    double eps_one, eps_search, eps_naive = NAN;
+    double eps_one, eps_search, eps_naive = DP_NAN;
     acct_rdp_answer ans;
     if ((rc = eps_of(search->child, nb, delta, &eps_one, NULL, err)) != DP_OK ||
         (rc = eps_of(search, nb, delta, &eps_search, &ans, err)) != DP_OK)
         goto out;
     if (grid > 0) {
-        search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)grid, NAN, NAN, NAN};
+        search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)grid, DP_NAN, DP_NAN, DP_NAN};
         rc = eps_of(search, nb, delta, &eps_naive, NULL, err);
         search->dist = d;
         if (rc != DP_OK)
@@ -241,7 +242,7 @@ int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
     }
     /* Pure runs: the pure bounds hold for every delta, so the smaller figure is reported. */
     bool is_pure = false;
-    double pure_one = NAN, pure_search = NAN, pure_naive = NAN;
+    double pure_one = DP_NAN, pure_search = DP_NAN, pure_naive = DP_NAN;
     if ((rc = acct_tuning_event_pure_epsilon(search->child, nb, &is_pure, &pure_one, err)) != DP_OK)
         goto out;
     if (is_pure) {
@@ -311,7 +312,7 @@ static acct_event *training_run(double q, int64_t steps)
     acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN), *top = g;
     if (g == NULL)
         return NULL;
-    g->noise_multiplier = NAN;
+    g->noise_multiplier = DP_NAN;
     if (q < 1.0) {
         acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
         if (p == NULL) {
@@ -360,7 +361,7 @@ static int plan_run(void *arg, const atomic_bool *cancel, dp_err *err)
 {
     (void)cancel; /* a few bounded calibrations: not split */
     plan_job *j = arg;
-    acct_calib_rdp_ctx cctx = {j->nb, j->delta, ACCT_CONV_OPTIMAL, NULL, 0, NAN};
+    acct_calib_rdp_ctx cctx = {j->nb, j->delta, ACCT_CONV_OPTIMAL, NULL, 0, DP_NAN};
     acct_event *search = j->search = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
     if (search == NULL || (search->child = training_run(j->q, j->steps)) == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -376,7 +377,8 @@ static int plan_run(void *arg, const atomic_bool *cancel, dp_err *err)
         DP_OK)
         return rc;
     if (j->grid > 0) {
-        search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)j->grid, NAN, NAN, NAN};
+        search->dist =
+            (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)j->grid, DP_NAN, DP_NAN, DP_NAN};
         rc = acct_calibrate(search, j->eps, acct_calib_rdp_eps, &cctx, &j->naive, err);
         search->dist = j->d;
         if (rc != DP_OK && rc != DP_ENUMERIC)
@@ -453,7 +455,7 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
     if ((rc = json_util_require_object(rq->body, NULL, err)) != DP_OK ||
         (rc = json_util_check_keys(rq->body, keys, 7, err)) != DP_OK)
         return rc;
-    double eps, delta, expected = NAN, q;
+    double eps, delta, expected = DP_NAN, q;
     int64_t grid = 0, steps;
     acct_neighboring nb;
     acct_tuning_dist d;
@@ -464,7 +466,7 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
                           eps);
     if ((rc = read_delta(rq->body, &delta, err)) != DP_OK ||
         (rc = read_grid(rq->body, &grid, err)) != DP_OK ||
-        (rc = json_util_opt_number(rq->body, "expected_runs", NAN, &expected, err)) != DP_OK ||
+        (rc = json_util_opt_number(rq->body, "expected_runs", DP_NAN, &expected, err)) != DP_OK ||
         (rc = event_json_neighboring(rq->body, &nb, err)) != DP_OK)
         return rc;
     if (!isnan(expected) && !(expected >= 1.0 && expected <= ACCT_TUNING_MAX_MEAN))
@@ -494,7 +496,7 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
         return rc;
     /* The distribution's mean comes from the request when the distribution leaves it out. */
     if (d.kind != ACCT_TUNE_FIXED && isnan(d.mean) && isnan(d.gamma)) {
-        double m = !isnan(expected) ? expected : (grid > 0 ? (double)grid : (double)NAN);
+        double m = !isnan(expected) ? expected : (grid > 0 ? (double)grid : DP_NAN);
         if (isnan(m))
             return dp_err_set(err, DP_EINVAL, "expected_runs",
                               "give expected_runs or grid_size, or a mean in the distribution");
@@ -506,7 +508,8 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
     plan_job *j = dp_calloc(1, sizeof *j);
     if (j == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    *j = (plan_job){eps, delta, grid, q, steps, nb, d, NULL, {0}, {0}, {0, NAN, NAN, 0}, NAN};
+    *j = (plan_job){eps,   delta, grid, q, steps, nb, d, NULL, {0}, {0}, {0, DP_NAN, DP_NAN, 0},
+                    DP_NAN};
     compute_task t = {plan_run, plan_render, plan_job_free, j, COMPUTE_OPEN};
     return compute_offload(rq, rs, &t, err);
 }

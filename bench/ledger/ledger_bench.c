@@ -32,6 +32,7 @@
 #include "accounting/event.h"
 #include "common/dp_err.h"
 #include "service/ledger.h"
+#include "common/dp_math.h"
 
 #define BENCH_MAX_THREADS 256
 #define BENCH_BUF         8192
@@ -265,7 +266,7 @@ int main(int argc, char **argv)
                            .conversion = ACCT_CONV_BALLE2020,
                            .epsilon = 1e9,
                            .delta = 1e-5,
-                           .rho = (double)NAN};
+                           .rho = DP_NAN};
         ledger_silo_view v;
         char tok[LEDGER_TOKEN_BUF];
         if (ledger_silo_create(l, "bench", &b, &v, tok, &e) != DP_OK) {

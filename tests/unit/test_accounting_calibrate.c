@@ -10,6 +10,7 @@
 #include "accounting/calibrate.h"
 #include "common/dp_alloc.h"
 #include "tests/test_util.h"
+#include "common/dp_math.h"
 
 static acct_event *sgm(double q, double s, unsigned long long steps)
 {
@@ -40,7 +41,7 @@ static void noise_round_trips_and_matches_seed000(void **state)
     (void)state;
     /* seed-000 §2.6 inverse: q=0.01, T=20000, delta=1e-4, eps=1 -> sigma 5.0237 (Balle, Opacus
      * grid); we use the default grid + continuous order, which can only need less noise. */
-    acct_event *ev = sgm(0.01, (double)NAN, 20000);
+    acct_event *ev = sgm(0.01, DP_NAN, 20000);
     acct_calib_rdp_ctx ctx = {ACCT_NB_ADD_REMOVE, 1e-4, ACCT_CONV_OPTIMAL, NULL, 0, 0};
     acct_calib_result r;
     dp_err err = {0};
@@ -59,7 +60,7 @@ static void noise_round_trips_and_matches_seed000(void **state)
     for (int a = 12; a <= 63; a++)
         o[n++] = a;
     acct_calib_rdp_ctx g = {ACCT_NB_ADD_REMOVE, 1e-4, ACCT_CONV_BALLE2020, o, n, 0};
-    ev = sgm(1.0, (double)NAN, 1000);
+    ev = sgm(1.0, DP_NAN, 1000);
     assert_int_equal(acct_calibrate(ev, 10.0, acct_calib_rdp_eps, &g, &r, &err), DP_OK);
     assert_close(r.value, 15.370, 0, 0.0005);
     assert_int_equal(acct_calibrate(ev, 1.0, acct_calib_rdp_eps, &g, &r, &err), DP_OK);
@@ -82,7 +83,7 @@ static void count_and_rate_round_trip(void **state)
     assert_true(eps_with(ev, ACCT_OPEN_COUNT, r.value + 1.0, &ctx) > 3.0);
     acct_event_free(ev);
 
-    ev = sgm((double)NAN, 0.9, 5000);
+    ev = sgm(DP_NAN, 0.9, 5000);
     assert_int_equal(acct_calibrate(ev, 2.0, acct_calib_rdp_eps, &ctx, &r, &err), DP_OK);
     assert_int_equal(r.kind, ACCT_OPEN_RATE);
     assert_true(eps_with(ev, ACCT_OPEN_RATE, r.value, &ctx) <= 2.0);
@@ -97,7 +98,7 @@ static void impossible_targets_are_numeric_errors(void **state)
     acct_event *c = acct_event_alloc(ACCT_EV_COMPOSED);
     c->n_children = 2;
     c->children = dp_calloc(2, sizeof *c->children);
-    c->children[0] = sgm(0.01, (double)NAN, 100);
+    c->children[0] = sgm(0.01, DP_NAN, 100);
     c->children[1] = acct_event_alloc(ACCT_EV_PURE);
     c->children[1]->epsilon = 2.0;
     acct_calib_rdp_ctx ctx = {ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_BALLE2020, NULL, 0, 0};
@@ -114,7 +115,7 @@ static void impossible_targets_are_numeric_errors(void **state)
      * said "event.event") */
     assert_string_equal(err.field, "");
     ev->count_open = true;
-    ev->child->child->noise_multiplier = (double)NAN;
+    ev->child->child->noise_multiplier = DP_NAN;
     dp_err_clear(&err);
     assert_int_equal(acct_calibrate(ev, 1.0, acct_calib_rdp_eps, &ctx, &r, &err), DP_EINVAL);
     acct_event_free(ev);
@@ -148,7 +149,7 @@ static void unevaluable_probe_is_an_error_not_a_miss(void **state)
     acct_calib_result r;
     dp_err err = {0};
     acct_event *g = acct_event_alloc(ACCT_EV_GAUSSIAN);
-    g->noise_multiplier = (double)NAN;
+    g->noise_multiplier = DP_NAN;
     assert_int_equal(acct_calibrate(g, 5.0, partial_eps, NULL, &r, &err), DP_EINVAL);
     assert_string_equal(err.field, "value_discretization");
     /* where every probe can be evaluated the optimum is found (1/sigma = 0.5 -> sigma 2) */
@@ -167,7 +168,7 @@ static void unevaluable_probe_is_an_error_not_a_miss(void **state)
     acct_event_free(c);
 
     acct_event *p = acct_event_alloc(ACCT_EV_POISSON);
-    p->sampling_rate = (double)NAN;
+    p->sampling_rate = DP_NAN;
     p->child = acct_event_alloc(ACCT_EV_GAUSSIAN);
     p->child->noise_multiplier = 1.0;
     dp_err_clear(&err);

@@ -8,6 +8,7 @@
 #include "accounting/event.h"
 #include "common/dp_alloc.h"
 #include "tests/test_util.h"
+#include "common/dp_math.h"
 
 static acct_event *gauss(double s)
 {
@@ -89,7 +90,7 @@ static void check_rejects_each_domain_violation(void **state)
     for (size_t i = 0; i < 3; i++) {
         acct_event *e = acct_event_alloc(cases[i].t);
         e->rho = -0.1;
-        e->epsilon = (double)INFINITY;
+        e->epsilon = DP_INF;
         e->noise_multiplier = 0.0;
         dp_err err = {0};
         assert_int_equal(acct_event_check(e, true, &err), DP_EINVAL);
@@ -155,8 +156,8 @@ static void clone_copies_deeply_and_fill_sets_open_values(void **state)
     acct_event *c = acct_event_alloc(ACCT_EV_COMPOSED);
     c->n_children = 2;
     c->children = dp_calloc(2, sizeof *c->children);
-    c->children[0] = wrap(ACCT_EV_SELF_COMPOSED, wrap(ACCT_EV_POISSON, gauss((double)NAN)));
-    c->children[1] = gauss((double)NAN);
+    c->children[0] = wrap(ACCT_EV_SELF_COMPOSED, wrap(ACCT_EV_POISSON, gauss(DP_NAN)));
+    c->children[1] = gauss(DP_NAN);
     assert_int_equal(acct_event_open_params(c), ACCT_OPEN_NOISE);
     acct_event *k = acct_event_clone(c);
     assert_non_null(k);

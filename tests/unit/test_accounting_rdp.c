@@ -12,6 +12,7 @@
 #include "accounting/rdp.h"
 #include "common/dp_alloc.h"
 #include "tests/test_util.h"
+#include "common/dp_math.h"
 
 static acct_event *gauss(double s)
 {
@@ -543,7 +544,7 @@ static void curve_answer_equals_tree_answer(void **state)
         assert_int_equal(c.continuous, t.continuous);
     }
     for (size_t i = 0; i < n; i++)
-        curve[i] = nextafter(curve[i], INFINITY);
+        curve[i] = nextafter(curve[i], DP_INF);
     acct_rdp_answer t, c;
     assert_int_equal(
         acct_rdp_epsilon(ep, ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_OPTIMAL, orders, n, &t, &e),

@@ -21,6 +21,7 @@
 #include "common/dp_log.h"
 #include "service/ledger.h"
 #include "tests/unit/ledger_fixture.h"
+#include "common/dp_math.h"
 
 static int setup(void **state)
 {
@@ -55,7 +56,7 @@ static ledger_budget pld_budget(double eps, double delta)
                        .conversion = ACCT_CONV_BALLE2020,
                        .epsilon = eps,
                        .delta = delta,
-                       .rho = (double)NAN};
+                       .rho = DP_NAN};
     return b;
 }
 
@@ -65,14 +66,13 @@ static ledger_budget rho_budget(double rho)
                        .accountant = LEDGER_ACCT_ZCDP,
                        .conversion = ACCT_CONV_BALLE2020,
                        .rho = rho,
-                       .delta = (double)NAN};
+                       .delta = DP_NAN};
     return b;
 }
 
 static ledger_patch no_patch(void)
 {
-    ledger_patch p = {
-        .name = NULL, .epsilon = (double)NAN, .delta = (double)NAN, .rho = (double)NAN};
+    ledger_patch p = {.name = NULL, .epsilon = DP_NAN, .delta = DP_NAN, .rho = DP_NAN};
     return p;
 }
 
