@@ -25,9 +25,14 @@ violates "service header in estimators" estimators/x.c '#include "service/http.h
 violates "estimators header in accounting" accounting/x.c '#include "estimators/eb_common.h"' "may include only"
 violates "threads in accounting" accounting/x.c '#include <pthread.h>' "must not use threads"
 violates "printing in estimators" estimators/x.c 'void f(void) { fprintf(stderr, "x"); }' "never print"
+violates "float NAN in service" service/x.c 'double f(void) { return NAN; }' "float INFINITY/NAN"
+violates "float INFINITY in a test" tests/unit/x.c 'static const double lim = -INFINITY;' "float INFINITY/NAN"
 
 rm -rf "$T/tree"; mkdir -p "$T/tree/federated" "$T/tree/accounting"
 printf '#include <pthread.h>\n#include "estimators/eb_common.h"\n' >"$T/tree/federated/ok.c"
 printf 'int f(char *b) { return snprintf(b, 4, "%%d", 1); } /* printf-style */\n' >"$T/tree/accounting/ok.c"
+# INFINITY / NAN named in comments and strings, DP_INF / DP_NAN and longer identifiers are fine.
+printf '/* +INFINITY,\n * or NAN */ double g(void) { return DP_NAN; } // NAN\n' >"$T/tree/accounting/c.c"
+printf 'const char *s = "NAN \\" INFINITY"; char q = %s; double h = -DP_INF + MY_NAN_X;\n' "'\"'" >"$T/tree/accounting/d.c"
 check "allowed includes and snprintf pass" sh "$ROOT/scripts/check-deps.sh" "$T/tree"
 finish
