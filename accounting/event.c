@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
 
 acct_event *acct_event_alloc(acct_event_type type)
 {
@@ -21,14 +22,14 @@ acct_event *acct_event_alloc(acct_event_type type)
     if (ev == NULL)
         return NULL;
     ev->type = type;
-    ev->noise_multiplier = ((double)NAN);
-    ev->sampling_rate = ((double)NAN);
-    ev->rho = ((double)NAN);
-    ev->epsilon = ((double)NAN);
+    ev->noise_multiplier = DP_NAN;
+    ev->sampling_rate = DP_NAN;
+    ev->rho = DP_NAN;
+    ev->epsilon = DP_NAN;
     ev->dist.kind = ACCT_TUNE_FIXED;
-    ev->dist.mean = ((double)NAN);
-    ev->dist.eta = ((double)NAN);
-    ev->dist.gamma = ((double)NAN);
+    ev->dist.mean = DP_NAN;
+    ev->dist.eta = DP_NAN;
+    ev->dist.gamma = DP_NAN;
     return ev;
 }
 

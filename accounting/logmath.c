@@ -5,6 +5,7 @@
  * the switch at -ln 2 between log(-expm1(x)) and log1p(-exp(x)).
  */
 #include "accounting/logmath.h"
+#include "common/dp_math.h"
 
 #include <float.h>
 #include <math.h>
@@ -14,7 +15,7 @@
 double dp_log_add(double a, double b)
 {
     if (isnan(a) || isnan(b))
-        return ((double)NAN);
+        return DP_NAN;
     double hi = a > b ? a : b, lo = a > b ? b : a;
     if (hi == -HUGE_VAL)
         return -HUGE_VAL;
@@ -26,7 +27,7 @@ double dp_log_add(double a, double b)
 double dp_log1mexp(double x)
 {
     if (isnan(x) || x > 0.0)
-        return ((double)NAN);
+        return DP_NAN;
     if (x == 0.0)
         return -HUGE_VAL;
     return x > -M_LN2 ? log(-expm1(x)) : log1p(-exp(x));
@@ -35,7 +36,7 @@ double dp_log1mexp(double x)
 double dp_log_sub(double a, double b)
 {
     if (isnan(a) || isnan(b) || a < b)
-        return ((double)NAN);
+        return DP_NAN;
     if (b == -HUGE_VAL)
         return a;
     if (a == b)
@@ -48,7 +49,7 @@ double dp_log_sub(double a, double b)
 double dp_logexpm1(double x)
 {
     if (isnan(x) || x < 0.0)
-        return ((double)NAN);
+        return DP_NAN;
     if (x == 0.0)
         return -HUGE_VAL;
     if (x > 36.0) /* e^-x < DBL_EPSILON^2: log1p(-e^-x) is below half an ulp of x beyond here */
@@ -61,7 +62,7 @@ double dp_logsumexp(const double *x, size_t n)
     double m = -HUGE_VAL;
     for (size_t i = 0; i < n; i++) {
         if (isnan(x[i]))
-            return ((double)NAN);
+            return DP_NAN;
         if (x[i] > m)
             m = x[i];
     }
@@ -92,7 +93,7 @@ void dp_lse_init(dp_lse *s)
 void dp_lse_add(dp_lse *s, double term)
 {
     if (isnan(term) || isnan(s->max)) {
-        s->max = ((double)NAN);
+        s->max = DP_NAN;
         return;
     }
     if (term == -HUGE_VAL)
@@ -113,7 +114,7 @@ void dp_lse_add(dp_lse *s, double term)
 double dp_lse_value(const dp_lse *s)
 {
     if (isnan(s->max))
-        return ((double)NAN);
+        return DP_NAN;
     if (s->max == -HUGE_VAL || s->max == HUGE_VAL)
         return s->max;
     return s->max + log(s->sum);
@@ -126,7 +127,7 @@ double dp_sum_up(double a, double b)
         return s;
     double bb = s - a;
     double e = (a - (s - bb)) + (b - bb);
-    return e > 0 ? nextafter(s, INFINITY) : s;
+    return e > 0 ? nextafter(s, DP_INF) : s;
 }
 
 double dp_mul_up(double c, double x)
@@ -134,5 +135,5 @@ double dp_mul_up(double c, double x)
     double p = c * x;
     if (!isfinite(p))
         return p;
-    return fma(c, x, -p) > 0 ? nextafter(p, INFINITY) : p;
+    return fma(c, x, -p) > 0 ? nextafter(p, DP_INF) : p;
 }

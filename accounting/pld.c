@@ -71,6 +71,7 @@
 #include <gsl/gsl_math.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
 
 /* Largest grid index magnitude accepted: keeps j * h and sums of counts * j exact in double/int64.
  */
@@ -100,8 +101,6 @@
 #define PLD_TWIDDLE_RESYNC 16
 /* Grid points between exact exp() re-anchors of the e^eps recurrence in pmf_build. */
 #define PLD_EXP_RESYNC 32
-/* INFINITY is a float constant; -Wdouble-promotion wants the double. */
-#define PLD_INF ((double)INFINITY)
 
 typedef enum { MECH_GAUSS, MECH_LAPLACE, MECH_PURE } mech_kind;
 
@@ -229,7 +228,7 @@ static double log_mix(double a, double q)
 }
 
 /* log((e^eps - 1 + q) / q): the log likelihood ratio threshold of the sampled mechanisms;
- * -PLD_INF when e^eps <= 1 - q (every x has loss > eps). */
+ * -DP_INF when e^eps <= 1 - q (every x has loss > eps). */
 static double log_rho(double eps, double q)
 {
     if (q >= 1.0)
@@ -238,7 +237,7 @@ static double log_rho(double eps, double q)
         return eps + log1p((q - 1.0) * exp(-eps)) - log(q);
     double v = expm1(eps) + q;
     if (!(v > 0))
-        return -PLD_INF;
+        return -DP_INF;
     return log(v) - log(q);
 }
 
@@ -270,7 +269,7 @@ static double repl_xstar(double eps, double sg, double q, double *hint)
             step *= 2;
             hi = lo + step;
             if (++it > PLD_NEWTON_MAX_ITER)
-                return NAN;
+                return DP_NAN;
         }
     } else {
         hi = x;
@@ -280,7 +279,7 @@ static double repl_xstar(double eps, double sg, double q, double *hint)
             step *= 2;
             lo = hi - step;
             if (++it > PLD_NEWTON_MAX_ITER)
-                return NAN;
+                return DP_NAN;
         }
     }
     x = 0.5 * (lo + hi);
@@ -337,7 +336,7 @@ static tails4 mech_tails(const pld_mech *m, double eps, double *hint)
     if (m->kind == MECH_GAUSS) {
         /* L(x) = log(1 - q + q exp(-(2x + 1) / (2 sigma^2))) > eps  <=>  x < -sigma^2 s - 1/2 */
         double sg = m->scale;
-        xs = (s == -PLD_INF) ? PLD_INF : -sg * sg * s - 0.5;
+        xs = (s == -DP_INF) ? DP_INF : -sg * sg * s - 0.5;
         norm_cdf2(xs / sg, &f0, &s0);
         norm_cdf2((xs + 1.0) / sg, &f1, &s1);
     } else {
@@ -345,9 +344,9 @@ static tails4 mech_tails(const pld_mech *m, double eps, double *hint)
          * exp(-(2x+1)/b) between; L > eps <=> ratio > e^s. */
         double b = m->scale;
         if (s >= 1.0 / b)
-            xs = -PLD_INF;
+            xs = -DP_INF;
         else if (s < -1.0 / b)
-            xs = PLD_INF;
+            xs = DP_INF;
         else
             xs = -(b * s + 1.0) / 2.0;
         lap_cdf2(xs, 0.0, b, &f0, &s0);
@@ -460,7 +459,7 @@ static int pmf_build(const pld_mech *m, const acct_pld_opts *o, pld_pmf *rm, pld
 
     /* bottom: L <= eps_min lifted to eps_min; in the add direction this is the top (+inf part). */
     double e_min = (double)jmin * h;
-    double hint = NAN;
+    double hint = DP_NAN;
     tails4 prev = mech_tails(m, e_min, &hint);
     pr[0] += prev.ub;
     /* Lower-bound bookkeeping (DESIGN 5): mass lifted by less than h only shifts the mean (by at
@@ -769,7 +768,7 @@ static int flatten(const acct_event *ev, acct_neighboring nb, pld_leaf **out, si
 /* ---- Chernoff bounds from the cumulant generating function ---- */
 
 /* K(t) = sum_k c_k log E[e^(t sgn L_k)] over the finite parts, with K' and K'' (t > 0). Returns
- * -PLD_INF for K if some leaf has no finite mass. */
+ * -DP_INF for K if some leaf has no finite mass. */
 static void cgf_eval(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h, int sgn, double t,
                      double *k0, double *k1, double *k2)
 {
@@ -791,7 +790,7 @@ static void cgf_eval(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h,
             }
         }
         if (!(s0 > 0)) {
-            *k0 = -PLD_INF;
+            *k0 = -DP_INF;
             *k1 = *k2 = 0;
             return;
         }
@@ -828,12 +827,12 @@ static double chernoff_cut(const pld_pmf *pm, const pld_leaf *lv, size_t nl, dou
                            double c)
 {
     /* start where a Gaussian with the same variance would have its optimum, t = sqrt(2c / var) */
-    double t = PLD_CHERNOFF_T0, best = PLD_INF;
+    double t = PLD_CHERNOFF_T0, best = DP_INF;
     for (int it = 0; it < PLD_NEWTON_MAX_ITER; it++) {
         double K, K1, K2;
         cgf_eval(pm, lv, nl, h, sgn, t, &K, &K1, &K2);
-        if (K == -PLD_INF)
-            return -PLD_INF;
+        if (K == -DP_INF)
+            return -DP_INF;
         if (it == 0 && K2 > 0) {
             double t0 = sqrt(2.0 * c / K2);
             if (t0 > t) {
@@ -856,11 +855,11 @@ static double chernoff_cut(const pld_pmf *pm, const pld_leaf *lv, size_t nl, dou
  */
 static double chernoff_delta(const pld_pmf *pm, const pld_leaf *lv, size_t nl, double h, double eps)
 {
-    double t = 1.0, best = PLD_INF;
+    double t = 1.0, best = DP_INF;
     for (int it = 0; it < PLD_NEWTON_MAX_ITER; it++) {
         double K, K1, K2;
         cgf_eval(pm, lv, nl, h, 1, t, &K, &K1, &K2);
-        if (K == -PLD_INF)
+        if (K == -DP_INF)
             return 0.0;
         double lc = t * log(t / (1 + t)) - log1p(t);
         double f = lc + K - t * eps;
@@ -1302,7 +1301,7 @@ static int est_pmf_build(const pld_mech *m, double h, double jlo, double jhi, do
         double j = jlo + (double)k * mstep;
         e->x[k] = (k + 1 == n || j > jhi ? jhi : j) * h; /* the fine grid's own arithmetic */
     }
-    double hint = NAN;
+    double hint = DP_NAN;
     tails4 prev = mech_tails(m, e->x[0], &hint);
     e->p[0] += prev.ub;
     for (size_t k = 0; k + 1 < n; k++) {
@@ -1359,7 +1358,7 @@ static double est_pmf_cgf(const est_pmf *e, int sgn, double t)
         if (e->p[i] > 0)
             s += e->p[i] * exp(t * (sgn * e->x[i] - ref));
     if (!(s > 0))
-        return -PLD_INF;
+        return -DP_INF;
     double k = t * ref + log(s);
     if (sgn < 0 && t < 1.0) {
         double em1 = expm1(e->hmax);
@@ -1382,13 +1381,13 @@ static double src_cgf(const cgf_src *c, int sgn, double t)
     if (c->ep == NULL) {
         double K, K1, K2;
         cgf_eval(c->pm, c->lv, c->nl, c->h, sgn, t, &K, &K1, &K2);
-        return K == -PLD_INF ? (double)NAN : K;
+        return K == -DP_INF ? DP_NAN : K;
     }
     double K = 0;
     for (size_t k = 0; k < c->nl; k++) {
         double v = est_pmf_cgf(&c->ep[k], sgn, t);
-        if (v == -PLD_INF)
-            return NAN; /* compose_dir keeps the support: no cut */
+        if (v == -DP_INF)
+            return DP_NAN; /* compose_dir keeps the support: no cut */
         K += (double)c->lv[k].count * v;
     }
     return K;
@@ -1403,7 +1402,7 @@ static double est_cut(const cgf_src *c, int sgn, double lc)
     double fa = (src_cgf(c, sgn, exp(xa)) + lc) / exp(xa);
     double fb = (src_cgf(c, sgn, exp(xb)) + lc) / exp(xb);
     if (isnan(fa) || isnan(fb))
-        return PLD_INF;
+        return DP_INF;
     double best = fmin(fa, fb);
     for (int it = 0; it < PLD_EST_ITER; it++) {
         if (fa <= fb) {
@@ -1505,9 +1504,9 @@ static void window_eps_multi(const pld_comp *c, const double *d, double *eps_out
     size_t left = 0;
     for (size_t k = 0; k < nd; k++) {
         if (!(d[k] > 0)) {
-            eps_out[k] = PLD_INF;
+            eps_out[k] = DP_INF;
         } else {
-            eps_out[k] = NAN;
+            eps_out[k] = DP_NAN;
             left++;
         }
     }
@@ -1526,14 +1525,14 @@ static void window_eps_multi(const pld_comp *c, const double *d, double *eps_out
             if (!isnan(eps_out[k]))
                 continue;
             if (at_left > d[k] || j == c->a) {
-                eps_out[k] = (s1 > d[k]) ? (double)j * c->h + log((s1 - d[k]) / tt) : -PLD_INF;
+                eps_out[k] = (s1 > d[k]) ? (double)j * c->h + log((s1 - d[k]) / tt) : -DP_INF;
                 left--;
             }
         }
     }
     for (size_t k = 0; k < nd; k++)
         if (isnan(eps_out[k]))
-            eps_out[k] = -PLD_INF;
+            eps_out[k] = -DP_INF;
 }
 
 static double window_eps(const pld_comp *c, double d)

@@ -38,6 +38,7 @@
 #include "accounting/logmath.h"
 #include "accounting/tuning.h"
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
 
 /* Relative accuracy asked of each quadrature piece: 100x below the 1e-9 RDP target. */
 #define ACCT_QUAD_EPSREL 1e-11
@@ -343,7 +344,7 @@ static double sgm_log_f(const sgm_ctx *c, double t)
         double l1au = dp_log_add(0.0, log(alpha) + c->lq + dp_logexpm1(t)); /* log(1 + alpha u) */
         return L + dp_log1mexp(l1au - L);
     }
-    double l1pu = (double)NAN;
+    double l1pu = DP_NAN;
     return sgm_log_f_u(c, c->q * expm1(t), &l1pu);
 }
 
@@ -618,7 +619,7 @@ static sgm_nodes *sgm_nodes_for(sgm_nodes **holder, double q, double sigma)
     if (nc->q != q || nc->sigma != sigma) {
         for (int l = 0; l < ACCT_TRAP_LEVELS; l++)
             for (size_t k = 0; k < nc->cap[l]; k++)
-                nc->u[l][k] = nc->l1pu[l][k] = (double)NAN;
+                nc->u[l][k] = nc->l1pu[l][k] = DP_NAN;
         nc->q = q;
         nc->sigma = sigma;
     }
@@ -643,7 +644,7 @@ static bool sgm_node_slot(sgm_nodes *nc, int level, size_t idx, double **u, doub
             return false;
         nc->l1pu[level] = nl;
         for (size_t k = nc->cap[level]; k < cap; k++)
-            nu[k] = nl[k] = (double)NAN;
+            nu[k] = nl[k] = DP_NAN;
         nc->cap[level] = cap;
     }
     *u = &nc->u[level][idx];
@@ -661,7 +662,7 @@ static double sgm_node_u(sgm_nodes *nc, const sgm_ctx *c, int level, size_t idx,
             *us = c->q * expm1((z - 0.5) * c->inv_s2);
         return *us;
     }
-    *local = (double)NAN;
+    *local = DP_NAN;
     *l1pu = local;
     return c->q * expm1((z - 0.5) * c->inv_s2);
 }
@@ -706,7 +707,7 @@ static double sgm_integrand_scaled_u(const sgm_ctx *c, double z, double u, doubl
         return exp(sgm_log_integrand(c, z) - shift);
     f = expm1(L) - au;
     if (!(f > 0.0))
-        return f == 0.0 ? 0.0 : (double)NAN; /* as log(f) in sgm_log_f */
+        return f == 0.0 ? 0.0 : DP_NAN; /* as log(f) in sgm_log_f */
     return f * exp(-0.5 * z * z * c->inv_s2 - shift);
 }
 
@@ -1182,7 +1183,7 @@ static double rs_child_rdp(double alpha, void *p)
     if (rc != DP_OK) {
         if (c->rc == DP_OK)
             c->rc = rc;
-        return NAN;
+        return DP_NAN;
     }
     return r;
 }
@@ -1392,7 +1393,7 @@ int acct_rdp_to_epsilon(const double *orders, const double *rdp, size_t n, doubl
     int rc;
     if ((rc = check_delta(delta, err)) != DP_OK || (rc = check_curve(orders, rdp, n, err)) != DP_OK)
         return rc;
-    double best = HUGE_VAL, ba = ((double)NAN), ld = log(delta);
+    double best = HUGE_VAL, ba = DP_NAN, ld = log(delta);
     for (size_t i = 0; i < n; i++) {
         double e = eps_at(orders[i], rdp[i], ld, delta, conv);
         if (e < best) {
@@ -1742,7 +1743,7 @@ static bool rs_pruned_scan(grid_obj *g, size_t n, double *best, size_t *bi)
     if (crv == NULL)
         return false;
     for (size_t i = 0; i < n; i++)
-        crv[i] = (double)NAN;
+        crv[i] = DP_NAN;
     double fb = HUGE_VAL;
     const double ld = log(g->target);
 #define RS_EVAL(i)                                                                                 \
@@ -2047,16 +2048,16 @@ static void answer_set(const acct_event *ev, bool want_delta, double target, dou
         out->optimal_order = oa;
         if (target >= pure && out->value > 0.0) {
             out->value = 0.0;
-            out->optimal_order = (double)NAN;
+            out->optimal_order = DP_NAN;
             out->basic_composition = true;
         }
         return;
     }
     out->value = best;
-    out->optimal_order = isfinite(best) ? oa : (double)NAN;
+    out->optimal_order = isfinite(best) ? oa : DP_NAN;
     if (pure < out->value) {
         out->value = pure;
-        out->optimal_order = (double)NAN;
+        out->optimal_order = DP_NAN;
         out->continuous = false;
         out->basic_composition = true;
     }
@@ -2091,7 +2092,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
     if (!sorted)
         qsort(ord, n, sizeof *ord, cmp_double);
     for (size_t i = 0; i < n; i++)
-        memo[i] = cmemo[i] = (double)NAN;
+        memo[i] = cmemo[i] = DP_NAN;
     rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}, NULL};
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;

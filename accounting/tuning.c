@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
 
 /* Scan of the auxiliary order: lh - 1 = 10^(k/AUX_PER_DECADE) for k in [AUX_K_MIN, AUX_K_MAX], i.e.
  * 1e-2 .. 3.2e4 (inside the accountant's order range [1.0001, 1e5]). Half decades: the scan only
@@ -137,7 +138,7 @@ int acct_tuning_tnb_gamma(double eta, double mean, double *gamma, dp_err *err)
                               mean);
     }
     /* Invariant: logE(lo) < target <= logE(hi). Halve until lo and hi are adjacent doubles. */
-    while (nextafter(lo, INFINITY) < hi) {
+    while (nextafter(lo, DP_INF) < hi) {
         double mid = lo + 0.5 * (hi - lo);
         if (mid <= lo || mid >= hi)
             break;
@@ -198,7 +199,7 @@ int acct_tuning_dist_check(const acct_tuning_dist *d, dp_err *err)
                  * gamma implies). Clients give one or the other (service/codec/tuning_json.c). */
                 double implied = (isfinite(d->gamma) && d->gamma > 0.0 && d->gamma <= 1.0)
                                      ? acct_tuning_tnb_mean(d->eta, d->gamma)
-                                     : (double)NAN;
+                                     : DP_NAN;
                 if (!(fabs(implied - d->mean) <= GAMMA_MEAN_RTOL * fabs(d->mean)))
                     return dp_err_set(err, DP_EINVAL, F_TNB_MEAN,
                                       "give either gamma or mean for truncated_negative_binomial, "
@@ -269,7 +270,7 @@ double acct_tuning_expected_runs(const acct_tuning_dist *d)
                 return acct_tuning_tnb_mean(d->eta, d->gamma);
             return d->mean;
     }
-    return NAN;
+    return DP_NAN;
 }
 
 double acct_tuning_prob_zero(const acct_tuning_dist *d)
@@ -292,7 +293,7 @@ static double base_eval(aux_ctx *a, double order)
     double r = a->base(order, a->ctx);
     if (isnan(r)) {
         a->failed = 1;
-        return INFINITY;
+        return DP_INF;
     }
     /* A negative RDP is a numerical artefact (true RDP is >= 0): clamp up, never down. */
     return r < 0.0 ? 0.0 : r;
@@ -314,7 +315,7 @@ static double node_bound(aux_ctx *ac, struct tnode *n, double order, double r, b
 static double obj_from_r(const aux_obj *o, double order, double r)
 {
     if (isinf(r))
-        return INFINITY;
+        return DP_INF;
     if (o->kind == 0)
         return (1.0 - 1.0 / order) * r + o->t / order;
     if (o->kind == 2)
@@ -420,7 +421,7 @@ static void aux_minimise(aux_ctx *ac, const aux_obj *o, cand *cs, size_t nc, dou
                          bool refine, double xtol, int max_iter, struct tnode *lazy_node,
                          double *val_out, double *order_out)
 {
-    double best = INFINITY, best_order = NAN;
+    double best = DP_INF, best_order = DP_NAN;
     size_t ib = (size_t)-1;
     for (size_t i = 0; i < nc; i++) {
         if (cs[i].order < min_order)
@@ -491,7 +492,7 @@ int acct_tuning_rdp(const acct_tuning_dist *d, acct_tuning_rdp_fn base, void *ct
         return dp_err_set(err, DP_EINVAL, NULL, "tuning: missing base mechanism or orders");
 
     aux_ctx ac = {base, ctx, 0, 0};
-    acct_tuning_info inf = {NAN, NAN, NAN, acct_tuning_expected_runs(&r), 0};
+    acct_tuning_info inf = {DP_NAN, DP_NAN, DP_NAN, acct_tuning_expected_runs(&r), 0};
     const bool continuous = (mode == ACCT_TUNING_AUX_CONTINUOUS);
     cand *cs = NULL;
     size_t nc = 0;
@@ -504,7 +505,7 @@ int acct_tuning_rdp(const acct_tuning_dist *d, acct_tuning_rdp_fn base, void *ct
     }
     for (size_t i = 0; i < n; i++) {
         if (!(orders[i] > 1.0)) {
-            rb[i] = INFINITY;
+            rb[i] = DP_INF;
             continue;
         }
         double v = base_at_orders ? base_at_orders[i] : base_eval(&ac, orders[i]);
@@ -558,7 +559,7 @@ int acct_tuning_rdp(const acct_tuning_dist *d, acct_tuning_rdp_fn base, void *ct
             inf.aux_value = C;
             for (size_t i = 0; i < n; i++) {
                 if (!(orders[i] > 1.0) || isinf(rb[i]) || isinf(C)) {
-                    rdp_out[i] = INFINITY;
+                    rdp_out[i] = DP_INF;
                     continue;
                 }
                 /* PS22 Thm. 2: eps + (1+eta)(1-1/lh) eps(lh) + (1+eta) log(1/g)/lh + log E[K]/(l-1)
@@ -578,14 +579,14 @@ int acct_tuning_rdp(const acct_tuning_dist *d, acct_tuning_rdp_fn base, void *ct
             /* KL bound: delta <= sqrt(1 - e^{-KL}) and KL <= r(a) for every a (monotonicity); use
              * the smallest candidate r. (Bretagnolle-Huber; as in dp_accounting's compute_delta.)
              */
-            double r_min = INFINITY;
+            double r_min = DP_INF;
             for (size_t i = 0; i < nc; i++)
                 r_min = fmin(r_min, cs[i].r);
             const double log_delta_kl =
                 r_min == 0.0 ? -HUGE_VAL : (isinf(r_min) ? 0.0 : 0.5 * log1p(-exp(-r_min)));
             for (size_t i = 0; i < n; i++) {
                 if (!(orders[i] > 1.0) || isinf(rb[i])) {
-                    rdp_out[i] = INFINITY;
+                    rdp_out[i] = DP_INF;
                     continue;
                 }
                 /* PS22 Thm. 6 needs e^ehat <= 1 + 1/(l-1); the largest such ehat gives the smallest
@@ -699,7 +700,7 @@ static double cand_r(struct tnode *n, cand *c)
     if (!isnan(c->r))
         return c->r;
     if (n == NULL || n->ac == NULL) /* cannot happen: lazy candidates exist only in tree nodes */
-        return INFINITY;
+        return DP_INF;
     c->r = base_eval(n->ac, c->order);
     return c->r;
 }
@@ -711,7 +712,7 @@ static double cand_r(struct tnode *n, cand *c)
 static double chord_lower(double a1, double r1, double a2, double r2, double a)
 {
     if (!(a1 > 1.0 && a2 > a1 && a > a2) || !isfinite(r1) || !isfinite(r2))
-        return NAN;
+        return DP_NAN;
     double g1 = (a1 - 1.0) * r1, g2 = (a2 - 1.0) * r2;
     double g = g2 + (a - a2) * (g2 - g1) / (a2 - a1);
     double lb = fmax(r2, g / (a - 1.0));
@@ -724,7 +725,7 @@ static double parabola_vertex(double x0, double f0, double x1, double f1, double
     double d1 = (x1 - x0) * (f1 - f2), d2 = (x1 - x2) * (f1 - f0);
     double den = 2.0 * (d1 - d2);
     if (!(fabs(den) > 0.0) || !isfinite(den))
-        return NAN;
+        return DP_NAN;
     return x1 - ((x1 - x0) * d1 - (x1 - x2) * d2) / den;
 }
 
@@ -830,7 +831,7 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
     size_t nlazy = 0;
     for (int k = AUX_K_MIN; k <= AUX_K_MAX; k++) {
         double om1 = pow(10.0, (double)k / AUX_PER_DECADE), o = 1.0 + om1;
-        double rlb = NAN;
+        double rlb = DP_NAN;
         if (n->convex && o > LAZY_MIN_ORDER && n->ns - nlazy >= 2 && nlazy == 0)
             rlb = chord_lower(n->scan[n->ns - 2].order, n->scan[n->ns - 2].r,
                               n->scan[n->ns - 1].order, n->scan[n->ns - 1].r, o);
@@ -838,7 +839,7 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
             rlb = chord_lower(n->scan[n->ns - nlazy - 2].order, n->scan[n->ns - nlazy - 2].r,
                               n->scan[n->ns - nlazy - 1].order, n->scan[n->ns - nlazy - 1].r, o);
         if (!isnan(rlb)) {
-            n->scan[n->ns++] = (cand){log(om1), o, NAN, rlb};
+            n->scan[n->ns++] = (cand){log(om1), o, DP_NAN, rlb};
             nlazy++;
         } else {
             double r = base_eval(&ac, o);
@@ -879,9 +880,9 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
             double rlb = nlazy > 0 && o > n->scan[ne - 1].order
                              ? chord_lower(n->scan[ne - 2].order, n->scan[ne - 2].r,
                                            n->scan[ne - 1].order, n->scan[ne - 1].r, o)
-                             : (double)NAN;
+                             : DP_NAN;
             if (!isnan(rlb)) {
-                pts_insert(n, o, NAN, rlb);
+                pts_insert(n, o, DP_NAN, rlb);
             } else {
                 double r = base_eval(&ac, o);
                 pts_insert(n, o, r, r);
@@ -909,7 +910,7 @@ static int node_prepare(tnode *n, acct_tuning_rdp_fn child, void *ctx, dp_err *e
         for (size_t i = n->ns; i-- > ne;) {
             lbmin = fmin(lbmin, bound_lower(n, n->scan[i].order, n->scan[i].rlb));
             n->envlb[i] = lbmin;
-            n->env[i] = NAN;
+            n->env[i] = DP_NAN;
         }
         lazy_ok = lbmin > b + 1e-9 * fabs(b);
         if (lazy_ok) {
@@ -957,7 +958,7 @@ int acct_tuning_cache_rdp2(acct_tuning_cache **cache, const acct_event *ev,
         if (n == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         n->ev = ev;
-        n->last_order = NAN;
+        n->last_order = DP_NAN;
         n->convex = child_convex;
         int rc = node_prepare(n, child, ctx, err);
         if (rc != DP_OK) {
@@ -1092,7 +1093,7 @@ int acct_tuning_pure_epsilon(const acct_tuning_dist *d, double base_eps, double 
         return dp_err_set(err, DP_EINVAL, "epsilon", "base epsilon must be >= 0 (got %g)",
                           base_eps);
     if (isinf(base_eps)) {
-        *eps_out = INFINITY;
+        *eps_out = DP_INF;
         return DP_OK;
     }
     switch (r.kind) {
@@ -1176,13 +1177,13 @@ static int event_pure(const acct_event *ev, acct_neighboring nb, int depth, bool
 int acct_tuning_event_pure_epsilon(const acct_event *ev, acct_neighboring nb, bool *is_pure,
                                    double *eps_out, dp_err *err)
 {
-    double e = NAN;
+    double e = DP_NAN;
     bool p = false;
     int rc = event_pure(ev, nb, 0, &p, &e, err);
     if (rc != DP_OK)
         return rc;
     *is_pure = p;
-    *eps_out = p ? e : (double)NAN;
+    *eps_out = p ? e : DP_NAN;
     return DP_OK;
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "accounting/logmath.h"
+#include "common/dp_math.h"
 
 /* Search bracket for the CKS order, in log(alpha - 1): alpha from 1 + 1e-9 to 1 + 1e12. */
 #define ZCDP_LOG_AM1_LO (-20.7)
@@ -154,7 +155,7 @@ int acct_zcdp_to_epsilon(double rho, double delta, acct_zcdp_conversion conv, do
         return DP_EINVAL;
     if (!isfinite(delta) || delta <= 0.0 || delta >= 1.0)
         return dp_err_set(err, DP_EINVAL, "delta", "delta must be in (0, 1), got %g", delta);
-    double opt = (double)NAN;
+    double opt = DP_NAN;
     if (rho == 0.0) {
         *eps = 0.0;
     } else if (conv == ACCT_ZCDP_BS2016 || conv == ACCT_ZCDP_CKS2020) {
@@ -180,7 +181,7 @@ int acct_zcdp_to_delta(double rho, double eps, acct_zcdp_conversion conv, double
     if (!isfinite(eps) || eps < 0.0)
         return dp_err_set(err, DP_EINVAL, "epsilon", "epsilon must be finite and >= 0, got %g",
                           eps);
-    double opt = (double)NAN;
+    double opt = DP_NAN;
     if (rho == 0.0) {
         *delta = 0.0;
     } else if (conv == ACCT_ZCDP_BS2016 || conv == ACCT_ZCDP_CKS2020) {

@@ -14,6 +14,7 @@
 
 #include "common/dp_alloc.h"
 #include "estimators/eb_ldp.h"
+#include "common/dp_math.h"
 
 /* Newton stops when the largest step in (log alpha, log beta) is below this: a 1e-8 relative change
  * in alpha and beta, far below their sampling error for any m the service accepts, and above the
@@ -166,7 +167,7 @@ static double lnpoch(double x, double k)
     }
     gsl_sf_result r;
     if (gsl_sf_lnpoch_e(x, k, &r) != GSL_SUCCESS)
-        return NAN;
+        return DP_NAN;
     return r.val;
 }
 
@@ -174,7 +175,7 @@ static double psi(double x)
 {
     gsl_sf_result r;
     if (gsl_sf_psi_e(x, &r) != GSL_SUCCESS)
-        return NAN;
+        return DP_NAN;
     return r.val;
 }
 
@@ -182,7 +183,7 @@ static double psi1(double x)
 {
     gsl_sf_result r;
     if (gsl_sf_psi_1_e(x, &r) != GSL_SUCCESS)
-        return NAN;
+        return DP_NAN;
     return r.val;
 }
 
@@ -204,7 +205,7 @@ static double pairs_lnchoose(const bb_pairs *p)
     for (size_t k = 0; k < p->k; k++) {
         gsl_sf_result r;
         if (gsl_sf_lnchoose_e((unsigned)p->n[k], (unsigned)p->z[k], &r) != GSL_SUCCESS)
-            return NAN;
+            return DP_NAN;
         s += p->c[k] * r.val;
     }
     return s;
@@ -216,8 +217,7 @@ double eb_beta_loglik(const eb_beta_data *b, double alpha, double beta)
     for (size_t i = 0; i < b->m; i++) {
         double n = b->n[i], z = b->z[i];
         gsl_sf_result r;
-        double lc =
-            gsl_sf_lnchoose_e((unsigned)n, (unsigned)z, &r) == GSL_SUCCESS ? r.val : (double)NAN;
+        double lc = gsl_sf_lnchoose_e((unsigned)n, (unsigned)z, &r) == GSL_SUCCESS ? r.val : DP_NAN;
         ll += lc + lnpoch(alpha, z) + lnpoch(beta, n - z) - lnpoch(alpha + beta, n);
     }
     return ll;
@@ -288,7 +288,7 @@ static double weight_from_moments(double mu, double var, double n, bool minus1, 
     if (!(var > 0)) {
         if (cnt)
             cnt->pooled++;
-        *s_out = INFINITY;
+        *s_out = DP_INF;
         return 0.0;
     }
     double s = mu * (1.0 - mu) / var - (minus1 ? 1.0 : 0.0);
@@ -398,9 +398,9 @@ static void prior_from_moments(double mu, double var, bool minus1, eb_beta_prior
 {
     out->mu = mu;
     out->iterations = 0;
-    out->loglik = NAN;
+    out->loglik = DP_NAN;
     if (!(var > 0)) {
-        out->s = INFINITY;
+        out->s = DP_INF;
         out->status = EB_STATUS_BOUNDARY;
     } else {
         double s = mu * (1.0 - mu) / var - (minus1 ? 1.0 : 0.0);
@@ -410,8 +410,8 @@ static void prior_from_moments(double mu, double var, bool minus1, eb_beta_prior
     out->alpha = mu * out->s;
     out->beta = (1.0 - mu) * out->s;
     if (isinf(out->s)) {
-        out->alpha = INFINITY;
-        out->beta = INFINITY;
+        out->alpha = DP_INF;
+        out->beta = DP_INF;
     }
 }
 
@@ -525,9 +525,9 @@ int eb_beta_fit_mle_cancel(const eb_beta_data *b, unsigned max_iter, const atomi
     out->mu = mu;
     if (!(mu > 0 && mu < 1)) {
         /* All rates 0 (or all 1): the likelihood increases without bound towards a point mass. */
-        out->s = INFINITY;
-        out->alpha = out->beta = INFINITY;
-        out->loglik = NAN;
+        out->s = DP_INF;
+        out->alpha = out->beta = DP_INF;
+        out->loglik = DP_NAN;
         out->status = EB_STATUS_UNIDENTIFIABLE;
         return DP_OK;
     }
@@ -589,7 +589,7 @@ int eb_beta_fit_mle_cancel(const eb_beta_data *b, unsigned max_iter, const atomi
             st = EB_STATUS_CONVERGED;
             break;
         }
-        double lam = 1.0, nll = -INFINITY;
+        double lam = 1.0, nll = -DP_INF;
         int h;
         for (h = 0; h < EB_BETA_MAX_HALVINGS; h++) {
             nll = pairs_ll(&p, exp(t[0] + lam * st0), exp(t[1] + lam * st1));
@@ -634,7 +634,7 @@ int eb_beta_fit_mle_cancel(const eb_beta_data *b, unsigned max_iter, const atomi
     for (size_t k = 0; k < p.k; k++)
         llinf += p.c[k] * (p.z[k] * log(pr) + (p.n[k] - p.z[k]) * log1p(-pr));
     if (llinf >= out->loglik) {
-        out->alpha = out->beta = out->s = INFINITY;
+        out->alpha = out->beta = out->s = DP_INF;
         out->mu = pr;
         out->loglik = llinf;
         out->status = EB_STATUS_BOUNDARY;

@@ -2,6 +2,7 @@
  * eb_common.c: status names and log-sum-exp for estimators/. See eb_common.h.
  */
 #include "estimators/eb_common.h"
+#include "common/dp_math.h"
 
 #include <math.h>
 
@@ -46,7 +47,7 @@ eb_status eb_status_worst(eb_status a, eb_status b)
 
 double eb_logsumexp(const double *x, size_t n)
 {
-    double mx = -INFINITY;
+    double mx = -DP_INF;
     for (size_t i = 0; i < n; i++)
         if (x[i] > mx)
             mx = x[i];

@@ -15,6 +15,7 @@
 #include <gsl/gsl_roots.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
 
 /* Brent on the tau2 score stops when the bracket is this narrow: relative to tau2, plus an absolute
  * floor relative to the data scale (range^2), far below any statistically meaningful difference. */
@@ -216,7 +217,7 @@ static int fit_coord(const eb_gauss_data *g, size_t j, const double *tau2_known,
 {
     size_t m = g->m, d = g->d;
     double md = (double)m;
-    double mean = 0.0, mn = INFINITY, mx = -INFINITY, ms2 = 0.0;
+    double mean = 0.0, mn = DP_INF, mx = -DP_INF, ms2 = 0.0;
     int homo = 1;
     for (size_t i = 0; i < m; i++) {
         double x = g->x[i * d + j];
@@ -427,7 +428,7 @@ int eb_gauss_private_calibrate(const eb_gauss_data *g, const eb_gauss_private_op
     int rc = eb_gauss_data_check(g, err);
     if (rc != DP_OK)
         return rc;
-    double nmin = INFINITY;
+    double nmin = DP_INF;
     for (size_t i = 0; i < g->m; i++)
         nmin = fmin(nmin, g->n[i]);
     double b = o->b;

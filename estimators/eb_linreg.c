@@ -20,6 +20,7 @@
 #include <gsl/gsl_math.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
 
 /* Singular values below this fraction (times max(n, d)) of the largest are treated as 0: the usual
  * pseudo-inverse cutoff (numerical rank at double precision). */
@@ -248,7 +249,7 @@ int eb_linreg_mix_fit(size_t m, size_t d, const eb_linreg_client *c, double sigm
     }
     out->k = k;
     out->d = d;
-    double ll = -INFINITY, ll_prev = -INFINITY;
+    double ll = -DP_INF, ll_prev = -DP_INF;
     eb_status st = EB_STATUS_MAX_ITER;
     unsigned it;
     double *mt = tmp, *mt2 = tmp + d, *mo = tmp + 2 * d;
@@ -273,7 +274,7 @@ int eb_linreg_mix_fit(size_t m, size_t d, const eb_linreg_client *c, double sigm
                     mt2[j] = cj * (p->yt[j] / sigma_w2 + mt[j] / vl);
                 }
                 quad = rr / sigma_w2 - q2 / (sigma_w2 * sigma_w2);
-                lw[l] = (out->w[l] > 0 ? log(out->w[l]) : (double)-INFINITY) -
+                lw[l] = (out->w[l] > 0 ? log(out->w[l]) : (double)-DP_INF) -
                         0.5 * (p->n * log(2.0 * M_PI) + logdet + quad);
                 trc[i * k + l] = tr;
                 v_mul(p->V, mt2, d, mpost + (i * k + l) * d);

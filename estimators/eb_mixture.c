@@ -15,6 +15,7 @@
 #include <gsl/gsl_randist.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
 
 /* Default variance floor relative to the mean noise variance s_i^2: keeps a point-mass component
  * numerically alive without biasing a real component variance measurably. */
@@ -28,7 +29,7 @@
 
 eb_mix_opts eb_mix_opts_default(size_t k)
 {
-    eb_mix_opts o = {EB_MIX_EM, k, 1000, 1e-10, 3, NAN, 1, NULL};
+    eb_mix_opts o = {EB_MIX_EM, k, 1000, 1e-10, 3, DP_NAN, 1, NULL};
     return o;
 }
 
@@ -91,7 +92,7 @@ static double estep_one(const double *x, double s2, const eb_mix_prior *p, doubl
     size_t k = p->k, d = p->d;
     for (size_t l = 0; l < k; l++)
         lr[l] = p->w[l] > 0 ? comp_logdens(log(p->w[l]), x, p->mu + l * d, p->var[l] + s2, d)
-                            : (double)-INFINITY;
+                            : (double)-DP_INF;
     double lse = eb_logsumexp(lr, k);
     for (size_t l = 0; l < k; l++)
         lr[l] -= lse;
@@ -237,7 +238,7 @@ static void kmeanspp(const double *pts, size_t m, size_t d, size_t k, gsl_rng *r
 static size_t nearest(const double *x, const double *cen, size_t k, size_t d)
 {
     size_t best = 0;
-    double bd = INFINITY;
+    double bd = DP_INF;
     for (size_t l = 0; l < k; l++) {
         double t = sq_dist(x, cen + l * d, d);
         if (t < bd) {
@@ -273,7 +274,7 @@ static double em_run(const eb_gauss_data *g, mix_ws *w, const eb_mix_opts *o, do
                      bool homo, eb_mix_prior *p, unsigned *iters, eb_status *st)
 {
     size_t m = g->m, d = g->d, k = p->k;
-    double ll_prev = -INFINITY, ll = -INFINITY;
+    double ll_prev = -DP_INF, ll = -DP_INF;
     *st = EB_STATUS_MAX_ITER;
     unsigned it;
     for (it = 1; it <= o->max_iter && !cancelled(o); it++) {
@@ -281,7 +282,7 @@ static double em_run(const eb_gauss_data *g, mix_ws *w, const eb_mix_opts *o, do
          * and one log per client. */
         double lw[EB_MAX_COMPONENTS], cst[EB_MAX_COMPONENTS], inv2v[EB_MAX_COMPONENTS];
         for (size_t l = 0; l < k; l++) {
-            lw[l] = p->w[l] > 0 ? log(p->w[l]) : (double)-INFINITY;
+            lw[l] = p->w[l] > 0 ? log(p->w[l]) : (double)-DP_INF;
             double v = p->var[l] + w->s2[0];
             cst[l] = lw[l] - 0.5 * (double)d * log(2.0 * M_PI * v);
             inv2v[l] = 0.5 / v;
@@ -290,7 +291,7 @@ static double em_run(const eb_gauss_data *g, mix_ws *w, const eb_mix_opts *o, do
         for (size_t i = 0; i < m; i++) {
             double *r = w->resp + i * k;
             const double *x = g->x + i * d;
-            double mx = -INFINITY;
+            double mx = -DP_INF;
             for (size_t l = 0; l < k; l++) {
                 double dd = sq_dist(x, p->mu + l * d, d);
                 if (homo) {
@@ -517,7 +518,7 @@ int eb_mix_fit(const eb_gauss_data *g, double extra_var, const eb_mix_opts *o, e
             memcpy(w.cen + (distinct++) * d, g->x + i * d, d * sizeof(double));
     }
 
-    double best_ll = -INFINITY;
+    double best_ll = -DP_INF;
     unsigned best_it = 0;
     eb_status best_st = EB_STATUS_MAX_ITER;
     for (unsigned r = 0; r < o->n_init; r++) {
@@ -581,7 +582,7 @@ int eb_mix_private_calibrate(const eb_gauss_data *g, const eb_mix_private_opts *
         if (!isfinite(o->sigma_theta) || o->sigma_theta < 0)
             return dp_err_set(err, DP_EINVAL, "privacy.sigma_theta_bound",
                               "sigma_theta_bound must be finite and >= 0 (got %g)", o->sigma_theta);
-        double nmin = INFINITY;
+        double nmin = DP_INF;
         for (size_t i = 0; i < g->m; i++)
             nmin = fmin(nmin, g->n[i]);
         double u = g->sigma_x2 / nmin + o->sigma_theta * o->sigma_theta;

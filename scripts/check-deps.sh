@@ -22,6 +22,9 @@
 #      service/app.h (opaque pointers only) may be included anywhere in service/.
 #   6. Only service/http/ includes microhttpd.h (and base/version.c, which reports library
 #      versions); the http layer never includes the ledger or the api.
+#   7. No float INFINITY / NAN in code (comments and strings may name them) anywhere but
+#      common/dp_math.h: use DP_INF / DP_NAN. The float constants are what clang's -Wdouble-promotion
+#      rejects and gcc's does not, so a gcc-only build would not notice them.
 #
 # Usage: scripts/check-deps.sh [ROOT]   (ROOT defaults to the current directory). Exit 1 on a violation,
 # listing every offending file and line.
@@ -103,6 +106,34 @@ EOF2
 $(grep -rHnE '#[[:space:]]*include[[:space:]]*<microhttpd\.h>' "$root/service" | grep -v "/service/http/" | grep -v "/service/base/version\.c:")
 EOF2
 fi
+# 7: awk drops comments, string and character literals (tracking /* */ across lines), then looks for
+# the identifiers.
+for d in common accounting estimators federated service cli tests bench; do
+    [ -d "$root/$d" ] || continue
+    files=$(find "$root/$d" -name '*.[ch]' ! -path '*/common/dp_math.h' | sort)
+    [ -n "$files" ] || continue
+    report "float INFINITY/NAN in code (use DP_INF/DP_NAN from common/dp_math.h)" <<EOF2
+$(awk '
+FNR == 1 { inc = 0 }
+{
+    line = $0; code = ""; i = 1; n = length(line)
+    while (i <= n) {
+        c = substr(line, i, 1); c2 = substr(line, i, 2)
+        if (inc) {
+            if (c2 == "*/") { inc = 0; i += 2 } else i++
+        } else if (c2 == "/*") { inc = 1; i += 2; code = code " "
+        } else if (c2 == "//") { break
+        } else if (c == "\"" || c == "\047") {
+            q = c; i++
+            while (i <= n && substr(line, i, 1) != q) i += (substr(line, i, 1) == "\\") ? 2 : 1
+            i++; code = code " "
+        } else { code = code c; i++ }
+    }
+    if (code ~ /(^|[^A-Za-z0-9_])(INFINITY|NAN)([^A-Za-z0-9_]|$)/) print FILENAME ":" FNR ":" $0
+}' $files)
+EOF2
+done
+
 # report() runs in the main shell (here-documents, not pipes), so bad is visible here.
 if [ "$bad" -ne 0 ]; then
     exit 1

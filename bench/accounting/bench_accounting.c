@@ -24,6 +24,7 @@
 
 #include "accounting/calibrate.h"
 #include "accounting/rdp.h"
+#include "common/dp_math.h"
 
 static double now(void)
 {
@@ -193,7 +194,7 @@ int main(int argc, char **argv)
 
     /* 3. calibration: smallest noise multiplier meeting the target (Opacus grid, Balle) */
     const json_t *c = json_object_get(tasks, "calibrate");
-    ev = sgm(num(c, "q"), (double)NAN, (unsigned long long)num(c, "steps"));
+    ev = sgm(num(c, "q"), DP_NAN, (unsigned long long)num(c, "steps"));
     acct_calib_rdp_ctx ctx = {
         ACCT_NB_ADD_REMOVE, num(c, "delta"), ACCT_CONV_BALLE2020, opacus, n_opacus, 0};
     acct_calib_result res = {0};
@@ -233,7 +234,7 @@ int main(int argc, char **argv)
         }
         const char *p = strstr(strstr(resp, "\r\n\r\n"), "\"epsilon\":");
         printf("http_epsilon\tdpsilo\t%.9f\t%.10f\n", median(t, (size_t)reps),
-               p ? strtod(p + 10, NULL) : (double)NAN);
+               p ? strtod(p + 10, NULL) : DP_NAN);
         close(fd);
     }
     free(t);

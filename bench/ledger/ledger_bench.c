@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "accounting/event.h"
+#include "common/dp_math.h"
 #include "common/dp_err.h"
 #include "service/ledger/ledger.h"
 
@@ -265,7 +266,7 @@ int main(int argc, char **argv)
                            .conversion = ACCT_CONV_BALLE2020,
                            .epsilon = 1e9,
                            .delta = 1e-5,
-                           .rho = (double)NAN};
+                           .rho = DP_NAN};
         ledger_silo_view v;
         char tok[LEDGER_TOKEN_BUF], name[64];
         /* one silo per run: every run of run.sh uses the same database, where the HTTP part already

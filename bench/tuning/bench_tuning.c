@@ -15,6 +15,7 @@
 #include "accounting/event.h"
 #include "accounting/rdp.h"
 #include "accounting/tuning.h"
+#include "common/dp_math.h"
 
 static double now_s(void)
 {
@@ -47,11 +48,11 @@ int main(void)
         const char *name;
         acct_tuning_dist d;
     } cases[] = {
-        {"geometric mean 10", {ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, 1.0, NAN}},
-        {"logarithmic mean 10", {ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, 0.0, NAN}},
-        {"tnb eta 0.5 mean 10", {ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, 0.5, NAN}},
-        {"poisson mean 10", {ACCT_TUNE_POISSON, 0, 10.0, NAN, NAN}},
-        {"fixed k 10", {ACCT_TUNE_FIXED, 10, NAN, NAN, NAN}},
+        {"geometric mean 10", {ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, 1.0, DP_NAN}},
+        {"logarithmic mean 10", {ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, 0.0, DP_NAN}},
+        {"tnb eta 0.5 mean 10", {ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, 0.5, DP_NAN}},
+        {"poisson mean 10", {ACCT_TUNE_POISSON, 0, 10.0, DP_NAN, DP_NAN}},
+        {"fixed k 10", {ACCT_TUNE_FIXED, 10, DP_NAN, DP_NAN, DP_NAN}},
     };
     double *t = calloc((size_t)n, sizeof *t);
     if (t == NULL)

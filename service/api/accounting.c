@@ -30,6 +30,7 @@
 #include "accounting/pld.h"
 #include "accounting/rdp.h"
 #include "accounting/zcdp.h"
+#include "common/dp_math.h"
 #include "common/dp_alloc.h"
 #include "service/base/cfg.h"
 #include "service/codec/event_json.h"
@@ -441,7 +442,7 @@ static int epsilon_or_delta(const http_req *rq, http_resp *rs, dp_err *err, bool
     pld_cap(rq, &j->r);
     j->want_delta = want_delta;
     j->target = target;
-    j->zopt = (double)NAN;
+    j->zopt = DP_NAN;
     compute_task t = {acc_run, acc_render, acc_job_free, j, COMPUTE_OPEN};
     return run_task(rq, rs, j->r.accountant == ACC_PLD, &t, err);
 }
@@ -471,7 +472,7 @@ int route_accounting_rdp(const http_req *rq, http_resp *rs, dp_err *err)
         return dp_err_set(err, DP_EINVAL, "accountant",
                           "/v1/accounting/rdp computes RDP curves: accountant must be \"rdp\"");
     double delta;
-    if ((rc = json_util_opt_number(body, "delta", (double)NAN, &delta, err)) != DP_OK)
+    if ((rc = json_util_opt_number(body, "delta", DP_NAN, &delta, err)) != DP_OK)
         return rc;
     if (!isnan(delta) && (rc = check_delta(delta, err)) != DP_OK)
         return rc;
@@ -505,7 +506,7 @@ int route_accounting_rdp(const http_req *rq, http_resp *rs, dp_err *err)
             rc = json_util_set(o, "delta", json_real(delta), err);
     }
     if (rc == DP_OK)
-        rc = set_method(o, &r, isnan(delta) ? NULL : &a, (double)NAN, err);
+        rc = set_method(o, &r, isnan(delta) ? NULL : &a, DP_NAN, err);
     bool any_inf = false;
     for (size_t i = 0; rc == DP_OK && i < n; i++)
         any_inf = any_inf || !isfinite(curve[i]);
@@ -556,7 +557,7 @@ static int cal_run(void *arg, const atomic_bool *cancel, dp_err *err)
     (void)cancel; /* a bounded search: not split */
     cal_job *j = arg;
     acc_req *r = &j->r;
-    acct_calib_rdp_ctx rctx = {r->nb, j->delta, r->conv, r->orders, r->n_orders, (double)NAN};
+    acct_calib_rdp_ctx rctx = {r->nb, j->delta, r->conv, r->orders, r->n_orders, DP_NAN};
     acct_calib_zcdp_ctx zctx = {j->delta, r->zconv};
     int rc;
     if (r->accountant == ACC_RDP) {
@@ -614,9 +615,9 @@ static int cal_render(void *arg, const http_req *rq, http_resp *rs, bool deferre
                              r->conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017
                                                               : ACCT_CONV_BALLE2020,
                              r->conv == ACCT_CONV_OPTIMAL, false};
-        rc = set_method(o, r, &a, (double)NAN, err);
+        rc = set_method(o, r, &a, DP_NAN, err);
     } else if (rc == DP_OK) {
-        rc = set_method(o, r, NULL, (double)NAN, err);
+        rc = set_method(o, r, NULL, DP_NAN, err);
     }
     if (rc != DP_OK) {
         json_decref(o);
@@ -659,7 +660,7 @@ int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err)
     pld_cap(rq, &j->r);
     j->target = target;
     j->delta = delta;
-    j->last_order = (double)NAN;
+    j->last_order = DP_NAN;
     compute_task t = {cal_run, cal_render, cal_job_free, j, COMPUTE_OPEN};
     return run_task(rq, rs, j->r.accountant == ACC_PLD, &t, err);
 }

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/dp_math.h"
 #include "common/dp_alloc.h"
 #include "service/base/cfg.h"
 #include "service/base/time.h"
@@ -1305,7 +1306,7 @@ static int samples_summary(const json_t *sv, size_t *d, double *tmp, double *m2,
     for (size_t j = 0; j < dd; j++)
         v += m2[j];
     *n = (double)cnt;
-    *wv = cnt >= 2 ? v / ((double)dd * (double)(cnt - 1)) : (double)NAN;
+    *wv = cnt >= 2 ? v / ((double)dd * (double)(cnt - 1)) : DP_NAN;
     *d = dd;
     *isv = vec;
     return DP_OK;
@@ -1325,7 +1326,7 @@ static int parse_gauss_client(const json_t *c, bool allow_wv, size_t *d, double 
         return dp_err_set(err, DP_EINVAL, "within_variance", "within_variance is not used here");
     const json_t *mv = json_object_get(c, "mean"), *sv = json_object_get(c, "samples");
     *n = 0;
-    *wv = NAN;
+    *wv = DP_NAN;
     if (sv != NULL) {
         if (mv != NULL || json_object_get(c, "n") != NULL ||
             json_object_get(c, "within_variance") != NULL)
@@ -1341,7 +1342,7 @@ static int parse_gauss_client(const json_t *c, bool allow_wv, size_t *d, double 
         return err->code;
     if (!isfinite(*n) || *n < 1 || floor(*n) != *n)
         return dp_err_set(err, DP_EINVAL, "n", "n must be an integer >= 1 (got %g)", *n);
-    if (json_util_opt_number(c, "within_variance", NAN, wv, err) != DP_OK)
+    if (json_util_opt_number(c, "within_variance", DP_NAN, wv, err) != DP_OK)
         return err->code;
     if (!isnan(*wv) && (!isfinite(*wv) || *wv < 0))
         return dp_err_set(err, DP_EINVAL, "within_variance",
@@ -1402,7 +1403,7 @@ static int parse_gauss_clients(const http_req *rq, gauss_req *g, bool allow_wv, 
 static int gauss_noise(const json_t *body, const gauss_req *g, double *sx2, bool *pooled,
                        dp_err *err)
 {
-    if (json_util_opt_number(body, "noise_variance", NAN, sx2, err) != DP_OK)
+    if (json_util_opt_number(body, "noise_variance", DP_NAN, sx2, err) != DP_OK)
         return err->code;
     *pooled = false;
     if (!isnan(*sx2)) {
@@ -1555,8 +1556,8 @@ static int gaussian_compute(est_job *job, dp_err *err)
         bool pc;
         if (json_util_opt_string(pvj, "mechanism", "gaussian", &mech, err) ||
             json_util_req_number(pvj, "r", &po.r, err) ||
-            json_util_opt_number(pvj, "sigma_theta_bound", NAN, &stb, err) ||
-            json_util_opt_number(pvj, "b", NAN, &b, err) ||
+            json_util_opt_number(pvj, "sigma_theta_bound", DP_NAN, &stb, err) ||
+            json_util_opt_number(pvj, "b", DP_NAN, &b, err) ||
             json_util_opt_string(pvj, "range", "paper", &range, err) ||
             parse_calibration(pvj, &po.cal, err) ||
             json_util_opt_bool(pvj, "per_coordinate", false, &pc, err) ||
@@ -1889,7 +1890,7 @@ static int beta_compute(est_job *job, dp_err *err)
     eb_beta_variant v = (eb_beta_variant)vi;
     const json_t *pj = json_object_get(rq->body, "prior");
     bool known = pj != NULL && !json_is_null(pj);
-    double alpha = NAN, beta = NAN;
+    double alpha = DP_NAN, beta = DP_NAN;
     if (known) {
         static const char *const prk[] = {"alpha", "beta"};
         if (json_util_require_object(pj, "prior", err) || json_util_check_keys(pj, prk, 2, err) ||
@@ -1908,7 +1909,7 @@ static int beta_compute(est_job *job, dp_err *err)
         goto out;
     }
     eb_beta_scheme scheme = EB_BETA_PRIV_TWO_BIT;
-    double eps0 = NAN;
+    double eps0 = DP_NAN;
     if (priv) {
         static const char *const pk[] = {"epsilon0", "scheme"};
         const char *ss;
@@ -2102,7 +2103,7 @@ static int mixture_compute(est_job *job, dp_err *err)
         if ((rc = json_util_opt_string(rq->body, "method", "em", &meth, err)) ||
             (rc = json_util_opt_number(rq->body, "tol", o.tol, &o.tol, err)) ||
             (rc = json_util_opt_int(rq->body, "n_init", o.n_init, &ni, err)) ||
-            (rc = json_util_opt_number(rq->body, "variance_floor", NAN, &fl, err)))
+            (rc = json_util_opt_number(rq->body, "variance_floor", DP_NAN, &fl, err)))
             goto out;
         static const choice METHOD[] = {{"em", EB_MIX_EM}, {"altmin", EB_MIX_ALTMIN}};
         int mi;
@@ -2193,7 +2194,7 @@ static int mixture_compute(est_job *job, dp_err *err)
             json_util_req_number(pvj, "delta", &po.delta, err) ||
             json_util_req_number(pvj, "r", &po.r, err) ||
             json_util_opt_number(pvj, "sigma_theta_bound", 0.0, &po.sigma_theta, err) ||
-            json_util_opt_number(pvj, "radius", NAN, &po.radius, err) ||
+            json_util_opt_number(pvj, "radius", DP_NAN, &po.radius, err) ||
             parse_calibration(pvj, &po.cal, err)) {
             dp_err_prefix_field(err, "privacy");
             rc = err->code;

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "accounting/event.h"
+#include "common/dp_math.h"
 #include "common/dp_alloc.h"
 #include "service/api/auth.h"
 #include "service/codec/event_json.h"
@@ -442,16 +443,16 @@ static int parse_budget(const json_t *bj, ledger_budget *b, dp_err *err)
     }
     memset(b, 0, sizeof *b);
     b->conversion = ACCT_CONV_OPTIMAL; /* as the calculators' default (issue #10) */
-    b->epsilon = b->delta = b->rho = (double)NAN;
+    b->epsilon = b->delta = b->rho = DP_NAN;
     bool priv = true;
     const char *acct = NULL, *conv = NULL;
     int rc = json_util_opt_bool(bj, "private", true, &priv, err);
     if (rc == DP_OK)
-        rc = json_util_opt_number(bj, "epsilon", (double)NAN, &b->epsilon, err);
+        rc = json_util_opt_number(bj, "epsilon", DP_NAN, &b->epsilon, err);
     if (rc == DP_OK)
-        rc = json_util_opt_number(bj, "delta", (double)NAN, &b->delta, err);
+        rc = json_util_opt_number(bj, "delta", DP_NAN, &b->delta, err);
     if (rc == DP_OK)
-        rc = json_util_opt_number(bj, "rho", (double)NAN, &b->rho, err);
+        rc = json_util_opt_number(bj, "rho", DP_NAN, &b->rho, err);
     if (rc == DP_OK)
         rc = json_util_opt_string(bj, "accountant", NULL, &acct, err);
     if (rc == DP_OK)
@@ -642,8 +643,7 @@ int route_silo_patch(const http_req *rq, http_resp *rs, dp_err *err)
     static const char *const keys[] = {"name", "budget"};
     if (json_util_check_keys(rq->body, keys, 2, err) != DP_OK)
         return err->code;
-    ledger_patch p = {
-        .name = NULL, .epsilon = (double)NAN, .delta = (double)NAN, .rho = (double)NAN};
+    ledger_patch p = {.name = NULL, .epsilon = DP_NAN, .delta = DP_NAN, .rho = DP_NAN};
     if (json_util_opt_string(rq->body, "name", NULL, &p.name, err) != DP_OK)
         return err->code;
     const json_t *bj = json_object_get(rq->body, "budget");
@@ -652,9 +652,9 @@ int route_silo_patch(const http_req *rq, http_resp *rs, dp_err *err)
             return err->code;
         static const char *const bkeys[] = {"epsilon", "delta", "rho"};
         if (json_util_check_keys(bj, bkeys, 3, err) != DP_OK ||
-            json_util_opt_number(bj, "epsilon", (double)NAN, &p.epsilon, err) != DP_OK ||
-            json_util_opt_number(bj, "delta", (double)NAN, &p.delta, err) != DP_OK ||
-            json_util_opt_number(bj, "rho", (double)NAN, &p.rho, err) != DP_OK) {
+            json_util_opt_number(bj, "epsilon", DP_NAN, &p.epsilon, err) != DP_OK ||
+            json_util_opt_number(bj, "delta", DP_NAN, &p.delta, err) != DP_OK ||
+            json_util_opt_number(bj, "rho", DP_NAN, &p.rho, err) != DP_OK) {
             dp_err_prefix_field(err, "budget");
             return err->code;
         }

@@ -36,6 +36,7 @@
 #include <sys/random.h>
 
 #include "accounting/tuning.h"
+#include "common/dp_math.h"
 #include "common/dp_alloc.h"
 #include "common/dp_log.h"
 #include "accounting/calibrate.h"
@@ -240,12 +241,13 @@ static int cost_parse(const json_t *body, cost_req *q, dp_err *err)
 static int cost_run_rdp(const cost_req *q, cost_result *r, dp_err *err)
 {
     int rc;
-    r->eps_naive = NAN;
+    r->eps_naive = DP_NAN;
     if ((rc = eps_of(q->search->child, q->nb, q->delta, &r->eps_one, NULL, err)) != DP_OK ||
         (rc = eps_of(q->search, q->nb, q->delta, &r->eps_search, &r->ans, err)) != DP_OK)
         return rc;
     if (q->grid > 0) {
-        q->search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)q->grid, NAN, NAN, NAN};
+        q->search->dist =
+            (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)q->grid, DP_NAN, DP_NAN, DP_NAN};
         rc = eps_of(q->search, q->nb, q->delta, &r->eps_naive, NULL, err);
         q->search->dist = q->d;
     }
@@ -259,7 +261,7 @@ static int cost_run(const cost_req *q, cost_result *r, dp_err *err)
         return rc;
     /* Pure runs: the pure bounds hold for every delta, so the smaller figure is reported. */
     r->is_pure = false;
-    r->pure_one = r->pure_search = r->pure_naive = NAN;
+    r->pure_one = r->pure_search = r->pure_naive = DP_NAN;
     if ((rc = acct_tuning_event_pure_epsilon(q->search->child, q->nb, &r->is_pure, &r->pure_one,
                                              err)) != DP_OK)
         return rc;
@@ -366,7 +368,7 @@ int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err)
  * steps = 1 the composition. Owned by caller, NULL on allocation failure. */
 static acct_event *training_run(double q, int64_t steps)
 {
-    acct_event *top = acct_event_gaussian((double)NAN); /* the constructors pass NULL up */
+    acct_event *top = acct_event_gaussian(DP_NAN); /* the constructors pass NULL up */
     if (q < 1.0)
         top = acct_event_poisson(q, top);
     if (steps > 1)
@@ -434,7 +436,7 @@ static int plan_parse_dist(const json_t *body, double expected, plan_req *p, dp_
     if ((rc = tuning_json_parse_dist(jd, true, &p->d, err)) != DP_OK)
         return rc;
     if (p->d.kind != ACCT_TUNE_FIXED && isnan(p->d.mean) && isnan(p->d.gamma)) {
-        double m = !isnan(expected) ? expected : (p->grid > 0 ? (double)p->grid : (double)NAN);
+        double m = !isnan(expected) ? expected : (p->grid > 0 ? (double)p->grid : DP_NAN);
         if (isnan(m))
             return dp_err_set(err, DP_EINVAL, "expected_runs",
                               "give expected_runs or grid_size, or a mean in the distribution");
@@ -447,7 +449,7 @@ static int plan_parse(const json_t *body, plan_req *p, dp_err *err)
 {
     static const char *const keys[] = {"epsilon",  "delta",        "grid_size",  "expected_runs",
                                        "training", "distribution", "neighboring"};
-    double expected = NAN;
+    double expected = DP_NAN;
     int rc;
     *p = (plan_req){0};
     if ((rc = json_util_require_object(body, NULL, err)) != DP_OK ||
@@ -459,7 +461,7 @@ static int plan_parse(const json_t *body, plan_req *p, dp_err *err)
                           p->eps);
     if ((rc = read_delta(body, &p->delta, err)) != DP_OK ||
         (rc = read_grid(body, &p->grid, err)) != DP_OK ||
-        (rc = json_util_opt_number(body, "expected_runs", NAN, &expected, err)) != DP_OK ||
+        (rc = json_util_opt_number(body, "expected_runs", DP_NAN, &expected, err)) != DP_OK ||
         (rc = event_json_neighboring(body, &p->nb, err)) != DP_OK)
         return rc;
     if (!isnan(expected) && !(expected >= 1.0 && expected <= ACCT_TUNING_MAX_MEAN))
@@ -476,7 +478,7 @@ static int plan_run(void *arg, const atomic_bool *cancel, dp_err *err)
     (void)cancel; /* a few bounded calibrations: not split */
     plan_job *j = arg;
     const plan_req *p = &j->req;
-    acct_calib_rdp_ctx cctx = {p->nb, p->delta, ACCT_CONV_OPTIMAL, NULL, 0, NAN};
+    acct_calib_rdp_ctx cctx = {p->nb, p->delta, ACCT_CONV_OPTIMAL, NULL, 0, DP_NAN};
     acct_event *search = j->search = acct_event_alloc(ACCT_EV_REPEAT_SELECT);
     if (search == NULL || (search->child = training_run(p->q, p->steps)) == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -492,7 +494,8 @@ static int plan_run(void *arg, const atomic_bool *cancel, dp_err *err)
         DP_OK)
         return rc;
     if (p->grid > 0) {
-        search->dist = (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)p->grid, NAN, NAN, NAN};
+        search->dist =
+            (acct_tuning_dist){ACCT_TUNE_FIXED, (uint64_t)p->grid, DP_NAN, DP_NAN, DP_NAN};
         rc = acct_calibrate(search, p->eps, acct_calib_rdp_eps, &cctx, &j->naive, err);
         search->dist = p->d;
         if (rc != DP_OK && rc != DP_ENUMERIC)
@@ -581,7 +584,7 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err)
     plan_job *j = dp_calloc(1, sizeof *j);
     if (j == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    *j = (plan_job){p, NULL, {0}, {0}, {0, NAN, NAN, 0}, NAN};
+    *j = (plan_job){p, NULL, {0}, {0}, {0, DP_NAN, DP_NAN, 0}, DP_NAN};
     compute_task t = {plan_run, plan_render, plan_job_free, j, COMPUTE_OPEN};
     return compute_offload(rq, rs, &t, err);
 }

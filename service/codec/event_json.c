@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/dp_math.h"
 #include "common/dp_alloc.h"
 #include "service/codec/json_util.h"
 #include "service/codec/tuning_json.h"
@@ -44,7 +45,7 @@ static int open_number(const json_t *j, const char *key, parse_state *st, double
 {
     const json_t *v = json_object_get(j, key);
     if (v != NULL && json_is_null(v) && st->allow_open) {
-        *out = (double)NAN;
+        *out = DP_NAN;
         return DP_OK;
     }
     if (v != NULL && json_is_null(v))

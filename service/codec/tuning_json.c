@@ -10,6 +10,7 @@
 
 #include "accounting/tuning.h"
 #include "service/codec/json_util.h"
+#include "common/dp_math.h"
 
 /* Rewrites "distribution.truncated_negative_binomial..." into "distribution.<alias>..." so that
  * errors name what the client wrote. */
@@ -51,7 +52,7 @@ static const struct {
     const char *name;
     double eta; /* NAN: given by the request */
 } TNB_FAMILY[] = {
-    {"truncated_negative_binomial", NAN},
+    {"truncated_negative_binomial", DP_NAN},
     {"geometric", 1.0},
     {"logarithmic", 0.0},
 };
@@ -80,7 +81,7 @@ int tuning_json_parse_dist(const json_t *j, bool mean_optional, acct_tuning_dist
                           "truncated_negative_binomial, geometric, logarithmic");
     const char *key = json_object_iter_key(json_object_iter((json_t *)j));
     const json_t *v = json_object_iter_value(json_object_iter((json_t *)j));
-    acct_tuning_dist d = {ACCT_TUNE_FIXED, 0, NAN, NAN, NAN};
+    acct_tuning_dist d = {ACCT_TUNE_FIXED, 0, DP_NAN, DP_NAN, DP_NAN};
     const char *alias = NULL;
     if (strcmp(key, "fixed") == 0) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 ||
@@ -95,7 +96,7 @@ int tuning_json_parse_dist(const json_t *j, bool mean_optional, acct_tuning_dist
         if (!json_is_object(v))
             return not_object(err, key, v);
         if (json_util_check_keys(v, keys, 1, err) != DP_OK ||
-            (mean_optional ? json_util_opt_number(v, "mean", NAN, &d.mean, err)
+            (mean_optional ? json_util_opt_number(v, "mean", DP_NAN, &d.mean, err)
                            : json_util_req_number(v, "mean", &d.mean, err)) != DP_OK)
             return fail_in(err, "poisson");
     } else if (tnb_member(key) >= 0) {
@@ -110,8 +111,8 @@ int tuning_json_parse_dist(const json_t *j, bool mean_optional, acct_tuning_dist
             return not_object(err, key, v);
         if (json_util_check_keys(v, is_tnb ? keys_tnb : keys_alias, is_tnb ? 3 : 2, err) != DP_OK ||
             (is_tnb && json_util_req_number(v, "eta", &d.eta, err) != DP_OK) ||
-            json_util_opt_number(v, "gamma", NAN, &d.gamma, err) != DP_OK ||
-            json_util_opt_number(v, "mean", NAN, &d.mean, err) != DP_OK)
+            json_util_opt_number(v, "gamma", DP_NAN, &d.gamma, err) != DP_OK ||
+            json_util_opt_number(v, "mean", DP_NAN, &d.mean, err) != DP_OK)
             return fail_in(err, key);
         if (!isnan(d.gamma) && !isnan(d.mean)) {
             char f[DP_ERR_FIELD_MAX];

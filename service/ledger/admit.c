@@ -4,6 +4,7 @@
  * append of a charge. The design is in ledger/ledger.c; the shared types in ledger/internal.h.
  */
 #include "service/ledger/internal.h"
+#include "common/dp_math.h"
 
 /* ---- accounting ---- */
 
@@ -12,10 +13,10 @@
 int lg_loss_of(const ledger *l, const ledger_budget *b, const double *rdp, double rho, double *eps,
                double *order, dp_err *err)
 {
-    *eps = DNAN;
+    *eps = DP_NAN;
     if (order != NULL)
-        *order = DNAN;
-    double opt = DNAN;
+        *order = DP_NAN;
+    double opt = DP_NAN;
     if (b->kind == LEDGER_BUDGET_NONE || isnan(b->delta))
         return DP_OK;
     if (b->accountant == LEDGER_ACCT_ZCDP) {
@@ -24,7 +25,7 @@ int lg_loss_of(const ledger *l, const ledger_budget *b, const double *rdp, doubl
         double curve[LEDGER_MAX_ORDERS];
         for (size_t i = 0; i < l->n_orders; i++) {
             double v = rho * l->orders[i];
-            curve[i] = isfinite(v) && v > 0 ? nextafter(v, INFINITY) : v;
+            curve[i] = isfinite(v) && v > 0 ? nextafter(v, DP_INF) : v;
         }
         if (acct_rdp_to_epsilon(l->orders, curve, l->n_orders, b->delta, b->conversion, eps, &opt,
                                 err) != DP_OK)
@@ -40,14 +41,14 @@ int lg_loss_of(const ledger *l, const ledger_budget *b, const double *rdp, doubl
 
 double lg_unit_value(const ledger_budget *b, double eps, double rho)
 {
-    return b->kind == LEDGER_BUDGET_EPS_DELTA ? eps : b->kind == LEDGER_BUDGET_RHO ? rho : DNAN;
+    return b->kind == LEDGER_BUDGET_EPS_DELTA ? eps : b->kind == LEDGER_BUDGET_RHO ? rho : DP_NAN;
 }
 
 double lg_cap_of(const ledger_budget *b)
 {
     return b->kind == LEDGER_BUDGET_EPS_DELTA ? b->epsilon
            : b->kind == LEDGER_BUDGET_RHO     ? b->rho
-                                              : DNAN;
+                                              : DP_NAN;
 }
 
 /* cap - held, never negative. */
@@ -55,7 +56,7 @@ double lg_remaining_of(const ledger_budget *b, double held)
 {
     double cap = lg_cap_of(b);
     if (isnan(cap))
-        return DNAN;
+        return DP_NAN;
     if (isnan(held) || held >= cap)
         return 0.0;
     return cap - held;
@@ -108,9 +109,9 @@ int lg_item_prepare(const ledger *l, const ledger_charge_req *req, const char *w
      * silos refuse it, others record it. */
     dp_err zerr;
     dp_err_clear(&zerr);
-    double rho = INFINITY;
+    double rho = DP_INF;
     if (acct_zcdp_eval(req->event, &rho, &zerr) != DP_OK || isnan(rho) || rho < 0)
-        rho = INFINITY;
+        rho = DP_INF;
     it->cost_rho = rho;
     /* Request hash: what, event, relation and job; a retry with another body is a conflict. */
     char job[32];
@@ -436,7 +437,7 @@ int lg_admit(ledger *l, const silo_row *s, const double *held_rdp, double held_r
 {
     const ledger_budget *b = &s->b;
     double wb_rdp[LEDGER_MAX_ORDERS], h_rdp[LEDGER_MAX_ORDERS];
-    double e_spent = DNAN, e_held = DNAN, e_cost, e_wb;
+    double e_spent = DP_NAN, e_held = DP_NAN, e_cost, e_wb;
     memcpy(h_rdp, s->spent_rdp, l->n_orders * sizeof(double));
     if (n_active > 0)
         lg_vec_add_up(h_rdp, held_rdp, l->n_orders);
@@ -467,7 +468,7 @@ int lg_admit(ledger *l, const silo_row *s, const double *held_rdp, double held_r
      * never fits.
      */
     *fits = b->kind == LEDGER_BUDGET_NONE || (res->would_be <= res->budget);
-    res->spent = res->reserved = DNAN;
+    res->spent = res->reserved = DP_NAN;
     if (*fits && n_active == 0)
         return DP_OK;
     if (lg_loss_of(l, b, s->spent_rdp, s->spent_rho, &e_spent, NULL, err) != DP_OK ||
@@ -480,7 +481,7 @@ int lg_admit(ledger *l, const silo_row *s, const double *held_rdp, double held_r
         e_held = e_spent;
     res->reserved =
         b->kind == LEDGER_BUDGET_NONE
-            ? DNAN
+            ? DP_NAN
             : fmax(0.0, lg_unit_value(b, e_held, h_rho) - lg_unit_value(b, e_spent, s->spent_rho));
     if (pld)
         e_spent = fmin(e_spent, it->pld_spent);
@@ -595,7 +596,7 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
     if (rc == SQLITE_OK)
         rc = lg_b_dbl(st, ":remaining", res->remaining_after);
     if (rc == SQLITE_OK)
-        rc = lg_b_dbl(st, ":delta_after", isnan(res->spent_eps_after) ? DNAN : s->b.delta);
+        rc = lg_b_dbl(st, ":delta_after", isnan(res->spent_eps_after) ? DP_NAN : s->b.delta);
     int werr = lg_st_write(l, st, rc, "insert charge", err);
     if (werr != DP_OK)
         return werr;
@@ -629,7 +630,7 @@ void lg_result_from_row(sqlite3_stmt *st, const silo_row *s, ledger_charge_resul
     res->remaining_after = lg_col_dbl(st, 8);
     res->requested = lg_unit_value(&s->b, res->cost_eps, res->cost_rho);
     res->budget = lg_cap_of(&s->b);
-    res->spent = res->reserved = res->would_be = DNAN;
+    res->spent = res->reserved = res->would_be = DP_NAN;
 }
 
 /* Looks up (silo, key) in charges. found: 0 none, 1 same request (res filled), 2 other request. */

@@ -4,6 +4,7 @@
  * The design is in ledger/ledger.c; the shared types in ledger/internal.h.
  */
 #include "service/ledger/internal.h"
+#include "common/dp_math.h"
 
 /* ---- committer: ops ---- */
 
@@ -170,7 +171,7 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         if (lg_held_load(l, s.id, now, 0, held_rdp, &held_rho, &n_active, err) != DP_OK)
             return err->code;
         bool fits = false;
-        double e_wb_rdp = DNAN;
+        double e_wb_rdp = DP_NAN;
         refine_set rf;
         lg_refine_set_load(l, &s, now, 0, n_active, req->event, req->neighboring, &rf);
         rc = lg_admit(l, &s, held_rdp, held_rho, n_active, it, &rf, res, &fits, &e_wb_rdp, err);
@@ -220,9 +221,9 @@ static void claim_from_row(ledger *l, sqlite3_stmt *st, const ledger_budget *b,
     c->state = lg_claim_state_parse((const char *)sqlite3_column_text(st, 5));
     c->job_id = sqlite3_column_type(st, 6) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 6);
     c->cost_rho = sqlite3_column_double(st, 8);
-    c->cost_eps = DNAN;
+    c->cost_eps = DP_NAN;
     if (cost_rdp != NULL && lg_col_vec(st, 7, cost_rdp, l->n_orders) && b != NULL) {
-        double e = DNAN;
+        double e = DP_NAN;
         if (lg_loss_of(l, b, cost_rdp, c->cost_rho, &e, NULL, NULL) == DP_OK)
             c->cost_eps = e;
     }
@@ -294,7 +295,7 @@ static int apply_claim_create(ledger *l, ledger_op *op, int64_t now, dp_err *err
     if (lg_held_load(l, s.id, now, 0, held_rdp, &held_rho, &n_active, err) != DP_OK)
         return err->code;
     bool fits = false;
-    double e_wb_rdp = DNAN;
+    double e_wb_rdp = DP_NAN;
     refine_set rf;
     lg_refine_set_load(l, &s, now, 0, n_active, req->event, req->neighboring, &rf);
     int arc = lg_admit(l, &s, held_rdp, held_rho, n_active, it, &rf, res, &fits, &e_wb_rdp, err);
@@ -396,7 +397,7 @@ static int claim_load(ledger *l, const ledger_op *op, ledger_claim_view *c, doub
         return err->code;
     double v[LEDGER_MAX_ORDERS];
     memcpy(v, cost_rdp, l->n_orders * sizeof(double));
-    double e = DNAN;
+    double e = DP_NAN;
     if (lg_loss_of(l, &s->b, v, c->cost_rho, &e, NULL, NULL) == DP_OK)
         c->cost_eps = e;
     return DP_OK;
@@ -494,7 +495,7 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     char what[48];
     snprintf(what, sizeof what, "claim:%lld", (long long)c->id);
     dp_sha256(what, strlen(what), hash);
-    double e = DNAN;
+    double e = DP_NAN;
     res->silo_id = s.id;
     res->kind = s.b.kind;
     if ((rc = lg_loss_of(l, &s.b, cost_rdp, c->cost_rho, &e, NULL, err)) != DP_OK)
@@ -507,9 +508,9 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     res->cost_rho = c->cost_rho;
     res->requested = lg_unit_value(&s.b, e, c->cost_rho);
     res->budget = lg_cap_of(&s.b);
-    res->spent = res->reserved = res->would_be = DNAN;
+    res->spent = res->reserved = res->would_be = DP_NAN;
     if ((rc = lg_charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, c->cost_rho, held_rdp,
-                               held_rho, n_active, DNAN, pit, &rf, now, res, err)) != DP_OK)
+                               held_rho, n_active, DP_NAN, pit, &rf, now, res, err)) != DP_OK)
         goto out;
     if ((rc = claim_close(l, c->id, "committed", now, err)) != DP_OK)
         goto out;
@@ -547,11 +548,11 @@ static int apply_claim_abort(ledger *l, ledger_op *op, int64_t now, dp_err *err)
 
 static int bind_budget(sqlite3_stmt *st, const ledger_budget *b)
 {
-    int rc = lg_b_dbl(st, ":eps", b->kind == LEDGER_BUDGET_EPS_DELTA ? b->epsilon : DNAN);
+    int rc = lg_b_dbl(st, ":eps", b->kind == LEDGER_BUDGET_EPS_DELTA ? b->epsilon : DP_NAN);
     if (rc == SQLITE_OK)
-        rc = lg_b_dbl(st, ":delta", b->kind == LEDGER_BUDGET_NONE ? DNAN : b->delta);
+        rc = lg_b_dbl(st, ":delta", b->kind == LEDGER_BUDGET_NONE ? DP_NAN : b->delta);
     if (rc == SQLITE_OK)
-        rc = lg_b_dbl(st, ":rho", b->kind == LEDGER_BUDGET_RHO ? b->rho : DNAN);
+        rc = lg_b_dbl(st, ":rho", b->kind == LEDGER_BUDGET_RHO ? b->rho : DP_NAN);
     return rc;
 }
 
@@ -673,7 +674,7 @@ static int apply_silo_patch(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         return err->code;
     lg_vec_add_up(held_rdp, s.spent_rdp, l->n_orders);
     held_rho = ledger_sum_up(held_rho, s.spent_rho);
-    double e_held = DNAN;
+    double e_held = DP_NAN;
     if (lg_loss_of(l, &nb, held_rdp, held_rho, &e_held, NULL, err) != DP_OK)
         return err->code;
     if (!(e_held <= lg_cap_of(&nb))) { /* the refined figure (continuous order, pure events) */

@@ -37,7 +37,6 @@
     4                       /* stale PLD snapshots tolerated before the RDP bound decides alone    \
                              */
 #define LEDGER_PLD_CACHE 64 /* remembered eps_PLD of (silo, n_charges) for reads */
-#define DNAN             ((double)NAN) /* NAN is a float constant; -Wdouble-promotion */
 
 /* ---- statements of the write connection ---- */
 

@@ -4,6 +4,7 @@
  * The design is in ledger/ledger.c; the shared types in ledger/internal.h.
  */
 #include "service/ledger/internal.h"
+#include "common/dp_math.h"
 
 /* ---- PLD recomposition (caller threads; see PLD SILOS) ---- */
 
@@ -55,7 +56,7 @@ double lg_pld_eps_of(sqlite3 *db, int64_t silo, double delta, bool with_claims,
         "AND state = 'active' AND expires_at > :now";
     const size_t cap = ACCT_PLD_MAX_MECHANISMS;
     const char *nb_name = nb == ACCT_NB_REPLACE_ONE ? "replace_one" : "add_remove";
-    double eps = INFINITY;
+    double eps = DP_INF;
     bool ok = true;
     acct_event *root = acct_event_alloc(ACCT_EV_COMPOSED);
     if (root == NULL || (root->children = dp_calloc(cap, sizeof *root->children)) == NULL)
@@ -115,7 +116,7 @@ static int step_once(sqlite3 *db, const char *sql)
 static double pld_cache_get(ledger *l, int64_t silo, int64_t n_charges, double delta)
 {
     size_t slot = (size_t)silo % LEDGER_PLD_CACHE;
-    double eps = DNAN;
+    double eps = DP_NAN;
     pthread_mutex_lock(&l->cache_mu);
     if (l->pld_cache[slot].silo == silo && l->pld_cache[slot].n_charges == n_charges &&
         memcmp(&l->pld_cache[slot].delta, &delta, sizeof delta) == 0)
@@ -187,7 +188,7 @@ int lg_pld_prepare(ledger *l, op_item *it, dp_err *err)
     }
     int rc;
     int64_t silo = it->req->silo_id, now = time_now_ms();
-    double delta = DNAN;
+    double delta = DP_NAN;
     sqlite3_stmt *st = NULL;
     rc = step_once(db, "BEGIN");
     if (rc == SQLITE_OK)
@@ -233,15 +234,15 @@ int lg_pld_prepare(ledger *l, op_item *it, dp_err *err)
         } else if (it->claim_id != 0) {
             acct_neighboring nb = ACCT_NB_ADD_REMOVE;
             acct_event *ev = claim_event(db, it->claim_id, &nb);
-            it->pld_spent = INFINITY;
+            it->pld_spent = DP_INF;
             it->pld_after =
-                ev != NULL ? lg_pld_eps_of(db, silo, delta, false, ev, nb, now) : (double)INFINITY;
+                ev != NULL ? lg_pld_eps_of(db, silo, delta, false, ev, nb, now) : DP_INF;
             it->pld_wb =
                 any_claim ? lg_pld_eps_of(db, silo, delta, true, NULL, nb, now) : it->pld_after;
             acct_event_free(ev);
         } else {
             acct_neighboring nb = log_relation(db, silo);
-            it->pld_spent = it->pld_after = INFINITY;
+            it->pld_spent = it->pld_after = DP_INF;
             it->pld_wb = lg_pld_eps_of(db, silo, delta, true, NULL, nb, now);
         }
         it->pld_ready = true;

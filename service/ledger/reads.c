@@ -4,6 +4,7 @@
  * The design is in ledger/ledger.c; the shared types in ledger/internal.h.
  */
 #include "service/ledger/internal.h"
+#include "common/dp_math.h"
 
 /* ---- views and reads ---- */
 
@@ -42,7 +43,7 @@ static void rdp_refine_view(ledger *l, sqlite3 *db, const silo_row *s, ledger_si
         (b->accountant != LEDGER_ACCT_RDP && b->accountant != LEDGER_ACCT_PLD) || s->n_charges == 0)
         return;
     size_t slot = (size_t)s->id % LEDGER_PLD_CACHE;
-    double eps = DNAN, order = DNAN;
+    double eps = DP_NAN, order = DP_NAN;
     pthread_mutex_lock(&l->cache_mu);
     if (l->rdp_cache[slot].silo == s->id && l->rdp_cache[slot].n_charges == s->n_charges &&
         memcmp(&l->rdp_cache[slot].delta, &b->delta, sizeof b->delta) == 0) {
@@ -102,7 +103,7 @@ static void pld_refine_view(ledger *l, store_conn *c, ledger_silo_view *v)
     if (b->accountant != LEDGER_ACCT_PLD || b->kind != LEDGER_BUDGET_EPS_DELTA || v->n_charges == 0)
         return;
     size_t slot = (size_t)v->id % LEDGER_PLD_CACHE;
-    double eps = DNAN;
+    double eps = DP_NAN;
     pthread_mutex_lock(&l->cache_mu);
     if (l->pld_cache[slot].silo == v->id && l->pld_cache[slot].n_charges == v->n_charges &&
         memcmp(&l->pld_cache[slot].delta, &b->delta, sizeof b->delta) == 0)
@@ -129,7 +130,7 @@ static void pld_refine_view(ledger *l, store_conn *c, ledger_silo_view *v)
     }
     if (eps < v->spent_eps) {
         v->spent_eps = eps;
-        v->spent_order = DNAN; /* PLD has no RDP order */
+        v->spent_order = DP_NAN; /* PLD has no RDP order */
         if (v->n_active_claims == 0)
             v->held_eps = eps;
         v->remaining = lg_remaining_of(b, v->held_eps);
@@ -322,7 +323,7 @@ int ledger_silo_verify(const ledger *l, store_conn *c, int64_t id, ledger_verify
         for (size_t i = 0; i < l->n_orders; i++) {
             double d = fabs(sum[i] - s->spent_rdp[i]);
             if (isnan(d)) /* inf - inf: equal infinities are consistent */
-                d = sum[i] == s->spent_rdp[i] ? 0 : INFINITY;
+                d = sum[i] == s->spent_rdp[i] ? 0 : DP_INF;
             if (d > out->max_abs_diff_rdp)
                 out->max_abs_diff_rdp = d;
             if (memcmp(&sum[i], &s->spent_rdp[i], sizeof(double)) != 0)
@@ -450,7 +451,7 @@ int ledger_claim_get(store_conn *c, int64_t claim_id, ledger_claim_view *out, dp
             out->state = lg_claim_state_parse((const char *)sqlite3_column_text(st, 5));
             out->job_id = sqlite3_column_int64(st, 6);
             out->cost_rho = sqlite3_column_double(st, 7);
-            out->cost_eps = DNAN;
+            out->cost_eps = DP_NAN;
             out->charge_id = sqlite3_column_int64(st, 8);
             /* An active claim past its expiry is released: report it as expired. */
             if (out->state == LEDGER_CLAIM_ACTIVE && out->expires_at_ms <= time_now_ms())

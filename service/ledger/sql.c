@@ -4,6 +4,7 @@
  * The design is in ledger/ledger.c; the shared types in ledger/internal.h.
  */
 #include "service/ledger/internal.h"
+#include "common/dp_math.h"
 
 const char *const lg_sql[ST_N] = {
     [ST_SILO_GET] =
@@ -159,7 +160,7 @@ int lg_b_blob(sqlite3_stmt *st, const char *name, const void *p, size_t n)
 }
 double lg_col_dbl(sqlite3_stmt *st, int c)
 {
-    return sqlite3_column_type(st, c) == SQLITE_NULL ? DNAN : sqlite3_column_double(st, c);
+    return sqlite3_column_type(st, c) == SQLITE_NULL ? DP_NAN : sqlite3_column_double(st, c);
 }
 /* Copies an RDP vector column (native doubles) into out; false if its length does not match. */
 bool lg_col_vec(sqlite3_stmt *st, int c, double *out, size_t n)

@@ -9,6 +9,7 @@
 #   check "description" COMMAND...        # runs COMMAND, records pass/fail
 #   stop_daemon                           # SIGTERM, waits, returns the daemon's exit status
 #   finish                                # prints the summary; exit status 1 if any check failed
+#                                         # or the daemon's stderr holds a sanitizer report
 #
 # The daemon is always killed (by PID) when the script exits, whatever happens: see the EXIT trap.
 set -u
@@ -114,6 +115,15 @@ header() { # header NAME: value of a response header of the last request (case-i
 }
 
 finish() {
+    # A sanitizer build (make asan / tsan) reports into the daemon's stderr; a report fails the test
+    # even when every request was answered (TSan, for one, only changes the exit status by default).
+    # TSan's "thread leak" is left to the exit status: a forced stop (second signal, drain timeout)
+    # ends with _exit() on purpose, without joining the workers, and TSan reports them as leaked.
+    local re='^(WARNING|ERROR): (ThreadSanitizer|AddressSanitizer|LeakSanitizer)|runtime error:'
+    if [ -s "$T/err" ] && grep -E "$re" "$T/err" | grep -qv 'ThreadSanitizer: thread leak'; then
+        fail "sanitizer report in the daemon's stderr:"
+        grep -E -A30 "$re" "$T/err" | head -60
+    fi
     echo "  $PASSES passed, $FAILS failed"
     [ "$FAILS" -eq 0 ]
 }

@@ -37,6 +37,9 @@ violates "a file outside the layers" service/loose.c 'int x;' "outside its direc
 violates "an unknown layer" service/misc/x.c 'int x;' "not a known layer"
 violates "microhttpd in the api" service/api/x.c '#include <microhttpd.h>' "only service/http/ includes microhttpd.h"
 
+violates "float NAN in service" service/x.c 'double f(void) { return NAN; }' "float INFINITY/NAN"
+violates "float INFINITY in a test" tests/unit/x.c 'static const double lim = -INFINITY;' "float INFINITY/NAN"
+
 rm -rf "$T/tree"; mkdir -p "$T/tree/service/api" "$T/tree/service/http"
 printf '#include "service/app.h"\n#include "service/db/store.h"\n#include "service/http/router.h"\n' >"$T/tree/service/http/ok.c"
 printf '#include "service/ledger/ledger.h"\n#include "service/http/server.h"\n#include "service/db/runs.h"\n' >"$T/tree/service/api/ok.c"
@@ -45,5 +48,8 @@ check "allowed service includes pass" sh "$ROOT/scripts/check-deps.sh" "$T/tree"
 rm -rf "$T/tree"; mkdir -p "$T/tree/federated" "$T/tree/accounting"
 printf '#include <pthread.h>\n#include "estimators/eb_common.h"\n' >"$T/tree/federated/ok.c"
 printf 'int f(char *b) { return snprintf(b, 4, "%%d", 1); } /* printf-style */\n' >"$T/tree/accounting/ok.c"
+# INFINITY / NAN named in comments and strings, DP_INF / DP_NAN and longer identifiers are fine.
+printf '/* +INFINITY,\n * or NAN */ double g(void) { return DP_NAN; } // NAN\n' >"$T/tree/accounting/c.c"
+printf 'const char *s = "NAN \\" INFINITY"; char q = %s; double h = -DP_INF + MY_NAN_X;\n' "'\"'" >"$T/tree/accounting/d.c"
 check "allowed includes and snprintf pass" sh "$ROOT/scripts/check-deps.sh" "$T/tree"
 finish

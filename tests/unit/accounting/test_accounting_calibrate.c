@@ -8,6 +8,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "accounting/calibrate.h"
+#include "common/dp_math.h"
 #include "common/dp_alloc.h"
 #include "tests/support/test_util.h"
 
@@ -35,7 +36,7 @@ static void noise_round_trips_and_matches_the_opacus_accountant(void **state)
      * Fig 1c): q=0.01, T=20000, delta=1e-4, eps=1 -> sigma 5.0237 (Balle et al. 2020 conversion,
      * Opacus's orders); we use the default grid + continuous order, which can only need less noise.
      */
-    acct_event *ev = sgm(0.01, (double)NAN, 20000);
+    acct_event *ev = sgm(0.01, DP_NAN, 20000);
     acct_calib_rdp_ctx ctx = {ACCT_NB_ADD_REMOVE, 1e-4, ACCT_CONV_OPTIMAL, NULL, 0, 0};
     acct_calib_result r;
     dp_err err = {0};
@@ -55,7 +56,7 @@ static void noise_round_trips_and_matches_the_opacus_accountant(void **state)
     for (int a = 12; a <= 63; a++)
         o[n++] = a;
     acct_calib_rdp_ctx g = {ACCT_NB_ADD_REMOVE, 1e-4, ACCT_CONV_BALLE2020, o, n, 0};
-    ev = sgm(1.0, (double)NAN, 1000);
+    ev = sgm(1.0, DP_NAN, 1000);
     assert_int_equal(acct_calibrate(ev, 10.0, acct_calib_rdp_eps, &g, &r, &err), DP_OK);
     assert_close(r.value, 15.370, 0, 0.0005);
     assert_int_equal(acct_calibrate(ev, 1.0, acct_calib_rdp_eps, &g, &r, &err), DP_OK);
@@ -78,7 +79,7 @@ static void count_and_rate_round_trip(void **state)
     assert_true(eps_with(ev, ACCT_OPEN_COUNT, r.value + 1.0, &ctx) > 3.0);
     acct_event_free(ev);
 
-    ev = sgm((double)NAN, 0.9, 5000);
+    ev = sgm(DP_NAN, 0.9, 5000);
     assert_int_equal(acct_calibrate(ev, 2.0, acct_calib_rdp_eps, &ctx, &r, &err), DP_OK);
     assert_int_equal(r.kind, ACCT_OPEN_RATE);
     assert_true(eps_with(ev, ACCT_OPEN_RATE, r.value, &ctx) <= 2.0);
@@ -91,7 +92,7 @@ static void impossible_targets_are_numeric_errors(void **state)
     (void)state;
     /* a pure part alone already exceeds the target: no noise can help -> DP_ENUMERIC (422) */
     acct_event *c =
-        acct_event_composed((acct_event *[]){sgm(0.01, (double)NAN, 100), acct_event_pure(2.0)}, 2);
+        acct_event_composed((acct_event *[]){sgm(0.01, DP_NAN, 100), acct_event_pure(2.0)}, 2);
     acct_calib_rdp_ctx ctx = {ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_BALLE2020, NULL, 0, 0};
     acct_calib_result r;
     dp_err err = {0};
@@ -106,7 +107,7 @@ static void impossible_targets_are_numeric_errors(void **state)
      * said "event.event") */
     assert_string_equal(err.field, "");
     ev->count_open = true;
-    ev->child->child->noise_multiplier = (double)NAN;
+    ev->child->child->noise_multiplier = DP_NAN;
     dp_err_clear(&err);
     assert_int_equal(acct_calibrate(ev, 1.0, acct_calib_rdp_eps, &ctx, &r, &err), DP_EINVAL);
     acct_event_free(ev);
@@ -139,7 +140,7 @@ static void unevaluable_probe_is_an_error_not_a_miss(void **state)
     (void)state;
     acct_calib_result r;
     dp_err err = {0};
-    acct_event *g = acct_event_gaussian((double)NAN);
+    acct_event *g = acct_event_gaussian(DP_NAN);
     assert_int_equal(acct_calibrate(g, 5.0, partial_eps, NULL, &r, &err), DP_EINVAL);
     assert_string_equal(err.field, "value_discretization");
     /* where every probe can be evaluated the optimum is found (1/sigma = 0.5 -> sigma 2) */
@@ -155,7 +156,7 @@ static void unevaluable_probe_is_an_error_not_a_miss(void **state)
     assert_string_equal(err.field, "value_discretization");
     acct_event_free(c);
 
-    acct_event *p = acct_event_poisson((double)NAN, acct_event_gaussian(1.0));
+    acct_event *p = acct_event_poisson(DP_NAN, acct_event_gaussian(1.0));
     dp_err_clear(&err);
     assert_int_equal(acct_calibrate(p, 1.0, partial_eps, NULL, &r, &err), DP_EINVAL);
     assert_string_equal(err.field, "value_discretization");
@@ -165,7 +166,7 @@ static void unevaluable_probe_is_an_error_not_a_miss(void **state)
 static void zcdp_calibration_inverts_the_closed_form(void **state)
 {
     (void)state;
-    acct_event *s = acct_event_self_composed(1000, acct_event_gaussian((double)NAN));
+    acct_event *s = acct_event_self_composed(1000, acct_event_gaussian(DP_NAN));
     acct_calib_zcdp_ctx z = {1e-4, ACCT_ZCDP_BS2016};
     acct_calib_result r;
     dp_err err = {0};

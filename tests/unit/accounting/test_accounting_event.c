@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "accounting/event.h"
+#include "common/dp_math.h"
 #include "common/dp_alloc.h"
 #include "tests/support/test_util.h"
 
@@ -35,7 +36,7 @@ static void constructors_set_their_parameters_and_own_their_children(void **stat
     acct_tuning_dist geo = {ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, 1.0, 0.1};
     acct_event *root = acct_event_composed(
         (acct_event *[]){
-            acct_event_self_composed(7, acct_event_poisson(0.01, acct_event_gaussian((double)NAN))),
+            acct_event_self_composed(7, acct_event_poisson(0.01, acct_event_gaussian(DP_NAN))),
             acct_event_repeat_select(acct_event_composed(k, 4), geo)},
         2);
     assert_non_null(root);
@@ -185,7 +186,7 @@ static void check_rejects_each_domain_violation(void **state)
     for (size_t i = 0; i < 3; i++) {
         acct_event *e = acct_event_alloc(cases[i].t);
         e->rho = -0.1;
-        e->epsilon = (double)INFINITY;
+        e->epsilon = DP_INF;
         e->noise_multiplier = 0.0;
         dp_err err = {0};
         assert_int_equal(acct_event_check(e, true, &err), DP_EINVAL);
@@ -210,8 +211,7 @@ static void check_rejects_each_domain_violation(void **state)
     assert_int_equal(acct_event_check(sc, false, &err), DP_OK);
     acct_event_free(sc);
     acct_event *rs = acct_event_repeat_select(
-        acct_event_gaussian(1.0),
-        (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, (double)NAN, -1.0, 0.5});
+        acct_event_gaussian(1.0), (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, DP_NAN, -1.0, 0.5});
     dp_err_clear(&err);
     assert_int_equal(acct_event_check(rs, false, &err), DP_EINVAL);
     assert_string_equal(err.field, "distribution.truncated_negative_binomial.eta");
@@ -249,8 +249,8 @@ static void clone_copies_deeply_and_fill_sets_open_values(void **state)
     c->n_children = 2;
     c->children = dp_calloc(2, sizeof *c->children);
     c->children[0] =
-        acct_event_self_composed(10, acct_event_poisson(0.01, acct_event_gaussian((double)NAN)));
-    c->children[1] = acct_event_gaussian((double)NAN);
+        acct_event_self_composed(10, acct_event_poisson(0.01, acct_event_gaussian(DP_NAN)));
+    c->children[1] = acct_event_gaussian(DP_NAN);
     assert_int_equal(acct_event_open_params(c), ACCT_OPEN_NOISE);
     acct_event *k = acct_event_clone(c);
     assert_non_null(k);

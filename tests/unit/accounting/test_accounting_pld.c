@@ -24,6 +24,7 @@
 
 #include "accounting/pld.h"
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
 
 #ifndef PLD_VECTORS
 #define PLD_VECTORS "tests/vectors/ref_dp_accounting_pld.json"
@@ -56,8 +57,8 @@ static acct_event *tnode(tev *t, acct_event_type type)
     acct_event *e = &t->n[t->used++];
     memset(e, 0, sizeof *e);
     e->type = type;
-    e->noise_multiplier = NAN;
-    e->sampling_rate = NAN;
+    e->noise_multiplier = DP_NAN;
+    e->sampling_rate = DP_NAN;
     return e;
 }
 
@@ -320,7 +321,7 @@ static void monotone_in_delta_and_steps(void **state)
         tev t;
         t.used = t.kused = 0;
         acct_event *ev = tself(&t, steps[k], tpois(&t, 0.0237, tgauss(&t, 1.17)));
-        double prev = INFINITY;
+        double prev = DP_INF;
         for (size_t j = 0; j < 4; j++) {
             acct_pld_result r = eps_of(ev, ACCT_NB_ADD_REMOVE, deltas[j], 1e-3);
             assert_true(r.epsilon_upper <= prev);
@@ -443,7 +444,7 @@ static void bad_input_names_the_field(void **state)
     expect_err(z, ACCT_NB_ADD_REMOVE, 1e-5, NULL, "type");
     acct_event *cs[2] = {tgauss(&t, 1.0), tself(&t, 3, z)};
     expect_err(tcomp(&t, 2, cs), ACCT_NB_ADD_REMOVE, 1e-5, NULL, "events[1].event.type");
-    acct_event *open = tself(&t, 5, tpois(&t, 0.1, tgauss(&t, NAN)));
+    acct_event *open = tself(&t, 5, tpois(&t, 0.1, tgauss(&t, DP_NAN)));
     expect_err(open, ACCT_NB_ADD_REMOVE, 1e-5, NULL, "event.event.noise_multiplier");
     acct_event *badq = tpois(&t, 1.5, tgauss(&t, 1.0));
     expect_err(badq, ACCT_NB_ADD_REMOVE, 1e-5, NULL, "sampling_rate");
@@ -455,7 +456,7 @@ static void bad_input_names_the_field(void **state)
     expect_err(tself(&t, 1000000000ULL, tlap(&t, 1.0)), ACCT_NB_ADD_REMOVE, 1e-5, NULL, "count");
     acct_event *g = tgauss(&t, 1.0);
     expect_err(g, ACCT_NB_ADD_REMOVE, 0.0, NULL, "delta");
-    expect_err(g, ACCT_NB_ADD_REMOVE, NAN, NULL, "delta");
+    expect_err(g, ACCT_NB_ADD_REMOVE, DP_NAN, NULL, "delta");
     acct_pld_opts o = opts_h(0);
     expect_err(g, ACCT_NB_ADD_REMOVE, 1e-5, &o, "value_discretization");
     o = opts_h(1e-4);

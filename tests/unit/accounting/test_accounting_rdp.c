@@ -10,6 +10,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "accounting/rdp.h"
+#include "common/dp_math.h"
 #include "common/dp_alloc.h"
 #include "tests/support/test_util.h"
 
@@ -290,13 +291,12 @@ static void unsupported_combinations_name_the_field(void **state)
     assert_int_equal(acct_rdp_eval(ev, ACCT_NB_ADD_REMOVE, o, 1, r, &err), DP_EINVAL);
     assert_string_equal(err.field, "event.event.type");
     acct_event_free(ev);
-    acct_event *c =
-        acct_event_composed((acct_event *[]){acct_event_gaussian(1.0),
-                                             acct_event_repeat_select(
-                                                 acct_event_gaussian(1.0),
-                                                 (acct_tuning_dist){ACCT_TUNE_FIXED, 3, (double)NAN,
-                                                                    (double)NAN, (double)NAN})},
-                            2);
+    acct_event *c = acct_event_composed(
+        (acct_event *[]){acct_event_gaussian(1.0),
+                         acct_event_repeat_select(
+                             acct_event_gaussian(1.0),
+                             (acct_tuning_dist){ACCT_TUNE_FIXED, 3, DP_NAN, DP_NAN, DP_NAN})},
+        2);
     dp_err_clear(&err);
     /* repeat_and_select is evaluated by accounting/tuning.h (#4): fixed k = 3 is 3-fold composition
      */
@@ -511,7 +511,7 @@ static void curve_answer_equals_tree_answer(void **state)
         assert_int_equal(c.continuous, t.continuous);
     }
     for (size_t i = 0; i < n; i++)
-        curve[i] = nextafter(curve[i], INFINITY);
+        curve[i] = nextafter(curve[i], DP_INF);
     acct_rdp_answer t, c;
     assert_int_equal(
         acct_rdp_epsilon(ep, ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_OPTIMAL, orders, n, &t, &e),

@@ -25,6 +25,7 @@
 #include "accounting/rdp.h"
 #include "accounting/tuning.h"
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
 
 /* Golden agreement the issue asks for (the references agree with each other to ~1e-10). */
 #define GOLDEN_RTOL 1e-6
@@ -60,7 +61,7 @@ static void tune_gauss(const acct_tuning_dist *d, double rho, const double *orde
 static double nan_rdp(double order, void *ctx)
 {
     (void)ctx;
-    return order > 3.0 ? (double)NAN : 0.1 * order;
+    return order > 3.0 ? DP_NAN : 0.1 * order;
 }
 
 typedef struct table {
@@ -76,34 +77,34 @@ static double table_rdp(double order, void *ctx)
     for (size_t i = 0; i < t->n; i++)
         if (t->orders[i] == order)
             return t->vals[i];
-    return NAN;
+    return DP_NAN;
 }
 
 static acct_tuning_dist tnb_mean(double eta, double mean)
 {
-    return (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, mean, eta, NAN};
+    return (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, mean, eta, DP_NAN};
 }
 
 static acct_tuning_dist tnb_gamma(double eta, double gamma)
 {
-    return (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, NAN, eta, gamma};
+    return (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, DP_NAN, eta, gamma};
 }
 
 static acct_tuning_dist poisson(double mu)
 {
-    return (acct_tuning_dist){ACCT_TUNE_POISSON, 0, mu, NAN, NAN};
+    return (acct_tuning_dist){ACCT_TUNE_POISSON, 0, mu, DP_NAN, DP_NAN};
 }
 
 static acct_tuning_dist fixed(uint64_t k)
 {
-    return (acct_tuning_dist){ACCT_TUNE_FIXED, k, NAN, NAN, NAN};
+    return (acct_tuning_dist){ACCT_TUNE_FIXED, k, DP_NAN, DP_NAN, DP_NAN};
 }
 
 /* (eps, delta) conversion used by the references' code (TF-Privacy / CKS20 Prop. 12 with the KL
  * shortcut, orders above 1.01). Test-only: the service uses accounting/rdp.h. */
 static double eps_from_rdp(const double *orders, const double *rdp, size_t n, double delta)
 {
-    double best = INFINITY;
+    double best = DP_INF;
     for (size_t i = 0; i < n; i++) {
         double a = orders[i], r = rdp[i], e;
         if (delta * delta + expm1(-r) >= 0.0)
@@ -111,7 +112,7 @@ static double eps_from_rdp(const double *orders, const double *rdp, size_t n, do
         else if (a > 1.01)
             e = r + log1p(-1.0 / a) - log(delta * a) / (a - 1.0);
         else
-            e = INFINITY;
+            e = DP_INF;
         best = fmin(best, e);
     }
     return fmax(0.0, best);
@@ -229,7 +230,7 @@ static void tnb_gamma_is_solved_conservatively(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         dp_err e;
         dp_err_clear(&e);
-        double g = NAN;
+        double g = DP_NAN;
         assert_int_equal(acct_tuning_tnb_gamma(cases[i].eta, cases[i].mean, &g, &e), DP_OK);
         assert_close(g, cases[i].gamma, 1e-14, 0);
         /* rounded so that the implied mean is never below the one asked */
@@ -245,33 +246,33 @@ static void invalid_distributions_name_their_field(void **state)
         acct_tuning_dist d;
         const char *field;
     } bad[] = {
-        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, -1.0, NAN},
+        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, -1.0, DP_NAN},
          "distribution.truncated_negative_binomial.eta"},
-        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, -1.5, NAN},
+        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, -1.5, DP_NAN},
          "distribution.truncated_negative_binomial.eta"},
-        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, NAN, NAN},
+        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 10.0, DP_NAN, DP_NAN},
          "distribution.truncated_negative_binomial.eta"},
-        {{ACCT_TUNE_TRUNC_NEGBIN, 0, NAN, 1.0, 0.0},
+        {{ACCT_TUNE_TRUNC_NEGBIN, 0, DP_NAN, 1.0, 0.0},
          "distribution.truncated_negative_binomial.gamma"},
-        {{ACCT_TUNE_TRUNC_NEGBIN, 0, NAN, 1.0, 1.5},
+        {{ACCT_TUNE_TRUNC_NEGBIN, 0, DP_NAN, 1.0, 1.5},
          "distribution.truncated_negative_binomial.gamma"},
-        {{ACCT_TUNE_TRUNC_NEGBIN, 0, NAN, 1.0, -0.2},
+        {{ACCT_TUNE_TRUNC_NEGBIN, 0, DP_NAN, 1.0, -0.2},
          "distribution.truncated_negative_binomial.gamma"},
-        {{ACCT_TUNE_TRUNC_NEGBIN, 0, NAN, 1.0, NAN},
+        {{ACCT_TUNE_TRUNC_NEGBIN, 0, DP_NAN, 1.0, DP_NAN},
          "distribution.truncated_negative_binomial.gamma"},
-        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 0.5, 1.0, NAN},
+        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 0.5, 1.0, DP_NAN},
          "distribution.truncated_negative_binomial.mean"},
         {{ACCT_TUNE_TRUNC_NEGBIN, 0, 6.0, 1.0, 0.2},
          "distribution.truncated_negative_binomial.mean"},
-        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 2e6, 1.0, NAN},
+        {{ACCT_TUNE_TRUNC_NEGBIN, 0, 2e6, 1.0, DP_NAN},
          "distribution.truncated_negative_binomial.mean"},
-        {{ACCT_TUNE_TRUNC_NEGBIN, 0, NAN, 1.0, 1e-7},
+        {{ACCT_TUNE_TRUNC_NEGBIN, 0, DP_NAN, 1.0, 1e-7},
          "distribution.truncated_negative_binomial.gamma"},
-        {{ACCT_TUNE_POISSON, 0, 0.9, NAN, NAN}, "distribution.poisson.mean"},
-        {{ACCT_TUNE_POISSON, 0, INFINITY, NAN, NAN}, "distribution.poisson.mean"},
-        {{ACCT_TUNE_FIXED, 0, NAN, NAN, NAN}, "distribution.fixed"},
-        {{ACCT_TUNE_FIXED, 2000000, NAN, NAN, NAN}, "distribution.fixed"},
-        {{(acct_tuning_kind)9, 1, NAN, NAN, NAN}, "distribution"},
+        {{ACCT_TUNE_POISSON, 0, 0.9, DP_NAN, DP_NAN}, "distribution.poisson.mean"},
+        {{ACCT_TUNE_POISSON, 0, DP_INF, DP_NAN, DP_NAN}, "distribution.poisson.mean"},
+        {{ACCT_TUNE_FIXED, 0, DP_NAN, DP_NAN, DP_NAN}, "distribution.fixed"},
+        {{ACCT_TUNE_FIXED, 2000000, DP_NAN, DP_NAN, DP_NAN}, "distribution.fixed"},
+        {{(acct_tuning_kind)9, 1, DP_NAN, DP_NAN, DP_NAN}, "distribution"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         dp_err e;
@@ -530,7 +531,7 @@ static void base_failure_is_a_numerical_error(void **state)
                                      ACCT_TUNING_AUX_CONTINUOUS, out, NULL, &e),
                      DP_ENUMERIC);
     /* an infinite base is not an error: the bound is infinite where the base is */
-    double inf_rho = INFINITY;
+    double inf_rho = DP_INF;
     tune_gauss(&d, inf_rho, TF72, 3, ACCT_TUNING_AUX_CONTINUOUS, out, NULL);
     assert_true(isinf(out[0]) && out[0] > 0);
 }
@@ -930,11 +931,11 @@ static void pruned_scan_matches_full_scan(void **state)
     size_t nd = 0;
     const double means[] = {2.0, 10.0, 50.0}, etas[] = {-0.5, 0.0, 0.5, 1.0, 3.0};
     for (size_t m = 0; m < 3; m++) {
-        dists[nd++] = (acct_tuning_dist){ACCT_TUNE_POISSON, 0, means[m], NAN, NAN};
+        dists[nd++] = (acct_tuning_dist){ACCT_TUNE_POISSON, 0, means[m], DP_NAN, DP_NAN};
         for (size_t e = 0; e < 5; e++)
-            dists[nd++] = (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, means[m], etas[e], NAN};
+            dists[nd++] = (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, means[m], etas[e], DP_NAN};
     }
-    dists[nd++] = (acct_tuning_dist){ACCT_TUNE_FIXED, 3, NAN, NAN, NAN};
+    dists[nd++] = (acct_tuning_dist){ACCT_TUNE_FIXED, 3, DP_NAN, DP_NAN, DP_NAN};
     const double deltas[] = {1e-5, 1e-8};
     int checked = 0;
     for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
@@ -988,7 +989,7 @@ static double sgm_child_rdp(double order, void *p)
     dp_err e;
     dp_err_clear(&e);
     if (acct_rdp_sampled_gaussian(c->q, c->sigma, order, &r, &e) != DP_OK)
-        return NAN;
+        return DP_NAN;
     return c->steps * r;
 }
 
@@ -1012,9 +1013,9 @@ static void lazy_candidates_change_nothing(void **state)
                 acct_event ev;
                 memset(&ev, 0, sizeof ev);
                 ev.type = ACCT_EV_REPEAT_SELECT;
-                ev.dist =
-                    k < 0 ? (acct_tuning_dist){ACCT_TUNE_POISSON, 0, means[m], NAN, NAN}
-                          : (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, means[m], etas[k], NAN};
+                ev.dist = k < 0 ? (acct_tuning_dist){ACCT_TUNE_POISSON, 0, means[m], DP_NAN, DP_NAN}
+                                : (acct_tuning_dist){ACCT_TUNE_TRUNC_NEGBIN, 0, means[m], etas[k],
+                                                     DP_NAN};
                 for (int pass = 0; pass < 2; pass++) { /* pass 1: the lazy range first */
                     acct_tuning_cache *eager = NULL, *lazy = NULL;
                     for (size_t i = 0; i < ng + 6; i++) {

@@ -15,6 +15,7 @@
 
 #include "common/dp_alloc.h"
 #include "estimators/eb_gaussian.h"
+#include "common/dp_math.h"
 
 /* closed forms evaluated in a different order: a few ulps */
 #define CF_RTOL 1e-13
@@ -187,7 +188,7 @@ static void bad_input_names_the_field(void **state)
     dp_err_clear(&e);
     assert_int_equal(eb_gauss_fit(&one, NULL, 0.0, EB_GAUSS_MLE, 100, c, &e), DP_EINVAL);
     assert_string_equal(e.field, "clients");
-    const double x[] = {0.5, NAN}, n[] = {3, 4};
+    const double x[] = {0.5, DP_NAN}, n[] = {3, 4};
     eb_gauss_data g = {2, 1, x, n, 1.0};
     dp_err_clear(&e);
     assert_int_equal(eb_gauss_fit(&g, NULL, 0.0, EB_GAUSS_MLE, 100, c, &e), DP_EINVAL);
@@ -263,7 +264,7 @@ static double rt_rep(gsl_rng *r, double *x, double *th, double *q, double mu, do
         o.bits = bits;
         o.r = 1.0;
         o.sigma_theta = st;
-        o.b = NAN;
+        o.b = DP_NAN;
         o.seed = seed;
         eb_gauss_private_info info;
         assert_int_equal(eb_gauss_privatize(&g, &o, q, &info, &e), DP_OK);
@@ -342,7 +343,7 @@ static void rt2_private_gaussian_curve_within_two_percent(void **state)
      * at every eps0) */
     const double c6[] = {.016600, .016261, .015215, .012572, .009151, .007168, .006496, .006313};
     const double b = 2.0531, delta = 1e-5;
-    double prev = INFINITY;
+    double prev = DP_INF;
     for (size_t k = 0; k < 8; k++) {
         double sq = 2.0 * b * sqrt(2.0 * log(2.0 / delta)) / eps[k];
         double ana = eb_gauss_thm2_mse(0.01, 0.25, RT_N, RT_M, sq * sq);

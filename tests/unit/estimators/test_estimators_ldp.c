@@ -9,6 +9,7 @@
 
 #include "estimators/eb_common.h"
 #include "estimators/eb_ldp.h"
+#include "common/dp_math.h"
 
 /* scipy brentq to 1e-15 vs our bisection to 1e-12 (rounded up): agree to a few 1e-12. */
 #define CAL_RTOL 1e-10
@@ -118,7 +119,7 @@ static void calibration_rejects_bad_delta(void **state)
                      DP_EINVAL);
     assert_string_equal(e.field, "delta");
     dp_err_clear(&e);
-    assert_int_equal(eb_ldp_gauss_calibrate(NAN, 1e-5, 1.0, 1, false, EB_CAL_CLASSIC, &v, &e),
+    assert_int_equal(eb_ldp_gauss_calibrate(DP_NAN, 1e-5, 1.0, 1, false, EB_CAL_CLASSIC, &v, &e),
                      DP_EINVAL);
     assert_string_equal(e.field, "epsilon0");
 }

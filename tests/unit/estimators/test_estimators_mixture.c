@@ -17,6 +17,7 @@
 #include "common/dp_alloc.h"
 #include "estimators/eb_gaussian.h"
 #include "estimators/eb_mixture.h"
+#include "common/dp_math.h"
 
 #define CF_RTOL 1e-12
 
@@ -223,7 +224,7 @@ static void private_mode_clips_and_accounts(void **state)
     }
     eb_gauss_data g = {m, 1, x, n, 1.0};
     /* a large eps0 keeps the noise comparable to the separation so recovery is testable */
-    eb_mix_private_opts po = {40.0, 1e-5, EB_CAL_CLASSIC, 1.0, 0.2, NAN, 77};
+    eb_mix_private_opts po = {40.0, 1e-5, EB_CAL_CLASSIC, 1.0, 0.2, DP_NAN, 77};
     eb_mix_private_info pi;
     assert_int_equal(eb_mix_privatize(&g, &po, q, &pi, &e), DP_OK);
     /* Lemma 3 radius with u = 1/20 + 0.04 */

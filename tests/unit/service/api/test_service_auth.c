@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/dp_math.h"
 #include "common/dp_log.h"
 #include "service/api/auth.h"
 #include "service/base/cfg.h"
@@ -416,7 +417,7 @@ static void silo_tokens_rotate_and_revoke(void **state)
     dp_err e;
     dp_err_clear(&e);
     ledger_budget b = {
-        .kind = LEDGER_BUDGET_RHO, .accountant = LEDGER_ACCT_ZCDP, .rho = 1, .delta = (double)NAN};
+        .kind = LEDGER_BUDGET_RHO, .accountant = LEDGER_ACCT_ZCDP, .rho = 1, .delta = DP_NAN};
     ledger_silo_view v;
     char t1[LEDGER_TOKEN_BUF], t2[LEDGER_TOKEN_BUF], t3[LEDGER_TOKEN_BUF];
     assert_int_equal(ledger_silo_create(x->f.l, "s", &b, &v, t1, &e), DP_OK);

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/dp_math.h"
 #include "common/dp_alloc.h"
 #include "service/codec/json_util.h"
 
@@ -143,13 +144,13 @@ static void nested_fields_get_their_path(void **state)
 static void non_finite_doubles_become_null(void **state)
 {
     (void)state;
-    json_t *x = json_util_real(INFINITY);
+    json_t *x = json_util_real(DP_INF);
     assert_true(json_is_null(x));
     json_decref(x);
-    x = json_util_real(NAN);
+    x = json_util_real(DP_NAN);
     assert_true(json_is_null(x));
     json_decref(x);
-    x = json_util_real(-INFINITY);
+    x = json_util_real(-DP_INF);
     assert_true(json_is_null(x));
     json_decref(x);
     x = json_util_real(0.1 + 0.2);
@@ -159,7 +160,7 @@ static void non_finite_doubles_become_null(void **state)
     json_t *o = json_object();
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(json_util_set(o, "eps", json_util_real(INFINITY), &e), DP_OK);
+    assert_int_equal(json_util_set(o, "eps", json_util_real(DP_INF), &e), DP_OK);
     char *s = json_dumps(o, JSON_COMPACT);
     assert_string_equal(s, "{\"eps\":null}");
     free(s);

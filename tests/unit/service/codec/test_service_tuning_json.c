@@ -12,6 +12,7 @@
 
 #include "accounting/tuning.h"
 #include "service/codec/tuning_json.h"
+#include "common/dp_math.h"
 
 static int parse(const char *text, bool mean_optional, acct_tuning_dist *d, dp_err *e)
 {
@@ -158,8 +159,8 @@ static void resolved_distribution_round_trips(void **state)
     assert_close(json_real_value(json_object_get(t, "gamma")), 0.0625, 1e-14, 0);
     assert_close(json_real_value(json_object_get(t, "mean")), 10.0, 1e-14, 0);
     json_decref(j);
-    acct_tuning_dist p = {ACCT_TUNE_POISSON, 0, 3.0, NAN, NAN},
-                     f = {ACCT_TUNE_FIXED, 7, 7.0, NAN, NAN};
+    acct_tuning_dist p = {ACCT_TUNE_POISSON, 0, 3.0, DP_NAN, DP_NAN},
+                     f = {ACCT_TUNE_FIXED, 7, 7.0, DP_NAN, DP_NAN};
     j = tuning_json_dist(&p);
     assert_close(json_real_value(json_object_get(json_object_get(j, "poisson"), "mean")), 3.0, 0,
                  0);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/dp_math.h"
 #include "common/dp_alloc.h"
 #include "service/db/bind.h"
 #include "service/db/draws.h"
@@ -47,7 +48,7 @@ static silo_tok make_silo(ledger_fixture *fx, const char *name)
                        .conversion = ACCT_CONV_BALLE2020,
                        .epsilon = 2.385,
                        .delta = 1e-6,
-                       .rho = (double)NAN};
+                       .rho = DP_NAN};
     silo_tok s;
     ledger_silo_view v;
     ledger_principal p;

@@ -17,6 +17,7 @@
 
 #include "accounting/pld.h"
 #include "accounting/rdp.h"
+#include "common/dp_math.h"
 #include "common/dp_log.h"
 #include "common/dp_alloc.h"
 #include "service/codec/event_json.h"
@@ -51,7 +52,7 @@ static ledger_budget eps_budget(double eps, double delta)
                        .conversion = ACCT_CONV_BALLE2020,
                        .epsilon = eps,
                        .delta = delta,
-                       .rho = (double)NAN};
+                       .rho = DP_NAN};
     return b;
 }
 
@@ -62,7 +63,7 @@ static ledger_budget rho_budget(double rho)
                        .accountant = LEDGER_ACCT_ZCDP,
                        .conversion = ACCT_CONV_BALLE2020,
                        .rho = rho,
-                       .delta = (double)NAN};
+                       .delta = DP_NAN};
     return b;
 }
 
@@ -111,7 +112,7 @@ static void sum_up_never_rounds_down(void **state)
     double tiny = ldexp(1.0, -60);
     assert_true(ledger_sum_up(1.0, tiny) == nextafter(1.0, 2.0)); /* 1 + 2^-60 rounds up */
     assert_true(ledger_sum_up(0.1, 0.2) == 0.1 + 0.2);            /* nearest is already above */
-    assert_true(isinf(ledger_sum_up(INFINITY, 1.5)));
+    assert_true(isinf(ledger_sum_up(DP_INF, 1.5)));
 }
 
 static void token_is_returned_once_and_resolves_to_its_silo(void **state)
@@ -366,9 +367,9 @@ static void opted_out_silo_records_and_never_refuses(void **state)
     ledger_budget b = {.kind = LEDGER_BUDGET_NONE,
                        .accountant = LEDGER_ACCT_NONE,
                        .conversion = ACCT_CONV_BALLE2020,
-                       .epsilon = (double)NAN,
-                       .delta = (double)NAN,
-                       .rho = (double)NAN};
+                       .epsilon = DP_NAN,
+                       .delta = DP_NAN,
+                       .rho = DP_NAN};
     int64_t s = make_silo(x, "opt-out", b, NULL);
     ledger_charge_req r = req_of(s, pure, "{\"epsilon\":50,\"type\":\"pure\"}", NULL);
     for (int i = 0; i < 5; i++) {
@@ -473,8 +474,7 @@ static void lowering_a_budget_below_spent_is_refused(void **state)
     dp_err_clear(&e);
     assert_int_equal(ledger_charge(x->f.l, &r, false, &res, &e), DP_OK);
     double spent = res.spent_eps_after;
-    ledger_patch p = {
-        .name = NULL, .epsilon = spent * 0.99, .delta = (double)NAN, .rho = (double)NAN};
+    ledger_patch p = {.name = NULL, .epsilon = spent * 0.99, .delta = DP_NAN, .rho = DP_NAN};
     ledger_silo_view v;
     assert_int_equal(ledger_silo_patch(x->f.l, s, &p, &v, &e), DP_ECONFLICT);
     assert_string_equal(e.field, "budget.epsilon");
@@ -485,14 +485,14 @@ static void lowering_a_budget_below_spent_is_refused(void **state)
     assert_string_equal(v.name, "renamed");
     assert_close(v.budget.epsilon, spent * 1.01, 0, 0);
     /* Tightening delta raises the spent epsilon: refused when it would exceed the cap. */
-    ledger_patch p2 = {.name = NULL, .epsilon = (double)NAN, .delta = 1e-12, .rho = (double)NAN};
+    ledger_patch p2 = {.name = NULL, .epsilon = DP_NAN, .delta = 1e-12, .rho = DP_NAN};
     assert_int_equal(ledger_silo_patch(x->f.l, s, &p2, &v, &e), DP_ECONFLICT);
     /* Raising works; the kind cannot change. */
-    ledger_patch p3 = {.name = NULL, .epsilon = 8, .delta = (double)NAN, .rho = 1.0};
+    ledger_patch p3 = {.name = NULL, .epsilon = 8, .delta = DP_NAN, .rho = 1.0};
     dp_err_clear(&e);
     assert_int_equal(ledger_silo_patch(x->f.l, s, &p3, &v, &e), DP_EINVAL);
     assert_string_equal(e.field, "budget.rho");
-    p3.rho = (double)NAN;
+    p3.rho = DP_NAN;
     dp_err_clear(&e);
     assert_int_equal(ledger_silo_patch(x->f.l, s, &p3, &v, &e), DP_OK);
     assert_close(v.remaining, 8 - spent, 1e-12, 0);

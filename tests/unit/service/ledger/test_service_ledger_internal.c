@@ -13,6 +13,7 @@
 
 #include "tests/support/test_util.h"
 #include "tests/support/ledger_fixture.h"
+#include "common/dp_math.h"
 
 static int setup(void **state)
 {
@@ -40,7 +41,7 @@ static void pld_snapshot_at_another_delta_is_stale(void **state)
                        .conversion = ACCT_CONV_BALLE2020,
                        .epsilon = 4.0,
                        .delta = 1e-5,
-                       .rho = (double)NAN};
+                       .rho = DP_NAN};
     ledger_silo_view v;
     char tok[LEDGER_TOKEN_BUF];
     assert_int_equal(ledger_silo_create(f->l, "p", &b, &v, tok, &e), DP_OK);
@@ -55,7 +56,7 @@ static void pld_snapshot_at_another_delta_is_stale(void **state)
     assert_int_equal(lg_item_prepare(f->l, &req, "charge", it, &e), DP_OK);
     assert_int_equal(lg_pld_prepare(f->l, it, &e), DP_OK); /* snapshot at delta 1e-5 */
     assert_true(it->pld_ready);
-    ledger_patch p = {.name = NULL, .epsilon = (double)NAN, .delta = 1e-8, .rho = (double)NAN};
+    ledger_patch p = {.name = NULL, .epsilon = DP_NAN, .delta = 1e-8, .rho = DP_NAN};
     assert_int_equal(ledger_silo_patch(f->l, v.id, &p, &v, &e), DP_OK);
     ledger_op op = {.kind = OP_CHARGE, .items = it, .n_items = 1};
     lg_submit(f->l, &op);
@@ -113,7 +114,7 @@ static void pld_charges_are_composed_off_the_caller_thread(void **state)
                        .conversion = ACCT_CONV_BALLE2020,
                        .epsilon = 4.0,
                        .delta = 1e-5,
-                       .rho = (double)NAN};
+                       .rho = DP_NAN};
     ledger_silo_view v;
     char tok[LEDGER_TOKEN_BUF];
     assert_int_equal(ledger_silo_create(f->l, "p", &b, &v, tok, &e), DP_OK);
@@ -161,7 +162,7 @@ static void idle_sweep_marks_overdue_claims_expired(void **state)
                        .conversion = ACCT_CONV_BALLE2020,
                        .epsilon = 4.0,
                        .delta = 1e-5,
-                       .rho = (double)NAN};
+                       .rho = DP_NAN};
     ledger_silo_view v;
     char tok[LEDGER_TOKEN_BUF];
     assert_int_equal(ledger_silo_create(f->l, "sweep", &b, &v, tok, &e), DP_OK);

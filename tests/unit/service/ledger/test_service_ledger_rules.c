@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "accounting/rdp.h"
+#include "common/dp_math.h"
 #include "common/dp_log.h"
 #include "service/ledger/ledger.h"
 #include "tests/support/ledger_fixture.h"
@@ -55,7 +56,7 @@ static ledger_budget pld_budget(double eps, double delta)
                        .conversion = ACCT_CONV_BALLE2020,
                        .epsilon = eps,
                        .delta = delta,
-                       .rho = (double)NAN};
+                       .rho = DP_NAN};
     return b;
 }
 
@@ -65,14 +66,13 @@ static ledger_budget rho_budget(double rho)
                        .accountant = LEDGER_ACCT_ZCDP,
                        .conversion = ACCT_CONV_BALLE2020,
                        .rho = rho,
-                       .delta = (double)NAN};
+                       .delta = DP_NAN};
     return b;
 }
 
 static ledger_patch no_patch(void)
 {
-    ledger_patch p = {
-        .name = NULL, .epsilon = (double)NAN, .delta = (double)NAN, .rho = (double)NAN};
+    ledger_patch p = {.name = NULL, .epsilon = DP_NAN, .delta = DP_NAN, .rho = DP_NAN};
     return p;
 }
 
