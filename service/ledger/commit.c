@@ -38,6 +38,16 @@ void lg_pld_flags_clear(ledger_op *op)
         op->items[i].need_pld = false;
 }
 
+/* For DP_ASSERT: true when l->mu is held (by anyone: trylock cannot tell which thread, so it only
+ * catches the lock missing while no other thread holds it). */
+bool lg_mu_held(ledger *l)
+{
+    if (pthread_mutex_trylock(&l->mu) != 0)
+        return true;
+    pthread_mutex_unlock(&l->mu);
+    return false;
+}
+
 /* Appends op to the PLD thread's FIFO; l->mu held. */
 static void fifo_append(ledger_op **head, ledger_op **tail, ledger_op *op)
 {
@@ -61,6 +71,8 @@ static int resubmit(ledger *l, ledger_op *op, dp_err *err)
  * l->mu held. */
 static void pld_handoff(ledger *l, ledger_op *op)
 {
+    DP_ASSERT(lg_mu_held(l));
+    DP_ASSERT(!op->done); /* an answered op is never queued again (its waiter may have freed it) */
     if (l->stop) {
         for (size_t k = 0; k < op->n_items; k++)
             if (op->items[k].need_pld)
@@ -142,6 +154,7 @@ static void op_done(void *arg, int rc, const dp_err *err)
     }
     void (*wake)(void *) = op->wake;
     void *wake_arg = op->wake_arg;
+    DP_ASSERT(!op->done); /* answered exactly once */
     op->done = true;
     pthread_cond_signal(&op->cv); /* op may vanish once the lock is released */
     pthread_mutex_unlock(&l->mu);

@@ -334,4 +334,7 @@ int lg_exec_st(ledger *l, int which, dp_err *err);
 int lg_statements_prepare(ledger *l, dp_err *err);
 void lg_statements_finalize(ledger *l);
 
+/* For DP_ASSERT: l->mu is held (by some thread; see commit.c). */
+bool lg_mu_held(ledger *l);
+
 #endif
