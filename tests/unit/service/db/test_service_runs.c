@@ -186,12 +186,13 @@ static void migration_0008_keeps_runs_and_makes_them_append_only(void **state)
                      SQLITE_CONSTRAINT);
     assert_int_equal(0xff & sqlite3_exec(db, "DELETE FROM estimator_run_silos", 0, 0, 0),
                      SQLITE_CONSTRAINT);
-    assert_int_equal(0xff & sqlite3_exec(db,
-                                  "INSERT INTO estimator_runs (kind, created_at_ms, request_id, "
-                                  "status, private, n_clients, params, result) VALUES "
-                                  "('beta', 3, 'r', 'converged', 0, 1, 'not json', '{}')",
-                                  0, 0, 0),
-                     SQLITE_CONSTRAINT);
+    assert_int_equal(
+        0xff & sqlite3_exec(db,
+                            "INSERT INTO estimator_runs (kind, created_at_ms, request_id, "
+                            "status, private, n_clients, params, result) VALUES "
+                            "('beta', 3, 'r', 'converged', 0, 1, 'not json', '{}')",
+                            0, 0, 0),
+        SQLITE_CONSTRAINT);
     assert_string_equal(q_text(c, SNAPSHOT, after, sizeof after), before);
     store_conn_return(s, c);
     store_free(s);
@@ -213,8 +214,8 @@ static void insert_writes_silo_rows_and_list_pages_by_visibility(void **state)
     static const char RESULT[] = "{\"privacy\":{\"charges\":[{\"silo_id\":3}]}}xxxx";
     const int64_t silos_a[] = {3, 4, 3};
     const int64_t silos_b[] = {4};
-    runs_new a = {"gaussian", 10, "r", "converged", true, 2, "{}", NULL, 0, RESULT,
-                  sizeof RESULT - 5, NULL, NULL, 0, silos_a, 3};
+    runs_new a = {"gaussian",        10,   "r",  "converged", true,    2, "{}", NULL, 0, RESULT,
+                  sizeof RESULT - 5, NULL, NULL, 0,           silos_a, 3};
     runs_new b = a;
     b.silos = silos_b;
     b.n_silos = 1;
