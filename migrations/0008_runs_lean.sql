@@ -11,8 +11,13 @@
 --
 -- SQLite cannot drop a CHECK constraint, so the table is rebuilt (https://sqlite.org/lang_altertable.html,
 -- "Making Other Kinds Of Table Schema Changes"): a new table with every column of 0004, 0006 and 0007
--- in their order and every other constraint, the rows copied with their ids, the old table dropped,
--- the new one renamed. estimator_run_silos references estimator_runs, and foreign keys are on during
+-- and every other constraint, the rows copied with their ids, the old table dropped, the new one
+-- renamed. One thing moves: result is now the LAST column. The daemon inserts a run with
+-- zeroblob(n) there and then writes the text into it in place (sqlite3_blob_write), and SQLite
+-- builds a record without materialising a trailing zeroblob only: so the result is never copied
+-- into SQLite's memory as a whole. Results stored so are BLOBs holding UTF-8 JSON text (typeof
+-- 'blob'; runs stored before 0008 stay 'text'); from the sqlite3 shell read them as
+-- CAST(result AS TEXT). estimator_run_silos references estimator_runs, and foreign keys are on during
 -- migrations (a DROP of a referenced table would fail), so its rows are set aside in a temporary
 -- table and it is rebuilt too, unchanged. The indexes of 0006 and 0007 are created again.
 --
@@ -29,10 +34,10 @@ CREATE TABLE estimator_runs_0008 (
     n_clients        INTEGER NOT NULL CHECK (n_clients >= 1),
     params           TEXT    NOT NULL CHECK (json_valid(params)),
     data             TEXT,
-    result           TEXT    NOT NULL,
     creator_token_id INTEGER REFERENCES tokens(id),
     idempotency_key  TEXT,
-    request_hash     TEXT    CHECK (request_hash IS NULL OR length(request_hash) = 64)
+    request_hash     TEXT    CHECK (request_hash IS NULL OR length(request_hash) = 64),
+    result           TEXT    NOT NULL
 );
 INSERT INTO estimator_runs_0008 (id, kind, created_at_ms, request_id, status, private, n_clients,
                                  params, data, result, creator_token_id, idempotency_key,

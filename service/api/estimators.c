@@ -1713,6 +1713,15 @@ static int gaussian_compute(est_job *job, dp_err *err)
             goto out;
         }
     }
+    /* The per-client arrays are in the rows now: released before the run is stored (peak memory).
+     */
+    gauss_req_free(&g);
+    g.x = g.n = g.wv = NULL;
+    dp_free(msgs);
+    dp_free(pm);
+    dp_free(pv);
+    dp_free(sh);
+    msgs = pm = pv = sh = NULL;
     json_t *privj = json_null();
     if (priv) {
         if (po.channel == EB_CHANNEL_GAUSSIAN)
@@ -2007,6 +2016,14 @@ static int beta_compute(est_job *job, dp_err *err)
             goto out;
         }
     }
+    /* The per-client arrays are in the rows now: released before the run is stored (peak memory).
+     */
+    dp_free(z);
+    dp_free(n);
+    dp_free(pm);
+    dp_free(psd);
+    dp_free(sh);
+    z = n = pm = psd = sh = NULL;
     const char *source = known ? "given" : (mle ? "mle" : "moments (all clients)");
     json_t *fits = json_null();
     if (have_mle || have_mom)
@@ -2280,6 +2297,16 @@ static int mixture_compute(est_job *job, dp_err *err)
             goto out;
         }
     }
+    /* The per-client arrays are in the rows now: released before the run is stored (peak memory).
+     */
+    gauss_req_free(&g);
+    g.x = g.n = g.wv = NULL;
+    dp_free(msgs);
+    dp_free(resp);
+    dp_free(pm);
+    dp_free(pv);
+    dp_free(sh);
+    msgs = resp = pm = pv = sh = NULL;
     json_t *privj = json_null();
     if (priv)
         privj = json_pack(

@@ -242,7 +242,7 @@ static void insert_writes_silo_rows_and_list_pages_by_visibility(void **state)
     assert_int_equal(runs_insert(db, &b, "t", &ids[2], &e), DP_OK);
     assert_int_equal(runs_insert(db, &plain, "t", &ids[3], &e), DP_OK);
     assert_int_equal(store_commit(c, &e), DP_OK);
-    char want[64];
+    char want[160];
     snprintf(want, sizeof want, "%lld:3 %lld:4 %lld:4", (long long)ids[0], (long long)ids[0],
              (long long)ids[2]);
     assert_string_equal(q_text(c, SILOS, buf, sizeof buf), want);
@@ -251,6 +251,13 @@ static void insert_writes_silo_rows_and_list_pages_by_visibility(void **state)
              (long long)ids[1]);
     assert_string_equal(q_text(c, want, buf, sizeof buf),
                         "{\"privacy\":{\"charges\":[{\"silo_id\":3}]}}[1,2]");
+    /* the result is written into the row in place: a BLOB of its text (0008) */
+    snprintf(want, sizeof want,
+             "SELECT typeof(result) || ' ' || CAST(result AS TEXT) FROM "
+             "estimator_runs WHERE id = %lld",
+             (long long)ids[0]);
+    assert_string_equal(q_text(c, want, buf, sizeof buf),
+                        "blob {\"privacy\":{\"charges\":[{\"silo_id\":3}]}}");
     /* the same key again is refused by the unique index */
     assert_int_equal(store_begin(c, &e), DP_OK);
     dp_err_clear(&e);
