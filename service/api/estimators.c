@@ -1691,6 +1691,11 @@ static int gaussian_compute(est_job *job, dp_err *err)
         rc = numeric_failure(rc, "gaussian", err);
         goto out;
     }
+    /* The clients' inputs are not needed any more: released before the rows are written. */
+    gauss_req_free(&g);
+    g.x = g.n = g.wv = NULL;
+    dp_free(msgs);
+    msgs = NULL;
 
     /* response */
     gauss_summary ps;
@@ -1713,15 +1718,11 @@ static int gaussian_compute(est_job *job, dp_err *err)
             goto out;
         }
     }
-    /* The per-client arrays are in the rows now: released before the run is stored (peak memory).
-     */
-    gauss_req_free(&g);
-    g.x = g.n = g.wv = NULL;
-    dp_free(msgs);
+    /* The per-client arrays are in the rows now: released before the run is stored. */
     dp_free(pm);
     dp_free(pv);
     dp_free(sh);
-    msgs = pm = pv = sh = NULL;
+    pm = pv = sh = NULL;
     json_t *privj = json_null();
     if (priv) {
         if (po.channel == EB_CHANNEL_GAUSSIAN)
@@ -2001,6 +2002,10 @@ static int beta_compute(est_job *job, dp_err *err)
             st = eb_status_worst(st, fm.status);
         }
     }
+    /* The clients' inputs are not needed any more: released before the rows are written. */
+    dp_free(z);
+    dp_free(n);
+    z = n = NULL;
     out = json_object();
     est = json_array();
     if (out == NULL || est == NULL) {
@@ -2016,14 +2021,11 @@ static int beta_compute(est_job *job, dp_err *err)
             goto out;
         }
     }
-    /* The per-client arrays are in the rows now: released before the run is stored (peak memory).
-     */
-    dp_free(z);
-    dp_free(n);
+    /* The per-client arrays are in the rows now: released before the run is stored. */
     dp_free(pm);
     dp_free(psd);
     dp_free(sh);
-    z = n = pm = psd = sh = NULL;
+    pm = psd = sh = NULL;
     const char *source = known ? "given" : (mle ? "mle" : "moments (all clients)");
     json_t *fits = json_null();
     if (have_mle || have_mom)
@@ -2265,6 +2267,11 @@ static int mixture_compute(est_job *job, dp_err *err)
         rc = numeric_failure(rc, "mixture", err);
         goto out;
     }
+    /* The clients' inputs are not needed any more: released before the rows are written. */
+    gauss_req_free(&g);
+    g.x = g.n = g.wv = NULL;
+    dp_free(msgs);
+    msgs = NULL;
 
     out = json_object();
     est = json_array();
@@ -2297,16 +2304,12 @@ static int mixture_compute(est_job *job, dp_err *err)
             goto out;
         }
     }
-    /* The per-client arrays are in the rows now: released before the run is stored (peak memory).
-     */
-    gauss_req_free(&g);
-    g.x = g.n = g.wv = NULL;
-    dp_free(msgs);
+    /* The per-client arrays are in the rows now: released before the run is stored. */
     dp_free(resp);
     dp_free(pm);
     dp_free(pv);
     dp_free(sh);
-    msgs = resp = pm = pv = sh = NULL;
+    resp = pm = pv = sh = NULL;
     json_t *privj = json_null();
     if (priv)
         privj = json_pack(
