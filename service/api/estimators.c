@@ -10,7 +10,7 @@
  * Idempotency-Key), then parsed and validated into the estimators/ library's structs (400 naming
  * the field for bad input), computed by the library and rendered on a compute thread
  * (service/base/compute.h; inline when the request offers no deferral), and stored as a run
- * (migrations/0004_estimator_runs.sql, 0007 for the key) in the same ledger transaction that
+ * (service/db/runs.h; migrations 0004, 0007 for the key, 0008) in the same ledger transaction that
  * charges the silos its clients name. The answer is 201 with a Location of /v1/runs/{id} and the
  * result. Request and response shapes: docs/ESTIMATORS.md. The split, charging and idempotency are
  * described at "a run in the making" below.
@@ -22,10 +22,11 @@
  * Memory: request values are borrowed from the job's reference to the body; every allocation is
  * freed at the single out: label of each compute function or in est_job_free. A large "clients"
  * array arrives as text spans (rq->clients, service/codec/clients_json.h: no jansson tree for it,
- * issue 10) and each pass over the clients parses one client at a time (cl_get), so a run peaks at
- * a small multiple of its body (docs/ESTIMATORS.md "Request size"). Thread-safety: a job
- * belongs to one thread at a time (the HTTP thread, then a compute thread, then an HTTP thread);
- * the request's connection is used on the HTTP thread only.
+ * issue 10) and each pass over the clients parses one client at a time (cl_get); the result text
+ * is built once, in place (rows_to_result, run_write), stored and answered from the same buffer, so
+ * a run peaks at a small multiple of its body (docs/ESTIMATORS.md "Request size"). Thread-safety: a
+ * job belongs to one thread at a time (the HTTP thread, then a compute thread, then an HTTP
+ * thread); the request's connection is used on the HTTP thread only.
  */
 #include "service/api/routes.h"
 
