@@ -21,7 +21,8 @@
 #        api     -> everything but main.c         (the route table, access policy, handlers)
 #      service/app.h (opaque pointers only) may be included anywhere in service/.
 #   6. Only service/http/ includes microhttpd.h (and base/version.c, which reports library
-#      versions); the http layer never includes the ledger or the api.
+#      versions); the http layer never includes the ledger or the api. No SQL in service/api/: no
+#      sqlite3.h and no sqlite3_* call there (a handler reads and writes through its db/ file).
 #   7. No float INFINITY / NAN in code (comments and strings may name them) anywhere but
 #      common/dp_math.h: use DP_INF / DP_NAN. The float constants are what clang's -Wdouble-promotion
 #      rejects and gcc's does not, so a gcc-only build would not notice them.
@@ -101,6 +102,9 @@ EOF2
     done
     report "service/*.c outside its directory (every file but main.c and app.h belongs to a layer)" <<EOF2
 $(find "$root/service" -maxdepth 1 -name '*.[ch]' ! -name main.c ! -name app.h)
+EOF2
+    report "no SQL in service/api/ (use the resource's file in service/db/)" <<EOF2
+$(grep -rHnE '#[[:space:]]*include[[:space:]]*[<"]sqlite3\.h|(^|[^A-Za-z0-9_])sqlite3_[a-z0-9_]+[[:space:]]*\(' "$root/service/api" 2>/dev/null)
 EOF2
     report "only service/http/ includes microhttpd.h" <<EOF2
 $(grep -rHnE '#[[:space:]]*include[[:space:]]*<microhttpd\.h>' "$root/service" | grep -v "/service/http/" | grep -v "/service/base/version\.c:")

@@ -7,19 +7,21 @@
 #   plain  the Gaussian body of bench/starve: RSS_CLIENTS clients {"mean": x, "n": 5},
 #          noise_variance 1;
 #   ids    the same clients with an "id" each and "keep_data": true (every per-client pass of the
-#          handler, and the stored copy of the clients).
+#          handler, and the stored copy of the clients);
+#   bad    the plain body with its last client malformed ({"mean": 01, ...}: a 400 whose error
+#          names line, column and position, as jansson would).
 # With BASELINE_DPSILOD (a dpsilod built from an earlier commit) each body also runs against it,
 # right after, in the same run, and the ratio of the two peaks is printed. Not part of
 # `make test`; nothing is asserted.
 #
 # Usage: BASELINE_DPSILOD=<old build>/dpsilod bash bench/memory/run.sh
-# Knobs: RSS_CLIENTS="1000000" (space-separated list), BODIES="plain ids", THREADS (--threads,
+# Knobs: RSS_CLIENTS="1000000" (space-separated list), BODIES="plain ids bad", THREADS (--threads,
 #        default nproc)
 set -euo pipefail
 BUILD=${BUILD:-build}
 DPSILOD=${DPSILOD:-$BUILD/dpsilod}
 RSS_CLIENTS=${RSS_CLIENTS:-1000000}
-BODIES=${BODIES:-plain ids}
+BODIES=${BODIES:-plain ids bad}
 THREADS=${THREADS:-$(nproc)}
 [ -x "$DPSILOD" ] || { echo "bench/memory: $DPSILOD not built (run make)"; exit 1; }
 
@@ -79,6 +81,7 @@ for n in $RSS_CLIENTS; do
         "$n" >"$T/plain.json"
     python3 -c "import json,sys; n=int(sys.argv[1]); print(json.dumps({'clients':[{'id':'c%d'%i,'mean':(i%997)/997.0,'n':5} for i in range(n)],'noise_variance':1,'keep_data':True}))" \
         "$n" >"$T/ids.json"
+    sed 's/{"mean": \([0-9.]*\), "n": 5}]/{"mean": 01, "n": 5}]/' "$T/plain.json" >"$T/bad.json"
     for body in $BODIES; do
         echo "$n clients, body '$body' ($(stat -c %s "$T/$body.json") bytes):"
         measure "dpsilod" "$DPSILOD" "$T/$body.json"

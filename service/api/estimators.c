@@ -10,7 +10,7 @@
  * Idempotency-Key), then parsed and validated into the estimators/ library's structs (400 naming
  * the field for bad input), computed by the library and rendered on a compute thread
  * (service/base/compute.h; inline when the request offers no deferral), and stored as a run
- * (migrations/0004_estimator_runs.sql, 0007 for the key) in the same ledger transaction that
+ * (service/db/runs.h; migrations 0004, 0007 for the key, 0008) in the same ledger transaction that
  * charges the silos its clients name. The answer is 201 with a Location of /v1/runs/{id} and the
  * result. Request and response shapes: docs/ESTIMATORS.md. The split, charging and idempotency are
  * described at "a run in the making" below.
@@ -22,10 +22,11 @@
  * Memory: request values are borrowed from the job's reference to the body; every allocation is
  * freed at the single out: label of each compute function or in est_job_free. A large "clients"
  * array arrives as text spans (rq->clients, service/codec/clients_json.h: no jansson tree for it,
- * issue 10) and each pass over the clients parses one client at a time (cl_get), so a run peaks at
- * a small multiple of its body (docs/ESTIMATORS.md "Request size"). Thread-safety: a job
- * belongs to one thread at a time (the HTTP thread, then a compute thread, then an HTTP thread);
- * the request's connection is used on the HTTP thread only.
+ * issue 10) and each pass over the clients parses one client at a time (cl_get); the result text
+ * is built once, in place (rows_to_result, run_write), stored and answered from the same buffer, so
+ * a run peaks at a small multiple of its body (docs/ESTIMATORS.md "Request size"). Thread-safety: a
+ * job belongs to one thread at a time (the HTTP thread, then a compute thread, then an HTTP
+ * thread); the request's connection is used on the HTTP thread only.
  */
 #include "service/api/routes.h"
 
@@ -50,6 +51,7 @@
 #include "service/codec/clients_json.h"
 #include "service/codec/event_json.h"
 #include "service/codec/json_util.h"
+#include "service/db/runs.h"
 #include "service/http/offload.h"
 #include "service/ledger/ledger.h"
 
@@ -576,14 +578,9 @@ typedef struct run_outcome {
  * Runs are private data. Creating one needs a valid token (the admin's or a silo's; with --auth
  * off everyone is the admin), also when no client names a silo. Reading one needs the admin token,
  * the token that created it or another token of the same silo (a rotated silo keeps its runs), or
- * the token of a silo the run charged (estimator_run_silos, filled from the run's charges by
- * migration 0006's trigger). Anyone else is answered 404, as for a run that does not exist, so ids
- * do not leak. RUN_VISIBLE is the one condition for the read and the list: the list filters in SQL,
- * so its pages stay full and next_after exact. It needs the run aliased as r and run_viewer. */
-#define RUN_VISIBLE                                                                                \
-    "(:admin = 1 OR r.creator_token_id = :tok OR EXISTS (SELECT 1 FROM tokens t WHERE t.id = "     \
-    "r.creator_token_id AND t.silo_id = :silo) OR EXISTS (SELECT 1 FROM estimator_run_silos x "    \
-    "WHERE x.run_id = r.id AND x.silo_id = :silo))"
+ * the token of a silo the run charged (estimator_run_silos, written with the run). Anyone else is
+ * answered 404, as for a run that does not exist, so ids do not leak. The rule itself is in
+ * service/db/runs.c, one condition for the read and the list. */
 
 static int run_require_token(const http_req *rq, dp_err *err)
 {
@@ -591,29 +588,52 @@ static int run_require_token(const http_req *rq, dp_err *err)
     return auth_resolve(rq, &who, err);
 }
 
-/* Resolves the caller (401 without a valid token) and binds RUN_VISIBLE's parameters. */
-static int run_viewer(const http_req *rq, sqlite3_stmt *st, dp_err *err)
+/* Resolves the caller (401 without a valid token) as a viewer of runs. */
+static int run_viewer(const http_req *rq, runs_viewer *v, dp_err *err)
 {
     ledger_principal who;
     if (auth_resolve(rq, &who, err) != DP_OK)
         return err->code;
-    bool admin = who.role == LEDGER_ROLE_ADMIN;
-    int s = sqlite3_bind_int(st, sqlite3_bind_parameter_index(st, ":admin"), admin ? 1 : 0);
-    if (s == SQLITE_OK)
-        s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":tok"), who.token_id);
-    if (s == SQLITE_OK)
-        s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":silo"),
-                               admin ? 0 : who.silo_id);
-    return s == SQLITE_OK ? DP_OK : store_err(rq->db, s, "bind run viewer", rq->req_id, err);
+    v->admin = who.role == LEDGER_ROLE_ADMIN;
+    v->token_id = who.token_id;
+    v->silo_id = v->admin ? 0 : who.silo_id;
+    return DP_OK;
 }
 
 /* ---- run storage ---- */
 
-__attribute__((format(printf, 2, 3))) static void tb_printf(text_buf *b, const char *fmt, ...)
+/* Makes room in b for extra more bytes and a NUL. A buffer grows by realloc, which moves a large
+ * block by remapping its pages rather than by holding two copies (the result of a run is the
+ * largest text the daemon builds). -1 when out of memory (b->failed is then set). */
+static int tb_reserve(text_buf *b, size_t extra)
 {
     if (b->failed)
-        return;
-    for (;;) {
+        return -1;
+    if (b->s != NULL && b->cap - b->len > extra)
+        return 0;
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap - b->len <= extra) {
+        if (cap > SIZE_MAX / 2) {
+            b->failed = true;
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *s = realloc(b->s, cap);
+    if (s == NULL) {
+        b->failed = true;
+        return -1;
+    }
+    if (b->s == NULL)
+        s[0] = '\0';
+    b->s = s;
+    b->cap = cap;
+    return 0;
+}
+
+__attribute__((format(printf, 2, 3))) static void tb_printf(text_buf *b, const char *fmt, ...)
+{
+    for (int tries = 0; tries < 2 && !b->failed; tries++) {
         va_list ap;
         va_start(ap, fmt);
         int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
@@ -626,18 +646,27 @@ __attribute__((format(printf, 2, 3))) static void tb_printf(text_buf *b, const c
             b->len += (size_t)n;
             return;
         }
-        size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
-        char *s = malloc(cap);
-        if (s == NULL) {
-            b->failed = true;
+        if (tb_reserve(b, (size_t)n) != 0)
             return;
-        }
-        if (b->s != NULL)
-            memcpy(s, b->s, b->len);
-        free(b->s);
-        b->s = s;
-        b->cap = cap;
     }
+}
+
+/* Inserts n bytes of t at offset at (<= b->len), in place. -1 when out of memory. */
+static int tb_insert(text_buf *b, size_t at, const char *t, size_t n)
+{
+    if (tb_reserve(b, n) != 0)
+        return -1;
+    memmove(b->s + at + n, b->s + at, b->len - at + 1);
+    memcpy(b->s + at, t, n);
+    b->len += n;
+    return 0;
+}
+
+/* Removes n bytes at offset at (at + n <= b->len), in place. */
+static void tb_erase(text_buf *b, size_t at, size_t n)
+{
+    memmove(b->s + at, b->s + at + n, b->len - at - n + 1);
+    b->len -= n;
 }
 
 /* A JSON number with 17 significant digits (as jansson writes them), null when not finite. */
@@ -703,21 +732,45 @@ static int add_row(est_job *j, json_t *row, dp_err *err)
     return j->rows.failed ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory") : DP_OK;
 }
 
-/* The result text with the placeholder "estimates":[] replaced by j->rows. Owned or NULL. */
-static char *with_rows(const char *result, const est_job *j)
+/* Turns b, the "estimates" array's elements (j->rows), into the whole result text, in place:
+ * result (the rest of the result as text, with the placeholder "estimates":[]) is put around the
+ * elements, so the largest text of a run exists once. *tail: where the text after the elements
+ * starts in b. -1 when out of memory or the placeholder is missing. */
+static int rows_to_result(text_buf *b, const char *result, size_t *tail)
 {
     static const char PH[] = "\"estimates\":[]";
     const char *at = strstr(result, PH);
     if (at == NULL)
-        return NULL;
+        return -1;
     size_t pre = (size_t)(at - result) + sizeof PH - 2; /* up to and including '[' */
-    text_buf b = {0};
-    tb_printf(&b, "%.*s%s%s", (int)pre, result, j->rows.s ? j->rows.s : "", at + sizeof PH - 2);
-    if (b.failed) {
-        free(b.s);
+    const char *post = at + sizeof PH - 2;
+    size_t n_post = strlen(post);
+    if (tb_reserve(b, pre + n_post + 64) != 0) /* 64: room for the run_id at the end */
+        return -1;
+    memmove(b->s + pre, b->s, b->len + 1);
+    memcpy(b->s, result, pre);
+    b->len += pre;
+    *tail = b->len;
+    memcpy(b->s + b->len, post, n_post + 1);
+    b->len += n_post;
+    return 0;
+}
+
+/* The answer from the result text b: "run_id" appended in place. b is emptied; the text (owned)
+ * is returned, or NULL when out of memory. */
+static char *answer_in_place(text_buf *b, int64_t id)
+{
+    while (b->len > 0 && b->s[b->len - 1] != '}')
+        b->len--;
+    if (b->len == 0)
         return NULL;
-    }
-    return b.s;
+    b->s[--b->len] = '\0';
+    tb_printf(b, "%s\"run_id\":%lld}", b->len > 1 ? "," : "", (long long)id);
+    if (b->failed)
+        return NULL;
+    char *t = b->s;
+    *b = (text_buf){0};
+    return t;
 }
 
 /* What run_write stores. */
@@ -726,60 +779,29 @@ typedef struct run_row {
     bool priv;
     size_t m;
     const char *status;
-    const char *params, *data, *result; /* JSON text; data may be NULL */
+    const char *params, *data; /* JSON text; data may be NULL */
+    size_t data_len;           /* bytes of data */
+    text_buf *result;          /* the result's text (j->rows), its charges still to be written */
+    size_t charges_at;         /* offset in it just past the '[' of privacy's "charges":[] */
+    size_t charges_len;        /* bytes of charges the last run_write put there */
 } run_row;
-
-static int sql_fail(sqlite3 *db, int rc, const char *what, const est_job *j, dp_err *err)
-{
-    int prim = rc & 0xff;
-    if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED)
-        return dp_err_set(err, DP_EBUSY, NULL, "the database is busy; retry shortly");
-    dp_log(DP_LOG_ERROR, j->req_id, "estimator run: %s: %s (rc %d)", what, sqlite3_errmsg(db), rc);
-    return dp_err_set(err, DP_EINTERNAL, NULL, "internal error storing the run");
-}
-
-static int bind_text(sqlite3_stmt *st, const char *name, const char *v)
-{
-    int i = sqlite3_bind_parameter_index(st, name);
-    return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
-}
-
-static int bind_i64(sqlite3_stmt *st, const char *name, int64_t v)
-{
-    return sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, name), v);
-}
 
 /* Looks up the run of key; *found = 0 (none), 1 (same request: j->answer/run_id set, replayed) or
  * 2 (another request). */
 static int run_by_key(sqlite3 *db, est_job *j, int *found, dp_err *err)
 {
-    static const char SQL[] =
-        "SELECT id, request_hash, result FROM estimator_runs WHERE idempotency_key = :k";
-    sqlite3_stmt *st = NULL;
-    *found = 0;
-    int s = sqlite3_prepare_v2(db, SQL, -1, &st, NULL);
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":k", j->key);
-    if (s == SQLITE_OK)
-        s = sqlite3_step(st);
-    int rc = DP_OK;
-    if (s == SQLITE_ROW) {
-        const char *h = (const char *)sqlite3_column_text(st, 1);
-        if (h == NULL || strcmp(h, j->hash) != 0) {
-            *found = 2;
-        } else {
-            *found = 1;
-            j->run_id = sqlite3_column_int64(st, 0);
-            j->replayed = true;
-            free(j->answer);
-            j->answer = answer_text((const char *)sqlite3_column_text(st, 2), j->run_id, true);
-            if (j->answer == NULL)
-                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        }
-    } else if (s != SQLITE_DONE) {
-        rc = sql_fail(db, s, "look up an Idempotency-Key", j, err);
+    char *result = NULL;
+    int64_t id = 0;
+    int rc = runs_find_key(db, j->key, j->hash, j->req_id, found, &id, &result, err);
+    if (rc == DP_OK && *found == 1) {
+        j->run_id = id;
+        j->replayed = true;
+        free(j->answer);
+        j->answer = answer_text(result, id, true);
+        if (j->answer == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    sqlite3_finalize(st);
+    free(result);
     return rc;
 }
 
@@ -791,15 +813,11 @@ static int key_conflict(dp_err *err)
 
 /* Stores the run in the caller's transaction (ledger_write_fn): on the ledger's committer, inside
  * the savepoint of the silos' charge, so both commit or neither; or on the request's connection
- * when no silo is charged and there is no ledger. res: each silo's charge (n = j->n_silos). */
+ * when no silo is charged and there is no ledger. res: each silo's charge (n = j->n_silos), written
+ * into the result text in place (again, after the previous attempt's are taken out, when the
+ * committer runs the op twice). The text is stored as it will be answered. */
 static int run_write(sqlite3 *db, void *arg, const ledger_charge_result *res, size_t n, dp_err *err)
 {
-    static const char INSERT[] =
-        "INSERT INTO estimator_runs (kind, created_at_ms, request_id, status, private, n_clients, "
-        "params, data, result, idempotency_key, request_hash, creator_token_id) VALUES (:kind, :t, "
-        ":rid, :st, :priv, :n, :p, :d, CASE WHEN :c IS NULL THEN :r ELSE json_set(:r, "
-        "'$.privacy.charges', json(:c)) END, :k, :h, nullif(:creator, 0))";
-    static const char RESULT[] = "SELECT result FROM estimator_runs WHERE id = :id";
     run_row *w = arg;
     est_job *j = w->j;
     if (j->key[0] != '\0') {
@@ -815,70 +833,52 @@ static int run_write(sqlite3 *db, void *arg, const ledger_charge_result *res, si
             return DP_OK;
         }
     }
-    char *charges = n > 0 ? charges_text(j, res) : NULL;
-    if (n > 0 && charges == NULL)
-        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    sqlite3_stmt *st = NULL;
-    int rc = DP_OK;
-    int s = sqlite3_prepare_v2(db, INSERT, -1, &st, NULL);
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":kind", j->kind);
-    if (s == SQLITE_OK)
-        s = bind_i64(st, ":t", time_now_ms());
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":rid", j->req_id[0] ? j->req_id : "-");
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":st", w->status);
-    if (s == SQLITE_OK)
-        s = bind_i64(st, ":priv", w->priv ? 1 : 0);
-    if (s == SQLITE_OK)
-        s = bind_i64(st, ":n", (int64_t)w->m);
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":p", w->params);
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":d", w->data);
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":c", charges);
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":r", w->result);
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":k", j->key[0] ? j->key : NULL);
-    if (s == SQLITE_OK)
-        s = bind_text(st, ":h", j->key[0] ? j->hash : NULL);
-    if (s == SQLITE_OK)
-        s = bind_i64(st, ":creator", j->creator);
-    if (s == SQLITE_OK)
-        s = sqlite3_step(st);
-    if (s != SQLITE_DONE) {
-        rc = sql_fail(db, s, "insert estimator run", j, err);
-        goto out;
+    text_buf *b = w->result;
+    if (w->charges_len > 0) { /* a previous attempt's, rolled back */
+        tb_erase(b, w->charges_at, w->charges_len);
+        w->charges_len = 0;
     }
-    j->run_id = (int64_t)sqlite3_last_insert_rowid(db);
+    int64_t *silos = NULL;
+    if (n > 0) {
+        if (w->charges_at == 0)
+            return dp_err_set(err, DP_EINTERNAL, NULL, "the result has no charges to fill");
+        char *c = charges_text(j, res);
+        size_t cl = c ? strlen(c) : 0; /* "[...]": the elements go between the brackets */
+        bool ok = cl >= 2 && tb_insert(b, w->charges_at, c + 1, cl - 2) == 0;
+        free(c);
+        silos = ok ? dp_calloc(n, sizeof *silos) : NULL;
+        if (silos == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        w->charges_len = cl - 2;
+        for (size_t i = 0; i < n; i++)
+            silos[i] = j->sc[i].silo;
+    }
+    runs_new r = {j->kind,
+                  time_now_ms(),
+                  j->req_id[0] ? j->req_id : "-",
+                  w->status,
+                  w->priv,
+                  (int64_t)w->m,
+                  w->params,
+                  w->data,
+                  w->data_len,
+                  b->s,
+                  b->len,
+                  j->key[0] ? j->key : NULL,
+                  j->key[0] ? j->hash : NULL,
+                  j->creator,
+                  silos,
+                  n};
+    int64_t id = 0;
+    int rc = runs_insert(db, &r, j->req_id, &id, err);
+    dp_free(silos);
+    if (rc != DP_OK)
+        return rc;
+    j->run_id = id;
     j->replayed = false;
     free(j->answer);
     j->answer = NULL;
-    if (charges == NULL) {
-        j->answer = answer_text(w->result, j->run_id, false);
-    } else { /* the stored text, with the charges in place */
-        sqlite3_finalize(st);
-        st = NULL;
-        s = sqlite3_prepare_v2(db, RESULT, -1, &st, NULL);
-        if (s == SQLITE_OK)
-            s = bind_i64(st, ":id", j->run_id);
-        if (s == SQLITE_OK)
-            s = sqlite3_step(st);
-        if (s != SQLITE_ROW) {
-            rc = sql_fail(db, s, "read the stored run", j, err);
-            goto out;
-        }
-        j->answer = answer_text((const char *)sqlite3_column_text(st, 0), j->run_id, false);
-    }
-    if (j->answer == NULL)
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-out:
-    sqlite3_finalize(st);
-    free(charges);
-    return rc;
+    return DP_OK;
 }
 
 /* Charges the planned silos and stores the run, in one transaction. */
@@ -950,25 +950,31 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
     ps = json_util_dumps(params, JSON_COMPACT);
     json_decref(params);
     params = NULL;
-    rs = json_util_dumps(result, JSON_COMPACT);
-    json_decref(result); /* the text is all that is kept: free the tree before storing */
+    rs = json_util_dumps(result, JSON_COMPACT); /* small: the estimates are in j->rows */
+    json_decref(result);
     result = NULL;
-    if (rs != NULL) {
-        char *full = with_rows(rs, j);
-        free(rs);
-        rs = full;
-        free(j->rows.s); /* now inside rs */
-        j->rows = (text_buf){0};
+    size_t tail = 0, charges_at = 0;
+    if (rs == NULL || rows_to_result(&j->rows, rs, &tail) != 0) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    if (priv) { /* privacy comes after the estimates: its "charges":[] is in the tail */
+        static const char CH[] = "\"charges\":[]";
+        const char *at = strstr(j->rows.s + tail, CH);
+        charges_at = at ? (size_t)(at - j->rows.s) + sizeof CH - 2 : 0;
     }
     if (keep)
         ds = j->rq.clients ? clients_json_dumps(j->rq.clients, JSON_COMPACT)
                            : json_util_dumps(json_object_get(body, "clients"), JSON_COMPACT);
-    if (ps == NULL || rs == NULL || (keep && ds == NULL)) {
+    if (ps == NULL || (keep && ds == NULL)) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    run_row w = {j, priv, m, eb_status_name(oc->status), ps, ds, rs};
+    run_row w = {j,        priv,       m, eb_status_name(oc->status), ps, ds, ds ? strlen(ds) : 0,
+                 &j->rows, charges_at, 0};
     rc = commit_run(j, &w, err);
+    if (rc == DP_OK && !j->replayed && (j->answer = answer_in_place(&j->rows, j->run_id)) == NULL)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
 out:
     free(ps);
     free(rs);
@@ -1687,6 +1693,11 @@ static int gaussian_compute(est_job *job, dp_err *err)
         rc = numeric_failure(rc, "gaussian", err);
         goto out;
     }
+    /* The clients' inputs are not needed any more: released before the rows are written. */
+    gauss_req_free(&g);
+    g.x = g.n = g.wv = NULL;
+    dp_free(msgs);
+    msgs = NULL;
 
     /* response */
     gauss_summary ps;
@@ -1709,6 +1720,11 @@ static int gaussian_compute(est_job *job, dp_err *err)
             goto out;
         }
     }
+    /* The per-client arrays are in the rows now: released before the run is stored. */
+    dp_free(pm);
+    dp_free(pv);
+    dp_free(sh);
+    pm = pv = sh = NULL;
     json_t *privj = json_null();
     if (priv) {
         if (po.channel == EB_CHANNEL_GAUSSIAN)
@@ -1987,6 +2003,10 @@ static int beta_compute(est_job *job, dp_err *err)
             st = eb_status_worst(st, fm.status);
         }
     }
+    /* The clients' inputs are not needed any more: released before the rows are written. */
+    dp_free(z);
+    dp_free(n);
+    z = n = NULL;
     out = json_object();
     est = json_array();
     if (out == NULL || est == NULL) {
@@ -2002,6 +2022,11 @@ static int beta_compute(est_job *job, dp_err *err)
             goto out;
         }
     }
+    /* The per-client arrays are in the rows now: released before the run is stored. */
+    dp_free(pm);
+    dp_free(psd);
+    dp_free(sh);
+    pm = psd = sh = NULL;
     const char *source = known ? "given" : (mle ? "mle" : "moments (all clients)");
     json_t *fits = json_null();
     if (have_mle || have_mom)
@@ -2240,6 +2265,11 @@ static int mixture_compute(est_job *job, dp_err *err)
         rc = numeric_failure(rc, "mixture", err);
         goto out;
     }
+    /* The clients' inputs are not needed any more: released before the rows are written. */
+    gauss_req_free(&g);
+    g.x = g.n = g.wv = NULL;
+    dp_free(msgs);
+    msgs = NULL;
 
     out = json_object();
     est = json_array();
@@ -2272,6 +2302,12 @@ static int mixture_compute(est_job *job, dp_err *err)
             goto out;
         }
     }
+    /* The per-client arrays are in the rows now: released before the run is stored. */
+    dp_free(resp);
+    dp_free(pm);
+    dp_free(pv);
+    dp_free(sh);
+    resp = pm = pv = sh = NULL;
     json_t *privj = json_null();
     if (priv)
         privj = json_pack(
@@ -2334,57 +2370,38 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err)
 
 int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    static const char SQL[] =
-        "SELECT kind, created_at_ms, status, private, n_clients, params, data, "
-        "result FROM estimator_runs AS r WHERE id = :id AND " RUN_VISIBLE;
     int64_t id;
+    runs_viewer v;
     if (run_require_token(rq, err) != DP_OK || /* 401 before anything is said about the id */
-        http_req_param_id(rq, "id", &id, err) != DP_OK)
+        http_req_param_id(rq, "id", &id, err) != DP_OK || run_viewer(rq, &v, err) != DP_OK)
         return err->code;
-    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
-    if (st == NULL)
+    runs_run r;
+    bool found = false;
+    if (runs_get(rq->db, id, &v, rq->req_id, &r, &found, err) != DP_OK)
         return err->code;
-    if (run_viewer(rq, st, err) != DP_OK) {
-        store_stmt_done(st);
-        return err->code;
-    }
-    int rc = DP_OK;
-    json_t *o = NULL;
-    int s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":id"), id);
-    if (s == SQLITE_OK)
-        s = sqlite3_step(st);
-    if (s == SQLITE_DONE) {
-        store_stmt_done(st);
+    if (!found)
         return http_err_not_found(err, "id", "run", id);
-    }
-    if (s != SQLITE_ROW) {
-        rc = store_err(rq->db, s, "select estimator run", rq->req_id, err);
-        store_stmt_done(st);
-        return rc;
-    }
+    int rc = DP_OK;
     json_error_t je;
-    json_t *params = json_util_loads((const char *)sqlite3_column_text(st, 5), 0, &je);
-    json_t *data = sqlite3_column_type(st, 6) == SQLITE_NULL
-                       ? NULL
-                       : json_util_loads((const char *)sqlite3_column_text(st, 6), 0, &je);
-    json_t *result = json_util_loads((const char *)sqlite3_column_text(st, 7), 0, &je);
-    if (params == NULL || result == NULL || (sqlite3_column_type(st, 6) != SQLITE_NULL && !data)) {
+    json_t *params = json_util_loads(r.params, 0, &je);
+    json_t *data = r.data == NULL ? NULL : json_util_loads(r.data, 0, &je);
+    json_t *result = json_util_loads(r.result, 0, &je);
+    if (params == NULL || result == NULL || (r.data != NULL && data == NULL)) {
         json_decref(params);
         json_decref(data);
         json_decref(result);
-        store_stmt_done(st);
+        runs_run_clear(&r);
         dp_log(DP_LOG_ERROR, rq->req_id, "stored run %lld has unreadable JSON", (long long)id);
         return dp_err_set(err, DP_EINTERNAL, NULL, "stored run is unreadable");
     }
+    bool kept = data != NULL;
     if (data != NULL && json_object_set_new(params, "clients", data) != 0)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    o = json_pack("{s:I, s:s, s:o, s:s, s:b, s:I, s:b, s:o, s:o}", "id", (json_int_t)id, "kind",
-                  (const char *)sqlite3_column_text(st, 0), "created_at",
-                  json_util_time(sqlite3_column_int64(st, 1)), "status",
-                  (const char *)sqlite3_column_text(st, 2), "private", sqlite3_column_int(st, 3),
-                  "n_clients", (json_int_t)sqlite3_column_int64(st, 4), "data_kept", data != NULL,
-                  "inputs", params, "outputs", result);
-    store_stmt_done(st);
+    json_t *o = json_pack("{s:I, s:s, s:o, s:s, s:b, s:I, s:b, s:o, s:o}", "id", (json_int_t)id,
+                          "kind", r.kind, "created_at", json_util_time(r.created_at_ms), "status",
+                          r.status, "private", r.priv, "n_clients", (json_int_t)r.n_clients,
+                          "data_kept", kept, "inputs", params, "outputs", result);
+    runs_run_clear(&r);
     if (rc != DP_OK) {
         json_decref(o);
         return rc;
@@ -2394,57 +2411,36 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
 
 int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    static const char SQL[] =
-        "SELECT id, kind, created_at_ms, status, private, n_clients FROM "
-        "estimator_runs AS r WHERE id > :after AND " RUN_VISIBLE " ORDER BY id LIMIT :lim";
     int64_t limit, after;
-    if (http_req_page(rq, &limit, &after, err) != DP_OK)
+    runs_viewer v;
+    if (http_req_page(rq, &limit, &after, err) != DP_OK ||
+        run_viewer(rq, &v, err) != DP_OK) /* each caller lists only what it may read */
         return err->code;
-    sqlite3_stmt *st = store_conn_prepare(rq->db, SQL, err);
-    if (st == NULL)
-        return err->code;
-    if (run_viewer(rq, st, err) != DP_OK) { /* each caller lists only what it may read */
-        store_stmt_done(st);
+    runs_summary *page = dp_calloc((size_t)limit, sizeof *page);
+    if (page == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    size_t n = 0;
+    bool more = false;
+    if (runs_list(rq->db, &v, after, (size_t)limit, rq->req_id, page, &n, &more, err) != DP_OK) {
+        dp_free(page);
         return err->code;
     }
     json_t *arr = json_array();
-    if (arr == NULL) {
-        store_stmt_done(st);
-        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = arr == NULL ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory") : DP_OK;
+    for (size_t i = 0; i < n && rc == DP_OK; i++) {
+        json_t *r = json_pack("{s:I, s:s, s:o, s:s, s:b, s:I}", "id", (json_int_t)page[i].id,
+                              "kind", page[i].kind, "created_at",
+                              json_util_time(page[i].created_at_ms), "status", page[i].status,
+                              "private", page[i].priv, "n_clients", (json_int_t)page[i].n_clients);
+        if (r == NULL || json_array_append_new(arr, r) != 0)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    int s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":after"), after);
-    if (s == SQLITE_OK)
-        s = sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":lim"), limit + 1);
-    int64_t last = 0, count = 0;
-    bool more = false;
-    if (s == SQLITE_OK)
-        s = SQLITE_ROW;
-    while (s == SQLITE_ROW && (s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (count == limit) {
-            more = true;
-            continue;
-        }
-        last = sqlite3_column_int64(st, 0);
-        json_t *r = json_pack("{s:I, s:s, s:o, s:s, s:b, s:I}", "id", (json_int_t)last, "kind",
-                              (const char *)sqlite3_column_text(st, 1), "created_at",
-                              json_util_time(sqlite3_column_int64(st, 2)), "status",
-                              (const char *)sqlite3_column_text(st, 3), "private",
-                              sqlite3_column_int(st, 4), "n_clients",
-                              (json_int_t)sqlite3_column_int64(st, 5));
-        if (r == NULL || json_array_append_new(arr, r) != 0) {
-            json_decref(arr);
-            store_stmt_done(st);
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        }
-        count++;
-    }
-    if (s != SQLITE_DONE) {
-        int rc = store_err(rq->db, s, "list estimator runs", rq->req_id, err);
+    int64_t last = n > 0 ? page[n - 1].id : 0;
+    dp_free(page);
+    if (rc != DP_OK) {
         json_decref(arr);
-        store_stmt_done(st);
         return rc;
     }
-    store_stmt_done(st);
     json_t *o = json_pack("{s:o, s:o}", "runs", arr, "next_after",
                           more ? json_integer((json_int_t)last) : json_null());
     return http_resp_json(rs, 200, o, err);

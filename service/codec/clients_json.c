@@ -14,9 +14,11 @@
  * 2048;
  *   - the rest, the body with the array replaced by "[]", parses (jansson): every other member,
  *     their order, duplicates among them (including an escaped "clients"), trailing garbage.
- * Any step that fails sends the whole body to json_loadb, whose answer (tree or error) is returned
- * as is. The scanner is therefore allowed to be stricter than JSON, never looser: a body it does
- * not understand costs memory, never a different answer.
+ * A step that fails is answered by the error of a part, moved to the body's coordinates, where
+ * the scan allows it ("errors without a tree" below); any other sends the whole body to
+ * json_loadb, whose answer (tree or error) is returned as is. The scanner is therefore allowed to
+ * be stricter than JSON, never looser: a body it does not understand costs memory, never a
+ * different answer.
  *
  * Memory: the body text (owned), 8 bytes per element (spans), a copy of the rest of the object
  * (small), and one element's tree at a time.
@@ -133,18 +135,29 @@ static int push_span(clients_json *cj, size_t *cap, size_t off, size_t len)
     return 0;
 }
 
-/* Reads the array whose '[' is at p into cj's spans; *close: its ']'. 0, or -1: not understood. */
-static int scan_array(clients_json *cj, const char *p, const char *end, const char **close)
+/* Where the scanner stopped, for an error answered without a tree (clients_json_load). */
+typedef struct cj_scan {
+    const char *open;  /* the clients array's '[' (NULL: not reached) */
+    const char *close; /* its ']' (NULL: not reached) */
+    const char *elem;  /* the start of the element whose end was not found (NULL: none) */
+} cj_scan;
+
+/* Reads the array whose '[' is at p into cj's spans; sc->close: its ']'. 0, or -1: not
+ * understood (sc->elem set when an element's end was not found, at a nesting depth jansson reads
+ * alike in place and alone). */
+static int scan_array(clients_json *cj, const char *p, const char *end, cj_scan *sc)
 {
     size_t cap = 0;
     p = skip_ws(p + 1, end);
     if (p < end && *p == ']') {
-        *close = p;
+        sc->close = p;
         return 0;
     }
     for (;;) {
         size_t depth;
         const char *e = skip_value(p, end, &depth);
+        if (e == NULL && depth <= CLIENTS_JSON_MAX_DEPTH && p < end)
+            sc->elem = p;
         if (e == NULL || depth > CLIENTS_JSON_MAX_DEPTH ||
             push_span(cj, &cap, (size_t)(p - cj->body), (size_t)(e - p)) != 0)
             return -1;
@@ -152,7 +165,7 @@ static int scan_array(clients_json *cj, const char *p, const char *end, const ch
         if (p >= end)
             return -1;
         if (*p == ']') {
-            *close = p;
+            sc->close = p;
             return 0;
         }
         if (*p != ',')
@@ -161,9 +174,9 @@ static int scan_array(clients_json *cj, const char *p, const char *end, const ch
     }
 }
 
-/* Finds the top-level "clients" array: *open at its '[', *close at its ']'. 0, or -1 when the body
- * is not an object of the expected shape or has no such array. */
-static int scan_body(clients_json *cj, const char **open, const char **close)
+/* Finds the top-level "clients" array: sc->open at its '[', sc->close at its ']'. 0, or -1 when
+ * the body is not an object of the expected shape or has no such array. */
+static int scan_body(clients_json *cj, cj_scan *sc)
 {
     static const char key[] = "\"clients\"";
     const char *end = cj->body + cj->body_len;
@@ -190,10 +203,10 @@ static int scan_body(clients_json *cj, const char **open, const char **close)
             return -1; /* a duplicate: json_loadb names it */
         if (is_clients && p < end && *p == '[') {
             found = true;
-            *open = p;
-            if (scan_array(cj, p, end, close) != 0)
+            sc->open = p;
+            if (scan_array(cj, p, end, sc) != 0)
                 return -1;
-            p = *close + 1;
+            p = sc->close + 1;
         } else {
             size_t depth;
             if (is_clients)
@@ -213,47 +226,186 @@ static int scan_body(clients_json *cj, const char **open, const char **close)
     }
     if (skip_ws(p + 1, end) != end)
         return -1;
-    return *open != NULL ? 0 : -1; /* no "clients" array: the tree path */
+    return sc->open != NULL ? 0 : -1; /* no "clients" array: the tree path */
 }
 
 /* Parses every element on its own (jansson), counting the members clients_json_count_with reports.
- * 0, or -1 when one does not parse. */
-static int check_elements(clients_json *cj)
+ * Returns cj->n, or the index of the first element that does not parse. */
+static size_t check_elements(clients_json *cj)
 {
     for (size_t i = 0; i < cj->n; i++) {
         json_error_t je;
         json_t *e = json_util_loadb(cj->body + cj->spans[i].off, cj->spans[i].len,
                                     JSON_DECODE_ANY | CJ_LOAD_FLAGS, &je);
         if (e == NULL)
-            return -1;
+            return i;
         if (json_is_object(e)) {
             cj->n_id += json_object_get(e, "id") != NULL;
             cj->n_silo += json_object_get(e, "silo_id") != NULL;
         }
         json_decref(e);
     }
-    return 0;
+    return cj->n;
 }
 
-/* The object without the array: body with [open, close] replaced by "[]". NULL: not parsed. */
-static json_t *load_rest(const clients_json *cj, const char *open, const char *close)
+/* The object without the array: body with [open, close] replaced by "[]" (close NULL: the array's
+ * text runs to the end of the body, and "]" ends the text). *head: bytes before the "[]". NULL when
+ * out of memory. */
+static char *rest_text(const clients_json *cj, const char *open, const char *close, size_t *len,
+                       size_t *head)
 {
-    size_t head = (size_t)(open - cj->body);
-    size_t tail = cj->body_len - (size_t)(close + 1 - cj->body);
-    char *t = malloc(head + 2 + tail);
+    *head = (size_t)(open - cj->body);
+    const char *after = close != NULL ? close + 1 : cj->body + cj->body_len;
+    size_t tail = cj->body_len - (size_t)(after - cj->body);
+    char *t = malloc(*head + 3 + tail);
     if (t == NULL)
         return NULL;
-    memcpy(t, cj->body, head);
-    memcpy(t + head, "[]", 2);
-    memcpy(t + head + 2, close + 1, tail);
-    json_error_t je;
-    json_t *rest = json_util_loadb(t, head + 2 + tail, CJ_LOAD_FLAGS, &je);
+    memcpy(t, cj->body, *head);
+    memcpy(t + *head, "[]", 2);
+    if (close == NULL) {
+        t[*head + 2] = '}';
+        tail = 1;
+    } else {
+        memcpy(t + *head + 2, after, tail);
+    }
+    *len = *head + 2 + tail;
+    return t;
+}
+
+/* The object without the array, parsed. NULL: not parsed (*jerr: jansson's error on that text). */
+static json_t *load_rest(const clients_json *cj, const char *open, const char *close,
+                         json_error_t *jerr, size_t *head)
+{
+    size_t len;
+    char *t = rest_text(cj, open, close, &len, head);
+    if (t == NULL)
+        return NULL;
+    json_t *rest = json_util_loadb(t, len, CJ_LOAD_FLAGS, jerr);
     free(t);
     if (rest != NULL && !json_is_object(rest)) {
         json_decref(rest);
         rest = NULL;
     }
     return rest;
+}
+
+/* ---- errors without a tree (issue 10: a malformed body costs what a valid one costs)
+ *
+ * json_loadb reads a body front to back and stops at the first error. When the scanner has seen
+ * the body's structure up to some point, the text before that point is known to parse, and the
+ * error is found by parsing only a part, then moved to the body's coordinates:
+ *   - the head (everything before the array's '['), parsed with "[]}" after it: an error there is
+ *     json_loadb's, at the same place (the same bytes up to the '[');
+ *   - an element that does not parse (or whose end the scanner did not find): with the head and
+ *     every element before it parsing and the separators checked, json_loadb fails inside that
+ *     element exactly as a parse of the body's text from the element's first byte to the end does
+ *     (JSON_DECODE_ANY, JSON_DISABLE_EOF_CHECK): the same tokens from the same lexer state, and
+ *     the same look-ahead, since the text after the element is there too;
+ *   - the rest after the array, when every element parses: the text with the array replaced by
+ *     "[]" fails at the same token.
+ * jansson's line counts '\n' from 1, its column counts characters (bytes that start a UTF-8
+ * sequence) from 0 since the last '\n', its position counts bytes; each is computed for the body
+ * from its text. Any case this does not cover (no array reached, a bad separator, an element at the
+ * end of the text, an outcome that contradicts the scan) is left to json_loadb on the whole body.
+ */
+
+/* jansson's line and column after reading s[0, n) from the start. */
+static void text_coords(const char *s, size_t n, int *line, int *col)
+{
+    int l = 1, c = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char u = (unsigned char)s[i];
+        if (u == '\n') {
+            l++;
+            c = 0;
+        } else if (u < 0x80 || (u >= 0xC2 && u <= 0xF4)) { /* jansson's utf8_check_first */
+            c++;
+        }
+    }
+    *line = l;
+    *col = c;
+}
+
+/* e, an error found in a text whose bytes from t0 on are the body's from b0 on (t0 bytes of the
+ * text before it; tl, tc: the text's coordinates at t0), moved to the body's coordinates. */
+static void move_error(const clients_json *cj, size_t b0, size_t t0, int tl, int tc,
+                       json_error_t *e)
+{
+    int bl, bc;
+    text_coords(cj->body, b0, &bl, &bc);
+    e->column = e->line == tl ? bc + (e->column - tc) : e->column;
+    e->line = bl + (e->line - tl);
+    e->position = (int)(b0 + ((size_t)e->position - t0));
+}
+
+/* The head with "[]}" after it: 0 when it parses, 1 with *jerr set when it fails, -1 when out of
+ * memory. */
+static int head_error(const clients_json *cj, const char *open, json_error_t *jerr)
+{
+    size_t len, head;
+    char *t = rest_text(cj, open, NULL, &len, &head);
+    if (t == NULL)
+        return -1;
+    json_t *v = json_util_loadb(t, len, CJ_LOAD_FLAGS, jerr);
+    free(t);
+    json_decref(v);
+    return v == NULL ? 1 : 0;
+}
+
+/* json_loadb's error for a body whose first failure is in the element starting at elem (the head
+ * and the elements before it parse). 0 with *jerr set, or -1: not found this way. */
+static int elem_error(const clients_json *cj, const char *open, const char *elem,
+                      json_error_t *jerr)
+{
+    const char *end = cj->body + cj->body_len;
+    if (skip_ws(elem, end) != elem || elem >= end)
+        return -1;
+    int h = head_error(cj, open, jerr);
+    if (h != 0)
+        return h == 1 ? 0 : -1;
+    json_t *v = json_util_loadb(elem, (size_t)(end - elem),
+                                JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | CJ_LOAD_FLAGS, jerr);
+    if (v != NULL) { /* the scan said otherwise: leave it to the whole body */
+        json_decref(v);
+        return -1;
+    }
+    move_error(cj, (size_t)(elem - cj->body), 0, 1, 0, jerr);
+    return 0;
+}
+
+/* json_loadb's error for a body whose head and elements parse and whose rest does not. 0 with
+ * *jerr set, or -1. */
+static int rest_error(const clients_json *cj, const char *open, const char *close,
+                      json_error_t *jerr)
+{
+    size_t head;
+    json_t *rest = load_rest(cj, open, close, jerr, &head);
+    if (rest != NULL) {
+        json_decref(rest);
+        return -1;
+    }
+    if (jerr->position < 0 || (size_t)jerr->position < head)
+        return 0; /* in the head: the same bytes, the same place */
+    if ((size_t)jerr->position < head + 2 || close == NULL)
+        return -1;
+    int tl, tc; /* the rest's text at head + 2: the body's head, then "[]" */
+    text_coords(cj->body, head, &tl, &tc);
+    tc += 2;
+    move_error(cj, (size_t)(close + 1 - cj->body), head + 2, tl, tc, jerr);
+    return 0;
+}
+
+/* After a scan (ok: it read the whole body) whose outcome is not a body to stream: json_loadb's
+ * error found without a tree (0, *jerr set), or -1 (the whole body must be parsed). */
+static int scan_error(clients_json *cj, const cj_scan *sc, bool ok, size_t bad, json_error_t *jerr)
+{
+    if (sc->open == NULL)
+        return -1;
+    if (bad < cj->n)
+        return elem_error(cj, sc->open, cj->body + cj->spans[bad].off, jerr);
+    if (!ok && sc->close == NULL)
+        return sc->elem != NULL ? elem_error(cj, sc->open, sc->elem, jerr) : -1;
+    return rest_error(cj, sc->open, sc->close, jerr);
 }
 
 json_t *clients_json_load(char *body, size_t len, clients_json **out, json_error_t *jerr)
@@ -264,18 +416,28 @@ json_t *clients_json_load(char *body, size_t len, clients_json **out, json_error
     if (body != NULL && len > 0 && len <= CLIENTS_JSON_MAX_BODY && memchr(body, '\0', len) == NULL)
         cj = calloc(1, sizeof *cj);
     if (cj != NULL) {
-        const char *open = NULL, *close = NULL;
+        cj_scan sc = {NULL, NULL, NULL};
+        json_error_t je;
+        size_t head;
         atomic_init(&cj->refs, 1);
         cj->body = body;
         cj->body_len = len;
-        if (scan_body(cj, &open, &close) == 0 && check_elements(cj) == 0)
-            rest = load_rest(cj, open, close);
+        bool ok = scan_body(cj, &sc) == 0;
+        size_t bad = sc.open != NULL ? check_elements(cj) : 0;
+        if (ok && bad == cj->n)
+            rest = load_rest(cj, sc.open, sc.close, &je, &head);
         if (rest != NULL) {
             *out = cj;
             return rest;
         }
+        int found = scan_error(cj, &sc, ok, sc.open != NULL ? bad : 0, &je);
         cj->body = NULL; /* not stolen after all */
         cj_free(cj);
+        if (found == 0) {
+            if (jerr != NULL)
+                *jerr = je;
+            return NULL;
+        }
     }
     return json_util_loadb(body, len, CJ_LOAD_FLAGS, jerr);
 }

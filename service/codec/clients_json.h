@@ -15,11 +15,15 @@
  * by construction, not by imitation. A small scanner only finds the structure (the top-level keys,
  * the span of each value, the commas of the clients array); jansson itself parses every element's
  * span (JSON_DECODE_ANY, same flags) and the rest of the object (the body with the array's text
- * replaced by "[]"). Whenever the scanner meets anything it does not expect, jansson fails on a
- * part, the array nests deeper than CLIENTS_JSON_MAX_DEPTH or "clients" appears twice, the whole
- * body is parsed by json_loadb as before: the same tree, or the same error text, line and column.
- * That fallback is the old memory cost, paid only by bodies that are malformed or unusual (a key
- * written with escapes, "cl\u0069ents", is not recognised and takes the tree path too).
+ * replaced by "[]"). A malformed body is answered the same way: when the scan reached the array,
+ * json_loadb's error is found by parsing only a part (the text before the array, the element that
+ * fails, from its first byte on, or the object after the array) and moved to the body's line,
+ * column and position, so its memory is bounded like a valid body's. Whenever the scanner meets
+ * anything else it does not expect (no array reached, a bad separator between elements, an array
+ * nesting deeper than CLIENTS_JSON_MAX_DEPTH, "clients" twice), the whole body is parsed by
+ * json_loadb as before: the same tree, or the same error text, line and column. That fallback is
+ * the old memory cost, paid only by bodies that are unusual (a key written with escapes,
+ * "cl\u0069ents", is not recognised and takes the tree path too) or malformed in those ways.
  *
  * Ownership: a clients_json owns the body text it reads (clients_json_load steals it) and is
  * reference-counted, so a compute thread can keep it after the HTTP request that read it ended.

@@ -35,6 +35,8 @@ violates "base reaching http" service/base/x.c '#include "service/http/server.h"
 violates "ledger reaching http" service/ledger/x.c '#include "service/http/server.h"' "service/ledger/ may include only"
 violates "a file outside the layers" service/loose.c 'int x;' "outside its directory"
 violates "an unknown layer" service/misc/x.c 'int x;' "not a known layer"
+violates "SQL in the api" service/api/x.c 'int f(sqlite3_stmt *st) { return sqlite3_step(st); }' "no SQL in service/api/"
+violates "sqlite3.h in the api" service/api/x.c '#include <sqlite3.h>' "no SQL in service/api/"
 violates "microhttpd in the api" service/api/x.c '#include <microhttpd.h>' "only service/http/ includes microhttpd.h"
 
 violates "float NAN in service" service/x.c 'double f(void) { return NAN; }' "float INFINITY/NAN"

@@ -457,6 +457,99 @@ static void random_and_mutated_bodies_agree_with_jansson(void **state)
     assert_true(outcome[2] > 400);  /* spans */
 }
 
+/* ---- malformed large bodies: the error without a tree. jansson's allocations are counted (a
+ * header before each block holds its size) and the peak of live bytes during clients_json_load
+ * must stay below the body's size: the whole body as a tree would take many times more. */
+
+static size_t live_bytes, peak_bytes;
+
+static void *count_malloc(size_t n)
+{
+    size_t *p = malloc(sizeof(size_t) * 2 + n);
+    if (p == NULL)
+        return NULL;
+    p[0] = n;
+    live_bytes += n;
+    if (live_bytes > peak_bytes)
+        peak_bytes = live_bytes;
+    return p + 2;
+}
+
+static void count_free(void *q)
+{
+    if (q == NULL)
+        return;
+    size_t *p = (size_t *)q - 2;
+    live_bytes -= p[0];
+    free(p);
+}
+
+/* A body of n clients, one per line, with bad (text) as client k; tail after the array. */
+static sbuf big_body(size_t n, size_t k, const char *bad, const char *tail)
+{
+    sbuf b = {0};
+    put(&b, "{\"noise_variance\": 1,\n \"clients\": [\n");
+    for (size_t i = 0; i < n; i++) {
+        char t[96];
+        if (i == k)
+            snprintf(t, sizeof t, "%s%s\n", i ? "," : "", bad);
+        else
+            snprintf(t, sizeof t, "%s{\"id\": \"c\u00e9%zu\", \"mean\": %zu.5, \"n\": 5}\n",
+                     i ? "," : "", i, i % 97);
+        put(&b, t);
+    }
+    put(&b, "]");
+    put(&b, tail);
+    return b;
+}
+
+static void malformed_large_bodies_err_without_a_tree(void **state)
+{
+    (void)state;
+    static const struct {
+        size_t k;         /* the bad client (SIZE_MAX: none) */
+        const char *bad;  /* its text */
+        const char *tail; /* after the array */
+        size_t cut;       /* cut the body to this fraction in percent (0: whole) */
+    } CASES[] = {
+        {12000, "{\"n\": 01}", "}", 0},                     /* a bad number in a client */
+        {15000, "{\"id\": \"\xff\"}", "}", 0},              /* invalid UTF-8 in a client */
+        {19999, "{\"n\": 1, \"n\": 2}", "}", 0},            /* duplicate key, last client */
+        {7000, "{\"n\": tru}", "}", 0},                     /* a bad literal */
+        {0, "{\"n\": [1}", "}", 0},                         /* mismatched brackets, first client */
+        {SIZE_MAX, "", ",\n \"seed\": @}", 0},              /* the rest after the array */
+        {SIZE_MAX, "", ",\n \"seed\": 1, \"seed\": 2}", 0}, /* duplicate key after the array */
+        {SIZE_MAX, "", "}", 60},                            /* the body cut inside a client */
+        {SIZE_MAX, "", "}", 99},                            /* */
+    };
+    json_set_alloc_funcs(count_malloc, count_free);
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        sbuf b = big_body(20000, CASES[c].k, CASES[c].bad, CASES[c].tail);
+        if (CASES[c].cut != 0) {
+            b.len = b.len * CASES[c].cut / 100;
+            while (b.p[b.len - 1] == ',' || b.p[b.len - 1] == '\n' || b.p[b.len - 1] == '}')
+                b.len--; /* inside a client, not at its edge */
+            b.p[b.len] = '\0';
+        }
+        char *copy = malloc(b.len);
+        assert_non_null(copy);
+        memcpy(copy, b.p, b.len);
+        clients_json *cj = NULL;
+        json_error_t e;
+        live_bytes = peak_bytes = 0;
+        assert_null(clients_json_load(copy, b.len, &cj, &e));
+        size_t peak = peak_bytes;
+        assert_null(cj);
+        free(copy);
+        if (peak >= b.len)
+            fail_msg("case %zu: jansson peaked at %zu bytes for a body of %zu (%s)", c, peak, b.len,
+                     e.text);
+        assert_int_equal(check_same(b.p, b.len, 0), -1); /* and it is jansson's error */
+        free(b.p);
+    }
+    json_set_alloc_funcs(malloc, free);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -465,6 +558,7 @@ int main(void)
         cmocka_unit_test(every_error_is_jansson_s),
         cmocka_unit_test(deep_nesting_agrees_at_every_depth),
         cmocka_unit_test(random_and_mutated_bodies_agree_with_jansson),
+        cmocka_unit_test(malformed_large_bodies_err_without_a_tree),
     };
     return cmocka_run_group_tests_name("service_clients_json", tests, NULL, NULL);
 }
