@@ -5,6 +5,7 @@
  * temporary directory (never :memory:, where WAL behaves differently).
  */
 #include "tests/support/test_util.h"
+#include "tests/support/tmpdb_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,32 +16,16 @@
 #include "common/dp_alloc.h"
 #include "service/db/store.h"
 
-typedef struct fixture {
-    char dir[64];
-    char path[128];
-} fixture;
+typedef tmpdb fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    if (f == NULL)
-        return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/dpsilo-store-XXXXXX");
-    if (mkdtemp(f->dir) == NULL)
-        return -1;
-    snprintf(f->path, sizeof f->path, "%s/test.db", f->dir);
-    *state = f;
-    return 0;
+    return tmpdb_open(state, "store");
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    int rc = system(cmd);
-    free(f);
-    return rc == 0 ? 0 : -1;
+    return tmpdb_close(state);
 }
 
 #define MIG(name, sql)                                                                             \
