@@ -2,7 +2,7 @@
  * dp_assert: programmer invariants, checked in the sanitizer builds and compiled out of releases.
  *
  * DP_ASSERT(cond) states something the code relies on and no input can make false: a lock held, a
- * state-machine transition, a capacity (STYLE.md 2.3: never on anything derived from input; those
+ * state-machine transition, a capacity (never on anything derived from input: those
  * are errors returned to the caller). Like SQLite's assert() on its invariants:
  *   - with DPSILO_ASSERT defined (`make asan` and `make tsan` define it), a false condition logs
  *     "assertion failed: <cond> (file:line, function)" through dp_log and aborts, so the sanitizer
