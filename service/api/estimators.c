@@ -1464,320 +1464,373 @@ static json_t *gauss_fit_json(const eb_gauss_coord *c, size_t d, bool vec)
                      "iterations", (json_int_t)s.iterations, "status", eb_status_name(s.status));
 }
 
-static int gaussian_compute(est_job *job, dp_err *err)
+/* What a Gaussian request asks for, once parsed (gauss_parse). */
+typedef struct gauss_spec {
+    const char *ms; /* "mle" or "moments" (borrowed from the body) */
+    int method;
+    uint64_t seed;
+    unsigned max_iter;
+    double sx2; /* the noise variance */
+    bool pooled;
+    bool mu_known, var_known; /* the prior's mean / variance given */
+    double pmu[EB_MAX_DIM], pvar[EB_MAX_DIM];
+    bool priv;
+    eb_gauss_private_opts po;
+} gauss_spec;
+
+/* prior: {"mean"?, "variance"} */
+static int gauss_parse_prior(const json_t *body, size_t d, gauss_spec *s, dp_err *err)
 {
-    const http_req *rq = &job->rq;
-    static const char *const keys[] = {"clients", "noise_variance", "prior",    "method",
-                                       "privacy", "seed",           "max_iter", "keep_data"};
+    const json_t *pj = json_object_get(body, "prior");
+    if (pj == NULL || json_is_null(pj))
+        return DP_OK;
+    static const char *const prk[] = {"mean", "variance"};
+    if (json_util_require_object(pj, "prior", err) != DP_OK ||
+        json_util_check_keys(pj, prk, 2, err) != DP_OK) {
+        dp_err_prefix_field(err, "prior");
+        return err->code;
+    }
+    const json_t *vj = json_object_get(pj, "variance"), *mj = json_object_get(pj, "mean");
+    if (vj == NULL || json_is_null(vj))
+        return dp_err_set(err, DP_EINVAL, "prior.variance",
+                          "prior.variance is required when a prior is given (omit prior to "
+                          "estimate both)");
+    int rc = parse_vec_for(vj, "prior.variance", d, s->pvar, err);
+    if (rc != DP_OK)
+        return rc;
+    for (size_t j = 0; j < d; j++)
+        if (s->pvar[j] < 0)
+            return dp_err_set(err, DP_EINVAL, "prior.variance", "prior.variance must be >= 0");
+    s->var_known = true;
+    if (mj != NULL && !json_is_null(mj)) {
+        if ((rc = parse_vec_for(mj, "prior.mean", d, s->pmu, err)) != DP_OK)
+            return rc;
+        s->mu_known = true;
+    }
+    return DP_OK;
+}
+
+/* The range b needs sigma_theta: the known prior's, or a public bound (never estimated from
+ * data). */
+static int gauss_parse_sigma_theta(const gauss_spec *s, size_t d, double stb, double b,
+                                   eb_gauss_private_opts *po, dp_err *err)
+{
+    if (s->var_known) {
+        double mx = 0;
+        for (size_t j = 0; j < d; j++)
+            mx = fmax(mx, s->pvar[j]);
+        po->sigma_theta = sqrt(mx);
+    } else if (!isnan(stb)) {
+        if (!isfinite(stb) || stb < 0)
+            return dp_err_set(err, DP_EINVAL, "privacy.sigma_theta_bound",
+                              "sigma_theta_bound must be finite and >= 0 (got %g)", stb);
+        po->sigma_theta = stb;
+    } else if (isnan(b)) {
+        return dp_err_set(err, DP_EINVAL, "privacy.sigma_theta_bound",
+                          "with an estimated prior variance, the range b needs a public "
+                          "sigma_theta_bound (or an explicit b)");
+    }
+    return DP_OK;
+}
+
+/* The channel's own parameters: epsilon0 and delta (gaussian) or bits (quantize). */
+static int gauss_parse_channel(const json_t *pvj, const char *mech, int64_t bits,
+                               eb_gauss_private_opts *po, dp_err *err)
+{
+    static const choice MECH[] = {{"gaussian", EB_CHANNEL_GAUSSIAN},
+                                  {"quantize", EB_CHANNEL_QUANTIZE}};
+    int ch, rc;
+    if ((rc = pick(mech, "privacy.mechanism", MECH, N_ELEMS(MECH), &ch, err)) != DP_OK)
+        return rc;
+    po->channel = (eb_channel)ch;
+    if (po->channel == EB_CHANNEL_GAUSSIAN) {
+        if (json_util_req_number(pvj, "epsilon0", &po->eps0, err) ||
+            json_util_req_number(pvj, "delta", &po->delta, err)) {
+            dp_err_prefix_field(err, "privacy");
+            return err->code;
+        }
+        return DP_OK;
+    }
+    if (bits < 1 || bits > 52)
+        return dp_err_set(err, DP_EINVAL, "privacy.bits",
+                          "bits must be in 1..52 for the quantizer (got %lld)", (long long)bits);
+    po->bits = (unsigned)bits;
+    return DP_OK;
+}
+
+/* privacy: the local randomizer of every client (Ozkara et al. 2023, Section 4). */
+static int gauss_parse_privacy(const json_t *body, size_t d, gauss_spec *s, dp_err *err)
+{
     static const char *const pkeys[] = {"mechanism",         "epsilon0", "delta", "r",
                                         "sigma_theta_bound", "b",        "range", "calibration",
                                         "per_coordinate",    "bits"};
-    gauss_req g = {0};
-    double *msgs = NULL, *pm = NULL, *pv = NULL, *sh = NULL;
-    eb_gauss_coord *fit_mle = NULL, *fit_mom = NULL, *prior = NULL;
-    json_t *out = NULL, *est = NULL;
+    const json_t *pvj = json_object_get(body, "privacy");
+    s->priv = pvj != NULL && !json_is_null(pvj);
+    if (!s->priv)
+        return DP_OK;
+    eb_gauss_private_opts *po = &s->po;
+    if (json_util_require_object(pvj, "privacy", err) != DP_OK ||
+        json_util_check_keys(pvj, pkeys, sizeof pkeys / sizeof pkeys[0], err) != DP_OK) {
+        dp_err_prefix_field(err, "privacy");
+        return err->code;
+    }
+    if (s->mu_known)
+        return dp_err_set(err, DP_EINVAL, "privacy",
+                          "with a fully known prior no client sends anything; drop privacy or "
+                          "prior.mean");
+    const char *mech, *range;
+    double stb, b;
+    int64_t bits;
+    bool pc;
+    if (json_util_opt_string(pvj, "mechanism", "gaussian", &mech, err) ||
+        json_util_req_number(pvj, "r", &po->r, err) ||
+        json_util_opt_number(pvj, "sigma_theta_bound", DP_NAN, &stb, err) ||
+        json_util_opt_number(pvj, "b", DP_NAN, &b, err) ||
+        json_util_opt_string(pvj, "range", "paper", &range, err) ||
+        parse_calibration(pvj, &po->cal, err) ||
+        json_util_opt_bool(pvj, "per_coordinate", false, &pc, err) ||
+        json_util_opt_int(pvj, "bits", 0, &bits, err)) {
+        dp_err_prefix_field(err, "privacy");
+        return err->code;
+    }
+    if (!isfinite(po->r) || po->r < 0)
+        return dp_err_set(err, DP_EINVAL, "privacy.r", "r must be finite and >= 0 (got %g)", po->r);
+    po->per_coordinate = pc;
+    po->b = b;
+    po->seed = s->seed;
+    static const choice RANGE[] = {{"paper", EB_RANGE_PAPER}, {"safe", EB_RANGE_SAFE}};
+    int rm, rc;
+    if ((rc = pick(range, "privacy.range", RANGE, N_ELEMS(RANGE), &rm, err)) != DP_OK)
+        return rc;
+    po->range_mode = (eb_range_mode)rm;
+    if ((rc = gauss_parse_sigma_theta(s, d, stb, b, po, err)) != DP_OK)
+        return rc;
+    return gauss_parse_channel(pvj, mech, bits, po, err);
+}
+
+/* Parse: the clients into g, everything else into s, with the checks in the order the API has
+ * always made them (so the first error named is the same). */
+static int gauss_parse(const http_req *rq, gauss_req *g, gauss_spec *s, dp_err *err)
+{
+    static const char *const keys[] = {"clients", "noise_variance", "prior",    "method",
+                                       "privacy", "seed",           "max_iter", "keep_data"};
+    static const choice METHOD[] = {{"mle", EB_GAUSS_MLE}, {"moments", EB_GAUSS_MOMENTS}};
     int rc;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
-    rc = parse_gauss_clients(rq, &g, true, err);
-    if (rc != DP_OK)
-        goto out;
-    size_t m = g.m, d = g.d;
-    double sx2;
-    bool pooled;
-    if ((rc = gauss_noise(rq->body, &g, &sx2, &pooled, err)) != DP_OK)
-        goto out;
-    const char *ms;
-    if ((rc = json_util_opt_string(rq->body, "method", "mle", &ms, err)) != DP_OK)
-        goto out;
-    static const choice METHOD[] = {{"mle", EB_GAUSS_MLE}, {"moments", EB_GAUSS_MOMENTS}};
-    int method;
-    if ((rc = pick(ms, "method", METHOD, N_ELEMS(METHOD), &method, err)) != DP_OK)
-        goto out;
-    uint64_t seed;
-    unsigned max_iter;
-    if ((rc = parse_seed(rq->body, &seed, err)) != DP_OK ||
-        (rc = parse_max_iter(rq->body, &max_iter, err)) != DP_OK)
-        goto out;
+    if ((rc = parse_gauss_clients(rq, g, true, err)) != DP_OK ||
+        (rc = gauss_noise(rq->body, g, &s->sx2, &s->pooled, err)) != DP_OK ||
+        (rc = json_util_opt_string(rq->body, "method", "mle", &s->ms, err)) != DP_OK ||
+        (rc = pick(s->ms, "method", METHOD, N_ELEMS(METHOD), &s->method, err)) != DP_OK ||
+        (rc = parse_seed(rq->body, &s->seed, err)) != DP_OK ||
+        (rc = parse_max_iter(rq->body, &s->max_iter, err)) != DP_OK ||
+        (rc = gauss_parse_prior(rq->body, g->d, s, err)) != DP_OK)
+        return rc;
+    if (!s->mu_known && (rc = check_estimable(g->m, err)) != DP_OK)
+        return rc;
+    return gauss_parse_privacy(rq->body, g->d, s, err);
+}
 
-    /* prior: {"mean"?, "variance"} */
-    const json_t *pj = json_object_get(rq->body, "prior");
-    bool mu_known = false, var_known = false;
-    double pmu[EB_MAX_DIM], pvar[EB_MAX_DIM];
-    if (pj != NULL && !json_is_null(pj)) {
-        static const char *const prk[] = {"mean", "variance"};
-        if (json_util_require_object(pj, "prior", err) != DP_OK ||
-            json_util_check_keys(pj, prk, 2, err) != DP_OK) {
-            dp_err_prefix_field(err, "prior");
-            rc = err->code;
-            goto out;
-        }
-        const json_t *vj = json_object_get(pj, "variance"), *mj = json_object_get(pj, "mean");
-        if (vj == NULL || json_is_null(vj)) {
-            rc = dp_err_set(err, DP_EINVAL, "prior.variance",
-                            "prior.variance is required when a prior is given (omit prior to "
-                            "estimate both)");
-            goto out;
-        }
-        if ((rc = parse_vec_for(vj, "prior.variance", d, pvar, err)) != DP_OK)
-            goto out;
-        for (size_t j = 0; j < d; j++)
-            if (pvar[j] < 0) {
-                rc = dp_err_set(err, DP_EINVAL, "prior.variance", "prior.variance must be >= 0");
-                goto out;
-            }
-        var_known = true;
-        if (mj != NULL && !json_is_null(mj)) {
-            if ((rc = parse_vec_for(mj, "prior.mean", d, pmu, err)) != DP_OK)
-                goto out;
-            mu_known = true;
-        }
+/* Charges the silos (if any) before anything is computed: calibrates the randomizer to know the
+ * per-client event. */
+static int gauss_charge(est_job *job, const gauss_req *g, const gauss_spec *s,
+                        eb_gauss_private_info *pinfo, dp_err *err)
+{
+    eb_gauss_data raw0 = {g->m, g->d, g->x, g->n, s->sx2};
+    bool dp = s->priv && s->po.channel == EB_CHANNEL_GAUSSIAN;
+    acct_event *ev = NULL;
+    if (dp) {
+        int rc = eb_gauss_private_calibrate(&raw0, &s->po, pinfo, err);
+        if (rc != DP_OK)
+            return rc;
+        if (pinfo->ldp.per_coordinate && g->d > 1)
+            ev = acct_event_self_composed((uint64_t)g->d,
+                                          acct_event_gaussian(pinfo->sigma_q / (2.0 * pinfo->b)));
+        else
+            ev = acct_event_gaussian(pinfo->sigma_q / pinfo->ldp.sensitivity);
     }
-    if (!mu_known && (rc = check_estimable(m, err)) != DP_OK)
-        goto out;
+    return charge_silos(job, dp, ev, err);
+}
 
-    /* privacy */
-    const json_t *pvj = json_object_get(rq->body, "privacy");
-    bool priv = pvj != NULL && !json_is_null(pvj);
-    eb_gauss_private_opts po;
-    memset(&po, 0, sizeof po);
-    eb_gauss_private_info pinfo;
-    memset(&pinfo, 0, sizeof pinfo);
-    if (priv) {
-        if (json_util_require_object(pvj, "privacy", err) != DP_OK ||
-            json_util_check_keys(pvj, pkeys, sizeof pkeys / sizeof pkeys[0], err) != DP_OK) {
-            dp_err_prefix_field(err, "privacy");
-            rc = err->code;
-            goto out;
-        }
-        if (mu_known) {
-            rc = dp_err_set(err, DP_EINVAL, "privacy",
-                            "with a fully known prior no client sends anything; drop privacy or "
-                            "prior.mean");
-            goto out;
-        }
-        const char *mech, *range;
-        double stb, b;
-        int64_t bits;
-        bool pc;
-        if (json_util_opt_string(pvj, "mechanism", "gaussian", &mech, err) ||
-            json_util_req_number(pvj, "r", &po.r, err) ||
-            json_util_opt_number(pvj, "sigma_theta_bound", DP_NAN, &stb, err) ||
-            json_util_opt_number(pvj, "b", DP_NAN, &b, err) ||
-            json_util_opt_string(pvj, "range", "paper", &range, err) ||
-            parse_calibration(pvj, &po.cal, err) ||
-            json_util_opt_bool(pvj, "per_coordinate", false, &pc, err) ||
-            json_util_opt_int(pvj, "bits", 0, &bits, err)) {
-            dp_err_prefix_field(err, "privacy");
-            rc = err->code;
-            goto out;
-        }
-        if (!isfinite(po.r) || po.r < 0) {
-            rc =
-                dp_err_set(err, DP_EINVAL, "privacy.r", "r must be finite and >= 0 (got %g)", po.r);
-            goto out;
-        }
-        po.per_coordinate = pc;
-        po.b = b;
-        po.seed = seed;
-        static const choice RANGE[] = {{"paper", EB_RANGE_PAPER}, {"safe", EB_RANGE_SAFE}};
-        int rm;
-        if ((rc = pick(range, "privacy.range", RANGE, N_ELEMS(RANGE), &rm, err)) != DP_OK)
-            goto out;
-        po.range_mode = (eb_range_mode)rm;
-        /* b needs sigma_theta: the known prior's, or a public bound (never estimated from data) */
-        if (var_known) {
-            double mx = 0;
-            for (size_t j = 0; j < d; j++)
-                mx = fmax(mx, pvar[j]);
-            po.sigma_theta = sqrt(mx);
-        } else if (!isnan(stb)) {
-            if (!isfinite(stb) || stb < 0) {
-                rc = dp_err_set(err, DP_EINVAL, "privacy.sigma_theta_bound",
-                                "sigma_theta_bound must be finite and >= 0 (got %g)", stb);
-                goto out;
-            }
-            po.sigma_theta = stb;
-        } else if (isnan(b)) {
-            rc = dp_err_set(err, DP_EINVAL, "privacy.sigma_theta_bound",
-                            "with an estimated prior variance, the range b needs a public "
-                            "sigma_theta_bound (or an explicit b)");
-            goto out;
-        }
-        static const choice MECH[] = {{"gaussian", EB_CHANNEL_GAUSSIAN},
-                                      {"quantize", EB_CHANNEL_QUANTIZE}};
-        int ch;
-        if ((rc = pick(mech, "privacy.mechanism", MECH, N_ELEMS(MECH), &ch, err)) != DP_OK)
-            goto out;
-        po.channel = (eb_channel)ch;
-        if (po.channel == EB_CHANNEL_GAUSSIAN) {
-            if (json_util_req_number(pvj, "epsilon0", &po.eps0, err) ||
-                json_util_req_number(pvj, "delta", &po.delta, err)) {
-                dp_err_prefix_field(err, "privacy");
-                rc = err->code;
-                goto out;
-            }
-        } else {
-            if (bits < 1 || bits > 52) {
-                rc = dp_err_set(err, DP_EINVAL, "privacy.bits",
-                                "bits must be in 1..52 for the quantizer (got %lld)",
-                                (long long)bits);
-                goto out;
-            }
-            po.bits = (unsigned)bits;
-        }
-    }
+/* What a Gaussian run computes (gauss_run); the arrays are owned (gauss_out_free). */
+typedef struct gauss_out {
+    double *pm, *pv, *sh;                      /* m*d posterior means, variances, shrinkage */
+    eb_gauss_coord *fit_mle, *fit_mom, *prior; /* d each */
+} gauss_out;
 
-    /* charge the silos (if any) before anything is computed */
-    {
-        eb_gauss_data raw0 = {m, d, g.x, g.n, sx2};
-        bool dp = priv && po.channel == EB_CHANNEL_GAUSSIAN;
-        acct_event *ev = NULL;
-        if (dp) {
-            if ((rc = eb_gauss_private_calibrate(&raw0, &po, &pinfo, err)) != DP_OK)
-                goto out;
-            if (pinfo.ldp.per_coordinate && d > 1)
-                ev = acct_event_self_composed((uint64_t)d,
-                                              acct_event_gaussian(pinfo.sigma_q / (2.0 * pinfo.b)));
-            else
-                ev = acct_event_gaussian(pinfo.sigma_q / pinfo.ldp.sensitivity);
-        }
-        if ((rc = charge_silos(job, dp, ev, err)) != DP_OK)
-            goto out;
-    }
-    if ((rc = check_scale(g.x, m * d, "gaussian", err)) != DP_OK)
-        goto out;
-    pm = dp_calloc(m * d, sizeof(double));
-    pv = dp_calloc(m * d, sizeof(double));
-    sh = dp_calloc(m * d, sizeof(double));
-    fit_mle = dp_calloc(d, sizeof *fit_mle);
-    fit_mom = dp_calloc(d, sizeof *fit_mom);
-    prior = dp_calloc(d, sizeof *prior);
-    if (!pm || !pv || !sh || !fit_mle || !fit_mom || !prior) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    eb_gauss_data raw = {m, d, g.x, g.n, sx2};
+static void gauss_out_free(gauss_out *o)
+{
+    dp_free(o->pm);
+    dp_free(o->pv);
+    dp_free(o->sh);
+    dp_free(o->fit_mle);
+    dp_free(o->fit_mom);
+    dp_free(o->prior);
+    memset(o, 0, sizeof *o);
+}
+
+/* Run: privatizes what the clients send (simulated), fits the prior, and computes every client's
+ * posterior. The clients' inputs (g) are released at the end: the rows are written next. */
+static int gauss_run(est_job *job, gauss_req *g, const gauss_spec *s, eb_gauss_private_info *pinfo,
+                     gauss_out *o, dp_err *err)
+{
+    size_t m = g->m, d = g->d;
+    double *msgs = NULL;
+    int rc = DP_OK;
+    o->pm = dp_calloc(m * d, sizeof(double));
+    o->pv = dp_calloc(m * d, sizeof(double));
+    o->sh = dp_calloc(m * d, sizeof(double));
+    o->fit_mle = dp_calloc(d, sizeof *o->fit_mle);
+    o->fit_mom = dp_calloc(d, sizeof *o->fit_mom);
+    o->prior = dp_calloc(d, sizeof *o->prior);
+    if (!o->pm || !o->pv || !o->sh || !o->fit_mle || !o->fit_mom || !o->prior)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    eb_gauss_data raw = {m, d, g->x, g->n, s->sx2};
     eb_gauss_data sent = raw; /* what the server sees */
     double extra = 0.0, wextra = 0.0;
-    if (priv) {
+    if (s->priv) {
         msgs = dp_calloc(m * d, sizeof(double));
-        if (msgs == NULL) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            goto out;
-        }
-        if ((rc = eb_gauss_privatize(&raw, &po, msgs, &pinfo, err)) != DP_OK)
+        if (msgs == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        if ((rc = eb_gauss_privatize(&raw, &s->po, msgs, pinfo, err)) != DP_OK)
             goto out;
         sent.x = msgs;
-        extra = pinfo.sigma_q * pinfo.sigma_q;
+        extra = pinfo->sigma_q * pinfo->sigma_q;
         wextra = extra / ((double)m - 1.0); /* Thm 2 weight (App B.2) */
     }
-    if (mu_known) {
+    if (s->mu_known) {
         for (size_t j = 0; j < d; j++) {
-            prior[j] = (eb_gauss_coord){pmu[j], pvar[j], 0.0, 0.0, 0, EB_STATUS_CONVERGED};
-            prior[j].loglik = eb_gauss_loglik(&raw, j, pmu[j], pvar[j], 0.0);
+            o->prior[j] = (eb_gauss_coord){s->pmu[j], s->pvar[j], 0.0, 0.0, 0, EB_STATUS_CONVERGED};
+            o->prior[j].loglik = eb_gauss_loglik(&raw, j, s->pmu[j], s->pvar[j], 0.0);
         }
     } else {
-        const double *tk = var_known ? pvar : NULL;
+        const double *tk = s->var_known ? s->pvar : NULL;
         /* the root-finding loops stop at the compute deadline, as the mixture's EM does */
-        if ((rc = eb_gauss_fit_cancel(&sent, tk, extra, EB_GAUSS_MLE, max_iter, job->cancel,
-                                      fit_mle, err)) != DP_OK ||
-            (rc = eb_gauss_fit_cancel(&sent, tk, extra, EB_GAUSS_MOMENTS, max_iter, job->cancel,
-                                      fit_mom, err)) != DP_OK) {
+        if ((rc = eb_gauss_fit_cancel(&sent, tk, extra, EB_GAUSS_MLE, s->max_iter, job->cancel,
+                                      o->fit_mle, err)) != DP_OK ||
+            (rc = eb_gauss_fit_cancel(&sent, tk, extra, EB_GAUSS_MOMENTS, s->max_iter, job->cancel,
+                                      o->fit_mom, err)) != DP_OK) {
             rc = numeric_failure(rc, "gaussian", err);
             goto out;
         }
-        memcpy(prior, method == EB_GAUSS_MLE ? fit_mle : fit_mom, d * sizeof *prior);
+        memcpy(o->prior, s->method == EB_GAUSS_MLE ? o->fit_mle : o->fit_mom, d * sizeof *o->prior);
     }
-    if ((rc = eb_gauss_posterior(&raw, prior, wextra, pm, pv, sh, err)) != DP_OK) {
+    if ((rc = eb_gauss_posterior(&raw, o->prior, wextra, o->pm, o->pv, o->sh, err)) != DP_OK)
         rc = numeric_failure(rc, "gaussian", err);
-        goto out;
-    }
-    /* The clients' inputs are not needed any more: released before the rows are written. */
-    gauss_req_free(&g);
-    g.x = g.n = g.wv = NULL;
+out:
     dp_free(msgs);
-    msgs = NULL;
+    return rc;
+}
 
-    /* response */
-    gauss_summary ps;
-    gauss_summarize(prior, d, &ps);
-    out = json_object();
-    est = json_array();
-    if (out == NULL || est == NULL) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
+/* Render, part 1: one row per client (streamed into the job's rows); the per-client arrays are
+ * released once they are written. */
+static int gauss_render_rows(est_job *job, const gauss_req *g, gauss_out *o, dp_err *err)
+{
+    size_t m = g->m, d = g->d;
     double sd[EB_MAX_DIM];
     for (size_t i = 0; i < m; i++) {
         for (size_t j = 0; j < d; j++)
-            sd[j] = sqrt(pv[i * d + j]);
-        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", row_id(rq, i), "posterior_mean",
-                              vec_json(pm + i * d, d, g.vec), "posterior_sd",
-                              vec_json(sd, d, g.vec), "shrinkage", vec_json(sh + i * d, d, g.vec));
-        if (add_row(job, e, err) != DP_OK) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            goto out;
-        }
+            sd[j] = sqrt(o->pv[i * d + j]);
+        json_t *e =
+            json_pack("{s:o, s:o, s:o, s:o}", "id", row_id(&job->rq, i), "posterior_mean",
+                      vec_json(o->pm + i * d, d, g->vec), "posterior_sd", vec_json(sd, d, g->vec),
+                      "shrinkage", vec_json(o->sh + i * d, d, g->vec));
+        if (add_row(job, e, err) != DP_OK)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    /* The per-client arrays are in the rows now: released before the run is stored. */
-    dp_free(pm);
-    dp_free(pv);
-    dp_free(sh);
-    pm = pv = sh = NULL;
-    json_t *privj = json_null();
-    if (priv) {
-        if (po.channel == EB_CHANNEL_GAUSSIAN)
-            privj =
-                json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:b, s:o, s:o, s:o, s:I, s:o, s:s}",
-                          "mechanism", "gaussian", "model",
-                          "local DP per client (user level), simulated on the server", "epsilon0",
-                          json_util_real(pinfo.ldp.eps0), "delta", json_util_real(pinfo.ldp.delta),
-                          "rho", json_util_real(pinfo.ldp.rho), "sensitivity",
-                          json_util_real(pinfo.ldp.sensitivity), "calibration",
-                          pinfo.ldp.analytic ? "analytic_gaussian (Balle & Wang 2018)"
-                                             : "classic (paper eq. 26, log(2/delta))",
-                          "per_coordinate", pinfo.ldp.per_coordinate, "b", json_util_real(pinfo.b),
-                          "sigma_q", json_util_real(pinfo.sigma_q), "r", json_util_real(po.r),
-                          "clipped", (json_int_t)pinfo.n_clipped, "charges", charges_placeholder(),
-                          "charging", charging_note(job));
-        else
-            privj = json_pack("{s:s, s:i, s:o, s:o, s:I, s:n}", "mechanism", "quantize", "bits",
-                              (int)po.bits, "b", json_util_real(pinfo.b), "sigma_q",
-                              json_util_real(pinfo.sigma_q), "clipped", (json_int_t)pinfo.n_clipped,
-                              "epsilon0");
+    dp_free(o->pm);
+    dp_free(o->pv);
+    dp_free(o->sh);
+    o->pm = o->pv = o->sh = NULL;
+    return DP_OK;
+}
+
+/* Render, part 2: the privacy object of the answer (null for a public run). */
+static json_t *gauss_privacy_json(const est_job *job, const gauss_spec *s,
+                                  const eb_gauss_private_info *pinfo)
+{
+    const eb_gauss_private_opts *po = &s->po;
+    if (!s->priv)
+        return json_null();
+    if (po->channel != EB_CHANNEL_GAUSSIAN)
+        return json_pack("{s:s, s:i, s:o, s:o, s:I, s:n}", "mechanism", "quantize", "bits",
+                         (int)po->bits, "b", json_util_real(pinfo->b), "sigma_q",
+                         json_util_real(pinfo->sigma_q), "clipped", (json_int_t)pinfo->n_clipped,
+                         "epsilon0");
+    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:b, s:o, s:o, s:o, s:I, s:o, s:s}",
+                     "mechanism", "gaussian", "model",
+                     "local DP per client (user level), simulated on the server", "epsilon0",
+                     json_util_real(pinfo->ldp.eps0), "delta", json_util_real(pinfo->ldp.delta),
+                     "rho", json_util_real(pinfo->ldp.rho), "sensitivity",
+                     json_util_real(pinfo->ldp.sensitivity), "calibration",
+                     pinfo->ldp.analytic ? "analytic_gaussian (Balle & Wang 2018)"
+                                         : "classic (paper eq. 26, log(2/delta))",
+                     "per_coordinate", pinfo->ldp.per_coordinate, "b", json_util_real(pinfo->b),
+                     "sigma_q", json_util_real(pinfo->sigma_q), "r", json_util_real(po->r),
+                     "clipped", (json_int_t)pinfo->n_clipped, "charges", charges_placeholder(),
+                     "charging", charging_note(job));
+}
+
+/* Render, part 3: the rest of the answer, then the run is stored (finish_run). */
+static int gauss_render(est_job *job, const gauss_req *g, const gauss_spec *s,
+                        const eb_gauss_private_info *pinfo, const gauss_out *o, dp_err *err)
+{
+    size_t m = g->m, d = g->d;
+    gauss_summary ps;
+    gauss_summarize(o->prior, d, &ps);
+    json_t *out = json_object(), *est = json_array();
+    if (out == NULL || est == NULL) {
+        json_decref(out);
+        json_decref(est);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
+    json_t *privj = gauss_privacy_json(job, s, pinfo);
     json_t *fits = json_null();
-    if (!mu_known)
-        fits = json_pack("{s:o, s:o}", "mle", gauss_fit_json(fit_mle, d, g.vec), "moments",
-                         gauss_fit_json(fit_mom, d, g.vec));
+    if (!s->mu_known)
+        fits = json_pack("{s:o, s:o}", "mle", gauss_fit_json(o->fit_mle, d, g->vec), "moments",
+                         gauss_fit_json(o->fit_mom, d, g->vec));
     const char *source =
-        mu_known ? "given" : (var_known ? "mean estimated, variance given" : "estimated");
+        s->mu_known ? "given" : (s->var_known ? "mean estimated, variance given" : "estimated");
     const field_val fields[] = {
         {"model", json_string("gaussian")},
-        {"method", json_string(mu_known ? "known_prior" : ms)},
-        {"prior", json_pack("{s:o, s:o, s:s}", "mean", vec_json(ps.mu, d, g.vec), "variance",
-                            vec_json(ps.tau2, d, g.vec), "source", source)},
+        {"method", json_string(s->mu_known ? "known_prior" : s->ms)},
+        {"prior", json_pack("{s:o, s:o, s:s}", "mean", vec_json(ps.mu, d, g->vec), "variance",
+                            vec_json(ps.tau2, d, g->vec), "source", source)},
         {"fits", fits},
-        {"noise_variance", json_util_real(sx2)},
-        {"noise_variance_source", json_string(pooled ? "pooled" : "given")},
+        {"noise_variance", json_util_real(s->sx2)},
+        {"noise_variance_source", json_string(s->pooled ? "pooled" : "given")},
         {"estimates", est},
     };
     run_outcome oc = {ps.loglik, ps.iterations, ps.status, privj};
-    est = NULL; /* stolen by finish_run */
-    rc = finish_run(job, priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
-    out = NULL;
-out:
+    return finish_run(job, s->priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
+}
+
+/* POST /v1/estimators/gaussian, on the compute pool: parse, charge, run, render. */
+static int gaussian_compute(est_job *job, dp_err *err)
+{
+    gauss_req g = {0};
+    gauss_spec s;
+    memset(&s, 0, sizeof s);
+    eb_gauss_private_info pinfo;
+    memset(&pinfo, 0, sizeof pinfo);
+    gauss_out o;
+    memset(&o, 0, sizeof o);
+    int rc = gauss_parse(&job->rq, &g, &s, err);
+    if (rc == DP_OK)
+        rc = gauss_charge(job, &g, &s, &pinfo, err);
+    if (rc == DP_OK)
+        rc = check_scale(g.x, g.m * g.d, "gaussian", err);
+    if (rc == DP_OK)
+        rc = gauss_run(job, &g, &s, &pinfo, &o, err);
+    if (rc == DP_OK) {
+        gauss_req_free(&g); /* the clients' inputs are not needed any more */
+        g.x = g.n = g.wv = NULL;
+        rc = gauss_render_rows(job, &g, &o, err);
+    }
+    if (rc == DP_OK)
+        rc = gauss_render(job, &g, &s, &pinfo, &o, err);
     gauss_req_free(&g);
-    dp_free(msgs);
-    dp_free(pm);
-    dp_free(pv);
-    dp_free(sh);
-    dp_free(fit_mle);
-    dp_free(fit_mom);
-    dp_free(prior);
-    json_decref(out);
-    json_decref(est);
+    gauss_out_free(&o);
     return rc;
 }
 
