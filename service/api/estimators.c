@@ -1898,225 +1898,266 @@ static int parse_beta_client(const json_t *c, int64_t *zi, int64_t *ni, dp_err *
     return DP_OK;
 }
 
-static int beta_compute(est_job *job, dp_err *err)
-{
-    const http_req *rq = &job->rq;
-    static const char *const keys[] = {"clients", "prior", "method",   "variant",  "leave_one_out",
-                                       "privacy", "seed",  "max_iter", "keep_data"};
-    double *z = NULL, *n = NULL, *pm = NULL, *psd = NULL, *sh = NULL;
-    json_t *out = NULL, *est = NULL;
-    int rc;
-    size_t m = 0;
-    if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
-        return err->code;
-    if ((rc = get_clients(rq, &m, err)) != DP_OK)
-        return rc;
-    z = dp_calloc(m, sizeof(double));
-    n = dp_calloc(m, sizeof(double));
-    pm = dp_calloc(m, sizeof(double));
-    psd = dp_calloc(m, sizeof(double));
-    sh = dp_calloc(m, sizeof(double));
-    if (!z || !n || !pm || !psd || !sh) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < m; i++) {
-        int64_t zi, ni;
-        json_t *c = cl_get(rq, i);
-        if (c == NULL) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            goto out;
-        }
-        rc = parse_beta_client(c, &zi, &ni, err);
-        json_decref(c);
-        if (rc != DP_OK) {
-            rc = client_err(err, i);
-            goto out;
-        }
-        z[i] = (double)zi;
-        n[i] = (double)ni;
-    }
-    eb_beta_data b = {m, z, n};
-    const json_t *pvj = json_object_get(rq->body, "privacy");
-    bool priv = pvj != NULL && !json_is_null(pvj);
-    const char *ms, *vs;
+/* What a Beta request asks for, once parsed (beta_parse_options). */
+typedef struct beta_spec {
+    bool priv, known;    /* privacy given; the prior given */
+    const char *ms, *vs; /* method and variant as sent (borrowed from the body) */
+    int mle;             /* 1: maximum likelihood, 0: moments */
+    eb_beta_variant v;
     bool loo;
     uint64_t seed;
     unsigned max_iter;
-    if ((rc = json_util_opt_string(rq->body, "method", priv ? "moments" : "mle", &ms, err)) ||
-        (rc = json_util_opt_string(rq->body, "variant", "paper", &vs, err)) ||
-        (rc = json_util_opt_bool(rq->body, "leave_one_out", true, &loo, err)) ||
-        (rc = parse_seed(rq->body, &seed, err)) || (rc = parse_max_iter(rq->body, &max_iter, err)))
-        goto out;
+    double alpha, beta; /* the known prior */
+    eb_beta_scheme scheme;
+    double eps0;
+} beta_spec;
+
+/* The clients' successes and trials. */
+static int beta_parse_clients(const http_req *rq, size_t m, double *z, double *n, dp_err *err)
+{
+    for (size_t i = 0; i < m; i++) {
+        int64_t zi, ni;
+        json_t *c = cl_get(rq, i);
+        if (c == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        int rc = parse_beta_client(c, &zi, &ni, err);
+        json_decref(c);
+        if (rc != DP_OK)
+            return client_err(err, i);
+        z[i] = (double)zi;
+        n[i] = (double)ni;
+    }
+    return DP_OK;
+}
+
+/* prior: {"alpha", "beta"}; a known prior leaves nothing to estimate or privatize. */
+static int beta_parse_prior(const json_t *body, size_t m, beta_spec *s, dp_err *err)
+{
+    const json_t *pj = json_object_get(body, "prior");
+    s->known = pj != NULL && !json_is_null(pj);
+    if (!s->known)
+        return check_estimable(m, err);
+    static const char *const prk[] = {"alpha", "beta"};
+    if (json_util_require_object(pj, "prior", err) || json_util_check_keys(pj, prk, 2, err) ||
+        json_util_req_number(pj, "alpha", &s->alpha, err) ||
+        json_util_req_number(pj, "beta", &s->beta, err)) {
+        dp_err_prefix_field(err, "prior");
+        return err->code;
+    }
+    if (s->priv)
+        return dp_err_set(err, DP_EINVAL, "privacy",
+                          "with a known prior no client sends anything; drop privacy or prior");
+    return DP_OK;
+}
+
+/* privacy: {"epsilon0", "scheme"?}, randomized response bits (Ozkara et al. 2023, Section 4). */
+static int beta_parse_privacy(const json_t *body, beta_spec *s, dp_err *err)
+{
+    if (!s->priv)
+        return DP_OK;
+    const json_t *pvj = json_object_get(body, "privacy");
+    static const char *const pk[] = {"epsilon0", "scheme"};
+    const char *ss;
+    if (json_util_require_object(pvj, "privacy", err) || json_util_check_keys(pvj, pk, 2, err) ||
+        json_util_req_number(pvj, "epsilon0", &s->eps0, err) ||
+        json_util_opt_string(pvj, "scheme", "two_bit", &ss, err)) {
+        dp_err_prefix_field(err, "privacy");
+        return err->code;
+    }
+    static const choice SCHEME[] = {{"two_bit", EB_BETA_PRIV_TWO_BIT},
+                                    {"paper_1bit", EB_BETA_PRIV_PAPER_1BIT}};
+    int si, rc;
+    if ((rc = pick(ss, "privacy.scheme", SCHEME, N_ELEMS(SCHEME), &si, err)) != DP_OK)
+        return rc;
+    s->scheme = (eb_beta_scheme)si;
+    if (s->mle)
+        return dp_err_set(err, DP_EINVAL, "method",
+                          "private runs use the moment estimator (the messages are randomized "
+                          "response bits); use method \"moments\"");
+    return DP_OK;
+}
+
+/* Parse: everything but the clients, in the order the API has always checked it. */
+static int beta_parse_options(const json_t *body, size_t m, beta_spec *s, dp_err *err)
+{
     static const choice METHOD[] = {{"mle", 1}, {"moments", 0}};
     static const choice VARIANT[] = {{"paper", EB_BETA_PAPER},
                                      {"paper_no_minus1", EB_BETA_PAPER_NO_MINUS1},
                                      {"unbiased", EB_BETA_UNBIASED}};
-    int mle, vi;
-    if ((rc = pick(ms, "method", METHOD, N_ELEMS(METHOD), &mle, err)) != DP_OK ||
-        (rc = pick(vs, "variant", VARIANT, N_ELEMS(VARIANT), &vi, err)) != DP_OK)
-        goto out;
-    eb_beta_variant v = (eb_beta_variant)vi;
-    const json_t *pj = json_object_get(rq->body, "prior");
-    bool known = pj != NULL && !json_is_null(pj);
-    double alpha = DP_NAN, beta = DP_NAN;
-    if (known) {
-        static const char *const prk[] = {"alpha", "beta"};
-        if (json_util_require_object(pj, "prior", err) || json_util_check_keys(pj, prk, 2, err) ||
-            json_util_req_number(pj, "alpha", &alpha, err) ||
-            json_util_req_number(pj, "beta", &beta, err)) {
-            dp_err_prefix_field(err, "prior");
-            rc = err->code;
-            goto out;
-        }
-        if (priv) {
-            rc = dp_err_set(err, DP_EINVAL, "privacy",
-                            "with a known prior no client sends anything; drop privacy or prior");
-            goto out;
-        }
-    } else if ((rc = check_estimable(m, err)) != DP_OK) {
-        goto out;
-    }
-    eb_beta_scheme scheme = EB_BETA_PRIV_TWO_BIT;
-    double eps0 = DP_NAN;
-    if (priv) {
-        static const char *const pk[] = {"epsilon0", "scheme"};
-        const char *ss;
-        if (json_util_require_object(pvj, "privacy", err) ||
-            json_util_check_keys(pvj, pk, 2, err) ||
-            json_util_req_number(pvj, "epsilon0", &eps0, err) ||
-            json_util_opt_string(pvj, "scheme", "two_bit", &ss, err)) {
-            dp_err_prefix_field(err, "privacy");
-            rc = err->code;
-            goto out;
-        }
-        static const choice SCHEME[] = {{"two_bit", EB_BETA_PRIV_TWO_BIT},
-                                        {"paper_1bit", EB_BETA_PRIV_PAPER_1BIT}};
-        int si;
-        if ((rc = pick(ss, "privacy.scheme", SCHEME, N_ELEMS(SCHEME), &si, err)) != DP_OK)
-            goto out;
-        scheme = (eb_beta_scheme)si;
-        if (mle) {
-            rc = dp_err_set(err, DP_EINVAL, "method",
-                            "private runs use the moment estimator (the messages are randomized "
-                            "response bits); use method \"moments\"");
-            goto out;
-        }
-    }
+    const json_t *pvj = json_object_get(body, "privacy");
+    s->priv = pvj != NULL && !json_is_null(pvj);
+    s->alpha = s->beta = s->eps0 = DP_NAN;
+    s->scheme = EB_BETA_PRIV_TWO_BIT;
+    int rc, vi;
+    if ((rc = json_util_opt_string(body, "method", s->priv ? "moments" : "mle", &s->ms, err)) ||
+        (rc = json_util_opt_string(body, "variant", "paper", &s->vs, err)) ||
+        (rc = json_util_opt_bool(body, "leave_one_out", true, &s->loo, err)) ||
+        (rc = parse_seed(body, &s->seed, err)) || (rc = parse_max_iter(body, &s->max_iter, err)))
+        return rc;
+    if ((rc = pick(s->ms, "method", METHOD, N_ELEMS(METHOD), &s->mle, err)) != DP_OK ||
+        (rc = pick(s->vs, "variant", VARIANT, N_ELEMS(VARIANT), &vi, err)) != DP_OK)
+        return rc;
+    s->v = (eb_beta_variant)vi;
+    if ((rc = beta_parse_prior(body, m, s, err)) != DP_OK)
+        return rc;
+    return beta_parse_privacy(body, s, err);
+}
 
-    /* charge the silos (if any) before anything is computed */
-    {
-        acct_event *ev = NULL;
-        if (priv) {
-            ev = scheme == EB_BETA_PRIV_TWO_BIT
-                     ? acct_event_self_composed(2, acct_event_pure(eps0 / 2.0))
-                     : acct_event_pure(eps0);
-        }
-        if ((rc = charge_silos(job, priv, ev, err)) != DP_OK)
-            goto out;
+/* What a Beta run computes (beta_run). */
+typedef struct beta_out {
+    double *pm, *psd, *sh;        /* m each, owned */
+    eb_beta_prior used, fm, fmle; /* the prior used; the moment and ML fits */
+    eb_beta_counts cnt;
+    eb_status st;
+    eb_beta_private_info pinfo;
+    bool have_mle, have_mom;
+} beta_out;
+
+/* Run: the posterior under the known prior, the private moment fit, or both public fits. */
+static int beta_run(est_job *job, const eb_beta_data *b, const beta_spec *s, beta_out *o,
+                    dp_err *err)
+{
+    int rc;
+    o->st = EB_STATUS_CONVERGED;
+    if (s->known) {
+        if ((rc = eb_beta_posterior_known(b, s->alpha, s->beta, o->pm, o->psd, o->sh, err)) !=
+            DP_OK)
+            return rc;
+        o->used = (eb_beta_prior){s->alpha,
+                                  s->beta,
+                                  s->alpha / (s->alpha + s->beta),
+                                  s->alpha + s->beta,
+                                  eb_beta_loglik(b, s->alpha, s->beta),
+                                  0,
+                                  EB_STATUS_CONVERGED};
+        return DP_OK;
     }
-    eb_beta_prior used = {0}, fm = {0}, fmle = {0};
-    eb_beta_counts cnt = {0, 0, 0};
-    eb_status st = EB_STATUS_CONVERGED;
-    eb_beta_private_info pinfo = {0};
-    bool have_mle = false, have_mom = false;
-    if (known) {
-        if ((rc = eb_beta_posterior_known(&b, alpha, beta, pm, psd, sh, err)) != DP_OK)
-            goto out;
-        used = (eb_beta_prior){alpha,
-                               beta,
-                               alpha / (alpha + beta),
-                               alpha + beta,
-                               eb_beta_loglik(&b, alpha, beta),
-                               0,
-                               EB_STATUS_CONVERGED};
-    } else if (priv) {
-        if ((rc = eb_beta_private(&b, scheme, v, eps0, loo, seed, pm, psd, sh, &used, &cnt, &pinfo,
-                                  &st, err)) != DP_OK)
-            goto out;
-        st = eb_status_worst(st, used.status == EB_STATUS_BOUNDARY ? EB_STATUS_BOUNDARY
-                                                                   : EB_STATUS_CONVERGED);
-    } else {
-        /* the Newton loop stops at the compute deadline, as the mixture's EM does */
-        if ((rc = eb_beta_fit_mle_cancel(&b, max_iter, job->cancel, &fmle, err)) != DP_OK)
-            goto out;
-        have_mle = true;
-        if ((rc = eb_beta_fit_moments(&b, v, &fm, err)) != DP_OK)
-            goto out;
-        have_mom = true;
-        if (mle) {
-            used = fmle;
-            st = fmle.status;
-            if ((rc = eb_beta_posterior_prior(&b, &fmle, pm, psd, sh, err)) != DP_OK)
-                goto out;
-        } else {
-            used = fm;
-            if ((rc = eb_beta_posterior_moments(&b, v, loo, pm, psd, sh, &cnt, &st, err)) != DP_OK)
-                goto out;
-            st = eb_status_worst(st, fm.status);
-        }
+    if (s->priv) {
+        if ((rc = eb_beta_private(b, s->scheme, s->v, s->eps0, s->loo, s->seed, o->pm, o->psd,
+                                  o->sh, &o->used, &o->cnt, &o->pinfo, &o->st, err)) != DP_OK)
+            return rc;
+        o->st = eb_status_worst(o->st, o->used.status == EB_STATUS_BOUNDARY ? EB_STATUS_BOUNDARY
+                                                                            : EB_STATUS_CONVERGED);
+        return DP_OK;
     }
-    /* The clients' inputs are not needed any more: released before the rows are written. */
-    dp_free(z);
-    dp_free(n);
-    z = n = NULL;
-    out = json_object();
-    est = json_array();
-    if (out == NULL || est == NULL) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
+    /* the Newton loop stops at the compute deadline, as the mixture's EM does */
+    if ((rc = eb_beta_fit_mle_cancel(b, s->max_iter, job->cancel, &o->fmle, err)) != DP_OK)
+        return rc;
+    o->have_mle = true;
+    if ((rc = eb_beta_fit_moments(b, s->v, &o->fm, err)) != DP_OK)
+        return rc;
+    o->have_mom = true;
+    if (s->mle) {
+        o->used = o->fmle;
+        o->st = o->fmle.status;
+        return eb_beta_posterior_prior(b, &o->fmle, o->pm, o->psd, o->sh, err);
     }
+    o->used = o->fm;
+    if ((rc = eb_beta_posterior_moments(b, s->v, s->loo, o->pm, o->psd, o->sh, &o->cnt, &o->st,
+                                        err)) != DP_OK)
+        return rc;
+    o->st = eb_status_worst(o->st, o->fm.status);
+    return DP_OK;
+}
+
+/* Render, part 1: one row per client; the per-client arrays are released once written. */
+static int beta_render_rows(est_job *job, size_t m, beta_out *o, dp_err *err)
+{
     for (size_t i = 0; i < m; i++) {
-        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", row_id(rq, i), "posterior_mean",
-                              json_util_real(pm[i]), "posterior_sd", json_util_real(psd[i]),
-                              "shrinkage", json_util_real(sh[i]));
-        if (add_row(job, e, err) != DP_OK) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            goto out;
-        }
+        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", row_id(&job->rq, i), "posterior_mean",
+                              json_util_real(o->pm[i]), "posterior_sd", json_util_real(o->psd[i]),
+                              "shrinkage", json_util_real(o->sh[i]));
+        if (add_row(job, e, err) != DP_OK)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    /* The per-client arrays are in the rows now: released before the run is stored. */
-    dp_free(pm);
-    dp_free(psd);
-    dp_free(sh);
-    pm = psd = sh = NULL;
-    const char *source = known ? "given" : (mle ? "mle" : "moments (all clients)");
+    dp_free(o->pm);
+    dp_free(o->psd);
+    dp_free(o->sh);
+    o->pm = o->psd = o->sh = NULL;
+    return DP_OK;
+}
+
+/* Render, part 2: the rest of the answer, then the run is stored (finish_run). */
+static int beta_render(est_job *job, size_t m, const beta_spec *s, const beta_out *o, dp_err *err)
+{
+    json_t *out = json_object(), *est = json_array();
+    if (out == NULL || est == NULL) {
+        json_decref(out);
+        json_decref(est);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    const char *source = s->known ? "given" : (s->mle ? "mle" : "moments (all clients)");
     json_t *fits = json_null();
-    if (have_mle || have_mom)
-        fits = json_pack("{s:o, s:o}", "mle", have_mle ? beta_fit_json(&fmle) : json_null(),
-                         "moments", have_mom ? beta_fit_json(&fm) : json_null());
+    if (o->have_mle || o->have_mom)
+        fits = json_pack("{s:o, s:o}", "mle", o->have_mle ? beta_fit_json(&o->fmle) : json_null(),
+                         "moments", o->have_mom ? beta_fit_json(&o->fm) : json_null());
     json_t *privj = json_null();
-    if (priv)
+    if (s->priv)
         privj = json_pack(
             "{s:s, s:s, s:o, s:o, s:i, s:o, s:s, s:o, s:s}", "mechanism", "randomized_response",
-            "scheme", scheme == EB_BETA_PRIV_TWO_BIT ? "two_bit" : "paper_1bit", "epsilon0",
-            json_util_real(pinfo.eps0), "epsilon_per_bit", json_util_real(pinfo.eps_per_bit),
-            "bits", (int)pinfo.bits, "rho", json_util_real(pinfo.rho), "model",
+            "scheme", s->scheme == EB_BETA_PRIV_TWO_BIT ? "two_bit" : "paper_1bit", "epsilon0",
+            json_util_real(o->pinfo.eps0), "epsilon_per_bit", json_util_real(o->pinfo.eps_per_bit),
+            "bits", (int)o->pinfo.bits, "rho", json_util_real(o->pinfo.rho), "model",
             "pure local DP per client (user level), simulated on the server", "charges",
             charges_placeholder(), "charging", charging_note(job));
     const field_val fields[] = {
         {"model", json_string("beta")},
-        {"method", json_string(known ? "known_prior" : ms)},
-        {"variant", json_string(vs)},
-        {"leave_one_out", json_boolean(loo)},
-        {"prior", beta_prior_json(&used, source)},
+        {"method", json_string(s->known ? "known_prior" : s->ms)},
+        {"variant", json_string(s->vs)},
+        {"leave_one_out", json_boolean(s->loo)},
+        {"prior", beta_prior_json(&o->used, source)},
         {"fits", fits},
-        {"clamped", json_pack("{s:I, s:I, s:I}", "pooled", (json_int_t)cnt.pooled, "local",
-                              (json_int_t)cnt.local, "mean", (json_int_t)cnt.mean)},
+        {"clamped", json_pack("{s:I, s:I, s:I}", "pooled", (json_int_t)o->cnt.pooled, "local",
+                              (json_int_t)o->cnt.local, "mean", (json_int_t)o->cnt.mean)},
         {"estimates", est},
     };
-    run_outcome oc = {used.loglik, used.iterations, st, privj};
-    est = NULL; /* stolen by finish_run */
-    rc = finish_run(job, priv, m, 1, out, fields, N_ELEMS(fields), &oc, err);
-    out = NULL;
-out:
-    dp_free(z);
+    run_outcome oc = {o->used.loglik, o->used.iterations, o->st, privj};
+    return finish_run(job, s->priv, m, 1, out, fields, N_ELEMS(fields), &oc, err);
+}
+
+/* POST /v1/estimators/beta, on the compute pool: parse, charge, run, render. */
+static int beta_compute(est_job *job, dp_err *err)
+{
+    static const char *const keys[] = {"clients", "prior", "method",   "variant",  "leave_one_out",
+                                       "privacy", "seed",  "max_iter", "keep_data"};
+    const http_req *rq = &job->rq;
+    size_t m = 0;
+    if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
+        return err->code;
+    int rc = get_clients(rq, &m, err);
+    if (rc != DP_OK)
+        return rc;
+    beta_spec s;
+    memset(&s, 0, sizeof s);
+    beta_out o;
+    memset(&o, 0, sizeof o);
+    double *z = dp_calloc(m, sizeof(double)), *n = dp_calloc(m, sizeof(double));
+    o.pm = dp_calloc(m, sizeof(double));
+    o.psd = dp_calloc(m, sizeof(double));
+    o.sh = dp_calloc(m, sizeof(double));
+    if (!z || !n || !o.pm || !o.psd || !o.sh)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    if (rc == DP_OK && (rc = beta_parse_clients(rq, m, z, n, err)) == DP_OK &&
+        (rc = beta_parse_options(rq->body, m, &s, err)) == DP_OK) {
+        acct_event *ev = NULL; /* charge the silos (if any) before anything is computed */
+        if (s.priv)
+            ev = s.scheme == EB_BETA_PRIV_TWO_BIT
+                     ? acct_event_self_composed(2, acct_event_pure(s.eps0 / 2.0))
+                     : acct_event_pure(s.eps0);
+        rc = charge_silos(job, s.priv, ev, err);
+    }
+    eb_beta_data b = {m, z, n};
+    if (rc == DP_OK)
+        rc = beta_run(job, &b, &s, &o, err);
+    dp_free(z); /* the clients' inputs are not needed any more */
     dp_free(n);
-    dp_free(pm);
-    dp_free(psd);
-    dp_free(sh);
-    json_decref(out);
-    json_decref(est);
+    if (rc == DP_OK)
+        rc = beta_render_rows(job, m, &o, err);
+    if (rc == DP_OK)
+        rc = beta_render(job, m, &s, &o, err);
+    dp_free(o.pm);
+    dp_free(o.psd);
+    dp_free(o.sh);
     return rc;
 }
 
