@@ -2163,283 +2163,339 @@ static int beta_compute(est_job *job, dp_err *err)
 
 /* ---- POST /v1/estimators/mixture ---- */
 
-static int mixture_compute(est_job *job, dp_err *err)
+/* What a mixture request asks for, once parsed (mix_parse, mix_parse_privacy). */
+typedef struct mix_spec {
+    double sx2; /* the noise variance */
+    bool pooled;
+    uint64_t seed;
+    unsigned max_iter;
+    bool known, fit;     /* a known prior (prior.components) or k components to fit */
+    size_t k;            /* components */
+    eb_mix_opts o;       /* the fit's options */
+    const json_t *comps; /* the known prior's components (borrowed from the body) */
+    bool priv;
+    eb_mix_private_opts po;
+} mix_spec;
+
+/* components, method, tol, n_init, variance_floor: the fit of k components. */
+static int mix_parse_fit(const json_t *body, size_t m, mix_spec *s, dp_err *err)
 {
-    const http_req *rq = &job->rq;
+    static const choice METHOD[] = {{"em", EB_MIX_EM}, {"altmin", EB_MIX_ALTMIN}};
+    int64_t kk, ni;
+    int rc;
+    if ((rc = json_util_req_int(body, "components", &kk, err)) != DP_OK)
+        return rc;
+    if (kk < 1 || (uint64_t)kk > m || kk > EB_MAX_COMPONENTS)
+        return dp_err_set(err, DP_EINVAL, "components",
+                          "components must be in 1..min(clients, %d) (got %lld with %zu clients)",
+                          EB_MAX_COMPONENTS, (long long)kk, m);
+    s->k = (size_t)kk;
+    s->o.k = s->k;
+    const char *meth;
+    double fl;
+    if ((rc = json_util_opt_string(body, "method", "em", &meth, err)) ||
+        (rc = json_util_opt_number(body, "tol", s->o.tol, &s->o.tol, err)) ||
+        (rc = json_util_opt_int(body, "n_init", s->o.n_init, &ni, err)) ||
+        (rc = json_util_opt_number(body, "variance_floor", DP_NAN, &fl, err)))
+        return rc;
+    int mi;
+    if ((rc = pick(meth, "method", METHOD, N_ELEMS(METHOD), &mi, err)) != DP_OK)
+        return rc;
+    s->o.method = (eb_mix_method)mi;
+    if (ni < 1 || ni > 100)
+        return dp_err_set(err, DP_EINVAL, "n_init", "n_init must be in 1..100 (got %lld)",
+                          (long long)ni);
+    s->o.n_init = (unsigned)ni;
+    s->o.var_floor = fl;
+    return check_estimable(m, err);
+}
+
+/* prior: {"components": [...]}, a known prior (its components are read by mix_parse_components). */
+static int mix_parse_known(const json_t *pj, mix_spec *s, dp_err *err)
+{
+    static const char *const prk[] = {"components"};
+    if (json_util_require_object(pj, "prior", err) || json_util_check_keys(pj, prk, 1, err)) {
+        dp_err_prefix_field(err, "prior");
+        return err->code;
+    }
+    s->comps = json_object_get(pj, "components");
+    if (!json_is_array(s->comps) || json_array_size(s->comps) < 1 ||
+        json_array_size(s->comps) > EB_MAX_COMPONENTS)
+        return dp_err_set(err, DP_EINVAL, "prior.components",
+                          "prior.components must be an array of 1..%d components",
+                          EB_MAX_COMPONENTS);
+    s->k = json_array_size(s->comps);
+    return DP_OK;
+}
+
+/* Parse: the clients into g; the fit or the known prior's size into s (its components, once the
+ * arrays exist, by mix_parse_components). */
+static int mix_parse(est_job *job, gauss_req *g, mix_spec *s, dp_err *err)
+{
     static const char *const keys[] = {
         "clients", "noise_variance", "components",     "prior",   "method", "max_iter",
         "tol",     "n_init",         "variance_floor", "privacy", "seed",   "keep_data"};
-    gauss_req g = {0};
-    double *msgs = NULL, *resp = NULL, *pm = NULL, *pv = NULL, *sh = NULL;
-    double *w = NULL, *mu = NULL, *var = NULL;
-    json_t *out = NULL, *est = NULL;
+    const json_t *body = job->rq.body;
     int rc;
-    if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
+    if (json_util_check_keys(body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
         return err->code;
-    if ((rc = parse_gauss_clients(rq, &g, false, err)) != DP_OK)
-        goto out;
-    size_t m = g.m, d = g.d;
-    double sx2;
-    bool pooled;
-    if ((rc = gauss_noise(rq->body, &g, &sx2, &pooled, err)) != DP_OK)
-        goto out;
-    uint64_t seed;
-    unsigned max_iter;
-    if ((rc = parse_seed(rq->body, &seed, err)) || (rc = parse_max_iter(rq->body, &max_iter, err)))
-        goto out;
-    const json_t *pj = json_object_get(rq->body, "prior");
-    const json_t *kj = json_object_get(rq->body, "components");
-    bool known = pj != NULL && !json_is_null(pj);
-    bool fit = kj != NULL && !json_is_null(kj);
-    if (known == fit) {
-        rc = dp_err_set(err, DP_EINVAL, "components",
-                        "give either components (to fit k components) or prior.components (a known "
-                        "prior), not %s",
-                        known ? "both" : "neither");
-        goto out;
-    }
-    size_t k = 0;
-    eb_mix_opts o = eb_mix_opts_default(1);
-    o.seed = seed;
-    o.max_iter = max_iter;
-    o.cancel = job->cancel; /* the EM / Alg 3 loops stop at the compute deadline */
-    const json_t *comps = NULL;
-    if (fit) {
-        int64_t kk;
-        if ((rc = json_util_req_int(rq->body, "components", &kk, err)) != DP_OK)
-            goto out;
-        if (kk < 1 || (uint64_t)kk > m || kk > EB_MAX_COMPONENTS) {
-            rc = dp_err_set(err, DP_EINVAL, "components",
-                            "components must be in 1..min(clients, %d) (got %lld with %zu clients)",
-                            EB_MAX_COMPONENTS, (long long)kk, m);
-            goto out;
+    if ((rc = parse_gauss_clients(&job->rq, g, false, err)) != DP_OK ||
+        (rc = gauss_noise(body, g, &s->sx2, &s->pooled, err)) != DP_OK)
+        return rc;
+    if ((rc = parse_seed(body, &s->seed, err)) || (rc = parse_max_iter(body, &s->max_iter, err)))
+        return rc;
+    const json_t *pj = json_object_get(body, "prior");
+    const json_t *kj = json_object_get(body, "components");
+    s->known = pj != NULL && !json_is_null(pj);
+    s->fit = kj != NULL && !json_is_null(kj);
+    if (s->known == s->fit)
+        return dp_err_set(err, DP_EINVAL, "components",
+                          "give either components (to fit k components) or prior.components (a "
+                          "known prior), not %s",
+                          s->known ? "both" : "neither");
+    s->o = eb_mix_opts_default(1);
+    s->o.seed = s->seed;
+    s->o.max_iter = s->max_iter;
+    s->o.cancel = job->cancel; /* the EM / Alg 3 loops stop at the compute deadline */
+    return s->fit ? mix_parse_fit(body, g->m, s, err) : mix_parse_known(pj, s, err);
+}
+
+/* The arrays of a mixture run (mix_alloc; mix_out_free). */
+typedef struct mix_out {
+    double *w, *mu, *var;   /* k, k*d, k: the prior */
+    double *resp, *pm, *pv; /* m*k responsibilities, m*d posterior means and variances */
+    double *sh;             /* m shrinkage */
+} mix_out;
+
+static int mix_alloc(size_t m, size_t d, size_t k, mix_out *o, dp_err *err)
+{
+    o->w = dp_calloc(k, sizeof(double));
+    o->mu = dp_calloc(k * d, sizeof(double));
+    o->var = dp_calloc(k, sizeof(double));
+    o->resp = dp_calloc(m * k, sizeof(double));
+    o->pm = dp_calloc(m * d, sizeof(double));
+    o->pv = dp_calloc(m * d, sizeof(double));
+    o->sh = dp_calloc(m, sizeof(double));
+    if (!o->w || !o->mu || !o->var || !o->resp || !o->pm || !o->pv || !o->sh)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    return DP_OK;
+}
+
+static void mix_out_free(mix_out *o)
+{
+    dp_free(o->w);
+    dp_free(o->mu);
+    dp_free(o->var);
+    dp_free(o->resp);
+    dp_free(o->pm);
+    dp_free(o->pv);
+    dp_free(o->sh);
+    memset(o, 0, sizeof *o);
+}
+
+/* The known prior's components: {"weight", "mean", "variance"} each. */
+static int mix_parse_components(const mix_spec *s, size_t d, mix_out *o, dp_err *err)
+{
+    static const char *const ck[] = {"weight", "mean", "variance"};
+    for (size_t l = 0; l < s->k; l++) {
+        const json_t *c = json_array_get(s->comps, l);
+        char pfx[48];
+        snprintf(pfx, sizeof pfx, "prior.components[%zu]", l);
+        size_t dd = d;
+        bool isv;
+        const json_t *mj = c ? json_object_get(c, "mean") : NULL;
+        if (json_util_require_object(c, "", err) || json_util_check_keys(c, ck, 3, err) ||
+            json_util_req_number(c, "weight", &o->w[l], err) ||
+            json_util_req_number(c, "variance", &o->var[l], err)) {
+            dp_err_prefix_field(err, pfx);
+            return err->code;
         }
-        k = (size_t)kk;
-        o.k = k;
-        const char *meth;
-        int64_t ni;
-        double fl;
-        if ((rc = json_util_opt_string(rq->body, "method", "em", &meth, err)) ||
-            (rc = json_util_opt_number(rq->body, "tol", o.tol, &o.tol, err)) ||
-            (rc = json_util_opt_int(rq->body, "n_init", o.n_init, &ni, err)) ||
-            (rc = json_util_opt_number(rq->body, "variance_floor", DP_NAN, &fl, err)))
-            goto out;
-        static const choice METHOD[] = {{"em", EB_MIX_EM}, {"altmin", EB_MIX_ALTMIN}};
-        int mi;
-        if ((rc = pick(meth, "method", METHOD, N_ELEMS(METHOD), &mi, err)) != DP_OK)
-            goto out;
-        o.method = (eb_mix_method)mi;
-        if (ni < 1 || ni > 100) {
-            rc = dp_err_set(err, DP_EINVAL, "n_init", "n_init must be in 1..100 (got %lld)",
-                            (long long)ni);
-            goto out;
-        }
-        o.n_init = (unsigned)ni;
-        o.var_floor = fl;
-        if ((rc = check_estimable(m, err)) != DP_OK)
-            goto out;
-    } else {
-        static const char *const prk[] = {"components"};
-        if (json_util_require_object(pj, "prior", err) || json_util_check_keys(pj, prk, 1, err)) {
-            dp_err_prefix_field(err, "prior");
-            rc = err->code;
-            goto out;
-        }
-        comps = json_object_get(pj, "components");
-        if (!json_is_array(comps) || json_array_size(comps) < 1 ||
-            json_array_size(comps) > EB_MAX_COMPONENTS) {
-            rc = dp_err_set(err, DP_EINVAL, "prior.components",
-                            "prior.components must be an array of 1..%d components",
-                            EB_MAX_COMPONENTS);
-            goto out;
-        }
-        k = json_array_size(comps);
-    }
-    w = dp_calloc(k, sizeof(double));
-    mu = dp_calloc(k * d, sizeof(double));
-    var = dp_calloc(k, sizeof(double));
-    resp = dp_calloc(m * k, sizeof(double));
-    pm = dp_calloc(m * d, sizeof(double));
-    pv = dp_calloc(m * d, sizeof(double));
-    sh = dp_calloc(m, sizeof(double));
-    if (!w || !mu || !var || !resp || !pm || !pv || !sh) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    eb_mix_prior prior = {k, d, w, mu, var};
-    if (known) {
-        static const char *const ck[] = {"weight", "mean", "variance"};
-        for (size_t l = 0; l < k; l++) {
-            const json_t *c = json_array_get(comps, l);
-            char pfx[48];
-            snprintf(pfx, sizeof pfx, "prior.components[%zu]", l);
-            size_t dd = d;
-            bool isv;
-            const json_t *mj = c ? json_object_get(c, "mean") : NULL;
-            if (json_util_require_object(c, "", err) || json_util_check_keys(c, ck, 3, err) ||
-                json_util_req_number(c, "weight", &w[l], err) ||
-                json_util_req_number(c, "variance", &var[l], err)) {
-                dp_err_prefix_field(err, pfx);
-                rc = err->code;
-                goto out;
-            }
-            if (mj == NULL || parse_vec(mj, "mean", &dd, mu + l * d, &isv, err) != DP_OK) {
-                if (mj == NULL)
-                    dp_err_set(err, DP_EINVAL, "mean", "mean is required");
-                dp_err_prefix_field(err, pfx);
-                rc = err->code;
-                goto out;
-            }
+        if (mj == NULL || parse_vec(mj, "mean", &dd, o->mu + l * d, &isv, err) != DP_OK) {
+            if (mj == NULL)
+                dp_err_set(err, DP_EINVAL, "mean", "mean is required");
+            dp_err_prefix_field(err, pfx);
+            return err->code;
         }
     }
-    const json_t *pvj = json_object_get(rq->body, "privacy");
-    bool priv = pvj != NULL && !json_is_null(pvj);
-    eb_mix_private_opts po = {0};
-    eb_mix_private_info pinfo = {0};
-    eb_gauss_data raw = {m, d, g.x, g.n, sx2};
-    eb_gauss_data sent = raw;
-    double extra = 0.0;
-    if (priv) {
-        static const char *const pk[] = {"epsilon0",          "delta",  "r",
-                                         "sigma_theta_bound", "radius", "calibration"};
-        if (known) {
-            rc = dp_err_set(err, DP_EINVAL, "privacy",
-                            "with a known prior no client sends anything; drop privacy or prior");
-            goto out;
-        }
-        if (json_util_require_object(pvj, "privacy", err) ||
-            json_util_check_keys(pvj, pk, 6, err) ||
-            json_util_req_number(pvj, "epsilon0", &po.eps0, err) ||
-            json_util_req_number(pvj, "delta", &po.delta, err) ||
-            json_util_req_number(pvj, "r", &po.r, err) ||
-            json_util_opt_number(pvj, "sigma_theta_bound", 0.0, &po.sigma_theta, err) ||
-            json_util_opt_number(pvj, "radius", DP_NAN, &po.radius, err) ||
-            parse_calibration(pvj, &po.cal, err)) {
-            dp_err_prefix_field(err, "privacy");
-            rc = err->code;
-            goto out;
-        }
-        po.seed = seed;
-        if ((rc = eb_mix_private_calibrate(&raw, &po, &pinfo, err)) != DP_OK)
-            goto out;
+    return DP_OK;
+}
+
+/* privacy: the clients' clipped, noised messages (Ozkara et al. 2023, Section 4); calibrated here,
+ * so that the charge knows the per-client event. */
+static int mix_parse_privacy(const json_t *body, const eb_gauss_data *raw, mix_spec *s,
+                             eb_mix_private_info *pinfo, dp_err *err)
+{
+    static const char *const pk[] = {"epsilon0",          "delta",  "r",
+                                     "sigma_theta_bound", "radius", "calibration"};
+    const json_t *pvj = json_object_get(body, "privacy");
+    s->priv = pvj != NULL && !json_is_null(pvj);
+    if (!s->priv)
+        return DP_OK;
+    eb_mix_private_opts *po = &s->po;
+    if (s->known)
+        return dp_err_set(err, DP_EINVAL, "privacy",
+                          "with a known prior no client sends anything; drop privacy or prior");
+    if (json_util_require_object(pvj, "privacy", err) || json_util_check_keys(pvj, pk, 6, err) ||
+        json_util_req_number(pvj, "epsilon0", &po->eps0, err) ||
+        json_util_req_number(pvj, "delta", &po->delta, err) ||
+        json_util_req_number(pvj, "r", &po->r, err) ||
+        json_util_opt_number(pvj, "sigma_theta_bound", 0.0, &po->sigma_theta, err) ||
+        json_util_opt_number(pvj, "radius", DP_NAN, &po->radius, err) ||
+        parse_calibration(pvj, &po->cal, err)) {
+        dp_err_prefix_field(err, "privacy");
+        return err->code;
     }
-    /* charge the silos (if any) before anything is computed */
-    {
-        acct_event *ev = NULL;
-        if (priv)
-            ev = acct_event_gaussian(pinfo.sigma / pinfo.sensitivity);
-        if ((rc = charge_silos(job, priv, ev, err)) != DP_OK)
-            goto out;
-    }
-    if ((rc = check_scale(g.x, m * d, "mixture", err)) != DP_OK)
-        goto out;
-    if (priv) {
+    po->seed = s->seed;
+    return eb_mix_private_calibrate(raw, po, pinfo, err);
+}
+
+/* Run: privatizes what the clients send (simulated), fits the prior (or checks the known one),
+ * and computes every client's posterior. */
+static int mix_run(const eb_gauss_data *raw, mix_spec *s, eb_mix_private_info *pinfo,
+                   eb_mix_prior *prior, mix_out *o, eb_mix_fit_info *info, dp_err *err)
+{
+    size_t m = raw->m, d = raw->d;
+    eb_gauss_data sent = *raw;
+    double extra = 0.0, *msgs = NULL;
+    int rc = DP_OK;
+    if (s->priv) {
         msgs = dp_calloc(m * d, sizeof(double));
-        if (msgs == NULL) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            goto out;
-        }
-        if ((rc = eb_mix_privatize(&raw, &po, msgs, &pinfo, err)) != DP_OK)
+        if (msgs == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        if ((rc = eb_mix_privatize(raw, &s->po, msgs, pinfo, err)) != DP_OK)
             goto out;
         sent.x = msgs;
-        extra = pinfo.sigma * pinfo.sigma;
+        extra = pinfo->sigma * pinfo->sigma;
     }
-    eb_mix_fit_info info = {0, 0, EB_STATUS_CONVERGED};
-    if (fit) {
-        if ((rc = eb_mix_fit(&sent, extra, &o, &prior, &info, err)) != DP_OK) {
+    if (s->fit) {
+        if ((rc = eb_mix_fit(&sent, extra, &s->o, prior, info, err)) != DP_OK) {
             rc = numeric_failure(rc, "mixture", err);
             goto out;
         }
     } else {
-        if ((rc = eb_mix_prior_check(&prior, err)) != DP_OK)
+        if ((rc = eb_mix_prior_check(prior, err)) != DP_OK)
             goto out;
-        info.loglik = eb_mix_loglik(&raw, 0.0, &prior);
+        info->loglik = eb_mix_loglik(raw, 0.0, prior);
     }
-    if ((rc = eb_mix_posterior(&raw, &prior, resp, pm, pv, sh, err)) != DP_OK) {
+    if ((rc = eb_mix_posterior(raw, prior, o->resp, o->pm, o->pv, o->sh, err)) != DP_OK)
         rc = numeric_failure(rc, "mixture", err);
-        goto out;
-    }
-    /* The clients' inputs are not needed any more: released before the rows are written. */
-    gauss_req_free(&g);
-    g.x = g.n = g.wv = NULL;
+out:
     dp_free(msgs);
-    msgs = NULL;
+    return rc;
+}
 
-    out = json_object();
-    est = json_array();
-    json_t *cj = json_array();
-    if (out == NULL || est == NULL || cj == NULL) {
-        json_decref(cj);
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    for (size_t l = 0; l < k; l++) {
-        json_t *c = json_pack("{s:o, s:o, s:o}", "weight", json_util_real(w[l]), "mean",
-                              vec_json(mu + l * d, d, g.vec), "variance", json_util_real(var[l]));
-        if (c == NULL || json_array_append_new(cj, c) != 0) {
-            json_decref(cj);
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            goto out;
-        }
-    }
+/* Render, part 1: one row per client; the per-client arrays are released once written. */
+static int mix_render_rows(est_job *job, const gauss_req *g, size_t k, mix_out *o, dp_err *err)
+{
+    size_t m = g->m, d = g->d;
     double sd[EB_MAX_DIM];
     for (size_t i = 0; i < m; i++) {
         for (size_t j = 0; j < d; j++)
-            sd[j] = sqrt(pv[i * d + j]);
-        json_t *e = json_pack("{s:o, s:o, s:o, s:o, s:o}", "id", row_id(rq, i), "posterior_mean",
-                              vec_json(pm + i * d, d, g.vec), "posterior_sd",
-                              vec_json(sd, d, g.vec), "shrinkage", json_util_real(sh[i]),
-                              "responsibilities", vec_json(resp + i * k, k, true));
-        if (add_row(job, e, err) != DP_OK) {
-            json_decref(cj);
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            goto out;
-        }
+            sd[j] = sqrt(o->pv[i * d + j]);
+        json_t *e = json_pack("{s:o, s:o, s:o, s:o, s:o}", "id", row_id(&job->rq, i),
+                              "posterior_mean", vec_json(o->pm + i * d, d, g->vec), "posterior_sd",
+                              vec_json(sd, d, g->vec), "shrinkage", json_util_real(o->sh[i]),
+                              "responsibilities", vec_json(o->resp + i * k, k, true));
+        if (add_row(job, e, err) != DP_OK)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    /* The per-client arrays are in the rows now: released before the run is stored. */
-    dp_free(resp);
-    dp_free(pm);
-    dp_free(pv);
-    dp_free(sh);
-    resp = pm = pv = sh = NULL;
-    json_t *privj = json_null();
-    if (priv)
-        privj = json_pack(
-            "{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:s}", "mechanism", "gaussian",
-            "model",
-            "local DP per client (user level): clip to an L2 ball of radius R, add "
-            "Gaussian noise; one message per client",
-            "epsilon0", json_util_real(po.eps0), "delta", json_util_real(po.delta), "rho",
-            json_util_real(pinfo.rho), "radius", json_util_real(pinfo.radius), "sensitivity",
-            json_util_real(pinfo.sensitivity), "sigma", json_util_real(pinfo.sigma), "calibration",
-            pinfo.analytic ? "analytic_gaussian (Balle & Wang 2018)" : "classic (log(2/delta))",
-            "clipped", (json_int_t)pinfo.n_clipped, "charges", charges_placeholder(), "charging",
-            charging_note(job));
-    const char *meth_name = known ? "known_prior" : (o.method == EB_MIX_EM ? "em" : "altmin");
+    dp_free(o->resp);
+    dp_free(o->pm);
+    dp_free(o->pv);
+    dp_free(o->sh);
+    o->resp = o->pm = o->pv = o->sh = NULL;
+    return DP_OK;
+}
+
+/* Render, part 2: the privacy object of the answer (null for a public run). */
+static json_t *mix_privacy_json(const est_job *job, const mix_spec *s,
+                                const eb_mix_private_info *pinfo)
+{
+    if (!s->priv)
+        return json_null();
+    return json_pack(
+        "{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:I, s:o, s:s}", "mechanism", "gaussian",
+        "model",
+        "local DP per client (user level): clip to an L2 ball of radius R, add "
+        "Gaussian noise; one message per client",
+        "epsilon0", json_util_real(s->po.eps0), "delta", json_util_real(s->po.delta), "rho",
+        json_util_real(pinfo->rho), "radius", json_util_real(pinfo->radius), "sensitivity",
+        json_util_real(pinfo->sensitivity), "sigma", json_util_real(pinfo->sigma), "calibration",
+        pinfo->analytic ? "analytic_gaussian (Balle & Wang 2018)" : "classic (log(2/delta))",
+        "clipped", (json_int_t)pinfo->n_clipped, "charges", charges_placeholder(), "charging",
+        charging_note(job));
+}
+
+/* Render, part 3: the prior's components and the rest of the answer, then the run is stored. */
+static int mix_render(est_job *job, const gauss_req *g, const mix_spec *s,
+                      const eb_mix_private_info *pinfo, const mix_out *o,
+                      const eb_mix_fit_info *info, dp_err *err)
+{
+    size_t d = g->d;
+    json_t *out = json_object(), *est = json_array(), *cj = json_array();
+    bool ok = out != NULL && est != NULL && cj != NULL;
+    for (size_t l = 0; ok && l < s->k; l++) {
+        json_t *c =
+            json_pack("{s:o, s:o, s:o}", "weight", json_util_real(o->w[l]), "mean",
+                      vec_json(o->mu + l * d, d, g->vec), "variance", json_util_real(o->var[l]));
+        ok = c != NULL && json_array_append_new(cj, c) == 0;
+    }
+    if (!ok) {
+        json_decref(out);
+        json_decref(est);
+        json_decref(cj);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    json_t *privj = mix_privacy_json(job, s, pinfo);
+    const char *meth_name = s->known ? "known_prior" : (s->o.method == EB_MIX_EM ? "em" : "altmin");
     const field_val fields[] = {
         {"model", json_string("mixture")},
         {"method", json_string(meth_name)},
-        {"prior", json_pack("{s:o, s:s}", "components", cj, "source", known ? "given" : "fitted")},
-        {"noise_variance", json_util_real(sx2)},
-        {"noise_variance_source", json_string(pooled ? "pooled" : "given")},
+        {"prior",
+         json_pack("{s:o, s:s}", "components", cj, "source", s->known ? "given" : "fitted")},
+        {"noise_variance", json_util_real(s->sx2)},
+        {"noise_variance_source", json_string(s->pooled ? "pooled" : "given")},
         {"estimates", est},
     };
-    run_outcome oc = {info.loglik, info.iterations, info.status, privj};
-    est = NULL; /* stolen by finish_run */
-    rc = finish_run(job, priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
-    out = NULL;
-out:
+    run_outcome oc = {info->loglik, info->iterations, info->status, privj};
+    return finish_run(job, s->priv, g->m, d, out, fields, N_ELEMS(fields), &oc, err);
+}
+
+/* POST /v1/estimators/mixture, on the compute pool: parse, charge, run, render. */
+static int mixture_compute(est_job *job, dp_err *err)
+{
+    gauss_req g = {0};
+    mix_spec s;
+    memset(&s, 0, sizeof s);
+    mix_out o;
+    memset(&o, 0, sizeof o);
+    eb_mix_private_info pinfo = {0};
+    eb_mix_fit_info info = {0, 0, EB_STATUS_CONVERGED};
+    int rc = mix_parse(job, &g, &s, err);
+    if (rc == DP_OK)
+        rc = mix_alloc(g.m, g.d, s.k, &o, err);
+    if (rc == DP_OK && s.known)
+        rc = mix_parse_components(&s, g.d, &o, err);
+    eb_gauss_data raw = {g.m, g.d, g.x, g.n, s.sx2};
+    eb_mix_prior prior = {s.k, g.d, o.w, o.mu, o.var};
+    if (rc == DP_OK)
+        rc = mix_parse_privacy(job->rq.body, &raw, &s, &pinfo, err);
+    if (rc == DP_OK) /* charge the silos (if any) before anything is computed */
+        rc = charge_silos(
+            job, s.priv, s.priv ? acct_event_gaussian(pinfo.sigma / pinfo.sensitivity) : NULL, err);
+    if (rc == DP_OK)
+        rc = check_scale(g.x, g.m * g.d, "mixture", err);
+    if (rc == DP_OK)
+        rc = mix_run(&raw, &s, &pinfo, &prior, &o, &info, err);
+    if (rc == DP_OK) {
+        gauss_req_free(&g); /* the clients' inputs are not needed any more */
+        g.x = g.n = g.wv = NULL;
+        rc = mix_render_rows(job, &g, s.k, &o, err);
+    }
+    if (rc == DP_OK)
+        rc = mix_render(job, &g, &s, &pinfo, &o, &info, err);
     gauss_req_free(&g);
-    dp_free(msgs);
-    dp_free(resp);
-    dp_free(pm);
-    dp_free(pv);
-    dp_free(sh);
-    dp_free(w);
-    dp_free(mu);
-    dp_free(var);
-    json_decref(out);
-    json_decref(est);
+    mix_out_free(&o);
     return rc;
 }
 
