@@ -20,6 +20,12 @@
  * Header-only so that each test binary stays self-contained (one cmocka binary per module).
  * Memory: route_result_clear releases what call_route put in *out; service_fixture_close what
  * service_fixture_open acquired. Not thread-safe: one test thread per fixture.
+ *
+ * Route tests go through call_route (tests/unit/service/api/test_service_routes_core.c is the
+ * template). A test calls a handler directly only when it is about a mechanism call_route does
+ * not show: the handler's own token check behind the dispatcher's 401, the deferred answer
+ * (test_service_charge_defer.c), the clients-span path (test_service_estimators_stream.c), an
+ * allocation-failure loop without a ledger's threads, or the auth helpers themselves.
  */
 #ifndef DP_TESTS_SUPPORT_SERVICE_FIXTURE_H
 #define DP_TESTS_SUPPORT_SERVICE_FIXTURE_H
@@ -51,8 +57,9 @@ typedef struct route_result {
     json_t *body;    /* owned: the JSON answer or error body; NULL for a text answer or 204 */
     char *text;      /* owned (free): a raw answer (GET /metrics); NULL otherwise */
     size_t text_len; /* bytes in text */
-    int rc;          /* the handler's return code (DP_OK when it was not reached) */
-    dp_err err;      /* the error behind an error status; code DP_OK otherwise */
+    const char *content_type; /* the text's type (static storage); NULL for JSON */
+    int rc;                   /* the handler's return code (DP_OK when it was not reached) */
+    dp_err err;               /* the error behind an error status; code DP_OK otherwise */
 } route_result;
 
 /* tag names the temporary directory. auth_off: --auth off (no tokens needed). 0, or -1. */
@@ -188,6 +195,7 @@ static inline int call_route(service_fixture *fx, const char *method, const char
     rs.body = NULL;
     out->text = rs.text;
     out->text_len = rs.text_len;
+    out->content_type = rs.text != NULL ? rs.content_type : NULL;
     rs.text = NULL;
     http_resp_clear(&rs);
     if (out->body == NULL && out->text == NULL && out->status != 204) {

@@ -1,8 +1,9 @@
 /*
- * Unit tests for service/api/estimators.c, calling the handlers directly against a database in a
- * temporary directory (the template of test_service_routes_core.c): a Gaussian run is stored and
- * read back without its raw data, validation names the field, and every dp_alloc failure on the way
- * returns a clean error (failure injection; ASan checks for leaks in `make asan`).
+ * Unit tests for service/api/estimators.c through call_route (tests/support/service_fixture.h),
+ * against a database in a temporary directory: a Gaussian run is stored and read back without its
+ * raw data, validation names the field, and every dp_alloc failure on the way returns a clean error
+ * (failure injection, calling the handlers directly without a ledger; ASan checks for leaks in
+ * `make asan`).
  */
 #include "tests/support/test_util.h"
 
@@ -14,31 +15,31 @@
 
 #include "common/dp_alloc.h"
 #include "service/api/routes.h"
-#include "tests/support/service_util.h"
+#include "tests/support/service_fixture.h"
 
-typedef route_fixture fixture;
+typedef service_fixture fixture;
 
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     *state = f;
-    if (f == NULL || route_fixture_open(f, "est") != 0)
-        return -1;
-    f->c.auth_off = true; /* these tests are about the estimators; access: test_service_auth.c */
-    return 0;
+    /* auth off: these tests are about the estimators; access: test_service_auth.c */
+    return f != NULL && service_fixture_open(f, "est", true) == 0 ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     fixture *f = *state;
-    int rc = route_fixture_close(f);
+    int rc = service_fixture_close(f);
     free(f);
     return rc;
 }
 
+/* A request without a ledger, for calling a handler directly (the allocation-failure loop). */
 static http_req req_for(fixture *f, const char *method, const char *path, json_t *body)
 {
-    http_req rq = route_fixture_req(f, method, path);
+    f->r.app.ledger = NULL;
+    http_req rq = route_fixture_req(&f->r, method, path);
     rq.body = body;
     return rq;
 }
@@ -53,55 +54,40 @@ static const char *GAUSS =
 static void gaussian_run_is_stored_without_raw_data(void **state)
 {
     fixture *f = *state;
-    json_t *body = json_loads(GAUSS, 0, NULL);
-    http_req rq = req_for(f, "POST", "/v1/estimators/gaussian", body);
-    http_resp rs;
-    memset(&rs, 0, sizeof rs);
-    dp_err e;
-    dp_err_clear(&e);
-    assert_int_equal(route_estimators_gaussian(&rq, &rs, &e), DP_OK);
-    assert_int_equal(rs.status, 201);
-    json_int_t id = json_integer_value(json_object_get(rs.body, "run_id"));
+    route_result r;
+    assert_int_equal(call_route(f, "POST", "/v1/estimators/gaussian", GAUSS, NULL, &r), 201);
+    assert_int_equal(r.rc, DP_OK);
+    json_int_t id = json_integer_value(json_object_get(r.body, "run_id"));
     assert_true(id >= 1);
-    assert_int_equal(json_array_size(json_object_get(rs.body, "estimates")), 4);
-    double rho = json_real_value(json_object_get(json_object_get(rs.body, "privacy"), "rho"));
+    assert_int_equal(json_array_size(json_object_get(r.body, "estimates")), 4);
+    double rho = json_real_value(json_object_get(json_object_get(r.body, "privacy"), "rho"));
     /* classic calibration, 1-D: rho = eps0^2/(4 ln(2/delta)) (Ozkara et al. 2023, Thm 2) */
     assert_close(rho, 0.25 / (4 * log(2e5)), 1e-12, 0);
-    http_resp_clear(&rs);
-    json_decref(body);
+    route_result_clear(&r);
 
-    char ids[32];
-    snprintf(ids, sizeof ids, "%lld", (long long)id);
-    http_param p = {"id", ids};
-    rq = req_for(f, "GET", "/v1/runs/x", NULL);
-    rq.params = &p;
-    rq.n_params = 1;
-    dp_err_clear(&e);
-    assert_int_equal(route_runs_get(&rq, &rs, &e), DP_OK);
-    json_t *in = json_object_get(rs.body, "inputs");
+    char path[64];
+    snprintf(path, sizeof path, "/v1/runs/%lld", (long long)id);
+    assert_int_equal(call_route(f, "GET", path, NULL, NULL, &r), 200);
+    assert_int_equal(r.rc, DP_OK);
+    json_t *in = json_object_get(r.body, "inputs");
     assert_null(json_object_get(in, "clients"));
     assert_int_equal(json_integer_value(json_object_get(in, "n_clients")), 4);
     assert_non_null(json_object_get(in, "privacy"));
-    http_resp_clear(&rs);
+    route_result_clear(&r);
 }
 
-/* fn refuses body with DP_EINVAL naming field (and saying exactly msg, unless msg is NULL). */
-static void expect_einval(fixture *f, route_fn fn, const char *body_text, const char *field,
+/* POST path with body_text is refused with DP_EINVAL naming field (and saying exactly msg, unless
+ * msg is NULL). */
+static void expect_einval(fixture *f, const char *path, const char *body_text, const char *field,
                           const char *msg)
 {
-    json_t *body = json_loads(body_text, 0, NULL);
-    assert_non_null(body);
-    http_req rq = req_for(f, "POST", "/v1/estimators/x", body);
-    http_resp rs;
-    memset(&rs, 0, sizeof rs);
-    dp_err e;
-    dp_err_clear(&e);
-    assert_int_equal(fn(&rq, &rs, &e), DP_EINVAL);
-    assert_string_equal(e.field, field);
+    route_result r;
+    assert_int_equal(call_route(f, "POST", path, body_text, NULL, &r), 400);
+    assert_int_equal(r.rc, DP_EINVAL);
+    assert_string_equal(r.err.field, field);
     if (msg != NULL)
-        assert_string_equal(e.msg, msg);
-    http_resp_clear(&rs);
-    json_decref(body);
+        assert_string_equal(r.err.msg, msg);
+    route_result_clear(&r);
 }
 
 static void bad_input_names_the_field(void **state)
@@ -120,7 +106,7 @@ static void bad_input_names_the_field(void **state)
          "privacy.r"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        expect_einval(f, route_estimators_gaussian, cases[i][0], cases[i][1], NULL);
+        expect_einval(f, "/v1/estimators/gaussian", cases[i][0], cases[i][1], NULL);
 }
 
 /* An unknown value of a string option is refused with 400 naming the field and listing the
@@ -134,31 +120,31 @@ static void unknown_choices_list_the_allowed_values(void **state)
     "{\"clients\":[{\"mean\":-1,\"n\":5},{\"mean\":-0.8,\"n\":5},{\"mean\":1,\"n\":5},"            \
     "{\"mean\":1.1,\"n\":5}],\"noise_variance\":0.5,\"components\":2,"
     static const struct {
-        route_fn fn;
+        const char *path;
         const char *body, *field, *msg;
     } cases[] = {
-        {route_estimators_gaussian, G2 "\"method\":\"x\"}", "method",
+        {"/v1/estimators/gaussian", G2 "\"method\":\"x\"}", "method",
          "method must be \"mle\" or \"moments\" (got \"x\")"},
-        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"range\":\"x\"}}",
+        {"/v1/estimators/gaussian", G2 "\"privacy\":{\"r\":1,\"b\":1,\"range\":\"x\"}}",
          "privacy.range", "range must be \"paper\" or \"safe\" (got \"x\")"},
-        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"calibration\":\"x\"}}",
+        {"/v1/estimators/gaussian", G2 "\"privacy\":{\"r\":1,\"b\":1,\"calibration\":\"x\"}}",
          "privacy.calibration", "calibration must be \"classic\" or \"analytic\" (got \"x\")"},
-        {route_estimators_gaussian, G2 "\"privacy\":{\"r\":1,\"b\":1,\"mechanism\":\"x\"}}",
+        {"/v1/estimators/gaussian", G2 "\"privacy\":{\"r\":1,\"b\":1,\"mechanism\":\"x\"}}",
          "privacy.mechanism", "mechanism must be \"gaussian\" or \"quantize\" (got \"x\")"},
-        {route_estimators_beta, B2 "\"method\":\"x\"}", "method",
+        {"/v1/estimators/beta", B2 "\"method\":\"x\"}", "method",
          "method must be \"mle\" or \"moments\" (got \"x\")"},
-        {route_estimators_beta, B2 "\"variant\":\"x\"}", "variant",
+        {"/v1/estimators/beta", B2 "\"variant\":\"x\"}", "variant",
          "variant must be \"paper\", \"paper_no_minus1\" or \"unbiased\" (got \"x\")"},
-        {route_estimators_beta, B2 "\"privacy\":{\"epsilon0\":1,\"scheme\":\"x\"}}",
+        {"/v1/estimators/beta", B2 "\"privacy\":{\"epsilon0\":1,\"scheme\":\"x\"}}",
          "privacy.scheme", "scheme must be \"two_bit\" or \"paper_1bit\" (got \"x\")"},
-        {route_estimators_mixture, M4 "\"method\":\"x\"}", "method",
+        {"/v1/estimators/mixture", M4 "\"method\":\"x\"}", "method",
          "method must be \"em\" or \"altmin\" (got \"x\")"},
     };
 #undef G2
 #undef B2
 #undef M4
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        expect_einval(f, cases[i].fn, cases[i].body, cases[i].field, cases[i].msg);
+        expect_einval(f, cases[i].path, cases[i].body, cases[i].field, cases[i].msg);
 }
 
 static void allocation_failures_are_clean_errors(void **state)
@@ -196,18 +182,14 @@ static void allocation_failures_are_clean_errors(void **state)
     }
 }
 
-/* Calls fn on body_text and returns its code; e and rs as the handler left them (rs cleared). */
-static int call(fixture *f, route_fn fn, const char *body_text, dp_err *e)
+/* POSTs body_text to path and returns the handler's code; *e as it left it. */
+static int call(fixture *f, const char *path, const char *body_text, dp_err *e)
 {
-    json_t *body = json_loads(body_text, 0, NULL);
-    assert_non_null(body);
-    http_req rq = req_for(f, "POST", "/v1/estimators/x", body);
-    http_resp rs;
-    memset(&rs, 0, sizeof rs);
-    dp_err_clear(e);
-    int rc = fn(&rq, &rs, e);
-    http_resp_clear(&rs);
-    json_decref(body);
+    route_result r;
+    call_route(f, "POST", path, body_text, NULL, &r);
+    *e = r.err;
+    int rc = r.rc;
+    route_result_clear(&r);
     return rc;
 }
 
@@ -229,8 +211,9 @@ static void numerical_limits_are_422_in_words(void **state)
     };
     dp_err e;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        route_fn fn = bad[i][0][0] == 'm' ? route_estimators_mixture : route_estimators_gaussian;
-        assert_int_equal(call(f, fn, bad[i][1], &e), DP_ENUMERIC);
+        const char *path =
+            bad[i][0][0] == 'm' ? "/v1/estimators/mixture" : "/v1/estimators/gaussian";
+        assert_int_equal(call(f, path, bad[i][1], &e), DP_ENUMERIC);
         assert_string_equal(e.field, "clients");
         assert_null(strstr(e.msg, "nan"));
         assert_non_null(strstr(e.msg, "overflow double precision"));
@@ -242,7 +225,7 @@ static void numerical_limits_are_422_in_words(void **state)
     char body[400];
     for (int analytic = 0; analytic < 2; analytic++) {
         snprintf(body, sizeof body, HUGE_EPS0, analytic ? ",\"calibration\":\"analytic\"" : "");
-        assert_int_equal(call(f, route_estimators_gaussian, body, &e), DP_OK);
+        assert_int_equal(call(f, "/v1/estimators/gaussian", body, &e), DP_OK);
     }
 }
 
