@@ -1,16 +1,22 @@
 /*
  * service_fixture.h: call any route of dpsilod by method and path, without a socket.
  *
- * A service_fixture is tests/test_service_util.h's route_fixture (a migrated database file in a
+ * A service_fixture is tests/support/service_util.h's route_fixture (a migrated database file in a
  * temporary directory, one borrowed pool connection, default configuration) plus the budget ledger
  * and the metrics a running daemon has. call_route(fx, method, path, body, token, &out) does what
- * the dispatcher (service/http.c final_call, run_handler, send_result) does between the parsed
- * request and the bytes on the wire: match the route table (404/405), split and check the query
- * string (400 naming the parameter), parse the body (400), refuse a missing token on a non-open
- * route when auth is on (401), check a path {id} (400), run the handler through
+ * the dispatcher (service/http/server.c final_call, run_handler, send_result) does between the
+ * parsed request and the bytes on the wire: match the route table (404/405), split and check the
+ * query string (400 naming the parameter), parse the body (400), refuse a missing token on a
+ * non-open route when auth is on (401), check a path {id} (400), run the handler through
  * http_handler_call (which waits for a deferred answer, as the suspended connection would), and
  * turn the outcome into a status and a JSON body (the error body of http/err.c for an error).
- * It does not reproduce the HTTP framing: body caps, Content-Type, headers.
+ * It does not reproduce the HTTP framing: body caps, headers (it reports the Content-Type a text
+ * answer would carry, out->content_type).
+ *
+ * The early 401: like the dispatcher, call_route answers 401 itself for a missing token on a
+ * non-open route (out->rc stays DP_OK: the handler was not reached). A test of the handler's own
+ * refusal, the second line of defence behind that check, sets fx->handler_checks_token: the
+ * missing token then reaches the handler, whose answer (out->rc DP_EUNAUTH) is the one returned.
  *
  * Failure injection: with fx->fail_nth > 0, dp_alloc_fail_after(fx->fail_nth) is armed just before
  * the handler runs and disarmed just after, so only the handler's own allocations (and whatever
@@ -44,6 +50,7 @@ typedef struct service_fixture {
     struct ledger *ledger; /* the budget ledger on r.path (its own connection and threads) */
     http_metrics *metrics; /* for GET /metrics */
     long fail_nth;         /* > 0: the nth allocation inside the handler fails (dp_alloc hook) */
+    bool handler_checks_token; /* true: no early 401 for a missing token (see the top) */
 } service_fixture;
 
 typedef struct route_result {
@@ -51,8 +58,9 @@ typedef struct route_result {
     json_t *body;    /* owned: the JSON answer or error body; NULL for a text answer or 204 */
     char *text;      /* owned (free): a raw answer (GET /metrics); NULL otherwise */
     size_t text_len; /* bytes in text */
-    int rc;          /* the handler's return code (DP_OK when it was not reached) */
-    dp_err err;      /* the error behind an error status; code DP_OK otherwise */
+    const char *content_type; /* static storage: the Content-Type of text; NULL otherwise */
+    int rc;                   /* the handler's return code (DP_OK when it was not reached) */
+    dp_err err;               /* the error behind an error status; code DP_OK otherwise */
 } route_result;
 
 /* tag names the temporary directory. auth_off: --auth off (no tokens needed). 0, or -1. */
@@ -150,7 +158,8 @@ static inline int call_route(service_fixture *fx, const char *method, const char
             return service_fixture_error(out, &e);
         }
     }
-    if (m.route->access != ROUTE_OPEN && !fx->r.c.auth_off && token == NULL) {
+    if (m.route->access != ROUTE_OPEN && !fx->r.c.auth_off && token == NULL &&
+        !fx->handler_checks_token) {
         json_decref(jbody);
         dp_err_set(&e, DP_EUNAUTH, NULL, "this endpoint needs a bearer token");
         return service_fixture_error(out, &e);
@@ -188,6 +197,7 @@ static inline int call_route(service_fixture *fx, const char *method, const char
     rs.body = NULL;
     out->text = rs.text;
     out->text_len = rs.text_len;
+    out->content_type = rs.text != NULL ? rs.content_type : NULL;
     rs.text = NULL;
     http_resp_clear(&rs);
     if (out->body == NULL && out->text == NULL && out->status != 204) {
