@@ -1,16 +1,22 @@
 /*
  * service_fixture.h: call any route of dpsilod by method and path, without a socket.
  *
- * A service_fixture is tests/test_service_util.h's route_fixture (a migrated database file in a
+ * A service_fixture is tests/support/service_util.h's route_fixture (a migrated database file in a
  * temporary directory, one borrowed pool connection, default configuration) plus the budget ledger
  * and the metrics a running daemon has. call_route(fx, method, path, body, token, &out) does what
- * the dispatcher (service/http.c final_call, run_handler, send_result) does between the parsed
- * request and the bytes on the wire: match the route table (404/405), split and check the query
- * string (400 naming the parameter), parse the body (400), refuse a missing token on a non-open
- * route when auth is on (401), check a path {id} (400), run the handler through
+ * the dispatcher (service/http/server.c final_call, run_handler, send_result) does between the
+ * parsed request and the bytes on the wire: match the route table (404/405), split and check the
+ * query string (400 naming the parameter), parse the body (400), refuse a missing token on a
+ * non-open route when auth is on (401), check a path {id} (400), run the handler through
  * http_handler_call (which waits for a deferred answer, as the suspended connection would), and
  * turn the outcome into a status and a JSON body (the error body of http/err.c for an error).
- * It does not reproduce the HTTP framing: body caps, Content-Type, headers.
+ * It does not reproduce the HTTP framing: body caps, headers (it reports the Content-Type a text
+ * answer would carry, out->content_type).
+ *
+ * The early 401: like the dispatcher, call_route answers 401 itself for a missing token on a
+ * non-open route (out->rc stays DP_OK: the handler was not reached). A test of the handler's own
+ * refusal, the second line of defence behind that check, sets fx->handler_checks_token: the
+ * missing token then reaches the handler, whose answer (out->rc DP_EUNAUTH) is the one returned.
  *
  * Failure injection: with fx->fail_nth > 0, dp_alloc_fail_after(fx->fail_nth) is armed just before
  * the handler runs and disarmed just after, so only the handler's own allocations (and whatever
@@ -23,9 +29,9 @@
  *
  * Route tests go through call_route (tests/unit/service/api/test_service_routes_core.c is the
  * template). A test calls a handler directly only when it is about a mechanism call_route does
- * not show: the handler's own token check behind the dispatcher's 401, the deferred answer
- * (test_service_charge_defer.c), the clients-span path (test_service_estimators_stream.c), an
- * allocation-failure loop without a ledger's threads, or the auth helpers themselves.
+ * not show: the deferred answer itself (test_service_charge_defer.c), the clients-span path
+ * (test_service_estimators_stream.c), an allocation-failure loop without a ledger's threads, or
+ * the auth helpers themselves (the handler's own token check: fx->handler_checks_token above).
  */
 #ifndef DP_TESTS_SUPPORT_SERVICE_FIXTURE_H
 #define DP_TESTS_SUPPORT_SERVICE_FIXTURE_H
@@ -50,6 +56,7 @@ typedef struct service_fixture {
     struct ledger *ledger; /* the budget ledger on r.path (its own connection and threads) */
     http_metrics *metrics; /* for GET /metrics */
     long fail_nth;         /* > 0: the nth allocation inside the handler fails (dp_alloc hook) */
+    bool handler_checks_token; /* true: no early 401 for a missing token (see the top) */
 } service_fixture;
 
 typedef struct route_result {
@@ -157,7 +164,8 @@ static inline int call_route(service_fixture *fx, const char *method, const char
             return service_fixture_error(out, &e);
         }
     }
-    if (m.route->access != ROUTE_OPEN && !fx->r.c.auth_off && token == NULL) {
+    if (m.route->access != ROUTE_OPEN && !fx->r.c.auth_off && token == NULL &&
+        !fx->handler_checks_token) {
         json_decref(jbody);
         dp_err_set(&e, DP_EUNAUTH, NULL, "this endpoint needs a bearer token");
         return service_fixture_error(out, &e);

@@ -1,10 +1,10 @@
 /*
- * Unit tests for service/api/auth.c and the ledger's access rules, calling the route handlers
- * directly (no socket): bearer parsing, 401 without or with an unknown token, 403 with another
- * silo's token, admin-only endpoints, --auth off only on loopback, the admin token file (generated
- * once, mode 0600, read back unchanged; refused when it is a link, another user's or writable by
- * others; its real mode reported), the token strength rule, admin token rotation at start and silo
- * token rotation and revocation.
+ * Unit tests for service/api/auth.c and the ledger's access rules, calling the routes by method
+ * and path (no socket; tests/support/service_fixture.h call_route): bearer parsing, 401 without or
+ * with an unknown token, 403 with another silo's token, admin-only endpoints, --auth off only on
+ * loopback, the admin token file (generated once, mode 0600, read back unchanged; refused when it
+ * is a link, another user's or writable by others; its real mode reported), the token strength
+ * rule, admin token rotation at start and silo token rotation and revocation.
  */
 #include "tests/support/test_util.h"
 
@@ -20,23 +20,24 @@
 #include "service/api/auth.h"
 #include "service/base/cfg.h"
 #include "service/api/routes.h"
-#include "tests/support/ledger_fixture.h"
+#include "tests/support/service_fixture.h"
 
 typedef struct fx {
-    ledger_fixture f; /* f.r.c: default configuration */
+    service_fixture f; /* f.r.c: default configuration, auth on */
     char admin[LEDGER_TOKEN_BUF];
+    route_result out; /* the last answer; cleared by the next call and by teardown */
 } fx;
 
 static int setup(void **state)
 {
     fx *x = calloc(1, sizeof *x);
-    if (x == NULL || ledger_fixture_open(&x->f) != 0)
+    if (x == NULL || service_fixture_open(&x->f, "auth", false) != 0)
         return -1;
     dp_err e;
     dp_err_clear(&e);
     int64_t id;
     if (ledger_token_generate(x->admin, &e) != DP_OK ||
-        ledger_token_register_admin(x->f.l, x->admin, &id, &e) != DP_OK)
+        ledger_token_register_admin(x->f.ledger, x->admin, &id, &e) != DP_OK)
         return -1;
     *state = x;
     return 0;
@@ -45,28 +46,18 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *x = *state;
-    ledger_fixture_close(&x->f);
+    route_result_clear(&x->out);
+    service_fixture_close(&x->f);
     free(x);
     return 0;
 }
 
-/* Runs a handler with an optional bearer token, path parameter id and JSON body. */
-static int call(fx *x, route_fn fn, const char *token, const char *id, const char *body_json,
-                http_resp *rs, dp_err *e)
+/* Calls method path with an optional JSON body and bearer token; returns the status, the answer
+ * is in x->out. */
+static int call(fx *x, const char *method, const char *path, const char *body, const char *token)
 {
-    http_param p = {"id", id};
-    json_t *body = body_json ? json_loads(body_json, 0, NULL) : NULL;
-    x->f.r.app.ledger = x->f.l;
-    http_req rq = route_fixture_req(&x->f.r, "POST", "/test");
-    rq.body = body;
-    rq.params = id ? &p : NULL;
-    rq.n_params = id ? 1 : 0;
-    rq.bearer = token;
-    memset(rs, 0, sizeof *rs);
-    dp_err_clear(e);
-    int rc = fn(&rq, rs, e);
-    json_decref(body);
-    return rc;
+    route_result_clear(&x->out);
+    return call_route(&x->f, method, path, body, token, &x->out);
 }
 
 static void bearer_header_is_parsed_strictly(void **state)
@@ -86,62 +77,59 @@ static void bearer_header_is_parsed_strictly(void **state)
 static void tokens_cannot_cross_silos(void **state)
 {
     fx *x = *state;
-    http_resp rs;
-    dp_err e;
     const char *create = "{\"name\":\"a\",\"budget\":{\"epsilon\":2,\"delta\":1e-5}}";
-    assert_int_equal(call(x, route_silos_create, NULL, NULL, create, &rs, &e), DP_EUNAUTH);
-    assert_int_equal(call(x, route_silos_create, "dps_wrong", NULL, create, &rs, &e), DP_EUNAUTH);
-    assert_int_equal(call(x, route_silos_create, x->admin, NULL, create, &rs, &e), DP_OK);
-    assert_int_equal(rs.status, 201);
+    /* No token: refused by the handler itself, behind the dispatcher's early 401. */
+    x->f.handler_checks_token = true;
+    assert_int_equal(call(x, "POST", "/v1/silos", create, NULL), 401);
+    assert_int_equal(x->out.rc, DP_EUNAUTH);
+    x->f.handler_checks_token = false;
+    assert_int_equal(call(x, "POST", "/v1/silos", create, "dps_wrong"), 401);
+    assert_int_equal(call(x, "POST", "/v1/silos", create, x->admin), 201);
     char ta[LEDGER_TOKEN_BUF], tb[LEDGER_TOKEN_BUF];
-    snprintf(ta, sizeof ta, "%s", json_string_value(json_object_get(rs.body, "token")));
-    http_resp_clear(&rs);
+    snprintf(ta, sizeof ta, "%s", json_string_value(json_object_get(x->out.body, "token")));
     const char *create_b = "{\"name\":\"b\",\"budget\":{\"epsilon\":2,\"delta\":1e-5}}";
-    assert_int_equal(call(x, route_silos_create, x->admin, NULL, create_b, &rs, &e), DP_OK);
-    snprintf(tb, sizeof tb, "%s", json_string_value(json_object_get(rs.body, "token")));
-    http_resp_clear(&rs);
+    assert_int_equal(call(x, "POST", "/v1/silos", create_b, x->admin), 201);
+    snprintf(tb, sizeof tb, "%s", json_string_value(json_object_get(x->out.body, "token")));
     /* A silo token may not create silos, list them, patch or archive. */
-    assert_int_equal(call(x, route_silos_create, ta, NULL, create, &rs, &e), DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_silos_list, ta, NULL, NULL, &rs, &e), DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_silo_patch, ta, "1", "{\"name\":\"x\"}", &rs, &e),
-                     DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_silo_delete, ta, "1", NULL, &rs, &e), DP_EFORBIDDEN);
+    assert_int_equal(call(x, "POST", "/v1/silos", create, ta), 403);
+    assert_int_equal(call(x, "GET", "/v1/silos", NULL, ta), 403);
+    assert_int_equal(call(x, "PATCH", "/v1/silos/1", "{\"name\":\"x\"}", ta), 403);
+    assert_int_equal(call(x, "DELETE", "/v1/silos/1", NULL, ta), 403);
     /* Its own silo only. */
-    assert_int_equal(call(x, route_silo_get, ta, "1", NULL, &rs, &e), DP_OK);
-    http_resp_clear(&rs);
-    assert_int_equal(call(x, route_silo_get, ta, "2", NULL, &rs, &e), DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_silo_get, tb, "1", NULL, &rs, &e), DP_EFORBIDDEN);
+    assert_int_equal(call(x, "GET", "/v1/silos/1", NULL, ta), 200);
+    assert_int_equal(call(x, "GET", "/v1/silos/2", NULL, ta), 403);
+    assert_int_equal(call(x, "GET", "/v1/silos/1", NULL, tb), 403);
     const char *charge = "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":4}}";
-    assert_int_equal(call(x, route_silo_charge, tb, "1", charge, &rs, &e), DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_silo_charges_list, tb, "1", NULL, &rs, &e), DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_silo_claim, tb, "1", charge, &rs, &e), DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_silo_charge, ta, "1", charge, &rs, &e), DP_OK);
-    assert_int_equal(rs.status, 201);
-    http_resp_clear(&rs);
+    assert_int_equal(call(x, "POST", "/v1/silos/1/charges", charge, tb), 403);
+    assert_int_equal(call(x, "GET", "/v1/silos/1/charges", NULL, tb), 403);
+    assert_int_equal(call(x, "POST", "/v1/silos/1/claims", charge, tb), 403);
+    assert_int_equal(call(x, "POST", "/v1/silos/1/charges", charge, ta), 201);
     /* A batch with a silo token: only its own silo. */
     const char *batch = "{\"charges\":[{\"silo_id\":1,\"event\":{\"type\":\"zcdp\",\"rho\":0.001}},"
                         "{\"silo_id\":2,\"event\":{\"type\":\"zcdp\",\"rho\":0.001}}]}";
-    assert_int_equal(call(x, route_charges_batch, ta, NULL, batch, &rs, &e), DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_charges_batch, x->admin, NULL, batch, &rs, &e), DP_OK);
-    http_resp_clear(&rs);
+    assert_int_equal(call(x, "POST", "/v1/charges", batch, ta), 403);
+    assert_int_equal(call(x, "POST", "/v1/charges", batch, x->admin), 201);
     /* Claims follow their silo. */
-    assert_int_equal(call(x, route_silo_claim, ta, "1", charge, &rs, &e), DP_OK);
-    char cid[32];
-    snprintf(cid, sizeof cid, "%lld",
-             (long long)json_integer_value(json_object_get(rs.body, "id")));
-    http_resp_clear(&rs);
-    assert_int_equal(call(x, route_claim_get, tb, cid, NULL, &rs, &e), DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_claim_commit, tb, cid, NULL, &rs, &e), DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_claim_abort, tb, cid, NULL, &rs, &e), DP_EFORBIDDEN);
-    assert_int_equal(call(x, route_claim_commit, ta, cid, NULL, &rs, &e), DP_OK);
-    http_resp_clear(&rs);
+    assert_int_equal(call(x, "POST", "/v1/silos/1/claims", charge, ta), 201);
+    char claim[64];
+    snprintf(claim, sizeof claim, "/v1/claims/%lld",
+             (long long)json_integer_value(json_object_get(x->out.body, "id")));
+    char commit[80], abort_[80];
+    snprintf(commit, sizeof commit, "%s/commit", claim);
+    snprintf(abort_, sizeof abort_, "%s/abort", claim);
+    assert_int_equal(call(x, "GET", claim, NULL, tb), 403);
+    assert_int_equal(call(x, "POST", commit, NULL, tb), 403);
+    assert_int_equal(call(x, "POST", abort_, NULL, tb), 403);
+    assert_int_equal(call(x, "POST", commit, NULL, ta), 200);
     /* The actor of a charge is the token that made it. */
+    dp_err e;
+    dp_err_clear(&e);
     ledger_principal pa;
-    assert_int_equal(ledger_token_lookup(x->f.conn, ta, &pa, &e), DP_OK);
+    assert_int_equal(ledger_token_lookup(x->f.r.db, ta, &pa, &e), DP_OK);
     ledger_charge_row *rows = NULL;
     size_t n = 0;
     ledger_charge_filter f = {.limit = 10, .since_ms = INT64_MIN, .until_ms = INT64_MAX};
-    assert_int_equal(ledger_charges_list(x->f.conn, 1, &f, &rows, &n, &e), DP_OK);
+    assert_int_equal(ledger_charges_list(x->f.r.db, 1, &f, &rows, &n, &e), DP_OK);
     assert_int_equal(n, 3);
     assert_int_equal(rows[0].actor_token_id, pa.token_id);
     assert_int_not_equal(rows[1].actor_token_id, pa.token_id); /* the admin's batch */
@@ -153,12 +141,9 @@ static void auth_off_treats_everyone_as_admin(void **state)
 {
     fx *x = *state;
     x->f.r.c.auth_off = true;
-    http_resp rs;
-    dp_err e;
-    assert_int_equal(call(x, route_silos_create, NULL, NULL,
-                          "{\"name\":\"dev\",\"budget\":{\"private\":false}}", &rs, &e),
-                     DP_OK);
-    http_resp_clear(&rs);
+    assert_int_equal(
+        call(x, "POST", "/v1/silos", "{\"name\":\"dev\",\"budget\":{\"private\":false}}", NULL),
+        201);
 }
 
 static void auth_off_only_on_loopback(void **state)
@@ -363,37 +348,37 @@ static void installing_the_admin_token_revokes_the_old_one(void **state)
     assert_int_equal(ledger_token_generate(old, &e), DP_OK);
     assert_int_equal(ledger_token_generate(new1, &e), DP_OK);
     int64_t id_old = 0, id_new = 0, n = -1;
-    assert_int_equal(ledger_token_install_admin(x->f.l, old, &id_old, &n, &e), DP_OK);
+    assert_int_equal(ledger_token_install_admin(x->f.ledger, old, &id_old, &n, &e), DP_OK);
     assert_int_equal(n, 1); /* the fixture's admin token */
     ledger_principal p;
-    assert_int_equal(ledger_token_lookup(x->f.conn, x->admin, &p, &e), DP_EUNAUTH);
+    assert_int_equal(ledger_token_lookup(x->f.r.db, x->admin, &p, &e), DP_EUNAUTH);
     dp_err_clear(&e);
     /* Installing the same token again (a restart without a change) revokes nothing. */
     int64_t id_again = 0;
-    assert_int_equal(ledger_token_install_admin(x->f.l, old, &id_again, &n, &e), DP_OK);
+    assert_int_equal(ledger_token_install_admin(x->f.ledger, old, &id_again, &n, &e), DP_OK);
     assert_int_equal(n, 0);
     assert_int_equal(id_again, id_old);
-    assert_int_equal(ledger_token_lookup(x->f.conn, old, &p, &e), DP_OK);
+    assert_int_equal(ledger_token_lookup(x->f.r.db, old, &p, &e), DP_OK);
     assert_int_equal(p.role, LEDGER_ROLE_ADMIN);
     /* The file changes: the old token no longer resolves; the new one does. */
-    assert_int_equal(ledger_token_install_admin(x->f.l, new1, &id_new, &n, &e), DP_OK);
+    assert_int_equal(ledger_token_install_admin(x->f.ledger, new1, &id_new, &n, &e), DP_OK);
     assert_int_equal(n, 1);
-    assert_int_equal(ledger_token_lookup(x->f.conn, old, &p, &e), DP_EUNAUTH);
+    assert_int_equal(ledger_token_lookup(x->f.r.db, old, &p, &e), DP_EUNAUTH);
     dp_err_clear(&e);
-    assert_int_equal(ledger_token_lookup(x->f.conn, new1, &p, &e), DP_OK);
+    assert_int_equal(ledger_token_lookup(x->f.r.db, new1, &p, &e), DP_OK);
     assert_int_equal(p.token_id, id_new);
     /* A revoked token cannot come back, neither installed nor registered. */
-    assert_int_equal(ledger_token_install_admin(x->f.l, old, &id_old, &n, &e), DP_EINVAL);
+    assert_int_equal(ledger_token_install_admin(x->f.ledger, old, &id_old, &n, &e), DP_EINVAL);
     assert_non_null(strstr(e.msg, "revoked"));
     dp_err_clear(&e);
-    assert_int_equal(ledger_token_register_admin(x->f.l, old, &id_old, &e), DP_EINVAL);
+    assert_int_equal(ledger_token_register_admin(x->f.ledger, old, &id_old, &e), DP_EINVAL);
     dp_err_clear(&e);
     /* The rows stay (audit trail), with their revocation time; attribution still finds them. */
     int64_t tid = 0;
-    assert_int_equal(ledger_token_id(x->f.conn, old, &tid, &e), DP_OK);
+    assert_int_equal(ledger_token_id(x->f.r.db, old, &tid, &e), DP_OK);
     assert_int_equal(tid, id_old);
     sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_prepare_v2(x->f.db,
+    assert_int_equal(sqlite3_prepare_v2(store_conn_db(x->f.r.db),
                                         "SELECT count(*), count(revoked_at) FROM tokens WHERE "
                                         "role = 'admin'",
                                         -1, &st, NULL),
@@ -403,11 +388,13 @@ static void installing_the_admin_token_revokes_the_old_one(void **state)
     assert_int_equal(sqlite3_column_int(st, 1), 2);
     sqlite3_finalize(st);
     /* A revocation is final: the schema refuses to un-revoke or to rewrite a token row. */
-    assert_int_not_equal(
-        sqlite3_exec(x->f.db, "UPDATE tokens SET revoked_at = NULL", NULL, NULL, NULL), SQLITE_OK);
-    assert_int_not_equal(
-        sqlite3_exec(x->f.db, "UPDATE tokens SET role = 'admin' WHERE id = 1", NULL, NULL, NULL),
-        SQLITE_OK);
+    assert_int_not_equal(sqlite3_exec(store_conn_db(x->f.r.db),
+                                      "UPDATE tokens SET revoked_at = NULL", NULL, NULL, NULL),
+                         SQLITE_OK);
+    assert_int_not_equal(sqlite3_exec(store_conn_db(x->f.r.db),
+                                      "UPDATE tokens SET role = 'admin' WHERE id = 1", NULL, NULL,
+                                      NULL),
+                         SQLITE_OK);
 }
 
 /* Silo tokens: rotation issues a new one and revokes the old at once; revocation issues none. */
@@ -420,40 +407,40 @@ static void silo_tokens_rotate_and_revoke(void **state)
         .kind = LEDGER_BUDGET_RHO, .accountant = LEDGER_ACCT_ZCDP, .rho = 1, .delta = DP_NAN};
     ledger_silo_view v;
     char t1[LEDGER_TOKEN_BUF], t2[LEDGER_TOKEN_BUF], t3[LEDGER_TOKEN_BUF];
-    assert_int_equal(ledger_silo_create(x->f.l, "s", &b, &v, t1, &e), DP_OK);
+    assert_int_equal(ledger_silo_create(x->f.ledger, "s", &b, &v, t1, &e), DP_OK);
     int64_t tid = 0, n = -1;
-    assert_int_equal(ledger_silo_token_rotate(x->f.l, v.id, t2, &tid, &n, &e), DP_OK);
+    assert_int_equal(ledger_silo_token_rotate(x->f.ledger, v.id, t2, &tid, &n, &e), DP_OK);
     assert_int_equal(n, 1);
     assert_string_not_equal(t1, t2);
     ledger_principal p;
-    assert_int_equal(ledger_token_lookup(x->f.conn, t1, &p, &e), DP_EUNAUTH);
+    assert_int_equal(ledger_token_lookup(x->f.r.db, t1, &p, &e), DP_EUNAUTH);
     dp_err_clear(&e);
-    assert_int_equal(ledger_token_lookup(x->f.conn, t2, &p, &e), DP_OK);
+    assert_int_equal(ledger_token_lookup(x->f.r.db, t2, &p, &e), DP_OK);
     assert_int_equal(p.role, LEDGER_ROLE_SILO);
     assert_int_equal(p.silo_id, v.id);
     assert_int_equal(p.token_id, tid);
-    assert_int_equal(ledger_silo_token_revoke(x->f.l, v.id, &n, &e), DP_OK);
+    assert_int_equal(ledger_silo_token_revoke(x->f.ledger, v.id, &n, &e), DP_OK);
     assert_int_equal(n, 1);
-    assert_int_equal(ledger_token_lookup(x->f.conn, t2, &p, &e), DP_EUNAUTH);
+    assert_int_equal(ledger_token_lookup(x->f.r.db, t2, &p, &e), DP_EUNAUTH);
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_token_revoke(x->f.l, v.id, &n, &e), DP_OK);
+    assert_int_equal(ledger_silo_token_revoke(x->f.ledger, v.id, &n, &e), DP_OK);
     assert_int_equal(n, 0);
     /* A revoked silo can be given a token again; unknown and archived silos cannot. */
-    assert_int_equal(ledger_silo_token_rotate(x->f.l, v.id, t3, &tid, &n, &e), DP_OK);
+    assert_int_equal(ledger_silo_token_rotate(x->f.ledger, v.id, t3, &tid, &n, &e), DP_OK);
     assert_int_equal(n, 0);
-    assert_int_equal(ledger_token_lookup(x->f.conn, t3, &p, &e), DP_OK);
-    assert_int_equal(ledger_silo_token_rotate(x->f.l, 999, t2, &tid, &n, &e), DP_ENOTFOUND);
+    assert_int_equal(ledger_token_lookup(x->f.r.db, t3, &p, &e), DP_OK);
+    assert_int_equal(ledger_silo_token_rotate(x->f.ledger, 999, t2, &tid, &n, &e), DP_ENOTFOUND);
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_token_revoke(x->f.l, 999, &n, &e), DP_ENOTFOUND);
+    assert_int_equal(ledger_silo_token_revoke(x->f.ledger, 999, &n, &e), DP_ENOTFOUND);
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_archive(x->f.l, v.id, &v, &e), DP_OK);
-    assert_int_equal(ledger_silo_token_rotate(x->f.l, v.id, t2, &tid, &n, &e), DP_ECONFLICT);
+    assert_int_equal(ledger_silo_archive(x->f.ledger, v.id, &v, &e), DP_OK);
+    assert_int_equal(ledger_silo_token_rotate(x->f.ledger, v.id, t2, &tid, &n, &e), DP_ECONFLICT);
     assert_int_equal(t2[0], '\0'); /* a refused token is wiped */
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_token_revoke(x->f.l, v.id, &n, &e), DP_OK);
+    assert_int_equal(ledger_silo_token_revoke(x->f.ledger, v.id, &n, &e), DP_OK);
     assert_int_equal(n, 1);
     /* The admin token is untouched by all this. */
-    assert_int_equal(ledger_token_lookup(x->f.conn, x->admin, &p, &e), DP_OK);
+    assert_int_equal(ledger_token_lookup(x->f.r.db, x->admin, &p, &e), DP_OK);
     assert_int_equal(p.role, LEDGER_ROLE_ADMIN);
 }
 

@@ -5,6 +5,11 @@
  * with figures, batch); input errors are answered at once without deferring; many asynchronous
  * charges started from ONE thread all complete and are all in the log (no thread waits per charge);
  * a PLD silo (whose figures are computed on the finishing thread) answers through the same path.
+ *
+ * Set-up and the answers through the deferred path are route calls by method and path
+ * (tests/support/service_fixture.h call_route, which runs the handler through http_handler_call,
+ * the deferred path without a socket); the two tests that drive rq->defer and the pending answer
+ * themselves build their request by hand (req_init).
  */
 #include "tests/support/test_util.h"
 
@@ -16,18 +21,18 @@
 
 #include "service/base/cfg.h"
 #include "service/api/routes.h"
-#include "tests/support/ledger_fixture.h"
+#include "tests/support/service_fixture.h"
 
 typedef struct fx {
-    ledger_fixture f; /* f.r.c: default configuration, auth off */
+    service_fixture f; /* f.r.c: default configuration, auth off */
+    route_result out;  /* the last answer of call; cleared by the next call and by teardown */
 } fx;
 
 static int setup(void **state)
 {
     fx *x = calloc(1, sizeof *x);
-    if (x == NULL || ledger_fixture_open(&x->f) != 0)
+    if (x == NULL || service_fixture_open(&x->f, "defer", true) != 0)
         return -1;
-    x->f.r.c.auth_off = true;
     *state = x;
     return 0;
 }
@@ -35,9 +40,17 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *x = *state;
-    ledger_fixture_close(&x->f);
+    route_result_clear(&x->out);
+    service_fixture_close(&x->f);
     free(x);
     return 0;
+}
+
+/* POST path with body (auth off: no token); returns the status, the answer is in x->out. */
+static int post(fx *x, const char *path, const char *body)
+{
+    route_result_clear(&x->out);
+    return call_route(&x->f, "POST", path, body, NULL, &x->out);
 }
 
 /* A wake-up recorder: counts calls, lets the test wait for the first. */
@@ -87,7 +100,7 @@ static void req_init(fx *x, http_req *rq, http_param *p, const char *id, json_t 
     rq->body = body;
     rq->params = id ? p : NULL;
     rq->n_params = id ? 1 : 0;
-    x->f.r.app.ledger = x->f.l;
+    x->f.r.app.ledger = x->f.ledger;
 }
 
 /* Creates an (eps, delta) silo with the given cap; returns its id. */
@@ -99,19 +112,9 @@ static int64_t silo(fx *x, double eps, const char *accountant)
              "{\"name\":\"s%d\",\"budget\":{\"epsilon\":%.17g,\"delta\":1e-5,\"accountant\":"
              "\"%s\"}}",
              ++n_silos, eps, accountant);
-    json_t *body = json_loads(b, 0, NULL);
-    http_req rq;
-    http_param p;
-    req_init(x, &rq, &p, NULL, body);
-    http_resp rs;
-    memset(&rs, 0, sizeof rs);
-    dp_err e;
-    dp_err_clear(&e);
-    assert_int_equal(route_silos_create(&rq, &rs, &e), DP_OK);
-    int64_t id = json_integer_value(json_object_get(rs.body, "id"));
+    assert_int_equal(post(x, "/v1/silos", b), 201);
+    int64_t id = json_integer_value(json_object_get(x->out.body, "id"));
     assert_true(id > 0);
-    http_resp_clear(&rs);
-    json_decref(body);
     return id;
 }
 
@@ -153,40 +156,22 @@ static void offered_defer_the_handler_defers_and_resumes_with_the_answer(void **
     json_decref(body);
 }
 
-/* Runs a charge through http_handler_call (the deferred path) and returns the status. */
-static int deferred(fx *x, route_fn fn, const char *id, const char *json, http_resp *rs, dp_err *e)
-{
-    json_t *body = json_loads(json, 0, NULL);
-    assert_non_null(body);
-    http_req rq;
-    http_param p;
-    req_init(x, &rq, &p, id, body);
-    memset(rs, 0, sizeof *rs);
-    dp_err_clear(e);
-    int rc = http_handler_call(fn, &rq, rs, e);
-    json_decref(body);
-    return rc;
-}
-
 static void deferred_refusal_and_batch_answers_match_the_synchronous_ones(void **state)
 {
     fx *x = *state;
     int64_t a = silo(x, 1, "rdp"), b = silo(x, 100, "rdp");
-    char ida[24];
-    snprintf(ida, sizeof ida, "%lld", (long long)a);
-    http_resp rs;
-    dp_err e;
+    char charges_a[64];
+    snprintf(charges_a, sizeof charges_a, "/v1/silos/%lld/charges", (long long)a);
     /* sigma = 0.5 costs far more than eps = 1: 409 with the figures, nothing charged */
     const char *big = "{\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":0.5}}";
-    assert_int_equal(deferred(x, route_silo_charge, ida, big, &rs, &e), DP_OK);
-    assert_int_equal(rs.status, 409);
-    json_t *err = json_object_get(rs.body, "error");
+    assert_int_equal(post(x, charges_a, big), 409);
+    assert_int_equal(x->out.rc, DP_OK); /* the handler's own answer, not an error return */
+    json_t *err = json_object_get(x->out.body, "error");
     assert_string_equal(json_string_value(json_object_get(err, "code")), "budget_exhausted");
     json_t *det = json_object_get(err, "details");
     assert_non_null(det);
     assert_true(json_real_value(json_object_get(det, "would_be")) > 1.0);
     assert_null(json_object_get(det, "index"));
-    http_resp_clear(&rs);
     /* the same refusal in a batch names the index of the refused silo */
     char batch[400];
     snprintf(
@@ -194,24 +179,21 @@ static void deferred_refusal_and_batch_answers_match_the_synchronous_ones(void *
         "{\"charges\":[{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":"
         "4}},{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":0.5}}]}",
         (long long)b, (long long)a);
-    assert_int_equal(deferred(x, route_charges_batch, NULL, batch, &rs, &e), DP_OK);
-    assert_int_equal(rs.status, 409);
-    det = json_object_get(json_object_get(rs.body, "error"), "details");
+    assert_int_equal(post(x, "/v1/charges", batch), 409);
+    assert_int_equal(x->out.rc, DP_OK);
+    det = json_object_get(json_object_get(x->out.body, "error"), "details");
     assert_int_equal(json_integer_value(json_object_get(det, "index")), 1);
-    http_resp_clear(&rs);
     /* an admitted batch: 201 with both charges, and the all-or-nothing refusal wrote nothing */
     snprintf(
         batch, sizeof batch,
         "{\"charges\":[{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":"
         "4}},{\"silo_id\":%lld,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":50}}]}",
         (long long)b, (long long)a);
-    assert_int_equal(deferred(x, route_charges_batch, NULL, batch, &rs, &e), DP_OK);
-    assert_int_equal(rs.status, 201);
-    json_t *arr = json_object_get(rs.body, "charges");
+    assert_int_equal(post(x, "/v1/charges", batch), 201);
+    json_t *arr = json_object_get(x->out.body, "charges");
     assert_int_equal(json_array_size(arr), 2);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(arr, 0), "seq")), 1);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(arr, 1), "seq")), 1);
-    http_resp_clear(&rs);
 }
 
 static void input_errors_are_answered_at_once_without_deferring(void **state)
@@ -242,10 +224,8 @@ static void input_errors_are_answered_at_once_without_deferring(void **state)
         json_decref(body);
     }
     /* an unknown silo is found by the committer: deferred, then 404 */
-    http_resp rs;
-    dp_err e;
-    assert_int_equal(deferred(x, route_silo_charge, "999", CHARGE, &rs, &e), DP_ENOTFOUND);
-    http_resp_clear(&rs);
+    assert_int_equal(post(x, "/v1/silos/999/charges", CHARGE), 404);
+    assert_int_equal(x->out.rc, DP_ENOTFOUND);
     assert_int_equal(w.calls, 0); /* never woken for an answer given at once */
     waker_destroy(&w);
 }
@@ -265,7 +245,7 @@ static void many_async_charges_from_one_thread_all_commit(void **state)
     for (int i = 0; i < N_ASYNC; i++) {
         dp_err e;
         dp_err_clear(&e);
-        assert_int_equal(ledger_charge_start(x->f.l, &req, 1, NULL, false, false, &res[i],
+        assert_int_equal(ledger_charge_start(x->f.ledger, &req, 1, NULL, false, false, &res[i],
                                              waker_wake, &w, &pend[i], &e),
                          DP_OK);
         assert_non_null(pend[i]);
@@ -283,16 +263,16 @@ static void many_async_charges_from_one_thread_all_commit(void **state)
     ledger_verify v;
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(ledger_silo_verify(x->f.l, x->f.conn, id, &v, &e), DP_OK);
+    assert_int_equal(ledger_silo_verify(x->f.ledger, x->f.r.db, id, &v, &e), DP_OK);
     assert_true(v.consistent);
     assert_int_equal(v.n_charges_log, N_ASYNC);
     /* an answer may also be dropped (the client has gone): the charge stays committed */
-    assert_int_equal(ledger_charge_start(x->f.l, &req, 1, NULL, false, false, &res[0], waker_wake,
-                                         &w, &pend[0], &e),
+    assert_int_equal(ledger_charge_start(x->f.ledger, &req, 1, NULL, false, false, &res[0],
+                                         waker_wake, &w, &pend[0], &e),
                      DP_OK);
     assert_int_equal(waker_wait(&w, N_ASYNC + 1), N_ASYNC + 1);
     ledger_pending_free(pend[0]);
-    assert_int_equal(ledger_silo_verify(x->f.l, x->f.conn, id, &v, &e), DP_OK);
+    assert_int_equal(ledger_silo_verify(x->f.ledger, x->f.r.db, id, &v, &e), DP_OK);
     assert_int_equal(v.n_charges_log, N_ASYNC + 1);
     waker_destroy(&w);
 }
@@ -301,15 +281,11 @@ static void pld_silo_answers_through_the_deferred_path(void **state)
 {
     fx *x = *state;
     int64_t id = silo(x, 10, "pld");
-    char ids[24];
-    snprintf(ids, sizeof ids, "%lld", (long long)id);
-    http_resp rs;
-    dp_err e;
+    char charges[64];
+    snprintf(charges, sizeof charges, "/v1/silos/%lld/charges", (long long)id);
     for (int i = 1; i <= 3; i++) {
-        assert_int_equal(deferred(x, route_silo_charge, ids, CHARGE, &rs, &e), DP_OK);
-        assert_int_equal(rs.status, 201);
-        assert_int_equal(json_integer_value(json_object_get(rs.body, "seq")), i);
-        http_resp_clear(&rs);
+        assert_int_equal(post(x, charges, CHARGE), 201);
+        assert_int_equal(json_integer_value(json_object_get(x->out.body, "seq")), i);
     }
 }
 
