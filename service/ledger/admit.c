@@ -9,7 +9,8 @@
 /* ---- accounting ---- */
 
 /* Privacy loss of a total (RDP vector and rho) in the silo's budget unit and as eps at its delta.
- * eps: DNAN when the silo has no delta. lg_unit_value: eps (EPS_DELTA), rho (RHO), DNAN (NONE). */
+ * eps: DP_NAN when the silo has no delta. lg_unit_value: eps (EPS_DELTA), rho (RHO), DP_NAN
+ * (NONE). */
 int lg_loss_of(const ledger *l, const ledger_budget *b, const double *rdp, double rho, double *eps,
                double *order, dp_err *err)
 {

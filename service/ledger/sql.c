@@ -138,7 +138,8 @@ int lg_b_i64_or_null(sqlite3_stmt *st, const char *name, int64_t v)
     int i = lg_bind_idx(st, name);
     return i < 0 ? SQLITE_RANGE : v == 0 ? sqlite3_bind_null(st, i) : sqlite3_bind_int64(st, i, v);
 }
-/* DNAN is bound as NULL (SQLite would turn it into NULL anyway); infinities are stored as REAL. */
+/* DP_NAN is bound as NULL (SQLite would turn it into NULL anyway); infinities are stored as REAL.
+ */
 int lg_b_dbl(sqlite3_stmt *st, const char *name, double v)
 {
     int i = lg_bind_idx(st, name);
