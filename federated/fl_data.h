@@ -1,0 +1,130 @@
+/*
+ * federated/fl_data: the data a training job learns from, and how it is split into silos.
+ *
+ * A data set is a dense float matrix of n rows and d features, one label per row, and optionally
+ * the silo each row belongs to (natural silos, as the School data set's school column). It comes
+ * from a seeded synthetic generator, from a CSV text a user uploaded, or from IDX files (the
+ * format of Fashion-MNIST). A partition assigns every row to a silo (by that column, IID, Dirichlet
+ * label skew, or k classes per silo); fl_federate then splits each silo's rows into a training and
+ * a test part with a seed and standardises the features on the silo's own training part.
+ *
+ * Labels: for regression a real value; for classification the class index 0..n_classes-1 stored
+ * as a float (binary tasks use 0 and 1). The library does not decide the task: a data set whose
+ * labels are all integers in [0, FL_MAX_CLASSES) reports n_classes = max + 1, else 0 (real labels,
+ * regression only), and the caller checks the model against it.
+ *
+ * Reproducibility: every random choice draws from dp_rng streams (common/dp_rng.h) derived from
+ * the caller's seed, so the same inputs and seed give the same bytes on every machine.
+ *
+ * No HTTP, JSON or SQL here; reading files is allowed. Errors: DP_OK, or a dp_err (DP_EINVAL with
+ * the field named for bad parameters, DP_ENOMEM, DP_EIO for unreadable files).
+ * Thread-safety: functions are reentrant; a data set is read-only once built and may then be shared
+ * by threads.
+ */
+#ifndef DP_FEDERATED_FL_DATA_H
+#define DP_FEDERATED_FL_DATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/dp_err.h"
+
+#define FL_MAX_CLASSES 1000
+
+typedef struct fl_dataset {
+    size_t n, d;
+    float *x;            /* n x d, row-major, owned */
+    float *y;            /* n labels, owned */
+    size_t n_classes;    /* see the header comment: 0 = real labels */
+    uint32_t *silo;      /* n silo indices (natural silos), or NULL; owned */
+    size_t n_silos;      /* 0 when silo is NULL */
+    char **silo_names;   /* n_silos names (CSV values, or "0".."K-1"), owned */
+    char **feature_names; /* d names (CSV header), or NULL; owned */
+} fl_dataset;
+
+/* Frees what d owns and zeroes it. NULL is a no-op. */
+void fl_dataset_free(fl_dataset *d);
+
+/* ---- synthetic federations (Liu et al., NeurIPS 2022, the "Vehicle-like" setting) ----
+ * Silo k's true model is w_k = theta + tau * N(0, I) with theta ~ N(0, I/d) shared; rows
+ * x ~ N(0, I_d), n_k uniform in [n_min, n_max]. Regression: y = w_k.x + noise * N(0, 1).
+ * Classification with classes = 2: y = 1 if w_k.x + noise * N(0,1) > 0 else 0; classes > 2: one
+ * such model per class (a d x classes matrix, each column perturbed by tau) and y = argmax. Rows
+ * carry natural silos named "0".."silos-1". */
+typedef struct fl_synth_spec {
+    size_t silos;        /* 1..10000 */
+    size_t dim;          /* 1..100000 */
+    size_t n_min, n_max; /* rows per silo, 1 <= n_min <= n_max */
+    double tau;          /* silo heterogeneity, >= 0 */
+    double noise;        /* label noise std, >= 0 */
+    size_t classes;      /* 0 = regression; 2..FL_MAX_CLASSES = classification */
+    uint64_t seed;
+} fl_synth_spec;
+
+int fl_synth_generate(const fl_synth_spec *s, fl_dataset *out, dp_err *err);
+
+/* ---- CSV (RFC 4180 subset: comma separated, optional double quotes, first line a header) ----
+ * Every cell of a feature or label column must be a finite number; the silo column (optional) may
+ * hold any text, each distinct value a silo (in order of first appearance). A failure sets *line
+ * and *column (1-based; the header is line 1) and err (DP_EINVAL naming what was wrong, e.g.
+ * "line 17, column 3 (\"x2\"): \"abc\" is not a number"); *line is 0 when no cell is at fault
+ * (e.g. out of memory or an unknown label column name, then err->field is "label" or "silo"). */
+int fl_csv_parse(const char *text, size_t len, const char *label_col, const char *silo_col,
+                 fl_dataset *out, size_t *line, size_t *column, dp_err *err);
+
+/* ---- IDX (LeCun's MNIST format; gzip-compressed files are read too) ----
+ * images: an idx3-ubyte file of n images of r x c bytes, scaled to [0, 1]; labels: idx1-ubyte.
+ * max_rows > 0 keeps only the first max_rows. No silo column. */
+int fl_idx_load(const char *images_path, const char *labels_path, size_t max_rows,
+                fl_dataset *out, dp_err *err);
+
+/* ---- partitions ---- */
+typedef enum fl_partition_kind {
+    FL_PARTITION_NATURAL = 0, /* the data set's own silo column */
+    FL_PARTITION_IID,         /* rows shuffled and dealt into silos of (almost) equal size */
+    FL_PARTITION_DIRICHLET,   /* per class, silo shares ~ Dirichlet(alpha) (label skew) */
+    FL_PARTITION_CLASSES      /* each silo holds classes_per_silo classes */
+} fl_partition_kind;
+
+typedef struct fl_partition_spec {
+    fl_partition_kind kind;
+    size_t silos;            /* IID, DIRICHLET, CLASSES: 1..10000 */
+    double alpha;            /* DIRICHLET: > 0 */
+    size_t classes_per_silo; /* CLASSES: 1..n_classes */
+    uint64_t seed;
+} fl_partition_spec;
+
+/* Assigns every row of d to a silo: assign[i] in [0, *n_silos). assign has d->n entries. Every
+ * silo gets at least one row, or DP_EINVAL (field "partition"). */
+int fl_partition(const fl_dataset *d, const fl_partition_spec *p, uint32_t *assign,
+                 size_t *n_silos, dp_err *err);
+
+/* ---- a federation: per silo, a training and a test part ---- */
+typedef struct fl_silo_data {
+    size_t n_train, n_test;
+    float *x_train, *y_train; /* n_train x d, n_train; owned */
+    float *x_test, *y_test;   /* n_test x d, n_test; owned */
+    char *name;               /* owned */
+} fl_silo_data;
+
+typedef struct fl_federation {
+    size_t d;         /* features */
+    size_t n_classes; /* as the data set's */
+    size_t n_silos;
+    fl_silo_data *silo; /* n_silos, owned */
+} fl_federation;
+
+/* Builds the federation of d under assign (n_silos silos, names from d->silo_names for a natural
+ * partition, else "0".."K-1"). Silo k's rows, in data-set order, are shuffled with the stream
+ * (dp_rng_derive(seed, k), DP_RNG_STREAM_DATA) and the first round(test_fraction * n_k) (at most
+ * n_k - 1) go to the test part. standardize: each silo's features are centred and scaled by the
+ * mean and standard deviation of its own training part (a constant feature is only centred), and
+ * the same transform is applied to its test part. Labels are never transformed. */
+int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos,
+                double test_fraction, uint64_t seed, bool standardize, fl_federation *out,
+                dp_err *err);
+
+void fl_federation_free(fl_federation *f);
+
+#endif

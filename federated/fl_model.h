@@ -1,0 +1,123 @@
+/*
+ * federated/fl_model: the models a silo trains, their gradients, and record-level DP-SGD.
+ *
+ * Models (single precision, matrix products through a CBLAS, linked against OpenBLAS):
+ *   LINEAR    f(x) = w.x + b, loss 1/2 (f - y)^2                       (regression; metric MSE)
+ *   LOGISTIC  f(x) = w.x + b, loss log(1 + exp(-s f)), s = +1 if y > 0 else -1   (binary)
+ *   SVM       f(x) = w.x + b, loss max(0, 1 - s f), s as above          (binary; predict sign f)
+ *   SOFTMAX   f(x) = W x + b (classes outputs), softmax cross-entropy   (multiclass)
+ *   MLP       dense layers with ReLU between them (hidden sizes listed), softmax cross-entropy
+ * Parameters are one float vector: for each dense layer in order, W (out x in, row-major) then b
+ * (out). Linear models start at zero (Liu et al., NeurIPS 2022, App. C.4); the MLP draws He-uniform
+ * weights and zero biases from (seed, DP_RNG_STREAM_FL_MODEL_INIT).
+ *
+ * Gradients are SUMS over the rows given (not means); losses are summed too. Per-example clipping
+ * never materialises per-example gradients: for a dense layer the per-example gradient of W is the
+ * outer product delta_i a_i^T, whose norm is ||delta_i|| ||a_i|| (the bias adds ||delta_i||^2), so
+ * the squared norms over all layers need only the per-layer activations and back-propagated
+ * deltas; the clipped sum is then the same backward pass with each row's delta scaled by
+ * min(1, C / ||g_i||) (one matrix product per layer). For the MLP the cross terms of a layer's
+ * weight gradient are exact because each row contributes one outer product per layer.
+ *
+ * Determinism: results are bit-identical for the same inputs whatever the number of threads: the
+ * library calls BLAS single-threaded and any parallel split of a batch uses fixed chunks summed in
+ * a fixed order.
+ * Thread-safety: a workspace (fl_ws) belongs to one thread; parameters passed const may be shared.
+ */
+#ifndef DP_FEDERATED_FL_MODEL_H
+#define DP_FEDERATED_FL_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/dp_err.h"
+
+#define FL_MAX_HIDDEN 8
+
+typedef enum fl_model_type {
+    FL_MODEL_LINEAR = 0,
+    FL_MODEL_LOGISTIC,
+    FL_MODEL_SVM,
+    FL_MODEL_SOFTMAX,
+    FL_MODEL_MLP
+} fl_model_type;
+
+typedef struct fl_model_spec {
+    fl_model_type type;
+    size_t d_in;                 /* features */
+    size_t n_classes;            /* SOFTMAX, MLP: >= 2; ignored otherwise */
+    size_t n_hidden;             /* MLP: 0..FL_MAX_HIDDEN hidden layers */
+    size_t hidden[FL_MAX_HIDDEN]; /* their widths */
+} fl_model_spec;
+
+/* DP_OK, or DP_EINVAL naming the field ("model.type", "model.hidden", ...). */
+int fl_model_check(const fl_model_spec *m, dp_err *err);
+/* Number of floats in the parameter vector. */
+size_t fl_model_n_params(const fl_model_spec *m);
+/* "linear", "logistic", "svm", "softmax", "mlp"; fl_model_type_parse returns -1 if unknown. */
+const char *fl_model_type_name(fl_model_type t);
+int fl_model_type_parse(const char *name);
+/* true for LINEAR (regression, metric MSE), false for the classifiers (metric accuracy). */
+bool fl_model_is_regression(const fl_model_spec *m);
+
+/* Writes the initial parameters (fl_model_n_params floats) for seed. */
+void fl_model_init(const fl_model_spec *m, uint64_t seed, float *w);
+
+/* Scratch space for batches of up to max_rows rows. Owned by the caller. NULL with err. */
+typedef struct fl_ws fl_ws;
+fl_ws *fl_ws_alloc(const fl_model_spec *m, size_t max_rows, dp_err *err);
+void fl_ws_free(fl_ws *ws);
+
+/* g (n_params floats, overwritten) = sum over the n rows (x: n x d_in row-major, y: n labels) of
+ * the loss gradient at w; returns the summed loss. n <= the workspace's max_rows. */
+double fl_model_grad_sum(const fl_model_spec *m, const float *w, const float *x, const float *y,
+                         size_t n, fl_ws *ws, float *g);
+
+/* The same with each row's gradient clipped to L2 norm <= clip (> 0) first, computed without
+ * per-example gradients (header comment). norms (n floats, or NULL) receives each row's unclipped
+ * gradient norm. */
+double fl_model_clipped_grad_sum(const fl_model_spec *m, const float *w, const float *x,
+                                 const float *y, size_t n, double clip, fl_ws *ws, float *g,
+                                 float *norms);
+
+/* Evaluation over n rows, accumulated into *e (so that several calls pool their rows). */
+typedef struct fl_eval {
+    double loss_sum;  /* summed training loss */
+    double sq_err;    /* LINEAR: summed squared error (f - y)^2 */
+    double correct;   /* classifiers: rows predicted right */
+    size_t n;
+} fl_eval;
+void fl_model_eval(const fl_model_spec *m, const float *w, const float *x, const float *y,
+                   size_t n, fl_ws *ws, fl_eval *e);
+
+/* ---- (DP-)SGD on one silo's rows ---- */
+
+typedef struct fl_sgd_cfg {
+    double lr;
+    size_t steps;          /* steps to run */
+    double q;              /* Poisson sampling rate in (0, 1]: each row joins a step's batch with
+                              probability q, independently (what the accountant assumes) */
+    double expected_batch; /* q * n: the (noisy) gradient sum is divided by this */
+    double clip;           /* > 0: per-example clipping to this L2 norm; 0: none */
+    double noise_multiplier; /* Gaussian noise of std noise_multiplier * clip added to each step's
+                                clipped sum; 0 = none (then clip may be 0) */
+    double prox_lambda;    /* >= 0: the data-independent proximal gradient lambda (w - anchor) is
+                              added after clipping and noise, never clipped */
+    const float *anchor;   /* n_params floats; NULL iff prox_lambda == 0 */
+} fl_sgd_cfg;
+
+/* Runs cfg->steps steps of w <- w - lr (noisy clipped sum / expected_batch + prox) in place on the
+ * rows (x, y, n). Batch membership draws from sample_seed and noise from noise_seed only (each
+ * through its own dp_rng stream id), so the same (w, rows, cfg, seeds) give the same w bit for
+ * bit. A batch larger than the workspace is processed in fixed chunks of its max_rows, summed in
+ * order. *train_loss = summed loss over the batches' rows / their count (NAN if none drawn). */
+int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y, size_t n,
+               const fl_sgd_cfg *cfg, uint64_t sample_seed, uint64_t noise_seed, fl_ws *ws,
+               double *train_loss, dp_err *err);
+
+/* Fills out[0..n) with independent N(0, sigma^2) float normals from a fast generator seeded by
+ * seed (>= 300 M normals/s per core is the goal). */
+void fl_gauss_fill(float *out, size_t n, double sigma, uint64_t seed);
+
+#endif
