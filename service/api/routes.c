@@ -77,6 +77,12 @@ const route ROUTES[] = {
     {"GET", "/v1/claims/{id}", route_claim_get, 0, ROUTE_TOKEN, NULL},
     {"POST", "/v1/claims/{id}/commit", route_claim_commit, 1 * KIB, ROUTE_TOKEN, NULL},
     {"POST", "/v1/claims/{id}/abort", route_claim_abort, 1 * KIB, ROUTE_TOKEN, NULL},
+    /* training data (api/datasets.c, issue #12); an upload's cap is --max-upload */
+    {"GET", "/v1/datasets", route_datasets_list, 0, ROUTE_TOKEN, "limit after"},
+    {"POST", "/v1/datasets", route_datasets_upload, ROUTE_BODY_UPLOAD, ROUTE_TOKEN,
+     "label silo name", "text/csv"},
+    {"GET", "/v1/datasets/{id}", route_dataset_get, 0, ROUTE_TOKEN, NULL},
+    {"DELETE", "/v1/datasets/{id}", route_dataset_delete, 0, ROUTE_TOKEN, NULL},
 };
 
 const size_t ROUTES_N = sizeof ROUTES / sizeof ROUTES[0];

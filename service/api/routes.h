@@ -46,6 +46,12 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err);
 int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err);
 int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err);
 
+/* api/datasets.c: training data sets (docs/TRAINING.md) */
+int route_datasets_list(const http_req *rq, http_resp *rs, dp_err *err);
+int route_datasets_upload(const http_req *rq, http_resp *rs, dp_err *err);
+int route_dataset_get(const http_req *rq, http_resp *rs, dp_err *err);
+int route_dataset_delete(const http_req *rq, http_resp *rs, dp_err *err);
+
 /* api/silos.c: silos, budgets, charges, claims (issue #5; access control in api/auth.h). */
 int route_silos_create(const http_req *rq, http_resp *rs, dp_err *err);
 int route_silos_list(const http_req *rq, http_resp *rs, dp_err *err);

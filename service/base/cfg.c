@@ -24,6 +24,7 @@ enum {
     OPT_DB,
     OPT_THREADS,
     OPT_MAX_BODY,
+    OPT_MAX_UPLOAD,
     OPT_LOG_LEVEL,
     OPT_AUTH,
     OPT_ADMIN_TOKEN,
@@ -50,6 +51,7 @@ static const struct {
     [OPT_DB] = {"--db", "DPSILO_DB"},
     [OPT_THREADS] = {"--threads", "DPSILO_THREADS"},
     [OPT_MAX_BODY] = {"--max-body", "DPSILO_MAX_BODY"},
+    [OPT_MAX_UPLOAD] = {"--max-upload", "DPSILO_MAX_UPLOAD"},
     [OPT_LOG_LEVEL] = {"--log-level", "DPSILO_LOG_LEVEL"},
     [OPT_AUTH] = {"--auth", "DPSILO_AUTH"},
     [OPT_ADMIN_TOKEN] = {"--admin-token-file", "DPSILO_ADMIN_TOKEN_FILE"},
@@ -76,6 +78,7 @@ void cfg_defaults(cfg *c)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     c->threads = n < 1 ? 1u : n > CFG_MAX_THREADS ? CFG_MAX_THREADS : (unsigned)n;
     c->max_body_bytes = CFG_DEFAULT_MAX_BODY;
+    c->max_upload_bytes = CFG_DEFAULT_MAX_UPLOAD;
     c->log_level = DP_LOG_INFO;
     c->drain_timeout_s = 10;
     c->header_timeout_s = 10;
@@ -195,6 +198,13 @@ static int set_opt(cfg *c, int opt, const char *val, const char *who, dp_err *er
                                   "%s must be an integer in 1..%u bytes (got \"%.32s\")", who,
                                   CFG_MAX_BODY_LIMIT, val);
             c->max_body_bytes = (size_t)v;
+            return DP_OK;
+        case OPT_MAX_UPLOAD:
+            if (parse_ulong(val, 1, CFG_MAX_UPLOAD_LIMIT, &v) != 0)
+                return dp_err_set(err, DP_EINVAL, who,
+                                  "%s must be an integer in 1..%zu bytes (got \"%.32s\")", who,
+                                  CFG_MAX_UPLOAD_LIMIT, val);
+            c->max_upload_bytes = (size_t)v;
             return DP_OK;
         case OPT_LOG_LEVEL: {
             int l = dp_log_level_parse(val);
@@ -342,6 +352,8 @@ const char *cfg_usage(void)
            "  --max-body BYTES    largest request body accepted by any route (routes may cap "
            "lower)\n"
            "                      [DPSILO_MAX_BODY, default 1048576]\n"
+           "  --max-upload BYTES  largest data-set upload (POST /v1/datasets), not bounded by\n"
+           "                      --max-body [DPSILO_MAX_UPLOAD, default 268435456]\n"
            "  --log-level LEVEL   debug, info, warn, error or off; access lines are info\n"
            "                      [DPSILO_LOG_LEVEL, default info]\n"
            "  --auth on|off       bearer tokens for silos and budgets; off only on loopback\n"

@@ -8,6 +8,8 @@
  *   --db PATH            DPSILO_DB         ./var/dpsilo.db
  *   --threads N          DPSILO_THREADS    number of online cores (1..CFG_MAX_THREADS)
  *   --max-body BYTES     DPSILO_MAX_BODY   1048576; an upper bound on every route's own body cap
+ *   --max-upload BYTES   DPSILO_MAX_UPLOAD 268435456; the cap of data-set uploads (POST
+ *                                          /v1/datasets), which --max-body does not bound
  *   --log-level LEVEL    DPSILO_LOG_LEVEL  info (debug, info, warn, error, off)
  *   --auth on|off        DPSILO_AUTH       on; off is refused unless HOST is a loopback address
  *   --admin-token-file P DPSILO_ADMIN_TOKEN_FILE  (none: <db dir>/admin.token, made at first start)
@@ -52,6 +54,8 @@
 #define CFG_MAX_THREADS               64
 #define CFG_MAX_BODY_LIMIT            (64u * 1024u * 1024u) /* --max-body may not exceed 64 MiB */
 #define CFG_DEFAULT_MAX_BODY          (1024u * 1024u)
+#define CFG_MAX_UPLOAD_LIMIT          ((size_t)4 << 30) /* --max-upload may not exceed 4 GiB */
+#define CFG_DEFAULT_MAX_UPLOAD        ((size_t)256 << 20)
 #define CFG_HOST_MAX                  64
 #define CFG_PATH_MAX                  1024
 #define CFG_MAX_DRAIN_S               3600
@@ -76,6 +80,7 @@ typedef struct cfg {
     char db_path[CFG_PATH_MAX]; /* SQLite file */
     unsigned threads;           /* MHD thread-pool size = SQLite pool size, 1..CFG_MAX_THREADS */
     size_t max_body_bytes;      /* global request-body cap, bytes, 1..CFG_MAX_BODY_LIMIT */
+    size_t max_upload_bytes;    /* data-set upload cap, bytes, 1..CFG_MAX_UPLOAD_LIMIT */
     int log_level;              /* DP_LOG_* */
     bool auth_off;              /* --auth off: no bearer tokens (loopback only, issue #5) */
     char admin_token_file[CFG_PATH_MAX]; /* --admin-token-file; "" = <db dir>/admin.token */

@@ -17,6 +17,7 @@
 #define DP_SERVICE_ROUTER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/dp_err.h"
 
@@ -56,7 +57,14 @@ typedef struct route {
     route_access access;   /* who may call it; 0 (unset) is refused by the dispatcher as 500 */
     const char *query;     /* the query parameters it accepts, space-separated ("limit after");
                               NULL: none. Any other parameter is a 400 naming it. */
+    const char *raw_type;  /* NULL: the body is a JSON object (http_req.body). Else the media type
+                              the body must be sent as ("text/csv"; any other Content-Type is a
+                              400 naming it), handed over unparsed (http_req.raw) */
 } route;
+
+/* max_body_bytes of an upload route: its cap is --max-upload (cfg.max_upload_bytes), which
+ * --max-body does not bound. */
+#define ROUTE_BODY_UPLOAD SIZE_MAX
 
 /* True when name is one of the space-separated words of list (NULL: none). */
 int http_query_allowed(const char *list, const char *name);

@@ -604,7 +604,12 @@ static void too_big(const http_ctx *c, unsigned long long declared, dp_err *e)
     if (declared > 0)
         snprintf(size, sizeof size, " of %llu bytes", declared);
     size_t route_cap = c->kind == KIND_ROUTE ? c->m.route->max_body_bytes : c->cap;
-    if (route_cap > c->cap)
+    if (route_cap == ROUTE_BODY_UPLOAD)
+        dp_err_set(e, DP_ETOOBIG, NULL,
+                   "request body%s exceeds the upload limit of %zu bytes set by --max-upload "
+                   "(or DPSILO_MAX_UPLOAD)",
+                   size, c->cap);
+    else if (route_cap > c->cap)
         dp_err_set(e, DP_ETOOBIG, NULL,
                    "request body%s exceeds the limit of %zu bytes set by --max-body; this route "
                    "takes up to %zu bytes: start dpsilod with a larger --max-body (or "
@@ -633,8 +638,12 @@ static enum MHD_Result first_call(http_ctx *c, struct MHD_Connection *conn)
     if (rc == HTTP_ROUTE_FOUND) {
         c->kind = KIND_ROUTE;
         c->metrics_row = c->m.index;
-        c->cap = c->m.route->max_body_bytes < srv->cfg->max_body_bytes ? c->m.route->max_body_bytes
-                                                                       : srv->cfg->max_body_bytes;
+        if (c->m.route->max_body_bytes == ROUTE_BODY_UPLOAD)
+            c->cap = srv->cfg->max_upload_bytes;
+        else
+            c->cap = c->m.route->max_body_bytes < srv->cfg->max_body_bytes
+                         ? c->m.route->max_body_bytes
+                         : srv->cfg->max_body_bytes;
     } else {
         c->metrics_row = HTTP_METRICS_ROW_UNMATCHED(srv->n_routes);
         int is_get = strcmp(c->method, "GET") == 0 || strcmp(c->method, "HEAD") == 0;
@@ -794,6 +803,8 @@ static enum MHD_Result run_handler(http_ctx *c, struct MHD_Connection *conn, htt
         .path = c->path,
         .body = c->body_json,
         .clients = c->clients,
+        .raw = c->m.route->raw_type != NULL ? c->body : NULL,
+        .raw_len = c->m.route->raw_type != NULL ? c->len : 0,
         .params = c->m.params,
         .n_params = c->m.n_params,
         .query = c->query,
@@ -872,6 +883,25 @@ static enum MHD_Result run_handler(http_ctx *c, struct MHD_Connection *conn, htt
     return send_result(c, conn, rc, &rs, &e);
 }
 
+/* True when the request's Content-Type is media type want (case-insensitive, parameters such as
+ * "; charset=utf-8" ignored). */
+static bool content_type_is(struct MHD_Connection *conn, const char *want)
+{
+    const char *ct =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct == NULL)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    size_t n = strlen(want);
+    if (strncasecmp(ct, want, n) != 0)
+        return false;
+    ct += n;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
 static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
 {
     dp_err e;
@@ -894,7 +924,13 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
     }
 
     json_t *body = NULL;
-    if (c->len > 0) {
+    const route *raw_rt = c->m.route->raw_type != NULL ? c->m.route : NULL;
+    if (raw_rt != NULL && !content_type_is(conn, raw_rt->raw_type)) {
+        dp_err_set(&e, DP_EINVAL, "Content-Type", "%s %s takes a %s body (Content-Type: %s)",
+                   raw_rt->method, raw_rt->pattern, raw_rt->raw_type, raw_rt->raw_type);
+        return send_error(c, conn, &e, 0, 0);
+    }
+    if (c->len > 0 && raw_rt == NULL) {
         /* A NUL byte is never valid JSON text (inside strings it must be escaped), but jansson
          * 2.14 takes one right after a number as the end of the input and accepts the truncated
          * object ({"count": 2<NUL>} parsed as {"count": 2}): refuse it here. */

@@ -88,6 +88,10 @@ typedef struct http_req {
                            api/auth.h, never log it */
     const http_defer *defer;     /* non-NULL: the handler may defer its answer (PENDING above) */
     const char *idempotency_key; /* the Idempotency-Key header as sent, or NULL */
+    const char *raw; /* a raw_type route's body as received (not NUL-terminated), or NULL; raw_len
+                        bytes. Borrowed, but valid until a deferred answer's wake-up, so a
+                        compute task may read it (http/offload.h) */
+    size_t raw_len;
 } http_req;
 
 /* What a handler fills. Use the helpers below rather than setting fields directly. */

@@ -1,0 +1,488 @@
+/*
+ * codec/job_spec.c: POST /v1/jobs bodies. Contract in codec/job_spec.h.
+ *
+ * Each object is read by a small reader that knows its path ("privacy", "dataset"), so that every
+ * error names the field in full. Numbers must be finite; integers must be JSON integers (or reals
+ * with an integral value, as 1e3); booleans must be booleans.
+ */
+#include "service/codec/job_spec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/dp_alloc.h"
+
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* An object being read, with its path for the error messages ("" at the top). */
+typedef struct reader {
+    const json_t *obj;
+    const char *path;
+    dp_err *err;
+} reader;
+
+/* The full name of key in r: "key" or "path.key". */
+static const char *field(const reader *r, const char *key, char *buf, size_t cap)
+{
+    if (r->path[0] == '\0')
+        snprintf(buf, cap, "%s", key);
+    else
+        snprintf(buf, cap, "%s.%s", r->path, key);
+    return buf;
+}
+
+static int fail(const reader *r, const char *key, const char *fmt, const char *what)
+{
+    char f[DP_ERR_FIELD_MAX];
+    field(r, key, f, sizeof f);
+    return dp_err_set(r->err, DP_EINVAL, f, fmt, f, what);
+}
+
+static int check_keys(const reader *r, const char *const *allowed, size_t n)
+{
+    if (!json_is_object(r->obj))
+        return dp_err_set(r->err, DP_EINVAL, r->path[0] ? r->path : "body", "%s must be an object",
+                          r->path[0] ? r->path : "the body");
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)r->obj, key, v)
+    {
+        (void)v;
+        bool ok = false;
+        for (size_t i = 0; i < n && !ok; i++)
+            ok = strcmp(key, allowed[i]) == 0;
+        if (!ok) {
+            char f[DP_ERR_FIELD_MAX];
+            field(r, key, f, sizeof f);
+            return dp_err_set(r->err, DP_EINVAL, f, "unknown field \"%.40s\"", f);
+        }
+    }
+    return DP_OK;
+}
+
+/* A number in [lo, hi] (absent or null: def, or a 400 when required). */
+static int num(const reader *r, const char *key, bool required, double def, double lo, double hi,
+               double *out)
+{
+    const json_t *v = json_object_get(r->obj, key);
+    if (v == NULL || json_is_null(v)) {
+        if (required)
+            return fail(r, key, "%s is required (%s)", "a number");
+        *out = def;
+        return DP_OK;
+    }
+    if (!json_is_number(v))
+        return fail(r, key, "%s must be a number (got %s)", json_is_string(v) ? "a string" : "a non-number");
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || x > hi) {
+        char f[DP_ERR_FIELD_MAX];
+        field(r, key, f, sizeof f);
+        return dp_err_set(r->err, DP_EINVAL, f, "%s must be in [%g, %g] (got %g)", f, lo, hi, x);
+    }
+    *out = x;
+    return DP_OK;
+}
+
+/* A number in (lo, hi]: lo excluded. */
+static int num_pos(const reader *r, const char *key, bool required, double def, double lo,
+                   double hi, double *out)
+{
+    int rc = num(r, key, required, def, lo, hi, out);
+    if (rc == DP_OK && !(*out > lo) && json_object_get(r->obj, key) != NULL) {
+        char f[DP_ERR_FIELD_MAX];
+        field(r, key, f, sizeof f);
+        return dp_err_set(r->err, DP_EINVAL, f, "%s must be greater than %g (got %g)", f, lo, *out);
+    }
+    return rc;
+}
+
+static int integer(const reader *r, const char *key, bool required, int64_t def, int64_t lo,
+                   int64_t hi, int64_t *out)
+{
+    double x;
+    int rc = num(r, key, required, (double)def, (double)lo, (double)hi, &x);
+    if (rc != DP_OK)
+        return rc;
+    if (x != floor(x)) {
+        char f[DP_ERR_FIELD_MAX];
+        field(r, key, f, sizeof f);
+        return dp_err_set(r->err, DP_EINVAL, f, "%s must be an integer (got %g)", f, x);
+    }
+    *out = (int64_t)x;
+    return DP_OK;
+}
+
+static int string(const reader *r, const char *key, bool required, const char *def,
+                  const char **out)
+{
+    const json_t *v = json_object_get(r->obj, key);
+    if (v == NULL || json_is_null(v)) {
+        if (required)
+            return fail(r, key, "%s is required (%s)", "a string");
+        *out = def;
+        return DP_OK;
+    }
+    if (!json_is_string(v))
+        return fail(r, key, "%s must be %s", "a string");
+    *out = json_string_value(v);
+    return DP_OK;
+}
+
+static int boolean(const reader *r, const char *key, bool def, bool *out)
+{
+    const json_t *v = json_object_get(r->obj, key);
+    if (v == NULL || json_is_null(v)) {
+        *out = def;
+        return DP_OK;
+    }
+    if (!json_is_boolean(v))
+        return fail(r, key, "%s must be %s", "true or false");
+    *out = json_is_true(v);
+    return DP_OK;
+}
+
+/* One of names[] (absent: def, or required); *idx its index. */
+static int choice(const reader *r, const char *key, const char *const *names, size_t n,
+                  const char *def, size_t *idx)
+{
+    const char *s;
+    int rc = string(r, key, def == NULL, def, &s);
+    if (rc != DP_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *idx = i;
+            return DP_OK;
+        }
+    char list[160] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
+    char f[DP_ERR_FIELD_MAX];
+    field(r, key, f, sizeof f);
+    return dp_err_set(r->err, DP_EINVAL, f, "%s must be one of %s (got \"%.40s\")", f, list, s);
+}
+
+/* ---- the parts ---- */
+
+static const char *const ALGORITHMS[] = {"local", "fedavg", "finetune", "mrmtl", "ditto",
+                                         "dp_fedavg"};
+
+static int parse_dataset(const json_t *body, job_spec *s, dp_err *err)
+{
+    const json_t *v = json_object_get(body, "dataset");
+    if (v == NULL || json_is_null(v))
+        return dp_err_set(err, DP_EINVAL, "dataset",
+                          "dataset is required: an uploaded data set's id, \"fashion-mnist\", or "
+                          "{\"generator\": \"synthetic-linreg\", ...}");
+    if (json_is_integer(v)) {
+        if (json_integer_value(v) < 1)
+            return dp_err_set(err, DP_EINVAL, "dataset", "dataset must be a positive id");
+        s->data = JOB_DATA_UPLOAD;
+        s->dataset_id = (int64_t)json_integer_value(v);
+        return DP_OK;
+    }
+    if (json_is_string(v)) {
+        if (strcmp(json_string_value(v), "fashion-mnist") == 0) {
+            s->data = JOB_DATA_FASHION_MNIST;
+            return DP_OK;
+        }
+        return dp_err_set(err, DP_EINVAL, "dataset",
+                          "dataset \"%.40s\" is not a built-in data set (fashion-mnist); a "
+                          "generator is given as {\"generator\": \"%.40s\", ...}",
+                          json_string_value(v), json_string_value(v));
+    }
+    reader r = {v, "dataset", err};
+    static const char *const KEYS[] = {"generator", "silos", "dim", "n_min", "n_max",
+                                       "tau",       "noise", "classes", "seed"};
+    static const char *const GENS[] = {"synthetic-linreg", "synthetic-classification"};
+    size_t g = 0;
+    int64_t silos, dim, n_min, n_max, classes = 0, seed;
+    double tau, noise;
+    int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc == DP_OK)
+        rc = choice(&r, "generator", GENS, N_ELEMS(GENS), NULL, &g);
+    if (rc == DP_OK)
+        rc = integer(&r, "silos", false, 20, 1, FL_MAX_SILOS, &silos);
+    if (rc == DP_OK)
+        rc = integer(&r, "dim", false, 10, 1, 100000, &dim);
+    if (rc == DP_OK)
+        rc = integer(&r, "n_min", false, 100, 1, 10000000, &n_min);
+    if (rc == DP_OK)
+        rc = integer(&r, "n_max", false, n_min > 200 ? n_min : 200, 1, 10000000, &n_max);
+    if (rc == DP_OK && n_max < n_min)
+        rc = dp_err_set(err, DP_EINVAL, "dataset.n_max", "dataset.n_max must be >= n_min");
+    if (rc == DP_OK)
+        rc = num(&r, "tau", false, 0.1, 0, 1e6, &tau);
+    if (rc == DP_OK)
+        rc = num(&r, "noise", false, 0.1, 0, 1e6, &noise);
+    if (rc == DP_OK && g == 1)
+        rc = integer(&r, "classes", false, 2, 2, FL_MAX_CLASSES, &classes);
+    else if (rc == DP_OK && json_object_get(v, "classes") != NULL)
+        rc = dp_err_set(err, DP_EINVAL, "dataset.classes",
+                        "dataset.classes applies to synthetic-classification only");
+    if (rc == DP_OK)
+        rc = integer(&r, "seed", false, 1, 0, INT64_C(9007199254740991), &seed);
+    if (rc != DP_OK)
+        return rc;
+    s->data = JOB_DATA_SYNTHETIC;
+    s->synth = (fl_synth_spec){(size_t)silos,   (size_t)dim, (size_t)n_min, (size_t)n_max, tau,
+                               noise,           (size_t)classes, (uint64_t)seed};
+    return DP_OK;
+}
+
+static int parse_partition(const json_t *body, job_spec *s, dp_err *err)
+{
+    const json_t *v = json_object_get(body, "partition");
+    if (v == NULL || json_is_null(v))
+        return DP_OK;
+    reader r = {v, "partition", err};
+    static const char *const KEYS[] = {"kind", "silos", "alpha", "classes_per_silo", "seed"};
+    static const char *const KINDS[] = {"natural", "iid", "dirichlet", "classes"};
+    size_t k = 0;
+    int64_t silos = 0, cps = 0, seed = 0;
+    double alpha = 0;
+    int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc == DP_OK)
+        rc = choice(&r, "kind", KINDS, N_ELEMS(KINDS), NULL, &k);
+    if (rc == DP_OK && k != 0)
+        rc = integer(&r, "silos", true, 0, 1, FL_MAX_SILOS, &silos);
+    if (rc == DP_OK && k == 2)
+        rc = num_pos(&r, "alpha", true, 0, 0, 1e6, &alpha);
+    if (rc == DP_OK && k == 3)
+        rc = integer(&r, "classes_per_silo", true, 0, 1, FL_MAX_CLASSES, &cps);
+    if (rc == DP_OK)
+        rc = integer(&r, "seed", false, (int64_t)(s->seed & INT64_C(0x1fffffffffffff)), 0,
+                     INT64_C(9007199254740991), &seed);
+    if (rc != DP_OK)
+        return rc;
+    s->has_partition = true;
+    s->partition = (fl_partition_spec){(fl_partition_kind)k, (size_t)silos, alpha, (size_t)cps,
+                                       (uint64_t)seed};
+    return DP_OK;
+}
+
+static int parse_model(const json_t *body, job_spec *s, dp_err *err)
+{
+    const json_t *v = json_object_get(body, "model");
+    if (v == NULL || json_is_null(v))
+        return dp_err_set(err, DP_EINVAL, "model",
+                          "model is required, e.g. {\"type\": \"linear\"} or {\"type\": \"mlp\", "
+                          "\"hidden\": [64]}");
+    reader r = {v, "model", err};
+    static const char *const KEYS[] = {"type", "hidden"};
+    static const char *const TYPES[] = {"linear", "logistic", "svm", "softmax", "mlp"};
+    size_t t = 0;
+    int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc == DP_OK)
+        rc = choice(&r, "type", TYPES, N_ELEMS(TYPES), NULL, &t);
+    if (rc != DP_OK)
+        return rc;
+    memset(&s->model, 0, sizeof s->model);
+    s->model.type = (fl_model_type)t; /* TYPES is in fl_model_type order */
+    const json_t *h = json_object_get(v, "hidden");
+    if (h != NULL && !json_is_null(h) && s->model.type != FL_MODEL_MLP)
+        return dp_err_set(err, DP_EINVAL, "model.hidden", "model.hidden applies to mlp only");
+    if (s->model.type != FL_MODEL_MLP)
+        return DP_OK;
+    if (h == NULL || !json_is_array(h) || json_array_size(h) < 1 ||
+        json_array_size(h) > FL_MAX_HIDDEN)
+        return dp_err_set(err, DP_EINVAL, "model.hidden",
+                          "model.hidden must list 1..%d hidden-layer widths, e.g. [64]",
+                          FL_MAX_HIDDEN);
+    for (size_t i = 0; i < json_array_size(h); i++) {
+        const json_t *w = json_array_get(h, i);
+        if (!json_is_integer(w) || json_integer_value(w) < 1 ||
+            json_integer_value(w) > JOB_MAX_HIDDEN_WIDTH)
+            return dp_err_set(err, DP_EINVAL, "model.hidden",
+                              "model.hidden[%zu] must be an integer in 1..%d", i,
+                              JOB_MAX_HIDDEN_WIDTH);
+        s->model.hidden[i] = (size_t)json_integer_value(w);
+    }
+    s->model.n_hidden = json_array_size(h);
+    return DP_OK;
+}
+
+static int parse_privacy(const json_t *body, job_spec *s, dp_err *err)
+{
+    const json_t *v = json_object_get(body, "privacy");
+    if (v == NULL || json_is_null(v)) {
+        if (strcmp(s->algorithm, "dp_fedavg") == 0)
+            return dp_err_set(err, DP_EINVAL, "privacy",
+                              "dp_fedavg needs privacy: {\"target_epsilon\" or "
+                              "\"noise_multiplier\", \"delta\", \"clip\"}");
+        s->privacy = JOB_PRIVACY_NONE;
+        return DP_OK;
+    }
+    reader r = {v, "privacy", err};
+    static const char *const KEYS[] = {"target_epsilon", "noise_multiplier", "delta", "clip",
+                                       "client_rate"};
+    int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc != DP_OK)
+        return rc;
+    bool has_t = json_object_get(v, "target_epsilon") != NULL;
+    bool has_z = json_object_get(v, "noise_multiplier") != NULL;
+    if (has_t == has_z)
+        return dp_err_set(err, DP_EINVAL, "privacy",
+                          "privacy takes exactly one of target_epsilon (calibrated per silo) and "
+                          "noise_multiplier");
+    s->privacy = has_t ? JOB_PRIVACY_TARGET : JOB_PRIVACY_NOISE;
+    if (has_t)
+        rc = num_pos(&r, "target_epsilon", true, 0, 0, 1000, &s->target_epsilon);
+    else
+        rc = num_pos(&r, "noise_multiplier", true, 0, 0, 1e6, &s->noise_multiplier);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "delta", true, 0, 0, 0.5, &s->delta);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "clip", true, 0, 0, 1e6, &s->clip);
+    bool dpf = strcmp(s->algorithm, "dp_fedavg") == 0;
+    if (rc == DP_OK && !dpf && json_object_get(v, "client_rate") != NULL)
+        rc = dp_err_set(err, DP_EINVAL, "privacy.client_rate",
+                        "privacy.client_rate applies to dp_fedavg only");
+    if (rc == DP_OK)
+        rc = num_pos(&r, "client_rate", false, 1, 0, 1, &s->client_rate);
+    return rc;
+}
+
+static int parse_silos(const json_t *body, job_spec *s, dp_err *err)
+{
+    const json_t *v = json_object_get(body, "silos");
+    if (v == NULL || json_is_null(v))
+        return DP_OK;
+    if (!json_is_object(v))
+        return dp_err_set(err, DP_EINVAL, "silos",
+                          "silos must map the data set's silo names to ledger silo ids, e.g. "
+                          "{\"north\": 1}");
+    size_t n = json_object_size(v);
+    if (n > JOB_MAX_BINDINGS)
+        return dp_err_set(err, DP_EINVAL, "silos", "silos binds at most %d silos",
+                          JOB_MAX_BINDINGS);
+    if (n == 0)
+        return DP_OK;
+    s->bindings = dp_calloc(n, sizeof *s->bindings);
+    if (s->bindings == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    const char *key;
+    json_t *id;
+    json_object_foreach((json_t *)v, key, id)
+    {
+        char f[DP_ERR_FIELD_MAX];
+        snprintf(f, sizeof f, "silos.%s", key);
+        if (key[0] == '\0' || strlen(key) >= JOB_NAME_MAX)
+            return dp_err_set(err, DP_EINVAL, "silos", "a silo name must be 1..%d bytes",
+                              JOB_NAME_MAX - 1);
+        if (!json_is_integer(id) || json_integer_value(id) < 1)
+            return dp_err_set(err, DP_EINVAL, f, "%s must be a ledger silo id (a positive integer)",
+                              f);
+        for (size_t j = 0; j < s->n_bindings; j++)
+            if (s->bindings[j].silo_id == (int64_t)json_integer_value(id))
+                return dp_err_set(err, DP_EINVAL, f,
+                                  "%s: ledger silo %lld is bound twice (to \"%s\" too); each data-set "
+                                  "silo spends from its own budget",
+                                  f, (long long)json_integer_value(id), s->bindings[j].name);
+        job_binding *b = &s->bindings[s->n_bindings++];
+        snprintf(b->name, sizeof b->name, "%s", key);
+        b->silo_id = (int64_t)json_integer_value(id);
+    }
+    return DP_OK;
+}
+
+int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
+{
+    memset(s, 0, sizeof *s);
+    reader r = {body, "", err};
+    static const char *const KEYS[] = {
+        "algorithm", "dataset",       "partition",   "model",       "rounds",
+        "local_epochs", "batch_size", "lr",          "lambda",      "finetune_fraction",
+        "seed",      "test_fraction", "privacy",     "silos",       "on_budget_exhausted",
+        "standardize", "weighted",    "resume",      "name"};
+    static const char *const BUDGET[] = {"refuse", "stop_silo", "stop_job"};
+    static const char *const STD[] = {"silo", "none"};
+    size_t a = 0, b = 0, st = 0;
+    int64_t seed = 0;
+    int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc == DP_OK)
+        rc = choice(&r, "algorithm", ALGORITHMS, N_ELEMS(ALGORITHMS), NULL, &a);
+    if (rc == DP_OK)
+        snprintf(s->algorithm, sizeof s->algorithm, "%s", ALGORITHMS[a]);
+    if (rc == DP_OK)
+        rc = integer(&r, "seed", false, 0, 0, INT64_C(9007199254740991), &seed);
+    s->seed = (uint64_t)seed;
+    if (rc == DP_OK)
+        rc = parse_dataset(body, s, err);
+    if (rc == DP_OK)
+        rc = parse_partition(body, s, err);
+    if (rc == DP_OK)
+        rc = parse_model(body, s, err);
+    if (rc == DP_OK)
+        rc = integer(&r, "rounds", true, 0, 1, JOB_MAX_ROUNDS, &s->rounds);
+    if (rc == DP_OK)
+        rc = integer(&r, "local_epochs", false, 1, 1, JOB_MAX_LOCAL_EPOCHS, &s->local_epochs);
+    if (rc == DP_OK)
+        rc = integer(&r, "batch_size", true, 0, 1, JOB_MAX_BATCH, &s->batch_size);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "lr", true, 0, 0, 1e3, &s->lr);
+    bool uses_lambda = a == 3 || a == 4;
+    if (rc == DP_OK && !uses_lambda && json_object_get(body, "lambda") != NULL)
+        rc = dp_err_set(err, DP_EINVAL, "lambda", "lambda applies to mrmtl and ditto only");
+    if (rc == DP_OK && uses_lambda)
+        rc = num(&r, "lambda", true, 0, 0, 1e6, &s->lambda);
+    if (rc == DP_OK && a != 2 && json_object_get(body, "finetune_fraction") != NULL)
+        rc = dp_err_set(err, DP_EINVAL, "finetune_fraction",
+                        "finetune_fraction applies to finetune only");
+    if (rc == DP_OK)
+        rc = num(&r, "finetune_fraction", false, 0.5, 0, 1, &s->finetune_fraction);
+    if (rc == DP_OK)
+        rc = num(&r, "test_fraction", false, 0.2, 0, 0.9, &s->test_fraction);
+    if (rc == DP_OK)
+        rc = parse_privacy(body, s, err);
+    if (rc == DP_OK)
+        rc = parse_silos(body, s, err);
+    if (rc == DP_OK)
+        rc = choice(&r, "on_budget_exhausted", BUDGET, N_ELEMS(BUDGET), "refuse", &b);
+    if (rc == DP_OK)
+        rc = choice(&r, "standardize", STD, N_ELEMS(STD), "silo", &st);
+    if (rc == DP_OK)
+        rc = boolean(&r, "weighted", true, &s->weighted);
+    if (rc == DP_OK)
+        rc = boolean(&r, "resume", true, &s->resume);
+    const char *name;
+    if (rc == DP_OK)
+        rc = string(&r, "name", false, NULL, &name);
+    if (rc == DP_OK && name != NULL && (name[0] == '\0' || strlen(name) >= sizeof s->name))
+        rc = dp_err_set(err, DP_EINVAL, "name", "name must be 1..%zu bytes", sizeof s->name - 1);
+    if (rc == DP_OK && name != NULL)
+        snprintf(s->name, sizeof s->name, "%s", name);
+    if (rc == DP_OK && s->n_bindings > 0 && s->privacy == JOB_PRIVACY_NONE)
+        rc = dp_err_set(err, DP_EINVAL, "silos",
+                        "silos binds budgets, but the job has no privacy: a non-private job "
+                        "spends no budget; give privacy or drop silos");
+    if (rc != DP_OK) {
+        job_spec_clear(s);
+        return rc;
+    }
+    s->on_budget = (job_on_budget)b;
+    s->standardize = st == 0;
+    return DP_OK;
+}
+
+void job_spec_clear(job_spec *s)
+{
+    if (s == NULL)
+        return;
+    dp_free(s->bindings);
+    memset(s, 0, sizeof *s);
+}
+
+const char *job_on_budget_name(job_on_budget b)
+{
+    switch (b) {
+    case JOB_BUDGET_REFUSE:
+        return "refuse";
+    case JOB_BUDGET_STOP_SILO:
+        return "stop_silo";
+    case JOB_BUDGET_STOP_JOB:
+        return "stop_job";
+    }
+    return "?";
+}

@@ -1,0 +1,90 @@
+/*
+ * codec/job_spec: the body of POST /v1/jobs, checked as a whole and turned into a C struct for the
+ * job runner (docs/TRAINING.md "The job spec", field by field).
+ *
+ * Every field is checked before anything runs: the first bad one is a DP_EINVAL naming it with
+ * its full path ("batch_size", "privacy.target_epsilon", "model.hidden[1]", "silos.north"). An
+ * unknown key is refused the same way, so a typo never silently falls back to a default. What
+ * needs the data (that the silo names exist, that the labels suit the model, the budgets) is
+ * checked later, when the job is planned.
+ *
+ * Ownership: job_spec_parse fills a caller-owned struct; job_spec_clear frees what it allocated.
+ * Thread-safety: reentrant.
+ */
+#ifndef DP_SERVICE_CODEC_JOB_SPEC_H
+#define DP_SERVICE_CODEC_JOB_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "common/dp_err.h"
+#include "federated/fl_data.h"
+#include "federated/fl_model.h"
+
+/* Documented upper limits (docs/TRAINING.md "Limits"). */
+#define JOB_MAX_ROUNDS       100000
+#define JOB_MAX_LOCAL_EPOCHS 100
+#define JOB_MAX_BATCH        65536
+#define JOB_MAX_HIDDEN_WIDTH 4096
+#define JOB_MAX_BINDINGS     FL_MAX_SILOS
+#define JOB_NAME_MAX         129 /* a data-set silo name, NUL included */
+#define JOB_ALGO_MAX         24
+
+typedef enum job_data_kind {
+    JOB_DATA_UPLOAD = 0,    /* an uploaded CSV (its id) */
+    JOB_DATA_FASHION_MNIST, /* the built-in Fashion-MNIST */
+    JOB_DATA_SYNTHETIC      /* a generator with its parameters */
+} job_data_kind;
+
+typedef enum job_on_budget {
+    JOB_BUDGET_REFUSE = 0, /* refuse the job at submission if a bound silo cannot afford it */
+    JOB_BUDGET_STOP_SILO,  /* a silo that cannot afford its next round stops; the job goes on */
+    JOB_BUDGET_STOP_JOB    /* the job stops at the first silo that cannot afford a round */
+} job_on_budget;
+
+typedef enum job_privacy_kind {
+    JOB_PRIVACY_NONE = 0,
+    JOB_PRIVACY_TARGET, /* target_epsilon at delta: each silo's noise is calibrated */
+    JOB_PRIVACY_NOISE   /* a given noise multiplier */
+} job_privacy_kind;
+
+typedef struct job_binding {
+    char name[JOB_NAME_MAX]; /* the data set's silo name */
+    int64_t silo_id;         /* the ledger silo it spends from */
+} job_binding;
+
+typedef struct job_spec {
+    char name[JOB_NAME_MAX];      /* the client's label for the job ("" = none) */
+    char algorithm[JOB_ALGO_MAX]; /* local, fedavg, finetune, mrmtl, ditto, dp_fedavg */
+    job_data_kind data;
+    int64_t dataset_id;     /* UPLOAD */
+    fl_synth_spec synth;    /* SYNTHETIC (regression when classes == 0) */
+    bool has_partition;     /* absent: the data set's own silos */
+    fl_partition_spec partition;
+    fl_model_spec model;    /* d_in and n_classes are filled when the data is known */
+    int64_t rounds, local_epochs, batch_size;
+    double lr, lambda, finetune_fraction, test_fraction;
+    uint64_t seed;
+    bool standardize; /* "silo" (default) or "none" */
+    bool weighted;    /* aggregation weights n_k (default) or 1/K */
+    bool resume;      /* after a restart, resume from the last checkpoint (default) */
+    /* privacy */
+    job_privacy_kind privacy;
+    double target_epsilon, noise_multiplier, delta, clip;
+    double client_rate; /* dp_fedavg: the share of silos sampled each round (default 1) */
+    /* budgets */
+    job_on_budget on_budget;
+    job_binding *bindings; /* n_bindings, owned */
+    size_t n_bindings;
+} job_spec;
+
+/* Parses body (a JSON object) into s. DP_OK, or DP_EINVAL naming the field (s cleared). */
+int job_spec_parse(const json_t *body, job_spec *s, dp_err *err);
+void job_spec_clear(job_spec *s);
+
+const char *job_on_budget_name(job_on_budget b);
+
+#endif
