@@ -181,17 +181,16 @@ static int build_silo(const fl_dataset *d, uint32_t *rows, size_t nk, size_t k,
     return DP_OK;
 }
 
-int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos,
-                double test_fraction, uint64_t seed, bool standardize, fl_federation *out,
-                dp_err *err)
+int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos, double test_fraction,
+                uint64_t seed, bool standardize, fl_federation *out, dp_err *err)
 {
     memset(out, 0, sizeof *out);
     if (!(test_fraction >= 0.0 && test_fraction < 1.0))
-        return dp_err_set(err, DP_EINVAL, "test_fraction", "test_fraction must be in [0, 1), got %g",
-                          test_fraction);
+        return dp_err_set(err, DP_EINVAL, "test_fraction",
+                          "test_fraction must be in [0, 1), got %g", test_fraction);
     if (n_silos < 1 || n_silos > FL_MAX_SILOS)
-        return dp_err_set(err, DP_EINVAL, "partition", "the number of silos must be in 1..%d, got %zu",
-                          FL_MAX_SILOS, n_silos);
+        return dp_err_set(err, DP_EINVAL, "partition",
+                          "the number of silos must be in 1..%d, got %zu", FL_MAX_SILOS, n_silos);
     if (d == NULL || d->n == 0 || d->d == 0 || d->x == NULL || d->y == NULL || assign == NULL)
         return dp_err_set(err, DP_EINVAL, "data", "the data set is empty");
     size_t *start = dp_calloc(n_silos + 1, sizeof *start);

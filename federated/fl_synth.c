@@ -27,8 +27,8 @@
 static int synth_check(const fl_synth_spec *s, dp_err *err)
 {
     if (s->silos < 1 || s->silos > FL_MAX_SILOS)
-        return dp_err_set(err, DP_EINVAL, "silos", "silos must be in 1..%d, got %zu",
-                          FL_MAX_SILOS, s->silos);
+        return dp_err_set(err, DP_EINVAL, "silos", "silos must be in 1..%d, got %zu", FL_MAX_SILOS,
+                          s->silos);
     if (s->dim < 1 || s->dim > 100000)
         return dp_err_set(err, DP_EINVAL, "dim", "dim must be in 1..100000, got %zu", s->dim);
     if (s->n_min < 1)
