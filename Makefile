@@ -30,7 +30,7 @@ LDFLAGS ?=
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 VERSION    := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 CPPFLAGS = -I. -DDPSILO_VERSION='"$(VERSION)"' -DDPSILO_GIT_COMMIT='"$(GIT_COMMIT)"'
-LDLIBS   = -lmicrohttpd -ljansson -lgsl -lgslcblas -lsqlite3 -lpthread -lm
+LDLIBS   = -lmicrohttpd -ljansson -lgsl -lgslcblas -lsqlite3 -lz -lpthread -lm
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -MMD -MP
 
 LIBS      = common accounting estimators federated
@@ -51,9 +51,11 @@ UNIT_BINS    = $(addprefix $(BUILD)/tests/,$(basename $(notdir $(UNIT_SRCS))))
 BENCH_DIRS   = $(patsubst bench/%/,%,$(sort $(dir $(wildcard bench/*/*.c))))
 BENCH_BINS   = $(patsubst %,$(BUILD)/bench/%,$(BENCH_DIRS))
 
-# clang: the second compiler of `make test-clang` (CI builds and tests with both).
+# clang: the second compiler of `make test-clang` (CI builds and tests with both). zlib: federated/
+# reads gzip-compressed IDX files; dataset-fashion-mnist: the Fashion-MNIST files the federated tests
+# load when present (/usr/share/datasets/fashion-mnist).
 DEB_PKGS = build-essential clang libmicrohttpd-dev libjansson-dev libgsl-dev libsqlite3-dev \
-           libcmocka-dev curl clang-format sqlite3 python3 jq wrk
+           libcmocka-dev curl clang-format sqlite3 python3 jq wrk zlib1g-dev dataset-fashion-mnist
 
 .SECONDARY:
 
