@@ -1,0 +1,665 @@
+/*
+ * api/jobs.c: federated training jobs (docs/TRAINING.md).
+ *
+ *   POST /v1/jobs                 submit: the spec checked whole (400 naming the field), the job
+ *                                 planned (data, silos, each silo's noise), the bound silos'
+ *                                 budgets checked (409 naming the silo under "refuse"), stored as
+ *                                 queued; 202 with the job
+ *   GET  /v1/jobs                 the jobs the caller may see (?status=&after=&limit=)
+ *   GET  /v1/jobs/{id}            one job, with its plan and progress
+ *   POST /v1/jobs/{id}/cancel     queued: cancelled at once; running: after the current round
+ *   GET  /v1/jobs/{id}/metrics    per-round metrics (?after=ROUND&limit=N, next_after)
+ *   GET  /v1/jobs/{id}/events     the job's events (status changes, rounds) as server-sent events
+ *                                 from Last-Event-ID (or ?after=); the stream ends with the job
+ *   GET  /v1/jobs/{id}/model      the global model, or ?silo=NAME a silo's personalised model
+ *                                 (that silo's own token or the admin only)
+ *
+ * Planning reads the data and calibrates every silo's noise: it runs on the compute pool
+ * (http/offload.h), never on an HTTP thread.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/dp_alloc.h"
+#include "common/dp_math.h"
+#include "federated/fl_algo.h"
+#include "service/api/auth.h"
+#include "service/api/routes.h"
+#include "service/app.h"
+#include "service/base/time.h"
+#include "service/codec/event_json.h"
+#include "service/codec/job_spec.h"
+#include "service/codec/json_util.h"
+#include "service/db/datasets.h"
+#include "service/db/jobs.h"
+#include "service/db/writer.h"
+#include "service/http/err.h"
+#include "service/http/offload.h"
+#include "service/jobs/prepare.h"
+#include "service/jobs/runner.h"
+#include "service/ledger/ledger.h"
+
+#define JOBS_PAGE_MAX    200
+#define ROUNDS_PAGE_MAX  1000
+#define EVENTS_PAGE_MAX  1000
+#define JOBS_BODY_FIELDS 32
+
+static int viewer_of(const http_req *rq, job_viewer *v, ledger_principal *who, dp_err *err)
+{
+    ledger_principal p;
+    if (auth_resolve(rq, &p, err) != DP_OK)
+        return err->code;
+    v->admin = p.role == LEDGER_ROLE_ADMIN;
+    v->token_id = p.token_id;
+    v->silo_id = p.silo_id;
+    if (who != NULL)
+        *who = p;
+    return DP_OK;
+}
+
+/* ---- a job as JSON ---- */
+
+static json_t *time_or_null(int64_t ms)
+{
+    return ms > 0 ? json_util_time(ms) : json_null();
+}
+
+static json_t *job_json(const job_row *r)
+{
+    json_error_t je;
+    json_t *spec = json_util_loads(r->spec, 0, &je);
+    json_t *plan = json_util_loads(r->plan, 0, &je);
+    if (spec == NULL || plan == NULL) {
+        json_decref(spec);
+        json_decref(plan);
+        return NULL;
+    }
+    return json_pack("{s:I, s:o, s:s, s:s, s:o, s:b, s:I, s:I, s:f, s:o, s:o, s:o, s:o, s:o, "
+                     "s:o}",
+                     "id", (json_int_t)r->id, "name", r->name[0] ? json_string(r->name) : json_null(),
+                     "algorithm", r->algorithm, "status", job_status_name(r->status), "reason",
+                     r->reason[0] ? json_string(r->reason) : json_null(), "cancel_requested",
+                     r->cancel_requested, "rounds", (json_int_t)r->rounds_total, "rounds_done",
+                     (json_int_t)r->rounds_done, "progress",
+                     (double)r->rounds_done / (double)r->rounds_total, "created_at",
+                     json_util_time(r->created_at_ms), "started_at", time_or_null(r->started_at_ms),
+                     "finished_at", time_or_null(r->finished_at_ms), "updated_at",
+                     json_util_time(r->updated_at_ms), "spec", spec, "plan", plan);
+}
+
+/* ---- POST /v1/jobs ---- */
+
+typedef struct submit {
+    job_spec spec;         /* parsed on the HTTP thread; moved into prep by the run */
+    job_prepared prep;
+    char *spec_text;       /* the body as stored */
+    char req_id[64];
+    int64_t creator;
+    ledger_principal who;
+    struct ledger *l;
+    db_writer *w;
+    struct store *st;
+    job_runner *runner;
+    /* out */
+    int64_t id;
+    int refused_rc;              /* DP_EBUDGET: 409 with details */
+    dp_err refused;
+    ledger_charge_result refusal; /* the refused silo's figures */
+    char refused_silo[JOB_NAME_MAX];
+    job_row row;
+} submit;
+
+static void submit_free(void *arg)
+{
+    submit *s = arg;
+    if (s == NULL)
+        return;
+    job_spec_clear(&s->spec);
+    job_prepared_free(&s->prep);
+    free(s->spec_text);
+    job_row_clear(&s->row);
+    dp_free(s);
+}
+
+/* Under "refuse": the whole planned spend of every bound silo, checked at once (a dry run). */
+static int admit(submit *s, dp_err *err)
+{
+    job_prepared *p = &s->prep;
+    if (p->spec.on_budget != JOB_BUDGET_REFUSE || p->spec.n_bindings == 0)
+        return DP_OK;
+    size_t K = p->fed.n_silos, n = 0;
+    ledger_charge_req *reqs = dp_calloc(K, sizeof *reqs);
+    ledger_charge_result *res = dp_calloc(K, sizeof *res);
+    acct_event **evs = dp_calloc(K, sizeof *evs);
+    size_t *silo_of = dp_calloc(K, sizeof *silo_of);
+    int rc = reqs && res && evs && silo_of ? DP_OK
+                                           : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t k = 0; rc == DP_OK && k < K; k++) {
+        const job_silo_plan *sp = &p->silo[k];
+        if (sp->ledger_silo == 0 || sp->round_event == NULL)
+            continue;
+        acct_event *c = acct_event_clone(sp->round_event);
+        evs[n] = c ? acct_event_self_composed(p->cfg.rounds, c) : NULL;
+        if (evs[n] == NULL) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            break;
+        }
+        reqs[n] = (ledger_charge_req){.silo_id = sp->ledger_silo,
+                                      .event = evs[n],
+                                      .neighboring = ACCT_NEIGHBORING_ADD_REMOVE,
+                                      .reason = "training job admission (dry run)",
+                                      .actor_token_id = s->who.token_id};
+        silo_of[n++] = k;
+    }
+    if (rc == DP_OK && n > 0) {
+        dp_err e;
+        dp_err_clear(&e);
+        rc = ledger_charge_batch(s->l, reqs, n, true, res, &e);
+        if (rc == DP_EBUDGET) {
+            size_t bad = 0;
+            while (bad < n && res[bad].status != DP_EBUDGET)
+                bad++;
+            if (bad == n)
+                bad = 0;
+            size_t k = silo_of[bad];
+            s->refused_rc = DP_EBUDGET;
+            s->refusal = res[bad];
+            snprintf(s->refused_silo, sizeof s->refused_silo, "%s", p->fed.silo[k].name);
+            char f[DP_ERR_FIELD_MAX];
+            snprintf(f, sizeof f, "silos.%s", p->fed.silo[k].name);
+            dp_err_set(&s->refused, DP_EBUDGET, f,
+                       "silo \"%s\" (ledger silo %lld) cannot afford the job: its epsilon would "
+                       "be %.6g against a budget of %.6g; nothing was charged (lower the "
+                       "rounds or the target, or submit with on_budget_exhausted stop_silo)",
+                       p->fed.silo[k].name, (long long)p->silo[k].ledger_silo, res[bad].would_be,
+                       res[bad].budget);
+            rc = DP_OK;
+        } else if (rc != DP_OK) {
+            *err = e;
+        }
+    }
+    for (size_t i = 0; evs != NULL && i < n; i++)
+        acct_event_free(evs[i]);
+    dp_free(reqs);
+    dp_free(res);
+    dp_free(evs);
+    dp_free(silo_of);
+    return rc;
+}
+
+static int submit_run(void *arg, const atomic_bool *cancel, dp_err *err)
+{
+    (void)cancel;
+    submit *s = arg;
+    dp_err_clear(err);
+    store_conn *c = store_conn_open_extra(s->st, err);
+    if (c == NULL)
+        return err->code;
+    dataset_viewer dv = {s->who.role == LEDGER_ROLE_ADMIN, s->who.token_id, s->who.silo_id};
+    int rc = job_prepare(&s->spec, c, s->l, &dv, &s->prep, s->req_id, err);
+    if (rc == DP_OK)
+        rc = admit(s, err);
+    if (rc != DP_OK || s->refused_rc != DP_OK) {
+        store_conn_close(c);
+        return rc;
+    }
+    char *plan = job_plan_json(&s->prep);
+    job_new_binding *bd = s->prep.spec.n_bindings
+                              ? dp_calloc(s->prep.spec.n_bindings, sizeof *bd)
+                              : NULL;
+    if (plan == NULL || (s->prep.spec.n_bindings && bd == NULL)) {
+        free(plan);
+        store_conn_close(c);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    for (size_t i = 0; i < s->prep.spec.n_bindings; i++)
+        bd[i] = (job_new_binding){s->prep.spec.bindings[i].silo_id, s->prep.spec.bindings[i].name};
+    job_new j = {s->prep.spec.name[0] ? s->prep.spec.name : NULL,
+                 time_now_ms(),
+                 s->req_id,
+                 s->creator,
+                 s->prep.spec.algorithm,
+                 s->spec_text,
+                 plan,
+                 s->prep.dataset_id,
+                 s->prep.spec.rounds,
+                 s->prep.spec.resume,
+                 bd,
+                 s->prep.spec.n_bindings};
+    job_insert_op op = {&j, 0};
+    rc = db_writer_run(s->w, jobs_insert_apply, &op, err);
+    free(plan);
+    dp_free(bd);
+    if (rc == DP_OK) {
+        s->id = op.id;
+        bool found = false;
+        rc = jobs_get(c, op.id, NULL, &s->row, &found, s->req_id, err);
+        if (rc == DP_OK && !found)
+            rc = dp_err_set(err, DP_EINTERNAL, NULL, "the job just stored is gone");
+        job_runner_notify(s->runner);
+    }
+    store_conn_close(c);
+    return rc;
+}
+
+static int submit_render(void *arg, const http_req *rq, http_resp *rs, bool deferred, dp_err *err)
+{
+    (void)deferred;
+    submit *s = arg;
+    if (s->refused_rc != DP_OK) {
+        json_t *body = http_err_body(&s->refused, rq->req_id);
+        json_t *inner = body ? json_object_get(body, "error") : NULL;
+        json_t *d = json_pack("{s:s, s:I, s:o, s:o, s:o}", "silo", s->refused_silo, "silo_id",
+                              (json_int_t)s->refusal.silo_id, "would_be",
+                              json_util_real(s->refusal.would_be), "budget",
+                              json_util_real(s->refusal.budget), "requested",
+                              json_util_real(s->refusal.requested));
+        if (inner == NULL || d == NULL || json_object_set_new(inner, "details", d) != 0) {
+            json_decref(body);
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+        return http_resp_json(rs, 409, body, err);
+    }
+    json_t *o = job_json(&s->row);
+    if (o == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = http_resp_json(rs, 202, o, err);
+    if (rc == DP_OK)
+        snprintf(rs->location, sizeof rs->location, "/v1/jobs/%lld", (long long)s->id);
+    return rc;
+}
+
+/* A silo token may bind only its own silo: binding spends the budget. */
+static int check_bindings(const job_spec *spec, const ledger_principal *who, dp_err *err)
+{
+    if (who->role == LEDGER_ROLE_ADMIN || who->role == LEDGER_ROLE_NONE)
+        return DP_OK;
+    for (size_t i = 0; i < spec->n_bindings; i++)
+        if (spec->bindings[i].silo_id != who->silo_id) {
+            char f[DP_ERR_FIELD_MAX];
+            snprintf(f, sizeof f, "silos.%s", spec->bindings[i].name);
+            return dp_err_set(err, DP_EFORBIDDEN, f,
+                              "%s: a silo's token may bind only its own silo (%lld), not ledger "
+                              "silo %lld; the admin may bind any",
+                              f, (long long)who->silo_id, (long long)spec->bindings[i].silo_id);
+        }
+    return DP_OK;
+}
+
+int route_jobs_submit(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    const app *a = rq->app;
+    if (a == NULL || a->writer == NULL || a->store == NULL)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "no database to store the job");
+    submit *s = dp_calloc(1, sizeof *s);
+    if (s == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = json_util_require_object(rq->body, "body", err);
+    if (rc == DP_OK)
+        rc = job_spec_parse(rq->body, &s->spec, err);
+    if (rc == DP_OK)
+        rc = auth_resolve(rq, &s->who, err);
+    if (rc == DP_OK)
+        rc = check_bindings(&s->spec, &s->who, err);
+    if (rc == DP_OK)
+        rc = auth_creator_id(rq, &s->creator, err);
+    if (rc == DP_OK && s->spec.n_bindings > 0 && a->ledger == NULL)
+        rc = dp_err_set(err, DP_EINTERNAL, NULL, "no ledger to bind the silos to");
+    if (rc == DP_OK && (s->spec_text = json_util_dumps(rq->body, JSON_COMPACT)) == NULL)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    if (rc != DP_OK) {
+        submit_free(s);
+        return rc;
+    }
+    snprintf(s->req_id, sizeof s->req_id, "%s", rq->req_id ? rq->req_id : "-");
+    s->l = a->ledger;
+    s->w = a->writer;
+    s->st = a->store;
+    s->runner = a->jobs;
+    compute_task t = {submit_run, submit_render, submit_free, s, COMPUTE_TOKEN};
+    return compute_offload(rq, rs, &t, err);
+}
+
+/* ---- GET /v1/jobs, GET /v1/jobs/{id} ---- */
+
+int route_jobs_list(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t limit, after;
+    job_viewer v;
+    if (http_req_page(rq, &limit, &after, err) != DP_OK || viewer_of(rq, &v, NULL, err) != DP_OK)
+        return err->code;
+    if (limit > JOBS_PAGE_MAX)
+        limit = JOBS_PAGE_MAX;
+    int status = -1;
+    const char *sv = http_req_query(rq, "status");
+    if (sv != NULL && (status = job_status_parse(sv)) < 0)
+        return dp_err_set(err, DP_EINVAL, "status",
+                          "status must be queued, running, succeeded, failed, cancelled or "
+                          "interrupted (got \"%.32s\")",
+                          sv);
+    job_row *page = dp_calloc((size_t)limit, sizeof *page);
+    if (page == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    size_t n = 0;
+    bool more = false;
+    int rc = jobs_list(rq->db, &v, status, after, (size_t)limit, page, &n, &more, rq->req_id, err);
+    json_t *arr = rc == DP_OK ? json_array() : NULL;
+    if (rc == DP_OK && arr == NULL)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; rc == DP_OK && i < n; i++) {
+        json_t *j = job_json(&page[i]);
+        if (j == NULL || json_array_append_new(arr, j) != 0)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    int64_t last = n > 0 ? page[n - 1].id : 0;
+    for (size_t i = 0; i < n; i++)
+        job_row_clear(&page[i]);
+    dp_free(page);
+    if (rc != DP_OK) {
+        json_decref(arr);
+        return rc;
+    }
+    json_t *o = json_pack("{s:o, s:o}", "jobs", arr, "next_after",
+                          more ? json_integer((json_int_t)last) : json_null());
+    return http_resp_json(rs, 200, o, err);
+}
+
+/* The job of the path as the caller may see it (404 otherwise). */
+static int path_job(const http_req *rq, job_row *row, job_viewer *v, ledger_principal *who,
+                    dp_err *err)
+{
+    int64_t id;
+    bool found = false;
+    if (http_req_param_id(rq, "id", &id, err) != DP_OK || viewer_of(rq, v, who, err) != DP_OK ||
+        jobs_get(rq->db, id, v, row, &found, rq->req_id, err) != DP_OK)
+        return err->code;
+    if (!found)
+        return http_err_not_found(err, "id", "job", id);
+    return DP_OK;
+}
+
+int route_job_get(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    job_row row;
+    job_viewer v;
+    if (path_job(rq, &row, &v, NULL, err) != DP_OK)
+        return err->code;
+    json_t *o = job_json(&row);
+    job_row_clear(&row);
+    return o ? http_resp_json(rs, 200, o, err) : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+}
+
+/* ---- POST /v1/jobs/{id}/cancel ---- */
+
+int route_job_cancel(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id;
+    job_cancel_op op;
+    memset(&op, 0, sizeof op);
+    if (http_req_param_id(rq, "id", &id, err) != DP_OK || viewer_of(rq, &op.who, NULL, err) != DP_OK)
+        return err->code;
+    if (rq->app == NULL || rq->app->writer == NULL)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "no database writer");
+    op.id = id;
+    op.now_ms = time_now_ms();
+    if (db_writer_run(rq->app->writer, jobs_cancel_apply, &op, err) != DP_OK)
+        return err->code;
+    if (!op.found)
+        return http_err_not_found(err, "id", "job", id);
+    if (op.was != JOB_QUEUED && op.was != JOB_RUNNING)
+        return dp_err_set(err, DP_ECONFLICT, "id", "job %lld has already ended (%s)",
+                          (long long)id, job_status_name(op.was));
+    job_runner_notify(rq->app->jobs);
+    job_row row;
+    bool found = false;
+    if (jobs_get(rq->db, id, &op.who, &row, &found, rq->req_id, err) != DP_OK)
+        return err->code;
+    json_t *o = found ? job_json(&row) : NULL;
+    job_row_clear(&row);
+    return o ? http_resp_json(rs, 202, o, err) : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+}
+
+/* ---- GET /v1/jobs/{id}/metrics ---- */
+
+static int add_round(void *arg, int64_t round, double wall_ms, const char *metrics)
+{
+    (void)round;
+    (void)wall_ms;
+    json_error_t je;
+    json_t *m = json_util_loads(metrics, 0, &je);
+    return m == NULL || json_array_append_new(arg, m) != 0;
+}
+
+int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    job_row row;
+    job_viewer v;
+    int64_t limit, after;
+    if (http_req_page(rq, &limit, &after, err) != DP_OK || path_job(rq, &row, &v, NULL, err) != DP_OK)
+        return err->code;
+    if (limit > ROUNDS_PAGE_MAX)
+        limit = ROUNDS_PAGE_MAX;
+    json_t *arr = json_array();
+    bool more = false;
+    int rc = arr ? jobs_rounds_list(rq->db, row.id, after, (size_t)limit, add_round, arr, &more,
+                                    rq->req_id, err)
+                 : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    json_t *o = NULL;
+    if (rc == DP_OK) {
+        size_t n = json_array_size(arr);
+        int64_t last = n ? (int64_t)json_integer_value(
+                               json_object_get(json_array_get(arr, n - 1), "round"))
+                         : after;
+        o = json_pack("{s:I, s:s, s:I, s:I, s:o, s:o}", "job_id", (json_int_t)row.id, "status",
+                      job_status_name(row.status), "rounds_total", (json_int_t)row.rounds_total,
+                      "rounds_done", (json_int_t)row.rounds_done, "rounds", arr, "next_after",
+                      more ? json_integer((json_int_t)last) : json_null());
+        arr = NULL;
+    }
+    json_decref(arr);
+    job_row_clear(&row);
+    if (rc != DP_OK)
+        return rc;
+    return o ? http_resp_json(rs, 200, o, err) : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+}
+
+/* ---- GET /v1/jobs/{id}/model ---- */
+
+/* The engine's configuration and silo count of a stored job, from its spec and plan: enough to read
+ * its checkpoint without its data. */
+static int stored_cfg(const job_row *row, json_t *plan, fl_job_cfg *cfg, size_t *n_silos,
+                      dp_err *err)
+{
+    json_t *m = json_object_get(plan, "model");
+    json_t *hidden = json_object_get(m, "hidden");
+    int type = fl_model_type_parse(json_string_value(json_object_get(m, "type")));
+    if (type < 0 || !json_is_array(hidden) || json_array_size(hidden) > FL_MAX_HIDDEN)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "job %lld's stored plan has no model",
+                          (long long)row->id);
+    fl_job_cfg_default(cfg);
+    cfg->algorithm = row->algorithm;
+    cfg->rounds = (uint64_t)row->rounds_total;
+    cfg->model.type = (fl_model_type)type;
+    cfg->model.d_in = (size_t)json_integer_value(json_object_get(m, "d_in"));
+    cfg->model.n_classes = (size_t)json_integer_value(json_object_get(m, "n_classes"));
+    cfg->model.n_hidden = json_array_size(hidden);
+    for (size_t i = 0; i < cfg->model.n_hidden; i++)
+        cfg->model.hidden[i] = (size_t)json_integer_value(json_array_get(hidden, i));
+    *n_silos = json_array_size(json_object_get(plan, "silos"));
+    return DP_OK;
+}
+
+/* The plan's silo entry named name, or NULL. */
+static json_t *plan_silo(json_t *plan, const char *name, size_t *index)
+{
+    json_t *silos = json_object_get(plan, "silos");
+    for (size_t k = 0; k < json_array_size(silos); k++) {
+        json_t *s = json_array_get(silos, k);
+        if (strcmp(json_string_value(json_object_get(s, "name")), name) == 0) {
+            *index = k;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+static json_t *floats_json(const float *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a != NULL && i < n; i++)
+        if (json_array_append_new(a, json_real((double)v[i])) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    return a;
+}
+
+int route_job_model(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    job_row row;
+    job_viewer v;
+    ledger_principal who;
+    if (path_job(rq, &row, &v, &who, err) != DP_OK)
+        return err->code;
+    const char *silo = http_req_query(rq, "silo");
+    json_error_t je;
+    json_t *plan = json_util_loads(row.plan, 0, &je);
+    fl_job_cfg cfg;
+    size_t K = 0, k = 0;
+    int rc = plan ? stored_cfg(&row, plan, &cfg, &K, err)
+                  : dp_err_set(err, DP_EINTERNAL, NULL, "job %lld's plan is unreadable",
+                               (long long)row.id);
+    if (rc == DP_OK && silo != NULL) {
+        json_t *ps = plan_silo(plan, silo, &k);
+        json_t *sid = ps ? json_object_get(ps, "silo_id") : NULL;
+        if (ps == NULL)
+            rc = dp_err_set(err, DP_ENOTFOUND, "silo", "job %lld has no silo named \"%.64s\"",
+                            (long long)row.id, silo);
+        else if (who.role != LEDGER_ROLE_ADMIN && !(rq->app && rq->app->cfg && rq->app->cfg->auth_off) &&
+                 !(who.role == LEDGER_ROLE_SILO && json_is_integer(sid) &&
+                   json_integer_value(sid) == who.silo_id))
+            rc = dp_err_set(err, DP_EFORBIDDEN, "silo",
+                            "a silo's personalised model is that silo's data: only the token of "
+                            "the ledger silo it is bound to, or the admin, may read it");
+    }
+    if (rc == DP_OK && silo == NULL && !fl_algo_has_global(row.algorithm))
+        rc = dp_err_set(err, DP_EINVAL, "silo",
+                        "a %s job has no global model: ask for a silo's model with ?silo=NAME",
+                        row.algorithm);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int64_t round = 0;
+    if (rc == DP_OK)
+        rc = jobs_checkpoint_read(rq->db, row.id, &buf, &len, &round, rq->req_id, err);
+    if (rc == DP_OK && buf == NULL)
+        rc = dp_err_set(err, DP_ENOTFOUND, "id", "job %lld has no model yet (no round finished)",
+                        (long long)row.id);
+    fl_state st;
+    memset(&st, 0, sizeof st);
+    fl_federation shape = {cfg.model.d_in, cfg.model.n_classes, K, NULL};
+    if (rc == DP_OK)
+        rc = fl_state_deserialize(buf, len, &cfg, &shape, &st, err);
+    dp_free(buf);
+    json_t *o = NULL;
+    if (rc == DP_OK) {
+        const float *w = silo ? st.personal + k * st.n_params : st.global;
+        o = json_pack("{s:I, s:I, s:o, s:o, s:s, s:o}", "job_id", (json_int_t)row.id, "round",
+                      (json_int_t)st.round, "silo", silo ? json_string(silo) : json_null(), "model",
+                      json_deep_copy(json_object_get(plan, "model")), "layout",
+                      "for each dense layer in order: W (out x in, row-major), then b (out)",
+                      "params", floats_json(w, st.n_params));
+        if (o == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    fl_state_free(&st);
+    json_decref(plan);
+    job_row_clear(&row);
+    return rc == DP_OK ? http_resp_json(rs, 200, o, err) : rc;
+}
+
+/* ---- GET /v1/jobs/{id}/events ---- */
+
+typedef struct sse_buf {
+    char *s;
+    size_t len, cap;
+    int64_t last;
+    bool ended;
+} sse_buf;
+
+static int sse_add(sse_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int sse_add(sse_buf *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return -1;
+        if (b->s != NULL && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return 0;
+        }
+        size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
+        char *ns = realloc(b->s, cap);
+        if (ns == NULL)
+            return -1;
+        b->s = ns;
+        b->cap = cap;
+    }
+}
+
+static int add_event(void *arg, int64_t id, int64_t at_ms, const char *type, const char *data)
+{
+    sse_buf *b = arg;
+    (void)at_ms;
+    b->last = id;
+    if (strcmp(type, "status") == 0 &&
+        (strstr(data, "\"succeeded\"") || strstr(data, "\"failed\"") ||
+         strstr(data, "\"cancelled\"") || strstr(data, "\"interrupted\"")))
+        b->ended = true;
+    return sse_add(b, "id: %lld\nevent: %s\ndata: %s\n\n", (long long)id, type, data);
+}
+
+int route_job_events(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    job_row row;
+    job_viewer v;
+    if (path_job(rq, &row, &v, NULL, err) != DP_OK)
+        return err->code;
+    int64_t after = 0;
+    const char *from = http_req_query(rq, "after");
+    if (from == NULL)
+        from = rq->last_event_id;
+    if (from != NULL) {
+        char *end = NULL;
+        long long x = strtoll(from, &end, 10);
+        if (end == from || *end != '\0' || x < 0) {
+            job_row_clear(&row);
+            return dp_err_set(err, DP_EINVAL, rq->last_event_id == from ? "Last-Event-ID" : "after",
+                              "the event id to resume after must be a non-negative integer");
+        }
+        after = x;
+    }
+    sse_buf b = {0};
+    bool more = false;
+    int rc = sse_add(&b, "retry: %d\n\n", JOBS_SSE_RETRY_MS) == 0
+                 ? jobs_events_list(rq->db, row.id, after, EVENTS_PAGE_MAX, add_event, &b, &more,
+                                    rq->req_id, err)
+                 : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    job_row_clear(&row);
+    if (rc != DP_OK) {
+        free(b.s);
+        return rc;
+    }
+    if (b.ended && !more && sse_add(&b, "event: end\ndata: {}\n\n") != 0) {
+        free(b.s);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    return http_resp_text(rs, 200, "text/event-stream", b.s, b.len, err);
+}

@@ -1,0 +1,216 @@
+/*
+ * Unit tests for service/codec/job_spec.c: a full spec read into the struct, the defaults, and
+ * every refusal naming its field in full.
+ */
+#include "tests/support/test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "service/codec/job_spec.h"
+
+/* Parses text; returns the code, the struct in *s and the error in *e. */
+static int parse(const char *text, job_spec *s, dp_err *e)
+{
+    json_error_t je;
+    json_t *b = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (b == NULL)
+        fail_msg("test JSON does not parse: %s: %s", je.text, text);
+    dp_err_clear(e);
+    int rc = job_spec_parse(b, s, e);
+    json_decref(b);
+    return rc;
+}
+
+static void a_full_spec_is_read(void **state)
+{
+    (void)state;
+    job_spec s;
+    dp_err e;
+    const char *t =
+        "{\"algorithm\":\"mrmtl\",\"dataset\":7,\"model\":{\"type\":\"mlp\",\"hidden\":[64,32]},"
+        "\"rounds\":200,\"local_epochs\":2,\"batch_size\":32,\"lr\":0.01,\"lambda\":1,"
+        "\"seed\":5,\"test_fraction\":0.25,\"privacy\":{\"target_epsilon\":6,\"delta\":1e-3,"
+        "\"clip\":1},\"silos\":{\"north\":3,\"south\":4},\"on_budget_exhausted\":\"stop_silo\","
+        "\"standardize\":\"none\",\"weighted\":false,\"resume\":false,\"name\":\"school\"}";
+    assert_int_equal(parse(t, &s, &e), DP_OK);
+    assert_string_equal(s.algorithm, "mrmtl");
+    assert_string_equal(s.name, "school");
+    assert_int_equal(s.data, JOB_DATA_UPLOAD);
+    assert_int_equal(s.dataset_id, 7);
+    assert_false(s.has_partition);
+    assert_int_equal(s.model.type, FL_MODEL_MLP);
+    assert_int_equal(s.model.n_hidden, 2);
+    assert_int_equal(s.model.hidden[0], 64);
+    assert_int_equal(s.model.hidden[1], 32);
+    assert_int_equal(s.rounds, 200);
+    assert_int_equal(s.local_epochs, 2);
+    assert_int_equal(s.batch_size, 32);
+    assert_close(s.lr, 0.01, 0, 0);
+    assert_close(s.lambda, 1, 0, 0);
+    assert_int_equal(s.seed, 5);
+    assert_close(s.test_fraction, 0.25, 0, 0);
+    assert_int_equal(s.privacy, JOB_PRIVACY_TARGET);
+    assert_close(s.target_epsilon, 6, 0, 0);
+    assert_close(s.delta, 1e-3, 0, 0);
+    assert_close(s.clip, 1, 0, 0);
+    assert_int_equal(s.n_bindings, 2);
+    assert_string_equal(s.bindings[0].name, "north");
+    assert_int_equal(s.bindings[0].silo_id, 3);
+    assert_string_equal(s.bindings[1].name, "south");
+    assert_int_equal(s.on_budget, JOB_BUDGET_STOP_SILO);
+    assert_false(s.standardize);
+    assert_false(s.weighted);
+    assert_false(s.resume);
+    job_spec_clear(&s);
+}
+
+static void defaults_and_generators(void **state)
+{
+    (void)state;
+    job_spec s;
+    dp_err e;
+    const char *t = "{\"algorithm\":\"fedavg\",\"dataset\":{\"generator\":\"synthetic-"
+                    "classification\",\"silos\":5,\"dim\":3,\"classes\":4,\"seed\":9},"
+                    "\"partition\":{\"kind\":\"dirichlet\",\"silos\":10,\"alpha\":0.5},"
+                    "\"model\":{\"type\":\"softmax\"},\"rounds\":3,\"batch_size\":8,\"lr\":0.1}";
+    assert_int_equal(parse(t, &s, &e), DP_OK);
+    assert_int_equal(s.data, JOB_DATA_SYNTHETIC);
+    assert_int_equal(s.synth.silos, 5);
+    assert_int_equal(s.synth.dim, 3);
+    assert_int_equal(s.synth.classes, 4);
+    assert_int_equal(s.synth.n_min, 100);
+    assert_int_equal(s.synth.n_max, 200);
+    assert_int_equal(s.synth.seed, 9);
+    assert_true(s.has_partition);
+    assert_int_equal(s.partition.kind, FL_PARTITION_DIRICHLET);
+    assert_int_equal(s.partition.silos, 10);
+    assert_close(s.partition.alpha, 0.5, 0, 0);
+    assert_int_equal(s.local_epochs, 1);
+    assert_close(s.test_fraction, 0.2, 0, 0);
+    assert_int_equal(s.privacy, JOB_PRIVACY_NONE);
+    assert_int_equal(s.on_budget, JOB_BUDGET_REFUSE);
+    assert_true(s.standardize);
+    assert_true(s.weighted);
+    assert_true(s.resume);
+    job_spec_clear(&s);
+    assert_int_equal(parse("{\"algorithm\":\"local\",\"dataset\":\"fashion-mnist\",\"partition\":"
+                           "{\"kind\":\"iid\",\"silos\":4},\"model\":{\"type\":\"logistic\"},"
+                           "\"rounds\":1,\"batch_size\":1,\"lr\":1}",
+                           &s, &e),
+                     DP_OK);
+    assert_int_equal(s.data, JOB_DATA_FASHION_MNIST);
+    job_spec_clear(&s);
+}
+
+/* A valid base with one key replaced by a fragment: "{<base>,<frag>}" minus the base's key. */
+static void expect_field(const char *body, const char *fieldname)
+{
+    job_spec s;
+    dp_err e;
+    int rc = parse(body, &s, &e);
+    if (rc != DP_EINVAL || strcmp(e.field, fieldname) != 0)
+        fail_msg("expected a 400 naming %s, got rc %d field \"%s\" (%s) for %s", fieldname, rc,
+                 e.field, e.msg, body);
+    assert_true(strlen(e.msg) > 0);
+}
+
+#define BASE_HEAD "{\"algorithm\":\"fedavg\",\"dataset\":1,\"model\":{\"type\":\"linear\"},"
+
+static void refusals_name_the_field(void **state)
+{
+    (void)state;
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":0,\"lr\":0.1}", "batch_size");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":1.5,\"lr\":0.1}", "batch_size");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":\"8\",\"lr\":0.1}", "batch_size");
+    expect_field(BASE_HEAD "\"batch_size\":8,\"lr\":0.1}", "rounds");
+    expect_field(BASE_HEAD "\"rounds\":1000001,\"batch_size\":8,\"lr\":0.1}", "rounds");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0}", "lr");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"lambda\":1}", "lambda");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"colour\":1}", "colour");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"local_epochs\":0}",
+                 "local_epochs");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"test_fraction\":0.95}",
+                 "test_fraction");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"on_budget_exhausted\":"
+                           "\"later\"}",
+                 "on_budget_exhausted");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"standardize\":\"all\"}",
+                 "standardize");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"privacy\":{\"delta\":1e-"
+                           "5,\"clip\":1}}",
+                 "privacy");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"privacy\":{\"target_"
+                           "epsilon\":1,\"noise_multiplier\":1,\"delta\":1e-5,\"clip\":1}}",
+                 "privacy");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"privacy\":{\"target_"
+                           "epsilon\":-1,\"delta\":1e-5,\"clip\":1}}",
+                 "privacy.target_epsilon");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"privacy\":{\"target_"
+                           "epsilon\":1,\"delta\":0.7,\"clip\":1}}",
+                 "privacy.delta");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"privacy\":{\"target_"
+                           "epsilon\":1,\"delta\":1e-5}}",
+                 "privacy.clip");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"privacy\":{\"target_"
+                           "epsilon\":1,\"delta\":1e-5,\"clip\":1,\"client_rate\":0.5}}",
+                 "privacy.client_rate");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"privacy\":{\"target_"
+                           "epsilon\":1,\"delta\":1e-5,\"clip\":1},\"silos\":{\"a\":1,\"b\":1}}",
+                 "silos.b");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"silos\":{\"a\":1}}",
+                 "silos");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"privacy\":{\"target_"
+                           "epsilon\":1,\"delta\":1e-5,\"clip\":1},\"silos\":{\"a\":\"x\"}}",
+                 "silos.a");
+    expect_field("{\"algorithm\":\"fedsgd\",\"dataset\":1,\"model\":{\"type\":\"linear\"},"
+                 "\"rounds\":2,\"batch_size\":8,\"lr\":0.1}",
+                 "algorithm");
+    expect_field("{\"algorithm\":\"fedavg\",\"model\":{\"type\":\"linear\"},\"rounds\":2,"
+                 "\"batch_size\":8,\"lr\":0.1}",
+                 "dataset");
+    expect_field("{\"algorithm\":\"fedavg\",\"dataset\":\"mnist\",\"model\":{\"type\":\"linear\"},"
+                 "\"rounds\":2,\"batch_size\":8,\"lr\":0.1}",
+                 "dataset");
+    expect_field("{\"algorithm\":\"fedavg\",\"dataset\":{\"generator\":\"synthetic-linreg\","
+                 "\"tau\":-1},\"model\":{\"type\":\"linear\"},\"rounds\":2,\"batch_size\":8,"
+                 "\"lr\":0.1}",
+                 "dataset.tau");
+    expect_field("{\"algorithm\":\"fedavg\",\"dataset\":{\"generator\":\"synthetic-linreg\","
+                 "\"classes\":3},\"model\":{\"type\":\"linear\"},\"rounds\":2,\"batch_size\":8,"
+                 "\"lr\":0.1}",
+                 "dataset.classes");
+    expect_field("{\"algorithm\":\"fedavg\",\"dataset\":1,\"model\":{\"type\":\"cnn\"},"
+                 "\"rounds\":2,\"batch_size\":8,\"lr\":0.1}",
+                 "model.type");
+    expect_field("{\"algorithm\":\"fedavg\",\"dataset\":1,\"model\":{\"type\":\"mlp\","
+                 "\"hidden\":[64,0]},\"rounds\":2,\"batch_size\":8,\"lr\":0.1}",
+                 "model.hidden");
+    expect_field("{\"algorithm\":\"fedavg\",\"dataset\":1,\"model\":{\"type\":\"linear\","
+                 "\"hidden\":[4]},\"rounds\":2,\"batch_size\":8,\"lr\":0.1}",
+                 "model.hidden");
+    expect_field("{\"algorithm\":\"fedavg\",\"dataset\":1,\"partition\":{\"kind\":\"dirichlet\","
+                 "\"silos\":3},\"model\":{\"type\":\"linear\"},\"rounds\":2,\"batch_size\":8,"
+                 "\"lr\":0.1}",
+                 "partition.alpha");
+    expect_field("{\"algorithm\":\"mrmtl\",\"dataset\":1,\"model\":{\"type\":\"linear\"},"
+                 "\"rounds\":2,\"batch_size\":8,\"lr\":0.1}",
+                 "lambda");
+    expect_field("{\"algorithm\":\"dp_fedavg\",\"dataset\":1,\"model\":{\"type\":\"linear\"},"
+                 "\"rounds\":2,\"batch_size\":8,\"lr\":0.1}",
+                 "privacy");
+    expect_field("[1]", "body");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_full_spec_is_read),
+        cmocka_unit_test(defaults_and_generators),
+        cmocka_unit_test(refusals_name_the_field),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
