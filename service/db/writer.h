@@ -1,9 +1,10 @@
 /*
  * db/writer: the one writer of the database. A thread with its own connection that runs the
- * operations of every client (the ledger today, job state and per-round metrics next) in group
- * commits, and a background checkpointer. In WAL mode SQLite has one writer at a time: two threads
- * that each BEGIN IMMEDIATE on their own would wait out each other's transactions under the busy
- * timeout and pay one fsync each; through this writer they share a transaction and its fsync.
+ * operations of every client (the ledger, with the estimator runs it stores; tuning draws; job
+ * state and per-round metrics next) in group commits, and a background checkpointer. In WAL mode
+ * SQLite has one writer at a time: two threads that each BEGIN IMMEDIATE on their own would wait
+ * out each other's transactions under the busy timeout and pay one fsync each; through this writer
+ * they share a transaction and its fsync.
  *
  * OPERATIONS. A client fills a db_write_op it owns (on its stack or in its own heap struct: the
  * writer never allocates per op) with apply, done and arg, and submits it:
@@ -43,7 +44,8 @@
  * (its done hands it to the ledger's PLD thread, which submits it again), which only the ledger
  * knows how to do; the caller's write must therefore be idempotent across runs (each run starts
  * from a rolled-back savepoint, so it is, if it only writes through db). A client that has no
- * ledger part (job state) submits db_write_ops of its own to the same writer (ledger_writer).
+ * ledger part (a tuning draw, job state) submits operations of its own to the same writer
+ * (ledger_writer, handed to handlers as app->writer), most simply through the helpers below.
  *
  * CHECKPOINTS. With the default auto-checkpoint, every ~1000 WAL pages one COMMIT would also copy
  * the WAL into the database and fsync it, stalling the whole group (hundreds of ms). Instead a WAL
