@@ -16,6 +16,7 @@
 struct cfg;
 struct store;
 struct ledger;
+struct db_writer;
 struct compute_pool;
 struct http_metrics;
 
@@ -23,6 +24,10 @@ typedef struct app {
     const struct cfg *cfg;        /* daemon configuration, read-only (base/cfg.h) */
     struct store *store;          /* the connection pool (db/store.h); queries use rq->db */
     struct ledger *ledger;        /* the budget ledger (ledger/ledger.h), thread-safe */
+    struct db_writer *writer;     /* the database's one writer (db/writer.h), thread-safe: every
+                                     write that is not a charge goes through it (the ledger's own,
+                                     ledger_writer); NULL only without a ledger (unit tests, the
+                                     command-line tool) */
     struct compute_pool *compute; /* the bounded pool for heavy work (base/compute.h) */
     struct http_metrics *metrics; /* the server's request metrics (http/metrics.h), for /metrics */
 } app;

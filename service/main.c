@@ -195,7 +195,10 @@ int main(int argc, char **argv)
     compute_pool *pool = compute_pool_alloc(config.compute_threads, config.compute_queue,
                                             config.compute_timeout_s * 1000u, &err);
     /* What every handler borrows (service/app.h); the server adds its metrics. */
-    const app the_app = {.cfg = &config, .store = st, .ledger = led, .compute = pool};
+    /* The writer is the ledger's (it owns it, its idle hook and its stop order): handlers write
+     * through it too, so that the database has one writer (db/writer.h). */
+    const app the_app = {
+        .cfg = &config, .store = st, .ledger = led, .writer = ledger_writer(led), .compute = pool};
     http_server *srv = pool == NULL
                            ? NULL
                            : http_server_start(&the_app, ROUTES, ROUTES_N, auth_authenticate, &err);

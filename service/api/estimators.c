@@ -52,6 +52,7 @@
 #include "service/codec/event_json.h"
 #include "service/codec/json_util.h"
 #include "service/db/runs.h"
+#include "service/db/writer.h"
 #include "service/http/offload.h"
 #include "service/ledger/ledger.h"
 
@@ -811,11 +812,12 @@ static int key_conflict(dp_err *err)
                       "Idempotency-Key was already used for a different request");
 }
 
-/* Stores the run in the caller's transaction (ledger_write_fn): on the ledger's committer, inside
- * the savepoint of the silos' charge, so both commit or neither; or on the request's connection
- * when no silo is charged and there is no ledger. res: each silo's charge (n = j->n_silos), written
- * into the result text in place (again, after the previous attempt's are taken out, when the
- * committer runs the op twice). The text is stored as it will be answered. */
+/* Stores the run in the caller's transaction (ledger_write_fn): on the writer's connection, inside
+ * the savepoint of the silos' charge, so both commit or neither, or of an operation of its own when
+ * no silo is charged; on the request's connection only when there is no writer (unit tests). res:
+ * each silo's charge (n = j->n_silos), written into the result text in place (again, after the
+ * previous attempt's are taken out, when the committer runs the op twice). The text is stored as it
+ * will be answered. */
 static int run_write(sqlite3 *db, void *arg, const ledger_charge_result *res, size_t n, dp_err *err)
 {
     run_row *w = arg;
@@ -881,7 +883,16 @@ static int run_write(sqlite3 *db, void *arg, const ledger_charge_result *res, si
     return DP_OK;
 }
 
-/* Charges the planned silos and stores the run, in one transaction. */
+/* db/writer.h apply: the run of a job that charges no silo (run_row). */
+static int run_write_alone(sqlite3 *db, void *arg, dp_err *err)
+{
+    return run_write(db, arg, NULL, 0, err);
+}
+
+/* Charges the planned silos and stores the run, in one transaction, through the database's writer:
+ * with a ledger as its charge's operation (also with no silo to charge: the write alone, through
+ * the ledger's committer, which is the writer); without one (app->writer alone) as an operation
+ * of its own. Only a process with neither (unit tests) writes on the request's connection. */
 static int commit_run(est_job *j, run_row *w, dp_err *err)
 {
     ledger *l = j->rq.app->ledger;
@@ -895,17 +906,13 @@ static int commit_run(est_job *j, run_row *w, dp_err *err)
             return charge_error(j, rc, &e, err);
         return dp_err_set(err, e.code ? e.code : rc, e.field[0] ? e.field : NULL, "%s", e.msg);
     }
-    if (j->n_silos > 0 || j->rq.db == NULL)
+    if (j->n_silos > 0)
         return dp_err_set(err, DP_EINTERNAL, NULL, "no ledger to store the run with");
-    int rc = store_begin(j->rq.db, err);
-    if (rc != DP_OK)
-        return rc;
-    rc = run_write(store_conn_db(j->rq.db), w, NULL, 0, err);
-    if (rc != DP_OK) {
-        store_rollback(j->rq.db);
-        return rc;
-    }
-    return store_commit(j->rq.db, err);
+    if (j->rq.app->writer != NULL) /* no silo to charge: the run alone, through the writer */
+        return db_writer_run(j->rq.app->writer, run_write_alone, w, err);
+    if (j->rq.db == NULL)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "no ledger to store the run with");
+    return db_writer_run_conn(j->rq.db, run_write_alone, w, err); /* no writer: unit tests */
 }
 
 /* Completes result (not NULL) with the route's fields, then log_likelihood, iterations, status,

@@ -20,8 +20,10 @@
  * or returned: the privacy analysis needs K to be unpredictable to whoever sees the results.
  *
  * Storage: one append-only row per draw in tuning_draws, through db/draws.h (which holds the SQL
- * and the rule of who may read a draw), written in one IMMEDIATE transaction after the draw is made
- * (nothing slow inside the transaction). This file has no SQL.
+ * and the rule of who may read a draw), written after the draw is made (nothing slow inside the
+ * transaction) by the database's one writer (db/writer.h, app->writer) in its group commit; the 201
+ * is sent only after that COMMIT. The HTTP thread does not wait for it: the answer is deferred
+ * (http/server.h PENDING) and rendered when the writer wakes the connection. This file has no SQL.
  *
  * Shape: each handler is parse (request JSON -> a C struct), run (library calls), render (struct ->
  * response JSON), so that every piece is short and the library part never sees a json_t.
@@ -48,6 +50,7 @@
 #include "service/codec/json_util.h"
 #include "service/codec/tuning_json.h"
 #include "service/db/draws.h"
+#include "service/db/writer.h"
 
 #define TUNING_MAX_GRID   1000000 /* grid_size cap (same as the run cap) */
 #define TUNING_MAX_LISTED 10000   /* candidates are listed only for K up to this */
@@ -687,23 +690,6 @@ static int draw_run(const draw_req *q, const char *req_id, draw_made *m, dp_err 
     return DP_OK;
 }
 
-/* Records the draw (db/draws.h): a draw the client sees is always on file. */
-static int draw_record(const http_req *rq, const draw_req *q, draw_made *m, dp_err *err)
-{
-    m->created_ms = time_now_ms();
-    draw_new row = {.created_at_ms = m->created_ms,
-                    .request_id = rq->req_id,
-                    .distribution = m->dist_text,
-                    .runs = (int64_t)m->k,
-                    .expected_runs = acct_tuning_expected_runs(&q->d),
-                    .prob_no_run = acct_tuning_prob_zero(&q->d),
-                    .grid_size = q->grid,
-                    .candidates = m->cand_text,
-                    .label = q->label,
-                    .creator_token_id = q->creator};
-    return draws_insert(rq->db, &row, &m->id, rq->req_id, err);
-}
-
 /* Sends the 201 answer with the record's Location. */
 static int draw_render(const draw_req *q, const draw_made *m, http_resp *rs, dp_err *err)
 {
@@ -715,19 +701,105 @@ static int draw_render(const draw_req *q, const draw_made *m, http_resp *rs, dp_
     return http_resp_created(rs, body, err, "/v1/tuning/draws/%lld", (long long)m->id);
 }
 
+/* A draw being recorded: the row the writer stores and what the answer needs. On the heap, since a
+ * deferred answer outlives the handler call (http/server.h PENDING): q.label borrows from the
+ * request body, which the dispatcher keeps until release. */
+typedef struct draw_state {
+    http_pending base; /* first: the dispatcher holds &base */
+    draw_req q;
+    draw_made m;
+    draw_new row;                 /* what draws_insert stores; its texts borrow from m, q, req_id */
+    char req_id[HTTP_REQ_ID_MAX]; /* the request's id, for the row and the writer's log lines */
+    db_writer_call call;          /* while deferred */
+} draw_state;
+
+static void draw_state_free(draw_state *s)
+{
+    if (s == NULL)
+        return;
+    draw_made_clear(&s->m);
+    dp_free(s);
+}
+
+/* The row of a draw made (s->m), stamped now. */
+static void draw_row_fill(const http_req *rq, draw_state *s)
+{
+    snprintf(s->req_id, sizeof s->req_id, "%s", rq->req_id ? rq->req_id : "");
+    s->m.created_ms = time_now_ms();
+    s->row = (draw_new){.created_at_ms = s->m.created_ms,
+                        .request_id = rq->req_id ? s->req_id : NULL,
+                        .distribution = s->m.dist_text,
+                        .runs = (int64_t)s->m.k,
+                        .expected_runs = acct_tuning_expected_runs(&s->q.d),
+                        .prob_no_run = acct_tuning_prob_zero(&s->q.d),
+                        .grid_size = s->q.grid,
+                        .candidates = s->m.cand_text,
+                        .label = s->q.label,
+                        .creator_token_id = s->q.creator};
+}
+
+/* db/writer.h apply: the draw's row, on the writer's connection, in its savepoint. */
+static int draw_apply(sqlite3 *db, void *arg, dp_err *err)
+{
+    draw_state *s = arg;
+    return draws_insert(db, &s->row, &s->m.id, s->req_id, err);
+}
+
+/* http_pending.resume: the writer has committed the row (or failed); answer. */
+static int draw_resume(http_pending *p, const http_req *rq, http_resp *rs, dp_err *err)
+{
+    (void)rq;
+    draw_state *s = (draw_state *)p;
+    int rc = db_writer_call_result(&s->call, err);
+    return rc == DP_OK ? draw_render(&s->q, &s->m, rs, err) : rc;
+}
+
+static void draw_release(http_pending *p)
+{
+    draw_state_free((draw_state *)p);
+}
+
+/* Records the draw (db/draws.h) through the database's writer and answers once it is committed: a
+ * draw the client sees is always on file. Deferred when the dispatcher offers it (the MHD thread
+ * does not wait for the group commit), otherwise on this thread. Without a writer (a unit test
+ * without the ledger's threads) the row is written on the request's connection. Takes s. */
+static int draw_record(const http_req *rq, http_resp *rs, draw_state *s, dp_err *err)
+{
+    draw_row_fill(rq, s);
+    db_writer *w = rq->app->writer;
+    int rc;
+    if (w != NULL && rq->defer != NULL) {
+        rc = db_writer_start(w, &s->call, draw_apply, s, rq->defer->wake, rq->defer->arg, err);
+        if (rc == DP_OK) {
+            s->base.resume = draw_resume;
+            s->base.release = draw_release;
+            rs->pending = &s->base;
+            return DP_OK;
+        }
+    } else if (w != NULL) {
+        rc = db_writer_run(w, draw_apply, s, err);
+    } else {
+        rc = db_writer_run_conn(rq->db, draw_apply, s, err);
+    }
+    if (rc == DP_OK)
+        rc = draw_render(&s->q, &s->m, rs, err);
+    draw_state_free(s);
+    return rc;
+}
+
 int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    draw_req q;
-    draw_made m = {0};
-    int rc = draw_parse(rq, &q, err);
+    draw_state *s = dp_calloc(1, sizeof *s);
+    if (s == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = draw_parse(rq, &s->q, err);
     if (rc == DP_OK)
-        rc = draw_run(&q, rq->req_id, &m, err);
-    if (rc == DP_OK)
-        rc = draw_record(rq, &q, &m, err);
-    if (rc == DP_OK)
-        rc = draw_render(&q, &m, rs, err);
-    draw_made_clear(&m);
-    return rc;
+        rc = draw_run(&s->q, rq->req_id, &s->m, err);
+    if (rc != DP_OK) {
+        draw_state_free(s);
+        return rc;
+    }
+    return draw_record(rq, rs, s, err);
 }
 
 /* ---- GET /v1/tuning/draws/{id} ---- */

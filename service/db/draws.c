@@ -20,15 +20,15 @@ static const char SQL_GET_DRAW[] =
     ":tok OR EXISTS (SELECT 1 FROM tokens t WHERE t.id = d.creator_token_id AND t.silo_id = "
     ":silo))";
 
-int draws_insert(store_conn *c, const draw_new *d, int64_t *id, const char *req_id, dp_err *err)
+int draws_insert(sqlite3 *db, const draw_new *d, int64_t *id, const char *req_id, dp_err *err)
 {
-    sqlite3_stmt *st = store_conn_prepare(c, SQL_INSERT_DRAW, err);
-    if (st == NULL)
-        return err->code;
-    int rc = store_begin(c, err);
-    if (rc != DP_OK) {
-        store_stmt_done(st);
-        return rc;
+    /* Prepared per call: db is the writer's connection, which has no statement cache (a draw is one
+     * row per request; the cost is negligible next to the group's fsync). */
+    sqlite3_stmt *st = NULL;
+    int src = sqlite3_prepare_v2(db, SQL_INSERT_DRAW, -1, &st, NULL);
+    if (src != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return store_db_err(db, src, "prepare tuning draw insert", req_id, err);
     }
     store_binder b = store_bind_begin(st);
     store_bind_i64(&b, ":created", d->created_at_ms);
@@ -41,14 +41,12 @@ int draws_insert(store_conn *c, const draw_new *d, int64_t *id, const char *req_
     store_bind_text(&b, ":cand", d->candidates);
     store_bind_text(&b, ":label", d->label);
     store_bind_i64(&b, ":creator", d->creator_token_id);
-    int src = store_bind_step(&b);
-    *id = sqlite3_last_insert_rowid(store_conn_db(c));
-    store_stmt_done(st);
-    if (src != SQLITE_DONE) {
-        store_rollback(c);
-        return store_err(c, src, "insert tuning draw", req_id, err);
-    }
-    return store_commit(c, err); /* rolls back itself on failure */
+    src = store_bind_step(&b);
+    if (src == SQLITE_DONE)
+        *id = sqlite3_last_insert_rowid(db);
+    int rc = src == SQLITE_DONE ? DP_OK : store_db_err(db, src, "insert tuning draw", req_id, err);
+    sqlite3_finalize(st);
+    return rc;
 }
 
 /* A copy of column i's text (NULL for SQL NULL). Sets *oom when the copy fails. */

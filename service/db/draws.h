@@ -11,17 +11,27 @@
  * does not exist, so ids of other silos' draws cannot be probed. The rule is one SQL WHERE clause
  * (SQL_GET_DRAW in draws.c), evaluated by draws_get.
  *
- * Errors: DP_OK, or a dp_err from db/store.h (DP_EBUSY, DP_ENOMEM, DP_EINTERNAL with the SQLite
- * detail logged with req_id, never put in err). A draw that is missing or hidden is not an error:
- * draws_get returns DP_OK with *found false, and the caller words the 404.
+ * Writing: draws_insert is the body of an apply function of db/writer.h. It writes on the
+ * connection it is given, inside the caller's transaction, and never begins or commits: in dpsilod
+ * that is the writer's connection, in the savepoint of the operation within the group's BEGIN
+ * IMMEDIATE, so a draw is committed by the one writer of the database (and acknowledged only after
+ * that COMMIT, db_writer_run / db_writer_start) instead of competing for WAL's write lock from a
+ * pooled connection. Reads (draws_get) use the request's pooled connection.
  *
- * Thread-safety: as the connection (one thread at a time, its borrower).
+ * Errors: DP_OK, or a dp_err from db/store.h (DP_EBUSY, DP_ENOMEM, DP_EINTERNAL "database error"
+ * with the SQLite detail logged with req_id, never put in err). A draw that is missing or hidden is
+ * not an error: draws_get returns DP_OK with *found false, and the caller words the 404.
+ *
+ * Thread-safety: as the connection (one thread at a time: the writer thread for draws_insert, the
+ * borrower of a pooled connection for draws_get).
  */
 #ifndef DP_SERVICE_DB_DRAWS_H
 #define DP_SERVICE_DB_DRAWS_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include <sqlite3.h>
 
 #include "common/dp_err.h"
 #include "service/db/store.h"
@@ -60,10 +70,12 @@ typedef struct draw_viewer {
     int64_t silo_id;  /* the reader's silo (ignored for the admin) */
 } draw_viewer;
 
-/* Records d in its own IMMEDIATE transaction and sets *id to the new row's id. The transaction is
- * committed before this returns DP_OK (a draw the client is shown is always on file) and rolled
- * back on any failure. c must not be inside a transaction. */
-int draws_insert(store_conn *c, const draw_new *d, int64_t *id, const char *req_id, dp_err *err);
+/* Inserts d on db, inside the CALLER's transaction (an apply function's, db/writer.h: the row is
+ * committed with the writer's group, or rolled back with the operation's savepoint when this or a
+ * later part of the operation fails), and sets *id to the new row's id. Nothing is committed here:
+ * the caller answers the client only once the writer reports the COMMIT (a draw the client is shown
+ * is always on file). db is borrowed; d and its texts for the call. */
+int draws_insert(sqlite3 *db, const draw_new *d, int64_t *id, const char *req_id, dp_err *err);
 
 /* Reads draw id as seen by who. DP_OK with *found true and *out filled (owned strings), or DP_OK
  * with *found false (no such draw, or one who may not see; *out zeroed), or an error (*out

@@ -54,10 +54,14 @@ typedef struct runs_new {
 } runs_new;
 
 /* Inserts r and one estimator_run_silos row per charged silo, on db, inside the CALLER's
- * transaction (the ledger committer's, so the run commits with its charges; or store_begin's): both
- * or neither. *id gets the new run's id. The texts are bound without a copy, and the result is
- * written into the row's pages in place (stored as a BLOB of its UTF-8 text, migration 0008), so
- * SQLite never holds it whole: a run's result is the largest text the daemon stores. */
+ * transaction: both or neither. It never begins or commits; it is the body of an apply function of
+ * db/writer.h, on the writer's connection, in the savepoint of the silos' charge when the run
+ * charges silos (ledger_charge_batch_with: the run commits with its charges) and in an operation of
+ * its own otherwise (ledger_charge_batch_with with no charge, or db_writer_run without a ledger);
+ * only a process without a writer (unit tests) runs it on a pooled connection
+ * (db_writer_run_conn). *id gets the new run's id. The texts are bound without a copy, and the
+ * result is written into the row's pages in place (stored as a BLOB of its UTF-8 text, migration
+ * 0008), so SQLite never holds it whole: a run's result is the largest text the daemon stores. */
 int runs_insert(sqlite3 *db, const runs_new *r, const char *req_id, int64_t *id, dp_err *err);
 
 /* Who reads: the admin, or a token (its id) of a silo (its id; 0 for none). */

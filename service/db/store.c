@@ -58,9 +58,14 @@ struct store {
 
 int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_err *err)
 {
+    return store_db_err(c ? c->db : NULL, rc, what, req_id, err);
+}
+
+int store_db_err(sqlite3 *db, int rc, const char *what, const char *req_id, dp_err *err)
+{
     int prim = rc & 0xff;
     dp_log(DP_LOG_ERROR, req_id, "sqlite: %s: %s (rc %d)", what ? what : "?",
-           c && c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc), rc);
+           db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), rc);
     if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED)
         return dp_err_set(err, DP_EBUSY, NULL, "the database is busy; retry shortly");
     if (prim == SQLITE_NOMEM)

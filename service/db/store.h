@@ -112,6 +112,9 @@ void store_rollback(store_conn *c);
  * -> DP_EINTERNAL. The SQLite message is logged with what (e.g. "insert silo") and req_id, never
  * put in err. Returns the dp code. */
 int store_err(store_conn *c, int rc, const char *what, const char *req_id, dp_err *err);
+/* store_err for a raw connection (db may be NULL: the message is then sqlite3_errstr(rc)), e.g. the
+ * writer's inside an apply function (db/writer.h). */
+int store_db_err(sqlite3 *db, int rc, const char *what, const char *req_id, dp_err *err);
 
 /* GET /healthz. Runs a real read of the database on c (the highest row of schema_migrations,
  * through a cached statement) and checks it equals the version found at open - unless another check

@@ -419,6 +419,155 @@ fail:
     return NULL;
 }
 
+/* ---- one function, committed ----
+ *
+ * A db_write_op has one arg for apply and done; these helpers need theirs for done (the waiter, the
+ * call), so the op's apply is a trampoline that calls the client's apply with the client's arg. */
+
+/* db_writer_run's waiter, on the caller's stack. */
+typedef struct run_wait {
+    db_write_op op;          /* arg = this waiter */
+    db_write_apply_fn apply; /* the client's */
+    void *arg;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done; /* guarded by mu */
+    int rc;    /* the outcome; written before done, under mu */
+    dp_err err;
+} run_wait;
+
+static int run_apply(sqlite3 *db, void *arg, dp_err *err)
+{
+    run_wait *r = arg;
+    return r->apply(db, r->arg, err);
+}
+
+/* Writer thread, after the COMMIT: records the outcome and wakes the waiter. The signal is sent
+ * with mu held, so the waiter (which needs mu to see done) cannot return and pop its frame before
+ * this function has stopped touching it. */
+static void run_done(void *arg, int rc, const dp_err *err)
+{
+    run_wait *r = arg;
+    pthread_mutex_lock(&r->mu);
+    r->rc = rc;
+    if (rc != DP_OK && err != NULL)
+        r->err = *err;
+    r->done = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static bool on_writer_thread(const db_writer *w)
+{
+    return w->thread_started && pthread_equal(pthread_self(), w->thread);
+}
+
+int db_writer_run(db_writer *w, db_write_apply_fn apply, void *arg, dp_err *err)
+{
+    if (apply == NULL)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "internal error: incomplete write operation");
+    if (on_writer_thread(w)) {
+        dp_log(DP_LOG_ERROR, NULL, "writer: db_writer_run called on the writer thread");
+        return dp_err_set(err, DP_EINTERNAL, NULL, "internal error: a write waited for itself");
+    }
+    run_wait r = {.op = {.apply = run_apply, .done = run_done}, .apply = apply, .arg = arg};
+    r.op.arg = &r;
+    dp_err_clear(&r.err);
+    if (pthread_mutex_init(&r.mu, NULL) != 0)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of resources");
+    if (pthread_cond_init(&r.cv, NULL) != 0) {
+        pthread_mutex_destroy(&r.mu);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of resources");
+    }
+    int rc = db_writer_submit(w, &r.op, err);
+    if (rc == DP_OK) {
+        pthread_mutex_lock(&r.mu);
+        while (!r.done)
+            pthread_cond_wait(&r.cv, &r.mu);
+        rc = r.rc;
+        pthread_mutex_unlock(&r.mu);
+        if (rc != DP_OK) {
+            if (r.err.code == DP_OK) /* never a failure without a message */
+                dp_err_set(&r.err, rc, NULL, "internal database error");
+            dp_err_set(err, r.err.code, r.err.field[0] ? r.err.field : NULL, "%s", r.err.msg);
+        }
+    }
+    pthread_cond_destroy(&r.cv);
+    pthread_mutex_destroy(&r.mu);
+    return rc;
+}
+
+static int call_apply(sqlite3 *db, void *arg, dp_err *err)
+{
+    db_writer_call *c = arg;
+    return c->apply(db, c->arg, err);
+}
+
+/* Writer thread, after the COMMIT: records the outcome, publishes it (release), then wakes the
+ * client. After wake the call may be freed at any moment: nothing touches it past that call. */
+static void call_done(void *arg, int rc, const dp_err *err)
+{
+    db_writer_call *c = arg;
+    void (*wake)(void *) = c->wake;
+    void *wake_arg = c->wake_arg;
+    c->rc = rc;
+    dp_err_clear(&c->err);
+    if (rc != DP_OK) {
+        if (err != NULL)
+            c->err = *err;
+        if (c->err.code == DP_OK)
+            dp_err_set(&c->err, rc, NULL, "internal database error");
+    }
+    atomic_store_explicit(&c->finished, true, memory_order_release);
+    wake(wake_arg);
+}
+
+int db_writer_start(db_writer *w, db_writer_call *call, db_write_apply_fn apply, void *arg,
+                    void (*wake)(void *wake_arg), void *wake_arg, dp_err *err)
+{
+    if (call == NULL || apply == NULL || wake == NULL)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "internal error: incomplete write operation");
+    call->op = (db_write_op){.apply = call_apply, .done = call_done, .arg = call};
+    call->apply = apply;
+    call->arg = arg;
+    call->wake = wake;
+    call->wake_arg = wake_arg;
+    call->rc = DP_OK;
+    dp_err_clear(&call->err);
+    atomic_init(&call->finished, false);
+    return db_writer_submit(w, &call->op, err); /* from DP_OK on, wake may come at any time */
+}
+
+int db_writer_call_result(db_writer_call *call, dp_err *err)
+{
+    if (!atomic_load_explicit(&call->finished, memory_order_acquire)) {
+        dp_log(DP_LOG_ERROR, NULL, "writer: a call's result was read before its wake-up");
+        return dp_err_set(err, DP_EINTERNAL, NULL, "internal error: the write has not finished");
+    }
+    if (call->rc == DP_OK)
+        return DP_OK;
+    dp_err_set(err, call->err.code, call->err.field[0] ? call->err.field : NULL, "%s",
+               call->err.msg);
+    return call->rc;
+}
+
+int db_writer_run_conn(store_conn *c, db_write_apply_fn apply, void *arg, dp_err *err)
+{
+    if (c == NULL || apply == NULL)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "internal error: no connection to write on");
+    int rc = store_begin(c, err);
+    if (rc != DP_OK)
+        return rc;
+    rc = apply(store_conn_db(c), arg, err);
+    if (rc != DP_OK) {
+        if (err != NULL && err->code == DP_OK)
+            dp_err_set(err, rc, NULL, "internal database error");
+        store_rollback(c);
+        return rc;
+    }
+    return store_commit(c, err); /* rolls back itself on failure */
+}
+
 void db_writer_stats(const db_writer *w, uint64_t *groups, uint64_t *ops)
 {
     *groups = atomic_load(&((db_writer *)w)->n_groups);

@@ -1,9 +1,10 @@
 /*
  * db/writer: the one writer of the database. A thread with its own connection that runs the
- * operations of every client (the ledger today, job state and per-round metrics next) in group
- * commits, and a background checkpointer. In WAL mode SQLite has one writer at a time: two threads
- * that each BEGIN IMMEDIATE on their own would wait out each other's transactions under the busy
- * timeout and pay one fsync each; through this writer they share a transaction and its fsync.
+ * operations of every client (the ledger, with the estimator runs it stores; tuning draws; job
+ * state and per-round metrics next) in group commits, and a background checkpointer. In WAL mode
+ * SQLite has one writer at a time: two threads that each BEGIN IMMEDIATE on their own would wait
+ * out each other's transactions under the busy timeout and pay one fsync each; through this writer
+ * they share a transaction and its fsync.
  *
  * OPERATIONS. A client fills a db_write_op it owns (on its stack or in its own heap struct: the
  * writer never allocates per op) with apply, done and arg, and submits it:
@@ -43,7 +44,8 @@
  * (its done hands it to the ledger's PLD thread, which submits it again), which only the ledger
  * knows how to do; the caller's write must therefore be idempotent across runs (each run starts
  * from a rolled-back savepoint, so it is, if it only writes through db). A client that has no
- * ledger part (job state) submits db_write_ops of its own to the same writer (ledger_writer).
+ * ledger part (a tuning draw, job state) submits operations of its own to the same writer
+ * (ledger_writer, handed to handlers as app->writer), most simply through the helpers below.
  *
  * CHECKPOINTS. With the default auto-checkpoint, every ~1000 WAL pages one COMMIT would also copy
  * the WAL into the database and fsync it, stalling the whole group (hundreds of ms). Instead a WAL
@@ -61,13 +63,29 @@
  * again while it drains), then joins the threads; the connection stays open so that clients can
  * finalize their statements; db_writer_free closes it.
  *
+ * ONE FUNCTION, COMMITTED. Most clients write one thing and want to know when it is on disk; they
+ * need not build a db_write_op and a done of their own:
+ *   - db_writer_run(w, apply, arg, err) submits apply and waits on the calling thread (a mutex and
+ *     a condition variable on its stack) until the group's COMMIT: for threads that may block (the
+ *     compute pool, tests). Never from the writer thread itself (inside an apply, done or idle
+ *     hook): it would wait for itself, so it refuses (DP_EINTERNAL, logged).
+ *   - db_writer_start(w, call, apply, arg, wake, wake_arg, err) submits and returns at once; wake
+ *     is called exactly once, on the writer thread, after the COMMIT (or the failure), and then
+ *     db_writer_call_result tells how it went: for HTTP handlers, whose MHD thread must not wait
+ *     for a group commit (http/server.h, PENDING: wake is the dispatcher's resume).
+ * Without a writer (a unit test that calls one handler without the ledger's threads; the daemon
+ * always has one) db_writer_run_conn runs the same apply on a pooled connection in its own BEGIN
+ * IMMEDIATE transaction.
+ *
  * Connections come from store_db_open (db/store.h): one set-up for every connection of dpsilod.
- * Thread-safety: submit, submit_again, close and stats from any thread; open, stop and free from
- * one thread; db_writer_db only before the first submit (to prepare statements) or inside apply.
+ * Thread-safety: submit, submit_again, run, start, close and stats from any thread (run: any but
+ * the writer's); open, stop and free from one thread; db_writer_db only before the first submit (to
+ * prepare statements) or inside apply.
  */
 #ifndef DP_SERVICE_DB_WRITER_H
 #define DP_SERVICE_DB_WRITER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,6 +93,7 @@
 #include <sqlite3.h>
 
 #include "common/dp_err.h"
+#include "service/db/store.h"
 
 /* Operations in one group commit. */
 #define DB_WRITER_MAX_GROUP 1024
@@ -127,6 +146,47 @@ void db_writer_close(db_writer *w);
 void db_writer_stop(db_writer *w);
 /* Stops if needed and closes both connections. NULL is a no-op. */
 void db_writer_free(db_writer *w);
+
+/* ---- one function, committed (ONE FUNCTION, COMMITTED above) ---- */
+
+/* Runs apply(db, arg, err) as one operation and waits for the group's COMMIT. DP_OK: what apply
+ * wrote is committed (durable). Otherwise the code with err set: apply's own error (what it wrote
+ * was rolled back, the rest of the group committed), the group's failure (nothing of it was
+ * recorded), DP_EBUSY once the writer is closed (apply never ran), or DP_EINTERNAL when called on
+ * the writer thread. arg is borrowed for the call. */
+int db_writer_run(db_writer *w, db_write_apply_fn apply, void *arg, dp_err *err);
+
+/* A deferred run: caller-owned (on the heap, e.g. inside an http_pending), valid from
+ * db_writer_start until wake was called (the writer never touches it afterwards). The fields are
+ * the writer's. */
+typedef struct db_writer_call {
+    db_write_op op;          /* submitted to the writer */
+    db_write_apply_fn apply; /* the client's, called with arg */
+    void *arg;
+    void (*wake)(void *wake_arg); /* called once after the COMMIT or the failure */
+    void *wake_arg;
+    atomic_bool finished; /* set (release) before wake: rc and err are final */
+    int rc;               /* the outcome, as db_writer_run's */
+    dp_err err;
+} db_writer_call;
+
+/* Queues apply(db, arg, err) and returns at once. DP_OK: wake(wake_arg) WILL be called exactly
+ * once, on the writer thread (possibly before this returns), after the group's COMMIT or failure;
+ * it must be quick (resume a connection, signal a waiter) and must not call into the writer. Then
+ * db_writer_call_result gives the outcome. Any other code (DP_EBUSY once the writer is closed, with
+ * err set): nothing was queued and wake will never be called. call and arg are borrowed until wake
+ * was called. */
+int db_writer_start(db_writer *w, db_writer_call *call, db_write_apply_fn apply, void *arg,
+                    void (*wake)(void *wake_arg), void *wake_arg, dp_err *err);
+/* The outcome of a started call, once wake was called: DP_OK (committed) or the code with err set,
+ * as db_writer_run. Before wake: DP_EINTERNAL (a programming error, logged). */
+int db_writer_call_result(db_writer_call *call, dp_err *err);
+
+/* apply(store_conn_db(c), arg, err) in its own BEGIN IMMEDIATE transaction on the pooled
+ * connection c (borrowed; not inside a transaction): committed when apply returns DP_OK, rolled
+ * back otherwise. Only for a process without a writer (unit tests that run one handler without the
+ * ledger's threads): in dpsilod every write goes through db_writer. */
+int db_writer_run_conn(store_conn *c, db_write_apply_fn apply, void *arg, dp_err *err);
 
 /* Group commits since open and the operations they carried (a failed operation counts).
  * Thread-safe. */

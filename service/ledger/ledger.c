@@ -11,20 +11,21 @@
  * silos), charge.c (charges and claims, blocking and asynchronous), pld.c (PLD recomposition on a
  * snapshot), reads.c (views and reads on the caller's pool connection).
  *
- * COMMITTER. The ledger writes through db/writer (db/writer.h), whose thread is "the committer":
- * it owns the write connection l->db, on which ledger_open prepares every statement of l->st
- * before the first op, and it runs each op in a SAVEPOINT of its own inside one BEGIN IMMEDIATE per
- * group, COMMITs with synchronous=FULL and only then calls each op's done. Queue, gathering of
- * groups, savepoints, the wake-up order and the background PASSIVE checkpointer are all described
- * there; the ledger is one client of it (others, job state and per-round metrics, are to come, on
- * the same writer: ledger_writer). Public write calls build a ledger_op on their own stack (inputs
- * borrowed from the caller, outputs written into caller memory) whose db_write_op has apply
- * op_apply (lg_apply_op, the only ledger-specific part) and done op_done, submit it (lg_submit),
- * and wait on op->cv until op->done. op_done runs on the committer after the COMMIT: under l->mu it
- * records the outcome, marks the op done and signals it. Nothing is acknowledged before COMMIT
- * returned SQLITE_OK with synchronous=FULL, so an acknowledged charge survives a crash (the WAL
- * frame was fsynced); an op whose group failed to commit reports an error and was not recorded.
- * Nobody touches an op after it was marked done (the waiter may return and pop its stack frame).
+ * COMMITTER. The ledger writes through db/writer (db/writer.h), whose thread is "the committer": it
+ * owns the write connection l->db, on which ledger_open prepares every statement of l->st before
+ * the first op, and it runs each op in a SAVEPOINT of its own inside one BEGIN IMMEDIATE per group,
+ * COMMITs with synchronous=FULL and only then calls each op's done. Queue, gathering of groups,
+ * savepoints, the wake-up order and the background PASSIVE checkpointer are all described there;
+ * the ledger is one client of it (others, on the same writer: ledger_writer, app->writer: tuning
+ * draws; job state and per-round metrics to come). Public write calls build a ledger_op on their
+ * own stack (inputs borrowed from the caller, outputs written into caller memory) whose db_write_op
+ * has apply op_apply (lg_apply_op, the only ledger-specific part) and done op_done, submit it
+ * (lg_submit), and wait on op->cv until op->done. op_done runs on the committer after the COMMIT:
+ * under l->mu it records the outcome, marks the op done and signals it. Nothing is acknowledged
+ * before COMMIT returned SQLITE_OK with synchronous=FULL, so an acknowledged charge survives a
+ * crash (the WAL frame was fsynced); an op whose group failed to commit reports an error and was
+ * not recorded. Nobody touches an op after it was marked done (the waiter may return and pop its
+ * stack frame).
  *
  * ASYNCHRONOUS CHARGES. ledger_charge_start builds the op on the heap (struct ledger_pending) with
  * a wake-up callback and returns without waiting. op_done copies (wake, arg) under l->mu while it

@@ -139,9 +139,10 @@ void ledger_free(ledger *l);
 void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops);
 
 /* The database writer the ledger commits through (db/writer.h; borrowed, valid until ledger_free).
- * Other clients (job state, per-round metrics) submit their own db_write_ops to it, so that there
- * is one writer of the database; a write that must commit with a charge goes through
- * ledger_charge_batch_with instead (db/writer.h, COMPOSITE OPERATIONS). */
+ * Other clients (tuning draws, through app->writer; job state and per-round metrics next) submit
+ * their own db_write_ops to it, so that there is one writer of the database; a write that must
+ * commit with a charge goes through ledger_charge_batch_with instead (db/writer.h, COMPOSITE
+ * OPERATIONS). */
 db_writer *ledger_writer(ledger *l);
 
 /* The RDP orders of every vector in this ledger (borrowed, valid until ledger_free). */

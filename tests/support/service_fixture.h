@@ -2,8 +2,9 @@
  * service_fixture.h: call any route of dpsilod by method and path, without a socket.
  *
  * A service_fixture is tests/support/service_util.h's route_fixture (a migrated database file in a
- * temporary directory, one borrowed pool connection, default configuration) plus the budget ledger
- * and the metrics a running daemon has. call_route(fx, method, path, body, token, &out) does what
+ * temporary directory, one borrowed pool connection, default configuration) plus the budget ledger,
+ * its writer (app.writer, the database's one writer, as main.c sets it) and the metrics a running
+ * daemon has. call_route(fx, method, path, body, token, &out) does what
  * the dispatcher (service/http/server.c final_call, run_handler, send_result) does between the
  * parsed request and the bytes on the wire: match the route table (404/405), split and check the
  * query string (400 naming the parameter), parse the body (400; an upload route's body is handed
@@ -174,6 +175,7 @@ static inline int call_route(service_fixture *fx, const char *method, const char
     }
     fx->r.app.metrics = fx->metrics;
     fx->r.app.ledger = fx->ledger;
+    fx->r.app.writer = fx->ledger != NULL ? ledger_writer(fx->ledger) : NULL; /* as main.c */
     http_req rq = route_fixture_req(&fx->r, method, pathbuf);
     rq.body = jbody;
     rq.raw = raw ? body : NULL;

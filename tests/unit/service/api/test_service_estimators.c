@@ -1,7 +1,9 @@
 /*
  * Unit tests for service/api/estimators.c through call_route (tests/support/service_fixture.h),
  * against a database in a temporary directory: a Gaussian run is stored and read back without its
- * raw data, validation names the field, and every dp_alloc failure on the way returns a clean error
+ * raw data, a run that charges no silo is one operation of the database's writer (also without a
+ * ledger; a closed writer is a clean 503), validation names the field, and every dp_alloc failure
+ * on the way returns a clean error
  * (failure injection, calling the handlers directly without a ledger; ASan checks for leaks in
  * `make asan`).
  */
@@ -15,6 +17,7 @@
 
 #include "common/dp_alloc.h"
 #include "service/api/routes.h"
+#include "service/db/writer.h"
 #include "tests/support/service_fixture.h"
 
 typedef service_fixture fixture;
@@ -35,10 +38,12 @@ static int teardown(void **state)
     return rc;
 }
 
-/* A request without a ledger, for calling a handler directly (the allocation-failure loop). */
+/* A request without a ledger (nor its writer: the run is written on the request's connection), for
+ * calling a handler directly (the allocation-failure loop). */
 static http_req req_for(fixture *f, const char *method, const char *path, json_t *body)
 {
     f->r.app.ledger = NULL;
+    f->r.app.writer = NULL;
     http_req rq = route_fixture_req(&f->r, method, path);
     rq.body = body;
     return rq;
@@ -229,6 +234,70 @@ static void numerical_limits_are_422_in_words(void **state)
     }
 }
 
+/* Operations the fixture's writer (the ledger's) has run so far. */
+static uint64_t writer_ops(fixture *f)
+{
+    uint64_t groups, ops;
+    db_writer_stats(ledger_writer(f->ledger), &groups, &ops);
+    return ops;
+}
+
+/* A run that charges no silo is still written by the database's writer, one operation per run:
+ * with a ledger as the ledger's write-only operation (ledger_charge_batch_with, no charge), with
+ * only the writer as an operation of its own; never in a transaction of the request's connection.
+ */
+static void a_run_without_a_charge_is_one_writer_operation(void **state)
+{
+    fixture *f = *state;
+    uint64_t ops0 = writer_ops(f);
+    route_result r;
+    assert_int_equal(call_route(f, "POST", "/v1/estimators/gaussian", GAUSS, NULL, &r), 201);
+    assert_int_equal(writer_ops(f) - ops0, 1);
+    json_int_t first = json_integer_value(json_object_get(r.body, "run_id"));
+    route_result_clear(&r);
+
+    json_t *body = json_loads(GAUSS, 0, NULL);
+    assert_non_null(body);
+    f->r.app.ledger = NULL; /* the writer alone */
+    f->r.app.writer = ledger_writer(f->ledger);
+    http_req rq = route_fixture_req(&f->r, "POST", "/v1/estimators/gaussian");
+    rq.body = body;
+    http_resp rs;
+    memset(&rs, 0, sizeof rs);
+    dp_err e;
+    dp_err_clear(&e);
+    ops0 = writer_ops(f);
+    assert_int_equal(http_handler_call(route_estimators_gaussian, &rq, &rs, &e), DP_OK);
+    assert_int_equal(rs.status, 201);
+    assert_int_equal(writer_ops(f) - ops0, 1);
+    assert_int_not_equal(sqlite3_get_autocommit(store_conn_db(f->r.db)), 0);
+    json_int_t second = json_integer_value(json_object_get(rs.body, "run_id"));
+    assert_int_equal(second, first + 1);
+    http_resp_clear(&rs);
+    json_decref(body);
+
+    char path[64];
+    snprintf(path, sizeof path, "/v1/runs/%lld", (long long)second);
+    assert_int_equal(call_route(f, "GET", path, NULL, NULL, &r), 200); /* committed, readable */
+    route_result_clear(&r);
+
+    /* a closed writer: a clean 503, and no run stored */
+    f->r.app.ledger = NULL;
+    db_writer_close(ledger_writer(f->ledger));
+    rq = route_fixture_req(&f->r, "POST", "/v1/estimators/gaussian");
+    body = json_loads(GAUSS, 0, NULL);
+    rq.body = body;
+    memset(&rs, 0, sizeof rs);
+    dp_err_clear(&e);
+    assert_int_equal(http_handler_call(route_estimators_gaussian, &rq, &rs, &e), DP_EBUSY);
+    assert_int_equal(e.code, DP_EBUSY);
+    http_resp_clear(&rs);
+    json_decref(body);
+    snprintf(path, sizeof path, "/v1/runs/%lld", (long long)second + 1);
+    assert_int_equal(call_route(f, "GET", path, NULL, NULL, &r), 404);
+    route_result_clear(&r);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off();
@@ -238,6 +307,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(unknown_choices_list_the_allowed_values, setup, teardown),
         cmocka_unit_test_setup_teardown(allocation_failures_are_clean_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(numerical_limits_are_422_in_words, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_run_without_a_charge_is_one_writer_operation, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests_name("service_estimators", tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 /*
  * Unit tests for service/db/draws.c (the tuning_draws table) and service/db/bind.c (the sticky
  * named binder it uses): a draw is stored and read back field for field, optional columns are SQL
- * NULL, the insert is committed on its own and rolled back when the row is refused, and the access
+ * NULL, the insert (the body of a db/writer apply function, run through the ledger's writer as
+ * dpsilod runs it) is committed with the writer's group and rolled back alone when the row is
+ * refused, and the access
  * rule (the admin, the creator, or any token of the creator's silo; everyone else "not found")
  * holds. Silos and tokens are made through the ledger (tests/support/ledger_fixture.h) on a fresh
  * database file migrated by the daemon's own runner.
@@ -15,6 +17,7 @@
 #include "common/dp_alloc.h"
 #include "service/db/bind.h"
 #include "service/db/draws.h"
+#include "service/db/writer.h"
 #include "tests/support/ledger_fixture.h"
 
 typedef struct silo_tok {
@@ -76,12 +79,33 @@ static draw_new a_draw(int64_t creator)
     return d;
 }
 
+/* A draws_insert as dpsilod runs it: the body of an apply function on the database's writer. */
+typedef struct insert_arg {
+    const draw_new *d;
+    int64_t id;
+} insert_arg;
+
+static int insert_apply(sqlite3 *db, void *arg, dp_err *err)
+{
+    insert_arg *a = arg;
+    return draws_insert(db, a->d, &a->id, "t", err);
+}
+
+/* Runs draws_insert through the ledger's writer; the code, *id the row's id. */
+static int insert_rc(ledger_fixture *fx, const draw_new *d, int64_t *id, dp_err *e)
+{
+    insert_arg a = {d, 0};
+    int rc = db_writer_run(ledger_writer(fx->l), insert_apply, &a, e);
+    *id = a.id;
+    return rc;
+}
+
 static int64_t insert(ledger_fixture *fx, const draw_new *d)
 {
     int64_t id = 0;
     dp_err e;
     dp_err_clear(&e);
-    assert_int_equal(draws_insert(fx->conn, d, &id, "t", &e), DP_OK);
+    assert_int_equal(insert_rc(fx, d, &id, &e), DP_OK);
     assert_true(id > 0);
     return id;
 }
@@ -188,7 +212,7 @@ static void the_insert_commits_and_a_refused_row_is_rolled_back(void **state)
 
     d.runs = -1; /* CHECK (runs >= 0) */
     int64_t id = 0;
-    assert_int_equal(draws_insert(fx->conn, &d, &id, "t", &e), DP_EINTERNAL);
+    assert_int_equal(insert_rc(fx, &d, &id, &e), DP_EINTERNAL);
     assert_string_equal(e.msg, "database error"); /* the SQLite detail is logged, not returned */
     assert_int_not_equal(sqlite3_get_autocommit(fx->db), 0);
     assert_int_equal(count_rows(fx, "SELECT count(*) FROM tuning_draws"), 1);

@@ -3,7 +3,9 @@
  * committed in groups, a failing operation rolls back only its own savepoint, every done is called
  * exactly once and only once its write is visible to another connection (committed), stopping runs
  * what was queued (also what a done submits again), concurrent submitters, the idle hook and the
- * background checkpointer.
+ * background checkpointer; and the helpers that run one function through it (db_writer_run waits
+ * for the COMMIT, db_writer_start wakes its caller once after it, both refused by a closed writer;
+ * db_writer_run_conn for a process without a writer).
  *
  * Groups are made deterministic with a gate: a first operation whose apply waits until the test
  * opens the gate holds the writer thread while the test queues the operations of the next group.
@@ -508,6 +510,222 @@ static void idle_hook_is_called(void **state)
     pthread_mutex_destroy(&r.mu);
 }
 
+/* ---- one function, committed: db_writer_run, db_writer_start, db_writer_run_conn ---- */
+
+/* db_writer_run returns once the write is committed (another connection sees it), and reports an
+ * apply's error with that operation rolled back; the next run works. One operation per call. */
+static void run_waits_for_the_commit_and_reports_errors(void **state)
+{
+    fixture *f = *state;
+    top ok, bad;
+    top_init(&ok, f, "run-ok", DP_OK);
+    top_init(&bad, f, "run-bad", DP_EBUDGET);
+    uint64_t g0, o0, g1, o1;
+    db_writer_stats(f->w, &g0, &o0);
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(db_writer_run(f->w, top_apply, &ok, &e), DP_OK);
+    assert_int_equal(e.code, DP_OK);
+    assert_int_equal(rows_with(f, "run-ok"), 1); /* committed before the return */
+    assert_int_equal(db_writer_run(f->w, top_apply, &bad, &e), DP_EBUDGET);
+    assert_int_equal(e.code, DP_EBUDGET);
+    assert_string_equal(e.field, "v");
+    assert_string_equal(e.msg, "refused run-bad after inserting it");
+    assert_int_equal(rows_with(f, "run-bad"), 0); /* its insert was rolled back */
+    db_writer_stats(f->w, &g1, &o1);
+    assert_int_equal(o1 - o0, 2); /* one operation per run, a failed one counted */
+    assert_int_equal(g1 - g0, 2);
+    assert_int_equal(atomic_load(&ok.n_apply), 1);
+    assert_int_equal(atomic_load(&bad.n_apply), 1);
+    top_fini(&ok);
+    top_fini(&bad);
+    assert_int_equal(rows_all(f), 1);
+}
+
+/* A deferred call's wake-up: counted, with what the other connection saw at that moment. */
+typedef struct waker {
+    fixture *f;
+    const char *v;
+    atomic_int n_wake;
+    int visible_at_wake;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool woken;
+} waker;
+
+static void waker_wake(void *arg)
+{
+    waker *k = arg;
+    k->visible_at_wake = rows_with(k->f, k->v);
+    pthread_mutex_lock(&k->mu);
+    atomic_fetch_add(&k->n_wake, 1);
+    k->woken = true;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+}
+
+static void waker_init(waker *k, fixture *f, const char *v)
+{
+    memset(k, 0, sizeof *k);
+    k->f = f;
+    k->v = v;
+    atomic_init(&k->n_wake, 0);
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_cond_init(&k->cv, NULL);
+}
+
+static void waker_wait(waker *k)
+{
+    pthread_mutex_lock(&k->mu);
+    while (!k->woken)
+        pthread_cond_wait(&k->cv, &k->mu);
+    pthread_mutex_unlock(&k->mu);
+}
+
+static void waker_fini(waker *k)
+{
+    pthread_cond_destroy(&k->cv);
+    pthread_mutex_destroy(&k->mu);
+}
+
+/* Two deferred calls in one group (held behind the gate): neither result is available before its
+ * wake-up; each wake is called once, after the COMMIT; the failing one is rolled back alone. */
+static void start_wakes_once_after_the_commit(void **state)
+{
+    fixture *f = *state;
+    top ok, bad;
+    top_init(&ok, f, "start-ok", DP_OK);
+    top_init(&bad, f, "start-bad", DP_ECONFLICT);
+    waker kok, kbad;
+    waker_init(&kok, f, "start-ok");
+    waker_init(&kbad, f, "start-bad");
+    db_writer_call *cok = calloc(1, sizeof *cok), *cbad = calloc(1, sizeof *cbad);
+    assert_non_null(cok);
+    assert_non_null(cbad);
+    gate g;
+    gate_hold(f, &g);
+    uint64_t g0, o0, g1, o1;
+    db_writer_stats(f->w, &g0, &o0);
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(db_writer_start(f->w, cok, top_apply, &ok, waker_wake, &kok, &e), DP_OK);
+    assert_int_equal(db_writer_start(f->w, cbad, top_apply, &bad, waker_wake, &kbad, &e), DP_OK);
+    /* the writer is held: no result yet (a programming error, refused) */
+    assert_int_equal(db_writer_call_result(cok, &e), DP_EINTERNAL);
+    assert_int_equal(atomic_load(&kok.n_wake), 0);
+    dp_err_clear(&e);
+    gate_open(&g);
+    waker_wait(&kok);
+    waker_wait(&kbad);
+    gate_fini(&g);
+    assert_int_equal(kok.visible_at_wake, 1); /* committed before the wake-up */
+    assert_int_equal(kbad.visible_at_wake, 0);
+    assert_int_equal(db_writer_call_result(cok, &e), DP_OK);
+    assert_int_equal(e.code, DP_OK);
+    assert_int_equal(db_writer_call_result(cbad, &e), DP_ECONFLICT);
+    assert_string_equal(e.msg, "refused start-bad after inserting it");
+    db_writer_stats(f->w, &g1, &o1);
+    assert_int_equal(g1 - g0, 2); /* the gate's group, then both calls in one group */
+    assert_int_equal(o1 - o0, 3);
+    free(cok); /* the writer is done with a call once it has woken it */
+    free(cbad);
+    db_writer_stop(f->w); /* nothing more runs: the counts are final */
+    assert_int_equal(atomic_load(&kok.n_wake), 1);
+    assert_int_equal(atomic_load(&kbad.n_wake), 1);
+    assert_int_equal(rows_with(f, "start-ok"), 1);
+    assert_int_equal(rows_with(f, "start-bad"), 0);
+    waker_fini(&kok);
+    waker_fini(&kbad);
+    top_fini(&ok);
+    top_fini(&bad);
+}
+
+/* A closed writer refuses both helpers with DP_EBUSY and a message, runs nothing, and never wakes
+ * a refused call. */
+static void a_closed_writer_refuses_runs_and_calls(void **state)
+{
+    fixture *f = *state;
+    top t;
+    top_init(&t, f, "closed", DP_OK);
+    waker k;
+    waker_init(&k, f, "closed");
+    db_writer_call c;
+    db_writer_close(f->w);
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(db_writer_run(f->w, top_apply, &t, &e), DP_EBUSY);
+    assert_int_equal(e.code, DP_EBUSY);
+    assert_string_equal(e.msg, "the database writer is shutting down");
+    dp_err_clear(&e);
+    assert_int_equal(db_writer_start(f->w, &c, top_apply, &t, waker_wake, &k, &e), DP_EBUSY);
+    assert_int_equal(e.code, DP_EBUSY);
+    db_writer_stop(f->w);
+    assert_int_equal(atomic_load(&k.n_wake), 0);
+    assert_int_equal(atomic_load(&t.n_apply), 0);
+    assert_int_equal(rows_all(f), 0);
+    waker_fini(&k);
+    top_fini(&t);
+}
+
+/* db_writer_run inside an apply (on the writer thread) would wait for itself: refused. */
+typedef struct nested {
+    fixture *f;
+    top inner;
+    int inner_rc;
+    dp_err inner_err;
+} nested;
+
+static int nested_apply(sqlite3 *db, void *arg, dp_err *err)
+{
+    (void)db;
+    (void)err;
+    nested *n = arg;
+    dp_err_clear(&n->inner_err);
+    n->inner_rc = db_writer_run(n->f->w, top_apply, &n->inner, &n->inner_err);
+    return DP_OK;
+}
+
+static void run_on_the_writer_thread_is_refused(void **state)
+{
+    fixture *f = *state;
+    nested n = {.f = f};
+    top_init(&n.inner, f, "inner", DP_OK);
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(db_writer_run(f->w, nested_apply, &n, &e), DP_OK);
+    assert_int_equal(n.inner_rc, DP_EINTERNAL);
+    assert_int_equal(n.inner_err.code, DP_EINTERNAL);
+    assert_int_equal(atomic_load(&n.inner.n_apply), 0);
+    assert_int_equal(rows_with(f, "inner"), 0);
+    top_fini(&n.inner);
+}
+
+/* Without a writer: the same apply in its own transaction on a pooled connection, committed on
+ * success, rolled back on failure, and the connection is left outside any transaction. */
+static void run_conn_commits_or_rolls_back(void **state)
+{
+    fixture *f = *state;
+    top ok, bad;
+    top_init(&ok, f, "conn-ok", DP_OK);
+    top_init(&bad, f, "conn-bad", DP_EBUDGET);
+    dp_err e;
+    dp_err_clear(&e);
+    store_conn *c = store_conn_open_extra(f->st, &e);
+    assert_non_null(c);
+    assert_int_equal(db_writer_run_conn(c, top_apply, &ok, &e), DP_OK);
+    assert_int_not_equal(sqlite3_get_autocommit(store_conn_db(c)), 0);
+    assert_int_equal(rows_with(f, "conn-ok"), 1); /* committed: the other connection sees it */
+    assert_int_equal(db_writer_run_conn(c, top_apply, &bad, &e), DP_EBUDGET);
+    assert_string_equal(e.msg, "refused conn-bad after inserting it");
+    assert_int_not_equal(sqlite3_get_autocommit(store_conn_db(c)), 0);
+    assert_int_equal(rows_with(f, "conn-bad"), 0);
+    dp_err_clear(&e);
+    assert_int_equal(db_writer_run_conn(NULL, top_apply, &ok, &e), DP_EINTERNAL);
+    store_conn_close(c);
+    top_fini(&ok);
+    top_fini(&bad);
+}
+
 int main(void)
 {
     dp_log_set_level(DP_LOG_WARN);
@@ -518,6 +736,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(concurrent_submitters, setup, teardown),
         cmocka_unit_test_setup_teardown(checkpointer_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(idle_hook_is_called, setup, teardown),
+        cmocka_unit_test_setup_teardown(run_waits_for_the_commit_and_reports_errors, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(start_wakes_once_after_the_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_closed_writer_refuses_runs_and_calls, setup, teardown),
+        cmocka_unit_test_setup_teardown(run_on_the_writer_thread_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(run_conn_commits_or_rolls_back, setup, teardown),
     };
     return cmocka_run_group_tests_name("service_writer", tests, NULL, NULL);
 }
