@@ -34,12 +34,12 @@
 
 typedef struct fl_dataset {
     size_t n, d;
-    float *x;            /* n x d, row-major, owned */
-    float *y;            /* n labels, owned */
-    size_t n_classes;    /* see the header comment: 0 = real labels */
-    uint32_t *silo;      /* n silo indices (natural silos), or NULL; owned */
-    size_t n_silos;      /* 0 when silo is NULL */
-    char **silo_names;   /* n_silos names (CSV values, or "0".."K-1"), owned */
+    float *x;             /* n x d, row-major, owned */
+    float *y;             /* n labels, owned */
+    size_t n_classes;     /* see the header comment: 0 = real labels */
+    uint32_t *silo;       /* n silo indices (natural silos), or NULL; owned */
+    size_t n_silos;       /* 0 when silo is NULL */
+    char **silo_names;    /* n_silos names (CSV values, or "0".."K-1"), owned */
     char **feature_names; /* d names (CSV header), or NULL; owned */
 } fl_dataset;
 
@@ -76,8 +76,8 @@ int fl_csv_parse(const char *text, size_t len, const char *label_col, const char
 /* ---- IDX (LeCun's MNIST format; gzip-compressed files are read too) ----
  * images: an idx3-ubyte file of n images of r x c bytes, scaled to [0, 1]; labels: idx1-ubyte.
  * max_rows > 0 keeps only the first max_rows. No silo column. */
-int fl_idx_load(const char *images_path, const char *labels_path, size_t max_rows,
-                fl_dataset *out, dp_err *err);
+int fl_idx_load(const char *images_path, const char *labels_path, size_t max_rows, fl_dataset *out,
+                dp_err *err);
 
 /* ---- partitions ---- */
 typedef enum fl_partition_kind {
@@ -97,8 +97,8 @@ typedef struct fl_partition_spec {
 
 /* Assigns every row of d to a silo: assign[i] in [0, *n_silos). assign has d->n entries. Every
  * silo gets at least one row, or DP_EINVAL (field "partition"). */
-int fl_partition(const fl_dataset *d, const fl_partition_spec *p, uint32_t *assign,
-                 size_t *n_silos, dp_err *err);
+int fl_partition(const fl_dataset *d, const fl_partition_spec *p, uint32_t *assign, size_t *n_silos,
+                 dp_err *err);
 
 /* ---- a federation: per silo, a training and a test part ---- */
 typedef struct fl_silo_data {
@@ -121,9 +121,8 @@ typedef struct fl_federation {
  * n_k - 1) go to the test part. standardize: each silo's features are centred and scaled by the
  * mean and standard deviation of its own training part (a constant feature is only centred), and
  * the same transform is applied to its test part. Labels are never transformed. */
-int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos,
-                double test_fraction, uint64_t seed, bool standardize, fl_federation *out,
-                dp_err *err);
+int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos, double test_fraction,
+                uint64_t seed, bool standardize, fl_federation *out, dp_err *err);
 
 void fl_federation_free(fl_federation *f);
 

@@ -45,9 +45,9 @@ typedef enum fl_model_type {
 
 typedef struct fl_model_spec {
     fl_model_type type;
-    size_t d_in;                 /* features */
-    size_t n_classes;            /* SOFTMAX, MLP: >= 2; ignored otherwise */
-    size_t n_hidden;             /* MLP: 0..FL_MAX_HIDDEN hidden layers */
+    size_t d_in;                  /* features */
+    size_t n_classes;             /* SOFTMAX, MLP: >= 2; ignored otherwise */
+    size_t n_hidden;              /* MLP: 0..FL_MAX_HIDDEN hidden layers */
     size_t hidden[FL_MAX_HIDDEN]; /* their widths */
 } fl_model_spec;
 
@@ -83,28 +83,28 @@ double fl_model_clipped_grad_sum(const fl_model_spec *m, const float *w, const f
 
 /* Evaluation over n rows, accumulated into *e (so that several calls pool their rows). */
 typedef struct fl_eval {
-    double loss_sum;  /* summed training loss */
-    double sq_err;    /* LINEAR: summed squared error (f - y)^2 */
-    double correct;   /* classifiers: rows predicted right */
+    double loss_sum; /* summed training loss */
+    double sq_err;   /* LINEAR: summed squared error (f - y)^2 */
+    double correct;  /* classifiers: rows predicted right */
     size_t n;
 } fl_eval;
-void fl_model_eval(const fl_model_spec *m, const float *w, const float *x, const float *y,
-                   size_t n, fl_ws *ws, fl_eval *e);
+void fl_model_eval(const fl_model_spec *m, const float *w, const float *x, const float *y, size_t n,
+                   fl_ws *ws, fl_eval *e);
 
 /* ---- (DP-)SGD on one silo's rows ---- */
 
 typedef struct fl_sgd_cfg {
     double lr;
-    size_t steps;          /* steps to run */
-    double q;              /* Poisson sampling rate in (0, 1]: each row joins a step's batch with
-                              probability q, independently (what the accountant assumes) */
-    double expected_batch; /* q * n: the (noisy) gradient sum is divided by this */
-    double clip;           /* > 0: per-example clipping to this L2 norm; 0: none */
+    size_t steps;            /* steps to run */
+    double q;                /* Poisson sampling rate in (0, 1]: each row joins a step's batch with
+                                probability q, independently (what the accountant assumes) */
+    double expected_batch;   /* q * n: the (noisy) gradient sum is divided by this */
+    double clip;             /* > 0: per-example clipping to this L2 norm; 0: none */
     double noise_multiplier; /* Gaussian noise of std noise_multiplier * clip added to each step's
                                 clipped sum; 0 = none (then clip may be 0) */
-    double prox_lambda;    /* >= 0: the data-independent proximal gradient lambda (w - anchor) is
-                              added after clipping and noise, never clipped */
-    const float *anchor;   /* n_params floats; NULL iff prox_lambda == 0 */
+    double prox_lambda;      /* >= 0: the data-independent proximal gradient lambda (w - anchor) is
+                                added after clipping and noise, never clipped */
+    const float *anchor;     /* n_params floats; NULL iff prox_lambda == 0 */
 } fl_sgd_cfg;
 
 /* Runs cfg->steps steps of w <- w - lr (noisy clipped sum / expected_batch + prox) in place on the
