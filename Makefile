@@ -30,7 +30,11 @@ LDFLAGS ?=
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 VERSION    := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 CPPFLAGS = -I. -DDPSILO_VERSION='"$(VERSION)"' -DDPSILO_GIT_COMMIT='"$(GIT_COMMIT)"'
-LDLIBS   = -lmicrohttpd -ljansson -lgsl -lgslcblas -lsqlite3 -lpthread -lm
+# CBLAS: OpenBLAS (federated/ multiplies float matrices through it and pins it to one thread, see
+# federated/fl_model.h) instead of GSL's reference libgslcblas. Debian's libgsl.so still pulls
+# libgslcblas.so in as its own dependency, but the executable's direct -lopenblas comes first in the
+# dynamic linker's lookup order, so every cblas_* call, GSL's included, goes to OpenBLAS.
+LDLIBS   = -lmicrohttpd -ljansson -lgsl -lopenblas -lsqlite3 -lpthread -lm
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -MMD -MP
 
 LIBS      = common accounting estimators federated
@@ -53,7 +57,8 @@ BENCH_BINS   = $(patsubst %,$(BUILD)/bench/%,$(BENCH_DIRS))
 
 # clang: the second compiler of `make test-clang` (CI builds and tests with both).
 DEB_PKGS = build-essential clang libmicrohttpd-dev libjansson-dev libgsl-dev libsqlite3-dev \
-           libcmocka-dev curl clang-format sqlite3 python3 jq wrk
+           libcmocka-dev curl clang-format sqlite3 python3 jq wrk libopenblas-dev \
+           libopenblas0-openmp
 
 .SECONDARY:
 

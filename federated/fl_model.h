@@ -33,7 +33,12 @@
 
 #include "common/dp_err.h"
 
-#define FL_MAX_HIDDEN 8
+#define FL_MAX_HIDDEN    8
+#define FL_MAX_FEATURES  100000    /* d_in */
+#define FL_MAX_WIDTH     16384     /* a hidden layer's width */
+#define FL_MAX_PARAMS    100000000 /* floats in a parameter vector */
+#define FL_MAX_WS_ROWS   1048576   /* a workspace's max_rows */
+#define FL_MAX_WS_FLOATS 268435456 /* floats in a workspace's row buffers (1 GiB) */
 
 typedef enum fl_model_type {
     FL_MODEL_LINEAR = 0,
@@ -64,19 +69,32 @@ bool fl_model_is_regression(const fl_model_spec *m);
 /* Writes the initial parameters (fl_model_n_params floats) for seed. */
 void fl_model_init(const fl_model_spec *m, uint64_t seed, float *w);
 
-/* Scratch space for batches of up to max_rows rows. Owned by the caller. NULL with err. */
+/* Scratch space for batches of up to max_rows rows (1..FL_MAX_WS_ROWS; larger inputs are processed
+ * in chunks of max_rows, summed in order). Owned by the caller: fl_ws_free (NULL is a no-op).
+ * NULL with err: DP_EINVAL (model fields, "max_rows"), DP_ETOOBIG (rows x widths above
+ * FL_MAX_WS_FLOATS), DP_ENOMEM. The first call pins OpenBLAS to one thread for the whole process
+ * (openblas_set_num_threads(1), once): results then do not depend on BLAS's threading. */
 typedef struct fl_ws fl_ws;
 fl_ws *fl_ws_alloc(const fl_model_spec *m, size_t max_rows, dp_err *err);
 void fl_ws_free(fl_ws *ws);
+size_t fl_ws_max_rows(const fl_ws *ws);
+
+/* fl_sgd_run on this workspace splits each step's batch over threads (1..4; default 1): chunk k of
+ * max_rows rows goes to lane k mod 4, each lane sums its chunks in order, and the lanes are added
+ * in order, whatever the number of threads, so the results are bit-identical for 1..4 threads.
+ * Allocates threads - 1 peer workspaces (owned by ws). DP_EINVAL ("threads") or DP_ENOMEM; on
+ * failure ws keeps its previous setting. */
+int fl_ws_set_threads(fl_ws *ws, size_t threads, dp_err *err);
 
 /* g (n_params floats, overwritten) = sum over the n rows (x: n x d_in row-major, y: n labels) of
- * the loss gradient at w; returns the summed loss. n <= the workspace's max_rows. */
+ * the loss gradient at w; returns the summed loss. n may exceed the workspace's max_rows: the rows
+ * are then processed in chunks of max_rows whose gradients are added in order. */
 double fl_model_grad_sum(const fl_model_spec *m, const float *w, const float *x, const float *y,
                          size_t n, fl_ws *ws, float *g);
 
-/* The same with each row's gradient clipped to L2 norm <= clip (> 0) first, computed without
- * per-example gradients (header comment). norms (n floats, or NULL) receives each row's unclipped
- * gradient norm. */
+/* The same with each row's gradient clipped to L2 norm <= clip first (factor
+ * min(1, clip / (||g_i|| + 1e-15))), computed without per-example gradients (header comment); clip
+ * <= 0 means no clipping. norms (n floats, or NULL) receives each row's unclipped gradient norm. */
 double fl_model_clipped_grad_sum(const fl_model_spec *m, const float *w, const float *x,
                                  const float *y, size_t n, double clip, fl_ws *ws, float *g,
                                  float *norms);
