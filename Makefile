@@ -34,7 +34,7 @@ CPPFLAGS = -I. -DDPSILO_VERSION='"$(VERSION)"' -DDPSILO_GIT_COMMIT='"$(GIT_COMMI
 # federated/fl_model.h) instead of GSL's reference libgslcblas. Debian's libgsl.so still pulls
 # libgslcblas.so in as its own dependency, but the executable's direct -lopenblas comes first in the
 # dynamic linker's lookup order, so every cblas_* call, GSL's included, goes to OpenBLAS.
-LDLIBS   = -lmicrohttpd -ljansson -lgsl -lopenblas -lsqlite3 -lpthread -lm
+LDLIBS   = -lmicrohttpd -ljansson -lgsl -lopenblas -lsqlite3 -lz -lpthread -lm
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -MMD -MP
 
 LIBS      = common accounting estimators federated
@@ -55,10 +55,12 @@ UNIT_BINS    = $(addprefix $(BUILD)/tests/,$(basename $(notdir $(UNIT_SRCS))))
 BENCH_DIRS   = $(patsubst bench/%/,%,$(sort $(dir $(wildcard bench/*/*.c))))
 BENCH_BINS   = $(patsubst %,$(BUILD)/bench/%,$(BENCH_DIRS))
 
-# clang: the second compiler of `make test-clang` (CI builds and tests with both).
+# clang: the second compiler of `make test-clang` (CI builds and tests with both). zlib: federated/
+# reads gzip-compressed IDX files; dataset-fashion-mnist: the Fashion-MNIST files the federated tests
+# load when present (/usr/share/datasets/fashion-mnist).
 DEB_PKGS = build-essential clang libmicrohttpd-dev libjansson-dev libgsl-dev libsqlite3-dev \
            libcmocka-dev curl clang-format sqlite3 python3 jq wrk libopenblas-dev \
-           libopenblas0-openmp
+           libopenblas0-openmp zlib1g-dev dataset-fashion-mnist
 
 .SECONDARY:
 

@@ -14,10 +14,15 @@
  * regression only), and the caller checks the model against it.
  *
  * Reproducibility: every random choice draws from dp_rng streams (common/dp_rng.h) derived from
- * the caller's seed, so the same inputs and seed give the same bytes on every machine.
+ * the caller's seed, so the same inputs and seed give the same bytes on every machine. The three
+ * seeded steps use unrelated streams even when given the same seed: the generator draws from
+ * (seed, DP_RNG_STREAM_DATA) and (dp_rng_derive(dp_rng_derive(seed, FL_SEED_SYNTH), k),
+ * DP_RNG_STREAM_DATA) for silo k, a partition from (dp_rng_derive(seed, FL_SEED_PARTITION),
+ * DP_RNG_STREAM_DATA), and fl_federate from (dp_rng_derive(seed, k), DP_RNG_STREAM_DATA).
  *
- * No HTTP, JSON or SQL here; reading files is allowed. Errors: DP_OK, or a dp_err (DP_EINVAL with
- * the field named for bad parameters, DP_ENOMEM, DP_EIO for unreadable files).
+ * No HTTP, JSON or SQL here; reading files is allowed. Errors: DP_OK, or a dp_err: DP_EINVAL with
+ * the field named for bad parameters or malformed content, DP_ENOMEM, DP_ENOTFOUND for a file
+ * that does not exist and DP_EINTERNAL for one that cannot be read (messages never carry paths).
  * Thread-safety: functions are reentrant; a data set is read-only once built and may then be shared
  * by threads.
  */
@@ -31,6 +36,12 @@
 #include "common/dp_err.h"
 
 #define FL_MAX_CLASSES 1000
+#define FL_MAX_SILOS   10000
+/* Largest data set built here, in cells (n * d floats: 1 GiB). */
+#define FL_MAX_CELLS ((size_t)1 << 28)
+/* dp_rng_derive labels of the generator's and the partitions' streams (see above). */
+#define FL_SEED_SYNTH     UINT64_C(0x73796e7468) /* "synth" */
+#define FL_SEED_PARTITION UINT64_C(0x7061727469) /* "parti" */
 
 typedef struct fl_dataset {
     size_t n, d;
@@ -46,12 +57,22 @@ typedef struct fl_dataset {
 /* Frees what d owns and zeroes it. NULL is a no-op. */
 void fl_dataset_free(fl_dataset *d);
 
-/* ---- synthetic federations (Liu et al., NeurIPS 2022, the "Vehicle-like" setting) ----
+/* The header comment's rule: max + 1 when every label is an integer in [0, FL_MAX_CLASSES),
+ * else 0 (also for n = 0). */
+size_t fl_labels_n_classes(const float *y, size_t n);
+
+/* ---- synthetic federations (Liu et al., NeurIPS 2022, Sec. 6 "Setup", on linear models) ----
  * Silo k's true model is w_k = theta + tau * N(0, I) with theta ~ N(0, I/d) shared; rows
  * x ~ N(0, I_d), n_k uniform in [n_min, n_max]. Regression: y = w_k.x + noise * N(0, 1).
  * Classification with classes = 2: y = 1 if w_k.x + noise * N(0,1) > 0 else 0; classes > 2: one
- * such model per class (a d x classes matrix, each column perturbed by tau) and y = argmax. Rows
- * carry natural silos named "0".."silos-1". */
+ * such model per class (a d x classes matrix, each column perturbed by tau) and y = argmax over
+ * the classes of w_kc.x + noise * N(0, 1) (ties to the lowest class). Rows carry natural silos
+ * named "0".."silos-1", silo 0's rows first. n_classes is the spec's classes (0 for regression),
+ * even if a class happens not to be drawn. Normals are GSL's ziggurat (Marsaglia & Tsang 2000);
+ * n_k are drawn first from the (seed, DATA) stream, then theta; each silo's w_k, rows and noise
+ * come from its own stream, so silo k's data depends only on (seed, k, n_k, spec).
+ * Errors: DP_EINVAL naming the field ("silos", "dim", "n_min", "n_max", "tau", "noise",
+ * "classes"; "n_max" also when silos * n_max * dim exceeds FL_MAX_CELLS). */
 typedef struct fl_synth_spec {
     size_t silos;        /* 1..10000 */
     size_t dim;          /* 1..100000 */
@@ -69,13 +90,25 @@ int fl_synth_generate(const fl_synth_spec *s, fl_dataset *out, dp_err *err);
  * hold any text, each distinct value a silo (in order of first appearance). A failure sets *line
  * and *column (1-based; the header is line 1) and err (DP_EINVAL naming what was wrong, e.g.
  * "line 17, column 3 (\"x2\"): \"abc\" is not a number"); *line is 0 when no cell is at fault
- * (e.g. out of memory or an unknown label column name, then err->field is "label" or "silo"). */
+ * (e.g. out of memory or an unknown label column name, then err->field is "label" or "silo").
+ * Details: a UTF-8 byte-order mark is skipped; lines end in LF or CRLF (a lone CR is an error);
+ * quoted cells may hold commas, doubled quotes and line breaks (lines count physical lines); a
+ * quote inside an unquoted cell is an error; empty lines are allowed only at the end. Column
+ * names must be non-empty and distinct. Numbers are decimal (strtod's syntax without hex, nan or
+ * inf; spaces and tabs around them are ignored) and must fit a float. Every line must have the
+ * header's number of fields. label_col must be given; silo_col NULL or "" means no silo column;
+ * at most FL_MAX_SILOS distinct silos; at least one data row and one feature column. The
+ * features are the remaining columns in header order (feature_names). Cell errors have
+ * err->field "csv". n_classes follows the header rule. */
 int fl_csv_parse(const char *text, size_t len, const char *label_col, const char *silo_col,
                  fl_dataset *out, size_t *line, size_t *column, dp_err *err);
 
 /* ---- IDX (LeCun's MNIST format; gzip-compressed files are read too) ----
  * images: an idx3-ubyte file of n images of r x c bytes, scaled to [0, 1]; labels: idx1-ubyte.
- * max_rows > 0 keeps only the first max_rows. No silo column. */
+ * max_rows > 0 keeps only the first max_rows. No silo column. Files that do not start with the
+ * right magic (0x00000803, 0x00000801), have a zero dimension, are shorter than their dimensions
+ * say, or (when all rows are read) longer, and image and label counts that differ, are DP_EINVAL
+ * (field "images" or "labels"). n_classes follows the header rule (at most 256). */
 int fl_idx_load(const char *images_path, const char *labels_path, size_t max_rows, fl_dataset *out,
                 dp_err *err);
 
@@ -86,6 +119,18 @@ typedef enum fl_partition_kind {
     FL_PARTITION_DIRICHLET,   /* per class, silo shares ~ Dirichlet(alpha) (label skew) */
     FL_PARTITION_CLASSES      /* each silo holds classes_per_silo classes */
 } fl_partition_kind;
+/* DIRICHLET (Hsu, Qi & Brown, "Measuring the Effects of Non-Identical Data Distribution for
+ * Federated Visual Classification", arXiv:1909.06335, 2019, Sec. 3): for each class in turn, its
+ * rows (data-set order) are shuffled, q ~ Dirichlet(alpha, ..., alpha) is drawn over the silos and
+ * the rows are cut at round(n_c * (q_1 + ... + q_j)). A draw that leaves a silo empty is redrawn
+ * (at most FL_DIRICHLET_TRIES times in all, from the same stream), then DP_EINVAL.
+ * CLASSES (McMahan et al., AISTATS 2017, Sec. 3, "pathological non-IID"): the classes present
+ * are shuffled into a ring; silo k holds the classes_per_silo consecutive ones from position
+ * k * classes_per_silo (so every class is held when silos * classes_per_silo >= the classes
+ * present, which is required: every row must be assigned), and each class's shuffled rows are
+ * split into near-equal parts among the silos holding it (a class with fewer rows than holders is
+ * DP_EINVAL). DIRICHLET and CLASSES need n_classes > 0. */
+#define FL_DIRICHLET_TRIES 100
 
 typedef struct fl_partition_spec {
     fl_partition_kind kind;
@@ -96,7 +141,9 @@ typedef struct fl_partition_spec {
 } fl_partition_spec;
 
 /* Assigns every row of d to a silo: assign[i] in [0, *n_silos). assign has d->n entries. Every
- * silo gets at least one row, or DP_EINVAL (field "partition"). */
+ * silo gets at least one row, or DP_EINVAL (field "partition"; also for a NATURAL partition of a
+ * data set without silos, a kind out of range, silos outside 1..FL_MAX_SILOS or above d->n, alpha
+ * not finite and > 0, classes_per_silo outside 1..the classes present). */
 int fl_partition(const fl_dataset *d, const fl_partition_spec *p, uint32_t *assign, size_t *n_silos,
                  dp_err *err);
 
@@ -120,7 +167,12 @@ typedef struct fl_federation {
  * (dp_rng_derive(seed, k), DP_RNG_STREAM_DATA) and the first round(test_fraction * n_k) (at most
  * n_k - 1) go to the test part. standardize: each silo's features are centred and scaled by the
  * mean and standard deviation of its own training part (a constant feature is only centred), and
- * the same transform is applied to its test part. Labels are never transformed. */
+ * the same transform is applied to its test part. Labels are never transformed. Standard
+ * deviations are the population ones (divided by n_train); a feature constant on the training
+ * part is subtracted only. The test part takes the first rows of the shuffled order and the
+ * training part the rest, both in that order. Errors: DP_EINVAL, field "test_fraction" (outside
+ * [0, 1)) or "partition" (n_silos outside 1..FL_MAX_SILOS, an assign value >= n_silos, an empty
+ * silo). */
 int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos, double test_fraction,
                 uint64_t seed, bool standardize, fl_federation *out, dp_err *err);
 
