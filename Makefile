@@ -30,7 +30,11 @@ LDFLAGS ?=
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 VERSION    := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 CPPFLAGS = -I. -DDPSILO_VERSION='"$(VERSION)"' -DDPSILO_GIT_COMMIT='"$(GIT_COMMIT)"'
-LDLIBS   = -lmicrohttpd -ljansson -lgsl -lgslcblas -lsqlite3 -lz -lpthread -lm
+# CBLAS: OpenBLAS (federated/ multiplies float matrices through it and pins it to one thread, see
+# federated/fl_model.h) instead of GSL's reference libgslcblas. Debian's libgsl.so still pulls
+# libgslcblas.so in as its own dependency, but the executable's direct -lopenblas comes first in the
+# dynamic linker's lookup order, so every cblas_* call, GSL's included, goes to OpenBLAS.
+LDLIBS   = -lmicrohttpd -ljansson -lgsl -lopenblas -lsqlite3 -lz -lpthread -lm
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -MMD -MP
 
 LIBS      = common accounting estimators federated
@@ -55,7 +59,8 @@ BENCH_BINS   = $(patsubst %,$(BUILD)/bench/%,$(BENCH_DIRS))
 # reads gzip-compressed IDX files; dataset-fashion-mnist: the Fashion-MNIST files the federated tests
 # load when present (/usr/share/datasets/fashion-mnist).
 DEB_PKGS = build-essential clang libmicrohttpd-dev libjansson-dev libgsl-dev libsqlite3-dev \
-           libcmocka-dev curl clang-format sqlite3 python3 jq wrk zlib1g-dev dataset-fashion-mnist
+           libcmocka-dev curl clang-format sqlite3 python3 jq wrk libopenblas-dev \
+           libopenblas0-openmp zlib1g-dev dataset-fashion-mnist
 
 .SECONDARY:
 

@@ -46,7 +46,9 @@ typedef enum dp_rng_stream {
     /* 1000..1999 reserved for training jobs (federated/), each with a seed from dp_rng_derive */
     DP_RNG_STREAM_FL_CLIENT_SAMPLING = 1000, /* which clients take part in a round */
     DP_RNG_STREAM_FL_DP_NOISE = 1001,        /* the Gaussian noise of a round's update */
-    DP_RNG_STREAM_FL_MODEL_INIT = 1002       /* the initial model */
+    DP_RNG_STREAM_FL_MODEL_INIT = 1002,      /* the initial model */
+    DP_RNG_STREAM_FL_SGD_SAMPLING = 1010,    /* fl_sgd_run: Poisson sampling of each step's rows */
+    DP_RNG_STREAM_FL_SGD_NOISE = 1011        /* fl_sgd_run: the Gaussian noise of each step */
 } dp_rng_stream;
 
 /* The i-th stream of an indexed family: base + i (restart i, client i). The caller keeps i inside

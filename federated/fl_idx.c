@@ -73,7 +73,7 @@ static uint32_t be32(const unsigned char *p)
 static int idx_header(gzFile f, unsigned ndim, uint32_t *dims, const char *what, dp_err *err)
 {
     unsigned char h[16];
-    int rc = idx_read(f, h, 4 + 4 * (size_t)ndim, what, err);
+    int rc = idx_read(f, h, 4, what, err); /* the magic first: a wrong file is named so */
     if (rc != DP_OK)
         return rc;
     if (h[0] != 0 || h[1] != 0 || h[2] != 0x08 || h[3] != ndim)
@@ -81,6 +81,9 @@ static int idx_header(gzFile f, unsigned ndim, uint32_t *dims, const char *what,
                           "the %s file is not an IDX file of unsigned bytes with %u dimensions "
                           "(magic 0x%02x%02x%02x%02x)",
                           what, ndim, h[0], h[1], h[2], h[3]);
+    rc = idx_read(f, h + 4, 4 * (size_t)ndim, what, err);
+    if (rc != DP_OK)
+        return rc;
     for (unsigned i = 0; i < ndim; i++) {
         dims[i] = be32(h + 4 + 4 * i);
         if (dims[i] == 0)

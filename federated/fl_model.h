@@ -33,7 +33,12 @@
 
 #include "common/dp_err.h"
 
-#define FL_MAX_HIDDEN 8
+#define FL_MAX_HIDDEN    8
+#define FL_MAX_FEATURES  100000    /* d_in */
+#define FL_MAX_WIDTH     16384     /* a hidden layer's width */
+#define FL_MAX_PARAMS    100000000 /* floats in a parameter vector */
+#define FL_MAX_WS_ROWS   1048576   /* a workspace's max_rows */
+#define FL_MAX_WS_FLOATS 268435456 /* floats in a workspace's row buffers (1 GiB) */
 
 typedef enum fl_model_type {
     FL_MODEL_LINEAR = 0,
@@ -45,9 +50,9 @@ typedef enum fl_model_type {
 
 typedef struct fl_model_spec {
     fl_model_type type;
-    size_t d_in;                 /* features */
-    size_t n_classes;            /* SOFTMAX, MLP: >= 2; ignored otherwise */
-    size_t n_hidden;             /* MLP: 0..FL_MAX_HIDDEN hidden layers */
+    size_t d_in;                  /* features */
+    size_t n_classes;             /* SOFTMAX, MLP: >= 2; ignored otherwise */
+    size_t n_hidden;              /* MLP: 0..FL_MAX_HIDDEN hidden layers */
     size_t hidden[FL_MAX_HIDDEN]; /* their widths */
 } fl_model_spec;
 
@@ -64,47 +69,60 @@ bool fl_model_is_regression(const fl_model_spec *m);
 /* Writes the initial parameters (fl_model_n_params floats) for seed. */
 void fl_model_init(const fl_model_spec *m, uint64_t seed, float *w);
 
-/* Scratch space for batches of up to max_rows rows. Owned by the caller. NULL with err. */
+/* Scratch space for batches of up to max_rows rows (1..FL_MAX_WS_ROWS; larger inputs are processed
+ * in chunks of max_rows, summed in order). Owned by the caller: fl_ws_free (NULL is a no-op).
+ * NULL with err: DP_EINVAL (model fields, "max_rows"), DP_ETOOBIG (rows x widths above
+ * FL_MAX_WS_FLOATS), DP_ENOMEM. The first call pins OpenBLAS to one thread for the whole process
+ * (openblas_set_num_threads(1), once): results then do not depend on BLAS's threading. */
 typedef struct fl_ws fl_ws;
 fl_ws *fl_ws_alloc(const fl_model_spec *m, size_t max_rows, dp_err *err);
 void fl_ws_free(fl_ws *ws);
+size_t fl_ws_max_rows(const fl_ws *ws);
+
+/* fl_sgd_run on this workspace splits each step's batch over threads (1..4; default 1): chunk k of
+ * max_rows rows goes to lane k mod 4, each lane sums its chunks in order, and the lanes are added
+ * in order, whatever the number of threads, so the results are bit-identical for 1..4 threads.
+ * Allocates threads - 1 peer workspaces (owned by ws). DP_EINVAL ("threads") or DP_ENOMEM; on
+ * failure ws keeps its previous setting. */
+int fl_ws_set_threads(fl_ws *ws, size_t threads, dp_err *err);
 
 /* g (n_params floats, overwritten) = sum over the n rows (x: n x d_in row-major, y: n labels) of
- * the loss gradient at w; returns the summed loss. n <= the workspace's max_rows. */
+ * the loss gradient at w; returns the summed loss. n may exceed the workspace's max_rows: the rows
+ * are then processed in chunks of max_rows whose gradients are added in order. */
 double fl_model_grad_sum(const fl_model_spec *m, const float *w, const float *x, const float *y,
                          size_t n, fl_ws *ws, float *g);
 
-/* The same with each row's gradient clipped to L2 norm <= clip (> 0) first, computed without
- * per-example gradients (header comment). norms (n floats, or NULL) receives each row's unclipped
- * gradient norm. */
+/* The same with each row's gradient clipped to L2 norm <= clip first (factor
+ * min(1, clip / (||g_i|| + 1e-15))), computed without per-example gradients (header comment); clip
+ * <= 0 means no clipping. norms (n floats, or NULL) receives each row's unclipped gradient norm. */
 double fl_model_clipped_grad_sum(const fl_model_spec *m, const float *w, const float *x,
                                  const float *y, size_t n, double clip, fl_ws *ws, float *g,
                                  float *norms);
 
 /* Evaluation over n rows, accumulated into *e (so that several calls pool their rows). */
 typedef struct fl_eval {
-    double loss_sum;  /* summed training loss */
-    double sq_err;    /* LINEAR: summed squared error (f - y)^2 */
-    double correct;   /* classifiers: rows predicted right */
+    double loss_sum; /* summed training loss */
+    double sq_err;   /* LINEAR: summed squared error (f - y)^2 */
+    double correct;  /* classifiers: rows predicted right */
     size_t n;
 } fl_eval;
-void fl_model_eval(const fl_model_spec *m, const float *w, const float *x, const float *y,
-                   size_t n, fl_ws *ws, fl_eval *e);
+void fl_model_eval(const fl_model_spec *m, const float *w, const float *x, const float *y, size_t n,
+                   fl_ws *ws, fl_eval *e);
 
 /* ---- (DP-)SGD on one silo's rows ---- */
 
 typedef struct fl_sgd_cfg {
     double lr;
-    size_t steps;          /* steps to run */
-    double q;              /* Poisson sampling rate in (0, 1]: each row joins a step's batch with
-                              probability q, independently (what the accountant assumes) */
-    double expected_batch; /* q * n: the (noisy) gradient sum is divided by this */
-    double clip;           /* > 0: per-example clipping to this L2 norm; 0: none */
+    size_t steps;            /* steps to run */
+    double q;                /* Poisson sampling rate in (0, 1]: each row joins a step's batch with
+                                probability q, independently (what the accountant assumes) */
+    double expected_batch;   /* q * n: the (noisy) gradient sum is divided by this */
+    double clip;             /* > 0: per-example clipping to this L2 norm; 0: none */
     double noise_multiplier; /* Gaussian noise of std noise_multiplier * clip added to each step's
                                 clipped sum; 0 = none (then clip may be 0) */
-    double prox_lambda;    /* >= 0: the data-independent proximal gradient lambda (w - anchor) is
-                              added after clipping and noise, never clipped */
-    const float *anchor;   /* n_params floats; NULL iff prox_lambda == 0 */
+    double prox_lambda;      /* >= 0: the data-independent proximal gradient lambda (w - anchor) is
+                                added after clipping and noise, never clipped */
+    const float *anchor;     /* n_params floats; NULL iff prox_lambda == 0 */
 } fl_sgd_cfg;
 
 /* Runs cfg->steps steps of w <- w - lr (noisy clipped sum / expected_batch + prox) in place on the

@@ -1,0 +1,601 @@
+/*
+ * federated/fl_algo.c: the engine's core: the algorithm registry, the job configuration, one
+ * round (selection, the pthread fan-out of the silos' local updates, the aggregation in silo
+ * order, the evaluation of every silo) and the helpers the algorithm files share.
+ *
+ * THREADS. fl_round_run starts min(threads, K) workers and joins them before it returns; worker i
+ * handles the silos k = i, i + n, i + 2n, ... with its own workspace and scratch. What a worker
+ * writes (silo k's personal row, upload row, loss and metrics) belongs to silo k alone, and what
+ * all read (the start-of-round global model, the federation, cfg) is not written during the
+ * fan-out, so no lock is needed and the results do not depend on the split. The state, the
+ * checkpoint format and the plan are in fl_algo_state.c and fl_algo_plan.c.
+ */
+#include "federated/fl_algo.h"
+#include "federated/fl_algo_impl.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/dp_alloc.h"
+#include "common/dp_math.h"
+#include "common/dp_rng.h"
+
+/* Rows per workspace: batches and evaluations larger than this run in chunks of this many rows,
+ * summed in order (fl_model.h). The workspace size must be a function of the federation alone,
+ * because the chunking decides the float sums: every worker and every resumed run use the same. */
+#define FL_WS_MAX_ROWS 1024
+
+/* ---- registry ---- */
+
+static const fl_algo_ops *const REGISTRY[] = {
+    &fl_algo_local_ops, &fl_algo_fedavg_ops, &fl_algo_finetune_ops,
+    &fl_algo_mrmtl_ops, &fl_algo_ditto_ops,  &fl_algo_dpfedavg_ops,
+};
+#define N_REGISTRY (sizeof REGISTRY / sizeof REGISTRY[0])
+
+static const char *const NAMES[N_REGISTRY] = {"local", "fedavg", "finetune",
+                                              "mrmtl", "ditto",  "dp_fedavg"};
+
+const fl_algo_ops *fl_algo_find(const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    for (size_t i = 0; i < N_REGISTRY; i++)
+        if (strcmp(REGISTRY[i]->name, name) == 0)
+            return REGISTRY[i];
+    return NULL;
+}
+
+const char *const *fl_algo_names(size_t *n)
+{
+    *n = N_REGISTRY;
+    return NAMES;
+}
+
+bool fl_algo_has_global(const char *algorithm)
+{
+    const fl_algo_ops *a = fl_algo_find(algorithm);
+    return a != NULL && a->has_global;
+}
+
+/* ---- configuration ---- */
+
+void fl_job_cfg_default(fl_job_cfg *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->local_epochs = 1;
+    cfg->finetune_frac = 0.5;
+    cfg->weighted = true;
+    cfg->client_rate = 1.0;
+    cfg->server_lr = 1.0;
+}
+
+static bool finite_ge0(double x)
+{
+    return isfinite(x) && x >= 0;
+}
+
+int fl_job_cfg_check(const fl_job_cfg *cfg, const fl_federation *f, dp_err *err)
+{
+    const fl_algo_ops *a = fl_algo_find(cfg->algorithm);
+    if (a == NULL)
+        return dp_err_set(err, DP_EINVAL, "algorithm", "unknown algorithm \"%s\"",
+                          cfg->algorithm != NULL ? cfg->algorithm : "(null)");
+    if (fl_model_check(&cfg->model, err) != DP_OK)
+        return err != NULL ? err->code : DP_EINVAL;
+    if (cfg->rounds < 1 || cfg->rounds > FL_MAX_ROUNDS)
+        return dp_err_set(err, DP_EINVAL, "rounds", "rounds must be in 1..%d (got %llu)",
+                          FL_MAX_ROUNDS, (unsigned long long)cfg->rounds);
+    if (cfg->local_epochs < 1 || cfg->local_epochs > FL_MAX_LOCAL_EPOCHS)
+        return dp_err_set(err, DP_EINVAL, "local_epochs",
+                          "local_epochs must be in 1..%d (got %llu)", FL_MAX_LOCAL_EPOCHS,
+                          (unsigned long long)cfg->local_epochs);
+    if (cfg->batch_size < 1)
+        return dp_err_set(err, DP_EINVAL, "batch_size", "batch_size must be >= 1");
+    if (!(isfinite(cfg->lr) && cfg->lr > 0))
+        return dp_err_set(err, DP_EINVAL, "lr", "lr must be finite and > 0 (got %g)", cfg->lr);
+    if (!finite_ge0(cfg->lambda))
+        return dp_err_set(err, DP_EINVAL, "lambda", "lambda must be finite and >= 0 (got %g)",
+                          cfg->lambda);
+    if (!(cfg->finetune_frac >= 0 && cfg->finetune_frac <= 1))
+        return dp_err_set(err, DP_EINVAL, "finetune_frac",
+                          "finetune_frac must be in [0, 1] (got %g)", cfg->finetune_frac);
+    if (!finite_ge0(cfg->clip))
+        return dp_err_set(err, DP_EINVAL, "clip", "clip must be finite and >= 0 (got %g)",
+                          cfg->clip);
+    if (a->check != NULL && a->check(cfg, err) != DP_OK)
+        return err != NULL ? err->code : DP_EINVAL;
+    if (f == NULL)
+        return DP_OK;
+    if (!a->record_level && cfg->noise_multiplier != NULL)
+        for (size_t k = 0; k < f->n_silos; k++)
+            if (cfg->noise_multiplier[k] != 0)
+                return dp_err_set(err, DP_EINVAL, "noise_multiplier",
+                                  "%s is client-level DP: record-level noise_multiplier must be 0",
+                                  a->name);
+    if (f->n_silos < 1 || f->silo == NULL)
+        return dp_err_set(err, DP_EINVAL, "federation", "the federation has no silo");
+    if (cfg->model.d_in != f->d)
+        return dp_err_set(err, DP_EINVAL, "model.d_in",
+                          "model.d_in (%zu) must equal the data's features (%zu)", cfg->model.d_in,
+                          f->d);
+    size_t p = fl_model_n_params(&cfg->model);
+    if (p == 0 || (unsigned long long)f->n_silos + 2 > FL_MAX_STATE_FLOATS / p)
+        return dp_err_set(err, DP_EINVAL, "model", "(silos + 2) x parameters exceeds %llu floats",
+                          (unsigned long long)FL_MAX_STATE_FLOATS);
+    for (size_t k = 0; k < f->n_silos; k++) {
+        if (f->silo[k].n_train < 1) {
+            char field[DP_ERR_FIELD_MAX];
+            snprintf(field, sizeof field, "silo[%zu]", k);
+            return dp_err_set(err, DP_EINVAL, field, "silo %zu has no training row", k);
+        }
+        if (cfg->noise_multiplier != NULL) {
+            double z = cfg->noise_multiplier[k];
+            if (!finite_ge0(z) || (z > 0 && !(cfg->clip > 0))) {
+                char field[DP_ERR_FIELD_MAX];
+                snprintf(field, sizeof field, "noise_multiplier[%zu]", k);
+                return dp_err_set(err, DP_EINVAL, field,
+                                  "noise_multiplier[%zu] must be finite, >= 0, and > 0 only with "
+                                  "clip > 0 (got %g)",
+                                  k, z);
+            }
+        }
+    }
+    return DP_OK;
+}
+
+/* ---- helpers shared by the algorithms ---- */
+
+void fl_silo_seeds(uint64_t job_seed, size_t silo, uint64_t round, uint64_t phase,
+                   uint64_t *sampling, uint64_t *noise)
+{
+    uint64_t base = dp_rng_derive(dp_rng_derive(job_seed, (uint64_t)silo), round);
+    uint64_t ph = dp_rng_derive(base, phase);
+    *sampling = dp_rng_derive(ph, FL_SEED_SAMPLING);
+    *noise = dp_rng_derive(ph, FL_SEED_NOISE);
+}
+
+uint64_t fl_server_seed(uint64_t job_seed, uint64_t round)
+{
+    return dp_rng_derive(dp_rng_derive(job_seed, FL_SEED_SERVER), round);
+}
+
+int fl_silo_sgd(const fl_silo_ctx *c, float *w, uint64_t phase, double prox_lambda,
+                const float *anchor, double *train_loss, dp_err *err)
+{
+    const fl_job_cfg *cfg = c->cfg;
+    size_t n = c->data->n_train;
+    size_t b = cfg->batch_size < n ? cfg->batch_size : n;
+    double z = cfg->noise_multiplier != NULL ? cfg->noise_multiplier[c->silo] : 0.0;
+    fl_sgd_cfg s = {
+        .lr = cfg->lr,
+        .steps = (size_t)cfg->local_epochs * (n / b),
+        .q = (double)b / (double)n,
+        .expected_batch = (double)b,
+        .clip = cfg->clip,
+        .noise_multiplier = z,
+        .prox_lambda = prox_lambda,
+        .anchor = prox_lambda > 0 ? anchor : NULL,
+    };
+    uint64_t s_seed, n_seed;
+    fl_silo_seeds(cfg->seed, c->silo, c->round, phase, &s_seed, &n_seed);
+    return fl_sgd_run(c->model, w, c->data->x_train, c->data->y_train, n, &s, s_seed, n_seed, c->ws,
+                      train_loss, err);
+}
+
+bool fl_agg_weights(const fl_server_ctx *c, double *w)
+{
+    size_t k_n = c->state->n_silos;
+    double total = 0;
+    for (size_t k = 0; k < k_n; k++) {
+        w[k] = c->took_part[k] ? (c->cfg->weighted ? (double)c->fed->silo[k].n_train : 1.0) : 0.0;
+        total += w[k];
+    }
+    if (!(total > 0))
+        return false;
+    for (size_t k = 0; k < k_n; k++)
+        w[k] /= total;
+    return true;
+}
+
+void fl_agg_add_weighted(const fl_server_ctx *c, const double *w, double *acc)
+{
+    size_t p = c->state->n_params;
+    memset(acc, 0, p * sizeof *acc);
+    for (size_t k = 0; k < c->state->n_silos; k++) {
+        if (!c->took_part[k])
+            continue;
+        const float *u = c->uploads + k * p;
+        for (size_t j = 0; j < p; j++)
+            acc[j] += w[k] * (double)u[j];
+    }
+    float *g = c->state->global;
+    for (size_t j = 0; j < p; j++)
+        g[j] = (float)((double)g[j] + acc[j]);
+}
+
+int fl_agg_weighted_mean(const fl_server_ctx *c, dp_err *err)
+{
+    double *w = dp_calloc(c->state->n_silos, sizeof(double));
+    double *acc = dp_calloc(c->state->n_params, sizeof(double));
+    int rc = DP_OK;
+    if (w == NULL || acc == NULL)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    else if (fl_agg_weights(c, w))
+        fl_agg_add_weighted(c, w, acc);
+    dp_free(acc);
+    dp_free(w);
+    return rc;
+}
+
+void fl_broadcast_global(fl_state *s)
+{
+    for (size_t k = 0; k < s->n_silos; k++)
+        memcpy(s->personal + k * s->n_params, s->global, s->n_params * sizeof(float));
+}
+
+void fl_vec_sub(float *dst, const float *a, const float *b, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        dst[j] = a[j] - b[j];
+}
+
+/* ---- metrics ---- */
+
+void fl_round_metrics_free(fl_round_metrics *m)
+{
+    if (m == NULL)
+        return;
+    dp_free(m->silo);
+    memset(m, 0, sizeof *m);
+}
+
+/* fl_model_eval over n rows in chunks of the workspace's rows, in order. */
+static void eval_rows(const fl_model_spec *m, const float *w, const float *x, const float *y,
+                      size_t n, size_t d, size_t chunk, fl_ws *ws, fl_eval *e)
+{
+    for (size_t i = 0; i < n; i += chunk) {
+        size_t len = n - i < chunk ? n - i : chunk;
+        fl_model_eval(m, w, x + i * d, y + i, len, ws, e);
+    }
+}
+
+/* Per-silo evaluation results, kept as sums so that the pooled figures are exact. */
+typedef struct silo_eval {
+    fl_eval train, test;
+} silo_eval;
+
+static double eval_metric(const fl_eval *e, bool regression)
+{
+    if (e->n == 0)
+        return DP_NAN;
+    return (regression ? e->sq_err : e->correct) / (double)e->n;
+}
+
+static void model_metrics_of(const silo_eval *s, bool regression, fl_model_metrics *out)
+{
+    out->train_loss = s->train.n > 0 ? s->train.loss_sum / (double)s->train.n : DP_NAN;
+    out->test_loss = s->test.n > 0 ? s->test.loss_sum / (double)s->test.n : DP_NAN;
+    out->test_metric = eval_metric(&s->test, regression);
+}
+
+static void agg_of(const silo_eval *ev, const fl_model_metrics *per, size_t k_n, bool regression,
+                   fl_agg_metrics *out)
+{
+    fl_eval train = {0}, test = {0};
+    double sum = 0, lo = DP_INF, hi = -DP_INF;
+    size_t n_with = 0;
+    for (size_t k = 0; k < k_n; k++) {
+        train.loss_sum += ev[k].train.loss_sum;
+        train.n += ev[k].train.n;
+        test.loss_sum += ev[k].test.loss_sum;
+        test.sq_err += ev[k].test.sq_err;
+        test.correct += ev[k].test.correct;
+        test.n += ev[k].test.n;
+        double v = per[k].test_metric;
+        if (isnan(v))
+            continue;
+        n_with++;
+        sum += v;
+        lo = fmin(lo, v);
+        hi = fmax(hi, v);
+    }
+    out->pooled_test_metric = eval_metric(&test, regression);
+    out->pooled_test_loss = test.n > 0 ? test.loss_sum / (double)test.n : DP_NAN;
+    out->train_loss = train.n > 0 ? train.loss_sum / (double)train.n : DP_NAN;
+    out->mean_test_metric = n_with > 0 ? sum / (double)n_with : DP_NAN;
+    out->worst_test_metric = n_with == 0 ? DP_NAN : regression ? hi : lo;
+    out->spread_test_metric = n_with > 0 ? hi - lo : DP_NAN;
+}
+
+static void agg_nan(fl_agg_metrics *a)
+{
+    a->pooled_test_metric = a->pooled_test_loss = a->train_loss = DP_NAN;
+    a->mean_test_metric = a->worst_test_metric = a->spread_test_metric = DP_NAN;
+}
+
+/* ---- the round ---- */
+
+typedef struct round_job {
+    const fl_job_cfg *cfg;
+    const fl_algo_ops *algo;
+    const fl_federation *fed;
+    fl_state *state;
+    const float *global0; /* start-of-round global model */
+    const bool *take;
+    float *uploads;
+    double *loss;
+    silo_eval *ev_global, *ev_personal; /* NULL ev_global: no global evaluation */
+    size_t n_threads;
+    size_t ws_rows;
+    bool evaluate; /* phase: false = local updates, true = evaluation */
+} round_job;
+
+typedef struct worker {
+    round_job *job;
+    size_t index;
+    int rc;
+    dp_err err;
+} worker;
+
+static int work_silos(worker *wk)
+{
+    round_job *j = wk->job;
+    const fl_state *s = j->state;
+    size_t p = s->n_params, d = j->fed->d;
+    fl_ws *ws = fl_ws_alloc(&j->cfg->model, j->ws_rows, &wk->err);
+    float *scratch = ws != NULL ? dp_calloc(p, sizeof(float)) : NULL;
+    if (ws == NULL || scratch == NULL) {
+        fl_ws_free(ws);
+        return dp_err_set(&wk->err, DP_ENOMEM, NULL, "out of memory");
+    }
+    int rc = DP_OK;
+    for (size_t k = wk->index; k < s->n_silos && rc == DP_OK; k += j->n_threads) {
+        const fl_silo_data *sd = &j->fed->silo[k];
+        if (j->evaluate) {
+            const float *pers = s->personal + k * p;
+            eval_rows(&j->cfg->model, pers, sd->x_train, sd->y_train, sd->n_train, d, j->ws_rows,
+                      ws, &j->ev_personal[k].train);
+            eval_rows(&j->cfg->model, pers, sd->x_test, sd->y_test, sd->n_test, d, j->ws_rows, ws,
+                      &j->ev_personal[k].test);
+            if (j->ev_global != NULL) {
+                eval_rows(&j->cfg->model, s->global, sd->x_train, sd->y_train, sd->n_train, d,
+                          j->ws_rows, ws, &j->ev_global[k].train);
+                eval_rows(&j->cfg->model, s->global, sd->x_test, sd->y_test, sd->n_test, d,
+                          j->ws_rows, ws, &j->ev_global[k].test);
+            }
+            continue;
+        }
+        if (!j->take[k])
+            continue;
+        fl_silo_ctx c = {
+            .cfg = j->cfg,
+            .model = &j->cfg->model,
+            .silo = k,
+            .round = s->round,
+            .n_params = p,
+            .data = sd,
+            .d = d,
+            .global = j->global0,
+            .personal = s->personal + k * p,
+            .upload = j->uploads + k * p,
+            .scratch = scratch,
+            .ws = ws,
+        };
+        rc = j->algo->silo_update(&c, &j->loss[k], &wk->err);
+    }
+    dp_free(scratch);
+    fl_ws_free(ws);
+    return rc;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *wk = arg;
+    wk->rc = work_silos(wk);
+    return NULL;
+}
+
+/* Runs work_silos over n_threads workers (the calling thread is worker 0) and joins them. The
+ * first failing worker's error (in worker order) is reported. */
+static int fan_out(round_job *j, worker *wk, pthread_t *tid, dp_err *err)
+{
+    size_t started = 1;
+    int rc = DP_OK;
+    for (size_t i = 0; i < j->n_threads; i++) {
+        wk[i].job = j;
+        wk[i].index = i;
+        wk[i].rc = DP_OK;
+        dp_err_clear(&wk[i].err);
+    }
+    for (size_t i = 1; i < j->n_threads; i++) {
+        if (pthread_create(&tid[i], NULL, worker_main, &wk[i]) != 0) {
+            rc = dp_err_set(err, DP_EINTERNAL, NULL, "could not start a training thread");
+            break;
+        }
+        started++;
+    }
+    if (rc == DP_OK)
+        worker_main(&wk[0]);
+    for (size_t i = 1; i < started; i++)
+        if (pthread_join(tid[i], NULL) != 0 && rc == DP_OK)
+            rc = dp_err_set(err, DP_EINTERNAL, NULL, "could not join a training thread");
+    if (rc != DP_OK)
+        return rc;
+    for (size_t i = 0; i < j->n_threads; i++)
+        if (wk[i].rc != DP_OK) {
+            if (err != NULL && err->code == DP_OK)
+                *err = wk[i].err;
+            return wk[i].rc;
+        }
+    return DP_OK;
+}
+
+static size_t ws_rows_of(const fl_federation *f)
+{
+    size_t m = 1;
+    for (size_t k = 0; k < f->n_silos; k++) {
+        m = f->silo[k].n_train > m ? f->silo[k].n_train : m;
+        m = f->silo[k].n_test > m ? f->silo[k].n_test : m;
+    }
+    return m < FL_WS_MAX_ROWS ? m : FL_WS_MAX_ROWS;
+}
+
+static int check_state(const fl_job_cfg *cfg, const fl_federation *f, const fl_state *s,
+                       dp_err *err)
+{
+    if (s->n_silos != f->n_silos || s->n_params != fl_model_n_params(&cfg->model) ||
+        s->global == NULL || s->personal == NULL || s->stopped == NULL)
+        return dp_err_set(err, DP_EINVAL, "state", "the state does not match the job");
+    if (s->round >= cfg->rounds)
+        return dp_err_set(err, DP_EINVAL, "state", "the job has run all its %llu rounds",
+                          (unsigned long long)cfg->rounds);
+    return DP_OK;
+}
+
+static void fill_metrics(const round_job *j, const bool *take, uint64_t round,
+                         fl_round_metrics *out)
+{
+    const fl_state *s = j->state;
+    bool regression = fl_model_is_regression(&j->cfg->model);
+    out->round = round;
+    out->regression = regression;
+    out->has_global = j->algo->has_global;
+    out->n_silos = s->n_silos;
+    out->n_trained = 0;
+    for (size_t k = 0; k < s->n_silos; k++) {
+        fl_silo_metrics *m = &out->silo[k];
+        m->active = take[k];
+        m->sgd_loss = take[k] ? j->loss[k] : DP_NAN;
+        out->n_trained += take[k];
+        m->n_train = j->fed->silo[k].n_train;
+        m->n_test = j->fed->silo[k].n_test;
+        model_metrics_of(&j->ev_personal[k], regression, &m->personal);
+        if (j->ev_global != NULL)
+            model_metrics_of(&j->ev_global[k], regression, &m->global);
+        else
+            m->global.train_loss = m->global.test_loss = m->global.test_metric = DP_NAN;
+    }
+}
+
+int fl_round_run(const fl_job_cfg *cfg, const fl_federation *f, fl_state *state, const bool *active,
+                 int threads, fl_round_metrics *out, dp_err *err)
+{
+    if (fl_job_cfg_check(cfg, f, err) != DP_OK)
+        return err != NULL ? err->code : DP_EINVAL;
+    if (check_state(cfg, f, state, err) != DP_OK)
+        return DP_EINVAL;
+    if (threads < 1)
+        return dp_err_set(err, DP_EINVAL, "threads", "threads must be >= 1 (got %d)", threads);
+    const fl_algo_ops *algo = fl_algo_find(cfg->algorithm);
+    size_t k_n = f->n_silos, p = state->n_params;
+    size_t n_threads = (size_t)threads < FL_MAX_THREADS ? (size_t)threads : FL_MAX_THREADS;
+    n_threads = n_threads < k_n ? n_threads : k_n;
+
+    int rc = DP_OK;
+    bool *trainable = dp_calloc(k_n, sizeof(bool));
+    bool *take = dp_calloc(k_n, sizeof(bool));
+    float *uploads = dp_calloc(k_n, p * sizeof(float));
+    float *global0 = dp_calloc(p, sizeof(float));
+    double *loss = dp_calloc(k_n, sizeof(double));
+    silo_eval *ev_p = out != NULL ? dp_calloc(k_n, sizeof(silo_eval)) : NULL;
+    silo_eval *ev_g = out != NULL && algo->has_global ? dp_calloc(k_n, sizeof(silo_eval)) : NULL;
+    fl_silo_metrics *sm = out != NULL ? dp_calloc(k_n, sizeof(fl_silo_metrics)) : NULL;
+    worker *wk = dp_calloc(n_threads, sizeof(worker));
+    pthread_t *tid = dp_calloc(n_threads, sizeof(pthread_t));
+    fl_model_metrics *pm = out != NULL ? dp_calloc(k_n, sizeof(fl_model_metrics)) : NULL;
+    if (trainable == NULL || take == NULL || uploads == NULL || global0 == NULL || loss == NULL ||
+        wk == NULL || tid == NULL ||
+        (out != NULL &&
+         (ev_p == NULL || sm == NULL || pm == NULL || (algo->has_global && ev_g == NULL)))) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    size_t n_trainable = 0;
+    for (size_t k = 0; k < k_n; k++) {
+        trainable[k] = !state->stopped[k] && (active == NULL || active[k]);
+        n_trainable += trainable[k];
+    }
+    if (algo->select != NULL) {
+        rc = algo->select(cfg, state->round, k_n, trainable, take, err);
+        if (rc != DP_OK)
+            goto out;
+        for (size_t k = 0; k < k_n; k++)
+            take[k] = take[k] && trainable[k];
+    } else {
+        memcpy(take, trainable, k_n * sizeof(bool));
+    }
+    memcpy(global0, state->global, p * sizeof(float));
+
+    round_job j = {
+        .cfg = cfg,
+        .algo = algo,
+        .fed = f,
+        .state = state,
+        .global0 = global0,
+        .take = take,
+        .uploads = uploads,
+        .loss = loss,
+        .ev_global = ev_g,
+        .ev_personal = ev_p,
+        .n_threads = n_threads,
+        .ws_rows = ws_rows_of(f),
+        .evaluate = false,
+    };
+    rc = fan_out(&j, wk, tid, err);
+    if (rc != DP_OK)
+        goto out;
+    fl_server_ctx sc = {
+        .cfg = cfg,
+        .fed = f,
+        .round = state->round,
+        .state = state,
+        .took_part = take,
+        .uploads = uploads,
+        .n_trainable = n_trainable,
+    };
+    rc = algo->aggregate(&sc, err);
+    if (rc != DP_OK)
+        goto out;
+    /* Stopping is sticky: recorded with the round that first left the silo out. */
+    if (active != NULL)
+        for (size_t k = 0; k < k_n; k++)
+            state->stopped[k] = state->stopped[k] || !active[k];
+    uint64_t ran = state->round++;
+    if (out == NULL)
+        goto out;
+    j.evaluate = true;
+    rc = fan_out(&j, wk, tid, err);
+    if (rc != DP_OK)
+        goto out;
+    fl_round_metrics_free(out);
+    out->silo = sm;
+    sm = NULL;
+    fill_metrics(&j, take, ran, out);
+    bool regression = out->regression;
+    for (size_t k = 0; k < k_n; k++)
+        pm[k] = out->silo[k].personal;
+    agg_of(ev_p, pm, k_n, regression, &out->personal);
+    if (ev_g != NULL) {
+        for (size_t k = 0; k < k_n; k++)
+            pm[k] = out->silo[k].global;
+        agg_of(ev_g, pm, k_n, regression, &out->global);
+    } else {
+        agg_nan(&out->global);
+    }
+out:
+    dp_free(pm);
+    dp_free(tid);
+    dp_free(wk);
+    dp_free(sm);
+    dp_free(ev_g);
+    dp_free(ev_p);
+    dp_free(loss);
+    dp_free(global0);
+    dp_free(uploads);
+    dp_free(take);
+    dp_free(trainable);
+    return rc;
+}

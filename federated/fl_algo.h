@@ -1,0 +1,255 @@
+/*
+ * federated/fl_algo: the federated training engine: one round of an algorithm over a federation,
+ * its checkpointable state, per-round metrics and the privacy plan of every silo.
+ *
+ * ALGORITHMS are plug-ins: each is one file (fl_algo_<name>.c) exporting a table of function
+ * pointers (fl_algo_ops, federated/fl_algo_impl.h) that the registry in fl_algo.c lists. Built in:
+ *   local      each silo trains its own model; no communication, no global model.
+ *   fedavg     McMahan et al., AISTATS 2017: every silo starts the round from the global model,
+ *              runs local DP-SGD and the server adds the weighted mean of the updates.
+ *   finetune   fedavg for the rounds t < finetune_frac * T, then local training from the global
+ *              model (Liu et al., "On Privacy and Personalization in Cross-Silo Federated
+ *              Learning", NeurIPS 2022, §5 and App. C.3).
+ *   mrmtl      mean-regularised multi-task learning, Liu et al., NeurIPS 2022, Alg. A1: silo k
+ *              trains its own model on F_k(w) + lambda/2 ||w - wbar||^2 with wbar the
+ * start-of-round global model; the server adds the weighted mean of the personal updates to wbar.
+ *   ditto      Li, Hu, Beirami & Smith, "Ditto", ICML 2021, Alg. 1 with one FedAvg solver epoch
+ *              block plus one personal epoch block per round (as Liu et al., NeurIPS 2022, App. C
+ *              do): 2x the DP-SGD steps of the others.
+ *   dp_fedavg  client-level DP-FedAvg, McMahan, Ramage, Talwar & Zhang, "Learning Differentially
+ *              Private Recurrent Language Models", ICLR 2018, Alg. 1: Poisson sampling of silos at
+ *              rate client_rate, each sampled silo's model delta clipped to update_clip, the
+ *              server adds N(0, (server_noise * update_clip)^2) to the SUM and divides by the fixed
+ *              denominator client_rate * K_active (the paper's unweighted estimator f~_f with all
+ *              weights 1; weighted aggregation is ignored because weights by n_k would make the
+ *              sensitivity depend on the data). The privacy unit is the whole silo.
+ *
+ * ROUNDS. A job runs exactly cfg->rounds rounds t = 0 .. T-1 (not T+1); the plan (fl_plan_silo)
+ * counts exactly the steps the trainer runs. In every round silo k runs local_epochs blocks of
+ * floor(n_k / B_k) DP-SGD steps (B_k = min(batch_size, n_k)), each step a Poisson sample of its
+ * training rows at rate q_k = B_k / n_k (true Poisson sampling, what the accountant assumes; the
+ * noisy clipped sum is divided by the expected batch q_k n_k = B_k). The proximal term of mrmtl and
+ * ditto is added after clipping and noise, never clipped (fl_model.h fl_sgd_run).
+ *
+ * DETERMINISM. A silo's local update is a function of (the start-of-round global model, its own
+ * personal model, its rows, its seeds) alone. Its seeds are
+ *     base  = dp_rng_derive(dp_rng_derive(seed, silo), round)
+ *     phase = dp_rng_derive(base, FL_SEED_PHASE_*)          (ditto's global and personal blocks)
+ *     sampling = dp_rng_derive(phase, FL_SEED_SAMPLING), noise = dp_rng_derive(phase,
+ * FL_SEED_NOISE) and the server's draws (dp_fedavg's client sampling and noise) come from
+ * dp_rng_derive(dp_rng_derive(seed, FL_SEED_SERVER), round). Aggregation sums the silos in index
+ * order in double precision. So a round gives the same bytes for any number of threads, and a job
+ * resumed from a checkpoint (fl_state_serialize) ends bit-identically where the uninterrupted job
+ * ends.
+ *
+ * STOPPED SILOS. A silo whose budget is exhausted is passed as active[k] = false; the engine then
+ * sets state->stopped[k], which is sticky (checkpointed; the silo never trains again in this job).
+ * A stopped silo does not train and contributes nothing to any aggregate: the weights p_k are
+ * renormalised over the silos that trained this round. It keeps receiving the global model (free
+ * post-processing: for fedavg, finetune's fedavg phase and dp_fedavg its personal model is the
+ * global one) and otherwise keeps its last personal model. It is still EVALUATED, on its train and
+ * test rows, and counts in the aggregate metrics (the federation's quality is over all silos);
+ * fl_silo_metrics.active says it did not train.
+ *
+ * METRICS AND PRIVACY. The per-round metrics evaluate every silo's models on its training and test
+ * rows. They are for the operator of the simulation and are not released under DP: evaluation
+ * queries are not charged (Liu et al. NeurIPS 2022 do the same, §7 of their App. B discussion).
+ *
+ * PRIVACY UNIT. Record-level algorithms (all but dp_fedavg): silo k's records, add/remove
+ * neighbouring, a per-silo (epsilon_k, delta_k) through its own noise multiplier z_k (the Poisson
+ * subsampled Gaussian, Mironov, Talwar & Zhang 2019). Weighted aggregation by n_k treats the silo
+ * sizes as public. dp_fedavg: one whole silo, add/remove, the same event for every silo.
+ *
+ * Thread-safety: reentrant; fl_round_run starts and joins its own threads (pthreads) and shares
+ * the federation and the start-of-round state read-only between them.
+ */
+#ifndef DP_FEDERATED_FL_ALGO_H
+#define DP_FEDERATED_FL_ALGO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accounting/event.h"
+#include "accounting/rdp.h"
+#include "common/dp_err.h"
+#include "federated/fl_data.h"
+#include "federated/fl_model.h"
+
+#define FL_MAX_ROUNDS       100000       /* rounds per job */
+#define FL_MAX_LOCAL_EPOCHS 100          /* local epochs per round */
+#define FL_MAX_THREADS      256          /* fl_round_run's fan-out */
+#define FL_MAX_STATE_FLOATS (1ULL << 28) /* (n_silos + 2) * n_params: 1 GiB of floats */
+#define FL_STATE_VERSION    1            /* checkpoint format version */
+
+/* Seed labels (dp_rng_derive) for the purposes above: part of the reproducibility contract. */
+#define FL_SEED_SERVER         0xffffffffffffffffULL /* in place of a silo index */
+#define FL_SEED_INIT           0xfffffffffffffffeULL /* the initial model */
+#define FL_SEED_PHASE_MAIN     0 /* a silo's (only or global) training block of a round */
+#define FL_SEED_PHASE_PERSONAL 1 /* ditto's personal block */
+#define FL_SEED_SAMPLING       0
+#define FL_SEED_NOISE          1
+
+/* The job's configuration. A plain parameter bundle, checked by fl_job_cfg_check. */
+typedef struct fl_job_cfg {
+    const char *algorithm; /* "local", "fedavg", ... (fl_algo_names); borrowed */
+    fl_model_spec model;   /* model.d_in must equal the federation's d */
+    uint64_t rounds;       /* T: 1..FL_MAX_ROUNDS */
+    uint64_t local_epochs; /* E: 1..FL_MAX_LOCAL_EPOCHS (ditto runs E global + E personal) */
+    size_t batch_size;     /* B >= 1; silo k uses B_k = min(B, n_k) */
+    double lr;             /* SGD step size, finite > 0 */
+    double lambda;         /* mrmtl, ditto: proximal weight >= 0 (0 elsewhere) */
+    double finetune_frac;  /* finetune: fedavg while t < finetune_frac * T; in [0, 1] */
+    uint64_t seed;         /* the job's seed */
+    bool weighted;         /* aggregation weights n_k / sum n_j (true) or 1/K (false) */
+    /* record-level DP-SGD (all algorithms but dp_fedavg) */
+    double clip;                    /* per-example L2 clip c; 0 = none (then no noise) */
+    const double *noise_multiplier; /* z_k per silo (n_silos entries; borrowed), std z_k * c on
+                                       the clipped sum; NULL = 0 for every silo (non-private) */
+    /* client-level DP-FedAvg (dp_fedavg only) */
+    double client_rate;  /* Poisson rate of silo sampling per round, in (0, 1] */
+    double update_clip;  /* L2 clip S of a silo's model delta, > 0 */
+    double server_noise; /* noise multiplier z: std z * S on the sum of deltas; >= 0 */
+    double server_lr;    /* the server's step on the averaged delta; > 0 (1 = FedAvg) */
+} fl_job_cfg;
+
+/* Fills cfg with the defaults (local_epochs 1, weighted, server_lr 1, finetune_frac 0.5, ...);
+ * algorithm, model, rounds, batch_size and lr are left for the caller. */
+void fl_job_cfg_default(fl_job_cfg *cfg);
+
+/* Validates cfg against the federation f (may be NULL: then only what does not depend on it).
+ * DP_EINVAL naming the field ("algorithm", "lambda", "noise_multiplier[3]", ...). */
+int fl_job_cfg_check(const fl_job_cfg *cfg, const fl_federation *f, dp_err *err);
+
+/* The registered algorithms' names, in registry order (static storage); *n receives the count. */
+const char *const *fl_algo_names(size_t *n);
+/* true when the algorithm keeps a global model that is evaluated (false for local). Unknown: false.
+ */
+bool fl_algo_has_global(const char *algorithm);
+
+/* ---- state: the whole checkpoint ---- */
+typedef struct fl_state {
+    uint64_t round;  /* rounds completed, 0..cfg->rounds */
+    size_t n_silos;  /* K */
+    size_t n_params; /* P = fl_model_n_params(&cfg->model) */
+    float *global;   /* P: the global model (kept, but not evaluated, for local); owned */
+    float *personal; /* K x P row-major: silo k's personal model; owned */
+    bool *stopped;   /* K: silo k is stopped (sticky); owned */
+    size_t n_extra;  /* floats the algorithm keeps besides (0 for the built-in ones) */
+    float *extra;    /* n_extra, or NULL; owned */
+} fl_state;
+
+/* Initial state: round 0, every model fl_model_init(model, dp_rng_derive(seed, FL_SEED_INIT))
+ * (all personal models share the global initialisation, Liu et al. 2022 App. C), none stopped. */
+int fl_state_init(const fl_job_cfg *cfg, const fl_federation *f, fl_state *out, dp_err *err);
+/* Frees what s owns and zeroes it. NULL is a no-op. */
+void fl_state_free(fl_state *s);
+
+/* Checkpoint bytes: "DPFLSTAT", the format version, the algorithm name, K, P, round, n_extra,
+ * the floats as their IEEE-754 bits (little-endian), the stopped flags, and a SHA-256 of all the
+ * preceding bytes. *buf is dp_malloc'd, owned by the caller (dp_free). */
+int fl_state_serialize(const fl_state *s, const fl_job_cfg *cfg, uint8_t **buf, size_t *len,
+                       dp_err *err);
+/* Parses a checkpoint for (cfg, f): the version, the algorithm name, K, P, n_extra and the total
+ * size must match, the round be <= cfg->rounds and the digest agree; else DP_EINVAL (field
+ * "checkpoint") and *out untouched. buf is borrowed. */
+int fl_state_deserialize(const uint8_t *buf, size_t len, const fl_job_cfg *cfg,
+                         const fl_federation *f, fl_state *out, dp_err *err);
+
+/* ---- per-round metrics ---- */
+typedef struct fl_model_metrics {
+    double train_loss;  /* mean loss over the silo's training rows */
+    double test_loss;   /* mean loss over its test rows (DP_NAN when it has none) */
+    double test_metric; /* regression: test MSE; classifiers: test accuracy (DP_NAN: no rows) */
+} fl_model_metrics;
+
+typedef struct fl_silo_metrics {
+    bool active;     /* trained this round */
+    double sgd_loss; /* mean loss over the rows of this round's DP-SGD batches (the
+                        silo's view while training; DP_NAN when it did not train) */
+    size_t n_train, n_test;
+    fl_model_metrics global;   /* the global model on this silo (all DP_NAN for local) */
+    fl_model_metrics personal; /* the silo's personal model */
+} fl_silo_metrics;
+
+typedef struct fl_agg_metrics {
+    double pooled_test_metric; /* MSE or accuracy over all silos' test rows pooled (= weighted by
+                                  n_test, Liu et al. 2022 App. C.4) */
+    double pooled_test_loss;   /* mean loss over all test rows */
+    double train_loss;         /* training loss weighted by n_train (= over all training rows) */
+    double mean_test_metric;   /* plain mean over silos with test rows */
+    double worst_test_metric;  /* the worst silo: largest MSE or smallest accuracy */
+    double spread_test_metric; /* max - min over silos */
+} fl_agg_metrics;
+
+typedef struct fl_round_metrics {
+    uint64_t round;  /* the round just run (0-based) */
+    bool regression; /* metric = MSE (true) or accuracy (false) */
+    bool has_global; /* false for local: global holds DP_NAN */
+    size_t n_silos;
+    size_t n_trained;      /* silos that trained this round */
+    fl_silo_metrics *silo; /* n_silos, owned (fl_round_metrics_free) */
+    fl_agg_metrics global;
+    fl_agg_metrics personal;
+} fl_round_metrics;
+
+void fl_round_metrics_free(fl_round_metrics *m);
+
+/* Runs round state->round for the silos with active[k] (NULL = all) that are not stopped:
+ * active[k] = false stops silo k from now on (state->stopped[k], sticky). threads >= 1 (capped at
+ * FL_MAX_THREADS and at K) share the silos' local updates, then the server aggregates in silo
+ * order, state->round advances, and every silo is evaluated (out, may be NULL; its previous
+ * content is freed). Errors: DP_EINVAL (cfg, state mismatch, state->round == cfg->rounds),
+ * DP_ENOMEM, DP_EINTERNAL (threads). On an error before the fan-out the state is unchanged; after
+ * it (a silo's update, or the evaluation's workspace) the state may hold part of the round or the
+ * whole round (state->round advanced, no metrics): resume from the last checkpoint. */
+int fl_round_run(const fl_job_cfg *cfg, const fl_federation *f, fl_state *state, const bool *active,
+                 int threads, fl_round_metrics *out, dp_err *err);
+
+/* ---- privacy plan ---- */
+typedef struct fl_silo_plan {
+    bool record_level;        /* the event protects silo k's records (false: dp_fedavg, silos) */
+    bool is_private;          /* a noise multiplier > 0 is in force (else no event) */
+    size_t batch;             /* record level: B_k = min(B, n_k) */
+    double q;                 /* record level: B_k / n_k; dp_fedavg: client_rate */
+    double noise_multiplier;  /* z_k (record level) or server_noise (dp_fedavg) */
+    uint64_t steps_per_round; /* DP-SGD steps of silo k in a round it trains (dp_fedavg: 1
+                                 release per round) */
+    uint64_t steps_total;     /* steps_per_round * rounds */
+} fl_silo_plan;
+
+/* Plan of silo `silo` with n_k training rows (>= 1). round_event (may be NULL) receives the
+ * accounting event of ONE round (owned by the caller, acct_event_free), NULL when !is_private:
+ *   record level: self_composed(steps_per_round, poisson(q_k, gaussian(z_k)))
+ *   dp_fedavg:    poisson(client_rate, gaussian(server_noise))
+ * The job's total is rounds-fold composition of it (the ledger charges it once per round; a
+ * stopped silo is charged for the rounds it trained only). */
+int fl_plan_silo(const fl_job_cfg *cfg, size_t silo, size_t n_k, fl_silo_plan *out,
+                 acct_event **round_event, dp_err *err);
+
+/* The accountant a silo's budget uses (the ledger's: RDP on its order grid, the silo's conversion,
+ * add/remove neighbouring). */
+typedef struct fl_accountant {
+    double delta;         /* in (0, 1) */
+    acct_conversion conv; /* the silo's budget conversion */
+    const double *orders; /* the ledger's order grid (ledger_orders), NULL = the default grid */
+    size_t n_orders;
+} fl_accountant;
+
+/* epsilon of `rounds` rounds of event round_ev as the ledger computes it after charging it once per
+ * round: the round's RDP curve summed rounds times rounding upward (dp_sum_up), converted at each
+ * order of the grid with acct->conv and minimised over the grid. The ledger's figure (the grid
+ * minimum, or the continuous-order refinement when that is smaller) never exceeds it. */
+int fl_plan_epsilon(const acct_event *round_ev, uint64_t rounds, const fl_accountant *acct,
+                    double *eps, dp_err *err);
+
+/* The smallest noise multiplier (to relative ACCT_CALIB_RTOL) for which fl_plan_epsilon of silo
+ * k's round event over cfg->rounds rounds is <= target_eps: z_k for record-level algorithms
+ * (n_k its training rows; cfg->noise_multiplier is ignored), server_noise for dp_fedavg (n_k
+ * unused). *eps receives fl_plan_epsilon at the answer (<= target_eps). DP_ENUMERIC when no noise
+ * up to ACCT_CALIB_SIGMA_MAX meets the target. */
+int fl_calibrate_noise(const fl_job_cfg *cfg, size_t n_k, double target_eps,
+                       const fl_accountant *acct, double *noise_multiplier, double *eps,
+                       dp_err *err);
+
+#endif

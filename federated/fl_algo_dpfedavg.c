@@ -1,0 +1,121 @@
+/*
+ * federated/fl_algo_dpfedavg.c: client-level DP-FedAvg (McMahan, Ramage, Talwar & Zhang,
+ * "Learning Differentially Private Recurrent Language Models", ICLR 2018, Alg. 1).
+ *
+ * Round t: the server samples each trainable silo independently with probability client_rate = q
+ * (Poisson sampling; one uniform draw per silo in silo order from the server's round seed, drawn
+ * for stopped silos too so that a stop never shifts the others' draws). A sampled silo starts from
+ * the global model, runs its local SGD (record-level noise must be 0 here) and uploads its model
+ * delta clipped to L2 norm update_clip = S (the paper's per-model flat clipping). The server adds
+ * N(0, (z S)^2 I) to the SUM of the clipped deltas and divides by the fixed denominator q K, K the
+ * silos still trainable this round: the paper's unweighted estimator f~_f (§2, with every weight
+ * w_k = 1 and W = K), whose sensitivity to adding or removing one silo is S / (q K). The noise is
+ * added even when no silo is sampled. Then wbar += server_lr * that average and every silo
+ * receives wbar. The round is one Poisson-subsampled Gaussian release of the silos with noise
+ * multiplier z: the privacy unit is a whole silo (all of its records), not one record.
+ * Aggregation weights by n_k are not used (cfg->weighted is ignored): with them the sensitivity
+ * would depend on the silos' sizes.
+ */
+#include "federated/fl_algo_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/dp_alloc.h"
+#include "common/dp_rng.h"
+
+static int dpfedavg_check(const fl_job_cfg *cfg, dp_err *err)
+{
+    if (!(cfg->client_rate > 0 && cfg->client_rate <= 1))
+        return dp_err_set(err, DP_EINVAL, "client_rate", "client_rate must be in (0, 1] (got %g)",
+                          cfg->client_rate);
+    if (!(isfinite(cfg->update_clip) && cfg->update_clip > 0))
+        return dp_err_set(err, DP_EINVAL, "update_clip",
+                          "update_clip must be finite and > 0 (got %g)", cfg->update_clip);
+    if (!(isfinite(cfg->server_noise) && cfg->server_noise >= 0))
+        return dp_err_set(err, DP_EINVAL, "server_noise",
+                          "server_noise must be finite and >= 0 (got %g)", cfg->server_noise);
+    if (!(isfinite(cfg->server_lr) && cfg->server_lr > 0))
+        return dp_err_set(err, DP_EINVAL, "server_lr", "server_lr must be finite and > 0 (got %g)",
+                          cfg->server_lr);
+    return DP_OK;
+}
+
+static int dpfedavg_select(const fl_job_cfg *cfg, uint64_t round, size_t n_silos,
+                           const bool *trainable, bool *take, dp_err *err)
+{
+    gsl_rng *r =
+        dp_rng_alloc(fl_server_seed(cfg->seed, round), DP_RNG_STREAM_FL_CLIENT_SAMPLING, err);
+    if (r == NULL)
+        return DP_ENOMEM;
+    for (size_t k = 0; k < n_silos; k++) {
+        double u = gsl_rng_uniform(r); /* [0, 1): q = 1 takes every silo */
+        take[k] = trainable[k] && u < cfg->client_rate;
+    }
+    gsl_rng_free(r);
+    return DP_OK;
+}
+
+static int dpfedavg_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
+{
+    memcpy(c->scratch, c->global, c->n_params * sizeof(float));
+    int rc = fl_silo_sgd(c, c->scratch, FL_SEED_PHASE_MAIN, 0.0, NULL, train_loss, err);
+    if (rc != DP_OK)
+        return rc;
+    fl_vec_sub(c->upload, c->scratch, c->global, c->n_params);
+    double sq = 0;
+    for (size_t j = 0; j < c->n_params; j++)
+        sq += (double)c->upload[j] * (double)c->upload[j];
+    double norm = sqrt(sq), s = c->cfg->update_clip;
+    if (norm > s) {
+        double scale = s / norm;
+        for (size_t j = 0; j < c->n_params; j++)
+            c->upload[j] = (float)((double)c->upload[j] * scale);
+    }
+    return DP_OK;
+}
+
+static int dpfedavg_aggregate(const fl_server_ctx *c, dp_err *err)
+{
+    const fl_job_cfg *cfg = c->cfg;
+    size_t p = c->state->n_params;
+    if (c->n_trainable == 0)
+        return DP_OK; /* nobody left to protect or to learn from */
+    double *acc = dp_calloc(p, sizeof(double));
+    float *noise = dp_calloc(p, sizeof(float));
+    if (acc == NULL || noise == NULL) {
+        dp_free(noise);
+        dp_free(acc);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    for (size_t k = 0; k < c->state->n_silos; k++) {
+        if (!c->took_part[k])
+            continue;
+        const float *u = c->uploads + k * p;
+        for (size_t j = 0; j < p; j++)
+            acc[j] += (double)u[j];
+    }
+    double sigma = cfg->server_noise * cfg->update_clip;
+    if (sigma > 0)
+        fl_gauss_fill(noise, p, sigma,
+                      dp_rng_derive(fl_server_seed(cfg->seed, c->round), FL_SEED_NOISE));
+    double step = cfg->server_lr / (cfg->client_rate * (double)c->n_trainable);
+    float *g = c->state->global;
+    for (size_t j = 0; j < p; j++)
+        g[j] = (float)((double)g[j] + step * (acc[j] + (double)noise[j]));
+    fl_broadcast_global(c->state);
+    dp_free(noise);
+    dp_free(acc);
+    return DP_OK;
+}
+
+const fl_algo_ops fl_algo_dpfedavg_ops = {
+    .name = "dp_fedavg",
+    .steps_factor = 1,
+    .has_global = true,
+    .record_level = false,
+    .check = dpfedavg_check,
+    .select = dpfedavg_select,
+    .silo_update = dpfedavg_update,
+    .aggregate = dpfedavg_aggregate,
+};

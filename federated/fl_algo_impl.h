@@ -1,0 +1,108 @@
+/*
+ * federated/fl_algo_impl.h: what an algorithm file plugs into the engine (fl_algo.c), and the
+ * helpers the algorithm files share. Not part of the library's public interface.
+ *
+ * AN ALGORITHM is one file defining one `const fl_algo_ops fl_algo_<name>_ops` and listed in the
+ * registry of fl_algo.c. A round runs as:
+ *   1. select (optional, main thread): which of the trainable silos (active, not stopped) take
+ *      part this round; default: all of them (dp_fedavg samples).
+ *   2. silo_update (worker threads, one call per participating silo, any order, any thread):
+ *      reads the start-of-round global model, updates ONLY its own personal row and writes its
+ *      upload (n_params floats) and its loss; it must depend on nothing but its arguments.
+ *   3. aggregate (main thread): reads the uploads of the participants in silo order and updates
+ *      the global model (and state->personal rows it broadcasts to, state->extra).
+ * Privacy: steps_factor is the number of local-epoch blocks a silo runs per round (ditto: 2), the
+ * plan's steps per round are steps_factor * local_epochs * floor(n_k / B_k).
+ */
+#ifndef DP_FEDERATED_FL_ALGO_IMPL_H
+#define DP_FEDERATED_FL_ALGO_IMPL_H
+
+#include "federated/fl_algo.h"
+
+/* Everything a silo's local update may read, and where it writes. */
+typedef struct fl_silo_ctx {
+    const fl_job_cfg *cfg;
+    const fl_model_spec *model;
+    size_t silo;    /* k */
+    uint64_t round; /* t */
+    size_t n_params;
+    const fl_silo_data *data; /* silo k's rows (borrowed) */
+    size_t d;                 /* features */
+    const float *global;      /* start-of-round global model (shared, read-only) */
+    float *personal;          /* silo k's personal row (this thread only) */
+    float *upload;            /* n_params floats for the server (this thread only) */
+    float *scratch;           /* n_params floats of scratch (this thread only) */
+    fl_ws *ws;                /* this thread's workspace */
+} fl_silo_ctx;
+
+/* What the server's aggregation reads and updates. */
+typedef struct fl_server_ctx {
+    const fl_job_cfg *cfg;
+    const fl_federation *fed;
+    uint64_t round;
+    fl_state *state;
+    const bool *took_part; /* n_silos: silo k ran silo_update this round */
+    const float *uploads;  /* n_silos x n_params: row k valid where took_part[k] */
+    size_t n_trainable;    /* silos that were active and not stopped this round */
+} fl_server_ctx;
+
+typedef struct fl_algo_ops {
+    const char *name;
+    unsigned steps_factor; /* local-epoch blocks per round (privacy plan) */
+    bool has_global;       /* the global model is a model of the federation, evaluated */
+    bool record_level;     /* record-level DP-SGD (false: dp_fedavg's client-level DP) */
+    /* Floats the algorithm keeps in state->extra for K silos and P parameters (NULL = none); the
+     * state starts them at 0. */
+    size_t (*extra_floats)(const fl_job_cfg *cfg, size_t n_silos, size_t n_params);
+    /* Checks the algorithm's own parameters (may be NULL). */
+    int (*check)(const fl_job_cfg *cfg, dp_err *err);
+    /* Sets take[k] for the trainable silos (trainable[k]) that take part; NULL = all of them. */
+    int (*select)(const fl_job_cfg *cfg, uint64_t round, size_t n_silos, const bool *trainable,
+                  bool *take, dp_err *err);
+    int (*silo_update)(const fl_silo_ctx *c, double *train_loss, dp_err *err);
+    int (*aggregate)(const fl_server_ctx *c, dp_err *err);
+} fl_algo_ops;
+
+extern const fl_algo_ops fl_algo_local_ops;
+extern const fl_algo_ops fl_algo_fedavg_ops;
+extern const fl_algo_ops fl_algo_finetune_ops;
+extern const fl_algo_ops fl_algo_mrmtl_ops;
+extern const fl_algo_ops fl_algo_ditto_ops;
+extern const fl_algo_ops fl_algo_dpfedavg_ops;
+
+/* The registered algorithm called name, or NULL. */
+const fl_algo_ops *fl_algo_find(const char *name);
+
+/* ---- shared helpers (fl_algo.c) ---- */
+
+/* Seeds of silo k's block `phase` in round t (fl_algo.h, DETERMINISM). */
+void fl_silo_seeds(uint64_t job_seed, size_t silo, uint64_t round, uint64_t phase,
+                   uint64_t *sampling, uint64_t *noise);
+/* The server's seed of round t (its draws pick a dp_rng stream id per purpose). */
+uint64_t fl_server_seed(uint64_t job_seed, uint64_t round);
+
+/* Runs local_epochs blocks of DP-SGD of the record-level configuration on w (in place) over silo
+ * k's training rows with the seeds of `phase`; prox_lambda > 0 adds lambda (w - anchor).
+ * *train_loss: mean loss over the rows drawn (fl_sgd_run). */
+int fl_silo_sgd(const fl_silo_ctx *c, float *w, uint64_t phase, double prox_lambda,
+                const float *anchor, double *train_loss, dp_err *err);
+
+/* Weights of the participants (took_part) in silo order: n_train or 1, normalised to sum 1;
+ * w[k] = 0 elsewhere. Returns false when no silo took part (nothing to aggregate). */
+bool fl_agg_weights(const fl_server_ctx *c, double *w);
+
+/* global += sum_k w[k] * uploads[k] (double accumulation in silo order, one rounding per
+ * coordinate). acc: n_params doubles of scratch. */
+void fl_agg_add_weighted(const fl_server_ctx *c, const double *w, double *acc);
+
+/* global += sum_k p_k uploads[k] with the weights of fl_agg_weights (nothing when no silo took
+ * part): the aggregation of fedavg, mrmtl and ditto. DP_ENOMEM. */
+int fl_agg_weighted_mean(const fl_server_ctx *c, dp_err *err);
+
+/* Copies the global model into the personal rows of every silo (a broadcast). */
+void fl_broadcast_global(fl_state *s);
+
+/* dst = a - b over n floats. */
+void fl_vec_sub(float *dst, const float *a, const float *b, size_t n);
+
+#endif

@@ -1,0 +1,489 @@
+/*
+ * federated/fl_model.c: the five models as stacks of dense layers, their summed gradients, ghost
+ * clipping and evaluation. See fl_model.h for the contract and fl_model_internal.h for the layout.
+ *
+ * Forward pass for n rows (row-major, one row per example): act_l = relu(act_{l-1} W_l^T + b_l),
+ * the last layer without ReLU (cblas_sgemm, or cblas_sgemv for one output). Backward pass: the loss
+ * gives delta_L = d loss / d logits per row; delta_{l-1} = (delta_l W_l) .* [act_{l-1} > 0]. The
+ * summed weight gradient of layer l is delta_l^T act_{l-1} (one sgemm over the rows) and the bias
+ * gradient delta_l^T 1.
+ *
+ * Ghost clipping (Goodfellow, "Efficient Per-Example Gradient Computations", arXiv:1510.01799,
+ * 2015, Sec. 3; Li, Tramer, Liang & Hashimoto, "Large Language Models Can Be Strong Differentially
+ * Private Learners", ICLR 2022, Sec. 4; Bu, Mao & Xu, "Scalable and Efficient Training of Large
+ * Convolutional Neural Networks with Differential Privacy", NeurIPS 2022, Sec. 3): example i's
+ * gradient for layer l is the outer product delta_{l,i} a_{l-1,i}^T plus the bias delta_{l,i}, so
+ *     ||g_i||^2 = sum_l ||delta_{l,i}||^2 (||a_{l-1,i}||^2 + 1).
+ * The clipped sum sum_i c_i g_i, c_i = min(1, C / (||g_i|| + 1e-15)), is linear in the deltas: all
+ * the deltas come from one backward pass (delta_{l-1} depends only on delta_l, so scaling row i of
+ * every layer's delta by c_i is the same as back-propagating c_i delta_{L,i}), their rows are
+ * scaled by c_i, and then one sgemm per layer gives the weight gradients. The extra cost over the
+ * non-private step is O(n * sum_l dims[l-1] + dims[l]) for the norms and scaling.
+ *
+ * Precision: parameters, activations and gradients are float (the speed of BLAS single precision);
+ * per-row losses, softmax normalisers and the norms are double. Results depend only on the inputs
+ * (BLAS is pinned to one thread; see fl_blas_single_thread).
+ * Thread-safety: reentrant; a workspace belongs to one thread.
+ */
+#include "federated/fl_model.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "common/dp_alloc.h"
+#include "common/dp_math.h"
+#include "federated/fl_data.h"
+#include "federated/fl_model_internal.h"
+#include "federated/fl_rng.h"
+
+/* ---- BLAS threads ---- */
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_pin(void)
+{
+    openblas_set_num_threads(1);
+}
+
+void fl_blas_single_thread(void)
+{
+    (void)pthread_once(&blas_once, blas_pin);
+}
+
+/* ---- specs ---- */
+
+static const char *const type_names[] = {"linear", "logistic", "svm", "softmax", "mlp"};
+
+const char *fl_model_type_name(fl_model_type t)
+{
+    if ((unsigned)t >= sizeof type_names / sizeof type_names[0])
+        return "unknown";
+    return type_names[t];
+}
+
+int fl_model_type_parse(const char *name)
+{
+    if (name == NULL)
+        return -1;
+    for (size_t i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
+        if (strcmp(name, type_names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+bool fl_model_is_regression(const fl_model_spec *m)
+{
+    return m->type == FL_MODEL_LINEAR;
+}
+
+static bool is_multiclass(fl_model_type t)
+{
+    return t == FL_MODEL_SOFTMAX || t == FL_MODEL_MLP;
+}
+
+/* Layer widths of a valid spec: returns the number of layers. */
+static size_t spec_dims(const fl_model_spec *m, size_t dims[FL_MAX_LAYERS + 1])
+{
+    dims[0] = m->d_in;
+    if (!is_multiclass(m->type)) {
+        dims[1] = 1;
+        return 1;
+    }
+    size_t nh = m->type == FL_MODEL_MLP ? m->n_hidden : 0;
+    for (size_t k = 0; k < nh; k++)
+        dims[k + 1] = m->hidden[k];
+    dims[nh + 1] = m->n_classes;
+    return nh + 1;
+}
+
+int fl_model_check(const fl_model_spec *m, dp_err *err)
+{
+    if (m == NULL)
+        return dp_err_set(err, DP_EINVAL, "model", "the model is missing");
+    if ((unsigned)m->type > FL_MODEL_MLP)
+        return dp_err_set(err, DP_EINVAL, "model.type",
+                          "model.type must be linear, logistic, svm, softmax or mlp (got %d)",
+                          (int)m->type);
+    if (m->d_in < 1 || m->d_in > FL_MAX_FEATURES)
+        return dp_err_set(err, DP_EINVAL, "model.d_in", "model.d_in must be in [1, %d] (got %zu)",
+                          FL_MAX_FEATURES, m->d_in);
+    if (is_multiclass(m->type) && (m->n_classes < 2 || m->n_classes > FL_MAX_CLASSES))
+        return dp_err_set(err, DP_EINVAL, "model.n_classes",
+                          "model.n_classes must be in [2, %d] for %s (got %zu)", FL_MAX_CLASSES,
+                          fl_model_type_name(m->type), m->n_classes);
+    if (m->type == FL_MODEL_MLP) {
+        if (m->n_hidden > FL_MAX_HIDDEN)
+            return dp_err_set(err, DP_EINVAL, "model.hidden",
+                              "model.hidden may list at most %d layers (got %zu)", FL_MAX_HIDDEN,
+                              m->n_hidden);
+        for (size_t k = 0; k < m->n_hidden; k++)
+            if (m->hidden[k] < 1 || m->hidden[k] > FL_MAX_WIDTH)
+                return dp_err_set(err, DP_EINVAL, "model.hidden",
+                                  "model.hidden widths must be in [1, %d] (layer %zu is %zu)",
+                                  FL_MAX_WIDTH, k + 1, m->hidden[k]);
+    }
+    /* Each factor is capped above, so the products below cannot overflow a 64-bit size_t. */
+    size_t dims[FL_MAX_LAYERS + 1];
+    size_t nl = spec_dims(m, dims), p = 0;
+    for (size_t l = 1; l <= nl; l++)
+        p += dims[l] * (dims[l - 1] + 1);
+    if (p > FL_MAX_PARAMS)
+        return dp_err_set(err, DP_EINVAL, "model",
+                          "the model has %zu parameters, more than the %d allowed", p,
+                          FL_MAX_PARAMS);
+    return DP_OK;
+}
+
+size_t fl_model_n_params(const fl_model_spec *m)
+{
+    size_t dims[FL_MAX_LAYERS + 1];
+    size_t nl = spec_dims(m, dims), p = 0;
+    for (size_t l = 1; l <= nl; l++)
+        p += dims[l] * (dims[l - 1] + 1);
+    return p;
+}
+
+/* He-uniform (He, Zhang, Ren & Sun, "Delving Deep into Rectifiers", ICCV 2015, Sec. 2.2: variance
+ * 2 / fan_in, here as U(-sqrt(6 / fan_in), sqrt(6 / fan_in))) for the MLP's weights, zero biases;
+ * zeros for the linear models. */
+void fl_model_init(const fl_model_spec *m, uint64_t seed, float *w)
+{
+    size_t n = fl_model_n_params(m);
+    memset(w, 0, n * sizeof *w);
+    if (m->type != FL_MODEL_MLP)
+        return;
+    fl_rng r;
+    fl_rng_seed(&r, seed, DP_RNG_STREAM_FL_MODEL_INIT);
+    size_t dims[FL_MAX_LAYERS + 1];
+    size_t nl = spec_dims(m, dims), off = 0;
+    for (size_t l = 1; l <= nl; l++) {
+        double a = sqrt(6.0 / (double)dims[l - 1]);
+        size_t nw = dims[l] * dims[l - 1];
+        for (size_t j = 0; j < nw; j++) {
+            double u = (double)(fl_rng_next(&r) >> 11) * 0x1.0p-53; /* [0, 1) */
+            w[off + j] = (float)(a * (2.0 * u - 1.0));
+        }
+        off += nw + dims[l];
+    }
+}
+
+/* ---- workspaces ---- */
+
+fl_ws *fl_ws_alloc(const fl_model_spec *m, size_t max_rows, dp_err *err)
+{
+    if (fl_model_check(m, err) != DP_OK)
+        return NULL;
+    if (max_rows < 1 || max_rows > FL_MAX_WS_ROWS) {
+        dp_err_set(err, DP_EINVAL, "max_rows", "max_rows must be in [1, %d] (got %zu)",
+                   FL_MAX_WS_ROWS, max_rows);
+        return NULL;
+    }
+    fl_blas_single_thread();
+    fl_ws *ws = dp_calloc(1, sizeof *ws);
+    if (ws == NULL)
+        goto oom;
+    ws->spec = *m;
+    ws->n_layers = spec_dims(m, ws->dims);
+    ws->max_rows = max_rows;
+    ws->n_threads = 1;
+    size_t off = 0, width = 0;
+    for (size_t l = 1; l <= ws->n_layers; l++) {
+        ws->w_off[l] = off;
+        off += ws->dims[l] * (ws->dims[l - 1] + 1);
+        width += ws->dims[l];
+    }
+    ws->n_params = off;
+    if (max_rows > FL_MAX_WS_FLOATS / (2 * width + m->d_in + 4)) {
+        dp_err_set(err, DP_ETOOBIG, "max_rows",
+                   "a workspace of %zu rows for this model would exceed %d floats", max_rows,
+                   FL_MAX_WS_FLOATS);
+        fl_ws_free(ws);
+        return NULL;
+    }
+    for (size_t l = 1; l <= ws->n_layers; l++) {
+        ws->act[l] = dp_calloc(max_rows * ws->dims[l], sizeof(float));
+        ws->delta[l] = dp_calloc(max_rows * ws->dims[l], sizeof(float));
+        if (ws->act[l] == NULL || ws->delta[l] == NULL)
+            goto oom;
+    }
+    ws->ones = dp_calloc(max_rows, sizeof(float));
+    ws->norm2 = dp_calloc(max_rows, sizeof(double));
+    ws->gtmp = dp_calloc(ws->n_params, sizeof(float));
+    ws->xg = dp_calloc(max_rows * m->d_in, sizeof(float));
+    ws->yg = dp_calloc(max_rows, sizeof(float));
+    if (ws->ones == NULL || ws->norm2 == NULL || ws->gtmp == NULL || ws->xg == NULL ||
+        ws->yg == NULL)
+        goto oom;
+    for (size_t i = 0; i < max_rows; i++)
+        ws->ones[i] = 1.0f;
+    return ws;
+oom:
+    fl_ws_free(ws);
+    dp_err_set(err, DP_ENOMEM, NULL, "out of memory allocating a training workspace");
+    return NULL;
+}
+
+void fl_ws_free(fl_ws *ws)
+{
+    if (ws == NULL)
+        return;
+    for (size_t k = 0; k + 1 < FL_SGD_LANES; k++)
+        fl_ws_free(ws->peer[k]);
+    for (size_t k = 0; k < FL_SGD_LANES; k++)
+        dp_free(ws->lane[k]);
+    dp_free(ws->noise);
+    for (size_t l = 0; l <= FL_MAX_LAYERS; l++) {
+        dp_free(ws->act[l]);
+        dp_free(ws->delta[l]);
+    }
+    dp_free(ws->ones);
+    dp_free(ws->norm2);
+    dp_free(ws->gtmp);
+    dp_free(ws->xg);
+    dp_free(ws->yg);
+    dp_free(ws);
+}
+
+size_t fl_ws_max_rows(const fl_ws *ws)
+{
+    return ws->max_rows;
+}
+
+/* ---- forward, loss, backward ---- */
+
+/* act[l] for the n rows of x. */
+static void forward(fl_ws *ws, const float *w, const float *x, size_t n)
+{
+    const float *in = x;
+    for (size_t l = 1; l <= ws->n_layers; l++) {
+        size_t din = ws->dims[l - 1], dout = ws->dims[l];
+        const float *W = w + ws->w_off[l], *b = W + dout * din;
+        float *out = ws->act[l];
+        if (dout == 1) {
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)din, 1.0f, in, (int)din, W, 1,
+                        0.0f, out, 1);
+            for (size_t i = 0; i < n; i++)
+                out[i] += b[0];
+        } else {
+            for (size_t i = 0; i < n; i++)
+                memcpy(out + i * dout, b, dout * sizeof *b);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)dout, (int)din, 1.0f,
+                        in, (int)din, W, (int)din, 1.0f, out, (int)dout);
+        }
+        if (l < ws->n_layers)
+            for (size_t j = 0; j < n * dout; j++)
+                out[j] = out[j] > 0.0f ? out[j] : 0.0f;
+        in = out;
+    }
+}
+
+/* The class index of a label, or SIZE_MAX when it is not one of 0..n_classes-1 (then no logit is
+ * the target). */
+static size_t label_class(float y, size_t n_classes)
+{
+    if (!(y >= 0.0f) || !(y < (float)n_classes))
+        return SIZE_MAX;
+    return (size_t)y;
+}
+
+/* log(1 + exp(t)) without overflow. */
+static double softplus(double t)
+{
+    return t > 0.0 ? t + log1p(exp(-t)) : log1p(exp(t));
+}
+
+/* Per-row losses of the logits in act[L]; delta[L] = d loss / d logits when want_delta. Returns the
+ * summed loss; adds squared errors or correct predictions to e when not NULL. */
+static double loss_rows(fl_ws *ws, const float *y, size_t n, bool want_delta, fl_eval *e)
+{
+    size_t L = ws->n_layers, k = ws->dims[L];
+    const float *z = ws->act[L];
+    float *d = ws->delta[L];
+    double total = 0.0;
+    switch (ws->spec.type) {
+        case FL_MODEL_LINEAR:
+            for (size_t i = 0; i < n; i++) {
+                double r = (double)z[i] - (double)y[i];
+                total += 0.5 * r * r;
+                if (want_delta)
+                    d[i] = (float)r;
+                if (e != NULL)
+                    e->sq_err += r * r;
+            }
+            break;
+        case FL_MODEL_LOGISTIC:
+            for (size_t i = 0; i < n; i++) {
+                double s = y[i] > 0.0f ? 1.0 : -1.0, t = -s * (double)z[i];
+                total += softplus(t);
+                if (want_delta)
+                    d[i] = (float)(-s / (1.0 + exp(-t)));
+                if (e != NULL)
+                    e->correct += ((z[i] > 0.0f) == (y[i] > 0.0f)) ? 1.0 : 0.0;
+            }
+            break;
+        case FL_MODEL_SVM:
+            for (size_t i = 0; i < n; i++) {
+                double s = y[i] > 0.0f ? 1.0 : -1.0, margin = 1.0 - s * (double)z[i];
+                total += margin > 0.0 ? margin : 0.0;
+                if (want_delta)
+                    d[i] = margin > 0.0 ? (float)-s : 0.0f;
+                if (e != NULL)
+                    e->correct += ((z[i] > 0.0f) == (y[i] > 0.0f)) ? 1.0 : 0.0;
+            }
+            break;
+        case FL_MODEL_SOFTMAX:
+        case FL_MODEL_MLP:
+            for (size_t i = 0; i < n; i++) {
+                const float *zi = z + i * k;
+                size_t c = label_class(y[i], k), arg = 0;
+                for (size_t j = 1; j < k; j++)
+                    if (zi[j] > zi[arg])
+                        arg = j;
+                double mx = (double)zi[arg], sum = 0.0;
+                for (size_t j = 0; j < k; j++)
+                    sum += exp((double)zi[j] - mx);
+                double lse = mx + log(sum);
+                total += lse - (c == SIZE_MAX ? 0.0 : (double)zi[c]);
+                if (want_delta) {
+                    float *di = d + i * k;
+                    for (size_t j = 0; j < k; j++)
+                        di[j] = (float)(exp((double)zi[j] - lse) - (j == c ? 1.0 : 0.0));
+                }
+                if (e != NULL)
+                    e->correct += arg == c ? 1.0 : 0.0;
+            }
+            break;
+    }
+    return total;
+}
+
+/* delta[l-1] from delta[l] for l = L..2. */
+static void backprop_deltas(fl_ws *ws, const float *w, size_t n)
+{
+    for (size_t l = ws->n_layers; l >= 2; l--) {
+        size_t din = ws->dims[l - 1], dout = ws->dims[l];
+        const float *W = w + ws->w_off[l];
+        float *dprev = ws->delta[l - 1];
+        const float *aprev = ws->act[l - 1];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)din, (int)dout, 1.0f,
+                    ws->delta[l], (int)dout, W, (int)din, 0.0f, dprev, (int)din);
+        for (size_t j = 0; j < n * din; j++)
+            if (!(aprev[j] > 0.0f))
+                dprev[j] = 0.0f;
+    }
+}
+
+/* g = the weight and bias gradients summed over the rows, from delta[] and the layer inputs. */
+static void weight_grads(fl_ws *ws, const float *x, size_t n, float *g)
+{
+    for (size_t l = 1; l <= ws->n_layers; l++) {
+        size_t din = ws->dims[l - 1], dout = ws->dims[l];
+        const float *in = l == 1 ? x : ws->act[l - 1];
+        float *gW = g + ws->w_off[l], *gb = gW + dout * din;
+        const float *D = ws->delta[l];
+        if (dout == 1) {
+            cblas_sgemv(CblasRowMajor, CblasTrans, (int)n, (int)din, 1.0f, in, (int)din, D, 1, 0.0f,
+                        gW, 1);
+            gb[0] = cblas_sdot((int)n, D, 1, ws->ones, 1);
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)dout, (int)din, (int)n, 1.0f,
+                        D, (int)dout, in, (int)din, 0.0f, gW, (int)din);
+            cblas_sgemv(CblasRowMajor, CblasTrans, (int)n, (int)dout, 1.0f, D, (int)dout, ws->ones,
+                        1, 0.0f, gb, 1);
+        }
+    }
+}
+
+/* Ghost norms: norm2[i] = sum_l ||delta_{l,i}||^2 (||a_{l-1,i}||^2 + 1). */
+static void ghost_norms(fl_ws *ws, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ws->norm2[i] = 0.0;
+    for (size_t l = 1; l <= ws->n_layers; l++) {
+        size_t din = ws->dims[l - 1], dout = ws->dims[l];
+        const float *in = l == 1 ? x : ws->act[l - 1];
+        const float *D = ws->delta[l];
+        for (size_t i = 0; i < n; i++) {
+            const float *ai = in + i * din, *di = D + i * dout;
+            double a2 = (double)cblas_sdot((int)din, ai, 1, ai, 1);
+            double d2 = (double)cblas_sdot((int)dout, di, 1, di, 1);
+            ws->norm2[i] += d2 * (a2 + 1.0);
+        }
+    }
+}
+
+double fl_model_chunk_grad(fl_ws *ws, const float *w, const float *x, const float *y, size_t n,
+                           double clip, float *g, float *norms)
+{
+    if (n == 0) {
+        memset(g, 0, ws->n_params * sizeof *g);
+        return 0.0;
+    }
+    forward(ws, w, x, n);
+    double loss = loss_rows(ws, y, n, true, NULL);
+    backprop_deltas(ws, w, n);
+    if (clip > 0.0 || norms != NULL) {
+        ghost_norms(ws, x, n);
+        for (size_t i = 0; i < n; i++) {
+            double nrm = sqrt(ws->norm2[i]);
+            if (norms != NULL)
+                norms[i] = (float)nrm;
+            double c = clip / (nrm + 1e-15);
+            if (!(clip > 0.0) || c >= 1.0)
+                continue;
+            float cf = (float)c;
+            for (size_t l = 1; l <= ws->n_layers; l++)
+                cblas_sscal((int)ws->dims[l], cf, ws->delta[l] + i * ws->dims[l], 1);
+        }
+    }
+    weight_grads(ws, x, n, g);
+    return loss;
+}
+
+/* Chunks of max_rows rows; g accumulates in chunk order. */
+static double grad_chunks(const fl_model_spec *m, const float *w, const float *x, const float *y,
+                          size_t n, double clip, fl_ws *ws, float *g, float *norms)
+{
+    (void)m;
+    size_t R = ws->max_rows, P = ws->n_params, d = ws->dims[0];
+    if (n <= R)
+        return fl_model_chunk_grad(ws, w, x, y, n, clip, g, norms);
+    double loss = fl_model_chunk_grad(ws, w, x, y, R, clip, g, norms);
+    for (size_t s = R; s < n; s += R) {
+        size_t c = n - s < R ? n - s : R;
+        loss += fl_model_chunk_grad(ws, w, x + s * d, y + s, c, clip, ws->gtmp,
+                                    norms == NULL ? NULL : norms + s);
+        for (size_t j = 0; j < P; j++)
+            g[j] += ws->gtmp[j];
+    }
+    return loss;
+}
+
+double fl_model_grad_sum(const fl_model_spec *m, const float *w, const float *x, const float *y,
+                         size_t n, fl_ws *ws, float *g)
+{
+    return grad_chunks(m, w, x, y, n, 0.0, ws, g, NULL);
+}
+
+double fl_model_clipped_grad_sum(const fl_model_spec *m, const float *w, const float *x,
+                                 const float *y, size_t n, double clip, fl_ws *ws, float *g,
+                                 float *norms)
+{
+    return grad_chunks(m, w, x, y, n, clip, ws, g, norms);
+}
+
+void fl_model_eval(const fl_model_spec *m, const float *w, const float *x, const float *y, size_t n,
+                   fl_ws *ws, fl_eval *e)
+{
+    (void)m;
+    size_t R = ws->max_rows, d = ws->dims[0];
+    for (size_t s = 0; s < n; s += R) {
+        size_t c = n - s < R ? n - s : R;
+        forward(ws, w, x + s * d, c);
+        e->loss_sum += loss_rows(ws, y + s, c, false, e);
+    }
+    e->n += n;
+}

@@ -1,0 +1,56 @@
+/*
+ * federated/fl_model_internal: the workspace layout shared by fl_model.c and fl_sgd.c (not part of
+ * the public interface; other modules use federated/fl_model.h).
+ *
+ * Every model is a stack of dense layers: layer l (1..n_layers) maps dims[l-1] inputs to dims[l]
+ * outputs with W_l (dims[l] x dims[l-1], row-major) at w + w_off[l] and b_l right after it; ReLU
+ * follows every layer but the last. LINEAR, LOGISTIC and SVM are one layer with one output,
+ * SOFTMAX one layer with n_classes outputs, MLP n_hidden + 1 layers.
+ *
+ * A workspace belongs to one thread. fl_sgd_run may use peer workspaces (fl_ws_set_threads), one
+ * per extra thread, each touched only by its thread while a step runs; the lane accumulators of the
+ * main workspace are written by the thread that owns the lane (lane k by thread k mod threads).
+ */
+#ifndef DP_FEDERATED_FL_MODEL_INTERNAL_H
+#define DP_FEDERATED_FL_MODEL_INTERNAL_H
+
+#include <stddef.h>
+
+#include "federated/fl_model.h"
+
+#define FL_MAX_LAYERS (FL_MAX_HIDDEN + 1)
+/* Chunks of a batch go to FL_SGD_LANES lanes (chunk k to lane k mod FL_SGD_LANES), each summed in
+ * chunk order; the lanes are then added in lane order. The tree does not depend on the number of
+ * threads (at most FL_SGD_LANES), so neither do the results. */
+#define FL_SGD_LANES 4
+
+struct fl_ws {
+    fl_model_spec spec;
+    size_t n_layers;                 /* dense layers, 1..FL_MAX_LAYERS */
+    size_t dims[FL_MAX_LAYERS + 1];  /* dims[0] = d_in, dims[n_layers] = outputs */
+    size_t w_off[FL_MAX_LAYERS + 1]; /* offset of W_l in the parameter vector (l >= 1) */
+    size_t n_params;
+    size_t max_rows;
+    float *act[FL_MAX_LAYERS + 1];   /* act[l]: max_rows x dims[l] outputs of layer l (post-ReLU) */
+    float *delta[FL_MAX_LAYERS + 1]; /* delta[l]: max_rows x dims[l], d loss / d pre-activation */
+    float *ones;                     /* max_rows ones (bias gradients as a product) */
+    double *norm2;                   /* max_rows squared per-example gradient norms */
+    float *gtmp;                     /* n_params: one chunk's gradient */
+    float *xg, *yg;                  /* max_rows x d_in, max_rows: a chunk's gathered rows */
+    /* fl_sgd_run only (main workspace): */
+    float *lane[FL_SGD_LANES];            /* n_params each: per-lane gradient sums */
+    float *noise;                         /* n_params: one step's noise */
+    size_t n_threads;                     /* 1..FL_SGD_LANES */
+    struct fl_ws *peer[FL_SGD_LANES - 1]; /* workspaces of threads 1..n_threads-1, owned */
+};
+
+/* Gradient (sum) of the n rows (n <= ws->max_rows) into g; clip > 0 clips each row's gradient
+ * (ghost clipping) and writes the unclipped norms to norms when not NULL. Returns the summed loss.
+ */
+double fl_model_chunk_grad(fl_ws *ws, const float *w, const float *x, const float *y, size_t n,
+                           double clip, float *g, float *norms);
+
+/* Pins the BLAS to one thread, once per process (pthread_once). */
+void fl_blas_single_thread(void);
+
+#endif

@@ -1,0 +1,271 @@
+/*
+ * federated/fl_sgd.c: (DP-)SGD on one silo's rows (fl_sgd_run), optionally over several threads.
+ *
+ * One step (Abadi et al., "Deep Learning with Differential Privacy", CCS 2016, Alg. 1, with Poisson
+ * sampling as in Mironov, Talwar & Zhang, "Renyi Differential Privacy of the Sampled Gaussian
+ * Mechanism", 2019, Sec. 3):
+ *   1. Poisson sampling: each row joins the batch with probability q, independently. The members
+ *      are drawn in increasing order by geometric skipping (the gap to the next member is
+ *      floor(log U / log(1 - q)), U uniform on (0, 1]; Devroye, "Non-Uniform Random Variate
+ *      Generation", 1986, Ch. X.2), from the stream (sample_seed, DP_RNG_STREAM_FL_SGD_SAMPLING):
+ *      O(q n) draws per step.
+ *   2. G = sum over the batch of the per-row gradients, each clipped to norm clip (ghost clipping,
+ *      fl_model.c), plus N(0, (noise_multiplier clip)^2) per coordinate. The noise of step t comes
+ *      from fl_gauss_fill with the seed dp_rng_derive(dp_rng_derive(noise_seed, lane), t), one
+ *      fixed segment of the vector per lane.
+ *   3. w <- w - lr (G / expected_batch + prox_lambda (w - anchor)).
+ * Dividing by the expected batch q n rather than the drawn size keeps the sensitivity of the mean
+ * fixed (the drawn size is itself private).
+ *
+ * The proximal term (MR-MTL, Liu, Hu, Smith & Steinke, "On Privacy and Personalization in
+ * Cross-Silo Federated Learning", NeurIPS 2022, Sec. 5, Eq. 3, the gradient of
+ * lambda/2 ||w - anchor||^2) is added after clipping and noise and is never clipped: it depends
+ * only on w and the anchor (the released average), not on any row, so it is post-processing and
+ * costs no privacy; clipping it inside each example's gradient, as the paper's code does, would
+ * also cap its pull towards the anchor at large lambda.
+ *
+ * Threads: a batch is cut into chunks of the workspace's max_rows rows; chunk k belongs to lane
+ * k mod FL_SGD_LANES; each lane sums its chunks' gradients in chunk order, and the lanes are added
+ * in lane order; lane j also fills noise segment j. Thread t of T runs lanes t, t + T, ... . The
+ * reduction tree is fixed, so any T gives the same bits. Threads are started per step and joined
+ * before the update; if one cannot be started its lanes run on the calling thread (same bits).
+ */
+#include "federated/fl_model.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "common/dp_alloc.h"
+#include "common/dp_math.h"
+#include "common/dp_rng.h"
+#include "federated/fl_data.h"
+#include "federated/fl_model_internal.h"
+#include "federated/fl_rng.h"
+
+#define FL_MAX_STEPS 100000000
+
+int fl_ws_set_threads(fl_ws *ws, size_t threads, dp_err *err)
+{
+    if (threads < 1 || threads > FL_SGD_LANES)
+        return dp_err_set(err, DP_EINVAL, "threads", "threads must be in [1, %d] (got %zu)",
+                          FL_SGD_LANES, threads);
+    for (size_t t = 1; t < threads; t++) {
+        if (ws->peer[t - 1] != NULL)
+            continue;
+        ws->peer[t - 1] = fl_ws_alloc(&ws->spec, ws->max_rows, err);
+        if (ws->peer[t - 1] == NULL)
+            return err != NULL ? err->code : DP_ENOMEM;
+    }
+    ws->n_threads = threads;
+    return DP_OK;
+}
+
+/* One step's work shared by the threads (read-only but for the lanes each thread owns). */
+typedef struct step_job {
+    fl_ws *main;
+    const float *w, *x, *y;
+    const size_t *idx; /* batch rows, increasing */
+    size_t batch;      /* rows drawn */
+    double clip;
+    double noise_std;    /* 0: no noise */
+    uint64_t noise_seed; /* this step's */
+    double lane_loss[FL_SGD_LANES];
+} step_job;
+
+typedef struct step_thread {
+    step_job *job;
+    fl_ws *ws;     /* this thread's workspace */
+    size_t first;  /* first lane */
+    size_t stride; /* number of threads */
+    pthread_t tid;
+} step_thread;
+
+/* The lanes first, first + stride, ...: chunk gradients into the main workspace's lanes and the
+ * noise segments into its noise vector. */
+static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
+{
+    fl_ws *mw = j->main;
+    size_t R = ws->max_rows, P = ws->n_params, d = ws->dims[0];
+    size_t n_chunks = (j->batch + R - 1) / R;
+    for (size_t lane = first; lane < FL_SGD_LANES; lane += stride) {
+        float *acc = mw->lane[lane];
+        double loss = 0.0;
+        for (size_t k = lane; k < n_chunks; k += FL_SGD_LANES) {
+            size_t s = k * R, c = j->batch - s < R ? j->batch - s : R;
+            for (size_t i = 0; i < c; i++) {
+                size_t row = j->idx[s + i];
+                memcpy(ws->xg + i * d, j->x + row * d, d * sizeof(float));
+                ws->yg[i] = j->y[row];
+            }
+            float *g = k == lane ? acc : ws->gtmp;
+            loss += fl_model_chunk_grad(ws, j->w, ws->xg, ws->yg, c, j->clip, g, NULL);
+            if (k != lane)
+                for (size_t p = 0; p < P; p++)
+                    acc[p] += g[p];
+        }
+        j->lane_loss[lane] = loss;
+        if (j->noise_std > 0.0) {
+            size_t seg = (P + FL_SGD_LANES - 1) / FL_SGD_LANES, lo = lane * seg;
+            size_t hi = lo + seg < P ? lo + seg : P;
+            if (lo < hi)
+                fl_gauss_fill(mw->noise + lo, hi - lo, j->noise_std,
+                              dp_rng_derive(j->noise_seed, (uint64_t)lane));
+        }
+    }
+}
+
+static void *step_thread_main(void *arg)
+{
+    step_thread *t = arg;
+    run_lanes(t->job, t->ws, t->first, t->stride);
+    return NULL;
+}
+
+static int check_cfg(const fl_model_spec *m, const fl_ws *ws, const float *w, const float *x,
+                     const float *y, size_t n, const fl_sgd_cfg *c, double *train_loss, dp_err *err)
+{
+    if (fl_model_check(m, err) != DP_OK)
+        return err != NULL ? err->code : DP_EINVAL;
+    if (ws == NULL || ws->n_params != fl_model_n_params(m) || ws->spec.type != m->type ||
+        ws->dims[0] != m->d_in)
+        return dp_err_set(err, DP_EINVAL, "ws", "the workspace was not allocated for this model");
+    if (c == NULL || w == NULL || train_loss == NULL || (n > 0 && (x == NULL || y == NULL)))
+        return dp_err_set(err, DP_EINVAL, NULL, "a required argument is missing");
+    if (!(c->lr > 0.0) || !isfinite(c->lr))
+        return dp_err_set(err, DP_EINVAL, "lr", "lr must be finite and > 0 (got %g)", c->lr);
+    if (c->steps > FL_MAX_STEPS)
+        return dp_err_set(err, DP_EINVAL, "steps", "steps must be at most %d (got %zu)",
+                          FL_MAX_STEPS, c->steps);
+    if (!(c->q > 0.0 && c->q <= 1.0))
+        return dp_err_set(err, DP_EINVAL, "q", "q must be in (0, 1] (got %g)", c->q);
+    if (!(c->expected_batch > 0.0) || !isfinite(c->expected_batch))
+        return dp_err_set(err, DP_EINVAL, "expected_batch",
+                          "expected_batch must be finite and > 0 (got %g)", c->expected_batch);
+    if (!(c->clip >= 0.0) || !isfinite(c->clip))
+        return dp_err_set(err, DP_EINVAL, "clip", "clip must be finite and >= 0 (got %g)", c->clip);
+    if (!(c->noise_multiplier >= 0.0) || !isfinite(c->noise_multiplier))
+        return dp_err_set(err, DP_EINVAL, "noise_multiplier",
+                          "noise_multiplier must be finite and >= 0 (got %g)", c->noise_multiplier);
+    if (c->noise_multiplier > 0.0 && !(c->clip > 0.0))
+        return dp_err_set(err, DP_EINVAL, "clip",
+                          "clip must be > 0 when noise_multiplier is > 0 (got %g)", c->clip);
+    if (!(c->prox_lambda >= 0.0) || !isfinite(c->prox_lambda))
+        return dp_err_set(err, DP_EINVAL, "prox_lambda",
+                          "prox_lambda must be finite and >= 0 (got %g)", c->prox_lambda);
+    if ((c->prox_lambda > 0.0) != (c->anchor != NULL))
+        return dp_err_set(err, DP_EINVAL, "anchor",
+                          "anchor must be given exactly when prox_lambda > 0");
+    bool multi = m->type == FL_MODEL_SOFTMAX || m->type == FL_MODEL_MLP;
+    for (size_t i = 0; i < n; i++) {
+        float v = y[i];
+        bool ok = multi ? (v >= 0.0f && v < (float)m->n_classes && v == floorf(v)) : isfinite(v);
+        if (!ok)
+            return dp_err_set(err, DP_EINVAL, "y", "label %zu is %g, not %s", i, (double)v,
+                              multi ? "a class index" : "a finite number");
+    }
+    return DP_OK;
+}
+
+/* Poisson sample of rows 0..n-1 at rate q into idx (increasing); returns the count. */
+static size_t poisson_sample(fl_rng *r, size_t n, double q, size_t *idx)
+{
+    if (q >= 1.0) {
+        for (size_t i = 0; i < n; i++)
+            idx[i] = i;
+        return n;
+    }
+    double lq = log1p(-q); /* < 0 */
+    size_t cnt = 0;
+    double pos = -1.0;
+    for (;;) {
+        pos += floor(log(fl_rng_uniform_pos(r)) / lq) + 1.0;
+        if (!(pos < (double)n))
+            break;
+        idx[cnt++] = (size_t)pos;
+    }
+    return cnt;
+}
+
+int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y, size_t n,
+               const fl_sgd_cfg *cfg, uint64_t sample_seed, uint64_t noise_seed, fl_ws *ws,
+               double *train_loss, dp_err *err)
+{
+    int rc = check_cfg(m, ws, w, x, y, n, cfg, train_loss, err);
+    if (rc != DP_OK)
+        return rc;
+    size_t P = ws->n_params, *idx = NULL;
+    for (size_t k = 0; k < FL_SGD_LANES; k++)
+        if (ws->lane[k] == NULL && (ws->lane[k] = dp_calloc(P, sizeof(float))) == NULL)
+            goto oom;
+    if (ws->noise == NULL && (ws->noise = dp_calloc(P, sizeof(float))) == NULL)
+        goto oom;
+    idx = dp_calloc(n > 0 ? n : 1, sizeof *idx);
+    if (idx == NULL)
+        goto oom;
+
+    fl_rng sampler;
+    fl_rng_seed(&sampler, sample_seed, DP_RNG_STREAM_FL_SGD_SAMPLING);
+    uint64_t noise_base = dp_rng_derive(noise_seed, DP_RNG_STREAM_FL_SGD_NOISE);
+    double noise_std = cfg->noise_multiplier * cfg->clip;
+    float inv_b = (float)(1.0 / cfg->expected_batch), lr = (float)cfg->lr;
+    float lam = (float)cfg->prox_lambda;
+    double loss_total = 0.0, rows_total = 0.0;
+    size_t R = ws->max_rows;
+
+    for (size_t t = 0; t < cfg->steps; t++) {
+        step_job job = {.main = ws,
+                        .w = w,
+                        .x = x,
+                        .y = y,
+                        .idx = idx,
+                        .clip = cfg->clip,
+                        .noise_std = noise_std,
+                        .noise_seed = dp_rng_derive(noise_base, (uint64_t)t)};
+        job.batch = poisson_sample(&sampler, n, cfg->q, idx);
+        size_t n_chunks = (job.batch + R - 1) / R;
+        size_t T = ws->n_threads;
+        step_thread th[FL_SGD_LANES];
+        bool started[FL_SGD_LANES] = {false};
+        for (size_t k = 1; k < T; k++) {
+            th[k] = (step_thread){.job = &job, .ws = ws->peer[k - 1], .first = k, .stride = T};
+            started[k] = pthread_create(&th[k].tid, NULL, step_thread_main, &th[k]) == 0;
+        }
+        run_lanes(&job, ws, 0, T);
+        for (size_t k = 1; k < T; k++) {
+            if (started[k])
+                (void)pthread_join(th[k].tid, NULL);
+            else
+                run_lanes(&job, ws, k, T);
+        }
+        /* G = ((lane 0 + lane 1) + lane 2) + lane 3 over the lanes that hold chunks, + noise. */
+        float *G = ws->lane[0];
+        if (n_chunks == 0)
+            memset(G, 0, P * sizeof *G);
+        for (size_t k = 1; k < FL_SGD_LANES && k < n_chunks; k++) {
+            const float *a = ws->lane[k];
+            for (size_t p = 0; p < P; p++)
+                G[p] += a[p];
+        }
+        if (noise_std > 0.0)
+            for (size_t p = 0; p < P; p++)
+                G[p] += ws->noise[p];
+        if (lam > 0.0f) {
+            const float *an = cfg->anchor;
+            for (size_t p = 0; p < P; p++)
+                w[p] -= lr * (G[p] * inv_b + lam * (w[p] - an[p]));
+        } else {
+            for (size_t p = 0; p < P; p++)
+                w[p] -= lr * (G[p] * inv_b);
+        }
+        for (size_t k = 0; k < FL_SGD_LANES && k < n_chunks; k++)
+            loss_total += job.lane_loss[k];
+        rows_total += (double)job.batch;
+    }
+    *train_loss = rows_total > 0.0 ? loss_total / rows_total : DP_NAN;
+    dp_free(idx);
+    return DP_OK;
+oom:
+    dp_free(idx);
+    return dp_err_set(err, DP_ENOMEM, NULL, "out of memory for a training step");
+}

@@ -1,0 +1,804 @@
+/*
+ * test_fl_algo.c: the federated engine (federated/fl_algo.h) on small hand-made federations of
+ * linear regression silos: convergence of non-private full-batch FedAvg to the pooled least
+ * squares solution and of local training to each silo's own (both computed exactly with GSL in
+ * double), MR-MTL's two limits (lambda = 0 is local bit for bit; a large lambda approaches the
+ * pooled solution), finetune's two limits, bit-identical rounds for any number of threads,
+ * checkpoint -> resume bit-identical (and corrupted checkpoints refused), stopped silos, the
+ * metrics' aggregates, the privacy plan (steps, Ditto's 2x, the calibrated epsilon under the target
+ * and within 1% of it, as the ledger sums it), DP-FedAvg's noise scale, clipping and sampling.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_multifit.h>
+#include <gsl/gsl_randist.h>
+
+#include "accounting/logmath.h"
+#include "common/dp_alloc.h"
+#include "common/dp_math.h"
+#include "common/dp_rng.h"
+#include "federated/fl_algo.h"
+#include "tests/support/test_util.h"
+
+#define D       3 /* features */
+#define P       (D + 1)
+#define K_MAX   8
+#define ALGOS_N 6
+
+static const char *const ALGOS[ALGOS_N] = {"local", "fedavg", "finetune",
+                                           "mrmtl", "ditto",  "dp_fedavg"};
+
+/* ---- a hand-made federation ---- */
+
+/* Silo k: x ~ N(0, I_D), y = w_k.x + b_k + 0.1 N(0, 1) with w_k = theta + tau N(0, I). */
+static void fed_make(fl_federation *f, size_t k_n, const size_t *n_train, const size_t *n_test,
+                     double tau, uint64_t seed)
+{
+    memset(f, 0, sizeof *f);
+    f->d = D;
+    f->n_silos = k_n;
+    f->silo = dp_calloc(k_n, sizeof(fl_silo_data));
+    assert_non_null(f->silo);
+    gsl_rng *r = dp_rng_alloc(seed, DP_RNG_STREAM_DATA, NULL);
+    assert_non_null(r);
+    double theta[P];
+    for (size_t j = 0; j < P; j++)
+        theta[j] = gsl_ran_gaussian(r, 1.0);
+    for (size_t k = 0; k < k_n; k++) {
+        fl_silo_data *s = &f->silo[k];
+        double w[P];
+        for (size_t j = 0; j < P; j++)
+            w[j] = theta[j] + tau * gsl_ran_gaussian(r, 1.0);
+        s->n_train = n_train[k];
+        s->n_test = n_test[k];
+        s->x_train = dp_calloc(s->n_train * D + 1, sizeof(float));
+        s->y_train = dp_calloc(s->n_train + 1, sizeof(float));
+        s->x_test = dp_calloc(s->n_test * D + 1, sizeof(float));
+        s->y_test = dp_calloc(s->n_test + 1, sizeof(float));
+        assert_true(s->x_train && s->y_train && s->x_test && s->y_test);
+        for (size_t part = 0; part < 2; part++) {
+            size_t n = part == 0 ? s->n_train : s->n_test;
+            float *x = part == 0 ? s->x_train : s->x_test;
+            float *y = part == 0 ? s->y_train : s->y_test;
+            for (size_t i = 0; i < n; i++) {
+                double v = w[D];
+                for (size_t j = 0; j < D; j++) {
+                    x[i * D + j] = (float)gsl_ran_gaussian(r, 1.0);
+                    v += w[j] * (double)x[i * D + j];
+                }
+                y[i] = (float)(v + 0.1 * gsl_ran_gaussian(r, 1.0));
+            }
+        }
+    }
+    gsl_rng_free(r);
+}
+
+static void fed_free(fl_federation *f)
+{
+    for (size_t k = 0; k < f->n_silos; k++) {
+        dp_free(f->silo[k].x_train);
+        dp_free(f->silo[k].y_train);
+        dp_free(f->silo[k].x_test);
+        dp_free(f->silo[k].y_test);
+    }
+    dp_free(f->silo);
+    memset(f, 0, sizeof *f);
+}
+
+/* Least squares with intercept over the training rows of silos [k0, k1), in double with GSL:
+ * beta = (w_1..w_D, b), the parameter layout of the linear model. */
+static void least_squares(const fl_federation *f, size_t k0, size_t k1, double *beta)
+{
+    size_t n = 0;
+    for (size_t k = k0; k < k1; k++)
+        n += f->silo[k].n_train;
+    gsl_matrix *x = gsl_matrix_alloc(n, P);
+    gsl_vector *y = gsl_vector_alloc(n), *c = gsl_vector_alloc(P);
+    gsl_matrix *cov = gsl_matrix_alloc(P, P);
+    gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc(n, P);
+    assert_true(x && y && c && cov && ws);
+    size_t row = 0;
+    for (size_t k = k0; k < k1; k++)
+        for (size_t i = 0; i < f->silo[k].n_train; i++, row++) {
+            for (size_t j = 0; j < D; j++)
+                gsl_matrix_set(x, row, j, (double)f->silo[k].x_train[i * D + j]);
+            gsl_matrix_set(x, row, D, 1.0);
+            gsl_vector_set(y, row, (double)f->silo[k].y_train[i]);
+        }
+    double chisq;
+    assert_int_equal(gsl_multifit_linear(x, y, c, cov, &chisq, ws), GSL_SUCCESS);
+    for (size_t j = 0; j < P; j++)
+        beta[j] = gsl_vector_get(c, j);
+    gsl_multifit_linear_free(ws);
+    gsl_matrix_free(cov);
+    gsl_vector_free(c);
+    gsl_vector_free(y);
+    gsl_matrix_free(x);
+}
+
+static double dist_to(const float *w, const double *beta)
+{
+    double s = 0;
+    for (size_t j = 0; j < P; j++)
+        s += ((double)w[j] - beta[j]) * ((double)w[j] - beta[j]);
+    return sqrt(s);
+}
+
+static const size_t N_TRAIN3[3] = {20, 31, 26}, N_TEST3[3] = {7, 11, 9};
+
+static fl_job_cfg base_cfg(const char *algo)
+{
+    fl_job_cfg c;
+    fl_job_cfg_default(&c);
+    c.algorithm = algo;
+    c.model.type = FL_MODEL_LINEAR;
+    c.model.d_in = D;
+    c.rounds = 10;
+    c.batch_size = 1000; /* full batch: q = 1, one step per round */
+    c.lr = 0.3;
+    c.seed = 20261127;
+    return c;
+}
+
+/* The private configuration used by the determinism tests: Poisson batches, clipping, noise. */
+static const double Z3[3] = {0.8, 1.1, 0.9};
+static fl_job_cfg private_cfg(const char *algo)
+{
+    fl_job_cfg c = base_cfg(algo);
+    c.rounds = 8;
+    c.batch_size = 6;
+    c.lr = 0.1;
+    c.lambda = 0.5;
+    c.clip = 1.0;
+    c.noise_multiplier = strcmp(algo, "dp_fedavg") == 0 ? NULL : Z3;
+    c.client_rate = 0.6;
+    c.update_clip = 0.5;
+    c.server_noise = 0.7;
+    return c;
+}
+
+/* Runs rounds [state->round, until) with `threads` threads; metrics of the last round in *m. */
+static void run_rounds(const fl_job_cfg *c, const fl_federation *f, fl_state *s, uint64_t until,
+                       const bool *active, int threads, fl_round_metrics *m)
+{
+    dp_err err = {0};
+    while (s->round < until) {
+        int rc = fl_round_run(c, f, s, active, threads, m, &err);
+        if (rc != DP_OK)
+            fail_msg("round %llu: %s (%s)", (unsigned long long)s->round, err.msg, err.field);
+    }
+}
+
+static void assert_states_equal(const fl_state *a, const fl_state *b)
+{
+    assert_int_equal(a->round, b->round);
+    assert_int_equal(a->n_silos, b->n_silos);
+    assert_int_equal(a->n_params, b->n_params);
+    assert_memory_equal(a->global, b->global, a->n_params * sizeof(float));
+    assert_memory_equal(a->personal, b->personal, a->n_silos * a->n_params * sizeof(float));
+    assert_memory_equal(a->stopped, b->stopped, a->n_silos * sizeof(bool));
+}
+
+/* ---- convergence ---- */
+
+static void fedavg_full_batch_converges_to_the_pooled_least_squares_solution(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 11);
+    double pooled[P], own[P];
+    least_squares(&f, 0, 3, pooled);
+    fl_job_cfg c = base_cfg("fedavg");
+    c.rounds = 1500;
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    fl_round_metrics m = {0};
+    run_rounds(&c, &f, &s, c.rounds, NULL, 1, &m);
+    assert_true(dist_to(s.global, pooled) < 1e-4);
+    for (size_t k = 0; k < 3; k++) { /* every silo holds the global model */
+        assert_memory_equal(s.personal + k * P, s.global, P * sizeof(float));
+        least_squares(&f, k, k + 1, own);
+        assert_true(dist_to(s.global, own) > 0.1); /* heterogeneous: pooled != own */
+    }
+    assert_true(m.has_global);
+    fl_round_metrics_free(&m);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
+static void local_converges_to_each_silos_own_least_squares_solution(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 12);
+    fl_job_cfg c = base_cfg("local");
+    c.rounds = 1500;
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    fl_round_metrics m = {0};
+    run_rounds(&c, &f, &s, c.rounds, NULL, 2, &m);
+    for (size_t k = 0; k < 3; k++) {
+        double own[P];
+        least_squares(&f, k, k + 1, own);
+        assert_true(dist_to(s.personal + k * P, own) < 1e-4);
+    }
+    /* local has no global model: it is absent from the metrics */
+    assert_false(m.has_global);
+    assert_true(isnan(m.global.pooled_test_metric) && isnan(m.silo[0].global.test_metric));
+    assert_false(isnan(m.personal.pooled_test_metric));
+    fl_round_metrics_free(&m);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
+static void mrmtl_with_lambda_zero_is_local_training_bit_for_bit(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 13);
+    fl_job_cfg cm = private_cfg("mrmtl"), cl = private_cfg("local");
+    cm.lambda = 0;
+    fl_state sm, sl;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&cm, &f, &sm, &err), DP_OK);
+    assert_int_equal(fl_state_init(&cl, &f, &sl, &err), DP_OK);
+    fl_round_metrics mm = {0}, ml = {0};
+    run_rounds(&cm, &f, &sm, cm.rounds, NULL, 1, &mm);
+    run_rounds(&cl, &f, &sl, cl.rounds, NULL, 1, &ml);
+    assert_memory_equal(sm.personal, sl.personal, 3 * P * sizeof(float));
+    for (size_t k = 0; k < 3; k++)
+        assert_memory_equal(&mm.silo[k].personal, &ml.silo[k].personal, sizeof(fl_model_metrics));
+    /* and the noise did move the models (a private run, not a trivial one) */
+    float zero[P] = {0};
+    assert_memory_not_equal(sl.personal, zero, sizeof zero);
+    fl_round_metrics_free(&mm);
+    fl_round_metrics_free(&ml);
+    fl_state_free(&sm);
+    fl_state_free(&sl);
+    fed_free(&f);
+}
+
+/* The distance of MR-MTL's global model to the pooled solution after many full-batch rounds. */
+static double mrmtl_distance(const fl_federation *f, double lambda, const double *pooled)
+{
+    fl_job_cfg c = base_cfg("mrmtl");
+    c.rounds = 4000;
+    c.lr = 0.02;
+    c.lambda = lambda;
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, f, &s, &err), DP_OK);
+    run_rounds(&c, f, &s, c.rounds, NULL, 2, NULL);
+    double d = dist_to(s.global, pooled);
+    fl_state_free(&s);
+    return d;
+}
+
+static void mrmtl_with_a_large_lambda_approaches_the_pooled_solution(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 14);
+    double pooled[P], worst_local = 0;
+    least_squares(&f, 0, 3, pooled);
+    for (size_t k = 0; k < 3; k++) {
+        double own[P];
+        least_squares(&f, k, k + 1, own);
+        float w[P];
+        for (size_t j = 0; j < P; j++)
+            w[j] = (float)own[j];
+        worst_local = fmax(worst_local, dist_to(w, pooled));
+    }
+    double d_small = mrmtl_distance(&f, 0.5, pooled);
+    double d_large = mrmtl_distance(&f, 45.0, pooled); /* lr * lambda = 0.9 < 1 */
+    assert_true(d_large < d_small);
+    assert_true(d_large < 0.05 * worst_local);
+    fed_free(&f);
+}
+
+static void finetune_is_fedavg_with_frac_one_and_local_with_frac_zero(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 15);
+    const char *names[3] = {"finetune", "fedavg", "local"};
+    fl_state s[3];
+    dp_err err = {0};
+    for (int frac = 1; frac >= 0; frac--) {
+        for (int i = 0; i < 3; i++) {
+            fl_job_cfg c = private_cfg(names[i]);
+            c.finetune_frac = frac;
+            assert_int_equal(fl_state_init(&c, &f, &s[i], &err), DP_OK);
+            run_rounds(&c, &f, &s[i], c.rounds, NULL, 1, NULL);
+        }
+        const fl_state *want = frac == 1 ? &s[1] : &s[2];
+        assert_memory_equal(s[0].personal, want->personal, 3 * P * sizeof(float));
+        for (int i = 0; i < 3; i++)
+            fl_state_free(&s[i]);
+    }
+    /* frac = 0.5 of 8 rounds: 4 fedavg rounds, then the personal models part from the global */
+    fl_job_cfg c = private_cfg("finetune");
+    assert_int_equal(fl_state_init(&c, &f, &s[0], &err), DP_OK);
+    run_rounds(&c, &f, &s[0], 4, NULL, 1, NULL);
+    assert_memory_equal(s[0].personal, s[0].global, P * sizeof(float));
+    float g4[P];
+    memcpy(g4, s[0].global, sizeof g4);
+    run_rounds(&c, &f, &s[0], 8, NULL, 1, NULL);
+    assert_memory_equal(s[0].global, g4, sizeof g4); /* frozen after the switch */
+    assert_memory_not_equal(s[0].personal, s[0].global, P * sizeof(float));
+    fl_state_free(&s[0]);
+    fed_free(&f);
+}
+
+/* ---- determinism ---- */
+
+static void every_algorithm_gives_the_same_bytes_with_one_two_or_three_threads(void **state)
+{
+    (void)state;
+    fl_federation f;
+    const size_t ntr[5] = {13, 40, 9, 27, 18}, nte[5] = {3, 8, 2, 5, 4};
+    fed_make(&f, 5, ntr, nte, 0.5, 16);
+    const double z5[5] = {0.8, 1.1, 0.9, 1.3, 0.7};
+    for (size_t a = 0; a < ALGOS_N; a++) {
+        fl_job_cfg c = private_cfg(ALGOS[a]);
+        if (c.noise_multiplier != NULL)
+            c.noise_multiplier = z5;
+        fl_state s[3];
+        fl_round_metrics m[3] = {{0}};
+        dp_err err = {0};
+        for (int t = 0; t < 3; t++) {
+            assert_int_equal(fl_state_init(&c, &f, &s[t], &err), DP_OK);
+            run_rounds(&c, &f, &s[t], c.rounds, NULL, t + 1, &m[t]);
+        }
+        for (int t = 1; t < 3; t++) {
+            assert_states_equal(&s[0], &s[t]);
+            assert_memory_equal(m[0].silo, m[t].silo, 5 * sizeof(fl_silo_metrics));
+            assert_memory_equal(&m[0].personal, &m[t].personal, sizeof(fl_agg_metrics));
+        }
+        for (int t = 0; t < 3; t++) {
+            fl_round_metrics_free(&m[t]);
+            fl_state_free(&s[t]);
+        }
+    }
+    fed_free(&f);
+}
+
+static void a_resumed_job_ends_bit_identically_to_an_uninterrupted_one(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 17);
+    for (size_t a = 0; a < ALGOS_N; a++) {
+        fl_job_cfg c = private_cfg(ALGOS[a]);
+        fl_state whole, half, resumed;
+        dp_err err = {0};
+        assert_int_equal(fl_state_init(&c, &f, &whole, &err), DP_OK);
+        run_rounds(&c, &f, &whole, c.rounds, NULL, 1, NULL);
+        assert_int_equal(fl_state_init(&c, &f, &half, &err), DP_OK);
+        run_rounds(&c, &f, &half, 3, NULL, 2, NULL);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(fl_state_serialize(&half, &c, &buf, &len, &err), DP_OK);
+        fl_state_free(&half); /* the process "dies" */
+        assert_int_equal(fl_state_deserialize(buf, len, &c, &f, &resumed, &err), DP_OK);
+        assert_int_equal(resumed.round, 3);
+        run_rounds(&c, &f, &resumed, c.rounds, NULL, 1, NULL);
+        assert_states_equal(&whole, &resumed);
+        /* a flipped byte, a truncation and another algorithm are refused */
+        buf[len / 2] ^= 0x40;
+        fl_state bad;
+        dp_err e2 = {0};
+        assert_int_equal(fl_state_deserialize(buf, len, &c, &f, &bad, &e2), DP_EINVAL);
+        assert_string_equal(e2.field, "checkpoint");
+        buf[len / 2] ^= 0x40;
+        dp_err_clear(&e2);
+        assert_int_equal(fl_state_deserialize(buf, len - 1, &c, &f, &bad, &e2), DP_EINVAL);
+        fl_job_cfg other = private_cfg(ALGOS[(a + 1) % ALGOS_N]);
+        dp_err_clear(&e2);
+        assert_int_equal(fl_state_deserialize(buf, len, &other, &f, &bad, &e2), DP_EINVAL);
+        dp_free(buf);
+        fl_state_free(&resumed);
+        fl_state_free(&whole);
+    }
+    fed_free(&f);
+}
+
+/* ---- stopped silos ---- */
+
+static void a_stopped_silo_contributes_nothing_and_stays_stopped(void **state)
+{
+    (void)state;
+    fl_federation f3, f2;
+    fed_make(&f3, 3, N_TRAIN3, N_TEST3, 1.0, 18);
+    fed_make(&f2, 2, N_TRAIN3, N_TEST3, 1.0, 18); /* the same first two silos */
+    for (size_t a = 1; a < ALGOS_N; a++) {
+        if (strcmp(ALGOS[a], "dp_fedavg") == 0)
+            continue; /* its fixed denominator is checked in its own test */
+        fl_job_cfg c = private_cfg(ALGOS[a]);
+        fl_state s3, s2;
+        dp_err err = {0};
+        assert_int_equal(fl_state_init(&c, &f3, &s3, &err), DP_OK);
+        assert_int_equal(fl_state_init(&c, &f2, &s2, &err), DP_OK);
+        const bool active[3] = {true, true, false};
+        fl_round_metrics m = {0};
+        run_rounds(&c, &f3, &s3, 1, active, 2, &m);
+        assert_false(m.silo[2].active);
+        assert_true(m.silo[0].active && m.silo[1].active);
+        assert_int_equal(m.n_trained, 2);
+        assert_false(isnan(m.silo[2].personal.test_metric)); /* still evaluated */
+        run_rounds(&c, &f3, &s3, c.rounds, NULL, 2, &m);     /* sticky without `active` */
+        assert_true(s3.stopped[2]);
+        assert_false(m.silo[2].active);
+        run_rounds(&c, &f2, &s2, c.rounds, NULL, 1, NULL);
+        assert_memory_equal(s3.global, s2.global, P * sizeof(float));
+        assert_memory_equal(s3.personal, s2.personal, 2 * P * sizeof(float));
+        if (strcmp(ALGOS[a], "mrmtl") == 0 || strcmp(ALGOS[a], "ditto") == 0) {
+            float init[P] = {0}; /* linear models start at zero and this one never trained */
+            assert_memory_equal(s3.personal + 2 * P, init, sizeof init);
+        }
+        fl_round_metrics_free(&m);
+        fl_state_free(&s3);
+        fl_state_free(&s2);
+    }
+    fed_free(&f3);
+    fed_free(&f2);
+}
+
+/* ---- metrics ---- */
+
+static void aggregate_metrics_pool_the_silos_rows(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 19);
+    fl_job_cfg c = private_cfg("mrmtl");
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    fl_round_metrics m = {0};
+    run_rounds(&c, &f, &s, 2, NULL, 1, &m);
+    assert_int_equal(m.round, 1);
+    assert_true(m.regression && m.has_global);
+    const fl_agg_metrics *ag[2] = {&m.personal, &m.global};
+    for (int g = 0; g < 2; g++) {
+        double num = 0, den = 0, tr = 0, trn = 0, sum = 0, lo = DP_INF, hi = -DP_INF;
+        for (size_t k = 0; k < 3; k++) {
+            const fl_model_metrics *mm = g == 0 ? &m.silo[k].personal : &m.silo[k].global;
+            num += mm->test_metric * (double)m.silo[k].n_test;
+            den += (double)m.silo[k].n_test;
+            tr += mm->train_loss * (double)m.silo[k].n_train;
+            trn += (double)m.silo[k].n_train;
+            sum += mm->test_metric;
+            lo = fmin(lo, mm->test_metric);
+            hi = fmax(hi, mm->test_metric);
+        }
+        assert_close(ag[g]->pooled_test_metric, num / den, 1e-12, 0);
+        assert_close(ag[g]->train_loss, tr / trn, 1e-12, 0);
+        assert_close(ag[g]->mean_test_metric, sum / 3, 1e-12, 0);
+        assert_close(ag[g]->worst_test_metric, hi, 0, 0); /* MSE: the largest is the worst */
+        assert_close(ag[g]->spread_test_metric, hi - lo, 0, 0);
+        /* regression: the loss is half the squared error */
+        assert_close(ag[g]->pooled_test_loss, 0.5 * ag[g]->pooled_test_metric, 1e-12, 0);
+    }
+    assert_int_equal(m.silo[1].n_train, N_TRAIN3[1]);
+    assert_int_equal(m.silo[1].n_test, N_TEST3[1]);
+    assert_false(isnan(m.silo[1].sgd_loss));
+    fl_round_metrics_free(&m);
+    /* a job that has run all its rounds refuses another */
+    run_rounds(&c, &f, &s, c.rounds, NULL, 1, NULL);
+    assert_int_equal(fl_round_run(&c, &f, &s, NULL, 1, NULL, &err), DP_EINVAL);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
+/* ---- privacy plan ---- */
+
+/* eps of `rounds` charges of ev as the ledger sums them: per-order upward sums, grid conversion. */
+static double ledger_like_eps(const acct_event *ev, uint64_t rounds, double delta)
+{
+    const double *orders;
+    size_t n = acct_rdp_default_orders(&orders);
+    double one[512], sum[512] = {0};
+    assert_true(n <= 512);
+    dp_err err = {0};
+    assert_int_equal(acct_rdp_eval(ev, ACCT_NB_ADD_REMOVE, orders, n, one, &err), DP_OK);
+    for (uint64_t t = 0; t < rounds; t++)
+        for (size_t i = 0; i < n; i++)
+            sum[i] = dp_sum_up(sum[i], one[i]);
+    double eps, opt;
+    assert_int_equal(
+        acct_rdp_to_epsilon(orders, sum, n, delta, ACCT_CONV_OPTIMAL, &eps, &opt, &err), DP_OK);
+    return eps;
+}
+
+static void the_plan_counts_the_trainers_steps_and_ditto_doubles_them(void **state)
+{
+    (void)state;
+    fl_job_cfg c = private_cfg("mrmtl");
+    c.rounds = 40;
+    c.batch_size = 32;
+    c.local_epochs = 2;
+    fl_silo_plan p;
+    acct_event *ev = NULL;
+    dp_err err = {0};
+    assert_int_equal(fl_plan_silo(&c, 1, 1000, &p, &ev, &err), DP_OK);
+    assert_true(p.record_level && p.is_private);
+    assert_int_equal(p.batch, 32);
+    assert_close(p.q, 0.032, 0, 0);
+    assert_int_equal(p.steps_per_round, 2 * (1000 / 32));
+    assert_int_equal(p.steps_total, 40 * 2 * 31);
+    assert_close(p.noise_multiplier, Z3[1], 0, 0);
+    assert_non_null(ev);
+    assert_int_equal(ev->type, ACCT_EV_SELF_COMPOSED);
+    assert_int_equal(ev->count, 62);
+    assert_int_equal(ev->child->type, ACCT_EV_POISSON);
+    assert_close(ev->child->sampling_rate, 0.032, 0, 0);
+    assert_close(ev->child->child->noise_multiplier, Z3[1], 0, 0);
+    acct_event_free(ev);
+    c.algorithm = "ditto";
+    assert_int_equal(fl_plan_silo(&c, 1, 1000, &p, &ev, &err), DP_OK);
+    assert_int_equal(p.steps_per_round, 2 * 2 * 31);
+    assert_int_equal(ev->count, 124);
+    acct_event_free(ev);
+    /* a silo smaller than the batch: B_k = n_k, q = 1, one step per epoch */
+    assert_int_equal(fl_plan_silo(&c, 0, 20, &p, NULL, &err), DP_OK);
+    assert_int_equal(p.batch, 20);
+    assert_close(p.q, 1.0, 0, 0);
+    assert_int_equal(p.steps_per_round, 2 * 2);
+    /* non-private: no event */
+    c.noise_multiplier = NULL;
+    assert_int_equal(fl_plan_silo(&c, 0, 1000, &p, &ev, &err), DP_OK);
+    assert_false(p.is_private);
+    assert_null(ev);
+    /* dp_fedavg: one Poisson-sampled Gaussian release of the silos per round */
+    c = private_cfg("dp_fedavg");
+    assert_int_equal(fl_plan_silo(&c, 0, 1000, &p, &ev, &err), DP_OK);
+    assert_false(p.record_level);
+    assert_int_equal(p.steps_per_round, 1);
+    assert_int_equal(ev->type, ACCT_EV_POISSON);
+    assert_close(ev->sampling_rate, 0.6, 0, 0);
+    assert_close(ev->child->noise_multiplier, 0.7, 0, 0);
+    acct_event_free(ev);
+}
+
+static void calibrated_noise_meets_the_target_within_one_percent(void **state)
+{
+    (void)state;
+    const fl_accountant acct = {1e-5, ACCT_CONV_OPTIMAL, NULL, 0};
+    const char *algos[3] = {"mrmtl", "ditto", "dp_fedavg"};
+    double z_of[3] = {0};
+    for (int a = 0; a < 3; a++) {
+        for (int t = 0; t < 2; t++) {
+            double target = t == 0 ? 1.0 : 4.0;
+            fl_job_cfg c = private_cfg(algos[a]);
+            c.rounds = 30;
+            c.batch_size = 32;
+            c.client_rate = 0.2;
+            double z, eps;
+            dp_err err = {0};
+            assert_int_equal(fl_calibrate_noise(&c, 900, target, &acct, &z, &eps, &err), DP_OK);
+            assert_true(eps <= target && eps >= 0.99 * target);
+            if (t == 0)
+                z_of[a] = z;
+            /* the silo's round event at z, charged once per round as the ledger does */
+            double zs[3] = {z, z, z};
+            c.noise_multiplier = c.noise_multiplier != NULL ? zs : NULL;
+            c.server_noise = z;
+            fl_silo_plan p;
+            acct_event *ev = NULL;
+            assert_int_equal(fl_plan_silo(&c, 0, 900, &p, &ev, &err), DP_OK);
+            double e_plan;
+            assert_int_equal(fl_plan_epsilon(ev, c.rounds, &acct, &e_plan, &err), DP_OK);
+            assert_close(e_plan, eps, 0, 0);
+            double e_ledger = ledger_like_eps(ev, c.rounds, acct.delta);
+            assert_true(e_ledger <= target && e_ledger >= 0.99 * target);
+            acct_event *total = acct_event_self_composed(c.rounds, ev);
+            acct_rdp_answer ans;
+            assert_int_equal(acct_rdp_epsilon(total, ACCT_NB_ADD_REMOVE, acct.delta,
+                                              ACCT_CONV_OPTIMAL, NULL, 0, &ans, &err),
+                             DP_OK);
+            assert_true(ans.value <= target && ans.value >= 0.99 * target);
+            acct_event_free(total);
+            /* tight: a little less noise misses the target */
+            double zl[3] = {z * (1 - 1e-6), z * (1 - 1e-6), z * (1 - 1e-6)};
+            c.noise_multiplier = c.noise_multiplier != NULL ? zl : NULL;
+            c.server_noise = zl[0];
+            assert_int_equal(fl_plan_silo(&c, 0, 900, &p, &ev, &err), DP_OK);
+            assert_int_equal(fl_plan_epsilon(ev, c.rounds, &acct, &e_plan, &err), DP_OK);
+            assert_true(e_plan > target);
+            acct_event_free(ev);
+        }
+    }
+    /* Ditto's doubled steps need more noise (about sqrt 2 more, Liu et al. 2022 §5) */
+    assert_true(z_of[1] > 1.2 * z_of[0] && z_of[1] < 1.5 * z_of[0]);
+    /* refused inputs: no target, no delta */
+    fl_job_cfg c = private_cfg("mrmtl");
+    double z, eps;
+    dp_err err = {0};
+    assert_int_equal(fl_calibrate_noise(&c, 900, 0, &acct, &z, &eps, &err), DP_EINVAL);
+    assert_string_equal(err.field, "epsilon");
+    const fl_accountant no_delta = {0, ACCT_CONV_OPTIMAL, NULL, 0};
+    dp_err_clear(&err);
+    assert_int_equal(fl_calibrate_noise(&c, 900, 1, &no_delta, &z, &eps, &err), DP_EINVAL);
+    assert_string_equal(err.field, "delta");
+}
+
+/* ---- DP-FedAvg ---- */
+
+/* A federation whose rows are all zero: every local update is exactly zero. */
+static void fed_zero(fl_federation *f, size_t k_n, size_t d)
+{
+    memset(f, 0, sizeof *f);
+    f->d = d;
+    f->n_silos = k_n;
+    f->silo = dp_calloc(k_n, sizeof(fl_silo_data));
+    assert_non_null(f->silo);
+    for (size_t k = 0; k < k_n; k++) {
+        f->silo[k].n_train = 4;
+        f->silo[k].n_test = 1;
+        f->silo[k].x_train = dp_calloc(4 * d, sizeof(float));
+        f->silo[k].y_train = dp_calloc(4, sizeof(float));
+        f->silo[k].x_test = dp_calloc(d, sizeof(float));
+        f->silo[k].y_test = dp_calloc(1, sizeof(float));
+        assert_true(f->silo[k].x_train && f->silo[k].y_train && f->silo[k].x_test &&
+                    f->silo[k].y_test);
+    }
+}
+
+static void dp_fedavg_adds_noise_of_std_z_s_over_q_k(void **state)
+{
+    (void)state;
+    const size_t d = 3999, k_n = 4;
+    fl_federation f;
+    fed_zero(&f, k_n, d);
+    fl_job_cfg c = private_cfg("dp_fedavg");
+    c.model.d_in = d;
+    c.rounds = 1;
+    c.client_rate = 0.5;
+    c.server_noise = 2.0;
+    c.update_clip = 0.5;
+    c.server_lr = 1.0;
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 2, NULL);
+    double sum = 0, sq = 0;
+    for (size_t j = 0; j < d + 1; j++) {
+        sum += (double)s.global[j];
+        sq += (double)s.global[j] * (double)s.global[j];
+    }
+    double n = (double)(d + 1), mean = sum / n, sd = sqrt(sq / n - mean * mean);
+    double want = 2.0 * 0.5 / (0.5 * (double)k_n); /* z S / (q K) = 0.5 */
+    assert_true(fabs(sd / want - 1) < 0.05);       /* 4000 draws: the std's sd is ~1.1% */
+    assert_true(fabs(mean) < 4 * want / sqrt(n));
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
+static void dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate(void **state)
+{
+    (void)state;
+    fl_federation f;
+    const size_t ntr[1] = {30}, nte[1] = {5};
+    fed_make(&f, 1, ntr, nte, 1.0, 20);
+    fl_job_cfg c = private_cfg("dp_fedavg");
+    c.rounds = 1;
+    c.client_rate = 1.0;
+    c.server_noise = 0;
+    c.update_clip = 0.01; /* far below one full-batch step's delta */
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+    double sq = 0;
+    for (size_t j = 0; j < P; j++)
+        sq += (double)s.global[j] * (double)s.global[j];
+    assert_close(sqrt(sq), 0.01, 1e-6, 0); /* moved by exactly S (q = 1, K = 1, server_lr 1) */
+    fl_state_free(&s);
+    fed_free(&f);
+    /* sampling: 8 silos, rate 0.3, 200 rounds: the participation count is Binomial(1600, 0.3) */
+    const size_t n8[K_MAX] = {5, 5, 5, 5, 5, 5, 5, 5}, t8[K_MAX] = {1, 1, 1, 1, 1, 1, 1, 1};
+    fed_make(&f, K_MAX, n8, t8, 1.0, 21);
+    c = private_cfg("dp_fedavg");
+    c.rounds = 200;
+    c.client_rate = 0.3;
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    fl_round_metrics m = {0};
+    size_t taken = 0;
+    while (s.round < c.rounds) {
+        assert_int_equal(fl_round_run(&c, &f, &s, NULL, 2, &m, &err), DP_OK);
+        taken += m.n_trained;
+        for (size_t k = 0; k < K_MAX; k++)
+            assert_true(m.silo[k].active == !isnan(m.silo[k].sgd_loss));
+    }
+    double mean = 1600 * 0.3, sd = sqrt(1600 * 0.3 * 0.7);
+    assert_true(fabs((double)taken - mean) < 4 * sd);
+    fl_round_metrics_free(&m);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
+/* ---- configuration ---- */
+
+static void bad_configurations_are_refused_with_their_field(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 22);
+    dp_err err = {0};
+    fl_job_cfg c = private_cfg("fedprox");
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "algorithm");
+    c = private_cfg("mrmtl");
+    c.lambda = -1;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "lambda");
+    c = private_cfg("mrmtl");
+    c.rounds = 0;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "rounds");
+    c = private_cfg("mrmtl");
+    c.model.d_in = D + 1;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "model.d_in");
+    c = private_cfg("mrmtl");
+    c.clip = 0; /* noise without clipping has no sensitivity */
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "noise_multiplier[0]");
+    c = private_cfg("dp_fedavg");
+    c.noise_multiplier = Z3; /* record-level noise in a client-level algorithm */
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "noise_multiplier");
+    c = private_cfg("dp_fedavg");
+    c.client_rate = 0;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "client_rate");
+    c = private_cfg("fedavg");
+    fl_state s;
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    dp_err_clear(&err);
+    assert_int_equal(fl_round_run(&c, &f, &s, NULL, 0, NULL, &err), DP_EINVAL);
+    assert_string_equal(err.field, "threads");
+    fl_state_free(&s);
+    size_t n;
+    const char *const *names = fl_algo_names(&n);
+    assert_int_equal(n, ALGOS_N);
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(names[i], ALGOS[i]);
+    assert_false(fl_algo_has_global("local"));
+    assert_true(fl_algo_has_global("mrmtl"));
+    fed_free(&f);
+}
+
+int main(void)
+{
+    gsl_set_error_handler_off();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fedavg_full_batch_converges_to_the_pooled_least_squares_solution),
+        cmocka_unit_test(local_converges_to_each_silos_own_least_squares_solution),
+        cmocka_unit_test(mrmtl_with_lambda_zero_is_local_training_bit_for_bit),
+        cmocka_unit_test(mrmtl_with_a_large_lambda_approaches_the_pooled_solution),
+        cmocka_unit_test(finetune_is_fedavg_with_frac_one_and_local_with_frac_zero),
+        cmocka_unit_test(every_algorithm_gives_the_same_bytes_with_one_two_or_three_threads),
+        cmocka_unit_test(a_resumed_job_ends_bit_identically_to_an_uninterrupted_one),
+        cmocka_unit_test(a_stopped_silo_contributes_nothing_and_stays_stopped),
+        cmocka_unit_test(aggregate_metrics_pool_the_silos_rows),
+        cmocka_unit_test(the_plan_counts_the_trainers_steps_and_ditto_doubles_them),
+        cmocka_unit_test(calibrated_noise_meets_the_target_within_one_percent),
+        cmocka_unit_test(dp_fedavg_adds_noise_of_std_z_s_over_q_k),
+        cmocka_unit_test(dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate),
+        cmocka_unit_test(bad_configurations_are_refused_with_their_field),
+    };
+    return cmocka_run_group_tests_name("fl_algo", tests, NULL, NULL);
+}

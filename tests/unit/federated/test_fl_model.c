@@ -1,0 +1,619 @@
+/*
+ * test_fl_model.c: federated/fl_model (the five models, their summed gradients, ghost clipping,
+ * evaluation) and fl_gauss_fill.
+ *
+ * Gradients are checked against central finite differences of an independent double-precision
+ * reference of each loss written here (not the library's forward pass), at points where no ReLU or
+ * hinge kink lies within the difference step (the reference reports its smallest kink distance and
+ * the tests require it to be large). Ghost clipping is checked against the materialised computation
+ * (one row at a time through fl_model_grad_sum, clipped and summed in double). The noise is checked
+ * for its mean, standard deviation, tail mass, a chi-square over 100 equiprobable bins and a
+ * Kolmogorov-Smirnov test over 10^6 draws (fixed seeds: the tests are deterministic; the bounds
+ * are the 0.1% / 1% critical values, so a correct generator passes them for all but rare seeds).
+ */
+#include "tests/support/test_util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cdf.h>
+
+#include "common/dp_alloc.h"
+#include "common/dp_math.h"
+#include "common/dp_rng.h"
+#include "federated/fl_model.h"
+
+/* ---- test data ---- */
+
+static uint64_t tst_state;
+
+static double tst_uniform(void)
+{
+    return (double)((dp_splitmix64(&tst_state) >> 11) + 1) * 0x1.0p-53;
+}
+
+static double tst_normal(void)
+{
+    return sqrt(-2.0 * log(tst_uniform())) * cos(6.283185307179586 * tst_uniform());
+}
+
+static fl_model_spec spec_of(fl_model_type t)
+{
+    fl_model_spec m;
+    memset(&m, 0, sizeof m);
+    m.type = t;
+    m.d_in = 5;
+    if (t == FL_MODEL_SOFTMAX || t == FL_MODEL_MLP)
+        m.n_classes = 3;
+    if (t == FL_MODEL_MLP) {
+        m.n_hidden = 2;
+        m.hidden[0] = 6;
+        m.hidden[1] = 4;
+    }
+    return m;
+}
+
+/* Random rows, labels fitting the model, and random parameters (the MLP from fl_model_init plus
+ * random biases so that the biases' gradients are exercised). */
+static void make_problem(const fl_model_spec *m, size_t n, uint64_t seed, float *x, float *y,
+                         float *w)
+{
+    tst_state = seed;
+    for (size_t i = 0; i < n * m->d_in; i++)
+        x[i] = (float)tst_normal();
+    for (size_t i = 0; i < n; i++) {
+        if (m->type == FL_MODEL_LINEAR)
+            y[i] = (float)(2.0 * tst_normal());
+        else if (m->type == FL_MODEL_LOGISTIC || m->type == FL_MODEL_SVM)
+            y[i] = tst_uniform() < 0.5 ? 0.0f : 1.0f;
+        else
+            y[i] = (float)(size_t)(tst_uniform() * (double)m->n_classes);
+    }
+    size_t p = fl_model_n_params(m);
+    if (m->type == FL_MODEL_MLP) {
+        fl_model_init(m, seed, w);
+        for (size_t j = 0; j < p; j++)
+            w[j] += (float)(0.1 * tst_normal());
+    } else {
+        for (size_t j = 0; j < p; j++)
+            w[j] = (float)(0.5 * tst_normal());
+    }
+}
+
+/* ---- an independent double-precision reference ---- */
+
+/* Loss of one row at w; *kink receives the smallest distance of a ReLU input or hinge margin from
+ * its kink. */
+static double ref_loss(const fl_model_spec *m, const double *w, const float *x, float y,
+                       double *kink)
+{
+    double a[64], z[64];
+    size_t din = m->d_in, off = 0;
+    for (size_t j = 0; j < din; j++)
+        a[j] = x[j];
+    size_t widths[FL_MAX_HIDDEN + 1], nl = 0;
+    if (m->type == FL_MODEL_MLP)
+        for (size_t k = 0; k < m->n_hidden; k++)
+            widths[nl++] = m->hidden[k];
+    widths[nl++] = (m->type == FL_MODEL_SOFTMAX || m->type == FL_MODEL_MLP) ? m->n_classes : 1;
+    for (size_t l = 0; l < nl; l++) {
+        size_t dout = widths[l];
+        for (size_t o = 0; o < dout; o++) {
+            double s = w[off + dout * din + o];
+            for (size_t j = 0; j < din; j++)
+                s += w[off + o * din + j] * a[j];
+            z[o] = s;
+        }
+        off += dout * (din + 1);
+        if (l + 1 < nl)
+            for (size_t o = 0; o < dout; o++) {
+                *kink = fmin(*kink, fabs(z[o]));
+                a[o] = z[o] > 0 ? z[o] : 0.0;
+            }
+        din = dout;
+    }
+    double sgn = y > 0.0f ? 1.0 : -1.0;
+    switch (m->type) {
+        case FL_MODEL_LINEAR:
+            return 0.5 * (z[0] - (double)y) * (z[0] - (double)y);
+        case FL_MODEL_LOGISTIC:
+            return log(1.0 + exp(-sgn * z[0]));
+        case FL_MODEL_SVM:
+            *kink = fmin(*kink, fabs(1.0 - sgn * z[0]));
+            return fmax(0.0, 1.0 - sgn * z[0]);
+        default: {
+            double s = 0.0;
+            for (size_t o = 0; o < m->n_classes; o++)
+                s += exp(z[o]);
+            return log(s) - z[(size_t)y];
+        }
+    }
+}
+
+static double ref_loss_sum(const fl_model_spec *m, const double *w, const float *x, const float *y,
+                           size_t n, double *kink)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += ref_loss(m, w, x + i * m->d_in, y[i], kink);
+    return s;
+}
+
+/* ---- gradients ---- */
+
+static void check_gradient(fl_model_type t)
+{
+    fl_model_spec m = spec_of(t);
+    size_t n = 7, p = fl_model_n_params(&m);
+    float x[7 * 5], y[7], *w = calloc(p, sizeof *w), *g = calloc(p, sizeof *g);
+    double *wd = calloc(p, sizeof *wd);
+    assert_non_null(w);
+    assert_non_null(g);
+    assert_non_null(wd);
+    make_problem(&m, n, 0x5eed0000u + (uint64_t)t, x, y, w);
+    dp_err e;
+    dp_err_clear(&e);
+    fl_ws *ws = fl_ws_alloc(&m, 16, &e);
+    assert_non_null(ws);
+    double loss = fl_model_grad_sum(&m, w, x, y, n, ws, g);
+    for (size_t j = 0; j < p; j++)
+        wd[j] = w[j];
+    double kink = DP_INF;
+    assert_close(loss, ref_loss_sum(&m, wd, x, y, n, &kink), 1e-5, 1e-6);
+    /* The difference step is 1e-6: every kink is farther than that from the point. */
+    assert_true(kink > 1e-3);
+    double h = 1e-6;
+    for (size_t j = 0; j < p; j++) {
+        double k2 = DP_INF;
+        wd[j] = (double)w[j] + h;
+        double lp = ref_loss_sum(&m, wd, x, y, n, &k2);
+        wd[j] = (double)w[j] - h;
+        double lm = ref_loss_sum(&m, wd, x, y, n, &k2);
+        wd[j] = w[j];
+        assert_close(g[j], (lp - lm) / (2.0 * h), 1e-4, 1e-5);
+    }
+    fl_ws_free(ws);
+    free(w);
+    free(g);
+    free(wd);
+}
+
+static void linear_gradient_matches_finite_differences(void **state)
+{
+    (void)state;
+    check_gradient(FL_MODEL_LINEAR);
+}
+
+static void logistic_gradient_matches_finite_differences(void **state)
+{
+    (void)state;
+    check_gradient(FL_MODEL_LOGISTIC);
+}
+
+static void svm_gradient_matches_finite_differences(void **state)
+{
+    (void)state;
+    check_gradient(FL_MODEL_SVM);
+}
+
+static void softmax_gradient_matches_finite_differences(void **state)
+{
+    (void)state;
+    check_gradient(FL_MODEL_SOFTMAX);
+}
+
+static void mlp_gradient_matches_finite_differences(void **state)
+{
+    (void)state;
+    check_gradient(FL_MODEL_MLP);
+}
+
+/* A batch larger than the workspace (chunks) gives the same gradient as one chunk. */
+static void gradient_over_chunks_matches_one_chunk(void **state)
+{
+    (void)state;
+    fl_model_spec m = spec_of(FL_MODEL_MLP);
+    size_t n = 23, p = fl_model_n_params(&m);
+    float x[23 * 5], y[23], *w = calloc(p, sizeof *w), *g1 = calloc(p, sizeof *g1),
+                            *g2 = calloc(p, sizeof *g2);
+    assert_true(w && g1 && g2);
+    make_problem(&m, n, 77, x, y, w);
+    fl_ws *big = fl_ws_alloc(&m, 32, NULL), *small = fl_ws_alloc(&m, 5, NULL);
+    assert_true(big && small);
+    double l1 = fl_model_grad_sum(&m, w, x, y, n, big, g1);
+    double l2 = fl_model_grad_sum(&m, w, x, y, n, small, g2);
+    assert_close(l2, l1, 1e-12, 0);
+    for (size_t j = 0; j < p; j++)
+        assert_close(g2[j], g1[j], 1e-5, 1e-6);
+    fl_ws_free(big);
+    fl_ws_free(small);
+    free(w);
+    free(g1);
+    free(g2);
+}
+
+/* ---- ghost clipping ---- */
+
+static void check_clipping(fl_model_type t, size_t max_rows)
+{
+    fl_model_spec m = spec_of(t);
+    size_t n = 11, p = fl_model_n_params(&m);
+    float x[11 * 5], y[11], norms[11], *w = calloc(p, sizeof *w), *g = calloc(p, sizeof *g),
+                                       *gi = calloc(p, sizeof *gi);
+    double *ref = calloc(p, sizeof *ref), rn[11], sorted[11];
+    assert_true(w && g && gi && ref);
+    make_problem(&m, n, 0xc11bu + (uint64_t)t, x, y, w);
+    fl_ws *ws = fl_ws_alloc(&m, max_rows, NULL);
+    assert_non_null(ws);
+    double ref_loss_total = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        ref_loss_total += fl_model_grad_sum(&m, w, x + i * m.d_in, y + i, 1, ws, gi);
+        double s = 0.0;
+        for (size_t j = 0; j < p; j++)
+            s += (double)gi[j] * (double)gi[j];
+        rn[i] = sorted[i] = sqrt(s);
+    }
+    /* clip between the smallest and largest norms: some rows are clipped and some are not. */
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = i + 1; k < n; k++)
+            if (sorted[k] < sorted[i]) {
+                double tmp = sorted[i];
+                sorted[i] = sorted[k];
+                sorted[k] = tmp;
+            }
+    double clip = 0.5 * (sorted[n / 2] + sorted[n / 2 + 1]);
+    assert_true(sorted[0] < clip && clip < sorted[n - 1]);
+    for (size_t i = 0; i < n; i++) {
+        fl_model_grad_sum(&m, w, x + i * m.d_in, y + i, 1, ws, gi);
+        double c = fmin(1.0, clip / (rn[i] + 1e-15));
+        for (size_t j = 0; j < p; j++)
+            ref[j] += c * (double)gi[j];
+    }
+    double loss = fl_model_clipped_grad_sum(&m, w, x, y, n, clip, ws, g, norms);
+    assert_close(loss, ref_loss_total, 1e-6, 1e-6);
+    double scale = 0.0;
+    for (size_t j = 0; j < p; j++)
+        scale = fmax(scale, fabs(ref[j]));
+    for (size_t j = 0; j < p; j++)
+        assert_close(g[j], ref[j], 1e-5, 1e-6 * scale);
+    for (size_t i = 0; i < n; i++)
+        assert_close(norms[i], rn[i], 1e-5, 1e-7);
+    /* The clipped sum's norm is at most n * clip (each clipped row has norm <= clip). */
+    double gn = 0.0;
+    for (size_t j = 0; j < p; j++)
+        gn += (double)g[j] * (double)g[j];
+    assert_true(sqrt(gn) <= (double)n * clip * (1.0 + 1e-6));
+    fl_ws_free(ws);
+    free(w);
+    free(g);
+    free(gi);
+    free(ref);
+}
+
+static void clipped_sum_matches_materialised_per_example_gradients(void **state)
+{
+    (void)state;
+    for (int t = FL_MODEL_LINEAR; t <= FL_MODEL_MLP; t++) {
+        check_clipping((fl_model_type)t, 16);
+        check_clipping((fl_model_type)t, 4); /* through chunks */
+    }
+}
+
+/* clip <= 0: no clipping, the plain sum (norms still reported). */
+static void clip_zero_is_the_plain_sum(void **state)
+{
+    (void)state;
+    fl_model_spec m = spec_of(FL_MODEL_SOFTMAX);
+    size_t n = 6, p = fl_model_n_params(&m);
+    float x[6 * 5], y[6], norms[6], w[18], g1[18], g2[18];
+    assert_int_equal(p, 18);
+    make_problem(&m, n, 3, x, y, w);
+    fl_ws *ws = fl_ws_alloc(&m, 8, NULL);
+    assert_non_null(ws);
+    fl_model_grad_sum(&m, w, x, y, n, ws, g1);
+    fl_model_clipped_grad_sum(&m, w, x, y, n, 0.0, ws, g2, norms);
+    assert_memory_equal(g1, g2, sizeof g1);
+    for (size_t i = 0; i < n; i++)
+        assert_true(norms[i] > 0.0f);
+    fl_ws_free(ws);
+}
+
+/* ---- evaluation on hand-computed cases ---- */
+
+static void eval_metrics_on_hand_computed_cases(void **state)
+{
+    (void)state;
+    fl_model_spec m;
+    memset(&m, 0, sizeof m);
+    m.d_in = 1;
+
+    /* LINEAR w = 2, b = 1: f = 3, 5 against y = 3, 4. */
+    m.type = FL_MODEL_LINEAR;
+    fl_ws *ws = fl_ws_alloc(&m, 4, NULL);
+    assert_non_null(ws);
+    float wl[2] = {2, 1}, xl[2] = {1, 2}, yl[2] = {3, 4};
+    fl_eval e = {0};
+    fl_model_eval(&m, wl, xl, yl, 2, ws, &e);
+    assert_close(e.sq_err, 1.0, 1e-12, 0);
+    assert_close(e.loss_sum, 0.5, 1e-12, 0);
+    fl_model_eval(&m, wl, xl, yl, 1, ws, &e); /* pooled */
+    assert_int_equal(e.n, 3);
+    assert_close(e.sq_err, 1.0, 1e-12, 0);
+    fl_ws_free(ws);
+
+    /* LOGISTIC w = 1, b = 0: f = 2, -1, 0.5 against y = 1, 1, 0: one right. */
+    m.type = FL_MODEL_LOGISTIC;
+    ws = fl_ws_alloc(&m, 2, NULL); /* 3 rows in chunks of 2 */
+    assert_non_null(ws);
+    float wg[2] = {1, 0}, xg[3] = {2, -1, 0.5f}, yg[3] = {1, 1, 0};
+    memset(&e, 0, sizeof e);
+    fl_model_eval(&m, wg, xg, yg, 3, ws, &e);
+    assert_close(e.correct, 1.0, 0, 0);
+    assert_close(e.loss_sum, log1p(exp(-2.0)) + log1p(exp(1.0)) + log1p(exp(0.5)), 1e-7, 0);
+    assert_int_equal(e.n, 3);
+    fl_ws_free(ws);
+
+    /* SVM w = 1, b = 0: f = 0.5, -2 against y = 1, 1: hinge 0.5 + 3, one right. */
+    m.type = FL_MODEL_SVM;
+    ws = fl_ws_alloc(&m, 4, NULL);
+    assert_non_null(ws);
+    float xs[2] = {0.5f, -2}, ys[2] = {1, 1};
+    memset(&e, 0, sizeof e);
+    fl_model_eval(&m, wg, xs, ys, 2, ws, &e);
+    assert_close(e.loss_sum, 3.5, 1e-12, 0);
+    assert_close(e.correct, 1.0, 0, 0);
+    fl_ws_free(ws);
+
+    /* SOFTMAX W = (1, 0, -1), b = 0, x = 2: logits 2, 0, -2; y = 0 right, y = 2 wrong. */
+    m.type = FL_MODEL_SOFTMAX;
+    m.n_classes = 3;
+    ws = fl_ws_alloc(&m, 4, NULL);
+    assert_non_null(ws);
+    float wsx[6] = {1, 0, -1, 0, 0, 0}, xx[2] = {2, 2}, yx[2] = {0, 2};
+    memset(&e, 0, sizeof e);
+    fl_model_eval(&m, wsx, xx, yx, 2, ws, &e);
+    double lse = log(exp(2.0) + 1.0 + exp(-2.0));
+    assert_close(e.loss_sum, (lse - 2.0) + (lse + 2.0), 1e-6, 0);
+    assert_close(e.correct, 1.0, 0, 0);
+    fl_ws_free(ws);
+
+    /* MLP 1-1-2: h = relu(x - 1), logits (h, -h). x = 3: h = 2, class 0 (y = 0 right); x = 0:
+     * h = 0, a tie, the first class wins (y = 1 wrong). */
+    m.type = FL_MODEL_MLP;
+    m.n_classes = 2;
+    m.n_hidden = 1;
+    m.hidden[0] = 1;
+    assert_int_equal(fl_model_n_params(&m), 6);
+    ws = fl_ws_alloc(&m, 4, NULL);
+    assert_non_null(ws);
+    float wm[6] = {1, -1, 1, -1, 0, 0}, xm[2] = {3, 0}, ym[2] = {0, 1};
+    memset(&e, 0, sizeof e);
+    fl_model_eval(&m, wm, xm, ym, 2, ws, &e);
+    assert_close(e.correct, 1.0, 0, 0);
+    assert_close(e.loss_sum, log1p(exp(-4.0)) + log(2.0), 1e-6, 0);
+    fl_ws_free(ws);
+}
+
+/* ---- specs, names, initialisation ---- */
+
+static void specs_are_checked_and_sized(void **state)
+{
+    (void)state;
+    fl_model_spec m;
+    memset(&m, 0, sizeof m);
+    m.type = FL_MODEL_MLP;
+    m.d_in = 784;
+    m.n_classes = 10;
+    m.n_hidden = 1;
+    m.hidden[0] = 256;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(fl_model_check(&m, &e), DP_OK);
+    assert_int_equal(fl_model_n_params(&m), 784 * 256 + 256 + 256 * 10 + 10);
+    assert_false(fl_model_is_regression(&m));
+
+    m.hidden[0] = FL_MAX_WIDTH + 1;
+    assert_int_equal(fl_model_check(&m, &e), DP_EINVAL);
+    assert_string_equal(e.field, "model.hidden");
+    m.hidden[0] = 256;
+    m.n_hidden = FL_MAX_HIDDEN + 1;
+    dp_err_clear(&e);
+    assert_int_equal(fl_model_check(&m, &e), DP_EINVAL);
+    assert_string_equal(e.field, "model.hidden");
+
+    m.type = FL_MODEL_SOFTMAX;
+    m.n_classes = 1;
+    dp_err_clear(&e);
+    assert_int_equal(fl_model_check(&m, &e), DP_EINVAL);
+    assert_string_equal(e.field, "model.n_classes");
+
+    m.type = FL_MODEL_LOGISTIC; /* n_classes ignored */
+    assert_int_equal(fl_model_check(&m, NULL), DP_OK);
+    assert_int_equal(fl_model_n_params(&m), 785);
+    m.d_in = 0;
+    dp_err_clear(&e);
+    assert_int_equal(fl_model_check(&m, &e), DP_EINVAL);
+    assert_string_equal(e.field, "model.d_in");
+    m.d_in = 3;
+    m.type = (fl_model_type)7;
+    dp_err_clear(&e);
+    assert_int_equal(fl_model_check(&m, &e), DP_EINVAL);
+    assert_string_equal(e.field, "model.type");
+
+    /* too many parameters */
+    m.type = FL_MODEL_MLP;
+    m.d_in = FL_MAX_FEATURES;
+    m.n_classes = 10;
+    m.n_hidden = 2;
+    m.hidden[0] = m.hidden[1] = FL_MAX_WIDTH;
+    dp_err_clear(&e);
+    assert_int_equal(fl_model_check(&m, &e), DP_EINVAL);
+    assert_string_equal(e.field, "model");
+
+    m.type = FL_MODEL_LINEAR;
+    m.d_in = 3;
+    assert_true(fl_model_is_regression(&m));
+    dp_err_clear(&e);
+    assert_null(fl_ws_alloc(&m, 0, &e));
+    assert_string_equal(e.field, "max_rows");
+}
+
+static void type_names_round_trip(void **state)
+{
+    (void)state;
+    for (int t = FL_MODEL_LINEAR; t <= FL_MODEL_MLP; t++)
+        assert_int_equal(fl_model_type_parse(fl_model_type_name((fl_model_type)t)), t);
+    assert_string_equal(fl_model_type_name(FL_MODEL_SVM), "svm");
+    assert_int_equal(fl_model_type_parse("resnet"), -1);
+    assert_int_equal(fl_model_type_parse(NULL), -1);
+}
+
+static void init_is_zero_for_linear_models_and_seeded_he_uniform_for_mlp(void **state)
+{
+    (void)state;
+    fl_model_spec m = spec_of(FL_MODEL_SOFTMAX);
+    float w[18];
+    memset(w, 0x7f, sizeof w);
+    fl_model_init(&m, 1, w);
+    for (size_t j = 0; j < 18; j++)
+        assert_true(w[j] == 0.0f);
+
+    m = spec_of(FL_MODEL_MLP);
+    size_t p = fl_model_n_params(&m);
+    assert_int_equal(p, 6 * 5 + 6 + 4 * 6 + 4 + 3 * 4 + 3);
+    float *a = calloc(p, sizeof *a), *b = calloc(p, sizeof *b), *c = calloc(p, sizeof *c);
+    assert_true(a && b && c);
+    fl_model_init(&m, 42, a);
+    fl_model_init(&m, 42, b);
+    fl_model_init(&m, 43, c);
+    assert_memory_equal(a, b, p * sizeof *a);
+    assert_memory_not_equal(a, c, p * sizeof *a);
+    /* layer 1: 6 x 5 weights in +-sqrt(6/5), then 6 zero biases */
+    double bound = sqrt(6.0 / 5.0);
+    bool any_nonzero = false;
+    for (size_t j = 0; j < 30; j++) {
+        assert_true(fabs(a[j]) <= bound);
+        any_nonzero |= a[j] != 0.0f;
+    }
+    assert_true(any_nonzero);
+    for (size_t j = 30; j < 36; j++)
+        assert_true(a[j] == 0.0f);
+    for (size_t j = 36; j < 36 + 24; j++)
+        assert_true(fabs(a[j]) <= sqrt(6.0 / 6.0));
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void workspace_allocation_failures_are_clean(void **state)
+{
+    (void)state;
+    fl_model_spec m = spec_of(FL_MODEL_MLP);
+    for (long k = 1;; k++) {
+        dp_err e;
+        dp_err_clear(&e);
+        dp_alloc_fail_after(k);
+        fl_ws *ws = fl_ws_alloc(&m, 8, &e);
+        dp_alloc_fail_after(0);
+        if (ws != NULL) {
+            fl_ws_free(ws);
+            assert_true(k > 5);
+            break;
+        }
+        assert_int_equal(e.code, DP_ENOMEM);
+    }
+}
+
+/* ---- noise ---- */
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void gauss_fill_has_the_normal_distribution(void **state)
+{
+    (void)state;
+    size_t n = 1000000;
+    double sigma = 2.5;
+    float *z = malloc(n * sizeof *z);
+    assert_non_null(z);
+    fl_gauss_fill(z, n, sigma, 20261127);
+    double s = 0, s2 = 0;
+    size_t beyond_r = 0, bins[100] = {0};
+    for (size_t i = 0; i < n; i++) {
+        double v = (double)z[i] / sigma;
+        s += v;
+        s2 += v * v;
+        beyond_r += fabs(v) > 3.442619855899;
+        double u = gsl_cdf_ugaussian_P(v);
+        size_t b = (size_t)(u * 100.0);
+        bins[b < 100 ? b : 99]++;
+    }
+    double mean = s / (double)n, sd = sqrt(s2 / (double)n - mean * mean);
+    /* 5 standard errors: 1/sqrt(n) for the mean, 1/sqrt(2n) for the standard deviation. */
+    assert_true(fabs(mean) < 5.0 / sqrt((double)n));
+    assert_true(fabs(sd - 1.0) < 5.0 / sqrt(2.0 * (double)n));
+    /* The ziggurat's tail path: P(|Z| > r) = 2 (1 - Phi(r)), within 5 standard errors. */
+    double pt = 2.0 * gsl_cdf_ugaussian_Q(3.442619855899), et = pt * (double)n;
+    assert_true(fabs((double)beyond_r - et) < 5.0 * sqrt(et));
+    /* chi-square over 100 equiprobable bins, 99 degrees of freedom: 0.1% critical value 148.23. */
+    double chi2 = 0, eb = (double)n / 100.0;
+    for (size_t b = 0; b < 100; b++)
+        chi2 += ((double)bins[b] - eb) * ((double)bins[b] - eb) / eb;
+    assert_true(chi2 < 148.23);
+    /* Kolmogorov-Smirnov: sqrt(n) D < 1.628 (1% critical value). */
+    qsort(z, n, sizeof *z, cmp_float);
+    double dmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        double f = gsl_cdf_ugaussian_P((double)z[i] / sigma);
+        dmax = fmax(dmax,
+                    fmax(fabs(f - (double)i / (double)n), fabs((double)(i + 1) / (double)n - f)));
+    }
+    assert_true(sqrt((double)n) * dmax < 1.628);
+    free(z);
+}
+
+static void gauss_fill_is_deterministic_by_seed(void **state)
+{
+    (void)state;
+    float a[1001], b[1001], c[1001], zero[7];
+    fl_gauss_fill(a, 1001, 1.0, 5);
+    fl_gauss_fill(b, 1001, 1.0, 5);
+    fl_gauss_fill(c, 1001, 1.0, 6);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_not_equal(a, c, sizeof a);
+    /* a prefix of a longer fill */
+    fl_gauss_fill(b, 500, 1.0, 5);
+    assert_memory_equal(a, b, 500 * sizeof *a);
+    /* scaling by sigma */
+    fl_gauss_fill(c, 1001, 3.0, 5);
+    for (size_t i = 0; i < 1001; i++)
+        assert_true(c[i] == 3.0f * a[i]);
+    fl_gauss_fill(zero, 7, 0.0, 5);
+    for (size_t i = 0; i < 7; i++)
+        assert_true(zero[i] == 0.0f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(linear_gradient_matches_finite_differences),
+        cmocka_unit_test(logistic_gradient_matches_finite_differences),
+        cmocka_unit_test(svm_gradient_matches_finite_differences),
+        cmocka_unit_test(softmax_gradient_matches_finite_differences),
+        cmocka_unit_test(mlp_gradient_matches_finite_differences),
+        cmocka_unit_test(gradient_over_chunks_matches_one_chunk),
+        cmocka_unit_test(clipped_sum_matches_materialised_per_example_gradients),
+        cmocka_unit_test(clip_zero_is_the_plain_sum),
+        cmocka_unit_test(eval_metrics_on_hand_computed_cases),
+        cmocka_unit_test(specs_are_checked_and_sized),
+        cmocka_unit_test(type_names_round_trip),
+        cmocka_unit_test(init_is_zero_for_linear_models_and_seeded_he_uniform_for_mlp),
+        cmocka_unit_test(workspace_allocation_failures_are_clean),
+        cmocka_unit_test(gauss_fill_has_the_normal_distribution),
+        cmocka_unit_test(gauss_fill_is_deterministic_by_seed),
+    };
+    return cmocka_run_group_tests_name("fl_model", tests, NULL, NULL);
+}
