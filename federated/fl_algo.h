@@ -243,6 +243,16 @@ typedef struct fl_accountant {
 int fl_plan_epsilon(const acct_event *round_ev, uint64_t rounds, const fl_accountant *acct,
                     double *eps, dp_err *err);
 
+/* The one-round RDP curve of round_ev (not NULL) on acct's order grid: *curve (dp_malloc'd, *n
+ * entries), for fl_plan_epsilon_curve. */
+int fl_plan_round_curve(const acct_event *round_ev, const fl_accountant *acct, double **curve,
+                        size_t *n, dp_err *err);
+/* fl_plan_epsilon of `rounds` rounds from the round's curve (fl_plan_round_curve): the same figure,
+ * bit for bit, without evaluating the event again (a job reports every silo's epsilon each round).
+ */
+int fl_plan_epsilon_curve(const double *round_curve, size_t n_orders, uint64_t rounds,
+                          const fl_accountant *acct, double *eps, dp_err *err);
+
 /* The smallest noise multiplier (to relative ACCT_CALIB_RTOL) for which fl_plan_epsilon of silo
  * k's round event over cfg->rounds rounds is <= target_eps: z_k for record-level algorithms
  * (n_k its training rows; cfg->noise_multiplier is ignored), server_noise for dp_fedavg (n_k

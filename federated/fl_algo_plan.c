@@ -97,6 +97,58 @@ static int accountant_check(const fl_accountant *acct, const double **orders, si
     return acct_rdp_check_orders(acct->orders, acct->n_orders, err);
 }
 
+int fl_plan_round_curve(const acct_event *round_ev, const fl_accountant *acct, double **curve,
+                        size_t *n, dp_err *err)
+{
+    const double *orders = NULL;
+    *curve = NULL;
+    *n = 0;
+    if (accountant_check(acct, &orders, n, err) != DP_OK)
+        return err != NULL ? err->code : DP_EINVAL;
+    if (round_ev == NULL)
+        return dp_err_set(err, DP_EINVAL, "round_event", "a non-private round has no curve");
+    *curve = dp_calloc(*n, sizeof(double));
+    if (*curve == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = acct_rdp_eval(round_ev, ACCT_NB_ADD_REMOVE, orders, *n, *curve, err);
+    if (rc != DP_OK) {
+        dp_free(*curve);
+        *curve = NULL;
+    }
+    return rc;
+}
+
+int fl_plan_epsilon_curve(const double *round_curve, size_t n_orders, uint64_t rounds,
+                          const fl_accountant *acct, double *eps, dp_err *err)
+{
+    const double *orders = NULL;
+    size_t n = 0;
+    if (accountant_check(acct, &orders, &n, err) != DP_OK)
+        return err != NULL ? err->code : DP_EINVAL;
+    if (n != n_orders)
+        return dp_err_set(err, DP_EINVAL, "orders", "the curve has %zu orders, the grid %zu",
+                          n_orders, n);
+    if (rounds > FL_MAX_ROUNDS)
+        return dp_err_set(err, DP_EINVAL, "rounds", "rounds must be <= %d", FL_MAX_ROUNDS);
+    if (rounds == 0) {
+        *eps = 0;
+        return DP_OK;
+    }
+    double *curve = dp_calloc(n, sizeof(double));
+    if (curve == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    double t = (double)rounds;
+    double grow = dp_sum_up(1.0, 2.0 * t * DBL_EPSILON); /* exact operands: 2 t is an int */
+    for (size_t i = 0; i < n; i++)
+        curve[i] = isfinite(round_curve[i]) && round_curve[i] > 0
+                       ? dp_mul_up(grow, dp_mul_up(t, round_curve[i]))
+                       : round_curve[i];
+    double opt;
+    int rc = acct_rdp_to_epsilon(orders, curve, n, acct->delta, acct->conv, eps, &opt, err);
+    dp_free(curve);
+    return rc;
+}
+
 int fl_plan_epsilon(const acct_event *round_ev, uint64_t rounds, const fl_accountant *acct,
                     double *eps, dp_err *err)
 {
@@ -114,19 +166,10 @@ int fl_plan_epsilon(const acct_event *round_ev, uint64_t rounds, const fl_accoun
         *eps = 0;
         return DP_OK;
     }
-    double *curve = dp_calloc(n, sizeof(double));
-    if (curve == NULL)
-        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    int rc = acct_rdp_eval(round_ev, ACCT_NB_ADD_REMOVE, orders, n, curve, err);
-    if (rc == DP_OK) {
-        double t = (double)rounds;
-        double grow = dp_sum_up(1.0, 2.0 * t * DBL_EPSILON); /* exact operands: 2 t is an int */
-        for (size_t i = 0; i < n; i++)
-            if (isfinite(curve[i]) && curve[i] > 0)
-                curve[i] = dp_mul_up(grow, dp_mul_up(t, curve[i]));
-        double opt;
-        rc = acct_rdp_to_epsilon(orders, curve, n, acct->delta, acct->conv, eps, &opt, err);
-    }
+    double *curve = NULL;
+    int rc = fl_plan_round_curve(round_ev, acct, &curve, &n, err);
+    if (rc == DP_OK)
+        rc = fl_plan_epsilon_curve(curve, n, rounds, acct, eps, err);
     dp_free(curve);
     return rc;
 }

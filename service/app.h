@@ -18,6 +18,7 @@ struct store;
 struct ledger;
 struct db_writer;
 struct compute_pool;
+struct job_runner;
 struct http_metrics;
 
 typedef struct app {
@@ -30,6 +31,8 @@ typedef struct app {
                                      command-line tool) */
     struct compute_pool *compute; /* the bounded pool for heavy work (base/compute.h) */
     struct http_metrics *metrics; /* the server's request metrics (http/metrics.h), for /metrics */
+    struct job_runner *jobs;      /* the training-job workers (jobs/runner.h), thread-safe; NULL:
+                                     none (jobs stay queued until a daemon with workers runs) */
 } app;
 
 #endif

@@ -45,6 +45,7 @@
 #include "service/base/compute.h"
 #include "service/base/embedded.h"
 #include "service/http/server.h"
+#include "service/jobs/runner.h"
 #include "service/ledger/ledger.h"
 #include "service/api/routes.h"
 #include "service/db/store.h"
@@ -110,6 +111,7 @@ static int start_auth(const cfg *c, ledger *led, dp_err *err)
 /* The drain (step 6), run on its own thread so that this one can still take a second signal. */
 typedef struct drain {
     http_server *srv;
+    job_runner *jobs;
     compute_pool *pool;
     ledger *led;
     store *st;
@@ -122,10 +124,12 @@ static void *drain_main(void *arg)
 {
     drain *d = arg;
     compute_pool_stop(d->pool); /* waiting heavy work is answered 503, running work cancelled */
+    job_runner_stop(d->jobs);   /* each running job ends its round and is requeued */
     d->http_rc = http_server_stop(d->srv, d->drain_ms);
     if (d->http_rc >= 0) { /* -1: MHD still runs; the process ends without closing anything */
         compute_pool_free(d->pool); /* after the server: no task owes a connection a wake-up */
-        ledger_free(d->led);        /* finishes queued ledger ops, then closes its connection */
+        job_runner_free(d->jobs);
+        ledger_free(d->led); /* finishes queued ledger ops, then closes its connection */
         store_free(d->st);
     }
     atomic_store(&d->done, 1);
@@ -197,13 +201,22 @@ int main(int argc, char **argv)
     /* What every handler borrows (service/app.h); the server adds its metrics. */
     /* The writer is the ledger's (it owns it, its idle hook and its stop order): handlers write
      * through it too, so that the database has one writer (db/writer.h). */
-    const app the_app = {
-        .cfg = &config, .store = st, .ledger = led, .writer = ledger_writer(led), .compute = pool};
-    http_server *srv = pool == NULL
+    /* Training jobs (jobs/runner.h): jobs left running by a crash are requeued first. */
+    job_runner_cfg jc = {config.job_workers, config.job_threads};
+    job_runner *jobs =
+        pool == NULL ? NULL : job_runner_start(st, led, ledger_writer(led), &jc, &err);
+    const app the_app = {.cfg = &config,
+                         .store = st,
+                         .ledger = led,
+                         .writer = ledger_writer(led),
+                         .compute = pool,
+                         .jobs = jobs};
+    http_server *srv = jobs == NULL
                            ? NULL
                            : http_server_start(&the_app, ROUTES, ROUTES_N, auth_authenticate, &err);
     if (srv == NULL) {
         fprintf(stderr, "dpsilod: %s\n", err.msg);
+        job_runner_free(jobs);
         compute_pool_free(pool);
         ledger_free(led);
         store_free(st);
@@ -213,8 +226,9 @@ int main(int argc, char **argv)
     fflush(stdout);
     dp_log(DP_LOG_INFO, NULL, "started: db %s (schema %d), %u threads, max body %zu bytes",
            config.db_path, store_schema_version(st), config.threads, config.max_body_bytes);
-    dp_log(DP_LOG_INFO, NULL, "compute pool: %u threads, queue %zu", config.compute_threads,
-           config.compute_queue);
+    dp_log(DP_LOG_INFO, NULL,
+           "compute pool: %u threads, queue %zu; job workers: %u (%u threads each)",
+           config.compute_threads, config.compute_queue, config.job_workers, config.job_threads);
 
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0)
@@ -223,8 +237,12 @@ int main(int argc, char **argv)
            "signal %d: draining (new requests get 503, up to %u s for requests in flight; a "
            "second signal exits at once)",
            sig, config.drain_timeout_s);
-    drain d = {
-        .srv = srv, .pool = pool, .led = led, .st = st, .drain_ms = config.drain_timeout_s * 1000u};
+    drain d = {.srv = srv,
+               .jobs = jobs,
+               .pool = pool,
+               .led = led,
+               .st = st,
+               .drain_ms = config.drain_timeout_s * 1000u};
     atomic_init(&d.done, 0);
     pthread_t th;
     if (pthread_create(&th, NULL, drain_main, &d) != 0) {

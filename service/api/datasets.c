@@ -30,6 +30,7 @@
 #include "service/base/time.h"
 #include "service/codec/json_util.h"
 #include "service/db/datasets.h"
+#include "service/db/jobs.h"
 #include "service/db/writer.h"
 #include "service/http/err.h"
 #include "service/http/offload.h"
@@ -110,9 +111,9 @@ static json_t *builtin_json(const builtin_dataset *b)
     json_t *ps = json_array();
     for (size_t i = 0; ps != NULL && i < b->n_params; i++) {
         const builtin_param *p = &b->params[i];
-        json_t *pj = json_pack("{s:s, s:s, s:s, s:f, s:f, s:f}", "name", p->name, "type", p->type,
-                               "description", p->doc, "default", p->def, "min", p->lo, "max",
-                               p->hi);
+        json_t *pj =
+            json_pack("{s:s, s:s, s:s, s:f, s:f, s:f}", "name", p->name, "type", p->type,
+                      "description", p->doc, "default", p->def, "min", p->lo, "max", p->hi);
         if (pj == NULL || json_array_append_new(ps, pj) != 0) {
             json_decref(ps);
             ps = NULL;
@@ -171,7 +172,7 @@ typedef struct upload {
     int64_t creator;
     db_writer *writer;
     /* out */
-    int parse_rc;        /* a refused text: answered by render, with its place */
+    int parse_rc; /* a refused text: answered by render, with its place */
     dp_err parse_err;
     size_t line, column; /* a bad cell */
     dataset_row row;     /* what was stored */
@@ -191,8 +192,9 @@ static int summarize(const fl_dataset *d, char **silos, char **features, dp_err 
 {
     json_t *s = json_array(), *f = json_array();
     size_t *count = d->n_silos ? dp_calloc(d->n_silos, sizeof *count) : NULL;
-    int rc = s && f && (d->n_silos == 0 || count) ? DP_OK
-                                                  : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc = s && f && (d->n_silos == 0 || count)
+                 ? DP_OK
+                 : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     for (size_t i = 0; rc == DP_OK && d->silo != NULL && i < d->n; i++)
         count[d->silo[i]]++;
     for (size_t k = 0; rc == DP_OK && k < d->n_silos; k++) {
@@ -444,6 +446,14 @@ int route_dataset_delete(const http_req *rq, http_resp *rs, dp_err *err)
     if (rq->app == NULL || rq->app->writer == NULL)
         return dp_err_set(err, DP_EINTERNAL, NULL, "no database writer to delete the data set");
     op.id = id;
+    bool in_use = false;
+    if (jobs_dataset_in_use(rq->db, id, &in_use, rq->req_id, err) != DP_OK)
+        return err->code;
+    if (in_use)
+        return dp_err_set(err, DP_ECONFLICT, "id",
+                          "data set %lld is used by a queued or running job: cancel it or wait "
+                          "for it to end",
+                          (long long)id);
     /* A short write: the MHD thread waits for its group commit (one row, no text). */
     if (db_writer_run(rq->app->writer, datasets_delete_apply, &op, err) != DP_OK)
         return err->code;

@@ -18,6 +18,7 @@
  * (http/offload.h), never on an HTTP thread.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +44,11 @@
 #include "service/jobs/runner.h"
 #include "service/ledger/ledger.h"
 
-#define JOBS_PAGE_MAX    200
-#define ROUNDS_PAGE_MAX  1000
-#define EVENTS_PAGE_MAX  1000
-#define JOBS_BODY_FIELDS 32
+#define JOBS_PAGE_MAX   200
+#define ROUNDS_PAGE_MAX 1000
+#define EVENTS_PAGE_MAX 1000
+/* How long an EventSource waits before it asks again (each answer holds the events so far). */
+#define JOBS_SSE_RETRY_MS 1000
 
 static int viewer_of(const http_req *rq, job_viewer *v, ledger_principal *who, dp_err *err)
 {
@@ -78,25 +80,25 @@ static json_t *job_json(const job_row *r)
         json_decref(plan);
         return NULL;
     }
-    return json_pack("{s:I, s:o, s:s, s:s, s:o, s:b, s:I, s:I, s:f, s:o, s:o, s:o, s:o, s:o, "
-                     "s:o}",
-                     "id", (json_int_t)r->id, "name", r->name[0] ? json_string(r->name) : json_null(),
-                     "algorithm", r->algorithm, "status", job_status_name(r->status), "reason",
-                     r->reason[0] ? json_string(r->reason) : json_null(), "cancel_requested",
-                     r->cancel_requested, "rounds", (json_int_t)r->rounds_total, "rounds_done",
-                     (json_int_t)r->rounds_done, "progress",
-                     (double)r->rounds_done / (double)r->rounds_total, "created_at",
-                     json_util_time(r->created_at_ms), "started_at", time_or_null(r->started_at_ms),
-                     "finished_at", time_or_null(r->finished_at_ms), "updated_at",
-                     json_util_time(r->updated_at_ms), "spec", spec, "plan", plan);
+    return json_pack(
+        "{s:I, s:o, s:s, s:s, s:o, s:b, s:I, s:I, s:f, s:o, s:o, s:o, s:o, s:o, "
+        "s:o}",
+        "id", (json_int_t)r->id, "name", r->name[0] ? json_string(r->name) : json_null(),
+        "algorithm", r->algorithm, "status", job_status_name(r->status), "reason",
+        r->reason[0] ? json_string(r->reason) : json_null(), "cancel_requested",
+        r->cancel_requested, "rounds", (json_int_t)r->rounds_total, "rounds_done",
+        (json_int_t)r->rounds_done, "progress", (double)r->rounds_done / (double)r->rounds_total,
+        "created_at", json_util_time(r->created_at_ms), "started_at",
+        time_or_null(r->started_at_ms), "finished_at", time_or_null(r->finished_at_ms),
+        "updated_at", json_util_time(r->updated_at_ms), "spec", spec, "plan", plan);
 }
 
 /* ---- POST /v1/jobs ---- */
 
 typedef struct submit {
-    job_spec spec;         /* parsed on the HTTP thread; moved into prep by the run */
+    job_spec spec; /* parsed on the HTTP thread; moved into prep by the run */
     job_prepared prep;
-    char *spec_text;       /* the body as stored */
+    char *spec_text; /* the body as stored */
     char req_id[64];
     int64_t creator;
     ledger_principal who;
@@ -106,7 +108,7 @@ typedef struct submit {
     job_runner *runner;
     /* out */
     int64_t id;
-    int refused_rc;              /* DP_EBUDGET: 409 with details */
+    int refused_rc; /* DP_EBUDGET: 409 with details */
     dp_err refused;
     ledger_charge_result refusal; /* the refused silo's figures */
     char refused_silo[JOB_NAME_MAX];
@@ -136,8 +138,8 @@ static int admit(submit *s, dp_err *err)
     ledger_charge_result *res = dp_calloc(K, sizeof *res);
     acct_event **evs = dp_calloc(K, sizeof *evs);
     size_t *silo_of = dp_calloc(K, sizeof *silo_of);
-    int rc = reqs && res && evs && silo_of ? DP_OK
-                                           : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    int rc =
+        reqs && res && evs && silo_of ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     for (size_t k = 0; rc == DP_OK && k < K; k++) {
         const job_silo_plan *sp = &p->silo[k];
         if (sp->ledger_silo == 0 || sp->round_event == NULL)
@@ -150,7 +152,7 @@ static int admit(submit *s, dp_err *err)
         }
         reqs[n] = (ledger_charge_req){.silo_id = sp->ledger_silo,
                                       .event = evs[n],
-                                      .neighboring = ACCT_NEIGHBORING_ADD_REMOVE,
+                                      .neighboring = ACCT_NB_ADD_REMOVE,
                                       .reason = "training job admission (dry run)",
                                       .actor_token_id = s->who.token_id};
         silo_of[n++] = k;
@@ -170,7 +172,7 @@ static int admit(submit *s, dp_err *err)
             s->refusal = res[bad];
             snprintf(s->refused_silo, sizeof s->refused_silo, "%s", p->fed.silo[k].name);
             char f[DP_ERR_FIELD_MAX];
-            snprintf(f, sizeof f, "silos.%s", p->fed.silo[k].name);
+            snprintf(f, sizeof f, "silos.%.41s", p->fed.silo[k].name);
             dp_err_set(&s->refused, DP_EBUDGET, f,
                        "silo \"%s\" (ledger silo %lld) cannot afford the job: its epsilon would "
                        "be %.6g against a budget of %.6g; nothing was charged (lower the "
@@ -208,9 +210,8 @@ static int submit_run(void *arg, const atomic_bool *cancel, dp_err *err)
         return rc;
     }
     char *plan = job_plan_json(&s->prep);
-    job_new_binding *bd = s->prep.spec.n_bindings
-                              ? dp_calloc(s->prep.spec.n_bindings, sizeof *bd)
-                              : NULL;
+    job_new_binding *bd =
+        s->prep.spec.n_bindings ? dp_calloc(s->prep.spec.n_bindings, sizeof *bd) : NULL;
     if (plan == NULL || (s->prep.spec.n_bindings && bd == NULL)) {
         free(plan);
         store_conn_close(c);
@@ -281,7 +282,7 @@ static int check_bindings(const job_spec *spec, const ledger_principal *who, dp_
     for (size_t i = 0; i < spec->n_bindings; i++)
         if (spec->bindings[i].silo_id != who->silo_id) {
             char f[DP_ERR_FIELD_MAX];
-            snprintf(f, sizeof f, "silos.%s", spec->bindings[i].name);
+            snprintf(f, sizeof f, "silos.%.41s", spec->bindings[i].name);
             return dp_err_set(err, DP_EFORBIDDEN, f,
                               "%s: a silo's token may bind only its own silo (%lld), not ledger "
                               "silo %lld; the admin may bind any",
@@ -400,7 +401,8 @@ int route_job_cancel(const http_req *rq, http_resp *rs, dp_err *err)
     int64_t id;
     job_cancel_op op;
     memset(&op, 0, sizeof op);
-    if (http_req_param_id(rq, "id", &id, err) != DP_OK || viewer_of(rq, &op.who, NULL, err) != DP_OK)
+    if (http_req_param_id(rq, "id", &id, err) != DP_OK ||
+        viewer_of(rq, &op.who, NULL, err) != DP_OK)
         return err->code;
     if (rq->app == NULL || rq->app->writer == NULL)
         return dp_err_set(err, DP_EINTERNAL, NULL, "no database writer");
@@ -411,8 +413,8 @@ int route_job_cancel(const http_req *rq, http_resp *rs, dp_err *err)
     if (!op.found)
         return http_err_not_found(err, "id", "job", id);
     if (op.was != JOB_QUEUED && op.was != JOB_RUNNING)
-        return dp_err_set(err, DP_ECONFLICT, "id", "job %lld has already ended (%s)",
-                          (long long)id, job_status_name(op.was));
+        return dp_err_set(err, DP_ECONFLICT, "id", "job %lld has already ended (%s)", (long long)id,
+                          job_status_name(op.was));
     job_runner_notify(rq->app->jobs);
     job_row row;
     bool found = false;
@@ -439,7 +441,8 @@ int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err)
     job_row row;
     job_viewer v;
     int64_t limit, after;
-    if (http_req_page(rq, &limit, &after, err) != DP_OK || path_job(rq, &row, &v, NULL, err) != DP_OK)
+    if (http_req_page(rq, &limit, &after, err) != DP_OK ||
+        path_job(rq, &row, &v, NULL, err) != DP_OK)
         return err->code;
     if (limit > ROUNDS_PAGE_MAX)
         limit = ROUNDS_PAGE_MAX;
@@ -451,9 +454,9 @@ int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err)
     json_t *o = NULL;
     if (rc == DP_OK) {
         size_t n = json_array_size(arr);
-        int64_t last = n ? (int64_t)json_integer_value(
-                               json_object_get(json_array_get(arr, n - 1), "round"))
-                         : after;
+        int64_t last =
+            n ? (int64_t)json_integer_value(json_object_get(json_array_get(arr, n - 1), "round"))
+              : after;
         o = json_pack("{s:I, s:s, s:I, s:I, s:o, s:o}", "job_id", (json_int_t)row.id, "status",
                       job_status_name(row.status), "rounds_total", (json_int_t)row.rounds_total,
                       "rounds_done", (json_int_t)row.rounds_done, "rounds", arr, "next_after",
@@ -471,7 +474,7 @@ int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err)
 
 /* The engine's configuration and silo count of a stored job, from its spec and plan: enough to read
  * its checkpoint without its data. */
-static int stored_cfg(const job_row *row, json_t *plan, fl_job_cfg *cfg, size_t *n_silos,
+static int stored_cfg(const job_row *row, json_t *plan, fl_job_cfg *jcfg, size_t *n_silos,
                       dp_err *err)
 {
     json_t *m = json_object_get(plan, "model");
@@ -480,15 +483,15 @@ static int stored_cfg(const job_row *row, json_t *plan, fl_job_cfg *cfg, size_t 
     if (type < 0 || !json_is_array(hidden) || json_array_size(hidden) > FL_MAX_HIDDEN)
         return dp_err_set(err, DP_EINTERNAL, NULL, "job %lld's stored plan has no model",
                           (long long)row->id);
-    fl_job_cfg_default(cfg);
-    cfg->algorithm = row->algorithm;
-    cfg->rounds = (uint64_t)row->rounds_total;
-    cfg->model.type = (fl_model_type)type;
-    cfg->model.d_in = (size_t)json_integer_value(json_object_get(m, "d_in"));
-    cfg->model.n_classes = (size_t)json_integer_value(json_object_get(m, "n_classes"));
-    cfg->model.n_hidden = json_array_size(hidden);
-    for (size_t i = 0; i < cfg->model.n_hidden; i++)
-        cfg->model.hidden[i] = (size_t)json_integer_value(json_array_get(hidden, i));
+    fl_job_cfg_default(jcfg);
+    jcfg->algorithm = row->algorithm;
+    jcfg->rounds = (uint64_t)row->rounds_total;
+    jcfg->model.type = (fl_model_type)type;
+    jcfg->model.d_in = (size_t)json_integer_value(json_object_get(m, "d_in"));
+    jcfg->model.n_classes = (size_t)json_integer_value(json_object_get(m, "n_classes"));
+    jcfg->model.n_hidden = json_array_size(hidden);
+    for (size_t i = 0; i < jcfg->model.n_hidden; i++)
+        jcfg->model.hidden[i] = (size_t)json_integer_value(json_array_get(hidden, i));
     *n_silos = json_array_size(json_object_get(plan, "silos"));
     return DP_OK;
 }
@@ -528,9 +531,9 @@ int route_job_model(const http_req *rq, http_resp *rs, dp_err *err)
     const char *silo = http_req_query(rq, "silo");
     json_error_t je;
     json_t *plan = json_util_loads(row.plan, 0, &je);
-    fl_job_cfg cfg;
+    fl_job_cfg jcfg;
     size_t K = 0, k = 0;
-    int rc = plan ? stored_cfg(&row, plan, &cfg, &K, err)
+    int rc = plan ? stored_cfg(&row, plan, &jcfg, &K, err)
                   : dp_err_set(err, DP_EINTERNAL, NULL, "job %lld's plan is unreadable",
                                (long long)row.id);
     if (rc == DP_OK && silo != NULL) {
@@ -539,7 +542,8 @@ int route_job_model(const http_req *rq, http_resp *rs, dp_err *err)
         if (ps == NULL)
             rc = dp_err_set(err, DP_ENOTFOUND, "silo", "job %lld has no silo named \"%.64s\"",
                             (long long)row.id, silo);
-        else if (who.role != LEDGER_ROLE_ADMIN && !(rq->app && rq->app->cfg && rq->app->cfg->auth_off) &&
+        else if (who.role != LEDGER_ROLE_ADMIN &&
+                 !(rq->app && rq->app->cfg && rq->app->cfg->auth_off) &&
                  !(who.role == LEDGER_ROLE_SILO && json_is_integer(sid) &&
                    json_integer_value(sid) == who.silo_id))
             rc = dp_err_set(err, DP_EFORBIDDEN, "silo",
@@ -560,9 +564,9 @@ int route_job_model(const http_req *rq, http_resp *rs, dp_err *err)
                         (long long)row.id);
     fl_state st;
     memset(&st, 0, sizeof st);
-    fl_federation shape = {cfg.model.d_in, cfg.model.n_classes, K, NULL};
+    fl_federation shape = {jcfg.model.d_in, jcfg.model.n_classes, K, NULL};
     if (rc == DP_OK)
-        rc = fl_state_deserialize(buf, len, &cfg, &shape, &st, err);
+        rc = fl_state_deserialize(buf, len, &jcfg, &shape, &st, err);
     dp_free(buf);
     json_t *o = NULL;
     if (rc == DP_OK) {
@@ -652,10 +656,16 @@ int route_job_events(const http_req *rq, http_resp *rs, dp_err *err)
                  ? jobs_events_list(rq->db, row.id, after, EVENTS_PAGE_MAX, add_event, &b, &more,
                                     rq->req_id, err)
                  : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    bool final = row.status != JOB_QUEUED && row.status != JOB_RUNNING;
     job_row_clear(&row);
     if (rc != DP_OK) {
         free(b.s);
         return rc;
+    }
+    if (final && b.last == 0 && from != NULL) { /* ended, and nothing new: stop the EventSource */
+        free(b.s);
+        rs->status = 204;
+        return DP_OK;
     }
     if (b.ended && !more && sse_add(&b, "event: end\ndata: {}\n\n") != 0) {
         free(b.s);

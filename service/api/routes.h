@@ -52,6 +52,15 @@ int route_datasets_upload(const http_req *rq, http_resp *rs, dp_err *err);
 int route_dataset_get(const http_req *rq, http_resp *rs, dp_err *err);
 int route_dataset_delete(const http_req *rq, http_resp *rs, dp_err *err);
 
+/* api/jobs.c: training jobs (docs/TRAINING.md) */
+int route_jobs_submit(const http_req *rq, http_resp *rs, dp_err *err);
+int route_jobs_list(const http_req *rq, http_resp *rs, dp_err *err);
+int route_job_get(const http_req *rq, http_resp *rs, dp_err *err);
+int route_job_cancel(const http_req *rq, http_resp *rs, dp_err *err);
+int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err);
+int route_job_events(const http_req *rq, http_resp *rs, dp_err *err);
+int route_job_model(const http_req *rq, http_resp *rs, dp_err *err);
+
 /* api/silos.c: silos, budgets, charges, claims (issue #5; access control in api/auth.h). */
 int route_silos_create(const http_req *rq, http_resp *rs, dp_err *err);
 int route_silos_list(const http_req *rq, http_resp *rs, dp_err *err);

@@ -40,6 +40,8 @@ enum {
     OPT_MAX_EST_WORK,
     OPT_MAX_EST_CELLS,
     OPT_MAX_PLD_POINTS,
+    OPT_JOB_WORKERS,
+    OPT_JOB_THREADS,
     OPT_N
 };
 
@@ -67,6 +69,8 @@ static const struct {
     [OPT_MAX_EST_WORK] = {"--max-estimator-work", "DPSILO_MAX_ESTIMATOR_WORK"},
     [OPT_MAX_EST_CELLS] = {"--max-estimator-cells", "DPSILO_MAX_ESTIMATOR_CELLS"},
     [OPT_MAX_PLD_POINTS] = {"--max-pld-points", "DPSILO_MAX_PLD_POINTS"},
+    [OPT_JOB_WORKERS] = {"--job-workers", "DPSILO_JOB_WORKERS"},
+    [OPT_JOB_THREADS] = {"--job-threads", "DPSILO_JOB_THREADS"},
 };
 
 void cfg_defaults(cfg *c)
@@ -94,6 +98,8 @@ void cfg_defaults(cfg *c)
     c->max_estimator_work = CFG_DEFAULT_MAX_EST_WORK;
     c->max_estimator_cells = CFG_DEFAULT_MAX_EST_CELLS;
     c->max_pld_points = CFG_DEFAULT_MAX_PLD_POINTS;
+    c->job_workers = 1;
+    c->job_threads = 1;
 }
 
 /* A positive count written as an integer or in e-notation ("1e10"), at most hi. 0 on success. */
@@ -228,6 +234,10 @@ static int set_opt(cfg *c, int opt, const char *val, const char *who, dp_err *er
                                   sizeof c->admin_token_file);
             snprintf(c->admin_token_file, sizeof c->admin_token_file, "%s", val);
             return DP_OK;
+        case OPT_JOB_WORKERS:
+            return set_uint(&c->job_workers, val, 0, CFG_MAX_JOB_WORKERS, who, "workers", err);
+        case OPT_JOB_THREADS:
+            return set_uint(&c->job_threads, val, 1, CFG_MAX_JOB_WORKERS, who, "threads", err);
         case OPT_DRAIN_TIMEOUT:
             return set_uint(&c->drain_timeout_s, val, 0, CFG_MAX_DRAIN_S, who, "seconds", err);
         case OPT_HEADER_TIMEOUT:
@@ -388,6 +398,10 @@ const char *cfg_usage(void)
            "                      [DPSILO_MAX_ESTIMATOR_CELLS, default 4000000]\n"
            "  --max-pld-points N  FFT length cap of one PLD composition, 64..16777216\n"
            "                      [DPSILO_MAX_PLD_POINTS, default 4194304]\n"
+           "  --job-workers N     training jobs run at once, 0..64 (0: jobs wait queued)\n"
+           "                      [DPSILO_JOB_WORKERS, default 1]\n"
+           "  --job-threads N     threads one job's round fans out to, 1..64\n"
+           "                      [DPSILO_JOB_THREADS, default 1]\n"
            "  --help              show this text and exit\n"
            "  --version           show the version (and the libraries' versions) and exit\n"
            "\n"

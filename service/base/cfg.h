@@ -32,6 +32,9 @@
  *                                                          n_init x max_iter; more: 400)
  *   --max-estimator-cells N   DPSILO_MAX_ESTIMATOR_CELLS   4000000 (clients x (components + dims);
  *                                                          more: 413)
+ * Training jobs (jobs/runner.h):
+ *   --job-workers N           DPSILO_JOB_WORKERS           1 (0..64): jobs trained at once
+ *   --job-threads N           DPSILO_JOB_THREADS           1 (1..64): threads one job's round uses
  *   --max-pld-points N        DPSILO_MAX_PLD_POINTS        4194304 (FFT length of one PLD
  *                                                          composition, 64..16777216)
  *
@@ -52,6 +55,7 @@
 #include "common/dp_err.h"
 
 #define CFG_MAX_THREADS               64
+#define CFG_MAX_JOB_WORKERS           64
 #define CFG_MAX_BODY_LIMIT            (64u * 1024u * 1024u) /* --max-body may not exceed 64 MiB */
 #define CFG_DEFAULT_MAX_BODY          (1024u * 1024u)
 #define CFG_MAX_UPLOAD_LIMIT          ((size_t)4 << 30) /* --max-upload may not exceed 4 GiB */
@@ -98,6 +102,9 @@ typedef struct cfg {
     double max_estimator_work;  /* cap on clients*dims*components*n_init*max_iter */
     double max_estimator_cells; /* cap on clients*(components + dims) (memory) */
     size_t max_pld_points;      /* FFT length cap of a PLD composition */
+    /* training jobs (jobs/runner.h) */
+    unsigned job_workers; /* 0..CFG_MAX_JOB_WORKERS */
+    unsigned job_threads; /* 1..CFG_MAX_JOB_WORKERS */
 } cfg;
 
 /* Fills c with the defaults above (threads from the number of online cores). */

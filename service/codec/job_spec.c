@@ -32,11 +32,14 @@ static const char *field(const reader *r, const char *key, char *buf, size_t cap
     return buf;
 }
 
-static int fail(const reader *r, const char *key, const char *fmt, const char *what)
+/* "<field> is required (<what>)" or "<field> must be <what>". */
+static int fail(const reader *r, const char *key, bool required, const char *what)
 {
     char f[DP_ERR_FIELD_MAX];
     field(r, key, f, sizeof f);
-    return dp_err_set(r->err, DP_EINVAL, f, fmt, f, what);
+    if (required)
+        return dp_err_set(r->err, DP_EINVAL, f, "%s is required (%s)", f, what);
+    return dp_err_set(r->err, DP_EINVAL, f, "%s must be %s", f, what);
 }
 
 static int check_keys(const reader *r, const char *const *allowed, size_t n)
@@ -68,12 +71,12 @@ static int num(const reader *r, const char *key, bool required, double def, doub
     const json_t *v = json_object_get(r->obj, key);
     if (v == NULL || json_is_null(v)) {
         if (required)
-            return fail(r, key, "%s is required (%s)", "a number");
+            return fail(r, key, true, "a number");
         *out = def;
         return DP_OK;
     }
     if (!json_is_number(v))
-        return fail(r, key, "%s must be a number (got %s)", json_is_string(v) ? "a string" : "a non-number");
+        return fail(r, key, false, json_is_string(v) ? "a number, not a string" : "a number");
     double x = json_number_value(v);
     if (!isfinite(x) || x < lo || x > hi) {
         char f[DP_ERR_FIELD_MAX];
@@ -119,12 +122,12 @@ static int string(const reader *r, const char *key, bool required, const char *d
     const json_t *v = json_object_get(r->obj, key);
     if (v == NULL || json_is_null(v)) {
         if (required)
-            return fail(r, key, "%s is required (%s)", "a string");
+            return fail(r, key, true, "a string");
         *out = def;
         return DP_OK;
     }
     if (!json_is_string(v))
-        return fail(r, key, "%s must be %s", "a string");
+        return fail(r, key, false, "a string");
     *out = json_string_value(v);
     return DP_OK;
 }
@@ -137,7 +140,7 @@ static int boolean(const reader *r, const char *key, bool def, bool *out)
         return DP_OK;
     }
     if (!json_is_boolean(v))
-        return fail(r, key, "%s must be %s", "true or false");
+        return fail(r, key, false, "true or false");
     *out = json_is_true(v);
     return DP_OK;
 }
@@ -165,8 +168,8 @@ static int choice(const reader *r, const char *key, const char *const *names, si
 
 /* ---- the parts ---- */
 
-static const char *const ALGORITHMS[] = {"local", "fedavg", "finetune", "mrmtl", "ditto",
-                                         "dp_fedavg"};
+static const char *const ALGORITHMS[] = {"local", "fedavg", "finetune",
+                                         "mrmtl", "ditto",  "dp_fedavg"};
 
 static int parse_dataset(const json_t *body, job_spec *s, dp_err *err)
 {
@@ -193,7 +196,7 @@ static int parse_dataset(const json_t *body, job_spec *s, dp_err *err)
                           json_string_value(v), json_string_value(v));
     }
     reader r = {v, "dataset", err};
-    static const char *const KEYS[] = {"generator", "silos", "dim", "n_min", "n_max",
+    static const char *const KEYS[] = {"generator", "silos", "dim",     "n_min", "n_max",
                                        "tau",       "noise", "classes", "seed"};
     static const char *const GENS[] = {"synthetic-linreg", "synthetic-classification"};
     size_t g = 0;
@@ -226,8 +229,8 @@ static int parse_dataset(const json_t *body, job_spec *s, dp_err *err)
     if (rc != DP_OK)
         return rc;
     s->data = JOB_DATA_SYNTHETIC;
-    s->synth = (fl_synth_spec){(size_t)silos,   (size_t)dim, (size_t)n_min, (size_t)n_max, tau,
-                               noise,           (size_t)classes, (uint64_t)seed};
+    s->synth = (fl_synth_spec){(size_t)silos, (size_t)dim, (size_t)n_min,   (size_t)n_max,
+                               tau,           noise,       (size_t)classes, (uint64_t)seed};
     return DP_OK;
 }
 
@@ -376,10 +379,11 @@ static int parse_silos(const json_t *body, job_spec *s, dp_err *err)
                               f);
         for (size_t j = 0; j < s->n_bindings; j++)
             if (s->bindings[j].silo_id == (int64_t)json_integer_value(id))
-                return dp_err_set(err, DP_EINVAL, f,
-                                  "%s: ledger silo %lld is bound twice (to \"%s\" too); each data-set "
-                                  "silo spends from its own budget",
-                                  f, (long long)json_integer_value(id), s->bindings[j].name);
+                return dp_err_set(
+                    err, DP_EINVAL, f,
+                    "%s: ledger silo %lld is bound twice (to \"%s\" too); each data-set "
+                    "silo spends from its own budget",
+                    f, (long long)json_integer_value(id), s->bindings[j].name);
         job_binding *b = &s->bindings[s->n_bindings++];
         snprintf(b->name, sizeof b->name, "%s", key);
         b->silo_id = (int64_t)json_integer_value(id);
@@ -392,10 +396,10 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
     memset(s, 0, sizeof *s);
     reader r = {body, "", err};
     static const char *const KEYS[] = {
-        "algorithm", "dataset",       "partition",   "model",       "rounds",
-        "local_epochs", "batch_size", "lr",          "lambda",      "finetune_fraction",
-        "seed",      "test_fraction", "privacy",     "silos",       "on_budget_exhausted",
-        "standardize", "weighted",    "resume",      "name"};
+        "algorithm",    "dataset",       "partition", "model",  "rounds",
+        "local_epochs", "batch_size",    "lr",        "lambda", "finetune_fraction",
+        "seed",         "test_fraction", "privacy",   "silos",  "on_budget_exhausted",
+        "standardize",  "weighted",      "resume",    "name"};
     static const char *const BUDGET[] = {"refuse", "stop_silo", "stop_job"};
     static const char *const STD[] = {"silo", "none"};
     size_t a = 0, b = 0, st = 0;
@@ -477,12 +481,12 @@ void job_spec_clear(job_spec *s)
 const char *job_on_budget_name(job_on_budget b)
 {
     switch (b) {
-    case JOB_BUDGET_REFUSE:
-        return "refuse";
-    case JOB_BUDGET_STOP_SILO:
-        return "stop_silo";
-    case JOB_BUDGET_STOP_JOB:
-        return "stop_job";
+        case JOB_BUDGET_REFUSE:
+            return "refuse";
+        case JOB_BUDGET_STOP_SILO:
+            return "stop_silo";
+        case JOB_BUDGET_STOP_JOB:
+            return "stop_job";
     }
     return "?";
 }

@@ -60,11 +60,11 @@ typedef struct job_spec {
     char name[JOB_NAME_MAX];      /* the client's label for the job ("" = none) */
     char algorithm[JOB_ALGO_MAX]; /* local, fedavg, finetune, mrmtl, ditto, dp_fedavg */
     job_data_kind data;
-    int64_t dataset_id;     /* UPLOAD */
-    fl_synth_spec synth;    /* SYNTHETIC (regression when classes == 0) */
-    bool has_partition;     /* absent: the data set's own silos */
+    int64_t dataset_id;  /* UPLOAD */
+    fl_synth_spec synth; /* SYNTHETIC (regression when classes == 0) */
+    bool has_partition;  /* absent: the data set's own silos */
     fl_partition_spec partition;
-    fl_model_spec model;    /* d_in and n_classes are filled when the data is known */
+    fl_model_spec model; /* d_in and n_classes are filled when the data is known */
     int64_t rounds, local_epochs, batch_size;
     double lr, lambda, finetune_fraction, test_fraction;
     uint64_t seed;

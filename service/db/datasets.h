@@ -35,9 +35,9 @@
 
 /* An upload to record (every pointer borrowed for the call). */
 typedef struct dataset_new {
-    const char *name;       /* 1..128 bytes */
-    int64_t created_at_ms;  /* Unix milliseconds, UTC */
-    const char *request_id; /* "-" when none */
+    const char *name;         /* 1..128 bytes */
+    int64_t created_at_ms;    /* Unix milliseconds, UTC */
+    const char *request_id;   /* "-" when none */
     int64_t creator_token_id; /* 0: none (--auth off) */
     const char *label_column;
     const char *silo_column; /* NULL: none */

@@ -14,8 +14,8 @@
 #include "common/dp_log.h"
 #include "service/db/bind.h"
 
-static const char *const STATUS[] = {"queued",    "running",   "succeeded",
-                                     "failed",    "cancelled", "interrupted"};
+static const char *const STATUS[] = {"queued", "running",   "succeeded",
+                                     "failed", "cancelled", "interrupted"};
 
 const char *job_status_name(job_status s)
 {
@@ -210,8 +210,7 @@ static void bind_id_time(store_binder *b, const void *arg)
 
 int jobs_cancel_apply(sqlite3 *db, void *arg, dp_err *err)
 {
-    static const char FIND[] =
-        "SELECT j.status FROM jobs AS j WHERE j.id = :id AND " JOB_VISIBLE;
+    static const char FIND[] = "SELECT j.status FROM jobs AS j WHERE j.id = :id AND " JOB_VISIBLE;
     static const char CANCEL_QUEUED[] =
         "UPDATE jobs SET status = 'cancelled', reason = 'cancelled before it started', "
         "updated_at_ms = :t, finished_at_ms = :t WHERE id = :id AND status = 'queued'";
@@ -296,6 +295,23 @@ static void bind_round(store_binder *b, const void *arg)
     store_bind_text(b, ":m", r->metrics);
 }
 
+static void bind_round_event(store_binder *b, const void *arg)
+{
+    const job_round_new *r = arg;
+    store_bind_i64(b, ":job", r->job_id);
+    store_bind_i64(b, ":round", r->round);
+    store_bind_i64(b, ":t", r->now_ms);
+    store_bind_double(b, ":wall", r->wall_ms);
+}
+
+static void bind_round_done(store_binder *b, const void *arg)
+{
+    const job_round_new *r = arg;
+    store_bind_i64(b, ":job", r->job_id);
+    store_bind_i64(b, ":round", r->round);
+    store_bind_i64(b, ":t", r->now_ms);
+}
+
 int jobs_round_write(sqlite3 *db, const job_round_new *r, dp_err *err)
 {
     static const char ROUND[] = "INSERT INTO job_rounds (job_id, round, created_at_ms, wall_ms, "
@@ -310,9 +326,9 @@ int jobs_round_write(sqlite3 *db, const job_round_new *r, dp_err *err)
         "CONFLICT (job_id) DO UPDATE SET round = excluded.round, state = excluded.state";
     int rc = exec1(db, ROUND, bind_round, r, "insert job round", err);
     if (rc == DP_OK)
-        rc = exec1(db, EVENT, bind_round, r, "insert round event", err);
+        rc = exec1(db, EVENT, bind_round_event, r, "insert round event", err);
     if (rc == DP_OK)
-        rc = exec1(db, DONE, bind_round, r, "advance job", err);
+        rc = exec1(db, DONE, bind_round_done, r, "advance job", err);
     if (rc != DP_OK || r->state == NULL)
         return rc;
     sqlite3_stmt *st = NULL;
@@ -379,7 +395,8 @@ static int read_row(sqlite3_stmt *st, job_row *r)
 int jobs_get(store_conn *c, int64_t id, const job_viewer *who, job_row *out, bool *found,
              const char *req_id, dp_err *err)
 {
-    static const char GET[] = "SELECT " JOB_COLS " FROM jobs AS j WHERE j.id = :id AND " JOB_VISIBLE;
+    static const char GET[] =
+        "SELECT " JOB_COLS " FROM jobs AS j WHERE j.id = :id AND " JOB_VISIBLE;
     memset(out, 0, sizeof *out);
     *found = false;
     sqlite3_stmt *st = store_conn_prepare(c, GET, err);

@@ -54,8 +54,8 @@ typedef struct job_new {
     const char *request_id;
     int64_t creator_token_id; /* 0 = none */
     const char *algorithm;
-    const char *spec; /* JSON text */
-    const char *plan; /* JSON text */
+    const char *spec;   /* JSON text */
+    const char *plan;   /* JSON text */
     int64_t dataset_id; /* 0 = none */
     int64_t rounds_total;
     bool resume;
@@ -79,7 +79,7 @@ int jobs_claim_apply(sqlite3 *db, void *arg, dp_err *err);
 
 typedef struct job_finish_op {
     int64_t id;
-    job_status status; /* SUCCEEDED, FAILED, CANCELLED, INTERRUPTED, or QUEUED (to resume later) */
+    job_status status;  /* SUCCEEDED, FAILED, CANCELLED, INTERRUPTED, or QUEUED (to resume later) */
     const char *reason; /* or NULL */
     int64_t now_ms;
 } job_finish_op;
@@ -118,7 +118,7 @@ typedef struct job_round_new {
     int64_t round; /* 1-based: rounds completed */
     int64_t now_ms;
     double wall_ms;
-    const char *metrics; /* JSON text */
+    const char *metrics;  /* JSON text */
     const uint8_t *state; /* checkpoint bytes */
     size_t state_len;
 } job_round_new;

@@ -815,6 +815,7 @@ static enum MHD_Result run_handler(http_ctx *c, struct MHD_Connection *conn, htt
         .bearer = http_bearer_from_header(
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)),
         .idempotency_key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Idempotency-Key"),
+        .last_event_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Last-Event-ID"),
     };
     http_resp rs;
     memset(&rs, 0, sizeof rs);

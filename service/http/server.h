@@ -88,6 +88,7 @@ typedef struct http_req {
                            api/auth.h, never log it */
     const http_defer *defer;     /* non-NULL: the handler may defer its answer (PENDING above) */
     const char *idempotency_key; /* the Idempotency-Key header as sent, or NULL */
+    const char *last_event_id;   /* the Last-Event-ID header (server-sent events), or NULL */
     const char *raw; /* a raw_type route's body as received (not NUL-terminated), or NULL; raw_len
                         bytes. Borrowed, but valid until a deferred answer's wake-up, so a
                         compute task may read it (http/offload.h) */

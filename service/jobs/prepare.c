@@ -68,8 +68,7 @@ static int fit_model(job_spec *s, const fl_dataset *d, dp_err *err)
                           "(regression), or labels 0..K-1",
                           fl_model_type_name(s->model.type),
                           d->n_classes == 1 ? "all 0" : "not class indices 0..K-1");
-    if ((s->model.type == FL_MODEL_LOGISTIC || s->model.type == FL_MODEL_SVM) &&
-        d->n_classes > 2)
+    if ((s->model.type == FL_MODEL_LOGISTIC || s->model.type == FL_MODEL_SVM) && d->n_classes > 2)
         return dp_err_set(err, DP_EINVAL, "model.type",
                           "model %s is binary, but the labels have %zu classes: use softmax or "
                           "mlp",
@@ -89,7 +88,7 @@ static int silo_accountant(const job_spec *s, struct ledger *l, store_conn *c, c
     if (silo_id == 0)
         return DP_OK;
     char f[DP_ERR_FIELD_MAX];
-    snprintf(f, sizeof f, "silos.%s", name);
+    snprintf(f, sizeof f, "silos.%.41s", name);
     ledger_silo_view v;
     int rc = ledger_silo_get(l, c, silo_id, &v, err);
     if (rc == DP_ENOTFOUND)
@@ -106,7 +105,7 @@ static int silo_accountant(const job_spec *s, struct ledger *l, store_conn *c, c
                           "(epsilon, delta) budgets accounted with RDP",
                           f, (long long)silo_id,
                           v.budget.kind != LEDGER_BUDGET_EPS_DELTA ? "a non-(epsilon, delta)"
-                                                                     : "a non-RDP");
+                                                                   : "a non-RDP");
     sp->delta = v.budget.delta;
     size_t n_orders = 0;
     const double *orders = ledger_orders(l, &n_orders);
@@ -133,7 +132,7 @@ static int bind_silos(const job_spec *s, job_prepared *p, struct ledger *l, stor
             known = strcmp(s->bindings[b].name, p->fed.silo[k].name) == 0;
         if (!known) {
             char f[DP_ERR_FIELD_MAX];
-            snprintf(f, sizeof f, "silos.%s", s->bindings[b].name);
+            snprintf(f, sizeof f, "silos.%.41s", s->bindings[b].name);
             return dp_err_set(err, DP_EINVAL, f,
                               "%s: the data set has no silo named \"%s\" (its silos are "
                               "\"%s\"%s)",
@@ -198,8 +197,7 @@ static int plan_privacy(job_prepared *p, dp_err *err)
     }
     for (size_t k = 0; k < K; k++) {
         job_silo_plan *sp = &p->silo[k];
-        int rc = fl_plan_silo(&p->cfg, k, p->fed.silo[k].n_train, &sp->plan, &sp->round_event,
-                              err);
+        int rc = fl_plan_silo(&p->cfg, k, p->fed.silo[k].n_train, &sp->plan, &sp->round_event, err);
         if (rc != DP_OK)
             return rc;
         if (sp->round_event != NULL)
@@ -288,9 +286,8 @@ char *job_plan_json(const job_prepared *p)
             "batch", (json_int_t)pl->batch, "q", json_util_real(pl->q), "steps_per_round",
             (json_int_t)pl->steps_per_round, "steps", (json_int_t)pl->steps_total,
             "noise_multiplier", pl->is_private ? json_util_real(pl->noise_multiplier) : json_null(),
-            "sigma",
-            pl->is_private ? json_util_real(pl->noise_multiplier * clip) : json_null(), "delta",
-            pl->is_private ? json_util_real(sp->delta) : json_null(), "epsilon",
+            "sigma", pl->is_private ? json_util_real(pl->noise_multiplier * clip) : json_null(),
+            "delta", pl->is_private ? json_util_real(sp->delta) : json_null(), "epsilon",
             json_util_real(sp->planned_eps), "round_event", ev);
         ok = o != NULL && json_array_append_new(arr, o) == 0;
     }
@@ -301,18 +298,18 @@ char *job_plan_json(const job_prepared *p)
             json_decref(hidden);
             hidden = NULL;
         }
-    json_t *model = hidden ? json_pack("{s:s, s:I, s:I, s:o, s:I}", "type",
-                                       fl_model_type_name(ms->type), "d_in", (json_int_t)ms->d_in,
-                                       "n_classes", (json_int_t)ms->n_classes, "hidden", hidden,
-                                       "n_params", (json_int_t)fl_model_n_params(ms))
-                           : NULL;
-    json_t *root = ok && model ? json_pack("{s:o, s:o, s:s, s:I, s:o}", "silos", arr, "model",
-                                           model, "privacy_unit",
-                                           strcmp(p->spec.algorithm, "dp_fedavg") == 0 ? "silo"
-                                                                                      : "record",
-                                           "rounds", (json_int_t)p->cfg.rounds, "server_noise",
-                                           json_util_real(p->cfg.server_noise))
-                           : NULL;
+    json_t *model =
+        hidden ? json_pack("{s:s, s:I, s:I, s:o, s:I}", "type", fl_model_type_name(ms->type),
+                           "d_in", (json_int_t)ms->d_in, "n_classes", (json_int_t)ms->n_classes,
+                           "hidden", hidden, "n_params", (json_int_t)fl_model_n_params(ms))
+               : NULL;
+    json_t *root =
+        ok && model
+            ? json_pack("{s:o, s:o, s:s, s:I, s:o}", "silos", arr, "model", model, "privacy_unit",
+                        strcmp(p->spec.algorithm, "dp_fedavg") == 0 ? "silo" : "record", "rounds",
+                        (json_int_t)p->cfg.rounds, "server_noise",
+                        json_util_real(p->cfg.server_noise))
+            : NULL;
     if (root == NULL && model == NULL)
         ok = false;
     if (root == NULL && !ok)

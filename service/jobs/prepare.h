@@ -45,12 +45,12 @@ typedef struct job_silo_plan {
 } job_silo_plan;
 
 typedef struct job_prepared {
-    job_spec spec;      /* owned copy semantics: parsed by the caller, moved in */
-    fl_federation fed;  /* the silos' train/test rows */
-    fl_job_cfg cfg;     /* the engine's configuration (borrows algorithm and z below) */
-    double *z;          /* per silo noise multiplier (record level), owned */
+    job_spec spec;       /* owned copy semantics: parsed by the caller, moved in */
+    fl_federation fed;   /* the silos' train/test rows */
+    fl_job_cfg cfg;      /* the engine's configuration (borrows algorithm and z below) */
+    double *z;           /* per silo noise multiplier (record level), owned */
     job_silo_plan *silo; /* fed.n_silos, owned */
-    int64_t dataset_id; /* the upload used, 0 = none */
+    int64_t dataset_id;  /* the upload used, 0 = none */
 } job_prepared;
 
 /* Prepares spec (moved into out: the caller must not clear it afterwards) with connection c (to

@@ -46,17 +46,16 @@ static bool model_fields(json_t *o, const fl_model_metrics *mm, bool regression)
            put(o, "train_loss", mm->train_loss);
 }
 
-static json_t *silo_json(const job_prepared *p, const fl_round_metrics *m, size_t k,
-                         bool stopped, uint64_t trained, double eps, double ledger_eps)
+static json_t *silo_json(const job_prepared *p, const fl_round_metrics *m, size_t k, bool stopped,
+                         uint64_t trained, double eps, double ledger_eps)
 {
     const fl_silo_metrics *s = &m->silo[k];
     const job_silo_plan *sp = &p->silo[k];
-    json_t *o = json_pack("{s:s, s:o, s:b, s:b, s:I, s:I, s:I}", "silo", p->fed.silo[k].name,
-                          "silo_id",
-                          sp->ledger_silo ? json_integer((json_int_t)sp->ledger_silo) : json_null(),
-                          "stopped", stopped, "trained", s->active, "rounds_trained",
-                          (json_int_t)trained, "n_train", (json_int_t)s->n_train, "n_test",
-                          (json_int_t)s->n_test);
+    json_t *o =
+        json_pack("{s:s, s:o, s:b, s:b, s:I, s:I, s:I}", "silo", p->fed.silo[k].name, "silo_id",
+                  sp->ledger_silo ? json_integer((json_int_t)sp->ledger_silo) : json_null(),
+                  "stopped", stopped, "trained", s->active, "rounds_trained", (json_int_t)trained,
+                  "n_train", (json_int_t)s->n_train, "n_test", (json_int_t)s->n_test);
     double e = sp->round_event == NULL ? DP_NAN : !isnan(ledger_eps) ? ledger_eps : eps;
     json_t *g = m->has_global ? json_object() : json_null();
     bool ok = o && g && put(o, "epsilon", e) && model_fields(o, &s->personal, m->regression) &&
@@ -83,11 +82,11 @@ char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const boo
     json_t *g = m->has_global ? agg_json(&m->global, m->regression) : json_null();
     json_t *pers = agg_json(&m->personal, m->regression);
     json_t *root = ok && g && pers ? json_object() : NULL;
-    ok = root && json_object_set_new(root, "round", json_integer((json_int_t)m->round + 1)) == 0 &&
-         put(root, "wall_ms", wall_ms) &&
-         json_object_set_new(root, "metric", json_string(m->regression ? "mse" : "accuracy")) ==
-             0 &&
-         json_object_set_new(root, "silos_trained", json_integer((json_int_t)m->n_trained)) == 0;
+    ok =
+        root && json_object_set_new(root, "round", json_integer((json_int_t)m->round + 1)) == 0 &&
+        put(root, "wall_ms", wall_ms) &&
+        json_object_set_new(root, "metric", json_string(m->regression ? "mse" : "accuracy")) == 0 &&
+        json_object_set_new(root, "silos_trained", json_integer((json_int_t)m->n_trained)) == 0;
     if (ok) {
         ok = json_object_set_new(root, "global", g) == 0;
         g = NULL;

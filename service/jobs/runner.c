@@ -84,6 +84,8 @@ typedef struct job_exec {
     bool *active;      /* K */
     uint64_t *trained; /* K: rounds each silo trained */
     double *eps;       /* K: epsilon so far (DP_NAN when not private) */
+    double **curve;    /* K: silo k's one-round RDP curve (NULL when not private) */
+    size_t *n_orders;  /* K: its length */
     /* the round's charge */
     ledger_charge_req *reqs; /* K */
     ledger_charge_result *res;
@@ -99,6 +101,10 @@ static void exec_free(job_exec *x)
     dp_free(x->active);
     dp_free(x->trained);
     dp_free(x->eps);
+    for (size_t k = 0; x->curve != NULL && k < x->p.fed.n_silos; k++)
+        dp_free(x->curve[k]);
+    dp_free(x->curve);
+    dp_free(x->n_orders);
     dp_free(x->reqs);
     dp_free(x->res);
     dp_free(x->req_silo);
@@ -120,7 +126,7 @@ static void build_reqs(job_exec *x)
         memset(q, 0, sizeof *q);
         q->silo_id = sp->ledger_silo;
         q->event = sp->round_event;
-        q->neighboring = ACCT_NEIGHBORING_ADD_REMOVE;
+        q->neighboring = ACCT_NB_ADD_REMOVE;
         q->idempotency_key = x->key;
         q->reason = x->reason;
         q->job_id = x->id;
@@ -148,7 +154,8 @@ static bool apply_policy(job_exec *x, char *why, size_t cap)
         any = true;
         if (x->p.spec.on_budget == JOB_BUDGET_STOP_SILO) {
             x->active[k] = false;
-            dp_log(DP_LOG_INFO, NULL, "job %lld: silo \"%s\" (ledger silo %lld) stops before round "
+            dp_log(DP_LOG_INFO, NULL,
+                   "job %lld: silo \"%s\" (ledger silo %lld) stops before round "
                    "%llu: its budget cannot afford another round",
                    (long long)x->id, x->p.fed.silo[k].name, (long long)x->p.silo[k].ledger_silo,
                    (unsigned long long)x->st.round + 1);
@@ -187,13 +194,13 @@ static int write_round(sqlite3 *db, void *arg, const ledger_charge_result *out, 
         ledger_eps[k] = DP_NAN;
     for (size_t i = 0; i < n && i < x->n_reqs; i++)
         ledger_eps[x->req_silo[i]] = out[i].spent_eps_after;
-    char *text = job_round_json(&x->p, rw->m, x->st.stopped, x->trained, x->eps, ledger_eps,
-                                rw->wall_ms);
+    char *text =
+        job_round_json(&x->p, rw->m, x->st.stopped, x->trained, x->eps, ledger_eps, rw->wall_ms);
     dp_free(ledger_eps);
     if (text == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    job_round_new r = {x->id,  (int64_t)x->st.round, time_now_ms(), rw->wall_ms,
-                       text,   rw->ckpt,             rw->ckpt_len};
+    job_round_new r = {x->id,    (int64_t)x->st.round, time_now_ms(), rw->wall_ms, text,
+                       rw->ckpt, rw->ckpt_len};
     int rc = jobs_round_write(db, &r, err);
     free(text);
     return rc;
@@ -250,33 +257,31 @@ static int restore_counts(job_exec *x, dp_err *err)
         return DP_OK;
     counts_arg a = {x, 0};
     bool more = false;
-    int rc = jobs_rounds_list(x->c, x->id, (int64_t)x->st.round - 1, 1, counts_row, &a, &more,
-                              NULL, err);
+    int rc = jobs_rounds_list(x->c, x->id, (int64_t)x->st.round - 1, 1, counts_row, &a, &more, NULL,
+                              err);
     if (rc == DP_OK && a.bad)
         rc = dp_err_set(err, DP_EINTERNAL, NULL, "the last round's metrics do not match the job");
     return rc;
 }
 
-/* Epsilon of silo k after `trained` rounds, as the accountant computes it. */
+/* Epsilon of silo k after `trained` rounds, as the accountant computes it (fl_plan_epsilon),
+ * from its cached one-round curve. */
 static double accountant_eps(const job_exec *x, size_t k, uint64_t trained)
 {
     const job_silo_plan *sp = &x->p.silo[k];
-    if (sp->round_event == NULL)
+    if (sp->round_event == NULL || x->curve[k] == NULL)
         return DP_NAN;
-    if (trained == 0)
-        return 0;
     double e = DP_NAN;
     dp_err err;
     dp_err_clear(&err);
-    if (fl_plan_epsilon(sp->round_event, trained, &sp->acct, &e, &err) != DP_OK)
+    if (fl_plan_epsilon_curve(x->curve[k], x->n_orders[k], trained, &sp->acct, &e, &err) != DP_OK)
         return DP_NAN;
     return e;
 }
 
 /* Runs one round with its charge. DP_OK: the round is recorded. *stop set (with why) when the job
  * must end now (budget policy, every silo stopped). */
-static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_t cap,
-                     dp_err *err)
+static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_t cap, dp_err *err)
 {
     *stop = false;
     for (;;) {
@@ -289,8 +294,8 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
         build_reqs(x);
         dp_err e;
         dp_err_clear(&e);
-        int rc = x->n_reqs ? ledger_charge_batch(x->r->l, x->reqs, x->n_reqs, true, x->res, &e)
-                           : DP_OK;
+        int rc =
+            x->n_reqs ? ledger_charge_batch(x->r->l, x->reqs, x->n_reqs, true, x->res, &e) : DP_OK;
         if (rc == DP_EBUDGET) {
             if (apply_policy(x, why, cap)) {
                 *stop = true;
@@ -318,8 +323,8 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
         fl_round_metrics m;
         memset(&m, 0, sizeof m);
         if (rc == DP_OK)
-            rc = fl_round_run(&x->p.cfg, &x->p.fed, &x->st, x->active,
-                              (int)x->r->cfg.job_threads, &m, err);
+            rc = fl_round_run(&x->p.cfg, &x->p.fed, &x->st, x->active, (int)x->r->cfg.job_threads,
+                              &m, err);
         if (rc == DP_OK)
             rc = fl_state_serialize(&x->st, &x->p.cfg, &ckpt, &ckpt_len, err);
         clock_gettime(CLOCK_MONOTONIC, &b);
@@ -415,8 +420,18 @@ static void run_job(job_runner *r, store_conn *c, int64_t id)
         if (!x.active || !x.trained || !x.eps || !x.reqs || !x.res || !x.req_silo)
             rc = dp_err_set(&e, DP_ENOMEM, NULL, "out of memory");
     }
-    for (size_t k = 0; rc == DP_OK && k < K; k++)
+    if (rc == DP_OK) {
+        x.curve = dp_calloc(K, sizeof *x.curve);
+        x.n_orders = dp_calloc(K, sizeof *x.n_orders);
+        if (x.curve == NULL || x.n_orders == NULL)
+            rc = dp_err_set(&e, DP_ENOMEM, NULL, "out of memory");
+    }
+    for (size_t k = 0; rc == DP_OK && k < K; k++) {
         x.eps[k] = x.p.silo[k].round_event ? 0 : DP_NAN;
+        if (x.p.silo[k].round_event != NULL)
+            rc = fl_plan_round_curve(x.p.silo[k].round_event, &x.p.silo[k].acct, &x.curve[k],
+                                     &x.n_orders[k], &e);
+    }
     if (rc == DP_OK)
         rc = load_state(&x, &e);
     for (size_t k = 0; rc == DP_OK && k < K; k++)

@@ -75,9 +75,8 @@ static json_t *err_obj(fx *x)
 static void upload_answers_what_the_parse_found(void **state)
 {
     fx *x = *state;
-    assert_int_equal(call(x, "POST", "/v1/datasets?label=outcome&silo=hospital&name=trial", CSV,
-                          x->ta),
-                     201);
+    assert_int_equal(
+        call(x, "POST", "/v1/datasets?label=outcome&silo=hospital&name=trial", CSV, x->ta), 201);
     json_t *b = x->out.body;
     int64_t id = json_integer_value(json_object_get(b, "id"));
     assert_true(id > 0);
