@@ -150,8 +150,9 @@ void fl_state_free(fl_state *s);
  * preceding bytes. *buf is dp_malloc'd, owned by the caller (dp_free). */
 int fl_state_serialize(const fl_state *s, const fl_job_cfg *cfg, uint8_t **buf, size_t *len,
                        dp_err *err);
-/* Parses a checkpoint for (cfg, f): the version, the algorithm name, K, P, n_extra and the total
- * size must match, the round be <= cfg->rounds and the digest agree; else DP_EINVAL (field
+/* Parses a checkpoint for (cfg, f) (of f only n_silos is read: a reader without the data passes a
+ * federation with just its silo count): the version, the algorithm name, K, P, n_extra and the
+ * total size must match, the round be <= cfg->rounds and the digest agree; else DP_EINVAL (field
  * "checkpoint") and *out untouched. buf is borrowed. */
 int fl_state_deserialize(const uint8_t *buf, size_t len, const fl_job_cfg *cfg,
                          const fl_federation *f, fl_state *out, dp_err *err);

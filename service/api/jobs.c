@@ -474,24 +474,22 @@ int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err)
 
 /* The engine's configuration and silo count of a stored job, from its spec and plan: enough to read
  * its checkpoint without its data. */
-static int stored_cfg(const job_row *row, json_t *plan, fl_job_cfg *jcfg, size_t *n_silos,
-                      dp_err *err)
+static int stored_cfg(const job_row *row, json_t *plan, job_spec *spec, fl_job_cfg *jcfg,
+                      size_t *n_silos, dp_err *err)
 {
     json_t *m = json_object_get(plan, "model");
-    json_t *hidden = json_object_get(m, "hidden");
-    int type = fl_model_type_parse(json_string_value(json_object_get(m, "type")));
-    if (type < 0 || !json_is_array(hidden) || json_array_size(hidden) > FL_MAX_HIDDEN)
-        return dp_err_set(err, DP_EINTERNAL, NULL, "job %lld's stored plan has no model",
+    json_error_t je;
+    json_t *body = json_util_loads(row->spec, 0, &je);
+    dp_err e;
+    dp_err_clear(&e);
+    int rc = body != NULL ? job_spec_parse(body, spec, &e) : DP_EINTERNAL;
+    json_decref(body);
+    if (rc != DP_OK || !json_is_object(m))
+        return dp_err_set(err, DP_EINTERNAL, NULL, "job %lld's stored spec or plan is unreadable",
                           (long long)row->id);
-    fl_job_cfg_default(jcfg);
-    jcfg->algorithm = row->algorithm;
-    jcfg->rounds = (uint64_t)row->rounds_total;
-    jcfg->model.type = (fl_model_type)type;
-    jcfg->model.d_in = (size_t)json_integer_value(json_object_get(m, "d_in"));
-    jcfg->model.n_classes = (size_t)json_integer_value(json_object_get(m, "n_classes"));
-    jcfg->model.n_hidden = json_array_size(hidden);
-    for (size_t i = 0; i < jcfg->model.n_hidden; i++)
-        jcfg->model.hidden[i] = (size_t)json_integer_value(json_array_get(hidden, i));
+    spec->model.d_in = (size_t)json_integer_value(json_object_get(m, "d_in"));
+    spec->model.n_classes = (size_t)json_integer_value(json_object_get(m, "n_classes"));
+    job_cfg_fill(spec, NULL, jcfg);
     *n_silos = json_array_size(json_object_get(plan, "silos"));
     return DP_OK;
 }
@@ -532,8 +530,10 @@ int route_job_model(const http_req *rq, http_resp *rs, dp_err *err)
     json_error_t je;
     json_t *plan = json_util_loads(row.plan, 0, &je);
     fl_job_cfg jcfg;
+    job_spec spec;
+    memset(&spec, 0, sizeof spec);
     size_t K = 0, k = 0;
-    int rc = plan ? stored_cfg(&row, plan, &jcfg, &K, err)
+    int rc = plan ? stored_cfg(&row, plan, &spec, &jcfg, &K, err)
                   : dp_err_set(err, DP_EINTERNAL, NULL, "job %lld's plan is unreadable",
                                (long long)row.id);
     if (rc == DP_OK && silo != NULL) {
@@ -580,6 +580,7 @@ int route_job_model(const http_req *rq, http_resp *rs, dp_err *err)
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     fl_state_free(&st);
+    job_spec_clear(&spec);
     json_decref(plan);
     job_row_clear(&row);
     return rc == DP_OK ? http_resp_json(rs, 200, o, err) : rc;

@@ -143,10 +143,8 @@ static int bind_silos(const job_spec *s, job_prepared *p, struct ledger *l, stor
     return DP_OK;
 }
 
-static void fill_cfg(job_prepared *p)
+void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
 {
-    const job_spec *s = &p->spec;
-    fl_job_cfg *c = &p->cfg;
     fl_job_cfg_default(c);
     c->algorithm = s->algorithm;
     c->model = s->model;
@@ -161,7 +159,7 @@ static void fill_cfg(job_prepared *p)
     bool dpf = strcmp(s->algorithm, "dp_fedavg") == 0;
     if (s->privacy != JOB_PRIVACY_NONE && !dpf) {
         c->clip = s->clip;
-        c->noise_multiplier = p->z;
+        c->noise_multiplier = z;
     }
     if (dpf) {
         c->client_rate = s->client_rate;
@@ -246,7 +244,7 @@ int job_prepare(job_spec *spec, store_conn *c, struct ledger *l, const dataset_v
     if (rc == DP_OK)
         rc = bind_silos(s, out, l, c, err);
     if (rc == DP_OK) {
-        fill_cfg(out);
+        job_cfg_fill(&out->spec, out->z, &out->cfg);
         rc = fl_job_cfg_check(&out->cfg, &out->fed, err);
     }
     if (rc == DP_OK)

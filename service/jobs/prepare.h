@@ -61,6 +61,11 @@ int job_prepare(job_spec *spec, store_conn *c, struct ledger *l, const dataset_v
 
 void job_prepared_free(job_prepared *p);
 
+/* The engine's configuration of spec s (model as in s: the caller fills d_in and n_classes), with
+ * z the per-silo noise multipliers (borrowed; NULL for a non-private job). s->algorithm is
+ * borrowed. */
+void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c);
+
 /* The plan as JSON text (dp_malloc'd): {"silos": [{"name", "silo_id", "n_train", "n_test",
  * "batch", "q", "steps_per_round", "steps", "noise_multiplier", "sigma", "delta", "epsilon",
  * "round_event"}], ...}. NULL when out of memory. */

@@ -81,11 +81,13 @@ typedef struct job_exec {
     store_conn *c;
     job_prepared p;
     fl_state st;
-    bool *active;      /* K */
-    uint64_t *trained; /* K: rounds each silo trained */
-    double *eps;       /* K: epsilon so far (DP_NAN when not private) */
-    double **curve;    /* K: silo k's one-round RDP curve (NULL when not private) */
-    size_t *n_orders;  /* K: its length */
+    bool *active;       /* K */
+    uint64_t *trained;  /* K: rounds each silo trained */
+    double *eps;        /* K: epsilon so far (DP_NAN when not private) */
+    double *ledger_eps; /* K: a bound silo's epsilon after its last charge (the ledger's; DP_NAN
+                           before the first) */
+    double **curve;     /* K: silo k's one-round RDP curve (NULL when not private) */
+    size_t *n_orders;   /* K: its length */
     /* the round's charge */
     ledger_charge_req *reqs; /* K */
     ledger_charge_result *res;
@@ -101,6 +103,7 @@ static void exec_free(job_exec *x)
     dp_free(x->active);
     dp_free(x->trained);
     dp_free(x->eps);
+    dp_free(x->ledger_eps);
     for (size_t k = 0; x->curve != NULL && k < x->p.fed.n_silos; k++)
         dp_free(x->curve[k]);
     dp_free(x->curve);
@@ -176,6 +179,7 @@ static bool apply_policy(job_exec *x, char *why, size_t cap)
 /* The write of a round, inside its charge's transaction. */
 typedef struct round_write {
     job_exec *x;
+    double *ledger_eps; /* K: x->ledger_eps with this round's charges */
     const fl_round_metrics *m;
     double wall_ms;
     const uint8_t *ckpt;
@@ -187,16 +191,12 @@ static int write_round(sqlite3 *db, void *arg, const ledger_charge_result *out, 
 {
     round_write *rw = arg;
     job_exec *x = rw->x;
-    double *ledger_eps = dp_calloc(x->p.fed.n_silos, sizeof *ledger_eps);
-    if (ledger_eps == NULL)
-        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    for (size_t k = 0; k < x->p.fed.n_silos; k++)
-        ledger_eps[k] = DP_NAN;
+    /* each run starts from the committed figures (the ledger may run this write twice) */
+    memcpy(rw->ledger_eps, x->ledger_eps, x->p.fed.n_silos * sizeof *rw->ledger_eps);
     for (size_t i = 0; i < n && i < x->n_reqs; i++)
-        ledger_eps[x->req_silo[i]] = out[i].spent_eps_after;
-    char *text =
-        job_round_json(&x->p, rw->m, x->st.stopped, x->trained, x->eps, ledger_eps, rw->wall_ms);
-    dp_free(ledger_eps);
+        rw->ledger_eps[x->req_silo[i]] = out[i].spent_eps_after;
+    char *text = job_round_json(&x->p, rw->m, x->st.stopped, x->trained, x->eps, rw->ledger_eps,
+                                rw->wall_ms);
     if (text == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     job_round_new r = {x->id,    (int64_t)x->st.round, time_now_ms(), rw->wall_ms, text,
@@ -246,6 +246,8 @@ static int counts_row(void *arg, int64_t round, double wall_ms, const char *metr
         a->x->trained[k] = (uint64_t)json_integer_value(json_object_get(s, "rounds_trained"));
         json_t *e = json_object_get(s, "epsilon");
         a->x->eps[k] = json_is_number(e) ? json_number_value(e) : DP_NAN;
+        if (a->x->p.silo[k].ledger_silo != 0 && a->x->trained[k] > 0)
+            a->x->ledger_eps[k] = a->x->eps[k]; /* a bound silo's figure is the ledger's */
     }
     json_decref(m);
     return 0;
@@ -352,9 +354,15 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
                 x->trained[k]++;
             x->eps[k] = accountant_eps(x, k, x->trained[k]);
         }
-        round_write rw = {x, &m, wall, ckpt, ckpt_len};
+        double *leps = dp_calloc(x->p.fed.n_silos, sizeof *leps);
+        round_write rw = {x, leps, &m, wall, ckpt, ckpt_len};
         dp_err_clear(&e);
-        rc = ledger_charge_batch_with(x->r->l, x->reqs, x->n_reqs, write_round, &rw, x->res, &e);
+        rc = leps ? ledger_charge_batch_with(x->r->l, x->reqs, x->n_reqs, write_round, &rw, x->res,
+                                             &e)
+                  : dp_err_set(&e, DP_ENOMEM, NULL, "out of memory");
+        if (rc == DP_OK)
+            memcpy(x->ledger_eps, leps, x->p.fed.n_silos * sizeof *leps);
+        dp_free(leps);
         fl_round_metrics_free(&m);
         dp_free(ckpt);
         if (rc == DP_OK) {
@@ -414,10 +422,11 @@ static void run_job(job_runner *r, store_conn *c, int64_t id)
         x.active = dp_calloc(K, sizeof *x.active);
         x.trained = dp_calloc(K, sizeof *x.trained);
         x.eps = dp_calloc(K, sizeof *x.eps);
+        x.ledger_eps = dp_calloc(K, sizeof *x.ledger_eps);
         x.reqs = dp_calloc(K, sizeof *x.reqs);
         x.res = dp_calloc(K, sizeof *x.res);
         x.req_silo = dp_calloc(K, sizeof *x.req_silo);
-        if (!x.active || !x.trained || !x.eps || !x.reqs || !x.res || !x.req_silo)
+        if (!x.active || !x.trained || !x.eps || !x.ledger_eps || !x.reqs || !x.res || !x.req_silo)
             rc = dp_err_set(&e, DP_ENOMEM, NULL, "out of memory");
     }
     if (rc == DP_OK) {
@@ -428,6 +437,7 @@ static void run_job(job_runner *r, store_conn *c, int64_t id)
     }
     for (size_t k = 0; rc == DP_OK && k < K; k++) {
         x.eps[k] = x.p.silo[k].round_event ? 0 : DP_NAN;
+        x.ledger_eps[k] = DP_NAN;
         if (x.p.silo[k].round_event != NULL)
             rc = fl_plan_round_curve(x.p.silo[k].round_event, &x.p.silo[k].acct, &x.curve[k],
                                      &x.n_orders[k], &e);

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Training jobs end to end (issue 12): a CSV uploaded like a user would, jobs submitted with curl,
+# budgets enforced inside the round loop (refuse at submission, stop_silo while running, the ledger's
+# epsilon in the metrics), the personalised model readable only by its silo, cancel, server-sent
+# events, and a job killed with SIGKILL that resumes from its checkpoint and ends bit-identically
+# where an uninterrupted run ends.
+. "$(dirname "$0")/lib.sh"
+
+poll_status() { # poll_status ID WANT [seconds]: wait until the job's status is WANT
+    local id=$1 want=$2 n=$((${3:-60} * 10)) got=""
+    for _ in $(seq 1 "$n"); do
+        got=$(curl -s -H "Authorization: Bearer $ADMIN" "$URL/v1/jobs/$id" | jq -r .status)
+        [ "$got" = "$want" ] && return 0
+        case "$got" in succeeded | failed | cancelled | interrupted) [ "$got" != "$want" ] && break ;; esac
+        sleep 0.1
+    done
+    echo "job $id: status $got, want $want"
+    curl -s -H "Authorization: Bearer $ADMIN" "$URL/v1/jobs/$id" | jq -c '{status, reason}'
+    return 1
+}
+
+# A federated regression data set: 4 sites, the label a linear function plus site effects.
+python3 - >"$T/sites.csv" <<'EOF'
+import random
+random.seed(7)
+print("site,x1,x2,x3,y")
+for s in range(4):
+    for i in range(60 + 10 * s):
+        x = [random.gauss(0, 1) for _ in range(3)]
+        y = 0.5 * x[0] - 0.25 * x[1] + 0.1 * s * x[2] + random.gauss(0, 0.1)
+        print("s%d,%.6f,%.6f,%.6f,%.6f" % (s, x[0], x[1], x[2], y))
+EOF
+
+start_daemon --threads 2 || exit 1
+ADMIN=$(head -1 "$ADMIN_TOKEN_FILE")
+
+# ---- silos and their tokens
+expect_status 201 POST /v1/silos '{"name":"a","budget":{"epsilon":3,"delta":1e-3}}'
+TA=$(printf '%s' "$BODY" | jq -r .token)
+expect_status 201 POST /v1/silos '{"name":"b","budget":{"epsilon":10,"delta":1e-3}}'
+TB=$(printf '%s' "$BODY" | jq -r .token)
+expect_status 201 POST /v1/silos '{"name":"c","budget":{"epsilon":10,"delta":1e-3}}'
+TC=$(printf '%s' "$BODY" | jq -r .token)
+
+# ---- upload: 201 with what the parse found; a bad cell is named by line and column
+expect_status 201 POST '/v1/datasets?label=y&silo=site&name=sites' "@$T/sites.csv" text/csv
+expect_json .rows 300
+expect_json '.silos | map(.rows) | join(",")' 60,70,80,90
+expect_json '.features | join(",")' x1,x2,x3
+DS=$(printf '%s' "$BODY" | jq -r .id)
+printf 'site,x1,y\ns0,1,2\ns0,x,3\n' >"$T/bad.csv"
+expect_status 400 POST '/v1/datasets?label=y&silo=site' "@$T/bad.csv" text/csv
+expect_json .error.line 3
+expect_json .error.column 2
+expect_status 400 POST '/v1/datasets?label=y' "@$T/sites.csv" application/json
+expect_json .error.field Content-Type
+expect_status 200 GET /v1/datasets
+expect_json '[.datasets[].id | tostring] | index("synthetic-linreg") != null' true
+
+# ---- the spec is checked whole before anything runs
+SPEC='"dataset":'$DS',"model":{"type":"linear"},"batch_size":16,"lr":0.05,"seed":3'
+expect_status 400 POST /v1/jobs '{"algorithm":"fedavg","dataset":'$DS',"model":{"type":"linear"},"rounds":5,"batch_size":0,"lr":0.1}'
+expect_json .error.field batch_size
+expect_status 400 POST /v1/jobs '{"algorithm":"fedavg",'"$SPEC"',"rounds":5,"silos":{"nope":1},"privacy":{"target_epsilon":1,"delta":1e-3,"clip":1}}'
+expect_json .error.field silos.nope
+expect_status 400 POST /v1/jobs '{"algorithm":"fedavg",'"$SPEC"',"rounds":5,"model":{"type":"softmax"}}'
+
+# ---- refuse: silo a cannot afford epsilon 6; a 409 naming it, and nothing charged
+PRIV='"privacy":{"target_epsilon":6,"delta":1e-3,"clip":1}'
+expect_status 409 POST /v1/jobs '{"algorithm":"mrmtl","lambda":1,'"$SPEC"',"rounds":30,'"$PRIV"',"silos":{"s0":1,"s1":2}}'
+expect_json .error.field silos.s0
+expect_json .error.details.silo_id 1
+expect_json '.error.details.would_be > 3' true
+expect_status 200 GET /v1/silos/1
+expect_json .n_charges 0
+# a silo's token may bind only its own silo
+AUTH=$TA expect_status 403 POST /v1/jobs '{"algorithm":"mrmtl","lambda":1,'"$SPEC"',"rounds":30,'"$PRIV"',"silos":{"s1":2}}'
+
+# ---- stop_silo: a stops when its budget runs out; b and the unbound silos go on
+expect_status 202 POST /v1/jobs '{"algorithm":"mrmtl","lambda":1,'"$SPEC"',"rounds":30,'"$PRIV"',"silos":{"s0":1,"s1":2},"on_budget_exhausted":"stop_silo"}'
+J1=$(printf '%s' "$BODY" | jq -r .id)
+expect_json '.plan.silos | length' 4
+expect_json '[.plan.silos[] | .epsilon <= 6] | all' true
+poll_status "$J1" succeeded 60 || fail "job $J1 did not succeed"
+expect_status 200 GET "/v1/jobs/$J1/metrics?after=29"
+expect_json '.rounds | length' 1
+LAST=$BODY
+A_EPS=$(printf '%s' "$LAST" | jq -r '.rounds[0].silos[0].epsilon')
+A_TRAINED=$(printf '%s' "$LAST" | jq -r '.rounds[0].silos[0].rounds_trained')
+check "silo s0 stopped before the end" test "$(printf '%s' "$LAST" | jq -r '.rounds[0].silos[0].stopped')" = true
+check "silo s1 trained every round" test "$(printf '%s' "$LAST" | jq -r '.rounds[0].silos[1].rounds_trained')" = 30
+expect_status 200 GET /v1/silos/1
+expect_json '.spent.epsilon <= 3' true
+expect_json .n_charges "$A_TRAINED"
+expect_status 200 GET "/v1/silos/1/charges?limit=1000"
+expect_json ".charges[-1].cumulative_after.epsilon == $A_EPS" true
+expect_json "[.charges[].job_id] | unique | join(\",\")" "$J1"
+expect_status 200 GET /v1/silos/2
+expect_json '.spent.epsilon <= 6' true
+# an unbound silo's epsilon is the accountant's for its recorded events
+EV=$(curl -s -H "Authorization: Bearer $ADMIN" "$URL/v1/jobs/$J1" | jq -c '.plan.silos[2].round_event')
+U_EPS=$(printf '%s' "$LAST" | jq -r '.rounds[0].silos[2].epsilon')
+expect_status 200 POST /v1/accounting/epsilon '{"event":{"type":"self_composed","count":30,"event":'"$EV"'},"delta":1e-3,"conversion":"balle2020"}'
+expect_json "((.epsilon - $U_EPS) | fabs) <= 1e-9 * $U_EPS" true
+# metrics pages by round
+expect_status 200 GET "/v1/jobs/$J1/metrics?limit=10"
+expect_json '.rounds | map(.round) | join(",")' 1,2,3,4,5,6,7,8,9,10
+expect_json .next_after 10
+expect_json '.rounds[0].personalized.test_mse > 0' true
+expect_json '.rounds[0].silos[0] | has("train_loss") and has("n_train") and has("n_test")' true
+
+# ---- who may read what
+AUTH=$TB expect_status 200 GET "/v1/jobs/$J1"
+AUTH=$TC expect_status 404 GET "/v1/jobs/$J1"
+expect_status 200 GET "/v1/jobs/$J1/model"
+expect_json '.params | length' 4
+AUTH=$TA expect_status 200 GET "/v1/jobs/$J1/model?silo=s0"
+AUTH=$TB expect_status 403 GET "/v1/jobs/$J1/model?silo=s0"
+expect_json .error.field silo
+expect_status 200 GET "/v1/jobs/$J1/model?silo=s3"
+
+# ---- server-sent events, resumable; a finished job's stream ends with 204 once read
+expect_status 200 GET "/v1/jobs/$J1/events"
+check "events are text/event-stream" grep -qi '^content-type: text/event-stream' "$HEADERS"
+LASTID=$(printf '%s' "$BODY" | sed -n 's/^id: //p' | tail -1)
+check "one event per round plus the status changes" test "$(printf '%s' "$BODY" | grep -c '^event: round')" = 30
+curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" -H "Last-Event-ID: $LASTID" \
+    "$URL/v1/jobs/$J1/events" >"$T/sse.code"
+check "the stream ends after the last event (204)" test "$(cat "$T/sse.code")" = 204
+
+# ---- cancel: a running job ends after its current round
+expect_status 202 POST /v1/jobs '{"algorithm":"fedavg",'"$SPEC"',"rounds":100000}'
+J2=$(printf '%s' "$BODY" | jq -r .id)
+poll_status "$J2" running 30 || fail "job $J2 did not start"
+expect_status 202 POST "/v1/jobs/$J2/cancel"
+poll_status "$J2" cancelled 30 || fail "job $J2 was not cancelled"
+expect_status 409 POST "/v1/jobs/$J2/cancel"
+stop_daemon
+
+# ---- a data set in use cannot be deleted; a queued job is cancelled at once (no workers)
+start_daemon --threads 2 --job-workers 0 || exit 1
+expect_status 202 POST /v1/jobs '{"algorithm":"local",'"$SPEC"',"rounds":3}'
+J3=$(printf '%s' "$BODY" | jq -r .id)
+expect_status 409 DELETE "/v1/datasets/$DS"
+expect_status 202 POST "/v1/jobs/$J3/cancel"
+expect_json .status cancelled
+expect_status 200 DELETE "/v1/datasets/$DS"
+stop_daemon
+
+# ---- SIGKILL mid-run: the job resumes from its checkpoint and ends where an uninterrupted run ends
+start_daemon --threads 2 || exit 1
+python3 -c '
+import random
+random.seed(11)
+print("site,x1,x2,y")
+for s in range(6):
+    for i in range(400):
+        a, b = random.gauss(0, 1), random.gauss(0, 1)
+        print("s%d,%.5f,%.5f,%.5f" % (s, a, b, a - b + 0.3 * s + random.gauss(0, 0.2)))' >"$T/big.csv"
+expect_status 201 POST '/v1/datasets?label=y&silo=site' "@$T/big.csv" text/csv
+DS2=$(printf '%s' "$BODY" | jq -r .id)
+LONG='{"algorithm":"mrmtl","lambda":0.5,"dataset":'$DS2',"model":{"type":"linear"},"rounds":400,"batch_size":8,"lr":0.02,"seed":5,"privacy":{"noise_multiplier":1.1,"delta":1e-4,"clip":1}}'
+expect_status 202 POST /v1/jobs "$LONG"
+JK=$(printf '%s' "$BODY" | jq -r .id)
+for _ in $(seq 1 200); do
+    DONE=$(curl -s -H "Authorization: Bearer $ADMIN" "$URL/v1/jobs/$JK" | jq -r .rounds_done)
+    [ "$DONE" -ge 5 ] && break
+    sleep 0.05
+done
+kill -9 "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+DAEMON_PID=""
+check "the job was killed mid-run" test "$DONE" -ge 5 -a "$DONE" -lt 400
+check "it was left running in the database" test "$(sqlite3 "$T/db" "SELECT status FROM jobs WHERE id = $JK")" = running
+start_daemon --threads 2 || exit 1
+poll_status "$JK" succeeded 120 || fail "job $JK did not resume to success"
+expect_status 200 GET "/v1/jobs/$JK/metrics?limit=1000"
+expect_json '.rounds | map(.round) | . == [range(1; 401)]' true
+curl -s -H "Authorization: Bearer $ADMIN" "$URL/v1/jobs/$JK/model" | jq -c .params >"$T/resumed.json"
+expect_status 202 POST /v1/jobs "$LONG"
+JU=$(printf '%s' "$BODY" | jq -r .id)
+poll_status "$JU" succeeded 120 || fail "job $JU did not succeed"
+curl -s -H "Authorization: Bearer $ADMIN" "$URL/v1/jobs/$JU/model" | jq -c .params >"$T/straight.json"
+check "the resumed job ends bit-identically" cmp -s "$T/resumed.json" "$T/straight.json"
+check "the models are not empty" test "$(jq length "$T/straight.json")" = 3
+stop_daemon
+finish
