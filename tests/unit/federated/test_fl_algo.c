@@ -21,6 +21,7 @@
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
 #include "federated/fl_algo.h"
+#include "federated/fl_data.h"
 #include "tests/support/test_util.h"
 
 #define D       3 /* features */
@@ -653,7 +654,7 @@ static void fed_zero(fl_federation *f, size_t k_n, size_t d)
 static void dp_fedavg_adds_noise_of_std_z_s_over_q_k(void **state)
 {
     (void)state;
-    const size_t d = 3999, k_n = 4;
+    const size_t d = 3999, k_n = 5; /* q K = 2.5: never a count of sampled silos */
     fl_federation f;
     fed_zero(&f, k_n, d);
     fl_job_cfg c = private_cfg("dp_fedavg");
@@ -673,7 +674,7 @@ static void dp_fedavg_adds_noise_of_std_z_s_over_q_k(void **state)
         sq += (double)s.global[j] * (double)s.global[j];
     }
     double n = (double)(d + 1), mean = sum / n, sd = sqrt(sq / n - mean * mean);
-    double want = 2.0 * 0.5 / (0.5 * (double)k_n); /* z S / (q K) = 0.5 */
+    double want = 2.0 * 0.5 / (0.5 * (double)k_n); /* z S / (q K) = 0.4 */
     assert_true(fabs(sd / want - 1) < 0.05);       /* 4000 draws: the std's sd is ~1.1% */
     assert_true(fabs(mean) < 4 * want / sqrt(n));
     fl_state_free(&s);
@@ -721,6 +722,147 @@ static void dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate(void **stat
     fl_round_metrics_free(&m);
     fl_state_free(&s);
     fed_free(&f);
+}
+
+static void silos_and_rounds_draw_their_own_seeds(void **state)
+{
+    (void)state;
+    /* two silos with the same rows: their private local models differ only by their draws */
+    fl_federation f;
+    const size_t ntr[2] = {24, 24}, nte[2] = {4, 4};
+    fed_make(&f, 2, ntr, nte, 1.0, 23);
+    memcpy(f.silo[1].x_train, f.silo[0].x_train, 24 * D * sizeof(float));
+    memcpy(f.silo[1].y_train, f.silo[0].y_train, 24 * sizeof(float));
+    fl_job_cfg c = private_cfg("local");
+    const double z2[2] = {1.0, 1.0};
+    c.noise_multiplier = z2;
+    fl_state s, s2;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+    assert_memory_not_equal(s.personal, s.personal + P, P * sizeof(float));
+    /* another job seed, other draws; the same seed, the same bytes */
+    c.seed++;
+    assert_int_equal(fl_state_init(&c, &f, &s2, &err), DP_OK);
+    run_rounds(&c, &f, &s2, 1, NULL, 1, NULL);
+    assert_memory_not_equal(s.personal, s2.personal, P * sizeof(float));
+    fl_state_free(&s2);
+    c.seed--;
+    assert_int_equal(fl_state_init(&c, &f, &s2, &err), DP_OK);
+    run_rounds(&c, &f, &s2, 1, NULL, 1, NULL);
+    assert_memory_equal(s.personal, s2.personal, 2 * P * sizeof(float));
+    fl_state_free(&s2);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
+/* A synthetic classification federation from fl_data (natural silos, standardised features). */
+static void synth_federation(fl_federation *f, size_t classes)
+{
+    fl_synth_spec sp = {.silos = 4,
+                        .dim = 6,
+                        .n_min = 30,
+                        .n_max = 60,
+                        .tau = 0.5,
+                        .noise = 0.2,
+                        .classes = classes,
+                        .seed = 77};
+    fl_dataset ds = {0};
+    dp_err err = {0};
+    assert_int_equal(fl_synth_generate(&sp, &ds, &err), DP_OK);
+    fl_partition_spec ps = {.kind = FL_PARTITION_NATURAL, .seed = 78};
+    uint32_t *assign = dp_calloc(ds.n, sizeof(uint32_t));
+    assert_non_null(assign);
+    size_t k_n = 0;
+    assert_int_equal(fl_partition(&ds, &ps, assign, &k_n, &err), DP_OK);
+    assert_int_equal(fl_federate(&ds, assign, k_n, 0.25, 79, true, f, &err), DP_OK);
+    dp_free(assign);
+    fl_dataset_free(&ds);
+}
+
+static void classifiers_report_accuracy_and_an_mlp_resumes_bit_identically(void **state)
+{
+    (void)state;
+    fl_federation f;
+    synth_federation(&f, 3);
+    fl_job_cfg c = private_cfg("mrmtl");
+    c.model.type = FL_MODEL_MLP;
+    c.model.d_in = f.d;
+    c.model.n_classes = f.n_classes;
+    c.model.n_hidden = 1;
+    c.model.hidden[0] = 8;
+    const double z4[4] = {0.9, 1.0, 1.1, 1.2};
+    c.noise_multiplier = z4;
+    c.rounds = 6;
+    fl_state whole, half, resumed;
+    fl_round_metrics m1 = {0}, m2 = {0};
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &whole, &err), DP_OK);
+    float zero[8] = {0};
+    assert_memory_not_equal(whole.global, zero, sizeof zero); /* He-uniform initialisation */
+    assert_memory_equal(whole.personal, whole.global, whole.n_params * sizeof(float));
+    run_rounds(&c, &f, &whole, c.rounds, NULL, 1, &m1);
+    assert_int_equal(fl_state_init(&c, &f, &half, &err), DP_OK);
+    run_rounds(&c, &f, &half, 2, NULL, 2, NULL);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(fl_state_serialize(&half, &c, &buf, &len, &err), DP_OK);
+    assert_int_equal(fl_state_deserialize(buf, len, &c, &f, &resumed, &err), DP_OK);
+    run_rounds(&c, &f, &resumed, c.rounds, NULL, 2, &m2);
+    assert_states_equal(&whole, &resumed);
+    assert_memory_equal(m1.silo, m2.silo, f.n_silos * sizeof(fl_silo_metrics));
+    assert_false(m1.regression);
+    double lo = DP_INF, hi = -DP_INF;
+    for (size_t k = 0; k < f.n_silos; k++) {
+        double a = m1.silo[k].personal.test_metric;
+        assert_true(a >= 0 && a <= 1);
+        double correct = a * (double)m1.silo[k].n_test; /* an accuracy counts rows */
+        assert_close(correct, round(correct), 1e-9, 0);
+        lo = fmin(lo, a);
+        hi = fmax(hi, a);
+    }
+    assert_close(m1.personal.worst_test_metric, lo, 0, 0); /* accuracy: the smallest is worst */
+    assert_close(m1.personal.spread_test_metric, hi - lo, 0, 0);
+    dp_free(buf);
+    fl_round_metrics_free(&m1);
+    fl_round_metrics_free(&m2);
+    fl_state_free(&half);
+    fl_state_free(&resumed);
+    fl_state_free(&whole);
+    fl_federation_free(&f);
+}
+
+static void non_private_fedavg_learns_a_binary_classifier(void **state)
+{
+    (void)state;
+    fl_federation f;
+    synth_federation(&f, 2);
+    fl_job_cfg c = base_cfg("fedavg");
+    c.model.type = FL_MODEL_LOGISTIC;
+    c.model.d_in = f.d;
+    c.rounds = 60;
+    c.batch_size = 16;
+    c.lr = 0.5;
+    fl_state s;
+    fl_round_metrics first = {0}, last = {0};
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 2, &first);
+    run_rounds(&c, &f, &s, c.rounds, NULL, 2, &last);
+    /* the loss keeps falling after the first round, well below the zero model's log 2 */
+    assert_true(last.global.train_loss < 0.9 * first.global.train_loss);
+    assert_true(last.global.train_loss < 0.9 * log(2.0));
+    /* and the global model beats the best constant prediction on the pooled test rows */
+    double ones = 0, n_test = 0;
+    for (size_t k = 0; k < f.n_silos; k++)
+        for (size_t i = 0; i < f.silo[k].n_test; i++, n_test++)
+            ones += f.silo[k].y_test[i] > 0.5f;
+    double majority = fmax(ones, n_test - ones) / n_test;
+    assert_true(last.global.pooled_test_metric > majority);
+    fl_round_metrics_free(&first);
+    fl_round_metrics_free(&last);
+    fl_state_free(&s);
+    fl_federation_free(&f);
 }
 
 /* ---- configuration ---- */
@@ -798,6 +940,9 @@ int main(void)
         cmocka_unit_test(calibrated_noise_meets_the_target_within_one_percent),
         cmocka_unit_test(dp_fedavg_adds_noise_of_std_z_s_over_q_k),
         cmocka_unit_test(dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate),
+        cmocka_unit_test(silos_and_rounds_draw_their_own_seeds),
+        cmocka_unit_test(classifiers_report_accuracy_and_an_mlp_resumes_bit_identically),
+        cmocka_unit_test(non_private_fedavg_learns_a_binary_classifier),
         cmocka_unit_test(bad_configurations_are_refused_with_their_field),
     };
     return cmocka_run_group_tests_name("fl_algo", tests, NULL, NULL);
