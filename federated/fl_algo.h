@@ -53,7 +53,8 @@
  *
  * METRICS AND PRIVACY. The per-round metrics evaluate every silo's models on its training and test
  * rows. They are for the operator of the simulation and are not released under DP: evaluation
- * queries are not charged (Liu et al. NeurIPS 2022 do the same, §7 of their App. B discussion).
+ * queries are not charged (Liu et al., NeurIPS 2022, evaluate every round on the silos' test sets
+ * without accounting for it either).
  *
  * PRIVACY UNIT. Record-level algorithms (all but dp_fedavg): silo k's records, add/remove
  * neighbouring, a per-silo (epsilon_k, delta_k) through its own noise multiplier z_k (the Poisson
@@ -222,13 +223,17 @@ typedef struct fl_silo_plan {
  * accounting event of ONE round (owned by the caller, acct_event_free), NULL when !is_private:
  *   record level: self_composed(steps_per_round, poisson(q_k, gaussian(z_k)))
  *   dp_fedavg:    poisson(client_rate, gaussian(server_noise))
- * The job's total is rounds-fold composition of it (the ledger charges it once per round; a
- * stopped silo is charged for the rounds it trained only). */
+ * The job's total is the rounds-fold composition of it. Charging: record level, each silo that
+ * trains in a round is charged the round's event (a stopped silo is no longer charged); dp_fedavg,
+ * every silo still trainable in a round is charged whether the server sampled it or not (the
+ * Poisson sampling is part of the event). silo indexes cfg->noise_multiplier: the caller keeps it
+ * below the federation's n_silos. */
 int fl_plan_silo(const fl_job_cfg *cfg, size_t silo, size_t n_k, fl_silo_plan *out,
                  acct_event **round_event, dp_err *err);
 
 /* The accountant a silo's budget uses (the ledger's: RDP on its order grid, the silo's conversion,
- * add/remove neighbouring). */
+ * add/remove neighbouring). For an (epsilon, delta) silo whose ledger accountant is "rdp" or "pld"
+ * (the ledger's RDP figure); a "zcdp" silo cannot account the Poisson-subsampled Gaussian. */
 typedef struct fl_accountant {
     double delta;         /* in (0, 1) */
     acct_conversion conv; /* the silo's budget conversion */

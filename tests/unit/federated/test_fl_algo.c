@@ -632,7 +632,7 @@ static void calibrated_noise_meets_the_target_within_one_percent(void **state)
 /* ---- DP-FedAvg ---- */
 
 /* A federation whose rows are all zero: every local update is exactly zero. */
-static void fed_zero(fl_federation *f, size_t k_n, size_t d)
+static void fed_zero(fl_federation *f, size_t k_n, size_t d, size_t n_train)
 {
     memset(f, 0, sizeof *f);
     f->d = d;
@@ -640,10 +640,10 @@ static void fed_zero(fl_federation *f, size_t k_n, size_t d)
     f->silo = dp_calloc(k_n, sizeof(fl_silo_data));
     assert_non_null(f->silo);
     for (size_t k = 0; k < k_n; k++) {
-        f->silo[k].n_train = 4;
+        f->silo[k].n_train = n_train;
         f->silo[k].n_test = 1;
-        f->silo[k].x_train = dp_calloc(4 * d, sizeof(float));
-        f->silo[k].y_train = dp_calloc(4, sizeof(float));
+        f->silo[k].x_train = dp_calloc(n_train * d, sizeof(float));
+        f->silo[k].y_train = dp_calloc(n_train, sizeof(float));
         f->silo[k].x_test = dp_calloc(d, sizeof(float));
         f->silo[k].y_test = dp_calloc(1, sizeof(float));
         assert_true(f->silo[k].x_train && f->silo[k].y_train && f->silo[k].x_test &&
@@ -656,7 +656,7 @@ static void dp_fedavg_adds_noise_of_std_z_s_over_q_k(void **state)
     (void)state;
     const size_t d = 3999, k_n = 5; /* q K = 2.5: never a count of sampled silos */
     fl_federation f;
-    fed_zero(&f, k_n, d);
+    fed_zero(&f, k_n, d, 4);
     fl_job_cfg c = private_cfg("dp_fedavg");
     c.model.d_in = d;
     c.rounds = 1;
@@ -721,6 +721,56 @@ static void dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate(void **stat
     assert_true(fabs((double)taken - mean) < 4 * sd);
     fl_round_metrics_free(&m);
     fl_state_free(&s);
+    fed_free(&f);
+}
+
+/* Sample variance of w[0..n) about 0 (the weights' noise walk is centred at 0). */
+static double var0(const float *w, size_t n)
+{
+    double sq = 0;
+    for (size_t j = 0; j < n; j++)
+        sq += (double)w[j] * (double)w[j];
+    return sq / (double)n;
+}
+
+/* On all-zero rows the weights' gradients are 0, so after a round each weight is the sum of
+ * `steps` independent N(0, (lr z c / B)^2) noise draws: the variance counts the steps the trainer
+ * ran, which must be the plan's (a block per local epoch of floor(n / B) steps; ditto 2 blocks). */
+static void the_trainer_runs_exactly_the_steps_the_plan_charges(void **state)
+{
+    (void)state;
+    const size_t d = 4000, n = 20;
+    fl_federation f;
+    fed_zero(&f, 1, d, n);
+    const char *algos[3] = {"local", "mrmtl", "ditto"};
+    for (int a = 0; a < 3; a++) {
+        fl_job_cfg c = private_cfg(algos[a]);
+        c.model.d_in = d;
+        c.rounds = 1;
+        c.batch_size = 6; /* floor(20 / 6) = 3 steps per epoch */
+        c.local_epochs = 2;
+        c.lr = 1.0;
+        c.lambda = 0;
+        c.clip = 1.0;
+        const double z1[1] = {1.0};
+        c.noise_multiplier = z1;
+        fl_silo_plan plan;
+        dp_err err = {0};
+        assert_int_equal(fl_plan_silo(&c, 0, n, &plan, NULL, &err), DP_OK);
+        fl_state s;
+        assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+        run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+        double per_step = 1.0 / 36.0; /* (lr z c / B)^2 */
+        double blocks = strcmp(algos[a], "ditto") == 0 ? 2 : 1;
+        double steps_personal = var0(s.personal, d) / per_step;
+        assert_true(fabs(steps_personal / ((double)plan.steps_per_round / blocks) - 1) < 0.1);
+        if (blocks == 2) { /* ditto's global block ran as many steps again */
+            double steps_global = var0(s.global, d) / per_step;
+            assert_true(fabs(steps_global / ((double)plan.steps_per_round / blocks) - 1) < 0.1);
+        }
+        assert_int_equal(plan.steps_per_round, (size_t)blocks * 2 * 3);
+        fl_state_free(&s);
+    }
     fed_free(&f);
 }
 
@@ -940,6 +990,7 @@ int main(void)
         cmocka_unit_test(calibrated_noise_meets_the_target_within_one_percent),
         cmocka_unit_test(dp_fedavg_adds_noise_of_std_z_s_over_q_k),
         cmocka_unit_test(dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate),
+        cmocka_unit_test(the_trainer_runs_exactly_the_steps_the_plan_charges),
         cmocka_unit_test(silos_and_rounds_draw_their_own_seeds),
         cmocka_unit_test(classifiers_report_accuracy_and_an_mlp_resumes_bit_identically),
         cmocka_unit_test(non_private_fedavg_learns_a_binary_classifier),
