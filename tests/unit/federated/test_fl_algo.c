@@ -915,6 +915,48 @@ static void non_private_fedavg_learns_a_binary_classifier(void **state)
     fl_federation_free(&f);
 }
 
+/* Failure injection: every allocation of a round, a checkpoint and a plan fails in turn; each
+ * attempt ends with DP_ENOMEM (or succeeds) and leaks nothing (the ASan build checks). */
+static void every_allocation_failure_is_a_clean_enomem(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 24);
+    for (size_t a = 0; a < ALGOS_N; a++) {
+        fl_job_cfg c = private_cfg(ALGOS[a]);
+        bool done = false;
+        for (long n = 1; !done && n < 1000; n++) {
+            fl_state s = {0}, back = {0};
+            fl_round_metrics m = {0};
+            uint8_t *buf = NULL;
+            size_t len = 0;
+            acct_event *ev = NULL;
+            fl_silo_plan plan;
+            dp_err err = {0};
+            dp_alloc_fail_after(n);
+            int rc = fl_state_init(&c, &f, &s, &err);
+            if (rc == DP_OK)
+                rc = fl_round_run(&c, &f, &s, NULL, 1, &m, &err);
+            if (rc == DP_OK)
+                rc = fl_state_serialize(&s, &c, &buf, &len, &err);
+            if (rc == DP_OK)
+                rc = fl_state_deserialize(buf, len, &c, &f, &back, &err);
+            if (rc == DP_OK)
+                rc = fl_plan_silo(&c, 0, 100, &plan, &ev, &err);
+            dp_alloc_fail_after(0);
+            assert_true(rc == DP_OK || rc == DP_ENOMEM);
+            done = rc == DP_OK;
+            acct_event_free(ev);
+            dp_free(buf);
+            fl_round_metrics_free(&m);
+            fl_state_free(&back);
+            fl_state_free(&s);
+        }
+        assert_true(done);
+    }
+    fed_free(&f);
+}
+
 /* ---- configuration ---- */
 
 static void bad_configurations_are_refused_with_their_field(void **state)
@@ -994,6 +1036,7 @@ int main(void)
         cmocka_unit_test(silos_and_rounds_draw_their_own_seeds),
         cmocka_unit_test(classifiers_report_accuracy_and_an_mlp_resumes_bit_identically),
         cmocka_unit_test(non_private_fedavg_learns_a_binary_classifier),
+        cmocka_unit_test(every_allocation_failure_is_a_clean_enomem),
         cmocka_unit_test(bad_configurations_are_refused_with_their_field),
     };
     return cmocka_run_group_tests_name("fl_algo", tests, NULL, NULL);
