@@ -459,6 +459,46 @@ static void csv_random_tables_round_trip(void **state)
     gsl_rng_free(r);
 }
 
+/* Every number the reader accepts is (float)strtod of its text: random decimals of 1 to 17 digits
+ * (the reader's exact fast path takes those of at most 15 without exponent), with or without a
+ * sign, a point and an exponent. */
+static void csv_numbers_match_strtod(void **state)
+{
+    (void)state;
+    gsl_rng *r = dp_rng_alloc(77, DP_RNG_STREAM_DATA, &E);
+    enum { ROWS = 4000 };
+    char *text = malloc(ROWS * 40 + 16), cells[ROWS][32];
+    size_t len = (size_t)sprintf(text, "y,x\n");
+    for (int i = 0; i < ROWS; i++) {
+        size_t nd = 1 + gsl_rng_uniform_int(r, 17), o = 0, dot = gsl_rng_uniform_int(r, nd + 2);
+        char *c = cells[i];
+        if (gsl_rng_uniform(r) < 0.3)
+            c[o++] = gsl_rng_uniform(r) < 0.5 ? '-' : '+';
+        for (size_t k = 0; k < nd; k++) {
+            if (k == dot)
+                c[o++] = '.';
+            c[o++] = (char)('0' + gsl_rng_uniform_int(r, 10));
+        }
+        if (gsl_rng_uniform(r) < 0.2)
+            o += (size_t)sprintf(c + o, "e%d", (int)gsl_rng_uniform_int(r, 40) - 20);
+        c[o] = '\0';
+        len += (size_t)sprintf(text + len, "0,%s\n", c);
+    }
+    fl_dataset ds;
+    size_t line, col;
+    dp_err_clear(&E);
+    assert_int_equal(fl_csv_parse(text, len, "y", NULL, &ds, &line, &col, &E), DP_OK);
+    assert_int_equal(ds.n, ROWS);
+    for (int i = 0; i < ROWS; i++) {
+        float want = (float)strtod(cells[i], NULL);
+        if (memcmp(&ds.x[i], &want, sizeof want) != 0)
+            fail_msg("\"%s\": %.9g, strtod %.9g", cells[i], (double)ds.x[i], (double)want);
+    }
+    fl_dataset_free(&ds);
+    free(text);
+    gsl_rng_free(r);
+}
+
 static void csv_out_of_memory_fails_cleanly(void **state)
 {
     (void)state;
@@ -1116,6 +1156,7 @@ int main(void)
         cmocka_unit_test(csv_reports_each_error_at_its_line_and_column),
         cmocka_unit_test(csv_counts_classes_by_the_header_rule),
         cmocka_unit_test(csv_random_tables_round_trip),
+        cmocka_unit_test(csv_numbers_match_strtod),
         cmocka_unit_test(csv_out_of_memory_fails_cleanly),
         cmocka_unit_test(csv_reads_the_school_file_when_given),
         cmocka_unit_test(idx_reads_plain_and_gzip_files),
