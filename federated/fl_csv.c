@@ -582,6 +582,11 @@ static int finish(csv_parse *P, fl_dataset *out)
 int fl_csv_parse(const char *text, size_t len, const char *label_col, const char *silo_col,
                  fl_dataset *out, size_t *line, size_t *column, dp_err *err)
 {
+    size_t line_unused, column_unused;
+    if (line == NULL)
+        line = &line_unused;
+    if (column == NULL)
+        column = &column_unused;
     memset(out, 0, sizeof *out);
     *line = 0;
     *column = 0;

@@ -193,6 +193,9 @@ int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos, dou
                           "the number of silos must be in 1..%d, got %zu", FL_MAX_SILOS, n_silos);
     if (d == NULL || d->n == 0 || d->d == 0 || d->x == NULL || d->y == NULL || assign == NULL)
         return dp_err_set(err, DP_EINVAL, "data", "the data set is empty");
+    if (d->n > FL_MAX_CELLS / d->d) /* row indices then fit a uint32_t */
+        return dp_err_set(err, DP_EINVAL, "data", "the data set has more than %zu cells",
+                          FL_MAX_CELLS);
     size_t *start = dp_calloc(n_silos + 1, sizeof *start);
     uint32_t *rows = dp_malloc(d->n * sizeof *rows);
     double *scratch = dp_malloc(2 * d->d * sizeof *scratch);

@@ -214,6 +214,9 @@ static int part_check(const fl_dataset *d, const fl_partition_spec *p, dp_err *e
 {
     if (d == NULL || d->n == 0 || d->y == NULL)
         return dp_err_set(err, DP_EINVAL, "data", "the data set is empty");
+    if (d->n > FL_MAX_CELLS) /* row indices then fit a uint32_t */
+        return dp_err_set(err, DP_EINVAL, "data", "the data set has more than %zu rows",
+                          FL_MAX_CELLS);
     if (p->kind != FL_PARTITION_IID && p->kind != FL_PARTITION_DIRICHLET &&
         p->kind != FL_PARTITION_CLASSES)
         return dp_err_set(err, DP_EINVAL, "partition", "unknown partition kind %d", (int)p->kind);
