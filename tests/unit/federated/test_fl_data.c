@@ -175,8 +175,8 @@ static double fit_residual(const fl_dataset *ds, size_t r0, size_t r1)
     gsl_multifit_linear_workspace *w = gsl_multifit_linear_alloc(n, d);
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; j < d; j++)
-            gsl_matrix_set(X, i, j, ds->x[(r0 + i) * d + j]);
-        gsl_vector_set(y, i, ds->y[r0 + i]);
+            gsl_matrix_set(X, i, j, (double)ds->x[(r0 + i) * d + j]);
+        gsl_vector_set(y, i, (double)ds->y[r0 + i]);
     }
     double chisq, worst = 0;
     assert_int_equal(gsl_multifit_linear(X, y, c, cov, &chisq, w), GSL_SUCCESS);
@@ -1021,7 +1021,7 @@ static void federate_standardizes_on_the_training_part(void **state)
             /* the test part goes through the same map */
             for (size_t i = 0; i < b->n_test; i++) {
                 double want = j == 2 ? 0.0 : ((double)a->x_test[i * 3 + j] - mr) / sqrt(vr);
-                assert_close(b->x_test[i * 3 + j], want, 1e-5, 1e-5);
+                assert_close((double)b->x_test[i * 3 + j], want, 1e-5, 1e-5);
             }
         }
         assert_string_equal(b->name, ds.silo_names[k]);
