@@ -378,6 +378,33 @@ static void csv_reports_each_error_at_its_line_and_column(void **state)
     }
 }
 
+static void csv_refuses_more_silos_than_the_limit(void **state)
+{
+    (void)state;
+    size_t cap = (FL_MAX_SILOS + 2) * 24, len = 0;
+    char *text = malloc(cap);
+    len += (size_t)snprintf(text, cap, "y,s,x\n");
+    for (size_t i = 0; i <= FL_MAX_SILOS; i++)
+        len += (size_t)snprintf(text + len, cap - len, "1,silo%zu,2\n", i);
+    fl_dataset ds;
+    size_t line, col;
+    dp_err_clear(&E);
+    assert_int_equal(fl_csv_parse(text, len, "y", "s", &ds, &line, &col, &E), DP_EINVAL);
+    assert_int_equal(line, FL_MAX_SILOS + 2); /* the header, then silo number FL_MAX_SILOS + 1 */
+    assert_int_equal(col, 2);
+    assert_non_null(strstr(E.msg, "distinct silos"));
+    /* one silo fewer is fine */
+    char *last = text + len - 1;
+    while (last[-1] != '\n')
+        last--;
+    assert_int_equal(fl_csv_parse(text, (size_t)(last - text), "y", "s", &ds, &line, &col, &E),
+                     DP_OK);
+    assert_int_equal(ds.n_silos, FL_MAX_SILOS);
+    assert_string_equal(ds.silo_names[FL_MAX_SILOS - 1], "silo9999");
+    fl_dataset_free(&ds);
+    free(text);
+}
+
 static void csv_counts_classes_by_the_header_rule(void **state)
 {
     (void)state;
@@ -938,6 +965,27 @@ static void partition_classes_gives_each_silo_its_classes(void **state)
         .kind = FL_PARTITION_CLASSES, .silos = 7, .classes_per_silo = 11, .seed = 11};
     dp_err_clear(&E);
     assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_EINVAL);
+    /* classes absent from the data are not dealt: labels 0 and 3 only (n_classes 4), 2 silos of 1
+     * class each get one class each */
+    for (size_t i = 0; i < 1000; i++)
+        ds.y[i] = i % 2 ? 3.0f : 0.0f;
+    ds.n_classes = fl_labels_n_classes(ds.y, 1000);
+    assert_int_equal(ds.n_classes, 4);
+    p.silos = 2, p.classes_per_silo = 1;
+    assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_OK);
+    for (size_t i = 0; i < 1000; i++)
+        assert_int_equal(a[i], a[i % 2]);
+    assert_true(a[0] != a[1]);
+    p.classes_per_silo = 3; /* more than the 2 classes present */
+    dp_err_clear(&E);
+    assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_EINVAL);
+    assert_non_null(strstr(E.msg, "classes present"));
+    /* a class with fewer rows than silos holding it */
+    ds.y[0] = 1.0f, ds.n_classes = 4;
+    p.silos = 3, p.classes_per_silo = 2;
+    dp_err_clear(&E);
+    assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_EINVAL);
+    assert_non_null(strstr(E.msg, "class 1 has 1 rows for 2 silos"));
     fl_dataset_free(&ds);
 }
 
@@ -1154,6 +1202,7 @@ int main(void)
         cmocka_unit_test(csv_parses_a_small_table),
         cmocka_unit_test(csv_reads_quotes_crlf_bom_and_trailing_lines),
         cmocka_unit_test(csv_reports_each_error_at_its_line_and_column),
+        cmocka_unit_test(csv_refuses_more_silos_than_the_limit),
         cmocka_unit_test(csv_counts_classes_by_the_header_rule),
         cmocka_unit_test(csv_random_tables_round_trip),
         cmocka_unit_test(csv_numbers_match_strtod),
