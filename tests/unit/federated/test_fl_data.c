@@ -734,6 +734,7 @@ static void idx_refuses_malformed_files(void **state)
         {"hdr", "lab", DP_EINVAL, "images", "truncated"},
         {"missing", "lab", DP_ENOTFOUND, "images", "does not exist"},
         {"img", "missing", DP_ENOTFOUND, "labels", "does not exist"},
+        {".", "lab", DP_EINTERNAL, "images", "cannot be read"}, /* a directory */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fl_dataset ds;
