@@ -118,18 +118,13 @@ static void standardize_silo(float *xtr, size_t n, float *xte, size_t m, size_t 
             sd[j] += c * c;
         }
     for (size_t j = 0; j < d; j++) {
-        /* A column whose training values are all equal is only centred, by that value itself (the
-         * double mean of equal floats may differ from it in the last bit, and dividing by the
-         * rounding residue would blow the column up). */
+        /* A column whose training values are all equal (compared as floats) has sd 0 and is only
+         * centred: n equal floats sum exactly in double (n < 2^29), so its mean is the value and
+         * the column becomes exactly 0. */
         bool constant = true;
         for (size_t i = 1; i < n && constant; i++)
             constant = xtr[i * d + j] == xtr[j];
-        if (constant) {
-            mean[j] = (double)xtr[j];
-            sd[j] = 1.0;
-        } else {
-            sd[j] = sqrt(sd[j] / (double)n);
-        }
+        sd[j] = constant ? 1.0 : sqrt(sd[j] / (double)n);
     }
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < d; j++)

@@ -962,6 +962,18 @@ static void partition_classes_gives_each_silo_its_classes(void **state)
             assert_int_equal(held, m);
         }
     }
+    /* the classes a silo holds depend on the seed (silo 0's pair over five seeds) */
+    unsigned sets[5] = {0};
+    for (uint64_t seed = 0; seed < 5; seed++) {
+        fl_partition_spec q = {
+            .kind = FL_PARTITION_CLASSES, .silos = 5, .classes_per_silo = 2, .seed = seed};
+        assert_int_equal(fl_partition(&ds, &q, a, &k, &E), DP_OK);
+        for (size_t i = 0; i < 1000; i++)
+            if (a[i] == 0)
+                sets[seed] |= 1u << (unsigned)ds.y[i];
+    }
+    assert_true(sets[0] != sets[1] || sets[0] != sets[2] || sets[0] != sets[3] ||
+                sets[0] != sets[4]);
     fl_partition_spec p = {
         .kind = FL_PARTITION_CLASSES, .silos = 7, .classes_per_silo = 11, .seed = 11};
     dp_err_clear(&E);
