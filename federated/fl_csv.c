@@ -377,7 +377,8 @@ static int lex_error(csv_parse *P, int rc, size_t line, size_t col)
     return cell_error(P, line, col, "%s", lex_message(rc));
 }
 
-static int read_header(csv_parse *P, const char *label_col, const char *silo_col)
+/* The header's names into P->cols: non-empty, distinct. */
+static int read_header(csv_parse *P)
 {
     if (P->R.p == P->R.end || at_empty_line(&P->R))
         return cell_error(P, 1, 0, "the header line is empty");
@@ -404,6 +405,12 @@ static int read_header(csv_parse *P, const char *label_col, const char *silo_col
             break;
     }
     P->n_cols = P->cols.n;
+    return DP_OK;
+}
+
+/* Finds the label and silo columns by name and maps the others to features in header order. */
+static int find_columns(csv_parse *P, const char *label_col, const char *silo_col)
+{
     P->label_col = P->silo_col = NO_COLUMN;
     for (size_t j = 0; j < P->n_cols; j++) {
         if (strcmp(P->cols.names[j], label_col) == 0)
@@ -600,7 +607,9 @@ int fl_csv_parse(const char *text, size_t len, const char *label_col, const char
     if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
         P.R.p += 3; /* a UTF-8 byte-order mark */
     size_t max_rows = 0;
-    int rc = read_header(&P, label_col, silo_col);
+    int rc = read_header(&P);
+    if (rc == DP_OK)
+        rc = find_columns(&P, label_col, silo_col);
     if (rc == DP_OK) {
         out->d = P.n_cols - 1 - (silo_col != NULL);
         rc = alloc_rows(&P, out, &max_rows);
