@@ -1202,6 +1202,47 @@ static void federate_and_synth_out_of_memory_fail_cleanly(void **state)
     fl_dataset_free(&ds);
 }
 
+/* The draws of a seeded generator, partition and split, recorded when they were written: a change
+ * of stream, of draw order or of arithmetic would change stored jobs' data, so it must show here.
+ */
+static void seeded_outputs_are_pinned(void **state)
+{
+    (void)state;
+    fl_synth_spec s = {.silos = 3,
+                       .dim = 4,
+                       .n_min = 5,
+                       .n_max = 9,
+                       .tau = 0.5,
+                       .noise = 0.1,
+                       .classes = 3,
+                       .seed = 20261127};
+    fl_dataset ds;
+    assert_int_equal(fl_synth_generate(&s, &ds, &E), DP_OK);
+    assert_int_equal(ds.n, 24);
+    assert_true(ds.x[0] == 0x1.ac8674p+0f && ds.x[ds.n * 4 - 1] == 0x1.8bcbccp+0f);
+    char got[32] = "";
+    for (size_t i = 0; i < ds.n; i++)
+        got[i] = (char)('0' + (int)ds.y[i]);
+    assert_string_equal(got, "222202120012122022221012");
+    uint32_t a[24];
+    size_t k;
+    fl_partition_spec p = {.kind = FL_PARTITION_IID, .silos = 3, .seed = 5};
+    assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_OK);
+    for (size_t i = 0; i < ds.n; i++)
+        got[i] = (char)('0' + a[i]);
+    assert_string_equal(got, "221211200201100000211122");
+    fl_federation f;
+    assert_int_equal(fl_federate(&ds, ds.silo, 3, 0.3, 9, false, &f, &E), DP_OK);
+    static const size_t n_test[3] = {3, 2, 2};
+    static const float test0[3] = {0x1.866598p-3f, -0x1.1f708p-1f, -0x1.65085p+0f};
+    for (size_t j = 0; j < 3; j++) {
+        assert_int_equal(f.silo[j].n_test, n_test[j]);
+        assert_true(f.silo[j].x_test[0] == test0[j]);
+    }
+    fl_federation_free(&f);
+    fl_dataset_free(&ds);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off(); /* as dpsilod does: GSL must return errors, not abort */
@@ -1234,6 +1275,7 @@ int main(void)
         cmocka_unit_test(federate_is_deterministic_by_seed_and_names_natural_silos),
         cmocka_unit_test(federate_refuses_bad_arguments),
         cmocka_unit_test(federate_and_synth_out_of_memory_fail_cleanly),
+        cmocka_unit_test(seeded_outputs_are_pinned),
     };
     return cmocka_run_group_tests_name("federated_fl_data", tests, NULL, NULL);
 }
