@@ -298,7 +298,7 @@ static void agg_of(const silo_eval *ev, size_t k_n, bool regression, fl_agg_metr
 {
     fl_eval train = {0}, test = {0};
     double sum = 0, lo = DP_INF, hi = -DP_INF;
-    size_t n_with = 0;
+    size_t n_with = 0, k_lo = 0, k_hi = 0;
     for (size_t k = 0; k < k_n; k++) {
         train.loss_sum += ev[k].train.loss_sum;
         train.n += ev[k].train.n;
@@ -311,6 +311,8 @@ static void agg_of(const silo_eval *ev, size_t k_n, bool regression, fl_agg_metr
             continue;
         n_with++;
         sum += v;
+        k_lo = v < lo ? k : k_lo;
+        k_hi = v > hi ? k : k_hi;
         lo = fmin(lo, v);
         hi = fmax(hi, v);
     }
@@ -319,6 +321,7 @@ static void agg_of(const silo_eval *ev, size_t k_n, bool regression, fl_agg_metr
     out->train_loss = train.n > 0 ? train.loss_sum / (double)train.n : DP_NAN;
     out->mean_test_metric = n_with > 0 ? sum / (double)n_with : DP_NAN;
     out->worst_test_metric = n_with == 0 ? DP_NAN : regression ? hi : lo;
+    out->worst_silo = regression ? k_hi : k_lo;
     out->spread_test_metric = n_with > 0 ? hi - lo : DP_NAN;
 }
 

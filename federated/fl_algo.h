@@ -180,6 +180,7 @@ typedef struct fl_agg_metrics {
     double train_loss;         /* training loss weighted by n_train (= over all training rows) */
     double mean_test_metric;   /* plain mean over silos with test rows */
     double worst_test_metric;  /* the worst silo: largest MSE or smallest accuracy */
+    size_t worst_silo;         /* its index (the first such silo; 0 when no silo has test rows) */
     double spread_test_metric; /* max - min over silos */
 } fl_agg_metrics;
 
@@ -199,11 +200,12 @@ void fl_round_metrics_free(fl_round_metrics *m);
 /* Runs round state->round for the silos with active[k] (NULL = all) that are not stopped:
  * active[k] = false stops silo k from now on (state->stopped[k], sticky). threads >= 1 (capped at
  * FL_MAX_THREADS and at K) share the silos' local updates, then the server aggregates in silo
- * order, state->round advances, and every silo is evaluated (out, may be NULL; its previous
- * content is freed). Errors: DP_EINVAL (cfg, state mismatch, state->round == cfg->rounds),
- * DP_ENOMEM, DP_EINTERNAL (threads). On an error before the fan-out the state is unchanged; after
- * it (a silo's update, or the evaluation's workspace) the state may hold part of the round or the
- * whole round (state->round advanced, no metrics): resume from the last checkpoint. */
+ * order, state->round advances, and every silo is evaluated (out, may be NULL: no evaluation; its
+ * previous content is freed, so zero-initialise it before the first call). Errors: DP_EINVAL (cfg,
+ * state mismatch, state->round == cfg->rounds), DP_ENOMEM, DP_EINTERNAL (threads). On an error
+ * before the fan-out the state is unchanged; after it (a silo's update, or the evaluation's
+ * workspace) the state may hold part of the round or the whole round (state->round advanced, no
+ * metrics): resume from the last checkpoint. */
 int fl_round_run(const fl_job_cfg *cfg, const fl_federation *f, fl_state *state, const bool *active,
                  int threads, fl_round_metrics *out, dp_err *err);
 

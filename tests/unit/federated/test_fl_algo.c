@@ -482,6 +482,8 @@ static void aggregate_metrics_pool_the_silos_rows(void **state)
         assert_close(ag[g]->train_loss, tr / trn, 1e-12, 0);
         assert_close(ag[g]->mean_test_metric, sum / 3, 1e-12, 0);
         assert_close(ag[g]->worst_test_metric, hi, 0, 0); /* MSE: the largest is the worst */
+        const fl_silo_metrics *w = &m.silo[ag[g]->worst_silo];
+        assert_close(g == 0 ? w->personal.test_metric : w->global.test_metric, hi, 0, 0);
         assert_close(ag[g]->spread_test_metric, hi - lo, 0, 0);
         /* regression: the loss is half the squared error */
         assert_close(ag[g]->pooled_test_loss, 0.5 * ag[g]->pooled_test_metric, 1e-12, 0);
@@ -872,6 +874,7 @@ static void classifiers_report_accuracy_and_an_mlp_resumes_bit_identically(void 
         hi = fmax(hi, a);
     }
     assert_close(m1.personal.worst_test_metric, lo, 0, 0); /* accuracy: the smallest is worst */
+    assert_close(m1.silo[m1.personal.worst_silo].personal.test_metric, lo, 0, 0);
     assert_close(m1.personal.spread_test_metric, hi - lo, 0, 0);
     dp_free(buf);
     fl_round_metrics_free(&m1);
