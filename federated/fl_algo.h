@@ -11,8 +11,8 @@
  *              model (Liu et al., "On Privacy and Personalization in Cross-Silo Federated
  *              Learning", NeurIPS 2022, §5 and App. C.3).
  *   mrmtl      mean-regularised multi-task learning, Liu et al., NeurIPS 2022, Alg. A1: silo k
- *              trains its own model on F_k(w) + lambda/2 ||w - wbar||^2 with wbar the
- * start-of-round global model; the server adds the weighted mean of the personal updates to wbar.
+ *              trains its own model on F_k(w) + lambda/2 ||w - wbar||^2, wbar the start-of-round
+ *              global model; the server adds the weighted mean of the personal updates to wbar.
  *   ditto      Li, Hu, Beirami & Smith, "Ditto", ICML 2021, Alg. 1 with one FedAvg solver epoch
  *              block plus one personal epoch block per round (as Liu et al., NeurIPS 2022, App. C
  *              do): 2x the DP-SGD steps of the others.
@@ -35,8 +35,9 @@
  * personal model, its rows, its seeds) alone. Its seeds are
  *     base  = dp_rng_derive(dp_rng_derive(seed, silo), round)
  *     phase = dp_rng_derive(base, FL_SEED_PHASE_*)          (ditto's global and personal blocks)
- *     sampling = dp_rng_derive(phase, FL_SEED_SAMPLING), noise = dp_rng_derive(phase,
- * FL_SEED_NOISE) and the server's draws (dp_fedavg's client sampling and noise) come from
+ *     sampling = dp_rng_derive(phase, FL_SEED_SAMPLING)
+ *     noise = dp_rng_derive(phase, FL_SEED_NOISE)
+ * and the server's draws (dp_fedavg's client sampling and noise) come from
  * dp_rng_derive(dp_rng_derive(seed, FL_SEED_SERVER), round). Aggregation sums the silos in index
  * order in double precision. So a round gives the same bytes for any number of threads, and a job
  * resumed from a checkpoint (fl_state_serialize) ends bit-identically where the uninterrupted job
@@ -124,8 +125,8 @@ int fl_job_cfg_check(const fl_job_cfg *cfg, const fl_federation *f, dp_err *err)
 
 /* The registered algorithms' names, in registry order (static storage); *n receives the count. */
 const char *const *fl_algo_names(size_t *n);
-/* true when the algorithm keeps a global model that is evaluated (false for local). Unknown: false.
- */
+/* true when the algorithm keeps a global model that is evaluated (false for local and for an
+ * unknown name). */
 bool fl_algo_has_global(const char *algorithm);
 
 /* ---- state: the whole checkpoint ---- */
