@@ -333,8 +333,8 @@ static void agg_nan(fl_agg_metrics *a)
 
 /* ---- the round ---- */
 
-/* One round's working set. Workers read cfg, fed, state (but silo rows they own), global0, take;
- * each writes only silo k's rows of state->personal, uploads, loss and ev_* for its own k. */
+/* One round's working set. Workers read cfg, fed, global0, take and the state; each writes only
+ * the entries of its own silos k: state->personal row k, uploads row k, loss[k], ev_*[k]. */
 typedef struct round_job {
     const fl_job_cfg *cfg;
     const fl_algo_ops *algo;
