@@ -243,13 +243,13 @@ static void prox_term_is_exact_and_never_clipped(void **state)
         double loss;
         assert_int_equal(fl_sgd_run(&m, w, x, y, n, &c, 1, 2, ws, &loss, NULL), DP_OK);
         double expect_w = 0.75 + pow(1.0 - 0.1 * 3.0, 10) * (2.0 - 0.75);
-        assert_close(w[0], expect_w, 1e-5, 1e-7);
+        assert_close((double)w[0], expect_w, 1e-5, 1e-7);
         double b = 1.0;
         for (int t = 0; t < 10; t++) {
             double gb = clipped ? fmin(fabs(b), 1e-6) * (b > 0 ? 1 : -1) : b;
             b -= 0.1 * (gb + 3.0 * (b - -0.5));
         }
-        assert_close(w[1], b, 1e-5, 1e-7);
+        assert_close((double)w[1], b, 1e-5, 1e-7);
     }
     fl_ws_free(ws);
 }
