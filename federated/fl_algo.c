@@ -77,12 +77,9 @@ static bool finite_ge0(double x)
     return isfinite(x) && x >= 0;
 }
 
-int fl_job_cfg_check(const fl_job_cfg *cfg, const fl_federation *f, dp_err *err)
+/* The parameters that do not depend on the federation. */
+static int check_scalars(const fl_job_cfg *cfg, const fl_algo_ops *a, dp_err *err)
 {
-    const fl_algo_ops *a = fl_algo_find(cfg->algorithm);
-    if (a == NULL)
-        return dp_err_set(err, DP_EINVAL, "algorithm", "unknown algorithm \"%s\"",
-                          cfg->algorithm != NULL ? cfg->algorithm : "(null)");
     if (fl_model_check(&cfg->model, err) != DP_OK)
         return err != NULL ? err->code : DP_EINVAL;
     if (cfg->rounds < 1 || cfg->rounds > FL_MAX_ROUNDS)
@@ -107,14 +104,45 @@ int fl_job_cfg_check(const fl_job_cfg *cfg, const fl_federation *f, dp_err *err)
                           cfg->clip);
     if (a->check != NULL && a->check(cfg, err) != DP_OK)
         return err != NULL ? err->code : DP_EINVAL;
+    return DP_OK;
+}
+
+/* Silo k's training rows and noise multiplier. */
+static int check_silo(const fl_job_cfg *cfg, const fl_algo_ops *a, const fl_federation *f, size_t k,
+                      dp_err *err)
+{
+    char field[DP_ERR_FIELD_MAX];
+    if (f->silo[k].n_train < 1) {
+        snprintf(field, sizeof field, "silo[%zu]", k);
+        return dp_err_set(err, DP_EINVAL, field, "silo %zu has no training row", k);
+    }
+    if (cfg->noise_multiplier == NULL)
+        return DP_OK;
+    double z = cfg->noise_multiplier[k];
+    if (!a->record_level && z != 0)
+        return dp_err_set(err, DP_EINVAL, "noise_multiplier",
+                          "%s is client-level DP: record-level noise_multiplier must be 0",
+                          a->name);
+    if (!finite_ge0(z) || (z > 0 && !(cfg->clip > 0))) {
+        snprintf(field, sizeof field, "noise_multiplier[%zu]", k);
+        return dp_err_set(err, DP_EINVAL, field,
+                          "noise_multiplier[%zu] must be finite, >= 0, and > 0 only with clip > "
+                          "0 (got %g)",
+                          k, z);
+    }
+    return DP_OK;
+}
+
+int fl_job_cfg_check(const fl_job_cfg *cfg, const fl_federation *f, dp_err *err)
+{
+    const fl_algo_ops *a = fl_algo_find(cfg->algorithm);
+    if (a == NULL)
+        return dp_err_set(err, DP_EINVAL, "algorithm", "unknown algorithm \"%s\"",
+                          cfg->algorithm != NULL ? cfg->algorithm : "(null)");
+    if (check_scalars(cfg, a, err) != DP_OK)
+        return err != NULL ? err->code : DP_EINVAL;
     if (f == NULL)
         return DP_OK;
-    if (!a->record_level && cfg->noise_multiplier != NULL)
-        for (size_t k = 0; k < f->n_silos; k++)
-            if (cfg->noise_multiplier[k] != 0)
-                return dp_err_set(err, DP_EINVAL, "noise_multiplier",
-                                  "%s is client-level DP: record-level noise_multiplier must be 0",
-                                  a->name);
     if (f->n_silos < 1 || f->silo == NULL)
         return dp_err_set(err, DP_EINVAL, "federation", "the federation has no silo");
     if (cfg->model.d_in != f->d)
@@ -125,24 +153,9 @@ int fl_job_cfg_check(const fl_job_cfg *cfg, const fl_federation *f, dp_err *err)
     if (p == 0 || (unsigned long long)f->n_silos + 2 > FL_MAX_STATE_FLOATS / p)
         return dp_err_set(err, DP_EINVAL, "model", "(silos + 2) x parameters exceeds %llu floats",
                           (unsigned long long)FL_MAX_STATE_FLOATS);
-    for (size_t k = 0; k < f->n_silos; k++) {
-        if (f->silo[k].n_train < 1) {
-            char field[DP_ERR_FIELD_MAX];
-            snprintf(field, sizeof field, "silo[%zu]", k);
-            return dp_err_set(err, DP_EINVAL, field, "silo %zu has no training row", k);
-        }
-        if (cfg->noise_multiplier != NULL) {
-            double z = cfg->noise_multiplier[k];
-            if (!finite_ge0(z) || (z > 0 && !(cfg->clip > 0))) {
-                char field[DP_ERR_FIELD_MAX];
-                snprintf(field, sizeof field, "noise_multiplier[%zu]", k);
-                return dp_err_set(err, DP_EINVAL, field,
-                                  "noise_multiplier[%zu] must be finite, >= 0, and > 0 only with "
-                                  "clip > 0 (got %g)",
-                                  k, z);
-            }
-        }
-    }
+    for (size_t k = 0; k < f->n_silos; k++)
+        if (check_silo(cfg, a, f, k, err) != DP_OK)
+            return err != NULL ? err->code : DP_EINVAL;
     return DP_OK;
 }
 
@@ -281,12 +294,11 @@ static void model_metrics_of(const silo_eval *s, bool regression, fl_model_metri
     out->test_metric = eval_metric(&s->test, regression);
 }
 
-static void agg_of(const silo_eval *ev, const fl_model_metrics *per, size_t k_n, bool regression,
-                   fl_agg_metrics *out)
+static void agg_of(const silo_eval *ev, size_t k_n, bool regression, fl_agg_metrics *out)
 {
     fl_eval train = {0}, test = {0};
     double sum = 0, lo = DP_INF, hi = -DP_INF;
-    size_t n_with = 0;
+    size_t n_with = 0, k_lo = 0, k_hi = 0;
     for (size_t k = 0; k < k_n; k++) {
         train.loss_sum += ev[k].train.loss_sum;
         train.n += ev[k].train.n;
@@ -294,11 +306,13 @@ static void agg_of(const silo_eval *ev, const fl_model_metrics *per, size_t k_n,
         test.sq_err += ev[k].test.sq_err;
         test.correct += ev[k].test.correct;
         test.n += ev[k].test.n;
-        double v = per[k].test_metric;
+        double v = eval_metric(&ev[k].test, regression);
         if (isnan(v))
             continue;
         n_with++;
         sum += v;
+        k_lo = v < lo ? k : k_lo;
+        k_hi = v > hi ? k : k_hi;
         lo = fmin(lo, v);
         hi = fmax(hi, v);
     }
@@ -307,6 +321,7 @@ static void agg_of(const silo_eval *ev, const fl_model_metrics *per, size_t k_n,
     out->train_loss = train.n > 0 ? train.loss_sum / (double)train.n : DP_NAN;
     out->mean_test_metric = n_with > 0 ? sum / (double)n_with : DP_NAN;
     out->worst_test_metric = n_with == 0 ? DP_NAN : regression ? hi : lo;
+    out->worst_silo = regression ? k_hi : k_lo;
     out->spread_test_metric = n_with > 0 ? hi - lo : DP_NAN;
 }
 
@@ -318,19 +333,27 @@ static void agg_nan(fl_agg_metrics *a)
 
 /* ---- the round ---- */
 
+/* One round's working set. Workers read cfg, fed, global0, take and the state; each writes only
+ * the entries of its own silos k: state->personal row k, uploads row k, loss[k], ev_*[k]. */
 typedef struct round_job {
     const fl_job_cfg *cfg;
     const fl_algo_ops *algo;
     const fl_federation *fed;
     fl_state *state;
-    const float *global0; /* start-of-round global model */
-    const bool *take;
-    float *uploads;
-    double *loss;
-    silo_eval *ev_global, *ev_personal; /* NULL ev_global: no global evaluation */
     size_t n_threads;
-    size_t ws_rows;
-    bool evaluate; /* phase: false = local updates, true = evaluation */
+    size_t ws_rows;         /* rows of every worker's workspace (ws_rows_of) */
+    bool evaluate;          /* phase: false = local updates, true = evaluation */
+    size_t n_trainable;     /* silos active and not stopped this round */
+    bool *trainable;        /* K: active and not stopped */
+    bool *take;             /* K: takes part this round (trainable and selected) */
+    float *global0;         /* P: the start-of-round global model */
+    float *uploads;         /* K x P */
+    double *loss;           /* K: the silos' DP-SGD losses */
+    silo_eval *ev_personal; /* K, or NULL without metrics */
+    silo_eval *ev_global;   /* K, or NULL without metrics or without a global model */
+    fl_silo_metrics *silo;  /* K metrics handed to the caller, or NULL */
+    struct worker *wk;      /* n_threads */
+    pthread_t *tid;         /* n_threads */
 } round_job;
 
 typedef struct worker {
@@ -340,51 +363,60 @@ typedef struct worker {
     dp_err err;
 } worker;
 
+/* Evaluates silo k's personal (and global) model on its training and test rows. */
+static void eval_silo(const round_job *j, size_t k, fl_ws *ws)
+{
+    const fl_state *s = j->state;
+    const fl_silo_data *sd = &j->fed->silo[k];
+    const fl_model_spec *m = &j->cfg->model;
+    size_t d = j->fed->d, r = j->ws_rows;
+    const float *pers = s->personal + k * s->n_params;
+    eval_rows(m, pers, sd->x_train, sd->y_train, sd->n_train, d, r, ws, &j->ev_personal[k].train);
+    eval_rows(m, pers, sd->x_test, sd->y_test, sd->n_test, d, r, ws, &j->ev_personal[k].test);
+    if (j->ev_global == NULL)
+        return;
+    eval_rows(m, s->global, sd->x_train, sd->y_train, sd->n_train, d, r, ws,
+              &j->ev_global[k].train);
+    eval_rows(m, s->global, sd->x_test, sd->y_test, sd->n_test, d, r, ws, &j->ev_global[k].test);
+}
+
+static int update_silo(const round_job *j, size_t k, fl_ws *ws, float *scratch, dp_err *err)
+{
+    fl_state *s = j->state;
+    size_t p = s->n_params;
+    fl_silo_ctx c = {
+        .cfg = j->cfg,
+        .model = &j->cfg->model,
+        .silo = k,
+        .round = s->round,
+        .n_params = p,
+        .data = &j->fed->silo[k],
+        .d = j->fed->d,
+        .global = j->global0,
+        .personal = s->personal + k * p,
+        .upload = j->uploads + k * p,
+        .scratch = scratch,
+        .ws = ws,
+    };
+    return j->algo->silo_update(&c, &j->loss[k], err);
+}
+
 static int work_silos(worker *wk)
 {
     round_job *j = wk->job;
-    const fl_state *s = j->state;
-    size_t p = s->n_params, d = j->fed->d;
+    size_t k_n = j->state->n_silos;
     fl_ws *ws = fl_ws_alloc(&j->cfg->model, j->ws_rows, &wk->err);
-    float *scratch = ws != NULL ? dp_calloc(p, sizeof(float)) : NULL;
+    float *scratch = ws != NULL ? dp_calloc(j->state->n_params, sizeof(float)) : NULL;
     if (ws == NULL || scratch == NULL) {
         fl_ws_free(ws);
         return dp_err_set(&wk->err, DP_ENOMEM, NULL, "out of memory");
     }
     int rc = DP_OK;
-    for (size_t k = wk->index; k < s->n_silos && rc == DP_OK; k += j->n_threads) {
-        const fl_silo_data *sd = &j->fed->silo[k];
-        if (j->evaluate) {
-            const float *pers = s->personal + k * p;
-            eval_rows(&j->cfg->model, pers, sd->x_train, sd->y_train, sd->n_train, d, j->ws_rows,
-                      ws, &j->ev_personal[k].train);
-            eval_rows(&j->cfg->model, pers, sd->x_test, sd->y_test, sd->n_test, d, j->ws_rows, ws,
-                      &j->ev_personal[k].test);
-            if (j->ev_global != NULL) {
-                eval_rows(&j->cfg->model, s->global, sd->x_train, sd->y_train, sd->n_train, d,
-                          j->ws_rows, ws, &j->ev_global[k].train);
-                eval_rows(&j->cfg->model, s->global, sd->x_test, sd->y_test, sd->n_test, d,
-                          j->ws_rows, ws, &j->ev_global[k].test);
-            }
-            continue;
-        }
-        if (!j->take[k])
-            continue;
-        fl_silo_ctx c = {
-            .cfg = j->cfg,
-            .model = &j->cfg->model,
-            .silo = k,
-            .round = s->round,
-            .n_params = p,
-            .data = sd,
-            .d = d,
-            .global = j->global0,
-            .personal = s->personal + k * p,
-            .upload = j->uploads + k * p,
-            .scratch = scratch,
-            .ws = ws,
-        };
-        rc = j->algo->silo_update(&c, &j->loss[k], &wk->err);
+    for (size_t k = wk->index; k < k_n && rc == DP_OK; k += j->n_threads) {
+        if (j->evaluate)
+            eval_silo(j, k, ws);
+        else if (j->take[k])
+            rc = update_silo(j, k, ws, scratch, &wk->err);
     }
     dp_free(scratch);
     fl_ws_free(ws);
@@ -400,8 +432,9 @@ static void *worker_main(void *arg)
 
 /* Runs work_silos over n_threads workers (the calling thread is worker 0) and joins them. The
  * first failing worker's error (in worker order) is reported. */
-static int fan_out(round_job *j, worker *wk, pthread_t *tid, dp_err *err)
+static int fan_out(round_job *j, dp_err *err)
 {
+    worker *wk = j->wk;
     size_t started = 1;
     int rc = DP_OK;
     for (size_t i = 0; i < j->n_threads; i++) {
@@ -411,7 +444,7 @@ static int fan_out(round_job *j, worker *wk, pthread_t *tid, dp_err *err)
         dp_err_clear(&wk[i].err);
     }
     for (size_t i = 1; i < j->n_threads; i++) {
-        if (pthread_create(&tid[i], NULL, worker_main, &wk[i]) != 0) {
+        if (pthread_create(&j->tid[i], NULL, worker_main, &wk[i]) != 0) {
             rc = dp_err_set(err, DP_EINTERNAL, NULL, "could not start a training thread");
             break;
         }
@@ -420,7 +453,7 @@ static int fan_out(round_job *j, worker *wk, pthread_t *tid, dp_err *err)
     if (rc == DP_OK)
         worker_main(&wk[0]);
     for (size_t i = 1; i < started; i++)
-        if (pthread_join(tid[i], NULL) != 0 && rc == DP_OK)
+        if (pthread_join(j->tid[i], NULL) != 0 && rc == DP_OK)
             rc = dp_err_set(err, DP_EINTERNAL, NULL, "could not join a training thread");
     if (rc != DP_OK)
         return rc;
@@ -455,21 +488,79 @@ static int check_state(const fl_job_cfg *cfg, const fl_federation *f, const fl_s
     return DP_OK;
 }
 
-static void fill_metrics(const round_job *j, const bool *take, uint64_t round,
-                         fl_round_metrics *out)
+static void round_free(round_job *j)
+{
+    dp_free(j->tid);
+    dp_free(j->wk);
+    dp_free(j->silo);
+    dp_free(j->ev_global);
+    dp_free(j->ev_personal);
+    dp_free(j->loss);
+    dp_free(j->uploads);
+    dp_free(j->global0);
+    dp_free(j->take);
+    dp_free(j->trainable);
+}
+
+/* Allocates the round's buffers (the metrics' only when metrics are wanted). */
+static int round_alloc(round_job *j, bool metrics, dp_err *err)
+{
+    size_t k_n = j->state->n_silos, p = j->state->n_params;
+    j->trainable = dp_calloc(k_n, sizeof(bool));
+    j->take = dp_calloc(k_n, sizeof(bool));
+    j->global0 = dp_calloc(p, sizeof(float));
+    j->uploads = dp_calloc(k_n, p * sizeof(float));
+    j->loss = dp_calloc(k_n, sizeof(double));
+    j->wk = dp_calloc(j->n_threads, sizeof(worker));
+    j->tid = dp_calloc(j->n_threads, sizeof(pthread_t));
+    bool ok = j->trainable && j->take && j->global0 && j->uploads && j->loss && j->wk && j->tid;
+    if (ok && metrics) {
+        j->ev_personal = dp_calloc(k_n, sizeof(silo_eval));
+        j->ev_global = j->algo->has_global ? dp_calloc(k_n, sizeof(silo_eval)) : NULL;
+        j->silo = dp_calloc(k_n, sizeof(fl_silo_metrics));
+        ok = j->ev_personal && j->silo && (!j->algo->has_global || j->ev_global);
+    }
+    return ok ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+}
+
+/* The silos that may train (active, not stopped) and those that take part (the algorithm's
+ * selection among them). */
+static int round_select(round_job *j, const bool *active, dp_err *err)
+{
+    size_t k_n = j->state->n_silos;
+    j->n_trainable = 0;
+    for (size_t k = 0; k < k_n; k++) {
+        j->trainable[k] = !j->state->stopped[k] && (active == NULL || active[k]);
+        j->n_trainable += j->trainable[k];
+    }
+    if (j->algo->select == NULL) {
+        memcpy(j->take, j->trainable, k_n * sizeof(bool));
+        return DP_OK;
+    }
+    int rc = j->algo->select(j->cfg, j->state->round, k_n, j->trainable, j->take, err);
+    for (size_t k = 0; k < k_n; k++)
+        j->take[k] = j->take[k] && j->trainable[k];
+    return rc;
+}
+
+/* Hands the evaluated round to out (its previous content freed). */
+static void round_metrics(round_job *j, uint64_t ran, fl_round_metrics *out)
 {
     const fl_state *s = j->state;
     bool regression = fl_model_is_regression(&j->cfg->model);
-    out->round = round;
+    fl_round_metrics_free(out);
+    out->silo = j->silo;
+    j->silo = NULL;
+    out->round = ran;
     out->regression = regression;
     out->has_global = j->algo->has_global;
     out->n_silos = s->n_silos;
     out->n_trained = 0;
     for (size_t k = 0; k < s->n_silos; k++) {
         fl_silo_metrics *m = &out->silo[k];
-        m->active = take[k];
-        m->sgd_loss = take[k] ? j->loss[k] : DP_NAN;
-        out->n_trained += take[k];
+        m->active = j->take[k];
+        m->sgd_loss = j->take[k] ? j->loss[k] : DP_NAN;
+        out->n_trained += j->take[k];
         m->n_train = j->fed->silo[k].n_train;
         m->n_test = j->fed->silo[k].n_test;
         model_metrics_of(&j->ev_personal[k], regression, &m->personal);
@@ -478,124 +569,48 @@ static void fill_metrics(const round_job *j, const bool *take, uint64_t round,
         else
             m->global.train_loss = m->global.test_loss = m->global.test_metric = DP_NAN;
     }
+    agg_of(j->ev_personal, s->n_silos, regression, &out->personal);
+    if (j->ev_global != NULL)
+        agg_of(j->ev_global, s->n_silos, regression, &out->global);
+    else
+        agg_nan(&out->global);
 }
 
 int fl_round_run(const fl_job_cfg *cfg, const fl_federation *f, fl_state *state, const bool *active,
                  int threads, fl_round_metrics *out, dp_err *err)
 {
-    if (fl_job_cfg_check(cfg, f, err) != DP_OK)
+    if (fl_job_cfg_check(cfg, f, err) != DP_OK || check_state(cfg, f, state, err) != DP_OK)
         return err != NULL ? err->code : DP_EINVAL;
-    if (check_state(cfg, f, state, err) != DP_OK)
-        return DP_EINVAL;
     if (threads < 1)
         return dp_err_set(err, DP_EINVAL, "threads", "threads must be >= 1 (got %d)", threads);
-    const fl_algo_ops *algo = fl_algo_find(cfg->algorithm);
-    size_t k_n = f->n_silos, p = state->n_params;
     size_t n_threads = (size_t)threads < FL_MAX_THREADS ? (size_t)threads : FL_MAX_THREADS;
-    n_threads = n_threads < k_n ? n_threads : k_n;
-
-    int rc = DP_OK;
-    bool *trainable = dp_calloc(k_n, sizeof(bool));
-    bool *take = dp_calloc(k_n, sizeof(bool));
-    float *uploads = dp_calloc(k_n, p * sizeof(float));
-    float *global0 = dp_calloc(p, sizeof(float));
-    double *loss = dp_calloc(k_n, sizeof(double));
-    silo_eval *ev_p = out != NULL ? dp_calloc(k_n, sizeof(silo_eval)) : NULL;
-    silo_eval *ev_g = out != NULL && algo->has_global ? dp_calloc(k_n, sizeof(silo_eval)) : NULL;
-    fl_silo_metrics *sm = out != NULL ? dp_calloc(k_n, sizeof(fl_silo_metrics)) : NULL;
-    worker *wk = dp_calloc(n_threads, sizeof(worker));
-    pthread_t *tid = dp_calloc(n_threads, sizeof(pthread_t));
-    fl_model_metrics *pm = out != NULL ? dp_calloc(k_n, sizeof(fl_model_metrics)) : NULL;
-    if (trainable == NULL || take == NULL || uploads == NULL || global0 == NULL || loss == NULL ||
-        wk == NULL || tid == NULL ||
-        (out != NULL &&
-         (ev_p == NULL || sm == NULL || pm == NULL || (algo->has_global && ev_g == NULL)))) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        goto out;
-    }
-    size_t n_trainable = 0;
-    for (size_t k = 0; k < k_n; k++) {
-        trainable[k] = !state->stopped[k] && (active == NULL || active[k]);
-        n_trainable += trainable[k];
-    }
-    if (algo->select != NULL) {
-        rc = algo->select(cfg, state->round, k_n, trainable, take, err);
-        if (rc != DP_OK)
-            goto out;
-        for (size_t k = 0; k < k_n; k++)
-            take[k] = take[k] && trainable[k];
-    } else {
-        memcpy(take, trainable, k_n * sizeof(bool));
-    }
-    memcpy(global0, state->global, p * sizeof(float));
-
     round_job j = {
         .cfg = cfg,
-        .algo = algo,
+        .algo = fl_algo_find(cfg->algorithm),
         .fed = f,
         .state = state,
-        .global0 = global0,
-        .take = take,
-        .uploads = uploads,
-        .loss = loss,
-        .ev_global = ev_g,
-        .ev_personal = ev_p,
-        .n_threads = n_threads,
+        .n_threads = n_threads < f->n_silos ? n_threads : f->n_silos,
         .ws_rows = ws_rows_of(f),
-        .evaluate = false,
     };
-    rc = fan_out(&j, wk, tid, err);
-    if (rc != DP_OK)
-        goto out;
-    fl_server_ctx sc = {
-        .cfg = cfg,
-        .fed = f,
-        .round = state->round,
-        .state = state,
-        .took_part = take,
-        .uploads = uploads,
-        .n_trainable = n_trainable,
-    };
-    rc = algo->aggregate(&sc, err);
-    if (rc != DP_OK)
-        goto out;
-    /* Stopping is sticky: recorded with the round that first left the silo out. */
-    if (active != NULL)
-        for (size_t k = 0; k < k_n; k++)
-            state->stopped[k] = state->stopped[k] || !active[k];
-    uint64_t ran = state->round++;
-    if (out == NULL)
-        goto out;
-    j.evaluate = true;
-    rc = fan_out(&j, wk, tid, err);
-    if (rc != DP_OK)
-        goto out;
-    fl_round_metrics_free(out);
-    out->silo = sm;
-    sm = NULL;
-    fill_metrics(&j, take, ran, out);
-    bool regression = out->regression;
-    for (size_t k = 0; k < k_n; k++)
-        pm[k] = out->silo[k].personal;
-    agg_of(ev_p, pm, k_n, regression, &out->personal);
-    if (ev_g != NULL) {
-        for (size_t k = 0; k < k_n; k++)
-            pm[k] = out->silo[k].global;
-        agg_of(ev_g, pm, k_n, regression, &out->global);
-    } else {
-        agg_nan(&out->global);
+    int rc = round_alloc(&j, out != NULL, err);
+    if (rc == DP_OK)
+        rc = round_select(&j, active, err);
+    if (rc == DP_OK) {
+        memcpy(j.global0, state->global, state->n_params * sizeof(float));
+        rc = fan_out(&j, err);
     }
-out:
-    dp_free(pm);
-    dp_free(tid);
-    dp_free(wk);
-    dp_free(sm);
-    dp_free(ev_g);
-    dp_free(ev_p);
-    dp_free(loss);
-    dp_free(global0);
-    dp_free(uploads);
-    dp_free(take);
-    dp_free(trainable);
+    fl_server_ctx sc = {cfg, f, state->round, state, j.take, j.uploads, j.n_trainable};
+    if (rc == DP_OK)
+        rc = j.algo->aggregate(&sc, err);
+    if (rc == DP_OK) {
+        /* Stopping is sticky: recorded with the round that first left the silo out. */
+        for (size_t k = 0; active != NULL && k < f->n_silos; k++)
+            state->stopped[k] = state->stopped[k] || !active[k];
+        uint64_t ran = state->round++;
+        j.evaluate = true;
+        if (out != NULL && (rc = fan_out(&j, err)) == DP_OK)
+            round_metrics(&j, ran, out);
+    }
+    round_free(&j);
     return rc;
 }

@@ -11,8 +11,8 @@
  *              model (Liu et al., "On Privacy and Personalization in Cross-Silo Federated
  *              Learning", NeurIPS 2022, §5 and App. C.3).
  *   mrmtl      mean-regularised multi-task learning, Liu et al., NeurIPS 2022, Alg. A1: silo k
- *              trains its own model on F_k(w) + lambda/2 ||w - wbar||^2 with wbar the
- * start-of-round global model; the server adds the weighted mean of the personal updates to wbar.
+ *              trains its own model on F_k(w) + lambda/2 ||w - wbar||^2, wbar the start-of-round
+ *              global model; the server adds the weighted mean of the personal updates to wbar.
  *   ditto      Li, Hu, Beirami & Smith, "Ditto", ICML 2021, Alg. 1 with one FedAvg solver epoch
  *              block plus one personal epoch block per round (as Liu et al., NeurIPS 2022, App. C
  *              do): 2x the DP-SGD steps of the others.
@@ -35,8 +35,9 @@
  * personal model, its rows, its seeds) alone. Its seeds are
  *     base  = dp_rng_derive(dp_rng_derive(seed, silo), round)
  *     phase = dp_rng_derive(base, FL_SEED_PHASE_*)          (ditto's global and personal blocks)
- *     sampling = dp_rng_derive(phase, FL_SEED_SAMPLING), noise = dp_rng_derive(phase,
- * FL_SEED_NOISE) and the server's draws (dp_fedavg's client sampling and noise) come from
+ *     sampling = dp_rng_derive(phase, FL_SEED_SAMPLING)
+ *     noise = dp_rng_derive(phase, FL_SEED_NOISE)
+ * and the server's draws (dp_fedavg's client sampling and noise) come from
  * dp_rng_derive(dp_rng_derive(seed, FL_SEED_SERVER), round). Aggregation sums the silos in index
  * order in double precision. So a round gives the same bytes for any number of threads, and a job
  * resumed from a checkpoint (fl_state_serialize) ends bit-identically where the uninterrupted job
@@ -53,7 +54,8 @@
  *
  * METRICS AND PRIVACY. The per-round metrics evaluate every silo's models on its training and test
  * rows. They are for the operator of the simulation and are not released under DP: evaluation
- * queries are not charged (Liu et al. NeurIPS 2022 do the same, §7 of their App. B discussion).
+ * queries are not charged (Liu et al., NeurIPS 2022, evaluate every round on the silos' test sets
+ * without accounting for it either).
  *
  * PRIVACY UNIT. Record-level algorithms (all but dp_fedavg): silo k's records, add/remove
  * neighbouring, a per-silo (epsilon_k, delta_k) through its own noise multiplier z_k (the Poisson
@@ -123,8 +125,8 @@ int fl_job_cfg_check(const fl_job_cfg *cfg, const fl_federation *f, dp_err *err)
 
 /* The registered algorithms' names, in registry order (static storage); *n receives the count. */
 const char *const *fl_algo_names(size_t *n);
-/* true when the algorithm keeps a global model that is evaluated (false for local). Unknown: false.
- */
+/* true when the algorithm keeps a global model that is evaluated (false for local and for an
+ * unknown name). */
 bool fl_algo_has_global(const char *algorithm);
 
 /* ---- state: the whole checkpoint ---- */
@@ -180,6 +182,7 @@ typedef struct fl_agg_metrics {
     double train_loss;         /* training loss weighted by n_train (= over all training rows) */
     double mean_test_metric;   /* plain mean over silos with test rows */
     double worst_test_metric;  /* the worst silo: largest MSE or smallest accuracy */
+    size_t worst_silo;         /* its index (the first such silo; 0 when no silo has test rows) */
     double spread_test_metric; /* max - min over silos */
 } fl_agg_metrics;
 
@@ -199,11 +202,12 @@ void fl_round_metrics_free(fl_round_metrics *m);
 /* Runs round state->round for the silos with active[k] (NULL = all) that are not stopped:
  * active[k] = false stops silo k from now on (state->stopped[k], sticky). threads >= 1 (capped at
  * FL_MAX_THREADS and at K) share the silos' local updates, then the server aggregates in silo
- * order, state->round advances, and every silo is evaluated (out, may be NULL; its previous
- * content is freed). Errors: DP_EINVAL (cfg, state mismatch, state->round == cfg->rounds),
- * DP_ENOMEM, DP_EINTERNAL (threads). On an error before the fan-out the state is unchanged; after
- * it (a silo's update, or the evaluation's workspace) the state may hold part of the round or the
- * whole round (state->round advanced, no metrics): resume from the last checkpoint. */
+ * order, state->round advances, and every silo is evaluated (out, may be NULL: no evaluation; its
+ * previous content is freed, so zero-initialise it before the first call). Errors: DP_EINVAL (cfg,
+ * state mismatch, state->round == cfg->rounds), DP_ENOMEM, DP_EINTERNAL (threads). On an error
+ * before the fan-out the state is unchanged; after it (a silo's update, or the evaluation's
+ * workspace) the state may hold part of the round or the whole round (state->round advanced, no
+ * metrics): resume from the last checkpoint. */
 int fl_round_run(const fl_job_cfg *cfg, const fl_federation *f, fl_state *state, const bool *active,
                  int threads, fl_round_metrics *out, dp_err *err);
 
@@ -223,13 +227,17 @@ typedef struct fl_silo_plan {
  * accounting event of ONE round (owned by the caller, acct_event_free), NULL when !is_private:
  *   record level: self_composed(steps_per_round, poisson(q_k, gaussian(z_k)))
  *   dp_fedavg:    poisson(client_rate, gaussian(server_noise))
- * The job's total is rounds-fold composition of it (the ledger charges it once per round; a
- * stopped silo is charged for the rounds it trained only). */
+ * The job's total is the rounds-fold composition of it. Charging: record level, each silo that
+ * trains in a round is charged the round's event (a stopped silo is no longer charged); dp_fedavg,
+ * every silo still trainable in a round is charged whether the server sampled it or not (the
+ * Poisson sampling is part of the event). silo indexes cfg->noise_multiplier: the caller keeps it
+ * below the federation's n_silos. */
 int fl_plan_silo(const fl_job_cfg *cfg, size_t silo, size_t n_k, fl_silo_plan *out,
                  acct_event **round_event, dp_err *err);
 
 /* The accountant a silo's budget uses (the ledger's: RDP on its order grid, the silo's conversion,
- * add/remove neighbouring). */
+ * add/remove neighbouring). For an (epsilon, delta) silo whose ledger accountant is "rdp" or "pld"
+ * (the ledger's RDP figure); a "zcdp" silo cannot account the Poisson-subsampled Gaussian. */
 typedef struct fl_accountant {
     double delta;         /* in (0, 1) */
     acct_conversion conv; /* the silo's budget conversion */

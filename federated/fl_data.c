@@ -118,18 +118,13 @@ static void standardize_silo(float *xtr, size_t n, float *xte, size_t m, size_t 
             sd[j] += c * c;
         }
     for (size_t j = 0; j < d; j++) {
-        /* A column whose training values are all equal is only centred, by that value itself (the
-         * double mean of equal floats may differ from it in the last bit, and dividing by the
-         * rounding residue would blow the column up). */
+        /* A column whose training values are all equal (compared as floats) has sd 0 and is only
+         * centred: n equal floats sum exactly in double (n < 2^29), so its mean is the value and
+         * the column becomes exactly 0. */
         bool constant = true;
         for (size_t i = 1; i < n && constant; i++)
             constant = xtr[i * d + j] == xtr[j];
-        if (constant) {
-            mean[j] = (double)xtr[j];
-            sd[j] = 1.0;
-        } else {
-            sd[j] = sqrt(sd[j] / (double)n);
-        }
+        sd[j] = constant ? 1.0 : sqrt(sd[j] / (double)n);
     }
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < d; j++)
@@ -181,10 +176,9 @@ static int build_silo(const fl_dataset *d, uint32_t *rows, size_t nk, size_t k,
     return DP_OK;
 }
 
-int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos, double test_fraction,
-                uint64_t seed, bool standardize, fl_federation *out, dp_err *err)
+static int federate_check(const fl_dataset *d, const uint32_t *assign, size_t n_silos,
+                          double test_fraction, dp_err *err)
 {
-    memset(out, 0, sizeof *out);
     if (!(test_fraction >= 0.0 && test_fraction < 1.0))
         return dp_err_set(err, DP_EINVAL, "test_fraction",
                           "test_fraction must be in [0, 1), got %g", test_fraction);
@@ -193,64 +187,69 @@ int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos, dou
                           "the number of silos must be in 1..%d, got %zu", FL_MAX_SILOS, n_silos);
     if (d == NULL || d->n == 0 || d->d == 0 || d->x == NULL || d->y == NULL || assign == NULL)
         return dp_err_set(err, DP_EINVAL, "data", "the data set is empty");
-    size_t *start = dp_calloc(n_silos + 1, sizeof *start);
-    uint32_t *rows = dp_malloc(d->n * sizeof *rows);
-    double *scratch = dp_malloc(2 * d->d * sizeof *scratch);
-    int rc = DP_OK;
-    if (!start || !rows || !scratch) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory building a federation");
-        goto done;
-    }
-    /* Counting sort by silo, stable: each silo's rows stay in data-set order. */
+    if (d->n > FL_MAX_CELLS / d->d) /* row indices then fit a uint32_t */
+        return dp_err_set(err, DP_EINVAL, "data", "the data set has more than %zu cells",
+                          FL_MAX_CELLS);
+    return DP_OK;
+}
+
+/* Counting sort of the rows by silo, stable (each silo's rows stay in data-set order): silo k's
+ * rows are rows[start[k] .. start[k+1]). start has n_silos + 1 entries. */
+static int group_by_silo(const fl_dataset *d, const uint32_t *assign, size_t n_silos, size_t *start,
+                         uint32_t *rows, dp_err *err)
+{
     for (size_t i = 0; i < d->n; i++) {
-        if (assign[i] >= n_silos) {
-            rc = dp_err_set(err, DP_EINVAL, "partition",
-                            "row %zu is assigned to silo %u, but there are %zu silos", i,
-                            (unsigned)assign[i], n_silos);
-            goto done;
-        }
+        if (assign[i] >= n_silos)
+            return dp_err_set(err, DP_EINVAL, "partition",
+                              "row %zu is assigned to silo %u, but there are %zu silos", i,
+                              (unsigned)assign[i], n_silos);
         start[assign[i] + 1]++;
     }
     for (size_t k = 0; k < n_silos; k++) {
-        if (start[k + 1] == 0) {
-            rc = dp_err_set(err, DP_EINVAL, "partition", "silo %zu has no rows", k);
-            goto done;
-        }
+        if (start[k + 1] == 0)
+            return dp_err_set(err, DP_EINVAL, "partition", "silo %zu has no rows", k);
         start[k + 1] += start[k];
     }
-    {
-        size_t *fill = dp_malloc(n_silos * sizeof *fill);
-        if (fill == NULL) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory building a federation");
-            goto done;
-        }
-        memcpy(fill, start, n_silos * sizeof *fill);
-        for (size_t i = 0; i < d->n; i++)
-            rows[fill[assign[i]]++] = (uint32_t)i;
-        dp_free(fill);
-    }
+    size_t *fill = dp_malloc(n_silos * sizeof *fill);
+    if (fill == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory building a federation");
+    memcpy(fill, start, n_silos * sizeof *fill);
+    for (size_t i = 0; i < d->n; i++)
+        rows[fill[assign[i]]++] = (uint32_t)i;
+    dp_free(fill);
+    return DP_OK;
+}
+
+int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos, double test_fraction,
+                uint64_t seed, bool standardize, fl_federation *out, dp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int rc = federate_check(d, assign, n_silos, test_fraction, err);
+    if (rc != DP_OK)
+        return rc;
+    size_t *start = dp_calloc(n_silos + 1, sizeof *start);
+    uint32_t *rows = dp_malloc(d->n * sizeof *rows);
+    double *scratch = dp_malloc(2 * d->d * sizeof *scratch);
     out->silo = dp_calloc(n_silos, sizeof *out->silo);
-    if (out->silo == NULL) {
+    if (!start || !rows || !scratch || !out->silo)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory building a federation");
-        goto done;
-    }
+    if (rc == DP_OK)
+        rc = group_by_silo(d, assign, n_silos, start, rows, err);
     out->d = d->d;
     out->n_classes = d->n_classes;
     out->n_silos = n_silos;
-    bool natural = is_natural(d, assign, n_silos);
+    bool natural = rc == DP_OK && is_natural(d, assign, n_silos);
     for (size_t k = 0; k < n_silos && rc == DP_OK; k++) {
         fl_silo_data *s = &out->silo[k];
         char buf[24];
         snprintf(buf, sizeof buf, "%zu", k);
         s->name = dp_strdup(natural ? d->silo_names[k] : buf);
-        if (s->name == NULL) {
+        if (s->name == NULL)
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory building a federation");
-            break;
-        }
-        rc = build_silo(d, rows + start[k], start[k + 1] - start[k], k, test_fraction, seed,
-                        standardize, scratch, s, err);
+        else
+            rc = build_silo(d, rows + start[k], start[k + 1] - start[k], k, test_fraction, seed,
+                            standardize, scratch, s, err);
     }
-done:
     dp_free(start);
     dp_free(rows);
     dp_free(scratch);

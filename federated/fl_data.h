@@ -89,17 +89,18 @@ int fl_synth_generate(const fl_synth_spec *s, fl_dataset *out, dp_err *err);
  * Every cell of a feature or label column must be a finite number; the silo column (optional) may
  * hold any text, each distinct value a silo (in order of first appearance). A failure sets *line
  * and *column (1-based; the header is line 1) and err (DP_EINVAL naming what was wrong, e.g.
- * "line 17, column 3 (\"x2\"): \"abc\" is not a number"); *line is 0 when no cell is at fault
- * (e.g. out of memory or an unknown label column name, then err->field is "label" or "silo").
- * Details: a UTF-8 byte-order mark is skipped; lines end in LF or CRLF (a lone CR is an error);
- * quoted cells may hold commas, doubled quotes and line breaks (lines count physical lines); a
- * quote inside an unquoted cell is an error; empty lines are allowed only at the end. Column
- * names must be non-empty and distinct. Numbers are decimal (strtod's syntax without hex, nan or
- * inf; spaces and tabs around them are ignored) and must fit a float. Every line must have the
- * header's number of fields. label_col must be given; silo_col NULL or "" means no silo column;
- * at most FL_MAX_SILOS distinct silos; at least one data row and one feature column. The
- * features are the remaining columns in header order (feature_names). Cell errors have
- * err->field "csv". n_classes follows the header rule. */
+ * "line 17, column 3 (\"x2\"): \"abc\" is not a number"; line and column may be NULL); *line is 0
+ * when no cell is at fault (e.g. out of memory or an unknown label column name, then err->field
+ * is "label" or "silo"). A cell error's column is the field's 1-based index. Details: a UTF-8
+ * byte-order mark is skipped; lines end in LF or CRLF (a lone CR is an error); quoted cells may
+ * hold commas, doubled quotes and line breaks (lines count physical lines); a quote inside an
+ * unquoted cell is an error; empty lines are allowed only at the end. Column names must be
+ * non-empty and distinct. Numbers are decimal (strtod's syntax without hex, nan or inf; spaces and
+ * tabs around them are ignored) and must fit a float. Every line must have the header's number of
+ * fields. label_col must be given; silo_col NULL or "" means no silo column; at most FL_MAX_SILOS
+ * distinct silos; at least one data row and one feature column. The features are the remaining
+ * columns in header order (feature_names). Cell errors have err->field "csv". n_classes follows the
+ * header rule. */
 int fl_csv_parse(const char *text, size_t len, const char *label_col, const char *silo_col,
                  fl_dataset *out, size_t *line, size_t *column, dp_err *err);
 

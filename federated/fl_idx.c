@@ -14,11 +14,20 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <zlib.h>
 
 #include "common/dp_alloc.h"
+
+/* errno's text, reentrantly (strerror may share a buffer between threads). */
+static const char *errno_text(int e, char *buf, size_t len)
+{
+    if (strerror_r(e, buf, len) != 0)
+        snprintf(buf, len, "error %d", e);
+    return buf;
+}
 
 static int idx_open(const char *path, const char *what, gzFile *f, dp_err *err)
 {
@@ -27,12 +36,13 @@ static int idx_open(const char *path, const char *what, gzFile *f, dp_err *err)
     errno = 0;
     *f = gzopen(path, "rb");
     if (*f == NULL) {
+        char eb[64];
         if (errno == ENOENT)
             return dp_err_set(err, DP_ENOTFOUND, what, "the %s file does not exist", what);
         if (errno == 0)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory opening the %s file", what);
         return dp_err_set(err, DP_EINTERNAL, what, "the %s file cannot be opened (%s)", what,
-                          strerror(errno));
+                          errno_text(errno, eb, sizeof eb));
     }
     return DP_OK;
 }
@@ -47,9 +57,10 @@ static int idx_read(gzFile f, void *buf, size_t n, const char *what, dp_err *err
         if (got < 0) {
             int zerr = Z_OK;
             const char *msg = gzerror(f, &zerr);
+            char eb[64];
             if (zerr == Z_ERRNO)
                 return dp_err_set(err, DP_EINTERNAL, what, "the %s file cannot be read (%s)", what,
-                                  strerror(errno));
+                                  errno_text(errno, eb, sizeof eb));
             if (zerr == Z_MEM_ERROR)
                 return dp_err_set(err, DP_ENOMEM, NULL, "out of memory reading the %s file", what);
             return dp_err_set(err, DP_EINVAL, what, "the %s file is not valid gzip data (%s)", what,

@@ -274,8 +274,7 @@ static void forward(fl_ws *ws, const float *w, const float *x, size_t n)
                         in, (int)din, W, (int)din, 1.0f, out, (int)dout);
         }
         if (l < ws->n_layers)
-            for (size_t j = 0; j < n * dout; j++)
-                out[j] = out[j] > 0.0f ? out[j] : 0.0f;
+            fl_vrelu(out, n * dout);
         in = out;
     }
 }
@@ -370,9 +369,7 @@ static void backprop_deltas(fl_ws *ws, const float *w, size_t n)
         const float *aprev = ws->act[l - 1];
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)din, (int)dout, 1.0f,
                     ws->delta[l], (int)dout, W, (int)din, 0.0f, dprev, (int)din);
-        for (size_t j = 0; j < n * din; j++)
-            if (!(aprev[j] > 0.0f))
-                dprev[j] = 0.0f;
+        fl_vmask(dprev, aprev, n * din);
     }
 }
 
@@ -456,8 +453,7 @@ static double grad_chunks(const fl_model_spec *m, const float *w, const float *x
         size_t c = n - s < R ? n - s : R;
         loss += fl_model_chunk_grad(ws, w, x + s * d, y + s, c, clip, ws->gtmp,
                                     norms == NULL ? NULL : norms + s);
-        for (size_t j = 0; j < P; j++)
-            g[j] += ws->gtmp[j];
+        fl_vadd(g, ws->gtmp, P);
     }
     return loss;
 }

@@ -145,11 +145,29 @@ static int dirichlet(const fl_dataset *d, const fl_partition_spec *p, gsl_rng *r
     return rc;
 }
 
-/* CLASSES once the rows are grouped: present classes on a shuffled ring, silo k holding m
- * consecutive ones; each class's shuffled rows dealt into near-equal consecutive parts. */
+/* Silo k holds the m consecutive classes from ring position k * m. Lists the holders of each class
+ * in silo order: holders[hstart[c] .. hstart[c+1]). */
+static void list_holders(size_t K, size_t m, size_t P, size_t C, const uint32_t *ring,
+                         size_t *hstart, uint32_t *holders)
+{
+    memset(hstart, 0, (C + 1) * sizeof *hstart);
+    for (size_t k = 0; k < K; k++)
+        for (size_t j = 0; j < m; j++)
+            hstart[ring[(k * m + j) % P] + 1]++;
+    for (size_t c = 0; c < C; c++)
+        hstart[c + 1] += hstart[c];
+    size_t *fill = hstart; /* advanced while filling, then shifted back */
+    for (size_t k = 0; k < K; k++)
+        for (size_t j = 0; j < m; j++)
+            holders[fill[ring[(k * m + j) % P]]++] = (uint32_t)k;
+    memmove(hstart + 1, hstart, C * sizeof *hstart);
+    hstart[0] = 0;
+}
+
+/* CLASSES once the rows are grouped: the present classes shuffled into a ring, then each class's
+ * shuffled rows dealt into near-equal consecutive parts among its holders. ring has C entries. */
 static int classes_assign(const fl_partition_spec *p, size_t C, const size_t *start, uint32_t *rows,
-                          gsl_rng *r, uint32_t *ring, uint32_t *holders, size_t *n_holders,
-                          uint32_t *assign, dp_err *err)
+                          gsl_rng *r, uint32_t *ring, uint32_t *assign, dp_err *err)
 {
     size_t K = p->silos, m = p->classes_per_silo, P = 0;
     for (size_t c = 0; c < C; c++)
@@ -165,48 +183,44 @@ static int classes_assign(const fl_partition_spec *p, size_t C, const size_t *st
                           "must be assigned)",
                           K, m, P);
     fl_shuffle_u32(r, ring, P);
-    /* holders of class c: holders[c * K + j], j < n_holders[c], in silo order */
-    memset(n_holders, 0, C * sizeof *n_holders);
-    for (size_t k = 0; k < K; k++)
-        for (size_t j = 0; j < m; j++) {
-            size_t c = ring[(k * m + j) % P];
-            holders[c * K + n_holders[c]++] = (uint32_t)k;
-        }
-    for (size_t c = 0; c < C; c++) {
-        size_t nc = start[c + 1] - start[c], h = n_holders[c];
+    size_t *hstart = dp_malloc((C + 1) * sizeof *hstart);
+    uint32_t *holders = dp_malloc(K * m * sizeof *holders); /* K, m <= 10^4 and 10^3 */
+    int rc = (!hstart || !holders) ? part_nomem(err) : DP_OK;
+    if (rc == DP_OK)
+        list_holders(K, m, P, C, ring, hstart, holders);
+    for (size_t c = 0; c < C && rc == DP_OK; c++) {
+        size_t nc = start[c + 1] - start[c], h = hstart[c + 1] - hstart[c];
         if (nc == 0)
             continue;
-        if (nc < h)
-            return dp_err_set(err, DP_EINVAL, "partition",
-                              "class %zu has %zu rows for %zu silos holding it", c, nc, h);
-        uint32_t *rc = rows + start[c];
-        fl_shuffle_u32(r, rc, nc);
+        if (nc < h) {
+            rc = dp_err_set(err, DP_EINVAL, "partition",
+                            "class %zu has %zu rows for %zu silos holding it", c, nc, h);
+            break;
+        }
+        uint32_t *rc_rows = rows + start[c];
+        fl_shuffle_u32(r, rc_rows, nc);
         for (size_t j = 0; j < h; j++)
             for (size_t i = j * nc / h; i < (j + 1) * nc / h; i++)
-                assign[rc[i]] = holders[c * K + j];
+                assign[rc_rows[i]] = holders[hstart[c] + j];
     }
-    return DP_OK;
+    dp_free(hstart);
+    dp_free(holders);
+    return rc;
 }
 
 static int classes(const fl_dataset *d, const fl_partition_spec *p, gsl_rng *r, uint32_t *rows,
                    uint32_t *assign, dp_err *err)
 {
-    size_t C = d->n_classes, K = p->silos;
+    size_t C = d->n_classes;
     size_t *start = dp_malloc((C + 1) * sizeof *start);
     uint32_t *ring = dp_malloc(C * sizeof *ring);
-    size_t *n_holders = dp_malloc(C * sizeof *n_holders);
-    /* a class is held at most once per silo (m <= classes present, consecutive on the ring) */
-    uint32_t *holders =
-        C > SIZE_MAX / sizeof(uint32_t) / K ? NULL : dp_malloc(C * K * sizeof *holders);
-    int rc = (!start || !ring || !n_holders || !holders) ? part_nomem(err) : DP_OK;
+    int rc = (!start || !ring) ? part_nomem(err) : DP_OK;
     if (rc == DP_OK)
         rc = group_by_class(d, C, start, rows, err);
     if (rc == DP_OK)
-        rc = classes_assign(p, C, start, rows, r, ring, holders, n_holders, assign, err);
+        rc = classes_assign(p, C, start, rows, r, ring, assign, err);
     dp_free(start);
     dp_free(ring);
-    dp_free(n_holders);
-    dp_free(holders);
     return rc;
 }
 
@@ -214,6 +228,9 @@ static int part_check(const fl_dataset *d, const fl_partition_spec *p, dp_err *e
 {
     if (d == NULL || d->n == 0 || d->y == NULL)
         return dp_err_set(err, DP_EINVAL, "data", "the data set is empty");
+    if (d->n > FL_MAX_CELLS) /* row indices then fit a uint32_t */
+        return dp_err_set(err, DP_EINVAL, "data", "the data set has more than %zu rows",
+                          FL_MAX_CELLS);
     if (p->kind != FL_PARTITION_IID && p->kind != FL_PARTITION_DIRICHLET &&
         p->kind != FL_PARTITION_CLASSES)
         return dp_err_set(err, DP_EINVAL, "partition", "unknown partition kind %d", (int)p->kind);

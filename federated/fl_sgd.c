@@ -101,8 +101,7 @@ static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
             float *g = k == lane ? acc : ws->gtmp;
             loss += fl_model_chunk_grad(ws, j->w, ws->xg, ws->yg, c, j->clip, g, NULL);
             if (k != lane)
-                for (size_t p = 0; p < P; p++)
-                    acc[p] += g[p];
+                fl_vadd(acc, g, P);
         }
         j->lane_loss[lane] = loss;
         if (j->noise_std > 0.0) {
@@ -242,22 +241,14 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
         float *G = ws->lane[0];
         if (n_chunks == 0)
             memset(G, 0, P * sizeof *G);
-        for (size_t k = 1; k < FL_SGD_LANES && k < n_chunks; k++) {
-            const float *a = ws->lane[k];
-            for (size_t p = 0; p < P; p++)
-                G[p] += a[p];
-        }
+        for (size_t k = 1; k < FL_SGD_LANES && k < n_chunks; k++)
+            fl_vadd(G, ws->lane[k], P);
         if (noise_std > 0.0)
-            for (size_t p = 0; p < P; p++)
-                G[p] += ws->noise[p];
-        if (lam > 0.0f) {
-            const float *an = cfg->anchor;
-            for (size_t p = 0; p < P; p++)
-                w[p] -= lr * (G[p] * inv_b + lam * (w[p] - an[p]));
-        } else {
-            for (size_t p = 0; p < P; p++)
-                w[p] -= lr * (G[p] * inv_b);
-        }
+            fl_vadd(G, ws->noise, P);
+        if (lam > 0.0f)
+            fl_vstep_prox(w, G, cfg->anchor, lr, inv_b, lam, P);
+        else
+            fl_vstep(w, G, lr, inv_b, P);
         for (size_t k = 0; k < FL_SGD_LANES && k < n_chunks; k++)
             loss_total += job.lane_loss[k];
         rows_total += (double)job.batch;

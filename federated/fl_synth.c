@@ -98,6 +98,21 @@ static int synth_silo(const fl_synth_spec *s, size_t k, const double *theta, dou
     return DP_OK;
 }
 
+/* From the shared stream: the silo sizes nk, then theta (dim x m, N(0, 1/dim) entries). Returns
+ * the total number of rows. */
+static size_t draw_shared(const fl_synth_spec *s, size_t m, gsl_rng *r, size_t *nk, double *theta)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < s->silos; k++) {
+        nk[k] = s->n_min + (size_t)gsl_rng_uniform_int(r, (unsigned long)(s->n_max - s->n_min + 1));
+        n += nk[k];
+    }
+    double sd_theta = 1.0 / sqrt((double)s->dim);
+    for (size_t j = 0; j < s->dim * m; j++)
+        theta[j] = gsl_ran_gaussian_ziggurat(r, sd_theta);
+    return n;
+}
+
 int fl_synth_generate(const fl_synth_spec *s, fl_dataset *out, dp_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -118,21 +133,13 @@ int fl_synth_generate(const fl_synth_spec *s, fl_dataset *out, dp_err *err)
         rc = err ? err->code : DP_ENOMEM;
         goto done;
     }
-    size_t n = 0;
-    for (size_t k = 0; k < s->silos; k++) {
-        nk[k] = s->n_min + (size_t)gsl_rng_uniform_int(r, (unsigned long)(s->n_max - s->n_min + 1));
-        n += nk[k];
-    }
-    double sd_theta = 1.0 / sqrt((double)s->dim);
-    for (size_t j = 0; j < s->dim * m; j++)
-        theta[j] = gsl_ran_gaussian_ziggurat(r, sd_theta);
-    out->n = n;
+    out->n = draw_shared(s, m, r, nk, theta);
     out->d = s->dim;
     out->n_classes = s->classes;
     out->n_silos = s->silos;
-    out->x = dp_malloc(n * s->dim * sizeof(float));
-    out->y = dp_malloc(n * sizeof(float));
-    out->silo = dp_malloc(n * sizeof(uint32_t));
+    out->x = dp_malloc(out->n * s->dim * sizeof(float));
+    out->y = dp_malloc(out->n * sizeof(float));
+    out->silo = dp_malloc(out->n * sizeof(uint32_t));
     out->silo_names = fl_numbered_names(s->silos);
     if (!out->x || !out->y || !out->silo || !out->silo_names) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory generating a synthetic data set");

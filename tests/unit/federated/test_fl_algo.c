@@ -21,6 +21,7 @@
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
 #include "federated/fl_algo.h"
+#include "federated/fl_data.h"
 #include "tests/support/test_util.h"
 
 #define D       3 /* features */
@@ -481,6 +482,8 @@ static void aggregate_metrics_pool_the_silos_rows(void **state)
         assert_close(ag[g]->train_loss, tr / trn, 1e-12, 0);
         assert_close(ag[g]->mean_test_metric, sum / 3, 1e-12, 0);
         assert_close(ag[g]->worst_test_metric, hi, 0, 0); /* MSE: the largest is the worst */
+        const fl_silo_metrics *w = &m.silo[ag[g]->worst_silo];
+        assert_close(g == 0 ? w->personal.test_metric : w->global.test_metric, hi, 0, 0);
         assert_close(ag[g]->spread_test_metric, hi - lo, 0, 0);
         /* regression: the loss is half the squared error */
         assert_close(ag[g]->pooled_test_loss, 0.5 * ag[g]->pooled_test_metric, 1e-12, 0);
@@ -631,7 +634,7 @@ static void calibrated_noise_meets_the_target_within_one_percent(void **state)
 /* ---- DP-FedAvg ---- */
 
 /* A federation whose rows are all zero: every local update is exactly zero. */
-static void fed_zero(fl_federation *f, size_t k_n, size_t d)
+static void fed_zero(fl_federation *f, size_t k_n, size_t d, size_t n_train)
 {
     memset(f, 0, sizeof *f);
     f->d = d;
@@ -639,10 +642,10 @@ static void fed_zero(fl_federation *f, size_t k_n, size_t d)
     f->silo = dp_calloc(k_n, sizeof(fl_silo_data));
     assert_non_null(f->silo);
     for (size_t k = 0; k < k_n; k++) {
-        f->silo[k].n_train = 4;
+        f->silo[k].n_train = n_train;
         f->silo[k].n_test = 1;
-        f->silo[k].x_train = dp_calloc(4 * d, sizeof(float));
-        f->silo[k].y_train = dp_calloc(4, sizeof(float));
+        f->silo[k].x_train = dp_calloc(n_train * d, sizeof(float));
+        f->silo[k].y_train = dp_calloc(n_train, sizeof(float));
         f->silo[k].x_test = dp_calloc(d, sizeof(float));
         f->silo[k].y_test = dp_calloc(1, sizeof(float));
         assert_true(f->silo[k].x_train && f->silo[k].y_train && f->silo[k].x_test &&
@@ -653,9 +656,9 @@ static void fed_zero(fl_federation *f, size_t k_n, size_t d)
 static void dp_fedavg_adds_noise_of_std_z_s_over_q_k(void **state)
 {
     (void)state;
-    const size_t d = 3999, k_n = 4;
+    const size_t d = 3999, k_n = 5; /* q K = 2.5: never a count of sampled silos */
     fl_federation f;
-    fed_zero(&f, k_n, d);
+    fed_zero(&f, k_n, d, 4);
     fl_job_cfg c = private_cfg("dp_fedavg");
     c.model.d_in = d;
     c.rounds = 1;
@@ -673,7 +676,7 @@ static void dp_fedavg_adds_noise_of_std_z_s_over_q_k(void **state)
         sq += (double)s.global[j] * (double)s.global[j];
     }
     double n = (double)(d + 1), mean = sum / n, sd = sqrt(sq / n - mean * mean);
-    double want = 2.0 * 0.5 / (0.5 * (double)k_n); /* z S / (q K) = 0.5 */
+    double want = 2.0 * 0.5 / (0.5 * (double)k_n); /* z S / (q K) = 0.4 */
     assert_true(fabs(sd / want - 1) < 0.05);       /* 4000 draws: the std's sd is ~1.1% */
     assert_true(fabs(mean) < 4 * want / sqrt(n));
     fl_state_free(&s);
@@ -720,6 +723,240 @@ static void dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate(void **stat
     assert_true(fabs((double)taken - mean) < 4 * sd);
     fl_round_metrics_free(&m);
     fl_state_free(&s);
+    fed_free(&f);
+}
+
+/* Sample variance of w[0..n) about 0 (the weights' noise walk is centred at 0). */
+static double var0(const float *w, size_t n)
+{
+    double sq = 0;
+    for (size_t j = 0; j < n; j++)
+        sq += (double)w[j] * (double)w[j];
+    return sq / (double)n;
+}
+
+/* On all-zero rows the weights' gradients are 0, so after a round each weight is the sum of
+ * `steps` independent N(0, (lr z c / B)^2) noise draws: the variance counts the steps the trainer
+ * ran, which must be the plan's (a block per local epoch of floor(n / B) steps; ditto 2 blocks). */
+static void the_trainer_runs_exactly_the_steps_the_plan_charges(void **state)
+{
+    (void)state;
+    const size_t d = 4000, n = 20;
+    fl_federation f;
+    fed_zero(&f, 1, d, n);
+    const char *algos[3] = {"local", "mrmtl", "ditto"};
+    for (int a = 0; a < 3; a++) {
+        fl_job_cfg c = private_cfg(algos[a]);
+        c.model.d_in = d;
+        c.rounds = 1;
+        c.batch_size = 6; /* floor(20 / 6) = 3 steps per epoch */
+        c.local_epochs = 2;
+        c.lr = 1.0;
+        c.lambda = 0;
+        c.clip = 1.0;
+        const double z1[1] = {1.0};
+        c.noise_multiplier = z1;
+        fl_silo_plan plan;
+        dp_err err = {0};
+        assert_int_equal(fl_plan_silo(&c, 0, n, &plan, NULL, &err), DP_OK);
+        fl_state s;
+        assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+        run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+        double per_step = 1.0 / 36.0; /* (lr z c / B)^2 */
+        double blocks = strcmp(algos[a], "ditto") == 0 ? 2 : 1;
+        double steps_personal = var0(s.personal, d) / per_step;
+        assert_true(fabs(steps_personal / ((double)plan.steps_per_round / blocks) - 1) < 0.1);
+        if (blocks == 2) { /* ditto's global block ran as many steps again */
+            double steps_global = var0(s.global, d) / per_step;
+            assert_true(fabs(steps_global / ((double)plan.steps_per_round / blocks) - 1) < 0.1);
+        }
+        assert_int_equal(plan.steps_per_round, (size_t)blocks * 2 * 3);
+        fl_state_free(&s);
+    }
+    fed_free(&f);
+}
+
+static void silos_and_rounds_draw_their_own_seeds(void **state)
+{
+    (void)state;
+    /* two silos with the same rows: their private local models differ only by their draws */
+    fl_federation f;
+    const size_t ntr[2] = {24, 24}, nte[2] = {4, 4};
+    fed_make(&f, 2, ntr, nte, 1.0, 23);
+    memcpy(f.silo[1].x_train, f.silo[0].x_train, 24 * D * sizeof(float));
+    memcpy(f.silo[1].y_train, f.silo[0].y_train, 24 * sizeof(float));
+    fl_job_cfg c = private_cfg("local");
+    const double z2[2] = {1.0, 1.0};
+    c.noise_multiplier = z2;
+    fl_state s, s2;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+    assert_memory_not_equal(s.personal, s.personal + P, P * sizeof(float));
+    /* another job seed, other draws; the same seed, the same bytes */
+    c.seed++;
+    assert_int_equal(fl_state_init(&c, &f, &s2, &err), DP_OK);
+    run_rounds(&c, &f, &s2, 1, NULL, 1, NULL);
+    assert_memory_not_equal(s.personal, s2.personal, P * sizeof(float));
+    fl_state_free(&s2);
+    c.seed--;
+    assert_int_equal(fl_state_init(&c, &f, &s2, &err), DP_OK);
+    run_rounds(&c, &f, &s2, 1, NULL, 1, NULL);
+    assert_memory_equal(s.personal, s2.personal, 2 * P * sizeof(float));
+    fl_state_free(&s2);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
+/* A synthetic classification federation from fl_data (natural silos, standardised features). */
+static void synth_federation(fl_federation *f, size_t classes)
+{
+    fl_synth_spec sp = {.silos = 4,
+                        .dim = 6,
+                        .n_min = 30,
+                        .n_max = 60,
+                        .tau = 0.5,
+                        .noise = 0.2,
+                        .classes = classes,
+                        .seed = 77};
+    fl_dataset ds = {0};
+    dp_err err = {0};
+    assert_int_equal(fl_synth_generate(&sp, &ds, &err), DP_OK);
+    fl_partition_spec ps = {.kind = FL_PARTITION_NATURAL, .seed = 78};
+    uint32_t *assign = dp_calloc(ds.n, sizeof(uint32_t));
+    assert_non_null(assign);
+    size_t k_n = 0;
+    assert_int_equal(fl_partition(&ds, &ps, assign, &k_n, &err), DP_OK);
+    assert_int_equal(fl_federate(&ds, assign, k_n, 0.25, 79, true, f, &err), DP_OK);
+    dp_free(assign);
+    fl_dataset_free(&ds);
+}
+
+static void classifiers_report_accuracy_and_an_mlp_resumes_bit_identically(void **state)
+{
+    (void)state;
+    fl_federation f;
+    synth_federation(&f, 3);
+    fl_job_cfg c = private_cfg("mrmtl");
+    c.model.type = FL_MODEL_MLP;
+    c.model.d_in = f.d;
+    c.model.n_classes = f.n_classes;
+    c.model.n_hidden = 1;
+    c.model.hidden[0] = 8;
+    const double z4[4] = {0.9, 1.0, 1.1, 1.2};
+    c.noise_multiplier = z4;
+    c.rounds = 6;
+    fl_state whole, half, resumed;
+    fl_round_metrics m1 = {0}, m2 = {0};
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &whole, &err), DP_OK);
+    float zero[8] = {0};
+    assert_memory_not_equal(whole.global, zero, sizeof zero); /* He-uniform initialisation */
+    assert_memory_equal(whole.personal, whole.global, whole.n_params * sizeof(float));
+    run_rounds(&c, &f, &whole, c.rounds, NULL, 1, &m1);
+    assert_int_equal(fl_state_init(&c, &f, &half, &err), DP_OK);
+    run_rounds(&c, &f, &half, 2, NULL, 2, NULL);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(fl_state_serialize(&half, &c, &buf, &len, &err), DP_OK);
+    assert_int_equal(fl_state_deserialize(buf, len, &c, &f, &resumed, &err), DP_OK);
+    run_rounds(&c, &f, &resumed, c.rounds, NULL, 2, &m2);
+    assert_states_equal(&whole, &resumed);
+    assert_memory_equal(m1.silo, m2.silo, f.n_silos * sizeof(fl_silo_metrics));
+    assert_false(m1.regression);
+    double lo = DP_INF, hi = -DP_INF;
+    for (size_t k = 0; k < f.n_silos; k++) {
+        double a = m1.silo[k].personal.test_metric;
+        assert_true(a >= 0 && a <= 1);
+        double correct = a * (double)m1.silo[k].n_test; /* an accuracy counts rows */
+        assert_close(correct, round(correct), 1e-9, 0);
+        lo = fmin(lo, a);
+        hi = fmax(hi, a);
+    }
+    assert_close(m1.personal.worst_test_metric, lo, 0, 0); /* accuracy: the smallest is worst */
+    assert_close(m1.silo[m1.personal.worst_silo].personal.test_metric, lo, 0, 0);
+    assert_close(m1.personal.spread_test_metric, hi - lo, 0, 0);
+    dp_free(buf);
+    fl_round_metrics_free(&m1);
+    fl_round_metrics_free(&m2);
+    fl_state_free(&half);
+    fl_state_free(&resumed);
+    fl_state_free(&whole);
+    fl_federation_free(&f);
+}
+
+static void non_private_fedavg_learns_a_binary_classifier(void **state)
+{
+    (void)state;
+    fl_federation f;
+    synth_federation(&f, 2);
+    fl_job_cfg c = base_cfg("fedavg");
+    c.model.type = FL_MODEL_LOGISTIC;
+    c.model.d_in = f.d;
+    c.rounds = 60;
+    c.batch_size = 16;
+    c.lr = 0.5;
+    fl_state s;
+    fl_round_metrics first = {0}, last = {0};
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 2, &first);
+    run_rounds(&c, &f, &s, c.rounds, NULL, 2, &last);
+    /* the loss keeps falling after the first round, well below the zero model's log 2 */
+    assert_true(last.global.train_loss < 0.9 * first.global.train_loss);
+    assert_true(last.global.train_loss < 0.9 * log(2.0));
+    /* and the global model beats the best constant prediction on the pooled test rows */
+    double ones = 0, n_test = 0;
+    for (size_t k = 0; k < f.n_silos; k++)
+        for (size_t i = 0; i < f.silo[k].n_test; i++, n_test++)
+            ones += f.silo[k].y_test[i] > 0.5f;
+    double majority = fmax(ones, n_test - ones) / n_test;
+    assert_true(last.global.pooled_test_metric > majority);
+    fl_round_metrics_free(&first);
+    fl_round_metrics_free(&last);
+    fl_state_free(&s);
+    fl_federation_free(&f);
+}
+
+/* Failure injection: every allocation of a round, a checkpoint and a plan fails in turn; each
+ * attempt ends with DP_ENOMEM (or succeeds) and leaks nothing (the ASan build checks). */
+static void every_allocation_failure_is_a_clean_enomem(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 24);
+    for (size_t a = 0; a < ALGOS_N; a++) {
+        fl_job_cfg c = private_cfg(ALGOS[a]);
+        bool done = false;
+        for (long n = 1; !done && n < 1000; n++) {
+            fl_state s = {0}, back = {0};
+            fl_round_metrics m = {0};
+            uint8_t *buf = NULL;
+            size_t len = 0;
+            acct_event *ev = NULL;
+            fl_silo_plan plan;
+            dp_err err = {0};
+            dp_alloc_fail_after(n);
+            int rc = fl_state_init(&c, &f, &s, &err);
+            if (rc == DP_OK)
+                rc = fl_round_run(&c, &f, &s, NULL, 1, &m, &err);
+            if (rc == DP_OK)
+                rc = fl_state_serialize(&s, &c, &buf, &len, &err);
+            if (rc == DP_OK)
+                rc = fl_state_deserialize(buf, len, &c, &f, &back, &err);
+            if (rc == DP_OK)
+                rc = fl_plan_silo(&c, 0, 100, &plan, &ev, &err);
+            dp_alloc_fail_after(0);
+            assert_true(rc == DP_OK || rc == DP_ENOMEM);
+            done = rc == DP_OK;
+            acct_event_free(ev);
+            dp_free(buf);
+            fl_round_metrics_free(&m);
+            fl_state_free(&back);
+            fl_state_free(&s);
+        }
+        assert_true(done);
+    }
     fed_free(&f);
 }
 
@@ -798,6 +1035,11 @@ int main(void)
         cmocka_unit_test(calibrated_noise_meets_the_target_within_one_percent),
         cmocka_unit_test(dp_fedavg_adds_noise_of_std_z_s_over_q_k),
         cmocka_unit_test(dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate),
+        cmocka_unit_test(the_trainer_runs_exactly_the_steps_the_plan_charges),
+        cmocka_unit_test(silos_and_rounds_draw_their_own_seeds),
+        cmocka_unit_test(classifiers_report_accuracy_and_an_mlp_resumes_bit_identically),
+        cmocka_unit_test(non_private_fedavg_learns_a_binary_classifier),
+        cmocka_unit_test(every_allocation_failure_is_a_clean_enomem),
         cmocka_unit_test(bad_configurations_are_refused_with_their_field),
     };
     return cmocka_run_group_tests_name("fl_algo", tests, NULL, NULL);

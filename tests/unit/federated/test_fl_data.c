@@ -175,8 +175,8 @@ static double fit_residual(const fl_dataset *ds, size_t r0, size_t r1)
     gsl_multifit_linear_workspace *w = gsl_multifit_linear_alloc(n, d);
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; j < d; j++)
-            gsl_matrix_set(X, i, j, ds->x[(r0 + i) * d + j]);
-        gsl_vector_set(y, i, ds->y[r0 + i]);
+            gsl_matrix_set(X, i, j, (double)ds->x[(r0 + i) * d + j]);
+        gsl_vector_set(y, i, (double)ds->y[r0 + i]);
     }
     double chisq, worst = 0;
     assert_int_equal(gsl_multifit_linear(X, y, c, cov, &chisq, w), GSL_SUCCESS);
@@ -378,6 +378,33 @@ static void csv_reports_each_error_at_its_line_and_column(void **state)
     }
 }
 
+static void csv_refuses_more_silos_than_the_limit(void **state)
+{
+    (void)state;
+    size_t cap = (FL_MAX_SILOS + 2) * 24, len = 0;
+    char *text = malloc(cap);
+    len += (size_t)snprintf(text, cap, "y,s,x\n");
+    for (size_t i = 0; i <= FL_MAX_SILOS; i++)
+        len += (size_t)snprintf(text + len, cap - len, "1,silo%zu,2\n", i);
+    fl_dataset ds;
+    size_t line, col;
+    dp_err_clear(&E);
+    assert_int_equal(fl_csv_parse(text, len, "y", "s", &ds, &line, &col, &E), DP_EINVAL);
+    assert_int_equal(line, FL_MAX_SILOS + 2); /* the header, then silo number FL_MAX_SILOS + 1 */
+    assert_int_equal(col, 2);
+    assert_non_null(strstr(E.msg, "distinct silos"));
+    /* one silo fewer is fine */
+    char *last = text + len - 1;
+    while (last[-1] != '\n')
+        last--;
+    assert_int_equal(fl_csv_parse(text, (size_t)(last - text), "y", "s", &ds, &line, &col, &E),
+                     DP_OK);
+    assert_int_equal(ds.n_silos, FL_MAX_SILOS);
+    assert_string_equal(ds.silo_names[FL_MAX_SILOS - 1], "silo9999");
+    fl_dataset_free(&ds);
+    free(text);
+}
+
 static void csv_counts_classes_by_the_header_rule(void **state)
 {
     (void)state;
@@ -456,6 +483,46 @@ static void csv_random_tables_round_trip(void **state)
         free(text);
         free(want);
     }
+    gsl_rng_free(r);
+}
+
+/* Every number the reader accepts is (float)strtod of its text: random decimals of 1 to 17 digits
+ * (the reader's exact fast path takes those of at most 15 without exponent), with or without a
+ * sign, a point and an exponent. */
+static void csv_numbers_match_strtod(void **state)
+{
+    (void)state;
+    gsl_rng *r = dp_rng_alloc(77, DP_RNG_STREAM_DATA, &E);
+    enum { ROWS = 4000 };
+    char *text = malloc(ROWS * 40 + 16), cells[ROWS][32];
+    size_t len = (size_t)sprintf(text, "y,x\n");
+    for (int i = 0; i < ROWS; i++) {
+        size_t nd = 1 + gsl_rng_uniform_int(r, 17), o = 0, dot = gsl_rng_uniform_int(r, nd + 2);
+        char *c = cells[i];
+        if (gsl_rng_uniform(r) < 0.3)
+            c[o++] = gsl_rng_uniform(r) < 0.5 ? '-' : '+';
+        for (size_t k = 0; k < nd; k++) {
+            if (k == dot)
+                c[o++] = '.';
+            c[o++] = (char)('0' + gsl_rng_uniform_int(r, 10));
+        }
+        if (gsl_rng_uniform(r) < 0.2)
+            o += (size_t)sprintf(c + o, "e%d", (int)gsl_rng_uniform_int(r, 40) - 20);
+        c[o] = '\0';
+        len += (size_t)sprintf(text + len, "0,%s\n", c);
+    }
+    fl_dataset ds;
+    size_t line, col;
+    dp_err_clear(&E);
+    assert_int_equal(fl_csv_parse(text, len, "y", NULL, &ds, &line, &col, &E), DP_OK);
+    assert_int_equal(ds.n, ROWS);
+    for (int i = 0; i < ROWS; i++) {
+        float want = (float)strtod(cells[i], NULL);
+        if (memcmp(&ds.x[i], &want, sizeof want) != 0)
+            fail_msg("\"%s\": %.9g, strtod %.9g", cells[i], (double)ds.x[i], (double)want);
+    }
+    fl_dataset_free(&ds);
+    free(text);
     gsl_rng_free(r);
 }
 
@@ -667,6 +734,7 @@ static void idx_refuses_malformed_files(void **state)
         {"hdr", "lab", DP_EINVAL, "images", "truncated"},
         {"missing", "lab", DP_ENOTFOUND, "images", "does not exist"},
         {"img", "missing", DP_ENOTFOUND, "labels", "does not exist"},
+        {".", "lab", DP_EINTERNAL, "images", "cannot be read"}, /* a directory */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fl_dataset ds;
@@ -894,10 +962,43 @@ static void partition_classes_gives_each_silo_its_classes(void **state)
             assert_int_equal(held, m);
         }
     }
+    /* the classes a silo holds depend on the seed (silo 0's pair over five seeds) */
+    unsigned sets[5] = {0};
+    for (uint64_t seed = 0; seed < 5; seed++) {
+        fl_partition_spec q = {
+            .kind = FL_PARTITION_CLASSES, .silos = 5, .classes_per_silo = 2, .seed = seed};
+        assert_int_equal(fl_partition(&ds, &q, a, &k, &E), DP_OK);
+        for (size_t i = 0; i < 1000; i++)
+            if (a[i] == 0)
+                sets[seed] |= 1u << (unsigned)ds.y[i];
+    }
+    assert_true(sets[0] != sets[1] || sets[0] != sets[2] || sets[0] != sets[3] ||
+                sets[0] != sets[4]);
     fl_partition_spec p = {
         .kind = FL_PARTITION_CLASSES, .silos = 7, .classes_per_silo = 11, .seed = 11};
     dp_err_clear(&E);
     assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_EINVAL);
+    /* classes absent from the data are not dealt: labels 0 and 3 only (n_classes 4), 2 silos of 1
+     * class each get one class each */
+    for (size_t i = 0; i < 1000; i++)
+        ds.y[i] = i % 2 ? 3.0f : 0.0f;
+    ds.n_classes = fl_labels_n_classes(ds.y, 1000);
+    assert_int_equal(ds.n_classes, 4);
+    p.silos = 2, p.classes_per_silo = 1;
+    assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_OK);
+    for (size_t i = 0; i < 1000; i++)
+        assert_int_equal(a[i], a[i % 2]);
+    assert_true(a[0] != a[1]);
+    p.classes_per_silo = 3; /* more than the 2 classes present */
+    dp_err_clear(&E);
+    assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_EINVAL);
+    assert_non_null(strstr(E.msg, "classes present"));
+    /* a class with fewer rows than silos holding it */
+    ds.y[0] = 1.0f, ds.n_classes = 4;
+    p.silos = 3, p.classes_per_silo = 2;
+    dp_err_clear(&E);
+    assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_EINVAL);
+    assert_non_null(strstr(E.msg, "class 1 has 1 rows for 2 silos"));
     fl_dataset_free(&ds);
 }
 
@@ -981,7 +1082,7 @@ static void federate_standardizes_on_the_training_part(void **state)
             /* the test part goes through the same map */
             for (size_t i = 0; i < b->n_test; i++) {
                 double want = j == 2 ? 0.0 : ((double)a->x_test[i * 3 + j] - mr) / sqrt(vr);
-                assert_close(b->x_test[i * 3 + j], want, 1e-5, 1e-5);
+                assert_close((double)b->x_test[i * 3 + j], want, 1e-5, 1e-5);
             }
         }
         assert_string_equal(b->name, ds.silo_names[k]);
@@ -1101,6 +1202,47 @@ static void federate_and_synth_out_of_memory_fail_cleanly(void **state)
     fl_dataset_free(&ds);
 }
 
+/* The draws of a seeded generator, partition and split, recorded when they were written: a change
+ * of stream, of draw order or of arithmetic would change stored jobs' data, so it must show here.
+ */
+static void seeded_outputs_are_pinned(void **state)
+{
+    (void)state;
+    fl_synth_spec s = {.silos = 3,
+                       .dim = 4,
+                       .n_min = 5,
+                       .n_max = 9,
+                       .tau = 0.5,
+                       .noise = 0.1,
+                       .classes = 3,
+                       .seed = 20261127};
+    fl_dataset ds;
+    assert_int_equal(fl_synth_generate(&s, &ds, &E), DP_OK);
+    assert_int_equal(ds.n, 24);
+    assert_true(ds.x[0] == 0x1.ac8674p+0f && ds.x[ds.n * 4 - 1] == 0x1.8bcbccp+0f);
+    char got[32] = "";
+    for (size_t i = 0; i < ds.n; i++)
+        got[i] = (char)('0' + (int)ds.y[i]);
+    assert_string_equal(got, "222202120012122022221012");
+    uint32_t a[24];
+    size_t k;
+    fl_partition_spec p = {.kind = FL_PARTITION_IID, .silos = 3, .seed = 5};
+    assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_OK);
+    for (size_t i = 0; i < ds.n; i++)
+        got[i] = (char)('0' + a[i]);
+    assert_string_equal(got, "221211200201100000211122");
+    fl_federation f;
+    assert_int_equal(fl_federate(&ds, ds.silo, 3, 0.3, 9, false, &f, &E), DP_OK);
+    static const size_t n_test[3] = {3, 2, 2};
+    static const float test0[3] = {0x1.866598p-3f, -0x1.1f708p-1f, -0x1.65085p+0f};
+    for (size_t j = 0; j < 3; j++) {
+        assert_int_equal(f.silo[j].n_test, n_test[j]);
+        assert_true(f.silo[j].x_test[0] == test0[j]);
+    }
+    fl_federation_free(&f);
+    fl_dataset_free(&ds);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off(); /* as dpsilod does: GSL must return errors, not abort */
@@ -1114,8 +1256,10 @@ int main(void)
         cmocka_unit_test(csv_parses_a_small_table),
         cmocka_unit_test(csv_reads_quotes_crlf_bom_and_trailing_lines),
         cmocka_unit_test(csv_reports_each_error_at_its_line_and_column),
+        cmocka_unit_test(csv_refuses_more_silos_than_the_limit),
         cmocka_unit_test(csv_counts_classes_by_the_header_rule),
         cmocka_unit_test(csv_random_tables_round_trip),
+        cmocka_unit_test(csv_numbers_match_strtod),
         cmocka_unit_test(csv_out_of_memory_fails_cleanly),
         cmocka_unit_test(csv_reads_the_school_file_when_given),
         cmocka_unit_test(idx_reads_plain_and_gzip_files),
@@ -1131,6 +1275,7 @@ int main(void)
         cmocka_unit_test(federate_is_deterministic_by_seed_and_names_natural_silos),
         cmocka_unit_test(federate_refuses_bad_arguments),
         cmocka_unit_test(federate_and_synth_out_of_memory_fail_cleanly),
+        cmocka_unit_test(seeded_outputs_are_pinned),
     };
     return cmocka_run_group_tests_name("federated_fl_data", tests, NULL, NULL);
 }

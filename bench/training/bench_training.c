@@ -1,0 +1,185 @@
+/*
+ * bench_training.c: training throughput of federated/ (fl_sgd_run) in samples per second, on
+ * Fashion-MNIST-sized random data (60,000 rows of 784 features in [0, 1), 10 classes; labels 0/1
+ * for the binary logistic model), and the rate of fl_gauss_fill in normals per second.
+ *
+ * Each configuration runs fl_sgd_run with Poisson sampling at q = B / 60000 (expected batch B),
+ * once without privacy (no clipping, no noise) and once as DP-SGD (clip 1, noise multiplier 1.1,
+ * ghost clipping), on 1 thread and, for the 784-256-10 MLP, on 2 threads (chunks of 128 rows, so a
+ * batch of ~256 splits in two; the 1-thread run with the same chunks gives the same bits).
+ * samples/s = expected rows (B x steps) / wall time; the median of BENCH_REPEATS (default 5) timed
+ * calls of BENCH_STEPS steps each (default: about 0.3 s of work), after one warm-up call.
+ * Not part of make test; bench/training/run.sh runs it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/dp_rng.h"
+#include "federated/fl_model.h"
+
+#define N_ROWS 60000
+#define D_IN   784
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double now_s(void)
+{
+    return clock_s(CLOCK_MONOTONIC);
+}
+
+static double cpu_s(void)
+{
+    return clock_s(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int env_int(const char *name, int def, int lo, int hi)
+{
+    const char *s = getenv(name);
+    if (s == NULL)
+        return def;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return (*end != '\0' || v < lo || v > hi) ? def : (int)v;
+}
+
+typedef struct bench_case {
+    const char *name;
+    fl_model_spec spec;
+    size_t batch, chunk, threads;
+} bench_case;
+
+/* Median samples/s of fl_sgd_run for one case (wall clock), or a negative value on failure;
+ * *cpu_rate: the median samples per CPU second (all threads), *cpus: CPU seconds / wall seconds. */
+static double run_case(const bench_case *bc, const float *x, const float *y, bool dp, int repeats,
+                       int steps_opt, double *cpu_rate, double *cpus)
+{
+    size_t p = fl_model_n_params(&bc->spec);
+    float *w = calloc(p, sizeof *w);
+    double *t = calloc(3 * (size_t)repeats, sizeof *t), *tc = t + repeats, *u = tc + repeats;
+    dp_err e;
+    dp_err_clear(&e);
+    fl_ws *ws = fl_ws_alloc(&bc->spec, bc->chunk, &e);
+    double rate = -1.0;
+    if (w == NULL || t == NULL || ws == NULL || fl_ws_set_threads(ws, bc->threads, &e) != DP_OK)
+        goto out;
+    fl_model_init(&bc->spec, 1, w);
+    double q = (double)bc->batch / N_ROWS;
+    fl_sgd_cfg c = {.lr = 0.01,
+                    .steps = 5,
+                    .q = q,
+                    .expected_batch = (double)bc->batch,
+                    .clip = dp ? 1.0 : 0.0,
+                    .noise_multiplier = dp ? 1.1 : 0.0};
+    double loss;
+    double t0 = now_s();
+    if (fl_sgd_run(&bc->spec, w, x, y, N_ROWS, &c, 1, 2, ws, &loss, &e) != DP_OK)
+        goto out;
+    double per_step = (now_s() - t0) / 5.0;
+    c.steps = steps_opt > 0 ? (size_t)steps_opt : (size_t)(0.3 / per_step) + 1;
+    for (int r = 0; r < repeats; r++) {
+        t0 = now_s();
+        double c0 = cpu_s();
+        if (fl_sgd_run(&bc->spec, w, x, y, N_ROWS, &c, 10 + (uint64_t)r, 20 + (uint64_t)r, ws,
+                       &loss, &e) != DP_OK)
+            goto out;
+        double wall = now_s() - t0, cpu = cpu_s() - c0;
+        t[r] = (double)(bc->batch * c.steps) / wall;
+        tc[r] = (double)(bc->batch * c.steps) / cpu;
+        u[r] = cpu / wall;
+    }
+    qsort(t, (size_t)repeats, sizeof *t, cmp_double);
+    qsort(tc, (size_t)repeats, sizeof *tc, cmp_double);
+    qsort(u, (size_t)repeats, sizeof *u, cmp_double);
+    rate = t[repeats / 2];
+    *cpu_rate = tc[repeats / 2];
+    *cpus = u[repeats / 2];
+out:
+    if (rate < 0.0)
+        fprintf(stderr, "bench_training: %s: %s\n", bc->name, e.msg);
+    fl_ws_free(ws);
+    free(w);
+    free(t);
+    return rate;
+}
+
+int main(void)
+{
+    int repeats = env_int("BENCH_REPEATS", 5, 1, 1000);
+    int steps = env_int("BENCH_STEPS", 0, 0, 1000000);
+    float *x = malloc((size_t)N_ROWS * D_IN * sizeof *x);
+    float *y10 = malloc(N_ROWS * sizeof *y10), *y2 = malloc(N_ROWS * sizeof *y2);
+    if (x == NULL || y10 == NULL || y2 == NULL)
+        return 1;
+    uint64_t st = 20261127;
+    for (size_t i = 0; i < (size_t)N_ROWS * D_IN; i++)
+        x[i] = (float)((double)(dp_splitmix64(&st) >> 40) * 0x1.0p-24);
+    for (size_t i = 0; i < N_ROWS; i++) {
+        y10[i] = (float)(dp_splitmix64(&st) % 10);
+        y2[i] = y10[i] >= 5.0f ? 1.0f : 0.0f;
+    }
+    fl_model_spec logistic = {.type = FL_MODEL_LOGISTIC, .d_in = D_IN};
+    fl_model_spec mlp50 = {
+        .type = FL_MODEL_MLP, .d_in = D_IN, .n_classes = 10, .n_hidden = 1, .hidden = {50}};
+    fl_model_spec mlp256 = {
+        .type = FL_MODEL_MLP, .d_in = D_IN, .n_classes = 10, .n_hidden = 1, .hidden = {256}};
+    const bench_case cases[] = {
+        {"logistic 784", logistic, 256, 256, 1}, {"mlp 784-50-10", mlp50, 64, 64, 1},
+        {"mlp 784-256-10", mlp256, 256, 256, 1}, {"mlp 784-256-10", mlp256, 256, 128, 1},
+        {"mlp 784-256-10", mlp256, 256, 128, 2},
+    };
+    printf(
+        "federated/ training throughput: %d rows x %d features, Poisson q = B / %d, DP-SGD clip 1,"
+        " noise multiplier 1.1; median of %d runs\n",
+        N_ROWS, D_IN, N_ROWS, repeats);
+    printf("%-16s %5s %6s %7s %13s %13s %8s %9s %11s\n", "model", "B", "chunk", "threads",
+           "non-priv/s", "DP-SGD/s", "DP cost", "(CPU t)", "CPUs used");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const bench_case *bc = &cases[k];
+        const float *y = bc->spec.type == FL_MODEL_LOGISTIC ? y2 : y10;
+        double npc, dpc, npu, dpu;
+        double np = run_case(bc, x, y, false, repeats, steps, &npc, &npu);
+        double dp = run_case(bc, x, y, true, repeats, steps, &dpc, &dpu);
+        if (np < 0 || dp < 0)
+            return 1;
+        printf("%-16s %5zu %6zu %7zu %13.0f %13.0f %7.2fx %8.2fx %5.2f/%4.2f\n", bc->name,
+               bc->batch, bc->chunk, bc->threads, np, dp, np / dp, npc / dpc, npu, dpu);
+    }
+    printf("(samples/s on the wall clock; DP cost = non-private / DP-SGD rate, also by CPU time;\n"
+           " CPUs used = CPU seconds per wall second, non-private/DP: below the thread count when\n"
+           " other processes share the cores)\n");
+    free(x);
+    free(y10);
+    free(y2);
+
+    size_t n = 1 << 22;
+    float *z = malloc(n * sizeof *z);
+    double *t = calloc((size_t)repeats, sizeof *t);
+    if (z == NULL || t == NULL)
+        return 1;
+    fl_gauss_fill(z, n, 1.0, 1);
+    for (int r = 0; r < repeats; r++) {
+        double t0 = now_s();
+        for (int k = 0; k < 10; k++)
+            fl_gauss_fill(z, n, 1.0, (uint64_t)(r * 10 + k));
+        t[r] = 10.0 * (double)n / (now_s() - t0);
+    }
+    qsort(t, (size_t)repeats, sizeof *t, cmp_double);
+    printf("fl_gauss_fill: %.0f M normals/s (1 thread, median of %d runs of 10 x %zu)\n",
+           t[repeats / 2] / 1e6, repeats, n);
+    free(z);
+    free(t);
+    return 0;
+}
