@@ -49,6 +49,8 @@
 #define EVENTS_PAGE_MAX 1000
 /* How long an EventSource waits before it asks again (each answer holds the events so far). */
 #define JOBS_SSE_RETRY_MS 1000
+/* How long an events answer waits for something new before it answers empty (a long poll). */
+#define JOBS_SSE_WAIT_MS 15000
 
 static int viewer_of(const http_req *rq, job_viewer *v, ledger_principal *who, dp_err *err)
 {
@@ -631,46 +633,96 @@ static int add_event(void *arg, int64_t id, int64_t at_ms, const char *type, con
     return sse_add(b, "id: %lld\nevent: %s\ndata: %s\n\n", (long long)id, type, data);
 }
 
-int route_job_events(const http_req *rq, http_resp *rs, dp_err *err)
+/* Where the stream resumes: ?after= or Last-Event-ID (0: from the start). */
+static int events_after(const http_req *rq, int64_t *after, dp_err *err)
+{
+    *after = 0;
+    const char *from = http_req_query(rq, "after");
+    const char *field = "after";
+    if (from == NULL) {
+        from = rq->last_event_id;
+        field = "Last-Event-ID";
+    }
+    if (from == NULL)
+        return DP_OK;
+    char *end = NULL;
+    long long x = strtoll(from, &end, 10);
+    if (end == from || *end != '\0' || x < 0)
+        return dp_err_set(err, DP_EINVAL, field,
+                          "the event id to resume after must be a non-negative integer");
+    *after = x;
+    return DP_OK;
+}
+
+/* A deferred events answer: waiting for the runner's counter to move. */
+typedef struct events_wait {
+    http_pending base; /* first: the dispatcher holds &base */
+    job_watch watch;
+} events_wait;
+
+static int events_answer(const http_req *rq, http_resp *rs, bool may_wait, dp_err *err);
+
+static int events_resume(http_pending *p, const http_req *rq, http_resp *rs, dp_err *err)
+{
+    (void)p;
+    return events_answer(rq, rs, false, err);
+}
+
+static void events_release(http_pending *p)
+{
+    dp_free(p);
+}
+
+/* The events of the path's job after the resume point. With nothing new for a job still queued
+ * or running, and may_wait, the answer is deferred until the runner records something (or
+ * JOBS_SSE_WAIT_MS pass): a long poll, so that an EventSource sees a round as soon as it is
+ * recorded. */
+static int events_answer(const http_req *rq, http_resp *rs, bool may_wait, dp_err *err)
 {
     job_row row;
     job_viewer v;
-    if (path_job(rq, &row, &v, NULL, err) != DP_OK)
+    int64_t after;
+    if (events_after(rq, &after, err) != DP_OK || path_job(rq, &row, &v, NULL, err) != DP_OK)
         return err->code;
-    int64_t after = 0;
-    const char *from = http_req_query(rq, "after");
-    if (from == NULL)
-        from = rq->last_event_id;
-    if (from != NULL) {
-        char *end = NULL;
-        long long x = strtoll(from, &end, 10);
-        if (end == from || *end != '\0' || x < 0) {
-            job_row_clear(&row);
-            return dp_err_set(err, DP_EINVAL, rq->last_event_id == from ? "Last-Event-ID" : "after",
-                              "the event id to resume after must be a non-negative integer");
-        }
-        after = x;
-    }
+    job_runner *runner = rq->app ? rq->app->jobs : NULL;
+    uint64_t seq = job_runner_event_seq(runner); /* before the read: a later record wakes us */
+    bool final = row.status != JOB_QUEUED && row.status != JOB_RUNNING;
     sse_buf b = {0};
     bool more = false;
     int rc = sse_add(&b, "retry: %d\n\n", JOBS_SSE_RETRY_MS) == 0
                  ? jobs_events_list(rq->db, row.id, after, EVENTS_PAGE_MAX, add_event, &b, &more,
                                     rq->req_id, err)
                  : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    bool final = row.status != JOB_QUEUED && row.status != JOB_RUNNING;
     job_row_clear(&row);
     if (rc != DP_OK) {
         free(b.s);
         return rc;
     }
-    if (final && b.last == 0 && from != NULL) { /* ended, and nothing new: stop the EventSource */
+    if (b.last == 0 && final && after > 0) { /* ended, and nothing new: stop the EventSource */
         free(b.s);
         rs->status = 204;
         return DP_OK;
+    }
+    if (b.last == 0 && !final && may_wait && rq->defer != NULL && runner != NULL) {
+        events_wait *w = dp_calloc(1, sizeof *w);
+        if (w != NULL && job_runner_watch(runner, &w->watch, seq, JOBS_SSE_WAIT_MS, rq->defer->wake,
+                                          rq->defer->arg) == DP_OK) {
+            free(b.s);
+            w->base.resume = events_resume;
+            w->base.release = events_release;
+            rs->pending = &w->base;
+            return DP_OK;
+        }
+        dp_free(w); /* moved already (or out of memory): answer now, the client asks again */
     }
     if (b.ended && !more && sse_add(&b, "event: end\ndata: {}\n\n") != 0) {
         free(b.s);
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     return http_resp_text(rs, 200, "text/event-stream", b.s, b.len, err);
+}
+
+int route_job_events(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    return events_answer(rq, rs, true, err);
 }

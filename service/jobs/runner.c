@@ -38,15 +38,31 @@ struct job_runner {
     pthread_cond_t events; /* event waiters: the counter moved */
     bool stopping;         /* guarded by mu */
     bool stopped;
-    uint64_t seq; /* guarded by mu */
+    uint64_t seq;       /* guarded by mu */
+    job_watch *watches; /* guarded by mu: deferred event answers waiting for seq to move */
+    pthread_t ticker;   /* fires watches whose deadline passed */
+    bool ticker_started;
 };
+
+/* Calls the wake of every watch in list (outside the lock: a wake resumes a connection). */
+static void fire(job_watch *list)
+{
+    while (list != NULL) {
+        job_watch *next = list->next; /* the node may be freed once its wake returns */
+        list->wake(list->arg);
+        list = next;
+    }
+}
 
 static void bump(job_runner *r)
 {
     pthread_mutex_lock(&r->mu);
     r->seq++;
+    job_watch *due = r->watches;
+    r->watches = NULL;
     pthread_cond_broadcast(&r->events);
     pthread_mutex_unlock(&r->mu);
+    fire(due);
 }
 
 static bool stopping(job_runner *r)
@@ -523,6 +539,63 @@ static void *worker(void *arg)
     return NULL;
 }
 
+#define RUNNER_TICK_MS 100
+
+static void *ticker(void *arg)
+{
+    job_runner *r = arg;
+    pthread_mutex_lock(&r->mu);
+    while (!r->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += RUNNER_TICK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&r->events, &r->mu, &ts);
+        int64_t now = time_mono_ms();
+        job_watch *due = NULL, **pp = &r->watches;
+        while (*pp != NULL) {
+            job_watch *w = *pp;
+            if (w->deadline_ms <= now) {
+                *pp = w->next;
+                w->next = due;
+                due = w;
+            } else {
+                pp = &w->next;
+            }
+        }
+        pthread_mutex_unlock(&r->mu);
+        fire(due);
+        pthread_mutex_lock(&r->mu);
+    }
+    job_watch *rest = r->watches; /* stopping: nobody waits any longer */
+    r->watches = NULL;
+    pthread_mutex_unlock(&r->mu);
+    fire(rest);
+    return NULL;
+}
+
+int job_runner_watch(job_runner *r, job_watch *w, uint64_t seen, int timeout_ms,
+                     void (*wake)(void *arg), void *arg)
+{
+    if (r == NULL)
+        return DP_ECONFLICT;
+    w->wake = wake;
+    w->arg = arg;
+    w->deadline_ms = time_mono_ms() + timeout_ms;
+    pthread_mutex_lock(&r->mu);
+    int rc = DP_ECONFLICT;
+    if (r->seq <= seen && !r->stopping && r->ticker_started) {
+        w->next = r->watches;
+        r->watches = w;
+        rc = DP_OK;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
 job_runner *job_runner_start(struct store *st, struct ledger *l, db_writer *w,
                              const job_runner_cfg *cfg, dp_err *err)
 {
@@ -552,6 +625,12 @@ job_runner *job_runner_start(struct store *st, struct ledger *l, db_writer *w,
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         return NULL;
     }
+    if (pthread_create(&r->ticker, NULL, ticker, r) != 0) {
+        job_runner_free(r);
+        dp_err_set(err, DP_EINTERNAL, NULL, "cannot start the job runner's ticker thread");
+        return NULL;
+    }
+    r->ticker_started = true;
     for (unsigned i = 0; i < cfg->workers; i++) {
         if (pthread_create(&r->threads[i], NULL, worker, r) != 0) {
             job_runner_free(r);
@@ -584,6 +663,8 @@ void job_runner_stop(job_runner *r)
     pthread_mutex_unlock(&r->mu);
     for (unsigned i = 0; i < r->n_started; i++)
         pthread_join(r->threads[i], NULL);
+    if (r->ticker_started)
+        pthread_join(r->ticker, NULL); /* it fires the watches left */
     r->stopped = true;
 }
 
@@ -604,27 +685,6 @@ uint64_t job_runner_event_seq(job_runner *r)
     if (r == NULL)
         return 0;
     pthread_mutex_lock(&r->mu);
-    uint64_t s = r->seq;
-    pthread_mutex_unlock(&r->mu);
-    return s;
-}
-
-uint64_t job_runner_wait_event(job_runner *r, uint64_t seen, int timeout_ms)
-{
-    if (r == NULL)
-        return 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&r->mu);
-    while (r->seq <= seen && !r->stopping)
-        if (pthread_cond_timedwait(&r->events, &r->mu, &ts) == ETIMEDOUT)
-            break;
     uint64_t s = r->seq;
     pthread_mutex_unlock(&r->mu);
     return s;

@@ -58,9 +58,22 @@ void job_runner_notify(job_runner *r);
 void job_runner_stop(job_runner *r);
 void job_runner_free(job_runner *r);
 
-/* A counter that grows with every round or status change a worker records (for server-sent
- * events), and a wait until it exceeds seen or timeout_ms passes. Returns the counter. */
+/* A counter that grows with every round or status change a worker records, and whenever a job is
+ * queued or a cancel requested (for server-sent events). */
 uint64_t job_runner_event_seq(job_runner *r);
-uint64_t job_runner_wait_event(job_runner *r, uint64_t seen, int timeout_ms);
+
+/* A watch for a deferred answer (GET /v1/jobs/{id}/events): wake(arg) is called exactly once,
+ * from a runner thread, when the counter moves past seen, when timeout_ms passes, or when the
+ * runner stops. The node is the caller's (inside its http_pending) and must stay valid until wake
+ * was called. DP_OK: registered. DP_ECONFLICT: the counter is already past seen (or the runner is
+ * stopping): nothing registered, wake will not be called; answer at once. */
+typedef struct job_watch {
+    void (*wake)(void *arg);
+    void *arg;
+    int64_t deadline_ms; /* the runner's */
+    struct job_watch *next;
+} job_watch;
+int job_runner_watch(job_runner *r, job_watch *w, uint64_t seen, int timeout_ms,
+                     void (*wake)(void *arg), void *arg);
 
 #endif

@@ -20,13 +20,13 @@ static int h_a(const http_req *rq, http_resp *rs, dp_err *err)
 }
 
 static const route T[] = {
-    {"GET", "/healthz", h_a, 0, ROUTE_OPEN, NULL},
-    {"GET", "/v1/silos", h_a, 0, ROUTE_OPEN, NULL},
-    {"POST", "/v1/silos", h_a, 1024, ROUTE_OPEN, NULL},
-    {"GET", "/v1/jobs/stats", h_a, 0, ROUTE_OPEN, NULL},
-    {"GET", "/v1/jobs/{id}", h_a, 0, ROUTE_OPEN, NULL},
-    {"DELETE", "/v1/jobs/{id}", h_a, 0, ROUTE_OPEN, NULL},
-    {"POST", "/v1/silos/{silo}/charges/{charge}", h_a, 0, ROUTE_OPEN, NULL},
+    {"GET", "/healthz", h_a, 0, ROUTE_OPEN, NULL, NULL},
+    {"GET", "/v1/silos", h_a, 0, ROUTE_OPEN, NULL, NULL},
+    {"POST", "/v1/silos", h_a, 1024, ROUTE_OPEN, NULL, NULL},
+    {"GET", "/v1/jobs/stats", h_a, 0, ROUTE_OPEN, NULL, NULL},
+    {"GET", "/v1/jobs/{id}", h_a, 0, ROUTE_OPEN, NULL, NULL},
+    {"DELETE", "/v1/jobs/{id}", h_a, 0, ROUTE_OPEN, NULL, NULL},
+    {"POST", "/v1/silos/{silo}/charges/{charge}", h_a, 0, ROUTE_OPEN, NULL, NULL},
 };
 #define NT (sizeof T / sizeof T[0])
 
