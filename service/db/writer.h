@@ -172,10 +172,10 @@ typedef struct db_writer_call {
 
 /* Queues apply(db, arg, err) and returns at once. DP_OK: wake(wake_arg) WILL be called exactly
  * once, on the writer thread (possibly before this returns), after the group's COMMIT or failure;
- * it must be quick (resume a connection, signal a waiter) and must not call into the writer. Then
- * db_writer_call_result gives the outcome. Any other code (DP_EBUSY once the writer is closed, with
- * err set): nothing was queued and wake will never be called. call and arg are borrowed until wake
- * was called. */
+ * it must be quick (resume a connection, signal a waiter) and must never wait for the writer (no
+ * db_writer_run: it runs on the writer thread). Then db_writer_call_result gives the outcome. Any
+ * other code (DP_EBUSY once the writer is closed, with err set): nothing was queued and wake will
+ * never be called. call and arg are borrowed until wake was called. */
 int db_writer_start(db_writer *w, db_writer_call *call, db_write_apply_fn apply, void *arg,
                     void (*wake)(void *wake_arg), void *wake_arg, dp_err *err);
 /* The outcome of a started call, once wake was called: DP_OK (committed) or the code with err set,
