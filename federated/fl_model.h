@@ -127,15 +127,28 @@ typedef struct fl_sgd_cfg {
 
 /* Runs cfg->steps steps of w <- w - lr (noisy clipped sum / expected_batch + prox) in place on the
  * rows (x, y, n). Batch membership draws from sample_seed and noise from noise_seed only (each
- * through its own dp_rng stream id), so the same (w, rows, cfg, seeds) give the same w bit for
- * bit. A batch larger than the workspace is processed in fixed chunks of its max_rows, summed in
- * order. *train_loss = summed loss over the batches' rows / their count (NAN if none drawn). */
+ * through its own dp_rng stream id: DP_RNG_STREAM_FL_SGD_SAMPLING, DP_RNG_STREAM_FL_SGD_NOISE), so
+ * the same (w, rows, cfg, seeds) give the same w bit for bit. A step whose batch is empty still
+ * adds its noise. A batch larger than the workspace is processed in fixed chunks of its max_rows,
+ * summed in a fixed order (fl_ws_set_threads). *train_loss = summed loss over the batches' rows /
+ * their count (NAN if none drawn).
+ * The prox term is added after clipping and noise and never clipped (the MR-MTL objective of Liu
+ * et al., "On Privacy and Personalization in Cross-Silo Federated Learning", NeurIPS 2022, Sec. 5,
+ * Eq. 3): it depends on no row, only on w and the already private anchor, so it is post-processing;
+ * clipping it inside each example's gradient, as that paper's code does, would also cap its pull
+ * towards the anchor at large lambda.
+ * Errors: DP_EINVAL naming the field (lr, steps, q, expected_batch, clip, noise_multiplier,
+ * prox_lambda, anchor, y for a label that is not a class index of the model or not finite, ws for
+ * a workspace of another model, model.* from fl_model_check), DP_ENOMEM. w is unchanged on error.
+ */
 int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y, size_t n,
                const fl_sgd_cfg *cfg, uint64_t sample_seed, uint64_t noise_seed, fl_ws *ws,
                double *train_loss, dp_err *err);
 
-/* Fills out[0..n) with independent N(0, sigma^2) float normals from a fast generator seeded by
- * seed (>= 300 M normals/s per core is the goal). */
+/* Fills out[0..n) with independent N(0, sigma^2) float normals: xoshiro256++ seeded from (seed,
+ * DP_RNG_STREAM_FL_SGD_NOISE), 256-layer ziggurat (fl_noise.c; about 580 M normals/s per core).
+ * Deterministic by seed; a shorter fill is a prefix of a longer one. Reentrant. Simulation-grade
+ * noise (PRNG floating point; Mironov, CCS 2012), not a hardened release mechanism. */
 void fl_gauss_fill(float *out, size_t n, double sigma, uint64_t seed);
 
 #endif

@@ -10,9 +10,9 @@
  *      Generation", 1986, Ch. X.2), from the stream (sample_seed, DP_RNG_STREAM_FL_SGD_SAMPLING):
  *      O(q n) draws per step.
  *   2. G = sum over the batch of the per-row gradients, each clipped to norm clip (ghost clipping,
- *      fl_model.c), plus N(0, (noise_multiplier clip)^2) per coordinate. The noise of step t comes
- *      from fl_gauss_fill with the seed dp_rng_derive(dp_rng_derive(noise_seed, lane), t), one
- *      fixed segment of the vector per lane.
+ *      fl_model.c), plus N(0, (noise_multiplier clip)^2) per coordinate. The parameter vector is
+ *      cut into FL_SGD_LANES fixed segments; segment j of step t is fl_gauss_fill with the seed
+ *      dp_rng_derive(dp_rng_derive(dp_rng_derive(noise_seed, DP_RNG_STREAM_FL_SGD_NOISE), t), j).
  *   3. w <- w - lr (G / expected_batch + prox_lambda (w - anchor)).
  * Dividing by the expected batch q n rather than the drawn size keeps the sensitivity of the mean
  * fixed (the drawn size is itself private).
