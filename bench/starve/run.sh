@@ -7,7 +7,9 @@
 #               n_init 100, max_iter 100000) - first with the default caps (refused at once), then
 #               with --max-estimator-work lifted so that both really run, on the compute pool;
 #   pld         four clients charge one PLD silo whose log holds PLD_EVENTS distinct events;
-#   slow        SLOW_CONNS connections trickling one header byte every 10 s.
+#   slow        SLOW_CONNS connections trickling one header byte every 10 s;
+#   jobs        two private MLP training jobs run at once (issue 12: /healthz p99 < 50 ms while
+#               two jobs train).
 # Each scenario gets a fresh daemon (database in a temporary directory). Not part of `make test`;
 # timings are printed, never asserted.
 #
@@ -82,6 +84,7 @@ run "(a) D4 x2, default caps" estimators ""
 run "(a) D4 x2, caps lifted (pool)" estimators "" --max-estimator-work 1e15 --max-estimator-cells 1e15
 run "(b) PLD silo, 4 chargers" pld "pld_events=$PLD_EVENTS"
 run "(c) slow connections" slow "slow_conns=$SLOW_CONNS"
+run "(d) two training jobs" jobs "" --job-workers 2
 
 # Peak memory of one large Gaussian run (RSS_CLIENTS clients, about 25 bytes each): VmHWM of the
 # daemon before and after, against the body size.

@@ -177,6 +177,30 @@ def main():
         for s in socks:
             if s is not None:
                 s.close()
+    elif scenario == "jobs":
+        # two training jobs at once (--job-workers 2): a private MLP on a synthetic classification
+        # federation, long enough to outlast the sampling
+        spec = {"algorithm": "fedavg", "model": {"type": "mlp", "hidden": [256]},
+                "dataset": {"generator": "synthetic-classification", "silos": 4, "dim": 784,
+                            "n_min": 3000, "n_max": 3000, "classes": 10},
+                "rounds": 100000, "batch_size": 64, "lr": 0.05,
+                "privacy": {"noise_multiplier": 1.0, "delta": 1e-5, "clip": 1}}
+        ids = []
+        for k in range(2):
+            spec["seed"] = k
+            st, data, _ = post(host, port, "/v1/jobs", json.dumps(spec), 60)
+            ids.append(json.loads(data).get("id") if st == 202 else None)
+        time.sleep(1.0)
+        lat, fails = sample(host, port, seconds, 0.05, stop)
+        done = []
+        for i in ids:
+            if i is not None:
+                st, data, _ = post(host, port, "/v1/jobs/%d/cancel" % i, "{}", 30)
+                try:
+                    done.append(json.loads(data).get("rounds_done"))
+                except Exception:
+                    done.append(None)
+        notes.append("jobs %s; rounds done while sampled: %s" % (ids, done))
     else:
         lat, fails = sample(host, port, seconds, 0.05, stop)
     print("%-11s samples %4d  failed %4d  p50 %8.1f ms  p99 %8.1f ms  max %8.1f ms  %s" % (
