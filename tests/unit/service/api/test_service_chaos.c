@@ -102,7 +102,7 @@ static const sqlite3_mem_methods SQ_METHODS = {sq_malloc,  sq_free, sq_realloc, 
 
 /* ---- the routes and their requests ---- */
 
-enum { PREP_NONE, PREP_FRESH_SILO, PREP_FRESH_CLAIM };
+enum { PREP_NONE, PREP_FRESH_SILO, PREP_FRESH_CLAIM, PREP_FRESH_DATASET, PREP_FRESH_JOB };
 
 typedef struct scenario {
     const char *method;
@@ -110,13 +110,19 @@ typedef struct scenario {
     const char *body; /* may hold {k}: the try number (a fresh name) */
     int want;         /* the normal answer's status */
     int prep;         /* PREP_*: what the {id} of path is when not a fixed id */
-    char id;          /* 'S' silo A, 'R' run, 'D' draw, 'C' claim, 0 none (or prep) */
+    char id; /* 'S' silo A, 'R' run, 'D' draw, 'C' claim, 'U' upload, 'J' job, 0 none (or prep) */
 } scenario;
 
 #define EV_SGM                                                                                     \
     "{\"type\":\"self_composed\",\"count\":100,\"event\":{\"type\":\"poisson_sampled\","           \
     "\"sampling_rate\":0.01,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":1.1}}}"
 #define EV_G8 "{\"type\":\"gaussian\",\"noise_multiplier\":8}"
+/* a small uploaded data set (two sites) and a job on it (the setup's upload is data set 1) */
+#define CSV_SITES "site,x1,x2,y\na,1,2,0.5\na,2,1,0.25\na,0,1,1\nb,1,1,0\nb,3,2,1\nb,2,2,0.75\n"
+#define JOB_SPEC                                                                                   \
+    "{\"algorithm\":\"mrmtl\",\"lambda\":0.5,\"dataset\":1,\"model\":{\"type\":\"linear\"},"       \
+    "\"rounds\":2,\"batch_size\":2,\"lr\":0.1,\"test_fraction\":0.3,\"privacy\":{\"target_"        \
+    "epsilon\":4,\"delta\":1e-3,\"clip\":1}}"
 
 static const scenario SCENARIOS[] = {
     {"GET", "/healthz?fresh=1", NULL, 200, PREP_NONE, 0},
@@ -172,6 +178,17 @@ static const scenario SCENARIOS[] = {
     {"GET", "/v1/claims/{id}", NULL, 200, PREP_NONE, 'C'},
     {"POST", "/v1/claims/{id}/commit", "{}", 200, PREP_FRESH_CLAIM, 0},
     {"POST", "/v1/claims/{id}/abort", "{}", 200, PREP_FRESH_CLAIM, 0},
+    {"GET", "/v1/datasets?limit=5", NULL, 200, PREP_NONE, 0},
+    {"POST", "/v1/datasets?label=y&silo=site&name=c{k}", CSV_SITES, 201, PREP_NONE, 0},
+    {"GET", "/v1/datasets/{id}", NULL, 200, PREP_NONE, 'U'},
+    {"DELETE", "/v1/datasets/{id}", NULL, 200, PREP_FRESH_DATASET, 0},
+    {"POST", "/v1/jobs", JOB_SPEC, 202, PREP_NONE, 0},
+    {"GET", "/v1/jobs?limit=5&status=queued", NULL, 200, PREP_NONE, 0},
+    {"GET", "/v1/jobs/{id}", NULL, 200, PREP_NONE, 'J'},
+    {"POST", "/v1/jobs/{id}/cancel", "{}", 202, PREP_FRESH_JOB, 0},
+    {"GET", "/v1/jobs/{id}/metrics", NULL, 200, PREP_NONE, 'J'},
+    {"GET", "/v1/jobs/{id}/events", NULL, 200, PREP_NONE, 'J'},
+    {"GET", "/v1/jobs/{id}/model", NULL, 404, PREP_NONE, 'J'}, /* no round yet: no model */
 };
 #define N_SCENARIOS (sizeof SCENARIOS / sizeof SCENARIOS[0])
 
@@ -195,8 +212,8 @@ static void subst(char *out, size_t n, const char *tmpl, const char *key, long l
 
 typedef struct fixture {
     service_fixture fx;
-    long long silo, run, draw, claim; /* made in setup, injection off */
-    long n_made;                      /* fresh silos made so far (for unique names) */
+    long long silo, run, draw, claim, upload, job; /* made in setup, injection off */
+    long n_made;                                   /* fresh silos made so far (for unique names) */
 } fixture;
 
 /* Calls method path body with injection off; the "id" of the answer, or -1 (with a message). */
@@ -233,6 +250,16 @@ static long long fresh_claim(fixture *f)
     return make(f, "POST", path, "{\"event\":" EV_G8 "}", 201);
 }
 
+static long long fresh_dataset(fixture *f)
+{
+    return make(f, "POST", "/v1/datasets?label=y&silo=site", CSV_SITES, 201);
+}
+
+static long long fresh_job(fixture *f)
+{
+    return make(f, "POST", "/v1/jobs", JOB_SPEC, 202);
+}
+
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
@@ -245,7 +272,11 @@ static int setup(void **state)
     f->draw = make(f, "POST", "/v1/tuning/draw",
                    "{\"distribution\":{\"logarithmic\":{\"mean\":10}},\"grid_size\":10}", 201);
     f->claim = fresh_claim(f);
-    return f->silo == 1 && f->run > 0 && f->draw > 0 && f->claim > 0 ? 0 : -1;
+    f->upload = fresh_dataset(f);
+    f->job = fresh_job(f);
+    return f->silo == 1 && f->run > 0 && f->draw > 0 && f->claim > 0 && f->upload == 1 && f->job > 0
+               ? 0
+               : -1;
 }
 
 static int teardown(void **state)
@@ -264,11 +295,17 @@ static int try_once(fixture *f, const scenario *s, long k, long nth, bool *injec
                    : s->id == 'R' ? f->run
                    : s->id == 'D' ? f->draw
                    : s->id == 'C' ? f->claim
+                   : s->id == 'U' ? f->upload
+                   : s->id == 'J' ? f->job
                                   : 0;
     if (s->prep == PREP_FRESH_SILO)
         id = fresh_silo(f);
     else if (s->prep == PREP_FRESH_CLAIM)
         id = fresh_claim(f);
+    else if (s->prep == PREP_FRESH_DATASET)
+        id = fresh_dataset(f);
+    else if (s->prep == PREP_FRESH_JOB)
+        id = fresh_job(f);
     assert_true(id >= 0);
     char path[256], body[1024];
     subst(path, sizeof path, s->path, "id", id);

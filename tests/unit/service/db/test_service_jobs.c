@@ -171,8 +171,9 @@ static void recovery_never_leaves_a_job_running(void **state)
     assert_int_equal(status_of(fx, b), JOB_INTERRUPTED);
     assert_int_equal(status_of(fx, c), JOB_QUEUED);
     sqlite3_stmt *st = NULL;
-    assert_int_equal(sqlite3_prepare_v2(fx->db, "SELECT count(*) FROM jobs WHERE status = 'running'",
-                                        -1, &st, NULL),
+    assert_int_equal(sqlite3_prepare_v2(fx->db,
+                                        "SELECT count(*) FROM jobs WHERE status = 'running'", -1,
+                                        &st, NULL),
                      SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int64(st, 0), 0);
@@ -216,8 +217,7 @@ static void a_round_writes_its_row_event_and_checkpoint_together(void **state)
     assert_int_equal(seen, 12);
     assert_false(more);
     seen = 0;
-    assert_int_equal(jobs_rounds_list(fx->conn, a, 0, 1, count_rows, &seen, &more, "t", &e),
-                     DP_OK);
+    assert_int_equal(jobs_rounds_list(fx->conn, a, 0, 1, count_rows, &seen, &more, "t", &e), DP_OK);
     assert_int_equal(seen, 1);
     assert_true(more);
     uint8_t *buf = NULL;
@@ -257,7 +257,8 @@ static void only_the_creator_its_silo_bound_silos_and_the_admin_see_a_job(void *
     }
     char name[64];
     bool found = false;
-    assert_int_equal(jobs_binding_name(fx->conn, a, y.silo_id, name, sizeof name, &found, "t", &e), DP_OK);
+    assert_int_equal(jobs_binding_name(fx->conn, a, y.silo_id, name, sizeof name, &found, "t", &e),
+                     DP_OK);
     assert_true(found);
     assert_string_equal(name, "north");
 }
@@ -270,10 +271,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(cancel_ends_a_queued_job_and_flags_a_running_one, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(recovery_never_leaves_a_job_running, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_round_writes_its_row_event_and_checkpoint_together,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(only_the_creator_its_silo_bound_silos_and_the_admin_see_a_job,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_round_writes_its_row_event_and_checkpoint_together, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            only_the_creator_its_silo_bound_silos_and_the_admin_see_a_job, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
