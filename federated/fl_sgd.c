@@ -17,7 +17,7 @@
  * Dividing by the expected batch q n rather than the drawn size keeps the sensitivity of the mean
  * fixed (the drawn size is itself private).
  *
- * The proximal term (MR-MTL, Liu, Hu, Smith & Steinke, "On Privacy and Personalization in
+ * The proximal term (MR-MTL, Liu, Hu, Wu & Smith, "On Privacy and Personalization in
  * Cross-Silo Federated Learning", NeurIPS 2022, Sec. 5, Eq. 3, the gradient of
  * lambda/2 ||w - anchor||^2) is added after clipping and noise and is never clipped: it depends
  * only on w and the anchor (the released average), not on any row, so it is post-processing and

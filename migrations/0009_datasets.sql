@@ -10,11 +10,12 @@
 -- Access (docs/TRAINING.md "Data sets"): the admin, the token that uploaded it, or another token
 -- of that token's silo, as for tuning draws (0006).
 --
--- Deleting a data set removes its row; a data set that a queued or running job uses cannot be
+-- Deleting a data set removes its row (ids are AUTOINCREMENT: a finished job's "dataset": 7 never
+-- comes to name another upload); a data set that a queued or running job uses cannot be
 -- deleted (the daemon answers 409 before it gets here).
 
 CREATE TABLE datasets (
-    id               INTEGER PRIMARY KEY,
+    id               INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused: a job names its data by id
     name             TEXT    NOT NULL CHECK (length(name) BETWEEN 1 AND 128),
     created_at_ms    INTEGER NOT NULL,
     request_id       TEXT    NOT NULL,

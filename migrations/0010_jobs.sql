@@ -19,7 +19,7 @@
 -- replaced each round.
 
 CREATE TABLE jobs (
-    id               INTEGER PRIMARY KEY,
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
     name             TEXT,
     created_at_ms    INTEGER NOT NULL,
     request_id       TEXT    NOT NULL,

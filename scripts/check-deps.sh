@@ -16,7 +16,7 @@
 #        codec   -> base codec                    (JSON <-> library structs)
 #        db      -> base codec db                 (SQLite: connections, migrations, resources)
 #        ledger  -> base codec db ledger          (the budget ledger)
-#        jobs    -> base codec db ledger jobs     (training jobs, to come)
+#        jobs    -> base codec db ledger jobs     (training jobs: jobs/runner, prepare, round_json)
 #        http    -> base codec http + db/store.h  (server, router, errors, static, metrics, bearer)
 #        api     -> everything but main.c         (the route table, access policy, handlers)
 #      service/app.h (opaque pointers only) may be included anywhere in service/.

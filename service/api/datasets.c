@@ -26,6 +26,7 @@
 #include "federated/fl_data.h"
 #include "service/api/auth.h"
 #include "service/api/routes.h"
+#include "service/api/write.h"
 #include "service/app.h"
 #include "service/base/time.h"
 #include "service/codec/json_util.h"
@@ -437,15 +438,27 @@ int route_dataset_get(const http_req *rq, http_resp *rs, dp_err *err)
 
 /* ---- DELETE /v1/datasets/{id} ---- */
 
+static int delete_finish(const http_req *rq, http_resp *rs, void *arg, int rc, const dp_err *werr,
+                         dp_err *err)
+{
+    (void)rq;
+    dataset_delete_op *op = arg;
+    if (rc != DP_OK) {
+        *err = *werr;
+        return rc;
+    }
+    if (!op->found)
+        return http_err_not_found(err, "id", "data set", op->id);
+    json_t *o = json_pack("{s:I, s:b}", "id", (json_int_t)op->id, "deleted", 1);
+    return o ? http_resp_json(rs, 200, o, err) : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+}
+
 int route_dataset_delete(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t id;
-    dataset_delete_op op = {0};
-    if (http_req_param_id(rq, "id", &id, err) != DP_OK || viewer_of(rq, &op.who, err) != DP_OK)
+    dataset_viewer who;
+    if (http_req_param_id(rq, "id", &id, err) != DP_OK || viewer_of(rq, &who, err) != DP_OK)
         return err->code;
-    if (rq->app == NULL || rq->app->writer == NULL)
-        return dp_err_set(err, DP_EINTERNAL, NULL, "no database writer to delete the data set");
-    op.id = id;
     bool in_use = false;
     if (jobs_dataset_in_use(rq->db, id, &in_use, rq->req_id, err) != DP_OK)
         return err->code;
@@ -454,11 +467,11 @@ int route_dataset_delete(const http_req *rq, http_resp *rs, dp_err *err)
                           "data set %lld is used by a queued or running job: cancel it or wait "
                           "for it to end",
                           (long long)id);
-    /* A short write: the MHD thread waits for its group commit (one row, no text). */
-    if (db_writer_run(rq->app->writer, datasets_delete_apply, &op, err) != DP_OK)
-        return err->code;
-    if (!op.found)
-        return http_err_not_found(err, "id", "data set", id);
-    json_t *o = json_pack("{s:I, s:b}", "id", (json_int_t)id, "deleted", 1);
-    return o ? http_resp_json(rs, 200, o, err) : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    dataset_delete_op *op = dp_calloc(1, sizeof *op);
+    if (op == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    op->id = id;
+    op->who = who;
+    /* the MHD thread does not wait for the group commit (api/write.h) */
+    return api_write(rq, rs, datasets_delete_apply, op, dp_free, delete_finish, err);
 }

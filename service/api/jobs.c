@@ -30,6 +30,7 @@
 #include "federated/fl_algo.h"
 #include "service/api/auth.h"
 #include "service/api/routes.h"
+#include "service/api/write.h"
 #include "service/app.h"
 #include "service/base/time.h"
 #include "service/codec/event_json.h"
@@ -398,33 +399,43 @@ int route_job_get(const http_req *rq, http_resp *rs, dp_err *err)
 
 /* ---- POST /v1/jobs/{id}/cancel ---- */
 
-int route_job_cancel(const http_req *rq, http_resp *rs, dp_err *err)
+static int cancel_finish(const http_req *rq, http_resp *rs, void *arg, int rc, const dp_err *werr,
+                         dp_err *err)
 {
-    int64_t id;
-    job_cancel_op op;
-    memset(&op, 0, sizeof op);
-    if (http_req_param_id(rq, "id", &id, err) != DP_OK ||
-        viewer_of(rq, &op.who, NULL, err) != DP_OK)
-        return err->code;
-    if (rq->app == NULL || rq->app->writer == NULL)
-        return dp_err_set(err, DP_EINTERNAL, NULL, "no database writer");
-    op.id = id;
-    op.now_ms = time_now_ms();
-    if (db_writer_run(rq->app->writer, jobs_cancel_apply, &op, err) != DP_OK)
-        return err->code;
-    if (!op.found)
-        return http_err_not_found(err, "id", "job", id);
-    if (op.was != JOB_QUEUED && op.was != JOB_RUNNING)
-        return dp_err_set(err, DP_ECONFLICT, "id", "job %lld has already ended (%s)", (long long)id,
-                          job_status_name(op.was));
+    job_cancel_op *op = arg;
+    if (rc != DP_OK) {
+        *err = *werr;
+        return rc;
+    }
+    if (!op->found)
+        return http_err_not_found(err, "id", "job", op->id);
+    if (op->was != JOB_QUEUED && op->was != JOB_RUNNING)
+        return dp_err_set(err, DP_ECONFLICT, "id", "job %lld has already ended (%s)",
+                          (long long)op->id, job_status_name(op->was));
     job_runner_notify(rq->app->jobs);
     job_row row;
     bool found = false;
-    if (jobs_get(rq->db, id, &op.who, &row, &found, rq->req_id, err) != DP_OK)
+    if (jobs_get(rq->db, op->id, &op->who, &row, &found, rq->req_id, err) != DP_OK)
         return err->code;
     json_t *o = found ? job_json(&row) : NULL;
     job_row_clear(&row);
     return o ? http_resp_json(rs, 202, o, err) : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+}
+
+int route_job_cancel(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id;
+    job_viewer who;
+    if (http_req_param_id(rq, "id", &id, err) != DP_OK || viewer_of(rq, &who, NULL, err) != DP_OK)
+        return err->code;
+    job_cancel_op *op = dp_calloc(1, sizeof *op);
+    if (op == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    op->id = id;
+    op->who = who;
+    op->now_ms = time_now_ms();
+    /* the MHD thread does not wait for the group commit (api/write.h) */
+    return api_write(rq, rs, jobs_cancel_apply, op, dp_free, cancel_finish, err);
 }
 
 /* ---- GET /v1/jobs/{id}/metrics ---- */
@@ -542,7 +553,7 @@ int route_job_model(const http_req *rq, http_resp *rs, dp_err *err)
         json_t *ps = plan_silo(plan, silo, &k);
         json_t *sid = ps ? json_object_get(ps, "silo_id") : NULL;
         if (ps == NULL)
-            rc = dp_err_set(err, DP_ENOTFOUND, "silo", "job %lld has no silo named \"%.64s\"",
+            rc = dp_err_set(err, DP_EINVAL, "silo", "job %lld has no silo named \"%.64s\"",
                             (long long)row.id, silo);
         else if (who.role != LEDGER_ROLE_ADMIN &&
                  !(rq->app && rq->app->cfg && rq->app->cfg->auth_off) &&

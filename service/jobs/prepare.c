@@ -90,12 +90,16 @@ static int silo_accountant(const job_spec *s, struct ledger *l, store_conn *c, c
     char f[DP_ERR_FIELD_MAX];
     snprintf(f, sizeof f, "silos.%.41s", name);
     ledger_silo_view v;
-    int rc = ledger_silo_get(l, c, silo_id, &v, err);
+    dp_err le;
+    dp_err_clear(&le);
+    int rc = ledger_silo_get(l, c, silo_id, &v, &le);
     if (rc == DP_ENOTFOUND)
         return dp_err_set(err, DP_ENOTFOUND, f, "%s: ledger silo %lld does not exist", f,
                           (long long)silo_id);
-    if (rc != DP_OK)
+    if (rc != DP_OK) {
+        *err = le;
         return rc;
+    }
     if (v.archived_at_ms != 0)
         return dp_err_set(err, DP_EINVAL, f, "%s: ledger silo %lld is archived", f,
                           (long long)silo_id);

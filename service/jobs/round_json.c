@@ -58,8 +58,9 @@ static json_t *silo_json(const job_prepared *p, const fl_round_metrics *m, size_
                   "n_train", (json_int_t)s->n_train, "n_test", (json_int_t)s->n_test);
     double e = sp->round_event == NULL ? DP_NAN : !isnan(ledger_eps) ? ledger_eps : eps;
     json_t *g = m->has_global ? json_object() : json_null();
-    bool ok = o && g && put(o, "epsilon", e) && model_fields(o, &s->personal, m->regression) &&
-              put(o, "sgd_loss", s->sgd_loss) &&
+    bool ok = o && g && put(o, "epsilon", e) &&
+              put(o, "job_epsilon", sp->round_event == NULL ? DP_NAN : eps) &&
+              model_fields(o, &s->personal, m->regression) && put(o, "sgd_loss", s->sgd_loss) &&
               (!m->has_global || model_fields(g, &s->global, m->regression));
     if (ok && json_object_set_new(o, "global", g) == 0)
         return o;

@@ -6,14 +6,17 @@
  *    "global": {"test_mse" | "test_accuracy", "test_loss", "train_loss", "mean_test_*",
  *               "worst_test_*", "spread_test_*"} or null (local),
  *    "personalized": {... the same ...},
- *    "silos": [{"silo", "silo_id", "epsilon", "stopped", "trained", "rounds_trained", "n_train",
- *               "n_test", "test_mse" | "test_accuracy", "test_loss", "train_loss", "sgd_loss",
- *               "global": {"test_mse" | "test_accuracy", "test_loss", "train_loss"} or null}]}
+ *    "silos": [{"silo", "silo_id", "epsilon", "job_epsilon", "stopped", "trained",
+ * "rounds_trained", "n_train", "n_test", "test_mse" | "test_accuracy", "test_loss", "train_loss",
+ * "sgd_loss", "global": {"test_mse" | "test_accuracy", "test_loss", "train_loss"} or null}]}
  *
  * A silo's top-level figures are its personalised model's (for fedavg, the global model it
- * received). "epsilon" is what the silo has spent in this job so far: the ledger's figure after
- * the round's charge for a bound silo, the accountant's for its recorded events otherwise; null
- * for a non-private job. Non-finite figures are null.
+ * received). "epsilon" is the silo's spent epsilon as the ledger states it for a bound silo (its
+ * cumulative figure after its last charge, which includes what it spent before this job; before
+ * its first charge in the job, its spent at the job's start), and for an unbound silo what this
+ * job has spent, as the accountant computes it from the job's events. "job_epsilon" is always the
+ * latter: the accountant's epsilon of this job's rounds for that silo. Both are null for a
+ * non-private job. Non-finite figures are null.
  */
 #ifndef DP_SERVICE_JOBS_ROUND_JSON_H
 #define DP_SERVICE_JOBS_ROUND_JSON_H

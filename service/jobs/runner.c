@@ -4,6 +4,7 @@
 #include "service/jobs/runner.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -109,7 +110,7 @@ typedef struct job_exec {
     ledger_charge_result *res;
     size_t *req_silo; /* reqs[i] charges silo req_silo[i] */
     size_t n_reqs;
-    char key[64], reason[64];
+    char reason[64];
 } job_exec;
 
 static void exec_free(job_exec *x)
@@ -133,8 +134,6 @@ static void exec_free(job_exec *x)
 static void build_reqs(job_exec *x)
 {
     x->n_reqs = 0;
-    snprintf(x->key, sizeof x->key, "job-%lld-round-%llu", (long long)x->id,
-             (unsigned long long)x->st.round + 1);
     snprintf(x->reason, sizeof x->reason, "training job %lld, round %llu", (long long)x->id,
              (unsigned long long)x->st.round + 1);
     for (size_t k = 0; k < x->p.fed.n_silos; k++) {
@@ -146,7 +145,8 @@ static void build_reqs(job_exec *x)
         q->silo_id = sp->ledger_silo;
         q->event = sp->round_event;
         q->neighboring = ACCT_NB_ADD_REMOVE;
-        q->idempotency_key = x->key;
+        /* no idempotency key: a round's charge commits with its checkpoint, so a resumed job
+         * never charges a round twice, and keys are the clients' to choose */
         q->reason = x->reason;
         q->job_id = x->id;
         x->req_silo[x->n_reqs++] = k;
@@ -182,9 +182,10 @@ static bool apply_policy(job_exec *x, char *why, size_t cap)
         }
         snprintf(why, cap,
                  "stopped before round %llu: silo \"%s\" (ledger silo %lld) cannot afford it "
-                 "(epsilon would be %.6g, budget %.6g; on_budget_exhausted stop_job)",
+                 "(epsilon would be %.6g, budget %.6g; on_budget_exhausted %s)",
                  (unsigned long long)x->st.round + 1, x->p.fed.silo[k].name,
-                 (long long)x->p.silo[k].ledger_silo, x->res[i].would_be, x->res[i].budget);
+                 (long long)x->p.silo[k].ledger_silo, x->res[i].would_be, x->res[i].budget,
+                 job_on_budget_name(x->p.spec.on_budget));
         return true;
     }
     if (!any) /* a batch refused without a named silo: stop the first as a fallback */
@@ -460,6 +461,18 @@ static void run_job(job_runner *r, store_conn *c, int64_t id)
     }
     if (rc == DP_OK)
         rc = load_state(&x, &e);
+    /* a bound silo's epsilon is the ledger's: before its first charge in this job, what it had
+     * spent already */
+    for (size_t k = 0; rc == DP_OK && k < K; k++) {
+        if (x.p.silo[k].ledger_silo == 0 || x.p.silo[k].round_event == NULL ||
+            !isnan(x.ledger_eps[k]))
+            continue;
+        ledger_silo_view v;
+        if (ledger_silo_get(r->l, c, x.p.silo[k].ledger_silo, &v, &e) == DP_OK)
+            x.ledger_eps[k] = v.spent_eps;
+        else
+            dp_err_clear(&e); /* archived or gone: the figure comes with its next charge */
+    }
     for (size_t k = 0; rc == DP_OK && k < K; k++)
         x.active[k] = !x.st.stopped[k];
     fl_state backup;
@@ -485,8 +498,11 @@ static void run_job(job_runner *r, store_conn *c, int64_t id)
         }
         bool stop = false;
         rc = one_round(&x, &backup, &stop, why, sizeof why, &e);
-        if (rc == DP_OK && stop)
+        if (rc == DP_OK && stop) {
+            if (x.st.round == 0) /* stopped before anything was trained: nothing to show */
+                end = JOB_FAILED;
             break;
+        }
     }
     fl_state_free(&backup);
     if (rc != DP_OK) {
