@@ -16,7 +16,10 @@
  * Environment: DPSILO_SCHOOL_CSV (the School CSV; default ../shared/data/school/school.csv,
  * relative to the working directory, which `make reproduce` sets to the repository root; the second
  * argument overrides both), REPRO_THREADS (fl_round_run's threads, default 1), REPRO_SEEDS (School
- * seeds, default 5), FMNIST_DIR (default /usr/share/datasets/fashion-mnist).
+ * seeds, default 5), FMNIST_DIR (default /usr/share/datasets/fashion-mnist). Investigation knobs
+ * for the School part (docs/REPRODUCTION.md says what they showed): REPRO_ROUNDS (T, default 200;
+ * 201 is the authors' T + 1), REPRO_SEED_BASE (first seed, default 1), REPRO_PROBE=1 (also train
+ * Local and FedAvg with the authors' shuffled fixed-size batches instead of Poisson sampling).
  *
  * Seeds: run s of a part uses seed s for the train/test split (fl_federate) and for training
  * (fl_job_cfg.seed), like the authors' runs, which re-split the data at every repeat. Results are
@@ -29,6 +32,10 @@
 #include <time.h>
 
 #include <gsl/gsl_errno.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "common/dp_rng.h"
 
 #include "common/dp_err.h"
 #include "federated/fl_algo.h"
@@ -43,6 +50,7 @@
 static int g_threads = 1;
 static int g_school_rounds = 200; /* REPRO_ROUNDS: investigation only */
 static int g_seed_base = 1;       /* REPRO_SEED_BASE: first seed */
+static int g_probe = 0;           /* REPRO_PROBE=1: the batching probe (investigation) */
 
 static double clock_ms(clockid_t id)
 {
@@ -223,6 +231,95 @@ static void school_cfg(fl_job_cfg *cfg, const char *algorithm, uint64_t seed, co
     cfg->noise_multiplier = z;
 }
 
+/* ---- probe: the authors' batching instead of Poisson sampling (REPRO_PROBE=1) ----
+ * Liu et al.'s code shuffles each silo's training rows every epoch and takes floor(n_k / B_k)
+ * fixed-size batches of B_k rows (dropping the rest), with T + 1 rounds; the library samples each
+ * step's batch by Poisson sampling at q_k = B_k / n_k (what the accountant assumes) and runs T
+ * rounds. This probe trains Local and FedAvg (weighted by n_train, zero initialisation, clip and
+ * noise exactly as fl_sgd_run: N(0, (z_k c)^2) on the clipped sum, divided by B_k) with shuffled
+ * fixed-size batches, to tell whether the batching explains a gap. Investigation only: its privacy
+ * accounting would not be what the calibration assumed (sampling without replacement). */
+static void probe_silo_epoch(const fl_model_spec *m, const fl_silo_data *s, size_t d, double z,
+                             gsl_rng *r, uint64_t noise_seed, float *w, size_t *perm, float *bx,
+                             float *by, float *g, float *nz, fl_ws *ws)
+{
+    size_t n = s->n_train, b = n < 32 ? n : 32, p = d + 1;
+    for (size_t i = 0; i < n; i++)
+        perm[i] = i;
+    gsl_ran_shuffle(r, perm, n, sizeof *perm);
+    for (size_t step = 0; step < n / b; step++) {
+        for (size_t i = 0; i < b; i++) {
+            size_t row = perm[step * b + i];
+            memcpy(bx + i * d, s->x_train + row * d, d * sizeof(float));
+            by[i] = s->y_train[row];
+        }
+        fl_model_clipped_grad_sum(m, w, bx, by, b, 1.0, ws, g, NULL);
+        fl_gauss_fill(nz, p, z * 1.0, dp_rng_derive(noise_seed, step));
+        for (size_t j = 0; j < p; j++)
+            w[j] -= (float)(0.01 * ((double)g[j] + (double)nz[j]) / (double)b);
+    }
+}
+
+/* Final pooled test MSE of Local (fedavg false) or FedAvg with the authors' batching. */
+static int probe_shuffled(const fl_federation *f, const double *z, bool fedavg, uint64_t seed,
+                          uint64_t rounds, double *mse)
+{
+    fl_model_spec m = {.type = FL_MODEL_LINEAR, .d_in = f->d};
+    size_t d = f->d, p = d + 1, n_max = 0, n_all = 0;
+    for (size_t k = 0; k < f->n_silos; k++) {
+        n_max = f->silo[k].n_train > n_max ? f->silo[k].n_train : n_max;
+        n_all += f->silo[k].n_train;
+    }
+    dp_err e;
+    dp_err_clear(&e);
+    int rc = DP_ENOMEM;
+    float *w = calloc(f->n_silos * p, sizeof *w), *gw = calloc(p, sizeof *gw);
+    double *acc = calloc(p, sizeof *acc);
+    float *bx = calloc(32 * d, sizeof *bx), *by = calloc(32, sizeof *by);
+    float *g = calloc(p, sizeof *g), *nz = calloc(p, sizeof *nz);
+    size_t *perm = calloc(n_max, sizeof *perm);
+    gsl_rng *r = dp_rng_alloc(seed, DP_RNG_STREAM_DATA, &e);
+    fl_ws *ws = fl_ws_alloc(&m, 256, &e);
+    if (w == NULL || gw == NULL || acc == NULL || bx == NULL || by == NULL || g == NULL ||
+        nz == NULL || perm == NULL || r == NULL || ws == NULL)
+        goto out;
+    for (uint64_t t = 0; t < rounds; t++) {
+        memset(acc, 0, p * sizeof *acc);
+        for (size_t k = 0; k < f->n_silos; k++) {
+            float *wk = w + k * p;
+            if (fedavg)
+                memcpy(wk, gw, p * sizeof *wk);
+            uint64_t ns = dp_rng_derive(dp_rng_derive(seed, k), t);
+            probe_silo_epoch(&m, &f->silo[k], d, z[k], r, ns, wk, perm, bx, by, g, nz, ws);
+            double pk = (double)f->silo[k].n_train / (double)n_all;
+            for (size_t j = 0; j < p; j++)
+                acc[j] += pk * (double)wk[j];
+        }
+        if (fedavg)
+            for (size_t j = 0; j < p; j++)
+                gw[j] = (float)acc[j];
+    }
+    fl_eval ev;
+    memset(&ev, 0, sizeof ev);
+    for (size_t k = 0; k < f->n_silos; k++)
+        fl_model_eval(&m, fedavg ? gw : w + k * p, f->silo[k].x_test, f->silo[k].y_test,
+                      f->silo[k].n_test, ws, &ev);
+    *mse = ev.sq_err / (double)ev.n;
+    rc = DP_OK;
+out:
+    fl_ws_free(ws);
+    gsl_rng_free(r);
+    free(perm);
+    free(nz);
+    free(g);
+    free(by);
+    free(bx);
+    free(acc);
+    free(gw);
+    free(w);
+    return rc;
+}
+
 static int part_school(const char *path)
 {
     static const char *const methods[] = {"mrmtl", "fedavg", "local"};
@@ -272,6 +369,14 @@ static int part_school(const char *path)
             if ((rc = run_job(&cfg, &f, &mse[a][s], &ms[a][s], &cpu[a][s])) != DP_OK)
                 goto out;
             printf(" | %.5f %7.1f", mse[a][s], cpu[a][s]);
+        }
+        if (g_probe) {
+            double pl, pf;
+            if ((rc = probe_shuffled(&f, z, false, seed, (uint64_t)g_school_rounds, &pl)) !=
+                    DP_OK ||
+                (rc = probe_shuffled(&f, z, true, seed, (uint64_t)g_school_rounds, &pf)) != DP_OK)
+                goto out;
+            printf(" | probe (shuffled batches): local %.5f fedavg %.5f", pl, pf);
         }
         printf("\n");
         fflush(stdout);
@@ -574,6 +679,7 @@ int main(int argc, char **argv)
     g_threads = env_int("REPRO_THREADS", 1, 1, 64);
     g_school_rounds = env_int("REPRO_ROUNDS", 200, 1, FL_MAX_ROUNDS);
     g_seed_base = env_int("REPRO_SEED_BASE", 1, 0, 1000000);
+    g_probe = env_int("REPRO_PROBE", 0, 0, 1);
     bool all = strcmp(part, "all") == 0;
     if (!all && strcmp(part, "school") != 0 && strcmp(part, "synth") != 0 &&
         strcmp(part, "fmnist") != 0) {
