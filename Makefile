@@ -12,7 +12,7 @@
 #   bench/<name>/*.c         -> $(BUILD)/bench/<name>      (bench/<name>/run.sh drives it)
 #
 # Targets: all (default), deps, run, test, test-clang, unit, integration, soak, asan, tsan, bench,
-# bench-build, check-deps, format, format-check, clean. .ci/run runs them in CI order.
+# bench-build, reproduce, check-deps, format, format-check, clean. .ci/run runs them in CI order.
 #
 # One build directory per compiler, so gcc and clang objects never mix: gcc (cc) builds in build/,
 # `make test CC=clang` (= `make test-clang`) in build-clang/, and the sanitizers in build-asan/,
@@ -65,7 +65,7 @@ DEB_PKGS = build-essential clang libmicrohttpd-dev libjansson-dev libgsl-dev lib
 .SECONDARY:
 
 .PHONY: all deps run test test-clang unit unit-build integration soak asan tsan bench bench-build \
-        check-deps format format-check clean
+        reproduce check-deps format format-check clean
 
 all: check-deps $(BUILD)/gen/version.stamp $(BUILD)/dpsilod $(CLI_BINS)
 
@@ -245,6 +245,14 @@ bench-build: $(BENCH_BINS)
 
 bench: all bench-build
 	@for d in $(sort $(wildcard bench/*/run.sh)); do echo "== $$d"; BUILD=$(BUILD) bash $$d || exit 1; done
+
+# Reproduction of Liu et al., NeurIPS 2022 (docs/REPRODUCTION.md): several minutes, never part of
+# test or CI. PART=school|synth|fmnist runs one part (default all). The School CSV is not in the
+# repository: DPSILO_SCHOOL_CSV names it (default ../shared/data/school/school.csv from here).
+PART ?= all
+DPSILO_SCHOOL_CSV ?= ../shared/data/school/school.csv
+reproduce: $(BUILD)/bench/reproduce
+	DPSILO_SCHOOL_CSV=$(DPSILO_SCHOOL_CSV) $(BUILD)/bench/reproduce $(PART)
 
 # ---- hygiene ------------------------------------------------------------------------------------------
 # Dependency direction (docs/ARCHITECTURE.md): service-only headers, library layering, no threads in
