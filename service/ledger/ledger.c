@@ -9,7 +9,8 @@
  * apply.c (what each op does in its savepoint), commit.c (the ledger as a client of db/writer:
  * apply and done, the PLD thread, the idle sweep, the blocking submit), writes.c (tokens and
  * silos), charge.c (charges and claims, blocking and asynchronous), pld.c (PLD recomposition on a
- * snapshot), reads.c (views and reads on the caller's pool connection).
+ * snapshot), reads.c (views and reads on the caller's pool connection), curves.c (the cache of
+ * event costs: an event's RDP curve and rho, computed once per distinct event and relation).
  *
  * COMMITTER. The ledger writes through db/writer (db/writer.h), whose thread is "the committer": it
  * owns the write connection l->db, on which ledger_open prepares every statement of l->st before
@@ -300,6 +301,10 @@ ledger *ledger_open(const char *db_path, dp_err *err)
         goto fail;
     if (lg_statements_prepare(l, err) != DP_OK)
         goto fail;
+    if ((l->curves = lg_curve_cache_alloc(LEDGER_CURVE_CACHE, l->n_orders)) == NULL) {
+        dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto fail;
+    }
     if (pthread_create(&l->pld_thread, NULL, lg_pld_main, l) != 0) {
         dp_err_set(err, DP_ENOMEM, NULL, "cannot start the ledger PLD thread");
         goto fail;
@@ -325,6 +330,7 @@ fail:
         pthread_mutex_destroy(&l->mu);
     if (cache_ok)
         pthread_mutex_destroy(&l->cache_mu);
+    lg_curve_cache_free(l->curves);
     dp_free(l->trees);
     dp_free(l);
     return NULL;
@@ -353,6 +359,7 @@ void ledger_free(ledger *l)
     pthread_mutex_destroy(&l->cache_mu);
     for (size_t i = 0; i < LEDGER_TREE_CACHE; i++)
         lg_log_tree_clear(&l->trees[i]);
+    lg_curve_cache_free(l->curves);
     dp_free(l->trees);
     dp_free(l);
 }
