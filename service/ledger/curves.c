@@ -40,27 +40,30 @@
  */
 #include "service/ledger/internal.h"
 
+/* One entry: an event's key and costs (its curve is in lg_curve_cache.curve at the same index). */
+typedef struct lg_curve_slot {
+    uint8_t key[DP_SHA256_DIGEST_BYTES];
+    bool used;
+    uint64_t stamp; /* clock at the last get or put: the set's smallest is evicted */
+    double rho;
+    struct { /* the event's own refined epsilon (lg_cost_eps) at one (delta, conv) */
+        bool used;
+        uint64_t delta_bits;
+        int conv;
+        double eps;
+    } ref[LG_CURVE_REFINED]; /* filled in turn (next_ref) */
+    unsigned next_ref;
+} lg_curve_slot;
+
 struct lg_curve_cache {
     pthread_mutex_t mu;
-    atomic_bool enabled;      /* false: every get misses without counting, every put is dropped */
-    size_t n_sets, n_orders;  /* immutable after alloc */
-    uint64_t clock;           /* guarded by mu: the stamp of the next use */
-    struct lg_curve_slot {    /* guarded by mu */
-        uint8_t key[DP_SHA256_DIGEST_BYTES];
-        bool used;
-        uint64_t stamp; /* clock at the last get or put: the set's smallest is evicted */
-        double rho;
-        struct {           /* the event's own refined epsilon (lg_cost_eps) at one (delta, conv) */
-            bool used;
-            uint64_t delta_bits;
-            int conv;
-            double eps;
-        } ref[LG_CURVE_REFINED]; /* filled in turn (next_ref) */
-        unsigned next_ref;
-    } *slot;                  /* n_sets * LG_CURVE_WAYS */
-    double *curve;            /* n_sets * LG_CURVE_WAYS * n_orders; guarded by mu */
+    atomic_bool enabled;     /* false: every get misses without counting, every put is dropped */
+    size_t n_sets, n_orders; /* immutable after alloc */
+    uint64_t clock;          /* the stamp of the next use; guarded by mu */
+    lg_curve_slot *slot;     /* n_sets * LG_CURVE_WAYS; guarded by mu */
+    double *curve;           /* n_sets * LG_CURVE_WAYS * n_orders; guarded by mu */
     uint64_t hits, misses, evictions, ref_hits; /* guarded by mu */
-    size_t entries;                   /* guarded by mu */
+    size_t entries;                             /* guarded by mu */
 };
 
 lg_curve_cache *lg_curve_cache_alloc(size_t capacity, size_t n_orders)
@@ -228,7 +231,7 @@ void lg_curve_cache_put(lg_curve_cache *c, const uint8_t *key, const double *rdp
     if (find(c, key) == SIZE_MAX) { /* present: another thread stored the same figures first */
         size_t base = set_of(c, key) * LG_CURVE_WAYS, victim = base;
         for (size_t w = 0; w < LG_CURVE_WAYS; w++) {
-            const struct lg_curve_slot *s = &c->slot[base + w];
+            const lg_curve_slot *s = &c->slot[base + w];
             if (!s->used) {
                 victim = base + w;
                 break;
@@ -240,7 +243,7 @@ void lg_curve_cache_put(lg_curve_cache *c, const uint8_t *key, const double *rdp
             c->evictions++;
         else
             c->entries++;
-        struct lg_curve_slot *s = &c->slot[victim];
+        lg_curve_slot *s = &c->slot[victim];
         memset(s, 0, sizeof *s);
         memcpy(s->key, key, DP_SHA256_DIGEST_BYTES);
         s->used = true;
@@ -285,7 +288,7 @@ void lg_curve_cache_put_refined(lg_curve_cache *c, const uint8_t *key, double de
     pthread_mutex_lock(&c->mu);
     size_t i = find(c, key); /* evicted since its curve was taken: nothing to attach it to */
     if (i != SIZE_MAX) {
-        struct lg_curve_slot *s = &c->slot[i];
+        lg_curve_slot *s = &c->slot[i];
         size_t r = s->next_ref++ % LG_CURVE_REFINED;
         s->ref[r].used = true;
         s->ref[r].delta_bits = bits;

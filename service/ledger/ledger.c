@@ -84,7 +84,15 @@
  *
  * LOCKS. l->mu guards the PLD queue and pld_busy, l->stop and every op's `done`; it is never held
  * across SQLite or a composition. It may be held while submitting to the writer (l->mu, then the
- * writer's own lock; the writer never calls back with its lock held).
+ * writer's own lock; the writer never calls back with its lock held). The cost cache (l->curves,
+ * curves.c) has a mutex of its own, taken by the callers' threads (lg_item_prepare) and the
+ * committer (lg_cost_eps) only inside its get and put: never with another lock, never across an
+ * evaluation.
+ *
+ * COST CACHE. An event's cost (its RDP curve on the grid, its rho, its own refined epsilon at a
+ * silo's delta and conversion) depends on nothing but the event and its relation, and a training
+ * job charges the same round event every round: l->curves keeps the costs of the last
+ * LEDGER_CURVE_CACHE distinct events (curves.c), bit-identical to a fresh computation.
  */
 #include "service/ledger/internal.h"
 

@@ -9,8 +9,8 @@
  *     another event's curve;
  *   - end to end: the same charges on two silos, one with the cache on and one off, give
  *     bit-identical figures (including cost_eps, the event's own refined epsilon, also cached);
- *   - threads: several threads preparing charges on one ledger, and a small cache under churn, never
- *     return a wrong curve (the concurrency part is meant for `make tsan` as well).
+ *   - threads: several threads preparing charges on one ledger, and a small cache under churn,
+ * never return a wrong curve (the concurrency part is meant for `make tsan` as well).
  */
 #include "service/ledger/internal.h"
 
@@ -183,8 +183,8 @@ static void the_key_tells_apart_what_changes_the_cost(void **state)
 {
     (void)state;
     uint8_t a[DP_SHA256_DIGEST_BYTES], b[DP_SHA256_DIGEST_BYTES];
-    acct_event *x = acct_event_self_composed(
-        17, acct_event_poisson(0.0123, acct_event_gaussian(1.1)));
+    acct_event *x =
+        acct_event_self_composed(17, acct_event_poisson(0.0123, acct_event_gaussian(1.1)));
     acct_event *y = acct_event_clone(x);
     assert_non_null(x);
     assert_non_null(y);
@@ -383,9 +383,8 @@ static void charges_with_and_without_the_cache_agree_bit_for_bit(void **state)
             ledger_curve_cache_enable(l, s == 0);
             ledger_charge_req reqs[3];
             for (int k = 0; k < 3; k++)
-                reqs[k] = (ledger_charge_req){.silo_id = silo[s][k],
-                                              .event = ev[k],
-                                              .neighboring = ACCT_NB_ADD_REMOVE};
+                reqs[k] = (ledger_charge_req){
+                    .silo_id = silo[s][k], .event = ev[k], .neighboring = ACCT_NB_ADD_REMOVE};
             assert_int_equal(ledger_charge_batch(l, reqs, 3, false, out[s], &e), DP_OK);
         }
         for (int k = 0; k < 3; k++) {
@@ -534,8 +533,8 @@ int main(void)
         cmocka_unit_test(the_key_tells_apart_what_changes_the_cost),
         cmocka_unit_test(a_full_set_evicts_its_least_recently_used_entry),
         cmocka_unit_test(a_small_cache_under_churn_answers_right_or_misses),
-        cmocka_unit_test_setup_teardown(charges_with_and_without_the_cache_agree_bit_for_bit,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(charges_with_and_without_the_cache_agree_bit_for_bit, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(threads_share_the_cache_without_wrong_answers, setup,
                                         teardown),
         cmocka_unit_test(threads_churning_a_small_cache_never_see_a_wrong_curve),
