@@ -888,6 +888,11 @@ typedef struct rdp_ws {
     int wbk_n;                 /* wbk_logB[2..wbk_n] are valid */
     double wbk_logB[ACCT_WBK_MAX_MOMENT + 2]; /* log E[(L - 1)^k], k even (Thm. 27 bound) */
     sgm_nodes *nodes; /* trapezoid nodes of the last sampled Gaussian, lazily allocated */
+    /* The last sampled Gaussian evaluated: sgm_rdp is a function of (q, sigma, alpha) alone, so a
+     * tree holding the same mechanism twice (the ledger's log of one round event composed with the
+     * next charge of it) evaluates it once per order. sgm_ok: the four fields are set. */
+    bool sgm_ok;
+    double sgm_q, sgm_sigma, sgm_alpha, sgm_out;
 } rdp_ws;
 
 /* Prefixes a child's error path, except "neighboring", which is a request-level field. */
@@ -1204,9 +1209,21 @@ static int node_rdp(const acct_event *ev, double alpha, rdp_ws *ws, double *out,
         case ACCT_EV_PURE:
             *out = acct_rdp_pure(ev->epsilon, alpha);
             return DP_OK;
-        case ACCT_EV_POISSON:
-            return sgm_rdp(ev->sampling_rate, ev->child->noise_multiplier, alpha, &ws->w,
-                           &ws->nodes, out, err);
+        case ACCT_EV_POISSON: {
+            double q = ev->sampling_rate, sigma = ev->child->noise_multiplier;
+            if (ws->sgm_ok && ws->sgm_q == q && ws->sgm_sigma == sigma && ws->sgm_alpha == alpha) {
+                *out = ws->sgm_out;
+                return DP_OK;
+            }
+            if ((rc = sgm_rdp(q, sigma, alpha, &ws->w, &ws->nodes, out, err)) != DP_OK)
+                return rc;
+            ws->sgm_ok = true;
+            ws->sgm_q = q;
+            ws->sgm_sigma = sigma;
+            ws->sgm_alpha = alpha;
+            ws->sgm_out = *out;
+            return DP_OK;
+        }
         case ACCT_EV_SWOR:
             return swor_rdp(ev, alpha, ws, out, err);
         case ACCT_EV_SELF_COMPOSED: {
@@ -1272,7 +1289,7 @@ int acct_rdp_eval(const acct_event *ev, acct_neighboring nb, const double *order
         return rc;
     if ((rc = acct_rdp_check_orders(orders, n_orders, err)) != DP_OK)
         return rc;
-    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}, NULL};
+    rdp_ws ws = {.nb = nb}; /* everything else zero: nothing cached yet */
     rc = eval_orders(ev, &ws, orders, n_orders, rdp_out, err);
     if (ws.w)
         gsl_integration_workspace_free(ws.w);
@@ -2093,7 +2110,7 @@ static int tree_answer(const acct_event *ev, acct_neighboring nb, bool want_delt
         qsort(ord, n, sizeof *ord, cmp_double);
     for (size_t i = 0; i < n; i++)
         memo[i] = cmemo[i] = DP_NAN;
-    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}, NULL};
+    rdp_ws ws = {.nb = nb}; /* everything else zero: nothing cached yet */
     acct_conversion base =
         conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
     grid_obj g = {ev,         &ws,    ord,  memo, rmemo, cmemo,         -log1p(-target * target),
@@ -2168,7 +2185,7 @@ int acct_rdp_epsilon_curve(const acct_event *ev, acct_neighboring nb, double del
     double oa = orders[bi];
     out->conversion = base;
     out->continuous = false;
-    rdp_ws ws = {nb, NULL, NULL, 0.0, 0, {0}, NULL};
+    rdp_ws ws = {.nb = nb}; /* everything else zero: nothing cached yet */
     if (conv == ACCT_CONV_OPTIMAL)
         rc = refine_order(ev, &ws, false, delta, orders, memo, n, bi, &best, &oa, &out->continuous,
                           err);

@@ -9,6 +9,19 @@
  *   ledger_bench api DB_PATH THREADS CHARGES_PER_THREAD
  *       The same through the C API (ledger_charge) from THREADS threads against a fresh silo in an
  *       existing, migrated database: the ledger's own capacity without HTTP and JSON.
+ *   ledger_bench dpsgd DB_PATH SILOS ROUNDS THREADS CHARGES_PER_THREAD
+ *       DP-SGD round events, as a training job charges them: SILOS silos (the School job: 139),
+ * each with its own round event self_composed(steps, poisson(q, gaussian(z))) (steps and q from the
+ *       silo's size), accounted by rdp with conversion "optimal" (the API's default). Creates and
+ *       migrates DB_PATH when missing. Two parts, each run with the ledger's curve cache off (every
+ *       charge computes the event's RDP curve, as before the cache) and then on, in the same
+ *       process on fresh silos:
+ *         batch: ROUNDS rounds of one ledger_charge_batch of SILOS items (silo k, event k) from one
+ *                thread; the time of each batch call (first round apart: the cache misses there);
+ *         api:   THREADS threads, each ledger_charge of CHARGES_PER_THREAD charges cycling over the
+ *                silos and their events: acknowledged durable charges per second.
+ *       CONVERSION (default "optimal") is the silos' conversion; a last argument "trivial" charges
+ *       gaussian(1000 + k) instead (the floor: SQLite, the group commit and its fsync).
  *
  * Every acknowledged charge is durable: the daemon answers only after its group's COMMIT returned
  * with synchronous=FULL (service/ledger/ledger.h). Output: one line of "key=value" pairs, parsed by
@@ -32,6 +45,8 @@
 #include "accounting/event.h"
 #include "common/dp_math.h"
 #include "common/dp_err.h"
+#include "service/base/embedded.h"
+#include "service/db/store.h"
 #include "service/ledger/ledger.h"
 
 #define BENCH_MAX_THREADS 256
@@ -53,6 +68,9 @@ typedef struct worker {
     const char *token;
     ledger *l;
     const acct_event *ev;
+    const acct_event *const *evs; /* dpsgd: n_evs events, event k charges silos[k] */
+    const int64_t *silos;
+    size_t n_evs, first;
     /* outputs */
     double *lat; /* n latencies, seconds */
     long ok, refused, failed;
@@ -190,6 +208,32 @@ static void *api_worker(void *arg)
     return NULL;
 }
 
+/* dpsgd api part: charge i of this worker charges silos[k] with evs[k], k = (first + i) % n_evs */
+static void *dpsgd_worker(void *arg)
+{
+    worker *w = arg;
+    for (long i = 0; i < w->n; i++) {
+        size_t k = (w->first + (size_t)i) % w->n_evs;
+        ledger_charge_req r = {.silo_id = w->silos[k],
+                               .event = w->evs[k],
+                               .neighboring = ACCT_NB_ADD_REMOVE,
+                               .reason = "bench dpsgd"};
+        ledger_charge_result res;
+        dp_err e;
+        dp_err_clear(&e);
+        double t0 = now_s();
+        int rc = ledger_charge(w->l, &r, false, &res, &e);
+        w->lat[i] = now_s() - t0;
+        if (rc == DP_OK)
+            w->ok++;
+        else if (rc == DP_EBUDGET)
+            w->refused++;
+        else
+            w->failed++;
+    }
+    return NULL;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -230,8 +274,199 @@ static int run(worker *ws, long nth, void *(*fn)(void *))
     return failed != 0;
 }
 
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static acct_conversion bench_conv = ACCT_CONV_OPTIMAL; /* dpsgd: the silos' conversion */
+
+/* Creates n silos named "dpsgd-<part>-<tag>-<k>-<pid>" (a cap no run reaches, rdp, conversion
+ * optimal). */
+static int dpsgd_silos(ledger *l, const char *part, const char *tag, size_t n, int64_t *ids)
+{
+    ledger_budget b = {.kind = LEDGER_BUDGET_EPS_DELTA,
+                       .accountant = LEDGER_ACCT_RDP,
+                       .conversion = bench_conv,
+                       .epsilon = 1e9,
+                       .delta = 1e-5,
+                       .rho = DP_NAN};
+    for (size_t k = 0; k < n; k++) {
+        ledger_silo_view v;
+        char tok[LEDGER_TOKEN_BUF], name[96];
+        dp_err e;
+        dp_err_clear(&e);
+        snprintf(name, sizeof name, "dpsgd-%s-%s-%zu-%ld", part, tag, k, (long)getpid());
+        if (ledger_silo_create(l, name, &b, &v, tok, &e) != DP_OK) {
+            fprintf(stderr, "ledger_bench: %s\n", e.msg);
+            return 1;
+        }
+        ids[k] = v.id;
+    }
+    return 0;
+}
+
+/* One batch part: rounds batches of n items; prints the first batch and the others' percentiles. */
+static int dpsgd_batch(ledger *l, const char *tag, acct_event *const *evs, size_t n, long rounds)
+{
+    int64_t *ids = calloc(n, sizeof *ids);
+    ledger_charge_req *reqs = calloc(n, sizeof *reqs);
+    ledger_charge_result *out = calloc(n, sizeof *out);
+    double *lat = calloc((size_t)rounds, sizeof *lat);
+    int rc = ids == NULL || reqs == NULL || out == NULL || lat == NULL ||
+             dpsgd_silos(l, "batch", tag, n, ids);
+    double t0 = now_s(), c0 = cpu_s();
+    for (long r = 0; rc == 0 && r < rounds; r++) {
+        char key[64];
+        snprintf(key, sizeof key, "round-%ld", r);
+        for (size_t k = 0; k < n; k++)
+            reqs[k] = (ledger_charge_req){.silo_id = ids[k],
+                                          .event = evs[k],
+                                          .neighboring = ACCT_NB_ADD_REMOVE,
+                                          .idempotency_key = key,
+                                          .job_id = 1,
+                                          .reason = "bench dpsgd round"};
+        dp_err e;
+        dp_err_clear(&e);
+        double b0 = now_s();
+        if (ledger_charge_batch(l, reqs, n, false, out, &e) != DP_OK) {
+            fprintf(stderr, "ledger_bench: batch: %s\n", e.msg);
+            rc = 1;
+        }
+        lat[r] = now_s() - b0;
+    }
+    double el = now_s() - t0, cpu = cpu_s() - c0;
+    if (rc == 0) {
+        double first = lat[0];
+        qsort(lat + 1, (size_t)rounds - 1, sizeof *lat, cmp_double);
+        long m = rounds - 1;
+        printf("batch cache=%s silos=%zu rounds=%ld charges_per_s=%.0f cpu_us_per_charge=%.1f "
+               "first_batch_ms=%.3f batch_p50_ms=%.3f batch_p99_ms=%.3f batch_max_ms=%.3f\n",
+               tag, n, rounds, (double)n * (double)rounds / el,
+               1e6 * cpu / ((double)n * (double)rounds), 1e3 * first,
+               m > 0 ? 1e3 * lat[1 + m / 2] : DP_NAN,
+               m > 0 ? 1e3 * lat[1 + (size_t)floor(0.99 * (double)(m - 1))] : DP_NAN,
+               m > 0 ? 1e3 * lat[rounds - 1] : DP_NAN);
+    }
+    free(lat);
+    free(out);
+    free(reqs);
+    free(ids);
+    return rc;
+}
+
+static int dpsgd_api(ledger *l, const char *tag, acct_event *const *evs, size_t n, long nth,
+                     long per)
+{
+    int64_t *ids = calloc(n, sizeof *ids);
+    worker *ws = calloc((size_t)nth, sizeof *ws);
+    int rc = ids == NULL || ws == NULL || dpsgd_silos(l, "api", tag, n, ids);
+    for (long i = 0; rc == 0 && i < nth; i++) {
+        ws[i] = (worker){.l = l,
+                         .n = per,
+                         .evs = (const acct_event *const *)evs,
+                         .silos = ids,
+                         .n_evs = n,
+                         .first = (size_t)i * 7,
+                         .lat = calloc((size_t)per, sizeof(double))};
+        if (ws[i].lat == NULL)
+            rc = 1;
+    }
+    if (rc == 0) {
+        printf("api   cache=%s threads=%ld ", tag, nth);
+        fflush(stdout);
+        double c0 = cpu_s();
+        rc = run(ws, nth, dpsgd_worker);
+        printf("      cpu_us_per_charge=%.1f\n", 1e6 * (cpu_s() - c0) / (double)(nth * per));
+    }
+    for (long i = 0; ws != NULL && i < nth; i++)
+        free(ws[i].lat);
+    free(ws);
+    free(ids);
+    return rc;
+}
+
+static int dpsgd_main(const char *path, size_t n, long rounds, long nth, long per, bool trivial)
+{
+    dp_err e;
+    dp_err_clear(&e);
+    store *st = store_open(path, 1, EMBED_MIGRATIONS, EMBED_MIGRATIONS_N, &e);
+    if (st == NULL) {
+        fprintf(stderr, "ledger_bench: %s\n", e.msg);
+        return 1;
+    }
+    ledger *l = ledger_open(path, &e);
+    if (l == NULL) {
+        fprintf(stderr, "ledger_bench: %s\n", e.msg);
+        store_free(st);
+        return 1;
+    }
+    /* Round events like the School job's: local epochs of batches of 32 over silos of 300 to 3,000
+     * records, noise multiplier 1.1; each silo's q and steps differ, so the events are distinct. */
+    acct_event **evs = calloc(n, sizeof *evs);
+    int rc = evs == NULL;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        double n_k = 300.0 + (double)((k * 2711) % 2701);
+        uint64_t steps = (uint64_t)ceil(n_k / 32.0);
+        evs[k] = trivial ? acct_event_gaussian(1000.0 + (double)k)
+                         : acct_event_self_composed(
+                               steps, acct_event_poisson(32.0 / n_k, acct_event_gaussian(1.1)));
+        rc = evs[k] == NULL;
+    }
+    printf("== %s round events: %zu distinct, %s\n", trivial ? "trivial" : "DP-SGD", n,
+           trivial ? "gaussian(1000 + k)" : "self_composed(steps, poisson(q, gaussian(1.1)))");
+#ifdef LEDGER_CURVE_CACHE
+    static const char *const tags[] = {"off", "on"};
+    const size_t n_tags = 2;
+#else /* this file built against a ledger without the cost cache (to measure the code before it)   \
+       */
+    static const char *const tags[] = {"none"};
+    const size_t n_tags = 1;
+#endif
+    for (size_t t = 0; rc == 0 && t < n_tags; t++) {
+#ifdef LEDGER_CURVE_CACHE
+        ledger_curve_cache_enable(l, t == 1);
+#endif
+        rc = dpsgd_batch(l, tags[t], evs, n, rounds);
+    }
+    for (size_t t = 0; rc == 0 && t < n_tags; t++) {
+#ifdef LEDGER_CURVE_CACHE
+        ledger_curve_cache_enable(l, t == 1);
+#endif
+        rc = dpsgd_api(l, tags[t], evs, n, nth, per);
+    }
+#ifdef LEDGER_CURVE_CACHE
+    ledger_curve_stats cs;
+    ledger_curve_cache_stats(l, &cs);
+    printf("   curve cache: hits=%llu misses=%llu evictions=%llu refined_hits=%llu entries=%zu of "
+           "%zu\n",
+           (unsigned long long)cs.hits, (unsigned long long)cs.misses,
+           (unsigned long long)cs.evictions, (unsigned long long)cs.refined_hits, cs.entries,
+           cs.capacity);
+#endif
+    for (size_t k = 0; evs != NULL && k < n; k++)
+        acct_event_free(evs[k]);
+    free(evs);
+    ledger_free(l);
+    store_free(st);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 7 && strcmp(argv[1], "dpsgd") == 0) {
+        long n = strtol(argv[3], NULL, 10), rounds = strtol(argv[4], NULL, 10);
+        long nth = strtol(argv[5], NULL, 10), per = strtol(argv[6], NULL, 10);
+        if (n < 1 || n > LEDGER_MAX_BATCH || rounds < 1 || nth < 1 || nth > BENCH_MAX_THREADS ||
+            per < 1)
+            return 2;
+        if (argc >= 8 && acct_conversion_parse(argv[7], &bench_conv, NULL) != DP_OK)
+            return 2;
+        return dpsgd_main(argv[2], (size_t)n, rounds, nth, per,
+                          argc >= 9 && strcmp(argv[8], "trivial") == 0);
+    }
     if (argc >= 7 && strcmp(argv[1], "http") == 0) {
         long nth = strtol(argv[5], NULL, 10), n = strtol(argv[6], NULL, 10);
         if (nth < 1 || nth > BENCH_MAX_THREADS || n < 1)
@@ -294,6 +529,8 @@ int main(int argc, char **argv)
         return rc;
     }
     fprintf(stderr, "usage: ledger_bench http HOST PORT SILO CONNECTIONS REQUESTS [TOKEN]\n"
-                    "       ledger_bench api DB_PATH THREADS CHARGES_PER_THREAD\n");
+                    "       ledger_bench api DB_PATH THREADS CHARGES_PER_THREAD\n"
+                    "       ledger_bench dpsgd DB_PATH SILOS ROUNDS THREADS CHARGES_PER_THREAD "
+                    "[CONVERSION [trivial]]\n");
     return 2;
 }

@@ -75,3 +75,11 @@ echo "== API (ledger_charge from N threads, same database, no HTTP)"
 for c in 1 4 16 32 64 128; do
     nice -n 10 "$BIN" api "$D/db" "$c" "$(per_client "$c")"
 done
+# 3. DP-SGD round events (issue: 2.9k/s before the ledger's cost cache): 139 silos, each with its own
+#    self_composed(steps, poisson(q, gaussian(1.1))), charged as a training round charges them (one
+#    ledger_charge_batch of 139 items per round) and by single charges from 64 threads; each part runs
+#    with the cost cache off (every charge evaluates its event's curve, as before the cache) and on,
+#    side by side in one process. The trivial-event row is the floor (SQLite and the group commits).
+echo "== DP-SGD round events (ledger_charge_batch of 139 silos; ledger_charge from 64 threads)"
+nice -n 10 "$BIN" dpsgd "$D/dpsgd.db" 139 "${LEDGER_BENCH_ROUNDS:-30}" 64 "${LEDGER_BENCH_DPSGD_PER:-150}" 2>/dev/null
+nice -n 10 "$BIN" dpsgd "$D/trivial.db" 139 "${LEDGER_BENCH_ROUNDS:-30}" 64 "${LEDGER_BENCH_DPSGD_PER:-150}" optimal trivial 2>/dev/null

@@ -82,7 +82,9 @@ int route_metrics(const http_req *rq, http_resp *rs, dp_err *err)
     if (rq->app->ledger != NULL) { /* the budget ledger's group commits (service/ledger/ledger.h) */
         uint64_t groups = 0, ops = 0;
         ledger_stats(rq->app->ledger, &groups, &ops);
-        size_t cap = len + 512;
+        ledger_curve_stats cs;
+        ledger_curve_cache_stats(rq->app->ledger, &cs);
+        size_t cap = len + 1536;
         char *all = malloc(cap);
         if (all == NULL) {
             free(text);
@@ -98,8 +100,25 @@ int route_metrics(const http_req *rq, http_resp *rs, dp_err *err)
                          "# HELP dpsilo_ledger_ops_total Ledger writes (charges, claims, silo "
                          "changes) carried by those commits.\n"
                          "# TYPE dpsilo_ledger_ops_total counter\n"
-                         "dpsilo_ledger_ops_total %llu\n",
-                         (unsigned long long)groups, (unsigned long long)ops);
+                         "dpsilo_ledger_ops_total %llu\n"
+                         "# HELP dpsilo_ledger_curve_cache_hits_total Charges whose event's RDP "
+                         "curve came from the ledger's cost cache.\n"
+                         "# TYPE dpsilo_ledger_curve_cache_hits_total counter\n"
+                         "dpsilo_ledger_curve_cache_hits_total %llu\n"
+                         "# HELP dpsilo_ledger_curve_cache_misses_total Charges whose event's RDP "
+                         "curve was computed (then cached).\n"
+                         "# TYPE dpsilo_ledger_curve_cache_misses_total counter\n"
+                         "dpsilo_ledger_curve_cache_misses_total %llu\n"
+                         "# HELP dpsilo_ledger_curve_cache_evictions_total Cached curves replaced "
+                         "by another event's.\n"
+                         "# TYPE dpsilo_ledger_curve_cache_evictions_total counter\n"
+                         "dpsilo_ledger_curve_cache_evictions_total %llu\n"
+                         "# HELP dpsilo_ledger_curve_cache_entries Distinct events cached.\n"
+                         "# TYPE dpsilo_ledger_curve_cache_entries gauge\n"
+                         "dpsilo_ledger_curve_cache_entries %zu\n",
+                         (unsigned long long)groups, (unsigned long long)ops,
+                         (unsigned long long)cs.hits, (unsigned long long)cs.misses,
+                         (unsigned long long)cs.evictions, cs.entries);
         if (n < 0 || (size_t)n >= cap - len) {
             free(all);
             return dp_err_set(err, DP_EINTERNAL, NULL, "metrics text truncated");

@@ -97,23 +97,36 @@ int lg_item_prepare(const ledger *l, const ledger_charge_req *req, const char *w
     if (req->job_id < 0)
         return dp_err_set(err, DP_EINVAL, "job_id", "job_id must be a positive integer");
     it->req = req;
-    if (acct_rdp_eval(req->event, req->neighboring, l->orders, l->n_orders, it->cost_rdp, err) !=
-        DP_OK) {
-        dp_err_prefix_field(err, "event");
-        return err ? err->code : DP_EINVAL;
+    /* The cost: a pure function of (event, relation) on the fixed grid, so an event seen before
+     * takes it from the cache (curves.c), bit for bit what the computation below returned then. */
+    uint8_t *key = it->ev_key;
+    bool use_cache = lg_curve_cache_enabled(l->curves), cached = false;
+    it->have_key = use_cache;
+    if (use_cache) {
+        lg_event_key(req->event, req->neighboring, key);
+        cached = lg_curve_cache_get(l->curves, key, it->cost_rdp, &it->cost_rho);
     }
-    for (size_t i = 0; i < l->n_orders; i++)
-        if (isnan(it->cost_rdp[i]) || it->cost_rdp[i] < 0)
-            return dp_err_set(err, DP_ENUMERIC, "event",
-                              "the event's RDP curve is not a valid loss");
-    /* zCDP: an event with no finite zCDP bound (e.g. a sampled mechanism) has rho = +inf; only zCDP
-     * silos refuse it, others record it. */
-    dp_err zerr;
-    dp_err_clear(&zerr);
-    double rho = DP_INF;
-    if (acct_zcdp_eval(req->event, &rho, &zerr) != DP_OK || isnan(rho) || rho < 0)
-        rho = DP_INF;
-    it->cost_rho = rho;
+    if (!cached) {
+        if (acct_rdp_eval(req->event, req->neighboring, l->orders, l->n_orders, it->cost_rdp,
+                          err) != DP_OK) {
+            dp_err_prefix_field(err, "event");
+            return err ? err->code : DP_EINVAL;
+        }
+        for (size_t i = 0; i < l->n_orders; i++)
+            if (isnan(it->cost_rdp[i]) || it->cost_rdp[i] < 0)
+                return dp_err_set(err, DP_ENUMERIC, "event",
+                                  "the event's RDP curve is not a valid loss");
+        /* zCDP: an event with no finite zCDP bound (e.g. a sampled mechanism) has rho = +inf; only
+         * zCDP silos refuse it, others record it. */
+        dp_err zerr;
+        dp_err_clear(&zerr);
+        double rho = DP_INF;
+        if (acct_zcdp_eval(req->event, &rho, &zerr) != DP_OK || isnan(rho) || rho < 0)
+            rho = DP_INF;
+        it->cost_rho = rho;
+        if (use_cache)
+            lg_curve_cache_put(l->curves, key, it->cost_rdp, it->cost_rho);
+    }
     /* Request hash: what, event, relation and job; a retry with another body is a conflict. */
     char job[32];
     snprintf(job, sizeof job, "%lld", (long long)req->job_id);
@@ -244,6 +257,26 @@ double lg_refined_eps(const ledger *l, const ledger_budget *b, const double *vec
                       const acct_event *tree, acct_neighboring nb, double grid_eps)
 {
     return refined_eps_order(l, b, vec, tree, nb, grid_eps, NULL);
+}
+
+/* lg_refined_eps of the item's own event (its cost_eps): a function of the event, its relation,
+ * the silo's delta and conversion alone (grid_eps is the grid conversion of it->cost_rdp at them),
+ * so it is kept with the event's curve in the cost cache (curves.c) and computed once per (event,
+ * delta, conversion). Silos the refinement does not apply to get grid_eps, as from lg_refined_eps.
+ */
+double lg_cost_eps(const ledger *l, const ledger_budget *b, const op_item *it, double grid_eps)
+{
+    bool refinable = b->kind == LEDGER_BUDGET_EPS_DELTA &&
+                     (b->accountant == LEDGER_ACCT_RDP || b->accountant == LEDGER_ACCT_PLD) &&
+                     !isnan(grid_eps);
+    if (!refinable || !it->have_key)
+        return lg_refined_eps(l, b, it->cost_rdp, it->req->event, it->req->neighboring, grid_eps);
+    double e;
+    if (lg_curve_cache_get_refined(l->curves, it->ev_key, b->delta, b->conversion, &e))
+        return e;
+    e = lg_refined_eps(l, b, it->cost_rdp, it->req->event, it->req->neighboring, grid_eps);
+    lg_curve_cache_put_refined(l->curves, it->ev_key, b->delta, b->conversion, e);
+    return e;
 }
 
 void lg_log_tree_clear(log_tree *t)
@@ -452,7 +485,7 @@ int lg_admit(ledger *l, const silo_row *s, const double *held_rdp, double held_r
     if (lg_loss_of(l, b, it->cost_rdp, it->cost_rho, &e_cost, NULL, err) != DP_OK ||
         lg_loss_of(l, b, wb_rdp, wb_rho, &e_wb, NULL, err) != DP_OK)
         return err ? err->code : DP_EINTERNAL;
-    e_cost = lg_refined_eps(l, b, it->cost_rdp, it->req->event, it->req->neighboring, e_cost);
+    e_cost = lg_cost_eps(l, b, it, e_cost);
     e_wb = lg_refined_of(l, b, rf, n_active > 0, true, wb_rdp, e_wb);
     *e_wb_rdp = e_wb;
     bool pld = b->accountant == LEDGER_ACCT_PLD && it->pld_ready && !it->pld_give_up;

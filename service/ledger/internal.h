@@ -94,7 +94,9 @@ typedef struct op_item {
     double cost_rdp[LEDGER_MAX_ORDERS]; /* RDP of the event at l->orders */
     double cost_rho;                    /* zCDP rho, INFINITY if the event has none */
     uint8_t req_hash[DP_SHA256_DIGEST_BYTES]; /* identifies the request for idempotent retries */
-    ledger_charge_result *res;                /* caller-owned output */
+    uint8_t ev_key[DP_SHA256_DIGEST_BYTES];   /* lg_event_key of the event, when have_key */
+    bool have_key;             /* the cost cache was on: lg_cost_eps may look the event up */
+    ledger_charge_result *res; /* caller-owned output */
     /* PLD silos only (see PLD SILOS above) */
     bool need_pld;    /* set by the committer: compute the figures below and lg_submit again */
     bool pld_ready;   /* the figures below hold for the snapshot */
@@ -179,6 +181,7 @@ struct ledger {
         double delta;              /* ... at this delta */
         double eps, order;         /* its refined RDP epsilon (rdp_refine_view) and order */
     } rdp_cache[LEDGER_PLD_CACHE]; /* guarded by cache_mu */
+    struct lg_curve_cache *curves; /* event costs (curves.c; its own lock); NULL = none */
     struct log_tree *trees;        /* LEDGER_TREE_CACHE slots: committer thread only */
     uint64_t tree_gen; /* incremented per op the committer applies; committer thread only */
 };
@@ -209,7 +212,10 @@ typedef struct silo_row {
  * LEDGER_REFINE_MAX_EVENTS distinct events, mixed neighbouring relations or an unparsable event is
  * converted on the grid alone (an upper bound, at most ~1e-4 relative above). */
 #define LEDGER_REFINE_MAX_EVENTS 8 /* distinct events of a log refined on the continuous order */
-#define LEDGER_TREE_CACHE        64
+/* Slots of the log-tree cache, indexed by silo id modulo: a job round charges up to hundreds of
+ * silos in one batch (139 for the School job), and with fewer slots than silos every charge rebuilt
+ * its log's tree from SQL (a GROUP BY over the silo's log). ~200 bytes per slot. */
+#define LEDGER_TREE_CACHE 1024
 /* A silo's log as a tree: one self_composed(count, event) per distinct stored event. */
 typedef struct log_tree {
     int64_t silo, n_charges; /* the log composed (silo 0: an empty slot) */
@@ -299,6 +305,24 @@ int lg_op_init(ledger_op *op);
 void lg_op_wait(ledger *l, ledger_op *op);
 int lg_submit(ledger *l, ledger_op *op);
 int lg_finish(ledger_op *op, dp_err *err);
+
+/* curves.c */
+#define LG_CURVE_WAYS 4 /* entries per set of the cost cache */
+typedef struct lg_curve_cache lg_curve_cache;
+lg_curve_cache *lg_curve_cache_alloc(size_t capacity, size_t n_orders);
+void lg_curve_cache_free(lg_curve_cache *c);
+void lg_curve_cache_enable(lg_curve_cache *c, bool on);
+bool lg_curve_cache_enabled(const lg_curve_cache *c);
+void lg_event_key(const acct_event *ev, acct_neighboring nb, uint8_t key[DP_SHA256_DIGEST_BYTES]);
+bool lg_curve_cache_get(lg_curve_cache *c, const uint8_t *key, double *rdp, double *rho);
+void lg_curve_cache_put(lg_curve_cache *c, const uint8_t *key, const double *rdp, double rho);
+void lg_curve_cache_stats(lg_curve_cache *c, ledger_curve_stats *out);
+#define LG_CURVE_REFINED 2 /* (delta, conversion) pairs of an event's own refined epsilon */
+bool lg_curve_cache_get_refined(lg_curve_cache *c, const uint8_t *key, double delta,
+                                acct_conversion conv, double *eps);
+void lg_curve_cache_put_refined(lg_curve_cache *c, const uint8_t *key, double delta,
+                                acct_conversion conv, double eps);
+double lg_cost_eps(const ledger *l, const ledger_budget *b, const op_item *it, double grid_eps);
 
 /* ledger.c */
 const char *lg_kind_name(ledger_budget_kind k);

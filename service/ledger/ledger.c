@@ -9,7 +9,8 @@
  * apply.c (what each op does in its savepoint), commit.c (the ledger as a client of db/writer:
  * apply and done, the PLD thread, the idle sweep, the blocking submit), writes.c (tokens and
  * silos), charge.c (charges and claims, blocking and asynchronous), pld.c (PLD recomposition on a
- * snapshot), reads.c (views and reads on the caller's pool connection).
+ * snapshot), reads.c (views and reads on the caller's pool connection), curves.c (the cache of
+ * event costs: an event's RDP curve and rho, computed once per distinct event and relation).
  *
  * COMMITTER. The ledger writes through db/writer (db/writer.h), whose thread is "the committer": it
  * owns the write connection l->db, on which ledger_open prepares every statement of l->st before
@@ -83,7 +84,15 @@
  *
  * LOCKS. l->mu guards the PLD queue and pld_busy, l->stop and every op's `done`; it is never held
  * across SQLite or a composition. It may be held while submitting to the writer (l->mu, then the
- * writer's own lock; the writer never calls back with its lock held).
+ * writer's own lock; the writer never calls back with its lock held). The cost cache (l->curves,
+ * curves.c) has a mutex of its own, taken by the callers' threads (lg_item_prepare) and the
+ * committer (lg_cost_eps) only inside its get and put: never with another lock, never across an
+ * evaluation.
+ *
+ * COST CACHE. An event's cost (its RDP curve on the grid, its rho, its own refined epsilon at a
+ * silo's delta and conversion) depends on nothing but the event and its relation, and a training
+ * job charges the same round event every round: l->curves keeps the costs of the last
+ * LEDGER_CURVE_CACHE distinct events (curves.c), bit-identical to a fresh computation.
  */
 #include "service/ledger/internal.h"
 
@@ -300,6 +309,10 @@ ledger *ledger_open(const char *db_path, dp_err *err)
         goto fail;
     if (lg_statements_prepare(l, err) != DP_OK)
         goto fail;
+    if ((l->curves = lg_curve_cache_alloc(LEDGER_CURVE_CACHE, l->n_orders)) == NULL) {
+        dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto fail;
+    }
     if (pthread_create(&l->pld_thread, NULL, lg_pld_main, l) != 0) {
         dp_err_set(err, DP_ENOMEM, NULL, "cannot start the ledger PLD thread");
         goto fail;
@@ -325,6 +338,7 @@ fail:
         pthread_mutex_destroy(&l->mu);
     if (cache_ok)
         pthread_mutex_destroy(&l->cache_mu);
+    lg_curve_cache_free(l->curves);
     dp_free(l->trees);
     dp_free(l);
     return NULL;
@@ -353,6 +367,7 @@ void ledger_free(ledger *l)
     pthread_mutex_destroy(&l->cache_mu);
     for (size_t i = 0; i < LEDGER_TREE_CACHE; i++)
         lg_log_tree_clear(&l->trees[i]);
+    lg_curve_cache_free(l->curves);
     dp_free(l->trees);
     dp_free(l);
 }

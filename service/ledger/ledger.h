@@ -138,6 +138,26 @@ void ledger_free(ledger *l);
  * counts). ops / groups is the mean group size. Thread-safe (atomics). */
 void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops);
 
+/* The cache of event costs (ledger/curves.c): a charge whose event (tree and neighbouring relation)
+ * was seen before takes its RDP curve on the order grid and its rho from the cache instead of
+ * computing them again; the figures are bit-identical. Bounded (LEDGER_CURVE_CACHE entries, least
+ * recently used evicted), shared by every thread, on by default. */
+#define LEDGER_CURVE_CACHE 4096
+typedef struct ledger_curve_stats {
+    uint64_t hits;         /* costs taken from the cache */
+    uint64_t misses;       /* costs computed while the cache was on */
+    uint64_t evictions;    /* entries replaced by another event's */
+    uint64_t refined_hits; /* an event's own refined epsilon (cost_eps) taken from the cache */
+    size_t entries;        /* entries held */
+    size_t capacity;       /* entries it can hold (0: no cache) */
+    bool enabled;
+} ledger_curve_stats;
+/* Thread-safe. */
+void ledger_curve_cache_stats(const ledger *l, ledger_curve_stats *out);
+/* Turns the cache off (every cost computed, as without it) or on again; what it holds is kept.
+ * For benchmarks and tests; thread-safe. */
+void ledger_curve_cache_enable(ledger *l, bool on);
+
 /* The database writer the ledger commits through (db/writer.h; borrowed, valid until ledger_free).
  * Other clients (tuning draws, through app->writer; job state and per-round metrics next) submit
  * their own db_write_ops to it, so that there is one writer of the database; a write that must

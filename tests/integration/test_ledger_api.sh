@@ -213,6 +213,9 @@ AUTH="" expect_status 401 GET /metrics
 AUTH=$TA expect_status 200 GET /metrics
 check "metrics: group commits counted" bash -c "grep -q '^dpsilo_ledger_group_commits_total [1-9]' '$T/body'"
 check "metrics: ledger ops counted" bash -c "grep -q '^dpsilo_ledger_ops_total [1-9]' '$T/body'"
+# the same event charged again took its RDP curve from the ledger's cost cache
+check "metrics: curve cache hits counted" bash -c "grep -q '^dpsilo_ledger_curve_cache_hits_total [1-9]' '$T/body'"
+check "metrics: curve cache entries" bash -c "grep -q '^dpsilo_ledger_curve_cache_entries [1-9]' '$T/body'"
 
 # ---- restart: everything persists, tokens still work ----------------------------------------------------------
 check "daemon stops cleanly" stop_daemon

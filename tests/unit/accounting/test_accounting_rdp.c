@@ -9,6 +9,7 @@
 
 #include <gsl/gsl_errno.h>
 
+#include "accounting/logmath.h"
 #include "accounting/rdp.h"
 #include "common/dp_math.h"
 #include "common/dp_alloc.h"
@@ -204,6 +205,43 @@ static void composition_is_the_sum_of_the_parts(void **state)
     for (size_t k = 0; k < n; k++)
         assert_close(r7[k], 7.0 * sum[k], 1e-15, 0);
     acct_event_free(s);
+}
+
+/* A tree that holds the same sampled Gaussian more than once (the ledger composes a silo's log of
+ * one round event with the next charge of it) is evaluated once per order and occurrence in value:
+ * the composed curve is, bit for bit, the upward-rounded sum of its parts evaluated alone, also
+ * when a mechanism that differs in q or sigma alone comes between two occurrences. */
+static void a_repeated_sampled_gaussian_composes_bit_for_bit(void **state)
+{
+    (void)state;
+    const double *o;
+    size_t n = acct_rdp_default_orders(&o);
+    acct_event *parts[5] = {sgm(0.0123, 1.1, 40), sgm(0.0123, 1.3, 40), sgm(0.0123, 1.1, 40),
+                            sgm(0.0125, 1.1, 40), sgm(0.0123, 1.1, 7)};
+    double part[5][200], r[200];
+    dp_err err = {0};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(acct_rdp_eval(parts[i], ACCT_NB_ADD_REMOVE, o, n, part[i], &err), DP_OK);
+    acct_event *c = acct_event_composed(parts, 5);
+    assert_non_null(c);
+    assert_int_equal(acct_rdp_eval(c, ACCT_NB_ADD_REMOVE, o, n, r, &err), DP_OK);
+    for (size_t k = 0; k < n; k++) {
+        double sum = 0.0;
+        for (int i = 0; i < 5; i++)
+            sum = dp_sum_up(sum, part[i][k]);
+        assert_memory_equal(&r[k], &sum, sizeof sum);
+    }
+    /* the order search (conversion "optimal") evaluates the tree at continuous orders the same way:
+     * its answer on the tree equals its answer on the tree's curve */
+    acct_rdp_answer a, b;
+    assert_int_equal(
+        acct_rdp_epsilon(c, ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_OPTIMAL, o, n, &a, &err), DP_OK);
+    assert_int_equal(
+        acct_rdp_epsilon_curve(c, ACCT_NB_ADD_REMOVE, 1e-5, ACCT_CONV_OPTIMAL, o, r, n, &b, &err),
+        DP_OK);
+    assert_memory_equal(&a.value, &b.value, sizeof a.value);
+    assert_true(a.continuous);
+    acct_event_free(c);
 }
 
 static void fractional_quadrature_joins_the_integer_sum(void **state)
@@ -532,6 +570,7 @@ int main(void)
         cmocka_unit_test(optimal_conversion_is_never_looser_than_grid_and_mironov),
         cmocka_unit_test(epsilon_is_monotone_in_sigma_q_steps_and_delta),
         cmocka_unit_test(composition_is_the_sum_of_the_parts),
+        cmocka_unit_test(a_repeated_sampled_gaussian_composes_bit_for_bit),
         cmocka_unit_test(fractional_quadrature_joins_the_integer_sum),
         cmocka_unit_test(no_nan_anywhere_in_the_supported_range),
         cmocka_unit_test(simple_mechanisms_match_closed_forms),

@@ -1,0 +1,543 @@
+/*
+ * White-box tests of the ledger's cost cache (service/ledger/curves.c, through ledger/internal.h):
+ *   - exactness: over many random events (DP-SGD rounds, plain mechanisms, compositions, sampled
+ *     without replacement, both relations), the cost a hit returns is bit for bit the cost computed
+ *     with the cache off, and a clone of the tree (another allocation, the same event) hits;
+ *   - the key: it tells apart what changes the cost (a parameter's last bit, the relation, a count)
+ *     and ignores what does not (fields the node's type does not use);
+ *   - counting, least-recently-used eviction in a set, and that a full cache never answers with
+ *     another event's curve;
+ *   - end to end: the same charges on two silos, one with the cache on and one off, give
+ *     bit-identical figures (including cost_eps, the event's own refined epsilon, also cached);
+ *   - threads: several threads preparing charges on one ledger, and a small cache under churn,
+ * never return a wrong curve (the concurrency part is meant for `make tsan` as well).
+ */
+#include "service/ledger/internal.h"
+
+#include "tests/support/test_util.h"
+#include "tests/support/ledger_fixture.h"
+#include "common/dp_math.h"
+
+static int setup(void **state)
+{
+    ledger_fixture *f = calloc(1, sizeof *f);
+    if (f == NULL || ledger_fixture_open(f) != 0)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    ledger_fixture_close(*state);
+    free(*state);
+    return 0;
+}
+
+/* ---- random events (a fixed-seed generator: the same trees on every run) ---- */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static double rng_unit(uint64_t *s) /* in (0, 1) */
+{
+    return ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static acct_event *random_leaf(uint64_t *s)
+{
+    switch (rng_next(s) % 4) {
+        case 0:
+            return acct_event_gaussian(0.5 + 4.0 * rng_unit(s));
+        case 1:
+            return acct_event_laplace(0.5 + 4.0 * rng_unit(s));
+        case 2:
+            return acct_event_pure(0.01 + rng_unit(s));
+        default:
+            return acct_event_zcdp(0.001 + 0.1 * rng_unit(s));
+    }
+}
+
+static acct_event *dpsgd_round(uint64_t *s)
+{
+    double n = 300.0 + 3000.0 * rng_unit(s);
+    return acct_event_self_composed(
+        1 + rng_next(s) % 100,
+        acct_event_poisson(32.0 / n, acct_event_gaussian(0.6 + 2.0 * rng_unit(s))));
+}
+
+static acct_event *random_event(uint64_t *s)
+{
+    switch (rng_next(s) % 6) {
+        case 0:
+        case 1:
+            return dpsgd_round(s);
+        case 2:
+            return random_leaf(s);
+        case 3: {
+            acct_event *kids[3] = {random_leaf(s), dpsgd_round(s), random_leaf(s)};
+            return acct_event_composed(kids, 3);
+        }
+        case 4:
+            return acct_event_swor(1000 + rng_next(s) % 9000, 10 + rng_next(s) % 100,
+                                   acct_event_gaussian(0.8 + 2.0 * rng_unit(s)));
+        default:
+            return acct_event_self_composed(1 + rng_next(s) % 1000, random_leaf(s));
+    }
+}
+
+static bool has_type(const acct_event *ev, acct_event_type t)
+{
+    if (ev == NULL)
+        return false;
+    if (ev->type == t)
+        return true;
+    for (size_t i = 0; ev->type == ACCT_EV_COMPOSED && i < ev->n_children; i++)
+        if (has_type(ev->children[i], t))
+            return true;
+    return ev->type != ACCT_EV_COMPOSED && has_type(ev->child, t);
+}
+
+/* lg_item_prepare of (ev, nb) into *it; returns its code. */
+static int prepare(ledger *l, const acct_event *ev, acct_neighboring nb, op_item *it)
+{
+    ledger_charge_req req = {.silo_id = 1, .event = ev, .neighboring = nb};
+    memset(it, 0, sizeof *it);
+    dp_err e;
+    dp_err_clear(&e);
+    return lg_item_prepare(l, &req, "charge", it, &e);
+}
+
+static void item_clear(op_item *it)
+{
+    free(it->own_json); /* jansson's allocator: malloc */
+    it->own_json = NULL;
+}
+
+static bool same_cost(const ledger *l, const op_item *a, const op_item *b)
+{
+    return memcmp(a->cost_rdp, b->cost_rdp, l->n_orders * sizeof(double)) == 0 &&
+           memcmp(&a->cost_rho, &b->cost_rho, sizeof(double)) == 0;
+}
+
+static void cached_costs_are_bit_identical_to_fresh_ones(void **state)
+{
+    ledger_fixture *f = *state;
+    ledger *l = f->l;
+    uint64_t seed = 0x9e3779b97f4a7c15ULL;
+    size_t n_ok = 0;
+    for (int i = 0; i < 240; i++) {
+        acct_event *ev = random_event(&seed);
+        assert_non_null(ev);
+        /* the relation the event is accounted under; now and then the other one, refused */
+        acct_neighboring nb = rng_next(&seed) % 2 ? ACCT_NB_REPLACE_ONE : ACCT_NB_ADD_REMOVE;
+        if (has_type(ev, ACCT_EV_POISSON) && rng_next(&seed) % 8 != 0)
+            nb = ACCT_NB_ADD_REMOVE;
+        if (has_type(ev, ACCT_EV_SWOR) && rng_next(&seed) % 8 != 0)
+            nb = ACCT_NB_REPLACE_ONE;
+        op_item fresh, miss, hit, clone_hit;
+        ledger_curve_cache_enable(l, false);
+        int rc0 = prepare(l, ev, nb, &fresh);
+        ledger_curve_cache_enable(l, true);
+        ledger_curve_stats s0, s1;
+        ledger_curve_cache_stats(l, &s0);
+        int rc1 = prepare(l, ev, nb, &miss);
+        int rc2 = prepare(l, ev, nb, &hit);
+        acct_event *twin = acct_event_clone(ev);
+        assert_non_null(twin);
+        int rc3 = prepare(l, twin, nb, &clone_hit);
+        ledger_curve_cache_stats(l, &s1);
+        assert_int_equal(rc0, rc1);
+        assert_int_equal(rc0, rc2);
+        assert_int_equal(rc0, rc3);
+        if (rc0 == DP_OK) {
+            n_ok++;
+            assert_true(same_cost(l, &fresh, &miss));
+            assert_true(same_cost(l, &fresh, &hit));
+            assert_true(same_cost(l, &fresh, &clone_hit));
+            /* one miss (the first), two hits (the same tree, its clone); seeds differ per event,
+             * but two random events may coincide, then the first call hits as well */
+            assert_int_equal(s1.hits + s1.misses - s0.hits - s0.misses, 3);
+            assert_true(s1.hits - s0.hits >= 2);
+            assert_true(hit.have_key);
+            assert_memory_equal(hit.ev_key, miss.ev_key, DP_SHA256_DIGEST_BYTES);
+        } else { /* failures are never cached: every call computed and missed */
+            assert_int_equal(s1.hits, s0.hits);
+        }
+        item_clear(&fresh);
+        item_clear(&miss);
+        item_clear(&hit);
+        item_clear(&clone_hit);
+        acct_event_free(twin);
+        acct_event_free(ev);
+    }
+    assert_true(n_ok > 180); /* most events are valid: the loop compared real costs */
+}
+
+static void the_key_tells_apart_what_changes_the_cost(void **state)
+{
+    (void)state;
+    uint8_t a[DP_SHA256_DIGEST_BYTES], b[DP_SHA256_DIGEST_BYTES];
+    acct_event *x =
+        acct_event_self_composed(17, acct_event_poisson(0.0123, acct_event_gaussian(1.1)));
+    acct_event *y = acct_event_clone(x);
+    assert_non_null(x);
+    assert_non_null(y);
+    lg_event_key(x, ACCT_NB_ADD_REMOVE, a);
+    lg_event_key(y, ACCT_NB_ADD_REMOVE, b);
+    assert_memory_equal(a, b, sizeof a);
+    /* unused fields do not enter the key */
+    y->rho = 42.0;
+    y->child->epsilon = 3.0;
+    y->child->child->sampling_rate = 0.5;
+    lg_event_key(y, ACCT_NB_ADD_REMOVE, b);
+    assert_memory_equal(a, b, sizeof a);
+    /* the relation, a count, a rate's last bit, the noise's last bit */
+    lg_event_key(x, ACCT_NB_REPLACE_ONE, b);
+    assert_memory_not_equal(a, b, sizeof a);
+    y->count = 18;
+    lg_event_key(y, ACCT_NB_ADD_REMOVE, b);
+    assert_memory_not_equal(a, b, sizeof a);
+    y->count = 17;
+    y->child->sampling_rate = nextafter(0.0123, 1.0);
+    lg_event_key(y, ACCT_NB_ADD_REMOVE, b);
+    assert_memory_not_equal(a, b, sizeof a);
+    y->child->sampling_rate = 0.0123;
+    y->child->child->noise_multiplier = nextafter(1.1, 0.0);
+    lg_event_key(y, ACCT_NB_ADD_REMOVE, b);
+    assert_memory_not_equal(a, b, sizeof a);
+    /* the shape: composed(e) is not e */
+    acct_event *kids[1] = {acct_event_clone(x)};
+    acct_event *c = acct_event_composed(kids, 1);
+    assert_non_null(c);
+    lg_event_key(c, ACCT_NB_ADD_REMOVE, b);
+    assert_memory_not_equal(a, b, sizeof a);
+    acct_event_free(c);
+    acct_event_free(y);
+    acct_event_free(x);
+}
+
+static void key_of(uint32_t i, uint8_t *k)
+{
+    uint8_t seed[4] = {(uint8_t)i, (uint8_t)(i >> 8), (uint8_t)(i >> 16), (uint8_t)(i >> 24)};
+    dp_sha256(seed, sizeof seed, k);
+}
+
+static void curve_of(uint32_t i, size_t n, double *v)
+{
+    for (size_t j = 0; j < n; j++)
+        v[j] = (double)i + (double)j / 1024.0;
+}
+
+static void a_full_set_evicts_its_least_recently_used_entry(void **state)
+{
+    (void)state;
+    enum { N = 5 };
+    double v[N], got[N], rho;
+    uint8_t k[6][DP_SHA256_DIGEST_BYTES];
+    lg_curve_cache *c = lg_curve_cache_alloc(LG_CURVE_WAYS, N); /* one set: every key collides */
+    assert_non_null(c);
+    for (uint32_t i = 0; i < 6; i++)
+        key_of(i, k[i]);
+    for (uint32_t i = 0; i < LG_CURVE_WAYS; i++) {
+        curve_of(i, N, v);
+        lg_curve_cache_put(c, k[i], v, (double)i);
+    }
+    assert_true(lg_curve_cache_get(c, k[0], got, &rho)); /* 0 is now the most recent */
+    curve_of(LG_CURVE_WAYS, N, v);
+    lg_curve_cache_put(c, k[LG_CURVE_WAYS], v, 99.0); /* evicts 1, the least recently used */
+    assert_false(lg_curve_cache_get(c, k[1], got, &rho));
+    for (uint32_t i = 0; i <= LG_CURVE_WAYS; i++) {
+        if (i == 1)
+            continue;
+        assert_true(lg_curve_cache_get(c, k[i], got, &rho));
+        curve_of(i, N, v);
+        assert_memory_equal(got, v, sizeof v);
+        assert_true(rho == (i == LG_CURVE_WAYS ? 99.0 : (double)i));
+    }
+    /* putting a present key again changes nothing (another thread computed the same figures) */
+    curve_of(1000, N, v);
+    lg_curve_cache_put(c, k[0], v, -1.0);
+    assert_true(lg_curve_cache_get(c, k[0], got, &rho));
+    curve_of(0, N, v);
+    assert_memory_equal(got, v, sizeof v);
+    ledger_curve_stats s;
+    lg_curve_cache_stats(c, &s);
+    assert_int_equal(s.capacity, LG_CURVE_WAYS);
+    assert_int_equal(s.entries, LG_CURVE_WAYS);
+    assert_int_equal(s.evictions, 1);
+    assert_int_equal(s.misses, 1);
+    assert_int_equal(s.hits, 1 + LG_CURVE_WAYS + 1);
+    /* off: misses without counting, drops puts, keeps what it holds */
+    lg_curve_cache_enable(c, false);
+    assert_false(lg_curve_cache_get(c, k[0], got, &rho));
+    lg_curve_cache_put(c, k[1], v, 1.0);
+    lg_curve_cache_enable(c, true);
+    assert_false(lg_curve_cache_get(c, k[1], got, &rho));
+    assert_true(lg_curve_cache_get(c, k[0], got, &rho));
+    /* the refined figures of an entry, per (delta, conversion) */
+    double e = 0;
+    assert_false(lg_curve_cache_get_refined(c, k[0], 1e-5, ACCT_CONV_OPTIMAL, &e));
+    lg_curve_cache_put_refined(c, k[0], 1e-5, ACCT_CONV_OPTIMAL, 0.75);
+    lg_curve_cache_put_refined(c, k[0], 1e-6, ACCT_CONV_OPTIMAL, 0.875);
+    lg_curve_cache_put_refined(c, k[1], 1e-5, ACCT_CONV_OPTIMAL, 9.0); /* absent: dropped */
+    assert_true(lg_curve_cache_get_refined(c, k[0], 1e-5, ACCT_CONV_OPTIMAL, &e));
+    assert_true(e == 0.75);
+    assert_true(lg_curve_cache_get_refined(c, k[0], 1e-6, ACCT_CONV_OPTIMAL, &e));
+    assert_true(e == 0.875);
+    assert_false(lg_curve_cache_get_refined(c, k[0], 1e-5, ACCT_CONV_BALLE2020, &e));
+    assert_false(lg_curve_cache_get_refined(c, k[1], 1e-5, ACCT_CONV_OPTIMAL, &e));
+    /* an entry evicted and stored again starts without refined figures */
+    for (uint32_t i = 10; i < 10 + LG_CURVE_WAYS; i++) { /* four new keys replace the whole set */
+        uint8_t kn[DP_SHA256_DIGEST_BYTES];
+        key_of(i, kn);
+        curve_of(i, N, v);
+        lg_curve_cache_put(c, kn, v, (double)i);
+    }
+    assert_false(lg_curve_cache_get(c, k[0], got, &rho));
+    curve_of(0, N, v);
+    lg_curve_cache_put(c, k[0], v, 0.0);
+    assert_false(lg_curve_cache_get_refined(c, k[0], 1e-5, ACCT_CONV_OPTIMAL, &e));
+    lg_curve_cache_free(c);
+    lg_curve_cache_free(NULL);
+}
+
+static void a_small_cache_under_churn_answers_right_or_misses(void **state)
+{
+    (void)state;
+    enum { N = 7, KEYS = 200 };
+    lg_curve_cache *c = lg_curve_cache_alloc(16, N);
+    assert_non_null(c);
+    uint64_t seed = 12345;
+    size_t hits = 0, puts = 0;
+    for (int step = 0; step < 5000; step++) {
+        uint32_t i = (uint32_t)(rng_next(&seed) % KEYS);
+        uint8_t k[DP_SHA256_DIGEST_BYTES];
+        double v[N], got[N], rho = -1;
+        key_of(i, k);
+        curve_of(i, N, v);
+        if (lg_curve_cache_get(c, k, got, &rho)) {
+            hits++;
+            assert_memory_equal(got, v, sizeof v);
+            assert_true(rho == (double)i);
+        } else {
+            lg_curve_cache_put(c, k, v, (double)i);
+            puts++;
+        }
+    }
+    ledger_curve_stats s;
+    lg_curve_cache_stats(c, &s);
+    assert_int_equal(s.hits, hits);
+    assert_int_equal(s.misses, puts);
+    assert_true(s.entries <= 16);
+    assert_int_equal(s.evictions, puts - s.entries);
+    assert_true(hits > 0 && s.evictions > 0);
+    lg_curve_cache_free(c);
+}
+
+static ledger_budget opt_budget(void)
+{
+    ledger_budget b = {.kind = LEDGER_BUDGET_EPS_DELTA,
+                       .accountant = LEDGER_ACCT_RDP,
+                       .conversion = ACCT_CONV_OPTIMAL,
+                       .epsilon = 1e6,
+                       .delta = 1e-5,
+                       .rho = DP_NAN};
+    return b;
+}
+
+static bool same_dbl(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static void charges_with_and_without_the_cache_agree_bit_for_bit(void **state)
+{
+    ledger_fixture *f = *state;
+    ledger *l = f->l;
+    ledger_budget b = opt_budget();
+    ledger_silo_view v;
+    char tok[LEDGER_TOKEN_BUF];
+    dp_err e;
+    dp_err_clear(&e);
+    int64_t silo[2][3];
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 3; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "s%d-%d", s, k);
+            assert_int_equal(ledger_silo_create(l, name, &b, &v, tok, &e), DP_OK);
+            silo[s][k] = v.id;
+        }
+    uint64_t seed = 77;
+    acct_event *ev[3];
+    for (int k = 0; k < 3; k++)
+        ev[k] = dpsgd_round(&seed);
+    for (int round = 0; round < 4; round++) {
+        ledger_charge_result out[2][3];
+        for (int s = 0; s < 2; s++) { /* s = 0: the cache on, s = 1: off */
+            ledger_curve_cache_enable(l, s == 0);
+            ledger_charge_req reqs[3];
+            for (int k = 0; k < 3; k++)
+                reqs[k] = (ledger_charge_req){
+                    .silo_id = silo[s][k], .event = ev[k], .neighboring = ACCT_NB_ADD_REMOVE};
+            assert_int_equal(ledger_charge_batch(l, reqs, 3, false, out[s], &e), DP_OK);
+        }
+        for (int k = 0; k < 3; k++) {
+            assert_true(same_dbl(out[0][k].cost_eps, out[1][k].cost_eps));
+            assert_true(same_dbl(out[0][k].cost_rho, out[1][k].cost_rho));
+            assert_true(same_dbl(out[0][k].would_be, out[1][k].would_be));
+            assert_true(same_dbl(out[0][k].spent_eps_after, out[1][k].spent_eps_after));
+            assert_true(same_dbl(out[0][k].remaining_after, out[1][k].remaining_after));
+            assert_true(out[0][k].cost_eps > 0 && isfinite(out[0][k].cost_eps));
+        }
+    }
+    /* the silos' stored sums agree too (the cost vectors were identical) */
+    for (int k = 0; k < 3; k++) {
+        ledger_silo_view a, c;
+        assert_int_equal(ledger_silo_get(l, f->conn, silo[0][k], &a, &e), DP_OK);
+        assert_int_equal(ledger_silo_get(l, f->conn, silo[1][k], &c, &e), DP_OK);
+        assert_true(same_dbl(a.spent_eps, c.spent_eps));
+        assert_int_equal(a.n_charges, 4);
+    }
+    ledger_curve_stats s;
+    ledger_curve_cache_stats(l, &s);
+    assert_true(s.enabled == false);
+    assert_int_equal(s.misses, 3); /* the first round's three events */
+    assert_int_equal(s.hits, 9);   /* the three later rounds */
+    assert_int_equal(s.refined_hits, 9);
+    assert_int_equal(s.entries, 3);
+    for (int k = 0; k < 3; k++)
+        acct_event_free(ev[k]);
+}
+
+/* ---- threads ---- */
+
+enum { TH_EVENTS = 24, TH_THREADS = 6, TH_ROUNDS = 3 };
+
+typedef struct th_arg {
+    ledger *l;
+    acct_event *const *ev;
+    const op_item *fresh; /* TH_EVENTS costs computed with the cache off */
+    size_t first;
+    int bad;
+} th_arg;
+
+static void *th_prepare(void *p)
+{
+    th_arg *a = p;
+    for (size_t r = 0; r < TH_ROUNDS * TH_EVENTS; r++) {
+        size_t i = (a->first + r * 5) % TH_EVENTS;
+        op_item it;
+        if (prepare(a->l, a->ev[i], ACCT_NB_ADD_REMOVE, &it) != DP_OK ||
+            !same_cost(a->l, &it, &a->fresh[i]))
+            a->bad++;
+        item_clear(&it);
+    }
+    return NULL;
+}
+
+static void threads_share_the_cache_without_wrong_answers(void **state)
+{
+    ledger_fixture *f = *state;
+    ledger *l = f->l;
+    uint64_t seed = 4242;
+    acct_event *ev[TH_EVENTS];
+    static op_item fresh[TH_EVENTS];
+    ledger_curve_cache_enable(l, false);
+    for (size_t i = 0; i < TH_EVENTS; i++) {
+        ev[i] = i % 2 ? dpsgd_round(&seed) : random_leaf(&seed);
+        assert_int_equal(prepare(l, ev[i], ACCT_NB_ADD_REMOVE, &fresh[i]), DP_OK);
+    }
+    ledger_curve_cache_enable(l, true);
+    pthread_t th[TH_THREADS];
+    th_arg arg[TH_THREADS];
+    for (size_t t = 0; t < TH_THREADS; t++) {
+        arg[t] = (th_arg){.l = l, .ev = ev, .fresh = fresh, .first = t * 3};
+        assert_int_equal(pthread_create(&th[t], NULL, th_prepare, &arg[t]), 0);
+    }
+    for (size_t t = 0; t < TH_THREADS; t++) {
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+        assert_int_equal(arg[t].bad, 0);
+    }
+    ledger_curve_stats s;
+    ledger_curve_cache_stats(l, &s);
+    assert_int_equal(s.hits + s.misses, (uint64_t)TH_THREADS * TH_ROUNDS * TH_EVENTS);
+    assert_true(s.misses >= TH_EVENTS); /* each event at least once; racing misses may add some */
+    assert_int_equal(s.entries, TH_EVENTS);
+    for (size_t i = 0; i < TH_EVENTS; i++) {
+        item_clear(&fresh[i]);
+        acct_event_free(ev[i]);
+    }
+}
+
+typedef struct churn_arg {
+    lg_curve_cache *c;
+    uint64_t seed;
+    int bad;
+} churn_arg;
+
+static void *th_churn(void *p)
+{
+    churn_arg *a = p;
+    for (int step = 0; step < 3000; step++) {
+        uint32_t i = (uint32_t)(rng_next(&a->seed) % 64);
+        uint8_t k[DP_SHA256_DIGEST_BYTES];
+        double v[9], got[9], rho;
+        key_of(i, k);
+        curve_of(i, 9, v);
+        if (lg_curve_cache_get(a->c, k, got, &rho)) {
+            if (memcmp(got, v, sizeof v) != 0 || rho != (double)i)
+                a->bad++;
+        } else {
+            lg_curve_cache_put(a->c, k, v, (double)i);
+        }
+        if (step % 500 == 0)
+            lg_curve_cache_put_refined(a->c, k, 1e-5, ACCT_CONV_OPTIMAL, (double)i);
+    }
+    return NULL;
+}
+
+static void threads_churning_a_small_cache_never_see_a_wrong_curve(void **state)
+{
+    (void)state;
+    lg_curve_cache *c = lg_curve_cache_alloc(8, 9);
+    assert_non_null(c);
+    pthread_t th[4];
+    churn_arg arg[4];
+    for (size_t t = 0; t < 4; t++) {
+        arg[t] = (churn_arg){.c = c, .seed = 1000 + t};
+        assert_int_equal(pthread_create(&th[t], NULL, th_churn, &arg[t]), 0);
+    }
+    for (size_t t = 0; t < 4; t++) {
+        assert_int_equal(pthread_join(th[t], NULL), 0);
+        assert_int_equal(arg[t].bad, 0);
+    }
+    ledger_curve_stats s;
+    lg_curve_cache_stats(c, &s);
+    assert_int_equal(s.hits + s.misses, 4 * 3000);
+    assert_true(s.entries <= 8);
+    lg_curve_cache_free(c);
+}
+
+int main(void)
+{
+    dp_log_set_level(DP_LOG_WARN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(cached_costs_are_bit_identical_to_fresh_ones, setup,
+                                        teardown),
+        cmocka_unit_test(the_key_tells_apart_what_changes_the_cost),
+        cmocka_unit_test(a_full_set_evicts_its_least_recently_used_entry),
+        cmocka_unit_test(a_small_cache_under_churn_answers_right_or_misses),
+        cmocka_unit_test_setup_teardown(charges_with_and_without_the_cache_agree_bit_for_bit, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(threads_share_the_cache_without_wrong_answers, setup,
+                                        teardown),
+        cmocka_unit_test(threads_churning_a_small_cache_never_see_a_wrong_curve),
+    };
+    return cmocka_run_group_tests_name("service_ledger_curves", tests, NULL, NULL);
+}
