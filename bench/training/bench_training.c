@@ -144,8 +144,8 @@ int main(void)
         "federated/ training throughput: %d rows x %d features, Poisson q = B / %d, DP-SGD clip 1,"
         " noise multiplier 1.1; median of %d runs\n",
         N_ROWS, D_IN, N_ROWS, repeats);
-    printf("%-16s %5s %6s %7s %13s %13s %8s %9s %11s\n", "model", "B", "chunk", "threads",
-           "non-priv/s", "DP-SGD/s", "DP cost", "(CPU t)", "CPUs used");
+    printf("%-16s %5s %6s %7s %11s %11s %8s %11s %11s %8s %10s\n", "model", "B", "chunk", "threads",
+           "non-priv/s", "DP-SGD/s", "DP cost", "np/CPU-s", "DP/CPU-s", "(CPU)", "CPUs used");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const bench_case *bc = &cases[k];
         const float *y = bc->spec.type == FL_MODEL_LOGISTIC ? y2 : y10;
@@ -154,12 +154,14 @@ int main(void)
         double dp = run_case(bc, x, y, true, repeats, steps, &dpc, &dpu);
         if (np < 0 || dp < 0)
             return 1;
-        printf("%-16s %5zu %6zu %7zu %13.0f %13.0f %7.2fx %8.2fx %5.2f/%4.2f\n", bc->name,
-               bc->batch, bc->chunk, bc->threads, np, dp, np / dp, npc / dpc, npu, dpu);
+        printf("%-16s %5zu %6zu %7zu %11.0f %11.0f %7.2fx %11.0f %11.0f %7.2fx %5.2f/%4.2f\n",
+               bc->name, bc->batch, bc->chunk, bc->threads, np, dp, np / dp, npc, dpc, npc / dpc,
+               npu, dpu);
     }
-    printf("(samples/s on the wall clock; DP cost = non-private / DP-SGD rate, also by CPU time;\n"
-           " CPUs used = CPU seconds per wall second, non-private/DP: below the thread count when\n"
-           " other processes share the cores)\n");
+    printf(
+        "(samples/s on the wall clock, and per CPU second of all threads; DP cost = non-private\n"
+        " rate / DP-SGD rate; CPUs used = CPU seconds per wall second, non-private/DP: below the\n"
+        " thread count when other processes share the cores)\n");
     free(x);
     free(y10);
     free(y2);
