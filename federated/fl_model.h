@@ -146,7 +146,7 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
                double *train_loss, dp_err *err);
 
 /* Fills out[0..n) with independent N(0, sigma^2) float normals: xoshiro256++ seeded from (seed,
- * DP_RNG_STREAM_FL_SGD_NOISE), 256-layer ziggurat (fl_noise.c; about 580 M normals/s per core).
+ * DP_RNG_STREAM_FL_SGD_NOISE), 512-layer ziggurat (fl_noise.c; about 600 M normals/s per core).
  * Deterministic by seed; a shorter fill is a prefix of a longer one. Reentrant. Simulation-grade
  * noise (PRNG floating point; Mironov, CCS 2012), not a hardened release mechanism. */
 void fl_gauss_fill(float *out, size_t n, double sigma, uint64_t seed);
