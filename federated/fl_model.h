@@ -86,7 +86,9 @@ size_t fl_ws_max_rows(const fl_ws *ws);
  * failure ws keeps its previous setting. */
 int fl_ws_set_threads(fl_ws *ws, size_t threads, dp_err *err);
 
-/* g (n_params floats, overwritten) = sum over the n rows (x: n x d_in row-major, y: n labels) of
+/* In the functions below m must be the spec ws was allocated for (the workspace's copy is used).
+ *
+ * g (n_params floats, overwritten) = sum over the n rows (x: n x d_in row-major, y: n labels) of
  * the loss gradient at w; returns the summed loss. n may exceed the workspace's max_rows: the rows
  * are then processed in chunks of max_rows whose gradients are added in order. */
 double fl_model_grad_sum(const fl_model_spec *m, const float *w, const float *x, const float *y,
@@ -146,7 +148,7 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
                double *train_loss, dp_err *err);
 
 /* Fills out[0..n) with independent N(0, sigma^2) float normals: xoshiro256++ seeded from (seed,
- * DP_RNG_STREAM_FL_SGD_NOISE), 256-layer ziggurat (fl_noise.c; about 580 M normals/s per core).
+ * DP_RNG_STREAM_FL_SGD_NOISE), 512-layer ziggurat (fl_noise.c; about 600 M normals/s per core).
  * Deterministic by seed; a shorter fill is a prefix of a longer one. Reentrant. Simulation-grade
  * noise (PRNG floating point; Mironov, CCS 2012), not a hardened release mechanism. */
 void fl_gauss_fill(float *out, size_t n, double sigma, uint64_t seed);

@@ -27,8 +27,9 @@
  * Threads: a batch is cut into chunks of the workspace's max_rows rows; chunk k belongs to lane
  * k mod FL_SGD_LANES; each lane sums its chunks' gradients in chunk order, and the lanes are added
  * in lane order; lane j also fills noise segment j. Thread t of T runs lanes t, t + T, ... . The
- * reduction tree is fixed, so any T gives the same bits. Threads are started per step and joined
- * before the update; if one cannot be started its lanes run on the calling thread (same bits).
+ * reduction tree is fixed, so any T gives the same bits. The T - 1 worker threads live for one
+ * fl_sgd_run call (step_pool) and are all done with a step before its update; if one cannot be
+ * started its lanes run on the calling thread (same bits).
  */
 #include "federated/fl_model.h"
 
@@ -73,13 +74,28 @@ typedef struct step_job {
     double lane_loss[FL_SGD_LANES];
 } step_job;
 
-typedef struct step_thread {
-    step_job *job;
-    fl_ws *ws;     /* this thread's workspace */
-    size_t first;  /* first lane */
-    size_t stride; /* number of threads */
+/* The workers of one fl_sgd_run: threads 1..n_threads-1 started once per run, each waiting for
+ * the next step (a generation counter under the mutex), running its lanes, and counting itself
+ * done. Threads live for the whole run rather than one step: the scheduler spreads long-lived
+ * threads over the cores, while a thread created per step tends to start on its creator's core
+ * and run only once the creator blocks. */
+typedef struct step_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t start, done;
+    step_job *job;    /* the current step's (guarded by mu) */
+    uint64_t gen;     /* step generation, incremented per step (guarded by mu) */
+    size_t n_done;    /* workers finished with gen (guarded by mu) */
+    bool quit;        /* guarded by mu */
+    size_t n_threads; /* stride of the lanes */
+} step_pool;
+
+typedef struct step_worker {
+    step_pool *pool;
+    fl_ws *ws;    /* this thread's workspace */
+    size_t first; /* first lane */
     pthread_t tid;
-} step_thread;
+    bool started;
+} step_worker;
 
 /* The lanes first, first + stride, ...: chunk gradients into the main workspace's lanes and the
  * noise segments into its noise vector. */
@@ -114,11 +130,93 @@ static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
     }
 }
 
-static void *step_thread_main(void *arg)
+static void *step_worker_main(void *arg)
 {
-    step_thread *t = arg;
-    run_lanes(t->job, t->ws, t->first, t->stride);
-    return NULL;
+    step_worker *me = arg;
+    step_pool *p = me->pool;
+    uint64_t seen = 0;
+    for (;;) {
+        (void)pthread_mutex_lock(&p->mu);
+        while (p->gen == seen && !p->quit)
+            (void)pthread_cond_wait(&p->start, &p->mu);
+        if (p->quit) {
+            (void)pthread_mutex_unlock(&p->mu);
+            return NULL;
+        }
+        seen = p->gen;
+        step_job *job = p->job;
+        (void)pthread_mutex_unlock(&p->mu);
+        run_lanes(job, me->ws, me->first, p->n_threads);
+        (void)pthread_mutex_lock(&p->mu);
+        p->n_done++;
+        (void)pthread_cond_signal(&p->done);
+        (void)pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* Starts the workers 1..T-1 of a run. A worker that cannot be started is left out (started =
+ * false): the calling thread runs its lanes each step, which gives the same bits. Returns false
+ * when the pool itself cannot be set up (then every lane runs on the calling thread). */
+static bool pool_start(step_pool *p, step_worker *wk, fl_ws *ws, size_t T)
+{
+    memset(p, 0, sizeof *p);
+    p->n_threads = T;
+    if (pthread_mutex_init(&p->mu, NULL) != 0)
+        return false;
+    if (pthread_cond_init(&p->start, NULL) != 0) {
+        (void)pthread_mutex_destroy(&p->mu);
+        return false;
+    }
+    if (pthread_cond_init(&p->done, NULL) != 0) {
+        (void)pthread_cond_destroy(&p->start);
+        (void)pthread_mutex_destroy(&p->mu);
+        return false;
+    }
+    for (size_t k = 1; k < T; k++) {
+        wk[k] = (step_worker){.pool = p, .ws = ws->peer[k - 1], .first = k};
+        wk[k].started = pthread_create(&wk[k].tid, NULL, step_worker_main, &wk[k]) == 0;
+    }
+    return true;
+}
+
+static void pool_stop(step_pool *p, step_worker *wk, size_t T)
+{
+    (void)pthread_mutex_lock(&p->mu);
+    p->quit = true;
+    (void)pthread_cond_broadcast(&p->start);
+    (void)pthread_mutex_unlock(&p->mu);
+    for (size_t k = 1; k < T; k++)
+        if (wk[k].started)
+            (void)pthread_join(wk[k].tid, NULL);
+    (void)pthread_cond_destroy(&p->done);
+    (void)pthread_cond_destroy(&p->start);
+    (void)pthread_mutex_destroy(&p->mu);
+}
+
+/* One step's lanes over the pool (or all on the calling thread when pooled is false). */
+static void pool_run(step_pool *p, step_worker *wk, bool pooled, step_job *job, fl_ws *ws, size_t T)
+{
+    size_t running = 0;
+    if (pooled) {
+        for (size_t k = 1; k < T; k++)
+            running += wk[k].started;
+        (void)pthread_mutex_lock(&p->mu);
+        p->job = job;
+        p->n_done = 0;
+        p->gen++;
+        (void)pthread_cond_broadcast(&p->start);
+        (void)pthread_mutex_unlock(&p->mu);
+    }
+    run_lanes(job, ws, 0, T);
+    for (size_t k = 1; k < T; k++)
+        if (!pooled || !wk[k].started)
+            run_lanes(job, ws, k, T);
+    if (running > 0) {
+        (void)pthread_mutex_lock(&p->mu);
+        while (p->n_done < running)
+            (void)pthread_cond_wait(&p->done, &p->mu);
+        (void)pthread_mutex_unlock(&p->mu);
+    }
 }
 
 static int check_cfg(const fl_model_spec *m, const fl_ws *ws, const float *w, const float *x,
@@ -210,7 +308,10 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
     float inv_b = (float)(1.0 / cfg->expected_batch), lr = (float)cfg->lr;
     float lam = (float)cfg->prox_lambda;
     double loss_total = 0.0, rows_total = 0.0;
-    size_t R = ws->max_rows;
+    size_t R = ws->max_rows, T = ws->n_threads;
+    step_pool pool;
+    step_worker workers[FL_SGD_LANES];
+    bool pooled = T > 1 && cfg->steps > 0 && pool_start(&pool, workers, ws, T);
 
     for (size_t t = 0; t < cfg->steps; t++) {
         step_job job = {.main = ws,
@@ -223,20 +324,7 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
                         .noise_seed = dp_rng_derive(noise_base, (uint64_t)t)};
         job.batch = poisson_sample(&sampler, n, cfg->q, idx);
         size_t n_chunks = (job.batch + R - 1) / R;
-        size_t T = ws->n_threads;
-        step_thread th[FL_SGD_LANES];
-        bool started[FL_SGD_LANES] = {false};
-        for (size_t k = 1; k < T; k++) {
-            th[k] = (step_thread){.job = &job, .ws = ws->peer[k - 1], .first = k, .stride = T};
-            started[k] = pthread_create(&th[k].tid, NULL, step_thread_main, &th[k]) == 0;
-        }
-        run_lanes(&job, ws, 0, T);
-        for (size_t k = 1; k < T; k++) {
-            if (started[k])
-                (void)pthread_join(th[k].tid, NULL);
-            else
-                run_lanes(&job, ws, k, T);
-        }
+        pool_run(&pool, workers, pooled, &job, ws, T);
         /* G = ((lane 0 + lane 1) + lane 2) + lane 3 over the lanes that hold chunks, + noise. */
         float *G = ws->lane[0];
         if (n_chunks == 0)
@@ -253,6 +341,8 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
             loss_total += job.lane_loss[k];
         rows_total += (double)job.batch;
     }
+    if (pooled)
+        pool_stop(&pool, workers, T);
     *train_loss = rows_total > 0.0 ? loss_total / rows_total : DP_NAN;
     dp_free(idx);
     return DP_OK;

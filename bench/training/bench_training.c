@@ -7,8 +7,10 @@
  * once without privacy (no clipping, no noise) and once as DP-SGD (clip 1, noise multiplier 1.1,
  * ghost clipping), on 1 thread and, for the 784-256-10 MLP, on 2 threads (chunks of 128 rows, so a
  * batch of ~256 splits in two; the 1-thread run with the same chunks gives the same bits).
- * samples/s = expected rows (B x steps) / wall time; the median of BENCH_REPEATS (default 5) timed
- * calls of BENCH_STEPS steps each (default: about 0.3 s of work), after one warm-up call.
+ * samples/s = expected rows (B x steps) / wall time (and / CPU time of all threads); the median of
+ * BENCH_REPEATS (default 5) timed calls of BENCH_STEPS steps each (default: about 0.3 s of work),
+ * after one warm-up call, the non-private and DP-SGD calls alternating so that both see the same
+ * background load.
  * Not part of make test; bench/training/run.sh runs it.
  */
 #include <stdio.h>
@@ -61,58 +63,99 @@ typedef struct bench_case {
     size_t batch, chunk, threads;
 } bench_case;
 
-/* Median samples/s of fl_sgd_run for one case (wall clock), or a negative value on failure;
- * *cpu_rate: the median samples per CPU second (all threads), *cpus: CPU seconds / wall seconds. */
-static double run_case(const bench_case *bc, const float *x, const float *y, bool dp, int repeats,
-                       int steps_opt, double *cpu_rate, double *cpus)
+/* One mode (non-private or DP-SGD) of a case: its workspace, parameters, configuration and the
+ * samples/s (wall and per CPU second) and CPUs used of each timed run. */
+typedef struct runner {
+    fl_ws *ws;
+    float *w;
+    fl_sgd_cfg c;
+    double *t, *tc, *u;
+} runner;
+
+static void runner_close(runner *r)
 {
-    size_t p = fl_model_n_params(&bc->spec);
-    float *w = calloc(p, sizeof *w);
-    double *t = calloc(3 * (size_t)repeats, sizeof *t), *tc = t + repeats, *u = tc + repeats;
+    fl_ws_free(r->ws);
+    free(r->w);
+    free(r->t);
+}
+
+/* Allocates, then one warm-up call of 5 steps that also sizes the timed calls (~0.3 s each unless
+ * steps_opt > 0). 0 or -1. */
+static int runner_open(runner *r, const bench_case *bc, const float *x, const float *y, bool dp,
+                       int repeats, int steps_opt, dp_err *e)
+{
+    memset(r, 0, sizeof *r);
+    r->w = calloc(fl_model_n_params(&bc->spec), sizeof *r->w);
+    r->t = calloc(3 * (size_t)repeats, sizeof *r->t);
+    r->ws = fl_ws_alloc(&bc->spec, bc->chunk, e);
+    if (r->w == NULL || r->t == NULL || r->ws == NULL ||
+        fl_ws_set_threads(r->ws, bc->threads, e) != DP_OK)
+        return -1;
+    r->tc = r->t + repeats;
+    r->u = r->tc + repeats;
+    fl_model_init(&bc->spec, 1, r->w);
+    r->c = (fl_sgd_cfg){.lr = 0.01,
+                        .steps = 5,
+                        .q = (double)bc->batch / N_ROWS,
+                        .expected_batch = (double)bc->batch,
+                        .clip = dp ? 1.0 : 0.0,
+                        .noise_multiplier = dp ? 1.1 : 0.0};
+    double loss, t0 = now_s();
+    if (fl_sgd_run(&bc->spec, r->w, x, y, N_ROWS, &r->c, 1, 2, r->ws, &loss, e) != DP_OK)
+        return -1;
+    double per_step = (now_s() - t0) / 5.0;
+    r->c.steps = steps_opt > 0 ? (size_t)steps_opt : (size_t)(0.3 / per_step) + 1;
+    return 0;
+}
+
+static int runner_time(runner *r, const bench_case *bc, const float *x, const float *y, int k,
+                       dp_err *e)
+{
+    double loss, t0 = now_s(), c0 = cpu_s();
+    if (fl_sgd_run(&bc->spec, r->w, x, y, N_ROWS, &r->c, 10 + (uint64_t)k, 20 + (uint64_t)k, r->ws,
+                   &loss, e) != DP_OK)
+        return -1;
+    double wall = now_s() - t0, cpu = cpu_s() - c0, rows = (double)(bc->batch * r->c.steps);
+    r->t[k] = rows / wall;
+    r->tc[k] = rows / cpu;
+    r->u[k] = cpu / wall;
+    return 0;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+/* Times the non-private and the DP-SGD mode of a case in alternation (so that both see the same
+ * background load) and prints its row. 0 or -1. */
+static int run_case(const bench_case *bc, const float *x, const float *y, int repeats,
+                    int steps_opt)
+{
+    runner np, dp;
     dp_err e;
     dp_err_clear(&e);
-    fl_ws *ws = fl_ws_alloc(&bc->spec, bc->chunk, &e);
-    double rate = -1.0;
-    if (w == NULL || t == NULL || ws == NULL || fl_ws_set_threads(ws, bc->threads, &e) != DP_OK)
+    int rc = -1;
+    memset(&dp, 0, sizeof dp);
+    if (runner_open(&np, bc, x, y, false, repeats, steps_opt, &e) != 0 ||
+        runner_open(&dp, bc, x, y, true, repeats, steps_opt, &e) != 0)
         goto out;
-    fl_model_init(&bc->spec, 1, w);
-    double q = (double)bc->batch / N_ROWS;
-    fl_sgd_cfg c = {.lr = 0.01,
-                    .steps = 5,
-                    .q = q,
-                    .expected_batch = (double)bc->batch,
-                    .clip = dp ? 1.0 : 0.0,
-                    .noise_multiplier = dp ? 1.1 : 0.0};
-    double loss;
-    double t0 = now_s();
-    if (fl_sgd_run(&bc->spec, w, x, y, N_ROWS, &c, 1, 2, ws, &loss, &e) != DP_OK)
-        goto out;
-    double per_step = (now_s() - t0) / 5.0;
-    c.steps = steps_opt > 0 ? (size_t)steps_opt : (size_t)(0.3 / per_step) + 1;
-    for (int r = 0; r < repeats; r++) {
-        t0 = now_s();
-        double c0 = cpu_s();
-        if (fl_sgd_run(&bc->spec, w, x, y, N_ROWS, &c, 10 + (uint64_t)r, 20 + (uint64_t)r, ws,
-                       &loss, &e) != DP_OK)
+    for (int k = 0; k < repeats; k++)
+        if (runner_time(&np, bc, x, y, k, &e) != 0 || runner_time(&dp, bc, x, y, k, &e) != 0)
             goto out;
-        double wall = now_s() - t0, cpu = cpu_s() - c0;
-        t[r] = (double)(bc->batch * c.steps) / wall;
-        tc[r] = (double)(bc->batch * c.steps) / cpu;
-        u[r] = cpu / wall;
-    }
-    qsort(t, (size_t)repeats, sizeof *t, cmp_double);
-    qsort(tc, (size_t)repeats, sizeof *tc, cmp_double);
-    qsort(u, (size_t)repeats, sizeof *u, cmp_double);
-    rate = t[repeats / 2];
-    *cpu_rate = tc[repeats / 2];
-    *cpus = u[repeats / 2];
+    double a = median(np.t, repeats), b = median(dp.t, repeats);
+    double ac = median(np.tc, repeats), bc_ = median(dp.tc, repeats);
+    printf("%-16s %5zu %6zu %7zu %11.0f %11.0f %7.2fx %11.0f %11.0f %7.2fx %5.2f/%4.2f\n", bc->name,
+           bc->batch, bc->chunk, bc->threads, a, b, a / b, ac, bc_, ac / bc_, median(np.u, repeats),
+           median(dp.u, repeats));
+    rc = 0;
 out:
-    if (rate < 0.0)
+    if (rc != 0)
         fprintf(stderr, "bench_training: %s: %s\n", bc->name, e.msg);
-    fl_ws_free(ws);
-    free(w);
-    free(t);
-    return rate;
+    runner_close(&np);
+    runner_close(&dp);
+    return rc;
 }
 
 int main(void)
@@ -144,22 +187,17 @@ int main(void)
         "federated/ training throughput: %d rows x %d features, Poisson q = B / %d, DP-SGD clip 1,"
         " noise multiplier 1.1; median of %d runs\n",
         N_ROWS, D_IN, N_ROWS, repeats);
-    printf("%-16s %5s %6s %7s %13s %13s %8s %9s %11s\n", "model", "B", "chunk", "threads",
-           "non-priv/s", "DP-SGD/s", "DP cost", "(CPU t)", "CPUs used");
+    printf("%-16s %5s %6s %7s %11s %11s %8s %11s %11s %8s %10s\n", "model", "B", "chunk", "threads",
+           "non-priv/s", "DP-SGD/s", "DP cost", "np/CPU-s", "DP/CPU-s", "(CPU)", "CPUs used");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const bench_case *bc = &cases[k];
-        const float *y = bc->spec.type == FL_MODEL_LOGISTIC ? y2 : y10;
-        double npc, dpc, npu, dpu;
-        double np = run_case(bc, x, y, false, repeats, steps, &npc, &npu);
-        double dp = run_case(bc, x, y, true, repeats, steps, &dpc, &dpu);
-        if (np < 0 || dp < 0)
+        const float *y = cases[k].spec.type == FL_MODEL_LOGISTIC ? y2 : y10;
+        if (run_case(&cases[k], x, y, repeats, steps) != 0)
             return 1;
-        printf("%-16s %5zu %6zu %7zu %13.0f %13.0f %7.2fx %8.2fx %5.2f/%4.2f\n", bc->name,
-               bc->batch, bc->chunk, bc->threads, np, dp, np / dp, npc / dpc, npu, dpu);
     }
-    printf("(samples/s on the wall clock; DP cost = non-private / DP-SGD rate, also by CPU time;\n"
-           " CPUs used = CPU seconds per wall second, non-private/DP: below the thread count when\n"
-           " other processes share the cores)\n");
+    printf(
+        "(samples/s on the wall clock, and per CPU second of all threads; DP cost = non-private\n"
+        " rate / DP-SGD rate; CPUs used = CPU seconds per wall second, non-private/DP: below the\n"
+        " thread count when other processes share the cores)\n");
     free(x);
     free(y10);
     free(y2);

@@ -318,6 +318,28 @@ static void clip_zero_is_the_plain_sum(void **state)
     fl_ws_free(ws);
 }
 
+/* LINEAR w = (1, 2), b = 0 on x = (1, 1): y = 3 gives a zero gradient (norm 0, left alone, no
+ * division by zero); y = 0 gives residual 3, gradient 3 (1, 1, 1) of norm 3 sqrt(3), clipped to
+ * norm 1: (1, 1, 1) / sqrt(3). */
+static void clipping_by_hand_with_a_zero_gradient(void **state)
+{
+    (void)state;
+    fl_model_spec m;
+    memset(&m, 0, sizeof m);
+    m.type = FL_MODEL_LINEAR;
+    m.d_in = 2;
+    fl_ws *ws = fl_ws_alloc(&m, 4, NULL);
+    assert_non_null(ws);
+    float w[3] = {1, 2, 0}, x[4] = {1, 1, 1, 1}, y[2] = {3, 0}, g[3], norms[2];
+    double loss = fl_model_clipped_grad_sum(&m, w, x, y, 2, 1.0, ws, g, norms);
+    assert_close(loss, 4.5, 1e-12, 0);
+    assert_true(norms[0] == 0.0f);
+    assert_close((double)norms[1], 3.0 * sqrt(3.0), 1e-7, 0);
+    for (size_t j = 0; j < 3; j++)
+        assert_close((double)g[j], 1.0 / sqrt(3.0), 1e-6, 0);
+    fl_ws_free(ws);
+}
+
 /* ---- evaluation on hand-computed cases ---- */
 
 static void eval_metrics_on_hand_computed_cases(void **state)
@@ -546,7 +568,7 @@ static void gauss_fill_has_the_normal_distribution(void **state)
         double v = (double)z[i] / sigma;
         s += v;
         s2 += v * v;
-        beyond_r += fabs(v) > 3.6541528853610088;
+        beyond_r += fabs(v) > 3.852046150368391;
         double u = gsl_cdf_ugaussian_P(v);
         size_t b = (size_t)(u * 100.0);
         bins[b < 100 ? b : 99]++;
@@ -556,7 +578,7 @@ static void gauss_fill_has_the_normal_distribution(void **state)
     assert_true(fabs(mean) < 5.0 / sqrt((double)n));
     assert_true(fabs(sd - 1.0) < 5.0 / sqrt(2.0 * (double)n));
     /* The ziggurat's tail path: P(|Z| > r) = 2 (1 - Phi(r)), within 5 standard errors. */
-    double pt = 2.0 * gsl_cdf_ugaussian_Q(3.6541528853610088), et = pt * (double)n;
+    double pt = 2.0 * gsl_cdf_ugaussian_Q(3.852046150368391), et = pt * (double)n;
     assert_true(fabs((double)beyond_r - et) < 5.0 * sqrt(et));
     /* chi-square over 100 equiprobable bins, 99 degrees of freedom: 0.1% critical value 148.23. */
     double chi2 = 0, eb = (double)n / 100.0;
@@ -607,6 +629,7 @@ int main(void)
         cmocka_unit_test(gradient_over_chunks_matches_one_chunk),
         cmocka_unit_test(clipped_sum_matches_materialised_per_example_gradients),
         cmocka_unit_test(clip_zero_is_the_plain_sum),
+        cmocka_unit_test(clipping_by_hand_with_a_zero_gradient),
         cmocka_unit_test(eval_metrics_on_hand_computed_cases),
         cmocka_unit_test(specs_are_checked_and_sized),
         cmocka_unit_test(type_names_round_trip),
