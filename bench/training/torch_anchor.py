@@ -11,13 +11,13 @@ Measures the throughput (samples/s) of ONE epoch of minibatch SGD on Fashion-MNI
 each in these modes:
 
     pytorch             non-private SGD; each epoch is a fresh random permutation cut into batches of
-                        B by tensor indexing (no DataLoader), cross-entropy with mean reduction.
+                        B rows gathered with index_select (no DataLoader); cross-entropy, batch mean.
     opacus              Opacus DP-SGD exactly as its documentation sets it up: a DataLoader over a
                         TensorDataset handed to PrivacyEngine.make_private (noise_multiplier 1.0,
                         max_grad_norm 1.0, flat clipping, per-sample gradients by hooks), which
                         replaces it with Poisson sampling at rate q = 1/ceil(n/B) (Opacus' default).
     opacus_tensorbatch  the same GradSampleModule and DPOptimizer, with the same Poisson sampling done
-                        by a mask over tensors instead of the DataLoader's per-example fetch and
+                        by a mask and index_select instead of the DataLoader's per-example fetch and
                         collate: the part of Opacus' cost that is DP-SGD itself.
 
 Before the timed epochs, --warmup-steps (3) steps train a spare model of the same configuration,
@@ -216,7 +216,7 @@ def epoch_pytorch(torch, model, x, y, batch, lr, max_steps):
     perm = torch.randperm(n)
     for i in range(0, n, batch):
         idx = perm[i : i + batch]
-        xb, yb = x[idx], y[idx]
+        xb, yb = x.index_select(0, idx), y.index_select(0, idx)
         opt.zero_grad(set_to_none=True)
         f.cross_entropy(model(xb), yb).backward()
         opt.step()
@@ -249,7 +249,7 @@ def epoch_opacus(torch, opacus, model, x, y, batch, lr, args, tensorbatch, max_s
     def tensor_batches():
         for _ in range(n_steps):
             idx = (torch.rand(n) < q).nonzero().reshape(-1)
-            yield x[idx], y[idx]
+            yield x.index_select(0, idx), y.index_select(0, idx)
 
     batches = tensor_batches() if tensorbatch else loader
     samples = steps = 0
