@@ -59,6 +59,7 @@ static int env_int(const char *name, int def, int lo, int hi)
 
 typedef struct bench_case {
     const char *name;
+    const char *json; /* the model's name in bench/training/table.py's rows (NULL: text only) */
     fl_model_spec spec;
     size_t batch, chunk, threads;
 } bench_case;
@@ -149,6 +150,14 @@ static int run_case(const bench_case *bc, const float *x, const float *y, int re
     printf("%-16s %5zu %6zu %7zu %11.0f %11.0f %7.2fx %11.0f %11.0f %7.2fx %5.2f/%4.2f\n", bc->name,
            bc->batch, bc->chunk, bc->threads, a, b, a / b, ac, bc_, ac / bc_, median(np.u, repeats),
            median(dp.u, repeats));
+    /* the same figures as rows of table.py (DP-SGD first: the reference of its ratios) */
+    if (bc->json != NULL)
+        for (int m = 0; m < 2; m++)
+            printf("{\"impl\": \"dpsilo\", \"model\": \"%s\", \"batch\": %zu, \"threads\": %zu, "
+                   "\"mode\": \"%s\", \"samples_per_s\": %.0f, \"samples_per_cpu_s\": %.0f, "
+                   "\"test_accuracy\": null}\n",
+                   bc->json, bc->batch, bc->threads, m == 0 ? "dp_sgd" : "non_private",
+                   m == 0 ? b : a, m == 0 ? bc_ : ac);
     rc = 0;
 out:
     if (rc != 0)
@@ -179,9 +188,11 @@ int main(void)
     fl_model_spec mlp256 = {
         .type = FL_MODEL_MLP, .d_in = D_IN, .n_classes = 10, .n_hidden = 1, .hidden = {256}};
     const bench_case cases[] = {
-        {"logistic 784", logistic, 256, 256, 1}, {"mlp 784-50-10", mlp50, 64, 64, 1},
-        {"mlp 784-256-10", mlp256, 256, 256, 1}, {"mlp 784-256-10", mlp256, 256, 128, 1},
-        {"mlp 784-256-10", mlp256, 256, 128, 2},
+        {"logistic 784", "logistic", logistic, 256, 256, 1},
+        {"mlp 784-50-10", "mlp-784-50-10", mlp50, 64, 64, 1},
+        {"mlp 784-256-10", NULL, mlp256, 256, 256, 1},
+        {"mlp 784-256-10", "mlp-784-256-10", mlp256, 256, 128, 1},
+        {"mlp 784-256-10", "mlp-784-256-10", mlp256, 256, 128, 2},
     };
     printf(
         "federated/ training throughput: %d rows x %d features, Poisson q = B / %d, DP-SGD clip 1,"
