@@ -183,12 +183,15 @@ int main(void)
         y2[i] = y10[i] >= 5.0f ? 1.0f : 0.0f;
     }
     fl_model_spec logistic = {.type = FL_MODEL_LOGISTIC, .d_in = D_IN};
+    /* multinomial logistic regression (784 -> 10): the anchor's "logistic" row */
+    fl_model_spec softmax = {.type = FL_MODEL_SOFTMAX, .d_in = D_IN, .n_classes = 10};
     fl_model_spec mlp50 = {
         .type = FL_MODEL_MLP, .d_in = D_IN, .n_classes = 10, .n_hidden = 1, .hidden = {50}};
     fl_model_spec mlp256 = {
         .type = FL_MODEL_MLP, .d_in = D_IN, .n_classes = 10, .n_hidden = 1, .hidden = {256}};
     const bench_case cases[] = {
-        {"logistic 784", "logistic", logistic, 256, 256, 1},
+        {"logistic 784", NULL, logistic, 256, 256, 1},
+        {"softmax 784-10", "logistic", softmax, 256, 256, 1},
         {"mlp 784-50-10", "mlp-784-50-10", mlp50, 64, 64, 1},
         {"mlp 784-256-10", NULL, mlp256, 256, 256, 1},
         {"mlp 784-256-10", "mlp-784-256-10", mlp256, 256, 128, 1},
