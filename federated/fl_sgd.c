@@ -86,20 +86,15 @@ typedef struct step_thread {
 static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
 {
     fl_ws *mw = j->main;
-    size_t R = ws->max_rows, P = ws->n_params, d = ws->dims[0];
+    size_t R = ws->max_rows, P = ws->n_params;
     size_t n_chunks = (j->batch + R - 1) / R;
     for (size_t lane = first; lane < FL_SGD_LANES; lane += stride) {
         float *acc = mw->lane[lane];
         double loss = 0.0;
         for (size_t k = lane; k < n_chunks; k += FL_SGD_LANES) {
             size_t s = k * R, c = j->batch - s < R ? j->batch - s : R;
-            for (size_t i = 0; i < c; i++) {
-                size_t row = j->idx[s + i];
-                memcpy(ws->xg + i * d, j->x + row * d, d * sizeof(float));
-                ws->yg[i] = j->y[row];
-            }
             float *g = k == lane ? acc : ws->gtmp;
-            loss += fl_model_chunk_grad(ws, j->w, ws->xg, ws->yg, c, j->clip, g, NULL);
+            loss += fl_model_chunk_grad_rows(ws, j->w, j->x, j->y, j->idx + s, c, j->clip, g);
             if (k != lane)
                 fl_vadd(acc, g, P);
         }
