@@ -240,6 +240,7 @@ void fl_ws_free(fl_ws *ws)
     for (size_t k = 0; k < FL_SGD_LANES; k++)
         dp_free(ws->lane[k]);
     dp_free(ws->noise);
+    dp_free(ws->idx);
     for (size_t l = 0; l <= FL_MAX_LAYERS; l++) {
         dp_free(ws->act[l]);
         dp_free(ws->delta[l]);

@@ -38,8 +38,10 @@ struct fl_ws {
     float *gtmp;                     /* n_params: one chunk's gradient */
     float *xg, *yg;                  /* max_rows x d_in, max_rows: a chunk's gathered rows */
     /* fl_sgd_run only (main workspace): */
-    float *lane[FL_SGD_LANES];            /* n_params each: per-lane gradient sums */
-    float *noise;                         /* n_params: one step's noise */
+    float *lane[FL_SGD_LANES]; /* n_params each: per-lane gradient sums */
+    float *noise;              /* n_params: one step's noise */
+    size_t *idx;               /* idx_cap: a step's batch rows, kept between calls */
+    size_t idx_cap;
     size_t n_threads;                     /* 1..FL_SGD_LANES */
     struct fl_ws *peer[FL_SGD_LANES - 1]; /* workspaces of threads 1..n_threads-1, owned */
 };
