@@ -265,10 +265,24 @@ int fl_plan_epsilon_curve(const double *round_curve, size_t n_orders, uint64_t r
 /* The smallest noise multiplier (to relative ACCT_CALIB_RTOL) for which fl_plan_epsilon of silo
  * k's round event over cfg->rounds rounds is <= target_eps: z_k for record-level algorithms
  * (n_k its training rows; cfg->noise_multiplier is ignored), server_noise for dp_fedavg (n_k
- * unused). *eps receives fl_plan_epsilon at the answer (<= target_eps). DP_ENUMERIC when no noise
- * up to ACCT_CALIB_SIGMA_MAX meets the target. */
+ * unused). The answer z is certified on the whole grid: fl_plan_epsilon(z) <= target_eps (so the
+ * ledger's epsilon never exceeds the target), and fl_plan_epsilon exceeds the target at a noise
+ * multiplier within the tolerance below z (so z is the minimal one to that tolerance), each
+ * without evaluating every order (fl_algo_plan.c, calibration). *eps receives fl_plan_epsilon's
+ * figure at z over the orders around the grid minimum (<= target_eps; never below
+ * fl_plan_epsilon(z), and equal to it when its minimum lies there, as it does but for ties).
+ * DP_ENUMERIC when no noise up to ACCT_CALIB_SIGMA_MAX meets the target. */
 int fl_calibrate_noise(const fl_job_cfg *cfg, size_t n_k, double target_eps,
                        const fl_accountant *acct, double *noise_multiplier, double *eps,
                        dp_err *err);
+
+/* fl_calibrate_noise for n_silos silos at once (n_k[k] training rows, accountant acct[k]; the
+ * same target): noise_multiplier[k] and eps[k] carry each silo's answer with the same guarantee.
+ * Silos with the same n_k and an identical accountant share one calibration (the same event), and
+ * each calibration starts from the answer of the silo of next smaller n_k. On an error (the first
+ * silo's, in n_k order) the outputs are partly filled. */
+int fl_calibrate_noise_many(const fl_job_cfg *cfg, size_t n_silos, const size_t *n_k,
+                            double target_eps, const fl_accountant *const *acct,
+                            double *noise_multiplier, double *eps, dp_err *err);
 
 #endif

@@ -26,6 +26,8 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "accounting/calibrate.h"
 #include "accounting/logmath.h"
@@ -118,6 +120,28 @@ int fl_plan_round_curve(const acct_event *round_ev, const fl_accountant *acct, d
     return rc;
 }
 
+/* fl_plan_epsilon's figure from a round curve on `orders` (any subset of the grid, n entries): the
+ * rounds-fold upward sum bounded by grow * t * r (file comment), converted and minimised over
+ * those orders. Every order's value is computed the same way whatever the subset, so the minimum
+ * over a subset is never below the minimum over the whole grid. rounds >= 1. */
+static int plan_eps_orders(const double *orders, const double *round_curve, size_t n,
+                           uint64_t rounds, const fl_accountant *acct, double *eps, dp_err *err)
+{
+    double *curve = dp_calloc(n, sizeof(double));
+    if (curve == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    double t = (double)rounds;
+    double grow = dp_sum_up(1.0, 2.0 * t * DBL_EPSILON); /* exact operands: 2 t is an int */
+    for (size_t i = 0; i < n; i++)
+        curve[i] = isfinite(round_curve[i]) && round_curve[i] > 0
+                       ? dp_mul_up(grow, dp_mul_up(t, round_curve[i]))
+                       : round_curve[i];
+    double opt;
+    int rc = acct_rdp_to_epsilon(orders, curve, n, acct->delta, acct->conv, eps, &opt, err);
+    dp_free(curve);
+    return rc;
+}
+
 int fl_plan_epsilon_curve(const double *round_curve, size_t n_orders, uint64_t rounds,
                           const fl_accountant *acct, double *eps, dp_err *err)
 {
@@ -134,19 +158,7 @@ int fl_plan_epsilon_curve(const double *round_curve, size_t n_orders, uint64_t r
         *eps = 0;
         return DP_OK;
     }
-    double *curve = dp_calloc(n, sizeof(double));
-    if (curve == NULL)
-        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    double t = (double)rounds;
-    double grow = dp_sum_up(1.0, 2.0 * t * DBL_EPSILON); /* exact operands: 2 t is an int */
-    for (size_t i = 0; i < n; i++)
-        curve[i] = isfinite(round_curve[i]) && round_curve[i] > 0
-                       ? dp_mul_up(grow, dp_mul_up(t, round_curve[i]))
-                       : round_curve[i];
-    double opt;
-    int rc = acct_rdp_to_epsilon(orders, curve, n, acct->delta, acct->conv, eps, &opt, err);
-    dp_free(curve);
-    return rc;
+    return plan_eps_orders(orders, round_curve, n, rounds, acct, eps, err);
 }
 
 int fl_plan_epsilon(const acct_event *round_ev, uint64_t rounds, const fl_accountant *acct,
@@ -174,6 +186,27 @@ int fl_plan_epsilon(const acct_event *round_ev, uint64_t rounds, const fl_accoun
     return rc;
 }
 
+/* ---- calibration ----
+ * The search brackets the answer between two noise multipliers, each certified against
+ * fl_plan_epsilon on the whole grid without evaluating the whole grid:
+ *   FAILS: L(z) > target, L the grid minimum of the rounds-fold self-composition of the round event
+ *          (acct_rdp_epsilon with the base conversion: its bound-pruned search returns the
+ *          full-scan minimum evaluating a few orders). fl_plan_epsilon's curve is that
+ *          composition's curve times grow >= 1 rounded upward, and the conversion is
+ *          non-decreasing in the RDP, so fl_plan_epsilon(z) >= L(z) > target.
+ *   MEETS: U(z) <= target, U fl_plan_epsilon's own per-order figure (plan_eps_orders) minimised
+ *          over a window of grid orders around L's optimal order: a minimum over a subset of the
+ *          grid, so fl_plan_epsilon(z) <= U(z) <= target. This is the safety property: the
+ *          ledger's epsilon (<= fl_plan_epsilon) never exceeds the target.
+ * The bracket [lo, hi] (lo fails, hi meets) is narrowed to relative ACCT_CALIB_RTOL by the
+ * Illinois variant of regula falsi on log L against log z (nearly linear: far fewer probes than
+ * bisection), then hi is certified by U, stepping up by a few multiples of the tolerance if U
+ * (which carries fl_plan_epsilon's ~1e-13 relative rounding slack) misses; the minimal noise lies
+ * in [lo, hi]. Should the window miss the minimum repeatedly, the plain bisection on
+ * fl_plan_epsilon (acct_calibrate) decides. */
+#define FL_CALIB_WINDOW  4  /* grid orders either side of L's optimal order in U */
+#define FL_CALIB_CERTIFY 40 /* step-ups of hi before the plain bisection decides */
+
 typedef struct calib_ctx {
     uint64_t rounds;
     const fl_accountant *acct;
@@ -185,34 +218,308 @@ static int calib_eps(const acct_event *ev, void *ctx, double *eps, dp_err *err)
     return fl_plan_epsilon(ev, c->rounds, c->acct, eps, err);
 }
 
-int fl_calibrate_noise(const fl_job_cfg *cfg, size_t n_k, double target_eps,
-                       const fl_accountant *acct, double *noise_multiplier, double *eps,
-                       dp_err *err)
+/* One silo's calibration problem. */
+typedef struct calib_job {
+    const fl_algo_ops *a;
+    const fl_job_cfg *cfg;
+    size_t n_k;
+    double target;
+    const fl_accountant *acct;
+    const double *sorted; /* the grid, ascending */
+    size_t n;
+    int evals; /* L and U evaluations (for the tests) */
+} calib_job;
+
+static int cmp_dbl(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* L(z) and the order attaining it (NAN when infinite). */
+static int calib_lower(calib_job *j, double z, double *eps, double *order, dp_err *err)
+{
+    acct_event *ev = round_event(j->a, j->cfg, j->n_k, z);
+    acct_event *tot = ev != NULL ? acct_event_self_composed(j->cfg->rounds, ev) : NULL;
+    if (tot == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    acct_conversion base =
+        j->acct->conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
+    acct_rdp_answer ans;
+    j->evals++;
+    int rc =
+        acct_rdp_epsilon(tot, ACCT_NB_ADD_REMOVE, j->acct->delta, base, j->sorted, j->n, &ans, err);
+    acct_event_free(tot);
+    if (rc != DP_OK)
+        return rc;
+    if (isnan(ans.value))
+        return dp_err_set(err, DP_ENUMERIC, NULL, "accountant returned NaN");
+    *eps = ans.value;
+    *order = ans.optimal_order;
+    return DP_OK;
+}
+
+/* U(z) on the window of the sorted grid around `order` (a grid order, or NAN: the whole grid). */
+static int calib_upper(calib_job *j, double z, double order, double *eps, dp_err *err)
+{
+    size_t lo = 0, hi = j->n; /* [lo, hi) */
+    if (!isnan(order)) {
+        size_t c = 0;
+        while (c + 1 < j->n && j->sorted[c] < order)
+            c++;
+        lo = c > FL_CALIB_WINDOW ? c - FL_CALIB_WINDOW : 0;
+        hi = c + FL_CALIB_WINDOW + 1 < j->n ? c + FL_CALIB_WINDOW + 1 : j->n;
+    }
+    acct_event *ev = round_event(j->a, j->cfg, j->n_k, z);
+    double *curve = dp_calloc(hi - lo, sizeof(double));
+    int rc = DP_OK;
+    if (ev == NULL || curve == NULL)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    j->evals++;
+    if (rc == DP_OK)
+        rc = acct_rdp_eval(ev, ACCT_NB_ADD_REMOVE, j->sorted + lo, hi - lo, curve, err);
+    if (rc == DP_OK)
+        rc = plan_eps_orders(j->sorted + lo, curve, hi - lo, j->cfg->rounds, j->acct, eps, err);
+    acct_event_free(ev);
+    dp_free(curve);
+    return rc;
+}
+
+/* log(eps / target) for the regula falsi (finite stand-ins at 0 and infinity). */
+static double calib_f(double eps, double target)
+{
+    if (!(eps > 0))
+        return -1e3;
+    if (!isfinite(eps))
+        return 1e3;
+    return log(eps / target);
+}
+
+/* The smallest z (to ACCT_CALIB_RTOL) with fl_plan_epsilon(z) <= target, starting from guess
+ * (> 0) whose bracket is widened by factors of step. *done = false: the window missed (the caller
+ * falls back to the plain bisection). */
+static int calib_search(calib_job *j, double guess, double step, double *z_out, double *eps_out,
+                        bool *done, dp_err *err)
+{
+    const double target = j->target;
+    double lo, hi, flo, fhi, e, ord, ord_hi = DP_NAN;
+    int rc;
+    *done = false;
+    if ((rc = calib_lower(j, guess, &e, &ord, err)) != DP_OK)
+        return rc;
+    bool floor_hit = false;
+    if (e <= target) {
+        hi = guess;
+        fhi = calib_f(e, target);
+        ord_hi = ord;
+        for (lo = hi / step;; lo /= step) {
+            if (lo < ACCT_CALIB_SIGMA_MIN) { /* everything down to the floor meets it */
+                floor_hit = true;
+                lo = hi;
+                flo = fhi;
+                break;
+            }
+            if ((rc = calib_lower(j, lo, &e, &ord, err)) != DP_OK)
+                return rc;
+            if (e > target) {
+                flo = calib_f(e, target);
+                break;
+            }
+            hi = lo;
+            fhi = calib_f(e, target);
+            ord_hi = ord;
+        }
+    } else {
+        lo = guess;
+        flo = calib_f(e, target);
+        for (hi = guess * step;; hi *= step) {
+            if (hi > ACCT_CALIB_SIGMA_MAX) {
+                return dp_err_set(err, DP_ENUMERIC, "target_epsilon",
+                                  "no noise multiplier meets epsilon %g: even noise %g gives %g "
+                                  "(the noise-free parts of the event or delta make it impossible)",
+                                  target, hi / step, e);
+            }
+            if ((rc = calib_lower(j, hi, &e, &ord, err)) != DP_OK)
+                return rc;
+            if (e <= target) {
+                fhi = calib_f(e, target);
+                ord_hi = ord;
+                break;
+            }
+            lo = hi;
+            flo = calib_f(e, target);
+        }
+    }
+    /* Illinois regula falsi in x = log z: lo fails, hi meets */
+    double xl = log(lo), xh = log(hi), tol = log1p(ACCT_CALIB_RTOL);
+    int side = 0;
+    for (int it = 0; !floor_hit && xh - xl > tol; it++) {
+        if (it >= ACCT_CALIB_MAX_ITER)
+            return dp_err_set(err, DP_ENUMERIC, NULL, "noise calibration did not converge");
+        double x = flo - fhi != 0 ? xh - fhi * (xh - xl) / (fhi - flo) : 0.5 * (xl + xh);
+        double m = 0.25 * tol; /* keep the probe strictly inside, so the bracket shrinks */
+        if (!(x > xl + m))
+            x = xl + m;
+        if (!(x < xh - m))
+            x = xh - m;
+        if ((rc = calib_lower(j, exp(x), &e, &ord, err)) != DP_OK)
+            return rc;
+        double fx = calib_f(e, target);
+        if (e <= target) {
+            xh = x;
+            fhi = fx;
+            ord_hi = ord;
+            if (side == 1)
+                flo *= 0.5;
+            side = 1;
+        } else {
+            xl = x;
+            flo = fx;
+            if (side == -1)
+                fhi *= 0.5;
+            side = -1;
+        }
+    }
+    /* certify hi with fl_plan_epsilon's own figures */
+    double z = floor_hit ? hi : exp(xh);
+    for (int k = 0; k < FL_CALIB_CERTIFY; k++) {
+        if (k > 0) {
+            z *= 1.0 + ACCT_CALIB_RTOL * (double)(1u << (k < 20 ? k : 20));
+            if ((rc = calib_lower(j, z, &e, &ord_hi, err)) != DP_OK)
+                return rc;
+        }
+        if ((rc = calib_upper(j, z, ord_hi, &e, err)) != DP_OK)
+            return rc;
+        if (e <= target) {
+            *z_out = z;
+            *eps_out = e;
+            *done = true;
+            return DP_OK;
+        }
+    }
+    return DP_OK;
+}
+
+/* Checks shared by the single and the batch calibration; *a receives the algorithm. */
+static int calib_check(const fl_job_cfg *cfg, double target_eps, const fl_algo_ops **a, dp_err *err)
 {
     if (fl_job_cfg_check(cfg, NULL, err) != DP_OK)
         return err != NULL ? err->code : DP_EINVAL;
-    const fl_algo_ops *a = fl_algo_find(cfg->algorithm);
-    if (a->record_level && n_k < 1)
-        return dp_err_set(err, DP_EINVAL, "n_train", "a silo needs >= 1 training row");
-    if (a->record_level && !(cfg->clip > 0))
+    *a = fl_algo_find(cfg->algorithm);
+    if ((*a)->record_level && !(cfg->clip > 0))
         return dp_err_set(err, DP_EINVAL, "clip", "calibrating noise needs clip > 0");
     if (!(isfinite(target_eps) && target_eps > 0))
         return dp_err_set(err, DP_EINVAL, "epsilon", "epsilon must be finite and > 0 (got %g)",
                           target_eps);
+    return DP_OK;
+}
+
+/* One silo: guess > 0 and step > 1 start the bracket (1 and 4 without a better guess). */
+static int calibrate_one(const fl_algo_ops *a, const fl_job_cfg *cfg, size_t n_k, double target_eps,
+                         const fl_accountant *acct, double guess, double step,
+                         double *noise_multiplier, double *eps, dp_err *err)
+{
+    if (a->record_level && n_k < 1)
+        return dp_err_set(err, DP_EINVAL, "n_train", "a silo needs >= 1 training row");
     const double *orders;
     size_t n;
     if (accountant_check(acct, &orders, &n, err) != DP_OK)
         return err != NULL ? err->code : DP_EINVAL;
+    double *sorted = dp_malloc(n * sizeof *sorted);
+    if (sorted == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    memcpy(sorted, orders, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_dbl);
+    calib_job j = {a, cfg, n_k, target_eps, acct, sorted, n, 0};
+    bool done = false;
+    int rc = calib_search(&j, guess, step, noise_multiplier, eps, &done, err);
+    dp_free(sorted);
+    if (rc != DP_OK || done)
+        return rc;
+    /* the window missed the minimum: the plain bisection on fl_plan_epsilon itself */
     acct_event *ev = round_event(a, cfg, n_k, DP_NAN);
     if (ev == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     calib_ctx c = {cfg->rounds, acct};
     acct_calib_result r;
-    int rc = acct_calibrate(ev, target_eps, calib_eps, &c, &r, err);
+    rc = acct_calibrate(ev, target_eps, calib_eps, &c, &r, err);
     acct_event_free(ev);
     if (rc != DP_OK)
         return rc;
     *noise_multiplier = r.value;
     *eps = r.epsilon;
     return DP_OK;
+}
+
+int fl_calibrate_noise(const fl_job_cfg *cfg, size_t n_k, double target_eps,
+                       const fl_accountant *acct, double *noise_multiplier, double *eps,
+                       dp_err *err)
+{
+    const fl_algo_ops *a;
+    int rc = calib_check(cfg, target_eps, &a, err);
+    if (rc != DP_OK)
+        return rc;
+    return calibrate_one(a, cfg, n_k, target_eps, acct, 1.0, 4.0, noise_multiplier, eps, err);
+}
+
+/* Silo order for the batch: by n_k (neighbours calibrate to neighbouring noise). */
+typedef struct calib_key {
+    size_t n_k;
+    size_t k;
+} calib_key;
+
+static int cmp_key(const void *x, const void *y)
+{
+    const calib_key *a = x, *b = y;
+    if (a->n_k != b->n_k)
+        return (a->n_k > b->n_k) - (a->n_k < b->n_k);
+    return (a->k > b->k) - (a->k < b->k);
+}
+
+static bool same_accountant(const fl_accountant *a, const fl_accountant *b)
+{
+    return a->delta == b->delta && a->conv == b->conv && a->n_orders == b->n_orders &&
+           (a->orders == b->orders ||
+            (a->orders != NULL && b->orders != NULL &&
+             memcmp(a->orders, b->orders, a->n_orders * sizeof *a->orders) == 0));
+}
+
+int fl_calibrate_noise_many(const fl_job_cfg *cfg, size_t n_silos, const size_t *n_k,
+                            double target_eps, const fl_accountant *const *acct,
+                            double *noise_multiplier, double *eps, dp_err *err)
+{
+    const fl_algo_ops *a;
+    int rc = calib_check(cfg, target_eps, &a, err);
+    if (rc != DP_OK || n_silos == 0)
+        return rc;
+    calib_key *key = dp_malloc(n_silos * sizeof *key);
+    if (key == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t k = 0; k < n_silos; k++)
+        key[k] = (calib_key){a->record_level ? n_k[k] : 0, k};
+    qsort(key, n_silos, sizeof *key, cmp_key);
+    double guess = 1.0, step = 4.0;
+    for (size_t i = 0; i < n_silos && rc == DP_OK; i++) {
+        size_t k = key[i].k;
+        /* the same event and accountant as an earlier silo: the same answer */
+        size_t same = n_silos;
+        for (size_t p = i; p-- > 0 && key[p].n_k == key[i].n_k;)
+            if (same_accountant(acct[key[p].k], acct[k])) {
+                same = key[p].k;
+                break;
+            }
+        if (same < n_silos) {
+            noise_multiplier[k] = noise_multiplier[same];
+            eps[k] = eps[same];
+            continue;
+        }
+        rc = calibrate_one(a, cfg, n_k[k], target_eps, acct[k], guess, step, &noise_multiplier[k],
+                           &eps[k], err);
+        if (rc == DP_OK) {
+            guess = noise_multiplier[k];
+            step = 1.25;
+        }
+    }
+    dp_free(key);
+    return rc;
 }

@@ -20,6 +20,11 @@
  * scaled by c_i, and then one sgemm per layer gives the weight gradients. The extra cost over the
  * non-private step is O(n * sum_l dims[l-1] + dims[l]) for the norms and scaling.
  *
+ * One dense layer with one output (linear, logistic, svm: most of a DP-SGD step's cost is fixed
+ * overhead at these sizes) takes a fused path, dense1_grad: the logit and ||x_i||^2 of each row in
+ * one pass over it (read in place through the batch's row indexes, no copy), then the loss, the
+ * clip factors and the clipped sum, with plain loops in a fixed order instead of BLAS calls.
+ *
  * Precision: parameters, activations and gradients are float (the speed of BLAS single precision);
  * per-row losses, softmax normalisers and the norms are double. Results depend only on the inputs
  * (BLAS is pinned to one thread; see fl_blas_single_thread).
@@ -235,6 +240,7 @@ void fl_ws_free(fl_ws *ws)
     for (size_t k = 0; k < FL_SGD_LANES; k++)
         dp_free(ws->lane[k]);
     dp_free(ws->noise);
+    dp_free(ws->idx);
     for (size_t l = 0; l <= FL_MAX_LAYERS; l++) {
         dp_free(ws->act[l]);
         dp_free(ws->delta[l]);
@@ -394,7 +400,17 @@ static void weight_grads(fl_ws *ws, const float *x, size_t n, float *g)
     }
 }
 
-/* Ghost norms: norm2[i] = sum_l ||delta_{l,i}||^2 (||a_{l-1,i}||^2 + 1). */
+/* Squared L2 norm of v[0..n-1], summed in double in index order. */
+static double sq_norm(const float *v, size_t n)
+{
+    double s = 0.0;
+    for (size_t j = 0; j < n; j++)
+        s += (double)v[j] * (double)v[j];
+    return s;
+}
+
+/* Ghost norms: norm2[i] = sum_l ||delta_{l,i}||^2 (||a_{l-1,i}||^2 + 1), in one pass per layer
+ * (plain double loops: a BLAS call per row costs more than the few products it computes). */
 static void ghost_norms(fl_ws *ws, const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -403,13 +419,98 @@ static void ghost_norms(fl_ws *ws, const float *x, size_t n)
         size_t din = ws->dims[l - 1], dout = ws->dims[l];
         const float *in = l == 1 ? x : ws->act[l - 1];
         const float *D = ws->delta[l];
-        for (size_t i = 0; i < n; i++) {
-            const float *ai = in + i * din, *di = D + i * dout;
-            double a2 = (double)cblas_sdot((int)din, ai, 1, ai, 1);
-            double d2 = (double)cblas_sdot((int)dout, di, 1, di, 1);
-            ws->norm2[i] += d2 * (a2 + 1.0);
-        }
+        for (size_t i = 0; i < n; i++)
+            ws->norm2[i] += sq_norm(D + i * dout, dout) * (sq_norm(in + i * din, din) + 1.0);
     }
+}
+
+/* The clip factor of a row of gradient norm nrm: min(1, clip / nrm) as a float, 1 when clip is 0.
+ */
+static float clip_factor(double clip, double nrm)
+{
+    double c = clip / (nrm + 1e-15);
+    return !(clip > 0.0) || c >= 1.0 ? 1.0f : (float)c;
+}
+
+/* One dense layer with one output: linear, logistic, svm. */
+static bool is_dense1(const fl_ws *ws)
+{
+    return ws->n_layers == 1 && ws->dims[1] == 1;
+}
+
+/* *dot = w . x in float and *sq = ||x||^2 in double, each over four partial sums (element j to sum
+ * j mod 4, then (s0 + s2) + (s1 + s3)): a fixed order, so the same bits on every call, with the
+ * sums in registers. */
+static void dot_sq(const float *restrict w, const float *restrict x, size_t n, float *dot,
+                   double *sq)
+{
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    double a[4] = {0.0, 0.0, 0.0, 0.0};
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4) { /* written out so that the compiler keeps s and a in registers */
+        s[0] += w[j] * x[j];
+        s[1] += w[j + 1] * x[j + 1];
+        s[2] += w[j + 2] * x[j + 2];
+        s[3] += w[j + 3] * x[j + 3];
+        a[0] += (double)x[j] * (double)x[j];
+        a[1] += (double)x[j + 1] * (double)x[j + 1];
+        a[2] += (double)x[j + 2] * (double)x[j + 2];
+        a[3] += (double)x[j + 3] * (double)x[j + 3];
+    }
+    for (size_t k = 0; j < n; j++, k++) {
+        s[k] += w[j] * x[j];
+        a[k] += (double)x[j] * (double)x[j];
+    }
+    *dot = (s[0] + s[2]) + (s[1] + s[3]);
+    *sq = (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+/* g += a x (elementwise, so the order of the rows alone fixes the bits). */
+static void axpy(float *restrict g, const float *restrict x, float a, size_t n)
+{
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (size_t k = 0; k < 8; k++)
+            g[j + k] += a * x[j + k];
+    for (; j < n; j++)
+        g[j] += a * x[j];
+}
+
+/* One dense layer with one output (linear, logistic, svm), on rows idx[i] of x (or rows 0..n-1
+ * when idx is NULL), in one pass: the logit and ||x_i||^2 per row, the loss and its derivative, the
+ * clip factor (ghost clipping: ||g_i||^2 = delta_i^2 (||x_i||^2 + 1)) and the clipped sum of
+ * delta_i (x_i, 1), rows in order, reading every row in place. */
+static double dense1_grad(fl_ws *ws, const float *w, const float *x, const float *y,
+                          const size_t *idx, size_t n, double clip, float *g, float *norms)
+{
+    size_t din = ws->dims[0];
+    const float *W = w + ws->w_off[1];
+    float *z = ws->act[1], *D = ws->delta[1], *yv = ws->yg;
+    for (size_t i = 0; i < n; i++) {
+        size_t row = idx != NULL ? idx[i] : i;
+        const float *xi = x + row * din;
+        float s;
+        double a2;
+        dot_sq(W, xi, din, &s, &a2);
+        z[i] = s + W[din];
+        ws->norm2[i] = a2;
+        yv[i] = y[row];
+    }
+    double loss = loss_rows(ws, yv, n, true, NULL);
+    float *gW = g + ws->w_off[1];
+    memset(gW, 0, (din + 1) * sizeof *gW);
+    if (clip > 0.0 || norms != NULL) /* the rows are independent: no branch on the data here */
+        for (size_t i = 0; i < n; i++) {
+            double nrm = sqrt((double)D[i] * (double)D[i] * (ws->norm2[i] + 1.0));
+            if (norms != NULL)
+                norms[i] = (float)nrm;
+            D[i] *= clip_factor(clip, nrm);
+        }
+    for (size_t i = 0; i < n; i++) {
+        axpy(gW, x + (idx != NULL ? idx[i] : i) * din, D[i], din);
+        gW[din] += D[i];
+    }
+    return loss;
 }
 
 double fl_model_chunk_grad(fl_ws *ws, const float *w, const float *x, const float *y, size_t n,
@@ -419,6 +520,8 @@ double fl_model_chunk_grad(fl_ws *ws, const float *w, const float *x, const floa
         memset(g, 0, ws->n_params * sizeof *g);
         return 0.0;
     }
+    if (is_dense1(ws))
+        return dense1_grad(ws, w, x, y, NULL, n, clip, g, norms);
     forward(ws, w, x, n);
     double loss = loss_rows(ws, y, n, true, NULL);
     backprop_deltas(ws, w, n);
@@ -428,16 +531,31 @@ double fl_model_chunk_grad(fl_ws *ws, const float *w, const float *x, const floa
             double nrm = sqrt(ws->norm2[i]);
             if (norms != NULL)
                 norms[i] = (float)nrm;
-            double c = clip / (nrm + 1e-15);
-            if (!(clip > 0.0) || c >= 1.0)
+            float cf = clip_factor(clip, nrm);
+            if (cf == 1.0f)
                 continue;
-            float cf = (float)c;
-            for (size_t l = 1; l <= ws->n_layers; l++)
-                cblas_sscal((int)ws->dims[l], cf, ws->delta[l] + i * ws->dims[l], 1);
+            for (size_t l = 1; l <= ws->n_layers; l++) {
+                float *di = ws->delta[l] + i * ws->dims[l];
+                for (size_t j = 0; j < ws->dims[l]; j++)
+                    di[j] *= cf;
+            }
         }
     }
     weight_grads(ws, x, n, g);
     return loss;
+}
+
+double fl_model_chunk_grad_rows(fl_ws *ws, const float *w, const float *x, const float *y,
+                                const size_t *idx, size_t n, double clip, float *g)
+{
+    if (n > 0 && is_dense1(ws))
+        return dense1_grad(ws, w, x, y, idx, n, clip, g, NULL);
+    size_t d = ws->dims[0];
+    for (size_t i = 0; i < n; i++) {
+        memcpy(ws->xg + i * d, x + idx[i] * d, d * sizeof(float));
+        ws->yg[i] = y[idx[i]];
+    }
+    return fl_model_chunk_grad(ws, w, ws->xg, ws->yg, n, clip, g, NULL);
 }
 
 /* Chunks of max_rows rows; g accumulates in chunk order. */

@@ -38,8 +38,10 @@ struct fl_ws {
     float *gtmp;                     /* n_params: one chunk's gradient */
     float *xg, *yg;                  /* max_rows x d_in, max_rows: a chunk's gathered rows */
     /* fl_sgd_run only (main workspace): */
-    float *lane[FL_SGD_LANES];            /* n_params each: per-lane gradient sums */
-    float *noise;                         /* n_params: one step's noise */
+    float *lane[FL_SGD_LANES]; /* n_params each: per-lane gradient sums */
+    float *noise;              /* n_params: one step's noise */
+    size_t *idx;               /* idx_cap: a step's batch rows, kept between calls */
+    size_t idx_cap;
     size_t n_threads;                     /* 1..FL_SGD_LANES */
     struct fl_ws *peer[FL_SGD_LANES - 1]; /* workspaces of threads 1..n_threads-1, owned */
 };
@@ -112,6 +114,13 @@ static inline void fl_vmask(float *restrict d, const float *restrict a, size_t n
  */
 double fl_model_chunk_grad(fl_ws *ws, const float *w, const float *x, const float *y, size_t n,
                            double clip, float *g, float *norms);
+
+/* fl_model_chunk_grad of the rows idx[0..n-1] (n <= ws->max_rows) of x (row-major, d_in wide) and
+ * y, without norms: the same bits as gathering those rows and calling fl_model_chunk_grad. A model
+ * with one dense layer and one output (linear, logistic, svm) reads the rows in place; the others
+ * gather them into the workspace first. */
+double fl_model_chunk_grad_rows(fl_ws *ws, const float *w, const float *x, const float *y,
+                                const size_t *idx, size_t n, double clip, float *g);
 
 /* Pins the BLAS to one thread, once per process (pthread_once). */
 void fl_blas_single_thread(void);

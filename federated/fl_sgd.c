@@ -4,11 +4,14 @@
  * One step (Abadi et al., "Deep Learning with Differential Privacy", CCS 2016, Alg. 1, with Poisson
  * sampling as in Mironov, Talwar & Zhang, "Renyi Differential Privacy of the Sampled Gaussian
  * Mechanism", 2019, Sec. 3):
- *   1. Poisson sampling: each row joins the batch with probability q, independently. The members
- *      are drawn in increasing order by geometric skipping (the gap to the next member is
+ *   1. Poisson sampling: each row joins the batch with probability q, independently, drawn from
+ *      the stream (sample_seed, DP_RNG_STREAM_FL_SGD_SAMPLING) in increasing row order. For q <
+ *      FL_SGD_BERNOULLI_Q by geometric skipping (the gap to the next member is
  *      floor(log U / log(1 - q)), U uniform on (0, 1]; Devroye, "Non-Uniform Random Variate
- *      Generation", 1986, Ch. X.2), from the stream (sample_seed, DP_RNG_STREAM_FL_SGD_SAMPLING):
- *      O(q n) draws per step.
+ *      Generation", 1986, Ch. X.2): O(q n) draws per step. For larger q one 64-bit draw per row,
+ *      the row joining when it is below q 2^64 (exactly probability q): n draws without a
+ *      logarithm are cheaper than q n with one. Both give the same distribution of batches;
+ *      only which draws decide differs.
  *   2. G = sum over the batch of the per-row gradients, each clipped to norm clip (ghost clipping,
  *      fl_model.c), plus N(0, (noise_multiplier clip)^2) per coordinate. The parameter vector is
  *      cut into FL_SGD_LANES fixed segments; segment j of step t is fl_gauss_fill with the seed
@@ -45,6 +48,9 @@
 #include "federated/fl_rng.h"
 
 #define FL_MAX_STEPS 100000000
+/* Rates from which a step draws one uniform per row rather than skipping geometrically (a log per
+ * member): n cheap draws then cost less than q n logarithms. */
+#define FL_SGD_BERNOULLI_Q 0.25
 
 int fl_ws_set_threads(fl_ws *ws, size_t threads, dp_err *err)
 {
@@ -102,20 +108,15 @@ typedef struct step_worker {
 static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
 {
     fl_ws *mw = j->main;
-    size_t R = ws->max_rows, P = ws->n_params, d = ws->dims[0];
+    size_t R = ws->max_rows, P = ws->n_params;
     size_t n_chunks = (j->batch + R - 1) / R;
     for (size_t lane = first; lane < FL_SGD_LANES; lane += stride) {
         float *acc = mw->lane[lane];
         double loss = 0.0;
         for (size_t k = lane; k < n_chunks; k += FL_SGD_LANES) {
             size_t s = k * R, c = j->batch - s < R ? j->batch - s : R;
-            for (size_t i = 0; i < c; i++) {
-                size_t row = j->idx[s + i];
-                memcpy(ws->xg + i * d, j->x + row * d, d * sizeof(float));
-                ws->yg[i] = j->y[row];
-            }
             float *g = k == lane ? acc : ws->gtmp;
-            loss += fl_model_chunk_grad(ws, j->w, ws->xg, ws->yg, c, j->clip, g, NULL);
+            loss += fl_model_chunk_grad_rows(ws, j->w, j->x, j->y, j->idx + s, c, j->clip, g);
             if (k != lane)
                 fl_vadd(acc, g, P);
         }
@@ -264,7 +265,8 @@ static int check_cfg(const fl_model_spec *m, const fl_ws *ws, const float *w, co
     return DP_OK;
 }
 
-/* Poisson sample of rows 0..n-1 at rate q into idx (increasing); returns the count. */
+/* Poisson sample of rows 0..n-1 at rate q into idx (increasing); returns the count. Each row is
+ * included independently with probability q either way (file comment, step 1). */
 static size_t poisson_sample(fl_rng *r, size_t n, double q, size_t *idx)
 {
     if (q >= 1.0) {
@@ -272,8 +274,17 @@ static size_t poisson_sample(fl_rng *r, size_t n, double q, size_t *idx)
             idx[i] = i;
         return n;
     }
-    double lq = log1p(-q); /* < 0 */
     size_t cnt = 0;
+    if (q >= FL_SGD_BERNOULLI_Q) {
+        /* q 2^64 is an integer (q >= 1/4 has no bits below 2^-55), so P(u < t) = q exactly */
+        uint64_t t = (uint64_t)ldexp(q, 64);
+        for (size_t i = 0; i < n; i++) {
+            idx[cnt] = i;
+            cnt += fl_rng_next(r) < t;
+        }
+        return cnt;
+    }
+    double lq = log1p(-q); /* < 0 */
     double pos = -1.0;
     for (;;) {
         pos += floor(log(fl_rng_uniform_pos(r)) / lq) + 1.0;
@@ -297,9 +308,15 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
             goto oom;
     if (ws->noise == NULL && (ws->noise = dp_calloc(P, sizeof(float))) == NULL)
         goto oom;
-    idx = dp_calloc(n > 0 ? n : 1, sizeof *idx);
-    if (idx == NULL)
-        goto oom;
+    if (ws->idx_cap < n || ws->idx == NULL) {
+        size_t cap = n > 0 ? n : 1;
+        size_t *grown = dp_realloc(ws->idx, cap * sizeof *grown);
+        if (grown == NULL)
+            goto oom;
+        ws->idx = grown;
+        ws->idx_cap = cap;
+    }
+    idx = ws->idx;
 
     fl_rng sampler;
     fl_rng_seed(&sampler, sample_seed, DP_RNG_STREAM_FL_SGD_SAMPLING);
@@ -344,9 +361,7 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
     if (pooled)
         pool_stop(&pool, workers, T);
     *train_loss = rows_total > 0.0 ? loss_total / rows_total : DP_NAN;
-    dp_free(idx);
     return DP_OK;
 oom:
-    dp_free(idx);
     return dp_err_set(err, DP_ENOMEM, NULL, "out of memory for a training step");
 }

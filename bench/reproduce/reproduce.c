@@ -138,21 +138,43 @@ out:
     return rc;
 }
 
-/* z_k for every silo of f so that cfg's job spends target_eps at acct (fl_calibrate_noise). */
+/* z_k for every silo of f so that cfg's job spends target_eps at acct (fl_calibrate_noise_many;
+ * REPRO_CALIB_SINGLE=1: one fl_calibrate_noise call per silo, for comparison). */
 static int calibrate_all(const fl_job_cfg *cfg, const fl_federation *f, double target_eps,
                          const fl_accountant *acct, double *z)
 {
     dp_err e;
     dp_err_clear(&e);
-    for (size_t k = 0; k < f->n_silos; k++) {
-        double eps;
-        if (fl_calibrate_noise(cfg, f->silo[k].n_train, target_eps, acct, &z[k], &eps, &e) !=
-            DP_OK) {
-            fprintf(stderr, "reproduce: calibration of silo %zu: %s\n", k, e.msg);
-            return e.code;
+    const char *single = getenv("REPRO_CALIB_SINGLE");
+    if (single != NULL && strcmp(single, "1") == 0) {
+        for (size_t k = 0; k < f->n_silos; k++) {
+            double eps;
+            if (fl_calibrate_noise(cfg, f->silo[k].n_train, target_eps, acct, &z[k], &eps, &e) !=
+                DP_OK) {
+                fprintf(stderr, "reproduce: calibration of silo %zu: %s\n", k, e.msg);
+                return e.code;
+            }
         }
+        return DP_OK;
     }
-    return DP_OK;
+    size_t K = f->n_silos;
+    size_t *n = calloc(K, sizeof *n);
+    const fl_accountant **accts = calloc(K, sizeof *accts);
+    double *eps = calloc(K, sizeof *eps);
+    int rc = DP_ENOMEM;
+    if (n != NULL && accts != NULL && eps != NULL) {
+        for (size_t k = 0; k < K; k++) {
+            n[k] = f->silo[k].n_train;
+            accts[k] = acct;
+        }
+        rc = fl_calibrate_noise_many(cfg, K, n, target_eps, accts, z, eps, &e);
+        if (rc != DP_OK)
+            fprintf(stderr, "reproduce: calibration: %s\n", e.msg);
+    }
+    free(n);
+    free(accts);
+    free(eps);
+    return rc;
 }
 
 /* ============================================================== School */

@@ -179,23 +179,36 @@ static int plan_privacy(job_prepared *p, dp_err *err)
     bool dpf = strcmp(s->algorithm, "dp_fedavg") == 0;
     size_t K = p->fed.n_silos;
     for (size_t k = 0; k < K; k++) {
-        job_silo_plan *sp = &p->silo[k];
-        sp->planned_eps = DP_NAN;
-        if (s->privacy == JOB_PRIVACY_NONE)
-            continue;
-        size_t n_k = p->fed.silo[k].n_train;
-        if (s->privacy == JOB_PRIVACY_TARGET) {
-            double z = 0, eps = 0;
-            int rc = fl_calibrate_noise(&p->cfg, n_k, s->target_epsilon, &sp->acct, &z, &eps, err);
-            if (rc != DP_OK)
-                return rc;
-            if (dpf) /* one event for every silo: the smallest delta's calibration covers all */
-                p->cfg.server_noise = z > p->cfg.server_noise ? z : p->cfg.server_noise;
-            else
-                p->z[k] = z;
-        } else if (!dpf) {
+        p->silo[k].planned_eps = DP_NAN;
+        if (s->privacy == JOB_PRIVACY_NOISE && !dpf)
             p->z[k] = s->noise_multiplier;
+    }
+    if (s->privacy == JOB_PRIVACY_TARGET && K > 0) {
+        /* all silos at once: equal sizes and accountants share one calibration */
+        size_t *n = dp_calloc(K, sizeof *n);
+        const fl_accountant **acct = dp_calloc(K, sizeof *acct);
+        double *z = dp_calloc(K, sizeof *z), *eps = dp_calloc(K, sizeof *eps);
+        int rc = DP_OK;
+        if (n == NULL || acct == NULL || z == NULL || eps == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        for (size_t k = 0; rc == DP_OK && k < K; k++) {
+            n[k] = p->fed.silo[k].n_train;
+            acct[k] = &p->silo[k].acct;
         }
+        if (rc == DP_OK)
+            rc = fl_calibrate_noise_many(&p->cfg, K, n, s->target_epsilon, acct, z, eps, err);
+        for (size_t k = 0; rc == DP_OK && k < K; k++) {
+            if (dpf) /* one event for every silo: the smallest delta's calibration covers all */
+                p->cfg.server_noise = z[k] > p->cfg.server_noise ? z[k] : p->cfg.server_noise;
+            else
+                p->z[k] = z[k];
+        }
+        dp_free(n);
+        dp_free(acct);
+        dp_free(z);
+        dp_free(eps);
+        if (rc != DP_OK)
+            return rc;
     }
     for (size_t k = 0; k < K; k++) {
         job_silo_plan *sp = &p->silo[k];

@@ -16,6 +16,7 @@
 #include <gsl/gsl_multifit.h>
 #include <gsl/gsl_randist.h>
 
+#include "accounting/calibrate.h"
 #include "accounting/logmath.h"
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
@@ -631,6 +632,125 @@ static void calibrated_noise_meets_the_target_within_one_percent(void **state)
     assert_string_equal(err.field, "delta");
 }
 
+/* The slow reference: plain bisection (acct_calibrate) on fl_plan_epsilon over the whole grid. */
+typedef struct ref_ctx {
+    uint64_t rounds;
+    const fl_accountant *acct;
+} ref_ctx;
+
+static int ref_eps(const acct_event *ev, void *ctx, double *eps, dp_err *err)
+{
+    const ref_ctx *c = ctx;
+    return fl_plan_epsilon(ev, c->rounds, c->acct, eps, err);
+}
+
+/* The reference's minimal z for silo size n_k (the bisection's meeting end, to 1e-9). */
+static double ref_calibrate(const fl_job_cfg *c, size_t n_k, double target,
+                            const fl_accountant *acct)
+{
+    fl_job_cfg open = *c;
+    double zs[1] = {1.0};
+    open.noise_multiplier = zs;
+    fl_silo_plan p;
+    acct_event *ev = NULL;
+    dp_err err = {0};
+    assert_int_equal(fl_plan_silo(&open, 0, n_k, &p, &ev, &err), DP_OK);
+    /* open the noise multiplier: the Gaussian leaf under poisson (record level or dp_fedavg) */
+    acct_event *leaf = ev->type == ACCT_EV_SELF_COMPOSED ? ev->child->child : ev->child;
+    leaf->noise_multiplier = DP_NAN;
+    ref_ctx rc = {c->rounds, acct};
+    acct_calib_result r;
+    assert_int_equal(acct_calibrate(ev, target, ref_eps, &rc, &r, &err), DP_OK);
+    acct_event_free(ev);
+    return r.value;
+}
+
+/* fl_plan_epsilon over the whole grid of silo n_k's job at noise z. */
+static double plan_eps_at(const fl_job_cfg *c, size_t n_k, double z, const fl_accountant *acct)
+{
+    fl_job_cfg cz = *c;
+    double zs[1] = {z};
+    cz.noise_multiplier = cz.noise_multiplier != NULL ? zs : NULL;
+    cz.server_noise = z;
+    fl_silo_plan p;
+    acct_event *ev = NULL;
+    dp_err err = {0};
+    assert_int_equal(fl_plan_silo(&cz, 0, n_k, &p, &ev, &err), DP_OK);
+    double e;
+    assert_int_equal(fl_plan_epsilon(ev, cz.rounds, acct, &e, &err), DP_OK);
+    acct_event_free(ev);
+    return e;
+}
+
+/* Random jobs (silo sizes with repeats, batch, rounds, epsilon, delta, conversion, a custom grid or
+ * the default one, record level or dp_fedavg): the batch and the single calibration both return a
+ * z whose whole-grid fl_plan_epsilon meets the target, with *eps between it and the target, that
+ * is the reference bisection's minimal z to 1e-6 (the issue asks for 1%), and below which (by 1e-6)
+ * the target is missed. */
+static void batch_calibration_is_certified_on_the_whole_grid_and_minimal(void **state)
+{
+    (void)state;
+    static const double custom[] = {1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 16, 20, 32, 64};
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 20261127);
+    for (int cs = 0; cs < 24; cs++) {
+        bool dpf = cs % 6 == 5;
+        fl_job_cfg c = private_cfg(dpf ? "dp_fedavg" : (cs % 2 ? "mrmtl" : "ditto"));
+        c.batch_size = 1 + gsl_rng_uniform_int(r, 64);
+        c.rounds = 1 + gsl_rng_uniform_int(r, 300);
+        c.local_epochs = 1 + gsl_rng_uniform_int(r, 2);
+        c.client_rate = 0.05 + 0.9 * gsl_rng_uniform(r);
+        double target = exp(log(0.3) + gsl_rng_uniform(r) * log(20.0 / 0.3));
+        fl_accountant acct[2] = {
+            {pow(10.0, -2.0 - 6.0 * gsl_rng_uniform(r)), ACCT_CONV_OPTIMAL, NULL, 0},
+            {pow(10.0, -2.0 - 6.0 * gsl_rng_uniform(r)),
+             cs % 3 == 0 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020, cs % 4 == 1 ? custom : NULL,
+             cs % 4 == 1 ? sizeof custom / sizeof custom[0] : 0}};
+        enum { KS = 6 };
+        size_t n[KS];
+        const fl_accountant *ap[KS];
+        for (size_t k = 0; k < KS; k++) {
+            n[k] = k == 3 ? n[1] : 1 + gsl_rng_uniform_int(r, 3000); /* silo 3 repeats silo 1 */
+            ap[k] = &acct[k % 2 == 0 ? 0 : 1];
+        }
+        double z[KS], eps[KS];
+        dp_err err = {0};
+        int rc = fl_calibrate_noise_many(&c, KS, n, target, ap, z, eps, &err);
+        assert_int_equal(rc, DP_OK);
+        for (size_t k = 0; k < KS; k++) {
+            double zr = ref_calibrate(&c, n[k], target, ap[k]);
+            double z1, e1;
+            assert_int_equal(fl_calibrate_noise(&c, n[k], target, ap[k], &z1, &e1, &err), DP_OK);
+            double zz[2] = {z[k], z1}, ee[2] = {eps[k], e1};
+            for (int v = 0; v < 2; v++) {
+                double full = plan_eps_at(&c, n[k], zz[v], ap[k]);
+                if (!(full <= target && full <= ee[v] && ee[v] <= target))
+                    fail_msg("case %d silo %zu: z %.12g eps %.12g full %.12g target %.12g", cs, k,
+                             zz[v], ee[v], full, target);
+                if (!(fabs(zz[v] / zr - 1.0) <= 1e-6))
+                    fail_msg("case %d silo %zu: z %.12g, reference %.12g", cs, k, zz[v], zr);
+                if (zz[v] * (1 - 1e-6) >= ACCT_CALIB_SIGMA_MIN)
+                    assert_true(plan_eps_at(&c, n[k], zz[v] * (1 - 1e-6), ap[k]) > target);
+            }
+        }
+        assert_true(z[3] == z[1] || ap[3] != ap[1]);
+    }
+    gsl_rng_free(r);
+    /* an impossible target is refused by both */
+    fl_job_cfg c = private_cfg("mrmtl");
+    const fl_accountant a = {1e-8, ACCT_CONV_OPTIMAL, NULL, 0};
+    const fl_accountant *ap[2] = {&a, &a};
+    size_t n[2] = {500, 900};
+    double z[2], eps[2];
+    dp_err err = {0};
+    assert_int_equal(fl_calibrate_noise_many(&c, 2, n, 1e-4, ap, z, eps, &err), DP_ENUMERIC);
+    dp_err_clear(&err);
+    assert_int_equal(fl_calibrate_noise(&c, 900, 1e-4, &a, z, eps, &err), DP_ENUMERIC);
+    dp_err_clear(&err);
+    assert_int_equal(fl_calibrate_noise_many(&c, 2, n, -1, ap, z, eps, &err), DP_EINVAL);
+    assert_string_equal(err.field, "epsilon");
+}
+
 /* ---- DP-FedAvg ---- */
 
 /* A federation whose rows are all zero: every local update is exactly zero. */
@@ -1033,6 +1153,7 @@ int main(void)
         cmocka_unit_test(aggregate_metrics_pool_the_silos_rows),
         cmocka_unit_test(the_plan_counts_the_trainers_steps_and_ditto_doubles_them),
         cmocka_unit_test(calibrated_noise_meets_the_target_within_one_percent),
+        cmocka_unit_test(batch_calibration_is_certified_on_the_whole_grid_and_minimal),
         cmocka_unit_test(dp_fedavg_adds_noise_of_std_z_s_over_q_k),
         cmocka_unit_test(dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate),
         cmocka_unit_test(the_trainer_runs_exactly_the_steps_the_plan_charges),

@@ -22,6 +22,7 @@
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
 #include "federated/fl_model.h"
+#include "federated/fl_model_internal.h"
 
 /* ---- test data ---- */
 
@@ -230,6 +231,54 @@ static void gradient_over_chunks_matches_one_chunk(void **state)
     free(w);
     free(g1);
     free(g2);
+}
+
+/* The training step reads its batch rows in place (fl_model_chunk_grad_rows): for every model and
+ * with or without clipping, the same bits as gathering the rows and calling fl_model_chunk_grad,
+ * and (clip large) the plain gradient of those rows. Rows repeat and come in any order. */
+static void gradient_of_indexed_rows_equals_the_gathered_chunk(void **state)
+{
+    (void)state;
+    for (int t = FL_MODEL_LINEAR; t <= FL_MODEL_MLP; t++) {
+        fl_model_spec m = spec_of((fl_model_type)t);
+        m.d_in = 11; /* not a multiple of the kernels' blocks */
+        size_t n = 40, p = fl_model_n_params(&m), b = 17;
+        float *x = calloc(n * m.d_in, sizeof *x), *y = calloc(n, sizeof *y),
+              *w = calloc(p, sizeof *w), *g1 = calloc(p, sizeof *g1), *g2 = calloc(p, sizeof *g2),
+              *g3 = calloc(p, sizeof *g3), *xg = calloc(b * m.d_in, sizeof *xg);
+        float yg[17];
+        size_t idx[17];
+        assert_true(x && y && w && g1 && g2 && g3 && xg);
+        make_problem(&m, n, 900 + (uint64_t)t, x, y, w);
+        for (size_t i = 0; i < b; i++) {
+            idx[i] = (i * 7 + 3) % n;
+            if (i == 5)
+                idx[i] = idx[2]; /* a repeated row */
+            memcpy(xg + i * m.d_in, x + idx[i] * m.d_in, m.d_in * sizeof *x);
+            yg[i] = y[idx[i]];
+        }
+        fl_ws *ws = fl_ws_alloc(&m, 32, NULL);
+        assert_non_null(ws);
+        for (int clipped = 0; clipped < 3; clipped++) {
+            double clip = clipped == 0 ? 0.0 : clipped == 1 ? 0.3 : 1e30;
+            double l1 = fl_model_chunk_grad_rows(ws, w, x, y, idx, b, clip, g1);
+            double l2 = fl_model_chunk_grad(ws, w, xg, yg, b, clip, g2, NULL);
+            assert_memory_equal(g1, g2, p * sizeof *g1);
+            assert_true(l1 == l2);
+            if (clipped != 1) { /* no row clipped: the plain sum */
+                fl_model_grad_sum(&m, w, xg, yg, b, ws, g3);
+                assert_memory_equal(g1, g3, p * sizeof *g1);
+            }
+        }
+        fl_ws_free(ws);
+        free(x);
+        free(y);
+        free(w);
+        free(g1);
+        free(g2);
+        free(g3);
+        free(xg);
+    }
 }
 
 /* ---- ghost clipping ---- */
@@ -627,6 +676,7 @@ int main(void)
         cmocka_unit_test(softmax_gradient_matches_finite_differences),
         cmocka_unit_test(mlp_gradient_matches_finite_differences),
         cmocka_unit_test(gradient_over_chunks_matches_one_chunk),
+        cmocka_unit_test(gradient_of_indexed_rows_equals_the_gathered_chunk),
         cmocka_unit_test(clipped_sum_matches_materialised_per_example_gradients),
         cmocka_unit_test(clip_zero_is_the_plain_sum),
         cmocka_unit_test(clipping_by_hand_with_a_zero_gradient),

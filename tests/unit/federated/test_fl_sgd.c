@@ -183,6 +183,64 @@ static void poisson_batch_size_has_mean_qn_and_variance_qn_1_minus_q(void **stat
     free(y);
 }
 
+/* LINEAR on one-hot rows x_i = e_i, y = -1, from w = 0 with lr = 1, expected_batch = 1: one step
+ * sets w_j = -1 exactly when row j was drawn. Below and above FL_SGD_BERNOULLI_Q (geometric
+ * skipping, one draw per row) every row joins with probability q, pairs of rows (adjacent and far)
+ * together with probability q^2, and the batch size has mean q n and variance q (1 - q) n. */
+static void every_row_joins_independently_with_probability_q(void **state)
+{
+    (void)state;
+    enum { N = 40 };
+    fl_model_spec m = linear_spec(FL_MODEL_LINEAR, N);
+    float *x = calloc(N * N, sizeof *x), y[N];
+    assert_non_null(x);
+    for (size_t i = 0; i < N; i++) {
+        x[i * N + i] = 1.0f;
+        y[i] = -1.0f;
+    }
+    fl_ws *ws = fl_ws_alloc(&m, 64, NULL);
+    assert_non_null(ws);
+    const double qs[3] = {0.07, 0.25, 0.6};
+    const size_t runs = 4000;
+    for (int qi = 0; qi < 3; qi++) {
+        double q = qs[qi];
+        fl_sgd_cfg c = {.lr = 1.0, .steps = 1, .q = q, .expected_batch = 1.0};
+        double hits[N] = {0}, adj = 0, far = 0, s = 0, s2 = 0;
+        for (size_t r = 0; r < runs; r++) {
+            float w[N + 1] = {0};
+            double loss;
+            assert_int_equal(fl_sgd_run(&m, w, x, y, N, &c, 77 + r, 0, ws, &loss, NULL), DP_OK);
+            double k = 0;
+            for (size_t j = 0; j < N; j++) {
+                assert_true(w[j] == 0.0f || w[j] == -1.0f);
+                hits[j] += w[j] < 0;
+                k += w[j] < 0;
+                if (j + 1 < N)
+                    adj += w[j] < 0 && w[j + 1] < 0;
+                if (j < N / 2)
+                    far += w[j] < 0 && w[j + N / 2] < 0;
+            }
+            assert_true(-(double)w[N] == k); /* the bias counts the batch */
+            s += k;
+            s2 += k * k;
+        }
+        double sd = sqrt(q * (1 - q) / (double)runs);
+        for (size_t j = 0; j < N; j++)
+            if (!(fabs(hits[j] / (double)runs - q) < 5.0 * sd))
+                fail_msg("q %g: row %zu joined %g of the time", q, j, hits[j] / (double)runs);
+        double pa = adj / ((double)runs * (N - 1)), pf = far / ((double)runs * (N / 2));
+        double sd2 = sqrt(q * q * (1 - q * q) / ((double)runs * (N / 2)));
+        assert_true(fabs(pa - q * q) < 10.0 * sd2);
+        assert_true(fabs(pf - q * q) < 10.0 * sd2);
+        double mean = s / (double)runs, var = s2 / (double)runs - mean * mean;
+        double mu = q * N, v = q * (1 - q) * N;
+        assert_true(fabs(mean - mu) < 5.0 * sqrt(v / (double)runs));
+        assert_true(fabs(var - v) < 5.0 * v * sqrt(2.0 / (double)runs));
+    }
+    fl_ws_free(ws);
+    free(x);
+}
+
 /* q = 1, clip huge, no noise, no prox: w <- w - lr * (grad_sum / n) with the same float ops. */
 static void full_batch_without_privacy_is_exactly_gradient_descent(void **state)
 {
@@ -384,6 +442,7 @@ int main(void)
         cmocka_unit_test(same_seeds_give_the_same_bits_and_each_seed_matters),
         cmocka_unit_test(threads_do_not_change_the_bits),
         cmocka_unit_test(poisson_batch_size_has_mean_qn_and_variance_qn_1_minus_q),
+        cmocka_unit_test(every_row_joins_independently_with_probability_q),
         cmocka_unit_test(full_batch_without_privacy_is_exactly_gradient_descent),
         cmocka_unit_test(prox_term_is_exact_and_never_clipped),
         cmocka_unit_test(noise_has_std_noise_multiplier_times_clip),
