@@ -183,5 +183,26 @@ poll_status "$JU" succeeded 120 || fail "job $JU did not succeed"
 curl -s -H "Authorization: Bearer $ADMIN" "$URL/v1/jobs/$JU/model" | jq -c .params >"$T/straight.json"
 check "the resumed job ends bit-identically" cmp -s "$T/resumed.json" "$T/straight.json"
 check "the models are not empty" test "$(jq length "$T/straight.json")" = 3
-stop_daemon
+
+# ---- SIGTERM mid-run: the job ends its round and is requeued (resume) or interrupted, never left
+# running; a job that asked not to resume is interrupted
+expect_status 202 POST /v1/jobs "$LONG"
+JT=$(printf '%s' "$BODY" | jq -r .id)
+NORES=$(printf '%s' "$LONG" | jq -c '.resume = false | .rounds = 100000')
+poll_status "$JT" running 30 || fail "job $JT did not start"
+check "the daemon stops cleanly with a job running" stop_daemon
+check "the stopped job is queued again" test "$(sqlite3 "$T/db" "SELECT status FROM jobs WHERE id = $JT")" = queued
+start_daemon --threads 2 || exit 1
+poll_status "$JT" succeeded 120 || fail "job $JT did not finish after the restart"
+curl -s -H "Authorization: Bearer $ADMIN" "$URL/v1/jobs/$JT/model" | jq -c .params >"$T/termed.json"
+check "a job stopped by SIGTERM also ends bit-identically" cmp -s "$T/termed.json" "$T/straight.json"
+expect_status 202 POST /v1/jobs "$NORES"
+JN=$(printf '%s' "$BODY" | jq -r .id)
+poll_status "$JN" running 30 || fail "job $JN did not start"
+check "the daemon stops cleanly again" stop_daemon
+check "a job that asked not to resume is interrupted" test "$(sqlite3 "$T/db" "SELECT status FROM jobs WHERE id = $JN")" = interrupted
+check "no job is left running" test "$(sqlite3 "$T/db" "SELECT count(*) FROM jobs WHERE status = 'running'")" = 0
+start_daemon --threads 2 || exit 1
+expect_status 200 GET "/v1/jobs/$JN"
+expect_json .status interrupted
 finish
