@@ -3,6 +3,8 @@
  */
 #include "service/db/bind.h"
 
+#include "common/dp_err.h"
+
 #include "common/dp_log.h"
 
 store_binder store_bind_begin(sqlite3_stmt *st)
@@ -57,4 +59,27 @@ void store_bind_i64_or_null(store_binder *b, const char *name, bool present, int
 int store_bind_step(store_binder *b)
 {
     return b->rc != SQLITE_OK ? b->rc : sqlite3_step(b->st);
+}
+
+int store_bind_page(store_binder *b, size_t page, int (*row)(sqlite3_stmt *st, void *arg),
+                    void *arg, bool *more, int *sqlite_rc)
+{
+    *more = false;
+    *sqlite_rc = SQLITE_OK;
+    size_t n = 0;
+    int s = store_bind_step(b);
+    while (s == SQLITE_ROW) {
+        if (n == page) {
+            *more = true;
+            return DP_OK;
+        }
+        if (row(b->st, arg) != 0)
+            return DP_ENOMEM;
+        n++;
+        s = sqlite3_step(b->st);
+    }
+    if (s == SQLITE_DONE)
+        return DP_OK;
+    *sqlite_rc = s;
+    return DP_EINTERNAL;
 }

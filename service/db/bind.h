@@ -23,6 +23,7 @@
 #define DP_SERVICE_DB_BIND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <sqlite3.h>
@@ -45,5 +46,12 @@ void store_bind_i64_or_null(store_binder *b, const char *name, bool present, int
 /* The first bind failure, or else the result of sqlite3_step (SQLITE_ROW, SQLITE_DONE or an
  * error). May be called again to step to the next row (the binds are not repeated). */
 int store_bind_step(store_binder *b);
+
+/* One page of a list whose statement asks for LIMIT page + 1 rows: steps through at most `page`
+ * rows, calling row(st, arg) on each, and sets *more when another row follows. Returns DP_OK;
+ * DP_ENOMEM when row returned nonzero (a copy that failed); or DP_EINTERNAL with *sqlite_rc the
+ * failing bind's or step's code (for store_err). */
+int store_bind_page(store_binder *b, size_t page, int (*row)(sqlite3_stmt *st, void *arg),
+                    void *arg, bool *more, int *sqlite_rc);
 
 #endif

@@ -188,6 +188,20 @@ int datasets_get(store_conn *c, int64_t id, const dataset_viewer *who, dataset_r
     return rc;
 }
 
+typedef struct row_page {
+    dataset_row *out;
+    size_t n;
+} row_page;
+
+static int page_row(sqlite3_stmt *st, void *arg)
+{
+    row_page *p = arg;
+    if (read_row(st, &p->out[p->n]) != 0)
+        return -1;
+    p->n++;
+    return 0;
+}
+
 int datasets_list(store_conn *c, const dataset_viewer *who, int64_t after, size_t limit,
                   dataset_row *out, size_t *n, bool *more, const char *req_id, dp_err *err)
 {
@@ -202,28 +216,18 @@ int datasets_list(store_conn *c, const dataset_viewer *who, int64_t after, size_
     store_bind_i64(&b, ":after", after);
     store_bind_i64(&b, ":lim", (int64_t)limit + 1);
     bind_viewer(&b, who);
-    int s = store_bind_step(&b);
-    int rc = DP_OK;
-    while (s == SQLITE_ROW) {
-        if (*n == limit) {
-            *more = true;
-            break;
-        }
-        if (read_row(st, &out[*n]) != 0) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            break;
-        }
-        (*n)++;
-        s = sqlite3_step(st);
-    }
-    if (rc == DP_OK && s != SQLITE_ROW && s != SQLITE_DONE)
-        rc = store_err(c, s, "list data sets", req_id, err);
+    row_page pg = {out, 0};
+    int src = SQLITE_OK;
+    int rc = store_bind_page(&b, limit, page_row, &pg, more, &src);
+    if (rc == DP_ENOMEM)
+        dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    else if (rc != DP_OK)
+        rc = store_err(c, src, "list data sets", req_id, err);
     store_stmt_done(st);
-    if (rc != DP_OK) {
-        for (size_t i = 0; i < *n; i++)
+    if (rc != DP_OK)
+        for (size_t i = 0; i < pg.n; i++)
             dataset_row_clear(&out[i]);
-        *n = 0;
-    }
+    *n = rc == DP_OK ? pg.n : 0;
     return rc;
 }
 

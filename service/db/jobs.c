@@ -419,6 +419,31 @@ int jobs_get(store_conn *c, int64_t id, const job_viewer *who, job_row *out, boo
     return rc;
 }
 
+typedef struct row_page {
+    job_row *out;
+    size_t n;
+} row_page;
+
+static int page_row(sqlite3_stmt *st, void *arg)
+{
+    row_page *p = arg;
+    if (read_row(st, &p->out[p->n]) != 0)
+        return -1;
+    p->n++;
+    return 0;
+}
+
+/* The outcome of store_bind_page as a dp code with err set. */
+static int page_outcome(store_conn *c, int rc, int src, const char *what, const char *req_id,
+                        dp_err *err)
+{
+    if (rc == DP_ENOMEM)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    if (rc != DP_OK)
+        return store_err(c, src, what, req_id, err);
+    return DP_OK;
+}
+
 int jobs_list(store_conn *c, const job_viewer *who, int status, int64_t after, size_t limit,
               job_row *out, size_t *n, bool *more, const char *req_id, dp_err *err)
 {
@@ -435,28 +460,15 @@ int jobs_list(store_conn *c, const job_viewer *who, int status, int64_t after, s
     store_bind_text(&b, ":status", status >= 0 ? job_status_name((job_status)status) : NULL);
     store_bind_i64(&b, ":lim", (int64_t)limit + 1);
     bind_viewer(&b, who);
-    int s = store_bind_step(&b);
-    int rc = DP_OK;
-    while (s == SQLITE_ROW) {
-        if (*n == limit) {
-            *more = true;
-            break;
-        }
-        if (read_row(st, &out[*n]) != 0) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            break;
-        }
-        (*n)++;
-        s = sqlite3_step(st);
-    }
-    if (rc == DP_OK && s != SQLITE_ROW && s != SQLITE_DONE)
-        rc = store_err(c, s, "list jobs", req_id, err);
+    row_page pg = {out, 0};
+    int src = SQLITE_OK;
+    int rc = store_bind_page(&b, limit, page_row, &pg, more, &src);
+    rc = page_outcome(c, rc, src, "list jobs", req_id, err);
     store_stmt_done(st);
-    if (rc != DP_OK) {
-        for (size_t i = 0; i < *n; i++)
+    if (rc != DP_OK)
+        for (size_t i = 0; i < pg.n; i++)
             job_row_clear(&out[i]);
-        *n = 0;
-    }
+    *n = rc == DP_OK ? pg.n : 0;
     return rc;
 }
 
@@ -484,40 +496,59 @@ int jobs_binding_name(store_conn *c, int64_t id, int64_t silo_id, char *name, si
     return rc;
 }
 
-int jobs_rounds_list(store_conn *c, int64_t id, int64_t after, size_t limit,
-                     int (*fn)(void *arg, int64_t round, double wall_ms, const char *metrics),
-                     void *arg, bool *more, const char *req_id, dp_err *err)
+/* A page of a job's rows after `after` (sql binds :id, :after, :lim). */
+static int list_after(store_conn *c, const char *sql, int64_t id, int64_t after, size_t limit,
+                      int (*row)(sqlite3_stmt *st, void *arg), void *arg, bool *more,
+                      const char *what, const char *req_id, dp_err *err)
 {
-    static const char SQL[] = "SELECT round, wall_ms, metrics FROM job_rounds WHERE job_id = :id "
-                              "AND round > :after ORDER BY round LIMIT :lim";
     *more = false;
-    sqlite3_stmt *st = store_conn_prepare(c, SQL, err);
+    sqlite3_stmt *st = store_conn_prepare(c, sql, err);
     if (st == NULL)
         return err->code;
     store_binder b = store_bind_begin(st);
     store_bind_i64(&b, ":id", id);
     store_bind_i64(&b, ":after", after);
     store_bind_i64(&b, ":lim", (int64_t)limit + 1);
-    int s = store_bind_step(&b);
-    int rc = DP_OK;
-    size_t n = 0;
-    while (s == SQLITE_ROW) {
-        if (n == limit) {
-            *more = true;
-            break;
-        }
-        if (fn(arg, sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
-               (const char *)sqlite3_column_text(st, 2)) != 0) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            break;
-        }
-        n++;
-        s = sqlite3_step(st);
-    }
-    if (rc == DP_OK && s != SQLITE_ROW && s != SQLITE_DONE)
-        rc = store_err(c, s, "list job rounds", req_id, err);
+    int src = SQLITE_OK;
+    int rc = store_bind_page(&b, limit, row, arg, more, &src);
+    rc = page_outcome(c, rc, src, what, req_id, err);
     store_stmt_done(st);
     return rc;
+}
+
+typedef struct round_cb {
+    int (*fn)(void *arg, int64_t round, double wall_ms, const char *metrics);
+    void *arg;
+} round_cb;
+
+static int round_row(sqlite3_stmt *st, void *arg)
+{
+    round_cb *r = arg;
+    return r->fn(r->arg, sqlite3_column_int64(st, 0), sqlite3_column_double(st, 1),
+                 (const char *)sqlite3_column_text(st, 2));
+}
+
+int jobs_rounds_list(store_conn *c, int64_t id, int64_t after, size_t limit,
+                     int (*fn)(void *arg, int64_t round, double wall_ms, const char *metrics),
+                     void *arg, bool *more, const char *req_id, dp_err *err)
+{
+    static const char SQL[] = "SELECT round, wall_ms, metrics FROM job_rounds WHERE job_id = :id "
+                              "AND round > :after ORDER BY round LIMIT :lim";
+    return list_after(c, SQL, id, after, limit, round_row, &(round_cb){fn, arg}, more,
+                      "list job rounds", req_id, err);
+}
+
+typedef struct event_cb {
+    int (*fn)(void *arg, int64_t event_id, int64_t at_ms, const char *type, const char *data);
+    void *arg;
+} event_cb;
+
+static int event_row(sqlite3_stmt *st, void *arg)
+{
+    event_cb *e = arg;
+    return e->fn(e->arg, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                 (const char *)sqlite3_column_text(st, 2),
+                 (const char *)sqlite3_column_text(st, 3));
 }
 
 int jobs_events_list(store_conn *c, int64_t id, int64_t after, size_t limit,
@@ -527,35 +558,8 @@ int jobs_events_list(store_conn *c, int64_t id, int64_t after, size_t limit,
 {
     static const char SQL[] = "SELECT id, created_at_ms, type, data FROM job_events WHERE job_id "
                               "= :id AND id > :after ORDER BY id LIMIT :lim";
-    *more = false;
-    sqlite3_stmt *st = store_conn_prepare(c, SQL, err);
-    if (st == NULL)
-        return err->code;
-    store_binder b = store_bind_begin(st);
-    store_bind_i64(&b, ":id", id);
-    store_bind_i64(&b, ":after", after);
-    store_bind_i64(&b, ":lim", (int64_t)limit + 1);
-    int s = store_bind_step(&b);
-    int rc = DP_OK;
-    size_t n = 0;
-    while (s == SQLITE_ROW) {
-        if (n == limit) {
-            *more = true;
-            break;
-        }
-        if (fn(arg, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-               (const char *)sqlite3_column_text(st, 2),
-               (const char *)sqlite3_column_text(st, 3)) != 0) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            break;
-        }
-        n++;
-        s = sqlite3_step(st);
-    }
-    if (rc == DP_OK && s != SQLITE_ROW && s != SQLITE_DONE)
-        rc = store_err(c, s, "list job events", req_id, err);
-    store_stmt_done(st);
-    return rc;
+    return list_after(c, SQL, id, after, limit, event_row, &(event_cb){fn, arg}, more,
+                      "list job events", req_id, err);
 }
 
 int jobs_checkpoint_read(store_conn *c, int64_t id, uint8_t **buf, size_t *len, int64_t *round,

@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 
 #include "service/ledger/ledger.h"
+#include "common/dp_math.h"
 #include "tests/support/service_util.h"
 
 typedef struct ledger_fixture {
@@ -33,6 +34,35 @@ static inline int ledger_fixture_open(ledger_fixture *fx)
     dp_err_clear(&e);
     fx->l = ledger_open(fx->r.path, &e);
     return fx->l == NULL ? -1 : 0;
+}
+
+/* A silo made through the ledger (an (epsilon, delta) budget, RDP, BALLE2020) and its first token:
+ * the ids a test needs for the access rules. 0, or -1 on failure. */
+typedef struct ledger_fixture_silo {
+    int64_t silo_id;
+    int64_t token_id;
+    char token[LEDGER_TOKEN_BUF];
+} ledger_fixture_silo;
+
+static inline int ledger_fixture_make_silo(ledger_fixture *fx, const char *name, double epsilon,
+                                           double delta, ledger_fixture_silo *out)
+{
+    ledger_budget b = {.kind = LEDGER_BUDGET_EPS_DELTA,
+                       .accountant = LEDGER_ACCT_RDP,
+                       .conversion = ACCT_CONV_BALLE2020,
+                       .epsilon = epsilon,
+                       .delta = delta,
+                       .rho = DP_NAN};
+    ledger_silo_view v;
+    ledger_principal p;
+    dp_err e;
+    dp_err_clear(&e);
+    if (ledger_silo_create(fx->l, name, &b, &v, out->token, &e) != DP_OK ||
+        ledger_token_lookup(fx->conn, out->token, &p, &e) != DP_OK)
+        return -1;
+    out->silo_id = v.id;
+    out->token_id = p.token_id;
+    return 0;
 }
 
 /* Frees the ledger, then what route_fixture_open acquired (the directory goes with its files). */

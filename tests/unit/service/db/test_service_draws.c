@@ -20,11 +20,7 @@
 #include "service/db/writer.h"
 #include "tests/support/ledger_fixture.h"
 
-typedef struct silo_tok {
-    int64_t silo_id;
-    int64_t token_id;
-    char token[LEDGER_TOKEN_BUF];
-} silo_tok;
+typedef ledger_fixture_silo silo_tok;
 
 static int setup(void **state)
 {
@@ -46,21 +42,8 @@ static int teardown(void **state)
 /* A silo with its first token. */
 static silo_tok make_silo(ledger_fixture *fx, const char *name)
 {
-    ledger_budget b = {.kind = LEDGER_BUDGET_EPS_DELTA,
-                       .accountant = LEDGER_ACCT_RDP,
-                       .conversion = ACCT_CONV_BALLE2020,
-                       .epsilon = 2.385,
-                       .delta = 1e-6,
-                       .rho = DP_NAN};
     silo_tok s;
-    ledger_silo_view v;
-    ledger_principal p;
-    dp_err e;
-    dp_err_clear(&e);
-    assert_int_equal(ledger_silo_create(fx->l, name, &b, &v, s.token, &e), DP_OK);
-    assert_int_equal(ledger_token_lookup(fx->conn, s.token, &p, &e), DP_OK);
-    s.silo_id = v.id;
-    s.token_id = p.token_id;
+    assert_int_equal(ledger_fixture_make_silo(fx, name, 2.385, 1e-6, &s), 0);
     return s;
 }
 
