@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "common/dp_rng.h"
+#include "federated/fl_data.h"
 #include "federated/fl_model.h"
 
 #define N_ROWS 60000
@@ -167,6 +168,83 @@ out:
     return rc;
 }
 
+/* Test accuracy after one epoch on the real Fashion-MNIST (Debian's dataset-fashion-mnist; skipped
+ * when absent), at the anchor's settings (bench/training/torch_anchor.py): pixels / 255, lr 0.1,
+ * batch mean; one epoch = 60000 / B steps of Poisson sampling at q = B / 60000; DP-SGD with clip 1
+ * and noise multiplier 1.0 (the anchor's Opacus settings). Prints a text line and a table.py row
+ * per model and mode. */
+#define FMNIST "/usr/share/datasets/fashion-mnist/"
+
+static void accuracy_pass(void)
+{
+    fl_dataset tr = {0}, te = {0};
+    dp_err e;
+    dp_err_clear(&e);
+    if (fl_idx_load(FMNIST "train-images-idx3-ubyte.gz", FMNIST "train-labels-idx1-ubyte.gz", 0,
+                    &tr, &e) != DP_OK ||
+        fl_idx_load(FMNIST "t10k-images-idx3-ubyte.gz", FMNIST "t10k-labels-idx1-ubyte.gz", 0, &te,
+                    &e) != DP_OK) {
+        printf("accuracy after one epoch: skipped (Fashion-MNIST not readable: %s)\n", e.msg);
+        fl_dataset_free(&tr);
+        fl_dataset_free(&te);
+        return;
+    }
+    const struct {
+        const char *json;
+        fl_model_spec spec;
+        size_t batch;
+    } cases[] = {
+        {"logistic", {.type = FL_MODEL_SOFTMAX, .d_in = 784, .n_classes = 10}, 256},
+        {"mlp-784-50-10",
+         {.type = FL_MODEL_MLP, .d_in = 784, .n_classes = 10, .n_hidden = 1, .hidden = {50}},
+         64},
+        {"mlp-784-256-10",
+         {.type = FL_MODEL_MLP, .d_in = 784, .n_classes = 10, .n_hidden = 1, .hidden = {256}},
+         256},
+    };
+    printf("accuracy after one epoch on Fashion-MNIST (lr 0.1, Poisson q = B / %zu, DP: clip 1, "
+           "noise 1.0):\n",
+           tr.n);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        for (int dp = 1; dp >= 0; dp--) {
+            size_t P = fl_model_n_params(&cases[k].spec);
+            float *w = calloc(P, sizeof *w);
+            fl_ws *ws = fl_ws_alloc(&cases[k].spec, cases[k].batch, &e);
+            if (w == NULL || ws == NULL) {
+                free(w);
+                fl_ws_free(ws);
+                return;
+            }
+            fl_model_init(&cases[k].spec, 1, w);
+            fl_sgd_cfg c = {.lr = 0.1,
+                            .steps = tr.n / cases[k].batch,
+                            .q = (double)cases[k].batch / (double)tr.n,
+                            .expected_batch = (double)cases[k].batch,
+                            .clip = dp ? 1.0 : 0.0,
+                            .noise_multiplier = dp ? 1.0 : 0.0};
+            double loss, t0 = now_s();
+            int rc = fl_sgd_run(&cases[k].spec, w, tr.x, tr.y, tr.n, &c, 3, 4, ws, &loss, &e);
+            double secs = now_s() - t0;
+            fl_eval ev = {0};
+            if (rc == DP_OK)
+                fl_model_eval(&cases[k].spec, w, te.x, te.y, te.n, ws, &ev);
+            double acc = rc == DP_OK && ev.n ? ev.correct / (double)ev.n : -1;
+            printf("  %-16s B=%-4zu %-11s accuracy %.4f  (%.0f samples/s)\n", cases[k].json,
+                   cases[k].batch, dp ? "DP-SGD" : "non-private", acc,
+                   (double)(c.steps * cases[k].batch) / secs);
+            printf("{\"impl\": \"dpsilo\", \"model\": \"%s\", \"batch\": %zu, \"threads\": 1, "
+                   "\"mode\": \"%s\", \"samples_per_s\": %.0f, \"test_accuracy\": %.4f, "
+                   "\"data\": \"fashion-mnist\"}\n",
+                   cases[k].json, cases[k].batch, dp ? "dp_sgd_epoch" : "non_private_epoch",
+                   (double)(c.steps * cases[k].batch) / secs, acc);
+            free(w);
+            fl_ws_free(ws);
+        }
+    }
+    fl_dataset_free(&tr);
+    fl_dataset_free(&te);
+}
+
 int main(void)
 {
     int repeats = env_int("BENCH_REPEATS", 5, 1, 1000);
@@ -233,5 +311,6 @@ int main(void)
            t[repeats / 2] / 1e6, repeats, n);
     free(z);
     free(t);
+    accuracy_pass();
     return 0;
 }
