@@ -72,8 +72,9 @@ int fl_ws_set_threads(fl_ws *ws, size_t threads, dp_err *err)
 typedef struct step_job {
     fl_ws *main;
     const float *w, *x, *y;
-    const size_t *idx; /* batch rows, increasing */
-    size_t batch;      /* rows drawn */
+    const double *x_sq; /* NULL or ||x_i||^2 per row (fl_sgd_cfg.x_sq) */
+    const size_t *idx;  /* batch rows, increasing */
+    size_t batch;       /* rows drawn */
     double clip;
     double noise_std;    /* 0: no noise */
     uint64_t noise_seed; /* this step's */
@@ -116,7 +117,8 @@ static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
         for (size_t k = lane; k < n_chunks; k += FL_SGD_LANES) {
             size_t s = k * R, c = j->batch - s < R ? j->batch - s : R;
             float *g = k == lane ? acc : ws->gtmp;
-            loss += fl_model_chunk_grad_rows(ws, j->w, j->x, j->y, j->idx + s, c, j->clip, g);
+            loss +=
+                fl_model_chunk_grad_rows(ws, j->w, j->x, j->y, j->x_sq, j->idx + s, c, j->clip, g);
             if (k != lane)
                 fl_vadd(acc, g, P);
         }
@@ -126,7 +128,7 @@ static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
             size_t hi = lo + seg < P ? lo + seg : P;
             if (lo < hi)
                 fl_gauss_fill(mw->noise + lo, hi - lo, j->noise_std,
-                              dp_rng_derive(j->noise_seed, (uint64_t)lane));
+                              fl_rng_derive(j->noise_seed, (uint64_t)lane));
         }
     }
 }
@@ -335,10 +337,11 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
                         .w = w,
                         .x = x,
                         .y = y,
+                        .x_sq = cfg->x_sq,
                         .idx = idx,
                         .clip = cfg->clip,
                         .noise_std = noise_std,
-                        .noise_seed = dp_rng_derive(noise_base, (uint64_t)t)};
+                        .noise_seed = fl_rng_derive(noise_base, (uint64_t)t)};
         job.batch = poisson_sample(&sampler, n, cfg->q, idx);
         size_t n_chunks = (job.batch + R - 1) / R;
         pool_run(&pool, workers, pooled, &job, ws, T);

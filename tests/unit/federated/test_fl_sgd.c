@@ -147,6 +147,53 @@ static void threads_do_not_change_the_bits(void **state)
     free(y);
 }
 
+/* The one-output models with the rows' cached squared norms (cfg.x_sq, fl_rows_sq_norms): the same
+ * bits as without, on 1..4 threads and at both sampling paths (q below and above 1/4); stale norms
+ * (the rows changed after caching) give other bits, so the cache really is what clips. */
+static void cached_row_norms_give_the_same_bits_on_any_thread_count(void **state)
+{
+    (void)state;
+    const fl_model_type types[] = {FL_MODEL_LINEAR, FL_MODEL_LOGISTIC, FL_MODEL_SVM};
+    const size_t dims[] = {28, 11, 5};
+    for (size_t k = 0; k < 3; k++) {
+        fl_model_spec m = {.type = types[k], .d_in = dims[k]};
+        size_t n = 400, d = m.d_in, p = fl_model_n_params(&m);
+        float *x = malloc(n * d * sizeof *x), *y = malloc(n * sizeof *y);
+        double *xsq = malloc(n * sizeof *xsq);
+        assert_true(x && y && xsq);
+        random_rows(&m, n, 40 + k, x, y);
+        if (types[k] == FL_MODEL_LINEAR)
+            for (size_t i = 0; i < n; i++)
+                y[i] = 3.0f * y[i] - 1.0f; /* residuals large enough to clip */
+        fl_rows_sq_norms(x, n, d, xsq);
+        for (int path = 0; path < 2; path++) {
+            fl_sgd_cfg c = dp_cfg(n, path == 0 ? 0.05 : 0.3);
+            c.clip = 0.5;
+            float *ref = run_mlp(&m, x, y, n, &c, 7, 8, 16, 1);
+            c.x_sq = xsq;
+            for (size_t t = 1; t <= 4; t++) {
+                float *w = run_mlp(&m, x, y, n, &c, 7, 8, 16, t);
+                assert_memory_equal(ref, w, p * sizeof *w);
+                free(w);
+            }
+            for (size_t i = 0; i < n * d; i++) /* the rows change, the cache does not */
+                x[i] *= 2.0f;
+            float *stale = run_mlp(&m, x, y, n, &c, 7, 8, 16, 1);
+            c.x_sq = NULL;
+            float *fresh = run_mlp(&m, x, y, n, &c, 7, 8, 16, 1);
+            assert_memory_not_equal(stale, fresh, p * sizeof *stale);
+            for (size_t i = 0; i < n * d; i++)
+                x[i] *= 0.5f; /* exact: back to the cached rows */
+            free(stale);
+            free(fresh);
+            free(ref);
+        }
+        free(x);
+        free(y);
+        free(xsq);
+    }
+}
+
 /* LINEAR on rows x = 0, y = -1 from w = 0 with lr = 1, expected_batch = 1: one step moves the bias
  * to -(rows drawn), exactly (small integers are exact in float). */
 static void poisson_batch_size_has_mean_qn_and_variance_qn_1_minus_q(void **state)
@@ -441,6 +488,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(same_seeds_give_the_same_bits_and_each_seed_matters),
         cmocka_unit_test(threads_do_not_change_the_bits),
+        cmocka_unit_test(cached_row_norms_give_the_same_bits_on_any_thread_count),
         cmocka_unit_test(poisson_batch_size_has_mean_qn_and_variance_qn_1_minus_q),
         cmocka_unit_test(every_row_joins_independently_with_probability_q),
         cmocka_unit_test(full_batch_without_privacy_is_exactly_gradient_descent),
