@@ -194,6 +194,40 @@ static void cached_row_norms_give_the_same_bits_on_any_thread_count(void **state
     }
 }
 
+/* Regression labels must be finite: a NaN or an infinity anywhere (in a block of the vectorised
+ * scan or in its tail) is refused naming the label's index, and w is left unchanged. */
+static void nonfinite_regression_labels_are_refused_with_their_index(void **state)
+{
+    (void)state;
+    fl_model_spec m = {.type = FL_MODEL_LINEAR, .d_in = 3};
+    size_t n = 37, p = fl_model_n_params(&m);
+    float x[37 * 3], y[37], w[4] = {0.5f, -1.0f, 2.0f, 0.25f}, w0[4];
+    memcpy(w0, w, sizeof w);
+    random_rows(&m, n, 77, x, y);
+    fl_ws *ws = fl_ws_alloc(&m, 8, NULL);
+    assert_non_null(ws);
+    fl_sgd_cfg c = {.lr = 0.1, .steps = 2, .q = 0.5, .expected_batch = 18.5};
+    const size_t at[] = {0, 15, 16, 31, 32, 36};
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    double loss;
+    for (size_t a = 0; a < sizeof at / sizeof at[0]; a++)
+        for (size_t b = 0; b < 3; b++) {
+            float keep = y[at[a]];
+            y[at[a]] = bad[b];
+            dp_err e;
+            dp_err_clear(&e);
+            assert_int_equal(fl_sgd_run(&m, w, x, y, n, &c, 1, 2, ws, &loss, &e), DP_EINVAL);
+            assert_string_equal(e.field, "y");
+            char want[32];
+            snprintf(want, sizeof want, "label %zu is", at[a]);
+            assert_non_null(strstr(e.msg, want));
+            assert_memory_equal(w, w0, p * sizeof *w);
+            y[at[a]] = keep;
+        }
+    assert_int_equal(fl_sgd_run(&m, w, x, y, n, &c, 1, 2, ws, &loss, NULL), DP_OK);
+    fl_ws_free(ws);
+}
+
 /* LINEAR on rows x = 0, y = -1 from w = 0 with lr = 1, expected_batch = 1: one step moves the bias
  * to -(rows drawn), exactly (small integers are exact in float). */
 static void poisson_batch_size_has_mean_qn_and_variance_qn_1_minus_q(void **state)
@@ -489,6 +523,7 @@ int main(void)
         cmocka_unit_test(same_seeds_give_the_same_bits_and_each_seed_matters),
         cmocka_unit_test(threads_do_not_change_the_bits),
         cmocka_unit_test(cached_row_norms_give_the_same_bits_on_any_thread_count),
+        cmocka_unit_test(nonfinite_regression_labels_are_refused_with_their_index),
         cmocka_unit_test(poisson_batch_size_has_mean_qn_and_variance_qn_1_minus_q),
         cmocka_unit_test(every_row_joins_independently_with_probability_q),
         cmocka_unit_test(full_batch_without_privacy_is_exactly_gradient_descent),
