@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
 #include "common/dp_rng.h"
 #include "federated/fl_model.h"
 
@@ -208,7 +209,7 @@ static void nonfinite_regression_labels_are_refused_with_their_index(void **stat
     assert_non_null(ws);
     fl_sgd_cfg c = {.lr = 0.1, .steps = 2, .q = 0.5, .expected_batch = 18.5};
     const size_t at[] = {0, 15, 16, 31, 32, 36};
-    const float bad[] = {NAN, INFINITY, -INFINITY};
+    const float bad[] = {(float)DP_NAN, (float)DP_INF, (float)-DP_INF};
     double loss;
     for (size_t a = 0; a < sizeof at / sizeof at[0]; a++)
         for (size_t b = 0; b < 3; b++) {
