@@ -21,9 +21,11 @@
  * non-private step is O(n * sum_l dims[l-1] + dims[l]) for the norms and scaling.
  *
  * One dense layer with one output (linear, logistic, svm: most of a DP-SGD step's cost is fixed
- * overhead at these sizes) takes a fused path, dense1_grad: the logit and ||x_i||^2 of each row in
- * one pass over it (read in place through the batch's row indexes, no copy), then the loss, the
- * clip factors and the clipped sum, with plain loops in a fixed order instead of BLAS calls.
+ * overhead at these sizes) takes a fused path, dense1_grad: one pass over the batch's rows (read in
+ * place through its row indexes, no copy) that computes each row's logit, loss and derivative, its
+ * clip factor from ||x_i||^2 (cached per silo when the caller has it: fl_rows_sq_norms) and adds
+ * its clipped gradient while the row is still in cache, with plain loops in a fixed order instead
+ * of BLAS calls.
  *
  * Precision: parameters, activations and gradients are float (the speed of BLAS single precision);
  * per-row losses, softmax normalisers and the norms are double. Results depend only on the inputs
@@ -300,6 +302,30 @@ static double softplus(double t)
     return t > 0.0 ? t + log1p(exp(-t)) : log1p(exp(t));
 }
 
+/* The loss of one output z of a one-output model (linear, logistic, svm) at label y, and its
+ * derivative in *d: the formulas of loss_rows, shared so that the fused kernel (dense1_grad) gives
+ * the same bits. */
+static inline double scalar_loss(fl_model_type type, float z, float y, float *d)
+{
+    switch (type) {
+        case FL_MODEL_LINEAR: {
+            double r = (double)z - (double)y;
+            *d = (float)r;
+            return 0.5 * r * r;
+        }
+        case FL_MODEL_LOGISTIC: {
+            double sg = y > 0.0f ? 1.0 : -1.0, t = -sg * (double)z;
+            *d = (float)(-sg / (1.0 + exp(-t)));
+            return softplus(t);
+        }
+        default: { /* FL_MODEL_SVM */
+            double sg = y > 0.0f ? 1.0 : -1.0, margin = 1.0 - sg * (double)z;
+            *d = margin > 0.0 ? (float)-sg : 0.0f;
+            return margin > 0.0 ? margin : 0.0;
+        }
+    }
+}
+
 /* Per-row losses of the logits in act[L]; delta[L] = d loss / d logits when want_delta. Returns the
  * summed loss; adds squared errors or correct predictions to e when not NULL. */
 static double loss_rows(fl_ws *ws, const float *y, size_t n, bool want_delta, fl_eval *e)
@@ -310,33 +336,21 @@ static double loss_rows(fl_ws *ws, const float *y, size_t n, bool want_delta, fl
     double total = 0.0;
     switch (ws->spec.type) {
         case FL_MODEL_LINEAR:
-            for (size_t i = 0; i < n; i++) {
-                double r = (double)z[i] - (double)y[i];
-                total += 0.5 * r * r;
-                if (want_delta)
-                    d[i] = (float)r;
-                if (e != NULL)
-                    e->sq_err += r * r;
-            }
-            break;
         case FL_MODEL_LOGISTIC:
-            for (size_t i = 0; i < n; i++) {
-                double s = y[i] > 0.0f ? 1.0 : -1.0, t = -s * (double)z[i];
-                total += softplus(t);
-                if (want_delta)
-                    d[i] = (float)(-s / (1.0 + exp(-t)));
-                if (e != NULL)
-                    e->correct += ((z[i] > 0.0f) == (y[i] > 0.0f)) ? 1.0 : 0.0;
-            }
-            break;
         case FL_MODEL_SVM:
             for (size_t i = 0; i < n; i++) {
-                double s = y[i] > 0.0f ? 1.0 : -1.0, margin = 1.0 - s * (double)z[i];
-                total += margin > 0.0 ? margin : 0.0;
+                float di;
+                total += scalar_loss(ws->spec.type, z[i], y[i], &di);
                 if (want_delta)
-                    d[i] = margin > 0.0 ? (float)-s : 0.0f;
-                if (e != NULL)
+                    d[i] = di;
+                if (e == NULL)
+                    continue;
+                if (ws->spec.type == FL_MODEL_LINEAR) {
+                    double r = (double)z[i] - (double)y[i];
+                    e->sq_err += r * r;
+                } else {
                     e->correct += ((z[i] > 0.0f) == (y[i] > 0.0f)) ? 1.0 : 0.0;
+                }
             }
             break;
         case FL_MODEL_SOFTMAX:
@@ -438,77 +452,89 @@ static bool is_dense1(const fl_ws *ws)
     return ws->n_layers == 1 && ws->dims[1] == 1;
 }
 
-/* *dot = w . x in float and *sq = ||x||^2 in double, each over four partial sums (element j to sum
- * j mod 4, then (s0 + s2) + (s1 + s3)): a fixed order, so the same bits on every call, with the
- * sums in registers. */
-static void dot_sq(const float *restrict w, const float *restrict x, size_t n, float *dot,
-                   double *sq)
+/* w . x in float over four partial sums (element j to sum j mod 4, then (s0 + s2) + (s1 + s3)): a
+ * fixed order, so the same bits on every call. Written as blocks of four lanes so that gcc -O2
+ * keeps the four sums in one vector register (the lanes are the partial sums: same bits). */
+static float dot4(const float *restrict w, const float *restrict x, size_t n)
 {
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    double a[4] = {0.0, 0.0, 0.0, 0.0};
     size_t j = 0;
-    for (; j + 4 <= n; j += 4) { /* written out so that the compiler keeps s and a in registers */
-        s[0] += w[j] * x[j];
-        s[1] += w[j + 1] * x[j + 1];
-        s[2] += w[j + 2] * x[j + 2];
-        s[3] += w[j + 3] * x[j + 3];
-        a[0] += (double)x[j] * (double)x[j];
-        a[1] += (double)x[j + 1] * (double)x[j + 1];
-        a[2] += (double)x[j + 2] * (double)x[j + 2];
-        a[3] += (double)x[j + 3] * (double)x[j + 3];
-    }
-    for (size_t k = 0; j < n; j++, k++) {
+    for (; j + 4 <= n; j += 4)
+        for (size_t k = 0; k < 4; k++)
+            s[k] += w[j + k] * x[j + k];
+    for (size_t k = 0; j < n; j++, k++)
         s[k] += w[j] * x[j];
-        a[k] += (double)x[j] * (double)x[j];
-    }
-    *dot = (s[0] + s[2]) + (s[1] + s[3]);
-    *sq = (a[0] + a[2]) + (a[1] + a[3]);
+    return (s[0] + s[2]) + (s[1] + s[3]);
 }
 
-/* g += a x (elementwise, so the order of the rows alone fixes the bits). */
+/* ||x||^2 in double over four partial sums in the order of dot4. */
+static double row_sq(const float *restrict x, size_t n)
+{
+    double a[4] = {0.0, 0.0, 0.0, 0.0};
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4)
+        for (size_t k = 0; k < 4; k++)
+            a[k] += (double)x[j + k] * (double)x[j + k];
+    for (size_t k = 0; j < n; j++, k++)
+        a[k] += (double)x[j] * (double)x[j];
+    return (a[0] + a[2]) + (a[1] + a[3]);
+}
+
+void fl_rows_sq_norms(const float *x, size_t n, size_t d, double *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = row_sq(x + i * d, d);
+}
+
+/* g += a x (elementwise, so the order of the rows alone fixes the bits). Blocks of four, one SSE
+ * vector: rows of 4k features (School's 28) then leave no scalar tail. */
 static void axpy(float *restrict g, const float *restrict x, float a, size_t n)
 {
     size_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (size_t k = 0; k < 8; k++)
+    for (; j + 4 <= n; j += 4)
+        for (size_t k = 0; k < 4; k++)
             g[j + k] += a * x[j + k];
     for (; j < n; j++)
         g[j] += a * x[j];
 }
 
 /* One dense layer with one output (linear, logistic, svm), on rows idx[i] of x (or rows 0..n-1
- * when idx is NULL), in one pass: the logit and ||x_i||^2 per row, the loss and its derivative, the
- * clip factor (ghost clipping: ||g_i||^2 = delta_i^2 (||x_i||^2 + 1)) and the clipped sum of
- * delta_i (x_i, 1), rows in order, reading every row in place. */
+ * when idx is NULL), in one pass, row by row in order: the logit, the loss and its derivative
+ * delta_i (scalar_loss), the clip factor (ghost clipping: ||g_i||^2 = delta_i^2 (||x_i||^2 + 1),
+ * ||x_i||^2 from x_sq[row] when x_sq is not NULL, else computed: the same bits, fl_rows_sq_norms;
+ * needed only to clip) and delta_i (x_i, 1) added to g, reading every row in place once. */
 static double dense1_grad(fl_ws *ws, const float *w, const float *x, const float *y,
-                          const size_t *idx, size_t n, double clip, float *g, float *norms)
+                          const double *x_sq, const size_t *idx, size_t n, double clip, float *g,
+                          float *norms)
 {
+    bool want_sq = clip > 0.0 || norms != NULL;
+    fl_model_type type = ws->spec.type;
     size_t din = ws->dims[0];
     const float *W = w + ws->w_off[1];
-    float *z = ws->act[1], *D = ws->delta[1], *yv = ws->yg;
+    float *gW = g + ws->w_off[1];
+    memset(gW, 0, (din + 1) * sizeof *gW);
+    double loss = 0.0;
     for (size_t i = 0; i < n; i++) {
         size_t row = idx != NULL ? idx[i] : i;
         const float *xi = x + row * din;
-        float s;
-        double a2;
-        dot_sq(W, xi, din, &s, &a2);
-        z[i] = s + W[din];
-        ws->norm2[i] = a2;
-        yv[i] = y[row];
-    }
-    double loss = loss_rows(ws, yv, n, true, NULL);
-    float *gW = g + ws->w_off[1];
-    memset(gW, 0, (din + 1) * sizeof *gW);
-    if (clip > 0.0 || norms != NULL) /* the rows are independent: no branch on the data here */
-        for (size_t i = 0; i < n; i++) {
-            double nrm = sqrt((double)D[i] * (double)D[i] * (ws->norm2[i] + 1.0));
+        float di;
+        loss += scalar_loss(type, dot4(W, xi, din) + W[din], y[row], &di);
+        if (want_sq) { /* the rows are independent: no branch on the data here */
+            double a2 = x_sq != NULL ? x_sq[row] : row_sq(xi, din);
+            double nrm = sqrt((double)di * (double)di * (a2 + 1.0));
             if (norms != NULL)
                 norms[i] = (float)nrm;
-            D[i] *= clip_factor(clip, nrm);
+            if (clip > 0.0) {
+                /* clip_factor without a branch on the data (a clipped row and an unclipped one
+                 * alternate unpredictably, and gcc turns a conditional multiply into a jump): the
+                 * factor is picked from a two-entry table. */
+                double c = clip / (nrm + 1e-15);
+                float pick[2] = {1.0f, (float)c};
+                di *= pick[c < 1.0];
+            }
         }
-    for (size_t i = 0; i < n; i++) {
-        axpy(gW, x + (idx != NULL ? idx[i] : i) * din, D[i], din);
-        gW[din] += D[i];
+        axpy(gW, xi, di, din);
+        gW[din] += di;
     }
     return loss;
 }
@@ -521,7 +547,7 @@ double fl_model_chunk_grad(fl_ws *ws, const float *w, const float *x, const floa
         return 0.0;
     }
     if (is_dense1(ws))
-        return dense1_grad(ws, w, x, y, NULL, n, clip, g, norms);
+        return dense1_grad(ws, w, x, y, NULL, NULL, n, clip, g, norms);
     forward(ws, w, x, n);
     double loss = loss_rows(ws, y, n, true, NULL);
     backprop_deltas(ws, w, n);
@@ -546,10 +572,11 @@ double fl_model_chunk_grad(fl_ws *ws, const float *w, const float *x, const floa
 }
 
 double fl_model_chunk_grad_rows(fl_ws *ws, const float *w, const float *x, const float *y,
-                                const size_t *idx, size_t n, double clip, float *g)
+                                const double *x_sq, const size_t *idx, size_t n, double clip,
+                                float *g)
 {
     if (n > 0 && is_dense1(ws))
-        return dense1_grad(ws, w, x, y, idx, n, clip, g, NULL);
+        return dense1_grad(ws, w, x, y, x_sq, idx, n, clip, g, NULL);
     size_t d = ws->dims[0];
     for (size_t i = 0; i < n; i++) {
         memcpy(ws->xg + i * d, x + idx[i] * d, d * sizeof(float));

@@ -125,7 +125,18 @@ typedef struct fl_sgd_cfg {
     double prox_lambda;      /* >= 0: the data-independent proximal gradient lambda (w - anchor) is
                                 added after clipping and noise, never clipped */
     const float *anchor;     /* n_params floats; NULL iff prox_lambda == 0 */
+    const double *x_sq;      /* NULL, or n doubles: fl_rows_sq_norms of the rows x exactly as they
+                                are now (see fl_rows_sq_norms); read by linear, logistic and svm */
 } fl_sgd_cfg;
+
+/* out[i] = ||x_i||^2 of the n rows of x (row-major, d wide), each summed in double in the fixed
+ * order the linear, logistic and svm kernels use, so that a cached copy passed as fl_sgd_cfg.x_sq
+ * gives the same bits as none. Ghost clipping of those models needs ||x_i||^2 for every row drawn
+ * (the per-example gradient norm is |r_i| sqrt(||x_i||^2 + 1)); the rows of a silo do not change
+ * between its steps and rounds, so the engine computes them once per silo (fl_federate keeps them
+ * in fl_silo_data.x_train_sq). A stale copy (rows changed afterwards) would clip with wrong norms
+ * and void the privacy guarantee: whoever changes x recomputes them (fl_federation_refresh). */
+void fl_rows_sq_norms(const float *x, size_t n, size_t d, double *out);
 
 /* Runs cfg->steps steps of w <- w - lr (noisy clipped sum / expected_batch + prox) in place on the
  * rows (x, y, n). Batch membership draws from sample_seed and noise from noise_seed only (each

@@ -117,10 +117,12 @@ double fl_model_chunk_grad(fl_ws *ws, const float *w, const float *x, const floa
 
 /* fl_model_chunk_grad of the rows idx[0..n-1] (n <= ws->max_rows) of x (row-major, d_in wide) and
  * y, without norms: the same bits as gathering those rows and calling fl_model_chunk_grad. A model
- * with one dense layer and one output (linear, logistic, svm) reads the rows in place; the others
- * gather them into the workspace first. */
+ * with one dense layer and one output (linear, logistic, svm) reads the rows in place, and takes
+ * ||x_row||^2 from x_sq[row] when x_sq is not NULL (fl_rows_sq_norms of x: then the same bits);
+ * the others gather the rows into the workspace first and ignore x_sq. */
 double fl_model_chunk_grad_rows(fl_ws *ws, const float *w, const float *x, const float *y,
-                                const size_t *idx, size_t n, double clip, float *g);
+                                const double *x_sq, const size_t *idx, size_t n, double clip,
+                                float *g);
 
 /* Pins the BLAS to one thread, once per process (pthread_once). */
 void fl_blas_single_thread(void);

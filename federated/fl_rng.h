@@ -25,11 +25,29 @@ typedef struct fl_rng {
     uint64_t s[4]; /* xoshiro256++ state, never all zero */
 } fl_rng;
 
+/* dp_splitmix64 inlined (the same arithmetic, so the same outputs): a DP-SGD step seeds a
+ * generator per noise lane and derives a seed per step, and the calls cost more than the mixing. */
+static inline uint64_t fl_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* dp_rng_derive inlined: the same value. */
+static inline uint64_t fl_rng_derive(uint64_t seed, uint64_t label)
+{
+    uint64_t h = label;
+    uint64_t st = seed ^ fl_splitmix64(&h);
+    return fl_splitmix64(&st);
+}
+
 static inline void fl_rng_seed(fl_rng *r, uint64_t seed, uint64_t stream)
 {
     uint64_t st = seed ^ (stream * 0xd1b54a32d192ed03ULL);
     for (int k = 0; k < 4; k++)
-        r->s[k] = dp_splitmix64(&st);
+        r->s[k] = fl_splitmix64(&st);
 }
 
 static inline uint64_t fl_rng_rotl(uint64_t x, int k)

@@ -23,6 +23,7 @@
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
 #include "federated/fl_data.h"
+#include "federated/fl_model.h"
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
 
@@ -1046,6 +1047,46 @@ static void federate_splits_every_row_once(void **state)
     fl_dataset_free(&ds);
 }
 
+/* fl_federate caches each silo's squared training-row norms (after standardising: the rows the
+ * trainer reads), exactly as fl_rows_sq_norms computes them; after the rows change in place,
+ * fl_federation_refresh recomputes them, and it fills a hand-built silo's missing cache. */
+static void federate_caches_row_norms_and_refresh_recomputes_them(void **state)
+{
+    (void)state;
+    fl_synth_spec s = synth_spec();
+    s.dim = 7, s.silos = 3, s.n_min = 20, s.n_max = 40;
+    fl_dataset ds;
+    assert_int_equal(fl_synth_generate(&s, &ds, &E), DP_OK);
+    fl_federation f;
+    assert_int_equal(fl_federate(&ds, ds.silo, 3, 0.25, 5, true, &f, &E), DP_OK);
+    double want[40];
+    for (size_t k = 0; k < 3; k++) {
+        fl_silo_data *b = &f.silo[k];
+        assert_non_null(b->x_train_sq);
+        fl_rows_sq_norms(b->x_train, b->n_train, 7, want);
+        assert_memory_equal(b->x_train_sq, want, b->n_train * sizeof(double));
+        double direct = 0.0;
+        for (size_t j = 0; j < 7; j++)
+            direct += (double)b->x_train[j] * (double)b->x_train[j];
+        assert_close(b->x_train_sq[0], direct, 1e-14, 0);
+    }
+    for (size_t i = 0; i < f.silo[1].n_train * 7; i++)
+        f.silo[1].x_train[i] += 1.0f;
+    dp_free(f.silo[2].x_train_sq); /* a silo without a cache */
+    f.silo[2].x_train_sq = NULL;
+    assert_int_equal(fl_federation_refresh(&f, &E), DP_OK);
+    for (size_t k = 0; k < 3; k++) {
+        fl_silo_data *b = &f.silo[k];
+        assert_non_null(b->x_train_sq);
+        fl_rows_sq_norms(b->x_train, b->n_train, 7, want);
+        assert_memory_equal(b->x_train_sq, want, b->n_train * sizeof(double));
+    }
+    assert_int_equal(fl_federation_refresh(NULL, &E), DP_EINVAL);
+    assert_string_equal(E.field, "federation");
+    fl_federation_free(&f);
+    fl_dataset_free(&ds);
+}
+
 static void federate_standardizes_on_the_training_part(void **state)
 {
     (void)state;
@@ -1276,6 +1317,7 @@ int main(void)
         cmocka_unit_test(federate_refuses_bad_arguments),
         cmocka_unit_test(federate_and_synth_out_of_memory_fail_cleanly),
         cmocka_unit_test(seeded_outputs_are_pinned),
+        cmocka_unit_test(federate_caches_row_norms_and_refresh_recomputes_them),
     };
     return cmocka_run_group_tests_name("federated_fl_data", tests, NULL, NULL);
 }

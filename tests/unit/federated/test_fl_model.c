@@ -235,7 +235,9 @@ static void gradient_over_chunks_matches_one_chunk(void **state)
 
 /* The training step reads its batch rows in place (fl_model_chunk_grad_rows): for every model and
  * with or without clipping, the same bits as gathering the rows and calling fl_model_chunk_grad,
- * and (clip large) the plain gradient of those rows. Rows repeat and come in any order. */
+ * and (clip large) the plain gradient of those rows. Rows repeat and come in any order. With the
+ * rows' cached squared norms (fl_rows_sq_norms) the bits are the same again; the one-output models
+ * really read the cache (wrong norms give another clipped sum), the others ignore it. */
 static void gradient_of_indexed_rows_equals_the_gathered_chunk(void **state)
 {
     (void)state;
@@ -248,8 +250,17 @@ static void gradient_of_indexed_rows_equals_the_gathered_chunk(void **state)
               *g3 = calloc(p, sizeof *g3), *xg = calloc(b * m.d_in, sizeof *xg);
         float yg[17];
         size_t idx[17];
-        assert_true(x && y && w && g1 && g2 && g3 && xg);
+        double *xsq = calloc(n, sizeof *xsq), *xsq_bad = calloc(n, sizeof *xsq_bad);
+        assert_true(x && y && w && g1 && g2 && g3 && xg && xsq && xsq_bad);
         make_problem(&m, n, 900 + (uint64_t)t, x, y, w);
+        fl_rows_sq_norms(x, n, m.d_in, xsq);
+        for (size_t i = 0; i < n; i++) {
+            double s = 0.0;
+            for (size_t j = 0; j < m.d_in; j++)
+                s += (double)x[i * m.d_in + j] * (double)x[i * m.d_in + j];
+            assert_close(xsq[i], s, 1e-14, 0);
+            xsq_bad[i] = 4.0 * xsq[i] + 10.0; /* stale: larger norms, more clipping */
+        }
         for (size_t i = 0; i < b; i++) {
             idx[i] = (i * 7 + 3) % n;
             if (i == 5)
@@ -261,10 +272,18 @@ static void gradient_of_indexed_rows_equals_the_gathered_chunk(void **state)
         assert_non_null(ws);
         for (int clipped = 0; clipped < 3; clipped++) {
             double clip = clipped == 0 ? 0.0 : clipped == 1 ? 0.3 : 1e30;
-            double l1 = fl_model_chunk_grad_rows(ws, w, x, y, idx, b, clip, g1);
+            double l1 = fl_model_chunk_grad_rows(ws, w, x, y, NULL, idx, b, clip, g1);
             double l2 = fl_model_chunk_grad(ws, w, xg, yg, b, clip, g2, NULL);
             assert_memory_equal(g1, g2, p * sizeof *g1);
             assert_true(l1 == l2);
+            double l3 = fl_model_chunk_grad_rows(ws, w, x, y, xsq, idx, b, clip, g3);
+            assert_memory_equal(g1, g3, p * sizeof *g1);
+            assert_true(l1 == l3);
+            if (clipped == 1) {
+                (void)fl_model_chunk_grad_rows(ws, w, x, y, xsq_bad, idx, b, clip, g3);
+                bool dense1 = t == FL_MODEL_LINEAR || t == FL_MODEL_LOGISTIC || t == FL_MODEL_SVM;
+                assert_true((memcmp(g1, g3, p * sizeof *g1) != 0) == dense1);
+            }
             if (clipped != 1) { /* no row clipped: the plain sum */
                 fl_model_grad_sum(&m, w, xg, yg, b, ws, g3);
                 assert_memory_equal(g1, g3, p * sizeof *g1);
@@ -278,6 +297,8 @@ static void gradient_of_indexed_rows_equals_the_gathered_chunk(void **state)
         free(g2);
         free(g3);
         free(xg);
+        free(xsq);
+        free(xsq_bad);
     }
 }
 

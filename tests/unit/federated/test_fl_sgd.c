@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
 #include "common/dp_rng.h"
 #include "federated/fl_model.h"
 
@@ -145,6 +146,87 @@ static void threads_do_not_change_the_bits(void **state)
     free(ref);
     free(x);
     free(y);
+}
+
+/* The one-output models with the rows' cached squared norms (cfg.x_sq, fl_rows_sq_norms): the same
+ * bits as without, on 1..4 threads and at both sampling paths (q below and above 1/4); stale norms
+ * (the rows changed after caching) give other bits, so the cache really is what clips. */
+static void cached_row_norms_give_the_same_bits_on_any_thread_count(void **state)
+{
+    (void)state;
+    const fl_model_type types[] = {FL_MODEL_LINEAR, FL_MODEL_LOGISTIC, FL_MODEL_SVM};
+    const size_t dims[] = {28, 11, 5};
+    for (size_t k = 0; k < 3; k++) {
+        fl_model_spec m = {.type = types[k], .d_in = dims[k]};
+        size_t n = 400, d = m.d_in, p = fl_model_n_params(&m);
+        float *x = malloc(n * d * sizeof *x), *y = malloc(n * sizeof *y);
+        double *xsq = malloc(n * sizeof *xsq);
+        assert_true(x && y && xsq);
+        random_rows(&m, n, 40 + k, x, y);
+        if (types[k] == FL_MODEL_LINEAR)
+            for (size_t i = 0; i < n; i++)
+                y[i] = 3.0f * y[i] - 1.0f; /* residuals large enough to clip */
+        fl_rows_sq_norms(x, n, d, xsq);
+        for (int path = 0; path < 2; path++) {
+            fl_sgd_cfg c = dp_cfg(n, path == 0 ? 0.05 : 0.3);
+            c.clip = 0.5;
+            float *ref = run_mlp(&m, x, y, n, &c, 7, 8, 16, 1);
+            c.x_sq = xsq;
+            for (size_t t = 1; t <= 4; t++) {
+                float *w = run_mlp(&m, x, y, n, &c, 7, 8, 16, t);
+                assert_memory_equal(ref, w, p * sizeof *w);
+                free(w);
+            }
+            for (size_t i = 0; i < n * d; i++) /* the rows change, the cache does not */
+                x[i] *= 2.0f;
+            float *stale = run_mlp(&m, x, y, n, &c, 7, 8, 16, 1);
+            c.x_sq = NULL;
+            float *fresh = run_mlp(&m, x, y, n, &c, 7, 8, 16, 1);
+            assert_memory_not_equal(stale, fresh, p * sizeof *stale);
+            for (size_t i = 0; i < n * d; i++)
+                x[i] *= 0.5f; /* exact: back to the cached rows */
+            free(stale);
+            free(fresh);
+            free(ref);
+        }
+        free(x);
+        free(y);
+        free(xsq);
+    }
+}
+
+/* Regression labels must be finite: a NaN or an infinity anywhere (in a block of the vectorised
+ * scan or in its tail) is refused naming the label's index, and w is left unchanged. */
+static void nonfinite_regression_labels_are_refused_with_their_index(void **state)
+{
+    (void)state;
+    fl_model_spec m = {.type = FL_MODEL_LINEAR, .d_in = 3};
+    size_t n = 37, p = fl_model_n_params(&m);
+    float x[37 * 3], y[37], w[4] = {0.5f, -1.0f, 2.0f, 0.25f}, w0[4];
+    memcpy(w0, w, sizeof w);
+    random_rows(&m, n, 77, x, y);
+    fl_ws *ws = fl_ws_alloc(&m, 8, NULL);
+    assert_non_null(ws);
+    fl_sgd_cfg c = {.lr = 0.1, .steps = 2, .q = 0.5, .expected_batch = 18.5};
+    const size_t at[] = {0, 15, 16, 31, 32, 36};
+    const float bad[] = {(float)DP_NAN, (float)DP_INF, (float)-DP_INF};
+    double loss;
+    for (size_t a = 0; a < sizeof at / sizeof at[0]; a++)
+        for (size_t b = 0; b < 3; b++) {
+            float keep = y[at[a]];
+            y[at[a]] = bad[b];
+            dp_err e;
+            dp_err_clear(&e);
+            assert_int_equal(fl_sgd_run(&m, w, x, y, n, &c, 1, 2, ws, &loss, &e), DP_EINVAL);
+            assert_string_equal(e.field, "y");
+            char want[32];
+            snprintf(want, sizeof want, "label %zu is", at[a]);
+            assert_non_null(strstr(e.msg, want));
+            assert_memory_equal(w, w0, p * sizeof *w);
+            y[at[a]] = keep;
+        }
+    assert_int_equal(fl_sgd_run(&m, w, x, y, n, &c, 1, 2, ws, &loss, NULL), DP_OK);
+    fl_ws_free(ws);
 }
 
 /* LINEAR on rows x = 0, y = -1 from w = 0 with lr = 1, expected_batch = 1: one step moves the bias
@@ -441,6 +523,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(same_seeds_give_the_same_bits_and_each_seed_matters),
         cmocka_unit_test(threads_do_not_change_the_bits),
+        cmocka_unit_test(cached_row_norms_give_the_same_bits_on_any_thread_count),
+        cmocka_unit_test(nonfinite_regression_labels_are_refused_with_their_index),
         cmocka_unit_test(poisson_batch_size_has_mean_qn_and_variance_qn_1_minus_q),
         cmocka_unit_test(every_row_joins_independently_with_probability_q),
         cmocka_unit_test(full_batch_without_privacy_is_exactly_gradient_descent),
