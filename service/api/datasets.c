@@ -120,8 +120,9 @@ static json_t *builtin_json(const builtin_dataset *b)
             ps = NULL;
         }
     }
-    if (ps == NULL || json_object_set_new(o, "available", json_true()) != 0 ||
-        json_object_set_new(o, "parameters", ps) != 0) {
+    /* "parameters" first: json_object_set_new takes ps whether it succeeds or not */
+    if (ps == NULL || json_object_set_new(o, "parameters", ps) != 0 ||
+        json_object_set_new(o, "available", json_true()) != 0) {
         json_decref(o);
         return NULL;
     }
@@ -410,8 +411,7 @@ int route_datasets_list(const http_req *rq, http_resp *rs, dp_err *err)
         json_decref(arr);
         return rc;
     }
-    json_t *o = json_pack("{s:o, s:o}", "datasets", arr, "next_after",
-                          more ? json_integer((json_int_t)last) : json_null());
+    json_t *o = json_util_page("datasets", arr, more, last);
     return http_resp_json(rs, 200, o, err);
 }
 

@@ -367,8 +367,7 @@ int route_jobs_list(const http_req *rq, http_resp *rs, dp_err *err)
         json_decref(arr);
         return rc;
     }
-    json_t *o = json_pack("{s:o, s:o}", "jobs", arr, "next_after",
-                          more ? json_integer((json_int_t)last) : json_null());
+    json_t *o = json_util_page("jobs", arr, more, last);
     return http_resp_json(rs, 200, o, err);
 }
 
@@ -470,11 +469,18 @@ int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err)
         int64_t last =
             n ? (int64_t)json_integer_value(json_object_get(json_array_get(arr, n - 1), "round"))
               : after;
-        o = json_pack("{s:I, s:s, s:I, s:I, s:o, s:o}", "job_id", (json_int_t)row.id, "status",
-                      job_status_name(row.status), "rounds_total", (json_int_t)row.rounds_total,
-                      "rounds_done", (json_int_t)row.rounds_done, "rounds", arr, "next_after",
-                      more ? json_integer((json_int_t)last) : json_null());
+        o = json_util_page("rounds", arr, more, last);
         arr = NULL;
+        if (o != NULL &&
+            (json_object_set_new(o, "job_id", json_integer((json_int_t)row.id)) != 0 ||
+             json_object_set_new(o, "status", json_string(job_status_name(row.status))) != 0 ||
+             json_object_set_new(o, "rounds_total", json_integer((json_int_t)row.rounds_total)) !=
+                 0 ||
+             json_object_set_new(o, "rounds_done", json_integer((json_int_t)row.rounds_done)) !=
+                 0)) {
+            json_decref(o);
+            o = NULL;
+        }
     }
     json_decref(arr);
     job_row_clear(&row);

@@ -255,3 +255,20 @@ int json_util_set(json_t *obj, const char *key, json_t *value, dp_err *err)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     return DP_OK;
 }
+
+json_t *json_util_page(const char *key, json_t *items, bool more, int64_t last)
+{
+    json_t *o = json_object();
+    if (o == NULL) {
+        json_decref(items);
+        return NULL;
+    }
+    /* json_object_set_new steals the value even when it fails */
+    if (json_object_set_new(o, key, items) != 0 ||
+        json_object_set_new(o, "next_after", more ? json_integer((json_int_t)last) : json_null()) !=
+            0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}

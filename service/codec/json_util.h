@@ -55,6 +55,11 @@ int json_util_opt_string(const json_t *obj, const char *key, const char *def, co
 int json_util_req_bool(const json_t *obj, const char *key, bool *out, dp_err *err);
 int json_util_opt_bool(const json_t *obj, const char *key, bool def, bool *out, dp_err *err);
 
+/* {"<key>": items, "next_after": last or null}: a page of a list (more: rows follow after the id
+ * last). items is stolen in every case (json_pack's "o" keeps it when the pack fails); NULL when
+ * out of memory. */
+json_t *json_util_page(const char *key, json_t *items, bool more, int64_t last);
+
 /* A new reference: json_real(x) for finite x, json_null() otherwise. NULL only on allocation
  * failure. */
 json_t *json_util_real(double x);

@@ -306,31 +306,24 @@ char *job_plan_json(const job_prepared *p)
             json_util_real(sp->planned_eps), "round_event", ev);
         ok = o != NULL && json_array_append_new(arr, o) == 0;
     }
+    /* every temporary is held here and released below ("O" borrows): no path leaks one */
     const fl_model_spec *ms = &p->cfg.model;
-    json_t *hidden = json_array();
-    for (size_t i = 0; hidden != NULL && i < ms->n_hidden; i++)
-        if (json_array_append_new(hidden, json_integer((json_int_t)ms->hidden[i])) != 0) {
-            json_decref(hidden);
-            hidden = NULL;
-        }
-    json_t *model =
-        hidden ? json_pack("{s:s, s:I, s:I, s:o, s:I}", "type", fl_model_type_name(ms->type),
-                           "d_in", (json_int_t)ms->d_in, "n_classes", (json_int_t)ms->n_classes,
-                           "hidden", hidden, "n_params", (json_int_t)fl_model_n_params(ms))
-               : NULL;
-    json_t *root =
-        ok && model
-            ? json_pack("{s:o, s:o, s:s, s:I, s:o}", "silos", arr, "model", model, "privacy_unit",
-                        strcmp(p->spec.algorithm, "dp_fedavg") == 0 ? "silo" : "record", "rounds",
-                        (json_int_t)p->cfg.rounds, "server_noise",
-                        json_util_real(p->cfg.server_noise))
-            : NULL;
-    if (root == NULL && model == NULL)
-        ok = false;
-    if (root == NULL && !ok)
-        json_decref(arr);
-    if (root == NULL && ok) /* json_pack took arr and model even though it failed */
-        ok = false;
+    json_t *hidden = json_array(), *model = NULL, *root = NULL;
+    for (size_t i = 0; ok && i < ms->n_hidden; i++)
+        ok = hidden != NULL &&
+             json_array_append_new(hidden, json_integer((json_int_t)ms->hidden[i])) == 0;
+    if (ok && hidden != NULL)
+        model = json_pack("{s:s, s:I, s:I, s:O, s:I}", "type", fl_model_type_name(ms->type), "d_in",
+                          (json_int_t)ms->d_in, "n_classes", (json_int_t)ms->n_classes, "hidden",
+                          hidden, "n_params", (json_int_t)fl_model_n_params(ms));
+    if (ok && model != NULL)
+        root = json_pack("{s:O, s:O, s:s, s:I, s:o}", "silos", arr, "model", model, "privacy_unit",
+                         strcmp(p->spec.algorithm, "dp_fedavg") == 0 ? "silo" : "record", "rounds",
+                         (json_int_t)p->cfg.rounds, "server_noise",
+                         json_util_real(p->cfg.server_noise));
+    json_decref(arr);
+    json_decref(hidden);
+    json_decref(model);
     char *text = root ? json_util_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     return text;
