@@ -8,13 +8,18 @@
  *      failure-injection tests reach jansson as they would here);
  *   2. configuration from flags and environment (base/cfg.h); --help prints the usage and exits
  *      0, a bad value exits 2 naming the flag or variable;
- *   3. block SIGTERM/SIGINT in this thread, so every thread created later inherits the mask and the
- *      signals can only be received here, with sigwait - no signal handler runs at all;
+ *   3. block SIGTERM/SIGINT in this thread, so every thread created later inherits the mask; once
+ *      every thread is started, this thread installs a handler that only writes the signal's
+ *      number to a pipe (the self-pipe trick) and unblocks them. A thread a library started before
+ *      main (OpenBLAS's pthread build starts its workers from a constructor, with no signal
+ *      blocked) may then take the signal too: its handler runs there, harmlessly, and this thread
+ *      reads the pipe. (With sigwait alone, a signal delivered to such a thread killed the
+ *      process: default action.)
  *   4. open the database and apply migrations (exit 1 with a clear message on failure);
  *   5. start the HTTP server and print exactly one line to stdout:
  *          dpsilod listening on http://HOST:PORT
  *      (flushed at once; scripts parse it, and port 0 becomes the real port);
- *   6. sigwait; then the drain, on a thread of its own: HTTP (new requests get 503 with
+ *   6. wait on the pipe; then the drain, on a thread of its own: HTTP (new requests get 503 with
  *      Connection: close, requests in flight finish, up to --drain-timeout), then the ledger and
  *      the database (every connection closed, WAL checkpointed by SQLite on the last close).
  *      Meanwhile this thread keeps waiting for signals: a second SIGTERM or SIGINT ends the process
@@ -28,6 +33,8 @@
 #include <gsl/gsl_errno.h>
 #include <jansson.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -136,6 +143,50 @@ static void *drain_main(void *arg)
     return NULL;
 }
 
+/* The self-pipe of SIGTERM/SIGINT (step 3): the handler writes the signal's number, this thread
+ * reads it. */
+static int stop_pipe[2] = {-1, -1};
+
+static void on_stop_signal(int sig)
+{
+    int saved = errno;
+    unsigned char c = (unsigned char)sig;
+    ssize_t w = write(stop_pipe[1], &c, 1); /* async-signal-safe; a full pipe drops a repeat */
+    (void)w;
+    errno = saved;
+}
+
+/* Installs the handler and unblocks the signals in this thread. 0, or -1. */
+static int stop_signals_install(const sigset_t *sigs)
+{
+    if (pipe(stop_pipe) != 0)
+        return -1;
+    for (int i = 0; i < 2; i++)
+        if (fcntl(stop_pipe[i], F_SETFD, FD_CLOEXEC) != 0)
+            return -1;
+    if (fcntl(stop_pipe[1], F_SETFL, O_NONBLOCK) != 0)
+        return -1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
+        return -1;
+    return pthread_sigmask(SIG_UNBLOCK, sigs, NULL) == 0 ? 0 : -1;
+}
+
+/* The next stop signal's number, or 0 when timeout_ms (-1: none) passes first. */
+static int stop_signal_wait(int timeout_ms)
+{
+    struct pollfd p = {.fd = stop_pipe[0], .events = POLLIN, .revents = 0};
+    int r = poll(&p, 1, timeout_ms);
+    unsigned char c = 0;
+    if (r > 0 && read(stop_pipe[0], &c, 1) == 1)
+        return c;
+    return 0;
+}
+
 static int64_t mono_s(void)
 {
     struct timespec t;
@@ -230,8 +281,12 @@ int main(int argc, char **argv)
            "compute pool: %u threads, queue %zu; job workers: %u (%u threads each)",
            config.compute_threads, config.compute_queue, config.job_workers, config.job_threads);
 
+    if (stop_signals_install(&sigs) != 0) {
+        dp_log(DP_LOG_ERROR, NULL, "cannot install the stop-signal handler (errno %d)", errno);
+        _exit(1);
+    }
     int sig = 0;
-    while (sigwait(&sigs, &sig) != 0)
+    while ((sig = stop_signal_wait(-1)) == 0)
         ;
     dp_log(DP_LOG_INFO, NULL,
            "signal %d: draining (new requests get 503, up to %u s for requests in flight; a "
@@ -250,8 +305,7 @@ int main(int argc, char **argv)
     } else {
         int64_t give_up = mono_s() + (int64_t)config.drain_timeout_s + MAIN_CLOSE_GRACE_S;
         while (!atomic_load(&d.done)) {
-            struct timespec ts = {0, MAIN_SIGWAIT_MS * 1000000L};
-            int s2 = sigtimedwait(&sigs, NULL, &ts);
+            int s2 = stop_signal_wait(MAIN_SIGWAIT_MS);
             if (s2 > 0) {
                 dp_log(DP_LOG_WARN, NULL,
                        "signal %d during the drain: exiting now (what was acknowledged is "

@@ -115,16 +115,17 @@ typedef struct job_exec {
 
 static void exec_free(job_exec *x)
 {
+    /* the per-silo arrays first: job_prepared_free zeroes the silo count they are sized by */
+    for (size_t k = 0; x->curve != NULL && k < x->p.fed.n_silos; k++)
+        dp_free(x->curve[k]);
+    dp_free(x->curve);
+    dp_free(x->n_orders);
     job_prepared_free(&x->p);
     fl_state_free(&x->st);
     dp_free(x->active);
     dp_free(x->trained);
     dp_free(x->eps);
     dp_free(x->ledger_eps);
-    for (size_t k = 0; x->curve != NULL && k < x->p.fed.n_silos; k++)
-        dp_free(x->curve[k]);
-    dp_free(x->curve);
-    dp_free(x->n_orders);
     dp_free(x->reqs);
     dp_free(x->res);
     dp_free(x->req_silo);
