@@ -119,7 +119,8 @@ finish() {
     # even when every request was answered (TSan, for one, only changes the exit status by default).
     # TSan's "thread leak" is left to the exit status: a forced stop (second signal, drain timeout)
     # ends with _exit() on purpose, without joining the workers, and TSan reports them as leaked.
-    local re='^(WARNING|ERROR): (ThreadSanitizer|AddressSanitizer|LeakSanitizer)|runtime error:'
+    # (LeakSanitizer's report starts "==PID==ERROR: LeakSanitizer", the others at the line start)
+    local re='^(==[0-9]+==)?(WARNING|ERROR): (ThreadSanitizer|AddressSanitizer|LeakSanitizer)|runtime error:'
     if [ -s "$T/err" ] && grep -E "$re" "$T/err" | grep -qv 'ThreadSanitizer: thread leak'; then
         fail "sanitizer report in the daemon's stderr:"
         grep -E -A30 "$re" "$T/err" | head -60
