@@ -57,6 +57,19 @@ int auth_require_silo(const http_req *rq, int64_t silo_id, ledger_principal *out
                       (long long)silo_id);
 }
 
+int auth_viewer(const http_req *rq, store_viewer *v, ledger_principal *who, dp_err *err)
+{
+    ledger_principal p;
+    if (auth_resolve(rq, &p, err) != DP_OK)
+        return err->code;
+    v->admin = p.role == LEDGER_ROLE_ADMIN;
+    v->token_id = p.token_id;
+    v->silo_id = v->admin ? 0 : p.silo_id;
+    if (who != NULL)
+        *who = p;
+    return DP_OK;
+}
+
 int auth_creator_id(const http_req *rq, int64_t *token_id, dp_err *err)
 {
     *token_id = 0;

@@ -36,6 +36,7 @@
 
 #include "common/dp_err.h"
 #include "service/base/cfg.h"
+#include "service/db/bind.h"
 #include "service/http/bearer.h"
 #include "service/http/server.h"
 #include "service/ledger/ledger.h"
@@ -49,6 +50,9 @@ int auth_authenticate(const http_req *rq, dp_err *err);
 /* Who is calling: the admin (also when auth is off), a silo, or an error (DP_EUNAUTH: no or unknown
  * token). */
 int auth_resolve(const http_req *rq, ledger_principal *out, dp_err *err);
+/* auth_resolve as a viewer of stored resources (db/bind.h store_viewer); who (may be NULL) gets the
+ * principal too. */
+int auth_viewer(const http_req *rq, store_viewer *v, ledger_principal *who, dp_err *err);
 /* The tokens.id to record as the creator of what this request makes: the bearer's id, revoked or
  * not (the request was admitted while it was valid), or 0 with --auth off or without a bearer. */
 int auth_creator_id(const http_req *rq, int64_t *token_id, dp_err *err);

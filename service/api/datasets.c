@@ -150,17 +150,6 @@ static json_t *row_json(const dataset_row *r)
     return o;
 }
 
-static int viewer_of(const http_req *rq, dataset_viewer *v, dp_err *err)
-{
-    ledger_principal who;
-    if (auth_resolve(rq, &who, err) != DP_OK)
-        return err->code;
-    v->admin = who.role == LEDGER_ROLE_ADMIN;
-    v->token_id = who.token_id;
-    v->silo_id = who.silo_id;
-    return DP_OK;
-}
-
 /* ---- POST /v1/datasets ---- */
 
 typedef struct upload {
@@ -376,7 +365,7 @@ int route_datasets_list(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t limit, after;
     dataset_viewer v;
-    if (http_req_page(rq, &limit, &after, err) != DP_OK || viewer_of(rq, &v, err) != DP_OK)
+    if (http_req_page(rq, &limit, &after, err) != DP_OK || auth_viewer(rq, &v, NULL, err) != DP_OK)
         return err->code;
     if (limit > DATASETS_PAGE_MAX)
         limit = DATASETS_PAGE_MAX;
@@ -421,7 +410,7 @@ int route_dataset_get(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t id;
     dataset_viewer v;
-    if (http_req_param_id(rq, "id", &id, err) != DP_OK || viewer_of(rq, &v, err) != DP_OK)
+    if (http_req_param_id(rq, "id", &id, err) != DP_OK || auth_viewer(rq, &v, NULL, err) != DP_OK)
         return err->code;
     dataset_row row;
     bool found = false;
@@ -457,7 +446,7 @@ int route_dataset_delete(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t id;
     dataset_viewer who;
-    if (http_req_param_id(rq, "id", &id, err) != DP_OK || viewer_of(rq, &who, err) != DP_OK)
+    if (http_req_param_id(rq, "id", &id, err) != DP_OK || auth_viewer(rq, &who, NULL, err) != DP_OK)
         return err->code;
     bool in_use = false;
     if (jobs_dataset_in_use(rq->db, id, &in_use, rq->req_id, err) != DP_OK)

@@ -592,13 +592,7 @@ static int run_require_token(const http_req *rq, dp_err *err)
 /* Resolves the caller (401 without a valid token) as a viewer of runs. */
 static int run_viewer(const http_req *rq, runs_viewer *v, dp_err *err)
 {
-    ledger_principal who;
-    if (auth_resolve(rq, &who, err) != DP_OK)
-        return err->code;
-    v->admin = who.role == LEDGER_ROLE_ADMIN;
-    v->token_id = who.token_id;
-    v->silo_id = v->admin ? 0 : who.silo_id;
-    return DP_OK;
+    return auth_viewer(rq, v, NULL, err);
 }
 
 /* ---- run storage ---- */

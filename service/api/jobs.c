@@ -53,19 +53,6 @@
 /* How long an events answer waits for something new before it answers empty (a long poll). */
 #define JOBS_SSE_WAIT_MS 15000
 
-static int viewer_of(const http_req *rq, job_viewer *v, ledger_principal *who, dp_err *err)
-{
-    ledger_principal p;
-    if (auth_resolve(rq, &p, err) != DP_OK)
-        return err->code;
-    v->admin = p.role == LEDGER_ROLE_ADMIN;
-    v->token_id = p.token_id;
-    v->silo_id = p.silo_id;
-    if (who != NULL)
-        *who = p;
-    return DP_OK;
-}
-
 /* ---- a job as JSON ---- */
 
 static json_t *time_or_null(int64_t ms)
@@ -334,7 +321,7 @@ int route_jobs_list(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t limit, after;
     job_viewer v;
-    if (http_req_page(rq, &limit, &after, err) != DP_OK || viewer_of(rq, &v, NULL, err) != DP_OK)
+    if (http_req_page(rq, &limit, &after, err) != DP_OK || auth_viewer(rq, &v, NULL, err) != DP_OK)
         return err->code;
     if (limit > JOBS_PAGE_MAX)
         limit = JOBS_PAGE_MAX;
@@ -377,7 +364,7 @@ static int path_job(const http_req *rq, job_row *row, job_viewer *v, ledger_prin
 {
     int64_t id;
     bool found = false;
-    if (http_req_param_id(rq, "id", &id, err) != DP_OK || viewer_of(rq, v, who, err) != DP_OK ||
+    if (http_req_param_id(rq, "id", &id, err) != DP_OK || auth_viewer(rq, v, who, err) != DP_OK ||
         jobs_get(rq->db, id, v, row, &found, rq->req_id, err) != DP_OK)
         return err->code;
     if (!found)
@@ -425,7 +412,7 @@ int route_job_cancel(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t id;
     job_viewer who;
-    if (http_req_param_id(rq, "id", &id, err) != DP_OK || viewer_of(rq, &who, NULL, err) != DP_OK)
+    if (http_req_param_id(rq, "id", &id, err) != DP_OK || auth_viewer(rq, &who, NULL, err) != DP_OK)
         return err->code;
     job_cancel_op *op = dp_calloc(1, sizeof *op);
     if (op == NULL)

@@ -831,13 +831,12 @@ out:
 int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err)
 {
     int64_t id;
-    ledger_principal who;
-    int rc = auth_resolve(rq, &who, err);
+    draw_viewer viewer;
+    int rc = auth_viewer(rq, &viewer, NULL, err);
     if (rc == DP_OK)
         rc = http_req_param_id(rq, "id", &id, err);
     if (rc != DP_OK)
         return rc;
-    draw_viewer viewer = {who.role == LEDGER_ROLE_ADMIN, who.token_id, who.silo_id};
     draw_row row;
     bool found = false;
     if ((rc = draws_get(rq->db, id, &viewer, &row, &found, rq->req_id, err)) != DP_OK)

@@ -3,6 +3,8 @@
  */
 #include "service/db/bind.h"
 
+#include <stdio.h>
+
 #include "common/dp_err.h"
 
 #include "common/dp_log.h"
@@ -82,4 +84,18 @@ int store_bind_page(store_binder *b, size_t page, int (*row)(sqlite3_stmt *st, v
         return DP_OK;
     *sqlite_rc = s;
     return DP_EINTERNAL;
+}
+
+void store_bind_viewer(store_binder *b, const store_viewer *v)
+{
+    bool admin = v == NULL || v->admin;
+    store_bind_i64(b, ":admin", admin ? 1 : 0);
+    store_bind_i64(b, ":tok", v != NULL ? v->token_id : 0);
+    store_bind_i64(b, ":silo", admin ? 0 : v->silo_id);
+}
+
+void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
 }

@@ -47,6 +47,19 @@ void store_bind_i64_or_null(store_binder *b, const char *name, bool present, int
  * error). May be called again to step to the next row (the binds are not repeated). */
 int store_bind_step(store_binder *b);
 
+/* Who reads a resource under the access rule of draws, runs, data sets and jobs (the admin, the
+ * token that made it, a token of that token's silo, or of a silo bound to it), bound as :admin,
+ * :tok and :silo (:silo 0 for the admin). NULL binds the admin: no access check. */
+typedef struct store_viewer {
+    bool admin;
+    int64_t token_id;
+    int64_t silo_id; /* ignored for the admin */
+} store_viewer;
+void store_bind_viewer(store_binder *b, const store_viewer *v);
+
+/* Column i's text into dst (cap bytes, truncated, "" for NULL). */
+void store_col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap);
+
 /* One page of a list whose statement asks for LIMIT page + 1 rows: steps through at most `page`
  * rows, calling row(st, arg) on each, and sets *more when another row follows. Returns DP_OK;
  * DP_ENOMEM when row returned nonzero (a copy that failed); or DP_EINTERNAL with *sqlite_rc the

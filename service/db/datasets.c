@@ -88,14 +88,6 @@ int datasets_insert_apply(sqlite3 *db, void *arg, dp_err *err)
     return DP_OK;
 }
 
-static int bind_viewer(store_binder *b, const dataset_viewer *v)
-{
-    store_bind_i64(b, ":admin", v->admin ? 1 : 0);
-    store_bind_i64(b, ":tok", v->token_id);
-    store_bind_i64(b, ":silo", v->admin ? 0 : v->silo_id);
-    return b->rc;
-}
-
 int datasets_delete_apply(sqlite3 *db, void *arg, dp_err *err)
 {
     static const char DELETE[] = "DELETE FROM datasets AS d WHERE d.id = :id AND " DATASET_VISIBLE;
@@ -107,7 +99,7 @@ int datasets_delete_apply(sqlite3 *db, void *arg, dp_err *err)
         return ds_fail(db, s, "prepare delete", NULL, err);
     store_binder b = store_bind_begin(st);
     store_bind_i64(&b, ":id", op->id);
-    bind_viewer(&b, &op->who);
+    store_bind_viewer(&b, &op->who);
     s = store_bind_step(&b);
     sqlite3_finalize(st);
     if (s != SQLITE_DONE)
@@ -125,12 +117,6 @@ void dataset_row_clear(dataset_row *r)
     memset(r, 0, sizeof *r);
 }
 
-static void col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
-{
-    const unsigned char *t = sqlite3_column_text(st, i);
-    snprintf(dst, cap, "%s", t ? (const char *)t : "");
-}
-
 static char *col_dup(sqlite3_stmt *st, int i)
 {
     const unsigned char *t = sqlite3_column_text(st, i);
@@ -142,16 +128,16 @@ static int read_row(sqlite3_stmt *st, dataset_row *r)
 {
     memset(r, 0, sizeof *r);
     r->id = sqlite3_column_int64(st, 0);
-    col_copy(st, 1, r->name, sizeof r->name);
+    store_col_copy(st, 1, r->name, sizeof r->name);
     r->created_at_ms = sqlite3_column_int64(st, 2);
-    col_copy(st, 3, r->label_column, sizeof r->label_column);
-    col_copy(st, 4, r->silo_column, sizeof r->silo_column);
+    store_col_copy(st, 3, r->label_column, sizeof r->label_column);
+    store_col_copy(st, 4, r->silo_column, sizeof r->silo_column);
     r->n_rows = sqlite3_column_int64(st, 5);
     r->n_columns = sqlite3_column_int64(st, 6);
     r->n_features = sqlite3_column_int64(st, 7);
     r->n_classes = sqlite3_column_int64(st, 8);
     r->bytes = sqlite3_column_int64(st, 9);
-    col_copy(st, 10, r->sha256, sizeof r->sha256);
+    store_col_copy(st, 10, r->sha256, sizeof r->sha256);
     r->silos = col_dup(st, 11);
     r->features = col_dup(st, 12);
     if (r->silos == NULL || r->features == NULL) {
@@ -173,7 +159,7 @@ int datasets_get(store_conn *c, int64_t id, const dataset_viewer *who, dataset_r
         return err->code;
     store_binder b = store_bind_begin(st);
     store_bind_i64(&b, ":id", id);
-    bind_viewer(&b, who);
+    store_bind_viewer(&b, who);
     int s = store_bind_step(&b);
     int rc = DP_OK;
     if (s == SQLITE_ROW) {
@@ -215,7 +201,7 @@ int datasets_list(store_conn *c, const dataset_viewer *who, int64_t after, size_
     store_binder b = store_bind_begin(st);
     store_bind_i64(&b, ":after", after);
     store_bind_i64(&b, ":lim", (int64_t)limit + 1);
-    bind_viewer(&b, who);
+    store_bind_viewer(&b, who);
     row_page pg = {out, 0};
     int src = SQLITE_OK;
     int rc = store_bind_page(&b, limit, page_row, &pg, more, &src);

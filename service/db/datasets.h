@@ -28,6 +28,7 @@
 #include <sqlite3.h>
 
 #include "common/dp_err.h"
+#include "service/db/bind.h"
 #include "service/db/store.h"
 
 #define DATASETS_NAME_MAX 129 /* bytes of a name, NUL included */
@@ -57,11 +58,7 @@ typedef struct dataset_insert_op {
 int datasets_insert_apply(sqlite3 *db, void *arg, dp_err *err);
 
 /* Who is looking. */
-typedef struct dataset_viewer {
-    bool admin;
-    int64_t token_id;
-    int64_t silo_id; /* ignored for the admin */
-} dataset_viewer;
+typedef store_viewer dataset_viewer;
 
 /* The writer operation of a delete: arg is a dataset_delete_op. found tells whether a row the
  * viewer may see was deleted. */

@@ -71,9 +71,7 @@ int draws_get(store_conn *c, int64_t id, const draw_viewer *who, draw_row *out, 
         return err->code;
     store_binder b = store_bind_begin(st);
     store_bind_i64(&b, ":id", id);
-    store_bind_i64(&b, ":admin", who->admin ? 1 : 0);
-    store_bind_i64(&b, ":tok", who->token_id);
-    store_bind_i64(&b, ":silo", who->admin ? 0 : who->silo_id);
+    store_bind_viewer(&b, who);
     int src = store_bind_step(&b);
     if (src == SQLITE_DONE) {
         store_stmt_done(st);

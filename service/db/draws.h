@@ -34,6 +34,7 @@
 #include <sqlite3.h>
 
 #include "common/dp_err.h"
+#include "service/db/bind.h"
 #include "service/db/store.h"
 
 /* A draw to record. Every pointer is borrowed for the duration of draws_insert. */
@@ -64,11 +65,7 @@ typedef struct draw_row {
 } draw_row;
 
 /* Who is reading: the access rule above. */
-typedef struct draw_viewer {
-    bool admin;       /* the admin (or --auth off) sees every draw */
-    int64_t token_id; /* tokens.id of the reader */
-    int64_t silo_id;  /* the reader's silo (ignored for the admin) */
-} draw_viewer;
+typedef store_viewer draw_viewer; /* the admin (or --auth off) sees every draw */
 
 /* Inserts d on db, inside the CALLER's transaction (an apply function's, db/writer.h: the row is
  * committed with the writer's group, or rolled back with the operation's savepoint when this or a

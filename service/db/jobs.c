@@ -194,13 +194,6 @@ int jobs_finish_apply(sqlite3 *db, void *arg, dp_err *err)
     return add_status_event(db, op->id, op->now_ms, job_status_name(op->status), op->reason, err);
 }
 
-static void bind_viewer(store_binder *b, const job_viewer *v)
-{
-    store_bind_i64(b, ":admin", v == NULL || v->admin ? 1 : 0);
-    store_bind_i64(b, ":tok", v ? v->token_id : 0);
-    store_bind_i64(b, ":silo", v == NULL || v->admin ? 0 : v->silo_id);
-}
-
 static void bind_id_time(store_binder *b, const void *arg)
 {
     const job_cancel_op *op = arg;
@@ -227,7 +220,7 @@ int jobs_cancel_apply(sqlite3 *db, void *arg, dp_err *err)
     }
     store_binder b = store_bind_begin(st);
     store_bind_i64(&b, ":id", op->id);
-    bind_viewer(&b, &op->who);
+    store_bind_viewer(&b, &op->who);
     s = store_bind_step(&b);
     if (s == SQLITE_ROW) {
         op->found = true;
@@ -285,31 +278,26 @@ int jobs_recover_apply(sqlite3 *db, void *arg, dp_err *err)
     return rc;
 }
 
-static void bind_round(store_binder *b, const void *arg)
-{
-    const job_round_new *r = arg;
-    store_bind_i64(b, ":job", r->job_id);
-    store_bind_i64(b, ":round", r->round);
-    store_bind_i64(b, ":t", r->now_ms);
-    store_bind_double(b, ":wall", r->wall_ms);
-    store_bind_text(b, ":m", r->metrics);
-}
-
-static void bind_round_event(store_binder *b, const void *arg)
-{
-    const job_round_new *r = arg;
-    store_bind_i64(b, ":job", r->job_id);
-    store_bind_i64(b, ":round", r->round);
-    store_bind_i64(b, ":t", r->now_ms);
-    store_bind_double(b, ":wall", r->wall_ms);
-}
-
+/* A round's three statements take growing sets of its fields (the binder refuses a name the
+ * statement does not have). */
 static void bind_round_done(store_binder *b, const void *arg)
 {
     const job_round_new *r = arg;
     store_bind_i64(b, ":job", r->job_id);
     store_bind_i64(b, ":round", r->round);
     store_bind_i64(b, ":t", r->now_ms);
+}
+
+static void bind_round_event(store_binder *b, const void *arg)
+{
+    bind_round_done(b, arg);
+    store_bind_double(b, ":wall", ((const job_round_new *)arg)->wall_ms);
+}
+
+static void bind_round(store_binder *b, const void *arg)
+{
+    bind_round_event(b, arg);
+    store_bind_text(b, ":m", ((const job_round_new *)arg)->metrics);
 }
 
 int jobs_round_write(sqlite3 *db, const job_round_new *r, dp_err *err)
@@ -357,25 +345,19 @@ void job_row_clear(job_row *r)
     memset(r, 0, sizeof *r);
 }
 
-static void col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
-{
-    const unsigned char *t = sqlite3_column_text(st, i);
-    snprintf(dst, cap, "%s", t ? (const char *)t : "");
-}
-
 static int read_row(sqlite3_stmt *st, job_row *r)
 {
     memset(r, 0, sizeof *r);
     r->id = sqlite3_column_int64(st, 0);
-    col_copy(st, 1, r->name, sizeof r->name);
+    store_col_copy(st, 1, r->name, sizeof r->name);
     r->created_at_ms = sqlite3_column_int64(st, 2);
     r->started_at_ms = sqlite3_column_int64(st, 3);
     r->finished_at_ms = sqlite3_column_int64(st, 4);
     r->updated_at_ms = sqlite3_column_int64(st, 5);
     r->creator_token_id = sqlite3_column_int64(st, 6);
-    col_copy(st, 7, r->algorithm, sizeof r->algorithm);
+    store_col_copy(st, 7, r->algorithm, sizeof r->algorithm);
     r->status = (job_status)job_status_parse((const char *)sqlite3_column_text(st, 8));
-    col_copy(st, 9, r->reason, sizeof r->reason);
+    store_col_copy(st, 9, r->reason, sizeof r->reason);
     r->rounds_total = sqlite3_column_int64(st, 10);
     r->rounds_done = sqlite3_column_int64(st, 11);
     r->dataset_id = sqlite3_column_int64(st, 12);
@@ -404,7 +386,7 @@ int jobs_get(store_conn *c, int64_t id, const job_viewer *who, job_row *out, boo
         return err->code;
     store_binder b = store_bind_begin(st);
     store_bind_i64(&b, ":id", id);
-    bind_viewer(&b, who);
+    store_bind_viewer(&b, who);
     int s = store_bind_step(&b);
     int rc = DP_OK;
     if (s == SQLITE_ROW) {
@@ -459,7 +441,7 @@ int jobs_list(store_conn *c, const job_viewer *who, int status, int64_t after, s
     store_bind_i64(&b, ":after", after);
     store_bind_text(&b, ":status", status >= 0 ? job_status_name((job_status)status) : NULL);
     store_bind_i64(&b, ":lim", (int64_t)limit + 1);
-    bind_viewer(&b, who);
+    store_bind_viewer(&b, who);
     row_page pg = {out, 0};
     int src = SQLITE_OK;
     int rc = store_bind_page(&b, limit, page_row, &pg, more, &src);
@@ -487,7 +469,7 @@ int jobs_binding_name(store_conn *c, int64_t id, int64_t silo_id, char *name, si
     int s = store_bind_step(&b);
     int rc = DP_OK;
     if (s == SQLITE_ROW) {
-        col_copy(st, 0, name, cap);
+        store_col_copy(st, 0, name, cap);
         *found = true;
     } else if (s != SQLITE_DONE) {
         rc = store_err(c, s, "read job silo", req_id, err);

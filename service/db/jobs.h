@@ -24,6 +24,7 @@
 #include <sqlite3.h>
 
 #include "common/dp_err.h"
+#include "service/db/bind.h"
 #include "service/db/store.h"
 
 #define JOBS_STATUS_MAX 16  /* "interrupted" + NUL fits */
@@ -87,11 +88,7 @@ typedef struct job_finish_op {
 int jobs_finish_apply(sqlite3 *db, void *arg, dp_err *err);
 
 /* Who is looking. */
-typedef struct job_viewer {
-    bool admin;
-    int64_t token_id;
-    int64_t silo_id;
-} job_viewer;
+typedef store_viewer job_viewer;
 
 typedef struct job_cancel_op {
     int64_t id;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/dp_log.h"
+#include "service/db/bind.h"
 
 /* The one visibility rule of the read and the list; the run is aliased r, the viewer bound by
  * bind_viewer. */
@@ -76,12 +77,6 @@ static int col_dup(sqlite3_stmt *st, int i, char **out)
     memcpy(*out, t, n);
     (*out)[n] = '\0';
     return 0;
-}
-
-static void col_copy(sqlite3_stmt *st, int i, char *dst, size_t cap)
-{
-    const unsigned char *t = sqlite3_column_text(st, i);
-    snprintf(dst, cap, "%s", t ? (const char *)t : "");
 }
 
 int runs_insert(sqlite3 *db, const runs_new *r, const char *req_id, int64_t *id, dp_err *err)
@@ -184,9 +179,9 @@ int runs_get(store_conn *c, int64_t id, const runs_viewer *v, const char *req_id
         s = sqlite3_step(st);
     if (s == SQLITE_ROW) {
         out->id = id;
-        col_copy(st, 0, out->kind, sizeof out->kind);
+        store_col_copy(st, 0, out->kind, sizeof out->kind);
         out->created_at_ms = sqlite3_column_int64(st, 1);
-        col_copy(st, 2, out->status, sizeof out->status);
+        store_col_copy(st, 2, out->status, sizeof out->status);
         out->priv = sqlite3_column_int(st, 3) != 0;
         out->n_clients = sqlite3_column_int64(st, 4);
         if (col_dup(st, 5, &out->params) != 0 || col_dup(st, 6, &out->data) != 0 ||
@@ -228,9 +223,9 @@ int runs_list(store_conn *c, const runs_viewer *v, int64_t after, size_t limit, 
         }
         runs_summary *r = &out[(*n)++];
         r->id = sqlite3_column_int64(st, 0);
-        col_copy(st, 1, r->kind, sizeof r->kind);
+        store_col_copy(st, 1, r->kind, sizeof r->kind);
         r->created_at_ms = sqlite3_column_int64(st, 2);
-        col_copy(st, 3, r->status, sizeof r->status);
+        store_col_copy(st, 3, r->status, sizeof r->status);
         r->priv = sqlite3_column_int(st, 4) != 0;
         r->n_clients = sqlite3_column_int64(st, 5);
     }

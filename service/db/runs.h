@@ -28,6 +28,7 @@
 #include <sqlite3.h>
 
 #include "common/dp_err.h"
+#include "service/db/bind.h"
 #include "service/db/store.h"
 
 #define RUNS_KIND_MAX   16 /* bytes of a kind, NUL included ("gaussian", "beta", "mixture") */
@@ -65,11 +66,7 @@ typedef struct runs_new {
 int runs_insert(sqlite3 *db, const runs_new *r, const char *req_id, int64_t *id, dp_err *err);
 
 /* Who reads: the admin, or a token (its id) of a silo (its id; 0 for none). */
-typedef struct runs_viewer {
-    bool admin;
-    int64_t token_id;
-    int64_t silo_id;
-} runs_viewer;
+typedef store_viewer runs_viewer;
 
 /* A stored run, as runs_get reads it. The texts are owned (malloc); release with runs_run_clear. */
 typedef struct runs_run {

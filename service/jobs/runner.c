@@ -328,7 +328,6 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
             return rc;
         }
         /* keep the start-of-round state: a refused charge discards the round */
-        int64_t t0 = time_mono_ms();
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
         uint8_t *ckpt = NULL;
@@ -348,7 +347,6 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
         if (rc == DP_OK)
             rc = fl_state_serialize(&x->st, &x->p.cfg, &ckpt, &ckpt_len, err);
         clock_gettime(CLOCK_MONOTONIC, &b);
-        (void)t0;
         double wall = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
         if (rc != DP_OK) {
             fl_round_metrics_free(&m);
