@@ -10,7 +10,8 @@
  * samples/s = expected rows (B x steps) / wall time (and / CPU time of all threads); the median of
  * BENCH_REPEATS (default 5) timed calls of BENCH_STEPS steps each (default: about 0.3 s of work),
  * after one warm-up call, the non-private and DP-SGD calls alternating so that both see the same
- * background load.
+ * background load. BENCH_ONLY=text runs only the cases whose name contains text (e.g. "784-50-10",
+ * or "none" for the noise rate alone) and then skips the Fashion-MNIST accuracy pass.
  * Not part of make test; bench/training/run.sh runs it.
  */
 #include <stdio.h>
@@ -281,8 +282,11 @@ int main(void)
         N_ROWS, D_IN, N_ROWS, repeats);
     printf("%-16s %5s %6s %7s %11s %11s %8s %11s %11s %8s %10s\n", "model", "B", "chunk", "threads",
            "non-priv/s", "DP-SGD/s", "DP cost", "np/CPU-s", "DP/CPU-s", "(CPU)", "CPUs used");
+    const char *only = getenv("BENCH_ONLY");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const float *y = cases[k].spec.type == FL_MODEL_LOGISTIC ? y2 : y10;
+        if (only != NULL && strstr(cases[k].name, only) == NULL)
+            continue;
         if (run_case(&cases[k], x, y, repeats, steps) != 0)
             return 1;
     }
@@ -311,6 +315,7 @@ int main(void)
            t[repeats / 2] / 1e6, repeats, n);
     free(z);
     free(t);
-    accuracy_pass();
+    if (only == NULL)
+        accuracy_pass();
     return 0;
 }
