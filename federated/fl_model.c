@@ -18,7 +18,9 @@
  * the deltas come from one backward pass (delta_{l-1} depends only on delta_l, so scaling row i of
  * every layer's delta by c_i is the same as back-propagating c_i delta_{L,i}), their rows are
  * scaled by c_i, and then one sgemm per layer gives the weight gradients. The extra cost over the
- * non-private step is O(n * sum_l dims[l-1] + dims[l]) for the norms and scaling.
+ * non-private step is O(n * sum_l dims[l-1] + dims[l]) for the norms and scaling; the squared norms
+ * are sums in double over sixteen partial sums in a fixed order (sq_norm_c), vectorised with AVX2
+ * or AVX-512 where the CPU has them (same bits).
  *
  * One dense layer with one output (linear, logistic, svm: most of a DP-SGD step's cost is fixed
  * overhead at these sizes) takes a fused path, dense1_grad: one pass over the batch's rows (read in
@@ -414,13 +416,88 @@ static void weight_grads(fl_ws *ws, const float *x, size_t n, float *g)
     }
 }
 
-/* Squared L2 norm of v[0..n-1], summed in double in index order. */
+/* Squared L2 norm of v[0..n-1] in double: element j goes to partial sum j mod 16 (the tail too),
+ * and the partial sums are then added pairwise in a fixed tree (sq_norm_tail), so the AVX2 and
+ * AVX-512 versions, which keep the sixteen sums in vector registers, give the same bits as the
+ * portable one. A single running sum was a chain of dependent additions (an add's latency per
+ * element: most of the ghost norms' cost at 784 inputs); the products of floats are exact in
+ * double, so only the order of the additions matters. */
+#define SQN_PARTS 16
+
+/* Adds the tail v[0..n) (n < SQN_PARTS) to the partial sums a and returns their sum. */
+static double sq_norm_tail(double *a, const float *v, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        a[k] += (double)v[k] * (double)v[k];
+    for (size_t w = SQN_PARTS / 2; w >= 1; w /= 2)
+        for (size_t k = 0; k < w; k++)
+            a[k] += a[k + w];
+    return a[0];
+}
+
+static double sq_norm_c(const float *v, size_t n)
+{
+    double a[SQN_PARTS] = {0.0};
+    size_t j = 0;
+    for (; j + SQN_PARTS <= n; j += SQN_PARTS)
+        for (size_t k = 0; k < SQN_PARTS; k++)
+            a[k] += (double)v[j + k] * (double)v[j + k];
+    return sq_norm_tail(a, v + j, n - j);
+}
+
+#if FL_X86_SIMD
+__attribute__((target("avx2"))) static double sq_norm_avx2(const float *v, size_t n)
+{
+    __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                    _mm256_setzero_pd()};
+    size_t j = 0;
+    for (; j + SQN_PARTS <= n; j += SQN_PARTS)
+        for (int q = 0; q < 4; q++) {
+            __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(v + j + 4 * q));
+            a[q] = _mm256_add_pd(a[q], _mm256_mul_pd(x, x));
+        }
+    double p[SQN_PARTS];
+    for (int q = 0; q < 4; q++)
+        _mm256_storeu_pd(p + 4 * q, a[q]);
+    return sq_norm_tail(p, v + j, n - j);
+}
+
+__attribute__((target("avx512f"))) static double sq_norm_avx512(const float *v, size_t n)
+{
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    size_t j = 0;
+    for (; j + SQN_PARTS <= n; j += SQN_PARTS) {
+        __m512d x0 = _mm512_cvtps_pd(_mm256_loadu_ps(v + j));
+        __m512d x1 = _mm512_cvtps_pd(_mm256_loadu_ps(v + j + 8));
+        a0 = _mm512_add_pd(a0, _mm512_mul_pd(x0, x0));
+        a1 = _mm512_add_pd(a1, _mm512_mul_pd(x1, x1));
+    }
+    double p[SQN_PARTS];
+    _mm512_storeu_pd(p, a0);
+    _mm512_storeu_pd(p + 8, a1);
+    return sq_norm_tail(p, v + j, n - j);
+}
+#endif
+
+double fl_sq_norm_path(const float *v, size_t n, int path)
+{
+#if FL_X86_SIMD
+    int level = fl_simd_level();
+    if (path == FL_ZIG_BEST || path > level)
+        path = level;
+    if (path == FL_ZIG_AVX512)
+        return sq_norm_avx512(v, n);
+    if (path == FL_ZIG_AVX2)
+        return sq_norm_avx2(v, n);
+#else
+    (void)path;
+#endif
+    return sq_norm_c(v, n);
+}
+
 static double sq_norm(const float *v, size_t n)
 {
-    double s = 0.0;
-    for (size_t j = 0; j < n; j++)
-        s += (double)v[j] * (double)v[j];
-    return s;
+    return fl_sq_norm_path(v, n, FL_ZIG_BEST);
 }
 
 /* Ghost norms: norm2[i] = sum_l ||delta_{l,i}||^2 (||a_{l-1,i}||^2 + 1), in one pass per layer

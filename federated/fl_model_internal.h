@@ -18,6 +18,16 @@
 
 #include "federated/fl_model.h"
 
+/* x86-64 with gcc or clang: AVX2 / AVX-512 versions of a few loops, compiled with target
+ * attributes (the build targets baseline x86-64) and picked at run time; each gives the same bits
+ * as its portable version. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FL_X86_SIMD 1
+#include <immintrin.h>
+#else
+#define FL_X86_SIMD 0
+#endif
+
 #define FL_MAX_LAYERS (FL_MAX_HIDDEN + 1)
 /* Chunks of a batch go to FL_SGD_LANES lanes (chunk k to lane k mod FL_SGD_LANES), each summed in
  * chunk order; the lanes are then added in lane order. The tree does not depend on the number of
@@ -74,6 +84,23 @@ static inline void fl_vstep(float *restrict w, const float *restrict g, float lr
         w[j] -= lr * (g[j] * inv_b);
 }
 
+/* w -= lr * ((g + z) * inv_b): fl_vadd(g, z) then fl_vstep in one pass, the same bits (g + z is
+ * rounded to float either way; g is left as it was). */
+static inline void fl_vstep_sum(float *restrict w, const float *restrict g, const float *restrict z,
+                                float lr, float inv_b, size_t n)
+{
+    size_t j = 0;
+    for (; j + FL_VBLOCK <= n; j += FL_VBLOCK)
+        for (size_t k = 0; k < FL_VBLOCK; k++) {
+            float t = g[j + k] + z[j + k];
+            w[j + k] -= lr * (t * inv_b);
+        }
+    for (; j < n; j++) {
+        float t = g[j] + z[j];
+        w[j] -= lr * (t * inv_b);
+    }
+}
+
 /* w -= lr * (g * inv_b + lam * (w - anchor)) */
 static inline void fl_vstep_prox(float *restrict w, const float *restrict g,
                                  const float *restrict anchor, float lr, float inv_b, float lam,
@@ -126,5 +153,26 @@ double fl_model_chunk_grad_rows(fl_ws *ws, const float *w, const float *x, const
 
 /* Pins the BLAS to one thread, once per process (pthread_once). */
 void fl_blas_single_thread(void);
+
+/* fl_gauss_fill's normals come in blocks of FL_ZIG_BLOCK (fl_noise.c), computed by one of these
+ * paths; all give the same bits. */
+#define FL_ZIG_BLOCK 16
+enum {
+    FL_ZIG_BEST = -1,  /* the fastest this CPU runs (what fl_gauss_fill uses) */
+    FL_ZIG_SCALAR = 0, /* portable C */
+    FL_ZIG_AVX2 = 1,   /* x86-64 with AVX2 */
+    FL_ZIG_AVX512 = 2  /* x86-64 with AVX-512F */
+};
+
+/* The widest of FL_ZIG_AVX512, FL_ZIG_AVX2, FL_ZIG_SCALAR this CPU runs (cached). */
+int fl_simd_level(void);
+
+/* ||v[0..n)||^2 in double as the ghost norms compute it (fl_model.c), through the given path (one
+ * this CPU does not run falls back to the best it does). The same bits on every path. */
+double fl_sq_norm_path(const float *v, size_t n, int path);
+
+/* fl_gauss_fill through the given path (for tests and benches). Returns the path used, or -1 (out
+ * untouched) when this CPU or build cannot run it. */
+int fl_gauss_fill_path(float *out, size_t n, double sigma, uint64_t seed, int path);
 
 #endif

@@ -16,6 +16,8 @@
  *      fl_model.c), plus N(0, (noise_multiplier clip)^2) per coordinate. The parameter vector is
  *      cut into FL_SGD_LANES fixed segments; segment j of step t is fl_gauss_fill with the seed
  *      dp_rng_derive(dp_rng_derive(dp_rng_derive(noise_seed, DP_RNG_STREAM_FL_SGD_NOISE), t), j).
+ *      Without prox the noise is added to G inside the update pass of step 3 (fl_vstep_sum: the
+ *      same bits as adding it first, one pass over the parameters fewer).
  *   3. w <- w - lr (G / expected_batch + prox_lambda (w - anchor)).
  * Dividing by the expected batch q n rather than the drawn size keeps the sensitivity of the mean
  * fixed (the drawn size is itself private).
@@ -375,12 +377,16 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
             memset(G, 0, P * sizeof *G);
         for (size_t k = 1; k < FL_SGD_LANES && k < n_chunks; k++)
             fl_vadd(G, ws->lane[k], P);
-        if (noise_std > 0.0)
-            fl_vadd(G, ws->noise, P);
-        if (lam > 0.0f)
-            fl_vstep_prox(w, G, cfg->anchor, lr, inv_b, lam, P);
-        else
-            fl_vstep(w, G, lr, inv_b, P);
+        if (noise_std > 0.0 && !(lam > 0.0f)) {
+            fl_vstep_sum(w, G, ws->noise, lr, inv_b, P); /* the noise added in the same pass */
+        } else {
+            if (noise_std > 0.0)
+                fl_vadd(G, ws->noise, P);
+            if (lam > 0.0f)
+                fl_vstep_prox(w, G, cfg->anchor, lr, inv_b, lam, P);
+            else
+                fl_vstep(w, G, lr, inv_b, P);
+        }
         for (size_t k = 0; k < FL_SGD_LANES && k < n_chunks; k++)
             loss_total += job.lane_loss[k];
         rows_total += (double)job.batch;

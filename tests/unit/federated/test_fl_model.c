@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include <gsl/gsl_cdf.h>
+#include <gsl/gsl_math.h>
 
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
@@ -688,6 +689,154 @@ static void gauss_fill_is_deterministic_by_seed(void **state)
         assert_true(zero[i] == 0.0f);
 }
 
+/* Every path (portable C, AVX2, AVX-512; those this CPU runs) gives the same bits, on sizes that
+ * are not multiples of the 16-normal block and on fills long enough to take the slow path many
+ * times (the tail beyond r comes only from the slow path, and it appears). */
+static void gauss_fill_paths_give_the_same_bits(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {0,  1,  2,   7,    15,   16,   17,   31,
+                                   32, 33, 100, 1000, 1023, 9940, 65537};
+    size_t big = 1 << 18;
+    float *ref = malloc(big * sizeof *ref), *got = malloc(big * sizeof *got);
+    assert_true(ref != NULL && got != NULL);
+    assert_int_equal(fl_gauss_fill_path(ref, 4, 1.0, 1, FL_ZIG_SCALAR), FL_ZIG_SCALAR);
+    int best = fl_simd_level(), paths = 0;
+    for (int p = FL_ZIG_SCALAR; p <= FL_ZIG_AVX512; p++) {
+        if (p > best) {
+            assert_int_equal(fl_gauss_fill_path(got, 4, 1.0, 1, p), -1);
+            continue;
+        }
+        paths++;
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+            for (uint64_t seed = 0; seed < 40; seed++) {
+                size_t n = sizes[k];
+                double sigma = 0.5 + (double)seed;
+                fl_gauss_fill_path(ref, n, sigma, seed * 0x9e3779b97f4a7c15ULL, FL_ZIG_SCALAR);
+                memset(got, 0xff, (n + 1) * sizeof *got);
+                assert_int_equal(fl_gauss_fill_path(got, n, sigma, seed * 0x9e3779b97f4a7c15ULL, p),
+                                 p);
+                assert_memory_equal(ref, got, n * sizeof *ref);
+                uint32_t after; /* nothing written past n */
+                memcpy(&after, &got[n], sizeof after);
+                assert_true(after == 0xffffffffu);
+            }
+        size_t tails = 0;
+        for (uint64_t seed = 1; seed <= 4; seed++) {
+            fl_gauss_fill_path(ref, big, 1.0, seed, FL_ZIG_SCALAR);
+            fl_gauss_fill_path(got, big, 1.0, seed, p);
+            assert_memory_equal(ref, got, big * sizeof *ref);
+            for (size_t i = 0; i < big; i++)
+                tails += fabsf(ref[i]) > 3.852046150368391f;
+        }
+        assert_true(tails > 0);
+        /* fl_gauss_fill is the best path */
+        fl_gauss_fill(got, 1001, 2.0, 77);
+        fl_gauss_fill_path(ref, 1001, 2.0, 77, p);
+        assert_memory_equal(ref, got, 1001 * sizeof *ref);
+    }
+    assert_true(paths >= 1);
+    free(ref);
+    free(got);
+}
+
+/* The 16 positions of a block come from eight generators (two per output): each position has mean
+ * 0 and variance 1, and neighbours within a block (the two halves of one output, and adjacent
+ * generators) and across blocks are uncorrelated, within 5 standard errors. */
+static void gauss_fill_block_positions_are_independent_standard_normals(void **state)
+{
+    (void)state;
+    size_t n = 16 * 65536, per = n / 16;
+    float *z = malloc(n * sizeof *z);
+    assert_non_null(z);
+    fl_gauss_fill(z, n, 1.0, 424242);
+    for (size_t j = 0; j < 16; j++) {
+        double s = 0, s2 = 0, c1 = 0, c16 = 0;
+        for (size_t b = 0; b < per; b++) {
+            double v = (double)z[16 * b + j];
+            s += v;
+            s2 += v * v;
+            c1 += v * (double)z[16 * b + (j + 1) % 16];
+            if (b + 1 < per)
+                c16 += v * (double)z[16 * (b + 1) + j];
+        }
+        double se = 1.0 / sqrt((double)per);
+        assert_true(fabs(s / (double)per) < 5.0 * se);
+        assert_true(fabs(s2 / (double)per - 1.0) < 5.0 * sqrt(2.0) * se);
+        assert_true(fabs(c1 / (double)per) < 5.0 * se);
+        assert_true(fabs(c16 / (double)(per - 1)) < 5.0 * se);
+    }
+    free(z);
+}
+
+/* The ziggurat's slow regions: the mass beyond r (tail method) has the normal's conditional mean
+ * E[|Z| | |Z| > r] = phi(r) / Q(r), and a fine histogram of |Z| over the top layers' range [0, 0.3)
+ * (where the fast test fails most: the top layer has no fast region at all) matches the normal
+ * (chi-square, 59 degrees of freedom, 0.1% critical value 99.6). */
+static void gauss_fill_slow_regions_have_the_normal_law(void **state)
+{
+    (void)state;
+    size_t n = 4000000;
+    double r = 3.852046150368391;
+    float *z = malloc(n * sizeof *z);
+    assert_non_null(z);
+    fl_gauss_fill(z, n, 1.0, 99);
+    double tail_sum = 0;
+    size_t tail_n = 0, bins[60] = {0}, in_range = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = fabs((double)z[i]);
+        if (a > r) {
+            tail_sum += a;
+            tail_n++;
+        }
+        if (a < 0.3) {
+            bins[(size_t)(a / 0.005) < 60 ? (size_t)(a / 0.005) : 59]++;
+            in_range++;
+        }
+    }
+    double q = gsl_cdf_ugaussian_Q(r), phi = exp(-0.5 * r * r) / sqrt(2.0 * M_PI);
+    double cmean = phi / q;
+    /* sd of |Z| given |Z| > r is about 0.24 at this r: 5 standard errors */
+    assert_true(tail_n > 100);
+    assert_true(fabs(tail_sum / (double)tail_n - cmean) < 5.0 * 0.25 / sqrt((double)tail_n));
+    double p_range = 2.0 * (gsl_cdf_ugaussian_P(0.3) - 0.5), chi2 = 0;
+    for (size_t b = 0; b < 60; b++) {
+        double lo = 0.005 * (double)b, hi = lo + 0.005;
+        double e = (double)n * 2.0 * (gsl_cdf_ugaussian_P(hi) - gsl_cdf_ugaussian_P(lo));
+        chi2 += ((double)bins[b] - e) * ((double)bins[b] - e) / e;
+    }
+    assert_true(fabs((double)in_range - (double)n * p_range) <
+                5.0 * sqrt((double)n * p_range * (1.0 - p_range)));
+    assert_true(chi2 < 99.6);
+    free(z);
+}
+
+/* The ghost norms' squared norm gives the same bits on every path and matches a long double sum. */
+static void sq_norm_paths_give_the_same_bits(void **state)
+{
+    (void)state;
+    float v[1000];
+    uint64_t st = 5;
+    for (size_t i = 0; i < 1000; i++)
+        v[i] = (float)((double)(dp_splitmix64(&st) >> 11) * 0x1.0p-53 * 4.0 - 2.0);
+    static const size_t sizes[] = {0, 1, 10, 15, 16, 17, 50, 255, 784, 1000};
+    int best = fl_simd_level();
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        for (size_t off = 0; off < 3; off++) {
+            size_t n = sizes[k] - (sizes[k] > off ? off : sizes[k]);
+            double ref = fl_sq_norm_path(v + off, n, FL_ZIG_SCALAR);
+            long double exact = 0;
+            for (size_t i = 0; i < n; i++)
+                exact += (long double)v[off + i] * (long double)v[off + i];
+            assert_close(ref, (double)exact, 1e-14, 0.0);
+            for (int p = FL_ZIG_AVX2; p <= best; p++) {
+                double got = fl_sq_norm_path(v + off, n, p);
+                assert_memory_equal(&ref, &got, sizeof ref);
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -708,6 +857,10 @@ int main(void)
         cmocka_unit_test(workspace_allocation_failures_are_clean),
         cmocka_unit_test(gauss_fill_has_the_normal_distribution),
         cmocka_unit_test(gauss_fill_is_deterministic_by_seed),
+        cmocka_unit_test(gauss_fill_paths_give_the_same_bits),
+        cmocka_unit_test(gauss_fill_block_positions_are_independent_standard_normals),
+        cmocka_unit_test(gauss_fill_slow_regions_have_the_normal_law),
+        cmocka_unit_test(sq_norm_paths_give_the_same_bits),
     };
     return cmocka_run_group_tests_name("fl_model", tests, NULL, NULL);
 }

@@ -434,6 +434,62 @@ static void noise_has_std_noise_multiplier_times_clip(void **state)
     free(w2);
 }
 
+/* The noise of step t is the documented segments (fl_sgd.c, step 2): segment j of the P
+ * parameters is fl_gauss_fill with the seed derive(derive(derive(noise_seed, STREAM), t), j). With
+ * zero gradients, lr = 1 and expected_batch = 1 each step subtracts exactly that vector (no prox:
+ * the noise is added inside the update pass; prox with anchor = w = 0: through G first). */
+static void noise_is_the_documented_segments_with_or_without_prox(void **state)
+{
+    (void)state;
+    size_t d = 1001, n = 4, P = d + 1, seg = (P + 3) / 4;
+    fl_model_spec m = linear_spec(FL_MODEL_LINEAR, d);
+    float *x = calloc(n * d, sizeof *x), y[4] = {0}, *w = calloc(P, sizeof *w);
+    float *z = calloc(P, sizeof *z), *anchor = calloc(P, sizeof *anchor);
+    assert_true(x && w && z && anchor);
+    fl_ws *ws = fl_ws_alloc(&m, 4, NULL);
+    assert_non_null(ws);
+    for (int prox = 0; prox < 2; prox++) {
+        fl_sgd_cfg c = {.lr = 1.0,
+                        .steps = 1,
+                        .q = 0.5,
+                        .expected_batch = 1.0,
+                        .clip = 0.5,
+                        .noise_multiplier = 3.0,
+                        .prox_lambda = prox ? 0.25 : 0.0,
+                        .anchor = prox ? anchor : NULL};
+        for (size_t t = 0; t < 2; t++) {
+            memset(w, 0, P * sizeof *w);
+            double loss;
+            /* steps = t + 1 from w = 0: step t's noise is w_after - w_before; take one step at t
+             * by running t + 1 steps and t steps */
+            c.steps = t + 1;
+            assert_int_equal(fl_sgd_run(&m, w, x, y, n, &c, 1, 77, ws, &loss, NULL), DP_OK);
+            uint64_t base = dp_rng_derive(dp_rng_derive(77, DP_RNG_STREAM_FL_SGD_NOISE), t);
+            for (size_t j = 0; j < 4; j++)
+                fl_gauss_fill(z + j * seg, j * seg + seg <= P ? seg : P - j * seg, 1.5,
+                              dp_rng_derive(base, j));
+            float *w0 = calloc(P, sizeof *w0);
+            assert_non_null(w0);
+            if (t > 0) {
+                c.steps = t;
+                assert_int_equal(fl_sgd_run(&m, w0, x, y, n, &c, 1, 77, ws, &loss, NULL), DP_OK);
+            }
+            /* after step 0 the bias has a gradient (the prediction is the bias, y = 0), and the
+             * prox pull lam (w - 0) moves every coordinate: compare the weights (their gradient
+             * stays x = 0) of later steps without prox */
+            size_t upto = t == 0 ? P : prox ? 0 : d;
+            for (size_t k = 0; k < upto; k++)
+                assert_true(w[k] == w0[k] - z[k]);
+            free(w0);
+        }
+    }
+    fl_ws_free(ws);
+    free(x);
+    free(w);
+    free(z);
+    free(anchor);
+}
+
 static void bad_arguments_are_refused_with_the_field(void **state)
 {
     (void)state;
@@ -530,6 +586,7 @@ int main(void)
         cmocka_unit_test(full_batch_without_privacy_is_exactly_gradient_descent),
         cmocka_unit_test(prox_term_is_exact_and_never_clipped),
         cmocka_unit_test(noise_has_std_noise_multiplier_times_clip),
+        cmocka_unit_test(noise_is_the_documented_segments_with_or_without_prox),
         cmocka_unit_test(bad_arguments_are_refused_with_the_field),
         cmocka_unit_test(allocation_failures_are_clean),
     };
