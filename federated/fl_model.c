@@ -416,24 +416,14 @@ static void weight_grads(fl_ws *ws, const float *x, size_t n, float *g)
     }
 }
 
-/* Squared L2 norm of v[0..n-1] in double: element j goes to partial sum j mod 16 (the tail too),
- * and the partial sums are then added pairwise in a fixed tree (sq_norm_tail), so the AVX2 and
- * AVX-512 versions, which keep the sixteen sums in vector registers, give the same bits as the
- * portable one. A single running sum was a chain of dependent additions (an add's latency per
+/* Squared L2 norm of v[0..n-1] in double: element j goes to partial sum j mod 16 (a last partial
+ * block is padded with zeros, which adds +0 to the sums it misses: no change), and the partial sums
+ * are then added pairwise in a fixed tree, a[k] += a[k + 8], then + 4, + 2, + 1. The AVX2 and
+ * AVX-512 versions keep the sixteen sums and the tree in vector registers and give the same bits as
+ * the portable one. A single running sum was a chain of dependent additions (an add's latency per
  * element: most of the ghost norms' cost at 784 inputs); the products of floats are exact in
  * double, so only the order of the additions matters. */
 #define SQN_PARTS 16
-
-/* Adds the tail v[0..n) (n < SQN_PARTS) to the partial sums a and returns their sum. */
-static double sq_norm_tail(double *a, const float *v, size_t n)
-{
-    for (size_t k = 0; k < n; k++)
-        a[k] += (double)v[k] * (double)v[k];
-    for (size_t w = SQN_PARTS / 2; w >= 1; w /= 2)
-        for (size_t k = 0; k < w; k++)
-            a[k] += a[k + w];
-    return a[0];
-}
 
 static double sq_norm_c(const float *v, size_t n)
 {
@@ -442,7 +432,12 @@ static double sq_norm_c(const float *v, size_t n)
     for (; j + SQN_PARTS <= n; j += SQN_PARTS)
         for (size_t k = 0; k < SQN_PARTS; k++)
             a[k] += (double)v[j + k] * (double)v[j + k];
-    return sq_norm_tail(a, v + j, n - j);
+    for (size_t k = 0; j < n; j++, k++)
+        a[k] += (double)v[j] * (double)v[j];
+    for (size_t w = SQN_PARTS / 2; w >= 1; w /= 2)
+        for (size_t k = 0; k < w; k++)
+            a[k] += a[k + w];
+    return a[0];
 }
 
 #if FL_X86_SIMD
@@ -450,16 +445,21 @@ __attribute__((target("avx2"))) static double sq_norm_avx2(const float *v, size_
 {
     __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
                     _mm256_setzero_pd()};
-    size_t j = 0;
-    for (; j + SQN_PARTS <= n; j += SQN_PARTS)
+    float pad[SQN_PARTS] = {0.0f};
+    for (size_t j = 0; j < n; j += SQN_PARTS) {
+        const float *b = v + j;
+        if (n - j < SQN_PARTS) {
+            memcpy(pad, b, (n - j) * sizeof *b);
+            b = pad;
+        }
         for (int q = 0; q < 4; q++) {
-            __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(v + j + 4 * q));
+            __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(b + 4 * q));
             a[q] = _mm256_add_pd(a[q], _mm256_mul_pd(x, x));
         }
-    double p[SQN_PARTS];
-    for (int q = 0; q < 4; q++)
-        _mm256_storeu_pd(p + 4 * q, a[q]);
-    return sq_norm_tail(p, v + j, n - j);
+    }
+    __m256d t = _mm256_add_pd(_mm256_add_pd(a[0], a[2]), _mm256_add_pd(a[1], a[3]));
+    __m128d u = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(u, _mm_unpackhi_pd(u, u)));
 }
 
 __attribute__((target("avx512f"))) static double sq_norm_avx512(const float *v, size_t n)
@@ -472,10 +472,18 @@ __attribute__((target("avx512f"))) static double sq_norm_avx512(const float *v, 
         a0 = _mm512_add_pd(a0, _mm512_mul_pd(x0, x0));
         a1 = _mm512_add_pd(a1, _mm512_mul_pd(x1, x1));
     }
-    double p[SQN_PARTS];
-    _mm512_storeu_pd(p, a0);
-    _mm512_storeu_pd(p + 8, a1);
-    return sq_norm_tail(p, v + j, n - j);
+    if (j < n) {
+        __m512 x = _mm512_maskz_loadu_ps((__mmask16)((1u << (n - j)) - 1u), v + j);
+        __m512d x0 = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+        __m512d x1 =
+            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+        a0 = _mm512_add_pd(a0, _mm512_mul_pd(x0, x0));
+        a1 = _mm512_add_pd(a1, _mm512_mul_pd(x1, x1));
+    }
+    __m512d t = _mm512_add_pd(a0, a1);
+    __m256d h = _mm256_add_pd(_mm512_castpd512_pd256(t), _mm512_extractf64x4_pd(t, 1));
+    __m128d u = _mm_add_pd(_mm256_castpd256_pd128(h), _mm256_extractf128_pd(h, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(u, _mm_unpackhi_pd(u, u)));
 }
 #endif
 
