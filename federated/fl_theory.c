@@ -51,12 +51,12 @@ int fl_mrmtl_theory(const fl_mrmtl_in *in, fl_mrmtl_out *out, dp_err *err)
     if (!(s > 0.0) && !(tau2 > 0.0))
         return dp_err_set(err, DP_EINVAL, "sigma",
                           "sigma, sigma_dp and tau are all 0: every estimate is exact");
-    *out = (fl_mrmtl_out){.sigma_loc2 = s, .mse_lambda = DP_NAN, .privacy_gap = DP_NAN,
-                          .alpha_lambda = DP_NAN};
+    *out = (fl_mrmtl_out){
+        .sigma_loc2 = s, .mse_lambda = DP_NAN, .privacy_gap = DP_NAN, .alpha_lambda = DP_NAN};
     out->lambda_star = tau2 > 0.0 ? s / tau2 : DP_INF; /* Theorem 6.3 */
     out->mse_local = s;
     out->mse_fedavg = (s + (K - 1.0) * tau2) / K;
-    out->mse_star = s * (s + K * tau2) / (K * (s + tau2)); /* Corollary 6.4 */
+    out->mse_star = s * (s + K * tau2) / (K * (s + tau2));         /* Corollary 6.4 */
     out->gain_local = (1.0 - 1.0 / K) * s * s / (s + tau2);        /* Prop. 6.5 */
     out->gain_fedavg = (1.0 - 1.0 / K) * tau2 * tau2 / (s + tau2); /* Prop. 6.6 */
     if (!isnan(in->lambda)) {
@@ -68,8 +68,8 @@ int fl_mrmtl_theory(const fl_mrmtl_in *in, fl_mrmtl_out *out, dp_err *err)
         } else {
             double l1 = (l + 1.0) * (l + 1.0);
             out->mse_lambda = (1.0 - 1.0 / K) * (s + l * l * tau2) / l1 + s / K; /* Lemma 6.7 */
-            out->privacy_gap = (1.0 - 1.0 / K) * dp2 / l1 + dp2 / K;         /* Theorem 6.8 */
-            out->alpha_lambda = (K + l) / ((1.0 + l) * K);                     /* Lemma 6.1 */
+            out->privacy_gap = (1.0 - 1.0 / K) * dp2 / l1 + dp2 / K;             /* Theorem 6.8 */
+            out->alpha_lambda = (K + l) / ((1.0 + l) * K);                       /* Lemma 6.1 */
         }
     }
     return DP_OK;
@@ -90,7 +90,8 @@ int fl_mrmtl_theory_silos(const fl_mrmtl_silo *silos, size_t k, double tau, fl_m
             (rc = check_num(x->sigma, 0.0, false, "sigma", err)) != DP_OK ||
             (rc = check_num(x->sigma_dp, 0.0, false, "sigma_dp", err)) != DP_OK)
             return prefix_index(err, "silos", i, rc);
-        double s = x->sigma * x->sigma / x->n + x->sigma_dp * x->sigma_dp / (x->n * x->n); /* Eq. 39 */
+        double s =
+            x->sigma * x->sigma / x->n + x->sigma_dp * x->sigma_dp / (x->n * x->n); /* Eq. 39 */
         out[i] = (fl_mrmtl_silo_out){.sigma_loc2 = s, .mse_local = s};
         sum += s;
     }
@@ -188,7 +189,8 @@ int fl_hdp_client_mse(const fl_hdp_group *g, size_t n_groups, double alpha2, dou
     if (rc != DP_OK)
         return rc;
     if (group >= n_groups)
-        return dp_err_set(err, DP_EINVAL, "group", "group must be < %zu (got %zu)", n_groups, group);
+        return dp_err_set(err, DP_EINVAL, "group", "group must be < %zu (got %zu)", n_groups,
+                          group);
     if (!(lambda >= 0.0))
         return dp_err_set(err, DP_EINVAL, "lambda", "lambda must be >= 0 (got %g)", lambda);
     double S = 0.0;
@@ -225,8 +227,8 @@ static double hdp_lambda_best(const fl_hdp_group *g, size_t n_groups, double alp
         double wi = r[i] / S, m = g[i].clients - (i == group ? 1.0 : 0.0);
         others += m * wi * wi * (tau2 + alpha2 + g[i].noise);
     }
-    double q = (1.0 - wj) * (1.0 - wj) * tau2 + (own_noise ? wj * wj * g[group].noise : 0.0) +
-               others;
+    double q =
+        (1.0 - wj) * (1.0 - wj) * tau2 + (own_noise ? wj * wj * g[group].noise : 0.0) + others;
     double den = wj * wj * alpha2 + q - wj * alpha2; /* c - w_j alpha^2 */
     double l = alpha2 * (1.0 - wj) / den;
     return den > 0.0 && isfinite(l) && l >= 0.0 ? l : DP_INF;
@@ -305,9 +307,9 @@ double fl_ppsgd_bound(const fl_ppsgd_in *in, double alpha)
     double z = ppsgd_sigma_zeta(in), dz2 = in->dim_w * z * z;
     if (isinf(alpha)) /* the limits of both terms as alpha -> inf */
         return 4.0 * in->smooth * v2 / n + 3.0 * sqrt(v2 * (s2 / N + dz2)) / sqrt(n);
-    double l_a = in->smooth * fmax(alpha, 1.0 / N);             /* L_alpha */
-    double zn2 = N * v2 / (alpha * N + 1.0);                    /* ||z*||_alpha^2, Lemma 4.6 */
-    double st2 = (alpha * s2 + s2) / N + alpha * dz2;           /* Eq. 6 */
+    double l_a = in->smooth * fmax(alpha, 1.0 / N);               /* L_alpha */
+    double zn2 = N * v2 / (alpha * N + 1.0);                      /* ||z*||_alpha^2, Lemma 4.6 */
+    double st2 = (alpha * s2 + s2) / N + alpha * dz2;             /* Eq. 6 */
     return 4.0 * l_a * zn2 / n + 3.0 * sqrt(st2 * zn2) / sqrt(n); /* Eq. 7 */
 }
 
@@ -324,8 +326,12 @@ int fl_ppsgd_theory(const fl_ppsgd_in *in, fl_ppsgd_out *out, dp_err *err)
     if (!(in->delta > 0.0 && in->delta < 1.0))
         return dp_err_set(err, DP_EINVAL, "delta", "delta must be in (0, 1) (got %g)", in->delta);
     double N = in->users, L = log(1.0 / in->delta);
-    *out = (fl_ppsgd_out){.sigma_zeta = DP_NAN, .bound_local = DP_NAN, .bound_1n = DP_NAN,
-                          .bound_global = DP_NAN, .alpha_best = DP_NAN, .bound_best = DP_NAN};
+    *out = (fl_ppsgd_out){.sigma_zeta = DP_NAN,
+                          .bound_local = DP_NAN,
+                          .bound_1n = DP_NAN,
+                          .bound_global = DP_NAN,
+                          .alpha_best = DP_NAN,
+                          .bound_best = DP_NAN};
     /* Eq. 10 with the constant of Eq. 4 squared (it enters through sigma_zeta^2) */
     out->n_star = N * (N - 1.0) * in->sigma * in->sigma * in->epsilon * in->epsilon /
                   (in->c * in->c * in->dim_w * in->grad * in->grad * L);

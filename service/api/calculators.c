@@ -6,9 +6,9 @@
  *   POST /v1/calculators/mrmtl   MR-MTL's lambda* and the errors of local / FedAvg / MR-MTL in the
  *                                mean-estimation model of Liu et al., NeurIPS 2022, §6 and App. E.5
  *   POST /v1/calculators/fedhdp  FedHDP's server weights r* and Ditto weights lambda* per privacy
- *                                group (Aldaghri et al., App. A, Lemmas 1-3, Eqs. 28-29, 41, 47, 61-64)
- *   POST /v1/calculators/ppsgd   PPSGD's threshold n* (Bietti et al., ICML 2022, Lemma 4.6, Eq. 10)
- *                                and the bound of Theorem 4.5 (Eq. 7) minimised over alpha
+ *                                group (Aldaghri et al., App. A, Lemmas 1-3, Eqs. 28-29, 41, 47,
+ * 61-64) POST /v1/calculators/ppsgd   PPSGD's threshold n* (Bietti et al., ICML 2022, Lemma 4.6,
+ * Eq. 10) and the bound of Theorem 4.5 (Eq. 7) minimised over alpha
  *
  * The arithmetic is federated/fl_theory.c; this file is parse (JSON -> C, every bad field named)
  * and render (C -> JSON; infinite values, such as lambda* = inf for "use the global model", go out
@@ -99,8 +99,8 @@ static const char *mrmtl_best(double lambda_star)
 
 static int mrmtl_same(const json_t *body, int64_t k, http_resp *rs, dp_err *err)
 {
-    static const char *const keys[] = {"silos", "n",    "sigma",     "tau",
-                                       "sigma_dp", "noise_multiplier", "clip", "lambda"};
+    static const char *const keys[] = {
+        "silos", "n", "sigma", "tau", "sigma_dp", "noise_multiplier", "clip", "lambda"};
     fl_mrmtl_in in = {.silos = k > 0 ? (size_t)k : 0};
     int rc;
     if ((rc = json_util_check_keys(body, keys, 8, err)) != DP_OK ||
@@ -186,12 +186,11 @@ static int mrmtl_differ(const json_t *body, const json_t *arr, http_resp *rs, dp
         goto done;
     }
     for (size_t i = 0; i < k; i++) {
-        json_t *e = json_pack("{s:I, s:o, s:o, s:o, s:s, s:o}", "index", (json_int_t)i,
-                              "sigma_dp", json_util_real(s[i].sigma_dp), "sigma_loc2",
-                              json_util_real(o[i].sigma_loc2), "lambda_star",
-                              json_util_real(o[i].lambda_star), "best",
-                              mrmtl_best(o[i].lambda_star), "mse",
-                              mse_obj(o[i].mse_local, o[i].mse_fedavg, o[i].mse_star));
+        json_t *e = json_pack(
+            "{s:I, s:o, s:o, s:o, s:s, s:o}", "index", (json_int_t)i, "sigma_dp",
+            json_util_real(s[i].sigma_dp), "sigma_loc2", json_util_real(o[i].sigma_loc2),
+            "lambda_star", json_util_real(o[i].lambda_star), "best", mrmtl_best(o[i].lambda_star),
+            "mse", mse_obj(o[i].mse_local, o[i].mse_fedavg, o[i].mse_star));
         if (e == NULL || json_array_append_new(list, e) != 0) {
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
             goto done;
@@ -327,16 +326,16 @@ int route_calculators_fedhdp(const http_req *rq, http_resp *rs, dp_err *err)
     }
     for (size_t i = 0; i < n && rc == DP_OK; i++) {
         const fl_hdp_group_out *x = &og[i];
-        json_t *e = json_pack(
-            "{s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "name",
-            names[i] != NULL ? json_string(names[i]) : json_null(), "clients",
-            (json_int_t)g[i].clients, "per_client_noise", json_util_real(g[i].noise), "sigma_p2",
-            json_util_real(x->sigma_p2), "r_star", json_util_real(x->r_star), "weight_star",
-            json_util_real(x->weight_star), "lambda_star", json_util_real(x->lambda_star),
-            "bayes_mse", json_util_real(x->bayes_mse), "mse_at_star_with_own_noise",
-            json_util_real(x->mse_own_noise), "lambda_best_with_own_noise",
-            json_util_real(x->lambda_best_own), "mse_best_with_own_noise",
-            json_util_real(x->mse_best_own));
+        json_t *e =
+            json_pack("{s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "name",
+                      names[i] != NULL ? json_string(names[i]) : json_null(), "clients",
+                      (json_int_t)g[i].clients, "per_client_noise", json_util_real(g[i].noise),
+                      "sigma_p2", json_util_real(x->sigma_p2), "r_star", json_util_real(x->r_star),
+                      "weight_star", json_util_real(x->weight_star), "lambda_star",
+                      json_util_real(x->lambda_star), "bayes_mse", json_util_real(x->bayes_mse),
+                      "mse_at_star_with_own_noise", json_util_real(x->mse_own_noise),
+                      "lambda_best_with_own_noise", json_util_real(x->lambda_best_own),
+                      "mse_best_with_own_noise", json_util_real(x->mse_best_own));
         if (e == NULL)
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         if (rc == DP_OK && have_l) {
@@ -361,12 +360,11 @@ int route_calculators_fedhdp(const http_req *rq, http_resp *rs, dp_err *err)
         return rc;
     }
     if ((rc = json_util_set(res, "groups", list, err)) ||
-        (rc = json_util_set(res, "server_variance",
-                            json_pack("{s:o, s:o, s:o}", "optimal",
-                                      json_util_real(o.server_var_star), "uniform",
-                                      json_util_real(o.server_var_uniform), "at_r",
-                                      json_util_real(var_r)),
-                            err)) ||
+        (rc = json_util_set(
+             res, "server_variance",
+             json_pack("{s:o, s:o, s:o}", "optimal", json_util_real(o.server_var_star), "uniform",
+                       json_util_real(o.server_var_uniform), "at_r", json_util_real(var_r)),
+             err)) ||
         (rc = set_real(res, "alpha2", alpha2, err)) || (rc = set_real(res, "tau2", tau2, err)) ||
         (rc = json_util_set(res, "reference", json_string(FEDHDP_REF), err))) {
         json_decref(res);
@@ -383,8 +381,8 @@ static const char PPSGD_REF[] = "Bietti, Wei, Dudik, Langford & Wu, Personalizat
 
 int route_calculators_ppsgd(const http_req *rq, http_resp *rs, dp_err *err)
 {
-    static const char *const keys[] = {"users", "sigma",      "epsilon", "delta",     "dim_w",
-                                       "grad_bound", "c", "n",       "smoothness", "v_norm2"};
+    static const char *const keys[] = {"users",      "sigma", "epsilon", "delta",      "dim_w",
+                                       "grad_bound", "c",     "n",       "smoothness", "v_norm2"};
     const json_t *body = rq->body;
     fl_ppsgd_in in;
     int rc;
@@ -412,19 +410,19 @@ int route_calculators_ppsgd(const http_req *rq, http_resp *rs, dp_err *err)
     }
     if (!isnan(in.n)) {
         const char *fav = in.n >= o.n_star ? "local" : "global";
-        const char *best = o.alpha_best == 0.0    ? "local"
+        const char *best = o.alpha_best == 0.0   ? "local"
                            : isinf(o.alpha_best) ? "global"
                                                  : "personalized";
         if ((rc = json_util_set(r, "variance_favours", json_string(fav), err)) ||
-            (rc = json_util_set(
-                 r, "bound",
-                 json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "sigma_zeta",
-                           json_util_real(o.sigma_zeta), "alpha_0", json_util_real(o.bound_local),
-                           "alpha_1_over_users", json_util_real(o.bound_1n), "alpha_inf",
-                           json_util_real(o.bound_global), "alpha_best",
-                           json_util_real(o.alpha_best), "at_alpha_best",
-                           json_util_real(o.bound_best), "best", best),
-                 err))) {
+            (rc = json_util_set(r, "bound",
+                                json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "sigma_zeta",
+                                          json_util_real(o.sigma_zeta), "alpha_0",
+                                          json_util_real(o.bound_local), "alpha_1_over_users",
+                                          json_util_real(o.bound_1n), "alpha_inf",
+                                          json_util_real(o.bound_global), "alpha_best",
+                                          json_util_real(o.alpha_best), "at_alpha_best",
+                                          json_util_real(o.bound_best), "best", best),
+                                err))) {
             json_decref(r);
             return rc;
         }

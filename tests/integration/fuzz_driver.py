@@ -190,6 +190,11 @@ SEEDS = {
                                                         "n_max": 20},
          "model": {"type": "logistic"}, "rounds": 1, "batch_size": 4, "lr": 0.1,
          "privacy": {"target_epsilon": 2, "delta": 1e-5, "clip": 1}},
+        {"algorithm": "ppsgd", "ratio": 0.5, "dataset": {"generator": "synthetic-linreg",
+                                                         "silos": 3, "dim": 2, "n_min": 10,
+                                                         "n_max": 10},
+         "model": {"type": "linear"}, "rounds": 1, "batch_size": 4, "lr": 0.1,
+         "privacy": {"noise_multiplier": 1, "delta": 1e-5, "clip": 1, "client_rate": 0.5}},
     ],
     "POST /v1/silos/{id}/token": [{}],
     "PATCH /v1/silos/{id}": [

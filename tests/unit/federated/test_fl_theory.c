@@ -29,16 +29,16 @@ static dp_err E;
 #define assert_rel(x, ref, rel)                                                                    \
     do {                                                                                           \
         double x_ = (x), r_ = (ref);                                                               \
-        if (!(fabs(x_ - r_) <= (rel) * fabs(r_)))                                                 \
-            fail_msg("%s = %.9g, expected %.9g (rel %g)", #x, x_, r_, (double)(rel));            \
+        if (!(fabs(x_ - r_) <= (rel)*fabs(r_)))                                                    \
+            fail_msg("%s = %.9g, expected %.9g (rel %g)", #x, x_, r_, (double)(rel));              \
     } while (0)
 
 /* ---- MR-MTL ---- */
 
 static fl_mrmtl_out mrmtl(double tau, double sigma_dp, double lambda)
 {
-    fl_mrmtl_in in = {.silos = 20, .n = 200, .sigma = 0.4, .tau = tau, .sigma_dp = sigma_dp,
-                      .lambda = lambda};
+    fl_mrmtl_in in = {
+        .silos = 20, .n = 200, .sigma = 0.4, .tau = tau, .sigma_dp = sigma_dp, .lambda = lambda};
     fl_mrmtl_out o;
     assert_int_equal(fl_mrmtl_theory(&in, &o, &E), DP_OK);
     return o;
@@ -115,7 +115,8 @@ static void mrmtl_silos_reduce_to_theorem_6_3_and_minimise_each_error(void **sta
     for (int i = 0; i < K; i++)
         sum += o[i].sigma_loc2;
     for (int i = 0; i < K; i++) {
-        double sk = o[i].sigma_loc2, V = K * 0.0025 / (K - 1.0) + (sum - sk) / ((K - 1.0) * (K - 1.0));
+        double sk = o[i].sigma_loc2,
+               V = K * 0.0025 / (K - 1.0) + (sum - sk) / ((K - 1.0) * (K - 1.0));
         assert_true(isfinite(o[i].lambda_star));
         double a = (K + o[i].lambda_star) / ((1 + o[i].lambda_star) * K);
         assert_rel(a * a * sk + (1 - a) * (1 - a) * V, o[i].mse_star, 1e-9);
@@ -172,8 +173,7 @@ static void fedhdp_matches_the_independent_configurations(void **state)
     const hdp_ref refs[] = {
         {5, 0, 95, 95 * 0.05, 1, 0.25, 0.208333, 0.0504202, 0.057625, 4, 3.44928, 0.232269,
          0.231270},
-        {5, 0, 95, 95 * 0.5, 1, 0.1, 0.0226337, 0.153842, 0.46225, 10, 3.99425, 0.218051,
-         0.202762},
+        {5, 0, 95, 95 * 0.5, 1, 0.1, 0.0226337, 0.153842, 0.46225, 10, 3.99425, 0.218051, 0.202762},
         {50, 0, 950, 950 * 0.05, 1, 0.25, 0.025641, 0.0168103, 0.046375, 4, 3.75405, 0.210759,
          0.210619},
         {30, 30 * 0.01, 70, 70 * 0.05, 1, 0.2, 0.31915, 0.0286585, DP_NAN, 4.86070, 4.51791,
@@ -201,21 +201,22 @@ static void fedhdp_matches_the_independent_configurations(void **state)
              * lambda on a grid does better without it */
             double m;
             double rs[2] = {og[0].r_star, og[1].r_star};
-            assert_int_equal(
-                fl_hdp_client_mse(g, 2, r->alpha2, r->tau2, rs, j, og[j].lambda_star, false, &m, &E),
-                DP_OK);
+            assert_int_equal(fl_hdp_client_mse(g, 2, r->alpha2, r->tau2, rs, j, og[j].lambda_star,
+                                               false, &m, &E),
+                             DP_OK);
             assert_rel(m, og[j].bayes_mse, 1e-9);
             for (double l = 1e-3; l < 1e3; l *= 1.01) {
-                assert_int_equal(fl_hdp_client_mse(g, 2, r->alpha2, r->tau2, rs, j, l, false, &m, &E),
-                                 DP_OK);
+                assert_int_equal(
+                    fl_hdp_client_mse(g, 2, r->alpha2, r->tau2, rs, j, l, false, &m, &E), DP_OK);
                 assert_true(m >= og[j].bayes_mse * (1 - 1e-12));
-                assert_int_equal(fl_hdp_client_mse(g, 2, r->alpha2, r->tau2, rs, j, l, true, &m, &E),
-                                 DP_OK);
+                assert_int_equal(
+                    fl_hdp_client_mse(g, 2, r->alpha2, r->tau2, rs, j, l, true, &m, &E), DP_OK);
                 assert_true(m >= og[j].mse_best_own * (1 - 1e-12));
             }
         }
     }
-    /* Config A with the client's own noise kept: 0.231472 at lambda*, argmin 3.445 (grid of 1e-3) */
+    /* Config A with the client's own noise kept: 0.231472 at lambda*, argmin 3.445 (grid of 1e-3)
+     */
     fl_hdp_group g[2] = {{5, 0}, {95, 4.75}};
     fl_hdp_out o;
     fl_hdp_group_out og[2];
@@ -282,16 +283,26 @@ static void fedhdp_refuses_bad_input_naming_the_field(void **state)
 
 static fl_ppsgd_in ppsgd_in(double N, double sigma, double eps, double d, double G, double delta)
 {
-    return (fl_ppsgd_in){.users = N, .sigma = sigma, .epsilon = eps, .delta = delta, .dim_w = d,
-                         .grad = G, .c = 1, .n = DP_NAN, .smooth = DP_NAN, .v_norm2 = DP_NAN};
+    return (fl_ppsgd_in){.users = N,
+                         .sigma = sigma,
+                         .epsilon = eps,
+                         .delta = delta,
+                         .dim_w = d,
+                         .grad = G,
+                         .c = 1,
+                         .n = DP_NAN,
+                         .smooth = DP_NAN,
+                         .v_norm2 = DP_NAN};
 }
 
 static void ppsgd_threshold_matches_lemma_4_6(void **state)
 {
     (void)state;
     /* Eq. 10 with eps^2, c = 1; 4 digits */
-    const double v[][7] = {{1000, 1, 1, 100, 10, 1e-4, 10.85},  {1000, 1, 10, 100, 10, 1e-4, 1085},
-                           {100, 1, 1, 10, 1, 1e-5, 85.99},      {1e4, 1, 1, 100, 10, 1e-6, 723.8},
+    const double v[][7] = {{1000, 1, 1, 100, 10, 1e-4, 10.85},
+                           {1000, 1, 10, 100, 10, 1e-4, 1085},
+                           {100, 1, 1, 10, 1, 1e-5, 85.99},
+                           {1e4, 1, 1, 100, 10, 1e-6, 723.8},
                            {1000, 0.01, 1, 100, 10, 1e-4, 0.001085}};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         fl_ppsgd_in in = ppsgd_in(v[i][0], v[i][1], v[i][2], v[i][3], v[i][4], v[i][5]);

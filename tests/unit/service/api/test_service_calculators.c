@@ -35,14 +35,15 @@ static double num(const json_t *o, const char *path)
     char buf[128];
     snprintf(buf, sizeof buf, "%s", path);
     const json_t *v = o;
-    for (char *save = NULL, *k = strtok_r(buf, ".", &save); k != NULL; k = strtok_r(NULL, ".", &save))
+    for (char *save = NULL, *k = strtok_r(buf, ".", &save); k != NULL;
+         k = strtok_r(NULL, ".", &save))
         v = json_is_array(v) ? json_array_get(v, (size_t)atoi(k)) : json_object_get(v, k);
     if (!json_is_number(v))
         fail_msg("%s is not a number in the answer", path);
     return json_number_value(v);
 }
 
-#define assert_near(x, ref, rel) assert_true(fabs((x) - (ref)) <= (rel) * fabs(ref))
+#define assert_near(x, ref, rel) assert_true(fabs((x) - (ref)) <= (rel)*fabs(ref))
 
 /* POSTs body to path without a token; returns the status, *out owned by the caller. */
 static int post(service_fixture *fx, const char *path, const char *body, route_result *out)
@@ -112,7 +113,8 @@ static void mrmtl_refuses_bad_input_naming_the_field(void **state)
     expect_400(fx, p, "{\"silos\":3,\"n\":9,\"sigma\":0.4,\"tau\":0.1,\"lamda\":2}", "lamda");
     expect_400(fx, p, "{\"tau\":0.1,\"silos\":[{\"n\":9,\"sigma\":1},{\"n\":0,\"sigma\":1}]}",
                "silos[1].n");
-    expect_400(fx, p, "{\"tau\":0.1,\"silos\":[{\"n\":9,\"sigma\":1},{\"n\":9,\"sigma\":1,\"x\":1}]}",
+    expect_400(fx, p,
+               "{\"tau\":0.1,\"silos\":[{\"n\":9,\"sigma\":1},{\"n\":9,\"sigma\":1,\"x\":1}]}",
                "silos[1].x");
     expect_400(fx, p, "{\"tau\":0.1,\"silos\":[{\"n\":9,\"sigma\":1}]}", "silos");
     expect_400(fx, p, "{\"silos\":[{\"n\":9,\"sigma\":1},{\"n\":9,\"sigma\":1}]}", "tau");
@@ -138,10 +140,9 @@ static void fedhdp_answers_per_group(void **state)
     assert_near(num(r.body, "groups.1.at.mse_without_own_noise"), 0.231270, 3e-6);
     assert_near(num(r.body, "groups.1.at.mse"), 0.231472, 3e-6);
     assert_true(json_is_null(json_object_get(json_object_get(r.body, "server_variance"), "at_r")));
-    assert_string_equal(
-        json_string_value(json_object_get(json_array_get(json_object_get(r.body, "groups"), 0),
-                                          "name")),
-        "opt-out");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(r.body, "groups"), 0), "name")),
+                        "opt-out");
     route_result_clear(&r);
     /* given weights: the server variance at them (r = 1: HDP-FedAvg) */
     assert_int_equal(post(fx, "/v1/calculators/fedhdp",
@@ -172,12 +173,15 @@ static void fedhdp_refuses_bad_input_naming_the_field(void **state)
                "groups[0].clients");
     expect_400(fx, p, "{\"alpha2\":1,\"tau2\":0.1,\"groups\":[{\"clients\":3,\"gamma2\":-1}]}",
                "groups[0].gamma2");
-    expect_400(fx, p, "{\"alpha2\":1,\"tau2\":0.1,\"groups\":[{\"clients\":3,\"gamma2\":1}],\"r\":[1,2]}",
-               "r");
     expect_400(fx, p,
-               "{\"alpha2\":1,\"tau2\":0.1,\"groups\":[{\"clients\":3,\"gamma2\":1}],\"lambda\":[-1]}",
-               "lambda");
-    expect_400(fx, p, "{\"alpha2\":1,\"tau2\":0.1,\"groups\":[{\"clients\":3,\"gamma2\":1}],\"r\":[0]}",
+               "{\"alpha2\":1,\"tau2\":0.1,\"groups\":[{\"clients\":3,\"gamma2\":1}],\"r\":[1,2]}",
+               "r");
+    expect_400(
+        fx, p,
+        "{\"alpha2\":1,\"tau2\":0.1,\"groups\":[{\"clients\":3,\"gamma2\":1}],\"lambda\":[-1]}",
+        "lambda");
+    expect_400(fx, p,
+               "{\"alpha2\":1,\"tau2\":0.1,\"groups\":[{\"clients\":3,\"gamma2\":1}],\"r\":[0]}",
                "r");
     expect_400(fx, p, "{\"alpha2\":1,\"tau2\":0.1,\"groups\":[{\"clients\":1,\"gamma2\":1}]}",
                "groups");
@@ -236,15 +240,17 @@ static void ppsgd_refuses_bad_input_naming_the_field(void **state)
     expect_400(fx, p, body, "v_norm2");
     snprintf(body, sizeof body, "{%s,\"grad_bound\":1,\"G\":1}", base);
     expect_400(fx, p, body, "G");
-    expect_400(fx, p,
-               "{\"users\":1,\"sigma\":1,\"epsilon\":1,\"delta\":1e-5,\"dim_w\":10,\"grad_bound\":1}",
-               "users");
+    expect_400(
+        fx, p,
+        "{\"users\":1,\"sigma\":1,\"epsilon\":1,\"delta\":1e-5,\"dim_w\":10,\"grad_bound\":1}",
+        "users");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(mrmtl_answers_open_with_the_papers_figures, setup, teardown),
+        cmocka_unit_test_setup_teardown(mrmtl_answers_open_with_the_papers_figures, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(mrmtl_refuses_bad_input_naming_the_field, setup, teardown),
         cmocka_unit_test_setup_teardown(fedhdp_answers_per_group, setup, teardown),
         cmocka_unit_test_setup_teardown(fedhdp_refuses_bad_input_naming_the_field, setup, teardown),
