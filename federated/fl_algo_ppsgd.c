@@ -1,7 +1,7 @@
 /*
  * federated/fl_algo_ppsgd.c: PPSGD, personalised-private SGD (Bietti, Wei, Dudik, Langford & Wu,
- * "Personalization Improves Privacy-Accuracy Tradeoffs in Federated Learning", ICML 2022, §3, Alg. 3
- * with the step split of its experiments, §6).
+ * "Personalization Improves Privacy-Accuracy Tradeoffs in Federated Learning", ICML 2022, §3, Alg.
+ * 3 with the step split of its experiments, §6).
  *
  * Each silo i is a user with a personal parameter theta_i; the model of user i is the additive
  * u_i = w + theta_i (the paper's Eq. 3 for linear models; for an MLP the sum is taken over every
