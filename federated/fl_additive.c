@@ -29,13 +29,13 @@ int fl_additive_init(const fl_additive_spec *spec, fl_additive *out, dp_err *err
     memset(out, 0, sizeof *out);
     int rc;
     if (spec->users < 1 || spec->users > FL_MAX_SILOS)
-        return dp_err_set(err, DP_EINVAL, "users", "users must be in 1..%d (got %zu)",
-                          FL_MAX_SILOS, spec->users);
+        return dp_err_set(err, DP_EINVAL, "users", "users must be in 1..%d (got %zu)", FL_MAX_SILOS,
+                          spec->users);
     if (spec->dim < 1 || spec->personal > spec->dim)
         return dp_err_set(err, DP_EINVAL, "dim", "dim must be >= 1 and >= personal (%zu, %zu)",
                           spec->dim, spec->personal);
-    if (spec->rows < 1 || (double)spec->users * (double)spec->rows * (double)spec->dim >
-                              (double)FL_MAX_CELLS)
+    if (spec->rows < 1 ||
+        (double)spec->users * (double)spec->rows * (double)spec->dim > (double)FL_MAX_CELLS)
         return dp_err_set(err, DP_EINVAL, "rows",
                           "rows must be >= 1 with users x rows x dim at most %zu cells",
                           (size_t)FL_MAX_CELLS);
@@ -45,15 +45,18 @@ int fl_additive_init(const fl_additive_spec *spec, fl_additive *out, dp_err *err
         return rc;
     size_t d = spec->dim, n = spec->users;
     out->theta = dp_malloc(n * d * sizeof *out->theta);
+    out->scale = dp_malloc(d * sizeof *out->scale);
     double *theta0 = dp_malloc(d * sizeof *theta0);
     gsl_rng *r = dp_rng_alloc(dp_rng_derive(spec->seed, FL_SEED_ADDITIVE), DP_RNG_STREAM_DATA, err);
-    if (out->theta == NULL || theta0 == NULL || r == NULL) {
+    if (out->theta == NULL || out->scale == NULL || theta0 == NULL || r == NULL) {
         dp_free(theta0);
         gsl_rng_free(r);
         fl_additive_free(out);
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     out->spec = *spec;
+    for (size_t k = 0; k < d; k++)
+        out->scale[k] = (float)(1.0 / sqrt((double)(k + 1)));
     for (size_t k = 0; k < d; k++)
         theta0[k] = gsl_ran_gaussian_ziggurat(r, spec->theta_scale > 0 ? spec->theta_scale : 1.0) *
                     (spec->theta_scale > 0 ? 1.0 : 0.0);
@@ -73,6 +76,7 @@ void fl_additive_free(fl_additive *a)
     if (a == NULL)
         return;
     dp_free(a->theta);
+    dp_free(a->scale);
     memset(a, 0, sizeof *a);
 }
 
@@ -107,7 +111,7 @@ int fl_additive_draw(const fl_additive *a, uint64_t round, fl_federation *f, dp_
 {
     size_t n = a->spec.users, d = a->spec.dim, m = a->spec.rows;
     uint64_t base = dp_rng_derive(dp_rng_derive(a->spec.seed, FL_SEED_ADDITIVE), round + 1);
-    float scale[4096];
+    const float *scale = a->scale;
     for (size_t i = 0; i < n; i++) {
         fl_silo_data *s = &f->silo[i];
         uint64_t seed = dp_rng_derive(base, (uint64_t)i);
@@ -117,17 +121,17 @@ int fl_additive_draw(const fl_additive *a, uint64_t round, fl_federation *f, dp_
         const double *th = a->theta + i * d;
         for (size_t r = 0; r < m; r++) {
             float *x = s->x_train + r * d;
-            double y = (double)s->y_train[r];
-            for (size_t k0 = 0; k0 < d; k0 += 4096) {
-                size_t k1 = k0 + 4096 < d ? k0 + 4096 : d;
-                for (size_t k = k0; k < k1; k++)
-                    scale[k - k0] = (float)(1.0 / sqrt((double)(k + 1)));
-                for (size_t k = k0; k < k1; k++) {
-                    x[k] *= scale[k - k0];
-                    y += th[k] * (double)x[k];
-                }
-            }
-            s->y_train[r] = (float)y;
+            for (size_t k = 0; k < d; k++)
+                x[k] *= scale[k];
+            /* theta_i*.x in double, four partial sums (k mod 4) added in order */
+            double p[4] = {0, 0, 0, 0};
+            size_t k = 0;
+            for (; k + 4 <= d; k += 4)
+                for (size_t l = 0; l < 4; l++)
+                    p[l] += th[k + l] * (double)x[k + l];
+            for (; k < d; k++)
+                p[k % 4] += th[k] * (double)x[k];
+            s->y_train[r] = (float)((double)s->y_train[r] + ((p[0] + p[1]) + (p[2] + p[3])));
         }
     }
     return fl_federation_refresh(f, err);

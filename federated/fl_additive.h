@@ -41,6 +41,7 @@ typedef struct fl_additive_spec {
 typedef struct fl_additive {
     fl_additive_spec spec;
     double *theta; /* users x dim: theta_i*; owned */
+    float *scale;  /* dim: 1 / sqrt(k), the standard deviation of feature k; owned */
 } fl_additive;
 
 /* Draws the users' true parameters. DP_EINVAL naming the field, DP_ENOMEM. */

@@ -1,6 +1,6 @@
 /*
- * test_fl_additive.c: federated/fl_additive (the synthetic personalised regression of Bietti et al.,
- * ICML 2022, §6.1) and a small-scale run of its Fig. 1a trends through the ppsgd algorithm:
+ * test_fl_additive.c: federated/fl_additive (the synthetic personalised regression of Bietti et
+ * al., ICML 2022, §6.1) and a small-scale run of its Fig. 1a trends through the ppsgd algorithm:
  *   - the generator: theta_i* shared on the first d - p coordinates, apart on the last p; x's
  *     column k has variance 1/k; y - theta_i*.x has the label noise's std; the excess risk of the
  *     zero model is (1/N) sum_i ||theta_i*||_Sigma^2; seeded draws repeat;
