@@ -11,8 +11,8 @@
  *   1. The server samples each trainable silo with probability client_rate = q (Poisson sampling,
  *      the draws of dp_fedavg's select: one uniform per silo in silo order from the server's seed).
  *   2. A sampled silo draws a minibatch of B_i = min(batch_size, n_i) distinct training rows
- *      (Floyd's sampling from its round seed), takes the mean loss gradient g_i at u_i = w +
- *      theta_i (the pre-update point for both parameters), updates
+ *      (Floyd's sampling from its round seed; all its rows, in order, when B_i = n_i), takes the
+ * mean loss gradient g_i at u_i = w + theta_i (the pre-update point for both parameters), updates
  *          theta_i <- theta_i - eta_theta g_i            (unclipped, not noised)
  *      and uploads g_i clipped to L2 norm C = update_clip (clip_C, over all parameters).
  *   3. If eta_w > 0 the server releases
@@ -134,27 +134,35 @@ static int ppsgd_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
     size_t p = c->n_params, d = c->d, n = sd->n_train;
     size_t m = cfg->batch_size < n ? cfg->batch_size : n;
     float *theta = c->own_extra;
-    size_t *idx = dp_malloc(m * sizeof *idx);
-    float *xb = dp_malloc(m * d * sizeof *xb), *yb = dp_malloc(m * sizeof *yb);
-    if (idx == NULL || xb == NULL || yb == NULL) {
-        dp_free(idx);
-        dp_free(xb);
-        dp_free(yb);
-        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    }
-    uint64_t s_seed, n_seed;
-    fl_silo_seeds(cfg->seed, c->silo, c->round, FL_SEED_PHASE_MAIN, &s_seed, &n_seed);
-    fl_rng r;
-    fl_rng_seed(&r, s_seed, DP_RNG_STREAM_FL_SGD_SAMPLING);
-    floyd_sample(&r, n, m, idx);
-    for (size_t a = 0; a < m; a++) {
-        memcpy(xb + a * d, sd->x_train + idx[a] * d, d * sizeof *xb);
-        yb[a] = sd->y_train[idx[a]];
+    size_t *idx = NULL;
+    float *xb = NULL, *yb = NULL;
+    const float *bx = sd->x_train, *by = sd->y_train; /* m == n: every row, in order */
+    if (m < n) {
+        idx = dp_malloc(m * sizeof *idx);
+        xb = dp_malloc(m * d * sizeof *xb);
+        yb = dp_malloc(m * sizeof *yb);
+        if (idx == NULL || xb == NULL || yb == NULL) {
+            dp_free(idx);
+            dp_free(xb);
+            dp_free(yb);
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+        uint64_t s_seed, n_seed;
+        fl_silo_seeds(cfg->seed, c->silo, c->round, FL_SEED_PHASE_MAIN, &s_seed, &n_seed);
+        fl_rng r;
+        fl_rng_seed(&r, s_seed, DP_RNG_STREAM_FL_SGD_SAMPLING);
+        floyd_sample(&r, n, m, idx);
+        for (size_t a = 0; a < m; a++) {
+            memcpy(xb + a * d, sd->x_train + idx[a] * d, d * sizeof *xb);
+            yb[a] = sd->y_train[idx[a]];
+        }
+        bx = xb;
+        by = yb;
     }
     /* u = w + theta at the pre-update point */
     for (size_t j = 0; j < p; j++)
         c->scratch[j] = c->global[j] + theta[j];
-    double loss = fl_model_grad_sum(c->model, c->scratch, xb, yb, m, c->ws, c->upload);
+    double loss = fl_model_grad_sum(c->model, c->scratch, bx, by, m, c->ws, c->upload);
     *train_loss = loss / (double)m;
     double eta_w, eta_theta, sq = 0.0;
     fl_ppsgd_steps(cfg, &eta_w, &eta_theta);
