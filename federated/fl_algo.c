@@ -30,13 +30,13 @@
 /* ---- registry ---- */
 
 static const fl_algo_ops *const REGISTRY[] = {
-    &fl_algo_local_ops, &fl_algo_fedavg_ops, &fl_algo_finetune_ops,
-    &fl_algo_mrmtl_ops, &fl_algo_ditto_ops,  &fl_algo_dpfedavg_ops,
+    &fl_algo_local_ops, &fl_algo_fedavg_ops,   &fl_algo_finetune_ops, &fl_algo_mrmtl_ops,
+    &fl_algo_ditto_ops, &fl_algo_dpfedavg_ops, &fl_algo_ppsgd_ops,
 };
 #define N_REGISTRY (sizeof REGISTRY / sizeof REGISTRY[0])
 
-static const char *const NAMES[N_REGISTRY] = {"local", "fedavg", "finetune",
-                                              "mrmtl", "ditto",  "dp_fedavg"};
+static const char *const NAMES[N_REGISTRY] = {"local", "fedavg",    "finetune", "mrmtl",
+                                              "ditto", "dp_fedavg", "ppsgd"};
 
 const fl_algo_ops *fl_algo_find(const char *name)
 {
@@ -52,6 +52,12 @@ const char *const *fl_algo_names(size_t *n)
 {
     *n = N_REGISTRY;
     return NAMES;
+}
+
+bool fl_algo_client_level(const char *algorithm)
+{
+    const fl_algo_ops *a = fl_algo_find(algorithm);
+    return a != NULL && !a->record_level;
 }
 
 bool fl_algo_has_global(const char *algorithm)
@@ -70,6 +76,7 @@ void fl_job_cfg_default(fl_job_cfg *cfg)
     cfg->weighted = true;
     cfg->client_rate = 1.0;
     cfg->server_lr = 1.0;
+    cfg->ppsgd_ratio = 1.0;
 }
 
 static bool finite_ge0(double x)
@@ -397,6 +404,9 @@ static int update_silo(const round_job *j, size_t k, fl_ws *ws, float *scratch, 
         .personal = s->personal + k * p,
         .upload = j->uploads + k * p,
         .scratch = scratch,
+        .own_extra = j->algo->extra_per_silo && s->extra != NULL
+                         ? s->extra + k * (s->n_extra / s->n_silos)
+                         : NULL,
         .ws = ws,
     };
     return j->algo->silo_update(&c, &j->loss[k], err);

@@ -23,6 +23,13 @@
  *              denominator client_rate * K_active (the paper's unweighted estimator f~_f with all
  *              weights 1; weighted aggregation is ignored because weights by n_k would make the
  *              sensitivity depend on the data). The privacy unit is the whole silo.
+ *   ppsgd      personalised-private SGD, Bietti, Wei, Dudik, Langford & Wu, "Personalization
+ *              Improves Privacy-Accuracy Tradeoffs in Federated Learning", ICML 2022, Alg. 3 with
+ *              its experiments' step split (fl_algo_ppsgd.c): silo i's model is w + theta_i; a
+ *              sampled silo takes one minibatch gradient, steps theta_i unclipped and uploads the
+ *              gradient clipped to update_clip; the server releases w with noise server_noise on
+ *              the sum over the fixed denominator client_rate * K. User-level (silo) DP as
+ *              dp_fedavg; ratio 0 releases nothing.
  *
  * ROUNDS. A job runs exactly cfg->rounds rounds t = 0 .. T-1 (not T+1); the plan (fl_plan_silo)
  * counts exactly the steps the trainer runs. In every round silo k runs local_epochs blocks of
@@ -113,6 +120,8 @@ typedef struct fl_job_cfg {
     double update_clip;  /* L2 clip S of a silo's model delta, > 0 */
     double server_noise; /* noise multiplier z: std z * S on the sum of deltas; >= 0 */
     double server_lr;    /* the server's step on the averaged delta; > 0 (1 = FedAvg) */
+    /* ppsgd (client_rate, update_clip = C and server_noise as above) */
+    double ppsgd_ratio; /* r = alpha Q >= 0 or +inf: global step / personal step (default 1) */
 } fl_job_cfg;
 
 /* Fills cfg with the defaults (local_epochs 1, weighted, server_lr 1, finetune_frac 0.5, ...);
@@ -128,6 +137,15 @@ const char *const *fl_algo_names(size_t *n);
 /* true when the algorithm keeps a global model that is evaluated (false for local and for an
  * unknown name). */
 bool fl_algo_has_global(const char *algorithm);
+/* true for client-level DP algorithms (dp_fedavg, ppsgd: the privacy unit is a silo, one noise
+ * multiplier server_noise for all), false for record-level ones and unknown names. */
+bool fl_algo_client_level(const char *algorithm);
+
+/* ppsgd's step sizes from cfg->lr and cfg->ppsgd_ratio r (Bietti et al. 2022, §6): r = inf gives
+ * (lr, 0), r <= 1 gives (r lr, lr), r > 1 gives (lr, lr / r); eta_w / eta_theta = r. */
+void fl_ppsgd_steps(const fl_job_cfg *cfg, double *eta_w, double *eta_theta);
+/* true when a ppsgd job releases w (r > 0): only then does it spend privacy. */
+bool fl_ppsgd_releases(const fl_job_cfg *cfg);
 
 /* ---- state: the whole checkpoint ---- */
 typedef struct fl_state {

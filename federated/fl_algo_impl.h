@@ -32,6 +32,8 @@ typedef struct fl_silo_ctx {
     float *personal;          /* silo k's personal row (this thread only) */
     float *upload;            /* n_params floats for the server (this thread only) */
     float *scratch;           /* n_params floats of scratch (this thread only) */
+    float *own_extra;         /* silo k's row of state->extra (n_extra / K floats) when the
+                                 algorithm sets extra_per_silo; NULL otherwise (this thread) */
     fl_ws *ws;                /* this thread's workspace */
 } fl_silo_ctx;
 
@@ -50,7 +52,8 @@ typedef struct fl_algo_ops {
     const char *name;
     unsigned steps_factor; /* local-epoch blocks per round (privacy plan) */
     bool has_global;       /* the global model is a model of the federation, evaluated */
-    bool record_level;     /* record-level DP-SGD (false: dp_fedavg's client-level DP) */
+    bool record_level;     /* record-level DP-SGD (false: client-level DP, dp_fedavg, ppsgd) */
+    bool extra_per_silo;   /* state->extra is K equal rows, row k handed to silo k's update */
     /* Floats the algorithm keeps in state->extra for K silos and P parameters (NULL = none); the
      * state starts them at 0. */
     size_t (*extra_floats)(const fl_job_cfg *cfg, size_t n_silos, size_t n_params);
@@ -61,6 +64,9 @@ typedef struct fl_algo_ops {
                   bool *take, dp_err *err);
     int (*silo_update)(const fl_silo_ctx *c, double *train_loss, dp_err *err);
     int (*aggregate)(const fl_server_ctx *c, dp_err *err);
+    /* Client-level algorithms: false when cfg releases nothing (ppsgd with ratio 0), so that the
+     * plan has no event and the calibration answers 0; NULL = always releases. */
+    bool (*releases)(const fl_job_cfg *cfg);
 } fl_algo_ops;
 
 extern const fl_algo_ops fl_algo_local_ops;
@@ -69,6 +75,7 @@ extern const fl_algo_ops fl_algo_finetune_ops;
 extern const fl_algo_ops fl_algo_mrmtl_ops;
 extern const fl_algo_ops fl_algo_ditto_ops;
 extern const fl_algo_ops fl_algo_dpfedavg_ops;
+extern const fl_algo_ops fl_algo_ppsgd_ops;
 
 /* The registered algorithm called name, or NULL. */
 const fl_algo_ops *fl_algo_find(const char *name);

@@ -71,7 +71,7 @@ int fl_plan_silo(const fl_job_cfg *cfg, size_t silo, size_t n_k, fl_silo_plan *o
         p.q = cfg->client_rate;
         p.noise_multiplier = cfg->server_noise;
         p.steps_per_round = 1;
-        p.is_private = cfg->server_noise > 0;
+        p.is_private = cfg->server_noise > 0 && (a->releases == NULL || a->releases(cfg));
     }
     p.steps_total = p.steps_per_round * cfg->rounds;
     if (ev != NULL && p.is_private) {
@@ -421,6 +421,11 @@ static int calibrate_one(const fl_algo_ops *a, const fl_job_cfg *cfg, size_t n_k
 {
     if (a->record_level && n_k < 1)
         return dp_err_set(err, DP_EINVAL, "n_train", "a silo needs >= 1 training row");
+    if (a->releases != NULL && !a->releases(cfg)) { /* nothing released: no noise, no cost */
+        *noise_multiplier = 0.0;
+        *eps = 0.0;
+        return DP_OK;
+    }
     const double *orders;
     size_t n;
     if (accountant_check(acct, &orders, &n, err) != DP_OK)

@@ -12,6 +12,8 @@
  *   synth    Vehicle-like synthetic linear SVM federations (fl_synth_generate), swept over tau and
  *            epsilon, for the qualitative trends (i)-(vi) of Secs. 5.3 and 6 (Figs. 2-5, A3).
  *   fmnist   a Fashion-MNIST MLP trained with record-level DP FedAvg over 10 IID silos.
+ *   ppsgd    Bietti et al., ICML 2022, Fig. 1a: PPSGD on the synthetic personalised regression
+ *            (ppsgd.c; not part of "all", several minutes).
  *
  * Environment: DPSILO_SCHOOL_CSV (the School CSV; default ../shared/data/school/school.csv,
  * relative to the working directory, which `make reproduce` sets to the repository root; the second
@@ -46,6 +48,8 @@
 #define SCHOOL_MAX_BYTES   ((long)64 << 20) /* the file is ~1 MB */
 #define MAX_SEEDS          20
 #define MAX_SILOS_SYNTH    64
+
+int part_ppsgd(int threads); /* ppsgd.c */
 
 static int g_threads = 1;
 static int g_school_rounds = 200; /* REPRO_ROUNDS: investigation only */
@@ -704,10 +708,12 @@ int main(int argc, char **argv)
     g_probe = env_int("REPRO_PROBE", 0, 0, 1);
     bool all = strcmp(part, "all") == 0;
     if (!all && strcmp(part, "school") != 0 && strcmp(part, "synth") != 0 &&
-        strcmp(part, "fmnist") != 0) {
-        fprintf(stderr, "usage: %s [all|school|synth|fmnist] [school.csv]\n", argv[0]);
+        strcmp(part, "fmnist") != 0 && strcmp(part, "ppsgd") != 0) {
+        fprintf(stderr, "usage: %s [all|school|synth|fmnist|ppsgd] [school.csv]\n", argv[0]);
         return 2;
     }
+    if (strcmp(part, "ppsgd") == 0)
+        return part_ppsgd(g_threads) == DP_OK ? 0 : 1;
     if ((all || strcmp(part, "school") == 0) && part_school(csv) != DP_OK)
         return 1;
     if ((all || strcmp(part, "synth") == 0) && part_synth() != DP_OK)

@@ -63,6 +63,10 @@ const route ROUTES[] = {
     {"POST", "/v1/tuning/plan", route_tuning_plan, 16 * KIB, ROUTE_OPEN, NULL, NULL},
     {"POST", "/v1/tuning/draw", route_tuning_draw, 16 * KIB, ROUTE_TOKEN, NULL, NULL},
     {"GET", "/v1/tuning/draws/{id}", route_tuning_draw_get, 0, ROUTE_TOKEN, NULL, NULL},
+    /* planning calculators: the papers' closed forms (api/calculators.c, issue #13) */
+    {"POST", "/v1/calculators/mrmtl", route_calculators_mrmtl, 1 * MIB, ROUTE_OPEN, NULL, NULL},
+    {"POST", "/v1/calculators/fedhdp", route_calculators_fedhdp, 64 * KIB, ROUTE_OPEN, NULL, NULL},
+    {"POST", "/v1/calculators/ppsgd", route_calculators_ppsgd, 4 * KIB, ROUTE_OPEN, NULL, NULL},
     /* budgets (api/silos.c, issue #5) */
     {"POST", "/v1/silos", route_silos_create, 4 * KIB, ROUTE_ADMIN, NULL, NULL},
     {"GET", "/v1/silos", route_silos_list, 0, ROUTE_ADMIN, "limit after archived", NULL},

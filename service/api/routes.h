@@ -46,6 +46,11 @@ int route_tuning_plan(const http_req *rq, http_resp *rs, dp_err *err);
 int route_tuning_draw(const http_req *rq, http_resp *rs, dp_err *err);
 int route_tuning_draw_get(const http_req *rq, http_resp *rs, dp_err *err);
 
+/* api/calculators.c: the papers' closed forms for planning a job (docs/TRAINING.md) */
+int route_calculators_mrmtl(const http_req *rq, http_resp *rs, dp_err *err);
+int route_calculators_fedhdp(const http_req *rq, http_resp *rs, dp_err *err);
+int route_calculators_ppsgd(const http_req *rq, http_resp *rs, dp_err *err);
+
 /* api/datasets.c: training data sets (docs/TRAINING.md) */
 int route_datasets_list(const http_req *rq, http_resp *rs, dp_err *err);
 int route_datasets_upload(const http_req *rq, http_resp *rs, dp_err *err);

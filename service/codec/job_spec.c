@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_math.h"
+#include "federated/fl_algo.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -168,8 +170,36 @@ static int choice(const reader *r, const char *key, const char *const *names, si
 
 /* ---- the parts ---- */
 
-static const char *const ALGORITHMS[] = {"local", "fedavg", "finetune",
-                                         "mrmtl", "ditto",  "dp_fedavg"};
+static const char *const ALGORITHMS[] = {"local", "fedavg",    "finetune", "mrmtl",
+                                         "ditto", "dp_fedavg", "ppsgd"};
+
+/* dp_fedavg and ppsgd: client-level DP (the privacy unit is a silo). */
+static bool client_level(const char *algorithm)
+{
+    return fl_algo_client_level(algorithm);
+}
+
+/* ppsgd's ratio: a number >= 0, or "inf" (global learning only). */
+static int parse_ratio(const json_t *body, job_spec *s, dp_err *err)
+{
+    const json_t *v = json_object_get(body, "ratio");
+    s->ratio = 1.0;
+    if (v == NULL)
+        return DP_OK;
+    if (strcmp(s->algorithm, "ppsgd") != 0)
+        return dp_err_set(err, DP_EINVAL, "ratio", "ratio applies to ppsgd only");
+    if (json_is_string(v) && strcmp(json_string_value(v), "inf") == 0) {
+        s->ratio = DP_INF;
+        return DP_OK;
+    }
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < 0 ||
+        json_number_value(v) > 1e12)
+        return dp_err_set(err, DP_EINVAL, "ratio",
+                          "ratio must be a number in [0, 1e12] or \"inf\" (the global step over "
+                          "the personal step; 0: local learning only, \"inf\": global only)");
+    s->ratio = json_number_value(v);
+    return DP_OK;
+}
 
 static int parse_dataset(const json_t *body, job_spec *s, dp_err *err)
 {
@@ -310,10 +340,11 @@ static int parse_privacy(const json_t *body, job_spec *s, dp_err *err)
 {
     const json_t *v = json_object_get(body, "privacy");
     if (v == NULL || json_is_null(v)) {
-        if (strcmp(s->algorithm, "dp_fedavg") == 0)
+        if (client_level(s->algorithm))
             return dp_err_set(err, DP_EINVAL, "privacy",
-                              "dp_fedavg needs privacy: {\"target_epsilon\" or "
-                              "\"noise_multiplier\", \"delta\", \"clip\"}");
+                              "%s needs privacy: {\"target_epsilon\" or "
+                              "\"noise_multiplier\", \"delta\", \"clip\"}",
+                              s->algorithm);
         s->privacy = JOB_PRIVACY_NONE;
         return DP_OK;
     }
@@ -338,10 +369,9 @@ static int parse_privacy(const json_t *body, job_spec *s, dp_err *err)
         rc = num_pos(&r, "delta", true, 0, 0, 0.5, &s->delta);
     if (rc == DP_OK)
         rc = num_pos(&r, "clip", true, 0, 0, 1e6, &s->clip);
-    bool dpf = strcmp(s->algorithm, "dp_fedavg") == 0;
-    if (rc == DP_OK && !dpf && json_object_get(v, "client_rate") != NULL)
+    if (rc == DP_OK && !client_level(s->algorithm) && json_object_get(v, "client_rate") != NULL)
         rc = dp_err_set(err, DP_EINVAL, "privacy.client_rate",
-                        "privacy.client_rate applies to dp_fedavg only");
+                        "privacy.client_rate applies to dp_fedavg and ppsgd only");
     if (rc == DP_OK)
         rc = num_pos(&r, "client_rate", false, 1, 0, 1, &s->client_rate);
     return rc;
@@ -399,7 +429,7 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         "algorithm",    "dataset",       "partition", "model",  "rounds",
         "local_epochs", "batch_size",    "lr",        "lambda", "finetune_fraction",
         "seed",         "test_fraction", "privacy",   "silos",  "on_budget_exhausted",
-        "standardize",  "weighted",      "resume",    "name"};
+        "standardize",  "weighted",      "resume",    "name",   "ratio"};
     static const char *const BUDGET[] = {"refuse", "stop_silo", "stop_job"};
     static const char *const STD[] = {"silo", "none"};
     size_t a = 0, b = 0, st = 0;
@@ -438,6 +468,8 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         rc = num(&r, "finetune_fraction", false, 0.5, 0, 1, &s->finetune_fraction);
     if (rc == DP_OK)
         rc = num(&r, "test_fraction", false, 0.2, 0, 0.9, &s->test_fraction);
+    if (rc == DP_OK)
+        rc = parse_ratio(body, s, err);
     if (rc == DP_OK)
         rc = parse_privacy(body, s, err);
     if (rc == DP_OK)

@@ -58,7 +58,7 @@ typedef struct job_binding {
 
 typedef struct job_spec {
     char name[JOB_NAME_MAX];      /* the client's label for the job ("" = none) */
-    char algorithm[JOB_ALGO_MAX]; /* local, fedavg, finetune, mrmtl, ditto, dp_fedavg */
+    char algorithm[JOB_ALGO_MAX]; /* local, fedavg, finetune, mrmtl, ditto, dp_fedavg, ppsgd */
     job_data_kind data;
     int64_t dataset_id;  /* UPLOAD */
     fl_synth_spec synth; /* SYNTHETIC (regression when classes == 0) */
@@ -67,6 +67,7 @@ typedef struct job_spec {
     fl_model_spec model; /* d_in and n_classes are filled when the data is known */
     int64_t rounds, local_epochs, batch_size;
     double lr, lambda, finetune_fraction, test_fraction;
+    double ratio; /* ppsgd: r = alpha Q, >= 0 or +inf ("inf"); 1 by default */
     uint64_t seed;
     bool standardize; /* "silo" (default) or "none" */
     bool weighted;    /* aggregation weights n_k (default) or 1/K */
@@ -74,7 +75,7 @@ typedef struct job_spec {
     /* privacy */
     job_privacy_kind privacy;
     double target_epsilon, noise_multiplier, delta, clip;
-    double client_rate; /* dp_fedavg: the share of silos sampled each round (default 1) */
+    double client_rate; /* dp_fedavg, ppsgd: the share of silos sampled each round (default 1) */
     /* budgets */
     job_on_budget on_budget;
     job_binding *bindings; /* n_bindings, owned */

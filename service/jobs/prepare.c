@@ -160,7 +160,7 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
     c->finetune_frac = s->finetune_fraction;
     c->seed = s->seed;
     c->weighted = s->weighted;
-    bool dpf = strcmp(s->algorithm, "dp_fedavg") == 0;
+    bool dpf = fl_algo_client_level(s->algorithm);
     if (s->privacy != JOB_PRIVACY_NONE && !dpf) {
         c->clip = s->clip;
         c->noise_multiplier = z;
@@ -169,6 +169,7 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
         c->client_rate = s->client_rate;
         c->update_clip = s->clip;
         c->server_noise = s->privacy == JOB_PRIVACY_NOISE ? s->noise_multiplier : 0;
+        c->ppsgd_ratio = s->ratio;
     }
 }
 
@@ -176,7 +177,7 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
 static int plan_privacy(job_prepared *p, dp_err *err)
 {
     const job_spec *s = &p->spec;
-    bool dpf = strcmp(s->algorithm, "dp_fedavg") == 0;
+    bool dpf = fl_algo_client_level(s->algorithm);
     size_t K = p->fed.n_silos;
     for (size_t k = 0; k < K; k++) {
         p->silo[k].planned_eps = DP_NAN;
@@ -318,7 +319,7 @@ char *job_plan_json(const job_prepared *p)
                           hidden, "n_params", (json_int_t)fl_model_n_params(ms));
     if (ok && model != NULL)
         root = json_pack("{s:O, s:O, s:s, s:I, s:o}", "silos", arr, "model", model, "privacy_unit",
-                         strcmp(p->spec.algorithm, "dp_fedavg") == 0 ? "silo" : "record", "rounds",
+                         fl_algo_client_level(p->spec.algorithm) ? "silo" : "record", "rounds",
                          (json_int_t)p->cfg.rounds, "server_noise",
                          json_util_real(p->cfg.server_noise));
     json_decref(arr);

@@ -47,15 +47,15 @@ static bool model_fields(json_t *o, const fl_model_metrics *mm, bool regression)
 }
 
 static json_t *silo_json(const job_prepared *p, const fl_round_metrics *m, size_t k, bool stopped,
-                         uint64_t trained, double eps, double ledger_eps)
+                         uint64_t trained, uint64_t charged, double eps, double ledger_eps)
 {
     const fl_silo_metrics *s = &m->silo[k];
     const job_silo_plan *sp = &p->silo[k];
-    json_t *o =
-        json_pack("{s:s, s:o, s:b, s:b, s:I, s:I, s:I}", "silo", p->fed.silo[k].name, "silo_id",
-                  sp->ledger_silo ? json_integer((json_int_t)sp->ledger_silo) : json_null(),
-                  "stopped", stopped, "trained", s->active, "rounds_trained", (json_int_t)trained,
-                  "n_train", (json_int_t)s->n_train, "n_test", (json_int_t)s->n_test);
+    json_t *o = json_pack(
+        "{s:s, s:o, s:b, s:b, s:I, s:I, s:I, s:I}", "silo", p->fed.silo[k].name, "silo_id",
+        sp->ledger_silo ? json_integer((json_int_t)sp->ledger_silo) : json_null(), "stopped",
+        stopped, "trained", s->active, "rounds_trained", (json_int_t)trained, "rounds_charged",
+        (json_int_t)charged, "n_train", (json_int_t)s->n_train, "n_test", (json_int_t)s->n_test);
     double e = sp->round_event == NULL ? DP_NAN : !isnan(ledger_eps) ? ledger_eps : eps;
     json_t *g = m->has_global ? json_object() : json_null();
     bool ok = o && g && put(o, "epsilon", e) &&
@@ -71,13 +71,13 @@ static json_t *silo_json(const job_prepared *p, const fl_round_metrics *m, size_
 }
 
 char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const bool *stopped,
-                     const uint64_t *trained, const double *eps, const double *ledger_eps,
-                     double wall_ms)
+                     const uint64_t *trained, const uint64_t *charged, const double *eps,
+                     const double *ledger_eps, double wall_ms)
 {
     json_t *silos = json_array();
     bool ok = silos != NULL;
     for (size_t k = 0; ok && k < m->n_silos; k++) {
-        json_t *s = silo_json(p, m, k, stopped[k], trained[k], eps[k], ledger_eps[k]);
+        json_t *s = silo_json(p, m, k, stopped[k], trained[k], charged[k], eps[k], ledger_eps[k]);
         ok = s != NULL && json_array_append_new(silos, s) == 0;
     }
     json_t *g = m->has_global ? agg_json(&m->global, m->regression) : json_null();

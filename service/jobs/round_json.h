@@ -7,15 +7,18 @@
  *               "worst_test_*", "spread_test_*"} or null (local),
  *    "personalized": {... the same ...},
  *    "silos": [{"silo", "silo_id", "epsilon", "job_epsilon", "stopped", "trained",
- * "rounds_trained", "n_train", "n_test", "test_mse" | "test_accuracy", "test_loss", "train_loss",
- * "sgd_loss", "global": {"test_mse" | "test_accuracy", "test_loss", "train_loss"} or null}]}
+ * "rounds_trained", "rounds_charged", "n_train", "n_test", "test_mse" | "test_accuracy",
+ * "test_loss", "train_loss", "sgd_loss", "global": {"test_mse" | "test_accuracy", "test_loss",
+ * "train_loss"} or null}]}
  *
  * A silo's top-level figures are its personalised model's (for fedavg, the global model it
  * received). "epsilon" is the silo's spent epsilon as the ledger states it for a bound silo (its
  * cumulative figure after its last charge, which includes what it spent before this job; before
  * its first charge in the job, its spent at the job's start), and for an unbound silo what this
  * job has spent, as the accountant computes it from the job's events. "job_epsilon" is always the
- * latter: the accountant's epsilon of this job's rounds for that silo. Both are null for a
+ * latter: the accountant's epsilon of this job's rounds for that silo, over its "rounds_charged"
+ * (the rounds it trained in for record-level algorithms; for dp_fedavg and ppsgd every round it
+ * was trainable in, since the silo sampling is part of each round's event). Both are null for a
  * non-private job. Non-finite figures are null.
  */
 #ifndef DP_SERVICE_JOBS_ROUND_JSON_H
@@ -27,10 +30,10 @@
 #include "federated/fl_algo.h"
 #include "service/jobs/prepare.h"
 
-/* The text (dp_malloc'd; free()), or NULL when out of memory. stopped, trained, eps, ledger_eps:
- * one entry per silo; ledger_eps[k] NAN when silo k was not charged this round. */
+/* The text (dp_malloc'd; free()), or NULL when out of memory. stopped, trained, charged, eps,
+ * ledger_eps: one entry per silo; ledger_eps[k] NAN when silo k was not charged this round. */
 char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const bool *stopped,
-                     const uint64_t *trained, const double *eps, const double *ledger_eps,
-                     double wall_ms);
+                     const uint64_t *trained, const uint64_t *charged, const double *eps,
+                     const double *ledger_eps, double wall_ms);
 
 #endif

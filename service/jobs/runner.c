@@ -100,6 +100,10 @@ typedef struct job_exec {
     fl_state st;
     bool *active;       /* K */
     uint64_t *trained;  /* K: rounds each silo trained */
+    uint64_t *charged;  /* K: rounds whose privacy event covers the silo: those it trained in for
+                           record-level algorithms; for client-level ones (dp_fedavg, ppsgd) every
+                           round it was trainable in, sampled or not (the sampling is part of the
+                           event, fl_plan_silo) */
     double *eps;        /* K: epsilon so far (DP_NAN when not private) */
     double *ledger_eps; /* K: a bound silo's epsilon after its last charge (the ledger's; DP_NAN
                            before the first) */
@@ -124,6 +128,7 @@ static void exec_free(job_exec *x)
     fl_state_free(&x->st);
     dp_free(x->active);
     dp_free(x->trained);
+    dp_free(x->charged);
     dp_free(x->eps);
     dp_free(x->ledger_eps);
     dp_free(x->reqs);
@@ -213,8 +218,8 @@ static int write_round(sqlite3 *db, void *arg, const ledger_charge_result *out, 
     memcpy(rw->ledger_eps, x->ledger_eps, x->p.fed.n_silos * sizeof *rw->ledger_eps);
     for (size_t i = 0; i < n && i < x->n_reqs; i++)
         rw->ledger_eps[x->req_silo[i]] = out[i].spent_eps_after;
-    char *text = job_round_json(&x->p, rw->m, x->st.stopped, x->trained, x->eps, rw->ledger_eps,
-                                rw->wall_ms);
+    char *text = job_round_json(&x->p, rw->m, x->st.stopped, x->trained, x->charged, x->eps,
+                                rw->ledger_eps, rw->wall_ms);
     if (text == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     job_round_new r = {x->id,    (int64_t)x->st.round, time_now_ms(), rw->wall_ms, text,
@@ -262,9 +267,11 @@ static int counts_row(void *arg, int64_t round, double wall_ms, const char *metr
     for (size_t k = 0; !a->bad && k < a->x->p.fed.n_silos; k++) {
         json_t *s = json_array_get(silos, k);
         a->x->trained[k] = (uint64_t)json_integer_value(json_object_get(s, "rounds_trained"));
+        json_t *c = json_object_get(s, "rounds_charged"); /* absent before issue 13: = trained */
+        a->x->charged[k] = json_is_integer(c) ? (uint64_t)json_integer_value(c) : a->x->trained[k];
         json_t *e = json_object_get(s, "epsilon");
         a->x->eps[k] = json_is_number(e) ? json_number_value(e) : DP_NAN;
-        if (a->x->p.silo[k].ledger_silo != 0 && a->x->trained[k] > 0)
+        if (a->x->p.silo[k].ledger_silo != 0 && a->x->charged[k] > 0)
             a->x->ledger_eps[k] = a->x->eps[k]; /* a bound silo's figure is the ledger's */
     }
     json_decref(m);
@@ -284,9 +291,9 @@ static int restore_counts(job_exec *x, dp_err *err)
     return rc;
 }
 
-/* Epsilon of silo k after `trained` rounds, as the accountant computes it (fl_plan_epsilon),
+/* Epsilon of silo k after `charged` rounds, as the accountant computes it (fl_plan_epsilon),
  * from its cached one-round curve. */
-static double accountant_eps(const job_exec *x, size_t k, uint64_t trained)
+static double accountant_eps(const job_exec *x, size_t k, uint64_t charged)
 {
     const job_silo_plan *sp = &x->p.silo[k];
     if (sp->round_event == NULL || x->curve[k] == NULL)
@@ -294,7 +301,7 @@ static double accountant_eps(const job_exec *x, size_t k, uint64_t trained)
     double e = DP_NAN;
     dp_err err;
     dp_err_clear(&err);
-    if (fl_plan_epsilon_curve(x->curve[k], x->n_orders[k], trained, &sp->acct, &e, &err) != DP_OK)
+    if (fl_plan_epsilon_curve(x->curve[k], x->n_orders[k], charged, &sp->acct, &e, &err) != DP_OK)
         return DP_NAN;
     return e;
 }
@@ -354,7 +361,8 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
             return rc;
         }
         /* the counts and epsilons this round brings (written with the charge) */
-        uint64_t *was = dp_calloc(x->p.fed.n_silos, sizeof *was);
+        uint64_t *was = dp_calloc(2 * x->p.fed.n_silos, sizeof *was),
+                 *ch_was = was + x->p.fed.n_silos;
         double *eps_was = dp_calloc(x->p.fed.n_silos, sizeof *eps_was);
         if (was == NULL || eps_was == NULL) {
             dp_free(was);
@@ -363,12 +371,16 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
             dp_free(ckpt);
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         }
+        bool client = fl_algo_client_level(x->p.spec.algorithm);
         for (size_t k = 0; k < x->p.fed.n_silos; k++) {
             was[k] = x->trained[k];
+            ch_was[k] = x->charged[k];
             eps_was[k] = x->eps[k];
             if (m.silo[k].active)
                 x->trained[k]++;
-            x->eps[k] = accountant_eps(x, k, x->trained[k]);
+            if (client ? x->active[k] : m.silo[k].active) /* the rule of build_reqs */
+                x->charged[k]++;
+            x->eps[k] = accountant_eps(x, k, x->charged[k]);
         }
         double *leps = dp_calloc(x->p.fed.n_silos, sizeof *leps);
         round_write rw = {x, leps, &m, wall, ckpt, ckpt_len};
@@ -389,6 +401,7 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
         }
         /* not recorded: the round never happened */
         memcpy(x->trained, was, x->p.fed.n_silos * sizeof *was);
+        memcpy(x->charged, ch_was, x->p.fed.n_silos * sizeof *ch_was);
         memcpy(x->eps, eps_was, x->p.fed.n_silos * sizeof *eps_was);
         dp_free(was);
         dp_free(eps_was);
@@ -437,12 +450,14 @@ static void run_job(job_runner *r, store_conn *c, int64_t id)
     if (rc == DP_OK) {
         x.active = dp_calloc(K, sizeof *x.active);
         x.trained = dp_calloc(K, sizeof *x.trained);
+        x.charged = dp_calloc(K, sizeof *x.charged);
         x.eps = dp_calloc(K, sizeof *x.eps);
         x.ledger_eps = dp_calloc(K, sizeof *x.ledger_eps);
         x.reqs = dp_calloc(K, sizeof *x.reqs);
         x.res = dp_calloc(K, sizeof *x.res);
         x.req_silo = dp_calloc(K, sizeof *x.req_silo);
-        if (!x.active || !x.trained || !x.eps || !x.ledger_eps || !x.reqs || !x.res || !x.req_silo)
+        if (!x.active || !x.trained || !x.charged || !x.eps || !x.ledger_eps || !x.reqs || !x.res ||
+            !x.req_silo)
             rc = dp_err_set(&e, DP_ENOMEM, NULL, "out of memory");
     }
     if (rc == DP_OK) {

@@ -128,6 +128,25 @@ SEEDS = {
         {"event": G5, "distribution": {"poisson": {"mean": 5}}, "delta": 1e-5,
          "neighboring": "add_remove"},
     ],
+    "POST /v1/calculators/mrmtl": [
+        {"silos": 20, "n": 200, "sigma": 0.4, "tau": 0.08, "noise_multiplier": 14.5, "clip": 1,
+         "lambda": 1},
+        {"silos": 3, "n": 10, "sigma": 1, "tau": 0, "sigma_dp": 2},
+        {"tau": 0.05, "silos": [{"n": 18, "sigma": 0.4, "noise_multiplier": 9.2, "clip": 1},
+                                {"n": 88, "sigma": 0.4, "sigma_dp": 4.8}, {"n": 5, "sigma": 1}]},
+    ],
+    "POST /v1/calculators/fedhdp": [
+        {"alpha2": 1, "tau2": 0.25, "groups": [{"name": "out", "clients": 5, "per_client_noise": 0},
+                                               {"clients": 95, "gamma2": 0.05}]},
+        {"alpha2": 1, "tau2": 0.2, "groups": [{"clients": 30, "gamma2": 0.01},
+                                              {"clients": 70, "gamma2": 0.05}],
+         "r": [1, 0.3], "lambda": [4.8, 4.5]},
+    ],
+    "POST /v1/calculators/ppsgd": [
+        {"users": 1000, "sigma": 1, "epsilon": 1, "delta": 1e-4, "dim_w": 100, "grad_bound": 10},
+        {"users": 1000, "sigma": 1, "epsilon": 10, "delta": 1e-4, "dim_w": 100, "grad_bound": 10,
+         "c": 1, "n": 100, "smoothness": 2, "v_norm2": 1},
+    ],
     "POST /v1/tuning/plan": [
         {"epsilon": 1, "delta": 1e-5, "training": {"sampling_rate": 0.01, "steps": 1000},
          "distribution": {"geometric": {}}, "grid_size": 10},
@@ -171,6 +190,11 @@ SEEDS = {
                                                         "n_max": 20},
          "model": {"type": "logistic"}, "rounds": 1, "batch_size": 4, "lr": 0.1,
          "privacy": {"target_epsilon": 2, "delta": 1e-5, "clip": 1}},
+        {"algorithm": "ppsgd", "ratio": 0.5, "dataset": {"generator": "synthetic-linreg",
+                                                         "silos": 3, "dim": 2, "n_min": 10,
+                                                         "n_max": 10},
+         "model": {"type": "linear"}, "rounds": 1, "batch_size": 4, "lr": 0.1,
+         "privacy": {"noise_multiplier": 1, "delta": 1e-5, "clip": 1, "client_rate": 0.5}},
     ],
     "POST /v1/silos/{id}/token": [{}],
     "PATCH /v1/silos/{id}": [

@@ -128,6 +128,34 @@ curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" -H "Las
     "$URL/v1/jobs/$J1/events" >"$T/sse.code"
 check "the stream ends after the last event (204)" test "$(cat "$T/sse.code")" = 204
 
+# ---- ppsgd (issue 13): user-level DP with silo sampling. Every round charges every trainable silo,
+# sampled or not (the sampling is part of the event), so the epsilon counts all 20 rounds, not the
+# ones the silo trained in; ratio 0 releases nothing and spends nothing.
+PPS='"algorithm":"ppsgd",'"$SPEC"',"rounds":20,"privacy":{"target_epsilon":2,"delta":1e-3,"clip":1,"client_rate":0.5}'
+expect_status 202 POST /v1/jobs '{'"$PPS"',"ratio":0.5,"silos":{"s0":3}}'
+JP=$(printf '%s' "$BODY" | jq -r .id)
+expect_json .plan.privacy_unit silo
+expect_json '.plan.silos[0].q' 0.5
+poll_status "$JP" succeeded 60 || fail "ppsgd job $JP did not succeed"
+expect_status 200 GET "/v1/jobs/$JP/metrics?after=19"
+PL=$BODY
+check "ppsgd: every round was charged" test "$(printf '%s' "$PL" | jq -r '.rounds[0].silos[0].rounds_charged')" = 20
+check "ppsgd: a silo trains only in the rounds it is sampled" test "$(printf '%s' "$PL" | jq -r '[.rounds[0].silos[].rounds_trained] | max < 20')" = true
+P_EPS=$(printf '%s' "$PL" | jq -r '.rounds[0].silos[0].epsilon')
+check "ppsgd: every silo's job epsilon is the 20-round figure (<= target, reached)" test "$(printf '%s' "$PL" | jq -r '[.rounds[0].silos[].job_epsilon | . <= 2 and . > 1.99] | all')" = true
+check "ppsgd: the bound silo's epsilon (the ledger's) is at most its job epsilon" test "$(printf '%s' "$PL" | jq -r '.rounds[0].silos[0] | .epsilon <= .job_epsilon and .epsilon > 1.9')" = true
+expect_status 200 GET /v1/silos/3
+expect_json .n_charges 20
+expect_json "((.spent.epsilon - $P_EPS) | fabs) <= 1e-12" true
+expect_status 202 POST /v1/jobs '{'"$PPS"',"ratio":0,"silos":{"s0":3}}'
+J0=$(printf '%s' "$BODY" | jq -r .id)
+expect_json '.plan.silos[0].epsilon' null
+poll_status "$J0" succeeded 60 || fail "ppsgd ratio-0 job $J0 did not succeed"
+expect_status 200 GET /v1/silos/3
+expect_json .n_charges 20
+expect_status 400 POST /v1/jobs '{'"$PPS"',"ratio":-1}'
+expect_json .error.field ratio
+
 # ---- cancel: a running job ends after its current round
 expect_status 202 POST /v1/jobs '{"algorithm":"fedavg",'"$SPEC"',"rounds":100000}'
 J2=$(printf '%s' "$BODY" | jq -r .id)

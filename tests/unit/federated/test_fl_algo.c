@@ -28,10 +28,16 @@
 #define D       3 /* features */
 #define P       (D + 1)
 #define K_MAX   8
-#define ALGOS_N 6
+#define ALGOS_N 7
 
-static const char *const ALGOS[ALGOS_N] = {"local", "fedavg", "finetune",
-                                           "mrmtl", "ditto",  "dp_fedavg"};
+static const char *const ALGOS[ALGOS_N] = {"local", "fedavg",    "finetune", "mrmtl",
+                                           "ditto", "dp_fedavg", "ppsgd"};
+
+/* The client-level algorithms: no record-level noise multiplier, a fixed denominator q K. */
+static bool client_level(const char *algo)
+{
+    return strcmp(algo, "dp_fedavg") == 0 || strcmp(algo, "ppsgd") == 0;
+}
 
 /* ---- a hand-made federation ---- */
 
@@ -155,7 +161,7 @@ static fl_job_cfg private_cfg(const char *algo)
     c.lr = 0.1;
     c.lambda = 0.5;
     c.clip = 1.0;
-    c.noise_multiplier = strcmp(algo, "dp_fedavg") == 0 ? NULL : Z3;
+    c.noise_multiplier = client_level(algo) ? NULL : Z3;
     c.client_rate = 0.6;
     c.update_clip = 0.5;
     c.server_noise = 0.7;
@@ -419,8 +425,8 @@ static void a_stopped_silo_contributes_nothing_and_stays_stopped(void **state)
     fed_make(&f3, 3, N_TRAIN3, N_TEST3, 1.0, 18);
     fed_make(&f2, 2, N_TRAIN3, N_TEST3, 1.0, 18); /* the same first two silos */
     for (size_t a = 1; a < ALGOS_N; a++) {
-        if (strcmp(ALGOS[a], "dp_fedavg") == 0)
-            continue; /* its fixed denominator is checked in its own test */
+        if (client_level(ALGOS[a]))
+            continue; /* their fixed denominator is checked in their own tests */
         fl_job_cfg c = private_cfg(ALGOS[a]);
         fl_state s3, s2;
         dp_err err = {0};
@@ -803,6 +809,160 @@ static void dp_fedavg_adds_noise_of_std_z_s_over_q_k(void **state)
     fed_free(&f);
 }
 
+/* ---- ppsgd (Bietti et al., ICML 2022) ---- */
+
+/* K silos holding the same n rows (y = v.x + b exactly): every silo's full-batch gradient is the
+ * same, the homogeneous additive model of the paper's Lemma 4.6. */
+static void fed_same(fl_federation *f, size_t k_n, size_t n, const double *v)
+{
+    const size_t ntr[K_MAX] = {n, n, n, n, n, n, n, n}, nte[K_MAX] = {1, 1, 1, 1, 1, 1, 1, 1};
+    fed_make(f, k_n, ntr, nte, 0.0, 31);
+    for (size_t k = 0; k < k_n; k++) {
+        fl_silo_data *s = &f->silo[k];
+        memcpy(s->x_train, f->silo[0].x_train, n * D * sizeof(float));
+        for (size_t i = 0; i < n; i++) {
+            double y = v[D];
+            for (size_t j = 0; j < D; j++)
+                y += v[j] * (double)s->x_train[i * D + j];
+            s->y_train[i] = (float)y;
+        }
+    }
+}
+
+static fl_job_cfg ppsgd_cfg(double ratio)
+{
+    fl_job_cfg c = base_cfg("ppsgd");
+    c.ppsgd_ratio = ratio;
+    c.client_rate = 1.0;
+    c.update_clip = 1e6; /* never binds */
+    c.server_noise = 0.0;
+    c.lr = 0.2;
+    c.rounds = 400;
+    return c;
+}
+
+static void ppsgd_converges_to_the_minimal_norm_split(void **state)
+{
+    (void)state;
+    /* Bietti et al. 2022, Lemma 4.6 and its implicit bias: noise-free full-batch PPSGD from 0 on
+     * the homogeneous additive model keeps w = r theta_i at every step and ends at w = r/(r+1) v,
+     * theta_i = v/(r+1). */
+    const double v[P] = {0.8, -1.2, 0.5, 0.3};
+    fl_federation f;
+    fed_same(&f, 3, 40, v);
+    const double ratios[] = {3.0, 1.0, 0.25};
+    for (size_t t = 0; t < 3; t++) {
+        double r = ratios[t];
+        fl_job_cfg c = ppsgd_cfg(r);
+        fl_state s;
+        dp_err err = {0};
+        assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+        for (uint64_t round = 0; round < c.rounds; round++) {
+            run_rounds(&c, &f, &s, round + 1, NULL, 1, NULL);
+            for (size_t k = 0; k < 3; k++)
+                for (size_t j = 0; j < P; j++) {
+                    double th = (double)s.extra[k * P + j], w = (double)s.global[j];
+                    assert_true(fabs(w - r * th) <= 1e-5 * (fabs(w) + 1e-3));
+                    /* the personal model is w + theta_k */
+                    assert_true(s.personal[k * P + j] == (float)(s.global[j] + s.extra[k * P + j]));
+                }
+        }
+        for (size_t j = 0; j < P; j++) {
+            assert_close((double)s.global[j], r / (r + 1) * v[j], 1e-3, 0);
+            assert_close((double)s.extra[j], v[j] / (r + 1), 1e-3, 0);
+        }
+        fl_state_free(&s);
+    }
+    fed_free(&f);
+}
+
+static void ppsgd_ends_keep_their_invariants(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 32);
+    fl_round_metrics m = {0};
+    dp_err err = {0};
+    /* r = 0: local learning only. w never moves (the linear model starts at 0), nothing is
+     * released: no event and a calibration of 0 noise for epsilon 0 */
+    fl_job_cfg c = private_cfg("ppsgd");
+    c.ppsgd_ratio = 0.0;
+    fl_state s;
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, c.rounds, NULL, 2, &m);
+    for (size_t j = 0; j < P; j++)
+        assert_true(s.global[j] == 0.0f);
+    double moved = 0;
+    for (size_t j = 0; j < 3 * P; j++)
+        moved += fabs((double)s.extra[j]);
+    assert_true(moved > 0.1); /* the personal parameters learnt */
+    fl_silo_plan plan;
+    acct_event *ev = NULL;
+    assert_int_equal(fl_plan_silo(&c, 0, 20, &plan, &ev, &err), DP_OK);
+    assert_false(plan.is_private);
+    assert_null(ev);
+    double z = -1, eps = -1;
+    fl_accountant acct = {.delta = 1e-5, .conv = ACCT_CONV_OPTIMAL};
+    assert_int_equal(fl_calibrate_noise(&c, 20, 1.0, &acct, &z, &eps, &err), DP_OK);
+    assert_true(z == 0.0 && eps == 0.0);
+    fl_state_free(&s);
+    /* r = inf: global learning only. theta_i stays 0 and every personal model is w */
+    c.ppsgd_ratio = DP_INF;
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, c.rounds, NULL, 2, &m);
+    for (size_t j = 0; j < 3 * P; j++)
+        assert_true(s.extra[j] == 0.0f);
+    for (size_t k = 0; k < 3; k++)
+        assert_memory_equal(s.personal + k * P, s.global, P * sizeof(float));
+    assert_int_equal(fl_plan_silo(&c, 0, 20, &plan, &ev, &err), DP_OK);
+    assert_true(plan.is_private && !plan.record_level);
+    assert_non_null(ev); /* poisson(client_rate, gaussian(server_noise)) */
+    acct_event_free(ev);
+    fl_state_free(&s);
+    fl_round_metrics_free(&m);
+    fed_free(&f);
+}
+
+static void ppsgd_steps_theta_unclipped_and_releases_the_clipped_mean(void **state)
+{
+    (void)state;
+    /* One round by hand (Bietti et al. 2022, Alg. 3): full batches (batch_size >= n_k: every row),
+     * q = 1, no noise, a clip that binds; theta_k = -eta_theta g_k with the unclipped mean gradient
+     * at the start point, w = -eta_w mean_k clip(g_k). */
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 33);
+    fl_job_cfg c = ppsgd_cfg(0.5); /* eta_w = 0.5 lr, eta_theta = lr */
+    c.rounds = 1;
+    c.update_clip = 0.3;
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+    fl_ws *ws = fl_ws_alloc(&c.model, 64, &err);
+    assert_non_null(ws);
+    float zero[P] = {0}, g[P];
+    double want_w[P] = {0};
+    for (size_t k = 0; k < 3; k++) {
+        const fl_silo_data *sd = &f.silo[k];
+        fl_model_grad_sum(&c.model, zero, sd->x_train, sd->y_train, sd->n_train, ws, g);
+        double sq = 0;
+        for (size_t j = 0; j < P; j++) {
+            double gj = (double)g[j] / (double)sd->n_train;
+            assert_close((double)s.extra[k * P + j], -c.lr * gj, 1e-6, 1e-6);
+            sq += gj * gj;
+        }
+        double scale = sqrt(sq) > c.update_clip ? c.update_clip / sqrt(sq) : 1.0;
+        assert_true(scale < 1.0); /* the clip binds */
+        for (size_t j = 0; j < P; j++)
+            want_w[j] -= 0.5 * c.lr * scale * (double)g[j] / (double)sd->n_train / 3.0;
+    }
+    for (size_t j = 0; j < P; j++)
+        assert_close((double)s.global[j], want_w[j], 1e-6, 1e-6);
+    fl_ws_free(ws);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
 static void dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate(void **state)
 {
     (void)state;
@@ -1156,6 +1316,9 @@ int main(void)
         cmocka_unit_test(batch_calibration_is_certified_on_the_whole_grid_and_minimal),
         cmocka_unit_test(dp_fedavg_adds_noise_of_std_z_s_over_q_k),
         cmocka_unit_test(dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate),
+        cmocka_unit_test(ppsgd_converges_to_the_minimal_norm_split),
+        cmocka_unit_test(ppsgd_ends_keep_their_invariants),
+        cmocka_unit_test(ppsgd_steps_theta_unclipped_and_releases_the_clipped_mean),
         cmocka_unit_test(the_trainer_runs_exactly_the_steps_the_plan_charges),
         cmocka_unit_test(silos_and_rounds_draw_their_own_seeds),
         cmocka_unit_test(classifiers_report_accuracy_and_an_mlp_resumes_bit_identically),

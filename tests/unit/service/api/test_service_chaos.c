@@ -162,6 +162,23 @@ static const scenario SCENARIOS[] = {
      "{\"distribution\":{\"logarithmic\":{\"mean\":10}},\"grid_size\":10,\"label\":\"try {k}\"}",
      201, PREP_NONE, 0},
     {"GET", "/v1/tuning/draws/{id}", NULL, 200, PREP_NONE, 'D'},
+    {"POST", "/v1/calculators/mrmtl",
+     "{\"silos\":20,\"n\":200,\"sigma\":0.4,\"tau\":0.08,\"noise_multiplier\":14.5,"
+     "\"clip\":1,\"lambda\":1}",
+     200, PREP_NONE, 0},
+    {"POST", "/v1/calculators/mrmtl",
+     "{\"tau\":0.05,\"silos\":[{\"n\":50,\"sigma\":0.4},{\"n\":80,\"sigma\":0.5,"
+     "\"sigma_dp\":3},{\"n\":20,\"sigma\":0.3,\"noise_multiplier\":2,\"clip\":1}]}",
+     200, PREP_NONE, 0},
+    {"POST", "/v1/calculators/fedhdp",
+     "{\"alpha2\":1,\"tau2\":0.25,\"groups\":[{\"name\":\"opt-out\",\"clients\":5,"
+     "\"per_client_noise\":0},{\"clients\":95,\"gamma2\":0.05}],\"r\":[1,0.5],"
+     "\"lambda\":[4,3]}",
+     200, PREP_NONE, 0},
+    {"POST", "/v1/calculators/ppsgd",
+     "{\"users\":1000,\"sigma\":1,\"epsilon\":1,\"delta\":1e-4,\"dim_w\":100,"
+     "\"grad_bound\":10,\"n\":10,\"smoothness\":2,\"v_norm2\":1}",
+     200, PREP_NONE, 0},
     {"POST", "/v1/silos", "{\"name\":\"chaos-{k}\",\"budget\":{\"epsilon\":5,\"delta\":1e-5}}", 201,
      PREP_NONE, 0},
     {"GET", "/v1/silos?limit=5", NULL, 200, PREP_NONE, 0},

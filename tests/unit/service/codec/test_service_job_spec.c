@@ -4,6 +4,7 @@
  */
 #include "tests/support/test_util.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,12 +206,45 @@ static void refusals_name_the_field(void **state)
     expect_field("[1]", "body");
 }
 
+#define PPSGD_HEAD                                                                                 \
+    "{\"algorithm\":\"ppsgd\",\"dataset\":1,\"model\":{\"type\":\"linear\"},\"rounds\":5,"         \
+    "\"batch_size\":10,\"lr\":0.1,"
+#define PPSGD_PRIV "\"privacy\":{\"noise_multiplier\":1,\"delta\":1e-5,\"clip\":1}"
+
+static void ppsgd_reads_its_ratio(void **state)
+{
+    (void)state;
+    job_spec s;
+    dp_err e;
+    assert_int_equal(parse(PPSGD_HEAD "\"ratio\":0.3," PPSGD_PRIV "}", &s, &e), DP_OK);
+    assert_string_equal(s.algorithm, "ppsgd");
+    assert_close(s.ratio, 0.3, 0, 0);
+    job_spec_clear(&s);
+    assert_int_equal(parse(PPSGD_HEAD "\"ratio\":\"inf\"," PPSGD_PRIV "}", &s, &e), DP_OK);
+    assert_true(isinf(s.ratio));
+    job_spec_clear(&s);
+    assert_int_equal(parse(PPSGD_HEAD PPSGD_PRIV "}", &s, &e), DP_OK);
+    assert_close(s.ratio, 1, 0, 0); /* the default: equal steps */
+    job_spec_clear(&s);
+    assert_int_equal(parse(PPSGD_HEAD "\"privacy\":{\"noise_multiplier\":1,\"delta\":1e-5,"
+                                      "\"clip\":1,\"client_rate\":0.2}}",
+                           &s, &e),
+                     DP_OK);
+    assert_close(s.client_rate, 0.2, 0, 0);
+    job_spec_clear(&s);
+    expect_field(PPSGD_HEAD "\"ratio\":-1," PPSGD_PRIV "}", "ratio");
+    expect_field(PPSGD_HEAD "\"ratio\":\"infinity\"," PPSGD_PRIV "}", "ratio");
+    expect_field(PPSGD_HEAD "\"ratio\":1}", "privacy"); /* user-level DP needs its privacy */
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"ratio\":1}", "ratio");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_full_spec_is_read),
         cmocka_unit_test(defaults_and_generators),
         cmocka_unit_test(refusals_name_the_field),
+        cmocka_unit_test(ppsgd_reads_its_ratio),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,240 @@
+/*
+ * federated/fl_algo_ppsgd.c: PPSGD, personalised-private SGD (Bietti, Wei, Dudik, Langford & Wu,
+ * "Personalization Improves Privacy-Accuracy Tradeoffs in Federated Learning", ICML 2022, §3, Alg.
+ * 3 with the step split of its experiments, §6).
+ *
+ * Each silo i is a user with a personal parameter theta_i; the model of user i is the additive
+ * u_i = w + theta_i (the paper's Eq. 3 for linear models; for an MLP the sum is taken over every
+ * parameter). w is shared and released under user-level DP; theta_i never leaves the silo.
+ *
+ * Round t:
+ *   1. The server samples each trainable silo with probability client_rate = q (Poisson sampling,
+ *      the draws of dp_fedavg's select: one uniform per silo in silo order from the server's seed).
+ *   2. A sampled silo draws a minibatch of B_i = min(batch_size, n_i) distinct training rows
+ *      (Floyd's sampling from its round seed; all its rows, in order, when B_i = n_i), takes the
+ * mean loss gradient g_i at u_i = w + theta_i (the pre-update point for both parameters), updates
+ *          theta_i <- theta_i - eta_theta g_i            (unclipped, not noised)
+ *      and uploads g_i clipped to L2 norm C = update_clip (clip_C, over all parameters).
+ *   3. If eta_w > 0 the server releases
+ *          w <- w - eta_w (sum_i clip_C(g_i) + N(0, (z C)^2 I)) / (q K)
+ *      with z = server_noise and K the silos still trainable this round: the fixed denominator q K
+ *      keeps the sensitivity to one user at C / (q K) (the paper divides by the realised count,
+ *      whose value depends on who is sampled; its accountant assumes the fixed one).
+ *   4. Every silo's personal model becomes w + theta_i (post-processing of the released w: the
+ *      billboard lemma, the paper's Lemma B.1).
+ * Step sizes from the ratio r = alpha Q of the paper's experiments (global step / local step):
+ *   r = inf: eta_w = lr, eta_theta = 0 (global learning only);
+ *   r <= 1:  eta_w = r lr, eta_theta = lr (r = 0: local learning only, nothing released);
+ *   r > 1:   eta_w = lr, eta_theta = lr / r.
+ * Privacy: each round with eta_w > 0 is one Poisson-subsampled Gaussian release with noise
+ * multiplier z over users (joint DP at the user level, the paper's Def. 3.2): the same event as
+ * dp_fedavg, charged to every trainable silo. With r = 0 nothing is released and epsilon is 0.
+ * theta_i lives in state->extra (K x P floats, checkpointed), so a resumed job ends where an
+ * uninterrupted one ends; w and theta start at the model's initialisation and 0.
+ */
+#include "federated/fl_algo_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "common/dp_alloc.h"
+#include "common/dp_math.h"
+#include "common/dp_rng.h"
+#include "federated/fl_rng.h"
+
+void fl_ppsgd_steps(const fl_job_cfg *cfg, double *eta_w, double *eta_theta)
+{
+    double r = cfg->ppsgd_ratio, lr = cfg->lr;
+    if (isinf(r)) {
+        *eta_w = lr;
+        *eta_theta = 0.0;
+    } else if (r <= 1.0) {
+        *eta_w = r * lr;
+        *eta_theta = lr;
+    } else {
+        *eta_w = lr;
+        *eta_theta = lr / r;
+    }
+}
+
+bool fl_ppsgd_releases(const fl_job_cfg *cfg)
+{
+    return cfg->ppsgd_ratio > 0.0;
+}
+
+static size_t ppsgd_extra(const fl_job_cfg *cfg, size_t n_silos, size_t n_params)
+{
+    (void)cfg;
+    return n_silos * n_params;
+}
+
+static int ppsgd_check(const fl_job_cfg *cfg, dp_err *err)
+{
+    if (!(cfg->ppsgd_ratio >= 0.0))
+        return dp_err_set(err, DP_EINVAL, "ratio", "ratio must be >= 0 or inf (got %g)",
+                          cfg->ppsgd_ratio);
+    if (!(cfg->client_rate > 0 && cfg->client_rate <= 1))
+        return dp_err_set(err, DP_EINVAL, "client_rate", "client_rate must be in (0, 1] (got %g)",
+                          cfg->client_rate);
+    if (!(isfinite(cfg->update_clip) && cfg->update_clip > 0))
+        return dp_err_set(err, DP_EINVAL, "update_clip",
+                          "update_clip must be finite and > 0 (got %g)", cfg->update_clip);
+    if (!(isfinite(cfg->server_noise) && cfg->server_noise >= 0))
+        return dp_err_set(err, DP_EINVAL, "server_noise",
+                          "server_noise must be finite and >= 0 (got %g)", cfg->server_noise);
+    return DP_OK;
+}
+
+static int ppsgd_select(const fl_job_cfg *cfg, uint64_t round, size_t n_silos,
+                        const bool *trainable, bool *take, dp_err *err)
+{
+    gsl_rng *r =
+        dp_rng_alloc(fl_server_seed(cfg->seed, round), DP_RNG_STREAM_FL_CLIENT_SAMPLING, err);
+    if (r == NULL)
+        return DP_ENOMEM;
+    for (size_t k = 0; k < n_silos; k++) {
+        double u = gsl_rng_uniform(r); /* [0, 1): q = 1 takes every silo */
+        take[k] = trainable[k] && u < cfg->client_rate;
+    }
+    gsl_rng_free(r);
+    return DP_OK;
+}
+
+/* idx[0..m-1] = m distinct row indices of 0..n-1 (m <= n), by Floyd's algorithm (Bentley & Floyd,
+ * "Programming Pearls: A Sample of Brilliance", CACM 30(9), 1987): for j = n-m .. n-1 draw t
+ * uniform in [0, j] and take t unless already taken, else j. In increasing draw order; the rows
+ * are then sorted so that the gradient sums them in row order. */
+static void floyd_sample(fl_rng *r, size_t n, size_t m, size_t *idx)
+{
+    size_t got = 0;
+    for (size_t j = n - m; j < n; j++) {
+        /* uniform in [0, j] by rejection on 64 bits: no modulo bias */
+        uint64_t range = (uint64_t)j + 1, lim = UINT64_MAX - UINT64_MAX % range, v;
+        do
+            v = fl_rng_next(r);
+        while (v >= lim);
+        size_t t = (size_t)(v % range);
+        bool seen = false;
+        for (size_t a = 0; a < got && !seen; a++)
+            seen = idx[a] == t;
+        idx[got++] = seen ? j : t;
+    }
+    for (size_t a = 1; a < m; a++) /* insertion sort: m is a batch */
+        for (size_t b = a; b > 0 && idx[b - 1] > idx[b]; b--) {
+            size_t tmp = idx[b];
+            idx[b] = idx[b - 1];
+            idx[b - 1] = tmp;
+        }
+}
+
+static int ppsgd_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
+{
+    const fl_job_cfg *cfg = c->cfg;
+    const fl_silo_data *sd = c->data;
+    size_t p = c->n_params, d = c->d, n = sd->n_train;
+    size_t m = cfg->batch_size < n ? cfg->batch_size : n;
+    float *theta = c->own_extra;
+    size_t *idx = NULL;
+    float *xb = NULL, *yb = NULL;
+    const float *bx = sd->x_train, *by = sd->y_train; /* m == n: every row, in order */
+    if (m < n) {
+        idx = dp_malloc(m * sizeof *idx);
+        xb = dp_malloc(m * d * sizeof *xb);
+        yb = dp_malloc(m * sizeof *yb);
+        if (idx == NULL || xb == NULL || yb == NULL) {
+            dp_free(idx);
+            dp_free(xb);
+            dp_free(yb);
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+        uint64_t s_seed, n_seed;
+        fl_silo_seeds(cfg->seed, c->silo, c->round, FL_SEED_PHASE_MAIN, &s_seed, &n_seed);
+        fl_rng r;
+        fl_rng_seed(&r, s_seed, DP_RNG_STREAM_FL_SGD_SAMPLING);
+        floyd_sample(&r, n, m, idx);
+        for (size_t a = 0; a < m; a++) {
+            memcpy(xb + a * d, sd->x_train + idx[a] * d, d * sizeof *xb);
+            yb[a] = sd->y_train[idx[a]];
+        }
+        bx = xb;
+        by = yb;
+    }
+    /* u = w + theta at the pre-update point */
+    for (size_t j = 0; j < p; j++)
+        c->scratch[j] = c->global[j] + theta[j];
+    double loss = fl_model_grad_sum(c->model, c->scratch, bx, by, m, c->ws, c->upload);
+    *train_loss = loss / (double)m;
+    double eta_w, eta_theta, sq = 0.0;
+    fl_ppsgd_steps(cfg, &eta_w, &eta_theta);
+    for (size_t j = 0; j < p; j++) {
+        float g = (float)((double)c->upload[j] / (double)m); /* the minibatch mean */
+        c->upload[j] = g;
+        sq += (double)g * (double)g;
+        theta[j] = (float)((double)theta[j] - eta_theta * (double)g);
+    }
+    double norm = sqrt(sq), cl = cfg->update_clip;
+    if (norm > cl) {
+        double scale = cl / norm;
+        for (size_t j = 0; j < p; j++)
+            c->upload[j] = (float)((double)c->upload[j] * scale);
+    }
+    dp_free(idx);
+    dp_free(xb);
+    dp_free(yb);
+    return DP_OK;
+}
+
+static int ppsgd_aggregate(const fl_server_ctx *c, dp_err *err)
+{
+    const fl_job_cfg *cfg = c->cfg;
+    fl_state *s = c->state;
+    size_t p = s->n_params;
+    double eta_w, eta_theta;
+    fl_ppsgd_steps(cfg, &eta_w, &eta_theta);
+    if (eta_w > 0 && c->n_trainable > 0) {
+        double *acc = dp_calloc(p, sizeof(double));
+        float *noise = dp_calloc(p, sizeof(float));
+        if (acc == NULL || noise == NULL) {
+            dp_free(noise);
+            dp_free(acc);
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+        for (size_t k = 0; k < s->n_silos; k++) {
+            if (!c->took_part[k])
+                continue;
+            const float *u = c->uploads + k * p;
+            for (size_t j = 0; j < p; j++)
+                acc[j] += (double)u[j];
+        }
+        double sigma = cfg->server_noise * cfg->update_clip;
+        if (sigma > 0)
+            fl_gauss_fill(noise, p, sigma,
+                          dp_rng_derive(fl_server_seed(cfg->seed, c->round), FL_SEED_NOISE));
+        double step = eta_w / (cfg->client_rate * (double)c->n_trainable);
+        for (size_t j = 0; j < p; j++)
+            s->global[j] = (float)((double)s->global[j] - step * (acc[j] + (double)noise[j]));
+        dp_free(noise);
+        dp_free(acc);
+    }
+    for (size_t k = 0; k < s->n_silos; k++) {
+        float *pers = s->personal + k * p;
+        const float *theta = s->extra + k * p;
+        for (size_t j = 0; j < p; j++)
+            pers[j] = s->global[j] + theta[j];
+    }
+    return DP_OK;
+}
+
+const fl_algo_ops fl_algo_ppsgd_ops = {
+    .name = "ppsgd",
+    .steps_factor = 1,
+    .has_global = true,
+    .record_level = false,
+    .extra_per_silo = true,
+    .extra_floats = ppsgd_extra,
+    .check = ppsgd_check,
+    .select = ppsgd_select,
+    .silo_update = ppsgd_update,
+    .aggregate = ppsgd_aggregate,
+    .releases = fl_ppsgd_releases,
+};
