@@ -8,10 +8,12 @@
  *      the stream (sample_seed, DP_RNG_STREAM_FL_SGD_SAMPLING) in increasing row order. For q <
  *      FL_SGD_BERNOULLI_Q by geometric skipping (the gap to the next member is
  *      floor(log U / log(1 - q)), U uniform on (0, 1]; Devroye, "Non-Uniform Random Variate
- *      Generation", 1986, Ch. X.2): O(q n) draws per step. For larger q one 64-bit draw per row,
- *      the row joining when it is below q 2^64 (exactly probability q): n draws without a
- *      logarithm are cheaper than q n with one. Both give the same distribution of batches;
- *      only which draws decide differs.
+ *      Generation", 1986, Ch. X.2): O(q n) draws per step. For larger q each 64-bit draw decides
+ *      two rows, one per 32-bit half, a row joining when its half is below t = floor(q 2^32):
+ *      probability t / 2^32, which is q up to the 2^-32 resolution (q - 2^-32 < t / 2^32 <= q,
+ *      never above q, so the accountant's q stays an upper bound), the halves being independent
+ *      uniform bits; n / 2 draws and integer compares cost less than q n logarithms. Both give the
+ *      same distribution of batches (up to that resolution); only which draws decide differs.
  *   2. G = sum over the batch of the per-row gradients, each clipped to norm clip (ghost clipping,
  *      fl_model.c), plus N(0, (noise_multiplier clip)^2) per coordinate. The parameter vector is
  *      cut into FL_SGD_LANES fixed segments; segment j of step t is fl_gauss_fill with the seed
@@ -48,9 +50,10 @@
 #include "federated/fl_rng.h"
 
 #define FL_MAX_STEPS 100000000
-/* Rates from which a step draws one uniform per row rather than skipping geometrically (a log per
- * member): n cheap draws then cost less than q n logarithms. */
-#define FL_SGD_BERNOULLI_Q 0.25
+/* Rates from which a step draws 32 uniform bits per row rather than skipping geometrically (a log,
+ * a division and a floor per member, about 40 times the cost of a row's half of a draw): n / 2
+ * cheap draws then cost less than q n logarithms. */
+#define FL_SGD_BERNOULLI_Q (1.0 / 32.0)
 
 int fl_ws_set_threads(fl_ws *ws, size_t threads, dp_err *err)
 {
@@ -72,9 +75,9 @@ int fl_ws_set_threads(fl_ws *ws, size_t threads, dp_err *err)
 typedef struct step_job {
     fl_ws *main;
     const float *w, *x, *y;
-    const double *x_sq; /* NULL or ||x_i||^2 per row (fl_sgd_cfg.x_sq) */
-    const size_t *idx;  /* batch rows, increasing */
-    size_t batch;       /* rows drawn */
+    const float *x_inv_s; /* NULL or 1 / sqrt(||x_i||^2 + 1) per row (fl_sgd_cfg.x_inv_s) */
+    const size_t *idx;    /* batch rows, increasing */
+    size_t batch;         /* rows drawn */
     double clip;
     double noise_std;    /* 0: no noise */
     uint64_t noise_seed; /* this step's */
@@ -117,8 +120,8 @@ static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
         for (size_t k = lane; k < n_chunks; k += FL_SGD_LANES) {
             size_t s = k * R, c = j->batch - s < R ? j->batch - s : R;
             float *g = k == lane ? acc : ws->gtmp;
-            loss +=
-                fl_model_chunk_grad_rows(ws, j->w, j->x, j->y, j->x_sq, j->idx + s, c, j->clip, g);
+            loss += fl_model_chunk_grad_rows(ws, j->w, j->x, j->y, j->x_inv_s, j->idx + s, c,
+                                             j->clip, g);
             if (k != lane)
                 fl_vadd(acc, g, P);
         }
@@ -302,11 +305,20 @@ static size_t poisson_sample(fl_rng *r, size_t n, double q, size_t *idx)
     }
     size_t cnt = 0;
     if (q >= FL_SGD_BERNOULLI_Q) {
-        /* q 2^64 is an integer (q >= 1/4 has no bits below 2^-55), so P(u < t) = q exactly */
-        uint64_t t = (uint64_t)ldexp(q, 64);
-        for (size_t i = 0; i < n; i++) {
+        /* P(half < t) = t / 2^32 = floor(q 2^32) / 2^32, in (q - 2^-32, q] (q < 1: t < 2^32);
+         * rows i (low half) and i + 1 (high half) of one draw are independent. */
+        uint32_t t = (uint32_t)floor(ldexp(q, 32));
+        size_t i = 0;
+        for (; i + 2 <= n; i += 2) {
+            uint64_t u = fl_rng_next(r);
             idx[cnt] = i;
-            cnt += fl_rng_next(r) < t;
+            cnt += (uint32_t)u < t;
+            idx[cnt] = i + 1;
+            cnt += (uint32_t)(u >> 32) < t;
+        }
+        if (i < n) {
+            idx[cnt] = i;
+            cnt += (uint32_t)fl_rng_next(r) < t;
         }
         return cnt;
     }
@@ -361,7 +373,7 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
                         .w = w,
                         .x = x,
                         .y = y,
-                        .x_sq = cfg->x_sq,
+                        .x_inv_s = cfg->x_inv_s,
                         .idx = idx,
                         .clip = cfg->clip,
                         .noise_std = noise_std,
