@@ -31,15 +31,23 @@
  *
  * Threads: a batch is cut into chunks of the workspace's max_rows rows; chunk k belongs to lane
  * k mod FL_SGD_LANES; each lane sums its chunks' gradients in chunk order, and the lanes are added
- * in lane order; lane j also fills noise segment j. Thread t of T runs lanes t, t + T, ... . The
- * reduction tree is fixed, so any T gives the same bits. The T - 1 worker threads live for one
- * fl_sgd_run call (step_pool) and are all done with a step before its update; if one cannot be
- * started its lanes run on the calling thread (same bits).
+ * in lane order; lane j also fills noise segment j. The threads take whole lanes, in lane order,
+ * from a counter of the step (the first thread done takes the next lane: a batch of 2 chunks and a
+ * few rows keeps 2 threads busy alike), each lane in its thread's own scratch workspace. The
+ * reduction tree is fixed, so neither T nor which thread ran a lane changes the bits. The T - 1
+ * worker threads live for one fl_sgd_run call (step_pool); one that cannot be started simply takes
+ * no lane (same bits). The reduction, the noise and the update are element-wise, so they are cut
+ * by parameter ranges instead: for a model of at least FL_SGD_PAR_UPDATE parameters, once every
+ * thread is done with its lanes (a barrier), the threads take blocks of FL_SGD_UPDATE_SPLIT
+ * parameters from a second counter and, for each, sum all lanes in lane order, add the noise and
+ * update w (update_range); a smaller model's update runs on the calling thread after the lanes.
+ * Each element sees the same operations in the same order either way.
  */
 #include "federated/fl_model.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "common/dp_alloc.h"
@@ -54,6 +62,15 @@
  * a division and a floor per member, about 40 times the cost of a row's half of a draw): n / 2
  * cheap draws then cost less than q n logarithms. */
 #define FL_SGD_BERNOULLI_Q (1.0 / 32.0)
+/* Models from this many parameters update in parallel (file comment); below it a barrier costs more
+ * than the update. */
+#define FL_SGD_PAR_UPDATE 8192
+/* Parameters per block a thread takes of a parallel update (a multiple of 16 floats: two threads
+ * never write one cache line when the vector is 64-byte aligned). */
+#define FL_SGD_UPDATE_SPLIT 16384
+/* Parameters per sub-block of update_range: its passes (lanes, noise, step) reuse the sub-block in
+ * L1 instead of streaming the whole vector once per pass. */
+#define FL_SGD_UPDATE_BLOCK 1024
 
 int fl_ws_set_threads(fl_ws *ws, size_t threads, dp_err *err)
 {
@@ -82,6 +99,13 @@ typedef struct step_job {
     double noise_std;    /* 0: no noise */
     uint64_t noise_seed; /* this step's */
     double lane_loss[FL_SGD_LANES];
+    /* the update (update_range), after every lane is done */
+    float *w_out;        /* = w */
+    const float *anchor; /* prox anchor, or NULL (lam == 0) */
+    float lr, inv_b, lam;
+    bool par_update; /* the threads update blocks of w (else the calling thread all of it) */
+    atomic_size_t next_lane;  /* the next lane to take */
+    atomic_size_t next_block; /* the next block of FL_SGD_UPDATE_SPLIT parameters to update */
 } step_job;
 
 /* The workers of one fl_sgd_run: threads 1..n_threads-1 started once per run, each waiting for
@@ -92,29 +116,33 @@ typedef struct step_job {
 typedef struct step_pool {
     pthread_mutex_t mu;
     pthread_cond_t start, done;
-    step_job *job;    /* the current step's (guarded by mu) */
-    uint64_t gen;     /* step generation, incremented per step (guarded by mu) */
-    size_t n_done;    /* workers finished with gen (guarded by mu) */
-    bool quit;        /* guarded by mu */
-    size_t n_threads; /* stride of the lanes */
+    step_job *job; /* the current step's (guarded by mu) */
+    uint64_t gen;  /* step generation, incremented per step (guarded by mu) */
+    size_t n_done; /* workers finished with gen (guarded by mu) */
+    bool quit;     /* guarded by mu */
+    pthread_cond_t lanes_done;
+    size_t n_arrived; /* threads done with their lanes in this step (guarded by mu) */
+    size_t n_running; /* threads of a step: the caller and the started workers */
 } step_pool;
 
 typedef struct step_worker {
     step_pool *pool;
-    fl_ws *ws;    /* this thread's workspace */
-    size_t first; /* first lane */
+    fl_ws *ws; /* this thread's workspace */
     pthread_t tid;
     bool started;
 } step_worker;
 
-/* The lanes first, first + stride, ...: chunk gradients into the main workspace's lanes and the
- * noise segments into its noise vector. */
-static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
+/* Lanes taken from the step's counter until none is left: their chunks' gradients into the main
+ * workspace's lanes and their noise segments into its noise vector, with ws as scratch. */
+static void run_lanes(step_job *j, fl_ws *ws)
 {
     fl_ws *mw = j->main;
     size_t R = ws->max_rows, P = ws->n_params;
     size_t n_chunks = (j->batch + R - 1) / R;
-    for (size_t lane = first; lane < FL_SGD_LANES; lane += stride) {
+    for (;;) {
+        size_t lane = atomic_fetch_add_explicit(&j->next_lane, 1, memory_order_relaxed);
+        if (lane >= FL_SGD_LANES)
+            break;
         float *acc = mw->lane[lane];
         double loss = 0.0;
         for (size_t k = lane; k < n_chunks; k += FL_SGD_LANES) {
@@ -136,6 +164,55 @@ static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
     }
 }
 
+/* Parameters [lo, hi) of a step's update: G = ((lane 0 + lane 1) + lane 2) + lane 3 over the lanes
+ * that hold chunks (0 when none), + noise, into lane 0; w <- w - lr (G / expected_batch + prox).
+ * Element-wise, in sub-blocks of FL_SGD_UPDATE_BLOCK. */
+static void update_range(const step_job *j, size_t lo, size_t hi)
+{
+    fl_ws *mw = j->main;
+    size_t R = mw->max_rows;
+    size_t n_chunks = (j->batch + R - 1) / R;
+    for (size_t a = lo; a < hi; a += FL_SGD_UPDATE_BLOCK) {
+        size_t len = hi - a < FL_SGD_UPDATE_BLOCK ? hi - a : FL_SGD_UPDATE_BLOCK;
+        float *G = mw->lane[0] + a;
+        if (n_chunks == 0)
+            memset(G, 0, len * sizeof *G);
+        for (size_t k = 1; k < FL_SGD_LANES && k < n_chunks; k++)
+            fl_vadd(G, mw->lane[k] + a, len);
+        if (j->noise_std > 0.0)
+            fl_vadd(G, mw->noise + a, len);
+        if (j->lam > 0.0f)
+            fl_vstep_prox(j->w_out + a, G, j->anchor + a, j->lr, j->inv_b, j->lam, len);
+        else
+            fl_vstep(j->w_out + a, G, j->lr, j->inv_b, len);
+    }
+}
+
+/* Blocks of FL_SGD_UPDATE_SPLIT parameters taken from the step's counter until none is left. */
+static void run_updates(step_job *j)
+{
+    size_t P = j->main->n_params;
+    for (;;) {
+        size_t b = atomic_fetch_add_explicit(&j->next_block, 1, memory_order_relaxed);
+        if (b >= (P + FL_SGD_UPDATE_SPLIT - 1) / FL_SGD_UPDATE_SPLIT)
+            break;
+        size_t lo = b * FL_SGD_UPDATE_SPLIT;
+        update_range(j, lo, P - lo < FL_SGD_UPDATE_SPLIT ? P : lo + FL_SGD_UPDATE_SPLIT);
+    }
+}
+
+/* Waits until every thread of the step is done with its lanes (the update reads all of them). */
+static void lanes_barrier(step_pool *p)
+{
+    (void)pthread_mutex_lock(&p->mu);
+    if (++p->n_arrived == p->n_running)
+        (void)pthread_cond_broadcast(&p->lanes_done);
+    else
+        while (p->n_arrived < p->n_running)
+            (void)pthread_cond_wait(&p->lanes_done, &p->mu);
+    (void)pthread_mutex_unlock(&p->mu);
+}
+
 static void *step_worker_main(void *arg)
 {
     step_worker *me = arg;
@@ -152,7 +229,11 @@ static void *step_worker_main(void *arg)
         seen = p->gen;
         step_job *job = p->job;
         (void)pthread_mutex_unlock(&p->mu);
-        run_lanes(job, me->ws, me->first, p->n_threads);
+        run_lanes(job, me->ws);
+        if (job->par_update) {
+            lanes_barrier(p);
+            run_updates(job);
+        }
         (void)pthread_mutex_lock(&p->mu);
         p->n_done++;
         (void)pthread_cond_signal(&p->done);
@@ -166,7 +247,6 @@ static void *step_worker_main(void *arg)
 static bool pool_start(step_pool *p, step_worker *wk, fl_ws *ws, size_t T)
 {
     memset(p, 0, sizeof *p);
-    p->n_threads = T;
     if (pthread_mutex_init(&p->mu, NULL) != 0)
         return false;
     if (pthread_cond_init(&p->start, NULL) != 0) {
@@ -178,9 +258,17 @@ static bool pool_start(step_pool *p, step_worker *wk, fl_ws *ws, size_t T)
         (void)pthread_mutex_destroy(&p->mu);
         return false;
     }
+    if (pthread_cond_init(&p->lanes_done, NULL) != 0) {
+        (void)pthread_cond_destroy(&p->done);
+        (void)pthread_cond_destroy(&p->start);
+        (void)pthread_mutex_destroy(&p->mu);
+        return false;
+    }
+    p->n_running = 1;
     for (size_t k = 1; k < T; k++) {
-        wk[k] = (step_worker){.pool = p, .ws = ws->peer[k - 1], .first = k};
+        wk[k] = (step_worker){.pool = p, .ws = ws->peer[k - 1]};
         wk[k].started = pthread_create(&wk[k].tid, NULL, step_worker_main, &wk[k]) == 0;
+        p->n_running += wk[k].started;
     }
     return true;
 }
@@ -194,29 +282,33 @@ static void pool_stop(step_pool *p, step_worker *wk, size_t T)
     for (size_t k = 1; k < T; k++)
         if (wk[k].started)
             (void)pthread_join(wk[k].tid, NULL);
+    (void)pthread_cond_destroy(&p->lanes_done);
     (void)pthread_cond_destroy(&p->done);
     (void)pthread_cond_destroy(&p->start);
     (void)pthread_mutex_destroy(&p->mu);
 }
 
-/* One step's lanes over the pool (or all on the calling thread when pooled is false). */
-static void pool_run(step_pool *p, step_worker *wk, bool pooled, step_job *job, fl_ws *ws, size_t T)
+/* One step's lanes over the pool (or all on the calling thread when pooled is false), and with
+ * job->par_update its update. */
+static void pool_run(step_pool *p, bool pooled, step_job *job, fl_ws *ws)
 {
     size_t running = 0;
     if (pooled) {
-        for (size_t k = 1; k < T; k++)
-            running += wk[k].started;
+        running = p->n_running - 1;
         (void)pthread_mutex_lock(&p->mu);
         p->job = job;
         p->n_done = 0;
+        p->n_arrived = 0;
         p->gen++;
         (void)pthread_cond_broadcast(&p->start);
         (void)pthread_mutex_unlock(&p->mu);
     }
-    run_lanes(job, ws, 0, T);
-    for (size_t k = 1; k < T; k++)
-        if (!pooled || !wk[k].started)
-            run_lanes(job, ws, k, T);
+    run_lanes(job, ws);
+    if (job->par_update) {
+        if (running > 0)
+            lanes_barrier(p);
+        run_updates(job);
+    }
     if (running > 0) {
         (void)pthread_mutex_lock(&p->mu);
         while (p->n_done < running)
@@ -367,6 +459,7 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
     step_pool pool;
     step_worker workers[FL_SGD_LANES];
     bool pooled = T > 1 && cfg->steps > 0 && pool_start(&pool, workers, ws, T);
+    bool par_update = pooled && P >= FL_SGD_PAR_UPDATE;
 
     for (size_t t = 0; t < cfg->steps; t++) {
         step_job job = {.main = ws,
@@ -377,22 +470,20 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
                         .idx = idx,
                         .clip = cfg->clip,
                         .noise_std = noise_std,
-                        .noise_seed = fl_rng_derive(noise_base, (uint64_t)t)};
+                        .noise_seed = fl_rng_derive(noise_base, (uint64_t)t),
+                        .w_out = w,
+                        .anchor = cfg->anchor,
+                        .lr = lr,
+                        .inv_b = inv_b,
+                        .lam = lam,
+                        .par_update = par_update};
+        atomic_init(&job.next_lane, 0);
+        atomic_init(&job.next_block, 0);
         job.batch = poisson_sample(&sampler, n, cfg->q, idx);
         size_t n_chunks = (job.batch + R - 1) / R;
-        pool_run(&pool, workers, pooled, &job, ws, T);
-        /* G = ((lane 0 + lane 1) + lane 2) + lane 3 over the lanes that hold chunks, + noise. */
-        float *G = ws->lane[0];
-        if (n_chunks == 0)
-            memset(G, 0, P * sizeof *G);
-        for (size_t k = 1; k < FL_SGD_LANES && k < n_chunks; k++)
-            fl_vadd(G, ws->lane[k], P);
-        if (noise_std > 0.0)
-            fl_vadd(G, ws->noise, P);
-        if (lam > 0.0f)
-            fl_vstep_prox(w, G, cfg->anchor, lr, inv_b, lam, P);
-        else
-            fl_vstep(w, G, lr, inv_b, P);
+        pool_run(&pool, pooled, &job, ws);
+        if (!par_update)
+            update_range(&job, 0, P);
         for (size_t k = 0; k < FL_SGD_LANES && k < n_chunks; k++)
             loss_total += job.lane_loss[k];
         rows_total += (double)job.batch;

@@ -148,6 +148,48 @@ static void threads_do_not_change_the_bits(void **state)
     free(y);
 }
 
+/* A model of at least FL_SGD_PAR_UPDATE (8,192) parameters updates in parallel, each thread its
+ * range of the parameters after a barrier: 2, 3 and 4 threads give the bits of 1 thread (which
+ * updates serially) with noise and the prox term, with many chunks per lane, with one chunk (lanes
+ * 1-3 empty), with steps whose batch is empty (noise only), and without privacy. */
+static void parallel_update_of_a_large_model_gives_the_same_bits(void **state)
+{
+    (void)state;
+    fl_model_spec m = mlp_spec(60, 128, 5);
+    size_t n = 300, d = 60, p = fl_model_n_params(&m);
+    assert_true(p >= 8192);
+    float *x = malloc(n * d * sizeof *x), *y = malloc(n * sizeof *y),
+          *anchor = malloc(p * sizeof *anchor);
+    assert_true(x && y && anchor);
+    random_rows(&m, n, 3, x, y);
+    for (size_t j = 0; j < p; j++)
+        anchor[j] = (float)(0.01 * tst_normal());
+    for (int v = 0; v < 5; v++) {
+        fl_sgd_cfg c = dp_cfg(n, v == 3 ? 0.002 : 0.3);
+        size_t max_rows = v == 2 ? 128 : 16;
+        if (v == 1) {
+            c.prox_lambda = 0.5;
+            c.anchor = anchor;
+        }
+        if (v == 4) {
+            c.clip = 0;
+            c.noise_multiplier = 0;
+        }
+        c.steps = v == 3 ? 20 : 4;
+        float *ref = run_mlp(&m, x, y, n, &c, 5 + v, 6, max_rows, 1);
+        for (size_t t = 2; t <= 4; t++) {
+            float *w = run_mlp(&m, x, y, n, &c, 5 + v, 6, max_rows, t);
+            if (memcmp(ref, w, p * sizeof *w) != 0)
+                fail_msg("variant %d, %zu threads: other bits than 1 thread", v, t);
+            free(w);
+        }
+        free(ref);
+    }
+    free(x);
+    free(y);
+    free(anchor);
+}
+
 /* The one-output models with the rows' cached 1 / sqrt(||x_i||^2 + 1) (cfg.x_inv_s, fl_rows_inv_s):
  * the same bits as without, on 1..4 threads and at both sampling paths (q below and above
  * FL_SGD_BERNOULLI_Q); stale norms (the rows changed after caching) give other bits, so the cache
@@ -546,6 +588,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(same_seeds_give_the_same_bits_and_each_seed_matters),
         cmocka_unit_test(threads_do_not_change_the_bits),
+        cmocka_unit_test(parallel_update_of_a_large_model_gives_the_same_bits),
         cmocka_unit_test(cached_row_norms_give_the_same_bits_on_any_thread_count),
         cmocka_unit_test(nonfinite_regression_labels_are_refused_with_their_index),
         cmocka_unit_test(poisson_batch_size_has_mean_qn_and_variance_qn_1_minus_q),
