@@ -141,8 +141,7 @@ static void run_lanes(step_job *j, fl_ws *ws)
     size_t R = ws->max_rows, P = ws->n_params;
     size_t n_chunks = (j->batch + R - 1) / R;
     for (;;) {
-        /* alone (no pool), plain loads and stores: a locked add per lane was 1-2% of School's run
-         */
+        /* alone (no pool): plain loads and stores, no locked add per lane */
         size_t lane = atomic_load_explicit(&j->next_lane, memory_order_relaxed);
         if (j->shared)
             lane = atomic_fetch_add_explicit(&j->next_lane, 1, memory_order_relaxed);
