@@ -148,16 +148,16 @@ static void threads_do_not_change_the_bits(void **state)
     free(y);
 }
 
-/* A model of at least FL_SGD_PAR_UPDATE (8,192) parameters updates in parallel, each thread its
- * range of the parameters after a barrier: 2, 3 and 4 threads give the bits of 1 thread (which
+/* A model of at least FL_SGD_PAR_UPDATE (65,536) parameters updates in parallel, the threads taking
+ * blocks of the parameters after a barrier: 2, 3 and 4 threads give the bits of 1 thread (which
  * updates serially) with noise and the prox term, with many chunks per lane, with one chunk (lanes
  * 1-3 empty), with steps whose batch is empty (noise only), and without privacy. */
 static void parallel_update_of_a_large_model_gives_the_same_bits(void **state)
 {
     (void)state;
-    fl_model_spec m = mlp_spec(60, 128, 5);
-    size_t n = 300, d = 60, p = fl_model_n_params(&m);
-    assert_true(p >= 8192);
+    fl_model_spec m = mlp_spec(256, 256, 5);
+    size_t n = 300, d = 256, p = fl_model_n_params(&m);
+    assert_true(p >= 65536);
     float *x = malloc(n * d * sizeof *x), *y = malloc(n * sizeof *y),
           *anchor = malloc(p * sizeof *anchor);
     assert_true(x && y && anchor);
