@@ -198,7 +198,7 @@ int fl_silo_sgd(const fl_silo_ctx *c, float *w, uint64_t phase, double prox_lamb
         .noise_multiplier = z,
         .prox_lambda = prox_lambda,
         .anchor = prox_lambda > 0 ? anchor : NULL,
-        .x_sq = c->data->x_train_sq,
+        .x_inv_s = c->data->x_train_inv_s,
     };
     uint64_t s_seed, n_seed;
     fl_silo_seeds(cfg->seed, c->silo, c->round, phase, &s_seed, &n_seed);

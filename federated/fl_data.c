@@ -89,7 +89,7 @@ void fl_federation_free(fl_federation *f)
         for (size_t k = 0; k < f->n_silos; k++) {
             fl_silo_data *s = &f->silo[k];
             dp_free(s->x_train);
-            dp_free(s->x_train_sq);
+            dp_free(s->x_train_inv_s);
             dp_free(s->y_train);
             dp_free(s->x_test);
             dp_free(s->y_test);
@@ -175,10 +175,10 @@ static int build_silo(const fl_dataset *d, uint32_t *rows, size_t nk, size_t k,
     }
     if (standardize)
         standardize_silo(s->x_train, ntr, s->x_test, nt, dd, scratch, scratch + dd);
-    s->x_train_sq = dp_malloc(ntr * sizeof(double));
-    if (s->x_train_sq == NULL)
+    s->x_train_inv_s = dp_malloc(ntr * sizeof(float));
+    if (s->x_train_inv_s == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory building a federation");
-    fl_rows_sq_norms(s->x_train, ntr, dd, s->x_train_sq);
+    fl_rows_inv_s(s->x_train, ntr, dd, s->x_train_inv_s);
     return DP_OK;
 }
 
@@ -189,16 +189,16 @@ int fl_federation_refresh(fl_federation *f, dp_err *err)
     for (size_t k = 0; k < f->n_silos; k++) {
         fl_silo_data *s = &f->silo[k];
         if (s->n_train == 0) {
-            dp_free(s->x_train_sq);
-            s->x_train_sq = NULL;
+            dp_free(s->x_train_inv_s);
+            s->x_train_inv_s = NULL;
             continue;
         }
         if (s->x_train == NULL)
             return dp_err_set(err, DP_EINVAL, "federation", "silo %zu has no training rows", k);
-        if (s->x_train_sq == NULL &&
-            (s->x_train_sq = dp_malloc(s->n_train * sizeof(double))) == NULL)
+        if (s->x_train_inv_s == NULL &&
+            (s->x_train_inv_s = dp_malloc(s->n_train * sizeof(float))) == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory refreshing a federation");
-        fl_rows_sq_norms(s->x_train, s->n_train, f->d, s->x_train_sq);
+        fl_rows_inv_s(s->x_train, s->n_train, f->d, s->x_train_inv_s);
     }
     return DP_OK;
 }

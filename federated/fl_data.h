@@ -149,17 +149,19 @@ int fl_partition(const fl_dataset *d, const fl_partition_spec *p, uint32_t *assi
                  dp_err *err);
 
 /* ---- a federation: per silo, a training and a test part ----
- * x_train_sq caches ||x_i||^2 of each training row (fl_rows_sq_norms, federated/fl_model.h), which
- * ghost clipping of the linear, logistic and svm models needs for every row drawn; the trainer
- * (fl_round_run) passes it to fl_sgd_run instead of recomputing it at every step. It is filled by
- * fl_federate. Rule: the rows are read-only once federated; a caller that changes x_train (or
- * n_train) calls fl_federation_refresh before training again, since stale norms would clip with the
- * wrong per-example norms and void the privacy guarantee. A silo built by hand may leave it NULL
- * (then the norms are computed per step: the same bits, more time). Labels are not cached. */
+ * x_train_inv_s caches 1 / sqrt(||x_i||^2 + 1) of each training row (fl_rows_inv_s,
+ * federated/fl_model.h), which clipping of the linear, logistic and svm models needs for every row
+ * drawn; the trainer (fl_round_run) passes it to fl_sgd_run instead of recomputing it at every
+ * step. It is filled by fl_federate. Rule: the rows are read-only once federated; a caller that
+ * changes x_train (or n_train) calls fl_federation_refresh before training again, since stale norms
+ * would clip with the wrong per-example norms and void the privacy guarantee. A silo built by hand
+ * may leave it NULL (then the norms are computed per step: the same bits, more time). Labels are
+ * not cached. */
 typedef struct fl_silo_data {
     size_t n_train, n_test;
     float *x_train, *y_train; /* n_train x d, n_train; owned */
-    double *x_train_sq;       /* n_train: ||x_train row i||^2, or NULL (see above); owned */
+    float *x_train_inv_s;     /* n_train: 1 / sqrt(||x_train row i||^2 + 1), or NULL (see above);
+                                 owned */
     float *x_test, *y_test;   /* n_test x d, n_test; owned */
     char *name;               /* owned */
 } fl_silo_data;
@@ -187,7 +189,7 @@ int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos, dou
 
 void fl_federation_free(fl_federation *f);
 
-/* Recomputes (allocating when NULL) every silo's x_train_sq from its current x_train: call after
+/* Recomputes (allocating when NULL) every silo's x_train_inv_s from its current x_train: call after
  * changing training rows in place. DP_EINVAL (field "federation") for a NULL federation or a silo
  * with n_train > 0 and no rows, DP_ENOMEM (silos before the failing one are refreshed; the failing
  * one keeps NULL, which stays correct). */

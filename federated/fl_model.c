@@ -23,11 +23,11 @@
  * or AVX-512 where the CPU has them (same bits).
  *
  * One dense layer with one output (linear, logistic, svm: most of a DP-SGD step's cost is fixed
- * overhead at these sizes) takes a fused path, dense1_grad: one pass over the batch's rows (read in
- * place through its row indexes, no copy) that computes each row's logit, loss and derivative, its
- * clip factor from ||x_i||^2 (cached per silo when the caller has it: fl_rows_sq_norms) and adds
- * its clipped gradient while the row is still in cache, with plain loops in a fixed order instead
- * of BLAS calls.
+ * overhead at these sizes) takes a fused path, dense1_grad: blocks of the batch's rows (read in
+ * place through its row indexes, no copy), each row's logit, loss and derivative, clipped by a
+ * clamp to +-clip / sqrt(||x_i||^2 + 1) (the inverse square root cached per silo when the caller
+ * has it: fl_rows_inv_s), and the block's clipped gradients added while its rows are still in
+ * cache, with plain loops in a fixed order instead of BLAS calls.
  *
  * Precision: parameters, activations and gradients are float (the speed of BLAS single precision);
  * per-row losses, softmax normalisers and the norms are double. Results depend only on the inputs
@@ -565,61 +565,85 @@ static double row_sq(const float *restrict x, size_t n)
     return (a[0] + a[2]) + (a[1] + a[3]);
 }
 
-void fl_rows_sq_norms(const float *x, size_t n, size_t d, double *out)
+/* 1 / sqrt(||x||^2 + 1) of one row: ||x||^2 by row_sq, the rest in double, rounded to float once.
+ */
+static float row_inv_s(const float *restrict x, size_t n)
+{
+    return (float)(1.0 / sqrt(row_sq(x, n) + 1.0));
+}
+
+void fl_rows_inv_s(const float *x, size_t n, size_t d, float *out)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = row_sq(x + i * d, d);
+        out[i] = row_inv_s(x + i * d, d);
 }
 
-/* g += a x (elementwise, so the order of the rows alone fixes the bits). Blocks of four, one SSE
- * vector: rows of 4k features (School's 28) then leave no scalar tail. */
-static void axpy(float *restrict g, const float *restrict x, float a, size_t n)
-{
-    size_t j = 0;
-    for (; j + 4 <= n; j += 4)
-        for (size_t k = 0; k < 4; k++)
-            g[j + k] += a * x[j + k];
-    for (; j < n; j++)
-        g[j] += a * x[j];
-}
+/* Rows per block of dense1_grad: their coefficients are computed first, then added into g four
+ * parameters at a time with the four sums in one register. */
+#define D1_ROWS 16
 
-/* One dense layer with one output (linear, logistic, svm), on rows idx[i] of x (or rows 0..n-1
- * when idx is NULL), in one pass, row by row in order: the logit, the loss and its derivative
- * delta_i (scalar_loss), the clip factor (ghost clipping: ||g_i||^2 = delta_i^2 (||x_i||^2 + 1),
- * ||x_i||^2 from x_sq[row] when x_sq is not NULL, else computed: the same bits, fl_rows_sq_norms;
- * needed only to clip) and delta_i (x_i, 1) added to g, reading every row in place once. */
+/* One dense layer with one output (linear, logistic, svm), on rows idx[i] of x (or rows 0..n-1 when
+ * idx is NULL), in blocks of D1_ROWS rows, in order. Pass 1 over a block: each row's logit, its
+ * loss and derivative delta_i (scalar_loss) and its clipped coefficient. Row i's gradient is
+ * delta_i (x_i, 1), of norm |delta_i| s_i with s_i = sqrt(||x_i||^2 + 1) fixed by the row, so
+ * clipping it to norm clip, delta_i min(1, clip / (|delta_i| s_i)), is the clamp of delta_i to
+ * [-clip / s_i, clip / s_i]: no division and no square root per row once 1 / s_i is known
+ * (inv_s[row] when inv_s is not NULL, see fl_rows_inv_s; else computed the same way: the same
+ * bits). The bound is rounded to float, so a clipped row's norm is clip within float rounding
+ * (relative 2^-23), as with a float clip factor. A NaN coefficient stays NaN (both comparisons are
+ * false). Pass 2: g += the block's coefficients times their rows, per parameter in row order (the
+ * same sums as adding the rows one by one), while the rows are still in cache. norms (when not
+ * NULL): the unclipped norms |delta_i| s_i. */
 static double dense1_grad(fl_ws *ws, const float *w, const float *x, const float *y,
-                          const double *x_sq, const size_t *idx, size_t n, double clip, float *g,
+                          const float *inv_s, const size_t *idx, size_t n, double clip, float *g,
                           float *norms)
 {
-    bool want_sq = clip > 0.0 || norms != NULL;
+    bool clipping = clip > 0.0;
+    float cf = (float)clip;
     fl_model_type type = ws->spec.type;
     size_t din = ws->dims[0];
     const float *W = w + ws->w_off[1];
     float *gW = g + ws->w_off[1];
     memset(gW, 0, (din + 1) * sizeof *gW);
     double loss = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        size_t row = idx != NULL ? idx[i] : i;
-        const float *xi = x + row * din;
-        float di;
-        loss += scalar_loss(type, dot4(W, xi, din) + W[din], y[row], &di);
-        if (want_sq) { /* the rows are independent: no branch on the data here */
-            double a2 = x_sq != NULL ? x_sq[row] : row_sq(xi, din);
-            double nrm = sqrt((double)di * (double)di * (a2 + 1.0));
+    const float *rows[D1_ROWS];
+    float coef[D1_ROWS];
+    for (size_t s = 0; s < n; s += D1_ROWS) {
+        size_t m = n - s < D1_ROWS ? n - s : D1_ROWS;
+        for (size_t i = 0; i < m; i++) {
+            size_t row = idx != NULL ? idx[s + i] : s + i;
+            const float *xi = x + row * din;
+            rows[i] = xi;
+            float di;
+            loss += scalar_loss(type, dot4(W, xi, din) + W[din], y[row], &di);
             if (norms != NULL)
-                norms[i] = (float)nrm;
-            if (clip > 0.0) {
-                /* clip_factor without a branch on the data (a clipped row and an unclipped one
-                 * alternate unpredictably, and gcc turns a conditional multiply into a jump): the
-                 * factor is picked from a two-entry table. */
-                double c = clip / (nrm + 1e-15);
-                float pick[2] = {1.0f, (float)c};
-                di *= pick[c < 1.0];
+                norms[s + i] = (float)sqrt((double)di * (double)di * (row_sq(xi, din) + 1.0));
+            if (clipping) {
+                float b = cf * (inv_s != NULL ? inv_s[row] : row_inv_s(xi, din));
+                di = di > b ? b : di; /* minss and maxss: no branch on the data */
+                di = di < -b ? -b : di;
             }
+            coef[i] = di;
         }
-        axpy(gW, xi, di, din);
-        gW[din] += di;
+        size_t j = 0;
+        for (; j + 4 <= din; j += 4) {
+            float a[4] = {gW[j], gW[j + 1], gW[j + 2], gW[j + 3]};
+            for (size_t i = 0; i < m; i++)
+                for (size_t k = 0; k < 4; k++)
+                    a[k] += coef[i] * rows[i][j + k];
+            for (size_t k = 0; k < 4; k++)
+                gW[j + k] = a[k];
+        }
+        for (; j < din; j++) {
+            float a = gW[j];
+            for (size_t i = 0; i < m; i++)
+                a += coef[i] * rows[i][j];
+            gW[j] = a;
+        }
+        float bias = gW[din];
+        for (size_t i = 0; i < m; i++)
+            bias += coef[i];
+        gW[din] = bias;
     }
     return loss;
 }
@@ -657,11 +681,11 @@ double fl_model_chunk_grad(fl_ws *ws, const float *w, const float *x, const floa
 }
 
 double fl_model_chunk_grad_rows(fl_ws *ws, const float *w, const float *x, const float *y,
-                                const double *x_sq, const size_t *idx, size_t n, double clip,
+                                const float *inv_s, const size_t *idx, size_t n, double clip,
                                 float *g)
 {
     if (n > 0 && is_dense1(ws))
-        return dense1_grad(ws, w, x, y, x_sq, idx, n, clip, g, NULL);
+        return dense1_grad(ws, w, x, y, inv_s, idx, n, clip, g, NULL);
     size_t d = ws->dims[0];
     for (size_t i = 0; i < n; i++) {
         memcpy(ws->xg + i * d, x + idx[i] * d, d * sizeof(float));

@@ -125,18 +125,20 @@ typedef struct fl_sgd_cfg {
     double prox_lambda;      /* >= 0: the data-independent proximal gradient lambda (w - anchor) is
                                 added after clipping and noise, never clipped */
     const float *anchor;     /* n_params floats; NULL iff prox_lambda == 0 */
-    const double *x_sq;      /* NULL, or n doubles: fl_rows_sq_norms of the rows x exactly as they
-                                are now (see fl_rows_sq_norms); read by linear, logistic and svm */
+    const float *x_inv_s;    /* NULL, or n floats: fl_rows_inv_s of the rows x exactly as they
+                                are now (see fl_rows_inv_s); read by linear, logistic and svm */
 } fl_sgd_cfg;
 
-/* out[i] = ||x_i||^2 of the n rows of x (row-major, d wide), each summed in double in the fixed
- * order the linear, logistic and svm kernels use, so that a cached copy passed as fl_sgd_cfg.x_sq
- * gives the same bits as none. Ghost clipping of those models needs ||x_i||^2 for every row drawn
- * (the per-example gradient norm is |r_i| sqrt(||x_i||^2 + 1)); the rows of a silo do not change
- * between its steps and rounds, so the engine computes them once per silo (fl_federate keeps them
- * in fl_silo_data.x_train_sq). A stale copy (rows changed afterwards) would clip with wrong norms
+/* out[i] = 1 / sqrt(||x_i||^2 + 1) of the n rows of x (row-major, d wide): ||x_i||^2 summed in
+ * double in a fixed order, the rest in double, rounded to float once; the linear, logistic and svm
+ * kernels compute the same expression when they have no cache, so a cached copy passed as
+ * fl_sgd_cfg.x_inv_s gives the same bits as none. Those models' per-example gradient is
+ * r_i (x_i, 1), of norm |r_i| s_i with s_i = sqrt(||x_i||^2 + 1), so clipping it to norm c is the
+ * clamp of r_i to [-c / s_i, c / s_i]; the rows of a silo do not change between its steps and
+ * rounds, so the engine computes 1 / s_i once per silo (fl_federate keeps them in
+ * fl_silo_data.x_train_inv_s). A stale copy (rows changed afterwards) would clip with wrong norms
  * and void the privacy guarantee: whoever changes x recomputes them (fl_federation_refresh). */
-void fl_rows_sq_norms(const float *x, size_t n, size_t d, double *out);
+void fl_rows_inv_s(const float *x, size_t n, size_t d, float *out);
 
 /* Runs cfg->steps steps of w <- w - lr (noisy clipped sum / expected_batch + prox) in place on the
  * rows (x, y, n). Batch membership draws from sample_seed and noise from noise_seed only (each

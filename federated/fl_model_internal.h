@@ -145,10 +145,10 @@ double fl_model_chunk_grad(fl_ws *ws, const float *w, const float *x, const floa
 /* fl_model_chunk_grad of the rows idx[0..n-1] (n <= ws->max_rows) of x (row-major, d_in wide) and
  * y, without norms: the same bits as gathering those rows and calling fl_model_chunk_grad. A model
  * with one dense layer and one output (linear, logistic, svm) reads the rows in place, and takes
- * ||x_row||^2 from x_sq[row] when x_sq is not NULL (fl_rows_sq_norms of x: then the same bits);
- * the others gather the rows into the workspace first and ignore x_sq. */
+ * 1 / sqrt(||x_row||^2 + 1) from inv_s[row] when inv_s is not NULL (fl_rows_inv_s of x: then the
+ * same bits); the others gather the rows into the workspace first and ignore inv_s. */
 double fl_model_chunk_grad_rows(fl_ws *ws, const float *w, const float *x, const float *y,
-                                const double *x_sq, const size_t *idx, size_t n, double clip,
+                                const float *inv_s, const size_t *idx, size_t n, double clip,
                                 float *g);
 
 /* Pins the BLAS to one thread, once per process (pthread_once). */

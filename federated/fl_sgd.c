@@ -8,14 +8,19 @@
  *      the stream (sample_seed, DP_RNG_STREAM_FL_SGD_SAMPLING) in increasing row order. For q <
  *      FL_SGD_BERNOULLI_Q by geometric skipping (the gap to the next member is
  *      floor(log U / log(1 - q)), U uniform on (0, 1]; Devroye, "Non-Uniform Random Variate
- *      Generation", 1986, Ch. X.2): O(q n) draws per step. For larger q one 64-bit draw per row,
- *      the row joining when it is below q 2^64 (exactly probability q): n draws without a
- *      logarithm are cheaper than q n with one. Both give the same distribution of batches;
- *      only which draws decide differs.
+ *      Generation", 1986, Ch. X.2): O(q n) draws per step. For larger q each 64-bit draw decides
+ *      two rows, one per 32-bit half, a row joining when its half is below t = floor(q 2^32):
+ *      probability t / 2^32, which is q up to the 2^-32 resolution (q - 2^-32 < t / 2^32 <= q,
+ *      never above q, so the accountant's q stays an upper bound), the halves being independent
+ *      uniform bits; n / 2 draws and integer compares cost less than q n logarithms. Both give the
+ *      same distribution of batches (up to that resolution); only which draws decide differs.
  *   2. G = sum over the batch of the per-row gradients, each clipped to norm clip (ghost clipping,
- *      fl_model.c), plus N(0, (noise_multiplier clip)^2) per coordinate. The parameter vector is
- *      cut into FL_SGD_LANES fixed segments; segment j of step t is fl_gauss_fill with the seed
- *      dp_rng_derive(dp_rng_derive(dp_rng_derive(noise_seed, DP_RNG_STREAM_FL_SGD_NOISE), t), j).
+ *      fl_model.c), plus N(0, (noise_multiplier clip)^2) per coordinate. A parameter vector of at
+ *      least FL_SGD_NOISE_SPLIT coordinates is cut into FL_SGD_LANES fixed segments (so that the
+ *      threads fill them in parallel), a smaller one is one segment (a fill's seeding would
+ *      otherwise cost more than its few normals); segment j of step t is fl_gauss_fill with the
+ *      seed dp_rng_derive(dp_rng_derive(dp_rng_derive(noise_seed, DP_RNG_STREAM_FL_SGD_NOISE), t),
+ *      j).
  *      Without prox the noise is added to G inside the update pass of step 3 (fl_vstep_sum: the
  *      same bits as adding it first, one pass over the parameters fewer).
  *   3. w <- w - lr (G / expected_batch + prox_lambda (w - anchor)).
@@ -31,16 +36,25 @@
  *
  * Threads: a batch is cut into chunks of the workspace's max_rows rows; chunk k belongs to lane
  * k mod FL_SGD_LANES; each lane sums its chunks' gradients in chunk order, and the lanes are added
- * in lane order; lane j also fills noise segment j. Thread t of T runs lanes t, t + T, ... . The
- * reduction tree is fixed, so any T gives the same bits. The T - 1 worker threads live for one
- * fl_sgd_run call (step_pool) and are all done with a step before its update; if one cannot be
- * started its lanes run on the calling thread (same bits).
+ * in lane order; lane j also fills noise segment j. The threads take whole lanes, in lane order,
+ * from a counter of the step (the first thread done takes the next lane: a batch of 2 chunks and a
+ * few rows keeps 2 threads busy alike), each lane in its thread's own scratch workspace. The
+ * reduction tree is fixed, so neither T nor which thread ran a lane changes the bits. The T - 1
+ * worker threads live for one fl_sgd_run call (step_pool); one that cannot be started simply takes
+ * no lane (same bits). The reduction, the noise and the update are element-wise, so they are cut
+ * by parameter ranges instead: for a model of at least FL_SGD_PAR_UPDATE parameters, once every
+ * thread is done with its lanes (a barrier), the threads take blocks of FL_SGD_UPDATE_SPLIT
+ * parameters from a second counter and, for each, sum all lanes in lane order, add the noise and
+ * update w (update_range); a smaller model's update runs on the calling thread after the lanes.
+ * Each element sees the same operations in the same order either way.
  */
 #include "federated/fl_model.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
@@ -50,9 +64,23 @@
 #include "federated/fl_rng.h"
 
 #define FL_MAX_STEPS 100000000
-/* Rates from which a step draws one uniform per row rather than skipping geometrically (a log per
- * member): n cheap draws then cost less than q n logarithms. */
-#define FL_SGD_BERNOULLI_Q 0.25
+/* Rates from which a step draws 32 uniform bits per row rather than skipping geometrically (a log,
+ * a division and a floor per member, about 40 times the cost of a row's half of a draw): n / 2
+ * cheap draws then cost less than q n logarithms. */
+#define FL_SGD_BERNOULLI_Q (1.0 / 32.0)
+/* Models from this many parameters update in parallel (file comment); below it a barrier costs more
+ * than the update saves (an update costs about 0.6 ns per parameter on the VM). */
+#define FL_SGD_PAR_UPDATE 65536
+/* Longest busy-wait before a thread of a step sleeps (step_pool). */
+#define FL_SGD_SPIN_NS 30000
+/* Parameters per block a thread takes of a parallel update (a multiple of 16 floats: two threads
+ * never write one cache line when the vector is 64-byte aligned). */
+#define FL_SGD_UPDATE_SPLIT 16384
+/* Models from this many parameters fill their noise in FL_SGD_LANES segments (file comment). */
+#define FL_SGD_NOISE_SPLIT 16384
+/* Parameters per sub-block of update_range: its passes (lanes, noise, step) reuse the sub-block in
+ * L1 instead of streaming the whole vector once per pass. */
+#define FL_SGD_UPDATE_BLOCK 1024
 
 int fl_ws_set_threads(fl_ws *ws, size_t threads, dp_err *err)
 {
@@ -74,59 +102,83 @@ int fl_ws_set_threads(fl_ws *ws, size_t threads, dp_err *err)
 typedef struct step_job {
     fl_ws *main;
     const float *w, *x, *y;
-    const double *x_sq; /* NULL or ||x_i||^2 per row (fl_sgd_cfg.x_sq) */
-    const size_t *idx;  /* batch rows, increasing */
-    size_t batch;       /* rows drawn */
+    const float *x_inv_s; /* NULL or 1 / sqrt(||x_i||^2 + 1) per row (fl_sgd_cfg.x_inv_s) */
+    const size_t *idx;    /* batch rows, increasing */
+    size_t batch;         /* rows drawn */
     double clip;
     double noise_std;    /* 0: no noise */
     uint64_t noise_seed; /* this step's */
     double lane_loss[FL_SGD_LANES];
+    /* the update (update_range), after every lane is done */
+    float *w_out;        /* = w */
+    const float *anchor; /* prox anchor, or NULL (lam == 0) */
+    float lr, inv_b, lam;
+    bool par_update; /* the threads update blocks of w (else the calling thread all of it) */
+    bool shared;     /* other threads take lanes too (the pool runs) */
+    atomic_size_t next_lane;  /* the next lane to take */
+    atomic_size_t next_block; /* the next block of FL_SGD_UPDATE_SPLIT parameters to update */
 } step_job;
 
 /* The workers of one fl_sgd_run: threads 1..n_threads-1 started once per run, each waiting for
- * the next step (a generation counter under the mutex), running its lanes, and counting itself
- * done. Threads live for the whole run rather than one step: the scheduler spreads long-lived
- * threads over the cores, while a thread created per step tends to start on its creator's core
- * and run only once the creator blocks. */
+ * the next step (a generation counter), running its lanes, and counting itself done. Threads live
+ * for the whole run rather than one step: the scheduler spreads long-lived threads over the cores,
+ * while a thread created per step tends to start on its creator's core and run only once the
+ * creator blocks. Each wait (a worker for the next step, every thread at the barrier, the caller
+ * for the workers) first spins for up to FL_SGD_SPIN_NS on the atomic counter and only then
+ * sleeps on its condition variable: one more hand-off through the kernel per step (the barrier,
+ * sleeping) cost about 15 microseconds per step on the shared 2-vCPU VM, while the waits of a step
+ * are mostly shorter than the spin. The counters change under the mutex or, when they are
+ * incremented outside it, the incrementing thread then signals under the mutex, so a sleeper that
+ * checked under the mutex cannot miss its wake-up. */
 typedef struct step_pool {
     pthread_mutex_t mu;
     pthread_cond_t start, done;
-    step_job *job;    /* the current step's (guarded by mu) */
-    uint64_t gen;     /* step generation, incremented per step (guarded by mu) */
-    size_t n_done;    /* workers finished with gen (guarded by mu) */
-    bool quit;        /* guarded by mu */
-    size_t n_threads; /* stride of the lanes */
+    step_job *job;        /* the current step's (written before gen, under mu) */
+    atomic_size_t gen;    /* step generation, incremented per step (under mu) */
+    atomic_size_t n_done; /* workers finished with gen */
+    bool quit;            /* guarded by mu */
+    pthread_cond_t lanes_done;
+    atomic_size_t n_arrived; /* threads done with their lanes in this step */
+    size_t n_running;        /* threads of a step: the caller and the started workers */
 } step_pool;
 
 typedef struct step_worker {
     step_pool *pool;
-    fl_ws *ws;    /* this thread's workspace */
-    size_t first; /* first lane */
+    fl_ws *ws; /* this thread's workspace */
     pthread_t tid;
     bool started;
 } step_worker;
 
-/* The lanes first, first + stride, ...: chunk gradients into the main workspace's lanes and the
- * noise segments into its noise vector. */
-static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
+/* Lanes taken from the step's counter until none is left: their chunks' gradients into the main
+ * workspace's lanes and their noise segments into its noise vector, with ws as scratch. */
+static void run_lanes(step_job *j, fl_ws *ws)
 {
     fl_ws *mw = j->main;
     size_t R = ws->max_rows, P = ws->n_params;
     size_t n_chunks = (j->batch + R - 1) / R;
-    for (size_t lane = first; lane < FL_SGD_LANES; lane += stride) {
+    for (;;) {
+        /* alone (no pool): plain loads and stores, no locked add per lane */
+        size_t lane = atomic_load_explicit(&j->next_lane, memory_order_relaxed);
+        if (j->shared)
+            lane = atomic_fetch_add_explicit(&j->next_lane, 1, memory_order_relaxed);
+        else
+            atomic_store_explicit(&j->next_lane, lane + 1, memory_order_relaxed);
+        if (lane >= FL_SGD_LANES)
+            break;
         float *acc = mw->lane[lane];
         double loss = 0.0;
         for (size_t k = lane; k < n_chunks; k += FL_SGD_LANES) {
             size_t s = k * R, c = j->batch - s < R ? j->batch - s : R;
             float *g = k == lane ? acc : ws->gtmp;
-            loss +=
-                fl_model_chunk_grad_rows(ws, j->w, j->x, j->y, j->x_sq, j->idx + s, c, j->clip, g);
+            loss += fl_model_chunk_grad_rows(ws, j->w, j->x, j->y, j->x_inv_s, j->idx + s, c,
+                                             j->clip, g);
             if (k != lane)
                 fl_vadd(acc, g, P);
         }
         j->lane_loss[lane] = loss;
         if (j->noise_std > 0.0) {
-            size_t seg = (P + FL_SGD_LANES - 1) / FL_SGD_LANES, lo = lane * seg;
+            size_t segs = P >= FL_SGD_NOISE_SPLIT ? FL_SGD_LANES : 1;
+            size_t seg = (P + segs - 1) / segs, lo = lane * seg;
             size_t hi = lo + seg < P ? lo + seg : P;
             if (lo < hi)
                 fl_gauss_fill(mw->noise + lo, hi - lo, j->noise_std,
@@ -135,25 +187,124 @@ static void run_lanes(step_job *j, fl_ws *ws, size_t first, size_t stride)
     }
 }
 
+/* Parameters [lo, hi) of a step's update: G = ((lane 0 + lane 1) + lane 2) + lane 3 over the lanes
+ * that hold chunks (0 when none), + noise, into lane 0; w <- w - lr (G / expected_batch + prox).
+ * Element-wise, in sub-blocks of FL_SGD_UPDATE_BLOCK. */
+static void update_range(const step_job *j, size_t lo, size_t hi)
+{
+    fl_ws *mw = j->main;
+    size_t R = mw->max_rows;
+    size_t n_chunks = (j->batch + R - 1) / R;
+    for (size_t a = lo; a < hi; a += FL_SGD_UPDATE_BLOCK) {
+        size_t len = hi - a < FL_SGD_UPDATE_BLOCK ? hi - a : FL_SGD_UPDATE_BLOCK;
+        float *G = mw->lane[0] + a;
+        if (n_chunks == 0)
+            memset(G, 0, len * sizeof *G);
+        for (size_t k = 1; k < FL_SGD_LANES && k < n_chunks; k++)
+            fl_vadd(G, mw->lane[k] + a, len);
+        if (j->noise_std > 0.0 && !(j->lam > 0.0f)) {
+            /* the noise added inside the update pass: the same bits, one pass fewer */
+            fl_vstep_sum(j->w_out + a, G, mw->noise + a, j->lr, j->inv_b, len);
+            continue;
+        }
+        if (j->noise_std > 0.0)
+            fl_vadd(G, mw->noise + a, len);
+        if (j->lam > 0.0f)
+            fl_vstep_prox(j->w_out + a, G, j->anchor + a, j->lr, j->inv_b, j->lam, len);
+        else
+            fl_vstep(j->w_out + a, G, j->lr, j->inv_b, len);
+    }
+}
+
+/* Blocks of FL_SGD_UPDATE_SPLIT parameters taken from the step's counter until none is left. */
+static void run_updates(step_job *j)
+{
+    size_t P = j->main->n_params;
+    for (;;) {
+        size_t b = atomic_fetch_add_explicit(&j->next_block, 1, memory_order_relaxed);
+        if (b >= (P + FL_SGD_UPDATE_SPLIT - 1) / FL_SGD_UPDATE_SPLIT)
+            break;
+        size_t lo = b * FL_SGD_UPDATE_SPLIT;
+        update_range(j, lo, P - lo < FL_SGD_UPDATE_SPLIT ? P : lo + FL_SGD_UPDATE_SPLIT);
+    }
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Busy-waits up to FL_SGD_SPIN_NS until *v differs from old (ne) or is at least old (!ne); returns
+ * whether it happened (acquire: what was written before the change is visible). */
+static bool spin_for(atomic_size_t *v, size_t old, bool ne)
+{
+    uint64_t t0 = 0;
+    for (unsigned k = 0;; k++) {
+        size_t now = atomic_load_explicit(v, memory_order_acquire);
+        if (ne ? now != old : now >= old)
+            return true;
+        if (k % 64 == 0) {
+            uint64_t t = mono_ns();
+            if (k == 0)
+                t0 = t;
+            else if (t - t0 > FL_SGD_SPIN_NS)
+                return false;
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
+/* Waits until every thread of the step is done with its lanes (the update reads all of them). */
+static void lanes_barrier(step_pool *p)
+{
+    size_t n = p->n_running;
+    if (atomic_fetch_add_explicit(&p->n_arrived, 1, memory_order_acq_rel) + 1 == n) {
+        (void)pthread_mutex_lock(&p->mu);
+        (void)pthread_cond_broadcast(&p->lanes_done);
+        (void)pthread_mutex_unlock(&p->mu);
+        return;
+    }
+    if (spin_for(&p->n_arrived, n, false))
+        return;
+    (void)pthread_mutex_lock(&p->mu);
+    while (atomic_load_explicit(&p->n_arrived, memory_order_acquire) < n)
+        (void)pthread_cond_wait(&p->lanes_done, &p->mu);
+    (void)pthread_mutex_unlock(&p->mu);
+}
+
 static void *step_worker_main(void *arg)
 {
     step_worker *me = arg;
     step_pool *p = me->pool;
-    uint64_t seen = 0;
+    size_t seen = 0;
     for (;;) {
-        (void)pthread_mutex_lock(&p->mu);
-        while (p->gen == seen && !p->quit)
-            (void)pthread_cond_wait(&p->start, &p->mu);
-        if (p->quit) {
+        step_job *job;
+        if (spin_for(&p->gen, seen, true)) {
+            seen = atomic_load_explicit(&p->gen, memory_order_acquire);
+            job = p->job;
+        } else {
+            (void)pthread_mutex_lock(&p->mu);
+            while (atomic_load_explicit(&p->gen, memory_order_acquire) == seen && !p->quit)
+                (void)pthread_cond_wait(&p->start, &p->mu);
+            if (p->quit) {
+                (void)pthread_mutex_unlock(&p->mu);
+                return NULL;
+            }
+            seen = atomic_load_explicit(&p->gen, memory_order_acquire);
+            job = p->job;
             (void)pthread_mutex_unlock(&p->mu);
-            return NULL;
         }
-        seen = p->gen;
-        step_job *job = p->job;
-        (void)pthread_mutex_unlock(&p->mu);
-        run_lanes(job, me->ws, me->first, p->n_threads);
+        run_lanes(job, me->ws);
+        if (job->par_update) {
+            lanes_barrier(p);
+            run_updates(job);
+        }
+        atomic_fetch_add_explicit(&p->n_done, 1, memory_order_acq_rel);
         (void)pthread_mutex_lock(&p->mu);
-        p->n_done++;
         (void)pthread_cond_signal(&p->done);
         (void)pthread_mutex_unlock(&p->mu);
     }
@@ -165,7 +316,9 @@ static void *step_worker_main(void *arg)
 static bool pool_start(step_pool *p, step_worker *wk, fl_ws *ws, size_t T)
 {
     memset(p, 0, sizeof *p);
-    p->n_threads = T;
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->n_done, 0);
+    atomic_init(&p->n_arrived, 0);
     if (pthread_mutex_init(&p->mu, NULL) != 0)
         return false;
     if (pthread_cond_init(&p->start, NULL) != 0) {
@@ -177,9 +330,17 @@ static bool pool_start(step_pool *p, step_worker *wk, fl_ws *ws, size_t T)
         (void)pthread_mutex_destroy(&p->mu);
         return false;
     }
+    if (pthread_cond_init(&p->lanes_done, NULL) != 0) {
+        (void)pthread_cond_destroy(&p->done);
+        (void)pthread_cond_destroy(&p->start);
+        (void)pthread_mutex_destroy(&p->mu);
+        return false;
+    }
+    p->n_running = 1;
     for (size_t k = 1; k < T; k++) {
-        wk[k] = (step_worker){.pool = p, .ws = ws->peer[k - 1], .first = k};
+        wk[k] = (step_worker){.pool = p, .ws = ws->peer[k - 1]};
         wk[k].started = pthread_create(&wk[k].tid, NULL, step_worker_main, &wk[k]) == 0;
+        p->n_running += wk[k].started;
     }
     return true;
 }
@@ -193,32 +354,36 @@ static void pool_stop(step_pool *p, step_worker *wk, size_t T)
     for (size_t k = 1; k < T; k++)
         if (wk[k].started)
             (void)pthread_join(wk[k].tid, NULL);
+    (void)pthread_cond_destroy(&p->lanes_done);
     (void)pthread_cond_destroy(&p->done);
     (void)pthread_cond_destroy(&p->start);
     (void)pthread_mutex_destroy(&p->mu);
 }
 
-/* One step's lanes over the pool (or all on the calling thread when pooled is false). */
-static void pool_run(step_pool *p, step_worker *wk, bool pooled, step_job *job, fl_ws *ws, size_t T)
+/* One step's lanes over the pool (or all on the calling thread when pooled is false), and with
+ * job->par_update its update. */
+static void pool_run(step_pool *p, bool pooled, step_job *job, fl_ws *ws)
 {
     size_t running = 0;
     if (pooled) {
-        for (size_t k = 1; k < T; k++)
-            running += wk[k].started;
+        running = p->n_running - 1;
         (void)pthread_mutex_lock(&p->mu);
         p->job = job;
-        p->n_done = 0;
-        p->gen++;
+        atomic_store_explicit(&p->n_done, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->n_arrived, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
         (void)pthread_cond_broadcast(&p->start);
         (void)pthread_mutex_unlock(&p->mu);
     }
-    run_lanes(job, ws, 0, T);
-    for (size_t k = 1; k < T; k++)
-        if (!pooled || !wk[k].started)
-            run_lanes(job, ws, k, T);
-    if (running > 0) {
+    run_lanes(job, ws);
+    if (job->par_update) {
+        if (running > 0)
+            lanes_barrier(p);
+        run_updates(job);
+    }
+    if (running > 0 && !spin_for(&p->n_done, running, false)) {
         (void)pthread_mutex_lock(&p->mu);
-        while (p->n_done < running)
+        while (atomic_load_explicit(&p->n_done, memory_order_acquire) < running)
             (void)pthread_cond_wait(&p->done, &p->mu);
         (void)pthread_mutex_unlock(&p->mu);
     }
@@ -304,11 +469,20 @@ static size_t poisson_sample(fl_rng *r, size_t n, double q, size_t *idx)
     }
     size_t cnt = 0;
     if (q >= FL_SGD_BERNOULLI_Q) {
-        /* q 2^64 is an integer (q >= 1/4 has no bits below 2^-55), so P(u < t) = q exactly */
-        uint64_t t = (uint64_t)ldexp(q, 64);
-        for (size_t i = 0; i < n; i++) {
+        /* P(half < t) = t / 2^32 = floor(q 2^32) / 2^32, in (q - 2^-32, q] (q < 1: t < 2^32);
+         * rows i (low half) and i + 1 (high half) of one draw are independent. */
+        uint32_t t = (uint32_t)floor(ldexp(q, 32));
+        size_t i = 0;
+        for (; i + 2 <= n; i += 2) {
+            uint64_t u = fl_rng_next(r);
             idx[cnt] = i;
-            cnt += fl_rng_next(r) < t;
+            cnt += (uint32_t)u < t;
+            idx[cnt] = i + 1;
+            cnt += (uint32_t)(u >> 32) < t;
+        }
+        if (i < n) {
+            idx[cnt] = i;
+            cnt += (uint32_t)fl_rng_next(r) < t;
         }
         return cnt;
     }
@@ -357,36 +531,32 @@ int fl_sgd_run(const fl_model_spec *m, float *w, const float *x, const float *y,
     step_pool pool;
     step_worker workers[FL_SGD_LANES];
     bool pooled = T > 1 && cfg->steps > 0 && pool_start(&pool, workers, ws, T);
+    bool par_update = pooled && P >= FL_SGD_PAR_UPDATE;
 
     for (size_t t = 0; t < cfg->steps; t++) {
         step_job job = {.main = ws,
                         .w = w,
                         .x = x,
                         .y = y,
-                        .x_sq = cfg->x_sq,
+                        .x_inv_s = cfg->x_inv_s,
                         .idx = idx,
                         .clip = cfg->clip,
                         .noise_std = noise_std,
-                        .noise_seed = fl_rng_derive(noise_base, (uint64_t)t)};
+                        .noise_seed = fl_rng_derive(noise_base, (uint64_t)t),
+                        .w_out = w,
+                        .anchor = cfg->anchor,
+                        .lr = lr,
+                        .inv_b = inv_b,
+                        .lam = lam,
+                        .par_update = par_update,
+                        .shared = pooled};
+        atomic_init(&job.next_lane, 0);
+        atomic_init(&job.next_block, 0);
         job.batch = poisson_sample(&sampler, n, cfg->q, idx);
         size_t n_chunks = (job.batch + R - 1) / R;
-        pool_run(&pool, workers, pooled, &job, ws, T);
-        /* G = ((lane 0 + lane 1) + lane 2) + lane 3 over the lanes that hold chunks, + noise. */
-        float *G = ws->lane[0];
-        if (n_chunks == 0)
-            memset(G, 0, P * sizeof *G);
-        for (size_t k = 1; k < FL_SGD_LANES && k < n_chunks; k++)
-            fl_vadd(G, ws->lane[k], P);
-        if (noise_std > 0.0 && !(lam > 0.0f)) {
-            fl_vstep_sum(w, G, ws->noise, lr, inv_b, P); /* the noise added in the same pass */
-        } else {
-            if (noise_std > 0.0)
-                fl_vadd(G, ws->noise, P);
-            if (lam > 0.0f)
-                fl_vstep_prox(w, G, cfg->anchor, lr, inv_b, lam, P);
-            else
-                fl_vstep(w, G, lr, inv_b, P);
-        }
+        pool_run(&pool, pooled, &job, ws);
+        if (!par_update)
+            update_range(&job, 0, P);
         for (size_t k = 0; k < FL_SGD_LANES && k < n_chunks; k++)
             loss_total += job.lane_loss[k];
         rows_total += (double)job.batch;

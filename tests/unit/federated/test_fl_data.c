@@ -1047,9 +1047,10 @@ static void federate_splits_every_row_once(void **state)
     fl_dataset_free(&ds);
 }
 
-/* fl_federate caches each silo's squared training-row norms (after standardising: the rows the
- * trainer reads), exactly as fl_rows_sq_norms computes them; after the rows change in place,
- * fl_federation_refresh recomputes them, and it fills a hand-built silo's missing cache. */
+/* fl_federate caches each silo's training rows' 1 / sqrt(||x_i||^2 + 1) (after standardising: the
+ * rows the trainer reads), exactly as fl_rows_inv_s computes them and close to the formula in
+ * double; after the rows change in place, fl_federation_refresh recomputes them (they match the
+ * changed rows, not the old ones), and it fills a hand-built silo's missing cache. */
 static void federate_caches_row_norms_and_refresh_recomputes_them(void **state)
 {
     (void)state;
@@ -1059,28 +1060,38 @@ static void federate_caches_row_norms_and_refresh_recomputes_them(void **state)
     assert_int_equal(fl_synth_generate(&s, &ds, &E), DP_OK);
     fl_federation f;
     assert_int_equal(fl_federate(&ds, ds.silo, 3, 0.25, 5, true, &f, &E), DP_OK);
-    double want[40];
+    float want[40], old1[40];
     for (size_t k = 0; k < 3; k++) {
         fl_silo_data *b = &f.silo[k];
-        assert_non_null(b->x_train_sq);
-        fl_rows_sq_norms(b->x_train, b->n_train, 7, want);
-        assert_memory_equal(b->x_train_sq, want, b->n_train * sizeof(double));
-        double direct = 0.0;
-        for (size_t j = 0; j < 7; j++)
-            direct += (double)b->x_train[j] * (double)b->x_train[j];
-        assert_close(b->x_train_sq[0], direct, 1e-14, 0);
+        assert_non_null(b->x_train_inv_s);
+        fl_rows_inv_s(b->x_train, b->n_train, 7, want);
+        assert_memory_equal(b->x_train_inv_s, want, b->n_train * sizeof(float));
+        for (size_t i = 0; i < b->n_train; i++) {
+            double direct = 0.0;
+            for (size_t j = 0; j < 7; j++)
+                direct += (double)b->x_train[i * 7 + j] * (double)b->x_train[i * 7 + j];
+            assert_close((double)b->x_train_inv_s[i], 1.0 / sqrt(direct + 1.0), 1e-7, 0);
+        }
     }
+    memcpy(old1, f.silo[1].x_train_inv_s, f.silo[1].n_train * sizeof(float));
     for (size_t i = 0; i < f.silo[1].n_train * 7; i++)
         f.silo[1].x_train[i] += 1.0f;
-    dp_free(f.silo[2].x_train_sq); /* a silo without a cache */
-    f.silo[2].x_train_sq = NULL;
+    dp_free(f.silo[2].x_train_inv_s); /* a silo without a cache */
+    f.silo[2].x_train_inv_s = NULL;
     assert_int_equal(fl_federation_refresh(&f, &E), DP_OK);
     for (size_t k = 0; k < 3; k++) {
         fl_silo_data *b = &f.silo[k];
-        assert_non_null(b->x_train_sq);
-        fl_rows_sq_norms(b->x_train, b->n_train, 7, want);
-        assert_memory_equal(b->x_train_sq, want, b->n_train * sizeof(double));
+        assert_non_null(b->x_train_inv_s);
+        fl_rows_inv_s(b->x_train, b->n_train, 7, want);
+        assert_memory_equal(b->x_train_inv_s, want, b->n_train * sizeof(float));
+        for (size_t i = 0; i < b->n_train; i++) {
+            double direct = 0.0;
+            for (size_t j = 0; j < 7; j++)
+                direct += (double)b->x_train[i * 7 + j] * (double)b->x_train[i * 7 + j];
+            assert_close((double)b->x_train_inv_s[i], 1.0 / sqrt(direct + 1.0), 1e-7, 0);
+        }
     }
+    assert_memory_not_equal(f.silo[1].x_train_inv_s, old1, f.silo[1].n_train * sizeof(float));
     assert_int_equal(fl_federation_refresh(NULL, &E), DP_EINVAL);
     assert_string_equal(E.field, "federation");
     fl_federation_free(&f);

@@ -237,8 +237,8 @@ static void gradient_over_chunks_matches_one_chunk(void **state)
 /* The training step reads its batch rows in place (fl_model_chunk_grad_rows): for every model and
  * with or without clipping, the same bits as gathering the rows and calling fl_model_chunk_grad,
  * and (clip large) the plain gradient of those rows. Rows repeat and come in any order. With the
- * rows' cached squared norms (fl_rows_sq_norms) the bits are the same again; the one-output models
- * really read the cache (wrong norms give another clipped sum), the others ignore it. */
+ * rows' cached 1 / sqrt(||x_i||^2 + 1) (fl_rows_inv_s) the bits are the same again; the one-output
+ * models really read the cache (wrong norms give another clipped sum), the others ignore it. */
 static void gradient_of_indexed_rows_equals_the_gathered_chunk(void **state)
 {
     (void)state;
@@ -251,16 +251,16 @@ static void gradient_of_indexed_rows_equals_the_gathered_chunk(void **state)
               *g3 = calloc(p, sizeof *g3), *xg = calloc(b * m.d_in, sizeof *xg);
         float yg[17];
         size_t idx[17];
-        double *xsq = calloc(n, sizeof *xsq), *xsq_bad = calloc(n, sizeof *xsq_bad);
+        float *xsq = calloc(n, sizeof *xsq), *xsq_bad = calloc(n, sizeof *xsq_bad);
         assert_true(x && y && w && g1 && g2 && g3 && xg && xsq && xsq_bad);
         make_problem(&m, n, 900 + (uint64_t)t, x, y, w);
-        fl_rows_sq_norms(x, n, m.d_in, xsq);
+        fl_rows_inv_s(x, n, m.d_in, xsq);
         for (size_t i = 0; i < n; i++) {
             double s = 0.0;
             for (size_t j = 0; j < m.d_in; j++)
                 s += (double)x[i * m.d_in + j] * (double)x[i * m.d_in + j];
-            assert_close(xsq[i], s, 1e-14, 0);
-            xsq_bad[i] = 4.0 * xsq[i] + 10.0; /* stale: larger norms, more clipping */
+            assert_close((double)xsq[i], 1.0 / sqrt(s + 1.0), 1e-7, 0);
+            xsq_bad[i] = 0.5f * xsq[i]; /* stale: larger norms, more clipping */
         }
         for (size_t i = 0; i < b; i++) {
             idx[i] = (i * 7 + 3) % n;
@@ -367,6 +367,93 @@ static void clipped_sum_matches_materialised_per_example_gradients(void **state)
     for (int t = FL_MODEL_LINEAR; t <= FL_MODEL_MLP; t++) {
         check_clipping((fl_model_type)t, 16);
         check_clipping((fl_model_type)t, 4); /* through chunks */
+    }
+}
+
+/* The one-output models clip by a clamp of the row's loss derivative to +-clip / sqrt(||x_i||^2 +
+ * 1) (fl_rows_inv_s, cached or not): at School's width (28 features) and over a batch of rows read
+ * through their indexes (several blocks of the kernel, repeated rows, half of them clipped), the
+ * clipped sum equals the materialised computation (each row's gradient from fl_model_grad_sum,
+ * scaled by min(1, clip / ||g_i||), summed in double) to float tolerance; a clipped row alone has
+ * norm clip (to float rounding) and keeps its direction. */
+static void clamp_clipping_matches_materialised_per_example_clipping(void **state)
+{
+    (void)state;
+    const fl_model_type types[] = {FL_MODEL_LINEAR, FL_MODEL_LOGISTIC, FL_MODEL_SVM};
+    for (size_t k = 0; k < 3; k++) {
+        fl_model_spec m = spec_of(types[k]);
+        m.d_in = 28;
+        size_t n = 120, b = 70, p = fl_model_n_params(&m), d = m.d_in;
+        float *x = calloc(n * d, sizeof *x), *y = calloc(n, sizeof *y), *w = calloc(p, sizeof *w),
+              *g = calloc(p, sizeof *g), *gi = calloc(p, sizeof *gi),
+              *inv_s = calloc(n, sizeof *inv_s);
+        double *ref = calloc(p, sizeof *ref), *rn = calloc(n, sizeof *rn);
+        size_t idx[70];
+        assert_true(x && y && w && g && gi && inv_s && ref && rn);
+        make_problem(&m, n, 0x5c400u + k, x, y, w);
+        for (size_t i = 0; i < n; i++)
+            y[i] = types[k] == FL_MODEL_LINEAR ? 4.0f * y[i] - 1.0f : y[i];
+        fl_rows_inv_s(x, n, d, inv_s);
+        fl_ws *ws = fl_ws_alloc(&m, 128, NULL);
+        assert_non_null(ws);
+        for (size_t i = 0; i < n; i++) {
+            fl_model_grad_sum(&m, w, x + i * d, y + i, 1, ws, gi);
+            double s = 0.0;
+            for (size_t j = 0; j < p; j++)
+                s += (double)gi[j] * (double)gi[j];
+            rn[i] = sqrt(s);
+        }
+        for (size_t i = 0; i < b; i++)
+            idx[i] = (i * 37 + 11) % n; /* every row once or more, out of order */
+        idx[9] = idx[3];
+        /* the median norm over the batch: about half of its rows are clipped */
+        double sorted[70];
+        for (size_t i = 0; i < b; i++)
+            sorted[i] = rn[idx[i]];
+        for (size_t i = 0; i < b; i++)
+            for (size_t j = i + 1; j < b; j++)
+                if (sorted[j] < sorted[i]) {
+                    double tmp = sorted[i];
+                    sorted[i] = sorted[j];
+                    sorted[j] = tmp;
+                }
+        double clip = sorted[b / 2];
+        assert_true(clip > 0.0 && sorted[b / 4] < clip && clip < sorted[3 * b / 4]);
+        for (size_t i = 0; i < b; i++) {
+            fl_model_grad_sum(&m, w, x + idx[i] * d, y + idx[i], 1, ws, gi);
+            double c = fmin(1.0, clip / rn[idx[i]]);
+            for (size_t j = 0; j < p; j++)
+                ref[j] += c * (double)gi[j];
+        }
+        double scale = 0.0;
+        for (size_t j = 0; j < p; j++)
+            scale = fmax(scale, fabs(ref[j]));
+        for (int cached = 0; cached < 2; cached++) {
+            fl_model_chunk_grad_rows(ws, w, x, y, cached ? inv_s : NULL, idx, b, clip, g);
+            for (size_t j = 0; j < p; j++)
+                assert_close((double)g[j], ref[j], 1e-5, 1e-6 * scale);
+        }
+        /* one clipped row alone: norm clip, the direction of its unclipped gradient */
+        size_t r = 0;
+        while (!(rn[idx[r]] > 1.5 * clip))
+            r++;
+        fl_model_grad_sum(&m, w, x + idx[r] * d, y + idx[r], 1, ws, gi);
+        fl_model_chunk_grad_rows(ws, w, x, y, inv_s, idx + r, 1, clip, g);
+        double s = 0.0;
+        for (size_t j = 0; j < p; j++) {
+            s += (double)g[j] * (double)g[j];
+            assert_close((double)g[j], (double)gi[j] * clip / rn[idx[r]], 1e-6, 1e-7 * clip);
+        }
+        assert_close(sqrt(s), clip, 1e-6, 0);
+        fl_ws_free(ws);
+        free(x);
+        free(y);
+        free(w);
+        free(g);
+        free(gi);
+        free(inv_s);
+        free(ref);
+        free(rn);
     }
 }
 
@@ -848,6 +935,7 @@ int main(void)
         cmocka_unit_test(gradient_over_chunks_matches_one_chunk),
         cmocka_unit_test(gradient_of_indexed_rows_equals_the_gathered_chunk),
         cmocka_unit_test(clipped_sum_matches_materialised_per_example_gradients),
+        cmocka_unit_test(clamp_clipping_matches_materialised_per_example_clipping),
         cmocka_unit_test(clip_zero_is_the_plain_sum),
         cmocka_unit_test(clipping_by_hand_with_a_zero_gradient),
         cmocka_unit_test(eval_metrics_on_hand_computed_cases),

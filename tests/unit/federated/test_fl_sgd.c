@@ -148,9 +148,52 @@ static void threads_do_not_change_the_bits(void **state)
     free(y);
 }
 
-/* The one-output models with the rows' cached squared norms (cfg.x_sq, fl_rows_sq_norms): the same
- * bits as without, on 1..4 threads and at both sampling paths (q below and above 1/4); stale norms
- * (the rows changed after caching) give other bits, so the cache really is what clips. */
+/* A model of at least FL_SGD_PAR_UPDATE (65,536) parameters updates in parallel, the threads taking
+ * blocks of the parameters after a barrier: 2, 3 and 4 threads give the bits of 1 thread (which
+ * updates serially) with noise and the prox term, with many chunks per lane, with one chunk (lanes
+ * 1-3 empty), with steps whose batch is empty (noise only), and without privacy. */
+static void parallel_update_of_a_large_model_gives_the_same_bits(void **state)
+{
+    (void)state;
+    fl_model_spec m = mlp_spec(256, 256, 5);
+    size_t n = 300, d = 256, p = fl_model_n_params(&m);
+    assert_true(p >= 65536);
+    float *x = malloc(n * d * sizeof *x), *y = malloc(n * sizeof *y),
+          *anchor = malloc(p * sizeof *anchor);
+    assert_true(x && y && anchor);
+    random_rows(&m, n, 3, x, y);
+    for (size_t j = 0; j < p; j++)
+        anchor[j] = (float)(0.01 * tst_normal());
+    for (int v = 0; v < 5; v++) {
+        fl_sgd_cfg c = dp_cfg(n, v == 3 ? 0.002 : 0.3);
+        size_t max_rows = v == 2 ? 128 : 16;
+        if (v == 1) {
+            c.prox_lambda = 0.5;
+            c.anchor = anchor;
+        }
+        if (v == 4) {
+            c.clip = 0;
+            c.noise_multiplier = 0;
+        }
+        c.steps = v == 3 ? 20 : 4;
+        float *ref = run_mlp(&m, x, y, n, &c, 5 + v, 6, max_rows, 1);
+        for (size_t t = 2; t <= 4; t++) {
+            float *w = run_mlp(&m, x, y, n, &c, 5 + v, 6, max_rows, t);
+            if (memcmp(ref, w, p * sizeof *w) != 0)
+                fail_msg("variant %d, %zu threads: other bits than 1 thread", v, t);
+            free(w);
+        }
+        free(ref);
+    }
+    free(x);
+    free(y);
+    free(anchor);
+}
+
+/* The one-output models with the rows' cached 1 / sqrt(||x_i||^2 + 1) (cfg.x_inv_s, fl_rows_inv_s):
+ * the same bits as without, on 1..4 threads and at both sampling paths (q below and above
+ * FL_SGD_BERNOULLI_Q); stale norms (the rows changed after caching) give other bits, so the cache
+ * really is what clips. */
 static void cached_row_norms_give_the_same_bits_on_any_thread_count(void **state)
 {
     (void)state;
@@ -160,18 +203,18 @@ static void cached_row_norms_give_the_same_bits_on_any_thread_count(void **state
         fl_model_spec m = {.type = types[k], .d_in = dims[k]};
         size_t n = 400, d = m.d_in, p = fl_model_n_params(&m);
         float *x = malloc(n * d * sizeof *x), *y = malloc(n * sizeof *y);
-        double *xsq = malloc(n * sizeof *xsq);
+        float *xsq = malloc(n * sizeof *xsq);
         assert_true(x && y && xsq);
         random_rows(&m, n, 40 + k, x, y);
         if (types[k] == FL_MODEL_LINEAR)
             for (size_t i = 0; i < n; i++)
                 y[i] = 3.0f * y[i] - 1.0f; /* residuals large enough to clip */
-        fl_rows_sq_norms(x, n, d, xsq);
+        fl_rows_inv_s(x, n, d, xsq);
         for (int path = 0; path < 2; path++) {
-            fl_sgd_cfg c = dp_cfg(n, path == 0 ? 0.05 : 0.3);
+            fl_sgd_cfg c = dp_cfg(n, path == 0 ? 0.02 : 0.3);
             c.clip = 0.5;
             float *ref = run_mlp(&m, x, y, n, &c, 7, 8, 16, 1);
-            c.x_sq = xsq;
+            c.x_inv_s = xsq;
             for (size_t t = 1; t <= 4; t++) {
                 float *w = run_mlp(&m, x, y, n, &c, 7, 8, 16, t);
                 assert_memory_equal(ref, w, p * sizeof *w);
@@ -180,7 +223,7 @@ static void cached_row_norms_give_the_same_bits_on_any_thread_count(void **state
             for (size_t i = 0; i < n * d; i++) /* the rows change, the cache does not */
                 x[i] *= 2.0f;
             float *stale = run_mlp(&m, x, y, n, &c, 7, 8, 16, 1);
-            c.x_sq = NULL;
+            c.x_inv_s = NULL;
             float *fresh = run_mlp(&m, x, y, n, &c, 7, 8, 16, 1);
             assert_memory_not_equal(stale, fresh, p * sizeof *stale);
             for (size_t i = 0; i < n * d; i++)
@@ -266,13 +309,15 @@ static void poisson_batch_size_has_mean_qn_and_variance_qn_1_minus_q(void **stat
 }
 
 /* LINEAR on one-hot rows x_i = e_i, y = -1, from w = 0 with lr = 1, expected_batch = 1: one step
- * sets w_j = -1 exactly when row j was drawn. Below and above FL_SGD_BERNOULLI_Q (geometric
- * skipping, one draw per row) every row joins with probability q, pairs of rows (adjacent and far)
- * together with probability q^2, and the batch size has mean q n and variance q (1 - q) n. */
+ * sets w_j = -1 exactly when row j was drawn. Below and above FL_SGD_BERNOULLI_Q = 1/32 (geometric
+ * skipping; one 32-bit half of a draw per row, the two halves deciding rows 2i and 2i + 1, and an
+ * odd row count leaving a last row with a draw of its own) every row joins with probability q,
+ * pairs of rows (adjacent: the same draw or the next; far) together with probability q^2, and the
+ * batch size has mean q n and variance q (1 - q) n. */
 static void every_row_joins_independently_with_probability_q(void **state)
 {
     (void)state;
-    enum { N = 40 };
+    enum { N = 41 };
     fl_model_spec m = linear_spec(FL_MODEL_LINEAR, N);
     float *x = calloc(N * N, sizeof *x), y[N];
     assert_non_null(x);
@@ -282,12 +327,12 @@ static void every_row_joins_independently_with_probability_q(void **state)
     }
     fl_ws *ws = fl_ws_alloc(&m, 64, NULL);
     assert_non_null(ws);
-    const double qs[3] = {0.07, 0.25, 0.6};
+    const double qs[5] = {0.02, 0.07, 0.25, 0.6, 0.97};
     const size_t runs = 4000;
-    for (int qi = 0; qi < 3; qi++) {
+    for (int qi = 0; qi < 5; qi++) {
         double q = qs[qi];
         fl_sgd_cfg c = {.lr = 1.0, .steps = 1, .q = q, .expected_batch = 1.0};
-        double hits[N] = {0}, adj = 0, far = 0, s = 0, s2 = 0;
+        double hits[N] = {0}, adj = 0, pair = 0, far = 0, s = 0, s2 = 0;
         for (size_t r = 0; r < runs; r++) {
             float w[N + 1] = {0};
             double loss;
@@ -299,6 +344,8 @@ static void every_row_joins_independently_with_probability_q(void **state)
                 k += w[j] < 0;
                 if (j + 1 < N)
                     adj += w[j] < 0 && w[j + 1] < 0;
+                if (j % 2 == 0 && j + 1 < N)
+                    pair += w[j] < 0 && w[j + 1] < 0;
                 if (j < N / 2)
                     far += w[j] < 0 && w[j + N / 2] < 0;
             }
@@ -311,13 +358,31 @@ static void every_row_joins_independently_with_probability_q(void **state)
             if (!(fabs(hits[j] / (double)runs - q) < 5.0 * sd))
                 fail_msg("q %g: row %zu joined %g of the time", q, j, hits[j] / (double)runs);
         double pa = adj / ((double)runs * (N - 1)), pf = far / ((double)runs * (N / 2));
+        double pp = pair / ((double)runs * (N / 2));
         double sd2 = sqrt(q * q * (1 - q * q) / ((double)runs * (N / 2)));
+        if (!(fabs(pp - q * q) < 10.0 * sd2))
+            fail_msg("q %g: rows 2i and 2i + 1 joined together %g of the time", q, pp);
         assert_true(fabs(pa - q * q) < 10.0 * sd2);
         assert_true(fabs(pf - q * q) < 10.0 * sd2);
         double mean = s / (double)runs, var = s2 / (double)runs - mean * mean;
         double mu = q * N, v = q * (1 - q) * N;
         assert_true(fabs(mean - mu) < 5.0 * sqrt(v / (double)runs));
         assert_true(fabs(var - v) < 5.0 * v * sqrt(2.0 / (double)runs));
+    }
+    /* q = 1 draws every row at every step, exactly; so does (up to a miss of probability 2^-32 per
+     * row, none expected in these 8,200 rows) the largest q below 1, whose 32-bit threshold
+     * floor(q 2^32) = 2^32 - 1 must not wrap around to 0. */
+    for (int qi = 0; qi < 2; qi++) {
+        fl_sgd_cfg c = {
+            .lr = 1.0, .steps = 1, .q = qi == 0 ? 1.0 : 1.0 - 0x1.0p-40, .expected_batch = 1.0};
+        for (size_t r = 0; r < 200; r++) {
+            float w[N + 1] = {0};
+            double loss;
+            assert_int_equal(fl_sgd_run(&m, w, x, y, N, &c, 5 + r, 0, ws, &loss, NULL), DP_OK);
+            for (size_t j = 0; j < N; j++)
+                assert_true(w[j] == -1.0f);
+            assert_true(w[N] == -(float)N);
+        }
     }
     fl_ws_free(ws);
     free(x);
@@ -579,6 +644,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(same_seeds_give_the_same_bits_and_each_seed_matters),
         cmocka_unit_test(threads_do_not_change_the_bits),
+        cmocka_unit_test(parallel_update_of_a_large_model_gives_the_same_bits),
         cmocka_unit_test(cached_row_norms_give_the_same_bits_on_any_thread_count),
         cmocka_unit_test(nonfinite_regression_labels_are_refused_with_their_index),
         cmocka_unit_test(poisson_batch_size_has_mean_qn_and_variance_qn_1_minus_q),
