@@ -4,13 +4,18 @@
  *
  * Stream. Normals come in blocks of FL_ZIG_BLOCK = 16. Block b takes output b of each of eight
  * xoshiro256++ generators (Blackman & Vigna, "Scrambled Linear Pseudorandom Number Generators",
- * ACM TOMS 47(4), 2021, Sec. 4 and 10.2; federated/fl_rng.h), generator k seeded with
- * (fl_rng_derive(seed, k), DP_RNG_STREAM_FL_SGD_NOISE): normal 2k of the block comes from the low
- * 32 bits of generator k's output, normal 2k + 1 from its high 32 bits. Eight 64-bit generators
+ * ACM TOMS 47(4), 2021, Sec. 4 and 10.2; federated/fl_rng.h). Their states are the outputs of one
+ * SplitMix64 sequence started at seed ^ DP_RNG_STREAM_FL_SGD_NOISE * 0xd1b54a32d192ed03 (the
+ * seeding of fl_rng_seed, continued): generator k takes outputs 4k + 1 .. 4k + 4. SplitMix64 is a
+ * counter passed through a bijective mixer, so output i is computed directly, and four distinct
+ * counters never all mix to zero; a fill seeds its generators with 32 mixes rather than nine
+ * derivations and seedings (a DP-SGD step of a small model fills a few dozen normals, and the
+ * seeding was most of its cost). Normal 2k of the block comes from the low 32 bits of generator
+ * k's output, normal 2k + 1 from its high 32 bits. Eight 64-bit generators
  * side by side are one AVX-512 register per state word (two AVX2 registers, or eight scalars), so
  * every path steps the same eight generators and sees the same bits. The rare slow path (below)
- * draws from a ninth generator, seeded with (fl_rng_derive(seed, 8), DP_RNG_STREAM_FL_SGD_NOISE),
- * in increasing order of the normals that need it: the scalar path as it meets them, the vector
+ * draws from a ninth generator (outputs 33 .. 36 of the sequence, seeded only when a fill first
+ * needs it), in increasing order of the normals that need it: the scalar path as it meets them, the vector
  * paths after the fast lanes of a block (AVX2) or of a run of up to 64 blocks (AVX-512, which lists
  * the slow lanes with vpcompressd rather than branching per block), in scalar code and in
  * increasing position, so the draws of that ninth generator are taken in the same order by every
@@ -127,17 +132,35 @@ static void zig_setup(void)
 typedef struct zig_state {
     _Alignas(64) uint64_t s[4][ZIG_GENS];
     fl_rng aux;
+    uint64_t base; /* the SplitMix64 start */
+    bool aux_ready;
 } zig_state;
+
+/* Output i (>= 1) of the SplitMix64 sequence started at base: fl_splitmix64's i-th call. */
+static inline uint64_t zig_mix_at(uint64_t base, uint64_t i)
+{
+    uint64_t st = base + (i - 1) * 0x9e3779b97f4a7c15ULL;
+    return fl_splitmix64(&st);
+}
 
 static void zig_seed(zig_state *st, uint64_t seed)
 {
-    for (int g = 0; g < ZIG_GENS; g++) {
-        fl_rng r;
-        fl_rng_seed(&r, fl_rng_derive(seed, (uint64_t)g), DP_RNG_STREAM_FL_SGD_NOISE);
+    st->base = seed ^ ((uint64_t)DP_RNG_STREAM_FL_SGD_NOISE * 0xd1b54a32d192ed03ULL);
+    for (int g = 0; g < ZIG_GENS; g++)
         for (int w = 0; w < 4; w++)
-            st->s[w][g] = r.s[w];
+            st->s[w][g] = zig_mix_at(st->base, (uint64_t)(4 * g + w + 1));
+    st->aux_ready = false;
+}
+
+/* The ninth generator, seeded on first use. */
+static fl_rng *zig_aux(zig_state *st)
+{
+    if (!st->aux_ready) {
+        for (int w = 0; w < 4; w++)
+            st->aux.s[w] = zig_mix_at(st->base, (uint64_t)(4 * ZIG_GENS + w + 1));
+        st->aux_ready = true;
     }
-    fl_rng_seed(&st->aux, fl_rng_derive(seed, ZIG_GENS), DP_RNG_STREAM_FL_SGD_NOISE);
+    return &st->aux;
 }
 
 /* The rare path: m failed the fast test in layer i. Returns |x|, drawing from the ziggurat's
@@ -179,7 +202,7 @@ static inline float zig_signed(float s, float ax, uint32_t h)
 /* The normal of a slow lane with the 32 bits h. */
 static float zig_fix(zig_state *st, float s, uint32_t h)
 {
-    return zig_signed(s, zig_slow(&st->aux, h & ZIG_IMASK, h >> 10), h);
+    return zig_signed(s, zig_slow(zig_aux(st), h & ZIG_IMASK, h >> 10), h);
 }
 
 /* One block into out[0..lim) (lim <= FL_ZIG_BLOCK), in scalar code: the reference of the vector

@@ -503,10 +503,10 @@ static void noise_has_std_noise_multiplier_times_clip(void **state)
  * parameters is fl_gauss_fill with the seed derive(derive(derive(noise_seed, STREAM), t), j). With
  * zero gradients, lr = 1 and expected_batch = 1 each step subtracts exactly that vector (no prox:
  * the noise is added inside the update pass; prox with anchor = w = 0: through G first). */
-static void noise_is_the_documented_segments_with_or_without_prox(void **state)
+/* One model size: small (one noise segment) or at least 16384 parameters (four). */
+static void noise_segments_of(size_t d)
 {
-    (void)state;
-    size_t d = 1001, n = 4, P = d + 1, seg = (P + 3) / 4;
+    size_t n = 4, P = d + 1, segs = P >= 16384 ? 4 : 1, seg = (P + segs - 1) / segs;
     fl_model_spec m = linear_spec(FL_MODEL_LINEAR, d);
     float *x = calloc(n * d, sizeof *x), y[4] = {0}, *w = calloc(P, sizeof *w);
     float *z = calloc(P, sizeof *z), *anchor = calloc(P, sizeof *anchor);
@@ -530,7 +530,7 @@ static void noise_is_the_documented_segments_with_or_without_prox(void **state)
             c.steps = t + 1;
             assert_int_equal(fl_sgd_run(&m, w, x, y, n, &c, 1, 77, ws, &loss, NULL), DP_OK);
             uint64_t base = dp_rng_derive(dp_rng_derive(77, DP_RNG_STREAM_FL_SGD_NOISE), t);
-            for (size_t j = 0; j < 4; j++)
+            for (size_t j = 0; j < segs; j++)
                 fl_gauss_fill(z + j * seg, j * seg + seg <= P ? seg : P - j * seg, 1.5,
                               dp_rng_derive(base, j));
             float *w0 = calloc(P, sizeof *w0);
@@ -553,6 +553,13 @@ static void noise_is_the_documented_segments_with_or_without_prox(void **state)
     free(w);
     free(z);
     free(anchor);
+}
+
+static void noise_is_the_documented_segments_with_or_without_prox(void **state)
+{
+    (void)state;
+    noise_segments_of(1001);  /* 1002 parameters: one segment */
+    noise_segments_of(20000); /* 20001: four */
 }
 
 static void bad_arguments_are_refused_with_the_field(void **state)
