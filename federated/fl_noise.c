@@ -15,10 +15,10 @@
  * side by side are one AVX-512 register per state word (two AVX2 registers, or eight scalars), so
  * every path steps the same eight generators and sees the same bits. The rare slow path (below)
  * draws from a ninth generator (outputs 33 .. 36 of the sequence, seeded only when a fill first
- * needs it), in increasing order of the normals that need it: the scalar path as it meets them, the vector
- * paths after the fast lanes of a block (AVX2) or of a run of up to 64 blocks (AVX-512, which lists
- * the slow lanes with vpcompressd rather than branching per block), in scalar code and in
- * increasing position, so the draws of that ninth generator are taken in the same order by every
+ * needs it), in increasing order of the normals that need it: the scalar path as it meets them, the
+ * vector paths after the fast lanes of a block (AVX2) or of a run of up to 64 blocks (AVX-512,
+ * which lists the slow lanes with vpcompressd rather than branching per block), in scalar code and
+ * in increasing position, so the draws of that ninth generator are taken in the same order by every
  * path. A shorter fill is therefore a prefix of a longer one, and the scalar, AVX2 and AVX-512
  * paths give identical output (tests/unit/federated/test_fl_model checks this on sizes that are not
  * multiples of the block and on seeds that hit the slow path).
