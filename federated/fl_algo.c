@@ -168,6 +168,35 @@ int fl_job_cfg_check(const fl_job_cfg *cfg, const fl_federation *f, dp_err *err)
 
 /* ---- helpers shared by the algorithms ---- */
 
+int fl_check_client_level(const fl_job_cfg *cfg, dp_err *err)
+{
+    if (!(cfg->client_rate > 0 && cfg->client_rate <= 1))
+        return dp_err_set(err, DP_EINVAL, "client_rate", "client_rate must be in (0, 1] (got %g)",
+                          cfg->client_rate);
+    if (!(isfinite(cfg->update_clip) && cfg->update_clip > 0))
+        return dp_err_set(err, DP_EINVAL, "update_clip",
+                          "update_clip must be finite and > 0 (got %g)", cfg->update_clip);
+    if (!(isfinite(cfg->server_noise) && cfg->server_noise >= 0))
+        return dp_err_set(err, DP_EINVAL, "server_noise",
+                          "server_noise must be finite and >= 0 (got %g)", cfg->server_noise);
+    return DP_OK;
+}
+
+int fl_select_poisson(const fl_job_cfg *cfg, uint64_t round, size_t n_silos, const bool *trainable,
+                      bool *take, dp_err *err)
+{
+    gsl_rng *r =
+        dp_rng_alloc(fl_server_seed(cfg->seed, round), DP_RNG_STREAM_FL_CLIENT_SAMPLING, err);
+    if (r == NULL)
+        return DP_ENOMEM;
+    for (size_t k = 0; k < n_silos; k++) {
+        double u = gsl_rng_uniform(r); /* [0, 1): q = 1 takes every silo */
+        take[k] = trainable[k] && u < cfg->client_rate;
+    }
+    gsl_rng_free(r);
+    return DP_OK;
+}
+
 void fl_silo_seeds(uint64_t job_seed, size_t silo, uint64_t round, uint64_t phase,
                    uint64_t *sampling, uint64_t *noise)
 {

@@ -26,34 +26,11 @@
 
 static int dpfedavg_check(const fl_job_cfg *cfg, dp_err *err)
 {
-    if (!(cfg->client_rate > 0 && cfg->client_rate <= 1))
-        return dp_err_set(err, DP_EINVAL, "client_rate", "client_rate must be in (0, 1] (got %g)",
-                          cfg->client_rate);
-    if (!(isfinite(cfg->update_clip) && cfg->update_clip > 0))
-        return dp_err_set(err, DP_EINVAL, "update_clip",
-                          "update_clip must be finite and > 0 (got %g)", cfg->update_clip);
-    if (!(isfinite(cfg->server_noise) && cfg->server_noise >= 0))
-        return dp_err_set(err, DP_EINVAL, "server_noise",
-                          "server_noise must be finite and >= 0 (got %g)", cfg->server_noise);
-    if (!(isfinite(cfg->server_lr) && cfg->server_lr > 0))
-        return dp_err_set(err, DP_EINVAL, "server_lr", "server_lr must be finite and > 0 (got %g)",
-                          cfg->server_lr);
-    return DP_OK;
-}
-
-static int dpfedavg_select(const fl_job_cfg *cfg, uint64_t round, size_t n_silos,
-                           const bool *trainable, bool *take, dp_err *err)
-{
-    gsl_rng *r =
-        dp_rng_alloc(fl_server_seed(cfg->seed, round), DP_RNG_STREAM_FL_CLIENT_SAMPLING, err);
-    if (r == NULL)
-        return DP_ENOMEM;
-    for (size_t k = 0; k < n_silos; k++) {
-        double u = gsl_rng_uniform(r); /* [0, 1): q = 1 takes every silo */
-        take[k] = trainable[k] && u < cfg->client_rate;
-    }
-    gsl_rng_free(r);
-    return DP_OK;
+    int rc = fl_check_client_level(cfg, err);
+    if (rc == DP_OK && !(isfinite(cfg->server_lr) && cfg->server_lr > 0))
+        rc = dp_err_set(err, DP_EINVAL, "server_lr", "server_lr must be finite and > 0 (got %g)",
+                        cfg->server_lr);
+    return rc;
 }
 
 static int dpfedavg_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
@@ -115,7 +92,7 @@ const fl_algo_ops fl_algo_dpfedavg_ops = {
     .has_global = true,
     .record_level = false,
     .check = dpfedavg_check,
-    .select = dpfedavg_select,
+    .select = fl_select_poisson,
     .silo_update = dpfedavg_update,
     .aggregate = dpfedavg_aggregate,
 };

@@ -82,6 +82,15 @@ const fl_algo_ops *fl_algo_find(const char *name);
 
 /* ---- shared helpers (fl_algo.c) ---- */
 
+/* Client-level algorithms (dp_fedavg, ppsgd): checks client_rate in (0, 1], update_clip finite
+ * > 0 and server_noise finite >= 0, naming the field. */
+int fl_check_client_level(const fl_job_cfg *cfg, dp_err *err);
+/* Their select: each trainable silo independently with probability client_rate (Poisson
+ * sampling), one uniform per silo in silo order from the server's round seed, drawn for stopped
+ * silos too so that a stop never shifts the others' draws. */
+int fl_select_poisson(const fl_job_cfg *cfg, uint64_t round, size_t n_silos, const bool *trainable,
+                      bool *take, dp_err *err);
+
 /* Seeds of silo k's block `phase` in round t (fl_algo.h, DETERMINISM). */
 void fl_silo_seeds(uint64_t job_seed, size_t silo, uint64_t round, uint64_t phase,
                    uint64_t *sampling, uint64_t *noise);

@@ -73,31 +73,7 @@ static int ppsgd_check(const fl_job_cfg *cfg, dp_err *err)
     if (!(cfg->ppsgd_ratio >= 0.0))
         return dp_err_set(err, DP_EINVAL, "ratio", "ratio must be >= 0 or inf (got %g)",
                           cfg->ppsgd_ratio);
-    if (!(cfg->client_rate > 0 && cfg->client_rate <= 1))
-        return dp_err_set(err, DP_EINVAL, "client_rate", "client_rate must be in (0, 1] (got %g)",
-                          cfg->client_rate);
-    if (!(isfinite(cfg->update_clip) && cfg->update_clip > 0))
-        return dp_err_set(err, DP_EINVAL, "update_clip",
-                          "update_clip must be finite and > 0 (got %g)", cfg->update_clip);
-    if (!(isfinite(cfg->server_noise) && cfg->server_noise >= 0))
-        return dp_err_set(err, DP_EINVAL, "server_noise",
-                          "server_noise must be finite and >= 0 (got %g)", cfg->server_noise);
-    return DP_OK;
-}
-
-static int ppsgd_select(const fl_job_cfg *cfg, uint64_t round, size_t n_silos,
-                        const bool *trainable, bool *take, dp_err *err)
-{
-    gsl_rng *r =
-        dp_rng_alloc(fl_server_seed(cfg->seed, round), DP_RNG_STREAM_FL_CLIENT_SAMPLING, err);
-    if (r == NULL)
-        return DP_ENOMEM;
-    for (size_t k = 0; k < n_silos; k++) {
-        double u = gsl_rng_uniform(r); /* [0, 1): q = 1 takes every silo */
-        take[k] = trainable[k] && u < cfg->client_rate;
-    }
-    gsl_rng_free(r);
-    return DP_OK;
+    return fl_check_client_level(cfg, err);
 }
 
 /* idx[0..m-1] = m distinct row indices of 0..n-1 (m <= n), by Floyd's algorithm (Bentley & Floyd,
@@ -233,7 +209,7 @@ const fl_algo_ops fl_algo_ppsgd_ops = {
     .extra_per_silo = true,
     .extra_floats = ppsgd_extra,
     .check = ppsgd_check,
-    .select = ppsgd_select,
+    .select = fl_select_poisson,
     .silo_update = ppsgd_update,
     .aggregate = ppsgd_aggregate,
     .releases = fl_ppsgd_releases,
