@@ -52,6 +52,15 @@ void dp_err_prefix_field(dp_err *e, const char *prefix)
     memcpy(e->field, buf, sizeof buf);
 }
 
+int dp_err_prefix_index(dp_err *e, const char *name, size_t i, int code)
+{
+    char p[DP_ERR_FIELD_MAX];
+    int n = snprintf(p, sizeof p, "%s[%zu]", name, i);
+    if (n > 0 && (size_t)n < sizeof p)
+        dp_err_prefix_field(e, p);
+    return code;
+}
+
 const char *dp_err_code_name(int code)
 {
     switch (code) {

@@ -12,6 +12,8 @@
 #ifndef DP_COMMON_DP_ERR_H
 #define DP_COMMON_DP_ERR_H
 
+#include <stddef.h>
+
 enum {
     DP_OK = 0,
     DP_EINVAL,    /* bad input: 400 invalid_argument */
@@ -47,6 +49,10 @@ int dp_err_set(dp_err *e, int code, const char *field, const char *fmt, ...)
  * "event.sampling_rate"), so nested validators can name the full path. No-op when e is NULL or no
  * error is set. */
 void dp_err_prefix_field(dp_err *e, const char *prefix);
+
+/* dp_err_prefix_field with "name[i]" (e.g. "groups" + 1 + "clients" -> "groups[1].clients");
+ * returns code, so that a validator can write return dp_err_prefix_index(err, "groups", i, rc). */
+int dp_err_prefix_index(dp_err *e, const char *name, size_t i, int code);
 
 /* Stable lower-case name of a code ("invalid_argument", ...). Never NULL. */
 const char *dp_err_code_name(int code);

@@ -24,6 +24,18 @@ static int check_nonneg(double x, const char *field, dp_err *err)
     return DP_OK;
 }
 
+fl_additive_spec fl_additive_paper_spec(void)
+{
+    return (fl_additive_spec){.users = 1000,
+                              .dim = 100,
+                              .personal = 5,
+                              .rows = 10,
+                              .theta_scale = 10,
+                              .s = 0.1,
+                              .label_noise = 0.01,
+                              .seed = 42};
+}
+
 int fl_additive_init(const fl_additive_spec *spec, fl_additive *out, dp_err *err)
 {
     memset(out, 0, sizeof *out);

@@ -44,6 +44,9 @@ typedef struct fl_additive {
     float *scale;  /* dim: 1 / sqrt(k), the standard deviation of feature k; owned */
 } fl_additive;
 
+/* The paper's setting (the header comment, with the experiments' s = 0.1) and seed 42. */
+fl_additive_spec fl_additive_paper_spec(void);
+
 /* Draws the users' true parameters. DP_EINVAL naming the field, DP_ENOMEM. */
 int fl_additive_init(const fl_additive_spec *spec, fl_additive *out, dp_err *err);
 void fl_additive_free(fl_additive *a);

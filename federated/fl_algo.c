@@ -182,6 +182,36 @@ int fl_check_client_level(const fl_job_cfg *cfg, dp_err *err)
     return DP_OK;
 }
 
+int fl_agg_noisy_sum(const fl_server_ctx *c, double scale, dp_err *err)
+{
+    const fl_job_cfg *cfg = c->cfg;
+    size_t p = c->state->n_params;
+    double *acc = dp_calloc(p, sizeof(double));
+    float *noise = dp_calloc(p, sizeof(float));
+    if (acc == NULL || noise == NULL) {
+        dp_free(noise);
+        dp_free(acc);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    for (size_t k = 0; k < c->state->n_silos; k++) {
+        if (!c->took_part[k])
+            continue;
+        const float *u = c->uploads + k * p;
+        for (size_t j = 0; j < p; j++)
+            acc[j] += (double)u[j];
+    }
+    double sigma = cfg->server_noise * cfg->update_clip;
+    if (sigma > 0)
+        fl_gauss_fill(noise, p, sigma,
+                      dp_rng_derive(fl_server_seed(cfg->seed, c->round), FL_SEED_NOISE));
+    float *g = c->state->global;
+    for (size_t j = 0; j < p; j++)
+        g[j] = (float)((double)g[j] + scale * (acc[j] + (double)noise[j]));
+    dp_free(noise);
+    dp_free(acc);
+    return DP_OK;
+}
+
 int fl_select_poisson(const fl_job_cfg *cfg, uint64_t round, size_t n_silos, const bool *trainable,
                       bool *take, dp_err *err)
 {

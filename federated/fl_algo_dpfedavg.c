@@ -55,35 +55,12 @@ static int dpfedavg_update(const fl_silo_ctx *c, double *train_loss, dp_err *err
 static int dpfedavg_aggregate(const fl_server_ctx *c, dp_err *err)
 {
     const fl_job_cfg *cfg = c->cfg;
-    size_t p = c->state->n_params;
     if (c->n_trainable == 0)
         return DP_OK; /* nobody left to protect or to learn from */
-    double *acc = dp_calloc(p, sizeof(double));
-    float *noise = dp_calloc(p, sizeof(float));
-    if (acc == NULL || noise == NULL) {
-        dp_free(noise);
-        dp_free(acc);
-        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    }
-    for (size_t k = 0; k < c->state->n_silos; k++) {
-        if (!c->took_part[k])
-            continue;
-        const float *u = c->uploads + k * p;
-        for (size_t j = 0; j < p; j++)
-            acc[j] += (double)u[j];
-    }
-    double sigma = cfg->server_noise * cfg->update_clip;
-    if (sigma > 0)
-        fl_gauss_fill(noise, p, sigma,
-                      dp_rng_derive(fl_server_seed(cfg->seed, c->round), FL_SEED_NOISE));
-    double step = cfg->server_lr / (cfg->client_rate * (double)c->n_trainable);
-    float *g = c->state->global;
-    for (size_t j = 0; j < p; j++)
-        g[j] = (float)((double)g[j] + step * (acc[j] + (double)noise[j]));
-    fl_broadcast_global(c->state);
-    dp_free(noise);
-    dp_free(acc);
-    return DP_OK;
+    int rc = fl_agg_noisy_sum(c, cfg->server_lr / (cfg->client_rate * (double)c->n_trainable), err);
+    if (rc == DP_OK)
+        fl_broadcast_global(c->state);
+    return rc;
 }
 
 const fl_algo_ops fl_algo_dpfedavg_ops = {

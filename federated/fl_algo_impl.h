@@ -91,6 +91,11 @@ int fl_check_client_level(const fl_job_cfg *cfg, dp_err *err);
 int fl_select_poisson(const fl_job_cfg *cfg, uint64_t round, size_t n_silos, const bool *trainable,
                       bool *take, dp_err *err);
 
+/* Their server release: global += scale * (sum of the participants' uploads, added in silo order
+ * in double, + N(0, (server_noise * update_clip)^2 I) from the server's round seed). dp_fedavg
+ * passes scale = server_lr / (q K), ppsgd -eta_w / (q K). DP_ENOMEM. */
+int fl_agg_noisy_sum(const fl_server_ctx *c, double scale, dp_err *err);
+
 /* Seeds of silo k's block `phase` in round t (fl_algo.h, DETERMINISM). */
 void fl_silo_seeds(uint64_t job_seed, size_t silo, uint64_t round, uint64_t phase,
                    uint64_t *sampling, uint64_t *noise);

@@ -167,31 +167,13 @@ static int ppsgd_aggregate(const fl_server_ctx *c, dp_err *err)
     size_t p = s->n_params;
     double eta_w, eta_theta;
     fl_ppsgd_steps(cfg, &eta_w, &eta_theta);
-    if (eta_w > 0 && c->n_trainable > 0) {
-        double *acc = dp_calloc(p, sizeof(double));
-        float *noise = dp_calloc(p, sizeof(float));
-        if (acc == NULL || noise == NULL) {
-            dp_free(noise);
-            dp_free(acc);
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        }
-        for (size_t k = 0; k < s->n_silos; k++) {
-            if (!c->took_part[k])
-                continue;
-            const float *u = c->uploads + k * p;
-            for (size_t j = 0; j < p; j++)
-                acc[j] += (double)u[j];
-        }
-        double sigma = cfg->server_noise * cfg->update_clip;
-        if (sigma > 0)
-            fl_gauss_fill(noise, p, sigma,
-                          dp_rng_derive(fl_server_seed(cfg->seed, c->round), FL_SEED_NOISE));
-        double step = eta_w / (cfg->client_rate * (double)c->n_trainable);
-        for (size_t j = 0; j < p; j++)
-            s->global[j] = (float)((double)s->global[j] - step * (acc[j] + (double)noise[j]));
-        dp_free(noise);
-        dp_free(acc);
-    }
+    /* -eta_w: w moves against the noisy clipped mean; negating the scale is exact, so this is
+     * w - step (sum + noise) bit for bit */
+    int rc = eta_w > 0 && c->n_trainable > 0
+                 ? fl_agg_noisy_sum(c, -eta_w / (cfg->client_rate * (double)c->n_trainable), err)
+                 : DP_OK;
+    if (rc != DP_OK)
+        return rc;
     for (size_t k = 0; k < s->n_silos; k++) {
         float *pers = s->personal + k * p;
         const float *theta = s->extra + k * p;

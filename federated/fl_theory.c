@@ -6,21 +6,11 @@
 #include "federated/fl_theory.h"
 
 #include <math.h>
-#include <stdio.h>
 
 #include "common/dp_math.h"
 
 #define HDP_MAX_GROUPS 64
 #define LN10           2.302585092994045684
-
-/* Prefixes the recorded error's field with "name[i]." and returns code. */
-static int prefix_index(dp_err *err, const char *name, size_t i, int code)
-{
-    char p[64];
-    snprintf(p, sizeof p, "%s[%zu]", name, i);
-    dp_err_prefix_field(err, p);
-    return code;
-}
 
 /* x must be finite and >= lo (or > lo when strict). */
 static int check_num(double x, double lo, bool strict, const char *field, dp_err *err)
@@ -89,7 +79,7 @@ int fl_mrmtl_theory_silos(const fl_mrmtl_silo *silos, size_t k, double tau, fl_m
         if ((rc = check_num(x->n, 0.0, true, "n", err)) != DP_OK ||
             (rc = check_num(x->sigma, 0.0, false, "sigma", err)) != DP_OK ||
             (rc = check_num(x->sigma_dp, 0.0, false, "sigma_dp", err)) != DP_OK)
-            return prefix_index(err, "silos", i, rc);
+            return dp_err_prefix_index(err, "silos", i, rc);
         double s =
             x->sigma * x->sigma / x->n + x->sigma_dp * x->sigma_dp / (x->n * x->n); /* Eq. 39 */
         out[i] = (fl_mrmtl_silo_out){.sigma_loc2 = s, .mse_local = s};
@@ -122,7 +112,7 @@ int fl_mrmtl_theory_silos(const fl_mrmtl_silo *silos, size_t k, double tau, fl_m
 /* ---- FedHDP (Aldaghri et al., App. A) ---- */
 
 static int hdp_check(const fl_hdp_group *g, size_t n_groups, double alpha2, double tau2,
-                     double *total, dp_err *err)
+                     dp_err *err)
 {
     int rc;
     if (n_groups < 1 || n_groups > HDP_MAX_GROUPS)
@@ -134,17 +124,16 @@ static int hdp_check(const fl_hdp_group *g, size_t n_groups, double alpha2, doub
     double n = 0.0;
     for (size_t i = 0; i < n_groups; i++) {
         if (!(g[i].clients >= 1.0 && g[i].clients <= 1e12 && floor(g[i].clients) == g[i].clients))
-            return prefix_index(err, "groups", i,
-                                dp_err_set(err, DP_EINVAL, "clients",
-                                           "clients must be an integer in [1, 1e12] (got %g)",
-                                           g[i].clients));
+            return dp_err_prefix_index(
+                err, "groups", i,
+                dp_err_set(err, DP_EINVAL, "clients",
+                           "clients must be an integer in [1, 1e12] (got %g)", g[i].clients));
         if ((rc = check_num(g[i].noise, 0.0, false, "per_client_noise", err)) != DP_OK)
-            return prefix_index(err, "groups", i, rc);
+            return dp_err_prefix_index(err, "groups", i, rc);
         n += g[i].clients;
     }
     if (n < 2.0)
         return dp_err_set(err, DP_EINVAL, "groups", "the groups must hold at least 2 clients");
-    *total = n;
     return DP_OK;
 }
 
@@ -162,8 +151,7 @@ static void hdp_r_star(const fl_hdp_group *g, size_t n_groups, double alpha2, do
 int fl_hdp_server_var(const fl_hdp_group *g, size_t n_groups, double alpha2, double tau2,
                       const double *r, double *var, dp_err *err)
 {
-    double total;
-    int rc = hdp_check(g, n_groups, alpha2, tau2, &total, err);
+    int rc = hdp_check(g, n_groups, alpha2, tau2, err);
     if (rc != DP_OK)
         return rc;
     double num = 0.0, den = 0.0;
@@ -180,6 +168,26 @@ int fl_hdp_server_var(const fl_hdp_group *g, size_t n_groups, double alpha2, dou
     return DP_OK;
 }
 
+/* The terms of a client of `group` in its exact error (fl_theory.h, fl_hdp_client_mse): its server
+ * weight w_j and q = (1 - w_j)^2 tau^2 + [own] w_j^2 L_j + sum_{i != j} w_i^2 (tau^2 + alpha^2 +
+ * L_i), with w = r / sum_g N_g r_g. */
+static void hdp_client_terms(const fl_hdp_group *g, size_t n_groups, double alpha2, double tau2,
+                             const double *r, size_t group, bool own_noise, double *wj_out,
+                             double *q_out)
+{
+    double S = 0.0;
+    for (size_t i = 0; i < n_groups; i++)
+        S += g[i].clients * r[i];
+    double wj = r[group] / S, others = 0.0;
+    for (size_t i = 0; i < n_groups; i++) {
+        double wi = r[i] / S, m = g[i].clients - (i == group ? 1.0 : 0.0);
+        others += m * wi * wi * (tau2 + alpha2 + g[i].noise);
+    }
+    double own = own_noise ? wj * wj * g[group].noise : 0.0;
+    *wj_out = wj;
+    *q_out = (1.0 - wj) * (1.0 - wj) * tau2 + own + others;
+}
+
 int fl_hdp_client_mse(const fl_hdp_group *g, size_t n_groups, double alpha2, double tau2,
                       const double *r, size_t group, double lambda, bool own_noise, double *mse,
                       dp_err *err)
@@ -193,16 +201,8 @@ int fl_hdp_client_mse(const fl_hdp_group *g, size_t n_groups, double alpha2, dou
                           group);
     if (!(lambda >= 0.0))
         return dp_err_set(err, DP_EINVAL, "lambda", "lambda must be >= 0 (got %g)", lambda);
-    double S = 0.0;
-    for (size_t i = 0; i < n_groups; i++)
-        S += g[i].clients * r[i];
-    double wj = r[group] / S, others = 0.0;
-    for (size_t i = 0; i < n_groups; i++) {
-        double wi = r[i] / S, m = g[i].clients - (i == group ? 1.0 : 0.0);
-        others += m * wi * wi * (tau2 + alpha2 + g[i].noise);
-    }
-    double own = own_noise ? wj * wj * g[group].noise : 0.0;
-    double q = (1.0 - wj) * (1.0 - wj) * tau2 + own + others;
+    double wj, q;
+    hdp_client_terms(g, n_groups, alpha2, tau2, r, group, own_noise, &wj, &q);
     if (isinf(lambda)) { /* the global model: (w_j^2 alpha^2 + q) */
         *mse = wj * wj * alpha2 + q;
         return DP_OK;
@@ -219,16 +219,8 @@ int fl_hdp_client_mse(const fl_hdp_group *g, size_t n_groups, double alpha2, dou
 static double hdp_lambda_best(const fl_hdp_group *g, size_t n_groups, double alpha2, double tau2,
                               const double *r, size_t group, bool own_noise)
 {
-    double S = 0.0;
-    for (size_t i = 0; i < n_groups; i++)
-        S += g[i].clients * r[i];
-    double wj = r[group] / S, others = 0.0;
-    for (size_t i = 0; i < n_groups; i++) {
-        double wi = r[i] / S, m = g[i].clients - (i == group ? 1.0 : 0.0);
-        others += m * wi * wi * (tau2 + alpha2 + g[i].noise);
-    }
-    double q =
-        (1.0 - wj) * (1.0 - wj) * tau2 + (own_noise ? wj * wj * g[group].noise : 0.0) + others;
+    double wj, q;
+    hdp_client_terms(g, n_groups, alpha2, tau2, r, group, own_noise, &wj, &q);
     double den = wj * wj * alpha2 + q - wj * alpha2; /* c - w_j alpha^2 */
     double l = alpha2 * (1.0 - wj) / den;
     return den > 0.0 && isfinite(l) && l >= 0.0 ? l : DP_INF;
@@ -237,11 +229,9 @@ static double hdp_lambda_best(const fl_hdp_group *g, size_t n_groups, double alp
 int fl_hdp_theory(const fl_hdp_group *g, size_t n_groups, double alpha2, double tau2,
                   fl_hdp_out *out, fl_hdp_group_out *out_g, dp_err *err)
 {
-    double total;
-    int rc = hdp_check(g, n_groups, alpha2, tau2, &total, err);
+    int rc = hdp_check(g, n_groups, alpha2, tau2, err);
     if (rc != DP_OK)
         return rc;
-    (void)total;
     double rs[HDP_MAX_GROUPS], ones[HDP_MAX_GROUPS] = {0};
     hdp_r_star(g, n_groups, alpha2, tau2, rs);
     double S = 0.0, prec = 0.0;
@@ -263,25 +253,20 @@ int fl_hdp_theory(const fl_hdp_group *g, size_t n_groups, double alpha2, double 
         /* The other clients' updates observe phi with precision P; phi_j = phi + N(0, tau^2) and
          * the client's own estimate observes phi_j with variance alpha^2 (Lemma 1). */
         double P = 0.0;
-        size_t any = n_groups;
+        size_t other = n_groups; /* a group holding another client (there is one: >= 2 clients) */
         for (size_t i = 0; i < n_groups; i++) {
             double m = g[i].clients - (i == j ? 1.0 : 0.0);
             P += m / (alpha2 + tau2 + g[i].noise);
-            if (m > 0.0 && any == n_groups)
-                any = i;
+            if (m > 0.0 && other == n_groups)
+                other = i;
         }
-        if (any == n_groups) { /* unreachable with >= 2 clients; kept for the invariant */
-            o->bayes_mse = alpha2;
-            o->lambda_star = 0.0;
-        } else {
-            double X = 1.0 / P + tau2;
-            o->bayes_mse = alpha2 * X / (alpha2 + X); /* Eq. 41 */
-            /* Bayes coefficient on one client of group `any`, matched to lambda w_i / (1 + lambda)
-             * (Eq. 43 with theta_hat = sum_i w_i psi_i): lambda / (1 + lambda) = B. */
-            double coef = o->bayes_mse / X * (1.0 / (alpha2 + tau2 + g[any].noise)) / P;
-            double B = coef * S / rs[any];
-            o->lambda_star = B < 1.0 ? B / (1.0 - B) : DP_INF; /* Eq. 47 */
-        }
+        double X = 1.0 / P + tau2;
+        o->bayes_mse = alpha2 * X / (alpha2 + X); /* Eq. 41 */
+        /* Bayes coefficient on one client of group `other`, matched to lambda w_i / (1 + lambda)
+         * (Eq. 43 with theta_hat = sum_i w_i psi_i): lambda / (1 + lambda) = B. */
+        double coef = o->bayes_mse / X * (1.0 / (alpha2 + tau2 + g[other].noise)) / P;
+        double B = coef * S / rs[other];
+        o->lambda_star = B < 1.0 ? B / (1.0 - B) : DP_INF; /* Eq. 47 */
         if ((rc = fl_hdp_client_mse(g, n_groups, alpha2, tau2, rs, j, o->lambda_star, true,
                                     &o->mse_own_noise, err)) != DP_OK)
             return rc;

@@ -95,7 +95,7 @@ typedef struct fl_hdp_group_out {
     double r_star;          /* sigma_p1^2 / sigma_pg^2, group 1 the least noisy (Eq. 63) */
     double weight_star;     /* a client's server weight at r* (Eq. 28 / 63) */
     double bayes_mse;       /* the Bayes-optimal local error of a client of the group (Eq. 41) */
-    double lambda_star;     /* Eq. 47, by coefficient matching; 0 if the client is alone */
+    double lambda_star;     /* Eq. 47, by coefficient matching; +inf when B >= 1 */
     double mse_own_noise;   /* exact error at (r*, lambda*) with the client's own noise kept */
     double lambda_best_own; /* argmin over lambda of that error at r* */
     double mse_best_own;    /* its value */

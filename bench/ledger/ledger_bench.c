@@ -183,6 +183,23 @@ static void *http_worker(void *arg)
     return NULL;
 }
 
+/* Charge i of worker w: its latency and its outcome counted. */
+static void charge_timed(worker *w, const ledger_charge_req *r, long i)
+{
+    ledger_charge_result res;
+    dp_err e;
+    dp_err_clear(&e);
+    double t0 = now_s();
+    int rc = ledger_charge(w->l, r, false, &res, &e);
+    w->lat[i] = now_s() - t0;
+    if (rc == DP_OK)
+        w->ok++;
+    else if (rc == DP_EBUDGET)
+        w->refused++;
+    else
+        w->failed++;
+}
+
 static void *api_worker(void *arg)
 {
     worker *w = arg;
@@ -192,18 +209,7 @@ static void *api_worker(void *arg)
                                .neighboring = ACCT_NB_ADD_REMOVE,
                                .event_json = "{\"noise_multiplier\":1000,\"type\":\"gaussian\"}",
                                .reason = "bench"};
-        ledger_charge_result res;
-        dp_err e;
-        dp_err_clear(&e);
-        double t0 = now_s();
-        int rc = ledger_charge(w->l, &r, false, &res, &e);
-        w->lat[i] = now_s() - t0;
-        if (rc == DP_OK)
-            w->ok++;
-        else if (rc == DP_EBUDGET)
-            w->refused++;
-        else
-            w->failed++;
+        charge_timed(w, &r, i);
     }
     return NULL;
 }
@@ -218,18 +224,7 @@ static void *dpsgd_worker(void *arg)
                                .event = w->evs[k],
                                .neighboring = ACCT_NB_ADD_REMOVE,
                                .reason = "bench dpsgd"};
-        ledger_charge_result res;
-        dp_err e;
-        dp_err_clear(&e);
-        double t0 = now_s();
-        int rc = ledger_charge(w->l, &r, false, &res, &e);
-        w->lat[i] = now_s() - t0;
-        if (rc == DP_OK)
-            w->ok++;
-        else if (rc == DP_EBUDGET)
-            w->refused++;
-        else
-            w->failed++;
+        charge_timed(w, &r, i);
     }
     return NULL;
 }

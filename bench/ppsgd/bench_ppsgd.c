@@ -30,14 +30,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [rounds]\n", argv[0]);
         return 2;
     }
-    fl_additive_spec spec = {.users = 1000,
-                             .dim = 100,
-                             .personal = 5,
-                             .rows = 10,
-                             .theta_scale = 10,
-                             .s = 0.1,
-                             .label_noise = 0.01,
-                             .seed = 42};
+    fl_additive_spec spec = fl_additive_paper_spec();
     fl_additive a;
     fl_federation f;
     fl_state st;

@@ -12,7 +12,8 @@
  * reported round, as the paper's figures take it. Excess risk: fl_additive_excess_risk (the
  * paper's sum form, plus the intercept's b^2 that our linear model has).
  *
- * Environment: REPRO_PPSGD_USERS (N, default 1000), REPRO_PPSGD_ROUNDS (T, default 1000).
+ * Environment (read by reproduce.c's main): REPRO_PPSGD_USERS (N, default 1000),
+ * REPRO_PPSGD_ROUNDS (T, default 1000).
  * Prints one table per sigma (rows r, columns t) and the epsilon of each sigma after T rounds.
  */
 #include <math.h>
@@ -26,22 +27,12 @@
 #include "federated/fl_additive.h"
 #include "federated/fl_algo.h"
 
-int part_ppsgd(int threads);
+int part_ppsgd(int threads, int users, int rounds);
 
 #define N_CHECK 8
 static const uint64_t CHECK[N_CHECK] = {1, 10, 50, 100, 200, 300, 500, 1000};
 static const double ETAS[] = {0.1, 0.2, 0.4, 0.7, 1.2};
 #define N_ETAS (sizeof ETAS / sizeof ETAS[0])
-
-static int env_size(const char *name, int def, int lo, int hi)
-{
-    const char *s = getenv(name);
-    if (s == NULL)
-        return def;
-    char *end;
-    long v = strtol(s, &end, 10);
-    return (*end != '\0' || v < lo || v > hi) ? def : (int)v;
-}
 
 /* One run: the excess risk after each round of CHECK (rounds <= T; NAN beyond T). */
 static int run_one(const fl_additive *a, fl_federation *f, double ratio, double sigma, double eta,
@@ -126,17 +117,11 @@ static double epsilon_of(double sigma, uint64_t rounds)
     return eps;
 }
 
-int part_ppsgd(int threads)
+int part_ppsgd(int threads, int users, int rounds_arg)
 {
-    fl_additive_spec spec = {.users = (size_t)env_size("REPRO_PPSGD_USERS", 1000, 2, 10000),
-                             .dim = 100,
-                             .personal = 5,
-                             .rows = 10,
-                             .theta_scale = 10,
-                             .s = 0.1,
-                             .label_noise = 0.01,
-                             .seed = 42};
-    uint64_t rounds = (uint64_t)env_size("REPRO_PPSGD_ROUNDS", 1000, 1, 100000);
+    uint64_t rounds = (uint64_t)rounds_arg;
+    fl_additive_spec spec = fl_additive_paper_spec();
+    spec.users = (size_t)users;
     fl_additive a;
     fl_federation f;
     dp_err e;
@@ -179,7 +164,7 @@ int part_ppsgd(int threads)
             rc = best_curve(&a, &f, r, sigma, rounds, threads, best);
             if (rc != DP_OK)
                 break;
-            printf("%-8s", isinf(r) ? "inf" : r == 0 ? "0" : r == 0.3 ? "0.3" : r == 1 ? "1" : "3");
+            printf("%-8g", r); /* inf prints as "inf" */
             for (size_t i = 0; i < N_CHECK && CHECK[i] <= rounds; i++)
                 printf(" %10.4g", best[i]);
             printf("\n");

@@ -49,7 +49,7 @@
 #define MAX_SEEDS          20
 #define MAX_SILOS_SYNTH    64
 
-int part_ppsgd(int threads); /* ppsgd.c */
+int part_ppsgd(int threads, int users, int rounds); /* ppsgd.c */
 
 static int g_threads = 1;
 static int g_school_rounds = 200; /* REPRO_ROUNDS: investigation only */
@@ -713,7 +713,10 @@ int main(int argc, char **argv)
         return 2;
     }
     if (strcmp(part, "ppsgd") == 0)
-        return part_ppsgd(g_threads) == DP_OK ? 0 : 1;
+        return part_ppsgd(g_threads, env_int("REPRO_PPSGD_USERS", 1000, 2, 10000),
+                          env_int("REPRO_PPSGD_ROUNDS", 1000, 1, 100000)) == DP_OK
+                   ? 0
+                   : 1;
     if ((all || strcmp(part, "school") == 0) && part_school(csv) != DP_OK)
         return 1;
     if ((all || strcmp(part, "synth") == 0) && part_synth() != DP_OK)

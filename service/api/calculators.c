@@ -27,15 +27,6 @@
 #define CALC_MAX_SILOS  10000
 #define CALC_MAX_GROUPS 64
 
-/* Prefixes the recorded field with "name[i]." and returns rc. */
-static int prefix_index(dp_err *err, const char *name, size_t i, int rc)
-{
-    char p[64];
-    snprintf(p, sizeof p, "%s[%zu]", name, i);
-    dp_err_prefix_field(err, p);
-    return rc;
-}
-
 static int set_real(json_t *o, const char *key, double x, dp_err *err)
 {
     return json_util_set(o, key, json_util_real(x), err);
@@ -113,9 +104,6 @@ static int mrmtl_same(const json_t *body, int64_t k, http_resp *rs, dp_err *err)
     if (k < 2 || k > CALC_MAX_SILOS)
         return dp_err_set(err, DP_EINVAL, "silos", "silos must be in [2, %d] (got %lld)",
                           CALC_MAX_SILOS, (long long)k);
-    if (json_object_get(body, "lambda") != NULL && !(isfinite(in.lambda) && in.lambda >= 0.0))
-        return dp_err_set(err, DP_EINVAL, "lambda", "lambda must be finite and >= 0 (got %g)",
-                          in.lambda);
     fl_mrmtl_out o;
     if ((rc = fl_mrmtl_theory(&in, &o, err)) != DP_OK)
         return rc;
@@ -175,7 +163,7 @@ static int mrmtl_differ(const json_t *body, const json_t *arr, http_resp *rs, dp
             (rc = json_util_req_number(e, "n", &s[i].n, err)) != DP_OK ||
             (rc = json_util_req_number(e, "sigma", &s[i].sigma, err)) != DP_OK ||
             (rc = parse_sigma_dp(e, &s[i].sigma_dp, err)) != DP_OK) {
-            rc = prefix_index(err, "silos", i, rc);
+            rc = dp_err_prefix_index(err, "silos", i, rc);
             goto done;
         }
     }
@@ -285,22 +273,23 @@ int route_calculators_fedhdp(const http_req *rq, http_resp *rs, dp_err *err)
             (rc = json_util_req_int(e, "clients", &clients, err)) != DP_OK ||
             (rc = json_util_opt_number(e, "per_client_noise", DP_NAN, &L, err)) != DP_OK ||
             (rc = json_util_opt_number(e, "gamma2", DP_NAN, &g2, err)) != DP_OK)
-            return prefix_index(err, "groups", i, rc);
+            return dp_err_prefix_index(err, "groups", i, rc);
         if (isnan(L) == isnan(g2))
-            return prefix_index(err, "groups", i,
-                                dp_err_set(err, DP_EINVAL, "per_client_noise",
-                                           "give per_client_noise (the variance each client adds) "
-                                           "or gamma2 (the variance of the group mean's noise: "
-                                           "per_client_noise = clients * gamma2), exactly one"));
+            return dp_err_prefix_index(
+                err, "groups", i,
+                dp_err_set(err, DP_EINVAL, "per_client_noise",
+                           "give per_client_noise (the variance each client adds) "
+                           "or gamma2 (the variance of the group mean's noise: "
+                           "per_client_noise = clients * gamma2), exactly one"));
         if (!isnan(g2) && !(g2 >= 0.0 && isfinite(g2)))
-            return prefix_index(err, "groups", i,
-                                dp_err_set(err, DP_EINVAL, "gamma2",
-                                           "gamma2 must be finite and >= 0 (got %g)", g2));
+            return dp_err_prefix_index(err, "groups", i,
+                                       dp_err_set(err, DP_EINVAL, "gamma2",
+                                                  "gamma2 must be finite and >= 0 (got %g)", g2));
         if (clients < 1 || clients > 1000000000000LL)
-            return prefix_index(err, "groups", i,
-                                dp_err_set(err, DP_EINVAL, "clients",
-                                           "clients must be in [1, 1e12] (got %lld)",
-                                           (long long)clients));
+            return dp_err_prefix_index(err, "groups", i,
+                                       dp_err_set(err, DP_EINVAL, "clients",
+                                                  "clients must be in [1, 1e12] (got %lld)",
+                                                  (long long)clients));
         g[i] = (fl_hdp_group){(double)clients, isnan(L) ? (double)clients * g2 : L};
     }
     double r[CALC_MAX_GROUPS], lam[CALC_MAX_GROUPS];

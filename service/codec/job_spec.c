@@ -173,12 +173,6 @@ static int choice(const reader *r, const char *key, const char *const *names, si
 static const char *const ALGORITHMS[] = {"local", "fedavg",    "finetune", "mrmtl",
                                          "ditto", "dp_fedavg", "ppsgd"};
 
-/* dp_fedavg and ppsgd: client-level DP (the privacy unit is a silo). */
-static bool client_level(const char *algorithm)
-{
-    return fl_algo_client_level(algorithm);
-}
-
 /* ppsgd's ratio: a number >= 0, or "inf" (global learning only). */
 static int parse_ratio(const json_t *body, job_spec *s, dp_err *err)
 {
@@ -340,7 +334,7 @@ static int parse_privacy(const json_t *body, job_spec *s, dp_err *err)
 {
     const json_t *v = json_object_get(body, "privacy");
     if (v == NULL || json_is_null(v)) {
-        if (client_level(s->algorithm))
+        if (fl_algo_client_level(s->algorithm))
             return dp_err_set(err, DP_EINVAL, "privacy",
                               "%s needs privacy: {\"target_epsilon\" or "
                               "\"noise_multiplier\", \"delta\", \"clip\"}",
@@ -369,7 +363,8 @@ static int parse_privacy(const json_t *body, job_spec *s, dp_err *err)
         rc = num_pos(&r, "delta", true, 0, 0, 0.5, &s->delta);
     if (rc == DP_OK)
         rc = num_pos(&r, "clip", true, 0, 0, 1e6, &s->clip);
-    if (rc == DP_OK && !client_level(s->algorithm) && json_object_get(v, "client_rate") != NULL)
+    if (rc == DP_OK && !fl_algo_client_level(s->algorithm) &&
+        json_object_get(v, "client_rate") != NULL)
         rc = dp_err_set(err, DP_EINVAL, "privacy.client_rate",
                         "privacy.client_rate applies to dp_fedavg and ppsgd only");
     if (rc == DP_OK)

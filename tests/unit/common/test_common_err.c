@@ -108,9 +108,26 @@ static void here_hook_counts_only_this_thread(void **state)
     dp_free(c);
 }
 
+static void prefix_index_names_the_element(void **state)
+{
+    (void)state;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(dp_err_prefix_index(&e, "groups", 1, DP_OK), DP_OK); /* no error: no-op */
+    assert_string_equal(e.field, "");
+    int rc = dp_err_set(&e, DP_EINVAL, "clients", "bad");
+    assert_int_equal(dp_err_prefix_index(&e, "groups", 12, rc), DP_EINVAL);
+    assert_string_equal(e.field, "groups[12].clients");
+    dp_err_clear(&e);
+    dp_err_set(&e, DP_EINVAL, NULL, "bad");
+    dp_err_prefix_index(&e, "silos", 0, DP_EINVAL);
+    assert_string_equal(e.field, "silos[0]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(prefix_index_names_the_element),
         cmocka_unit_test(first_error_wins),
         cmocka_unit_test(null_err_is_allowed),
         cmocka_unit_test(message_newlines_are_removed),

@@ -20,16 +20,13 @@
 
 static dp_err E;
 
+/* The paper's setting, smaller: 50 users of 20 features. */
 static fl_additive_spec small_spec(void)
 {
-    return (fl_additive_spec){.users = 50,
-                              .dim = 20,
-                              .personal = 5,
-                              .rows = 10,
-                              .theta_scale = 10,
-                              .s = 0.1,
-                              .label_noise = 0.01,
-                              .seed = 42};
+    fl_additive_spec s = fl_additive_paper_spec();
+    s.users = 50;
+    s.dim = 20;
+    return s;
 }
 
 static void generator_has_the_papers_law(void **state)
