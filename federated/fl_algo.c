@@ -31,12 +31,12 @@
 
 static const fl_algo_ops *const REGISTRY[] = {
     &fl_algo_local_ops, &fl_algo_fedavg_ops,   &fl_algo_finetune_ops, &fl_algo_mrmtl_ops,
-    &fl_algo_ditto_ops, &fl_algo_dpfedavg_ops, &fl_algo_ppsgd_ops,
+    &fl_algo_ditto_ops, &fl_algo_dpfedavg_ops, &fl_algo_ppsgd_ops,    &fl_algo_fedhdp_ops,
 };
 #define N_REGISTRY (sizeof REGISTRY / sizeof REGISTRY[0])
 
 static const char *const NAMES[N_REGISTRY] = {"local", "fedavg",    "finetune", "mrmtl",
-                                              "ditto", "dp_fedavg", "ppsgd"};
+                                              "ditto", "dp_fedavg", "ppsgd",    "fedhdp"};
 
 const fl_algo_ops *fl_algo_find(const char *name)
 {
@@ -77,6 +77,7 @@ void fl_job_cfg_default(fl_job_cfg *cfg)
     cfg->client_rate = 1.0;
     cfg->server_lr = 1.0;
     cfg->ppsgd_ratio = 1.0;
+    cfg->hdp_n_groups = 0; /* fedhdp needs its groups */
 }
 
 static bool finite_ge0(double x)
@@ -122,6 +123,12 @@ static int check_silo(const fl_job_cfg *cfg, const fl_algo_ops *a, const fl_fede
     if (f->silo[k].n_train < 1) {
         snprintf(field, sizeof field, "silo[%zu]", k);
         return dp_err_set(err, DP_EINVAL, field, "silo %zu has no training row", k);
+    }
+    if (cfg->hdp_silo_group != NULL && strcmp(a->name, "fedhdp") == 0 &&
+        cfg->hdp_silo_group[k] >= cfg->hdp_n_groups) {
+        snprintf(field, sizeof field, "fedhdp.silo_group[%zu]", k);
+        return dp_err_set(err, DP_EINVAL, field, "silo %zu's group %u is not one of the %zu groups",
+                          k, (unsigned)cfg->hdp_silo_group[k], cfg->hdp_n_groups);
     }
     if (cfg->noise_multiplier == NULL)
         return DP_OK;
@@ -179,6 +186,25 @@ int fl_check_client_level(const fl_job_cfg *cfg, dp_err *err)
     if (!(isfinite(cfg->server_noise) && cfg->server_noise >= 0))
         return dp_err_set(err, DP_EINVAL, "server_noise",
                           "server_noise must be finite and >= 0 (got %g)", cfg->server_noise);
+    return DP_OK;
+}
+
+int fl_silo_clipped_delta(const fl_silo_ctx *c, double *train_loss, dp_err *err)
+{
+    memcpy(c->scratch, c->global, c->n_params * sizeof(float));
+    int rc = fl_silo_sgd(c, c->scratch, FL_SEED_PHASE_MAIN, 0.0, NULL, train_loss, err);
+    if (rc != DP_OK)
+        return rc;
+    fl_vec_sub(c->upload, c->scratch, c->global, c->n_params);
+    double sq = 0;
+    for (size_t j = 0; j < c->n_params; j++)
+        sq += (double)c->upload[j] * (double)c->upload[j];
+    double norm = sqrt(sq), s = c->cfg->update_clip;
+    if (norm > s) {
+        double scale = s / norm;
+        for (size_t j = 0; j < c->n_params; j++)
+            c->upload[j] = (float)((double)c->upload[j] * scale);
+    }
     return DP_OK;
 }
 
@@ -669,7 +695,7 @@ int fl_round_run(const fl_job_cfg *cfg, const fl_federation *f, fl_state *state,
         memcpy(j.global0, state->global, state->n_params * sizeof(float));
         rc = fan_out(&j, err);
     }
-    fl_server_ctx sc = {cfg, f, state->round, state, j.take, j.uploads, j.n_trainable};
+    fl_server_ctx sc = {cfg, f, state->round, state, j.take, j.uploads, j.n_trainable, j.trainable};
     if (rc == DP_OK)
         rc = j.algo->aggregate(&sc, err);
     if (rc == DP_OK) {

@@ -30,6 +30,12 @@
  *              gradient clipped to update_clip; the server releases w with noise server_noise on
  *              the sum over the fixed denominator client_rate * K. User-level (silo) DP as
  *              dp_fedavg; ratio 0 releases nothing.
+ *   fedhdp     Aldaghri, Mahdavifar & Beirami, "Federated Learning with Heterogeneous
+ *              Differential Privacy", Alg. 2 with Ditto (fl_algo_fedhdp.c): dp_fedavg's sampling
+ *              and clipped deltas, but each privacy group's mean gets its own noise z_g (none for
+ *              a group that opted out of DP) and the means are combined with weights r_g K_g /
+ *              sum_h r_h K_h; Ditto personal models with the group's lambda_g. Silo k's round
+ *              event is its group's (fl_hdp_silo_noise).
  *
  * ROUNDS. A job runs exactly cfg->rounds rounds t = 0 .. T-1 (not T+1); the plan (fl_plan_silo)
  * counts exactly the steps the trainer runs. In every round silo k runs local_epochs blocks of
@@ -67,7 +73,8 @@
  * PRIVACY UNIT. Record-level algorithms (all but dp_fedavg): silo k's records, add/remove
  * neighbouring, a per-silo (epsilon_k, delta_k) through its own noise multiplier z_k (the Poisson
  * subsampled Gaussian, Mironov, Talwar & Zhang 2019). Weighted aggregation by n_k treats the silo
- * sizes as public. dp_fedavg: one whole silo, add/remove, the same event for every silo.
+ * sizes as public. dp_fedavg: one whole silo, add/remove, the same event for every silo; fedhdp:
+ * one whole silo, the event of its privacy group (none for a group that opted out).
  *
  * Thread-safety: reentrant; fl_round_run starts and joins its own threads (pthreads) and shares
  * the federation and the start-of-round state read-only between them.
@@ -90,6 +97,7 @@
 #define FL_MAX_THREADS      256          /* fl_round_run's fan-out */
 #define FL_MAX_STATE_FLOATS (1ULL << 28) /* (n_silos + 2) * n_params: 1 GiB of floats */
 #define FL_STATE_VERSION    1            /* checkpoint format version */
+#define FL_MAX_HDP_GROUPS   16           /* fedhdp: privacy groups per job */
 
 /* Seed labels (dp_rng_derive) for the purposes above: part of the reproducibility contract. */
 #define FL_SEED_SERVER         0xffffffffffffffffULL /* in place of a silo index */
@@ -98,6 +106,17 @@
 #define FL_SEED_PHASE_PERSONAL 1 /* ditto's personal block */
 #define FL_SEED_SAMPLING       0
 #define FL_SEED_NOISE          1
+
+/* fedhdp: one privacy group (Aldaghri, Mahdavifar & Beirami, "Federated Learning with
+ * Heterogeneous Differential Privacy", Alg. 2): its silos' updates are averaged together, the
+ * group's mean gets its own Gaussian noise and the group's weight ratio r_g. */
+typedef struct fl_hdp_group_cfg {
+    bool opt_out;  /* the group opted out of DP: no noise on its mean, never charged */
+    double noise;  /* z_g >= 0: std z_g * update_clip on the group's sum (0 when opt_out) */
+    double r;      /* r_g >= 0: weight ratio (a silo's weight is r_g / sum_h r_h K_h); 0 = the
+                      group's silos do not train and nothing of theirs is released */
+    double lambda; /* lambda_g >= 0: the Ditto proximal weight of the group's personal models */
+} fl_hdp_group_cfg;
 
 /* The job's configuration. A plain parameter bundle, checked by fl_job_cfg_check. */
 typedef struct fl_job_cfg {
@@ -122,6 +141,10 @@ typedef struct fl_job_cfg {
     double server_lr;    /* the server's step on the averaged delta; > 0 (1 = FedAvg) */
     /* ppsgd (client_rate, update_clip = C and server_noise as above) */
     double ppsgd_ratio; /* r = alpha Q >= 0 or +inf: global step / personal step (default 1) */
+    /* fedhdp (client_rate, update_clip and server_lr as dp_fedavg; server_noise unused) */
+    size_t hdp_n_groups;                /* 1..FL_MAX_HDP_GROUPS */
+    const fl_hdp_group_cfg *hdp_groups; /* hdp_n_groups (borrowed) */
+    const uint32_t *hdp_silo_group;     /* n_silos: silo k's group (borrowed); NULL = all in 0 */
 } fl_job_cfg;
 
 /* Fills cfg with the defaults (local_epochs 1, weighted, server_lr 1, finetune_frac 0.5, ...);
@@ -146,6 +169,12 @@ bool fl_algo_client_level(const char *algorithm);
 void fl_ppsgd_steps(const fl_job_cfg *cfg, double *eta_w, double *eta_theta);
 /* true when a ppsgd job releases w (r > 0): only then does it spend privacy. */
 bool fl_ppsgd_releases(const fl_job_cfg *cfg);
+
+/* fedhdp: the group of silo k (0 when cfg->hdp_silo_group is NULL). */
+size_t fl_hdp_silo_group(const fl_job_cfg *cfg, size_t silo);
+/* fedhdp: the noise multiplier of the event silo k is charged each round: its group's z_g, or 0
+ * when the group opted out or has r_g = 0 (nothing of it is released). */
+double fl_hdp_silo_noise(const fl_job_cfg *cfg, size_t silo);
 
 /* ---- state: the whole checkpoint ---- */
 typedef struct fl_state {

@@ -33,25 +33,6 @@ static int dpfedavg_check(const fl_job_cfg *cfg, dp_err *err)
     return rc;
 }
 
-static int dpfedavg_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
-{
-    memcpy(c->scratch, c->global, c->n_params * sizeof(float));
-    int rc = fl_silo_sgd(c, c->scratch, FL_SEED_PHASE_MAIN, 0.0, NULL, train_loss, err);
-    if (rc != DP_OK)
-        return rc;
-    fl_vec_sub(c->upload, c->scratch, c->global, c->n_params);
-    double sq = 0;
-    for (size_t j = 0; j < c->n_params; j++)
-        sq += (double)c->upload[j] * (double)c->upload[j];
-    double norm = sqrt(sq), s = c->cfg->update_clip;
-    if (norm > s) {
-        double scale = s / norm;
-        for (size_t j = 0; j < c->n_params; j++)
-            c->upload[j] = (float)((double)c->upload[j] * scale);
-    }
-    return DP_OK;
-}
-
 static int dpfedavg_aggregate(const fl_server_ctx *c, dp_err *err)
 {
     const fl_job_cfg *cfg = c->cfg;
@@ -70,6 +51,6 @@ const fl_algo_ops fl_algo_dpfedavg_ops = {
     .record_level = false,
     .check = dpfedavg_check,
     .select = fl_select_poisson,
-    .silo_update = dpfedavg_update,
+    .silo_update = fl_silo_clipped_delta,
     .aggregate = dpfedavg_aggregate,
 };

@@ -46,6 +46,7 @@ typedef struct fl_server_ctx {
     const bool *took_part; /* n_silos: silo k ran silo_update this round */
     const float *uploads;  /* n_silos x n_params: row k valid where took_part[k] */
     size_t n_trainable;    /* silos that were active and not stopped this round */
+    const bool *trainable; /* n_silos: silo k was active and not stopped this round */
 } fl_server_ctx;
 
 typedef struct fl_algo_ops {
@@ -67,6 +68,9 @@ typedef struct fl_algo_ops {
     /* Client-level algorithms: false when cfg releases nothing (ppsgd with ratio 0), so that the
      * plan has no event and the calibration answers 0; NULL = always releases. */
     bool (*releases)(const fl_job_cfg *cfg);
+    /* Client-level algorithms whose silos get different events (fedhdp's privacy groups): the
+     * noise multiplier of silo k's round event, 0 = no event; NULL = cfg->server_noise for all. */
+    double (*silo_noise)(const fl_job_cfg *cfg, size_t silo);
 } fl_algo_ops;
 
 extern const fl_algo_ops fl_algo_local_ops;
@@ -76,6 +80,7 @@ extern const fl_algo_ops fl_algo_mrmtl_ops;
 extern const fl_algo_ops fl_algo_ditto_ops;
 extern const fl_algo_ops fl_algo_dpfedavg_ops;
 extern const fl_algo_ops fl_algo_ppsgd_ops;
+extern const fl_algo_ops fl_algo_fedhdp_ops;
 
 /* The registered algorithm called name, or NULL. */
 const fl_algo_ops *fl_algo_find(const char *name);
@@ -95,6 +100,10 @@ int fl_select_poisson(const fl_job_cfg *cfg, uint64_t round, size_t n_silos, con
  * in double, + N(0, (server_noise * update_clip)^2 I) from the server's round seed). dp_fedavg
  * passes scale = server_lr / (q K), ppsgd -eta_w / (q K). DP_ENOMEM. */
 int fl_agg_noisy_sum(const fl_server_ctx *c, double scale, dp_err *err);
+
+/* The clipped model delta of dp_fedavg and fedhdp: from the global model, local_epochs blocks of
+ * the silo's SGD (FL_SEED_PHASE_MAIN), upload = w - global scaled to L2 norm <= update_clip. */
+int fl_silo_clipped_delta(const fl_silo_ctx *c, double *train_loss, dp_err *err);
 
 /* Seeds of silo k's block `phase` in round t (fl_algo.h, DETERMINISM). */
 void fl_silo_seeds(uint64_t job_seed, size_t silo, uint64_t round, uint64_t phase,

@@ -69,9 +69,9 @@ int fl_plan_silo(const fl_job_cfg *cfg, size_t silo, size_t n_k, fl_silo_plan *o
         p.is_private = p.noise_multiplier > 0 && cfg->clip > 0;
     } else {
         p.q = cfg->client_rate;
-        p.noise_multiplier = cfg->server_noise;
+        p.noise_multiplier = a->silo_noise != NULL ? a->silo_noise(cfg, silo) : cfg->server_noise;
         p.steps_per_round = 1;
-        p.is_private = cfg->server_noise > 0 && (a->releases == NULL || a->releases(cfg));
+        p.is_private = p.noise_multiplier > 0 && (a->releases == NULL || a->releases(cfg));
     }
     p.steps_total = p.steps_per_round * cfg->rounds;
     if (ev != NULL && p.is_private) {

@@ -28,16 +28,24 @@
 #define D       3 /* features */
 #define P       (D + 1)
 #define K_MAX   8
-#define ALGOS_N 7
+#define ALGOS_N 8
 
 static const char *const ALGOS[ALGOS_N] = {"local", "fedavg",    "finetune", "mrmtl",
-                                           "ditto", "dp_fedavg", "ppsgd"};
+                                           "ditto", "dp_fedavg", "ppsgd",    "fedhdp"};
 
 /* The client-level algorithms: no record-level noise multiplier, a fixed denominator q K. */
 static bool client_level(const char *algo)
 {
-    return strcmp(algo, "dp_fedavg") == 0 || strcmp(algo, "ppsgd") == 0;
+    return strcmp(algo, "dp_fedavg") == 0 || strcmp(algo, "ppsgd") == 0 ||
+           strcmp(algo, "fedhdp") == 0;
 }
+
+/* fedhdp's groups in the shared configurations: a private group (z 0.7, r 0.3, lambda 0.5), a
+ * stricter one (z 1.4, r 0.1, lambda 0.2) and an opted-out one (r 1, lambda 0.9); silo k in
+ * group HDP_GROUP_OF[k]. */
+static const fl_hdp_group_cfg HDP3[3] = {
+    {false, 0.7, 0.3, 0.5}, {false, 1.4, 0.1, 0.2}, {true, 0.0, 1.0, 0.9}};
+static const uint32_t HDP_GROUP_OF[K_MAX] = {0, 2, 1, 0, 2, 1, 0, 0};
 
 /* ---- a hand-made federation ---- */
 
@@ -165,6 +173,11 @@ static fl_job_cfg private_cfg(const char *algo)
     c.client_rate = 0.6;
     c.update_clip = 0.5;
     c.server_noise = 0.7;
+    if (strcmp(algo, "fedhdp") == 0) {
+        c.hdp_n_groups = 3;
+        c.hdp_groups = HDP3;
+        c.hdp_silo_group = HDP_GROUP_OF;
+    }
     return c;
 }
 
@@ -1006,6 +1019,171 @@ static void dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate(void **stat
     fed_free(&f);
 }
 
+/* ---- FedHDP (Aldaghri, Mahdavifar & Beirami, Alg. 2) ---- */
+
+static void fedhdp_with_one_group_releases_dp_fedavgs_global_model_bit_for_bit(void **state)
+{
+    (void)state;
+    fl_federation f;
+    const size_t ntr[5] = {13, 40, 9, 27, 18}, nte[5] = {3, 8, 2, 5, 4};
+    fed_make(&f, 5, ntr, nte, 0.5, 41);
+    fl_job_cfg d = private_cfg("dp_fedavg");
+    fl_state sd;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&d, &f, &sd, &err), DP_OK);
+    run_rounds(&d, &f, &sd, d.rounds, NULL, 2, NULL);
+    const double rs[2] = {1.0, 0.37}; /* with one group the weight is 1 whatever r */
+    for (size_t i = 0; i < 2; i++) {
+        const fl_hdp_group_cfg one = {false, d.server_noise, rs[i], 0.5};
+        fl_job_cfg h = private_cfg("fedhdp");
+        h.hdp_n_groups = 1;
+        h.hdp_groups = &one;
+        h.hdp_silo_group = NULL;
+        fl_state sh;
+        assert_int_equal(fl_state_init(&h, &f, &sh, &err), DP_OK);
+        run_rounds(&h, &f, &sh, h.rounds, NULL, 3, NULL);
+        assert_memory_equal(sd.global, sh.global, P * sizeof(float));
+        /* Ditto: the personal models are not the global one (dp_fedavg broadcasts it) */
+        assert_memory_not_equal(sh.personal, sh.global, P * sizeof(float));
+        fl_state_free(&sh);
+    }
+    fl_state_free(&sd);
+    fed_free(&f);
+}
+
+/* The std of one round's update on a federation of zero rows: only the groups' noise moves it. */
+static double fedhdp_noise_std(const fl_hdp_group_cfg *g, const uint32_t *of, size_t d)
+{
+    fl_federation f;
+    fed_zero(&f, 5, d, 4);
+    fl_job_cfg c = private_cfg("fedhdp");
+    c.model.d_in = d;
+    c.rounds = 1;
+    c.client_rate = 0.5;
+    c.update_clip = 0.5;
+    c.hdp_n_groups = 2;
+    c.hdp_groups = g;
+    c.hdp_silo_group = of;
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 2, NULL);
+    double sq = 0;
+    for (size_t j = 0; j < d + 1; j++)
+        sq += (double)s.global[j] * (double)s.global[j];
+    fl_state_free(&s);
+    fed_free(&f);
+    return sqrt(sq / (double)(d + 1));
+}
+
+static void fedhdp_noises_each_group_mean_with_its_own_z_and_weights_it_by_r(void **state)
+{
+    (void)state;
+    const size_t d = 3999;
+    const uint32_t of[5] = {0, 0, 1, 1, 1}; /* K_p = 2 private, K_np = 3 opted out */
+    /* r = 1: w_p = 2/5, the private mean's noise z S / (q K_p) = 2 * 0.5 / 1: std 0.4 */
+    fl_hdp_group_cfg g[2] = {{false, 2.0, 1.0, 0.1}, {true, 0.0, 1.0, 0.1}};
+    assert_true(fabs(fedhdp_noise_std(g, of, d) / 0.4 - 1) < 0.05); /* the std's sd ~1.1% */
+    /* r = 0.25: w_p = 0.5 / (0.5 + 3) = 1/7 */
+    g[0].r = 0.25;
+    assert_true(fabs(fedhdp_noise_std(g, of, d) * 7.0 - 1) < 0.05);
+    /* every silo opted out: no noise at all, the zero updates leave the model exactly at 0 */
+    const uint32_t all_out[5] = {1, 1, 1, 1, 1};
+    assert_true(fedhdp_noise_std(g, all_out, d) == 0.0);
+    /* a private group with r = 0 releases nothing either */
+    g[0].r = 0.0;
+    assert_true(fedhdp_noise_std(g, of, d) == 0.0);
+}
+
+static void fedhdp_charges_each_silo_its_groups_event_and_opted_out_silos_nothing(void **state)
+{
+    (void)state;
+    fl_job_cfg h = private_cfg("fedhdp"); /* HDP3: z 0.7, z 1.4, opted out */
+    h.rounds = 50;
+    fl_accountant acct = {1e-5, ACCT_CONV_OPTIMAL, NULL, 0};
+    dp_err err = {0};
+    for (size_t k = 0; k < K_MAX; k++) {
+        fl_silo_plan pl;
+        acct_event *ev = NULL;
+        assert_int_equal(fl_plan_silo(&h, k, 20, &pl, &ev, &err), DP_OK);
+        size_t g = HDP_GROUP_OF[k];
+        assert_false(pl.record_level);
+        if (HDP3[g].opt_out) {
+            assert_false(pl.is_private);
+            assert_null(ev);
+            continue;
+        }
+        assert_true(pl.is_private);
+        assert_true(pl.noise_multiplier == HDP3[g].noise);
+        assert_true(pl.q == h.client_rate);
+        /* the epsilon the silo is charged is dp_fedavg's at its group's noise */
+        fl_job_cfg d = private_cfg("dp_fedavg");
+        d.rounds = h.rounds;
+        d.server_noise = HDP3[g].noise;
+        fl_silo_plan dpl;
+        acct_event *dev = NULL;
+        assert_int_equal(fl_plan_silo(&d, k, 20, &dpl, &dev, &err), DP_OK);
+        double e_h, e_d;
+        assert_int_equal(fl_plan_epsilon(ev, h.rounds, &acct, &e_h, &err), DP_OK);
+        assert_int_equal(fl_plan_epsilon(dev, d.rounds, &acct, &e_d, &err), DP_OK);
+        assert_true(e_h == e_d);
+        assert_close(e_h, ledger_like_eps(ev, h.rounds, 1e-5), 1e-9, 0);
+        acct_event_free(dev);
+        acct_event_free(ev);
+    }
+    /* the stricter group pays less */
+    fl_silo_plan p0, p1;
+    acct_event *e0 = NULL, *e1 = NULL;
+    assert_int_equal(fl_plan_silo(&h, 0, 20, &p0, &e0, &err), DP_OK);
+    assert_int_equal(fl_plan_silo(&h, 2, 20, &p1, &e1, &err), DP_OK);
+    double eps0, eps1;
+    assert_int_equal(fl_plan_epsilon(e0, h.rounds, &acct, &eps0, &err), DP_OK);
+    assert_int_equal(fl_plan_epsilon(e1, h.rounds, &acct, &eps1, &err), DP_OK);
+    assert_true(eps1 < eps0);
+    acct_event_free(e0);
+    acct_event_free(e1);
+    /* a group with r = 0 releases nothing: no event */
+    fl_hdp_group_cfg g0[3] = {HDP3[0], HDP3[1], HDP3[2]};
+    g0[0].r = 0;
+    h.hdp_groups = g0;
+    assert_int_equal(fl_plan_silo(&h, 0, 20, &p0, &e0, &err), DP_OK);
+    assert_false(p0.is_private);
+    assert_null(e0);
+}
+
+static void fedhdp_group_with_r_zero_never_trains_and_keeps_the_global_model(void **state)
+{
+    (void)state;
+    fl_federation f;
+    const size_t ntr[5] = {13, 40, 9, 27, 18}, nte[5] = {3, 8, 2, 5, 4};
+    fed_make(&f, 5, ntr, nte, 0.5, 43);
+    const fl_hdp_group_cfg g[2] = {{false, 0.7, 0.0, 0.5}, {true, 0.0, 1.0, 0.5}};
+    const uint32_t of[5] = {0, 1, 0, 1, 1};
+    fl_job_cfg c = private_cfg("fedhdp");
+    c.hdp_n_groups = 2;
+    c.hdp_groups = g;
+    c.hdp_silo_group = of;
+    c.client_rate = 1.0;
+    fl_state s;
+    fl_round_metrics m = {0};
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    float g0[P];
+    memcpy(g0, s.global, sizeof g0);
+    run_rounds(&c, &f, &s, c.rounds, NULL, 2, &m);
+    assert_memory_not_equal(s.global, g0, sizeof g0); /* the opted-out silos trained it */
+    for (size_t k = 0; k < 5; k++) {
+        assert_true(m.silo[k].active == (of[k] == 1));
+        if (of[k] == 0)
+            assert_memory_equal(s.personal + k * P, s.global, P * sizeof(float));
+        else
+            assert_memory_not_equal(s.personal + k * P, s.global, P * sizeof(float));
+    }
+    fl_round_metrics_free(&m);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
 /* Sample variance of w[0..n) about 0 (the weights' noise walk is centred at 0). */
 static double var0(const float *w, size_t n)
 {
@@ -1281,6 +1459,28 @@ static void bad_configurations_are_refused_with_their_field(void **state)
     dp_err_clear(&err);
     assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
     assert_string_equal(err.field, "client_rate");
+    c = private_cfg("fedhdp");
+    fl_hdp_group_cfg g[3] = {HDP3[0], HDP3[1], HDP3[2]};
+    c.hdp_groups = g;
+    g[2].noise = 0.5; /* an opted-out group with noise */
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "fedhdp.groups[2].noise_multiplier");
+    g[2].noise = 0;
+    g[0].r = g[1].r = g[2].r = 0; /* nobody trains */
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "fedhdp.groups");
+    g[1].r = 0.5;
+    const uint32_t out_of_range[3] = {0, 3, 0};
+    c.hdp_silo_group = out_of_range;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "fedhdp.silo_group[1]");
+    c.hdp_n_groups = 0;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, NULL, &err), DP_EINVAL);
+    assert_string_equal(err.field, "fedhdp.groups");
     c = private_cfg("fedavg");
     fl_state s;
     assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
@@ -1319,6 +1519,10 @@ int main(void)
         cmocka_unit_test(ppsgd_converges_to_the_minimal_norm_split),
         cmocka_unit_test(ppsgd_ends_keep_their_invariants),
         cmocka_unit_test(ppsgd_steps_theta_unclipped_and_releases_the_clipped_mean),
+        cmocka_unit_test(fedhdp_with_one_group_releases_dp_fedavgs_global_model_bit_for_bit),
+        cmocka_unit_test(fedhdp_noises_each_group_mean_with_its_own_z_and_weights_it_by_r),
+        cmocka_unit_test(fedhdp_charges_each_silo_its_groups_event_and_opted_out_silos_nothing),
+        cmocka_unit_test(fedhdp_group_with_r_zero_never_trains_and_keeps_the_global_model),
         cmocka_unit_test(the_trainer_runs_exactly_the_steps_the_plan_charges),
         cmocka_unit_test(silos_and_rounds_draw_their_own_seeds),
         cmocka_unit_test(classifiers_report_accuracy_and_an_mlp_resumes_bit_identically),
