@@ -4,7 +4,8 @@
  * Alg. 2, with the Ditto personalisation of its experiments, §4).
  *
  * Every silo belongs to one privacy group g (cfg->hdp_silo_group): a private group with noise
- * multiplier z_g, or a group that opted out of DP (the paper's non-private clients, z = 0). Round t:
+ * multiplier z_g, or a group that opted out of DP (the paper's non-private clients, z = 0). Round
+ * t:
  *   1. The server samples each trainable silo independently with probability q = client_rate
  *      (Poisson sampling, dp_fedavg's draws: one uniform per silo in silo order from the server's
  *      round seed); silos of a group with r_g = 0 never take part (the paper's r = 0 rows: the

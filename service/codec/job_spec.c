@@ -171,7 +171,8 @@ static int choice(const reader *r, const char *key, const char *const *names, si
 /* ---- the parts ---- */
 
 static const char *const ALGORITHMS[] = {"local", "fedavg",    "finetune", "mrmtl",
-                                         "ditto", "dp_fedavg", "ppsgd"};
+                                         "ditto", "dp_fedavg", "ppsgd",    "fedhdp"};
+#define ALGO_FEDHDP 7
 
 /* ppsgd's ratio: a number >= 0, or "inf" (global learning only). */
 static int parse_ratio(const json_t *body, job_spec *s, dp_err *err)
@@ -192,6 +193,155 @@ static int parse_ratio(const json_t *body, job_spec *s, dp_err *err)
                           "ratio must be a number in [0, 1e12] or \"inf\" (the global step over "
                           "the personal step; 0: local learning only, \"inf\": global only)");
     s->ratio = json_number_value(v);
+    return DP_OK;
+}
+
+/* fedhdp's silo list of group gi: data-set silo names, none listed by an earlier group. */
+static int parse_group_silos(const json_t *v, const char *path, job_spec *s, size_t gi, dp_err *err)
+{
+    job_hdp_group *g = &s->hdp_groups[gi];
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    if (n < 1 || n > JOB_MAX_BINDINGS)
+        return dp_err_set(err, DP_EINVAL, path,
+                          "%s must list 1..%d data-set silo names (leave it out in the one group "
+                          "that takes every silo no other group lists)",
+                          path, JOB_MAX_BINDINGS);
+    g->silos = dp_calloc(n, sizeof *g->silos);
+    if (g->silos == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t j = 0; j < n; j++) {
+        const json_t *e = json_array_get(v, j);
+        char f[DP_ERR_FIELD_MAX];
+        snprintf(f, sizeof f, "%.24s[%zu]", path, j);
+        if (!json_is_string(e) || json_string_length(e) < 1 ||
+            json_string_length(e) >= JOB_NAME_MAX)
+            return dp_err_set(err, DP_EINVAL, f, "%s must be a silo name of 1..%d bytes", f,
+                              JOB_NAME_MAX - 1);
+        const char *name = json_string_value(e);
+        for (size_t h = 0; h <= gi; h++)
+            for (size_t i = 0; i < (h == gi ? g->n_silos : s->hdp_groups[h].n_silos); i++)
+                if (strcmp(s->hdp_groups[h].silos[i], name) == 0)
+                    return dp_err_set(err, DP_EINVAL, f,
+                                      "%s: silo \"%.40s\" is listed twice (a silo belongs to one "
+                                      "privacy group)",
+                                      f, name);
+        snprintf(g->silos[g->n_silos++], JOB_NAME_MAX, "%s", name);
+    }
+    return DP_OK;
+}
+
+/* fedhdp's group gi at path ("fedhdp.groups[gi]"). */
+static int parse_group(const json_t *v, const char *path, job_spec *s, size_t gi, dp_err *err)
+{
+    reader r = {v, path, err};
+    static const char *const KEYS[] = {
+        "name", "silos", "private", "target_epsilon", "noise_multiplier", "r", "lambda"};
+    job_hdp_group *g = &s->hdp_groups[gi];
+    fl_hdp_group_cfg *e = &s->hdp[gi];
+    char f[DP_ERR_FIELD_MAX];
+    const char *name = NULL;
+    bool priv = true;
+    int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc == DP_OK)
+        rc = string(&r, "name", false, NULL, &name);
+    if (rc == DP_OK && name != NULL && (name[0] == '\0' || strlen(name) >= sizeof g->name))
+        rc = dp_err_set(err, DP_EINVAL, field(&r, "name", f, sizeof f), "%s must be 1..%zu bytes",
+                        f, sizeof g->name - 1);
+    if (rc == DP_OK && name != NULL)
+        snprintf(g->name, sizeof g->name, "%s", name);
+    else if (rc == DP_OK)
+        snprintf(g->name, sizeof g->name, "group%zu", gi);
+    for (size_t h = 0; rc == DP_OK && h < gi; h++)
+        if (strcmp(s->hdp_groups[h].name, g->name) == 0)
+            rc = dp_err_set(err, DP_EINVAL, field(&r, "name", f, sizeof f),
+                            "%s: another group is called \"%s\"", f, g->name);
+    if (rc == DP_OK)
+        rc = boolean(&r, "private", true, &priv);
+    bool has_t = json_object_get(v, "target_epsilon") != NULL;
+    bool has_z = json_object_get(v, "noise_multiplier") != NULL;
+    if (rc == DP_OK && !priv && (has_t || has_z))
+        rc = dp_err_set(err, DP_EINVAL,
+                        field(&r, has_t ? "target_epsilon" : "noise_multiplier", f, sizeof f),
+                        "%s applies to private groups only (this one has \"private\": false)", f);
+    if (rc == DP_OK && has_t && has_z)
+        rc = dp_err_set(err, DP_EINVAL, path,
+                        "%s takes at most one of target_epsilon and noise_multiplier", path);
+    e->opt_out = !priv;
+    e->noise = 0.0;
+    g->privacy = !priv   ? JOB_PRIVACY_NONE
+                 : has_t ? JOB_PRIVACY_TARGET
+                 : has_z ? JOB_PRIVACY_NOISE
+                         : s->privacy;
+    g->target_epsilon = s->target_epsilon;
+    if (rc == DP_OK && has_t)
+        rc = num_pos(&r, "target_epsilon", true, 0, 0, 1000, &g->target_epsilon);
+    if (rc == DP_OK && has_z)
+        rc = num_pos(&r, "noise_multiplier", true, 0, 0, 1e6, &e->noise);
+    else if (rc == DP_OK && g->privacy == JOB_PRIVACY_NOISE)
+        e->noise = s->noise_multiplier;
+    if (rc == DP_OK)
+        rc = num(&r, "r", false, 1.0, 0, 1e6, &e->r);
+    if (rc == DP_OK)
+        rc = num(&r, "lambda", false, s->lambda, 0, 1e6, &e->lambda);
+    const json_t *sv = json_object_get(v, "silos");
+    g->rest = sv == NULL || json_is_null(sv);
+    for (size_t h = 0; rc == DP_OK && g->rest && h < gi; h++)
+        if (s->hdp_groups[h].rest)
+            rc = dp_err_set(err, DP_EINVAL, field(&r, "silos", f, sizeof f),
+                            "%s is required: only one group may leave it out (that group takes "
+                            "every silo no other group lists; here groups[%zu] does)",
+                            f, h);
+    char sf[32];
+    if (rc == DP_OK && !g->rest)
+        rc = parse_group_silos(sv, field(&r, "silos", sf, sizeof sf), s, gi, err);
+    return rc;
+}
+
+/* The "fedhdp" block: its privacy groups (Aldaghri, Mahdavifar & Beirami, Alg. 2). Without it,
+ * one private group of every silo at the privacy block's level (DP-FedAvg+Ditto). */
+static int parse_fedhdp(const json_t *body, job_spec *s, dp_err *err)
+{
+    const json_t *v = json_object_get(body, "fedhdp");
+    bool is = strcmp(s->algorithm, "fedhdp") == 0;
+    if (v != NULL && !is)
+        return dp_err_set(err, DP_EINVAL, "fedhdp", "fedhdp applies to the fedhdp algorithm only");
+    if (!is)
+        return DP_OK;
+    if (v == NULL || json_is_null(v)) {
+        s->n_hdp_groups = 1;
+        snprintf(s->hdp_groups[0].name, sizeof s->hdp_groups[0].name, "private");
+        s->hdp_groups[0].privacy = s->privacy;
+        s->hdp_groups[0].target_epsilon = s->target_epsilon;
+        s->hdp_groups[0].rest = true;
+        s->hdp[0] = (fl_hdp_group_cfg){
+            false, s->privacy == JOB_PRIVACY_NOISE ? s->noise_multiplier : 0.0, 1.0, s->lambda};
+        return DP_OK;
+    }
+    reader r = {v, "fedhdp", err};
+    static const char *const KEYS[] = {"groups"};
+    int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc != DP_OK)
+        return rc;
+    const json_t *gs = json_object_get(v, "groups");
+    if (!json_is_array(gs) || json_array_size(gs) < 1 || json_array_size(gs) > JOB_MAX_HDP_GROUPS)
+        return dp_err_set(err, DP_EINVAL, "fedhdp.groups",
+                          "fedhdp.groups must list 1..%d privacy groups, e.g. [{\"silos\": "
+                          "[\"s0\"], \"private\": false}, {\"r\": 0.1}]",
+                          JOB_MAX_HDP_GROUPS);
+    s->hdp_given = true;
+    bool any = false;
+    for (size_t i = 0; i < json_array_size(gs); i++) {
+        char path[24]; /* "fedhdp.groups[15]": the fields below it fit DP_ERR_FIELD_MAX */
+        snprintf(path, sizeof path, "fedhdp.groups[%zu]", i % 100);
+        s->n_hdp_groups = i + 1;
+        rc = parse_group(json_array_get(gs, i), path, s, i, err);
+        if (rc != DP_OK)
+            return rc;
+        any = any || s->hdp[i].r > 0;
+    }
+    if (!any)
+        return dp_err_set(err, DP_EINVAL, "fedhdp.groups",
+                          "at least one group needs r > 0 (with r = 0 everywhere nothing trains)");
     return DP_OK;
 }
 
@@ -366,7 +516,7 @@ static int parse_privacy(const json_t *body, job_spec *s, dp_err *err)
     if (rc == DP_OK && !fl_algo_client_level(s->algorithm) &&
         json_object_get(v, "client_rate") != NULL)
         rc = dp_err_set(err, DP_EINVAL, "privacy.client_rate",
-                        "privacy.client_rate applies to dp_fedavg and ppsgd only");
+                        "privacy.client_rate applies to dp_fedavg, ppsgd and fedhdp only");
     if (rc == DP_OK)
         rc = num_pos(&r, "client_rate", false, 1, 0, 1, &s->client_rate);
     return rc;
@@ -424,7 +574,8 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         "algorithm",    "dataset",       "partition", "model",  "rounds",
         "local_epochs", "batch_size",    "lr",        "lambda", "finetune_fraction",
         "seed",         "test_fraction", "privacy",   "silos",  "on_budget_exhausted",
-        "standardize",  "weighted",      "resume",    "name",   "ratio"};
+        "standardize",  "weighted",      "resume",    "name",   "ratio",
+        "fedhdp"};
     static const char *const BUDGET[] = {"refuse", "stop_silo", "stop_job"};
     static const char *const STD[] = {"silo", "none"};
     size_t a = 0, b = 0, st = 0;
@@ -451,9 +602,9 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         rc = integer(&r, "batch_size", true, 0, 1, JOB_MAX_BATCH, &s->batch_size);
     if (rc == DP_OK)
         rc = num_pos(&r, "lr", true, 0, 0, 1e3, &s->lr);
-    bool uses_lambda = a == 3 || a == 4;
+    bool uses_lambda = a == 3 || a == 4 || a == ALGO_FEDHDP;
     if (rc == DP_OK && !uses_lambda && json_object_get(body, "lambda") != NULL)
-        rc = dp_err_set(err, DP_EINVAL, "lambda", "lambda applies to mrmtl and ditto only");
+        rc = dp_err_set(err, DP_EINVAL, "lambda", "lambda applies to mrmtl, ditto and fedhdp only");
     if (rc == DP_OK && uses_lambda)
         rc = num(&r, "lambda", true, 0, 0, 1e6, &s->lambda);
     if (rc == DP_OK && a != 2 && json_object_get(body, "finetune_fraction") != NULL)
@@ -467,6 +618,8 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         rc = parse_ratio(body, s, err);
     if (rc == DP_OK)
         rc = parse_privacy(body, s, err);
+    if (rc == DP_OK)
+        rc = parse_fedhdp(body, s, err);
     if (rc == DP_OK)
         rc = parse_silos(body, s, err);
     if (rc == DP_OK)
@@ -501,6 +654,8 @@ void job_spec_clear(job_spec *s)
 {
     if (s == NULL)
         return;
+    for (size_t g = 0; g < JOB_MAX_HDP_GROUPS; g++)
+        dp_free(s->hdp_groups[g].silos);
     dp_free(s->bindings);
     memset(s, 0, sizeof *s);
 }

@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "common/dp_err.h"
+#include "federated/fl_algo.h"
 #include "federated/fl_data.h"
 #include "federated/fl_model.h"
 
@@ -32,6 +33,7 @@
 #define JOB_MAX_BINDINGS     FL_MAX_SILOS
 #define JOB_NAME_MAX         129 /* a data-set silo name, NUL included */
 #define JOB_ALGO_MAX         24
+#define JOB_MAX_HDP_GROUPS   FL_MAX_HDP_GROUPS
 
 typedef enum job_data_kind {
     JOB_DATA_UPLOAD = 0,    /* an uploaded CSV (its id) */
@@ -56,9 +58,21 @@ typedef struct job_binding {
     int64_t silo_id;         /* the ledger silo it spends from */
 } job_binding;
 
+/* fedhdp: one privacy group of the "fedhdp" block (docs/TRAINING.md "fedhdp"). */
+typedef struct job_hdp_group {
+    char name[JOB_NAME_MAX];     /* the group's label ("group<i>" when not given) */
+    job_privacy_kind privacy;    /* NONE: opted out of DP; TARGET: target_epsilon, calibrated;
+                                    NOISE: engine.noise as given */
+    double target_epsilon;       /* TARGET */
+    bool rest;                   /* no "silos": takes every silo no other group lists */
+    char (*silos)[JOB_NAME_MAX]; /* n_silos data-set silo names (owned); NULL with rest */
+    size_t n_silos;
+} job_hdp_group;
+
 typedef struct job_spec {
     char name[JOB_NAME_MAX];      /* the client's label for the job ("" = none) */
-    char algorithm[JOB_ALGO_MAX]; /* local, fedavg, finetune, mrmtl, ditto, dp_fedavg, ppsgd */
+    char algorithm[JOB_ALGO_MAX]; /* local, fedavg, finetune, mrmtl, ditto, dp_fedavg, ppsgd,
+                                     fedhdp */
     job_data_kind data;
     int64_t dataset_id;  /* UPLOAD */
     fl_synth_spec synth; /* SYNTHETIC (regression when classes == 0) */
@@ -75,7 +89,15 @@ typedef struct job_spec {
     /* privacy */
     job_privacy_kind privacy;
     double target_epsilon, noise_multiplier, delta, clip;
-    double client_rate; /* dp_fedavg, ppsgd: the share of silos sampled each round (default 1) */
+    double client_rate; /* dp_fedavg, ppsgd, fedhdp: the share of silos sampled each round
+                           (default 1) */
+    /* fedhdp: its privacy groups; without a "fedhdp" block one private group of every silo at the
+     * privacy block's level (and, when planned, the silos bound to opted-out ledger silos in a
+     * second, opted-out group: hdp_given false) */
+    size_t n_hdp_groups;
+    bool hdp_given; /* the spec listed its groups */
+    job_hdp_group hdp_groups[JOB_MAX_HDP_GROUPS];
+    fl_hdp_group_cfg hdp[JOB_MAX_HDP_GROUPS]; /* the engine's view (noise set when planned) */
     /* budgets */
     job_on_budget on_budget;
     job_binding *bindings; /* n_bindings, owned */

@@ -3,6 +3,7 @@
  */
 #include "service/jobs/prepare.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,8 +81,9 @@ static int fit_model(job_spec *s, const fl_dataset *d, dp_err *err)
 /* The accountant of a bound silo (its budget's delta and conversion, the ledger's orders) or of
  * the spec (delta, the default conversion). */
 static int silo_accountant(const job_spec *s, struct ledger *l, store_conn *c, const char *name,
-                           int64_t silo_id, job_silo_plan *sp, dp_err *err)
+                           int64_t silo_id, job_silo_plan *sp, bool *opted_out, dp_err *err)
 {
+    *opted_out = false;
     sp->ledger_silo = silo_id;
     sp->delta = s->delta;
     sp->acct = (fl_accountant){s->delta, ACCT_CONV_OPTIMAL, NULL, 0};
@@ -103,6 +105,10 @@ static int silo_accountant(const job_spec *s, struct ledger *l, store_conn *c, c
     if (v.archived_at_ms != 0)
         return dp_err_set(err, DP_EINVAL, f, "%s: ledger silo %lld is archived", f,
                           (long long)silo_id);
+    if (v.budget.kind == LEDGER_BUDGET_NONE && strcmp(s->algorithm, "fedhdp") == 0) {
+        *opted_out = true; /* fedhdp puts it in an opted-out group (bind_silos) */
+        return DP_OK;
+    }
     if (v.budget.kind != LEDGER_BUDGET_EPS_DELTA || v.budget.accountant != LEDGER_ACCT_RDP)
         return dp_err_set(err, DP_EINVAL, f,
                           "%s: ledger silo %lld keeps %s budget; a training job spends from "
@@ -117,6 +123,130 @@ static int silo_accountant(const job_spec *s, struct ledger *l, store_conn *c, c
     return DP_OK;
 }
 
+/* fedhdp: silo k's privacy group from the spec's lists (the group without a list takes the rest).
+ * DP_EINVAL naming the group's field when a listed name is not a silo of the data set, or when a
+ * silo is in no group. */
+static int hdp_assign(job_prepared *p, dp_err *err)
+{
+    job_spec *s = &p->spec;
+    size_t K = p->fed.n_silos, rest = s->n_hdp_groups;
+    p->silo_group = dp_calloc(K ? K : 1, sizeof *p->silo_group);
+    if (p->silo_group == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t g = 0; g < s->n_hdp_groups; g++) {
+        const job_hdp_group *gr = &s->hdp_groups[g];
+        rest = gr->rest ? g : rest;
+        for (size_t i = 0; i < gr->n_silos; i++) {
+            size_t k = 0;
+            while (k < K && strcmp(p->fed.silo[k].name, gr->silos[i]) != 0)
+                k++;
+            if (k == K) {
+                char f[DP_ERR_FIELD_MAX];
+                snprintf(f, sizeof f, "fedhdp.groups[%zu].silos[%zu]", g % 100, i % 100000);
+                return dp_err_set(err, DP_EINVAL, f,
+                                  "%s: the data set has no silo named \"%.40s\" (its silos are "
+                                  "\"%.40s\"%s)",
+                                  f, gr->silos[i], p->fed.silo[0].name, K > 1 ? ", ..." : "");
+            }
+            p->silo_group[k] = (uint32_t)g + 1; /* 0 = not listed, for now */
+        }
+    }
+    for (size_t k = 0; k < K; k++) {
+        if (p->silo_group[k] > 0) {
+            p->silo_group[k]--;
+            continue;
+        }
+        if (rest == s->n_hdp_groups)
+            return dp_err_set(err, DP_EINVAL, "fedhdp.groups",
+                              "silo \"%.40s\" is in no privacy group: list it, or leave \"silos\" "
+                              "out of one group (it then takes every silo no other group lists)",
+                              p->fed.silo[k].name);
+        p->silo_group[k] = (uint32_t)rest;
+    }
+    return DP_OK;
+}
+
+/* fedhdp: checks silo k's ledger binding against its group. A silo bound to an opted-out ledger
+ * silo ({"private": false}) must be in an opted-out group; without a "fedhdp" block it is moved to
+ * one (the group "opted_out", r 1, the job's lambda, added on first use). A silo bound to an
+ * (epsilon, delta) budget cannot be in an opted-out group: its updates would be released without
+ * noise. */
+static int hdp_bind(job_prepared *p, size_t k, int64_t silo_id, bool opted_out, dp_err *err)
+{
+    job_spec *s = &p->spec;
+    size_t g = p->silo_group[k];
+    bool group_out = s->hdp[g].opt_out;
+    if (silo_id == 0 || opted_out == group_out)
+        return DP_OK;
+    char f[DP_ERR_FIELD_MAX];
+    snprintf(f, sizeof f, "silos.%.41s", p->fed.silo[k].name);
+    if (!opted_out)
+        return dp_err_set(err, DP_EINVAL, f,
+                          "%s: ledger silo %lld keeps an (epsilon, delta) budget, but its silo is "
+                          "in the group \"%s\", which opted out of DP (its updates are released "
+                          "without noise)",
+                          f, (long long)silo_id, s->hdp_groups[g].name);
+    if (s->hdp_given)
+        return dp_err_set(err, DP_EINVAL, f,
+                          "%s: ledger silo %lld opted out of DP, but its silo is in the private "
+                          "group \"%s\": put it in a group with \"private\": false",
+                          f, (long long)silo_id, s->hdp_groups[g].name);
+    size_t out = s->n_hdp_groups;
+    for (size_t h = 0; h < s->n_hdp_groups; h++)
+        out = s->hdp[h].opt_out ? h : out;
+    if (out == s->n_hdp_groups) {
+        if (out >= JOB_MAX_HDP_GROUPS) /* unreachable: the default has one group */
+            return dp_err_set(err, DP_EINTERNAL, NULL, "too many privacy groups");
+        job_hdp_group *gr = &s->hdp_groups[out];
+        memset(gr, 0, sizeof *gr);
+        snprintf(gr->name, sizeof gr->name, "opted_out");
+        gr->privacy = JOB_PRIVACY_NONE;
+        s->hdp[out] = (fl_hdp_group_cfg){true, 0.0, 1.0, s->lambda};
+        s->n_hdp_groups++;
+        p->cfg.hdp_n_groups = s->n_hdp_groups;
+    }
+    p->silo_group[k] = (uint32_t)out;
+    return DP_OK;
+}
+
+/* fedhdp: each private group's noise multiplier for its target epsilon: the largest of its silos'
+ * calibrations (silos bound to budgets with different deltas need different noise; the group's
+ * mean has one), so that every silo of the group meets the target. */
+static int hdp_calibrate(job_prepared *p, dp_err *err)
+{
+    job_spec *s = &p->spec;
+    size_t K = p->fed.n_silos;
+    size_t *n = dp_calloc(K ? K : 1, sizeof *n);
+    const fl_accountant **acct = dp_calloc(K ? K : 1, sizeof *acct);
+    double *z = dp_calloc(K ? K : 1, sizeof *z), *eps = dp_calloc(K ? K : 1, sizeof *eps);
+    int rc = DP_OK;
+    if (n == NULL || acct == NULL || z == NULL || eps == NULL)
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t g = 0; rc == DP_OK && g < s->n_hdp_groups; g++) {
+        const job_hdp_group *gr = &s->hdp_groups[g];
+        if (gr->privacy != JOB_PRIVACY_TARGET || s->hdp[g].opt_out || !(s->hdp[g].r > 0))
+            continue;
+        size_t m = 0;
+        for (size_t k = 0; k < K; k++)
+            if (p->silo_group[k] == g) {
+                n[m] = p->fed.silo[k].n_train;
+                acct[m++] = &p->silo[k].acct;
+            }
+        if (m == 0)
+            continue;
+        rc = fl_calibrate_noise_many(&p->cfg, m, n, gr->target_epsilon, acct, z, eps, err);
+        double zg = 0;
+        for (size_t i = 0; rc == DP_OK && i < m; i++)
+            zg = z[i] > zg ? z[i] : zg;
+        s->hdp[g].noise = zg;
+    }
+    dp_free(n);
+    dp_free(acct);
+    dp_free(z);
+    dp_free(eps);
+    return rc;
+}
+
 /* Binds the spec's silo names to federation silos. */
 static int bind_silos(const job_spec *s, job_prepared *p, struct ledger *l, store_conn *c,
                       dp_err *err)
@@ -126,7 +256,10 @@ static int bind_silos(const job_spec *s, job_prepared *p, struct ledger *l, stor
         for (size_t b = 0; b < s->n_bindings; b++)
             if (strcmp(s->bindings[b].name, p->fed.silo[k].name) == 0)
                 id = s->bindings[b].silo_id;
-        int rc = silo_accountant(s, l, c, p->fed.silo[k].name, id, &p->silo[k], err);
+        bool opted_out = false;
+        int rc = silo_accountant(s, l, c, p->fed.silo[k].name, id, &p->silo[k], &opted_out, err);
+        if (rc == DP_OK && p->silo_group != NULL)
+            rc = hdp_bind(p, k, id, opted_out, err);
         if (rc != DP_OK)
             return rc;
     }
@@ -171,6 +304,10 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
         c->server_noise = s->privacy == JOB_PRIVACY_NOISE ? s->noise_multiplier : 0;
         c->ppsgd_ratio = s->ratio;
     }
+    if (strcmp(s->algorithm, "fedhdp") == 0) {
+        c->hdp_n_groups = s->n_hdp_groups;
+        c->hdp_groups = s->hdp;
+    }
 }
 
 /* Calibrates (target) or sets (noise) every silo's noise, then plans each silo. */
@@ -184,7 +321,13 @@ static int plan_privacy(job_prepared *p, dp_err *err)
         if (s->privacy == JOB_PRIVACY_NOISE && !dpf)
             p->z[k] = s->noise_multiplier;
     }
-    if (s->privacy == JOB_PRIVACY_TARGET && K > 0) {
+    bool hdp = p->silo_group != NULL;
+    if (hdp) {
+        int rc = hdp_calibrate(p, err);
+        if (rc != DP_OK)
+            return rc;
+    }
+    if (s->privacy == JOB_PRIVACY_TARGET && K > 0 && !hdp) {
         /* all silos at once: equal sizes and accountants share one calibration */
         size_t *n = dp_calloc(K, sizeof *n);
         const fl_accountant **acct = dp_calloc(K, sizeof *acct);
@@ -259,10 +402,14 @@ int job_prepare(job_spec *spec, store_conn *c, struct ledger *l, const dataset_v
     }
     if (rc == DP_OK && s->n_bindings > 0 && l == NULL)
         rc = dp_err_set(err, DP_EINTERNAL, NULL, "no ledger to bind the silos to");
+    if (rc == DP_OK && strcmp(s->algorithm, "fedhdp") == 0)
+        rc = hdp_assign(out, err);
     if (rc == DP_OK)
-        rc = bind_silos(s, out, l, c, err);
-    if (rc == DP_OK) {
         job_cfg_fill(&out->spec, out->z, &out->cfg);
+    if (rc == DP_OK)
+        rc = bind_silos(s, out, l, c, err); /* fedhdp: may add the opted-out group */
+    if (rc == DP_OK) {
+        out->cfg.hdp_silo_group = out->silo_group;
         rc = fl_job_cfg_check(&out->cfg, &out->fed, err);
     }
     if (rc == DP_OK)
@@ -280,9 +427,42 @@ void job_prepared_free(job_prepared *p)
         acct_event_free(p->silo[k].round_event);
     dp_free(p->silo);
     dp_free(p->z);
+    dp_free(p->silo_group);
     fl_federation_free(&p->fed);
     job_spec_clear(&p->spec);
     memset(p, 0, sizeof *p);
+}
+
+/* fedhdp's groups in the plan: [{"name", "private", "r", "lambda", "noise_multiplier",
+ * "target_epsilon", "silos", "epsilon"}], epsilon the largest planned epsilon of its silos. */
+static json_t *hdp_plan_json(const job_prepared *p)
+{
+    json_t *a = json_array();
+    for (size_t g = 0; a != NULL && g < p->spec.n_hdp_groups; g++) {
+        const job_hdp_group *gr = &p->spec.hdp_groups[g];
+        const fl_hdp_group_cfg *e = &p->spec.hdp[g];
+        double eps = DP_NAN;
+        json_int_t n = 0;
+        for (size_t k = 0; k < p->fed.n_silos; k++) {
+            if (p->silo_group[k] != g)
+                continue;
+            n++;
+            double x = p->silo[k].planned_eps;
+            eps = !isnan(x) && (isnan(eps) || x > eps) ? x : eps;
+        }
+        bool releases = !e->opt_out && e->r > 0;
+        json_t *o = json_pack(
+            "{s:s, s:b, s:o, s:o, s:o, s:o, s:I, s:o}", "name", gr->name, "private", !e->opt_out,
+            "r", json_util_real(e->r), "lambda", json_util_real(e->lambda), "noise_multiplier",
+            releases ? json_util_real(e->noise) : json_null(), "target_epsilon",
+            gr->privacy == JOB_PRIVACY_TARGET ? json_util_real(gr->target_epsilon) : json_null(),
+            "silos", n, "epsilon", json_util_real(eps));
+        if (o == NULL || json_array_append_new(a, o) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
 }
 
 char *job_plan_json(const job_prepared *p)
@@ -305,6 +485,12 @@ char *job_plan_json(const job_prepared *p)
             "sigma", pl->is_private ? json_util_real(pl->noise_multiplier * clip) : json_null(),
             "delta", pl->is_private ? json_util_real(sp->delta) : json_null(), "epsilon",
             json_util_real(sp->planned_eps), "round_event", ev);
+        if (o != NULL && p->silo_group != NULL &&
+            json_object_set_new(o, "group",
+                                json_string(p->spec.hdp_groups[p->silo_group[k]].name)) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
         ok = o != NULL && json_array_append_new(arr, o) == 0;
     }
     /* every temporary is held here and released below ("O" borrows): no path leaks one */
@@ -322,6 +508,15 @@ char *job_plan_json(const job_prepared *p)
                          fl_algo_client_level(p->spec.algorithm) ? "silo" : "record", "rounds",
                          (json_int_t)p->cfg.rounds, "server_noise",
                          json_util_real(p->cfg.server_noise));
+    json_t *groups = ok && root != NULL && p->silo_group != NULL ? hdp_plan_json(p) : NULL;
+    if (groups != NULL && json_object_set_new(root, "groups", groups) != 0) {
+        json_decref(root);
+        root = NULL;
+    }
+    if (p->silo_group != NULL && groups == NULL) {
+        json_decref(root);
+        root = NULL;
+    }
     json_decref(arr);
     json_decref(hidden);
     json_decref(model);

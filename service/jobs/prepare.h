@@ -45,12 +45,13 @@ typedef struct job_silo_plan {
 } job_silo_plan;
 
 typedef struct job_prepared {
-    job_spec spec;       /* owned copy semantics: parsed by the caller, moved in */
-    fl_federation fed;   /* the silos' train/test rows */
-    fl_job_cfg cfg;      /* the engine's configuration (borrows algorithm and z below) */
-    double *z;           /* per silo noise multiplier (record level), owned */
-    job_silo_plan *silo; /* fed.n_silos, owned */
-    int64_t dataset_id;  /* the upload used, 0 = none */
+    job_spec spec;        /* owned copy semantics: parsed by the caller, moved in */
+    fl_federation fed;    /* the silos' train/test rows */
+    fl_job_cfg cfg;       /* the engine's configuration (borrows algorithm and z below) */
+    double *z;            /* per silo noise multiplier (record level), owned */
+    uint32_t *silo_group; /* fedhdp: silo k's privacy group (spec.hdp_groups), owned; else NULL */
+    job_silo_plan *silo;  /* fed.n_silos, owned */
+    int64_t dataset_id;   /* the upload used, 0 = none */
 } job_prepared;
 
 /* Prepares spec (moved into out: the caller must not clear it afterwards) with connection c (to
@@ -68,7 +69,8 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c);
 
 /* The plan as JSON text (dp_malloc'd): {"silos": [{"name", "silo_id", "n_train", "n_test",
  * "batch", "q", "steps_per_round", "steps", "noise_multiplier", "sigma", "delta", "epsilon",
- * "round_event"}], ...}. NULL when out of memory. */
+ * "round_event"}], ...}; fedhdp adds each silo's "group" and "groups": [{"name", "private", "r",
+ * "lambda", "noise_multiplier", "target_epsilon", "silos", "epsilon"}]. NULL when out of memory. */
 char *job_plan_json(const job_prepared *p);
 
 #endif

@@ -62,12 +62,35 @@ static json_t *silo_json(const job_prepared *p, const fl_round_metrics *m, size_
               put(o, "job_epsilon", sp->round_event == NULL ? DP_NAN : eps) &&
               model_fields(o, &s->personal, m->regression) && put(o, "sgd_loss", s->sgd_loss) &&
               (!m->has_global || model_fields(g, &s->global, m->regression));
+    if (ok && p->silo_group != NULL)
+        ok = json_object_set_new(o, "group",
+                                 json_string(p->spec.hdp_groups[p->silo_group[k]].name)) == 0;
     if (ok && json_object_set_new(o, "global", g) == 0)
         return o;
     if (!ok)
         json_decref(g);
     json_decref(o);
     return NULL;
+}
+
+/* fedhdp's groups: [{"name", "private", "epsilon"}], a group's epsilon the largest job epsilon
+ * of its silos (NAN when none has an event). */
+static json_t *groups_json(const job_prepared *p, const double *eps)
+{
+    json_t *a = json_array();
+    for (size_t g = 0; a != NULL && g < p->spec.n_hdp_groups; g++) {
+        double e = DP_NAN;
+        for (size_t k = 0; k < p->fed.n_silos; k++)
+            if (p->silo_group[k] == g && p->silo[k].round_event != NULL && !isnan(eps[k]))
+                e = isnan(e) || eps[k] > e ? eps[k] : e;
+        json_t *o = json_pack("{s:s, s:b, s:o}", "name", p->spec.hdp_groups[g].name, "private",
+                              !p->spec.hdp[g].opt_out, "epsilon", json_util_real(e));
+        if (o == NULL || json_array_append_new(a, o) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
 }
 
 char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const bool *stopped,
@@ -99,6 +122,10 @@ char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const boo
     if (ok) {
         ok = json_object_set_new(root, "silos", silos) == 0;
         silos = NULL;
+    }
+    if (ok && p->silo_group != NULL) {
+        json_t *gs = groups_json(p, eps);
+        ok = gs != NULL && json_object_set_new(root, "groups", gs) == 0;
     }
     char *text = ok ? json_util_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);

@@ -17,9 +17,12 @@
  * its first charge in the job, its spent at the job's start), and for an unbound silo what this
  * job has spent, as the accountant computes it from the job's events. "job_epsilon" is always the
  * latter: the accountant's epsilon of this job's rounds for that silo, over its "rounds_charged"
- * (the rounds it trained in for record-level algorithms; for dp_fedavg and ppsgd every round it
- * was trainable in, since the silo sampling is part of each round's event). Both are null for a
- * non-private job. Non-finite figures are null.
+ * (the rounds it trained in for record-level algorithms; for dp_fedavg, ppsgd and fedhdp every
+ * round it was trainable in and its event was released, since the silo sampling is part of each
+ * round's event). Both are null for a non-private job. Non-finite figures are null. fedhdp adds
+ * each silo's privacy "group" (its name) and a top-level "groups": [{"name", "private",
+ * "epsilon"}], the group's epsilon the largest job_epsilon of its silos (null for a group that
+ * opted out or releases nothing).
  */
 #ifndef DP_SERVICE_JOBS_ROUND_JSON_H
 #define DP_SERVICE_JOBS_ROUND_JSON_H

@@ -101,9 +101,10 @@ typedef struct job_exec {
     bool *active;       /* K */
     uint64_t *trained;  /* K: rounds each silo trained */
     uint64_t *charged;  /* K: rounds whose privacy event covers the silo: those it trained in for
-                           record-level algorithms; for client-level ones (dp_fedavg, ppsgd) every
-                           round it was trainable in, sampled or not (the sampling is part of the
-                           event, fl_plan_silo) */
+                           record-level algorithms; for client-level ones (dp_fedavg, ppsgd,
+                           fedhdp) every round it was trainable in, sampled or not (the sampling
+                           is part of the event, fl_plan_silo), when it has an event (not an
+                           opted-out fedhdp silo, not ppsgd with ratio 0) */
     double *eps;        /* K: epsilon so far (DP_NAN when not private) */
     double *ledger_eps; /* K: a bound silo's epsilon after its last charge (the ledger's; DP_NAN
                            before the first) */
@@ -378,7 +379,8 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
             eps_was[k] = x->eps[k];
             if (m.silo[k].active)
                 x->trained[k]++;
-            if (client ? x->active[k] : m.silo[k].active) /* the rule of build_reqs */
+            /* the rule of build_reqs: client-level silos every trainable round with an event */
+            if (client ? x->active[k] && x->p.silo[k].round_event != NULL : m.silo[k].active)
                 x->charged[k]++;
             x->eps[k] = accountant_eps(x, k, x->charged[k]);
         }

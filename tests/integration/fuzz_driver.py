@@ -195,6 +195,13 @@ SEEDS = {
                                                          "n_max": 10},
          "model": {"type": "linear"}, "rounds": 1, "batch_size": 4, "lr": 0.1,
          "privacy": {"noise_multiplier": 1, "delta": 1e-5, "clip": 1, "client_rate": 0.5}},
+        {"algorithm": "fedhdp", "lambda": 0.1, "dataset": {"generator": "synthetic-linreg",
+                                                           "silos": 3, "dim": 2, "n_min": 10,
+                                                           "n_max": 10},
+         "model": {"type": "linear"}, "rounds": 1, "batch_size": 4, "lr": 0.1,
+         "privacy": {"target_epsilon": 2, "delta": 1e-5, "clip": 1, "client_rate": 0.5},
+         "fedhdp": {"groups": [{"silos": ["s0"], "private": False, "lambda": 0.5},
+                               {"r": 0.1}]}},
     ],
     "POST /v1/silos/{id}/token": [{}],
     "PATCH /v1/silos/{id}": [

@@ -156,6 +156,51 @@ expect_json .n_charges 20
 expect_status 400 POST /v1/jobs '{'"$PPS"',"ratio":-1}'
 expect_json .error.field ratio
 
+# ---- fedhdp (issue 13, Aldaghri, Mahdavifar & Beirami Alg. 2): privacy groups with their own
+# noise. s0 opted out of DP (its ledger silo keeps no budget): no noise on its group, never
+# charged. s1 is in a stricter group (epsilon 1), s2 and s3 in the default group (epsilon 2); each
+# bound silo is charged its group's event every round it is trainable.
+expect_status 201 POST /v1/silos '{"name":"d-opted-out","budget":{"private":false}}'
+SD=$(printf '%s' "$BODY" | jq -r .id)
+expect_status 201 POST /v1/silos '{"name":"e","budget":{"epsilon":10,"delta":1e-3}}'
+SE=$(printf '%s' "$BODY" | jq -r .id)
+HDP='"algorithm":"fedhdp","lambda":0.1,'"$SPEC"',"privacy":{"target_epsilon":2,"delta":1e-3,"clip":1,"client_rate":0.5}'
+HGROUPS='[{"name":"opted-out","silos":["s0"],"private":false,"lambda":0.5},{"name":"strict","silos":["s1"],"target_epsilon":1,"r":0.2},{"name":"rest","r":0.5}]'
+expect_status 202 POST /v1/jobs '{'"$HDP"',"rounds":10,"fedhdp":{"groups":'"$HGROUPS"'},"silos":{"s0":'"$SD"',"s1":'"$SE"'}}'
+JH=$(printf '%s' "$BODY" | jq -r .id)
+expect_json '[.plan.silos[].group] | join(",")' opted-out,strict,rest,rest
+expect_json '.plan.groups | map(.silos) | join(",")' 1,1,2
+expect_json '.plan.groups[0].noise_multiplier' null
+expect_json '.plan.silos[0].epsilon' null
+expect_json '.plan.groups[1].noise_multiplier > .plan.groups[2].noise_multiplier' true
+expect_json '.plan.groups[1].epsilon <= 1 and .plan.groups[2].epsilon <= 2' true
+poll_status "$JH" succeeded 60 || fail "fedhdp job $JH did not succeed"
+expect_status 200 GET "/v1/jobs/$JH/metrics?after=9"
+HM=$BODY
+check "fedhdp: the opted-out silo is never charged" test "$(printf '%s' "$HM" | jq -r '.rounds[0].silos[0] | [.rounds_charged, .epsilon, .job_epsilon] | map(tostring) | join(",")')" = "0,null,null"
+check "fedhdp: the private silos are charged every round" test "$(printf '%s' "$HM" | jq -r '[.rounds[0].silos[1:][].rounds_charged] | join(",")')" = 10,10,10
+check "fedhdp: each group's epsilon reaches its own target" test "$(printf '%s' "$HM" | jq -r '.rounds[0].groups | (.[0].epsilon == null) and (.[1].epsilon <= 1 and .[1].epsilon > 0.99) and (.[2].epsilon <= 2 and .[2].epsilon > 1.99)')" = true
+H_EPS=$(printf '%s' "$HM" | jq -r '.rounds[0].silos[1].epsilon')
+expect_status 200 GET "/v1/silos/$SD"
+expect_json .n_charges 0
+expect_status 200 GET "/v1/silos/$SE"
+expect_json .n_charges 10
+expect_json "((.spent.epsilon - $H_EPS) | fabs) <= 1e-12" true
+# without a fedhdp block: one private group (DP-FedAvg+Ditto), and the silos bound to opted-out
+# ledger silos in an added opted-out group
+expect_status 202 POST /v1/jobs '{'"$HDP"',"rounds":1,"silos":{"s0":'"$SD"'}}'
+JH2=$(printf '%s' "$BODY" | jq -r .id)
+expect_json '[.plan.groups[] | "\(.name):\(.private):\(.silos)"] | join(",")' private:true:3,opted_out:false:1
+poll_status "$JH2" succeeded 60 || fail "fedhdp job $JH2 did not succeed"
+expect_status 400 POST /v1/jobs '{'"$HDP"',"rounds":1,"fedhdp":{"groups":[{"r":1}]},"silos":{"s0":'"$SD"'}}'
+expect_json .error.field silos.s0
+expect_status 400 POST /v1/jobs '{'"$HDP"',"rounds":1,"fedhdp":{"groups":[{"silos":["s1"],"private":false},{}]},"silos":{"s1":'"$SE"'}}'
+expect_json .error.field silos.s1
+expect_status 400 POST /v1/jobs '{'"$HDP"',"rounds":1,"fedhdp":{"groups":[{"silos":["nope"]},{}]}}'
+expect_json .error.field 'fedhdp.groups[0].silos[0]'
+expect_status 400 POST /v1/jobs '{'"$HDP"',"rounds":1,"fedhdp":{"groups":[{"r":-1}]}}'
+expect_json .error.field 'fedhdp.groups[0].r'
+
 # ---- cancel: a running job ends after its current round
 expect_status 202 POST /v1/jobs '{"algorithm":"fedavg",'"$SPEC"',"rounds":100000}'
 J2=$(printf '%s' "$BODY" | jq -r .id)

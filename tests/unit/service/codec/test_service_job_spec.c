@@ -238,13 +238,81 @@ static void ppsgd_reads_its_ratio(void **state)
     expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"ratio\":1}", "ratio");
 }
 
+#define HDP_HEAD                                                                                   \
+    "{\"algorithm\":\"fedhdp\",\"dataset\":1,\"model\":{\"type\":\"linear\"},\"rounds\":5,"        \
+    "\"batch_size\":10,\"lr\":0.1,\"lambda\":0.2,"
+#define HDP_PRIV "\"privacy\":{\"target_epsilon\":2,\"delta\":1e-5,\"clip\":1}"
+
+static void fedhdp_reads_its_groups(void **state)
+{
+    (void)state;
+    job_spec s;
+    dp_err e;
+    /* no block: one private group of every silo at the privacy block's level, r 1, the lambda */
+    assert_int_equal(parse(HDP_HEAD HDP_PRIV "}", &s, &e), DP_OK);
+    assert_int_equal(s.n_hdp_groups, 1);
+    assert_false(s.hdp_given);
+    assert_true(s.hdp_groups[0].rest);
+    assert_int_equal(s.hdp_groups[0].privacy, JOB_PRIVACY_TARGET);
+    assert_close(s.hdp_groups[0].target_epsilon, 2, 0, 0);
+    assert_false(s.hdp[0].opt_out);
+    assert_close(s.hdp[0].r, 1, 0, 0);
+    assert_close(s.hdp[0].lambda, 0.2, 0, 0);
+    job_spec_clear(&s);
+    assert_int_equal(parse(HDP_HEAD HDP_PRIV
+                           ",\"fedhdp\":{\"groups\":["
+                           "{\"name\":\"out\",\"silos\":[\"a\",\"b\"],\"private\":false,"
+                           "\"lambda\":0.5},"
+                           "{\"silos\":[\"c\"],\"noise_multiplier\":3,\"r\":0.1},"
+                           "{\"target_epsilon\":0.5,\"r\":0.25}]}}",
+                           &s, &e),
+                     DP_OK);
+    assert_true(s.hdp_given);
+    assert_int_equal(s.n_hdp_groups, 3);
+    assert_string_equal(s.hdp_groups[0].name, "out");
+    assert_true(s.hdp[0].opt_out);
+    assert_int_equal(s.hdp_groups[0].privacy, JOB_PRIVACY_NONE);
+    assert_int_equal(s.hdp_groups[0].n_silos, 2);
+    assert_string_equal(s.hdp_groups[0].silos[1], "b");
+    assert_close(s.hdp[0].lambda, 0.5, 0, 0);
+    assert_string_equal(s.hdp_groups[1].name, "group1");
+    assert_int_equal(s.hdp_groups[1].privacy, JOB_PRIVACY_NOISE);
+    assert_close(s.hdp[1].noise, 3, 0, 0);
+    assert_close(s.hdp[1].r, 0.1, 0, 0);
+    assert_close(s.hdp[1].lambda, 0.2, 0, 0); /* the job's */
+    assert_true(s.hdp_groups[2].rest);
+    assert_int_equal(s.hdp_groups[2].privacy, JOB_PRIVACY_TARGET);
+    assert_close(s.hdp_groups[2].target_epsilon, 0.5, 0, 0);
+    job_spec_clear(&s);
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"groups\":[]}}", "fedhdp.groups");
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"groups\":[{}],\"x\":1}}", "fedhdp.x");
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"groups\":[{\"r\":-1}]}}", "fedhdp.groups[0].r");
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"groups\":[{\"r\":0}]}}", "fedhdp.groups");
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"groups\":[{},{}]}}", "fedhdp.groups[1].silos");
+    expect_field(HDP_HEAD HDP_PRIV
+                 ",\"fedhdp\":{\"groups\":[{\"silos\":[\"a\"]},{\"silos\":[\"a\"]}]}}",
+                 "fedhdp.groups[1].silos[0]");
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"groups\":[{\"private\":false,"
+                                   "\"noise_multiplier\":1}]}}",
+                 "fedhdp.groups[0].noise_multiplier");
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"groups\":[{\"name\":\"g\"},{\"name\":\"g\","
+                                   "\"silos\":[\"a\"]}]}}",
+                 "fedhdp.groups[1].name");
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"groups\":[{\"lambda\":\"x\"}]}}",
+                 "fedhdp.groups[0].lambda");
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"groups\":[{\"target_epsilon\":1,"
+                                   "\"noise_multiplier\":1}]}}",
+                 "fedhdp.groups[0]");
+    expect_field(HDP_HEAD "\"seed\":1}", "privacy"); /* client-level DP needs its privacy */
+    expect_field(PPSGD_HEAD PPSGD_PRIV ",\"fedhdp\":{\"groups\":[{}]}}", "fedhdp");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_full_spec_is_read),
-        cmocka_unit_test(defaults_and_generators),
-        cmocka_unit_test(refusals_name_the_field),
-        cmocka_unit_test(ppsgd_reads_its_ratio),
+        cmocka_unit_test(a_full_spec_is_read),     cmocka_unit_test(defaults_and_generators),
+        cmocka_unit_test(refusals_name_the_field), cmocka_unit_test(ppsgd_reads_its_ratio),
+        cmocka_unit_test(fedhdp_reads_its_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
