@@ -507,7 +507,8 @@ char *job_plan_json(const job_prepared *p)
         root = json_pack("{s:O, s:O, s:s, s:I, s:o}", "silos", arr, "model", model, "privacy_unit",
                          fl_algo_client_level(p->spec.algorithm) ? "silo" : "record", "rounds",
                          (json_int_t)p->cfg.rounds, "server_noise",
-                         json_util_real(p->cfg.server_noise));
+                         p->silo_group != NULL ? json_null() /* per group */
+                                               : json_util_real(p->cfg.server_noise));
     json_t *groups = ok && root != NULL && p->silo_group != NULL ? hdp_plan_json(p) : NULL;
     if (groups != NULL && json_object_set_new(root, "groups", groups) != 0) {
         json_decref(root);

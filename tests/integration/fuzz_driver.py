@@ -200,7 +200,7 @@ SEEDS = {
                                                            "n_max": 10},
          "model": {"type": "linear"}, "rounds": 1, "batch_size": 4, "lr": 0.1,
          "privacy": {"target_epsilon": 2, "delta": 1e-5, "clip": 1, "client_rate": 0.5},
-         "fedhdp": {"groups": [{"silos": ["s0"], "private": False, "lambda": 0.5},
+         "fedhdp": {"groups": [{"silos": ["0"], "private": False, "lambda": 0.5},
                                {"r": 0.1}]}},
     ],
     "POST /v1/silos/{id}/token": [{}],
