@@ -196,16 +196,22 @@ int fl_silo_clipped_delta(const fl_silo_ctx *c, double *train_loss, dp_err *err)
     if (rc != DP_OK)
         return rc;
     fl_vec_sub(c->upload, c->scratch, c->global, c->n_params);
+    fl_clip_vec(c->upload, c->n_params, c->cfg->update_clip);
+    return DP_OK;
+}
+
+double fl_clip_vec(float *u, size_t n, double s)
+{
     double sq = 0;
-    for (size_t j = 0; j < c->n_params; j++)
-        sq += (double)c->upload[j] * (double)c->upload[j];
-    double norm = sqrt(sq), s = c->cfg->update_clip;
+    for (size_t j = 0; j < n; j++)
+        sq += (double)u[j] * (double)u[j];
+    double norm = sqrt(sq);
     if (norm > s) {
         double scale = s / norm;
-        for (size_t j = 0; j < c->n_params; j++)
-            c->upload[j] = (float)((double)c->upload[j] * scale);
+        for (size_t j = 0; j < n; j++)
+            u[j] = (float)((double)u[j] * scale);
     }
-    return DP_OK;
+    return norm;
 }
 
 int fl_agg_noisy_sum(const fl_server_ctx *c, double scale, dp_err *err)

@@ -106,6 +106,7 @@
 #define FL_SEED_PHASE_PERSONAL 1 /* ditto's personal block */
 #define FL_SEED_SAMPLING       0
 #define FL_SEED_NOISE          1
+#define FL_SEED_CLIP_COUNT     2 /* fedhdp's noisy count of unclipped updates (server) */
 
 /* fedhdp: one privacy group (Aldaghri, Mahdavifar & Beirami, "Federated Learning with
  * Heterogeneous Differential Privacy", Alg. 2): its silos' updates are averaged together, the
@@ -145,6 +146,11 @@ typedef struct fl_job_cfg {
     size_t hdp_n_groups;                /* 1..FL_MAX_HDP_GROUPS */
     const fl_hdp_group_cfg *hdp_groups; /* hdp_n_groups (borrowed) */
     const uint32_t *hdp_silo_group;     /* n_silos: silo k's group (borrowed); NULL = all in 0 */
+    /* fedhdp's adaptive clipping (Alg. 2, Andrew et al.'s geometric rule): update_clip is S^0 */
+    bool hdp_adaptive;        /* S follows the clip_quantile of the update norms */
+    double hdp_clip_quantile; /* kappa in (0, 1): target share of unclipped updates */
+    double hdp_clip_lr;       /* eta_b > 0: S^{t+1} = S^t exp(-eta_b (b_bar - kappa)) */
+    double hdp_count_noise;   /* sigma_b > 0: std of the noise on the count of unclipped updates */
 } fl_job_cfg;
 
 /* Fills cfg with the defaults (local_epochs 1, weighted, server_lr 1, finetune_frac 0.5, ...);
@@ -173,8 +179,15 @@ bool fl_ppsgd_releases(const fl_job_cfg *cfg);
 /* fedhdp: the group of silo k (0 when cfg->hdp_silo_group is NULL). */
 size_t fl_hdp_silo_group(const fl_job_cfg *cfg, size_t silo);
 /* fedhdp: the noise multiplier of the event silo k is charged each round: its group's z_g, or 0
- * when the group opted out or has r_g = 0 (nothing of it is released). */
+ * when the group opted out or has r_g = 0 (nothing of it is released); with adaptive clipping the
+ * combined multiplier of the group's mean and the count of unclipped updates (released on the same
+ * sample), fl_hdp_combined_noise(z_g, sigma_b). */
 double fl_hdp_silo_noise(const fl_job_cfg *cfg, size_t silo);
+/* (z^-2 + sigma_b^-2)^(-1/2): two Gaussian queries on one Poisson sample, of L2 sensitivities S
+ * (noise z S) and 1 (noise sigma_b), are one Gaussian query of noise multiplier this (scale each
+ * coordinate by its noise; Andrew, Thakkar, McMahan & Ramaswamy, "Differentially Private Learning
+ * with Adaptive Clipping", NeurIPS 2021, §3). z > 0, sigma_b > 0. */
+double fl_hdp_combined_noise(double z, double sigma_b);
 
 /* ---- state: the whole checkpoint ---- */
 typedef struct fl_state {
@@ -187,6 +200,9 @@ typedef struct fl_state {
     size_t n_extra;  /* floats the algorithm keeps besides (0 for the built-in ones) */
     float *extra;    /* n_extra, or NULL; owned */
 } fl_state;
+
+/* fedhdp: the clip norm S^t the next round uses (update_clip when not adaptive). */
+double fl_hdp_clip(const fl_job_cfg *cfg, const fl_state *s);
 
 /* Initial state: round 0, every model fl_model_init(model, dp_rng_derive(seed, FL_SEED_INIT))
  * (all personal models share the global initialisation, Liu et al. 2022 App. C), none stopped. */

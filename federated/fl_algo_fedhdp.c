@@ -10,11 +10,12 @@
  *      (Poisson sampling, dp_fedavg's draws: one uniform per silo in silo order from the server's
  *      round seed); silos of a group with r_g = 0 never take part (the paper's r = 0 rows: the
  *      server "only communicates with" the other groups).
- *   2. A sampled silo runs dp_fedavg's global block from the received global model and uploads its
- *      model delta clipped to L2 norm S = update_clip (Alg. 2 clips every client, opted-out ones
- *      too), then Ditto's personal block: its personal model continues with local_epochs epochs on
- *      F_k(v) + lambda_g/2 ||v - wbar||^2, anchored at the received wbar (Alg. 2's ClientUpdate;
- *      lambda_g is the group's, the paper's lambda_p and lambda_np). Seeds FL_SEED_PHASE_MAIN and
+ *   2. A sampled silo runs dp_fedavg's global block from the received global model; its model
+ *      delta is clipped to L2 norm S (update_clip, or S^t below; Alg. 2 clips every client,
+ *      opted-out ones too; the server clips the uploaded delta with dp_fedavg's arithmetic), then
+ * Ditto's personal block: its personal model continues with local_epochs epochs on F_k(v) +
+ * lambda_g/2 ||v - wbar||^2, anchored at the received wbar (Alg. 2's ClientUpdate; lambda_g is the
+ * group's, the paper's lambda_p and lambda_np). Seeds FL_SEED_PHASE_MAIN and
  *      FL_SEED_PHASE_PERSONAL, as ditto's.
  *   3. Per group g with K_g trainable silos, the server releases the group mean
  *          D_g = (sum_{k in g, sampled} clip_S(Delta_k) + N(0, (z_g S)^2 I)) / (q K_g)
@@ -36,7 +37,20 @@
  * and a silo of an opted-out group or of a group with r_g = 0 is charged nothing.
  * Special cases (the paper's baselines, §4): one private group with r = 1 is DP-FedAvg+Ditto (the
  * global model is then dp_fedavg's, bit for bit); r_g = 1 for every group is HDP-FedAvg+Ditto.
- * Not implemented: Alg. 2's adaptive clipping (S is fixed).
+ * Adaptive clipping (Alg. 2's S^t, the geometric rule of Andrew, Thakkar, McMahan & Ramaswamy,
+ * "Differentially Private Learning with Adaptive Clipping", NeurIPS 2021), when cfg->hdp_adaptive:
+ * S^0 = update_clip; in round t the server clips each upload to S^t (silos upload their unclipped
+ * delta and the server clips it with the same arithmetic as dp_fedavg's silos, so the bits are the
+ * same), counts the sampled silos whose delta was not clipped, b_k = 1[||Delta_k|| <= S^t] (every
+ * group that takes part, opted-out ones too, as Alg. 2 averages over all sampled clients), releases
+ * b_bar = (sum_k b_k + N(0, sigma_b^2)) / (q K) with K the trainable silos of groups with r_g > 0
+ * (the expected count again, where Alg. 2 has N^t), and sets S^{t+1} = S^t exp(-eta_b (b_bar -
+ * kappa)), kept in state->extra[0] (a float, clamped to [FL_HDP_CLIP_MIN, FL_HDP_CLIP_MAX]; 0
+ * before the first round). The count is a second Gaussian query on the same sample (sensitivity 1,
+ * noise sigma_b): a private silo's round event becomes the subsampled Gaussian of the combined
+ * multiplier (z_g^-2 + sigma_b^-2)^(-1/2) (fl_hdp_combined_noise; Andrew et al. §3 compose the two
+ * the same way). The paper gives neither sigma_b nor whether opted-out clients' bits count: sigma_b
+ * is the caller's (Andrew et al. suggest the expected number of clients per round / 20).
  */
 #include "federated/fl_algo_impl.h"
 
@@ -47,6 +61,28 @@
 #include "common/dp_alloc.h"
 #include "common/dp_rng.h"
 
+#define FL_HDP_CLIP_MIN 1e-30 /* adaptive S stays a positive normal float ... */
+#define FL_HDP_CLIP_MAX 1e30  /* ... and finite, however long the count pushes it one way */
+
+double fl_hdp_combined_noise(double z, double sigma_b)
+{
+    return 1.0 / sqrt(1.0 / (z * z) + 1.0 / (sigma_b * sigma_b));
+}
+
+double fl_hdp_clip(const fl_job_cfg *cfg, const fl_state *s)
+{
+    if (!cfg->hdp_adaptive || s->n_extra < 1 || !(s->extra[0] > 0))
+        return cfg->update_clip;
+    return (double)s->extra[0];
+}
+
+static size_t fedhdp_extra(const fl_job_cfg *cfg, size_t n_silos, size_t n_params)
+{
+    (void)n_silos;
+    (void)n_params;
+    return cfg->hdp_adaptive ? 1 : 0;
+}
+
 size_t fl_hdp_silo_group(const fl_job_cfg *cfg, size_t silo)
 {
     return cfg->hdp_silo_group != NULL ? cfg->hdp_silo_group[silo] : 0;
@@ -55,7 +91,9 @@ size_t fl_hdp_silo_group(const fl_job_cfg *cfg, size_t silo)
 double fl_hdp_silo_noise(const fl_job_cfg *cfg, size_t silo)
 {
     const fl_hdp_group_cfg *g = &cfg->hdp_groups[fl_hdp_silo_group(cfg, silo)];
-    return g->opt_out || !(g->r > 0) ? 0.0 : g->noise;
+    if (g->opt_out || !(g->r > 0) || !(g->noise > 0))
+        return 0.0;
+    return cfg->hdp_adaptive ? fl_hdp_combined_noise(g->noise, cfg->hdp_count_noise) : g->noise;
 }
 
 static int fedhdp_check(const fl_job_cfg *cfg, dp_err *err)
@@ -94,6 +132,20 @@ static int fedhdp_check(const fl_job_cfg *cfg, dp_err *err)
     if (!any)
         return dp_err_set(err, DP_EINVAL, "fedhdp.groups",
                           "at least one group needs r > 0 (with r = 0 everywhere nothing trains)");
+    if (!cfg->hdp_adaptive)
+        return DP_OK;
+    if (!(cfg->hdp_clip_quantile > 0 && cfg->hdp_clip_quantile < 1))
+        return dp_err_set(err, DP_EINVAL, "fedhdp.adaptive_clip.quantile",
+                          "fedhdp.adaptive_clip.quantile must be in (0, 1) (got %g)",
+                          cfg->hdp_clip_quantile);
+    if (!(isfinite(cfg->hdp_clip_lr) && cfg->hdp_clip_lr > 0))
+        return dp_err_set(err, DP_EINVAL, "fedhdp.adaptive_clip.lr",
+                          "fedhdp.adaptive_clip.lr must be finite and > 0 (got %g)",
+                          cfg->hdp_clip_lr);
+    if (!(isfinite(cfg->hdp_count_noise) && cfg->hdp_count_noise > 0))
+        return dp_err_set(err, DP_EINVAL, "fedhdp.adaptive_clip.count_noise",
+                          "fedhdp.adaptive_clip.count_noise must be finite and > 0 (got %g)",
+                          cfg->hdp_count_noise);
     return DP_OK;
 }
 
@@ -109,9 +161,12 @@ static int fedhdp_select(const fl_job_cfg *cfg, uint64_t round, size_t n_silos,
 static int fedhdp_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
 {
     double l_global = 0, l_personal = 0;
-    int rc = fl_silo_clipped_delta(c, &l_global, err);
+    memcpy(c->scratch, c->global, c->n_params * sizeof(float));
+    int rc = fl_silo_sgd(c, c->scratch, FL_SEED_PHASE_MAIN, 0.0, NULL, &l_global, err);
     if (rc != DP_OK)
         return rc;
+    /* unclipped: the server clips to S^t (fedhdp_aggregate), as dp_fedavg's silos would */
+    fl_vec_sub(c->upload, c->scratch, c->global, c->n_params);
     double lambda = c->cfg->hdp_groups[fl_hdp_silo_group(c->cfg, c->silo)].lambda;
     rc = fl_silo_sgd(c, c->personal, FL_SEED_PHASE_PERSONAL, lambda, c->global, &l_personal, err);
     if (rc == DP_OK)
@@ -136,12 +191,16 @@ static int fedhdp_aggregate(const fl_server_ctx *c, dp_err *err)
     for (size_t k = 0; k < s->n_silos; k++)
         kg[fl_hdp_silo_group(cfg, k)] += c->trainable[k];
     double total = 0; /* sum_h r_h K_h */
-    for (size_t g = 0; g < n_g; g++)
+    size_t k_tot = 0; /* trainable silos of the groups that take part */
+    for (size_t g = 0; g < n_g; g++) {
         total += cfg->hdp_groups[g].r * (double)kg[g];
+        k_tot += cfg->hdp_groups[g].r > 0 ? kg[g] : 0;
+    }
+    double clip = fl_hdp_clip(cfg, s), unclipped = 0;
     if (total > 0) {
         double *acc = dp_calloc(n_g * p, sizeof(double)); /* group g's sum, row g */
         double *step = dp_calloc(p, sizeof(double));
-        float *noise = dp_calloc(p, sizeof(float));
+        float *noise = dp_calloc(p, sizeof(float)); /* also the clipped copy of an upload */
         if (acc == NULL || step == NULL || noise == NULL) {
             dp_free(acc);
             dp_free(step);
@@ -152,9 +211,10 @@ static int fedhdp_aggregate(const fl_server_ctx *c, dp_err *err)
             if (!c->took_part[k])
                 continue;
             double *a = acc + fl_hdp_silo_group(cfg, k) * p;
-            const float *u = c->uploads + k * p;
+            memcpy(noise, c->uploads + k * p, p * sizeof(float));
+            unclipped += fl_clip_vec(noise, p, clip) <= clip;
             for (size_t j = 0; j < p; j++)
-                a[j] += (double)u[j];
+                a[j] += (double)noise[j];
         }
         for (size_t g = 0; g < n_g; g++) {
             const fl_hdp_group_cfg *gr = &cfg->hdp_groups[g];
@@ -162,7 +222,7 @@ static int fedhdp_aggregate(const fl_server_ctx *c, dp_err *err)
                 continue; /* weight 0: nothing of the group is released */
             double w = gr->r * (double)kg[g] / total;
             double scale = cfg->server_lr * w / (cfg->client_rate * (double)kg[g]);
-            double sigma = gr->opt_out ? 0.0 : gr->noise * cfg->update_clip;
+            double sigma = gr->opt_out ? 0.0 : gr->noise * clip;
             if (sigma > 0)
                 fl_gauss_fill(noise, p, sigma, group_noise_seed(cfg, c->round, g));
             else
@@ -177,6 +237,14 @@ static int fedhdp_aggregate(const fl_server_ctx *c, dp_err *err)
         dp_free(step);
         dp_free(noise);
     }
+    if (cfg->hdp_adaptive && k_tot > 0) {
+        float z = 0.0f; /* the count's noise, one draw from the round's own seed */
+        fl_gauss_fill(&z, 1, cfg->hdp_count_noise,
+                      dp_rng_derive(fl_server_seed(cfg->seed, c->round), FL_SEED_CLIP_COUNT));
+        double b_bar = (unclipped + (double)z) / (cfg->client_rate * (double)k_tot);
+        double next = clip * exp(-cfg->hdp_clip_lr * (b_bar - cfg->hdp_clip_quantile));
+        s->extra[0] = (float)fmin(fmax(next, FL_HDP_CLIP_MIN), FL_HDP_CLIP_MAX);
+    }
     for (size_t k = 0; k < s->n_silos; k++) /* r_g = 0: the personal model is the global one */
         if (!(cfg->hdp_groups[fl_hdp_silo_group(cfg, k)].r > 0))
             memcpy(s->personal + k * p, s->global, p * sizeof(float));
@@ -188,6 +256,7 @@ const fl_algo_ops fl_algo_fedhdp_ops = {
     .steps_factor = 2,
     .has_global = true,
     .record_level = false,
+    .extra_floats = fedhdp_extra,
     .check = fedhdp_check,
     .select = fedhdp_select,
     .silo_update = fedhdp_update,

@@ -101,9 +101,12 @@ int fl_select_poisson(const fl_job_cfg *cfg, uint64_t round, size_t n_silos, con
  * passes scale = server_lr / (q K), ppsgd -eta_w / (q K). DP_ENOMEM. */
 int fl_agg_noisy_sum(const fl_server_ctx *c, double scale, dp_err *err);
 
-/* The clipped model delta of dp_fedavg and fedhdp: from the global model, local_epochs blocks of
- * the silo's SGD (FL_SEED_PHASE_MAIN), upload = w - global scaled to L2 norm <= update_clip. */
+/* The clipped model delta of dp_fedavg: from the global model, local_epochs blocks of the silo's
+ * SGD (FL_SEED_PHASE_MAIN), upload = w - global scaled to L2 norm <= update_clip (fl_clip_vec). */
 int fl_silo_clipped_delta(const fl_silo_ctx *c, double *train_loss, dp_err *err);
+/* Scales u (n floats) to L2 norm <= s: u * s / ||u|| when ||u|| > s (norm summed in double over
+ * the floats, each coordinate rounded once). Returns ||u|| before the scaling. */
+double fl_clip_vec(float *u, size_t n, double s);
 
 /* Seeds of silo k's block `phase` in round t (fl_algo.h, DETERMINISM). */
 void fl_silo_seeds(uint64_t job_seed, size_t silo, uint64_t round, uint64_t phase,

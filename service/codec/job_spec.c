@@ -297,6 +297,29 @@ static int parse_group(const json_t *v, const char *path, job_spec *s, size_t gi
     return rc;
 }
 
+/* fedhdp.adaptive_clip: {"quantile" (0.5), "lr" (0.2), "count_noise" (required)}: the defaults
+ * are Andrew et al.'s, which Aldaghri et al. use (their Table 7). v may be NULL (fixed clip). */
+static int parse_adaptive_clip(const json_t *v, job_spec *s, dp_err *err)
+{
+    if (v == NULL || json_is_null(v))
+        return DP_OK;
+    reader r = {v, "fedhdp.adaptive_clip", err};
+    static const char *const KEYS[] = {"quantile", "lr", "count_noise"};
+    int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc == DP_OK)
+        rc = num_pos(&r, "quantile", false, 0.5, 0, 1, &s->hdp_clip_quantile);
+    if (rc == DP_OK && !(s->hdp_clip_quantile < 1))
+        rc = dp_err_set(err, DP_EINVAL, "fedhdp.adaptive_clip.quantile",
+                        "fedhdp.adaptive_clip.quantile must be below 1 (got %g)",
+                        s->hdp_clip_quantile);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "lr", false, 0.2, 0, 100, &s->hdp_clip_lr);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "count_noise", true, 0, 0, 1e6, &s->hdp_count_noise);
+    s->hdp_adaptive = rc == DP_OK;
+    return rc;
+}
+
 /* The "fedhdp" block: its privacy groups (Aldaghri, Mahdavifar & Beirami, Alg. 2). Without it,
  * one private group of every silo at the privacy block's level (DP-FedAvg+Ditto). */
 static int parse_fedhdp(const json_t *body, job_spec *s, dp_err *err)
@@ -318,8 +341,10 @@ static int parse_fedhdp(const json_t *body, job_spec *s, dp_err *err)
         return DP_OK;
     }
     reader r = {v, "fedhdp", err};
-    static const char *const KEYS[] = {"groups"};
+    static const char *const KEYS[] = {"groups", "adaptive_clip"};
     int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc == DP_OK)
+        rc = parse_adaptive_clip(json_object_get(v, "adaptive_clip"), s, err);
     if (rc != DP_OK)
         return rc;
     const json_t *gs = json_object_get(v, "groups");

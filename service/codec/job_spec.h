@@ -98,6 +98,8 @@ typedef struct job_spec {
     bool hdp_given; /* the spec listed its groups */
     job_hdp_group hdp_groups[JOB_MAX_HDP_GROUPS];
     fl_hdp_group_cfg hdp[JOB_MAX_HDP_GROUPS]; /* the engine's view (noise set when planned) */
+    bool hdp_adaptive; /* fedhdp.adaptive_clip given: Alg. 2's adaptive clipping */
+    double hdp_clip_quantile, hdp_clip_lr, hdp_count_noise; /* kappa, eta_b, sigma_b */
     /* budgets */
     job_on_budget on_budget;
     job_binding *bindings; /* n_bindings, owned */

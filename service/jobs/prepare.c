@@ -209,6 +209,29 @@ static int hdp_bind(job_prepared *p, size_t k, int64_t silo_id, bool opted_out, 
     return DP_OK;
 }
 
+/* fedhdp with adaptive clipping: the calibrated multiplier of group g's round event is the
+ * combined one, z_c; its model noise is z_g = (z_c^-2 - sigma_b^-2)^(-1/2) (the inverse of
+ * fl_hdp_combined_noise), rounded up until the combination is >= z_c. DP_EINVAL (count_noise) when
+ * sigma_b <= z_c leaves nothing for the model's noise. */
+static int hdp_split(job_spec *s, size_t g, double zc, dp_err *err)
+{
+    double sb = s->hdp_count_noise;
+    if (!(sb > zc))
+        return dp_err_set(err, DP_EINVAL, "fedhdp.adaptive_clip.count_noise",
+                          "fedhdp.adaptive_clip.count_noise (%g) must exceed the noise multiplier "
+                          "%g that group \"%.40s\"'s target epsilon needs in all (the count's "
+                          "noise takes part of the budget)",
+                          sb, zc, s->hdp_groups[g].name);
+    double z = 1.0 / sqrt(1.0 / (zc * zc) - 1.0 / (sb * sb));
+    for (int i = 0; i < 64 && fl_hdp_combined_noise(z, sb) < zc; i++)
+        z = nextafter(z, DP_INF);
+    if (fl_hdp_combined_noise(z, sb) < zc)
+        return dp_err_set(err, DP_ENUMERIC, "fedhdp.adaptive_clip.count_noise",
+                          "could not split the noise of group \"%.40s\"", s->hdp_groups[g].name);
+    s->hdp[g].noise = z;
+    return DP_OK;
+}
+
 /* fedhdp: each private group's noise multiplier for its target epsilon: the largest of its silos'
  * calibrations (silos bound to budgets with different deltas need different noise; the group's
  * mean has one), so that every silo of the group meets the target. */
@@ -239,6 +262,8 @@ static int hdp_calibrate(job_prepared *p, dp_err *err)
         for (size_t i = 0; rc == DP_OK && i < m; i++)
             zg = z[i] > zg ? z[i] : zg;
         s->hdp[g].noise = zg;
+        if (rc == DP_OK && s->hdp_adaptive)
+            rc = hdp_split(s, g, zg, err);
     }
     dp_free(n);
     dp_free(acct);
@@ -307,6 +332,10 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
     if (strcmp(s->algorithm, "fedhdp") == 0) {
         c->hdp_n_groups = s->n_hdp_groups;
         c->hdp_groups = s->hdp;
+        c->hdp_adaptive = s->hdp_adaptive;
+        c->hdp_clip_quantile = s->hdp_clip_quantile;
+        c->hdp_clip_lr = s->hdp_clip_lr;
+        c->hdp_count_noise = s->hdp_count_noise;
     }
 }
 

@@ -192,6 +192,16 @@ expect_status 202 POST /v1/jobs '{'"$HDP"',"rounds":1,"silos":{"s0":'"$SD"'}}'
 JH2=$(printf '%s' "$BODY" | jq -r .id)
 expect_json '[.plan.groups[] | "\(.name):\(.private):\(.silos)"] | join(",")' private:true:3,opted_out:false:1
 poll_status "$JH2" succeeded 60 || fail "fedhdp job $JH2 did not succeed"
+# adaptive clipping: the count of unclipped updates is a second Gaussian on the same sample, so a
+# silo's event has the combined multiplier (z_g^-2 + sigma_b^-2)^(-1/2), calibrated to the target
+expect_status 202 POST /v1/jobs '{'"$HDP"',"rounds":5,"fedhdp":{"adaptive_clip":{"count_noise":50},"groups":[{"silos":["s0"],"private":false},{}]}}'
+JA=$(printf '%s' "$BODY" | jq -r .id)
+expect_json '.plan.silos[1] as $s | .plan.groups[1] | (.noise_multiplier > $s.noise_multiplier) and ((1 / (1 / (.noise_multiplier * .noise_multiplier) + 1 / 2500) | sqrt) - $s.noise_multiplier | fabs) < 1e-9 * $s.noise_multiplier' true
+poll_status "$JA" succeeded 60 || fail "fedhdp adaptive job $JA did not succeed"
+expect_status 200 GET "/v1/jobs/$JA/metrics?after=4"
+expect_json '.rounds[0].groups[1].epsilon | . <= 2 and . > 1.99' true
+expect_status 400 POST /v1/jobs '{'"$HDP"',"rounds":5,"fedhdp":{"adaptive_clip":{"count_noise":1},"groups":[{}]}}'
+expect_json .error.field fedhdp.adaptive_clip.count_noise
 expect_status 400 POST /v1/jobs '{'"$HDP"',"rounds":1,"fedhdp":{"groups":[{"r":1}]},"silos":{"s0":'"$SD"'}}'
 expect_json .error.field silos.s0
 expect_status 400 POST /v1/jobs '{'"$HDP"',"rounds":1,"fedhdp":{"groups":[{"silos":["s1"],"private":false},{}]},"silos":{"s1":'"$SE"'}}'

@@ -177,6 +177,10 @@ static fl_job_cfg private_cfg(const char *algo)
         c.hdp_n_groups = 3;
         c.hdp_groups = HDP3;
         c.hdp_silo_group = HDP_GROUP_OF;
+        c.hdp_adaptive = true; /* S^t in the state: the determinism tests cover it */
+        c.hdp_clip_quantile = 0.5;
+        c.hdp_clip_lr = 0.2;
+        c.hdp_count_noise = 0.8;
     }
     return c;
 }
@@ -1039,6 +1043,7 @@ static void fedhdp_with_one_group_releases_dp_fedavgs_global_model_bit_for_bit(v
         h.hdp_n_groups = 1;
         h.hdp_groups = &one;
         h.hdp_silo_group = NULL;
+        h.hdp_adaptive = false;
         fl_state sh;
         assert_int_equal(fl_state_init(&h, &f, &sh, &err), DP_OK);
         run_rounds(&h, &f, &sh, h.rounds, NULL, 3, NULL);
@@ -1100,6 +1105,7 @@ static void fedhdp_charges_each_silo_its_groups_event_and_opted_out_silos_nothin
     (void)state;
     fl_job_cfg h = private_cfg("fedhdp"); /* HDP3: z 0.7, z 1.4, opted out */
     h.rounds = 50;
+    h.hdp_adaptive = false;
     fl_accountant acct = {1e-5, ACCT_CONV_OPTIMAL, NULL, 0};
     dp_err err = {0};
     for (size_t k = 0; k < K_MAX; k++) {
@@ -1149,6 +1155,66 @@ static void fedhdp_charges_each_silo_its_groups_event_and_opted_out_silos_nothin
     assert_int_equal(fl_plan_silo(&h, 0, 20, &p0, &e0, &err), DP_OK);
     assert_false(p0.is_private);
     assert_null(e0);
+    /* adaptive clipping: the count is a second Gaussian on the same sample */
+    h.hdp_groups = HDP3;
+    h.hdp_adaptive = true;
+    h.hdp_clip_quantile = 0.5;
+    h.hdp_clip_lr = 0.2;
+    h.hdp_count_noise = 2.0;
+    assert_int_equal(fl_plan_silo(&h, 2, 20, &p1, &e1, &err), DP_OK);
+    assert_close(p1.noise_multiplier, 1.0 / sqrt(1.0 / (1.4 * 1.4) + 1.0 / 4.0), 1e-15, 0);
+    acct_event_free(e1);
+    assert_int_equal(fl_plan_silo(&h, 1, 20, &p1, &e1, &err), DP_OK); /* opted out: still none */
+    assert_null(e1);
+}
+
+/* One round of adaptive clipping on a federation whose every update is 0 (fed_zero) or of norm far
+ * above S^0 (all clipped): with q = 1 and a negligible count noise b_bar is 1 or 0. */
+static void fedhdp_adaptive_clip_follows_the_geometric_rule(void **state)
+{
+    (void)state;
+    fl_hdp_group_cfg g[2] = {{false, 0.5, 1.0, 0.1}, {true, 0.0, 1.0, 0.1}};
+    const uint32_t of[4] = {0, 1, 0, 1};
+    fl_federation f;
+    fed_zero(&f, 4, D, 10);
+    fl_job_cfg c = private_cfg("fedhdp");
+    c.rounds = 3;
+    c.client_rate = 1.0;
+    c.update_clip = 0.3;
+    c.hdp_n_groups = 2;
+    c.hdp_groups = g;
+    c.hdp_silo_group = of;
+    c.hdp_count_noise = 1e-9;
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    assert_int_equal(s.n_extra, 1);
+    assert_close(fl_hdp_clip(&c, &s), 0.3, 0, 0); /* S^0 before the first round */
+    run_rounds(&c, &f, &s, 1, NULL, 2, NULL);
+    double want = 0.3 * exp(-0.2 * (1.0 - 0.5)); /* every update unclipped: S shrinks */
+    assert_close(fl_hdp_clip(&c, &s), want, 1e-6, 0);
+    run_rounds(&c, &f, &s, 2, NULL, 2, NULL);
+    assert_close(fl_hdp_clip(&c, &s), want * exp(-0.2 * 0.5), 1e-6, 0);
+    fl_state_free(&s);
+    fed_free(&f);
+    const size_t ntr[4] = {30, 30, 30, 30}, nte[4] = {5, 5, 5, 5};
+    fed_make(&f, 4, ntr, nte, 1.0, 44);
+    c.update_clip = 1e-6; /* far below every update's norm: all clipped, S grows */
+    g[0].noise = 0.0;
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+    assert_close(fl_hdp_clip(&c, &s), 1e-6 * exp(0.2 * 0.5), 1e-6, 0);
+    fl_state_free(&s);
+    fed_free(&f);
+    /* not adaptive: no state, S stays update_clip */
+    c.hdp_adaptive = false;
+    fed_zero(&f, 4, D, 10);
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    assert_int_equal(s.n_extra, 0);
+    run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+    assert_close(fl_hdp_clip(&c, &s), 1e-6, 0, 0);
+    fl_state_free(&s);
+    fed_free(&f);
 }
 
 static void fedhdp_group_with_r_zero_never_trains_and_keeps_the_global_model(void **state)
@@ -1477,6 +1543,16 @@ static void bad_configurations_are_refused_with_their_field(void **state)
     dp_err_clear(&err);
     assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
     assert_string_equal(err.field, "fedhdp.silo_group[1]");
+    c.hdp_silo_group = HDP_GROUP_OF;
+    c.hdp_count_noise = 0;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "fedhdp.adaptive_clip.count_noise");
+    c.hdp_count_noise = 1;
+    c.hdp_clip_quantile = 1;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "fedhdp.adaptive_clip.quantile");
     c.hdp_n_groups = 0;
     dp_err_clear(&err);
     assert_int_equal(fl_job_cfg_check(&c, NULL, &err), DP_EINVAL);
@@ -1523,6 +1599,7 @@ int main(void)
         cmocka_unit_test(fedhdp_noises_each_group_mean_with_its_own_z_and_weights_it_by_r),
         cmocka_unit_test(fedhdp_charges_each_silo_its_groups_event_and_opted_out_silos_nothing),
         cmocka_unit_test(fedhdp_group_with_r_zero_never_trains_and_keeps_the_global_model),
+        cmocka_unit_test(fedhdp_adaptive_clip_follows_the_geometric_rule),
         cmocka_unit_test(the_trainer_runs_exactly_the_steps_the_plan_charges),
         cmocka_unit_test(silos_and_rounds_draw_their_own_seeds),
         cmocka_unit_test(classifiers_report_accuracy_and_an_mlp_resumes_bit_identically),

@@ -304,6 +304,23 @@ static void fedhdp_reads_its_groups(void **state)
                                    "\"noise_multiplier\":1}]}}",
                  "fedhdp.groups[0]");
     expect_field(HDP_HEAD "\"seed\":1}", "privacy"); /* client-level DP needs its privacy */
+    assert_int_equal(parse(HDP_HEAD HDP_PRIV
+                           ",\"fedhdp\":{\"adaptive_clip\":{\"count_noise\":5},\"groups\":[{}]}}",
+                           &s, &e),
+                     DP_OK);
+    assert_true(s.hdp_adaptive);
+    assert_close(s.hdp_clip_quantile, 0.5, 0, 0); /* Andrew et al.'s defaults */
+    assert_close(s.hdp_clip_lr, 0.2, 0, 0);
+    assert_close(s.hdp_count_noise, 5, 0, 0);
+    job_spec_clear(&s);
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"adaptive_clip\":{},\"groups\":[{}]}}",
+                 "fedhdp.adaptive_clip.count_noise");
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"adaptive_clip\":{\"count_noise\":5,"
+                                   "\"quantile\":1},\"groups\":[{}]}}",
+                 "fedhdp.adaptive_clip.quantile");
+    expect_field(HDP_HEAD HDP_PRIV ",\"fedhdp\":{\"adaptive_clip\":{\"count_noise\":5,"
+                                   "\"beta\":1},\"groups\":[{}]}}",
+                 "fedhdp.adaptive_clip.beta");
     expect_field(PPSGD_HEAD PPSGD_PRIV ",\"fedhdp\":{\"groups\":[{}]}}", "fedhdp");
 }
 
