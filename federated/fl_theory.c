@@ -366,3 +366,43 @@ int fl_ppsgd_theory(const fl_ppsgd_in *in, fl_ppsgd_out *out, dp_err *err)
     out->bound_best = best_b;
     return DP_OK;
 }
+
+int fl_hdp_alg1(size_t n, size_t d, const double *phi, const double *psi, const uint32_t *group,
+                size_t n_groups, const double *r, const double *lambda, double *global,
+                double *personal, dp_err *err)
+{
+    if (n < 1 || d < 1)
+        return dp_err_set(err, DP_EINVAL, "clients", "need >= 1 client and >= 1 dimension");
+    if (n_groups < 1 || n_groups > HDP_MAX_GROUPS)
+        return dp_err_set(err, DP_EINVAL, "groups", "groups must number 1..%d", HDP_MAX_GROUPS);
+    for (size_t g = 0; g < n_groups; g++) {
+        if (!(isfinite(r[g]) && r[g] >= 0.0))
+            return dp_err_set(err, DP_EINVAL, "r", "r[%zu] must be finite and >= 0 (got %g)", g,
+                              r[g]);
+        if (!(lambda[g] >= 0.0))
+            return dp_err_set(err, DP_EINVAL, "lambda", "lambda[%zu] must be >= 0 (got %g)", g,
+                              lambda[g]);
+    }
+    double W = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        if (group[j] >= n_groups)
+            return dp_err_set(err, DP_EINVAL, "group", "group[%zu] must be < %zu (got %u)", j,
+                              n_groups, (unsigned)group[j]);
+        W += r[group[j]];
+    }
+    if (!(W > 0.0))
+        return dp_err_set(err, DP_EINVAL, "r", "r must give some client a positive weight");
+    for (size_t i = 0; i < d; i++) {
+        double acc = 0.0;
+        for (size_t j = 0; j < n; j++)
+            acc += r[group[j]] * psi[j * d + i];
+        global[i] = acc / W;
+    }
+    for (size_t j = 0; j < n; j++) {
+        double l = lambda[group[j]];
+        for (size_t i = 0; i < d; i++)
+            personal[j * d + i] =
+                isinf(l) ? global[i] : (phi[j * d + i] + l * global[i]) / (1.0 + l);
+    }
+    return DP_OK;
+}

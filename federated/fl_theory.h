@@ -34,6 +34,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/dp_err.h"
 
@@ -124,6 +125,23 @@ int fl_hdp_server_var(const fl_hdp_group *g, size_t n_groups, double alpha2, dou
 int fl_hdp_client_mse(const fl_hdp_group *g, size_t n_groups, double alpha2, double tau2,
                       const double *r, size_t group, double lambda, bool own_noise, double *mse,
                       dp_err *err);
+
+/* FedHDP's Algorithms 1 (linear regression, App. A) and 3 (point estimation, App. B) on this model,
+ * all n clients taking part, eta = 1: the server's one aggregation
+ *     global = sum_j r_{g(j)} psi_j / sum_j r_{g(j)}
+ * (Alg. 1's (1/W) sum_np psi + (r/W) sum_p psi with W = N_np + r N_p; App. A.6's w_j = r_g /
+ * sum_h N_h r_h for any number of groups), then each client's personalisation step with eta_p =
+ * 1 / (1 + lambda), which lands on the minimiser of its Ditto objective from any start:
+ *     personal_j = (phi_j + lambda_{g(j)} global) / (1 + lambda_{g(j)})   (global when lambda inf)
+ * anchored at the received global model, as the proof of Lemma 4 has it (the printed line uses the
+ * client's own updated estimate, which would make personal_j = phi_j). phi: n x d local estimates
+ * (a client's least-squares solution; its sample mean for d = 1); psi: n x d what each client sends
+ * (phi_j plus its privacy noise, drawn by the caller; = phi_j for an opted-out client); group[j] <
+ * n_groups <= 64; r[g] finite >= 0, not 0 for every group holding a client; lambda[g] >= 0 or +inf.
+ * global: d doubles; personal: n x d (both owned by the caller). DP_EINVAL naming the field. */
+int fl_hdp_alg1(size_t n, size_t d, const double *phi, const double *psi, const uint32_t *group,
+                size_t n_groups, const double *r, const double *lambda, double *global,
+                double *personal, dp_err *err);
 
 /* ---- PPSGD (Bietti et al. 2022, §4) ---- */
 

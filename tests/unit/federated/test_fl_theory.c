@@ -20,7 +20,10 @@
 #include <math.h>
 #include <string.h>
 
+#include <gsl/gsl_randist.h>
+
 #include "common/dp_math.h"
+#include "common/dp_rng.h"
 #include "federated/fl_theory.h"
 
 static dp_err E;
@@ -363,6 +366,149 @@ static void ppsgd_refuses_bad_input_naming_the_field(void **state)
     dp_err_clear(&E);
 }
 
+/* R3: Monte Carlo of Algorithm 3 (point estimation) on the Bayesian model of App. B, config A
+ * (N = 100, 5 clients opted out, 95 private with per-client noise N_p gamma^2 = 4.75, alpha^2 = 1,
+ * tau^2 = 0.25): theta = 0, p_j = N(0, tau^2), phi_j = p_j + N(0, alpha^2), psi_j = phi_j +
+ * N(0, L_g). Algorithm 3's estimates match the closed forms (the server's variance, each group's
+ * error with the client's own noise inside the global model) within 4 standard errors, at
+ * (r*, lambda*) and at r = 1 (HDP-FedAvg+Ditto), and FedHDP beats HDP-FedAvg+Ditto for both groups
+ * on the same draws (Theorem 5: it is Bayes optimal). */
+#define HDP_MC_TRIALS 20000
+static void fedhdp_algorithm_3_matches_its_closed_forms_by_monte_carlo(void **state)
+{
+    (void)state;
+    enum { N = 100, NNP = 5 };
+    fl_hdp_group g[2] = {{NNP, 0}, {N - NNP, 4.75}};
+    const double alpha2 = 1, tau2 = 0.25;
+    fl_hdp_out o;
+    fl_hdp_group_out og[2];
+    assert_int_equal(fl_hdp_theory(g, 2, alpha2, tau2, &o, og, &E), DP_OK);
+    assert_rel(og[1].r_star, 0.208333, 2e-6);
+    const double rs[2][2] = {{og[0].r_star, og[1].r_star}, {1, 1}};
+    const double lam[2] = {og[0].lambda_star, og[1].lambda_star};
+    uint32_t grp[N];
+    for (size_t j = 0; j < N; j++)
+        grp[j] = j < NNP ? 0 : 1;
+    static double phi[N], psi[N], pj[N], pers[N];
+    double glob;
+    /* sums over trials of: server error, per-group mean error; [algorithm][quantity] */
+    double sum[2][3] = {{0}}, sq[2][3] = {{0}}, dsum[2] = {0}, dsq[2] = {0};
+    gsl_rng *rng = dp_rng_alloc(20261127, DP_RNG_STREAM_DATA, NULL);
+    assert_non_null(rng);
+    for (int t = 0; t < HDP_MC_TRIALS; t++) {
+        for (size_t j = 0; j < N; j++) {
+            pj[j] = gsl_ran_gaussian_ziggurat(rng, sqrt(tau2));
+            phi[j] = pj[j] + gsl_ran_gaussian_ziggurat(rng, sqrt(alpha2));
+            psi[j] = phi[j] + (grp[j] ? gsl_ran_gaussian_ziggurat(rng, sqrt(4.75)) : 0.0);
+        }
+        double grp_err[2][2];
+        for (int a = 0; a < 2; a++) {
+            assert_int_equal(fl_hdp_alg1(N, 1, phi, psi, grp, 2, rs[a], lam, &glob, pers, &E),
+                             DP_OK);
+            double e[3] = {glob * glob, 0, 0};
+            for (size_t j = 0; j < N; j++)
+                e[1 + grp[j]] += (pers[j] - pj[j]) * (pers[j] - pj[j]);
+            e[1] /= NNP;
+            e[2] /= N - NNP;
+            for (int k = 0; k < 3; k++) {
+                sum[a][k] += e[k];
+                sq[a][k] += e[k] * e[k];
+            }
+            grp_err[a][0] = e[1];
+            grp_err[a][1] = e[2];
+        }
+        for (int k = 0; k < 2; k++) {
+            double dd = grp_err[1][k] - grp_err[0][k]; /* HDP - FedHDP, same draws */
+            dsum[k] += dd;
+            dsq[k] += dd * dd;
+        }
+    }
+    gsl_rng_free(rng);
+    const double T = HDP_MC_TRIALS;
+    for (int a = 0; a < 2; a++) {
+        double want[3];
+        assert_int_equal(fl_hdp_server_var(g, 2, alpha2, tau2, rs[a], &want[0], &E), DP_OK);
+        for (size_t k = 0; k < 2; k++)
+            assert_int_equal(
+                fl_hdp_client_mse(g, 2, alpha2, tau2, rs[a], k, lam[k], true, &want[1 + k], &E),
+                DP_OK);
+        for (int k = 0; k < 3; k++) {
+            double mean = sum[a][k] / T, se = sqrt((sq[a][k] / T - mean * mean) / T);
+            if (!(fabs(mean - want[k]) <= 4 * se))
+                fail_msg("algorithm %d quantity %d: Monte Carlo %.6f, closed form %.6f (se %.2g)",
+                         a, k, mean, want[k], se);
+        }
+    }
+    assert_rel(sum[0][0] / T, 0.0504202, 0.05); /* the paper's sigma^2_s,opt (Eq. 78) */
+    for (int k = 0; k < 2; k++) {
+        double mean = dsum[k] / T, se = sqrt((dsq[k] / T - mean * mean) / T);
+        assert_true(mean > 4 * se); /* FedHDP's error is below HDP-FedAvg+Ditto's */
+    }
+}
+
+/* R4: the opt-out trade-off of §3.1.4 (Figs. 1, 2), from the exact error: N = 10 clients, one other
+ * client opted out, the other 8 private with per-client noise 10, alpha^2 = 1, tau^2 = 0.1; client
+ * c_k is private (noise 10) or opts out. Its best error over lambda is lower when it opts out,
+ * under HDP-FedAvg+Ditto (r = 1) and FedHDP (r*), FedHDP's is the lower one, and the best lambda of
+ * the opted-out client is alpha^2 / tau^2 = 10, above the private client's (Theorem 8: lambda*_p <
+ * lambda*_np). */
+static double best_mse(const fl_hdp_group *g, const double *r, double *lambda_at)
+{
+    double best = DP_INF;
+    for (double l = 0.01; l <= 100.0; l *= 1.001) {
+        double m;
+        assert_int_equal(fl_hdp_client_mse(g, 3, 1.0, 0.1, r, 2, l, true, &m, &E), DP_OK);
+        if (m < best) {
+            best = m;
+            *lambda_at = l;
+        }
+    }
+    return best;
+}
+
+static void fedhdp_opting_out_lowers_a_clients_error(void **state)
+{
+    (void)state;
+    double mse[2][2], lam[2][2]; /* [client private, opted out][HDP r = 1, FedHDP r*] */
+    for (int out = 0; out < 2; out++) {
+        fl_hdp_group g[3] = {{1, 0}, {8, 10}, {1, out ? 0.0 : 10.0}};
+        fl_hdp_out o;
+        fl_hdp_group_out og[3];
+        assert_int_equal(fl_hdp_theory(g, 3, 1.0, 0.1, &o, og, &E), DP_OK);
+        const double ones[3] = {1, 1, 1}, rs[3] = {og[0].r_star, og[1].r_star, og[2].r_star};
+        mse[out][0] = best_mse(g, ones, &lam[out][0]);
+        mse[out][1] = best_mse(g, rs, &lam[out][1]);
+    }
+    for (int a = 0; a < 2; a++)
+        assert_true(mse[1][a] < mse[0][a]);                      /* opting out helps */
+    assert_true(mse[0][1] < mse[0][0] && mse[1][1] < mse[1][0]); /* FedHDP < HDP-FedAvg */
+    assert_true(fabs(lam[1][1] - 10.0) < 0.02);                  /* alpha^2 / tau^2 */
+    assert_true(lam[0][1] < lam[1][1]);
+    /* the values of an independent script (to its 4 digits) */
+    assert_true(fabs(mse[0][0] - 0.5714) < 1e-4 && fabs(mse[1][0] - 0.5475) < 1e-4);
+    assert_true(fabs(mse[0][1] - 0.4266) < 1e-4 && fabs(mse[1][1] - 0.4164) < 1e-4);
+    assert_true(fabs(lam[0][1] - 1.53) < 0.01);
+}
+
+static void fedhdp_algorithm_1_refuses_bad_input(void **state)
+{
+    (void)state;
+    const double phi[2] = {1, 2}, r[2] = {1, 0}, r0[2] = {0, 0}, lam[2] = {1, DP_INF};
+    const uint32_t grp[2] = {0, 1}, bad[2] = {0, 2};
+    double glob, pers[2];
+    assert_int_equal(fl_hdp_alg1(2, 1, phi, phi, grp, 2, r, lam, &glob, pers, &E), DP_OK);
+    assert_close(glob, 1.0, 0, 0); /* r = 0: the second client is ignored */
+    assert_close(pers[0], 1.0, 0, 0);
+    assert_close(pers[1], 1.0, 0, 0); /* lambda inf: the global model */
+    dp_err_clear(&E);
+    assert_int_equal(fl_hdp_alg1(2, 1, phi, phi, grp, 2, r0, lam, &glob, pers, &E), DP_EINVAL);
+    assert_string_equal(E.field, "r");
+    dp_err_clear(&E);
+    assert_int_equal(fl_hdp_alg1(2, 1, phi, phi, bad, 2, r, lam, &glob, pers, &E), DP_EINVAL);
+    assert_string_equal(E.field, "group");
+    dp_err_clear(&E);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +519,9 @@ int main(void)
         cmocka_unit_test(fedhdp_matches_the_independent_configurations),
         cmocka_unit_test(fedhdp_r_star_minimises_the_server_variance),
         cmocka_unit_test(fedhdp_refuses_bad_input_naming_the_field),
+        cmocka_unit_test(fedhdp_algorithm_3_matches_its_closed_forms_by_monte_carlo),
+        cmocka_unit_test(fedhdp_opting_out_lowers_a_clients_error),
+        cmocka_unit_test(fedhdp_algorithm_1_refuses_bad_input),
         cmocka_unit_test(ppsgd_threshold_matches_lemma_4_6),
         cmocka_unit_test(ppsgd_bound_matches_theorem_4_5_and_is_minimised),
         cmocka_unit_test(ppsgd_refuses_bad_input_naming_the_field),
