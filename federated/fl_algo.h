@@ -166,8 +166,9 @@ const char *const *fl_algo_names(size_t *n);
 /* true when the algorithm keeps a global model that is evaluated (false for local and for an
  * unknown name). */
 bool fl_algo_has_global(const char *algorithm);
-/* true for client-level DP algorithms (dp_fedavg, ppsgd: the privacy unit is a silo, one noise
- * multiplier server_noise for all), false for record-level ones and unknown names. */
+/* true for client-level DP algorithms (dp_fedavg, ppsgd, fedhdp: the privacy unit is a silo; one
+ * noise multiplier server_noise for all, or fedhdp's per privacy group), false for record-level
+ * ones and unknown names. */
 bool fl_algo_client_level(const char *algorithm);
 
 /* ppsgd's step sizes from cfg->lr and cfg->ppsgd_ratio r (Bietti et al. 2022, §6): r = inf gives

@@ -53,7 +53,8 @@ typedef struct fl_algo_ops {
     const char *name;
     unsigned steps_factor; /* local-epoch blocks per round (privacy plan) */
     bool has_global;       /* the global model is a model of the federation, evaluated */
-    bool record_level;     /* record-level DP-SGD (false: client-level DP, dp_fedavg, ppsgd) */
+    bool record_level;     /* record-level DP-SGD (false: client-level DP, dp_fedavg, ppsgd,
+                              fedhdp) */
     bool extra_per_silo;   /* state->extra is K equal rows, row k handed to silo k's update */
     /* Floats the algorithm keeps in state->extra for K silos and P parameters (NULL = none); the
      * state starts them at 0. */
@@ -87,8 +88,8 @@ const fl_algo_ops *fl_algo_find(const char *name);
 
 /* ---- shared helpers (fl_algo.c) ---- */
 
-/* Client-level algorithms (dp_fedavg, ppsgd): checks client_rate in (0, 1], update_clip finite
- * > 0 and server_noise finite >= 0, naming the field. */
+/* Client-level algorithms (dp_fedavg, ppsgd, fedhdp): checks client_rate in (0, 1], update_clip
+ * finite > 0 and server_noise finite >= 0, naming the field. */
 int fl_check_client_level(const fl_job_cfg *cfg, dp_err *err);
 /* Their select: each trainable silo independently with probability client_rate (Poisson
  * sampling), one uniform per silo in silo order from the server's round seed, drawn for stopped
