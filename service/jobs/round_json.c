@@ -95,7 +95,7 @@ static json_t *groups_json(const job_prepared *p, const double *eps)
 
 char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const bool *stopped,
                      const uint64_t *trained, const uint64_t *charged, const double *eps,
-                     const double *ledger_eps, double wall_ms)
+                     const double *ledger_eps, double clip, double wall_ms)
 {
     json_t *silos = json_array();
     bool ok = silos != NULL;
@@ -125,7 +125,7 @@ char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const boo
     }
     if (ok && p->silo_group != NULL) {
         json_t *gs = groups_json(p, eps);
-        ok = gs != NULL && json_object_set_new(root, "groups", gs) == 0;
+        ok = gs != NULL && json_object_set_new(root, "groups", gs) == 0 && put(root, "clip", clip);
     }
     char *text = ok ? json_util_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);

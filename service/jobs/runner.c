@@ -205,6 +205,7 @@ typedef struct round_write {
     job_exec *x;
     double *ledger_eps; /* K: x->ledger_eps with this round's charges */
     const fl_round_metrics *m;
+    double clip; /* fedhdp: the update clip the round used */
     double wall_ms;
     const uint8_t *ckpt;
     size_t ckpt_len;
@@ -220,7 +221,7 @@ static int write_round(sqlite3 *db, void *arg, const ledger_charge_result *out, 
     for (size_t i = 0; i < n && i < x->n_reqs; i++)
         rw->ledger_eps[x->req_silo[i]] = out[i].spent_eps_after;
     char *text = job_round_json(&x->p, rw->m, x->st.stopped, x->trained, x->charged, x->eps,
-                                rw->ledger_eps, rw->wall_ms);
+                                rw->ledger_eps, rw->clip, rw->wall_ms);
     if (text == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     job_round_new r = {x->id,    (int64_t)x->st.round, time_now_ms(), rw->wall_ms, text,
@@ -349,6 +350,7 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
         ckpt = NULL;
         fl_round_metrics m;
         memset(&m, 0, sizeof m);
+        double clip = fl_hdp_clip(&x->p.cfg, &x->st); /* S^t, before the round moves it */
         if (rc == DP_OK)
             rc = fl_round_run(&x->p.cfg, &x->p.fed, &x->st, x->active, (int)x->r->cfg.job_threads,
                               &m, err);
@@ -385,7 +387,7 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
             x->eps[k] = accountant_eps(x, k, x->charged[k]);
         }
         double *leps = dp_calloc(x->p.fed.n_silos, sizeof *leps);
-        round_write rw = {x, leps, &m, wall, ckpt, ckpt_len};
+        round_write rw = {x, leps, &m, clip, wall, ckpt, ckpt_len};
         dp_err_clear(&e);
         rc = leps ? ledger_charge_batch_with(x->r->l, x->reqs, x->n_reqs, write_round, &rw, x->res,
                                              &e)

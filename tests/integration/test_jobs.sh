@@ -200,6 +200,9 @@ expect_json '.plan.silos[1] as $s | .plan.groups[1] | (.noise_multiplier > $s.no
 poll_status "$JA" succeeded 60 || fail "fedhdp adaptive job $JA did not succeed"
 expect_status 200 GET "/v1/jobs/$JA/metrics?after=4"
 expect_json '.rounds[0].groups[1].epsilon | . <= 2 and . > 1.99' true
+check "fedhdp: the adaptive clip moved from privacy.clip" test "$(printf '%s' "$BODY" | jq -r '.rounds[0].clip != 1 and .rounds[0].clip > 0')" = true
+expect_status 200 GET "/v1/jobs/$JA/metrics?after=0&limit=1"
+expect_json '.rounds[0].clip' 1
 expect_status 400 POST /v1/jobs '{'"$HDP"',"rounds":5,"fedhdp":{"adaptive_clip":{"count_noise":1},"groups":[{}]}}'
 expect_json .error.field fedhdp.adaptive_clip.count_noise
 expect_status 400 POST /v1/jobs '{'"$HDP"',"rounds":1,"fedhdp":{"groups":[{"r":1}]},"silos":{"s0":'"$SD"'}}'
