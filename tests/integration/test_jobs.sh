@@ -186,6 +186,21 @@ expect_json .n_charges 0
 expect_status 200 GET "/v1/silos/$SE"
 expect_json .n_charges 10
 expect_json "((.spent.epsilon - $H_EPS) | fabs) <= 1e-12" true
+# budgets are enforced inside the loop: s1 (strict group, epsilon 1 over 10 rounds) bound to a
+# ledger silo of epsilon 0.5 stops when its next round would overspend; the others go on
+expect_status 201 POST /v1/silos '{"name":"f-small","budget":{"epsilon":0.5,"delta":1e-3}}'
+SF=$(printf '%s' "$BODY" | jq -r .id)
+expect_status 202 POST /v1/jobs '{'"$HDP"',"rounds":10,"fedhdp":{"groups":'"$HGROUPS"'},"silos":{"s1":'"$SF"'},"on_budget_exhausted":"stop_silo"}'
+JS=$(printf '%s' "$BODY" | jq -r .id)
+poll_status "$JS" succeeded 60 || fail "fedhdp stop_silo job $JS did not succeed"
+expect_status 200 GET "/v1/jobs/$JS/metrics?after=9"
+HS=$BODY
+check "fedhdp: the small budget's silo stopped" test "$(printf '%s' "$HS" | jq -r '.rounds[0].silos[1] | .stopped and .rounds_charged < 10 and .rounds_charged > 0')" = true
+check "fedhdp: the others trained on" test "$(printf '%s' "$HS" | jq -r '[.rounds[0].silos[2:][].rounds_charged] | join(",")')" = 10,10
+S_CH=$(printf '%s' "$HS" | jq -r '.rounds[0].silos[1].rounds_charged')
+expect_status 200 GET "/v1/silos/$SF"
+expect_json '.spent.epsilon <= 0.5' true
+expect_json .n_charges "$S_CH"
 # without a fedhdp block: one private group (DP-FedAvg+Ditto), and the silos bound to opted-out
 # ledger silos in an added opted-out group
 expect_status 202 POST /v1/jobs '{'"$HDP"',"rounds":1,"silos":{"s0":'"$SD"'}}'
