@@ -85,7 +85,8 @@ req() {
     if [ $# -ge 3 ]; then args+=(-H "Content-Type: ${4:-application/json}" --data-binary "$3"); fi
     # AUTH set (even to ""): that token, or none. AUTH unset: the admin token of an auth-on daemon
     # started by start_daemon (its file beside the database), so that tests about something other
-    # than access need no token plumbing; only the calculators, /healthz and /v1/version are open.
+    # than access need no token plumbing; only the calculators, /healthz, /v1/version and
+    # /v1/openapi.json are open.
     if [ -n "${AUTH+x}" ]; then
         if [ -n "$AUTH" ]; then args+=(-H "Authorization: Bearer $AUTH"); fi
     elif [ -n "${ADMIN_TOKEN_FILE:-}" ] && [ -s "$ADMIN_TOKEN_FILE" ]; then
