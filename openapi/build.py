@@ -261,6 +261,8 @@ SCHEMAS["Claim"] = obj({
 
 # Estimators (docs/ESTIMATORS.md)
 _client_id = {"oneOf": [string(), integer()]}
+_vec = {"oneOf": [num(), arr(num(), minItems=1)],
+        "description": "a number, or one per coordinate (multivariate)"}
 SCHEMAS["EstimatorRun"] = obj({
     "run_id": ID, "replayed": boolean(), "model": string(), "method": string(),
     "prior": t("object"), "estimates": arr(obj({
@@ -282,16 +284,20 @@ SCHEMAS["Run"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture"),
                      ["id", "kind", "created_at", "status", "outputs"], closed=False)
 SCHEMAS["RunList"] = obj({"runs": arr(ref("RunSummary")), "next_after": INTN},
                          ["runs", "next_after"])
-_gclient = obj({"id": _client_id, "mean": {"oneOf": [num(), arr(num())]},
-                "n": num(exclusiveMinimum=0), "within_variance": num(minimum=0),
-                "samples": arr(num()), "silo_id": ID})
+_gclient = obj({"id": _client_id, "mean": _vec, "n": num(exclusiveMinimum=0),
+                "within_variance": _vec,
+                "samples": arr({"oneOf": [num(), arr(num(), minItems=1)]}, minItems=1,
+                               description="raw samples: numbers, or arrays of coordinates"),
+                "silo_id": ID}, description="a summary (mean, n, within_variance) or samples")
 _bclient = obj({"id": _client_id, "successes": num(minimum=0), "trials": num(minimum=0),
-                "samples": arr(num()), "silo_id": ID})
+                "samples": arr({"oneOf": [enum(0, 1), boolean()]}, minItems=1),
+                "silo_id": ID}, description="successes and trials, or 0/1 samples")
 _common_est = {"method": string(), "privacy": null_or(t("object")), "seed": integer(minimum=0),
                "max_iter": integer(minimum=1), "keep_data": boolean()}
 SCHEMAS["GaussianRequest"] = obj(dict(
     clients=arr(_gclient, minItems=1), noise_variance={"oneOf": [num(minimum=0), arr(num())]},
-    prior=obj({"mean": num(), "variance": num(minimum=0)}), **_common_est), ["clients"])
+    prior=obj({"mean": null_or(_vec), "variance": _vec}, ["variance"]), **_common_est),
+    ["clients"])
 SCHEMAS["BetaRequest"] = obj(dict(
     clients=arr(_bclient, minItems=1),
     prior=obj({"alpha": num(exclusiveMinimum=0), "beta": num(exclusiveMinimum=0)}),
@@ -402,7 +408,8 @@ ERRORS = {
     "404": "No such resource (or one this token may not see).",
     "409": "A conflict: a budget exhausted (code budget_exhausted, with details), or a "
            "conflicting write (code conflict).",
-    "413": "The body is over the route's cap (or --max-body / --max-upload).",
+    "413": "The body is over the route's cap (or --max-body / --max-upload), or the route takes "
+           "no body and one was sent.",
     "422": "Valid input that asks for the impossible (code numerical_failure).",
     "500": "Our fault; the server log has the details under the request id.",
     "503": "Busy (database or compute queue full; Retry-After), out of memory, or shutting "
@@ -577,7 +584,9 @@ op("POST", "/v1/calculators/fedhdp", "FedHDP's r* and lambda* per privacy group"
                                           "per_client_noise": num(minimum=0),
                                           "gamma2": num(minimum=0)}, ["clients"]),
                                      minItems=1, maxItems=64),
-                       "r": num(), "lambda": arr(num())}, ["alpha2", "tau2", "groups"])),
+                       "r": arr(num(minimum=0), description="one per group"),
+                       "lambda": arr(num(minimum=0), description="one per group")},
+                      ["alpha2", "tau2", "groups"])),
    answers={"200": ok(obj({"groups": arr(t("object")), "server_variance": t("object"),
                            "alpha2": num(), "tau2": num(), "reference": string()},
                           ["groups", "server_variance", "reference"]))},
@@ -737,7 +746,10 @@ def build():
         if body is not None:
             o["requestBody"] = body
         resp = dict(answers)
-        for e in errors:
+        # the dispatcher's own answers, on every route: 400 (an unknown query parameter, a
+        # malformed id or body, framing), 413 (a body over the cap, or any body where the route
+        # takes none), 500, 503 (busy, out of memory, shutting down)
+        for e in sorted(set(errors) | {"400", "413", "500", "503"}):
             resp[e] = {"$ref": "#/components/responses/" + e}
         o["responses"] = dict(sorted(resp.items()))
         o["security"] = [] if access == "open" else [{"bearer": []}]

@@ -13,6 +13,11 @@ Driven by test_openapi.sh (and used by docs_examples.py for the answers its exam
                                               operation, its JSON body fits the operation's request
                                               schema and the answer it shows (`# -> STATUS JSON`) fits
                                               the documented answer of that status
+    openapi_check.py seeds DOC FUZZ_DRIVER    the fuzzer's seed bodies (valid requests, one list per
+                                              POST and PATCH route) fit the request schemas
+    openapi_check.py statuses DOC SCRIPT...   every status the integration scripts expect of a
+                                              documented operation (expect_status CODE METHOD PATH)
+                                              is one the document gives it
     openapi_check.py selftest                 the validator accepts and refuses what it should
 
 The validator covers the part of JSON Schema 2020-12 the document uses (type, properties, required,
@@ -604,6 +609,58 @@ def check_captured(doc, args, status, answer_text, where=""):
     return check_call(doc, c, status, answer, where)
 
 
+def check_seeds(doc, fuzz_path):
+    """fuzz_driver.SEEDS: valid bodies, which must fit their operation's request schema ("$SILO"
+    placeholders read as an id)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fuzz_driver", fuzz_path)
+    fz = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fz)
+    v = Validator(doc)
+    problems, n = [], 0
+    for key, bodies in fz.SEEDS.items():
+        m, path = key.split(" ", 1)
+        o = doc.get("paths", {}).get(path, {}).get(m.lower())
+        if o is None:
+            problems.append("%s: a fuzz seed for an operation the document lacks" % key)
+            continue
+        sch = o.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+        if sch is None:
+            continue
+        for k, b in enumerate(bodies):
+            text = re.sub(r'"\$SILO2?"', "1", json.dumps(b))
+            r = v.errors(json.loads(text, parse_float=Decimal), sch, "body")
+            n += 1
+            if r:
+                problems.append("%s seed %d: %s" % (key, k, r))
+    return problems, n
+
+
+EXPECT_RE = re.compile(r"expect_status\s+(\d{3})\s+([A-Z]+)\s+[\"']?(/[^\s\"'?]*)")
+
+
+def check_statuses(doc, scripts):
+    """expect_status lines of the integration scripts: a status a test pins on a documented
+    operation must be documented (405 is the answer to an operation that is not there)."""
+    problems, n = [], 0
+    for f in scripts:
+        with open(f, encoding="utf-8") as fh:
+            for k, ln in enumerate(fh, 1):
+                m = EXPECT_RE.search(ln)
+                if not m:
+                    continue
+                st, method, path = m.groups()
+                tpl, o = find_op(doc, method, re.sub(r"\$\{?\w+\}?", "1", path))
+                if o is None or st == "405":
+                    continue
+                n += 1
+                if st not in o.get("responses", {}):
+                    problems.append("%s:%d: %s %s answers %s, not documented" %
+                                    (f, k, method, tpl, st))
+    return problems, n
+
+
 # ---- self-test ----------------------------------------------------------------------------------------------
 
 
@@ -649,6 +706,18 @@ def selftest():
 def main(argv):
     if len(argv) == 2 and argv[1] == "selftest":
         return selftest()
+    if len(argv) >= 3 and argv[1] == "statuses":
+        problems, n = check_statuses(load(argv[2]), argv[3:])
+        for p in problems:
+            print("  " + p)
+        print("  statuses: %d expected statuses, %d problems" % (n, len(problems)))
+        return 1 if problems else 0
+    if len(argv) == 4 and argv[1] == "seeds":
+        problems, n = check_seeds(load(argv[2]), argv[3])
+        for p in problems:
+            print("  " + p)
+        print("  seeds: %d bodies, %d problems" % (n, len(problems)))
+        return 1 if problems else 0
     if len(argv) >= 3 and argv[1] in ("document", "routes", "examples"):
         doc = load(argv[2])
         if argv[1] == "document":

@@ -20,6 +20,10 @@ check "the route table and the document have the same operations" \
     python3 "$PY" routes "$DOC" service/api/routes.c
 # shellcheck disable=SC2086
 check "every curl example of the docs fits the document" python3 "$PY" examples "$DOC" $MD
+check "every status an integration test expects of an operation is documented" \
+    python3 "$PY" statuses "$DOC" tests/integration/test_*.sh
+check "the fuzzer's seed bodies fit the request schemas" \
+    python3 "$PY" seeds "$DOC" tests/integration/fuzz_driver.py
 
 # ---- each check fails on a broken document -------------------------------------------------------------
 mutate() { # mutate NAME PYTHON-STATEMENTS-ON-d: writes $T/NAME.json
@@ -56,6 +60,12 @@ fails "an answer member the document lacks is caught" python3 "$PY" examples "$T
 mutate no_status 'del d["paths"]["/v1/jobs/{id}/cancel"]["post"]["responses"]["409"]'
 # shellcheck disable=SC2086
 fails "a shown status the document lacks is caught" python3 "$PY" examples "$T/no_status.json" $MD
+mutate no_404 'del d["paths"]["/v1/runs/{id}"]["get"]["responses"]["404"]'
+fails "a status a test expects that the document lacks is caught" \
+    python3 "$PY" statuses "$T/no_404.json" tests/integration/test_*.sh
+mutate bad_seed 'd["components"]["schemas"]["ChargeRequest"]["properties"].pop("dry_run")'
+fails "a seed body member the document lacks is caught" \
+    python3 "$PY" seeds "$T/bad_seed.json" tests/integration/fuzz_driver.py
 mutate bad_ref 'd["components"]["schemas"]["Job"]["properties"]["spec"] = {"$ref": "#/components/schemas/Nope"}'
 fails "a \$ref that does not resolve is caught" python3 "$PY" document "$T/bad_ref.json"
 mutate old_version 'd["openapi"] = "3.0.3"'
