@@ -79,6 +79,13 @@ def obj(props, required=(), closed=True, **kw):
     return d
 
 
+def named(name, schema):
+    """Registers schema as components/schemas/name; returns its $ref."""
+    assert name not in SCHEMAS, name
+    SCHEMAS[name] = schema
+    return ref(name)
+
+
 def enum(*values, **kw):
     d = {"enum": list(values)}
     d.update(kw)
@@ -222,7 +229,10 @@ SCHEMAS["Silo"] = obj({
                   "rho_reason": string(), "optimal_order": NUMN}, closed=False),
     "reserved": obj({"epsilon": NUMN, "rho": NUMN, "active_claims": integer(minimum=0)},
                     closed=False),
-    "remaining": obj({"epsilon": NUMN, "rho": NUMN}, closed=False),
+    "remaining": null_or(obj({"epsilon": NUMN, "epsilon_reason": string(), "rho": NUMN,
+                              "rho_reason": string()})),
+    "remaining_reason": string(description="why remaining is null (a silo without a privacy "
+                               "budget)"),
     "n_charges": integer(minimum=0),
     "accounting": t("object", description="how the totals are computed"),
     "verification": obj({"consistent": boolean()}, ["consistent"], closed=False,
@@ -433,6 +443,12 @@ PARAMS = {
 }
 
 
+IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "schema": string(minLength=1),
+                   "description": "a retry with the same key and body answers the first run "
+                                  "(replayed: true) and charges nothing; the same key with "
+                                  "another body is a 409"}
+
+
 def q(name, schema, description):
     return {"name": name, "in": "query", "description": description, "schema": schema}
 
@@ -507,14 +523,15 @@ for name, extra, req, ans in (
         "delta": "delta of an event at epsilon",
         "calibrate": "the noise multiplier, sampling rate or count that meets a target epsilon",
         "rdp": "the RDP curve of an event at the given orders"}[name], "open",
-       body=json_body(body), answers={"200": ok(ref(ans))},
+       body=json_body(named(name.capitalize() + "Request", body)),
+       answers={"200": ok(ref(ans))},
        errors=["400", "413", "422", "500", "503"], tag="accounting")
 
 # estimators and runs
 for kind, schema in (("gaussian", "GaussianRequest"), ("beta", "BetaRequest"),
                      ("mixture", "MixtureRequest")):
     op("POST", "/v1/estimators/" + kind, "Empirical-Bayes %s estimator (stored as a run)" % kind,
-       "token", body=json_body(ref(schema)),
+       "token", [IDEMPOTENCY_KEY], body=json_body(ref(schema)),
        answers={"201": ok(ref("EstimatorRun"), "The run (Location: /v1/runs/{id}); a replay of "
                           "an Idempotency-Key answers the first run with replayed: true")},
        errors=["400", "401", "403", "404", "409", "413", "422", "500", "503"], tag="estimators")
@@ -525,31 +542,32 @@ op("GET", "/v1/runs/{id}", "One stored run", "token",
 
 # tuning
 op("POST", "/v1/tuning/cost", "Privacy cost of a hyperparameter search", "open",
-   body=json_body(obj({"event": ref("Event"), "distribution": ref("RunsDistribution"),
+   body=json_body(named("TuningCostRequest", obj({"event": ref("Event"),
+                                                  "distribution": ref("RunsDistribution"),
                        "delta": num(exclusiveMinimum=0, exclusiveMaximum=1),
                        "grid_size": integer(minimum=1), "neighboring": NEIGHBORING},
-                      ["event", "distribution", "delta"])),
-   answers={"200": ok(obj({"epsilon": NUMN, "epsilon_one_run": NUMN, "epsilon_naive": NUMN,
+                      ["event", "distribution", "delta"]))),
+   answers={"200": ok(named("TuningCostAnswer", obj({"epsilon": NUMN, "epsilon_one_run": NUMN, "epsilon_naive": NUMN,
                            "epsilon_naive_reason": string(), "naive_runs": INTN,
                            "delta": num(), "expected_runs": num(), "prob_no_run": num(),
                            "distribution": t("object"), "epsilon_rdp": NUMN,
                            "pure": null_or(t("object")), "accounting": t("object")},
-                          ["epsilon", "epsilon_one_run", "distribution", "accounting"]))},
+                          ["epsilon", "epsilon_one_run", "distribution", "accounting"])))},
    errors=["400", "413", "422", "500", "503"], tag="tuning")
 op("POST", "/v1/tuning/plan", "Noise multiplier per run so that the whole search meets a target",
    "open",
-   body=json_body(obj({"epsilon": num(exclusiveMinimum=0),
+   body=json_body(named("TuningPlanRequest", obj({"epsilon": num(exclusiveMinimum=0),
                        "delta": num(exclusiveMinimum=0, exclusiveMaximum=1),
                        "training": obj({"sampling_rate": num(exclusiveMinimum=0, maximum=1),
                                         "steps": integer(minimum=1)},
                                        ["sampling_rate", "steps"]),
                        "distribution": ref("RunsDistribution"), "grid_size": integer(minimum=1),
                        "expected_runs": num(minimum=1), "neighboring": NEIGHBORING},
-                      ["epsilon", "delta", "training", "distribution"])),
-   answers={"200": ok(obj({"noise_multiplier": NUMN, "noise_multiplier_untuned": NUMN,
+                      ["epsilon", "delta", "training", "distribution"]))),
+   answers={"200": ok(named("TuningPlanAnswer", obj({"noise_multiplier": NUMN, "noise_multiplier_untuned": NUMN,
                            "price_of_tuning": NUMN, "noise_multiplier_naive": NUMN,
                            "runs": t("object"), "epsilon": NUMN, "accounting": t("object")},
-                          ["noise_multiplier", "runs", "epsilon"], closed=False))},
+                          ["noise_multiplier", "runs", "epsilon"], closed=False)))},
    errors=["400", "413", "422", "500", "503"], tag="tuning")
 op("POST", "/v1/tuning/draw", "Draw the number of runs and the candidates (stored)", "token",
    body=json_body(obj({"distribution": ref("RunsDistribution"),
@@ -566,42 +584,42 @@ _mrmtl_silo = obj({"n": num(exclusiveMinimum=0), "sigma": num(minimum=0),
                    "clip": num(exclusiveMinimum=0)}, ["n", "sigma"])
 op("POST", "/v1/calculators/mrmtl", "MR-MTL's lambda* and the errors of local, FedAvg, MR-MTL",
    "open",
-   body=json_body(obj({"silos": {"oneOf": [integer(minimum=1, maximum=10000),
+   body=json_body(named("MrmtlRequest", obj({"silos": {"oneOf": [integer(minimum=1, maximum=10000),
                                            arr(_mrmtl_silo, minItems=1, maxItems=10000)]},
                        "n": num(exclusiveMinimum=0), "sigma": num(minimum=0),
                        "tau": num(minimum=0), "sigma_dp": num(minimum=0),
                        "noise_multiplier": num(minimum=0), "clip": num(exclusiveMinimum=0),
-                       "lambda": num(minimum=0)}, ["silos", "tau"])),
-   answers={"200": ok(obj({"model": string(), "silos": {"oneOf": [integer(), arr(t("object"))]},
+                       "lambda": num(minimum=0)}, ["silos", "tau"]))),
+   answers={"200": ok(named("MrmtlAnswer", obj({"model": string(), "silos": {"oneOf": [integer(), arr(t("object"))]},
                            "tau": num(), "sigma_dp": num(), "sigma_loc2": num(),
                            "lambda_star": NUMN, "best": string(), "mse": t("object"),
                            "gain": t("object"), "at_lambda": t("object"),
-                           "reference": string()}, ["model", "silos", "reference"]))},
+                           "reference": string()}, ["model", "silos", "reference"])))},
    errors=["400", "413", "422", "500", "503"], tag="calculators")
 op("POST", "/v1/calculators/fedhdp", "FedHDP's r* and lambda* per privacy group", "open",
-   body=json_body(obj({"alpha2": num(minimum=0), "tau2": num(minimum=0),
+   body=json_body(named("FedhdpRequest", obj({"alpha2": num(minimum=0), "tau2": num(minimum=0),
                        "groups": arr(obj({"name": string(), "clients": integer(minimum=1),
                                           "per_client_noise": num(minimum=0),
                                           "gamma2": num(minimum=0)}, ["clients"]),
                                      minItems=1, maxItems=64),
                        "r": arr(num(minimum=0), description="one per group"),
                        "lambda": arr(num(minimum=0), description="one per group")},
-                      ["alpha2", "tau2", "groups"])),
-   answers={"200": ok(obj({"groups": arr(t("object")), "server_variance": t("object"),
+                      ["alpha2", "tau2", "groups"]))),
+   answers={"200": ok(named("FedhdpAnswer", obj({"groups": arr(t("object")), "server_variance": t("object"),
                            "alpha2": num(), "tau2": num(), "reference": string()},
-                          ["groups", "server_variance", "reference"]))},
+                          ["groups", "server_variance", "reference"])))},
    errors=["400", "413", "422", "500", "503"], tag="calculators")
 op("POST", "/v1/calculators/ppsgd", "PPSGD's threshold n* and the bound of its Theorem 4.5",
    "open",
-   body=json_body(obj({"users": num(exclusiveMinimum=0), "sigma": num(minimum=0),
+   body=json_body(named("PpsgdRequest", obj({"users": num(exclusiveMinimum=0), "sigma": num(minimum=0),
                        "epsilon": num(exclusiveMinimum=0),
                        "delta": num(exclusiveMinimum=0, exclusiveMaximum=1),
                        "dim_w": num(exclusiveMinimum=0), "grad_bound": num(exclusiveMinimum=0),
                        "c": num(exclusiveMinimum=0), "n": num(exclusiveMinimum=0),
                        "smoothness": num(exclusiveMinimum=0), "v_norm2": num(minimum=0)},
-                      ["users", "sigma", "epsilon", "delta", "dim_w", "grad_bound"])),
-   answers={"200": ok(obj({"n_star": NUMN, "variance_favours": string(), "bound": t("object"),
-                           "reference": string()}, ["n_star", "reference"]))},
+                      ["users", "sigma", "epsilon", "delta", "dim_w", "grad_bound"]))),
+   answers={"200": ok(named("PpsgdAnswer", obj({"n_star": NUMN, "variance_favours": string(), "bound": t("object"),
+                           "reference": string()}, ["n_star", "reference"])))},
    errors=["400", "413", "422", "500", "503"], tag="calculators")
 
 # budgets
@@ -712,7 +730,9 @@ op("GET", "/v1/jobs/{id}/metrics", "Per-round metrics", "token",
    answers={"200": ok(ref("JobMetrics"))}, errors=["400", "401", "404", "500", "503"],
    tag="training")
 op("GET", "/v1/jobs/{id}/events", "Server-sent events: status changes and rounds", "token",
-   [q("after", integer(minimum=0), "the last event id seen (or the Last-Event-ID header)")],
+   [q("after", integer(minimum=0), "the last event id seen (or the Last-Event-ID header)"),
+    {"name": "Last-Event-ID", "in": "header", "schema": integer(minimum=0),
+     "description": "the id of the last event received (server-sent events); ?after= wins"}],
    answers={"200": ok(string(), "An event stream", media="text/event-stream"),
             "204": {"description": "A finished job's stream has been read to its end"}},
    errors=["400", "401", "404", "500", "503"], tag="training")

@@ -18,6 +18,9 @@ Driven by test_openapi.sh (and used by docs_examples.py for the answers its exam
     openapi_check.py statuses DOC SCRIPT...   every status the integration scripts expect of a
                                               documented operation (expect_status CODE METHOD PATH)
                                               is one the document gives it
+    openapi_check.py captured DOC CALLS       the answers an integration test got (lib.sh req: lines
+                                              of METHOD, path, status, answer file, tab-separated)
+                                              fit the documented answer of their operation and status
     openapi_check.py selftest                 the validator accepts and refuses what it should
 
 The validator covers the part of JSON Schema 2020-12 the document uses (type, properties, required,
@@ -495,7 +498,7 @@ def json_or_none(text):
         return None
 
 
-def check_call(doc, c, status=None, answer=None, where=""):
+def check_call(doc, c, status=None, answer=None, where="", unknown_ok=False):
     """Problems of one call against the document: the operation exists, the body fits, the answer
     (a value, maybe partial) fits the answer schema of its status. status None: the doc states
     none, so any documented 2xx will do."""
@@ -506,6 +509,8 @@ def check_call(doc, c, status=None, answer=None, where=""):
         return problems
     path = re.sub(r"\$\{?\w+\}?", "1", path)  # $SID, ${JOB} -> an id
     tpl, o = find_op(doc, c.method, path)
+    if o is None and unknown_ok:
+        return problems  # the dispatcher's 404 or 405: not an operation
     if o is None:
         if tpl is None:
             return ["%s: %s %s is not a path of the document" % (where, c.method, path)]
@@ -661,6 +666,29 @@ def check_statuses(doc, scripts):
     return problems, n
 
 
+def check_captured_file(doc, calls):
+    problems, n = [], 0
+    with open(calls, encoding="utf-8", errors="replace") as f:
+        for k, ln in enumerate(f, 1):
+            parts = ln.rstrip("\n").split("\t")
+            if len(parts) != 4 or not re.match(r"^\d{3}$", parts[2]):
+                continue
+            method, path, status, afile = parts
+            c = Call()
+            c.method, c.url = method, "$U" + path
+            if not path.startswith("/") or "%" in path or "//" in path or "/." in path:
+                continue  # hostile paths: the dispatcher's answers
+            try:
+                with open(afile, encoding="utf-8", errors="replace") as af:
+                    text = af.read()
+            except FileNotFoundError:
+                continue
+            answer = json_or_none(text) if text.strip() and method != "HEAD" else None
+            n += 1
+            problems += check_call(doc, c, status, answer, "request %d" % k, unknown_ok=True)
+    return problems, n
+
+
 # ---- self-test ----------------------------------------------------------------------------------------------
 
 
@@ -706,6 +734,13 @@ def selftest():
 def main(argv):
     if len(argv) == 2 and argv[1] == "selftest":
         return selftest()
+    if len(argv) == 4 and argv[1] == "captured":
+        problems, n = check_captured_file(load(argv[2]), argv[3])
+        for p in problems:
+            print("  " + p)
+        print("  %d answers fit openapi/openapi.json, %d do not" % (n - len(problems),
+                                                                  len(problems)))
+        return 1 if problems else 0
     if len(argv) >= 3 and argv[1] == "statuses":
         problems, n = check_statuses(load(argv[2]), argv[3:])
         for p in problems:
