@@ -320,11 +320,28 @@ SCHEMAS["MixtureRequest"] = obj(dict(
     **_common_est), ["clients"])
 
 # Tuning (docs/TUNING.md)
+SCHEMAS["ResolvedDistribution"] = {
+    "description": "A distribution of the number of runs with its parameters resolved (eta, "
+                   "gamma and the mean of a truncated negative binomial; geometric and "
+                   "logarithmic come back as eta 1 and 0).",
+    "oneOf": [
+        obj({"fixed": integer(minimum=1)}, ["fixed"]),
+        obj({"poisson": obj({"mean": NUMN}, ["mean"])}, ["poisson"]),
+        obj({"truncated_negative_binomial": obj({"eta": NUMN, "gamma": NUMN, "mean": NUMN},
+                                                ["eta", "gamma", "mean"])},
+            ["truncated_negative_binomial"]),
+    ]}
+SCHEMAS["TuningAccounting"] = obj({
+    "accountant": {"const": "rdp"}, "bound": string(), "auxiliary_orders": string(),
+    "conversion": string(), "optimal_order": NUMN, "neighboring": NEIGHBORING},
+    ["accountant", "bound", "conversion", "optimal_order", "neighboring"])
 SCHEMAS["TuningDraw"] = obj({
     "id": ID, "created_at": TIME, "runs": integer(minimum=0),
-    "candidates": null_or(arr(integer(minimum=0))), "grid_size": INTN,
-    "distribution": t("object"), "expected_runs": num(), "prob_no_run": num(),
-    "label": STRN}, ["id", "created_at", "runs", "candidates", "distribution"], closed=False)
+    "candidates": null_or(arr(integer(minimum=0))), "candidates_reason": string(),
+    "grid_size": INTN, "distribution": ref("ResolvedDistribution"), "expected_runs": NUMN,
+    "prob_no_run": NUMN, "label": STRN},
+    ["id", "created_at", "runs", "candidates", "distribution", "expected_runs", "prob_no_run",
+     "grid_size", "label"])
 
 # Training (docs/TRAINING.md)
 _generator = obj({
@@ -549,9 +566,14 @@ op("POST", "/v1/tuning/cost", "Privacy cost of a hyperparameter search", "open",
                       ["event", "distribution", "delta"]))),
    answers={"200": ok(named("TuningCostAnswer", obj({"epsilon": NUMN, "epsilon_one_run": NUMN, "epsilon_naive": NUMN,
                            "epsilon_naive_reason": string(), "naive_runs": INTN,
-                           "delta": num(), "expected_runs": num(), "prob_no_run": num(),
-                           "distribution": t("object"), "epsilon_rdp": NUMN,
-                           "pure": null_or(t("object")), "accounting": t("object")},
+                           "delta": num(), "expected_runs": NUMN, "prob_no_run": NUMN,
+                           "distribution": ref("ResolvedDistribution"), "epsilon_rdp": NUMN,
+                           "epsilon_rdp_reason": string(), "epsilon_one_run_reason": string(),
+                           "epsilon_reason": string(),
+                           "pure": null_or(obj({"epsilon_one_run": NUMN, "epsilon": NUMN,
+                                                "epsilon_naive": NUMN, "bound": string()},
+                                               closed=False)),
+                           "accounting": ref("TuningAccounting")},
                           ["epsilon", "epsilon_one_run", "distribution", "accounting"])))},
    errors=["400", "413", "422", "500", "503"], tag="tuning")
 op("POST", "/v1/tuning/plan", "Noise multiplier per run so that the whole search meets a target",
@@ -566,7 +588,10 @@ op("POST", "/v1/tuning/plan", "Noise multiplier per run so that the whole search
                       ["epsilon", "delta", "training", "distribution"]))),
    answers={"200": ok(named("TuningPlanAnswer", obj({"noise_multiplier": NUMN, "noise_multiplier_untuned": NUMN,
                            "price_of_tuning": NUMN, "noise_multiplier_naive": NUMN,
-                           "runs": t("object"), "epsilon": NUMN, "accounting": t("object")},
+                           "runs": obj({"expected": NUMN, "prob_no_run": NUMN,
+                                        "distribution": ref("ResolvedDistribution"),
+                                        "draw": string()}, ["expected", "distribution"]),
+                           "epsilon": NUMN, "accounting": ref("TuningAccounting")},
                           ["noise_multiplier", "runs", "epsilon"], closed=False)))},
    errors=["400", "413", "422", "500", "503"], tag="tuning")
 op("POST", "/v1/tuning/draw", "Draw the number of runs and the candidates (stored)", "token",
@@ -579,6 +604,8 @@ op("GET", "/v1/tuning/draws/{id}", "A stored draw, unchanged", "token",
    tag="tuning")
 
 # planning calculators
+_BEST = enum("local", "fedavg", "mrmtl")
+_MSE = obj({"local": NUMN, "fedavg": NUMN, "mrmtl_star": NUMN}, ["local", "fedavg", "mrmtl_star"])
 _mrmtl_silo = obj({"n": num(exclusiveMinimum=0), "sigma": num(minimum=0),
                    "sigma_dp": num(minimum=0), "noise_multiplier": num(minimum=0),
                    "clip": num(exclusiveMinimum=0)}, ["n", "sigma"])
@@ -590,11 +617,27 @@ op("POST", "/v1/calculators/mrmtl", "MR-MTL's lambda* and the errors of local, F
                        "tau": num(minimum=0), "sigma_dp": num(minimum=0),
                        "noise_multiplier": num(minimum=0), "clip": num(exclusiveMinimum=0),
                        "lambda": num(minimum=0)}, ["silos", "tau"]))),
-   answers={"200": ok(named("MrmtlAnswer", obj({"model": string(), "silos": {"oneOf": [integer(), arr(t("object"))]},
-                           "tau": num(), "sigma_dp": num(), "sigma_loc2": num(),
-                           "lambda_star": NUMN, "best": string(), "mse": t("object"),
-                           "gain": t("object"), "at_lambda": t("object"),
-                           "reference": string()}, ["model", "silos", "reference"])))},
+   answers={"200": ok(named("MrmtlAnswer", {
+       "description": "Silos alike (silos a count): the figures of all; silos listed: one "
+                      "entry each. An infinite lambda* is null (best: fedavg).",
+       "oneOf": [
+           obj({"model": {"const": "mean_estimation"}, "silos": integer(minimum=1),
+                "sigma_dp": NUMN, "sigma_loc2": NUMN, "lambda_star": NUMN, "best": _BEST,
+                "mse": _MSE, "gain": obj({"vs_local": NUMN, "vs_fedavg": NUMN},
+                                         ["vs_local", "vs_fedavg"]),
+                "at_lambda": obj({"lambda": NUMN, "mse": NUMN, "privacy_gap": NUMN,
+                                  "own_weight": NUMN}, ["lambda", "mse", "privacy_gap",
+                                                        "own_weight"]),
+                "reference": string()},
+               ["model", "silos", "sigma_dp", "sigma_loc2", "lambda_star", "best", "mse",
+                "gain", "reference"]),
+           obj({"model": {"const": "mean_estimation"}, "tau": NUMN, "reference": string(),
+                "silos": arr(obj({"index": integer(minimum=0), "sigma_dp": NUMN,
+                                  "sigma_loc2": NUMN, "lambda_star": NUMN, "best": _BEST,
+                                  "mse": _MSE},
+                                 ["index", "sigma_dp", "sigma_loc2", "lambda_star", "best",
+                                  "mse"]))},
+               ["model", "tau", "silos", "reference"])]}))},
    errors=["400", "413", "422", "500", "503"], tag="calculators")
 op("POST", "/v1/calculators/fedhdp", "FedHDP's r* and lambda* per privacy group", "open",
    body=json_body(named("FedhdpRequest", obj({"alpha2": num(minimum=0), "tau2": num(minimum=0),
@@ -605,7 +648,17 @@ op("POST", "/v1/calculators/fedhdp", "FedHDP's r* and lambda* per privacy group"
                        "r": arr(num(minimum=0), description="one per group"),
                        "lambda": arr(num(minimum=0), description="one per group")},
                       ["alpha2", "tau2", "groups"]))),
-   answers={"200": ok(named("FedhdpAnswer", obj({"groups": arr(t("object")), "server_variance": t("object"),
+   answers={"200": ok(named("FedhdpAnswer", obj({"groups": arr(obj({
+       "name": STRN, "clients": integer(), "per_client_noise": NUMN, "sigma_p2": NUMN,
+       "r_star": NUMN, "weight_star": NUMN, "lambda_star": NUMN, "bayes_mse": NUMN,
+       "mse_at_star_with_own_noise": NUMN, "lambda_best_with_own_noise": NUMN,
+       "mse_best_with_own_noise": NUMN,
+       "at": obj({"r": NUMN, "lambda": NUMN, "mse": NUMN, "mse_without_own_noise": NUMN},
+                 ["r", "lambda", "mse", "mse_without_own_noise"])},
+       ["name", "clients", "per_client_noise", "sigma_p2", "r_star", "weight_star",
+        "lambda_star", "bayes_mse"])),
+       "server_variance": obj({"optimal": NUMN, "uniform": NUMN, "at_r": NUMN},
+                              ["optimal", "uniform", "at_r"]),
                            "alpha2": num(), "tau2": num(), "reference": string()},
                           ["groups", "server_variance", "reference"])))},
    errors=["400", "413", "422", "500", "503"], tag="calculators")
@@ -618,7 +671,14 @@ op("POST", "/v1/calculators/ppsgd", "PPSGD's threshold n* and the bound of its T
                        "c": num(exclusiveMinimum=0), "n": num(exclusiveMinimum=0),
                        "smoothness": num(exclusiveMinimum=0), "v_norm2": num(minimum=0)},
                       ["users", "sigma", "epsilon", "delta", "dim_w", "grad_bound"]))),
-   answers={"200": ok(named("PpsgdAnswer", obj({"n_star": NUMN, "variance_favours": string(), "bound": t("object"),
+   answers={"200": ok(named("PpsgdAnswer", obj({"n_star": NUMN,
+                                                "variance_favours": enum("local", "global"),
+                                                "bound": obj({
+       "sigma_zeta": NUMN, "alpha_0": NUMN, "alpha_1_over_users": NUMN, "alpha_inf": NUMN,
+       "alpha_best": NUMN, "at_alpha_best": NUMN,
+       "best": enum("local", "global", "personalized")},
+       ["sigma_zeta", "alpha_0", "alpha_1_over_users", "alpha_inf", "alpha_best",
+        "at_alpha_best", "best"]),
                            "reference": string()}, ["n_star", "reference"])))},
    errors=["400", "413", "422", "500", "503"], tag="calculators")
 
