@@ -234,7 +234,11 @@ SCHEMAS["Silo"] = obj({
     "remaining_reason": string(description="why remaining is null (a silo without a privacy "
                                "budget)"),
     "n_charges": integer(minimum=0),
-    "accounting": t("object", description="how the totals are computed"),
+    "accounting": obj({"accountant": ACCOUNTANT, "conversion": string(),
+                       "orders": integer(description="RDP orders on the grid"),
+                       "method": string(), "neighboring": string()},
+                      ["accountant", "method"], closed=False,
+                      description="how the totals are computed"),
     "verification": obj({"consistent": boolean()}, ["consistent"], closed=False,
                         description="with ?verify=true: the totals recomputed from the log"),
     "token": string(description="POST /v1/silos only: the silo's first token, shown once"),
@@ -692,11 +696,11 @@ op("POST", "/v1/silos", "Create a silo with its budget (and its first token)", "
    errors=["400", "401", "403", "409", "413", "500", "503"], tag="budgets")
 op("GET", "/v1/silos", "List silos", "admin",
    [PARAMS["limit"], PARAMS["after"],
-    q("archived", enum("true", "false"), "true: also the archived silos")],
+    q("archived", enum("true", "false", "1", "0"), "true: also the archived silos")],
    answers={"200": ok(ref("SiloList"))}, errors=["400", "401", "403", "500", "503"],
    tag="budgets")
 op("GET", "/v1/silos/{id}", "A silo and its totals", "token",
-   [q("verify", enum("true", "false"), "true: recompute the totals from the log")],
+   [q("verify", enum("true", "false", "1", "0"), "true: recompute the totals from the log")],
    answers={"200": ok(ref("Silo"))}, errors=["400", "401", "403", "404", "500", "503"],
    tag="budgets")
 op("PATCH", "/v1/silos/{id}", "Rename a silo or change its budget", "admin",

@@ -16,6 +16,14 @@ MD="README.md $(ls docs/*.md | tr '\n' ' ')"
 check "the validator accepts and refuses what it should" python3 "$PY" selftest
 check "openapi/openapi.json is what openapi/build.py writes" python3 openapi/build.py --check
 check "the document is well formed" python3 "$PY" document "$DOC"
+# The OpenAPI 3.1 meta-schema, when a validator for it is installed (openapi-spec-validator: pip, not
+# a Debian 12 package; the checks above need nothing beyond python3).
+if python3 -c 'import openapi_spec_validator' 2>/dev/null; then
+    check "the document is valid against the OpenAPI 3.1 meta-schema (openapi-spec-validator)" \
+        python3 -c 'import json, sys; from openapi_spec_validator import validate; validate(json.load(open(sys.argv[1])))' "$DOC"
+else
+    echo "  (openapi-spec-validator not installed: the meta-schema check is skipped)"
+fi
 check "the route table and the document have the same operations" \
     python3 "$PY" routes "$DOC" service/api/routes.c
 # shellcheck disable=SC2086
