@@ -220,8 +220,11 @@ SCHEMAS["CalibrateAnswer"] = obj(dict(noise_multiplier=num(), sampling_rate=num(
 # Budgets (docs/BUDGETS.md)
 SCHEMAS["Budget"] = obj({
     "epsilon": NUMN, "delta": num(exclusiveMinimum=0, exclusiveMaximum=1), "rho": NUMN,
-    "accountant": enum("rdp", "zcdp", "pld"), "conversion": string(), "private": boolean(),
-}, closed=False)
+    "accountant": enum("rdp", "zcdp", "pld"), "conversion": string(),
+    "private": boolean(description="false: the silo opted out of differential privacy (then "
+                       "the only member); spends are recorded, never refused"),
+}, description="epsilon (with delta) or rho, the accountant and its conversion; or "
+               "{\"private\": false}")
 SCHEMAS["Silo"] = obj({
     "id": ID, "name": string(), "created_at": TIME, "archived": boolean(),
     "archived_at": null_or(TIME), "budget": ref("Budget"),
@@ -234,7 +237,10 @@ SCHEMAS["Silo"] = obj({
     "remaining_reason": string(description="why remaining is null (a silo without a privacy "
                                "budget)"),
     "n_charges": integer(minimum=0),
-    "accounting": obj({"accountant": ACCOUNTANT, "conversion": string(),
+    "accounting": obj({"accountant": enum("rdp", "zcdp", "pld", "none",
+                                          description="none: the silo opted out of "
+                                                      "differential privacy"),
+                       "conversion": string(),
                        "orders": integer(description="RDP orders on the grid"),
                        "method": string(), "neighboring": string()},
                       ["accountant", "method"], closed=False,

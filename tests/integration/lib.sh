@@ -13,8 +13,9 @@
 #                                         # answer req got does not fit openapi/openapi.json
 #
 # Every answer req gets is kept ($T/openapi/): finish checks them all against the OpenAPI document
-# (tests/integration/openapi_check.py captured: the documented answer of that operation and status;
-# paths that are not operations are skipped). OPENAPI_CHECK=0 turns that off.
+# (tests/integration/openapi_check.py captured: the documented answer of that operation and status,
+# and, when the answer is 2xx, the JSON body sent fits the request schema; paths that are not
+# operations are skipped). OPENAPI_CHECK=0 turns that off.
 #
 # The daemon is always killed (by PID) when the script exits, whatever happens: see the EXIT trap.
 set -u
@@ -102,10 +103,16 @@ req() {
     STATUS=$(curl "${args[@]}" "$URL$path") || STATUS="curl-failed"
     BODY=$(cat "$T/body")
     HEADERS="$T/headers"
-    if [ "${OPENAPI_CHECK:-1}" != 0 ]; then # a file of its own: req also runs in subshells
-        local kept
-        mkdir -p "$T/openapi" && kept=$(mktemp "$T/openapi/answer.XXXXXX") && cp "$T/body" "$kept" &&
-            printf '%s\t%s\t%s\t%s\n' "$method" "$path" "$STATUS" "$kept" >>"$T/openapi/calls"
+    if [ "${OPENAPI_CHECK:-1}" != 0 ]; then # files of its own: req also runs in subshells
+        local kept sent=- ctype=-
+        mkdir -p "$T/openapi" && kept=$(mktemp "$T/openapi/answer.XXXXXX") && cp "$T/body" "$kept" ||
+            return 0
+        if [ $# -ge 3 ]; then
+            sent=$(mktemp "$T/openapi/sent.XXXXXX") && printf '%s' "$3" >"$sent"
+            ctype=${4:-application/json}
+        fi
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$method" "$path" "$STATUS" "$kept" "$sent" "$ctype" \
+            >>"$T/openapi/calls"
     fi
 }
 

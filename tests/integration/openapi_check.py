@@ -19,8 +19,10 @@ Driven by test_openapi.sh (and used by docs_examples.py for the answers its exam
                                               documented operation (expect_status CODE METHOD PATH)
                                               is one the document gives it
     openapi_check.py captured DOC CALLS       the answers an integration test got (lib.sh req: lines
-                                              of METHOD, path, status, answer file, tab-separated)
-                                              fit the documented answer of their operation and status
+                                              of METHOD, path, status, answer file, and the body file
+                                              and its Content-Type or "-", tab-separated) fit the
+                                              documented answer of their operation and status, and a
+                                              JSON body that got a 2xx fits the request schema
     openapi_check.py selftest                 the validator accepts and refuses what it should
 
 The validator covers the part of JSON Schema 2020-12 the document uses (type, properties, required,
@@ -406,6 +408,7 @@ class Call:
         self.data_file = False  # @file
         self.headers = []
         self.output_elsewhere = False  # -o / -w / -I: what it prints is not the answer
+        self.literal = False  # the body as sent (shell variables expanded)
 
 
 def curl_calls(text):
@@ -444,9 +447,8 @@ def curl_calls(text):
                     c.data_file = a.startswith("@")
                 elif w in ("-H", "--header"):
                     c.headers.append(a)
-                elif w in ("-o", "--output", "-w", "--write-out", "-D", "--dump-header"):
-                    c.output_elsewhere = c.output_elsewhere or w not in ("-D", "--dump-header") \
-                        and not (w in ("-o", "--output") and a == "-")
+                elif w in ("-w", "--write-out") or (w in ("-o", "--output") and a != "-"):
+                    c.output_elsewhere = True  # what it prints is not the answer
                 k += 2
                 continue
             if w in ("-I", "--head"):
@@ -498,6 +500,9 @@ def json_or_none(text):
         return None
 
 
+STATS = {"bodies": 0}  # request bodies checked (the summary line of `examples`)
+
+
 def check_call(doc, c, status=None, answer=None, where="", unknown_ok=False):
     """Problems of one call against the document: the operation exists, the body fits, the answer
     (a value, maybe partial) fits the answer schema of its status. status None: the doc states
@@ -520,11 +525,13 @@ def check_call(doc, c, status=None, answer=None, where="", unknown_ok=False):
         content = o["requestBody"].get("content", {})
         ctype = next((h.split(":", 1)[1].strip() for h in c.headers
                       if h.lower().startswith("content-type:")), "application/json")
-        if "application/json" in content and "$" not in c.data and ctype == "application/json":
+        literal = c.literal or "$" not in c.data  # as written in a doc, $VAR is not JSON yet
+        if "application/json" in content and literal and ctype == "application/json":
             body = json_or_none(c.data)
             if body is None:
                 pass  # a deliberately malformed body (a 400 example)
             elif status is None or status.startswith("2"):
+                STATS["bodies"] += 1
                 r = v.errors(body, content["application/json"]["schema"], "body")
                 if r:
                     problems.append("%s: %s %s: the request body does not fit the document: %s" %
@@ -581,6 +588,7 @@ def check_captured(doc, args, status, answer_text, where=""):
     """A call the docs test made (curl's argument list) and what it got: the answer must fit the
     documented answer of its status (used by docs_examples.py)."""
     c = Call()
+    c.literal = True
     k = 0
     while k < len(args):
         w = args[k]
@@ -671,11 +679,17 @@ def check_captured_file(doc, calls):
     with open(calls, encoding="utf-8", errors="replace") as f:
         for k, ln in enumerate(f, 1):
             parts = ln.rstrip("\n").split("\t")
-            if len(parts) != 4 or not re.match(r"^\d{3}$", parts[2]):
+            if len(parts) == 4:
+                parts += ["-", "-"]
+            if len(parts) != 6 or not re.match(r"^\d{3}$", parts[2]):
                 continue
-            method, path, status, afile = parts
+            method, path, status, afile, sent, ctype = parts
             c = Call()
-            c.method, c.url = method, "$U" + path
+            c.method, c.url, c.literal = method, "$U" + path, True
+            if sent != "-":
+                with open(sent, encoding="utf-8", errors="replace") as sf:
+                    c.data = sf.read()
+                c.headers.append("Content-Type: " + ctype)
             if not path.startswith("/") or "%" in path or "//" in path or "/." in path:
                 continue  # hostile paths: the dispatcher's answers
             try:
@@ -764,7 +778,8 @@ def main(argv):
             what = "%d routes, %d operations" % (len(rows), len(operations(doc)))
         else:
             problems, n, na = check_examples(doc, argv[3:])
-            what = "%d curl calls in %d files, %d shown answers" % (n, len(argv) - 3, na)
+            what = "%d curl calls in %d files, %d JSON bodies, %d shown answers" % (
+                n, len(argv) - 3, STATS["bodies"], na)
         for p in problems:
             print("  " + p)
         print("  %s: %s, %d problems" % (argv[1], what, len(problems)))
