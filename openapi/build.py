@@ -120,8 +120,14 @@ SCHEMAS["Error"] = obj(
                 "request_id": STRN,
                 "line": integer(minimum=1, description="malformed JSON or CSV: where"),
                 "column": integer(minimum=0),
-                "details": t("object", description="a refusal's figures (409 budget_exhausted: "
-                             "spent, reserved, requested, would_be, budget; the silo of a job)"),
+                "details": obj({
+                    "silo_id": ID, "silo": string(description="a job's: the data set's silo"),
+                    "index": integer(minimum=0, description="a batch's: the refused charge"),
+                    "unit": enum("epsilon", "rho"), "spent": NUMN, "reserved": NUMN,
+                    "requested": NUMN, "would_be": NUMN, "budget": NUMN},
+                    ["silo_id", "requested", "would_be", "budget"], closed=False,
+                    description="409 budget_exhausted: the refused silo's figures in its "
+                                "budget's unit (infinite ones null with <name>_reason)"),
             },
             ["code", "message", "field", "request_id"]),
     },
@@ -283,16 +289,63 @@ SCHEMAS["Claim"] = obj({
 _client_id = {"oneOf": [string(), integer()]}
 _vec = {"oneOf": [num(), arr(num(), minItems=1)],
         "description": "a number, or one per coordinate (multivariate)"}
-SCHEMAS["EstimatorRun"] = obj({
-    "run_id": ID, "replayed": boolean(), "model": string(), "method": string(),
-    "prior": t("object"), "estimates": arr(obj({
-        "id": null_or(_client_id), "posterior_mean": {"oneOf": [NUMN, arr(NUMN)]},
-        "posterior_sd": {"oneOf": [NUMN, arr(NUMN)]}, "shrinkage": {"oneOf": [NUMN, arr(NUMN)]},
-        "responsibilities": arr(num())}, closed=False)),
-    "log_likelihood": NUMN, "iterations": integer(), "status": string(),
-    "converged": boolean(), "privacy": null_or(t("object")),
-}, ["run_id", "model", "estimates", "status"], closed=False,
-    description="The answer of an estimator (stored as a run).")
+_vecn = {"oneOf": [NUMN, arr(NUMN)], "description": "a number, or one per coordinate"}
+_status = enum("converged", "max_iter", "boundary", "unidentifiable", "degenerate")
+_estimate = obj({"id": null_or(_client_id), "posterior_mean": _vecn, "posterior_sd": _vecn,
+                 "shrinkage": _vecn, "responsibilities": arr(NUMN)},
+                ["posterior_mean", "posterior_sd", "shrinkage"])
+_run_common = {
+    "run_id": ID, "replayed": boolean(description="an Idempotency-Key replay: the first answer"),
+    "estimates": arr(_estimate), "log_likelihood": NUMN, "iterations": integer(minimum=0),
+    "status": _status, "converged": boolean(description="status is not max_iter"),
+    "privacy": null_or(obj({"mechanism": string(), "model": string(),
+                            "charges": arr(obj({"silo_id": ID, "charge_id": INTN,
+                                                "clients": integer(), "event": ref("Event"),
+                                                "cost_eps": NUMN, "cost_rho": NUMN,
+                                                "spent_eps_after": NUMN,
+                                                "remaining_after": NUMN, "replayed": boolean()},
+                                               ["silo_id"], closed=False)),
+                            "charging": string()},
+                           ["charges"], closed=False,
+                           description="the local-DP mechanism, its parameters and what was "
+                                       "charged to which silo")),
+}
+_run_req = ["model", "method", "prior", "estimates", "log_likelihood", "iterations", "status",
+            "converged", "privacy"]
+_gfit = obj({"mean": _vecn, "variance": _vecn, "log_likelihood": NUMN,
+             "iterations": integer(), "status": _status})
+_bfit = obj({"alpha": NUMN, "beta": NUMN, "log_likelihood": NUMN, "iterations": integer(),
+             "status": _status})
+SCHEMAS["EstimatorRun"] = {
+    "description": "The answer of an estimator, stored as a run (run_id; GET /v1/runs/{id} "
+                   "gives it again as outputs, without run_id): one form per model.",
+    "oneOf": [
+        obj(dict(_run_common, **{
+            "model": {"const": "gaussian"}, "method": enum("mle", "moments", "known_prior"),
+            "prior": obj({"mean": _vecn, "variance": _vecn, "source": string()},
+                         ["mean", "variance", "source"]),
+            "fits": null_or(obj({"mle": _gfit, "moments": _gfit}, ["mle", "moments"])),
+            "noise_variance": NUMN, "noise_variance_source": enum("pooled", "given")}),
+            _run_req + ["fits", "noise_variance", "noise_variance_source"]),
+        obj(dict(_run_common, **{
+            "model": {"const": "beta"}, "method": string(), "variant": string(),
+            "leave_one_out": boolean(),
+            "prior": obj({"alpha": NUMN, "beta": NUMN, "mean": NUMN, "concentration": NUMN,
+                          "source": string(), "reason": string()},
+                         ["alpha", "beta", "mean", "concentration", "source"]),
+            "fits": null_or(obj({"mle": _bfit, "moments": _bfit}, ["mle", "moments"])),
+            "clamped": obj({"pooled": integer(), "local": integer(), "mean": integer()},
+                           ["pooled", "local", "mean"])}),
+            _run_req + ["variant", "leave_one_out", "fits", "clamped"]),
+        obj(dict(_run_common, **{
+            "model": {"const": "mixture"}, "method": enum("em", "altmin", "known_prior"),
+            "prior": obj({"components": arr(obj({"weight": NUMN, "mean": _vecn,
+                                                 "variance": _vecn},
+                                                ["weight", "mean", "variance"])),
+                          "source": enum("given", "fitted")}, ["components", "source"]),
+            "noise_variance": NUMN, "noise_variance_source": enum("pooled", "given")}),
+            _run_req + ["noise_variance", "noise_variance_source"]),
+    ]}
 SCHEMAS["RunSummary"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture"),
                              "created_at": TIME, "status": string(), "private": boolean(),
                              "n_clients": integer(minimum=0)},
@@ -300,8 +353,12 @@ SCHEMAS["RunSummary"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture
 SCHEMAS["Run"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture"),
                       "created_at": TIME, "status": string(), "private": boolean(),
                       "n_clients": integer(minimum=0), "data_kept": boolean(),
-                      "inputs": t("object"), "outputs": t("object"), "data": t("object")},
-                     ["id", "kind", "created_at", "status", "outputs"], closed=False)
+                      "inputs": t("object", description="the request without its clients, "
+                                  "plus n_clients and dimension; the clients too (as clients) "
+                                  "when keep_data was true"),
+                      "outputs": ref("EstimatorRun")},
+                     ["id", "kind", "created_at", "status", "private", "n_clients", "data_kept",
+                      "inputs", "outputs"])
 SCHEMAS["RunList"] = obj({"runs": arr(ref("RunSummary")), "next_after": INTN},
                          ["runs", "next_after"])
 _gclient = obj({"id": _client_id, "mean": _vec, "n": num(exclusiveMinimum=0),
@@ -424,15 +481,28 @@ SCHEMAS["JobModel"] = obj({"job_id": ID, "round": integer(), "silo": STRN,
                            "model": ref("ModelShape"), "layout": string(),
                            "params": arr(num())}, ["job_id", "model", "params"])
 SCHEMAS["Dataset"] = obj({
-    "id": {"oneOf": [ID, string()]}, "kind": enum("upload", "dataset", "generator"),
-    "name": STRN, "task": string(), "description": string(), "available": boolean(),
-    "created_at": TIME, "rows": integer(), "columns": integer(), "label": string(),
-    "silo": STRN, "features": {"oneOf": [integer(), arr(string())]},
-    "classes": integer(), "silos": arr(obj({"name": string(), "rows": integer()})),
-    "bytes": integer(), "sha256": string(), "parameters": arr(t("object")),
-}, ["id", "kind"], closed=False,
-    description="An uploaded data set, a built-in one or a generator.")
-SCHEMAS["DatasetList"] = obj({"datasets": arr(ref("Dataset")), "next_after": INTN},
+    "id": ID, "kind": {"const": "upload"}, "name": string(), "created_at": TIME,
+    "rows": integer(minimum=0), "columns": integer(minimum=0), "label": string(),
+    "silo": STRN, "features": arr(string(), description="the feature columns' names"),
+    "classes": integer(minimum=0, description="0: a regression label"),
+    "silos": arr(obj({"name": string(), "rows": integer(minimum=0)}, ["name", "rows"])),
+    "bytes": integer(minimum=0), "sha256": string()},
+    ["id", "kind", "name", "created_at", "rows", "columns", "label", "silo", "features",
+     "classes", "silos", "bytes", "sha256"],
+    description="An uploaded data set (a CSV).")
+SCHEMAS["BuiltinDataset"] = obj({
+    "id": string(), "kind": enum("dataset", "generator"), "task": string(),
+    "description": string(), "available": boolean(),
+    "rows": integer(), "features": integer(), "classes": integer(),
+    "parameters": arr(obj({"name": string(), "type": enum("integer", "number"),
+                           "description": string(), "default": num(), "min": num(),
+                           "max": num()},
+                          ["name", "type", "description", "default", "min", "max"]))},
+    ["id", "kind", "task", "description", "available"],
+    description="A built-in data set (fashion-mnist) or a generator with its parameters.")
+SCHEMAS["DatasetList"] = obj({"datasets": arr({"oneOf": [ref("BuiltinDataset"),
+                                                           ref("Dataset")]}),
+                              "next_after": INTN},
                              ["datasets", "next_after"])
 
 # ---- responses and parameters -------------------------------------------------------------------------
