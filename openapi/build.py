@@ -207,8 +207,14 @@ def acc_request(extra, required):
 
 _HOW = {
     "accountant": ACCOUNTANT, "neighboring": NEIGHBORING, "conversion": string(),
-    "order_search": string(), "optimal_order": NUMN, "orders": arr(num()),
-    "basic_composition": boolean(), "rho": NUMN, "reason": string(),
+    "order_search": enum("grid", "continuous"), "optimal_order": NUMN, "orders": arr(num()),
+    "basic_composition": boolean(description="rdp: the sum of pure epsilons was the tighter "
+                                 "bound"),
+    "rho": NUMN, "reason": string(description="why a figure is null (infinite)"),
+    "epsilon_lower": NUMN, "delta_lower": NUMN,
+    "grid_points": integer(description="pld: the composed grid's points"),
+    "direction": string(), "infinity_mass": NUMN, "truncated_mass": NUMN,
+    "value_discretization": num(), "tail_mass_truncation": num(),
 }
 SCHEMAS["EpsilonAnswer"] = obj(dict(epsilon=NUMN, delta=num(), **_HOW), ["epsilon", "delta",
                                "accountant"], closed=False,
