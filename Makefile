@@ -46,8 +46,10 @@ LIB_ARCHIVES = $(BUILD)/libservice.a $(BUILD)/libfederated.a $(BUILD)/libestimat
 
 SERVICE_SRCS = $(filter-out service/main.c,$(sort $(shell find service -name '*.c')))
 SERVICE_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(SERVICE_SRCS)) $(BUILD)/obj/gen/embedded.o
-# migrations/*.sql and web/* are compiled into the daemon (scripts/embed.sh, service/base/embedded.h).
-EMBED_INPUTS = $(sort $(wildcard migrations/*.sql)) $(sort $(wildcard web/*))
+# migrations/*.sql, web/* and the OpenAPI document are compiled into the daemon (scripts/embed.sh,
+# service/base/embedded.h).
+OPENAPI_DOC  = openapi/openapi.json
+EMBED_INPUTS = $(sort $(wildcard migrations/*.sql)) $(sort $(wildcard web/*)) $(OPENAPI_DOC)
 CLI_SRCS     = $(wildcard cli/*.c)
 CLI_BINS     = $(patsubst cli/%.c,$(BUILD)/%,$(CLI_SRCS))
 UNIT_SRCS    = $(sort $(shell find tests/unit -name 'test_*.c'))
@@ -83,7 +85,7 @@ $(foreach l,$(LIBS),$(eval $(call lib_rule,$(l))))
 
 $(BUILD)/gen/embedded.c: scripts/embed.sh $(EMBED_INPUTS)
 	@mkdir -p $(dir $@)
-	sh scripts/embed.sh $@ migrations web
+	sh scripts/embed.sh $@ migrations web $(OPENAPI_DOC)
 
 $(BUILD)/obj/gen/embedded.o: $(BUILD)/gen/embedded.c
 	@mkdir -p $(dir $@)

@@ -1,5 +1,5 @@
 /*
- * api/core.c: GET /healthz, GET /v1/version, GET /metrics.
+ * api/core.c: GET /healthz, GET /v1/version, GET /v1/openapi.json, GET /metrics.
  *
  * /healthz is honest and cheap: it runs one real read of the database on the request's pooled
  * connection (a cached prepared statement over schema_migrations, see store_check_health), so a
@@ -8,6 +8,11 @@
  *
  * /metrics and /v1/echo need a valid token (admin or silo) when auth is on: only the calculators,
  * /healthz and /v1/version are open to anyone (api/routes.c access column).
+ *
+ * GET /v1/openapi.json sends openapi/openapi.json, compiled into the binary
+ * (service/base/embedded.h) byte for byte, so the document a client reads is the one in the
+ * repository the binary was built from; tests/integration/test_openapi.sh checks it against the
+ * route table and the docs' examples.
  *
  * POST /v1/echo is a diagnostic: it runs the whole request path (body cap, JSON parsing, strict
  * field validation, JSON reply) without touching any feature, so clients can check their plumbing
@@ -24,6 +29,8 @@
 #include "service/ledger/ledger.h"
 #include "service/http/metrics.h"
 #include "service/base/version.h"
+#include "service/base/embedded.h"
+#include "common/dp_alloc.h"
 
 #define HEALTH_MAX_AGE_MS 250 /* probes within this window reuse the last successful DB read */
 
@@ -68,6 +75,16 @@ int route_version(const http_req *rq, http_resp *rs, dp_err *err)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     return http_resp_json(rs, 200, o, err);
+}
+
+int route_openapi(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    (void)rq;
+    char *text = dp_malloc(EMBED_OPENAPI.len); /* http_resp_text takes a malloc'd body */
+    if (text == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    memcpy(text, EMBED_OPENAPI.data, EMBED_OPENAPI.len);
+    return http_resp_text(rs, 200, "application/json", text, EMBED_OPENAPI.len, err);
 }
 
 int route_metrics(const http_req *rq, http_resp *rs, dp_err *err)

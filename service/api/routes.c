@@ -23,13 +23,17 @@
  *    - Never call MHD: tests call the handler directly (tests/unit/service/api/).
  * 2. Declare it in service/api/routes.h in your feature's block.
  * 3. Add ONE row below: {method, pattern, handler, max body bytes, access, query}. access is
- *    ROUTE_OPEN (anyone: only calculators and probes; the router unit test lists them and fails on
- *    a new open row), ROUTE_TOKEN or ROUTE_ADMIN (http/server.h route_access); query is the
- *    space-separated list of query parameters the handler reads (NULL: none), any other is a 400.
- * Patterns are literal segments and {name} parameters; the first matching row wins, so put literal
- * rows before parameter rows that could shadow them ("/v1/jobs/stats" before "/v1/jobs/{id}"). Max
- * body 0 = no body allowed; the effective cap is min(this, --max-body); larger bodies get 413.
- * 4. Add your migration (migrations/NNNN_*.sql, your reserved number) if you need tables, a unit
+ *    ROUTE_OPEN (anyone: only calculators, probes and the API description; the router unit test
+ * lists them and fails on a new open row), ROUTE_TOKEN or ROUTE_ADMIN (http/server.h route_access);
+ * query is the space-separated list of query parameters the handler reads (NULL: none), any other
+ * is a 400. Patterns are literal segments and {name} parameters; the first matching row wins, so
+ * put literal rows before parameter rows that could shadow them ("/v1/jobs/stats" before
+ * "/v1/jobs/{id}"). Max body 0 = no body allowed; the effective cap is min(this, --max-body);
+ * larger bodies get 413.
+ * 4. Describe it in openapi/openapi.json (path, parameters, body, every answer; docs/API.md "The
+ *    OpenAPI document"): tests/integration/test_openapi.sh fails while the table and the document
+ *    disagree.
+ * 5. Add your migration (migrations/NNNN_*.sql, your reserved number) if you need tables, a unit
  *    test in tests/unit/service/api/test_service_<feature>.c and an integration test in
  *    tests/integration/test_<feature>.sh (source lib.sh there: start_daemon, req, expect_status,
  *    expect_json, stop_daemon).
@@ -46,6 +50,7 @@ const route ROUTES[] = {
     /* method, pattern, handler, max body bytes, access (route_access), query params */
     {"GET", "/healthz", route_healthz, 0, ROUTE_OPEN, "fresh", NULL},
     {"GET", "/v1/version", route_version, 0, ROUTE_OPEN, NULL, NULL},
+    {"GET", "/v1/openapi.json", route_openapi, 0, ROUTE_OPEN, NULL, NULL},
     {"GET", "/metrics", route_metrics, 0, ROUTE_TOKEN, NULL, NULL},
     {"POST", "/v1/echo", route_echo, 4 * KIB, ROUTE_TOKEN, NULL, NULL},
     {"POST", "/v1/accounting/epsilon", route_accounting_epsilon, 8 * MIB, ROUTE_OPEN, NULL, NULL},

@@ -21,9 +21,10 @@
 extern const route ROUTES[];
 extern const size_t ROUTES_N;
 
-/* api/core.c: liveness, build information, metrics, the echo diagnostic. */
+/* api/core.c: liveness, build information, the OpenAPI document, metrics, the echo diagnostic. */
 int route_healthz(const http_req *rq, http_resp *rs, dp_err *err);
 int route_version(const http_req *rq, http_resp *rs, dp_err *err);
+int route_openapi(const http_req *rq, http_resp *rs, dp_err *err);
 int route_metrics(const http_req *rq, http_resp *rs, dp_err *err);
 int route_echo(const http_req *rq, http_resp *rs, dp_err *err);
 

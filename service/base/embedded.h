@@ -3,6 +3,8 @@
  *
  * EMBED_MIGRATIONS holds migrations/NNNN_*.sql in ascending name order; EMBED_WEB holds the regular
  * files at the top level of web/. Each table has a {NULL, NULL, 0} sentinel after its N entries.
+ * EMBED_OPENAPI is openapi/openapi.json, the OpenAPI 3.1 description of the API that
+ * GET /v1/openapi.json serves (docs/API.md "The OpenAPI document").
  * Every data array is followed by one NUL byte that len does not count, so SQL can be handed to
  * sqlite3_exec.
  *
@@ -27,5 +29,6 @@ extern const embed_file EMBED_MIGRATIONS[];
 extern const size_t EMBED_MIGRATIONS_N;
 extern const embed_file EMBED_WEB[];
 extern const size_t EMBED_WEB_N;
+extern const embed_file EMBED_OPENAPI;
 
 #endif

@@ -42,7 +42,7 @@ typedef int (*route_fn)(const struct http_req *rq, struct http_resp *rs, dp_err 
  * routes take only the admin token, ROUTE_TOKEN routes any valid token, each handler narrowing
  * further to what that token may see (a silo, the runs it made or that charged its silo). */
 typedef enum route_access {
-    ROUTE_OPEN = 1, /* anyone: calculators, /healthz, /v1/version */
+    ROUTE_OPEN = 1, /* anyone: calculators, /healthz, /v1/version, /v1/openapi.json */
     ROUTE_TOKEN,    /* any valid token (admin or silo) */
     ROUTE_ADMIN     /* the admin token only */
 } route_access;

@@ -32,6 +32,9 @@ The convention it enforces (docs/API.md "Examples"):
       `5.6318...` means the answer starts with those digits (within one unit of the last one);
     - a string ending in `...` matches any string that starts with the text before it; `"..."`
       matches any value.
+* Every answer a curl gets from an API route (not only the shown ones) must fit the answer that
+  openapi/openapi.json documents for its operation and status (openapi_check.py check_captured):
+  an undocumented status, or a member, type or value the schema does not allow, fails the statement.
 """
 import json
 import os
@@ -350,6 +353,7 @@ PRELUDE = r"""
 curl() {
     local out rc st
     out=$(mktemp "$DOCTEST_CAP/answer.XXXXXX")
+    printf '%s\0' "$@" >"$out.args"
     command curl -D "$out.hdr" "$@" >"$out"
     rc=$?
     cat "$out"
@@ -393,7 +397,29 @@ def answer_json(text):
     return json.loads(text, parse_float=Decimal, parse_int=Decimal)
 
 
+OPENAPI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "openapi",
+                       "openapi.json")
+
+
+def answers_vs_openapi(api, path, status):
+    """Problems of one captured curl call (its arguments in path.args) against the OpenAPI
+    document."""
+    import openapi_check
+
+    raw = None
+    try:
+        with open(path + ".args", "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return []
+    args = [a.decode("utf-8", "replace") for a in raw.split(b"\0")[:-1]]
+    return openapi_check.check_captured(api, args, status, read(path), "the answer")
+
+
 def run(doc, url, workdir):
+    import openapi_check
+
+    api = openapi_check.load(OPENAPI)
     stmts = document(doc)
     if not stmts:
         print("  (no examples)")
@@ -438,6 +464,8 @@ def run(doc, url, workdir):
             elif not status.startswith("2"):
                 problems.append("curl answered %s (not 2xx, and the doc states no status): %s"
                                 % (status, (read(path) or "")[:300]))
+        for status, crc, path in curls:
+            problems.extend(answers_vs_openapi(api, path, status))
         if want_status is not None and not curls:
             problems.append("the doc states status %s but the statement ran no curl" % want_status)
         if want_body is not None:

@@ -8,12 +8,19 @@
 #   expect_json '.error.field' 'count'    # jq expression on the last response must print the value
 #   check "description" COMMAND...        # runs COMMAND, records pass/fail
 #   stop_daemon                           # SIGTERM, waits, returns the daemon's exit status
-#   finish                                # prints the summary; exit status 1 if any check failed
-#                                         # or the daemon's stderr holds a sanitizer report
+#   finish                                # prints the summary; exit status 1 if any check failed,
+#                                         # the daemon's stderr holds a sanitizer report, or an
+#                                         # answer req got does not fit openapi/openapi.json
+#
+# Every answer req gets is kept ($T/openapi/): finish checks them all against the OpenAPI document
+# (tests/integration/openapi_check.py captured: the documented answer of that operation and status,
+# and, when the answer is 2xx, the JSON body sent fits the request schema; paths that are not
+# operations are skipped). OPENAPI_CHECK=0 turns that off.
 #
 # The daemon is always killed (by PID) when the script exits, whatever happens: see the EXIT trap.
 set -u
 DPSILOD=${DPSILOD:-build/dpsilod}
+LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 T=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-it-XXXXXX")
 DAEMON_PID=""
 URL=""
@@ -85,7 +92,8 @@ req() {
     if [ $# -ge 3 ]; then args+=(-H "Content-Type: ${4:-application/json}" --data-binary "$3"); fi
     # AUTH set (even to ""): that token, or none. AUTH unset: the admin token of an auth-on daemon
     # started by start_daemon (its file beside the database), so that tests about something other
-    # than access need no token plumbing; only the calculators, /healthz and /v1/version are open.
+    # than access need no token plumbing; only the calculators, /healthz, /v1/version and
+    # /v1/openapi.json are open.
     if [ -n "${AUTH+x}" ]; then
         if [ -n "$AUTH" ]; then args+=(-H "Authorization: Bearer $AUTH"); fi
     elif [ -n "${ADMIN_TOKEN_FILE:-}" ] && [ -s "$ADMIN_TOKEN_FILE" ]; then
@@ -95,6 +103,17 @@ req() {
     STATUS=$(curl "${args[@]}" "$URL$path") || STATUS="curl-failed"
     BODY=$(cat "$T/body")
     HEADERS="$T/headers"
+    if [ "${OPENAPI_CHECK:-1}" != 0 ]; then # files of its own: req also runs in subshells
+        local kept sent=- ctype=-
+        mkdir -p "$T/openapi" && kept=$(mktemp "$T/openapi/answer.XXXXXX") && cp "$T/body" "$kept" ||
+            return 0
+        if [ $# -ge 3 ]; then
+            sent=$(mktemp "$T/openapi/sent.XXXXXX") && printf '%s' "$3" >"$sent"
+            ctype=${4:-application/json}
+        fi
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$method" "$path" "$STATUS" "$kept" "$sent" "$ctype" \
+            >>"$T/openapi/calls"
+    fi
 }
 
 expect_status() {
@@ -124,6 +143,15 @@ finish() {
     if [ -s "$T/err" ] && grep -E "$re" "$T/err" | grep -qv 'ThreadSanitizer: thread leak'; then
         fail "sanitizer report in the daemon's stderr:"
         grep -E -A30 "$re" "$T/err" | head -60
+    fi
+    if [ -s "$T/openapi/calls" ]; then
+        if python3 "$LIB_DIR/openapi_check.py" captured "$LIB_DIR/../../openapi/openapi.json" \
+            "$T/openapi/calls" >"$T/openapi/report"; then
+            pass "$(tail -1 "$T/openapi/report" | sed 's/^ *//')"
+        else
+            fail "answers that do not fit openapi/openapi.json:"
+            head -20 "$T/openapi/report"
+        fi
     fi
     echo "  $PASSES passed, $FAILS failed"
     [ "$FAILS" -eq 0 ]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Access table and query parameters (issue 10): with auth on, only the calculators, /healthz and
-# /v1/version answer without a token; every other route answers 401 before reading anything.
+# Access table and query parameters (issue 10): with auth on, only the calculators, /healthz,
+# /v1/version and /v1/openapi.json answer without a token; every other route answers 401 before reading anything.
 # Unknown query parameters are a 400 naming them, on every route.
 . "$(dirname "$0")/lib.sh"
 
@@ -8,6 +8,7 @@ start_daemon --threads 2 || exit 1
 AUTH=""
 expect_status 200 GET /healthz
 expect_status 200 GET /v1/version
+expect_status 200 GET /v1/openapi.json
 expect_status 200 POST /v1/accounting/epsilon '{"event":{"type":"gaussian","noise_multiplier":1},"delta":1e-5}'
 expect_status 200 POST /v1/tuning/cost '{"event":{"type":"gaussian","noise_multiplier":2},"distribution":{"poisson":{"mean":2}},"delta":1e-5}'
 # Every non-open route, reached with plausible ids and no token: 401 (D3: runs were readable by anyone)

@@ -116,6 +116,10 @@ typedef struct scenario {
 #define EV_SGM                                                                                     \
     "{\"type\":\"self_composed\",\"count\":100,\"event\":{\"type\":\"poisson_sampled\","           \
     "\"sampling_rate\":0.01,\"event\":{\"type\":\"gaussian\",\"noise_multiplier\":1.1}}}"
+/* a private Beta run: a scenario, and the run the setup stores for GET /v1/runs/{id} */
+#define BETA_RUN                                                                                   \
+    "{\"clients\":[{\"successes\":3,\"trials\":10},{\"successes\":7,\"trials\":12},"               \
+    "{\"successes\":1,\"trials\":8}],\"privacy\":{\"epsilon0\":2}}"
 #define EV_G8 "{\"type\":\"gaussian\",\"noise_multiplier\":8}"
 /* a small uploaded data set (two sites) and a job on it (the setup's upload is data set 1) */
 #define CSV_SITES "site,x1,x2,y\na,1,2,0.5\na,2,1,0.25\na,0,1,1\nb,1,1,0\nb,3,2,1\nb,2,2,0.75\n"
@@ -127,6 +131,7 @@ typedef struct scenario {
 static const scenario SCENARIOS[] = {
     {"GET", "/healthz?fresh=1", NULL, 200, PREP_NONE, 0},
     {"GET", "/v1/version", NULL, 200, PREP_NONE, 0},
+    {"GET", "/v1/openapi.json", NULL, 200, PREP_NONE, 0},
     {"GET", "/metrics", NULL, 200, PREP_NONE, 0},
     {"POST", "/v1/echo", "{\"message\":\"hi\",\"count\":2}", 200, PREP_NONE, 0},
     {"POST", "/v1/accounting/epsilon", "{\"delta\":1e-5,\"event\":" EV_SGM "}", 200, PREP_NONE, 0},
@@ -141,10 +146,7 @@ static const scenario SCENARIOS[] = {
      "{\"clients\":[{\"id\":\"a\",\"mean\":0.31,\"n\":15},{\"id\":\"b\",\"mean\":0.12,\"n\":8},"
      "{\"id\":\"c\",\"mean\":0.55,\"n\":30}],\"noise_variance\":0.25}",
      201, PREP_NONE, 0},
-    {"POST", "/v1/estimators/beta",
-     "{\"clients\":[{\"successes\":3,\"trials\":10},{\"successes\":7,\"trials\":12},"
-     "{\"successes\":1,\"trials\":8}],\"privacy\":{\"epsilon0\":2}}",
-     201, PREP_NONE, 0},
+    {"POST", "/v1/estimators/beta", BETA_RUN, 201, PREP_NONE, 0},
     {"POST", "/v1/estimators/mixture",
      "{\"clients\":[{\"mean\":-1,\"n\":5},{\"mean\":-0.8,\"n\":5},{\"mean\":1,\"n\":5},"
      "{\"mean\":1.1,\"n\":5}],\"noise_variance\":0.5,\"components\":2}",
@@ -285,7 +287,7 @@ static int setup(void **state)
         return -1;
     f->silo = make(f, "POST", "/v1/silos",
                    "{\"name\":\"a\",\"budget\":{\"epsilon\":1000000,\"delta\":1e-5}}", 201);
-    f->run = make(f, "POST", "/v1/estimators/beta", SCENARIOS[9].body, 201);
+    f->run = make(f, "POST", "/v1/estimators/beta", BETA_RUN, 201);
     f->draw = make(f, "POST", "/v1/tuning/draw",
                    "{\"distribution\":{\"logarithmic\":{\"mean\":10}},\"grid_size\":10}", 201);
     f->claim = fresh_claim(f);

@@ -125,6 +125,9 @@ static void real_table_has_core_routes_and_no_shadowed_rows(void **state)
     assert_int_equal(http_route_match(ROUTES, ROUTES_N, "GET", "/v1/version", &m),
                      HTTP_ROUTE_FOUND);
     assert_int_equal(http_route_match(ROUTES, ROUTES_N, "GET", "/metrics", &m), HTTP_ROUTE_FOUND);
+    assert_int_equal(http_route_match(ROUTES, ROUTES_N, "GET", "/v1/openapi.json", &m),
+                     HTTP_ROUTE_FOUND);
+    assert_int_equal(ROUTES[m.index].access, ROUTE_OPEN);
     /* Every row must be reachable: matching its own pattern (with parameters filled as "1") finds
      * it. */
     for (size_t i = 0; i < ROUTES_N; i++) {
@@ -152,14 +155,15 @@ static void real_table_has_core_routes_and_no_shadowed_rows(void **state)
 }
 
 /* The access table (docs/API.md "Access", docs/BUDGETS.md "Access control"): only the calculators,
- * /healthz and /v1/version are open to anyone. A new row that is open, or has no access level,
- * fails here until this list and the docs say so. */
+ * /healthz, /v1/version and /v1/openapi.json are open to anyone. A new row that is open, or has no
+ * access level, fails here until this list and the docs say so. */
 static void only_documented_routes_are_open(void **state)
 {
     (void)state;
     static const char *const open_routes[] = {
         "GET /healthz",
         "GET /v1/version",
+        "GET /v1/openapi.json",
         "POST /v1/accounting/epsilon",
         "POST /v1/accounting/delta",
         "POST /v1/accounting/rdp",
