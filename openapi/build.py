@@ -423,7 +423,8 @@ _generator = obj({
     "n_max": integer(minimum=1), "tau": num(minimum=0), "noise": num(minimum=0),
     "classes": integer(minimum=2), "seed": integer(minimum=0)}, ["generator"])
 SCHEMAS["JobSpec"] = obj({
-    "algorithm": enum("local", "fedavg", "finetune", "mrmtl", "ditto", "dp_fedavg", "ppsgd"),
+    "algorithm": enum("local", "fedavg", "finetune", "mrmtl", "ditto", "dp_fedavg", "ppsgd",
+                      "fedhdp"),
     "dataset": {"oneOf": [integer(minimum=1, description="an uploaded data set"),
                           {"const": "fashion-mnist"}, _generator]},
     "partition": obj({"kind": enum("natural", "iid", "dirichlet", "classes"),
@@ -447,6 +448,21 @@ SCHEMAS["JobSpec"] = obj({
     "standardize": enum("silo", "none"), "weighted": boolean(), "resume": boolean(),
     "name": string(minLength=1),
     "ratio": {"oneOf": [num(minimum=0, maximum=1e12), {"const": "inf"}]},
+    "fedhdp": obj({
+        "groups": arr(obj({
+            "name": string(minLength=1, maxLength=128),
+            "silos": null_or(arr(string(minLength=1), minItems=1,
+                                 description="data-set silo names; one group may leave it out "
+                                             "and take the rest")),
+            "private": boolean(), "target_epsilon": num(exclusiveMinimum=0, maximum=1000),
+            "noise_multiplier": num(exclusiveMinimum=0, maximum=1e6),
+            "r": num(minimum=0, maximum=1e6), "lambda": num(minimum=0, maximum=1e6)}),
+            minItems=1, maxItems=16),
+        "adaptive_clip": obj({"quantile": num(exclusiveMinimum=0, exclusiveMaximum=1),
+                              "lr": num(exclusiveMinimum=0, maximum=100),
+                              "count_noise": num(exclusiveMinimum=0, maximum=1e6)},
+                             ["count_noise"])},
+        ["groups"], description="FedHDP's privacy groups (docs/TRAINING.md \"FedHDP\")"),
 }, ["algorithm", "dataset", "model", "rounds", "batch_size", "lr"],
     description="A training job (docs/TRAINING.md \"The job spec\").")
 _plan_silo = obj({
