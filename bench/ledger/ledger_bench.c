@@ -420,13 +420,16 @@ static int dpsgd_main(const char *path, size_t n, long rounds, long nth, long pe
     static const char *const tags[] = {"none"};
     const size_t n_tags = 1;
 #endif
-    for (size_t t = 0; rc == 0 && t < n_tags; t++) {
+    /* LEDGER_BENCH_ONLY_CACHED=1 skips the cache-off rows (to profile the cached path alone). */
+    const char *only = getenv("LEDGER_BENCH_ONLY_CACHED");
+    size_t t0 = only != NULL && strcmp(only, "1") == 0 ? n_tags - 1 : 0;
+    for (size_t t = t0; rc == 0 && t < n_tags; t++) {
 #ifdef LEDGER_CURVE_CACHE
         ledger_curve_cache_enable(l, t == 1);
 #endif
         rc = dpsgd_batch(l, tags[t], evs, n, rounds);
     }
-    for (size_t t = 0; rc == 0 && t < n_tags; t++) {
+    for (size_t t = t0; rc == 0 && t < n_tags; t++) {
 #ifdef LEDGER_CURVE_CACHE
         ledger_curve_cache_enable(l, t == 1);
 #endif

@@ -20,6 +20,8 @@ int lg_loss_of(const ledger *l, const ledger_budget *b, const double *rdp, doubl
     double opt = DP_NAN;
     if (b->kind == LEDGER_BUDGET_NONE || isnan(b->delta))
         return DP_OK;
+    /* the same figures with or without the table (curves.c); NULL: convert without one */
+    const acct_conv_table *t = lg_conv_table(l->convs, b->delta, b->conversion);
     if (b->accountant == LEDGER_ACCT_ZCDP) {
         /* rho-zCDP is (alpha, rho*alpha)-RDP for every alpha > 1 (Bun & Steinke 2016, Def. 1.1), so
          * the silo's RDP conversion applies to that curve. The product is rounded up. */
@@ -28,11 +30,13 @@ int lg_loss_of(const ledger *l, const ledger_budget *b, const double *rdp, doubl
             double v = rho * l->orders[i];
             curve[i] = isfinite(v) && v > 0 ? nextafter(v, DP_INF) : v;
         }
-        if (acct_rdp_to_epsilon(l->orders, curve, l->n_orders, b->delta, b->conversion, eps, &opt,
-                                err) != DP_OK)
+        if ((t != NULL ? acct_rdp_to_epsilon_table(t, curve, eps, &opt, err)
+                       : acct_rdp_to_epsilon(l->orders, curve, l->n_orders, b->delta, b->conversion,
+                                             eps, &opt, err)) != DP_OK)
             return err ? err->code : DP_EINTERNAL;
-    } else if (acct_rdp_to_epsilon(l->orders, rdp, l->n_orders, b->delta, b->conversion, eps, &opt,
-                                   err) != DP_OK) {
+    } else if ((t != NULL ? acct_rdp_to_epsilon_table(t, rdp, eps, &opt, err)
+                          : acct_rdp_to_epsilon(l->orders, rdp, l->n_orders, b->delta,
+                                                b->conversion, eps, &opt, err)) != DP_OK) {
         return err ? err->code : DP_EINTERNAL;
     }
     if (order != NULL)
@@ -244,9 +248,11 @@ static double refined_eps_order(const ledger *l, const ledger_budget *b, const d
     acct_rdp_answer a;
     dp_err e;
     dp_err_clear(&e);
-    if (acct_rdp_epsilon_curve(tree, nb, b->delta, b->conversion, l->orders, vec, l->n_orders, &a,
-                               &e) != DP_OK ||
-        isnan(a.value) || !(a.value < grid_eps))
+    const acct_conv_table *t = lg_conv_table(l->convs, b->delta, b->conversion);
+    int rc = t != NULL ? acct_rdp_epsilon_curve_table(tree, nb, t, b->conversion, vec, &a, &e)
+                       : acct_rdp_epsilon_curve(tree, nb, b->delta, b->conversion, l->orders, vec,
+                                                l->n_orders, &a, &e);
+    if (rc != DP_OK || isnan(a.value) || !(a.value < grid_eps))
         return grid_eps;
     if (order != NULL)
         *order = a.optimal_order;
@@ -363,6 +369,7 @@ static log_tree *log_tree_get(ledger *l, const silo_row *s)
                          (const char *)sqlite3_column_text(st, 1), 1);
             t->n_charges = s->n_charges;
             t->gen = l->tree_gen;
+            t->have_prev = false; /* read by lg_charge_append when it needs it */
             lg_st_done(st);
             return t;
         }
@@ -575,7 +582,15 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
      * (D10): each figure is an upper bound on the loss of the rows so far, so the larger of this
      * one and the previous row's is one too. (A PLD figure may come out below an earlier row's
      * RDP fallback, or a later composition round differently.) */
-    if (s->n_charges > 0 && !isnan(s->b.delta) && !isnan(res->spent_eps_after)) {
+    log_tree *t = &l->trees[(size_t)s->id % LEDGER_TREE_CACHE];
+    bool t_current = t->silo == s->id && t->n_charges == s->n_charges;
+    if (s->n_charges > 0 && !isnan(s->b.delta) && !isnan(res->spent_eps_after) && t_current &&
+        t->have_prev) { /* the previous row, as this committer wrote it */
+        double prev = t->prev_eps_after, prev_delta = t->prev_delta_after;
+        if (!isnan(prev) && memcmp(&prev_delta, &s->b.delta, sizeof prev_delta) == 0 &&
+            prev > res->spent_eps_after)
+            res->spent_eps_after = prev;
+    } else if (s->n_charges > 0 && !isnan(s->b.delta) && !isnan(res->spent_eps_after)) {
         sqlite3_stmt *pv = l->st[ST_PREV_AFTER];
         int prc = lg_b_i64(pv, ":silo", s->id);
         if (prc == SQLITE_OK)
@@ -629,8 +644,9 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
         rc = lg_b_dbl(st, ":rho_after", new_rho);
     if (rc == SQLITE_OK)
         rc = lg_b_dbl(st, ":remaining", res->remaining_after);
+    double delta_after = isnan(res->spent_eps_after) ? DP_NAN : s->b.delta;
     if (rc == SQLITE_OK)
-        rc = lg_b_dbl(st, ":delta_after", isnan(res->spent_eps_after) ? DP_NAN : s->b.delta);
+        rc = lg_b_dbl(st, ":delta_after", delta_after);
     int werr = lg_st_write(l, st, rc, "insert charge", err);
     if (werr != DP_OK)
         return werr;
@@ -645,7 +661,22 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
         rc = lg_b_dbl(st, ":rho", new_rho);
     if (rc == SQLITE_OK)
         rc = lg_b_i64(st, ":id", s->id);
-    return lg_st_write(l, st, rc, "update silo totals", err);
+    werr = lg_st_write(l, st, rc, "update silo totals", err);
+    if (werr != DP_OK)
+        return werr;
+    /* The silo's log tree, when it is current, takes the new row now (what log_tree_get would
+     * read back from it on the next charge), stamped with this op's generation so that a rollback
+     * forgets it (lg_log_trees_forget). An unusable tree stays unusable with one more row. */
+    if (t_current) {
+        if (t->usable)
+            log_tree_add(t, req->event_json, nb, 1);
+        t->n_charges = seq;
+        t->gen = l->tree_gen;
+        t->have_prev = true;
+        t->prev_eps_after = res->spent_eps_after;
+        t->prev_delta_after = delta_after;
+    }
+    return DP_OK;
 }
 
 /* Fills res from an existing charge row found by st (already stepped to SQLITE_ROW). */

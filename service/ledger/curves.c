@@ -326,3 +326,81 @@ void ledger_curve_cache_stats(const ledger *l, ledger_curve_stats *out)
 {
     lg_curve_cache_stats(l->curves, out);
 }
+
+/* ---- conversion tables ----
+ *
+ * Every epsilon of the ledger is a conversion of a per-order sum at a silo's delta (lg_loss_of)
+ * and, for rdp and pld silos, its refinement (acct_rdp_epsilon_curve), whose first step is the same
+ * grid conversion. Each is a minimum over the grid of a bound whose terms log1p(-1/alpha) and (log
+ * delta + log alpha)/(alpha - 1) depend only on the order and the delta: an acct_conv_table
+ * computes them once per (delta, conversion) instead of three transcendental functions per order
+ * per conversion, with the same values bit for bit (accounting/rdp.h). Tables are made on first use
+ * and kept until the ledger is freed (immutable, so a pointer handed out stays valid without the
+ * lock); a ledger whose silos use more than LG_CONV_TABLES (delta, conversion) pairs converts the
+ * others without one, with the same results. */
+#define LG_CONV_TABLES 32
+
+struct lg_conv_tables {
+    pthread_mutex_t mu; /* guards n and the entries; held only to find or add one */
+    size_t n;
+    struct {
+        uint64_t delta_bits;
+        acct_conversion base; /* MIRONOV2017 or BALLE2020 (OPTIMAL shares BALLE2020's table) */
+        acct_conv_table *t;
+    } e[LG_CONV_TABLES];
+    const double *orders; /* the ledger's grid (borrowed) */
+    size_t n_orders;
+};
+
+lg_conv_tables *lg_conv_tables_alloc(const double *orders, size_t n_orders)
+{
+    lg_conv_tables *c = dp_calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        dp_free(c);
+        return NULL;
+    }
+    c->orders = orders;
+    c->n_orders = n_orders;
+    return c;
+}
+
+void lg_conv_tables_free(lg_conv_tables *c)
+{
+    if (c == NULL)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        acct_conv_table_free(c->e[i].t);
+    pthread_mutex_destroy(&c->mu);
+    dp_free(c);
+}
+
+const acct_conv_table *lg_conv_table(lg_conv_tables *c, double delta, acct_conversion conv)
+{
+    if (c == NULL || isnan(delta))
+        return NULL;
+    acct_conversion base =
+        conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
+    uint64_t bits;
+    memcpy(&bits, &delta, sizeof bits);
+    const acct_conv_table *t = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n && t == NULL; i++)
+        if (c->e[i].delta_bits == bits && c->e[i].base == base)
+            t = c->e[i].t;
+    if (t == NULL && c->n < LG_CONV_TABLES) {
+        /* NULL on a delta the conversion refuses: the caller converts without a table and gets
+         * the conversion's own error */
+        acct_conv_table *nt = acct_conv_table_new(c->orders, c->n_orders, delta, base, NULL);
+        if (nt != NULL) {
+            c->e[c->n].delta_bits = bits;
+            c->e[c->n].base = base;
+            c->e[c->n].t = nt;
+            c->n++;
+            t = nt;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return t;
+}

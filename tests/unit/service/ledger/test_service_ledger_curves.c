@@ -415,6 +415,74 @@ static void charges_with_and_without_the_cache_agree_bit_for_bit(void **state)
         acct_event_free(ev[k]);
 }
 
+/* ---- the committer's log trees, advanced in memory ---- */
+
+/* The figures of a charge that depend on the silo's log (would_be, spent_eps_after,
+ * remaining_after: the refinement composes the log's tree, and spent_eps_after is at least the
+ * previous row's) are the same whether the committer advanced the silo's tree and remembered the
+ * previous row's figures itself (lg_charge_append) or rebuilt both from SQL (a ledger reopened
+ * before every charge). A batch refused after its first item was appended is rolled back: the
+ * tree advanced by that item and its remembered figures must be forgotten; its event is larger
+ * than the others, so a tree or a previous eps_after kept from it would show in the next charge.
+ */
+static void trees_advanced_in_memory_equal_trees_rebuilt_from_the_log(void **state)
+{
+    ledger_fixture *f = *state;
+    ledger_budget b = opt_budget();
+    ledger_budget small = b;
+    small.epsilon = 1.0;
+    ledger_silo_view v;
+    char tok[LEDGER_TOKEN_BUF];
+    dp_err e;
+    dp_err_clear(&e);
+    int64_t a_id, b_id, cap_id;
+    assert_int_equal(ledger_silo_create(f->l, "kept", &b, &v, tok, &e), DP_OK);
+    a_id = v.id;
+    assert_int_equal(ledger_silo_create(f->l, "rebuilt", &b, &v, tok, &e), DP_OK);
+    b_id = v.id;
+    assert_int_equal(ledger_silo_create(f->l, "capped", &small, &v, tok, &e), DP_OK);
+    cap_id = v.id;
+    uint64_t seed = 91;
+    acct_event *ev[3] = {
+        dpsgd_round(&seed), dpsgd_round(&seed),
+        acct_event_self_composed(400, acct_event_poisson(0.05, acct_event_gaussian(0.8)))};
+    enum { N = 9 };
+    ledger_charge_result kept[N], rebuilt[N];
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t id = pass == 0 ? a_id : b_id;
+        for (int i = 0; i < N; i++) {
+            if (pass == 1) { /* a fresh committer: its trees and figures come from SQL */
+                ledger_free(f->l);
+                f->l = ledger_open(f->r.path, &e);
+                assert_non_null(f->l);
+            }
+            if (i % 3 == 2) { /* appended, then rolled back with its batch */
+                ledger_charge_req rq[2] = {
+                    {.silo_id = id, .event = ev[2], .neighboring = ACCT_NB_ADD_REMOVE},
+                    {.silo_id = cap_id, .event = ev[2], .neighboring = ACCT_NB_ADD_REMOVE}};
+                ledger_charge_result out[2];
+                assert_int_equal(ledger_charge_batch(f->l, rq, 2, false, out, &e), DP_EBUDGET);
+            }
+            ledger_charge_req rq = {
+                .silo_id = id, .event = ev[i % 2], .neighboring = ACCT_NB_ADD_REMOVE};
+            ledger_charge_result *out = pass == 0 ? &kept[i] : &rebuilt[i];
+            assert_int_equal(ledger_charge(f->l, &rq, false, out, &e), DP_OK);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(kept[i].seq, i + 1);
+        assert_int_equal(rebuilt[i].seq, i + 1);
+        assert_true(same_dbl(kept[i].cost_eps, rebuilt[i].cost_eps));
+        assert_true(same_dbl(kept[i].would_be, rebuilt[i].would_be));
+        assert_true(same_dbl(kept[i].spent_eps_after, rebuilt[i].spent_eps_after));
+        assert_true(same_dbl(kept[i].remaining_after, rebuilt[i].remaining_after));
+        if (i > 0)
+            assert_true(kept[i].spent_eps_after > kept[i - 1].spent_eps_after);
+    }
+    for (int k = 0; k < 3; k++)
+        acct_event_free(ev[k]);
+}
+
 /* ---- threads ---- */
 
 enum { TH_EVENTS = 24, TH_THREADS = 6, TH_ROUNDS = 3 };
@@ -535,6 +603,8 @@ int main(void)
         cmocka_unit_test(a_small_cache_under_churn_answers_right_or_misses),
         cmocka_unit_test_setup_teardown(charges_with_and_without_the_cache_agree_bit_for_bit, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(trees_advanced_in_memory_equal_trees_rebuilt_from_the_log,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(threads_share_the_cache_without_wrong_answers, setup,
                                         teardown),
         cmocka_unit_test(threads_churning_a_small_cache_never_see_a_wrong_curve),
