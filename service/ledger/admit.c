@@ -81,8 +81,16 @@ int lg_item_prepare(const ledger *l, const ledger_charge_req *req, const char *w
 {
     if (req->event == NULL)
         return dp_err_set(err, DP_EINVAL, "event", "event is required");
+    uint8_t *key = it->ev_key;
+    bool use_cache = lg_curve_cache_enabled(l->curves), cached = false, json_hit = false;
+    it->have_key = use_cache;
+    if (use_cache)
+        lg_event_key(req->event, req->neighboring, key);
     if (req->event_json == NULL) { /* a C caller (a job): the ledger writes the canonical JSON */
-        it->own_json = event_json_dumps(req->event);
+        if (use_cache)             /* the same text as event_json_dumps (curves.c) */
+            json_hit = (it->own_json = lg_curve_cache_get_json(l->curves, key)) != NULL;
+        if (!json_hit)
+            it->own_json = event_json_dumps(req->event);
         if (it->own_json == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         it->req_copy = *req;
@@ -103,13 +111,8 @@ int lg_item_prepare(const ledger *l, const ledger_charge_req *req, const char *w
     it->req = req;
     /* The cost: a pure function of (event, relation) on the fixed grid, so an event seen before
      * takes it from the cache (curves.c), bit for bit what the computation below returned then. */
-    uint8_t *key = it->ev_key;
-    bool use_cache = lg_curve_cache_enabled(l->curves), cached = false;
-    it->have_key = use_cache;
-    if (use_cache) {
-        lg_event_key(req->event, req->neighboring, key);
+    if (use_cache)
         cached = lg_curve_cache_get(l->curves, key, it->cost_rdp, &it->cost_rho);
-    }
     if (!cached) {
         if (acct_rdp_eval(req->event, req->neighboring, l->orders, l->n_orders, it->cost_rdp,
                           err) != DP_OK) {
@@ -131,6 +134,8 @@ int lg_item_prepare(const ledger *l, const ledger_charge_req *req, const char *w
         if (use_cache)
             lg_curve_cache_put(l->curves, key, it->cost_rdp, it->cost_rho);
     }
+    if (use_cache && it->own_json != NULL && !json_hit)
+        lg_curve_cache_put_json(l->curves, key, it->own_json);
     /* Request hash: what, event, relation and job; a retry with another body is a conflict. */
     char job[32];
     snprintf(job, sizeof job, "%lld", (long long)req->job_id);

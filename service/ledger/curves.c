@@ -53,6 +53,7 @@ typedef struct lg_curve_slot {
         double eps;
     } ref[LG_CURVE_REFINED]; /* filled in turn (next_ref) */
     unsigned next_ref;
+    char *json; /* owned (malloc), NULL until attached: event_json_dumps of the event */
 } lg_curve_slot;
 
 struct lg_curve_cache {
@@ -92,6 +93,8 @@ void lg_curve_cache_free(lg_curve_cache *c)
     if (c == NULL)
         return;
     pthread_mutex_destroy(&c->mu);
+    for (size_t i = 0; i < c->n_sets * LG_CURVE_WAYS; i++)
+        free(c->slot[i].json);
     dp_free(c->curve);
     dp_free(c->slot);
     dp_free(c);
@@ -244,6 +247,7 @@ void lg_curve_cache_put(lg_curve_cache *c, const uint8_t *key, const double *rdp
         else
             c->entries++;
         lg_curve_slot *s = &c->slot[victim];
+        free(s->json);
         memset(s, 0, sizeof *s);
         memcpy(s->key, key, DP_SHA256_DIGEST_BYTES);
         s->used = true;
@@ -296,6 +300,46 @@ void lg_curve_cache_put_refined(lg_curve_cache *c, const uint8_t *key, double de
         s->ref[r].eps = eps;
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* The event's canonical JSON (a C caller's charge: lg_item_prepare writes it for the log) is a
+ * function of exactly what the key hashes: event_json_encode writes per node its type and the
+ * parameters that type uses (the repeat-select distribution's fields a subset of those hashed),
+ * each double by a text its bit pattern determines. An entry keeps the
+ * text of the first computation, and a hit hands out a copy instead of encoding the tree again. */
+char *lg_curve_cache_get_json(lg_curve_cache *c, const uint8_t *key)
+{
+    if (!lg_curve_cache_enabled(c))
+        return NULL;
+    char *out = NULL;
+    pthread_mutex_lock(&c->mu);
+    size_t i = find(c, key);
+    if (i != SIZE_MAX && c->slot[i].json != NULL) {
+        size_t n = strlen(c->slot[i].json) + 1;
+        if ((out = malloc(n)) != NULL) /* the caller frees it with free(), as jansson's text */
+            memcpy(out, c->slot[i].json, n);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return out;
+}
+
+void lg_curve_cache_put_json(lg_curve_cache *c, const uint8_t *key, const char *json)
+{
+    if (!lg_curve_cache_enabled(c) || json == NULL)
+        return;
+    size_t n = strlen(json) + 1;
+    char *copy = malloc(n);
+    if (copy == NULL)
+        return;
+    memcpy(copy, json, n);
+    pthread_mutex_lock(&c->mu);
+    size_t i = find(c, key); /* evicted meanwhile: nothing to attach it to */
+    if (i != SIZE_MAX && c->slot[i].json == NULL) {
+        c->slot[i].json = copy;
+        copy = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(copy);
 }
 
 void lg_curve_cache_stats(lg_curve_cache *c, ledger_curve_stats *out)

@@ -324,6 +324,8 @@ void lg_event_key(const acct_event *ev, acct_neighboring nb, uint8_t key[DP_SHA2
 bool lg_curve_cache_get(lg_curve_cache *c, const uint8_t *key, double *rdp, double *rho);
 void lg_curve_cache_put(lg_curve_cache *c, const uint8_t *key, const double *rdp, double rho);
 void lg_curve_cache_stats(lg_curve_cache *c, ledger_curve_stats *out);
+char *lg_curve_cache_get_json(lg_curve_cache *c, const uint8_t *key);
+void lg_curve_cache_put_json(lg_curve_cache *c, const uint8_t *key, const char *json);
 #define LG_CURVE_REFINED 2 /* (delta, conversion) pairs of an event's own refined epsilon */
 bool lg_curve_cache_get_refined(lg_curve_cache *c, const uint8_t *key, double delta,
                                 acct_conversion conv, double *eps);

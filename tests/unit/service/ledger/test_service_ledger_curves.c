@@ -2,7 +2,8 @@
  * White-box tests of the ledger's cost cache (service/ledger/curves.c, through ledger/internal.h):
  *   - exactness: over many random events (DP-SGD rounds, plain mechanisms, compositions, sampled
  *     without replacement, both relations), the cost a hit returns is bit for bit the cost computed
- *     with the cache off, and a clone of the tree (another allocation, the same event) hits;
+ *     with the cache off, and a clone of the tree (another allocation, the same event) hits; so is
+ *     the event's JSON text written to the log (event_json_dumps's);
  *   - the key: it tells apart what changes the cost (a parameter's last bit, the relation, a count)
  *     and ignores what does not (fields the node's type does not use);
  *   - counting, least-recently-used eviction in a set, and that a full cache never answers with
@@ -166,6 +167,16 @@ static void cached_costs_are_bit_identical_to_fresh_ones(void **state)
             assert_true(s1.hits - s0.hits >= 2);
             assert_true(hit.have_key);
             assert_memory_equal(hit.ev_key, miss.ev_key, DP_SHA256_DIGEST_BYTES);
+            /* the log's text of the event: a hit's copy is event_json_dumps's text */
+            char *text = event_json_dumps(ev);
+            assert_non_null(text);
+            assert_non_null(fresh.own_json);
+            assert_string_equal(fresh.own_json, text);
+            assert_string_equal(miss.own_json, text);
+            assert_string_equal(hit.own_json, text);
+            assert_string_equal(clone_hit.own_json, text);
+            assert_true(hit.own_json != miss.own_json);
+            free(text);
         } else { /* failures are never cached: every call computed and missed */
             assert_int_equal(s1.hits, s0.hits);
         }
