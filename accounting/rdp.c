@@ -1596,8 +1596,9 @@ static double grid_value(order_obj *o, const double *ord, const double *memo, si
  * formed by the grid neighbours of the grid minimum ord[bi] (interior), down to a bracket of
  * ACCT_ORDER_SEARCH_XTOL as the golden-section search. Returns false, with nothing decided, when
  * the bracket is not strict (a tie with a neighbour) or GSL refuses; o->rc carries evaluation
- * errors. The objective is smooth and quasi-convex there, where parabolic steps converge in a
- * handful of evaluations instead of ~20 golden-section ones. */
+ * errors and running out of memory (then true: the caller stops). The objective is smooth and
+ * quasi-convex there, where parabolic steps converge in a handful of evaluations instead of ~20
+ * golden-section ones. */
 static bool brent_search(order_obj *o, const double *ord, const double *memo, size_t bi,
                          double fmid, double *xbest, double *fbest)
 {
@@ -1605,8 +1606,10 @@ static bool brent_search(order_obj *o, const double *ord, const double *memo, si
     if (o->rc != DP_OK || !(fmid < flo && fmid < fhi) || !isfinite(fmid))
         return false;
     gsl_min_fminimizer *m = gsl_min_fminimizer_alloc(gsl_min_fminimizer_brent);
-    if (m == NULL)
-        return false;
+    if (m == NULL) { /* an error, not the golden-section search: the answer never depends on it */
+        o->rc = dp_err_set(o->err, DP_ENOMEM, NULL, "out of memory");
+        return true;
+    }
     gsl_function F = {objective_x, o};
     double xl = log(ord[bi - 1] - 1.0), xm = log(ord[bi] - 1.0), xu = log(ord[bi + 1] - 1.0);
     bool ok = gsl_min_fminimizer_set_with_values(m, &F, xm, fmid, xl, flo, xu, fhi) == GSL_SUCCESS;

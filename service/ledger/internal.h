@@ -280,7 +280,7 @@ void lg_refine_set_load(ledger *l, const silo_row *s, int64_t now, int64_t excep
                         const acct_event *event, acct_neighboring nb, refine_set *r);
 double lg_refined_of_order(const ledger *l, const ledger_budget *b, const refine_set *r,
                            bool with_claims, bool with_event, const double *vec, double grid_eps,
-                           double *order);
+                           double *order, bool *oom);
 double lg_refined_of(const ledger *l, const ledger_budget *b, const refine_set *r, bool with_claims,
                      bool with_event, const double *vec, double grid_eps);
 int lg_admit(ledger *l, const silo_row *s, const double *held_rdp, double held_rho,
@@ -343,6 +343,7 @@ int lg_kind_parse(const char *s, ledger_budget_kind *k);
 ledger_claim_state lg_claim_state_parse(const char *s);
 
 /* pld.c */
+int lg_stored_event_parse(const char *text, int64_t count, acct_event **out);
 acct_event *lg_stored_event(const char *text, int64_t count);
 double lg_pld_eps_of(sqlite3 *db, int64_t silo, double delta, bool with_claims,
                      const acct_event *extra, acct_neighboring nb, int64_t now);
