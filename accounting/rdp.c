@@ -1327,6 +1327,18 @@ int acct_conversion_parse(const char *s, acct_conversion *out, dp_err *err)
                       "conversion must be \"mironov2017\", \"balle2020\" or \"optimal\"");
 }
 
+/* The KL shortcut's test dd + expm1(-r) >= 0 (dd = delta * delta), without expm1 where its answer
+ * is certain to be false: for 4 dd < r <= 1/2, 1 - e^-r >= r - r^2/2 >= 3r/4 > 3 dd, and expm1 is
+ * accurate to an ulp, so fl(expm1(-r)) < -2.9 dd and the sum is negative; for r > 1/2,
+ * 1 - e^-r > 0.39 > dd when dd < 0.3. Otherwise (and for NaN) the test is evaluated as written,
+ * so the answer is the same as the plain expression's for every input. */
+static bool kl_zero(double r, double dd)
+{
+    if (r > 4.0 * dd && (r <= 0.5 || dd < 0.3))
+        return false;
+    return dd + expm1(-r) >= 0.0;
+}
+
 /* eps at one order. */
 static double eps_at(double a, double r, double log_delta, double delta, acct_conversion conv)
 {
@@ -1336,10 +1348,90 @@ static double eps_at(double a, double r, double log_delta, double delta, acct_co
         return r - log_delta / (a - 1.0);
     /* KL shortcut: D_alpha >= KL and TV <= sqrt(1 - e^-KL), so (0, delta)-DP when delta^2 >= 1 -
      * e^-r (as dp_accounting's compute_epsilon). */
-    if (delta * delta + expm1(-r) >= 0.0)
+    if (kl_zero(r, delta * delta))
         return 0.0;
     /* Balle et al. 2020, Thm. 21. */
     double e = r + log1p(-1.0 / a) - (log_delta + log(a)) / (a - 1.0);
+    return e > 0.0 ? e : 0.0;
+}
+
+/* ---- conversion tables (acct_conv_table in accounting/rdp.h) ----
+ * eps_at with the terms that depend only on (alpha, delta) computed once: the same operations in
+ * the same order on the same operands, so every value is bit for bit eps_at's. */
+
+static int check_delta(double delta, dp_err *err);
+
+struct acct_conv_table {
+    size_t n;
+    double delta, log_delta, dd; /* dd = delta * delta, as eps_at computes it */
+    acct_conversion base;        /* MIRONOV2017 or BALLE2020 */
+    bool increasing;             /* orders strictly increasing (acct_rdp_epsilon_curve_table) */
+    double *orders;
+    double *c1; /* BALLE2020: log1p(-1 / alpha); MIRONOV2017: unused */
+    double *c2; /* BALLE2020: (log delta + log alpha) / (alpha - 1); MIRONOV2017: log delta /
+                   (alpha - 1) */
+};
+
+acct_conv_table *acct_conv_table_new(const double *orders, size_t n, double delta,
+                                     acct_conversion conv, dp_err *err)
+{
+    int rc = check_delta(delta, err);
+    if (rc != DP_OK || (rc = acct_rdp_check_orders(orders, n, err)) != DP_OK)
+        return NULL;
+    if (conv != ACCT_CONV_MIRONOV2017 && conv != ACCT_CONV_BALLE2020 && conv != ACCT_CONV_OPTIMAL) {
+        dp_err_set(err, DP_EINVAL, "conversion", "unknown conversion");
+        return NULL;
+    }
+    acct_conv_table *t = dp_calloc(1, sizeof *t);
+    double *a = t != NULL ? dp_malloc(3 * n * sizeof *a) : NULL;
+    if (a == NULL) {
+        dp_free(t);
+        dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        return NULL;
+    }
+    t->n = n;
+    t->delta = delta;
+    t->log_delta = log(delta);
+    t->dd = delta * delta;
+    t->base = conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
+    t->orders = a;
+    t->c1 = a + n;
+    t->c2 = a + 2 * n;
+    t->increasing = true;
+    for (size_t i = 0; i < n; i++) {
+        double al = orders[i];
+        t->orders[i] = al;
+        if (i > 0 && !(orders[i - 1] < al))
+            t->increasing = false;
+        if (t->base == ACCT_CONV_MIRONOV2017) {
+            t->c1[i] = 0.0;
+            t->c2[i] = t->log_delta / (al - 1.0);
+        } else {
+            t->c1[i] = log1p(-1.0 / al);
+            t->c2[i] = (t->log_delta + log(al)) / (al - 1.0);
+        }
+    }
+    return t;
+}
+
+void acct_conv_table_free(acct_conv_table *t)
+{
+    if (t == NULL)
+        return;
+    dp_free(t->orders);
+    dp_free(t);
+}
+
+/* eps_at(t->orders[i], r, t->log_delta, t->delta, t->base), bit for bit. */
+static double eps_at_table(const acct_conv_table *t, size_t i, double r)
+{
+    if (r == HUGE_VAL)
+        return HUGE_VAL;
+    if (t->base == ACCT_CONV_MIRONOV2017)
+        return r - t->c2[i];
+    if (kl_zero(r, t->dd))
+        return 0.0;
+    double e = r + t->c1[i] - t->c2[i];
     return e > 0.0 ? e : 0.0;
 }
 
@@ -1424,6 +1516,26 @@ int acct_rdp_to_epsilon(const double *orders, const double *rdp, size_t n, doubl
     return DP_OK;
 }
 
+int acct_rdp_to_epsilon_table(const acct_conv_table *t, const double *rdp, double *eps,
+                              double *opt_order, dp_err *err)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (isnan(rdp[i]) || rdp[i] < 0.0)
+            return dp_err_set(err, DP_EINVAL, "rdp", "RDP values must be >= 0, got %g", rdp[i]);
+    double best = HUGE_VAL, ba = DP_NAN;
+    for (size_t i = 0; i < t->n; i++) {
+        double e = eps_at_table(t, i, rdp[i]);
+        if (e < best) {
+            best = e;
+            ba = t->orders[i];
+        }
+    }
+    *eps = best;
+    if (opt_order)
+        *opt_order = ba;
+    return DP_OK;
+}
+
 int acct_rdp_to_delta(const double *orders, const double *rdp, size_t n, double eps,
                       acct_conversion conv, double *delta, double *opt_order, dp_err *err)
 {
@@ -1484,8 +1596,9 @@ static double grid_value(order_obj *o, const double *ord, const double *memo, si
  * formed by the grid neighbours of the grid minimum ord[bi] (interior), down to a bracket of
  * ACCT_ORDER_SEARCH_XTOL as the golden-section search. Returns false, with nothing decided, when
  * the bracket is not strict (a tie with a neighbour) or GSL refuses; o->rc carries evaluation
- * errors. The objective is smooth and quasi-convex there, where parabolic steps converge in a
- * handful of evaluations instead of ~20 golden-section ones. */
+ * errors and running out of memory (then true: the caller stops). The objective is smooth and
+ * quasi-convex there, where parabolic steps converge in a handful of evaluations instead of ~20
+ * golden-section ones. */
 static bool brent_search(order_obj *o, const double *ord, const double *memo, size_t bi,
                          double fmid, double *xbest, double *fbest)
 {
@@ -1493,8 +1606,10 @@ static bool brent_search(order_obj *o, const double *ord, const double *memo, si
     if (o->rc != DP_OK || !(fmid < flo && fmid < fhi) || !isfinite(fmid))
         return false;
     gsl_min_fminimizer *m = gsl_min_fminimizer_alloc(gsl_min_fminimizer_brent);
-    if (m == NULL)
-        return false;
+    if (m == NULL) { /* an error, not the golden-section search: the answer never depends on it */
+        o->rc = dp_err_set(o->err, DP_ENOMEM, NULL, "out of memory");
+        return true;
+    }
     gsl_function F = {objective_x, o};
     double xl = log(ord[bi - 1] - 1.0), xm = log(ord[bi] - 1.0), xu = log(ord[bi + 1] - 1.0);
     bool ok = gsl_min_fminimizer_set_with_values(m, &F, xm, fmid, xl, flo, xu, fhi) == GSL_SUCCESS;
@@ -2155,28 +2270,43 @@ int acct_rdp_delta(const acct_event *ev, acct_neighboring nb, double epsilon, ac
     return tree_answer(ev, nb, true, epsilon, conv, orders, n_orders, false, out, err);
 }
 
-int acct_rdp_epsilon_curve(const acct_event *ev, acct_neighboring nb, double delta,
-                           acct_conversion conv, const double *orders, const double *rdp, size_t n,
-                           acct_rdp_answer *out, dp_err *err)
+/* acct_rdp_epsilon_curve, its grid pass through t when t is not NULL (then orders are t's, delta
+ * t->delta and conv one that t was made for; the values are the same bit for bit). */
+static int curve_answer(const acct_event *ev, acct_neighboring nb, double delta,
+                        acct_conversion conv, const double *orders, const double *rdp, size_t n,
+                        const acct_conv_table *t, acct_rdp_answer *out, dp_err *err)
 {
     int rc = eval_prepare(ev, nb, err);
-    if (rc != DP_OK || (rc = check_delta(delta, err)) != DP_OK ||
-        (rc = check_curve(orders, rdp, n, err)) != DP_OK)
+    if (rc != DP_OK)
         return rc;
+    if (t == NULL) {
+        if ((rc = check_delta(delta, err)) != DP_OK ||
+            (rc = check_curve(orders, rdp, n, err)) != DP_OK)
+            return rc;
+        for (size_t i = 1; i < n; i++)
+            if (!(orders[i - 1] < orders[i]))
+                return dp_err_set(err, DP_EINVAL, "orders", "orders must be strictly increasing");
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (isnan(rdp[i]) || rdp[i] < 0.0)
+                return dp_err_set(err, DP_EINVAL, "rdp", "RDP values must be >= 0, got %g", rdp[i]);
+        if (!t->increasing)
+            return dp_err_set(err, DP_EINVAL, "orders", "orders must be strictly increasing");
+    }
     if (conv != ACCT_CONV_MIRONOV2017 && conv != ACCT_CONV_BALLE2020 && conv != ACCT_CONV_OPTIMAL)
         return dp_err_set(err, DP_EINVAL, "conversion", "unknown conversion");
-    for (size_t i = 1; i < n; i++)
-        if (!(orders[i - 1] < orders[i]))
-            return dp_err_set(err, DP_EINVAL, "orders", "orders must be strictly increasing");
+    acct_conversion base =
+        conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
+    if (t != NULL && t->base != base)
+        return dp_err_set(err, DP_EINVAL, "conversion", "the table is for another conversion");
     double *memo = dp_malloc(n * sizeof *memo);
     if (memo == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    acct_conversion base =
-        conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
     double ld = log(delta), best = HUGE_VAL;
     size_t bi = 0;
     for (size_t i = 0; i < n; i++) { /* the grid minimum of the given curve (the first on ties) */
-        memo[i] = eps_at(orders[i], rdp[i], ld, delta, base);
+        memo[i] =
+            t != NULL ? eps_at_table(t, i, rdp[i]) : eps_at(orders[i], rdp[i], ld, delta, base);
         if (memo[i] < best) {
             best = memo[i];
             bi = i;
@@ -2198,4 +2328,18 @@ int acct_rdp_epsilon_curve(const acct_event *ev, acct_neighboring nb, double del
         return rc;
     answer_set(ev, false, delta, best, oa, out);
     return DP_OK;
+}
+
+int acct_rdp_epsilon_curve(const acct_event *ev, acct_neighboring nb, double delta,
+                           acct_conversion conv, const double *orders, const double *rdp, size_t n,
+                           acct_rdp_answer *out, dp_err *err)
+{
+    return curve_answer(ev, nb, delta, conv, orders, rdp, n, NULL, out, err);
+}
+
+int acct_rdp_epsilon_curve_table(const acct_event *ev, acct_neighboring nb,
+                                 const acct_conv_table *t, acct_conversion conv, const double *rdp,
+                                 acct_rdp_answer *out, dp_err *err)
+{
+    return curve_answer(ev, nb, t->delta, conv, t->orders, rdp, t->n, t, out, err);
 }

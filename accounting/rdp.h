@@ -105,6 +105,20 @@ int acct_conversion_parse(const char *s, acct_conversion *out, dp_err *err);
 int acct_rdp_to_epsilon(const double *orders, const double *rdp, size_t n, double delta,
                         acct_conversion conv, double *eps, double *opt_order, dp_err *err);
 
+/* A conversion table: the terms of the conversion at each order that depend only on the order and
+ * delta (log1p(-1/alpha), (log delta + log alpha)/(alpha - 1), ...), computed once for a caller
+ * that converts many curves on one grid at one delta. Immutable once made: it may be shared by
+ * threads. conv is the conversion the table is used with (OPTIMAL and BALLE2020 share a table). */
+typedef struct acct_conv_table acct_conv_table;
+/* NULL on a bad delta, order list or conversion (err says which) or DP_ENOMEM. */
+acct_conv_table *acct_conv_table_new(const double *orders, size_t n, double delta,
+                                     acct_conversion conv, dp_err *err);
+void acct_conv_table_free(acct_conv_table *t); /* NULL: nothing */
+/* acct_rdp_to_epsilon(t's orders, rdp, t's n, t's delta, the table's conversion): the same eps and
+ * order bit for bit, without the transcendental functions of each order. */
+int acct_rdp_to_epsilon_table(const acct_conv_table *t, const double *rdp, double *eps,
+                              double *opt_order, dp_err *err);
+
 /* delta(eps) = min over orders (the inverse of the bound above: Mironov 2017 Prop. 3 gives
  * log delta = (alpha-1)(r - eps); Balle 2020 gives (alpha-1)(r - eps + log1p(-1/alpha)) - log
  * alpha, and the KL bound 0.5 log(1 - e^-r)); clamped to <= 1. eps >= 0 finite. */
@@ -146,6 +160,12 @@ int acct_rdp_epsilon_full_scan(const acct_event *ev, acct_neighboring nb, double
 int acct_rdp_epsilon_curve(const acct_event *ev, acct_neighboring nb, double delta,
                            acct_conversion conv, const double *orders, const double *rdp, size_t n,
                            acct_rdp_answer *out, dp_err *err);
+
+/* acct_rdp_epsilon_curve on t's orders at t's delta (conv: one t was made for), the same answer
+ * bit for bit; the grid conversion uses the table. */
+int acct_rdp_epsilon_curve_table(const acct_event *ev, acct_neighboring nb,
+                                 const acct_conv_table *t, acct_conversion conv, const double *rdp,
+                                 acct_rdp_answer *out, dp_err *err);
 
 /* delta of a tree at epsilon; same order handling as acct_rdp_epsilon. */
 int acct_rdp_delta(const acct_event *ev, acct_neighboring nb, double epsilon, acct_conversion conv,

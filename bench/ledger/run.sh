@@ -80,6 +80,7 @@ done
 #    ledger_charge_batch of 139 items per round) and by single charges from 64 threads; each part runs
 #    with the cost cache off (every charge evaluates its event's curve, as before the cache) and on,
 #    side by side in one process. The trivial-event row is the floor (SQLite and the group commits).
+#    The "jobs" line: LEDGER_BENCH_JOBS (default 4) jobs' rounds of 139 silos each in flight at once.
 echo "== DP-SGD round events (ledger_charge_batch of 139 silos; ledger_charge from 64 threads)"
-nice -n 10 "$BIN" dpsgd "$D/dpsgd.db" 139 "${LEDGER_BENCH_ROUNDS:-30}" 64 "${LEDGER_BENCH_DPSGD_PER:-150}" 2>/dev/null
+LEDGER_BENCH_JOBS="${LEDGER_BENCH_JOBS:-4}" nice -n 10 "$BIN" dpsgd "$D/dpsgd.db" 139 "${LEDGER_BENCH_ROUNDS:-30}" 64 "${LEDGER_BENCH_DPSGD_PER:-150}" 2>/dev/null
 nice -n 10 "$BIN" dpsgd "$D/trivial.db" 139 "${LEDGER_BENCH_ROUNDS:-30}" 64 "${LEDGER_BENCH_DPSGD_PER:-150}" optimal trivial 2>/dev/null

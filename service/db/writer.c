@@ -395,6 +395,18 @@ db_writer *db_writer_open(const char *path, dp_err *err)
     if ((w->db = store_db_open(path, STORE_DB_WRITE, err)) == NULL ||
         (w->ck_db = store_db_open(path, STORE_DB_WRITE, err)) == NULL)
         goto fail;
+    /* temp_store = MEMORY keeps the statement journal of each op's savepoint (the prior content
+     * of every page the op changes, for a ROLLBACK TO) in memory: past 64 KiB SQLite spilled it to
+     * a temporary file, one pwrite per page changed, which one round of a training job (a charge
+     * per silo: a leaf of each per-silo index of charges and the silo's row, hundreds of pages)
+     * always exceeded. It does not change what a COMMIT makes durable. (A larger page cache was
+     * tried and measured slower: its growth costs page faults that the rereads it saves do not.)
+     * It also keeps sorts in memory, where SQLite's sorter makes one allocation per row (on disk
+     * it fills one growing buffer): statements on this connection do not ORDER BY or GROUP BY a
+     * set of rows that grows without bound (the ledger sums a silo's active claims and rebuilds
+     * its log tree without them: service/ledger/admit.c lg_held_load_st, lg_log_tree_build). */
+    if (sqlite3_exec(w->db, "PRAGMA temp_store = MEMORY", NULL, NULL, NULL) != SQLITE_OK)
+        dp_log(DP_LOG_WARN, NULL, "writer: temp_store: %s", sqlite3_errmsg(w->db));
     for (int i = 0; i < WST_N; i++) {
         int rc = sqlite3_prepare_v3(w->db, WSQL[i], -1, SQLITE_PREPARE_PERSISTENT, &w->st[i], NULL);
         if (rc != SQLITE_OK) {

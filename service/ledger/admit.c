@@ -20,6 +20,8 @@ int lg_loss_of(const ledger *l, const ledger_budget *b, const double *rdp, doubl
     double opt = DP_NAN;
     if (b->kind == LEDGER_BUDGET_NONE || isnan(b->delta))
         return DP_OK;
+    /* the same figures with or without the table (curves.c); NULL: convert without one */
+    const acct_conv_table *t = lg_conv_table(l->convs, b->delta, b->conversion);
     if (b->accountant == LEDGER_ACCT_ZCDP) {
         /* rho-zCDP is (alpha, rho*alpha)-RDP for every alpha > 1 (Bun & Steinke 2016, Def. 1.1), so
          * the silo's RDP conversion applies to that curve. The product is rounded up. */
@@ -28,11 +30,13 @@ int lg_loss_of(const ledger *l, const ledger_budget *b, const double *rdp, doubl
             double v = rho * l->orders[i];
             curve[i] = isfinite(v) && v > 0 ? nextafter(v, DP_INF) : v;
         }
-        if (acct_rdp_to_epsilon(l->orders, curve, l->n_orders, b->delta, b->conversion, eps, &opt,
-                                err) != DP_OK)
+        if ((t != NULL ? acct_rdp_to_epsilon_table(t, curve, eps, &opt, err)
+                       : acct_rdp_to_epsilon(l->orders, curve, l->n_orders, b->delta, b->conversion,
+                                             eps, &opt, err)) != DP_OK)
             return err ? err->code : DP_EINTERNAL;
-    } else if (acct_rdp_to_epsilon(l->orders, rdp, l->n_orders, b->delta, b->conversion, eps, &opt,
-                                   err) != DP_OK) {
+    } else if ((t != NULL ? acct_rdp_to_epsilon_table(t, rdp, eps, &opt, err)
+                          : acct_rdp_to_epsilon(l->orders, rdp, l->n_orders, b->delta,
+                                                b->conversion, eps, &opt, err)) != DP_OK) {
         return err ? err->code : DP_EINTERNAL;
     }
     if (order != NULL)
@@ -77,8 +81,16 @@ int lg_item_prepare(const ledger *l, const ledger_charge_req *req, const char *w
 {
     if (req->event == NULL)
         return dp_err_set(err, DP_EINVAL, "event", "event is required");
+    uint8_t *key = it->ev_key;
+    bool use_cache = lg_curve_cache_enabled(l->curves), cached = false, json_hit = false;
+    it->have_key = use_cache;
+    if (use_cache)
+        lg_event_key(req->event, req->neighboring, key);
     if (req->event_json == NULL) { /* a C caller (a job): the ledger writes the canonical JSON */
-        it->own_json = event_json_dumps(req->event);
+        if (use_cache)             /* the same text as event_json_dumps (curves.c) */
+            json_hit = (it->own_json = lg_curve_cache_get_json(l->curves, key)) != NULL;
+        if (!json_hit)
+            it->own_json = event_json_dumps(req->event);
         if (it->own_json == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         it->req_copy = *req;
@@ -99,13 +111,8 @@ int lg_item_prepare(const ledger *l, const ledger_charge_req *req, const char *w
     it->req = req;
     /* The cost: a pure function of (event, relation) on the fixed grid, so an event seen before
      * takes it from the cache (curves.c), bit for bit what the computation below returned then. */
-    uint8_t *key = it->ev_key;
-    bool use_cache = lg_curve_cache_enabled(l->curves), cached = false;
-    it->have_key = use_cache;
-    if (use_cache) {
-        lg_event_key(req->event, req->neighboring, key);
+    if (use_cache)
         cached = lg_curve_cache_get(l->curves, key, it->cost_rdp, &it->cost_rho);
-    }
     if (!cached) {
         if (acct_rdp_eval(req->event, req->neighboring, l->orders, l->n_orders, it->cost_rdp,
                           err) != DP_OK) {
@@ -127,6 +134,8 @@ int lg_item_prepare(const ledger *l, const ledger_charge_req *req, const char *w
         if (use_cache)
             lg_curve_cache_put(l->curves, key, it->cost_rdp, it->cost_rho);
     }
+    if (use_cache && it->own_json != NULL && !json_hit)
+        lg_curve_cache_put_json(l->curves, key, it->own_json);
     /* Request hash: what, event, relation and job; a retry with another body is a conflict. */
     char job[32];
     snprintf(job, sizeof job, "%lld", (long long)req->job_id);
@@ -194,8 +203,71 @@ int lg_silo_load(ledger *l, int64_t id, silo_row *s, dp_err *err)
     return lg_silo_load_st(l->db, l->st[ST_SILO_GET], l->n_orders, id, s, err);
 }
 
-/* Sum of the silo's active, unexpired claims (ascending id), excluding claim `except` (0 = none).
+/* Orders rows of held_sorted (an int64_t id in the first 8 bytes) by ascending id. */
+static int cmp_held_id(const void *a, const void *b)
+{
+    int64_t x, y;
+    memcpy(&x, a, sizeof x);
+    memcpy(&y, b, sizeof y);
+    return (x > y) - (x < y);
+}
+
+/* lg_held_load_st's second pass, for rows that did not come in ascending id order: st (bound,
+ * reset) is read again into one buffer of rows (id, rho, rdp[n_orders]) sorted by id, then summed.
  */
+static int held_sorted(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t except, double *rdp,
+                       double *rho, int64_t *n_active, dp_err *err)
+{
+    const size_t stride = n_orders + 2; /* doubles per row */
+    size_t n = 0, cap = 0;
+    double *buf = NULL;
+    int rc = SQLITE_DONE, code = DP_OK;
+    while (code == DP_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        if (id == except)
+            continue;
+        if (n == cap) {
+            size_t want = cap == 0 ? 16 : 2 * cap;
+            double *grown = want <= SIZE_MAX / (stride * sizeof *buf)
+                                ? dp_realloc(buf, want * stride * sizeof *buf)
+                                : NULL;
+            if (grown == NULL) {
+                code = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+                break;
+            }
+            buf = grown;
+            cap = want;
+        }
+        double *row = buf + n * stride;
+        memcpy(row, &id, sizeof id);
+        row[1] = sqlite3_column_double(st, 2);
+        if (!lg_col_vec(st, 1, row + 2, n_orders))
+            code = dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
+        n++;
+    }
+    lg_st_done(st);
+    if (code == DP_OK && rc != SQLITE_DONE)
+        code = lg_read_fail(db, rc, "sum claims", err);
+    if (code == DP_OK) {
+        qsort(buf, n, stride * sizeof *buf, cmp_held_id);
+        for (size_t i = 0; i < n; i++) {
+            lg_vec_add_up(rdp, buf + i * stride + 2, n_orders);
+            *rho = ledger_sum_up(*rho, buf[i * stride + 1]);
+        }
+        *n_active = (int64_t)n;
+    }
+    dp_free(buf);
+    return code;
+}
+
+/* Sum of the silo's active, unexpired claims (ascending id), excluding claim `except` (0 = none).
+ * The sums are rounded up, so their bits depend on the order: always ascending id. The statement
+ * has no ORDER BY: its index (claims_active: silo, state, expires_at) gives the rows by expiry, and
+ * an ORDER BY id sorted them in a temporary B-tree, which on the writer's connection (temp_store =
+ * MEMORY) allocates once per row: an admission on a silo with C active claims made C allocations
+ * (and a chaos test, whose failed tries leave claims behind, thousands per try). Rows that come in
+ * ascending id (claims of one time-to-live, made in turn: the usual case) are summed as they come;
+ * otherwise the statement runs again into one sorted buffer (held_sorted). */
 int lg_held_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t silo_id, int64_t now,
                     int64_t except, double *rdp, double *rho, int64_t *n_active, dp_err *err)
 {
@@ -210,9 +282,19 @@ int lg_held_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t silo
         return lg_read_fail(db, rc, "bind claims", err);
     }
     double v[LEDGER_MAX_ORDERS];
+    int64_t last = INT64_MIN;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (sqlite3_column_int64(st, 0) == except)
+        int64_t id = sqlite3_column_int64(st, 0);
+        if (id == except)
             continue;
+        if (id <= last) {      /* not in id order: start again, sorted */
+            sqlite3_reset(st); /* keeps the bindings */
+            memset(rdp, 0, n_orders * sizeof *rdp);
+            *rho = 0;
+            *n_active = 0;
+            return held_sorted(db, st, n_orders, except, rdp, rho, n_active, err);
+        }
+        last = id;
         if (!lg_col_vec(st, 1, v, n_orders)) {
             lg_st_done(st);
             return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
@@ -236,7 +318,7 @@ int lg_held_load(ledger *l, int64_t silo_id, int64_t now, int64_t except, double
  * tree (borrowed, may be NULL: grid only) composes what vec sums. Any failure keeps grid_eps. */
 static double refined_eps_order(const ledger *l, const ledger_budget *b, const double *vec,
                                 const acct_event *tree, acct_neighboring nb, double grid_eps,
-                                double *order)
+                                double *order, bool *oom)
 {
     if (tree == NULL || b->kind != LEDGER_BUDGET_EPS_DELTA ||
         (b->accountant != LEDGER_ACCT_RDP && b->accountant != LEDGER_ACCT_PLD) || isnan(grid_eps))
@@ -244,9 +326,13 @@ static double refined_eps_order(const ledger *l, const ledger_budget *b, const d
     acct_rdp_answer a;
     dp_err e;
     dp_err_clear(&e);
-    if (acct_rdp_epsilon_curve(tree, nb, b->delta, b->conversion, l->orders, vec, l->n_orders, &a,
-                               &e) != DP_OK ||
-        isnan(a.value) || !(a.value < grid_eps))
+    const acct_conv_table *t = lg_conv_table(l->convs, b->delta, b->conversion);
+    int rc = t != NULL ? acct_rdp_epsilon_curve_table(tree, nb, t, b->conversion, vec, &a, &e)
+                       : acct_rdp_epsilon_curve(tree, nb, b->delta, b->conversion, l->orders, vec,
+                                                l->n_orders, &a, &e);
+    if (rc == DP_ENOMEM && oom != NULL)
+        *oom = true;
+    if (rc != DP_OK || isnan(a.value) || !(a.value < grid_eps))
         return grid_eps;
     if (order != NULL)
         *order = a.optimal_order;
@@ -256,7 +342,7 @@ static double refined_eps_order(const ledger *l, const ledger_budget *b, const d
 double lg_refined_eps(const ledger *l, const ledger_budget *b, const double *vec,
                       const acct_event *tree, acct_neighboring nb, double grid_eps)
 {
-    return refined_eps_order(l, b, vec, tree, nb, grid_eps, NULL);
+    return refined_eps_order(l, b, vec, tree, nb, grid_eps, NULL, NULL);
 }
 
 /* lg_refined_eps of the item's own event (its cost_eps): a function of the event, its relation,
@@ -274,8 +360,11 @@ double lg_cost_eps(const ledger *l, const ledger_budget *b, const op_item *it, d
     double e;
     if (lg_curve_cache_get_refined(l->curves, it->ev_key, b->delta, b->conversion, &e))
         return e;
-    e = lg_refined_eps(l, b, it->cost_rdp, it->req->event, it->req->neighboring, grid_eps);
-    lg_curve_cache_put_refined(l->curves, it->ev_key, b->delta, b->conversion, e);
+    bool oom = false;
+    e = refined_eps_order(l, b, it->cost_rdp, it->req->event, it->req->neighboring, grid_eps, NULL,
+                          &oom);
+    if (!oom) /* the grid figure of a refinement that ran out of memory is not the event's */
+        lg_curve_cache_put_refined(l->curves, it->ev_key, b->delta, b->conversion, e);
     return e;
 }
 
@@ -288,7 +377,12 @@ void lg_log_tree_clear(log_tree *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Adds count rows of the stored event text under relation nb_text. */
+/* Adds count rows of the stored event text under relation nb_text. What the tree cannot hold (a
+ * ninth distinct event, a second relation, an event this build cannot read) is a property of the
+ * log: the tree becomes unusable and stays so, cached (its figures are the grid's). Running out of
+ * memory is not: then the tree is cleared (lg_log_tree_clear: an empty slot), so that the next
+ * admission on the silo builds it again rather than converting on the grid until the silo's next
+ * charge (as a failed build did before: "current" by silo and n_charges, but unusable). */
 static void log_tree_add(log_tree *t, const char *text, const char *nb_text, int64_t count)
 {
     if (!t->usable || text == NULL || nb_text == NULL || count < 1)
@@ -306,13 +400,17 @@ static void log_tree_add(log_tree *t, const char *text, const char *nb_text, int
             t->node[i]->count += (uint64_t)count;
             return;
         }
-    acct_event *ev = t->n < LEDGER_REFINE_MAX_EVENTS ? lg_stored_event(text, 1) : NULL;
+    acct_event *ev = NULL;
+    int rc = t->n < LEDGER_REFINE_MAX_EVENTS ? lg_stored_event_parse(text, 1, &ev) : DP_EINVAL;
     acct_event *sc = ev != NULL ? acct_event_alloc(ACCT_EV_SELF_COMPOSED) : NULL;
     char *dup = sc != NULL ? dp_strdup(text) : NULL;
     if (dup == NULL) {
         acct_event_free(sc);
         acct_event_free(ev);
-        t->usable = false;
+        if (rc == DP_EINVAL)
+            t->usable = false;
+        else
+            lg_log_tree_clear(t);
         return;
     }
     sc->count = (uint64_t)count;
@@ -322,7 +420,13 @@ static void log_tree_add(log_tree *t, const char *text, const char *nb_text, int
     t->n++;
 }
 
-/* Rebuilds t from the silo's log read on db (prepared per call: a rebuild is rare). */
+/* Rebuilds t from the silo's log read on db (prepared per call: a rebuild is rare). The rows are
+ * read one by one (log_tree_add merges equal texts) and the distinct events are then put in the
+ * order a GROUP BY event gave them before (SQLite's BINARY collation: strcmp order for these
+ * NUL-free texts; a usable tree has one relation), which the figures' rounded-up sums depend on.
+ * No GROUP BY: SQLite sorted every row of the log in a temporary B-tree, which on the writer's
+ * connection (temp_store = MEMORY) made one allocation per row; a rebuild after a failed one (out
+ * of memory) cost as many allocations as the silo has charges. */
 void lg_log_tree_build(sqlite3 *db, int64_t silo, int64_t n_charges, log_tree *t)
 {
     lg_log_tree_clear(t);
@@ -330,20 +434,29 @@ void lg_log_tree_build(sqlite3 *db, int64_t silo, int64_t n_charges, log_tree *t
     t->n_charges = n_charges;
     t->usable = true;
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db,
-                                "SELECT event, neighboring, count(*) FROM charges WHERE silo_id = "
-                                ":silo GROUP BY event, neighboring",
+    int rc = sqlite3_prepare_v2(db, "SELECT event, neighboring FROM charges WHERE silo_id = :silo",
                                 -1, &st, NULL);
     if (rc == SQLITE_OK)
         rc = lg_b_i64(st, ":silo", silo);
     while (rc == SQLITE_OK && t->usable && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         rc = SQLITE_OK;
         log_tree_add(t, (const char *)sqlite3_column_text(st, 0),
-                     (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
+                     (const char *)sqlite3_column_text(st, 1), 1);
     }
-    if (rc != SQLITE_OK && rc != SQLITE_DONE)
-        t->usable = false;
     sqlite3_finalize(st);
+    if (rc != SQLITE_OK && rc != SQLITE_DONE) { /* out of memory, busy, I/O: not kept either */
+        lg_log_tree_clear(t);
+        return;
+    }
+    for (size_t i = 1; t->usable && i < t->n; i++) /* insertion sort of <= 8 by text */
+        for (size_t j = i; j > 0 && strcmp(t->text[j - 1], t->text[j]) > 0; j--) {
+            char *tx = t->text[j];
+            acct_event *nd = t->node[j];
+            t->text[j] = t->text[j - 1];
+            t->node[j] = t->node[j - 1];
+            t->text[j - 1] = tx;
+            t->node[j - 1] = nd;
+        }
 }
 
 /* The committer's tree of silo s's log (l->trees): the cached one, advanced by the newest row when
@@ -361,9 +474,12 @@ static log_tree *log_tree_get(ledger *l, const silo_row *s)
         if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
             log_tree_add(t, (const char *)sqlite3_column_text(st, 0),
                          (const char *)sqlite3_column_text(st, 1), 1);
-            t->n_charges = s->n_charges;
-            t->gen = l->tree_gen;
             lg_st_done(st);
+            if (t->silo == s->id) { /* else cleared for lack of memory: rebuilt next time */
+                t->n_charges = s->n_charges;
+                t->gen = l->tree_gen;
+                t->have_prev = false; /* read by lg_charge_append when it needs it */
+            }
             return t;
         }
         lg_st_done(st);
@@ -426,10 +542,12 @@ void lg_refine_set_load(ledger *l, const silo_row *s, int64_t now, int64_t excep
 }
 
 /* lg_refined_eps of what r composes: the log (always), the claims (with_claims) and the event
- * (with_event). vec must be the matching per-order sum, grid_eps its grid conversion. */
+ * (with_event). vec must be the matching per-order sum, grid_eps its grid conversion. *oom (may be
+ * NULL) is set when the refinement ran out of memory (the answer is then grid_eps, not to be kept
+ * as the figure of this log). */
 double lg_refined_of_order(const ledger *l, const ledger_budget *b, const refine_set *r,
                            bool with_claims, bool with_event, const double *vec, double grid_eps,
-                           double *order)
+                           double *order, bool *oom)
 {
     if (r->log == NULL || !r->log->usable || (with_claims && !r->claims_ok) ||
         (with_event && r->event == NULL))
@@ -452,13 +570,13 @@ double lg_refined_of_order(const ledger *l, const ledger_budget *b, const refine
     root.type = ACCT_EV_COMPOSED;
     root.children = kids;
     root.n_children = k;
-    return refined_eps_order(l, b, vec, k == 1 ? kids[0] : &root, nb, grid_eps, order);
+    return refined_eps_order(l, b, vec, k == 1 ? kids[0] : &root, nb, grid_eps, order, oom);
 }
 
 double lg_refined_of(const ledger *l, const ledger_budget *b, const refine_set *r, bool with_claims,
                      bool with_event, const double *vec, double grid_eps)
 {
-    return lg_refined_of_order(l, b, r, with_claims, with_event, vec, grid_eps, NULL);
+    return lg_refined_of_order(l, b, r, with_claims, with_event, vec, grid_eps, NULL, NULL);
 }
 
 /* Figures of an admission decision; sets *fits. n_active: active claims (held_* is their sum).
@@ -575,7 +693,15 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
      * (D10): each figure is an upper bound on the loss of the rows so far, so the larger of this
      * one and the previous row's is one too. (A PLD figure may come out below an earlier row's
      * RDP fallback, or a later composition round differently.) */
-    if (s->n_charges > 0 && !isnan(s->b.delta) && !isnan(res->spent_eps_after)) {
+    log_tree *t = &l->trees[(size_t)s->id % LEDGER_TREE_CACHE];
+    bool t_current = t->silo == s->id && t->n_charges == s->n_charges;
+    if (s->n_charges > 0 && !isnan(s->b.delta) && !isnan(res->spent_eps_after) && t_current &&
+        t->have_prev) { /* the previous row, as this committer wrote it */
+        double prev = t->prev_eps_after, prev_delta = t->prev_delta_after;
+        if (!isnan(prev) && memcmp(&prev_delta, &s->b.delta, sizeof prev_delta) == 0 &&
+            prev > res->spent_eps_after)
+            res->spent_eps_after = prev;
+    } else if (s->n_charges > 0 && !isnan(s->b.delta) && !isnan(res->spent_eps_after)) {
         sqlite3_stmt *pv = l->st[ST_PREV_AFTER];
         int prc = lg_b_i64(pv, ":silo", s->id);
         if (prc == SQLITE_OK)
@@ -629,8 +755,9 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
         rc = lg_b_dbl(st, ":rho_after", new_rho);
     if (rc == SQLITE_OK)
         rc = lg_b_dbl(st, ":remaining", res->remaining_after);
+    double delta_after = isnan(res->spent_eps_after) ? DP_NAN : s->b.delta;
     if (rc == SQLITE_OK)
-        rc = lg_b_dbl(st, ":delta_after", isnan(res->spent_eps_after) ? DP_NAN : s->b.delta);
+        rc = lg_b_dbl(st, ":delta_after", delta_after);
     int werr = lg_st_write(l, st, rc, "insert charge", err);
     if (werr != DP_OK)
         return werr;
@@ -645,7 +772,22 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
         rc = lg_b_dbl(st, ":rho", new_rho);
     if (rc == SQLITE_OK)
         rc = lg_b_i64(st, ":id", s->id);
-    return lg_st_write(l, st, rc, "update silo totals", err);
+    werr = lg_st_write(l, st, rc, "update silo totals", err);
+    if (werr != DP_OK)
+        return werr;
+    /* The silo's log tree, when it is current, takes the new row now (what log_tree_get would
+     * read back from it on the next charge), stamped with this op's generation so that a rollback
+     * forgets it (lg_log_trees_forget). An unusable tree stays unusable with one more row. */
+    if (t_current && t->usable)
+        log_tree_add(t, req->event_json, nb, 1);
+    if (t_current && t->silo == s->id) { /* else cleared for lack of memory */
+        t->n_charges = seq;
+        t->gen = l->tree_gen;
+        t->have_prev = true;
+        t->prev_eps_after = res->spent_eps_after;
+        t->prev_delta_after = delta_after;
+    }
+    return DP_OK;
 }
 
 /* Fills res from an existing charge row found by st (already stepped to SQLITE_ROW). */

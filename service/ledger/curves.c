@@ -53,6 +53,7 @@ typedef struct lg_curve_slot {
         double eps;
     } ref[LG_CURVE_REFINED]; /* filled in turn (next_ref) */
     unsigned next_ref;
+    char *json; /* owned (malloc), NULL until attached: event_json_dumps of the event */
 } lg_curve_slot;
 
 struct lg_curve_cache {
@@ -92,6 +93,8 @@ void lg_curve_cache_free(lg_curve_cache *c)
     if (c == NULL)
         return;
     pthread_mutex_destroy(&c->mu);
+    for (size_t i = 0; i < c->n_sets * LG_CURVE_WAYS; i++)
+        free(c->slot[i].json);
     dp_free(c->curve);
     dp_free(c->slot);
     dp_free(c);
@@ -244,6 +247,7 @@ void lg_curve_cache_put(lg_curve_cache *c, const uint8_t *key, const double *rdp
         else
             c->entries++;
         lg_curve_slot *s = &c->slot[victim];
+        free(s->json);
         memset(s, 0, sizeof *s);
         memcpy(s->key, key, DP_SHA256_DIGEST_BYTES);
         s->used = true;
@@ -298,6 +302,46 @@ void lg_curve_cache_put_refined(lg_curve_cache *c, const uint8_t *key, double de
     pthread_mutex_unlock(&c->mu);
 }
 
+/* The event's canonical JSON (a C caller's charge: lg_item_prepare writes it for the log) is a
+ * function of exactly what the key hashes: event_json_encode writes per node its type and the
+ * parameters that type uses (the repeat-select distribution's fields a subset of those hashed),
+ * each double by a text its bit pattern determines. An entry keeps the
+ * text of the first computation, and a hit hands out a copy instead of encoding the tree again. */
+char *lg_curve_cache_get_json(lg_curve_cache *c, const uint8_t *key)
+{
+    if (!lg_curve_cache_enabled(c))
+        return NULL;
+    char *out = NULL;
+    pthread_mutex_lock(&c->mu);
+    size_t i = find(c, key);
+    if (i != SIZE_MAX && c->slot[i].json != NULL) {
+        size_t n = strlen(c->slot[i].json) + 1;
+        if ((out = malloc(n)) != NULL) /* the caller frees it with free(), as jansson's text */
+            memcpy(out, c->slot[i].json, n);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return out;
+}
+
+void lg_curve_cache_put_json(lg_curve_cache *c, const uint8_t *key, const char *json)
+{
+    if (!lg_curve_cache_enabled(c) || json == NULL)
+        return;
+    size_t n = strlen(json) + 1;
+    char *copy = malloc(n);
+    if (copy == NULL)
+        return;
+    memcpy(copy, json, n);
+    pthread_mutex_lock(&c->mu);
+    size_t i = find(c, key); /* evicted meanwhile: nothing to attach it to */
+    if (i != SIZE_MAX && c->slot[i].json == NULL) {
+        c->slot[i].json = copy;
+        copy = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(copy);
+}
+
 void lg_curve_cache_stats(lg_curve_cache *c, ledger_curve_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -325,4 +369,82 @@ void ledger_curve_cache_enable(ledger *l, bool on)
 void ledger_curve_cache_stats(const ledger *l, ledger_curve_stats *out)
 {
     lg_curve_cache_stats(l->curves, out);
+}
+
+/* ---- conversion tables ----
+ *
+ * Every epsilon of the ledger is a conversion of a per-order sum at a silo's delta (lg_loss_of)
+ * and, for rdp and pld silos, its refinement (acct_rdp_epsilon_curve), whose first step is the same
+ * grid conversion. Each is a minimum over the grid of a bound whose terms log1p(-1/alpha) and (log
+ * delta + log alpha)/(alpha - 1) depend only on the order and the delta: an acct_conv_table
+ * computes them once per (delta, conversion) instead of three transcendental functions per order
+ * per conversion, with the same values bit for bit (accounting/rdp.h). Tables are made on first use
+ * and kept until the ledger is freed (immutable, so a pointer handed out stays valid without the
+ * lock); a ledger whose silos use more than LG_CONV_TABLES (delta, conversion) pairs converts the
+ * others without one, with the same results. */
+#define LG_CONV_TABLES 32
+
+struct lg_conv_tables {
+    pthread_mutex_t mu; /* guards n and the entries; held only to find or add one */
+    size_t n;
+    struct {
+        uint64_t delta_bits;
+        acct_conversion base; /* MIRONOV2017 or BALLE2020 (OPTIMAL shares BALLE2020's table) */
+        acct_conv_table *t;
+    } e[LG_CONV_TABLES];
+    const double *orders; /* the ledger's grid (borrowed) */
+    size_t n_orders;
+};
+
+lg_conv_tables *lg_conv_tables_alloc(const double *orders, size_t n_orders)
+{
+    lg_conv_tables *c = dp_calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        dp_free(c);
+        return NULL;
+    }
+    c->orders = orders;
+    c->n_orders = n_orders;
+    return c;
+}
+
+void lg_conv_tables_free(lg_conv_tables *c)
+{
+    if (c == NULL)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        acct_conv_table_free(c->e[i].t);
+    pthread_mutex_destroy(&c->mu);
+    dp_free(c);
+}
+
+const acct_conv_table *lg_conv_table(lg_conv_tables *c, double delta, acct_conversion conv)
+{
+    if (c == NULL || isnan(delta))
+        return NULL;
+    acct_conversion base =
+        conv == ACCT_CONV_MIRONOV2017 ? ACCT_CONV_MIRONOV2017 : ACCT_CONV_BALLE2020;
+    uint64_t bits;
+    memcpy(&bits, &delta, sizeof bits);
+    const acct_conv_table *t = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n && t == NULL; i++)
+        if (c->e[i].delta_bits == bits && c->e[i].base == base)
+            t = c->e[i].t;
+    if (t == NULL && c->n < LG_CONV_TABLES) {
+        /* NULL on a delta the conversion refuses: the caller converts without a table and gets
+         * the conversion's own error */
+        acct_conv_table *nt = acct_conv_table_new(c->orders, c->n_orders, delta, base, NULL);
+        if (nt != NULL) {
+            c->e[c->n].delta_bits = bits;
+            c->e[c->n].base = base;
+            c->e[c->n].t = nt;
+            c->n++;
+            t = nt;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return t;
 }

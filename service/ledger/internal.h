@@ -182,6 +182,8 @@ struct ledger {
         double eps, order;         /* its refined RDP epsilon (rdp_refine_view) and order */
     } rdp_cache[LEDGER_PLD_CACHE]; /* guarded by cache_mu */
     struct lg_curve_cache *curves; /* event costs (curves.c; its own lock); NULL = none */
+    struct lg_conv_tables *convs;  /* conversion tables per (delta, conversion) (curves.c; its own
+                                      lock) */
     struct log_tree *trees;        /* LEDGER_TREE_CACHE slots: committer thread only */
     uint64_t tree_gen; /* incremented per op the committer applies; committer thread only */
 };
@@ -226,6 +228,11 @@ typedef struct log_tree {
     size_t n;
     char *text[LEDGER_REFINE_MAX_EVENTS];       /* owned: each distinct event's JSON */
     acct_event *node[LEDGER_REFINE_MAX_EVENTS]; /* owned: self_composed(count, event) */
+    /* The newest row's eps_after and delta_after (row seq == n_charges), as bound to its INSERT:
+     * known when the committer appended that row itself (lg_charge_append), so the next charge of
+     * the silo does not read it back (NAN stands for NULL, as lg_col_dbl reads it). */
+    bool have_prev;
+    double prev_eps_after, prev_delta_after;
 } log_tree;
 
 /* What an admission composes, as trees: the log, the active claims (except one) and the event. */
@@ -273,7 +280,7 @@ void lg_refine_set_load(ledger *l, const silo_row *s, int64_t now, int64_t excep
                         const acct_event *event, acct_neighboring nb, refine_set *r);
 double lg_refined_of_order(const ledger *l, const ledger_budget *b, const refine_set *r,
                            bool with_claims, bool with_event, const double *vec, double grid_eps,
-                           double *order);
+                           double *order, bool *oom);
 double lg_refined_of(const ledger *l, const ledger_budget *b, const refine_set *r, bool with_claims,
                      bool with_event, const double *vec, double grid_eps);
 int lg_admit(ledger *l, const silo_row *s, const double *held_rdp, double held_rho,
@@ -317,12 +324,18 @@ void lg_event_key(const acct_event *ev, acct_neighboring nb, uint8_t key[DP_SHA2
 bool lg_curve_cache_get(lg_curve_cache *c, const uint8_t *key, double *rdp, double *rho);
 void lg_curve_cache_put(lg_curve_cache *c, const uint8_t *key, const double *rdp, double rho);
 void lg_curve_cache_stats(lg_curve_cache *c, ledger_curve_stats *out);
+char *lg_curve_cache_get_json(lg_curve_cache *c, const uint8_t *key);
+void lg_curve_cache_put_json(lg_curve_cache *c, const uint8_t *key, const char *json);
 #define LG_CURVE_REFINED 2 /* (delta, conversion) pairs of an event's own refined epsilon */
 bool lg_curve_cache_get_refined(lg_curve_cache *c, const uint8_t *key, double delta,
                                 acct_conversion conv, double *eps);
 void lg_curve_cache_put_refined(lg_curve_cache *c, const uint8_t *key, double delta,
                                 acct_conversion conv, double eps);
 double lg_cost_eps(const ledger *l, const ledger_budget *b, const op_item *it, double grid_eps);
+typedef struct lg_conv_tables lg_conv_tables;
+lg_conv_tables *lg_conv_tables_alloc(const double *orders, size_t n_orders);
+void lg_conv_tables_free(lg_conv_tables *c);
+const acct_conv_table *lg_conv_table(lg_conv_tables *c, double delta, acct_conversion conv);
 
 /* ledger.c */
 const char *lg_kind_name(ledger_budget_kind k);
@@ -330,6 +343,7 @@ int lg_kind_parse(const char *s, ledger_budget_kind *k);
 ledger_claim_state lg_claim_state_parse(const char *s);
 
 /* pld.c */
+int lg_stored_event_parse(const char *text, int64_t count, acct_event **out);
 acct_event *lg_stored_event(const char *text, int64_t count);
 double lg_pld_eps_of(sqlite3 *db, int64_t silo, double delta, bool with_claims,
                      const acct_event *extra, acct_neighboring nb, int64_t now);

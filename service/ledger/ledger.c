@@ -309,7 +309,8 @@ ledger *ledger_open(const char *db_path, dp_err *err)
         goto fail;
     if (lg_statements_prepare(l, err) != DP_OK)
         goto fail;
-    if ((l->curves = lg_curve_cache_alloc(LEDGER_CURVE_CACHE, l->n_orders)) == NULL) {
+    if ((l->curves = lg_curve_cache_alloc(LEDGER_CURVE_CACHE, l->n_orders)) == NULL ||
+        (l->convs = lg_conv_tables_alloc(l->orders, l->n_orders)) == NULL) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto fail;
     }
@@ -339,6 +340,7 @@ fail:
     if (cache_ok)
         pthread_mutex_destroy(&l->cache_mu);
     lg_curve_cache_free(l->curves);
+    lg_conv_tables_free(l->convs);
     dp_free(l->trees);
     dp_free(l);
     return NULL;
@@ -368,6 +370,7 @@ void ledger_free(ledger *l)
     for (size_t i = 0; i < LEDGER_TREE_CACHE; i++)
         lg_log_tree_clear(&l->trees[i]);
     lg_curve_cache_free(l->curves);
+    lg_conv_tables_free(l->convs);
     dp_free(l->trees);
     dp_free(l);
 }

@@ -19,27 +19,44 @@ static bool compose_add(acct_event *root, size_t cap, acct_event *ev)
     return true;
 }
 
-/* Parses a stored event; count > 1 wraps it in self_composed. NULL if it cannot be used. */
-acct_event *lg_stored_event(const char *text, int64_t count)
+/* Parses a stored event into *out (owned by caller; NULL on failure); count > 1 wraps it in
+ * self_composed. DP_OK; DP_ENOMEM when memory ran out (the text may be fine); DP_EINVAL when the
+ * text is not an event this build reads. */
+int lg_stored_event_parse(const char *text, int64_t count, acct_event **out)
 {
+    *out = NULL;
+    if (text == NULL)
+        return DP_EINVAL;
     json_error_t jerr;
-    json_t *j = text != NULL ? json_util_loads(text, 0, &jerr) : NULL;
+    json_t *j = json_util_loads(text, 0, &jerr);
+    if (j == NULL)
+        return json_error_code(&jerr) == json_error_out_of_memory ? DP_ENOMEM : DP_EINVAL;
     acct_event *ev = NULL;
     dp_err e;
     dp_err_clear(&e);
-    if (j != NULL && event_json_parse(j, false, "event", &ev, &e) != DP_OK)
-        ev = NULL;
+    int rc = event_json_parse(j, false, "event", &ev, &e);
     json_decref(j);
-    if (ev != NULL && count > 1) {
+    if (rc != DP_OK)
+        return rc == DP_ENOMEM ? DP_ENOMEM : DP_EINVAL;
+    if (count > 1) {
         acct_event *sc = acct_event_alloc(ACCT_EV_SELF_COMPOSED);
         if (sc == NULL) {
             acct_event_free(ev);
-            return NULL;
+            return DP_ENOMEM;
         }
         sc->count = (uint64_t)count;
         sc->child = ev;
         ev = sc;
     }
+    *out = ev;
+    return DP_OK;
+}
+
+/* lg_stored_event_parse without the reason: NULL if the event cannot be used. */
+acct_event *lg_stored_event(const char *text, int64_t count)
+{
+    acct_event *ev;
+    lg_stored_event_parse(text, count, &ev);
     return ev;
 }
 

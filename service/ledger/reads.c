@@ -56,21 +56,26 @@ static void rdp_refine_view(ledger *l, sqlite3 *db, const silo_row *s, ledger_si
         if (t == NULL)
             return;
         lg_log_tree_build(db, s->id, s->n_charges, t);
+        /* a build that failed (out of memory, an SQL error) leaves the slot empty (silo 0) */
+        bool oom = t->silo != s->id;
         refine_set rf;
         memset(&rf, 0, sizeof rf);
         rf.log = t;
         rf.claims_ok = true;
         order = v->spent_order;
-        eps = lg_refined_of_order(l, b, &rf, false, false, s->spent_rdp, v->spent_eps, &order);
+        eps =
+            lg_refined_of_order(l, b, &rf, false, false, s->spent_rdp, v->spent_eps, &order, &oom);
         lg_log_tree_clear(t);
         dp_free(t);
-        pthread_mutex_lock(&l->cache_mu);
-        l->rdp_cache[slot].silo = s->id;
-        l->rdp_cache[slot].n_charges = s->n_charges;
-        l->rdp_cache[slot].delta = b->delta;
-        l->rdp_cache[slot].eps = eps;
-        l->rdp_cache[slot].order = order;
-        pthread_mutex_unlock(&l->cache_mu);
+        if (!oom) { /* a grid figure for lack of memory is not this log's: not kept */
+            pthread_mutex_lock(&l->cache_mu);
+            l->rdp_cache[slot].silo = s->id;
+            l->rdp_cache[slot].n_charges = s->n_charges;
+            l->rdp_cache[slot].delta = b->delta;
+            l->rdp_cache[slot].eps = eps;
+            l->rdp_cache[slot].order = order;
+            pthread_mutex_unlock(&l->cache_mu);
+        }
     }
     if (eps < v->spent_eps) {
         v->spent_eps = eps;

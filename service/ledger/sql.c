@@ -30,7 +30,7 @@ const char *const lg_sql[ST_N] = {
         "CASE WHEN :silo IS NULL THEN role = 'admin' ELSE silo_id = :silo END",
     [ST_CLAIMS_HELD] =
         "SELECT id, cost_rdp, cost_rho FROM claims WHERE silo_id = :silo AND state = "
-        "'active' AND expires_at > :now ORDER BY id",
+        "'active' AND expires_at > :now", /* no ORDER BY: lg_held_load_st */
     [ST_CHARGE_BY_KEY] = "SELECT id, created_at, request_hash, seq, cost_eps, cost_rho, eps_after, "
                          "rho_after, remaining_after FROM charges WHERE silo_id = :silo AND "
                          "idempotency_key = :key",

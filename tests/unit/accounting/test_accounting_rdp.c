@@ -562,6 +562,102 @@ static void curve_answer_equals_tree_answer(void **state)
     acct_event_free(ep);
 }
 
+/* The grid conversion as written in its papers (Mironov 2017, Prop. 3; the KL shortcut; Balle et
+ * al. 2020, Thm. 21), evaluated term by term with no shortcut: the reference that
+ * acct_rdp_to_epsilon and its table form must equal bit for bit. */
+static double plain_eps(const double *o, const double *r, size_t n, double delta, acct_conversion c,
+                        double *order)
+{
+    double best = HUGE_VAL, ld = log(delta);
+    *order = DP_NAN;
+    for (size_t i = 0; i < n; i++) {
+        double a = o[i], e;
+        if (r[i] == HUGE_VAL)
+            e = HUGE_VAL;
+        else if (c == ACCT_CONV_MIRONOV2017)
+            e = r[i] - ld / (a - 1.0);
+        else if (delta * delta + expm1(-r[i]) >= 0.0)
+            e = 0.0;
+        else {
+            e = r[i] + log1p(-1.0 / a) - (ld + log(a)) / (a - 1.0);
+            e = e > 0.0 ? e : 0.0;
+        }
+        if (e < best) {
+            best = e;
+            *order = a;
+        }
+    }
+    return best;
+}
+
+/* acct_conv_table: the same epsilon and order as acct_rdp_to_epsilon and as the formula, bit for
+ * bit, on curves that cross the KL shortcut's threshold (r around delta^2, 4 delta^2 and 1/2, where
+ * the shortcut decides without expm1), at small and large deltas; and the curve answer through the
+ * table equals acct_rdp_epsilon_curve's. */
+static void conversion_tables_are_bit_identical(void **state)
+{
+    (void)state;
+    double o[256];
+    size_t n = opacus_orders(o);
+    static const double deltas[] = {1e-12, 1e-5, 3e-3, 0.2, 0.54, 0.7, 0.9};
+    static const double scales[] = {0.0, 0.25, 0.999, 1.0, 1.001, 3.9, 4.0, 4.001, 4.1, 1e3};
+    double *r = dp_calloc(n, sizeof *r);
+    dp_err e = {0};
+    for (size_t d = 0; d < sizeof deltas / sizeof deltas[0]; d++) {
+        double dd = deltas[d] * deltas[d];
+        for (int conv = ACCT_CONV_MIRONOV2017; conv <= ACCT_CONV_OPTIMAL; conv++) {
+            acct_conv_table *t = acct_conv_table_new(o, n, deltas[d], (acct_conversion)conv, &e);
+            assert_non_null(t);
+            for (size_t s = 0; s < sizeof scales / sizeof scales[0] + 3; s++) {
+                for (size_t i = 0; i < n; i++) { /* a curve through the threshold region */
+                    double base = s < sizeof scales / sizeof scales[0]    ? scales[s] * dd
+                                  : s == sizeof scales / sizeof scales[0] ? 0.5
+                                                                          : 0.25 * (double)(s - 9);
+                    r[i] = nextafter(base * (0.5 + (double)i / (double)n), (double)(i % 3) - 1.0);
+                    if (r[i] < 0.0)
+                        r[i] = 0.0;
+                }
+                r[n - 1] = HUGE_VAL;
+                double e1, a1, e2, a2, a3;
+                assert_int_equal(
+                    acct_rdp_to_epsilon(o, r, n, deltas[d], (acct_conversion)conv, &e1, &a1, &e),
+                    DP_OK);
+                assert_int_equal(acct_rdp_to_epsilon_table(t, r, &e2, &a2, &e), DP_OK);
+                double e3 = plain_eps(o, r, n, deltas[d], (acct_conversion)conv, &a3);
+                assert_memory_equal(&e1, &e3, sizeof e1);
+                assert_memory_equal(&e2, &e3, sizeof e2);
+                assert_memory_equal(&a1, &a3, sizeof a1);
+                assert_memory_equal(&a2, &a3, sizeof a2);
+            }
+            r[0] = -1.0; /* the same refusal */
+            double x;
+            assert_int_equal(acct_rdp_to_epsilon_table(t, r, &x, NULL, &e), DP_EINVAL);
+            acct_conv_table_free(t);
+        }
+    }
+    assert_null(acct_conv_table_new(o, n, 1.5, ACCT_CONV_OPTIMAL, &e));
+    /* a DP-SGD tree's answer through a table is acct_rdp_epsilon_curve's, field for field */
+    acct_event *ev = sgm(0.01, 1.1, 1000);
+    assert_int_equal(acct_rdp_eval(ev, ACCT_NB_ADD_REMOVE, o, n, r, &e), DP_OK);
+    for (int conv = ACCT_CONV_MIRONOV2017; conv <= ACCT_CONV_OPTIMAL; conv++) {
+        acct_conv_table *t = acct_conv_table_new(o, n, 1e-5, (acct_conversion)conv, &e);
+        acct_rdp_answer c1, c2;
+        assert_int_equal(acct_rdp_epsilon_curve(ev, ACCT_NB_ADD_REMOVE, 1e-5, (acct_conversion)conv,
+                                                o, r, n, &c1, &e),
+                         DP_OK);
+        assert_int_equal(acct_rdp_epsilon_curve_table(ev, ACCT_NB_ADD_REMOVE, t,
+                                                      (acct_conversion)conv, r, &c2, &e),
+                         DP_OK);
+        assert_memory_equal(&c1.value, &c2.value, sizeof c1.value);
+        assert_memory_equal(&c1.optimal_order, &c2.optimal_order, sizeof c1.optimal_order);
+        assert_int_equal(c1.continuous, c2.continuous);
+        assert_int_equal(c1.conversion, c2.conversion);
+        acct_conv_table_free(t);
+    }
+    acct_event_free(ev);
+    dp_free(r);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off();
@@ -581,6 +677,7 @@ int main(void)
         cmocka_unit_test(grid_search_equals_full_scan),
         cmocka_unit_test(pure_trees_compose_to_the_sum_of_their_epsilons),
         cmocka_unit_test(curve_answer_equals_tree_answer),
+        cmocka_unit_test(conversion_tables_are_bit_identical),
     };
     return cmocka_run_group_tests_name("accounting_rdp", tests, NULL, NULL);
 }

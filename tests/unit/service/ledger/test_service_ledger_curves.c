@@ -2,7 +2,8 @@
  * White-box tests of the ledger's cost cache (service/ledger/curves.c, through ledger/internal.h):
  *   - exactness: over many random events (DP-SGD rounds, plain mechanisms, compositions, sampled
  *     without replacement, both relations), the cost a hit returns is bit for bit the cost computed
- *     with the cache off, and a clone of the tree (another allocation, the same event) hits;
+ *     with the cache off, and a clone of the tree (another allocation, the same event) hits; so is
+ *     the event's JSON text written to the log (event_json_dumps's);
  *   - the key: it tells apart what changes the cost (a parameter's last bit, the relation, a count)
  *     and ignores what does not (fields the node's type does not use);
  *   - counting, least-recently-used eviction in a set, and that a full cache never answers with
@@ -17,6 +18,7 @@
 #include "tests/support/test_util.h"
 #include "tests/support/ledger_fixture.h"
 #include "common/dp_math.h"
+#include "common/dp_alloc.h"
 
 static int setup(void **state)
 {
@@ -166,6 +168,16 @@ static void cached_costs_are_bit_identical_to_fresh_ones(void **state)
             assert_true(s1.hits - s0.hits >= 2);
             assert_true(hit.have_key);
             assert_memory_equal(hit.ev_key, miss.ev_key, DP_SHA256_DIGEST_BYTES);
+            /* the log's text of the event: a hit's copy is event_json_dumps's text */
+            char *text = event_json_dumps(ev);
+            assert_non_null(text);
+            assert_non_null(fresh.own_json);
+            assert_string_equal(fresh.own_json, text);
+            assert_string_equal(miss.own_json, text);
+            assert_string_equal(hit.own_json, text);
+            assert_string_equal(clone_hit.own_json, text);
+            assert_true(hit.own_json != miss.own_json);
+            free(text);
         } else { /* failures are never cached: every call computed and missed */
             assert_int_equal(s1.hits, s0.hits);
         }
@@ -415,6 +427,247 @@ static void charges_with_and_without_the_cache_agree_bit_for_bit(void **state)
         acct_event_free(ev[k]);
 }
 
+/* ---- the committer's log trees, advanced in memory ---- */
+
+/* The figures of a charge that depend on the silo's log (would_be, spent_eps_after,
+ * remaining_after: the refinement composes the log's tree, and spent_eps_after is at least the
+ * previous row's) are the same whether the committer advanced the silo's tree and remembered the
+ * previous row's figures itself (lg_charge_append) or rebuilt both from SQL (a ledger reopened
+ * before every charge). A batch refused after its first item was appended is rolled back: the
+ * tree advanced by that item and its remembered figures must be forgotten; its event is larger
+ * than the others, so a tree or a previous eps_after kept from it would show in the next charge.
+ */
+static void trees_advanced_in_memory_equal_trees_rebuilt_from_the_log(void **state)
+{
+    ledger_fixture *f = *state;
+    ledger_budget b = opt_budget();
+    ledger_budget small = b;
+    small.epsilon = 1.0;
+    ledger_silo_view v;
+    char tok[LEDGER_TOKEN_BUF];
+    dp_err e;
+    dp_err_clear(&e);
+    int64_t a_id, b_id, cap_id;
+    assert_int_equal(ledger_silo_create(f->l, "kept", &b, &v, tok, &e), DP_OK);
+    a_id = v.id;
+    assert_int_equal(ledger_silo_create(f->l, "rebuilt", &b, &v, tok, &e), DP_OK);
+    b_id = v.id;
+    assert_int_equal(ledger_silo_create(f->l, "capped", &small, &v, tok, &e), DP_OK);
+    cap_id = v.id;
+    uint64_t seed = 91;
+    acct_event *ev[3] = {
+        dpsgd_round(&seed), dpsgd_round(&seed),
+        acct_event_self_composed(400, acct_event_poisson(0.05, acct_event_gaussian(0.8)))};
+    enum { N = 9 };
+    ledger_charge_result kept[N], rebuilt[N];
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t id = pass == 0 ? a_id : b_id;
+        for (int i = 0; i < N; i++) {
+            if (pass == 1) { /* a fresh committer: its trees and figures come from SQL */
+                ledger_free(f->l);
+                f->l = ledger_open(f->r.path, &e);
+                assert_non_null(f->l);
+            }
+            if (i % 3 == 2) { /* appended, then rolled back with its batch */
+                ledger_charge_req rq[2] = {
+                    {.silo_id = id, .event = ev[2], .neighboring = ACCT_NB_ADD_REMOVE},
+                    {.silo_id = cap_id, .event = ev[2], .neighboring = ACCT_NB_ADD_REMOVE}};
+                ledger_charge_result out[2];
+                assert_int_equal(ledger_charge_batch(f->l, rq, 2, false, out, &e), DP_EBUDGET);
+            }
+            ledger_charge_req rq = {
+                .silo_id = id, .event = ev[i % 2], .neighboring = ACCT_NB_ADD_REMOVE};
+            ledger_charge_result *out = pass == 0 ? &kept[i] : &rebuilt[i];
+            assert_int_equal(ledger_charge(f->l, &rq, false, out, &e), DP_OK);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(kept[i].seq, i + 1);
+        assert_int_equal(rebuilt[i].seq, i + 1);
+        assert_true(same_dbl(kept[i].cost_eps, rebuilt[i].cost_eps));
+        assert_true(same_dbl(kept[i].would_be, rebuilt[i].would_be));
+        assert_true(same_dbl(kept[i].spent_eps_after, rebuilt[i].spent_eps_after));
+        assert_true(same_dbl(kept[i].remaining_after, rebuilt[i].remaining_after));
+        if (i > 0)
+            assert_true(kept[i].spent_eps_after > kept[i - 1].spent_eps_after);
+    }
+    for (int k = 0; k < 3; k++)
+        acct_event_free(ev[k]);
+}
+
+/* A tree rebuilt from the log lists its distinct events in text order (strcmp, SQLite's BINARY
+ * collation: the order the GROUP BY event it replaced gave, which the rounded-up sums of the
+ * refined figures depend on), whatever order they first appear in, with each one's count. */
+static void a_rebuilt_tree_lists_its_events_in_text_order(void **state)
+{
+    ledger_fixture *f = *state;
+    ledger_budget b = opt_budget();
+    ledger_silo_view v;
+    char tok[LEDGER_TOKEN_BUF];
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(ledger_silo_create(f->l, "ordered", &b, &v, tok, &e), DP_OK);
+    acct_event *ev[4] = {acct_event_zcdp(0.0017), acct_event_gaussian(7.3),
+                         acct_event_self_composed(3, acct_event_laplace(12.5)),
+                         acct_event_pure(0.25)};
+    const int seq[] = {0, 2, 1, 3, 2, 0, 2};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        ledger_charge_req rq = {
+            .silo_id = v.id, .event = ev[seq[i]], .neighboring = ACCT_NB_ADD_REMOVE};
+        ledger_charge_result out;
+        assert_int_equal(ledger_charge(f->l, &rq, false, &out, &e), DP_OK);
+    }
+    log_tree t;
+    memset(&t, 0, sizeof t);
+    lg_log_tree_build(f->db, v.id, 7, &t);
+    assert_true(t.usable);
+    assert_int_equal(t.silo, v.id);
+    assert_int_equal(t.n, 4);
+    uint64_t total = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        if (i > 0)
+            assert_true(strcmp(t.text[i - 1], t.text[i]) < 0);
+        total += t.node[i]->count;
+    }
+    assert_int_equal(total, 7);
+    lg_log_tree_clear(&t);
+    for (int k = 0; k < 4; k++)
+        acct_event_free(ev[k]);
+}
+
+/* ---- active claims, summed in id order ---- */
+
+/* A silo's held total sums its active claims in ascending id order (rounded-up sums, whose last
+ * bits depend on the order), whether its index gives the claims in that order (one time-to-live,
+ * made in turn) or in another (later claims expiring first: lg_held_load_st's sorted pass). Two
+ * silos hold the same claims, made in the same order, one with one time-to-live and one with each
+ * claim expiring before the previous one; more than LEDGER_REFINE_MAX_EVENTS of them, so that the
+ * held figures are the grid conversions of those sums alone. Every figure that sums them (each
+ * claim's reserved and would_be, a dry run's, the view's held_eps) is the same bits. */
+static void held_claims_are_summed_in_id_order_whatever_their_expiry(void **state)
+{
+    ledger_fixture *f = *state;
+    ledger_budget b = opt_budget();
+    ledger_silo_view v;
+    char tok[LEDGER_TOKEN_BUF];
+    dp_err e;
+    dp_err_clear(&e);
+    int64_t silo[2];
+    assert_int_equal(ledger_silo_create(f->l, "one-ttl", &b, &v, tok, &e), DP_OK);
+    silo[0] = v.id;
+    assert_int_equal(ledger_silo_create(f->l, "reversed", &b, &v, tok, &e), DP_OK);
+    silo[1] = v.id;
+    enum { K = LEDGER_REFINE_MAX_EVENTS + 3 };
+    uint64_t seed = 4242;
+    acct_event *ev[K];
+    double fwd[LEDGER_MAX_ORDERS] = {0}, rev[LEDGER_MAX_ORDERS] = {0};
+    op_item it[K];
+    for (int k = 0; k < K; k++) {
+        ev[k] = k % 3 == 2 ? random_leaf(&seed) : dpsgd_round(&seed);
+        assert_int_equal(prepare(f->l, ev[k], ACCT_NB_ADD_REMOVE, &it[k]), DP_OK);
+    }
+    for (int k = 0; k < K; k++) {
+        lg_vec_add_up(fwd, it[k].cost_rdp, f->l->n_orders);
+        lg_vec_add_up(rev, it[K - 1 - k].cost_rdp, f->l->n_orders);
+    }
+    /* the order shows in these sums: otherwise this test could not tell */
+    assert_true(memcmp(fwd, rev, f->l->n_orders * sizeof(double)) != 0);
+    for (int k = 0; k < K; k++) {
+        ledger_charge_result fig[2];
+        for (int s = 0; s < 2; s++) {
+            ledger_charge_req rq = {
+                .silo_id = silo[s], .event = ev[k], .neighboring = ACCT_NB_ADD_REMOVE};
+            ledger_claim_view cv;
+            int64_t ttl_ms = s == 0 ? 600000 : 600000 - 5000 * (int64_t)k;
+            assert_int_equal(ledger_claim_create(f->l, &rq, ttl_ms, &cv, &fig[s], &e), DP_OK);
+        }
+        assert_true(same_dbl(fig[0].would_be, fig[1].would_be));
+        assert_true(same_dbl(fig[0].reserved, fig[1].reserved));
+    }
+    ledger_charge_result dry[2];
+    ledger_silo_view view[2];
+    for (int s = 0; s < 2; s++) {
+        ledger_charge_req rq = {
+            .silo_id = silo[s], .event = ev[0], .neighboring = ACCT_NB_ADD_REMOVE};
+        assert_int_equal(ledger_charge(f->l, &rq, true, &dry[s], &e), DP_OK);
+        assert_int_equal(ledger_silo_get(f->l, f->conn, silo[s], &view[s], &e), DP_OK);
+        assert_int_equal(view[s].n_active_claims, K);
+    }
+    assert_true(same_dbl(dry[0].would_be, dry[1].would_be));
+    assert_true(same_dbl(dry[0].reserved, dry[1].reserved));
+    assert_true(same_dbl(view[0].held_eps, view[1].held_eps));
+    assert_true(same_dbl(view[0].remaining, view[1].remaining));
+    assert_true(view[0].held_eps > 0 && isfinite(view[0].held_eps));
+    for (int k = 0; k < K; k++) {
+        item_clear(&it[k]);
+        acct_event_free(ev[k]);
+    }
+}
+
+/* ---- what an allocation failure leaves behind ---- */
+
+/* Figures computed for lack of memory are not kept as the log's or the event's: the committer's
+ * log tree (a failed build used to stay "current" but unusable, so the silo's figures stayed on the
+ * grid until its next charge), the event's refined cost in the cost cache, and the view's refined
+ * figure. For N = 1, 2, ...: a fresh committer (no tree, no cache), a dry run and a read with the
+ * Nth allocation failing (any answer), then the same without failure must give the figures of a
+ * fresh committer that never failed, bit for bit. */
+static void figures_after_an_allocation_failure_equal_figures_without(void **state)
+{
+    ledger_fixture *f = *state;
+    ledger_budget b = opt_budget();
+    ledger_silo_view v;
+    char tok[LEDGER_TOKEN_BUF];
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(ledger_silo_create(f->l, "failing", &b, &v, tok, &e), DP_OK);
+    int64_t id = v.id;
+    uint64_t seed = 5150;
+    acct_event *ev[2] = {dpsgd_round(&seed), dpsgd_round(&seed)};
+    for (int i = 0; i < 5; i++) {
+        ledger_charge_req rq = {
+            .silo_id = id, .event = ev[i % 2], .neighboring = ACCT_NB_ADD_REMOVE};
+        ledger_charge_result out;
+        assert_int_equal(ledger_charge(f->l, &rq, false, &out, &e), DP_OK);
+    }
+    ledger_charge_req rq = {.silo_id = id, .event = ev[0], .neighboring = ACCT_NB_ADD_REMOVE};
+    ledger_charge_result ref, got;
+    ledger_silo_view ref_v, got_v;
+    for (long nth = 0;; nth++) { /* nth = 0: the reference */
+        ledger_free(f->l);
+        f->l = ledger_open(f->r.path, &e);
+        assert_non_null(f->l);
+        long before = dp_alloc_failures();
+        if (nth > 0) {
+            dp_alloc_fail_after(nth);
+            (void)ledger_charge(f->l, &rq, true, &got, &e);
+            (void)ledger_silo_get(f->l, f->conn, id, &got_v, &e);
+            dp_alloc_fail_after(0);
+        }
+        bool injected = dp_alloc_failures() != before;
+        dp_err_clear(&e);
+        assert_int_equal(ledger_charge(f->l, &rq, true, nth == 0 ? &ref : &got, &e), DP_OK);
+        assert_int_equal(ledger_silo_get(f->l, f->conn, id, nth == 0 ? &ref_v : &got_v, &e), DP_OK);
+        if (nth == 0) {
+            /* the refinement matters here: the figures are below the grid's */
+            assert_true(ref.would_be > 0 && isfinite(ref.would_be));
+            assert_true(!isnan(ref_v.spent_order) && ref_v.spent_order != floor(ref_v.spent_order));
+            continue;
+        }
+        if (!same_dbl(ref.would_be, got.would_be) || !same_dbl(ref.cost_eps, got.cost_eps) ||
+            !same_dbl(ref_v.spent_eps, got_v.spent_eps))
+            fail_msg("allocation %ld failing: would_be %a (want %a), cost_eps %a (want %a), "
+                     "spent_eps %a (want %a)",
+                     nth, got.would_be, ref.would_be, got.cost_eps, ref.cost_eps, got_v.spent_eps,
+                     ref_v.spent_eps);
+        if (!injected)
+            break;
+        assert_true(nth < 100000);
+    }
+    acct_event_free(ev[0]);
+    acct_event_free(ev[1]);
+}
+
 /* ---- threads ---- */
 
 enum { TH_EVENTS = 24, TH_THREADS = 6, TH_ROUNDS = 3 };
@@ -535,6 +788,14 @@ int main(void)
         cmocka_unit_test(a_small_cache_under_churn_answers_right_or_misses),
         cmocka_unit_test_setup_teardown(charges_with_and_without_the_cache_agree_bit_for_bit, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(trees_advanced_in_memory_equal_trees_rebuilt_from_the_log,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_rebuilt_tree_lists_its_events_in_text_order, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(held_claims_are_summed_in_id_order_whatever_their_expiry,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(figures_after_an_allocation_failure_equal_figures_without,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(threads_share_the_cache_without_wrong_answers, setup,
                                         teardown),
         cmocka_unit_test(threads_churning_a_small_cache_never_see_a_wrong_curve),
