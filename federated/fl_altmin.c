@@ -7,8 +7,9 @@
  * are small positive definite systems solved by our own Cholesky (a failed pivot is reported, never
  * aborted on); the noisy U-step system (d k x d k, indefinite in general once noised; the paper
  * does not say what to do then, we solve it as it is, Alg. 2 line 3, and keep U(t) when it is
- * singular) by GSL's LU with an explicit singularity check before the solve; Alg. 3's top-k eigenvectors by gsl_eigen_symmv. GSL's error
- * handler is never reached: every input is checked first.
+ * singular) by GSL's LU with an explicit singularity check before the solve; Alg. 3's top-k
+ * eigenvectors by gsl_eigen_symmv. GSL's error handler is never reached: every input is checked
+ * first.
  */
 #include "federated/fl_altmin.h"
 
@@ -23,6 +24,7 @@
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
+#include "federated/fl_data_priv.h"
 #include "federated/fl_model.h"
 
 #define FL_SEED_LOWRANK UINT64_C(0x6c6f7772616e6b) /* "lowrank" */
@@ -133,12 +135,17 @@ void fl_altmin_orthonormalize(double *z, size_t d, size_t k)
     }
 }
 
+void fl_altmin_random_u(size_t d, size_t k, uint64_t seed, double *u)
+{
+    gauss_fill_d(u, d * k, seed);
+    fl_altmin_orthonormalize(u, d, k);
+}
+
 /* ---- the generator ---- */
 
 fl_lowrank_spec fl_lowrank_paper_spec(void)
 {
-    return (fl_lowrank_spec){
-        .users = 50000, .m = 10, .d = 50, .k = 2, .sigma_f = 0.01, .seed = 1};
+    return (fl_lowrank_spec){.users = 50000, .m = 10, .d = 50, .k = 2, .sigma_f = 0.01, .seed = 1};
 }
 
 static int lowrank_check(const fl_lowrank_spec *s, dp_err *err)
@@ -198,6 +205,43 @@ void fl_lowrank_free(fl_lowrank *g)
     dp_free(g->basis);
     dp_free(g->v_star);
     memset(g, 0, sizeof *g);
+}
+
+int fl_lowrank_dataset(const fl_lowrank *g, fl_dataset *out, dp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    size_t n = g->spec.users, m = g->spec.m, d = g->spec.d;
+    if ((double)n * (double)m * (double)d > (double)FL_MAX_CELLS)
+        return dp_err_set(err, DP_EINVAL, "n_min",
+                          "users x rows x dim must be at most %zu cells (got %zu x %zu x %zu)",
+                          (size_t)FL_MAX_CELLS, n, m, d);
+    double *x = dp_malloc(m * d * sizeof *x), *y = dp_malloc(m * sizeof *y);
+    out->n = n * m;
+    out->d = d;
+    out->n_silos = n;
+    out->x = dp_malloc(n * m * d * sizeof(float));
+    out->y = dp_malloc(n * m * sizeof(float));
+    out->silo = dp_malloc(n * m * sizeof(uint32_t));
+    out->silo_names = fl_numbered_names(n);
+    if (!x || !y || !out->x || !out->y || !out->silo || !out->silo_names) {
+        dp_free(x);
+        dp_free(y);
+        fl_dataset_free(out);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    for (size_t j = 0; j < n; j++) {
+        fl_lowrank_user(g, j, x, y);
+        for (size_t i = 0; i < m; i++) {
+            size_t row = j * m + i;
+            for (size_t q = 0; q < d; q++)
+                out->x[row * d + q] = (float)x[i * d + q];
+            out->y[row] = (float)y[i];
+            out->silo[row] = (uint32_t)j;
+        }
+    }
+    dp_free(x);
+    dp_free(y);
+    return DP_OK;
 }
 
 void fl_lowrank_theta(const fl_lowrank *g, size_t j, double *theta)
@@ -355,7 +399,8 @@ int fl_altmin_ustep(double *a, double *b, size_t d, size_t k, double noise_a, do
     gsl_vector_view bv = gsl_vector_view_array(b, n);
     bool ok = finite && gsl_linalg_LU_decomp(&mv.matrix, perm, &sgn) == GSL_SUCCESS;
     for (size_t i = 0; i < n && ok; i++)
-        ok = a[i + i * n] != 0.0 && isfinite(a[i + i * n]); /* U of LU: singular when a pivot is 0 */
+        ok =
+            a[i + i * n] != 0.0 && isfinite(a[i + i * n]); /* U of LU: singular when a pivot is 0 */
     if (ok)
         ok = gsl_linalg_LU_svx(&mv.matrix, perm, &bv.vector) == GSL_SUCCESS;
     for (size_t i = 0; i < n && ok; i++)
@@ -439,8 +484,9 @@ out:
 int fl_altmin_params_check(const fl_altmin_params *p, size_t d, dp_err *err)
 {
     if (p->k < 1 || p->k > d || p->k > FL_ALTMIN_MAX_K || d * p->k > FL_ALTMIN_MAX_DK)
-        return dp_err_set(err, DP_EINVAL, "k", "k must be in 1..min(d, %d) with d k <= %d (got %zu)",
-                          FL_ALTMIN_MAX_K, FL_ALTMIN_MAX_DK, p->k);
+        return dp_err_set(err, DP_EINVAL, "k",
+                          "k must be in 1..min(d, %d) with d k <= %d (got %zu)", FL_ALTMIN_MAX_K,
+                          FL_ALTMIN_MAX_DK, p->k);
     if (p->epochs > FL_ALTMIN_MAX_EPOCHS)
         return dp_err_set(err, DP_EINVAL, "epochs", "epochs must be in 0..%d (got %u)",
                           FL_ALTMIN_MAX_EPOCHS, p->epochs);
@@ -573,8 +619,7 @@ int fl_altmin_run(const fl_lowrank *g, const fl_altmin_params *p, double *u_out,
     double *u = w.theta, na, nb, ni;
     fl_altmin_noise_stds(p, &na, &nb, &ni);
     if (p->init == FL_ALTMIN_INIT_RANDOM) {
-        gauss_fill_d(u, dk, dp_rng_derive(p->seed, AM_RANDOM_INIT));
-        fl_altmin_orthonormalize(u, d, k);
+        fl_altmin_random_u(d, k, dp_rng_derive(p->seed, AM_RANDOM_INIT), u);
     } else {
         memset(w.a, 0, d * d * sizeof *w.a);
         for (size_t j = 0; j < n; j++) {
@@ -594,8 +639,8 @@ int fl_altmin_run(const fl_lowrank *g, const fl_altmin_params *p, double *u_out,
             fl_altmin_ustats_add(w.x, w.y, m, d, k, w.v, p->eta, p->zeta, w.a, w.b);
         }
         bool kept = false;
-        rc = fl_altmin_ustep(w.a, w.b, d, k, na, nb, dp_rng_derive(p->seed, AM_EPOCH + t), u,
-                             &kept, err);
+        rc = fl_altmin_ustep(w.a, w.b, d, k, na, nb, dp_rng_derive(p->seed, AM_EPOCH + t), u, &kept,
+                             err);
         out->kept += kept;
     }
     if (rc == DP_OK) {

@@ -55,13 +55,16 @@
 
 #include "accounting/event.h"
 #include "common/dp_err.h"
+#include "federated/fl_data.h"
 
-#define FL_ALTMIN_MAX_DK    4096    /* d k: the d k x d k statistic is (d k)^2 doubles (128 MiB) */
-#define FL_ALTMIN_MAX_D     4096    /* d: Alg. 3's d x d matrix */
-#define FL_ALTMIN_MAX_USERS 1000000 /* n */
-#define FL_ALTMIN_MAX_M     100000  /* samples per user */
+#define FL_ALTMIN_MAX_DK     4096    /* d k: the d k x d k statistic is (d k)^2 doubles (128 MiB) */
+#define FL_ALTMIN_MAX_D      4096    /* d: Alg. 3's d x d matrix */
+#define FL_ALTMIN_MAX_USERS  1000000 /* n */
+#define FL_ALTMIN_MAX_M      100000  /* samples per user */
 #define FL_ALTMIN_MAX_EPOCHS 1000
 #define FL_ALTMIN_MAX_K      64 /* rank: the k x k v-fit lives on the stack */
+#define FL_ALTMIN_JOB_MAX_DK                                                                       \
+    256 /* d k of a training job: a silo uploads (d k)(d k + 1)/2 + d k floats */
 
 /* ---- the synthetic low-rank regression (§6) ---- */
 typedef struct fl_lowrank_spec {
@@ -90,6 +93,11 @@ void fl_lowrank_free(fl_lowrank *g);
 
 /* User j's samples: x (m x d row-major) and y (m), the same on every call. */
 void fl_lowrank_user(const fl_lowrank *g, size_t j, double *x, double *y);
+/* The whole data set as rows (n m rows of d floats, user j's rows j m .. j m + m - 1, silo j named
+ * "j"; real labels): what a training job reads (fl_synth_generate with rank >= 1). Needs n m d <=
+ * FL_MAX_CELLS (DP_EINVAL "n_min"). DP_ENOMEM. */
+int fl_lowrank_dataset(const fl_lowrank *g, fl_dataset *out, dp_err *err);
+
 /* theta*_j = U* v*_j (d). */
 void fl_lowrank_theta(const fl_lowrank *g, size_t j, double *theta);
 
@@ -104,15 +112,15 @@ typedef enum fl_altmin_init {
 } fl_altmin_init;
 
 typedef struct fl_altmin_params {
-    size_t k;              /* rank, 1..d */
-    unsigned epochs;       /* E >= 0 AltMin steps, each over every user (full batch, §6) */
-    fl_altmin_init init;   /* how U starts */
-    double eta;            /* clip of W = v (x) x (L2); 0 = none (then sigma must be 0) */
-    double zeta;           /* clip of y; 0 = none (then sigma and sigma_init must be 0) */
-    double sigma;          /* noise multiplier of each AltMin release (A and b); 0 = none */
-    double sigma_init;     /* noise multiplier of Alg. 3's release; 0 = none */
-    bool replace;          /* sensitivities under replacement (the paper's, x2) or add/remove */
-    uint64_t seed;         /* the run's noise and random initialisation */
+    size_t k;            /* rank, 1..d */
+    unsigned epochs;     /* E >= 0 AltMin steps, each over every user (full batch, §6) */
+    fl_altmin_init init; /* how U starts */
+    double eta;          /* clip of W = v (x) x (L2); 0 = none (then sigma must be 0) */
+    double zeta;         /* clip of y; 0 = none (then sigma and sigma_init must be 0) */
+    double sigma;        /* noise multiplier of each AltMin release (A and b); 0 = none */
+    double sigma_init;   /* noise multiplier of Alg. 3's release; 0 = none */
+    bool replace;        /* sensitivities under replacement (the paper's, x2) or add/remove */
+    uint64_t seed;       /* the run's noise and random initialisation */
 } fl_altmin_params;
 
 /* Checks p against d. DP_EINVAL naming the field. */
@@ -144,6 +152,9 @@ void fl_altmin_init_add(const double *x, const double *y, size_t m, size_t d, do
  * largest eigenvalues. mm is overwritten. DP_ENOMEM, DP_ENUMERIC. */
 int fl_altmin_init_finish(double *mm, size_t d, size_t k, double noise, uint64_t rng_seed,
                           double *u, dp_err *err);
+
+/* A data-free initial U: Q of a d x k matrix of N(0, 1) draws from seed. */
+void fl_altmin_random_u(size_t d, size_t k, uint64_t seed, double *u);
 
 /* Orthonormalises the k columns of z (d x k, in place) by two passes of modified Gram-Schmidt; a
  * column that vanishes is replaced by a unit vector orthogonal to the previous ones. */

@@ -195,6 +195,10 @@ SEEDS = {
                                                          "n_max": 10},
          "model": {"type": "linear"}, "rounds": 1, "batch_size": 4, "lr": 0.1,
          "privacy": {"noise_multiplier": 1, "delta": 1e-5, "clip": 1, "client_rate": 0.5}},
+        {"algorithm": "altmin", "altmin": {"rank": 2, "init": "spectral"},
+         "dataset": {"generator": "synthetic-lowrank", "silos": 4, "dim": 3, "n_min": 6,
+                     "rank": 2},
+         "rounds": 1, "privacy": {"noise_multiplier": 1, "delta": 1e-5, "clip": 1}},
     ],
     "POST /v1/silos/{id}/token": [{}],
     "PATCH /v1/silos/{id}": [

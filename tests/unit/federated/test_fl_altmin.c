@@ -82,7 +82,7 @@ static void generator_has_the_papers_law(void **state)
         }
     }
     double cnt = (double)(s.users * s.m);
-    assert_close(sqrt(res2 / cnt), 0.5, 0.02, 0);  /* 80,000 draws: sd of the estimate 0.25% */
+    assert_close(sqrt(res2 / cnt), 0.5, 0.02, 0);       /* 80,000 draws: sd of the estimate 0.25% */
     assert_close(xx / (cnt * (double)d), 1.0, 0.02, 0); /* x ~ N(0, I) */
     fl_lowrank_user(&g, 17, x, y);
     fl_lowrank_user(&g, 17, x2, y2);
@@ -106,8 +106,12 @@ static void privacy_numbers_of_section_4(void **state)
     const double thm42[4] = {0.006786, 0.027143, 0.169646, 0.678585};
     double l = log(1e6);
     for (size_t i = 0; i < 4; i++) {
-        fl_altmin_params p = {.k = 2, .epochs = 1, .init = FL_ALTMIN_INIT_RANDOM,
-                              .eta = 1e-4, .zeta = 1e-4, .sigma = sqrt(8 * l) / eps[i],
+        fl_altmin_params p = {.k = 2,
+                              .epochs = 1,
+                              .init = FL_ALTMIN_INIT_RANDOM,
+                              .eta = 1e-4,
+                              .zeta = 1e-4,
+                              .sigma = sqrt(8 * l) / eps[i],
                               .replace = true};
         acct_event *ev = NULL;
         bool none = true;
@@ -290,11 +294,16 @@ static void private_altmin_tends_to_the_nonprivate_one(void **state)
     assert_int_equal(fl_lowrank_init(&s, &g, &E), DP_OK);
     double l = log(1e6);
     /* §6's clips: every W and y~ at norm 1e-4 (normalised statistics) */
-    fl_altmin_params p = {.k = 2, .epochs = 5, .init = FL_ALTMIN_INIT_RANDOM, .eta = 1e-4,
-                          .zeta = 1e-4, .replace = true, .seed = 5};
+    fl_altmin_params p = {.k = 2,
+                          .epochs = 5,
+                          .init = FL_ALTMIN_INIT_RANDOM,
+                          .eta = 1e-4,
+                          .zeta = 1e-4,
+                          .replace = true,
+                          .seed = 5};
     fl_altmin_result np, big, small;
     assert_int_equal(fl_altmin_run(&g, &p, NULL, &np, &E), DP_OK);
-    assert_true(np.subspace_dist < 0.1); /* the clipped estimator still finds span(U*) */
+    assert_true(np.subspace_dist < 0.1);     /* the clipped estimator still finds span(U*) */
     p.sigma = sqrt(5.0) * sqrt(8 * l) / 1e4; /* eps = 10^4 over 5 epochs */
     assert_int_equal(fl_altmin_run(&g, &p, NULL, &big, &E), DP_OK);
     assert_close(big.mse, np.mse, 0.5, 1e-4);
