@@ -347,6 +347,52 @@ static void baselines_have_their_expectations(void **state)
     fl_lowrank_free(&g);
 }
 
+/* A small version of Fig. 2 (the full-size run is `make reproduce PART=altmin`): n = 4000 users
+ * of d = 20, m = 10, clip 1e-4, delta = 1e-6, 5 epochs at the paper's per-epoch noise: the
+ * personalised MSE falls as epsilon grows, beats each user alone ((1 - m/d) k = 1) from a
+ * moderate epsilon on, and the single DP model stays near k = 2 at every epsilon. */
+static void fig2_trends_hold_at_a_small_scale(void **state)
+{
+    (void)state;
+    gsl_set_error_handler_off();
+    fl_lowrank_spec s = fl_lowrank_paper_spec();
+    s.users = 4000;
+    s.d = 20;
+    s.seed = 3;
+    fl_lowrank g;
+    assert_int_equal(fl_lowrank_init(&s, &g, &E), DP_OK);
+    double l = log(1e6), local = 0, mse[3];
+    const double eps[3] = {2, 10, 50};
+    assert_int_equal(fl_lowrank_local_mse(&g, &local, &E), DP_OK);
+    for (size_t i = 0; i < 3; i++) {
+        mse[i] = DP_INF; /* the best number of epochs, as the paper picks it */
+        const unsigned ep[3] = {1, 2, 5};
+        for (size_t e = 0; e < 3; e++) {
+            fl_altmin_params p = {.k = 2,
+                                  .epochs = ep[e],
+                                  .eta = 1e-4,
+                                  .zeta = 1e-4,
+                                  .sigma = sqrt((double)ep[e]) * sqrt(8 * l) / eps[i],
+                                  .replace = true,
+                                  .seed = 2};
+            fl_altmin_result r;
+            assert_int_equal(fl_altmin_run(&g, &p, NULL, &r, &E), DP_OK);
+            mse[i] = fmin(mse[i], r.mse);
+        }
+        double single = 0;
+        assert_int_equal(
+            fl_lowrank_single_mse(&g, 1e-4, 1e-4, sqrt(8 * l) / eps[i], true, 2, &single, &E),
+            DP_OK);
+        assert_true(single > 1.8);
+    }
+    if (!(mse[0] > mse[1] && mse[1] > mse[2]))
+        fail_msg("MSE not decreasing in epsilon: %g %g %g", mse[0], mse[1], mse[2]);
+    if (!(mse[1] < local && mse[2] < local / 10))
+        fail_msg("private AltMin (%g at eps 10, %g at eps 50) does not beat own data (%g)", mse[1],
+                 mse[2], local);
+    fl_lowrank_free(&g);
+}
+
 static void params_are_checked_by_field(void **state)
 {
     (void)state;
@@ -389,6 +435,7 @@ int main(void)
         cmocka_unit_test(nonprivate_altmin_recovers_the_subspace),
         cmocka_unit_test(private_altmin_tends_to_the_nonprivate_one),
         cmocka_unit_test(baselines_have_their_expectations),
+        cmocka_unit_test(fig2_trends_hold_at_a_small_scale),
         cmocka_unit_test(params_are_checked_by_field),
     };
     return cmocka_run_group_tests_name("federated_fl_altmin", tests, NULL, NULL);
