@@ -92,9 +92,8 @@ static void current_u(const fl_job_cfg *cfg, uint64_t round, const float *extra,
 {
     size_t d = cfg->model.d_in, k = cfg->altmin_rank;
     if (round == 0) {
-        fl_altmin_random_u(d, k, dp_rng_derive(dp_rng_derive(cfg->seed, FL_SEED_INIT),
-                                               ALTMIN_U0_LABEL),
-                           u);
+        fl_altmin_random_u(
+            d, k, dp_rng_derive(dp_rng_derive(cfg->seed, FL_SEED_INIT), ALTMIN_U0_LABEL), u);
         return;
     }
     for (size_t i = 0; i < d * k; i++)
