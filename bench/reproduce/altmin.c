@@ -98,13 +98,16 @@ int part_altmin(int users, int seeds)
     printf("\n-- privacy: sigma = sqrt(8 ln(1/delta))/eps per run (Lemma 4.3)\n");
     printf("%6s %10s %10s %10s\n", "eps", "rho", "eps'(BS)", "eps'(CKS)");
     for (size_t i = 0; i < N_EPS; i++) {
-        fl_altmin_params p = {.k = 2, .epochs = 1, .eta = CLIP, .zeta = CLIP,
-                              .sigma = sqrt(8 * l) / EPS[i], .replace = true};
+        fl_altmin_params p = {.k = 2,
+                              .epochs = 1,
+                              .eta = CLIP,
+                              .zeta = CLIP,
+                              .sigma = sqrt(8 * l) / EPS[i],
+                              .replace = true};
         acct_event *ev = NULL;
         bool none;
         double rho = 0, e1 = 0, e2 = 0, opt;
-        if (fl_altmin_event(&p, &ev, &none, &e) != DP_OK ||
-            acct_zcdp_eval(ev, &rho, &e) != DP_OK ||
+        if (fl_altmin_event(&p, &ev, &none, &e) != DP_OK || acct_zcdp_eval(ev, &rho, &e) != DP_OK ||
             acct_zcdp_to_epsilon(rho, DELTA, ACCT_ZCDP_BS2016, &e1, &opt, &e) != DP_OK ||
             acct_zcdp_to_epsilon(rho, DELTA, ACCT_ZCDP_CKS2020, &e2, &opt, &e) != DP_OK) {
             acct_event_free(ev);
@@ -148,8 +151,8 @@ int part_altmin(int users, int seeds)
     for (unsigned ep = 0; ep <= 3; ep += ep == 0 ? 1 : 2) {
         double m[MAX_S], dd[MAX_S];
         for (int s = 0; s < seeds; s++) {
-            fl_altmin_params p = {.k = 2, .epochs = ep, .init = FL_ALTMIN_INIT_SPECTRAL,
-                                  .seed = (uint64_t)s + 1};
+            fl_altmin_params p = {
+                .k = 2, .epochs = ep, .init = FL_ALTMIN_INIT_SPECTRAL, .seed = (uint64_t)s + 1};
             fl_altmin_result r;
             if (fl_altmin_run(&g[s], &p, NULL, &r, &e) != DP_OK)
                 return fail(&e);
@@ -163,17 +166,21 @@ int part_altmin(int users, int seeds)
     /* R4: Fig. 2 */
     printf("\n-- R4 Fig. 2: APriv-AltMin (random init, best E of {1,2,5,10} on the seed mean), "
            "single DP model, own data 1.6\n");
-    printf("%5s %10s %8s %4s | %10s %10s %10s %10s | %10s\n", "eps", "altmin", "sd", "E*",
-           "E=1", "E=2", "E=5", "E=10", "single DP");
+    printf("%5s %10s %8s %4s | %10s %10s %10s %10s | %10s\n", "eps", "altmin", "sd", "E*", "E=1",
+           "E=2", "E=5", "E=10", "single DP");
     for (size_t i = 0; i < N_EPS; i++) {
         double best = DP_INF, best_sd = 0, per[N_EP];
         unsigned best_e = 0;
         for (size_t j = 0; j < N_EP; j++) {
             double m[MAX_S];
             for (int s = 0; s < seeds; s++) {
-                fl_altmin_params p = {.k = 2, .epochs = EPOCHS[j], .eta = CLIP, .zeta = CLIP,
+                fl_altmin_params p = {.k = 2,
+                                      .epochs = EPOCHS[j],
+                                      .eta = CLIP,
+                                      .zeta = CLIP,
                                       .sigma = sqrt((double)EPOCHS[j]) * sqrt(8 * l) / EPS[i],
-                                      .replace = true, .seed = (uint64_t)s + 1};
+                                      .replace = true,
+                                      .seed = (uint64_t)s + 1};
                 fl_altmin_result r;
                 if (fl_altmin_run(&g[s], &p, NULL, &r, &e) != DP_OK)
                     return fail(&e);
@@ -204,8 +211,11 @@ int part_altmin(int users, int seeds)
     for (size_t i = 0; i < N_EPS; i++) {
         double m[MAX_S], dd[MAX_S];
         for (int s = 0; s < seeds; s++) {
-            fl_altmin_params p = {.k = 2, .init = FL_ALTMIN_INIT_SPECTRAL, .zeta = CLIP,
-                                  .sigma_init = sqrt(4 * l) / EPS[i], .replace = true,
+            fl_altmin_params p = {.k = 2,
+                                  .init = FL_ALTMIN_INIT_SPECTRAL,
+                                  .zeta = CLIP,
+                                  .sigma_init = sqrt(4 * l) / EPS[i],
+                                  .replace = true,
                                   .seed = (uint64_t)s + 1};
             fl_altmin_result r;
             if (fl_altmin_run(&g[s], &p, NULL, &r, &e) != DP_OK)
