@@ -32,11 +32,13 @@
 static const fl_algo_ops *const REGISTRY[] = {
     &fl_algo_local_ops, &fl_algo_fedavg_ops,   &fl_algo_finetune_ops, &fl_algo_mrmtl_ops,
     &fl_algo_ditto_ops, &fl_algo_dpfedavg_ops, &fl_algo_ppsgd_ops,    &fl_algo_fedhdp_ops,
+    &fl_algo_altmin_ops,
 };
 #define N_REGISTRY (sizeof REGISTRY / sizeof REGISTRY[0])
 
 static const char *const NAMES[N_REGISTRY] = {"local", "fedavg",    "finetune", "mrmtl",
-                                              "ditto", "dp_fedavg", "ppsgd",    "fedhdp"};
+                                              "ditto", "dp_fedavg", "ppsgd",    "fedhdp",
+                                              "altmin"};
 
 const fl_algo_ops *fl_algo_find(const char *name)
 {
@@ -78,6 +80,7 @@ void fl_job_cfg_default(fl_job_cfg *cfg)
     cfg->server_lr = 1.0;
     cfg->ppsgd_ratio = 1.0;
     cfg->hdp_n_groups = 0; /* fedhdp needs its groups */
+    cfg->altmin_rank = 2;
 }
 
 static bool finite_ge0(double x)
@@ -167,6 +170,10 @@ int fl_job_cfg_check(const fl_job_cfg *cfg, const fl_federation *f, dp_err *err)
     if (p == 0 || (unsigned long long)f->n_silos + 2 > FL_MAX_STATE_FLOATS / p)
         return dp_err_set(err, DP_EINVAL, "model", "(silos + 2) x parameters exceeds %llu floats",
                           (unsigned long long)FL_MAX_STATE_FLOATS);
+    size_t up = fl_upload_floats(cfg, p);
+    if ((unsigned long long)f->n_silos > FL_MAX_STATE_FLOATS / up)
+        return dp_err_set(err, DP_EINVAL, "silos", "silos x upload floats (%zu) exceeds %llu", up,
+                          (unsigned long long)FL_MAX_STATE_FLOATS);
     for (size_t k = 0; k < f->n_silos; k++)
         if (check_silo(cfg, a, f, k, err) != DP_OK)
             return err != NULL ? err->code : DP_EINVAL;
@@ -174,6 +181,13 @@ int fl_job_cfg_check(const fl_job_cfg *cfg, const fl_federation *f, dp_err *err)
 }
 
 /* ---- helpers shared by the algorithms ---- */
+
+size_t fl_upload_floats(const fl_job_cfg *cfg, size_t n_params)
+{
+    const fl_algo_ops *a = fl_algo_find(cfg->algorithm);
+    size_t up = a != NULL && a->upload_floats != NULL ? a->upload_floats(cfg, n_params) : 0;
+    return up > n_params ? up : n_params;
+}
 
 int fl_check_client_level(const fl_job_cfg *cfg, dp_err *err)
 {
@@ -441,6 +455,7 @@ typedef struct round_job {
     fl_state *state;
     size_t n_threads;
     size_t ws_rows;         /* rows of every worker's workspace (ws_rows_of) */
+    size_t stride;          /* floats per upload row (fl_upload_floats) */
     bool evaluate;          /* phase: false = local updates, true = evaluation */
     size_t n_trainable;     /* silos active and not stopped this round */
     bool *trainable;        /* K: active and not stopped */
@@ -493,11 +508,13 @@ static int update_silo(const round_job *j, size_t k, fl_ws *ws, float *scratch, 
         .d = j->fed->d,
         .global = j->global0,
         .personal = s->personal + k * p,
-        .upload = j->uploads + k * p,
+        .upload = j->uploads + k * j->stride,
         .scratch = scratch,
         .own_extra = j->algo->extra_per_silo && s->extra != NULL
                          ? s->extra + k * (s->n_extra / s->n_silos)
                          : NULL,
+        .shared_extra = !j->algo->extra_per_silo ? s->extra : NULL,
+        .upload_floats = j->stride,
         .ws = ws,
     };
     return j->algo->silo_update(&c, &j->loss[k], err);
@@ -611,7 +628,7 @@ static int round_alloc(round_job *j, bool metrics, dp_err *err)
     j->trainable = dp_calloc(k_n, sizeof(bool));
     j->take = dp_calloc(k_n, sizeof(bool));
     j->global0 = dp_calloc(p, sizeof(float));
-    j->uploads = dp_calloc(k_n, p * sizeof(float));
+    j->uploads = dp_calloc(k_n, j->stride * sizeof(float));
     j->loss = dp_calloc(k_n, sizeof(double));
     j->wk = dp_calloc(j->n_threads, sizeof(worker));
     j->tid = dp_calloc(j->n_threads, sizeof(pthread_t));
@@ -693,6 +710,7 @@ int fl_round_run(const fl_job_cfg *cfg, const fl_federation *f, fl_state *state,
         .state = state,
         .n_threads = n_threads < f->n_silos ? n_threads : f->n_silos,
         .ws_rows = ws_rows_of(f),
+        .stride = fl_upload_floats(cfg, state->n_params),
     };
     int rc = round_alloc(&j, out != NULL, err);
     if (rc == DP_OK)
@@ -701,7 +719,8 @@ int fl_round_run(const fl_job_cfg *cfg, const fl_federation *f, fl_state *state,
         memcpy(j.global0, state->global, state->n_params * sizeof(float));
         rc = fan_out(&j, err);
     }
-    fl_server_ctx sc = {cfg, f, state->round, state, j.take, j.uploads, j.n_trainable, j.trainable};
+    fl_server_ctx sc = {cfg, f, state->round, state, j.take, j.uploads, j.n_trainable, j.trainable,
+                        j.stride};
     if (rc == DP_OK)
         rc = j.algo->aggregate(&sc, err);
     if (rc == DP_OK) {

@@ -36,6 +36,13 @@
  *              a group that opted out of DP) and the means are combined with weights r_g K_g /
  *              sum_h r_h K_h; Ditto personal models with the group's lambda_g. Silo k's round
  *              event is its group's (fl_hdp_silo_noise).
+ *   altmin     APriv-AltMin, Jain, Rush, Smith, Song & Thakurta, "Differentially Private Model
+ *              Personalization", NeurIPS 2021, Algs. 1-3 (fl_algo_altmin.c): a shared orthonormal
+ *              U (d x k, in state->extra) and each silo's head v_k fitted locally; every round
+ *              each silo uploads the clipped sufficient statistics of the least-squares problem
+ *              in U and the server releases U from their noisy sum (two Gaussian releases per
+ *              round, noise multiplier server_noise); round 0 may be the private spectral
+ *              initialisation (Alg. 3) instead. User-level (silo) DP, every silo every round.
  *
  * ROUNDS. A job runs exactly cfg->rounds rounds t = 0 .. T-1 (not T+1); the plan (fl_plan_silo)
  * counts exactly the steps the trainer runs. In every round silo k runs local_epochs blocks of
@@ -151,6 +158,9 @@ typedef struct fl_job_cfg {
     double hdp_clip_quantile; /* kappa in (0, 1): target share of unclipped updates */
     double hdp_clip_lr;       /* eta_b > 0: S^{t+1} = S^t exp(-eta_b (b_bar - kappa)) */
     double hdp_count_noise;   /* sigma_b > 0: std of the noise on the count of unclipped updates */
+    /* altmin (client_rate 1; update_clip = both clips eta and zeta; server_noise = sigma) */
+    size_t altmin_rank;   /* k: 1..min(d, FL_ALTMIN_MAX_K) with d k <= FL_ALTMIN_JOB_MAX_DK */
+    bool altmin_spectral; /* round 0 runs APriv-init (Alg. 3) instead of an AltMin step */
 } fl_job_cfg;
 
 /* Fills cfg with the defaults (local_epochs 1, weighted, server_lr 1, finetune_frac 0.5, ...);
@@ -291,6 +301,7 @@ typedef struct fl_silo_plan {
  * accounting event of ONE round (owned by the caller, acct_event_free), NULL when !is_private:
  *   record level: self_composed(steps_per_round, poisson(q_k, gaussian(z_k)))
  *   dp_fedavg:    poisson(client_rate, gaussian(server_noise))
+ *   altmin:       self_composed(2, gaussian(server_noise)) (fl_algo_altmin.c)
  * The job's total is the rounds-fold composition of it. Charging: record level, each silo that
  * trains in a round is charged the round's event (a stopped silo is no longer charged); dp_fedavg,
  * every silo still trainable in a round is charged whether the server sampled it or not (the

@@ -26,15 +26,19 @@ typedef struct fl_silo_ctx {
     size_t silo;    /* k */
     uint64_t round; /* t */
     size_t n_params;
-    const fl_silo_data *data; /* silo k's rows (borrowed) */
-    size_t d;                 /* features */
-    const float *global;      /* start-of-round global model (shared, read-only) */
-    float *personal;          /* silo k's personal row (this thread only) */
-    float *upload;            /* n_params floats for the server (this thread only) */
-    float *scratch;           /* n_params floats of scratch (this thread only) */
-    float *own_extra;         /* silo k's row of state->extra (n_extra / K floats) when the
-                                 algorithm sets extra_per_silo; NULL otherwise (this thread) */
-    fl_ws *ws;                /* this thread's workspace */
+    const fl_silo_data *data;  /* silo k's rows (borrowed) */
+    size_t d;                  /* features */
+    const float *global;       /* start-of-round global model (shared, read-only) */
+    float *personal;           /* silo k's personal row (this thread only) */
+    float *upload;             /* n_params floats for the server (this thread only) */
+    float *scratch;            /* n_params floats of scratch (this thread only) */
+    float *own_extra;          /* silo k's row of state->extra (n_extra / K floats) when the
+                                  algorithm sets extra_per_silo; NULL otherwise (this thread) */
+    const float *shared_extra; /* the whole start-of-round state->extra when the algorithm does
+                                  not set extra_per_silo (shared, read-only); NULL otherwise */
+    size_t upload_floats;      /* floats in upload: n_params unless the algorithm's
+                                  upload_floats says more */
+    fl_ws *ws;                 /* this thread's workspace */
 } fl_silo_ctx;
 
 /* What the server's aggregation reads and updates. */
@@ -47,6 +51,7 @@ typedef struct fl_server_ctx {
     const float *uploads;  /* n_silos x n_params: row k valid where took_part[k] */
     size_t n_trainable;    /* silos that were active and not stopped this round */
     const bool *trainable; /* n_silos: silo k was active and not stopped this round */
+    size_t upload_stride;  /* floats per upload row (n_params unless upload_floats says more) */
 } fl_server_ctx;
 
 typedef struct fl_algo_ops {
@@ -72,6 +77,13 @@ typedef struct fl_algo_ops {
     /* Client-level algorithms whose silos get different events (fedhdp's privacy groups): the
      * noise multiplier of silo k's round event, 0 = no event; NULL = cfg->server_noise for all. */
     double (*silo_noise)(const fl_job_cfg *cfg, size_t silo);
+    /* Floats a silo uploads when they exceed n_params (altmin's sufficient statistics); NULL = the
+     * n_params of a model update. */
+    size_t (*upload_floats)(const fl_job_cfg *cfg, size_t n_params);
+    /* Client-level algorithms whose round is not one Poisson-subsampled Gaussian release: the
+     * event of one round at noise multiplier z (NAN: open, for calibration), owned by the caller;
+     * NULL = poisson(client_rate, gaussian(z)). */
+    acct_event *(*round_event)(const fl_job_cfg *cfg, double z);
 } fl_algo_ops;
 
 extern const fl_algo_ops fl_algo_local_ops;
@@ -82,14 +94,18 @@ extern const fl_algo_ops fl_algo_ditto_ops;
 extern const fl_algo_ops fl_algo_dpfedavg_ops;
 extern const fl_algo_ops fl_algo_ppsgd_ops;
 extern const fl_algo_ops fl_algo_fedhdp_ops;
+extern const fl_algo_ops fl_algo_altmin_ops;
 
 /* The registered algorithm called name, or NULL. */
 const fl_algo_ops *fl_algo_find(const char *name);
 
 /* ---- shared helpers (fl_algo.c) ---- */
 
-/* Client-level algorithms (dp_fedavg, ppsgd, fedhdp): checks client_rate in (0, 1], update_clip
- * finite > 0 and server_noise finite >= 0, naming the field. */
+/* Floats per upload row: the algorithm's upload_floats when larger than n_params, else n_params. */
+size_t fl_upload_floats(const fl_job_cfg *cfg, size_t n_params);
+
+/* Client-level algorithms (dp_fedavg, ppsgd, fedhdp, altmin): checks client_rate in (0, 1],
+ * update_clip finite > 0 and server_noise finite >= 0, naming the field. */
 int fl_check_client_level(const fl_job_cfg *cfg, dp_err *err);
 /* Their select: each trainable silo independently with probability client_rate (Poisson
  * sampling), one uniform per silo in silo order from the server's round seed, drawn for stopped

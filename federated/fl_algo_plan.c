@@ -37,6 +37,8 @@
 /* The round event of silo k with noise multiplier z (NAN: open, for calibration). */
 static acct_event *round_event(const fl_algo_ops *a, const fl_job_cfg *cfg, size_t n_k, double z)
 {
+    if (!a->record_level && a->round_event != NULL)
+        return a->round_event(cfg, z);
     if (!a->record_level)
         return acct_event_poisson(cfg->client_rate, acct_event_gaussian(z));
     size_t b = cfg->batch_size < n_k ? cfg->batch_size : n_k;

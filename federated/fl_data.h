@@ -81,6 +81,9 @@ typedef struct fl_synth_spec {
     double noise;        /* label noise std, >= 0 */
     size_t classes;      /* 0 = regression; 2..FL_MAX_CLASSES = classification */
     uint64_t seed;
+    size_t rank; /* >= 1: the low-rank regression of federated/fl_altmin.h instead (Jain et al.,
+                    NeurIPS 2021, §6): silos users of n_min rows each, label noise `noise`; tau,
+                    n_max and classes unused. 0: the generator above */
 } fl_synth_spec;
 
 int fl_synth_generate(const fl_synth_spec *s, fl_dataset *out, dp_err *err);

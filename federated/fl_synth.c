@@ -23,6 +23,7 @@
 
 #include "common/dp_alloc.h"
 #include "common/dp_rng.h"
+#include "federated/fl_altmin.h"
 
 static int synth_check(const fl_synth_spec *s, dp_err *err)
 {
@@ -119,6 +120,15 @@ int fl_synth_generate(const fl_synth_spec *s, fl_dataset *out, dp_err *err)
     int rc = synth_check(s, err);
     if (rc != DP_OK)
         return rc;
+    if (s->rank > 0) {
+        fl_lowrank_spec ls = {s->silos, s->n_min, s->dim, s->rank, s->noise, s->seed};
+        fl_lowrank g;
+        if ((rc = fl_lowrank_init(&ls, &g, err)) != DP_OK)
+            return rc;
+        rc = fl_lowrank_dataset(&g, out, err);
+        fl_lowrank_free(&g);
+        return rc;
+    }
     size_t m = s->classes > 2 ? s->classes : 1;
     size_t *nk = dp_malloc(s->silos * sizeof *nk);
     double *theta = dp_malloc(s->dim * m * sizeof *theta);

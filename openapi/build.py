@@ -418,13 +418,14 @@ SCHEMAS["TuningDraw"] = obj({
 
 # Training (docs/TRAINING.md)
 _generator = obj({
-    "generator": enum("synthetic-linreg", "synthetic-classification"),
+    "generator": enum("synthetic-linreg", "synthetic-classification", "synthetic-lowrank"),
     "silos": integer(minimum=1), "dim": integer(minimum=1), "n_min": integer(minimum=1),
     "n_max": integer(minimum=1), "tau": num(minimum=0), "noise": num(minimum=0),
-    "classes": integer(minimum=2), "seed": integer(minimum=0)}, ["generator"])
+    "classes": integer(minimum=2), "seed": integer(minimum=0),
+    "rank": integer(minimum=1, description="synthetic-lowrank only")}, ["generator"])
 SCHEMAS["JobSpec"] = obj({
     "algorithm": enum("local", "fedavg", "finetune", "mrmtl", "ditto", "dp_fedavg", "ppsgd",
-                      "fedhdp"),
+                      "fedhdp", "altmin"),
     "dataset": {"oneOf": [integer(minimum=1, description="an uploaded data set"),
                           {"const": "fashion-mnist"}, _generator]},
     "partition": obj({"kind": enum("natural", "iid", "dirichlet", "classes"),
@@ -463,8 +464,12 @@ SCHEMAS["JobSpec"] = obj({
                               "count_noise": num(exclusiveMinimum=0, maximum=1e6)},
                              ["count_noise"])},
         ["groups"], description="FedHDP's privacy groups (docs/TRAINING.md \"FedHDP\")"),
-}, ["algorithm", "dataset", "model", "rounds", "batch_size", "lr"],
-    description="A training job (docs/TRAINING.md \"The job spec\").")
+    "altmin": obj({"rank": integer(minimum=1, maximum=64), "init": enum("random", "spectral")},
+                  description="APriv-AltMin's rank and initialisation (docs/TRAINING.md)"),
+}, ["algorithm", "dataset", "rounds"],
+    description="A training job (docs/TRAINING.md \"The job spec\"). model, batch_size and lr "
+                "are required for every algorithm but altmin, which refuses batch_size, lr and "
+                "local_epochs and takes only the linear model (its default).")
 _plan_silo = obj({
     "name": string(), "silo_id": INTN, "n_train": integer(), "n_test": integer(),
     "batch": integer(), "q": NUMN, "steps_per_round": integer(), "steps": integer(),
@@ -489,7 +494,9 @@ SCHEMAS["JobList"] = obj({"jobs": arr(ref("Job")), "next_after": INTN}, ["jobs",
 _figs = t("object", additionalProperties=NUMN)
 SCHEMAS["RoundMetrics"] = obj({
     "round": integer(minimum=1), "wall_ms": num(), "metric": string(),
-    "silos_trained": integer(), "global": _figs, "personalized": _figs,
+    "silos_trained": integer(),
+    "global": null_or(_figs),  # null: no evaluated global model (local, altmin)
+    "personalized": _figs,
     "silos": arr(obj({"silo": string(), "silo_id": INTN, "stopped": boolean(),
                       "trained": boolean(), "rounds_trained": integer(),
                       "rounds_charged": integer(), "n_train": integer(), "n_test": integer(),

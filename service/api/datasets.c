@@ -72,6 +72,15 @@ static const builtin_param SYNTH_CLASS_PARAMS[] = {
     {"seed", "integer", "generator seed", 1, 0, 9007199254740991.0},
 };
 
+static const builtin_param SYNTH_LOWRANK_PARAMS[] = {
+    {"silos", "integer", "number of users (one silo each)", 20, 1, 10000},
+    {"dim", "integer", "features d", 10, 1, 100000},
+    {"n_min", "integer", "rows of every user", 100, 1, 1e7},
+    {"rank", "integer", "k, the shared subspace's dimension (<= dim)", 2, 1, 64},
+    {"noise", "number", "label noise standard deviation", 0.1, 0, 1e6},
+    {"seed", "integer", "generator seed", 1, 0, 9007199254740991.0},
+};
+
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
 static const builtin_dataset BUILTINS[] = {
@@ -88,6 +97,11 @@ static const builtin_dataset BUILTINS[] = {
      "federated classification: silo k's model is a shared model plus tau * N(0, I); labels "
      "from the sign (2 classes) or the argmax of the noisy scores; natural silos",
      SYNTH_CLASS_PARAMS, N_ELEMS(SYNTH_CLASS_PARAMS)},
+    {"synthetic-lowrank", "generator", "regression",
+     "low-rank personalised regression (Jain et al., NeurIPS 2021, Sec. 6): user j's model is "
+     "U* v*_j with U* (dim x rank, unit Gaussian columns) shared and v*_j ~ N(0, I); one silo per "
+     "user, all with n_min rows; the data of the altmin algorithm",
+     SYNTH_LOWRANK_PARAMS, N_ELEMS(SYNTH_LOWRANK_PARAMS)},
 };
 
 #define FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"

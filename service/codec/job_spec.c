@@ -14,6 +14,7 @@
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
 #include "federated/fl_algo.h"
+#include "federated/fl_altmin.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -171,8 +172,10 @@ static int choice(const reader *r, const char *key, const char *const *names, si
 /* ---- the parts ---- */
 
 static const char *const ALGORITHMS[] = {"local", "fedavg",    "finetune", "mrmtl",
-                                         "ditto", "dp_fedavg", "ppsgd",    "fedhdp"};
-#define ALGO_FEDHDP 7
+                                         "ditto", "dp_fedavg", "ppsgd",    "fedhdp",
+                                         "altmin"};
+#define ALGO_FEDHDP 7 /* indices in ALGORITHMS */
+#define ALGO_ALTMIN 8
 
 /* ppsgd's ratio: a number >= 0, or "inf" (global learning only). */
 static int parse_ratio(const json_t *body, job_spec *s, dp_err *err)
@@ -370,6 +373,55 @@ static int parse_fedhdp(const json_t *body, job_spec *s, dp_err *err)
     return DP_OK;
 }
 
+/* altmin's own block: {"rank": k (default 2), "init": "random" (default) | "spectral"}. */
+static int parse_altmin(const json_t *body, job_spec *s, dp_err *err)
+{
+    const json_t *v = json_object_get(body, "altmin");
+    s->altmin_rank = 2;
+    s->altmin_spectral = false;
+    if (v == NULL || json_is_null(v))
+        return DP_OK;
+    if (strcmp(s->algorithm, "altmin") != 0)
+        return dp_err_set(err, DP_EINVAL, "altmin", "the altmin block applies to altmin only");
+    if (!json_is_object(v))
+        return dp_err_set(err, DP_EINVAL, "altmin",
+                          "altmin must be an object: {\"rank\": 2, \"init\": \"random\"}");
+    reader r = {v, "altmin", err};
+    static const char *const KEYS[] = {"rank", "init"};
+    static const char *const INITS[] = {"random", "spectral"};
+    size_t in = 0;
+    int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc == DP_OK)
+        rc = integer(&r, "rank", false, 2, 1, FL_ALTMIN_MAX_K, &s->altmin_rank);
+    if (rc == DP_OK)
+        rc = choice(&r, "init", INITS, N_ELEMS(INITS), "random", &in);
+    s->altmin_spectral = in == 1;
+    return rc;
+}
+
+/* altmin has no SGD: lr, batch_size and local_epochs do not apply; the model is linear (default)
+ * and the features are used as they are (per-silo standardisation would scale each user's x
+ * differently and break the shared subspace). */
+static int check_altmin_common(const json_t *body, job_spec *s, dp_err *err)
+{
+    static const char *const NOT_ALTMIN[] = {"lr", "batch_size", "local_epochs"};
+    for (size_t i = 0; i < N_ELEMS(NOT_ALTMIN); i++)
+        if (json_object_get(body, NOT_ALTMIN[i]) != NULL)
+            return dp_err_set(err, DP_EINVAL, NOT_ALTMIN[i],
+                              "%s does not apply to altmin (no SGD: each round is one exact "
+                              "alternating-minimisation step)",
+                              NOT_ALTMIN[i]);
+    const json_t *st = json_object_get(body, "standardize");
+    if (json_is_string(st) && strcmp(json_string_value(st), "silo") == 0)
+        return dp_err_set(err, DP_EINVAL, "standardize",
+                          "altmin needs standardize \"none\": per-silo scaling changes each "
+                          "user's features differently and breaks the shared subspace");
+    s->batch_size = 1; /* unused; keeps fl_job_cfg_check's domain */
+    s->lr = 1.0;
+    s->local_epochs = 1;
+    return DP_OK;
+}
+
 static int parse_dataset(const json_t *body, job_spec *s, dp_err *err)
 {
     const json_t *v = json_object_get(body, "dataset");
@@ -396,14 +448,28 @@ static int parse_dataset(const json_t *body, job_spec *s, dp_err *err)
     }
     reader r = {v, "dataset", err};
     static const char *const KEYS[] = {"generator", "silos", "dim",     "n_min", "n_max",
-                                       "tau",       "noise", "classes", "seed"};
-    static const char *const GENS[] = {"synthetic-linreg", "synthetic-classification"};
+                                       "tau",       "noise", "classes", "seed",  "rank"};
+    static const char *const GENS[] = {"synthetic-linreg", "synthetic-classification",
+                                       "synthetic-lowrank"};
     size_t g = 0;
-    int64_t silos, dim, n_min, n_max, classes = 0, seed;
+    int64_t silos, dim, n_min, n_max, classes = 0, seed, rank = 0;
     double tau, noise;
     int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
     if (rc == DP_OK)
         rc = choice(&r, "generator", GENS, N_ELEMS(GENS), NULL, &g);
+    /* synthetic-lowrank (Jain et al., NeurIPS 2021, §6): n_min rows per user, rank k */
+    static const char *const NOT_LOWRANK[] = {"n_max", "tau", "classes"};
+    for (size_t i = 0; rc == DP_OK && g == 2 && i < N_ELEMS(NOT_LOWRANK); i++)
+        if (json_object_get(v, NOT_LOWRANK[i]) != NULL) {
+            char f[48];
+            snprintf(f, sizeof f, "dataset.%s", NOT_LOWRANK[i]);
+            rc = dp_err_set(err, DP_EINVAL, f, "%s does not apply to synthetic-lowrank", f);
+        }
+    if (rc == DP_OK && g != 2 && json_object_get(v, "rank") != NULL)
+        rc = dp_err_set(err, DP_EINVAL, "dataset.rank",
+                        "dataset.rank applies to synthetic-lowrank only");
+    if (rc == DP_OK && g == 2)
+        rc = integer(&r, "rank", false, 2, 1, FL_ALTMIN_MAX_K, &rank);
     if (rc == DP_OK)
         rc = integer(&r, "silos", false, 20, 1, FL_MAX_SILOS, &silos);
     if (rc == DP_OK)
@@ -427,9 +493,12 @@ static int parse_dataset(const json_t *body, job_spec *s, dp_err *err)
         rc = integer(&r, "seed", false, 1, 0, INT64_C(9007199254740991), &seed);
     if (rc != DP_OK)
         return rc;
+    if (g == 2 && rank > dim)
+        return dp_err_set(err, DP_EINVAL, "dataset.rank", "dataset.rank must be <= dim (%lld)",
+                          (long long)dim);
     s->data = JOB_DATA_SYNTHETIC;
-    s->synth = (fl_synth_spec){(size_t)silos, (size_t)dim, (size_t)n_min,   (size_t)n_max,
-                               tau,           noise,       (size_t)classes, (uint64_t)seed};
+    s->synth = (fl_synth_spec){(size_t)silos, (size_t)dim,     (size_t)n_min,  (size_t)n_max, tau,
+                               noise,         (size_t)classes, (uint64_t)seed, (size_t)rank};
     return DP_OK;
 }
 
@@ -600,7 +669,7 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         "local_epochs", "batch_size",    "lr",        "lambda", "finetune_fraction",
         "seed",         "test_fraction", "privacy",   "silos",  "on_budget_exhausted",
         "standardize",  "weighted",      "resume",    "name",   "ratio",
-        "fedhdp"};
+        "fedhdp",       "altmin"};
     static const char *const BUDGET[] = {"refuse", "stop_silo", "stop_job"};
     static const char *const STD[] = {"silo", "none"};
     size_t a = 0, b = 0, st = 0;
@@ -617,16 +686,26 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         rc = parse_dataset(body, s, err);
     if (rc == DP_OK)
         rc = parse_partition(body, s, err);
-    if (rc == DP_OK)
+    bool altmin = a == ALGO_ALTMIN;
+    if (rc == DP_OK && altmin && json_object_get(body, "model") == NULL)
+        s->model = (fl_model_spec){.type = FL_MODEL_LINEAR}; /* altmin: linear by default */
+    else if (rc == DP_OK)
         rc = parse_model(body, s, err);
+    if (rc == DP_OK && altmin && s->model.type != FL_MODEL_LINEAR)
+        rc = dp_err_set(err, DP_EINVAL, "model.type",
+                        "altmin fits linear regression: model.type must be linear");
     if (rc == DP_OK)
         rc = integer(&r, "rounds", true, 0, 1, JOB_MAX_ROUNDS, &s->rounds);
-    if (rc == DP_OK)
+    if (rc == DP_OK && altmin)
+        rc = check_altmin_common(body, s, err);
+    if (rc == DP_OK && !altmin)
         rc = integer(&r, "local_epochs", false, 1, 1, JOB_MAX_LOCAL_EPOCHS, &s->local_epochs);
-    if (rc == DP_OK)
+    if (rc == DP_OK && !altmin)
         rc = integer(&r, "batch_size", true, 0, 1, JOB_MAX_BATCH, &s->batch_size);
-    if (rc == DP_OK)
+    if (rc == DP_OK && !altmin)
         rc = num_pos(&r, "lr", true, 0, 0, 1e3, &s->lr);
+    if (rc == DP_OK)
+        rc = parse_altmin(body, s, err);
     bool uses_lambda = a == 3 || a == 4 || a == ALGO_FEDHDP;
     if (rc == DP_OK && !uses_lambda && json_object_get(body, "lambda") != NULL)
         rc = dp_err_set(err, DP_EINVAL, "lambda", "lambda applies to mrmtl, ditto and fedhdp only");
@@ -643,6 +722,9 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         rc = parse_ratio(body, s, err);
     if (rc == DP_OK)
         rc = parse_privacy(body, s, err);
+    if (rc == DP_OK && altmin && s->client_rate != 1.0)
+        rc = dp_err_set(err, DP_EINVAL, "privacy.client_rate",
+                        "altmin takes every user in every round: privacy.client_rate must be 1");
     if (rc == DP_OK)
         rc = parse_fedhdp(body, s, err);
     if (rc == DP_OK)
@@ -650,7 +732,7 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
     if (rc == DP_OK)
         rc = choice(&r, "on_budget_exhausted", BUDGET, N_ELEMS(BUDGET), "refuse", &b);
     if (rc == DP_OK)
-        rc = choice(&r, "standardize", STD, N_ELEMS(STD), "silo", &st);
+        rc = choice(&r, "standardize", STD, N_ELEMS(STD), altmin ? "none" : "silo", &st);
     if (rc == DP_OK)
         rc = boolean(&r, "weighted", true, &s->weighted);
     if (rc == DP_OK)

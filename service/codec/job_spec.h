@@ -72,7 +72,7 @@ typedef struct job_hdp_group {
 typedef struct job_spec {
     char name[JOB_NAME_MAX];      /* the client's label for the job ("" = none) */
     char algorithm[JOB_ALGO_MAX]; /* local, fedavg, finetune, mrmtl, ditto, dp_fedavg, ppsgd,
-                                     fedhdp */
+                                     fedhdp, altmin */
     job_data_kind data;
     int64_t dataset_id;  /* UPLOAD */
     fl_synth_spec synth; /* SYNTHETIC (regression when classes == 0) */
@@ -81,7 +81,9 @@ typedef struct job_spec {
     fl_model_spec model; /* d_in and n_classes are filled when the data is known */
     int64_t rounds, local_epochs, batch_size;
     double lr, lambda, finetune_fraction, test_fraction;
-    double ratio; /* ppsgd: r = alpha Q, >= 0 or +inf ("inf"); 1 by default */
+    double ratio;         /* ppsgd: r = alpha Q, >= 0 or +inf ("inf"); 1 by default */
+    int64_t altmin_rank;  /* altmin: k (the "altmin" block; default 2) */
+    bool altmin_spectral; /* altmin: round 0 is the private spectral initialisation */
     uint64_t seed;
     bool standardize; /* "silo" (default) or "none" */
     bool weighted;    /* aggregation weights n_k (default) or 1/K */

@@ -328,6 +328,8 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
         c->update_clip = s->clip;
         c->server_noise = s->privacy == JOB_PRIVACY_NOISE ? s->noise_multiplier : 0;
         c->ppsgd_ratio = s->ratio;
+        c->altmin_rank = (size_t)s->altmin_rank;
+        c->altmin_spectral = s->altmin_spectral;
     }
     if (strcmp(s->algorithm, "fedhdp") == 0) {
         c->hdp_n_groups = s->n_hdp_groups;

@@ -202,6 +202,10 @@ SEEDS = {
          "privacy": {"target_epsilon": 2, "delta": 1e-5, "clip": 1, "client_rate": 0.5},
          "fedhdp": {"groups": [{"silos": ["0"], "private": False, "lambda": 0.5},
                                {"r": 0.1}]}},
+        {"algorithm": "altmin", "altmin": {"rank": 2, "init": "spectral"},
+         "dataset": {"generator": "synthetic-lowrank", "silos": 4, "dim": 3, "n_min": 6,
+                     "rank": 2},
+         "rounds": 1, "privacy": {"noise_multiplier": 1, "delta": 1e-5, "clip": 1}},
     ],
     "POST /v1/silos/{id}/token": [{}],
     "PATCH /v1/silos/{id}": [

@@ -10,6 +10,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <gsl/gsl_errno.h>
@@ -21,7 +22,9 @@
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
+#include "accounting/zcdp.h"
 #include "federated/fl_algo.h"
+#include "federated/fl_altmin.h"
 #include "federated/fl_data.h"
 #include "tests/support/test_util.h"
 
@@ -1566,12 +1569,200 @@ static void bad_configurations_are_refused_with_their_field(void **state)
     fl_state_free(&s);
     size_t n;
     const char *const *names = fl_algo_names(&n);
-    assert_int_equal(n, ALGOS_N);
-    for (size_t i = 0; i < n; i++)
+    assert_int_equal(n, ALGOS_N + 1);
+    for (size_t i = 0; i < ALGOS_N; i++)
         assert_string_equal(names[i], ALGOS[i]);
+    assert_string_equal(names[ALGOS_N], "altmin"); /* its own tests below */
     assert_false(fl_algo_has_global("local"));
     assert_true(fl_algo_has_global("mrmtl"));
     fed_free(&f);
+}
+
+/* ---- altmin (Jain et al., NeurIPS 2021, Algs. 1-3; fl_algo_altmin.c) ---- */
+
+/* 120 users of the low-rank regression (d = 8, k = 2), one silo each, a quarter of the rows for
+ * testing, features as they are. */
+static void altmin_fed(fl_lowrank *g, fl_federation *f)
+{
+    fl_lowrank_spec sp = {.users = 120, .m = 20, .d = 8, .k = 2, .sigma_f = 0.01, .seed = 9};
+    fl_dataset ds;
+    dp_err err = {0};
+    assert_int_equal(fl_lowrank_init(&sp, g, &err), DP_OK);
+    assert_int_equal(fl_lowrank_dataset(g, &ds, &err), DP_OK);
+    assert_int_equal(fl_federate(&ds, ds.silo, ds.n_silos, 0.25, 3, false, f, &err), DP_OK);
+    fl_dataset_free(&ds);
+}
+
+static fl_job_cfg altmin_cfg(bool spectral, double z)
+{
+    fl_job_cfg c;
+    fl_job_cfg_default(&c);
+    c.algorithm = "altmin";
+    c.model.type = FL_MODEL_LINEAR;
+    c.model.d_in = 8;
+    c.rounds = 5;
+    c.batch_size = 1;
+    c.lr = 1;
+    c.seed = 11;
+    c.update_clip = 100; /* above every |y| and ||v (x) x||: no clipping */
+    c.server_noise = z;
+    c.altmin_rank = 2;
+    c.altmin_spectral = spectral;
+    return c;
+}
+
+static double altmin_dist(const fl_lowrank *g, const fl_state *s)
+{
+    double u[16];
+    for (size_t i = 0; i < 16; i++)
+        u[i] = (double)s->extra[i];
+    return fl_lowrank_subspace_dist(g, u);
+}
+
+static void altmin_recovers_the_subspace_on_any_thread_count(void **state)
+{
+    (void)state;
+    fl_lowrank g;
+    fl_federation f;
+    altmin_fed(&g, &f);
+    for (int sp = 0; sp < 2; sp++) {
+        fl_job_cfg c = altmin_cfg(sp == 1, 0.0);
+        fl_state s[2];
+        fl_round_metrics m[2] = {{0}};
+        dp_err err = {0};
+        for (int t = 0; t < 2; t++) {
+            assert_int_equal(fl_state_init(&c, &f, &s[t], &err), DP_OK);
+            assert_int_equal(s[t].n_extra, 16); /* U: d x k */
+            run_rounds(&c, &f, &s[t], 1, NULL, t + 1, &m[t]);
+        }
+        double d1 = altmin_dist(&g, &s[0]), first = m[0].personal.pooled_test_metric;
+        for (int t = 0; t < 2; t++)
+            run_rounds(&c, &f, &s[t], c.rounds, NULL, t + 1, &m[t]);
+        assert_memory_equal(s[0].extra, s[1].extra, 16 * sizeof(float));
+        assert_memory_equal(s[0].personal, s[1].personal, 120 * 9 * sizeof(float));
+        double d5 = altmin_dist(&g, &s[0]);
+        if (sp == 1)
+            assert_true(d1 < 0.6); /* Alg. 3 alone already points near span(U*) */
+        assert_true(d5 < d1);
+        assert_true(d5 < 0.02);
+        /* the personalised models reach the label-noise floor sigma_F^2 = 1e-4 */
+        assert_true(m[0].personal.pooled_test_metric < first);
+        assert_true(m[0].personal.pooled_test_metric < 3e-4);
+        assert_false(m[0].has_global);
+        for (int t = 0; t < 2; t++) {
+            fl_round_metrics_free(&m[t]);
+            fl_state_free(&s[t]);
+        }
+    }
+    fl_federation_free(&f);
+    fl_lowrank_free(&g);
+}
+
+static void altmin_noise_is_applied_and_its_round_is_two_gaussians(void **state)
+{
+    (void)state;
+    fl_lowrank g;
+    fl_federation f;
+    altmin_fed(&g, &f);
+    dp_err err = {0};
+    /* a spectral round 0 with much noise lands farther from U* than the noiseless one */
+    fl_job_cfg c0 = altmin_cfg(true, 0.0), cz = altmin_cfg(true, 50.0);
+    c0.update_clip = cz.update_clip = 1.0;
+    fl_state s0, sz;
+    assert_int_equal(fl_state_init(&c0, &f, &s0, &err), DP_OK);
+    assert_int_equal(fl_state_init(&cz, &f, &sz, &err), DP_OK);
+    run_rounds(&c0, &f, &s0, 1, NULL, 1, NULL);
+    run_rounds(&cz, &f, &sz, 1, NULL, 1, NULL);
+    assert_true(altmin_dist(&g, &sz) > 2 * altmin_dist(&g, &s0));
+    fl_state_free(&s0);
+    fl_state_free(&sz);
+    /* the plan: one round = two Gaussian releases of multiplier z, rho = 1 / z^2 */
+    fl_silo_plan p;
+    acct_event *ev = NULL;
+    double rho = 0;
+    cz.server_noise = 3.0;
+    assert_int_equal(fl_plan_silo(&cz, 0, 15, &p, &ev, &err), DP_OK);
+    assert_true(p.is_private);
+    assert_false(p.record_level);
+    assert_non_null(ev);
+    assert_int_equal(acct_zcdp_eval(ev, &rho, &err), DP_OK);
+    assert_close(rho, 1.0 / 9.0, 1e-15, 0);
+    acct_event_free(ev);
+    /* no noise: no event */
+    assert_int_equal(fl_plan_silo(&c0, 0, 15, &p, &ev, &err), DP_OK);
+    assert_false(p.is_private);
+    assert_null(ev);
+    fl_federation_free(&f);
+    fl_lowrank_free(&g);
+}
+
+static void altmin_resumes_bit_identically_and_honours_a_stopped_silo(void **state)
+{
+    (void)state;
+    fl_lowrank g;
+    fl_federation f;
+    altmin_fed(&g, &f);
+    fl_job_cfg c = altmin_cfg(true, 0.8);
+    c.update_clip = 1.0;
+    fl_state whole, half, resumed;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &whole, &err), DP_OK);
+    run_rounds(&c, &f, &whole, c.rounds, NULL, 2, NULL);
+    assert_int_equal(fl_state_init(&c, &f, &half, &err), DP_OK);
+    run_rounds(&c, &f, &half, 2, NULL, 1, NULL);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(fl_state_serialize(&half, &c, &buf, &len, &err), DP_OK);
+    fl_state_free(&half);
+    assert_int_equal(fl_state_deserialize(buf, len, &c, &f, &resumed, &err), DP_OK);
+    run_rounds(&c, &f, &resumed, c.rounds, NULL, 1, NULL);
+    assert_memory_equal(whole.extra, resumed.extra, 16 * sizeof(float)); /* U */
+    assert_states_equal(&whole, &resumed);
+    dp_free(buf);
+    fl_state_free(&resumed);
+    /* silo 0 stopped from round 0: its statistics leave the sums, so U differs from the run with
+     * it, and it still gets a personal model on the broadcast U (post-processing) */
+    bool *active = calloc(f.n_silos, sizeof(bool));
+    for (size_t k = 1; k < f.n_silos; k++)
+        active[k] = true;
+    fl_state st;
+    assert_int_equal(fl_state_init(&c, &f, &st, &err), DP_OK);
+    run_rounds(&c, &f, &st, c.rounds, active, 1, NULL);
+    assert_true(st.stopped[0]);
+    assert_memory_not_equal(st.extra, whole.extra, 16 * sizeof(float));
+    float zero[9] = {0};
+    assert_memory_not_equal(st.personal, zero, sizeof zero);
+    free(active);
+    fl_state_free(&st);
+    fl_state_free(&whole);
+    fl_federation_free(&f);
+    fl_lowrank_free(&g);
+}
+
+static void altmin_configurations_are_refused_with_their_field(void **state)
+{
+    (void)state;
+    dp_err err;
+    fl_job_cfg c = altmin_cfg(false, 1.0);
+    c.client_rate = 0.5;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, NULL, &err), DP_EINVAL);
+    assert_string_equal(err.field, "client_rate");
+    c = altmin_cfg(false, 1.0);
+    c.altmin_rank = 9; /* > d */
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, NULL, &err), DP_EINVAL);
+    assert_string_equal(err.field, "altmin.rank");
+    c = altmin_cfg(false, 1.0);
+    c.model.type = FL_MODEL_LOGISTIC;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, NULL, &err), DP_EINVAL);
+    assert_string_equal(err.field, "model.type");
+    c = altmin_cfg(false, 1.0);
+    c.update_clip = 0;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, NULL, &err), DP_EINVAL);
+    assert_string_equal(err.field, "update_clip");
 }
 
 int main(void)
@@ -1606,6 +1797,10 @@ int main(void)
         cmocka_unit_test(non_private_fedavg_learns_a_binary_classifier),
         cmocka_unit_test(every_allocation_failure_is_a_clean_enomem),
         cmocka_unit_test(bad_configurations_are_refused_with_their_field),
+        cmocka_unit_test(altmin_recovers_the_subspace_on_any_thread_count),
+        cmocka_unit_test(altmin_noise_is_applied_and_its_round_is_two_gaussians),
+        cmocka_unit_test(altmin_resumes_bit_identically_and_honours_a_stopped_silo),
+        cmocka_unit_test(altmin_configurations_are_refused_with_their_field),
     };
     return cmocka_run_group_tests_name("fl_algo", tests, NULL, NULL);
 }

@@ -114,7 +114,7 @@ static void upload_answers_what_the_parse_found(void **state)
     /* The list: the built-ins first, then the uploads the caller may see. */
     assert_int_equal(call(x, "GET", "/v1/datasets", NULL, x->ta), 200);
     json_t *list = json_object_get(x->out.body, "datasets");
-    bool fm = false, lin = false, up = false;
+    bool fm = false, lin = false, low = false, up = false;
     for (size_t i = 0; i < json_array_size(list); i++) {
         json_t *d = json_array_get(list, i);
         json_t *idv = json_object_get(d, "id");
@@ -122,10 +122,12 @@ static void upload_answers_what_the_parse_found(void **state)
             fm = true;
         if (json_is_string(idv) && strcmp(json_string_value(idv), "synthetic-linreg") == 0)
             lin = json_array_size(json_object_get(d, "parameters")) > 0;
+        if (json_is_string(idv) && strcmp(json_string_value(idv), "synthetic-lowrank") == 0)
+            low = json_array_size(json_object_get(d, "parameters")) == 6;
         if (json_is_integer(idv) && json_integer_value(idv) == id)
             up = true;
     }
-    assert_true(fm && lin && up);
+    assert_true(fm && lin && low && up);
     assert_int_equal(call(x, "GET", "/v1/datasets", NULL, x->tb), 200);
     list = json_object_get(x->out.body, "datasets");
     for (size_t i = 0; i < json_array_size(list); i++)

@@ -324,12 +324,67 @@ static void fedhdp_reads_its_groups(void **state)
     expect_field(PPSGD_HEAD PPSGD_PRIV ",\"fedhdp\":{\"groups\":[{}]}}", "fedhdp");
 }
 
+#define ALTMIN_HEAD                                                                                \
+    "{\"algorithm\":\"altmin\",\"dataset\":{\"generator\":\"synthetic-lowrank\",\"silos\":50,"     \
+    "\"dim\":8,\"n_min\":12,\"rank\":3,\"noise\":0.01},\"rounds\":4,"
+#define ALTMIN_PRIV "\"privacy\":{\"target_epsilon\":5,\"delta\":1e-6,\"clip\":1e-4}"
+
+static void altmin_reads_its_block_and_refuses_what_does_not_apply(void **state)
+{
+    (void)state;
+    job_spec s;
+    dp_err e;
+    assert_int_equal(
+        parse(ALTMIN_HEAD "\"altmin\":{\"rank\":3,\"init\":\"spectral\"}," ALTMIN_PRIV "}", &s, &e),
+        DP_OK);
+    assert_string_equal(s.algorithm, "altmin");
+    assert_int_equal(s.altmin_rank, 3);
+    assert_true(s.altmin_spectral);
+    assert_int_equal(s.data, JOB_DATA_SYNTHETIC);
+    assert_int_equal(s.synth.rank, 3);
+    assert_int_equal(s.synth.n_min, 12);
+    assert_int_equal(s.model.type, FL_MODEL_LINEAR); /* the default model */
+    assert_false(s.standardize);                     /* features as they are */
+    assert_close(s.client_rate, 1, 0, 0);
+    job_spec_clear(&s);
+    assert_int_equal(parse(ALTMIN_HEAD ALTMIN_PRIV "}", &s, &e), DP_OK);
+    assert_int_equal(s.altmin_rank, 2); /* the defaults */
+    assert_false(s.altmin_spectral);
+    job_spec_clear(&s);
+    expect_field(ALTMIN_HEAD "\"altmin\":{\"rank\":0}," ALTMIN_PRIV "}", "altmin.rank");
+    expect_field(ALTMIN_HEAD "\"altmin\":{\"init\":\"pca\"}," ALTMIN_PRIV "}", "altmin.init");
+    expect_field(ALTMIN_HEAD "\"altmin\":{\"rnak\":2}," ALTMIN_PRIV "}", "altmin.rnak");
+    expect_field(ALTMIN_HEAD "\"altmin\":3," ALTMIN_PRIV "}", "altmin");
+    expect_field(ALTMIN_HEAD "\"lr\":0.1," ALTMIN_PRIV "}", "lr");
+    expect_field(ALTMIN_HEAD "\"batch_size\":4," ALTMIN_PRIV "}", "batch_size");
+    expect_field(ALTMIN_HEAD "\"local_epochs\":2," ALTMIN_PRIV "}", "local_epochs");
+    expect_field(ALTMIN_HEAD "\"standardize\":\"silo\"," ALTMIN_PRIV "}", "standardize");
+    expect_field(ALTMIN_HEAD "\"model\":{\"type\":\"logistic\"}," ALTMIN_PRIV "}", "model.type");
+    expect_field(ALTMIN_HEAD "\"privacy\":{\"target_epsilon\":5,\"delta\":1e-6,\"clip\":1,"
+                             "\"client_rate\":0.5}}",
+                 "privacy.client_rate");
+    expect_field(ALTMIN_HEAD "\"seed\":4}", "privacy"); /* user-level DP needs its privacy */
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"altmin\":{}}", "altmin");
+    /* the low-rank generator's own fields */
+    expect_field("{\"algorithm\":\"altmin\",\"dataset\":{\"generator\":\"synthetic-lowrank\","
+                 "\"dim\":4,\"rank\":5},\"rounds\":2," ALTMIN_PRIV "}",
+                 "dataset.rank");
+    expect_field("{\"algorithm\":\"altmin\",\"dataset\":{\"generator\":\"synthetic-lowrank\","
+                 "\"tau\":1},\"rounds\":2," ALTMIN_PRIV "}",
+                 "dataset.tau");
+    expect_field("{\"algorithm\":\"fedavg\",\"dataset\":{\"generator\":\"synthetic-linreg\","
+                 "\"rank\":2},\"model\":{\"type\":\"linear\"},\"rounds\":2,\"batch_size\":8,"
+                 "\"lr\":0.1}",
+                 "dataset.rank");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_full_spec_is_read),     cmocka_unit_test(defaults_and_generators),
         cmocka_unit_test(refusals_name_the_field), cmocka_unit_test(ppsgd_reads_its_ratio),
         cmocka_unit_test(fedhdp_reads_its_groups),
+        cmocka_unit_test(altmin_reads_its_block_and_refuses_what_does_not_apply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
