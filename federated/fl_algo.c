@@ -30,13 +30,15 @@
 /* ---- registry ---- */
 
 static const fl_algo_ops *const REGISTRY[] = {
-    &fl_algo_local_ops, &fl_algo_fedavg_ops,   &fl_algo_finetune_ops, &fl_algo_mrmtl_ops,
-    &fl_algo_ditto_ops, &fl_algo_dpfedavg_ops, &fl_algo_ppsgd_ops,    &fl_algo_fedhdp_ops,
+    &fl_algo_local_ops,  &fl_algo_fedavg_ops,   &fl_algo_finetune_ops, &fl_algo_mrmtl_ops,
+    &fl_algo_ditto_ops,  &fl_algo_dpfedavg_ops, &fl_algo_ppsgd_ops,    &fl_algo_fedhdp_ops,
+    &fl_algo_adaped_ops, &fl_algo_dpadaped_ops,
 };
 #define N_REGISTRY (sizeof REGISTRY / sizeof REGISTRY[0])
 
-static const char *const NAMES[N_REGISTRY] = {"local", "fedavg",    "finetune", "mrmtl",
-                                              "ditto", "dp_fedavg", "ppsgd",    "fedhdp"};
+static const char *const NAMES[N_REGISTRY] = {"local",  "fedavg",    "finetune", "mrmtl",
+                                              "ditto",  "dp_fedavg", "ppsgd",    "fedhdp",
+                                              "adaped", "dp_adaped"};
 
 const fl_algo_ops *fl_algo_find(const char *name)
 {
@@ -78,6 +80,12 @@ void fl_job_cfg_default(fl_job_cfg *cfg)
     cfg->server_lr = 1.0;
     cfg->ppsgd_ratio = 1.0;
     cfg->hdp_n_groups = 0; /* fedhdp needs its groups */
+    cfg->ap_tau = 10;      /* adaped: Ozkara et al., App. K.1 */
+    cfg->ap_psi_init = 3.5;
+    cfg->ap_psi_floor = 0.5;
+    cfg->ap_lr_mu = 0.1;
+    cfg->ap_lr_psi = 0.05;
+    cfg->ap_kd_psi = 1.0;
 }
 
 static bool finite_ge0(double x)

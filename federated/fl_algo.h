@@ -36,6 +36,16 @@
  *              a group that opted out of DP) and the means are combined with weights r_g K_g /
  *              sum_h r_h K_h; Ditto personal models with the group's lambda_g. Silo k's round
  *              event is its group's (fl_hdp_silo_noise).
+ *   adaped     Ozkara, Acharya et al., "A Statistical Framework for Personalized Federated
+ *              Learning and Estimation: Theory, Algorithms, and Privacy", Alg. 2 (AdaPeD,
+ *              fl_algo_adaped.c): each sampled silo takes tau full-batch steps of its personal
+ *              model on its loss + KL(global || personal) / (2 psi), of its copy of the global
+ *              model towards the personal one, and of the adaptive psi (Eq. 11); the server
+ *              averages the copies and the psi's. Non-private (no event).
+ *   dp_adaped  the same with Sec. 3.3's clipped and noised mu and psi steps (C_1, sigma_q1, C_2,
+ *              sigma_q2); user-level DP, silo k's round event poisson(client_rate, gaussian(z))
+ *              with z = fl_adaped_noise (computed from first principles; Thm. 5's closed form is
+ *              reported as fl_adaped_paper_rho, never charged).
  *
  * ROUNDS. A job runs exactly cfg->rounds rounds t = 0 .. T-1 (not T+1); the plan (fl_plan_silo)
  * counts exactly the steps the trainer runs. In every round silo k runs local_epochs blocks of
@@ -98,6 +108,7 @@
 #define FL_MAX_STATE_FLOATS (1ULL << 28) /* (n_silos + 2) * n_params: 1 GiB of floats */
 #define FL_STATE_VERSION    1            /* checkpoint format version */
 #define FL_MAX_HDP_GROUPS   16           /* fedhdp: privacy groups per job */
+#define FL_MAX_AP_TAU       10000        /* adaped: local steps per round */
 
 /* Seed labels (dp_rng_derive) for the purposes above: part of the reproducibility contract. */
 #define FL_SEED_SERVER         0xffffffffffffffffULL /* in place of a silo index */
@@ -151,6 +162,20 @@ typedef struct fl_job_cfg {
     double hdp_clip_quantile; /* kappa in (0, 1): target share of unclipped updates */
     double hdp_clip_lr;       /* eta_b > 0: S^{t+1} = S^t exp(-eta_b (b_bar - kappa)) */
     double hdp_count_noise;   /* sigma_b > 0: std of the noise on the count of unclipped updates */
+    /* adaped, dp_adaped (Ozkara, Acharya et al., "A Statistical Framework for Personalized
+     * Federated Learning and Estimation: Theory, Algorithms, and Privacy", Alg. 2 and Sec. 3.3):
+     * lr is eta_1 (the personal model's step), client_rate is K/m (Poisson sampling) */
+    uint64_t ap_tau;     /* local steps per round (the sync gap tau), 1..FL_MAX_AP_TAU */
+    double ap_psi_init;  /* psi^0 > 0 (App. K.1: 3.5) */
+    double ap_psi_floor; /* psi is kept >= this > 0 after every step (App. K.1: 0.5) */
+    double ap_lr_mu;     /* eta_2 > 0: the local copy of the global model's step */
+    double ap_lr_psi;    /* eta_3 >= 0: psi's step (0 keeps psi at psi_init) */
+    double ap_kd_psi;    /* c > 0: k = 1/(2 psi) - c f_KD / (2 psi^2) (Eq. 11: 1; App. K.1: 5) */
+    /* dp_adaped (Sec. 3.3): per-step clipping and Gaussian noise of the mu and psi gradients */
+    double ap_clip_mu;   /* C_1 > 0 */
+    double ap_clip_psi;  /* C_2 > 0 */
+    double ap_noise_mu;  /* sigma_q1 > 0: std of the noise on each clipped mu gradient */
+    double ap_noise_psi; /* sigma_q2 > 0: std of the noise on each clipped psi gradient */
 } fl_job_cfg;
 
 /* Fills cfg with the defaults (local_epochs 1, weighted, server_lr 1, finetune_frac 0.5, ...);
@@ -190,6 +215,15 @@ double fl_hdp_silo_noise(const fl_job_cfg *cfg, size_t silo);
  * with Adaptive Clipping", NeurIPS 2021, §3). z > 0, sigma_b > 0. */
 double fl_hdp_combined_noise(double z, double sigma_b);
 
+/* dp_adaped: the noise multiplier of silo k's round event (the same for every silo), the
+ * Gaussian that tau steps releasing the clipped mu and psi gradients compose to:
+ * (tau (C_1^2 / sigma_q1^2 + C_2^2 / sigma_q2^2))^(-1/2) (fl_algo_adaped.c). */
+double fl_adaped_noise(const fl_job_cfg *cfg, size_t silo);
+/* dp_adaped: Thm. 5's closed form (Ozkara, Acharya et al., Sec. 3.3), the zCDP rho =
+ * 6 q^2 T/tau (C_1^2 / (K sigma_q1^2) + C_2^2 / (K sigma_q2^2)) with q = client_rate, T/tau =
+ * rounds and K = q n_silos: reported as the paper's bound, never charged. */
+double fl_adaped_paper_rho(const fl_job_cfg *cfg, size_t n_silos);
+
 /* ---- state: the whole checkpoint ---- */
 typedef struct fl_state {
     uint64_t round;  /* rounds completed, 0..cfg->rounds */
@@ -205,6 +239,8 @@ typedef struct fl_state {
 /* fedhdp: the clip norm S^t the next round uses (update_clip when not adaptive). */
 double fl_hdp_clip(const fl_job_cfg *cfg, const fl_state *s);
 
+/* adaped, dp_adaped: psi^t, the psi the next round broadcasts (psi_init before the first). */
+double fl_adaped_psi(const fl_job_cfg *cfg, const fl_state *s);
 /* Initial state: round 0, every model fl_model_init(model, dp_rng_derive(seed, FL_SEED_INIT))
  * (all personal models share the global initialisation, Liu et al. 2022 App. C), none stopped. */
 int fl_state_init(const fl_job_cfg *cfg, const fl_federation *f, fl_state *out, dp_err *err);

@@ -28,16 +28,18 @@
 #define D       3 /* features */
 #define P       (D + 1)
 #define K_MAX   8
-#define ALGOS_N 8
+#define ALGOS_N 10
 
-static const char *const ALGOS[ALGOS_N] = {"local", "fedavg",    "finetune", "mrmtl",
-                                           "ditto", "dp_fedavg", "ppsgd",    "fedhdp"};
+static const char *const ALGOS[ALGOS_N] = {"local",  "fedavg",    "finetune", "mrmtl",
+                                           "ditto",  "dp_fedavg", "ppsgd",    "fedhdp",
+                                           "adaped", "dp_adaped"};
 
 /* The client-level algorithms: no record-level noise multiplier, a fixed denominator q K. */
 static bool client_level(const char *algo)
 {
     return strcmp(algo, "dp_fedavg") == 0 || strcmp(algo, "ppsgd") == 0 ||
-           strcmp(algo, "fedhdp") == 0;
+           strcmp(algo, "fedhdp") == 0 || strcmp(algo, "adaped") == 0 ||
+           strcmp(algo, "dp_adaped") == 0;
 }
 
 /* fedhdp's groups in the shared configurations: a private group (z 0.7, r 0.3, lambda 0.5), a
@@ -182,6 +184,11 @@ static fl_job_cfg private_cfg(const char *algo)
         c.hdp_clip_lr = 0.2;
         c.hdp_count_noise = 0.8;
     }
+    c.ap_tau = 3; /* adaped, dp_adaped */
+    c.ap_clip_mu = 0.5;
+    c.ap_clip_psi = 0.2;
+    c.ap_noise_mu = 0.3;
+    c.ap_noise_psi = 0.1;
     return c;
 }
 
@@ -1486,6 +1493,221 @@ static void every_allocation_failure_is_a_clean_enomem(void **state)
 
 /* ---- configuration ---- */
 
+/* ---- AdaPeD (Ozkara, Acharya et al., Alg. 2 and Sec. 3.3) ---- */
+
+/* psi held fixed (eta_3 = 0) at a huge value: the distillation term's weight 1 / (2 psi) is ~0, so
+ * each personal model follows full-batch gradient descent on its own silo (tau steps a round),
+ * computed here in double; the global model never moves (h ~ 0). */
+static void adaped_with_fixed_huge_psi_is_local_gradient_descent(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 31);
+    fl_job_cfg c = base_cfg("adaped");
+    c.rounds = 4;
+    c.ap_tau = 5;
+    c.lr = 0.1;
+    c.ap_lr_psi = 0.0;
+    c.ap_psi_init = 1e30;
+    c.ap_psi_floor = 1e30;
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, c.rounds, NULL, 2, NULL);
+    for (size_t k = 0; k < 3; k++) {
+        const fl_silo_data *sd = &f.silo[k];
+        double w[P] = {0};
+        for (size_t step = 0; step < c.rounds * c.ap_tau; step++) {
+            double g[P] = {0};
+            for (size_t i = 0; i < sd->n_train; i++) {
+                double r = w[D] - (double)sd->y_train[i];
+                for (size_t j = 0; j < D; j++)
+                    r += w[j] * (double)sd->x_train[i * D + j];
+                for (size_t j = 0; j < D; j++)
+                    g[j] += r * (double)sd->x_train[i * D + j];
+                g[D] += r;
+            }
+            for (size_t j = 0; j < P; j++)
+                w[j] -= c.lr * g[j] / (double)sd->n_train;
+        }
+        for (size_t j = 0; j < P; j++)
+            assert_close((double)s.personal[k * P + j], w[j], 1e-4, 1e-5);
+    }
+    for (size_t j = 0; j < P; j++)
+        assert_true(fabs((double)s.global[j]) < 1e-20);
+    assert_true(fl_adaped_psi(&c, &s) == (double)1e30f);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
+/* One silo, one round of tau = 1, from theta = mu = 0 (linear models start at zero), by hand:
+ *   theta^1 = -eta_1 grad f(0)                  (the KD gradient vanishes at theta = mu)
+ *   h = grad_mu f_KD(theta^1, 0) / (2 psi) = -mean_i v_i (x_i, 1) / (2 psi),  v_i = theta^1.(x_i,
+ * 1) mu^1 = -eta_2 h;  f_KD = mean_i (mu^1.(x_i,1) - v_i)^2 / 2 psi^1 = max(psi - eta_3 (1/(2 psi)
+ * - c f_KD / (2 psi^2)), floor) and the server's psi is the one silo's. */
+static void adaped_one_step_follows_alg2_by_hand(void **state)
+{
+    (void)state;
+    fl_federation f;
+    const size_t ntr[1] = {17}, nte[1] = {3};
+    fed_make(&f, 1, ntr, nte, 1.0, 32);
+    const fl_silo_data *sd = &f.silo[0];
+    size_t n = sd->n_train;
+    for (int variant = 0; variant < 2; variant++) {
+        fl_job_cfg c = base_cfg("adaped");
+        c.rounds = 1;
+        c.ap_tau = 1;
+        c.lr = 0.2;
+        c.ap_lr_mu = 0.7;
+        c.ap_psi_init = 1.3;
+        c.ap_kd_psi = 5.0;
+        c.ap_lr_psi = variant == 0 ? 0.05 : 100.0; /* 100: psi would fall below the floor */
+        c.ap_psi_floor = 0.5;
+        fl_state s;
+        dp_err err = {0};
+        assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+        run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+        double th[P] = {0}, mu[P] = {0}, h[P] = {0}, psi = c.ap_psi_init;
+        for (size_t i = 0; i < n; i++) { /* grad f(0) = mean_i -y_i (x_i, 1) */
+            for (size_t j = 0; j < D; j++)
+                th[j] += c.lr * (double)sd->y_train[i] * (double)sd->x_train[i * D + j] / n;
+            th[D] += c.lr * (double)sd->y_train[i] / n;
+        }
+        double vx[32];
+        assert_true(n <= 32);
+        for (size_t i = 0; i < n; i++) {
+            vx[i] = th[D];
+            for (size_t j = 0; j < D; j++)
+                vx[i] += th[j] * (double)sd->x_train[i * D + j];
+            for (size_t j = 0; j < D; j++)
+                h[j] -= vx[i] * (double)sd->x_train[i * D + j] / (2 * psi * n);
+            h[D] -= vx[i] / (2 * psi * n);
+        }
+        for (size_t j = 0; j < P; j++)
+            mu[j] = -c.ap_lr_mu * h[j];
+        double kd = 0;
+        for (size_t i = 0; i < n; i++) {
+            double ux = mu[D];
+            for (size_t j = 0; j < D; j++)
+                ux += mu[j] * (double)sd->x_train[i * D + j];
+            kd += 0.5 * (ux - vx[i]) * (ux - vx[i]) / n;
+        }
+        assert_true(kd > 1e-3); /* the psi step sees the distillation term */
+        double k = 1 / (2 * psi) - c.ap_kd_psi * kd / (2 * psi * psi);
+        double psi1 = fmax(psi - c.ap_lr_psi * k, c.ap_psi_floor);
+        for (size_t j = 0; j < P; j++) {
+            assert_close((double)s.personal[j], th[j], 1e-5, 1e-6);
+            assert_close((double)s.global[j], mu[j], 1e-5, 1e-6);
+        }
+        assert_close(fl_adaped_psi(&c, &s), psi1, 1e-6, 0);
+        if (variant == 1)
+            assert_true(fl_adaped_psi(&c, &s) == 0.5);
+        else
+            assert_true(psi1 > 0.5 && psi1 != psi);
+        fl_state_free(&s);
+    }
+    fed_free(&f);
+}
+
+/* dp_adaped on silos whose rows are all zero: h = 0 and f_KD = 0, so the global model after one
+ * round is -eta_2 times the mean over the K silos of tau noise draws each: std eta_2 sigma_q1
+ * sqrt(tau / K). Then with (almost) no noise on either, f_KD stays 0 and psi's gradient
+ * 1/(2 psi) >= 1/7 is clipped to C_2 = 0.05 at each of the tau steps. */
+static void dp_adaped_noises_each_clipped_step(void **state)
+{
+    (void)state;
+    const size_t d = 3999, k_n = 4;
+    fl_federation f;
+    fed_zero(&f, k_n, d, 3);
+    fl_job_cfg c = private_cfg("dp_adaped");
+    c.model.d_in = d;
+    c.rounds = 1;
+    c.client_rate = 1.0;
+    c.ap_tau = 3;
+    c.ap_lr_mu = 0.5;
+    c.ap_noise_mu = 2.0;
+    c.ap_lr_psi = 1.0;
+    c.ap_psi_init = 3.5;
+    c.ap_psi_floor = 0.5;
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 2, NULL);
+    double sum = 0, sq = 0, nn = (double)(d + 1);
+    for (size_t j = 0; j < d + 1; j++) {
+        sum += (double)s.global[j];
+        sq += (double)s.global[j] * (double)s.global[j];
+    }
+    double mean = sum / nn, sd = sqrt(sq / nn - mean * mean);
+    double want = 0.5 * 2.0 * sqrt(3.0 / (double)k_n);
+    assert_true(fabs(sd / want - 1) < 0.05);
+    assert_true(fabs(mean) < 4 * want / sqrt(nn));
+    fl_state_free(&s);
+    c.ap_noise_mu = c.ap_noise_psi = 1e-12;
+    c.ap_clip_psi = 0.05;
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 2, NULL);
+    assert_close(fl_adaped_psi(&c, &s), 3.5 - 3 * 0.05, 1e-6, 0);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
+/* dp_adaped's charge: every trainable silo's round event is poisson(q, gaussian(z)) with z =
+ * (tau (C_1^2/sigma_q1^2 + C_2^2/sigma_q2^2))^(-1/2), its epsilon is what the ledger sums; adaped
+ * has none. Thm. 5's closed form (the paper_bound) on the digest's check: q = 1, T/tau = 300,
+ * K = 50, C/sigma = 1/3 for both: rho = 8. */
+static void dp_adaped_charges_the_composed_gaussian_and_reports_thm5(void **state)
+{
+    (void)state;
+    fl_job_cfg c = private_cfg("dp_adaped");
+    c.rounds = 40;
+    c.client_rate = 0.3;
+    c.ap_tau = 4;
+    c.ap_clip_mu = 1.0;
+    c.ap_noise_mu = 5.0;
+    c.ap_clip_psi = 0.5;
+    c.ap_noise_psi = 4.0;
+    fl_accountant acct = {1e-5, ACCT_CONV_OPTIMAL, NULL, 0};
+    dp_err err = {0};
+    double z = 1.0 / sqrt(4.0 * (1.0 / 25.0 + 0.25 / 16.0));
+    for (size_t k = 0; k < 3; k++) {
+        fl_silo_plan pl;
+        acct_event *ev = NULL;
+        assert_int_equal(fl_plan_silo(&c, k, 20, &pl, &ev, &err), DP_OK);
+        assert_false(pl.record_level);
+        assert_true(pl.is_private);
+        assert_close(pl.noise_multiplier, z, 1e-14, 0);
+        assert_true(pl.q == 0.3);
+        double e_plan;
+        assert_int_equal(fl_plan_epsilon(ev, c.rounds, &acct, &e_plan, &err), DP_OK);
+        assert_close(e_plan, ledger_like_eps(ev, c.rounds, 1e-5), 1e-9, 0);
+        /* the same as dp_fedavg at that noise */
+        fl_job_cfg d = private_cfg("dp_fedavg");
+        d.rounds = c.rounds;
+        d.client_rate = c.client_rate;
+        d.server_noise = pl.noise_multiplier;
+        fl_silo_plan dpl;
+        acct_event *dev = NULL;
+        assert_int_equal(fl_plan_silo(&d, k, 20, &dpl, &dev, &err), DP_OK);
+        double e_d;
+        assert_int_equal(fl_plan_epsilon(dev, d.rounds, &acct, &e_d, &err), DP_OK);
+        assert_true(e_plan == e_d);
+        acct_event_free(dev);
+        acct_event_free(ev);
+    }
+    fl_job_cfg a = private_cfg("adaped");
+    fl_silo_plan pl;
+    acct_event *ev = NULL;
+    assert_int_equal(fl_plan_silo(&a, 0, 20, &pl, &ev, &err), DP_OK);
+    assert_false(pl.is_private);
+    assert_null(ev);
+    c.client_rate = 1.0;
+    c.rounds = 300;
+    c.ap_clip_mu = c.ap_clip_psi = 1.0;
+    c.ap_noise_mu = c.ap_noise_psi = 3.0;
+    assert_close(fl_adaped_paper_rho(&c, 50), 8.0, 1e-12, 0);
+}
+
 static void bad_configurations_are_refused_with_their_field(void **state)
 {
     (void)state;
@@ -1592,6 +1814,10 @@ int main(void)
         cmocka_unit_test(batch_calibration_is_certified_on_the_whole_grid_and_minimal),
         cmocka_unit_test(dp_fedavg_adds_noise_of_std_z_s_over_q_k),
         cmocka_unit_test(dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate),
+        cmocka_unit_test(adaped_with_fixed_huge_psi_is_local_gradient_descent),
+        cmocka_unit_test(adaped_one_step_follows_alg2_by_hand),
+        cmocka_unit_test(dp_adaped_noises_each_clipped_step),
+        cmocka_unit_test(dp_adaped_charges_the_composed_gaussian_and_reports_thm5),
         cmocka_unit_test(ppsgd_converges_to_the_minimal_norm_split),
         cmocka_unit_test(ppsgd_ends_keep_their_invariants),
         cmocka_unit_test(ppsgd_steps_theta_unclipped_and_releases_the_clipped_mean),
