@@ -86,6 +86,7 @@ void fl_job_cfg_default(fl_job_cfg *cfg)
     cfg->ap_lr_mu = 0.1;
     cfg->ap_lr_psi = 0.05;
     cfg->ap_kd_psi = 1.0;
+    cfg->ap_clip_psi = 1.0; /* |1/(2 psi)| <= 1 at the default floor */
 }
 
 static bool finite_ge0(double x)

@@ -42,10 +42,10 @@
  *              model on its loss + KL(global || personal) / (2 psi), of its copy of the global
  *              model towards the personal one, and of the adaptive psi (Eq. 11); the server
  *              averages the copies and the psi's. Non-private (no event).
- *   dp_adaped  the same with Sec. 3.3's clipped and noised mu and psi steps (C_1, sigma_q1, C_2,
- *              sigma_q2); user-level DP, silo k's round event poisson(client_rate, gaussian(z))
- *              with z = fl_adaped_noise (computed from first principles; Thm. 5's closed form is
- *              reported as fl_adaped_paper_rho, never charged).
+ *   dp_adaped  the same with Sec. 3.3's clipped and noised mu and psi steps (C_1 = update_clip,
+ *              C_2, per-step noise fl_adaped_step_noise); user-level DP, silo k's round event
+ *              poisson(client_rate, gaussian(server_noise)) as dp_fedavg's (computed from first
+ *              principles; Thm. 5's closed form is fl_adaped_paper_rho, never charged).
  *
  * ROUNDS. A job runs exactly cfg->rounds rounds t = 0 .. T-1 (not T+1); the plan (fl_plan_silo)
  * counts exactly the steps the trainer runs. In every round silo k runs local_epochs blocks of
@@ -171,11 +171,11 @@ typedef struct fl_job_cfg {
     double ap_lr_mu;     /* eta_2 > 0: the local copy of the global model's step */
     double ap_lr_psi;    /* eta_3 >= 0: psi's step (0 keeps psi at psi_init) */
     double ap_kd_psi;    /* c > 0: k = 1/(2 psi) - c f_KD / (2 psi^2) (Eq. 11: 1; App. K.1: 5) */
-    /* dp_adaped (Sec. 3.3): per-step clipping and Gaussian noise of the mu and psi gradients */
-    double ap_clip_mu;   /* C_1 > 0 */
-    double ap_clip_psi;  /* C_2 > 0 */
-    double ap_noise_mu;  /* sigma_q1 > 0: std of the noise on each clipped mu gradient */
-    double ap_noise_psi; /* sigma_q2 > 0: std of the noise on each clipped psi gradient */
+    /* dp_adaped (Sec. 3.3): update_clip is C_1 (the mu gradient's clip), server_noise the
+     * multiplier z of the round event poisson(client_rate, gaussian(z)) every silo is charged;
+     * each of the 2 tau clipped gradients of a round gets the per-step multiplier
+     * z sqrt(2 tau): sigma_q1 = z sqrt(2 tau) C_1, sigma_q2 = z sqrt(2 tau) C_2 */
+    double ap_clip_psi; /* C_2 > 0: the psi gradient's clip */
 } fl_job_cfg;
 
 /* Fills cfg with the defaults (local_epochs 1, weighted, server_lr 1, finetune_frac 0.5, ...);
@@ -215,13 +215,14 @@ double fl_hdp_silo_noise(const fl_job_cfg *cfg, size_t silo);
  * with Adaptive Clipping", NeurIPS 2021, §3). z > 0, sigma_b > 0. */
 double fl_hdp_combined_noise(double z, double sigma_b);
 
-/* dp_adaped: the noise multiplier of silo k's round event (the same for every silo), the
- * Gaussian that tau steps releasing the clipped mu and psi gradients compose to:
- * (tau (C_1^2 / sigma_q1^2 + C_2^2 / sigma_q2^2))^(-1/2) (fl_algo_adaped.c). */
-double fl_adaped_noise(const fl_job_cfg *cfg, size_t silo);
+/* dp_adaped: the per-step noise multiplier sigma_q / C of each clipped mu and psi gradient,
+ * server_noise sqrt(2 tau): 2 tau Gaussian queries of multiplier z_s compose to one of multiplier
+ * z_s / sqrt(2 tau) (fl_algo_adaped.c). */
+double fl_adaped_step_noise(const fl_job_cfg *cfg);
 /* dp_adaped: Thm. 5's closed form (Ozkara, Acharya et al., Sec. 3.3), the zCDP rho =
  * 6 q^2 T/tau (C_1^2 / (K sigma_q1^2) + C_2^2 / (K sigma_q2^2)) with q = client_rate, T/tau =
- * rounds and K = q n_silos: reported as the paper's bound, never charged. */
+ * rounds, K = q n_silos and C / sigma_q = 1 / fl_adaped_step_noise for both: reported as the
+ * paper's bound, never charged. */
 double fl_adaped_paper_rho(const fl_job_cfg *cfg, size_t n_silos);
 
 /* ---- state: the whole checkpoint ---- */

@@ -28,13 +28,14 @@
  * drawn by the silo from its own seeds; theta never leaves the silo and is not privatised.
  * Privacy (user level: the unit is the silo's whole data set). The server receives each sampled
  * silo's mu_i and psi_i individually, so only the silo's own noise protects it; its upload is a
- * post-processing of tau adaptive Gaussian mechanisms, each releasing the clipped h (sensitivity
- * C_1 between the silo's data and data whose clipped terms are zero) with noise sigma_q1 and the
- * clipped k (C_2, sigma_q2). Scaling each coordinate by its noise makes a step one Gaussian query
- * of multiplier (C_1^2/sigma_q1^2 + C_2^2/sigma_q2^2)^(-1/2), and tau of them compose (RDP adds at
- * each order) to a Gaussian of multiplier z = (tau (C_1^2/sigma_q1^2 + C_2^2/sigma_q2^2))^(-1/2);
- * the silo takes part with probability q, so its round event is poisson(q, gaussian(z))
- * (fl_adaped_noise), charged every round the silo is trainable, sampled or not, as dp_fedavg's.
+ * post-processing of 2 tau adaptive Gaussian mechanisms: tau releasing the clipped h (L2
+ * sensitivity C_1 = update_clip between the silo's data and data whose clipped terms are zero)
+ * with noise sigma_q1, and tau the clipped k (C_2 = adaped.clip_psi) with noise sigma_q2. Both get
+ * the same per-step multiplier z_s = sigma_q / C = server_noise sqrt(2 tau) (fl_adaped_step_noise),
+ * so that the 2 tau queries compose (RDP adds at each order) to exactly one Gaussian of multiplier
+ * z_s / sqrt(2 tau) = server_noise; the silo takes part with probability q, so its round event is
+ * poisson(q, gaussian(server_noise)), dp_fedavg's, charged every round the silo is trainable,
+ * sampled or not. server_noise is thus what a target epsilon calibrates, as for dp_fedavg.
  * This is computed from first principles rather than from Thm. 5, whose sensitivity of the
  * averaged mu omits the factor tau of tau clipped steps and whose 6 (K/m)^2 amplification holds
  * only under conditions the paper does not state; Thm. 5's closed form is reported beside it,
@@ -61,18 +62,15 @@ static bool dp_variant(const fl_job_cfg *cfg)
     return strcmp(cfg->algorithm, "dp_adaped") == 0;
 }
 
-double fl_adaped_noise(const fl_job_cfg *cfg, size_t silo)
+double fl_adaped_step_noise(const fl_job_cfg *cfg)
 {
-    (void)silo;
-    double a = cfg->ap_clip_mu / cfg->ap_noise_mu, b = cfg->ap_clip_psi / cfg->ap_noise_psi;
-    return 1.0 / sqrt((double)cfg->ap_tau * (a * a + b * b));
+    return cfg->server_noise * sqrt(2.0 * (double)cfg->ap_tau);
 }
 
 double fl_adaped_paper_rho(const fl_job_cfg *cfg, size_t n_silos)
 {
-    double q = cfg->client_rate, k = q * (double)n_silos;
-    double a = cfg->ap_clip_mu / cfg->ap_noise_mu, b = cfg->ap_clip_psi / cfg->ap_noise_psi;
-    return 6.0 * q * q * (double)cfg->rounds * (a * a + b * b) / k;
+    double q = cfg->client_rate, k = q * (double)n_silos, zs = fl_adaped_step_noise(cfg);
+    return 6.0 * q * q * (double)cfg->rounds * (2.0 / (zs * zs)) / k;
 }
 
 static int positive(double x, const char *field, dp_err *err)
@@ -111,13 +109,9 @@ static int adaped_check(const fl_job_cfg *cfg, dp_err *err)
         rc = positive(cfg->ap_kd_psi, "adaped.kd_psi", err);
     if (rc != DP_OK || !dp_variant(cfg))
         return rc;
-    rc = positive(cfg->ap_clip_mu, "adaped.clip_mu", err);
+    rc = fl_check_client_level(cfg, err);
     if (rc == DP_OK)
         rc = positive(cfg->ap_clip_psi, "adaped.clip_psi", err);
-    if (rc == DP_OK)
-        rc = positive(cfg->ap_noise_mu, "adaped.noise_mu", err);
-    if (rc == DP_OK)
-        rc = positive(cfg->ap_noise_psi, "adaped.noise_psi", err);
     return rc;
 }
 
@@ -127,6 +121,7 @@ static int adaped_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
     const fl_silo_data *sd = c->data;
     size_t p = c->n_params, n = sd->n_train;
     bool dp = dp_variant(cfg);
+    double zs = dp ? fl_adaped_step_noise(cfg) : 0.0; /* sigma_q / C of every step */
     float *g = dp_malloc(3 * p * sizeof(float));
     if (g == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -155,8 +150,8 @@ static int adaped_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
         for (size_t j = 0; j < p; j++)
             gkd[j] = (float)((double)gkd[j] * w_kd);
         if (dp) {
-            fl_clip_vec(gkd, p, cfg->ap_clip_mu); /* h / max(||h|| / C_1, 1) */
-            fl_gauss_fill(noise, p, cfg->ap_noise_mu, dp_rng_derive(n_seed, 2 * s));
+            fl_clip_vec(gkd, p, cfg->update_clip); /* h / max(||h|| / C_1, 1) */
+            fl_gauss_fill(noise, p, zs * cfg->update_clip, dp_rng_derive(n_seed, 2 * s));
         }
         for (size_t j = 0; j < p; j++)
             mu[j] = (float)((double)mu[j] -
@@ -171,7 +166,7 @@ static int adaped_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
             float nu = 0.0f;
             if (fabs(k) > cfg->ap_clip_psi)
                 k = k > 0 ? cfg->ap_clip_psi : -cfg->ap_clip_psi;
-            fl_gauss_fill(&nu, 1, cfg->ap_noise_psi, dp_rng_derive(n_seed, 2 * s + 1));
+            fl_gauss_fill(&nu, 1, zs * cfg->ap_clip_psi, dp_rng_derive(n_seed, 2 * s + 1));
             k += (double)nu;
         }
         psi = fmax(psi - cfg->ap_lr_psi * k, cfg->ap_psi_floor);
@@ -251,5 +246,4 @@ const fl_algo_ops fl_algo_dpadaped_ops = {
     .select = fl_select_poisson,
     .silo_update = adaped_update,
     .aggregate = adaped_aggregate,
-    .silo_noise = fl_adaped_noise,
 };

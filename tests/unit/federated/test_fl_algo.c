@@ -185,10 +185,7 @@ static fl_job_cfg private_cfg(const char *algo)
         c.hdp_count_noise = 0.8;
     }
     c.ap_tau = 3; /* adaped, dp_adaped */
-    c.ap_clip_mu = 0.5;
     c.ap_clip_psi = 0.2;
-    c.ap_noise_mu = 0.3;
-    c.ap_noise_psi = 0.1;
     return c;
 }
 
@@ -1610,9 +1607,9 @@ static void adaped_one_step_follows_alg2_by_hand(void **state)
 }
 
 /* dp_adaped on silos whose rows are all zero: h = 0 and f_KD = 0, so the global model after one
- * round is -eta_2 times the mean over the K silos of tau noise draws each: std eta_2 sigma_q1
- * sqrt(tau / K). Then with (almost) no noise on either, f_KD stays 0 and psi's gradient
- * 1/(2 psi) >= 1/7 is clipped to C_2 = 0.05 at each of the tau steps. */
+ * round is -eta_2 times the mean over the K silos of tau noise draws each of std sigma_q1 =
+ * z sqrt(2 tau) C_1: std eta_2 sigma_q1 sqrt(tau / K). Then with (almost) no noise f_KD stays 0
+ * and psi's gradient 1/(2 psi) >= 1/7 is clipped to C_2 = 0.05 at each of the tau steps. */
 static void dp_adaped_noises_each_clipped_step(void **state)
 {
     (void)state;
@@ -1625,10 +1622,12 @@ static void dp_adaped_noises_each_clipped_step(void **state)
     c.client_rate = 1.0;
     c.ap_tau = 3;
     c.ap_lr_mu = 0.5;
-    c.ap_noise_mu = 2.0;
+    c.update_clip = 0.4;
+    c.server_noise = 0.9;
     c.ap_lr_psi = 1.0;
     c.ap_psi_init = 3.5;
     c.ap_psi_floor = 0.5;
+    assert_close(fl_adaped_step_noise(&c), 0.9 * sqrt(6.0), 1e-15, 0);
     fl_state s;
     dp_err err = {0};
     assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
@@ -1639,11 +1638,11 @@ static void dp_adaped_noises_each_clipped_step(void **state)
         sq += (double)s.global[j] * (double)s.global[j];
     }
     double mean = sum / nn, sd = sqrt(sq / nn - mean * mean);
-    double want = 0.5 * 2.0 * sqrt(3.0 / (double)k_n);
+    double want = 0.5 * (0.9 * sqrt(6.0) * 0.4) * sqrt(3.0 / (double)k_n);
     assert_true(fabs(sd / want - 1) < 0.05);
     assert_true(fabs(mean) < 4 * want / sqrt(nn));
     fl_state_free(&s);
-    c.ap_noise_mu = c.ap_noise_psi = 1e-12;
+    c.server_noise = 1e-12;
     c.ap_clip_psi = 0.05;
     assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
     run_rounds(&c, &f, &s, 1, NULL, 2, NULL);
@@ -1652,40 +1651,33 @@ static void dp_adaped_noises_each_clipped_step(void **state)
     fed_free(&f);
 }
 
-/* dp_adaped's charge: every trainable silo's round event is poisson(q, gaussian(z)) with z =
- * (tau (C_1^2/sigma_q1^2 + C_2^2/sigma_q2^2))^(-1/2), its epsilon is what the ledger sums; adaped
- * has none. Thm. 5's closed form (the paper_bound) on the digest's check: q = 1, T/tau = 300,
- * K = 50, C/sigma = 1/3 for both: rho = 8. */
-static void dp_adaped_charges_the_composed_gaussian_and_reports_thm5(void **state)
+/* dp_adaped's charge: every trainable silo's round event is dp_fedavg's, poisson(q,
+ * gaussian(server_noise)), its epsilon what the ledger sums; adaped has none. Thm. 5's closed form
+ * (the paper_bound) on the check q = 1, T/tau = 300, K = 50, C/sigma = 1/3 for both: rho = 8. */
+static void dp_adaped_charges_dp_fedavgs_event_and_reports_thm5(void **state)
 {
     (void)state;
     fl_job_cfg c = private_cfg("dp_adaped");
     c.rounds = 40;
     c.client_rate = 0.3;
-    c.ap_tau = 4;
-    c.ap_clip_mu = 1.0;
-    c.ap_noise_mu = 5.0;
-    c.ap_clip_psi = 0.5;
-    c.ap_noise_psi = 4.0;
+    c.server_noise = 0.8;
     fl_accountant acct = {1e-5, ACCT_CONV_OPTIMAL, NULL, 0};
     dp_err err = {0};
-    double z = 1.0 / sqrt(4.0 * (1.0 / 25.0 + 0.25 / 16.0));
     for (size_t k = 0; k < 3; k++) {
         fl_silo_plan pl;
         acct_event *ev = NULL;
         assert_int_equal(fl_plan_silo(&c, k, 20, &pl, &ev, &err), DP_OK);
         assert_false(pl.record_level);
         assert_true(pl.is_private);
-        assert_close(pl.noise_multiplier, z, 1e-14, 0);
+        assert_true(pl.noise_multiplier == 0.8);
         assert_true(pl.q == 0.3);
         double e_plan;
         assert_int_equal(fl_plan_epsilon(ev, c.rounds, &acct, &e_plan, &err), DP_OK);
         assert_close(e_plan, ledger_like_eps(ev, c.rounds, 1e-5), 1e-9, 0);
-        /* the same as dp_fedavg at that noise */
         fl_job_cfg d = private_cfg("dp_fedavg");
         d.rounds = c.rounds;
         d.client_rate = c.client_rate;
-        d.server_noise = pl.noise_multiplier;
+        d.server_noise = c.server_noise;
         fl_silo_plan dpl;
         acct_event *dev = NULL;
         assert_int_equal(fl_plan_silo(&d, k, 20, &dpl, &dev, &err), DP_OK);
@@ -1703,8 +1695,8 @@ static void dp_adaped_charges_the_composed_gaussian_and_reports_thm5(void **stat
     assert_null(ev);
     c.client_rate = 1.0;
     c.rounds = 300;
-    c.ap_clip_mu = c.ap_clip_psi = 1.0;
-    c.ap_noise_mu = c.ap_noise_psi = 3.0;
+    c.ap_tau = 10;
+    c.server_noise = 3.0 / sqrt(20.0); /* sigma_q / C = 3 */
     assert_close(fl_adaped_paper_rho(&c, 50), 8.0, 1e-12, 0);
 }
 
@@ -1747,6 +1739,38 @@ static void bad_configurations_are_refused_with_their_field(void **state)
     dp_err_clear(&err);
     assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
     assert_string_equal(err.field, "client_rate");
+    c = private_cfg("adaped");
+    c.model.type = FL_MODEL_SVM; /* no predictive distribution to distil */
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "model.type");
+    c = private_cfg("adaped");
+    c.ap_tau = 0;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "adaped.tau");
+    c = private_cfg("adaped");
+    c.ap_psi_init = 0.4; /* below the floor 0.5 */
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "adaped.psi_init");
+    c = private_cfg("adaped");
+    c.ap_lr_psi = -1;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "adaped.lr_psi");
+    c = private_cfg("adaped");
+    c.update_clip = 0; /* non-private adaped clips nothing: accepted */
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_OK);
+    c.algorithm = "dp_adaped";
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "update_clip");
+    c = private_cfg("dp_adaped");
+    c.ap_clip_psi = 0;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "adaped.clip_psi");
     c = private_cfg("fedhdp");
     fl_hdp_group_cfg g[3] = {HDP3[0], HDP3[1], HDP3[2]};
     c.hdp_groups = g;
@@ -1817,7 +1841,7 @@ int main(void)
         cmocka_unit_test(adaped_with_fixed_huge_psi_is_local_gradient_descent),
         cmocka_unit_test(adaped_one_step_follows_alg2_by_hand),
         cmocka_unit_test(dp_adaped_noises_each_clipped_step),
-        cmocka_unit_test(dp_adaped_charges_the_composed_gaussian_and_reports_thm5),
+        cmocka_unit_test(dp_adaped_charges_dp_fedavgs_event_and_reports_thm5),
         cmocka_unit_test(ppsgd_converges_to_the_minimal_norm_split),
         cmocka_unit_test(ppsgd_ends_keep_their_invariants),
         cmocka_unit_test(ppsgd_steps_theta_unclipped_and_releases_the_clipped_mean),
