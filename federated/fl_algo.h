@@ -84,7 +84,8 @@
  * neighbouring, a per-silo (epsilon_k, delta_k) through its own noise multiplier z_k (the Poisson
  * subsampled Gaussian, Mironov, Talwar & Zhang 2019). Weighted aggregation by n_k treats the silo
  * sizes as public. dp_fedavg: one whole silo, add/remove, the same event for every silo; fedhdp:
- * one whole silo, the event of its privacy group (none for a group that opted out).
+ * one whole silo, the event of its privacy group (none for a group that opted out); dp_adaped:
+ * one whole silo, dp_fedavg's event (fl_algo_adaped.c); adaped: no event (not private).
  *
  * Thread-safety: reentrant; fl_round_run starts and joins its own threads (pthreads) and shares
  * the federation and the start-of-round state read-only between them.
@@ -191,9 +192,10 @@ const char *const *fl_algo_names(size_t *n);
 /* true when the algorithm keeps a global model that is evaluated (false for local and for an
  * unknown name). */
 bool fl_algo_has_global(const char *algorithm);
-/* true for client-level DP algorithms (dp_fedavg, ppsgd, fedhdp: the privacy unit is a silo; one
- * noise multiplier server_noise for all, or fedhdp's per privacy group), false for record-level
- * ones and unknown names. */
+/* true for client-level DP algorithms (dp_fedavg, ppsgd, fedhdp, dp_adaped: the privacy unit is a
+ * silo; one noise multiplier server_noise for all, or fedhdp's per privacy group) and for adaped
+ * (silo-level in form, but it releases nothing and has no event), false for record-level ones and
+ * unknown names. */
 bool fl_algo_client_level(const char *algorithm);
 
 /* ppsgd's step sizes from cfg->lr and cfg->ppsgd_ratio r (Bietti et al. 2022, §6): r = inf gives

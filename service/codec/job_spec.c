@@ -608,8 +608,8 @@ static int parse_privacy(const json_t *body, job_spec *s, dp_err *err)
     if (rc == DP_OK && !fl_algo_client_level(s->algorithm) &&
         json_object_get(v, "client_rate") != NULL)
         rc = dp_err_set(err, DP_EINVAL, "privacy.client_rate",
-                        "privacy.client_rate applies to dp_fedavg, ppsgd, fedhdp, adaped and "
-                        "dp_adaped only");
+                        "privacy.client_rate applies to dp_fedavg, ppsgd, fedhdp and dp_adaped "
+                        "only");
     if (rc == DP_OK)
         rc = num_pos(&r, "client_rate", false, 1, 0, 1, &s->client_rate);
     return rc;
