@@ -105,8 +105,8 @@ int part_adaped(int threads)
         if (rc == DP_OK)
             rc = run("local", &f, 30, 0, threads, 0, &lo, &err);
         if (rc == DP_OK)
-            printf("seed %llu: adaped %.3f  fedavg %.3f  local %.3f\n", (unsigned long long)seed,
-                   a, fa, lo);
+            printf("seed %llu: adaped %.3f  fedavg %.3f  local %.3f\n", (unsigned long long)seed, a,
+                   fa, lo);
         const double zs[4] = {0, 0.5, 1, 2};
         for (size_t i = 0; rc == DP_OK && i < 4; i++) {
             printf("  psi, %s z = %.1f:", zs[i] > 0 ? "dp_adaped" : "adaped", zs[i]);

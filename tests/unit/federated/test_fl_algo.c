@@ -18,6 +18,7 @@
 
 #include "accounting/calibrate.h"
 #include "accounting/logmath.h"
+#include "accounting/zcdp.h"
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
@@ -1698,6 +1699,12 @@ static void dp_adaped_charges_dp_fedavgs_event_and_reports_thm5(void **state)
     c.ap_tau = 10;
     c.server_noise = 3.0 / sqrt(20.0); /* sigma_q / C = 3 */
     assert_close(fl_adaped_paper_rho(&c, 50), 8.0, 1e-12, 0);
+    /* and its epsilon at delta 1e-5 by the paper's Lemma 1 (the CKS 2020 conversion the plan
+     * reports), minimised over continuous orders: 25.9194 (an independent evaluation of the
+     * formula on a fine grid) */
+    double eps, opt;
+    assert_int_equal(acct_zcdp_to_epsilon(8.0, 1e-5, ACCT_ZCDP_CKS2020, &eps, &opt, &err), DP_OK);
+    assert_close(eps, 25.9194, 0, 1e-4);
 }
 
 /* RT10 (Ozkara, Acharya et al., §4 and App. K; no paper numbers, trends only) on synthetic
