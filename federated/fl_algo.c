@@ -30,15 +30,15 @@
 /* ---- registry ---- */
 
 static const fl_algo_ops *const REGISTRY[] = {
-    &fl_algo_local_ops, &fl_algo_fedavg_ops,   &fl_algo_finetune_ops, &fl_algo_mrmtl_ops,
-    &fl_algo_ditto_ops, &fl_algo_dpfedavg_ops, &fl_algo_ppsgd_ops,    &fl_algo_fedhdp_ops,
-    &fl_algo_altmin_ops,
+    &fl_algo_local_ops,  &fl_algo_fedavg_ops,   &fl_algo_finetune_ops, &fl_algo_mrmtl_ops,
+    &fl_algo_ditto_ops,  &fl_algo_dpfedavg_ops, &fl_algo_ppsgd_ops,    &fl_algo_fedhdp_ops,
+    &fl_algo_adaped_ops, &fl_algo_dpadaped_ops, &fl_algo_altmin_ops,
 };
 #define N_REGISTRY (sizeof REGISTRY / sizeof REGISTRY[0])
 
-static const char *const NAMES[N_REGISTRY] = {"local", "fedavg",    "finetune", "mrmtl",
-                                              "ditto", "dp_fedavg", "ppsgd",    "fedhdp",
-                                              "altmin"};
+static const char *const NAMES[N_REGISTRY] = {"local",  "fedavg",    "finetune", "mrmtl",
+                                              "ditto",  "dp_fedavg", "ppsgd",    "fedhdp",
+                                              "adaped", "dp_adaped", "altmin"};
 
 const fl_algo_ops *fl_algo_find(const char *name)
 {
@@ -81,6 +81,13 @@ void fl_job_cfg_default(fl_job_cfg *cfg)
     cfg->ppsgd_ratio = 1.0;
     cfg->hdp_n_groups = 0; /* fedhdp needs its groups */
     cfg->altmin_rank = 2;
+    cfg->ap_tau = 10; /* adaped: Ozkara et al., App. K.1 */
+    cfg->ap_psi_init = 3.5;
+    cfg->ap_psi_floor = 0.5;
+    cfg->ap_lr_mu = 0.1;
+    cfg->ap_lr_psi = 0.05;
+    cfg->ap_kd_psi = 1.0;
+    cfg->ap_clip_psi = 1.0; /* |1/(2 psi)| <= 1 at the default floor */
 }
 
 static bool finite_ge0(double x)
@@ -719,8 +726,8 @@ int fl_round_run(const fl_job_cfg *cfg, const fl_federation *f, fl_state *state,
         memcpy(j.global0, state->global, state->n_params * sizeof(float));
         rc = fan_out(&j, err);
     }
-    fl_server_ctx sc = {cfg, f, state->round, state, j.take, j.uploads, j.n_trainable, j.trainable,
-                        j.stride};
+    fl_server_ctx sc = {cfg,           f,           state->round, state, j.take, j.uploads,
+                        j.n_trainable, j.trainable, j.stride};
     if (rc == DP_OK)
         rc = j.algo->aggregate(&sc, err);
     if (rc == DP_OK) {

@@ -43,6 +43,16 @@
  *              in U and the server releases U from their noisy sum (two Gaussian releases per
  *              round, noise multiplier server_noise); round 0 may be the private spectral
  *              initialisation (Alg. 3) instead. User-level (silo) DP, every silo every round.
+ *   adaped     Ozkara, Acharya et al., "A Statistical Framework for Personalized Federated
+ *              Learning and Estimation: Theory, Algorithms, and Privacy", Alg. 2 (AdaPeD,
+ *              fl_algo_adaped.c): each sampled silo takes tau full-batch steps of its personal
+ *              model on its loss + KL(global || personal) / (2 psi), of its copy of the global
+ *              model towards the personal one, and of the adaptive psi (Eq. 11); the server
+ *              averages the copies and the psi's. Non-private (no event).
+ *   dp_adaped  the same with Sec. 3.3's clipped and noised mu and psi steps (C_1 = update_clip,
+ *              C_2, per-step noise fl_adaped_step_noise); user-level DP, silo k's round event
+ *              poisson(client_rate, gaussian(server_noise)) as dp_fedavg's (computed from first
+ *              principles; Thm. 5's closed form is fl_adaped_paper_rho, never charged).
  *
  * ROUNDS. A job runs exactly cfg->rounds rounds t = 0 .. T-1 (not T+1); the plan (fl_plan_silo)
  * counts exactly the steps the trainer runs. In every round silo k runs local_epochs blocks of
@@ -81,7 +91,8 @@
  * neighbouring, a per-silo (epsilon_k, delta_k) through its own noise multiplier z_k (the Poisson
  * subsampled Gaussian, Mironov, Talwar & Zhang 2019). Weighted aggregation by n_k treats the silo
  * sizes as public. dp_fedavg: one whole silo, add/remove, the same event for every silo; fedhdp:
- * one whole silo, the event of its privacy group (none for a group that opted out).
+ * one whole silo, the event of its privacy group (none for a group that opted out); dp_adaped:
+ * one whole silo, dp_fedavg's event (fl_algo_adaped.c); adaped: no event (not private).
  *
  * Thread-safety: reentrant; fl_round_run starts and joins its own threads (pthreads) and shares
  * the federation and the start-of-round state read-only between them.
@@ -105,6 +116,7 @@
 #define FL_MAX_STATE_FLOATS (1ULL << 28) /* (n_silos + 2) * n_params: 1 GiB of floats */
 #define FL_STATE_VERSION    1            /* checkpoint format version */
 #define FL_MAX_HDP_GROUPS   16           /* fedhdp: privacy groups per job */
+#define FL_MAX_AP_TAU       10000        /* adaped: local steps per round */
 
 /* Seed labels (dp_rng_derive) for the purposes above: part of the reproducibility contract. */
 #define FL_SEED_SERVER         0xffffffffffffffffULL /* in place of a silo index */
@@ -161,6 +173,20 @@ typedef struct fl_job_cfg {
     /* altmin (client_rate 1; update_clip = both clips eta and zeta; server_noise = sigma) */
     size_t altmin_rank;   /* k: 1..min(d, FL_ALTMIN_MAX_K) with d k <= FL_ALTMIN_JOB_MAX_DK */
     bool altmin_spectral; /* round 0 runs APriv-init (Alg. 3) instead of an AltMin step */
+    /* adaped, dp_adaped (Ozkara, Acharya et al., "A Statistical Framework for Personalized
+     * Federated Learning and Estimation: Theory, Algorithms, and Privacy", Alg. 2 and Sec. 3.3):
+     * lr is eta_1 (the personal model's step), client_rate is K/m (Poisson sampling) */
+    uint64_t ap_tau;     /* local steps per round (the sync gap tau), 1..FL_MAX_AP_TAU */
+    double ap_psi_init;  /* psi^0 > 0 (App. K.1: 3.5) */
+    double ap_psi_floor; /* psi is kept >= this > 0 after every step (App. K.1: 0.5) */
+    double ap_lr_mu;     /* eta_2 > 0: the local copy of the global model's step */
+    double ap_lr_psi;    /* eta_3 >= 0: psi's step (0 keeps psi at psi_init) */
+    double ap_kd_psi;    /* c > 0: k = 1/(2 psi) - c f_KD / (2 psi^2) (Eq. 11: 1; App. K.1: 5) */
+    /* dp_adaped (Sec. 3.3): update_clip is C_1 (the mu gradient's clip), server_noise the
+     * multiplier z of the round event poisson(client_rate, gaussian(z)) every silo is charged;
+     * each of the 2 tau clipped gradients of a round gets the per-step multiplier
+     * z sqrt(2 tau): sigma_q1 = z sqrt(2 tau) C_1, sigma_q2 = z sqrt(2 tau) C_2 */
+    double ap_clip_psi; /* C_2 > 0: the psi gradient's clip */
 } fl_job_cfg;
 
 /* Fills cfg with the defaults (local_epochs 1, weighted, server_lr 1, finetune_frac 0.5, ...);
@@ -176,9 +202,10 @@ const char *const *fl_algo_names(size_t *n);
 /* true when the algorithm keeps a global model that is evaluated (false for local and for an
  * unknown name). */
 bool fl_algo_has_global(const char *algorithm);
-/* true for client-level DP algorithms (dp_fedavg, ppsgd, fedhdp: the privacy unit is a silo; one
- * noise multiplier server_noise for all, or fedhdp's per privacy group), false for record-level
- * ones and unknown names. */
+/* true for client-level DP algorithms (dp_fedavg, ppsgd, fedhdp, dp_adaped: the privacy unit is a
+ * silo; one noise multiplier server_noise for all, or fedhdp's per privacy group) and for adaped
+ * (silo-level in form, but it releases nothing and has no event), false for record-level ones and
+ * unknown names. */
 bool fl_algo_client_level(const char *algorithm);
 
 /* ppsgd's step sizes from cfg->lr and cfg->ppsgd_ratio r (Bietti et al. 2022, §6): r = inf gives
@@ -200,6 +227,16 @@ double fl_hdp_silo_noise(const fl_job_cfg *cfg, size_t silo);
  * with Adaptive Clipping", NeurIPS 2021, §3). z > 0, sigma_b > 0. */
 double fl_hdp_combined_noise(double z, double sigma_b);
 
+/* dp_adaped: the per-step noise multiplier sigma_q / C of each clipped mu and psi gradient,
+ * server_noise sqrt(2 tau): 2 tau Gaussian queries of multiplier z_s compose to one of multiplier
+ * z_s / sqrt(2 tau) (fl_algo_adaped.c). */
+double fl_adaped_step_noise(const fl_job_cfg *cfg);
+/* dp_adaped: Thm. 5's closed form (Ozkara, Acharya et al., Sec. 3.3), the zCDP rho =
+ * 6 q^2 T/tau (C_1^2 / (K sigma_q1^2) + C_2^2 / (K sigma_q2^2)) with q = client_rate, T/tau =
+ * rounds, K = q n_silos and C / sigma_q = 1 / fl_adaped_step_noise for both: reported as the
+ * paper's bound, never charged. */
+double fl_adaped_paper_rho(const fl_job_cfg *cfg, size_t n_silos);
+
 /* ---- state: the whole checkpoint ---- */
 typedef struct fl_state {
     uint64_t round;  /* rounds completed, 0..cfg->rounds */
@@ -215,6 +252,8 @@ typedef struct fl_state {
 /* fedhdp: the clip norm S^t the next round uses (update_clip when not adaptive). */
 double fl_hdp_clip(const fl_job_cfg *cfg, const fl_state *s);
 
+/* adaped, dp_adaped: psi^t, the psi the next round broadcasts (psi_init before the first). */
+double fl_adaped_psi(const fl_job_cfg *cfg, const fl_state *s);
 /* Initial state: round 0, every model fl_model_init(model, dp_rng_derive(seed, FL_SEED_INIT))
  * (all personal models share the global initialisation, Liu et al. 2022 App. C), none stopped. */
 int fl_state_init(const fl_job_cfg *cfg, const fl_federation *f, fl_state *out, dp_err *err);

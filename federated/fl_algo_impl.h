@@ -95,6 +95,8 @@ extern const fl_algo_ops fl_algo_dpfedavg_ops;
 extern const fl_algo_ops fl_algo_ppsgd_ops;
 extern const fl_algo_ops fl_algo_fedhdp_ops;
 extern const fl_algo_ops fl_algo_altmin_ops;
+extern const fl_algo_ops fl_algo_adaped_ops;
+extern const fl_algo_ops fl_algo_dpadaped_ops;
 
 /* The registered algorithm called name, or NULL. */
 const fl_algo_ops *fl_algo_find(const char *name);

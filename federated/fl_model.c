@@ -737,3 +737,102 @@ void fl_model_eval(const fl_model_spec *m, const float *w, const float *x, const
     }
     e->n += n;
 }
+
+/* ---- knowledge distillation (AdaPeD) ---- */
+
+/* The outputs (logits) of a one-layer model at row x: out[c] = W_c . x + b_c in double. */
+static void kd_logits(const float *w, const float *x, size_t d, size_t n_out, double *out)
+{
+    for (size_t c = 0; c < n_out; c++) {
+        double s = (double)w[n_out * d + c];
+        const float *wc = w + c * d;
+        for (size_t j = 0; j < d; j++)
+            s += (double)wc[j] * (double)x[j];
+        out[c] = s;
+    }
+}
+
+/* log softmax of u (n entries) into lp. */
+static void kd_log_softmax(const double *u, size_t n, double *lp)
+{
+    double mx = u[0];
+    for (size_t c = 1; c < n; c++)
+        mx = u[c] > mx ? u[c] : mx;
+    double s = 0.0;
+    for (size_t c = 0; c < n; c++)
+        s += exp(u[c] - mx);
+    double lse = mx + log(s);
+    for (size_t c = 0; c < n; c++)
+        lp[c] = u[c] - lse;
+}
+
+/* g (n_out x d weights, then n_out biases) += coef[c] * (x, 1) for each output c. */
+static void kd_add_outer(double *g, const double *coef, const float *x, size_t d, size_t n_out)
+{
+    for (size_t c = 0; c < n_out; c++) {
+        double *gc = g + c * d;
+        for (size_t j = 0; j < d; j++)
+            gc[j] += coef[c] * (double)x[j];
+        g[n_out * d + c] += coef[c];
+    }
+}
+
+int fl_model_kd(const fl_model_spec *m, const float *theta, const float *mu, const float *x,
+                size_t n, double *kd_sum, float *g_theta, float *g_mu, dp_err *err)
+{
+    if (m->type != FL_MODEL_LINEAR && m->type != FL_MODEL_LOGISTIC && m->type != FL_MODEL_SOFTMAX)
+        return dp_err_set(err, DP_EINVAL, "model.type",
+                          "distillation needs a linear, logistic or softmax model (got %s)",
+                          fl_model_type_name(m->type));
+    size_t d = m->d_in, n_out = m->type == FL_MODEL_SOFTMAX ? m->n_classes : 1;
+    size_t p = n_out * (d + 1);
+    double *buf = dp_calloc(4 * n_out + 2 * p, sizeof(double));
+    if (buf == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    double *v = buf, *u = v + n_out, *cv = u + n_out, *cu = cv + n_out;
+    double *gt = cu + n_out, *gm = gt + p;
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const float *xi = x + i * d;
+        kd_logits(theta, xi, d, n_out, v);
+        kd_logits(mu, xi, d, n_out, u);
+        double kl;
+        if (m->type == FL_MODEL_LINEAR) { /* unit-variance Gaussians: (u - v)^2 / 2 */
+            kl = 0.5 * (u[0] - v[0]) * (u[0] - v[0]);
+            cv[0] = v[0] - u[0];
+            cu[0] = u[0] - v[0];
+        } else if (m->type == FL_MODEL_LOGISTIC) {
+            double pp = 1.0 / (1.0 + exp(-u[0])), q = 1.0 / (1.0 + exp(-v[0]));
+            /* log p - log q = softplus(-v) - softplus(-u); likewise for 1 - p, 1 - q */
+            double a = softplus(-v[0]) - softplus(-u[0]), b = softplus(v[0]) - softplus(u[0]);
+            kl = pp * a + (1.0 - pp) * b;
+            cv[0] = q - pp;
+            cu[0] = pp * (1.0 - pp) * (u[0] - v[0]);
+        } else { /* u, v become log p, log q */
+            kd_log_softmax(u, n_out, u);
+            kd_log_softmax(v, n_out, v);
+            kl = 0.0;
+            for (size_t c = 0; c < n_out; c++)
+                kl += exp(u[c]) * (u[c] - v[c]);
+            for (size_t c = 0; c < n_out; c++) {
+                double pc = exp(u[c]);
+                cv[c] = exp(v[c]) - pc;
+                cu[c] = pc * (u[c] - v[c] - kl);
+            }
+        }
+        total += kl;
+        if (g_theta != NULL)
+            kd_add_outer(gt, cv, xi, d, n_out);
+        if (g_mu != NULL)
+            kd_add_outer(gm, cu, xi, d, n_out);
+    }
+    for (size_t j = 0; j < p; j++) {
+        if (g_theta != NULL)
+            g_theta[j] = (float)gt[j];
+        if (g_mu != NULL)
+            g_mu[j] = (float)gm[j];
+    }
+    dp_free(buf);
+    *kd_sum = total;
+    return DP_OK;
+}

@@ -111,6 +111,20 @@ typedef struct fl_eval {
 void fl_model_eval(const fl_model_spec *m, const float *w, const float *x, const float *y, size_t n,
                    fl_ws *ws, fl_eval *e);
 
+/* ---- knowledge distillation (AdaPeD: Ozkara, Acharya et al., "A Statistical Framework for
+ * Personalized Federated Learning and Estimation", Sec. 3.2, Eq. (11) and App. H) ----
+ *
+ * *kd_sum = sum over the n rows x of KL(p_mu(.|x_i) || p_theta(.|x_i)): the global model mu is the
+ * teacher, temperature 1. SOFTMAX: the KL of the two softmax distributions; LOGISTIC: of the two
+ * Bernoulli(sigma(f(x))); LINEAR: of two unit-variance Gaussians N(f(x), 1), (f_mu - f_theta)^2
+ * / 2. With logits v = f_theta(x), u = f_mu(x), p = softmax(u), q = softmax(v) the gradients are
+ * dKL/dv = q - p and dKL/du_c = p_c (log p_c - log q_c - KL) (binary: p (1 - p) (u - v); linear:
+ * v - u and u - v), chained through the layer (x, 1). g_theta and g_mu (n_params floats each, or
+ * NULL) receive the summed gradients in theta and in mu. Sums and logits in double. DP_EINVAL
+ * ("model.type") for svm and mlp, DP_ENOMEM. */
+int fl_model_kd(const fl_model_spec *m, const float *theta, const float *mu, const float *x,
+                size_t n, double *kd_sum, float *g_theta, float *g_mu, dp_err *err);
+
 /* ---- (DP-)SGD on one silo's rows ---- */
 
 typedef struct fl_sgd_cfg {

@@ -425,7 +425,7 @@ _generator = obj({
     "rank": integer(minimum=1, description="synthetic-lowrank only")}, ["generator"])
 SCHEMAS["JobSpec"] = obj({
     "algorithm": enum("local", "fedavg", "finetune", "mrmtl", "ditto", "dp_fedavg", "ppsgd",
-                      "fedhdp", "altmin"),
+                      "fedhdp", "altmin", "adaped", "dp_adaped"),
     "dataset": {"oneOf": [integer(minimum=1, description="an uploaded data set"),
                           {"const": "fashion-mnist"}, _generator]},
     "partition": obj({"kind": enum("natural", "iid", "dirichlet", "classes"),
@@ -466,6 +466,13 @@ SCHEMAS["JobSpec"] = obj({
         ["groups"], description="FedHDP's privacy groups (docs/TRAINING.md \"FedHDP\")"),
     "altmin": obj({"rank": integer(minimum=1, maximum=64), "init": enum("random", "spectral")},
                   description="APriv-AltMin's rank and initialisation (docs/TRAINING.md)"),
+    "adaped": obj({"tau": integer(minimum=1), "psi_init": num(exclusiveMinimum=0),
+                   "psi_floor": num(exclusiveMinimum=0), "lr_mu": num(exclusiveMinimum=0),
+                   "lr_psi": num(minimum=0), "kd_psi": num(exclusiveMinimum=0),
+                   "clip_psi": num(exclusiveMinimum=0, description="dp_adaped only"),
+                   "client_rate": num(exclusiveMinimum=0, maximum=1,
+                                      description="adaped only (dp_adaped: privacy.client_rate)")},
+                  description="AdaPeD's parameters (docs/TRAINING.md \"AdaPeD and DP-AdaPeD\")"),
 }, ["algorithm", "dataset", "rounds"],
     description="A training job (docs/TRAINING.md \"The job spec\"). model, batch_size and lr "
                 "are required for every algorithm but altmin, which refuses batch_size, lr and "
@@ -500,7 +507,7 @@ SCHEMAS["RoundMetrics"] = obj({
     "silos": arr(obj({"silo": string(), "silo_id": INTN, "stopped": boolean(),
                       "trained": boolean(), "rounds_trained": integer(),
                       "rounds_charged": integer(), "n_train": integer(), "n_test": integer(),
-                      "epsilon": NUMN, "job_epsilon": NUMN, "global": _figs},
+                      "epsilon": NUMN, "job_epsilon": NUMN, "global": null_or(_figs)},
                      ["silo"], closed=False)),
 }, ["round", "silos"], closed=False, description="One round of a job's metrics.")
 SCHEMAS["JobMetrics"] = obj({"job_id": ID, "status": string(), "rounds_total": integer(),

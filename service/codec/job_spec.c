@@ -171,9 +171,9 @@ static int choice(const reader *r, const char *key, const char *const *names, si
 
 /* ---- the parts ---- */
 
-static const char *const ALGORITHMS[] = {"local", "fedavg",    "finetune", "mrmtl",
-                                         "ditto", "dp_fedavg", "ppsgd",    "fedhdp",
-                                         "altmin"};
+static const char *const ALGORITHMS[] = {"local",  "fedavg",    "finetune", "mrmtl",
+                                         "ditto",  "dp_fedavg", "ppsgd",    "fedhdp",
+                                         "altmin", "adaped",    "dp_adaped"};
 #define ALGO_FEDHDP 7 /* indices in ALGORITHMS */
 #define ALGO_ALTMIN 8
 
@@ -320,6 +320,66 @@ static int parse_adaptive_clip(const json_t *v, job_spec *s, dp_err *err)
     if (rc == DP_OK)
         rc = num_pos(&r, "count_noise", true, 0, 0, 1e6, &s->hdp_count_noise);
     s->hdp_adaptive = rc == DP_OK;
+    return rc;
+}
+
+static bool is_adaped(const job_spec *s)
+{
+    return strcmp(s->algorithm, "adaped") == 0 || strcmp(s->algorithm, "dp_adaped") == 0;
+}
+
+/* The "adaped" block (Ozkara, Acharya et al., Alg. 2; docs/TRAINING.md "adaped and dp_adaped"):
+ * {"tau" (10), "psi_init" (3.5), "psi_floor" (0.5), "lr_mu" (0.1), "lr_psi" (0.05), "kd_psi" (1),
+ * "clip_psi" (1, dp_adaped only)}; the defaults are the paper's App. K.1 settings. Absent: all
+ * defaults. */
+static int parse_adaped(const json_t *body, job_spec *s, dp_err *err)
+{
+    const json_t *v = json_object_get(body, "adaped");
+    bool is = is_adaped(s), dp = strcmp(s->algorithm, "dp_adaped") == 0;
+    if (v != NULL && !json_is_null(v) && !is)
+        return dp_err_set(err, DP_EINVAL, "adaped",
+                          "adaped applies to the adaped and dp_adaped algorithms only");
+    s->ap_tau = 10;
+    s->ap_psi_init = 3.5;
+    s->ap_psi_floor = 0.5;
+    s->ap_lr_mu = 0.1;
+    s->ap_lr_psi = 0.05;
+    s->ap_kd_psi = 1.0;
+    s->ap_clip_psi = 1.0;
+    if (!dp && is)
+        s->client_rate = 1.0; /* adaped has no privacy block */
+    if (v == NULL || json_is_null(v))
+        return DP_OK;
+    reader r = {v, "adaped", err};
+    static const char *const KEYS[] = {"tau",    "psi_init", "psi_floor", "lr_mu",
+                                       "lr_psi", "kd_psi",   "clip_psi",  "client_rate"};
+    int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc == DP_OK)
+        rc = integer(&r, "tau", false, 10, 1, FL_MAX_AP_TAU, &s->ap_tau);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "psi_init", false, 3.5, 0, 1e6, &s->ap_psi_init);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "psi_floor", false, 0.5, 0, 1e6, &s->ap_psi_floor);
+    if (rc == DP_OK && s->ap_psi_init < s->ap_psi_floor)
+        rc = dp_err_set(err, DP_EINVAL, "adaped.psi_init",
+                        "adaped.psi_init (%g) must be >= adaped.psi_floor (%g)", s->ap_psi_init,
+                        s->ap_psi_floor);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "lr_mu", false, 0.1, 0, 1e3, &s->ap_lr_mu);
+    if (rc == DP_OK)
+        rc = num(&r, "lr_psi", false, 0.05, 0, 1e3, &s->ap_lr_psi);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "kd_psi", false, 1.0, 0, 1e3, &s->ap_kd_psi);
+    if (rc == DP_OK && !dp && json_object_get(v, "clip_psi") != NULL)
+        rc = dp_err_set(err, DP_EINVAL, "adaped.clip_psi",
+                        "adaped.clip_psi applies to dp_adaped only (adaped clips nothing)");
+    if (rc == DP_OK)
+        rc = num_pos(&r, "clip_psi", false, 1.0, 0, 1e6, &s->ap_clip_psi);
+    if (rc == DP_OK && dp && json_object_get(v, "client_rate") != NULL)
+        rc = dp_err_set(err, DP_EINVAL, "adaped.client_rate",
+                        "dp_adaped samples silos at privacy.client_rate (part of its privacy)");
+    if (rc == DP_OK && !dp) /* Alg. 2's K/m for the non-private version */
+        rc = num_pos(&r, "client_rate", false, 1, 0, 1, &s->client_rate);
     return rc;
 }
 
@@ -577,6 +637,13 @@ static int parse_model(const json_t *body, job_spec *s, dp_err *err)
 static int parse_privacy(const json_t *body, job_spec *s, dp_err *err)
 {
     const json_t *v = json_object_get(body, "privacy");
+    if (strcmp(s->algorithm, "adaped") == 0) { /* client-level in form, but releases nothing */
+        s->privacy = JOB_PRIVACY_NONE;
+        if (v == NULL || json_is_null(v))
+            return DP_OK;
+        return dp_err_set(err, DP_EINVAL, "privacy",
+                          "adaped is not private: its private version is dp_adaped");
+    }
     if (v == NULL || json_is_null(v)) {
         if (fl_algo_client_level(s->algorithm))
             return dp_err_set(err, DP_EINVAL, "privacy",
@@ -610,7 +677,8 @@ static int parse_privacy(const json_t *body, job_spec *s, dp_err *err)
     if (rc == DP_OK && !fl_algo_client_level(s->algorithm) &&
         json_object_get(v, "client_rate") != NULL)
         rc = dp_err_set(err, DP_EINVAL, "privacy.client_rate",
-                        "privacy.client_rate applies to dp_fedavg, ppsgd and fedhdp only");
+                        "privacy.client_rate applies to dp_fedavg, ppsgd, fedhdp and dp_adaped "
+                        "only");
     if (rc == DP_OK)
         rc = num_pos(&r, "client_rate", false, 1, 0, 1, &s->client_rate);
     return rc;
@@ -669,7 +737,7 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         "local_epochs", "batch_size",    "lr",        "lambda", "finetune_fraction",
         "seed",         "test_fraction", "privacy",   "silos",  "on_budget_exhausted",
         "standardize",  "weighted",      "resume",    "name",   "ratio",
-        "fedhdp",       "altmin"};
+        "fedhdp",       "altmin",        "adaped"};
     static const char *const BUDGET[] = {"refuse", "stop_silo", "stop_job"};
     static const char *const STD[] = {"silo", "none"};
     size_t a = 0, b = 0, st = 0;
@@ -727,6 +795,8 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
                         "altmin takes every user in every round: privacy.client_rate must be 1");
     if (rc == DP_OK)
         rc = parse_fedhdp(body, s, err);
+    if (rc == DP_OK)
+        rc = parse_adaped(body, s, err);
     if (rc == DP_OK)
         rc = parse_silos(body, s, err);
     if (rc == DP_OK)

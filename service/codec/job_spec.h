@@ -72,7 +72,7 @@ typedef struct job_hdp_group {
 typedef struct job_spec {
     char name[JOB_NAME_MAX];      /* the client's label for the job ("" = none) */
     char algorithm[JOB_ALGO_MAX]; /* local, fedavg, finetune, mrmtl, ditto, dp_fedavg, ppsgd,
-                                     fedhdp, altmin */
+                                     fedhdp, altmin, adaped, dp_adaped */
     job_data_kind data;
     int64_t dataset_id;  /* UPLOAD */
     fl_synth_spec synth; /* SYNTHETIC (regression when classes == 0) */
@@ -91,7 +91,7 @@ typedef struct job_spec {
     /* privacy */
     job_privacy_kind privacy;
     double target_epsilon, noise_multiplier, delta, clip;
-    double client_rate; /* dp_fedavg, ppsgd, fedhdp: the share of silos sampled each round
+    double client_rate; /* client-level algorithms and adaped: the share of silos sampled each round
                            (default 1) */
     /* fedhdp: its privacy groups; without a "fedhdp" block one private group of every silo at the
      * privacy block's level (and, when planned, the silos bound to opted-out ledger silos in a
@@ -102,6 +102,9 @@ typedef struct job_spec {
     fl_hdp_group_cfg hdp[JOB_MAX_HDP_GROUPS]; /* the engine's view (noise set when planned) */
     bool hdp_adaptive; /* fedhdp.adaptive_clip given: Alg. 2's adaptive clipping */
     double hdp_clip_quantile, hdp_clip_lr, hdp_count_noise; /* kappa, eta_b, sigma_b */
+    /* adaped, dp_adaped: the "adaped" block (fl_job_cfg's ap_* fields) */
+    int64_t ap_tau;
+    double ap_psi_init, ap_psi_floor, ap_lr_mu, ap_lr_psi, ap_kd_psi, ap_clip_psi;
     /* budgets */
     job_on_budget on_budget;
     job_binding *bindings; /* n_bindings, owned */

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "common/dp_alloc.h"
+#include "accounting/zcdp.h"
 #include "common/dp_math.h"
 #include "service/codec/event_json.h"
 #include "service/codec/json_util.h"
@@ -331,6 +332,13 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
         c->altmin_rank = (size_t)s->altmin_rank;
         c->altmin_spectral = s->altmin_spectral;
     }
+    c->ap_tau = (uint64_t)s->ap_tau;
+    c->ap_psi_init = s->ap_psi_init;
+    c->ap_psi_floor = s->ap_psi_floor;
+    c->ap_lr_mu = s->ap_lr_mu;
+    c->ap_lr_psi = s->ap_lr_psi;
+    c->ap_kd_psi = s->ap_kd_psi;
+    c->ap_clip_psi = s->ap_clip_psi;
     if (strcmp(s->algorithm, "fedhdp") == 0) {
         c->hdp_n_groups = s->n_hdp_groups;
         c->hdp_groups = s->hdp;
@@ -466,6 +474,39 @@ void job_prepared_free(job_prepared *p)
 
 /* fedhdp's groups in the plan: [{"name", "private", "r", "lambda", "noise_multiplier",
  * "target_epsilon", "silos", "epsilon"}], epsilon the largest planned epsilon of its silos. */
+/* adaped, dp_adaped: the "adaped" block as run; dp_adaped adds the per-step noise multiplier
+ * sigma_q / C, sigma_mu = sigma_q1, sigma_psi = sigma_q2, and "paper_bound": Thm. 5's zCDP rho
+ * (Ozkara, Acharya et al., Sec. 3.3) and its epsilon at the job's delta (Lemma 1, the conversion
+ * of Canonne, Kamath & Steinke 2020), reported beside the charged cost, never charged. */
+static json_t *adaped_plan_json(const job_prepared *p)
+{
+    const fl_job_cfg *c = &p->cfg;
+    json_t *o =
+        json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "tau", (json_int_t)c->ap_tau, "psi_init",
+                  json_util_real(c->ap_psi_init), "psi_floor", json_util_real(c->ap_psi_floor),
+                  "lr_mu", json_util_real(c->ap_lr_mu), "lr_psi", json_util_real(c->ap_lr_psi),
+                  "kd_psi", json_util_real(c->ap_kd_psi));
+    if (o == NULL || strcmp(c->algorithm, "dp_adaped") != 0)
+        return o;
+    double zs = fl_adaped_step_noise(c), rho = fl_adaped_paper_rho(c, p->fed.n_silos), eps = DP_NAN;
+    double opt;
+    dp_err e = {0};
+    if (!(isfinite(rho) &&
+          acct_zcdp_to_epsilon(rho, p->spec.delta, ACCT_ZCDP_CKS2020, &eps, &opt, &e) == DP_OK))
+        eps = DP_NAN; /* server_noise 0: no bound */
+    json_t *pb = json_pack("{s:o, s:o, s:o}", "rho", json_util_real(rho), "epsilon",
+                           json_util_real(eps), "delta", json_util_real(p->spec.delta));
+    if (pb == NULL || json_object_set_new(o, "paper_bound", pb) != 0 ||
+        json_object_set_new(o, "clip_psi", json_util_real(c->ap_clip_psi)) != 0 ||
+        json_object_set_new(o, "step_noise_multiplier", json_util_real(zs)) != 0 ||
+        json_object_set_new(o, "sigma_mu", json_util_real(zs * c->update_clip)) != 0 ||
+        json_object_set_new(o, "sigma_psi", json_util_real(zs * c->ap_clip_psi)) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 static json_t *hdp_plan_json(const job_prepared *p)
 {
     json_t *a = json_array();
@@ -548,6 +589,14 @@ char *job_plan_json(const job_prepared *p)
     if (p->silo_group != NULL && groups == NULL) {
         json_decref(root);
         root = NULL;
+    }
+    bool ap = strcmp(p->cfg.algorithm, "adaped") == 0 || strcmp(p->cfg.algorithm, "dp_adaped") == 0;
+    if (ap && root != NULL) {
+        json_t *a = adaped_plan_json(p);
+        if (a == NULL || json_object_set_new(root, "adaped", a) != 0) {
+            json_decref(root);
+            root = NULL;
+        }
     }
     json_decref(arr);
     json_decref(hidden);

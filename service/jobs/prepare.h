@@ -70,7 +70,10 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c);
 /* The plan as JSON text (dp_malloc'd): {"silos": [{"name", "silo_id", "n_train", "n_test",
  * "batch", "q", "steps_per_round", "steps", "noise_multiplier", "sigma", "delta", "epsilon",
  * "round_event"}], ...}; fedhdp adds each silo's "group" and "groups": [{"name", "private", "r",
- * "lambda", "noise_multiplier", "target_epsilon", "silos", "epsilon"}]. NULL when out of memory. */
+ * "lambda", "noise_multiplier", "target_epsilon", "silos", "epsilon"}]; adaped and dp_adaped add
+ * "adaped": {"tau", "psi_init", "psi_floor", "lr_mu", "lr_psi", "kd_psi"}, dp_adaped also
+ * "clip_psi", "step_noise_multiplier", "sigma_mu", "sigma_psi" and "paper_bound": {"rho",
+ * "epsilon", "delta"} (Thm. 5's closed form, never charged). NULL when out of memory. */
 char *job_plan_json(const job_prepared *p);
 
 #endif

@@ -95,7 +95,7 @@ static json_t *groups_json(const job_prepared *p, const double *eps)
 
 char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const bool *stopped,
                      const uint64_t *trained, const uint64_t *charged, const double *eps,
-                     const double *ledger_eps, double clip, double wall_ms)
+                     const double *ledger_eps, double clip, double psi, double wall_ms)
 {
     json_t *silos = json_array();
     bool ok = silos != NULL;
@@ -127,6 +127,9 @@ char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const boo
         json_t *gs = groups_json(p, eps);
         ok = gs != NULL && json_object_set_new(root, "groups", gs) == 0 && put(root, "clip", clip);
     }
+    if (ok &&
+        (strcmp(p->cfg.algorithm, "adaped") == 0 || strcmp(p->cfg.algorithm, "dp_adaped") == 0))
+        ok = put(root, "psi", psi);
     char *text = ok ? json_util_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     json_decref(g);

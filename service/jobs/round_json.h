@@ -23,7 +23,8 @@
  * each silo's privacy "group" (its name) and a top-level "groups": [{"name", "private",
  * "epsilon"}], the group's epsilon the largest job_epsilon of its silos (null for a group that
  * opted out or releases nothing), and "clip": the update clip S^t the round used (privacy.clip,
- * or the adaptive clip's current value).
+ * or the adaptive clip's current value). adaped and dp_adaped add "psi": the server's psi after
+ * the round (Ozkara, Acharya et al., Alg. 2: the mean of the sampled silos' psi_i).
  */
 #ifndef DP_SERVICE_JOBS_ROUND_JSON_H
 #define DP_SERVICE_JOBS_ROUND_JSON_H
@@ -36,9 +37,9 @@
 
 /* The text (dp_malloc'd; free()), or NULL when out of memory. stopped, trained, charged, eps,
  * ledger_eps: one entry per silo; ledger_eps[k] NAN when silo k was not charged this round. clip:
- * fedhdp's S^t (ignored for the other algorithms). */
+ * fedhdp's S^t, psi: adaped's psi^{t+1} (each ignored for the other algorithms). */
 char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const bool *stopped,
                      const uint64_t *trained, const uint64_t *charged, const double *eps,
-                     const double *ledger_eps, double clip, double wall_ms);
+                     const double *ledger_eps, double clip, double psi, double wall_ms);
 
 #endif

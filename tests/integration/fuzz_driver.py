@@ -206,6 +206,11 @@ SEEDS = {
          "dataset": {"generator": "synthetic-lowrank", "silos": 4, "dim": 3, "n_min": 6,
                      "rank": 2},
          "rounds": 1, "privacy": {"noise_multiplier": 1, "delta": 1e-5, "clip": 1}},
+        {"algorithm": "dp_adaped", "dataset": {"generator": "synthetic-classification",
+                                               "silos": 3, "dim": 3, "n_min": 12, "n_max": 12},
+         "model": {"type": "softmax"}, "rounds": 1, "batch_size": 4, "lr": 0.1,
+         "privacy": {"target_epsilon": 2, "delta": 1e-5, "clip": 1, "client_rate": 0.5},
+         "adaped": {"tau": 2, "psi_init": 2, "lr_psi": 0.1, "clip_psi": 0.5}},
     ],
     "POST /v1/silos/{id}/token": [{}],
     "PATCH /v1/silos/{id}": [

@@ -265,6 +265,56 @@ expect_json .error.field altmin.rank
 expect_status 400 POST /v1/jobs '{"algorithm":"altmin","dataset":{"generator":"synthetic-lowrank","silos":30,"dim":4},"rounds":2}'
 expect_json .error.field privacy
 
+# ---- adaped / dp_adaped (issue 13, Ozkara, Acharya et al. Alg. 2 and Sec. 3.3): distillation
+# towards the global model with the adaptive psi. adaped is not private (no privacy block, no
+# event); dp_adaped clips and noises each mu and psi step, its round event is dp_fedavg's at the
+# calibrated multiplier, charged every round, and the plan reports Thm. 5's closed form beside it
+# as paper_bound, never charged.
+expect_status 202 POST /v1/jobs '{"algorithm":"adaped",'"$SPEC"',"rounds":5,"adaped":{"tau":4,"psi_init":2,"lr_psi":0.1}}'
+JAP=$(printf '%s' "$BODY" | jq -r .id)
+expect_json '.plan.silos[0].epsilon' null
+expect_json '.plan.adaped | [.tau, .psi_init, .psi_floor, .lr_psi, .kd_psi] | map(tostring) | join(",")' 4,2,0.5,0.1,1
+poll_status "$JAP" succeeded 60 || fail "adaped job $JAP did not succeed"
+expect_status 200 GET "/v1/jobs/$JAP/metrics?after=0&limit=1"
+check "adaped: psi moved from psi_init in the first round" test "$(printf '%s' "$BODY" | jq -r '.rounds[0].psi | . != 2 and . >= 0.5')" = true
+expect_status 201 POST /v1/silos '{"name":"g-adaped","budget":{"epsilon":10,"delta":1e-3}}'
+SG=$(printf '%s' "$BODY" | jq -r .id)
+DAP='"algorithm":"dp_adaped",'"$SPEC"',"rounds":8,"privacy":{"target_epsilon":2,"delta":1e-3,"clip":1,"client_rate":0.5}'
+expect_status 202 POST /v1/jobs '{'"$DAP"',"adaped":{"tau":3,"clip_psi":0.5},"silos":{"s2":'"$SG"'}}'
+JDP=$(printf '%s' "$BODY" | jq -r .id)
+expect_json .plan.privacy_unit silo
+expect_json '.plan.silos[2] | .epsilon <= 2 and .epsilon > 1.99 and .q == 0.5' true
+expect_json '.plan | (.adaped.step_noise_multiplier - .server_noise * (6 | sqrt) | fabs) < 1e-12 * .server_noise' true
+expect_json '.plan.adaped | (.sigma_psi - 0.5 * .step_noise_multiplier | fabs) < 1e-12 and .paper_bound.rho > 0 and .paper_bound.epsilon > 0 and .paper_bound.delta == 0.001' true
+poll_status "$JDP" succeeded 60 || fail "dp_adaped job $JDP did not succeed"
+expect_status 200 GET "/v1/jobs/$JDP/metrics?after=7"
+DM=$BODY
+check "dp_adaped: every silo is charged every round" test "$(printf '%s' "$DM" | jq -r '[.rounds[0].silos[].rounds_charged] | join(",")')" = 8,8,8,8
+check "dp_adaped: the job epsilon reaches the target" test "$(printf '%s' "$DM" | jq -r '[.rounds[0].silos[].job_epsilon | . <= 2 and . > 1.99] | all')" = true
+check "dp_adaped: psi is reported" test "$(printf '%s' "$DM" | jq -r '.rounds[0].psi >= 0.5')" = true
+D_EPS=$(printf '%s' "$DM" | jq -r '.rounds[0].silos[2].epsilon')
+expect_status 200 GET "/v1/silos/$SG"
+expect_json .n_charges 8
+expect_json "((.spent.epsilon - $D_EPS) | fabs) <= 1e-12" true
+expect_status 400 POST /v1/jobs '{"algorithm":"adaped",'"$SPEC"',"rounds":1,"privacy":{"target_epsilon":2,"delta":1e-3,"clip":1}}'
+expect_json .error.field privacy
+expect_status 400 POST /v1/jobs '{"algorithm":"adaped",'"$SPEC"',"rounds":1,"adaped":{"tau":0}}'
+expect_json .error.field adaped.tau
+expect_status 400 POST /v1/jobs '{"algorithm":"adaped",'"$SPEC"',"rounds":1,"adaped":{"psi_init":0.2}}'
+expect_json .error.field adaped.psi_init
+expect_status 400 POST /v1/jobs '{"algorithm":"adaped",'"$SPEC"',"rounds":1,"adaped":{"clip_psi":1}}'
+expect_json .error.field adaped.clip_psi
+expect_status 400 POST /v1/jobs '{'"$DAP"',"adaped":{"lr_psi":-1}}'
+expect_json .error.field adaped.lr_psi
+expect_status 400 POST /v1/jobs '{'"$DAP"',"adaped":{"client_rate":0.5}}'
+expect_json .error.field adaped.client_rate
+expect_status 400 POST /v1/jobs '{'"$DAP"',"adaped":{"typo":1}}'
+expect_json .error.field adaped.typo
+expect_status 400 POST /v1/jobs '{"algorithm":"adaped","dataset":'$DS',"model":{"type":"svm"},"batch_size":16,"lr":0.05,"rounds":1}'
+expect_json .error.field model.type
+expect_status 400 POST /v1/jobs '{"algorithm":"fedavg",'"$SPEC"',"rounds":1,"adaped":{}}'
+expect_json .error.field adaped
+
 # ---- cancel: a running job ends after its current round
 expect_status 202 POST /v1/jobs '{"algorithm":"fedavg",'"$SPEC"',"rounds":100000}'
 J2=$(printf '%s' "$BODY" | jq -r .id)

@@ -19,6 +19,7 @@
 
 #include "accounting/calibrate.h"
 #include "accounting/logmath.h"
+#include "accounting/zcdp.h"
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
@@ -31,16 +32,18 @@
 #define D       3 /* features */
 #define P       (D + 1)
 #define K_MAX   8
-#define ALGOS_N 8
+#define ALGOS_N 10
 
-static const char *const ALGOS[ALGOS_N] = {"local", "fedavg",    "finetune", "mrmtl",
-                                           "ditto", "dp_fedavg", "ppsgd",    "fedhdp"};
+static const char *const ALGOS[ALGOS_N] = {"local",  "fedavg",    "finetune", "mrmtl",
+                                           "ditto",  "dp_fedavg", "ppsgd",    "fedhdp",
+                                           "adaped", "dp_adaped"};
 
 /* The client-level algorithms: no record-level noise multiplier, a fixed denominator q K. */
 static bool client_level(const char *algo)
 {
     return strcmp(algo, "dp_fedavg") == 0 || strcmp(algo, "ppsgd") == 0 ||
-           strcmp(algo, "fedhdp") == 0;
+           strcmp(algo, "fedhdp") == 0 || strcmp(algo, "adaped") == 0 ||
+           strcmp(algo, "dp_adaped") == 0;
 }
 
 /* fedhdp's groups in the shared configurations: a private group (z 0.7, r 0.3, lambda 0.5), a
@@ -185,6 +188,8 @@ static fl_job_cfg private_cfg(const char *algo)
         c.hdp_clip_lr = 0.2;
         c.hdp_count_noise = 0.8;
     }
+    c.ap_tau = 3; /* adaped, dp_adaped */
+    c.ap_clip_psi = 0.2;
     return c;
 }
 
@@ -1489,6 +1494,303 @@ static void every_allocation_failure_is_a_clean_enomem(void **state)
 
 /* ---- configuration ---- */
 
+/* ---- AdaPeD (Ozkara, Acharya et al., Alg. 2 and Sec. 3.3) ---- */
+
+/* psi held fixed (eta_3 = 0) at a huge value: the distillation term's weight 1 / (2 psi) is ~0, so
+ * each personal model follows full-batch gradient descent on its own silo (tau steps a round),
+ * computed here in double; the global model never moves (h ~ 0). */
+static void adaped_with_fixed_huge_psi_is_local_gradient_descent(void **state)
+{
+    (void)state;
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 31);
+    fl_job_cfg c = base_cfg("adaped");
+    c.rounds = 4;
+    c.ap_tau = 5;
+    c.lr = 0.1;
+    c.ap_lr_psi = 0.0;
+    c.ap_psi_init = 1e30;
+    c.ap_psi_floor = 1e30;
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, c.rounds, NULL, 2, NULL);
+    for (size_t k = 0; k < 3; k++) {
+        const fl_silo_data *sd = &f.silo[k];
+        double w[P] = {0};
+        for (size_t step = 0; step < c.rounds * c.ap_tau; step++) {
+            double g[P] = {0};
+            for (size_t i = 0; i < sd->n_train; i++) {
+                double r = w[D] - (double)sd->y_train[i];
+                for (size_t j = 0; j < D; j++)
+                    r += w[j] * (double)sd->x_train[i * D + j];
+                for (size_t j = 0; j < D; j++)
+                    g[j] += r * (double)sd->x_train[i * D + j];
+                g[D] += r;
+            }
+            for (size_t j = 0; j < P; j++)
+                w[j] -= c.lr * g[j] / (double)sd->n_train;
+        }
+        for (size_t j = 0; j < P; j++)
+            assert_close((double)s.personal[k * P + j], w[j], 1e-4, 1e-5);
+    }
+    for (size_t j = 0; j < P; j++)
+        assert_true(fabs((double)s.global[j]) < 1e-20);
+    assert_true(fl_adaped_psi(&c, &s) == (double)1e30f);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
+/* One silo, one round of tau = 1, from theta = mu = 0 (linear models start at zero), by hand:
+ *   theta^1 = -eta_1 grad f(0)                  (the KD gradient vanishes at theta = mu)
+ *   h = grad_mu f_KD(theta^1, 0) / (2 psi) = -mean_i v_i (x_i, 1) / (2 psi),  v_i = theta^1.(x_i,
+ * 1) mu^1 = -eta_2 h;  f_KD = mean_i (mu^1.(x_i,1) - v_i)^2 / 2 psi^1 = max(psi - eta_3 (1/(2 psi)
+ * - c f_KD / (2 psi^2)), floor) and the server's psi is the one silo's. */
+static void adaped_one_step_follows_alg2_by_hand(void **state)
+{
+    (void)state;
+    fl_federation f;
+    const size_t ntr[1] = {17}, nte[1] = {3};
+    fed_make(&f, 1, ntr, nte, 1.0, 32);
+    const fl_silo_data *sd = &f.silo[0];
+    size_t n = sd->n_train;
+    for (int variant = 0; variant < 2; variant++) {
+        fl_job_cfg c = base_cfg("adaped");
+        c.rounds = 1;
+        c.ap_tau = 1;
+        c.lr = 0.2;
+        c.ap_lr_mu = 0.7;
+        c.ap_psi_init = 1.3;
+        c.ap_kd_psi = 5.0;
+        c.ap_lr_psi = variant == 0 ? 0.05 : 100.0; /* 100: psi would fall below the floor */
+        c.ap_psi_floor = 0.5;
+        fl_state s;
+        dp_err err = {0};
+        assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+        run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+        double th[P] = {0}, mu[P] = {0}, h[P] = {0}, psi = c.ap_psi_init;
+        for (size_t i = 0; i < n; i++) { /* grad f(0) = mean_i -y_i (x_i, 1) */
+            for (size_t j = 0; j < D; j++)
+                th[j] += c.lr * (double)sd->y_train[i] * (double)sd->x_train[i * D + j] / n;
+            th[D] += c.lr * (double)sd->y_train[i] / n;
+        }
+        double vx[32];
+        assert_true(n <= 32);
+        for (size_t i = 0; i < n; i++) {
+            vx[i] = th[D];
+            for (size_t j = 0; j < D; j++)
+                vx[i] += th[j] * (double)sd->x_train[i * D + j];
+            for (size_t j = 0; j < D; j++)
+                h[j] -= vx[i] * (double)sd->x_train[i * D + j] / (2 * psi * n);
+            h[D] -= vx[i] / (2 * psi * n);
+        }
+        for (size_t j = 0; j < P; j++)
+            mu[j] = -c.ap_lr_mu * h[j];
+        double kd = 0;
+        for (size_t i = 0; i < n; i++) {
+            double ux = mu[D];
+            for (size_t j = 0; j < D; j++)
+                ux += mu[j] * (double)sd->x_train[i * D + j];
+            kd += 0.5 * (ux - vx[i]) * (ux - vx[i]) / n;
+        }
+        assert_true(kd > 1e-3); /* the psi step sees the distillation term */
+        double k = 1 / (2 * psi) - c.ap_kd_psi * kd / (2 * psi * psi);
+        double psi1 = fmax(psi - c.ap_lr_psi * k, c.ap_psi_floor);
+        for (size_t j = 0; j < P; j++) {
+            assert_close((double)s.personal[j], th[j], 1e-5, 1e-6);
+            assert_close((double)s.global[j], mu[j], 1e-5, 1e-6);
+        }
+        assert_close(fl_adaped_psi(&c, &s), psi1, 1e-6, 0);
+        if (variant == 1)
+            assert_true(fl_adaped_psi(&c, &s) == 0.5);
+        else
+            assert_true(psi1 > 0.5 && psi1 != psi);
+        fl_state_free(&s);
+    }
+    fed_free(&f);
+}
+
+/* dp_adaped on silos whose rows are all zero: h = 0 and f_KD = 0, so the global model after one
+ * round is -eta_2 times the mean over the K silos of tau noise draws each of std sigma_q1 =
+ * z sqrt(2 tau) C_1: std eta_2 sigma_q1 sqrt(tau / K). Then with (almost) no noise f_KD stays 0
+ * and psi's gradient 1/(2 psi) >= 1/7 is clipped to C_2 = 0.05 at each of the tau steps. */
+static void dp_adaped_noises_each_clipped_step(void **state)
+{
+    (void)state;
+    const size_t d = 3999, k_n = 4;
+    fl_federation f;
+    fed_zero(&f, k_n, d, 3);
+    fl_job_cfg c = private_cfg("dp_adaped");
+    c.model.d_in = d;
+    c.rounds = 1;
+    c.client_rate = 1.0;
+    c.ap_tau = 3;
+    c.ap_lr_mu = 0.5;
+    c.update_clip = 0.4;
+    c.server_noise = 0.9;
+    c.ap_lr_psi = 1.0;
+    c.ap_psi_init = 3.5;
+    c.ap_psi_floor = 0.5;
+    assert_close(fl_adaped_step_noise(&c), 0.9 * sqrt(6.0), 1e-15, 0);
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 2, NULL);
+    double sum = 0, sq = 0, nn = (double)(d + 1);
+    for (size_t j = 0; j < d + 1; j++) {
+        sum += (double)s.global[j];
+        sq += (double)s.global[j] * (double)s.global[j];
+    }
+    double mean = sum / nn, sd = sqrt(sq / nn - mean * mean);
+    double want = 0.5 * (0.9 * sqrt(6.0) * 0.4) * sqrt(3.0 / (double)k_n);
+    assert_true(fabs(sd / want - 1) < 0.05);
+    assert_true(fabs(mean) < 4 * want / sqrt(nn));
+    fl_state_free(&s);
+    c.server_noise = 1e-12;
+    c.ap_clip_psi = 0.05;
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 2, NULL);
+    assert_close(fl_adaped_psi(&c, &s), 3.5 - 3 * 0.05, 1e-6, 0);
+    fl_state_free(&s);
+    fed_free(&f);
+}
+
+/* dp_adaped's charge: every trainable silo's round event is dp_fedavg's, poisson(q,
+ * gaussian(server_noise)), its epsilon what the ledger sums; adaped has none. Thm. 5's closed form
+ * (the paper_bound) on the check q = 1, T/tau = 300, K = 50, C/sigma = 1/3 for both: rho = 8. */
+static void dp_adaped_charges_dp_fedavgs_event_and_reports_thm5(void **state)
+{
+    (void)state;
+    fl_job_cfg c = private_cfg("dp_adaped");
+    c.rounds = 40;
+    c.client_rate = 0.3;
+    c.server_noise = 0.8;
+    fl_accountant acct = {1e-5, ACCT_CONV_OPTIMAL, NULL, 0};
+    dp_err err = {0};
+    for (size_t k = 0; k < 3; k++) {
+        fl_silo_plan pl;
+        acct_event *ev = NULL;
+        assert_int_equal(fl_plan_silo(&c, k, 20, &pl, &ev, &err), DP_OK);
+        assert_false(pl.record_level);
+        assert_true(pl.is_private);
+        assert_true(pl.noise_multiplier == 0.8);
+        assert_true(pl.q == 0.3);
+        double e_plan;
+        assert_int_equal(fl_plan_epsilon(ev, c.rounds, &acct, &e_plan, &err), DP_OK);
+        assert_close(e_plan, ledger_like_eps(ev, c.rounds, 1e-5), 1e-9, 0);
+        fl_job_cfg d = private_cfg("dp_fedavg");
+        d.rounds = c.rounds;
+        d.client_rate = c.client_rate;
+        d.server_noise = c.server_noise;
+        fl_silo_plan dpl;
+        acct_event *dev = NULL;
+        assert_int_equal(fl_plan_silo(&d, k, 20, &dpl, &dev, &err), DP_OK);
+        double e_d;
+        assert_int_equal(fl_plan_epsilon(dev, d.rounds, &acct, &e_d, &err), DP_OK);
+        assert_true(e_plan == e_d);
+        acct_event_free(dev);
+        acct_event_free(ev);
+    }
+    fl_job_cfg a = private_cfg("adaped");
+    fl_silo_plan pl;
+    acct_event *ev = NULL;
+    assert_int_equal(fl_plan_silo(&a, 0, 20, &pl, &ev, &err), DP_OK);
+    assert_false(pl.is_private);
+    assert_null(ev);
+    c.client_rate = 1.0;
+    c.rounds = 300;
+    c.ap_tau = 10;
+    c.server_noise = 3.0 / sqrt(20.0); /* sigma_q / C = 3 */
+    assert_close(fl_adaped_paper_rho(&c, 50), 8.0, 1e-12, 0);
+    /* and its epsilon at delta 1e-5 by the paper's Lemma 1 (the CKS 2020 conversion the plan
+     * reports), minimised over continuous orders: 25.9194 (an independent evaluation of the
+     * formula on a fine grid) */
+    double eps, opt;
+    assert_int_equal(acct_zcdp_to_epsilon(8.0, 1e-5, ACCT_ZCDP_CKS2020, &eps, &opt, &err), DP_OK);
+    assert_close(eps, 25.9194, 0, 1e-4);
+}
+
+/* RT10 (Ozkara, Acharya et al., §4 and App. K; no paper numbers, trends only) on synthetic
+ * softmax data: 10 silos of 10-30 rows (half for test), 4 classes, heterogeneity tau 1. Full-batch
+ * steps, lr 0.3, 10 local steps a round for every algorithm, 30 rounds. Claims checked on 3 seeds:
+ * AdaPeD's personal models are at least as accurate as FedAvg's global model (pooled test
+ * accuracy); without DP psi falls (the silos lean on the global model more); with DP (z = 1) the
+ * noise entering the global model keeps psi above the non-private value. */
+static void rt10_fed(fl_federation *f, uint64_t seed)
+{
+    fl_synth_spec sp = {.silos = 10,
+                        .dim = 10,
+                        .n_min = 10,
+                        .n_max = 30,
+                        .tau = 1.0,
+                        .noise = 0.2,
+                        .classes = 4,
+                        .seed = seed};
+    fl_dataset ds = {0};
+    dp_err err = {0};
+    assert_int_equal(fl_synth_generate(&sp, &ds, &err), DP_OK);
+    fl_partition_spec ps = {.kind = FL_PARTITION_NATURAL, .seed = seed + 1};
+    uint32_t *assign = dp_calloc(ds.n, sizeof(uint32_t));
+    assert_non_null(assign);
+    size_t k_n = 0;
+    assert_int_equal(fl_partition(&ds, &ps, assign, &k_n, &err), DP_OK);
+    assert_int_equal(fl_federate(&ds, assign, k_n, 0.5, seed + 2, true, f, &err), DP_OK);
+    dp_free(assign);
+    fl_dataset_free(&ds);
+}
+
+/* Runs algo for `rounds`; returns the pooled test accuracy (personal models, or the global one for
+ * fedavg) and psi after the last round in *psi. */
+static double rt10_run(const char *algo, const fl_federation *f, uint64_t rounds, double z,
+                       double *psi)
+{
+    fl_job_cfg c;
+    fl_job_cfg_default(&c);
+    c.algorithm = algo;
+    c.model.type = FL_MODEL_SOFTMAX;
+    c.model.d_in = f->d;
+    c.model.n_classes = 4;
+    c.rounds = rounds;
+    c.batch_size = 100000; /* full batch */
+    c.local_epochs = 10;   /* fedavg: 10 steps a round, as adaped's tau */
+    c.lr = 0.3;
+    c.seed = 5;
+    c.ap_tau = 10;
+    c.ap_lr_mu = 0.3;
+    c.update_clip = 0.5;
+    c.server_noise = z;
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_state_init(&c, f, &s, &err), DP_OK);
+    fl_round_metrics m = {0};
+    run_rounds(&c, f, &s, c.rounds, NULL, 2, &m);
+    double acc =
+        strcmp(algo, "fedavg") == 0 ? m.global.pooled_test_metric : m.personal.pooled_test_metric;
+    if (psi != NULL)
+        *psi = fl_adaped_psi(&c, &s);
+    fl_round_metrics_free(&m);
+    fl_state_free(&s);
+    return acc;
+}
+
+static void rt10_adaped_beats_fedavg_and_psi_follows_the_noise(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        fl_federation f;
+        rt10_fed(&f, seed * 101);
+        double psi_np, psi_dp;
+        double a = rt10_run("adaped", &f, 30, 0, NULL);
+        double fa = rt10_run("fedavg", &f, 30, 0, NULL);
+        assert_true(a >= fa);
+        rt10_run("adaped", &f, 60, 0, &psi_np);
+        rt10_run("dp_adaped", &f, 60, 1.0, &psi_dp);
+        assert_true(psi_np < 3.5);        /* psi^0 */
+        assert_true(psi_dp > psi_np + 1); /* noise keeps the silos further from mu */
+        fl_federation_free(&f);
+    }
+}
+
 static void bad_configurations_are_refused_with_their_field(void **state)
 {
     (void)state;
@@ -1528,6 +1830,38 @@ static void bad_configurations_are_refused_with_their_field(void **state)
     dp_err_clear(&err);
     assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
     assert_string_equal(err.field, "client_rate");
+    c = private_cfg("adaped");
+    c.model.type = FL_MODEL_SVM; /* no predictive distribution to distil */
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "model.type");
+    c = private_cfg("adaped");
+    c.ap_tau = 0;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "adaped.tau");
+    c = private_cfg("adaped");
+    c.ap_psi_init = 0.4; /* below the floor 0.5 */
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "adaped.psi_init");
+    c = private_cfg("adaped");
+    c.ap_lr_psi = -1;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "adaped.lr_psi");
+    c = private_cfg("adaped");
+    c.update_clip = 0; /* non-private adaped clips nothing: accepted */
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_OK);
+    c.algorithm = "dp_adaped";
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "update_clip");
+    c = private_cfg("dp_adaped");
+    c.ap_clip_psi = 0;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "adaped.clip_psi");
     c = private_cfg("fedhdp");
     fl_hdp_group_cfg g[3] = {HDP3[0], HDP3[1], HDP3[2]};
     c.hdp_groups = g;
@@ -1783,6 +2117,11 @@ int main(void)
         cmocka_unit_test(batch_calibration_is_certified_on_the_whole_grid_and_minimal),
         cmocka_unit_test(dp_fedavg_adds_noise_of_std_z_s_over_q_k),
         cmocka_unit_test(dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate),
+        cmocka_unit_test(adaped_with_fixed_huge_psi_is_local_gradient_descent),
+        cmocka_unit_test(adaped_one_step_follows_alg2_by_hand),
+        cmocka_unit_test(dp_adaped_noises_each_clipped_step),
+        cmocka_unit_test(dp_adaped_charges_dp_fedavgs_event_and_reports_thm5),
+        cmocka_unit_test(rt10_adaped_beats_fedavg_and_psi_follows_the_noise),
         cmocka_unit_test(ppsgd_converges_to_the_minimal_norm_split),
         cmocka_unit_test(ppsgd_ends_keep_their_invariants),
         cmocka_unit_test(ppsgd_steps_theta_unclipped_and_releases_the_clipped_mean),

@@ -5,11 +5,13 @@
  * Gradients are checked against central finite differences of an independent double-precision
  * reference of each loss written here (not the library's forward pass), at points where no ReLU or
  * hinge kink lies within the difference step (the reference reports its smallest kink distance and
- * the tests require it to be large). Ghost clipping is checked against the materialised computation
- * (one row at a time through fl_model_grad_sum, clipped and summed in double). The noise is checked
- * for its mean, standard deviation, tail mass, a chi-square over 100 equiprobable bins and a
- * Kolmogorov-Smirnov test over 10^6 draws (fixed seeds: the tests are deterministic; the bounds
- * are the 0.1% / 1% critical values, so a correct generator passes them for all but rare seeds).
+ * the tests require it to be large). The distillation term's gradients (fl_model_kd) likewise,
+ * against a reference KL computed from the probabilities. Ghost clipping is checked against the
+ * materialised computation (one row at a time through fl_model_grad_sum, clipped and summed in
+ * double). The noise is checked for its mean, standard deviation, tail mass, a chi-square over 100
+ * equiprobable bins and a Kolmogorov-Smirnov test over 10^6 draws (fixed seeds: the tests are
+ * deterministic; the bounds are the 0.1% / 1% critical values, so a correct generator passes them
+ * for all but rare seeds).
  */
 #include "tests/support/test_util.h"
 
@@ -924,6 +926,99 @@ static void sq_norm_paths_give_the_same_bits(void **state)
     }
 }
 
+/* ---- knowledge distillation (fl_model_kd) ---- */
+
+/* An independent reference: KL(p_mu(.|x) || p_theta(.|x)) summed over the rows, in double, from
+ * the probabilities themselves (not the library's log-sum-exp forms). */
+static double ref_kd(const fl_model_spec *m, const double *th, const double *mu, const float *x,
+                     size_t n)
+{
+    size_t d = m->d_in, c_n = m->type == FL_MODEL_SOFTMAX ? m->n_classes : 1;
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        double u[8], v[8];
+        for (size_t c = 0; c < c_n; c++) {
+            u[c] = mu[c_n * d + c];
+            v[c] = th[c_n * d + c];
+            for (size_t j = 0; j < d; j++) {
+                u[c] += mu[c * d + j] * (double)x[i * d + j];
+                v[c] += th[c * d + j] * (double)x[i * d + j];
+            }
+        }
+        if (m->type == FL_MODEL_LINEAR) {
+            total += 0.5 * (u[0] - v[0]) * (u[0] - v[0]);
+        } else if (m->type == FL_MODEL_LOGISTIC) {
+            double p = 1 / (1 + exp(-u[0])), q = 1 / (1 + exp(-v[0]));
+            total += p * log(p / q) + (1 - p) * log((1 - p) / (1 - q));
+        } else {
+            double zp = 0, zq = 0;
+            for (size_t c = 0; c < c_n; c++) {
+                zp += exp(u[c]);
+                zq += exp(v[c]);
+            }
+            for (size_t c = 0; c < c_n; c++) {
+                double p = exp(u[c]) / zp, q = exp(v[c]) / zq;
+                total += p * log(p / q);
+            }
+        }
+    }
+    return total;
+}
+
+static void kd_gradients_match_finite_differences(void **state)
+{
+    (void)state;
+    const fl_model_type types[3] = {FL_MODEL_LINEAR, FL_MODEL_LOGISTIC, FL_MODEL_SOFTMAX};
+    for (size_t t = 0; t < 3; t++) {
+        fl_model_spec m = spec_of(types[t]);
+        size_t n = 7, p = fl_model_n_params(&m);
+        float x[7 * 5], y[7], th[32], mu[32], gt[32], gm[32];
+        double thd[32], mud[32];
+        assert_true(p <= 32);
+        make_problem(&m, n, 0x6b640000u + t, x, y, th);
+        make_problem(&m, n, 0x6b650000u + t, x, y, mu); /* mu: another seed's parameters */
+        make_problem(&m, n, 0x6b640000u + t, x, y, th); /* the rows of the first draw again */
+        for (size_t j = 0; j < p; j++) {
+            thd[j] = (double)th[j];
+            mud[j] = (double)mu[j];
+        }
+        double kd = -1;
+        dp_err e;
+        dp_err_clear(&e);
+        assert_int_equal(fl_model_kd(&m, th, mu, x, n, &kd, gt, gm, &e), DP_OK);
+        double ref = ref_kd(&m, thd, mud, x, n);
+        assert_true(ref > 0.1); /* the two models differ: the test would see a wrong gradient */
+        assert_close(kd, ref, 1e-9, 1e-12);
+        double h = 1e-6;
+        for (size_t j = 0; j < p; j++) {
+            thd[j] = (double)th[j] + h;
+            double lp = ref_kd(&m, thd, mud, x, n);
+            thd[j] = (double)th[j] - h;
+            double lm = ref_kd(&m, thd, mud, x, n);
+            thd[j] = (double)th[j];
+            assert_close((double)gt[j], (lp - lm) / (2 * h), 1e-5, 1e-6);
+            mud[j] = (double)mu[j] + h;
+            lp = ref_kd(&m, thd, mud, x, n);
+            mud[j] = (double)mu[j] - h;
+            lm = ref_kd(&m, thd, mud, x, n);
+            mud[j] = (double)mu[j];
+            assert_close((double)gm[j], (lp - lm) / (2 * h), 1e-5, 1e-6);
+        }
+        /* the same model: no divergence, no gradient; NULL gradients are allowed */
+        assert_int_equal(fl_model_kd(&m, mu, mu, x, n, &kd, gt, NULL, &e), DP_OK);
+        assert_true(fabs(kd) < 1e-12);
+        for (size_t j = 0; j < p; j++)
+            assert_true(fabs((double)gt[j]) < 1e-6);
+    }
+    fl_model_spec svm = spec_of(FL_MODEL_SVM);
+    float z[6] = {0}, x1[5] = {0};
+    double kd;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(fl_model_kd(&svm, z, z, x1, 1, &kd, NULL, NULL, &e), DP_EINVAL);
+    assert_string_equal(e.field, "model.type");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -932,6 +1027,7 @@ int main(void)
         cmocka_unit_test(svm_gradient_matches_finite_differences),
         cmocka_unit_test(softmax_gradient_matches_finite_differences),
         cmocka_unit_test(mlp_gradient_matches_finite_differences),
+        cmocka_unit_test(kd_gradients_match_finite_differences),
         cmocka_unit_test(gradient_over_chunks_matches_one_chunk),
         cmocka_unit_test(gradient_of_indexed_rows_equals_the_gathered_chunk),
         cmocka_unit_test(clipped_sum_matches_materialised_per_example_gradients),

@@ -378,13 +378,84 @@ static void altmin_reads_its_block_and_refuses_what_does_not_apply(void **state)
                  "dataset.rank");
 }
 
+#define AP_HEAD                                                                                    \
+    "{\"dataset\":1,\"model\":{\"type\":\"logistic\"},\"rounds\":5,\"batch_size\":10,\"lr\":0.1,"
+#define AP_PRIV "\"privacy\":{\"target_epsilon\":2,\"delta\":1e-5,\"clip\":1,\"client_rate\":0.4}"
+
+static void adaped_reads_its_block(void **state)
+{
+    (void)state;
+    job_spec s;
+    dp_err e;
+    assert_int_equal(parse(AP_HEAD "\"algorithm\":\"adaped\"}", &s, &e), DP_OK);
+    /* the defaults: App. K.1's settings, every silo each round, nothing private */
+    assert_int_equal(s.ap_tau, 10);
+    assert_close(s.ap_psi_init, 3.5, 0, 0);
+    assert_close(s.ap_psi_floor, 0.5, 0, 0);
+    assert_close(s.ap_lr_mu, 0.1, 0, 0);
+    assert_close(s.ap_lr_psi, 0.05, 0, 0);
+    assert_close(s.ap_kd_psi, 1, 0, 0);
+    assert_close(s.client_rate, 1, 0, 0);
+    assert_int_equal(s.privacy, JOB_PRIVACY_NONE);
+    job_spec_clear(&s);
+    assert_int_equal(parse(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"tau\":3,\"psi_init\":"
+                                   "4,\"psi_floor\":1,\"lr_mu\":0.2,\"lr_psi\":0,\"kd_psi\":5,"
+                                   "\"client_rate\":0.3}}",
+                           &s, &e),
+                     DP_OK);
+    assert_int_equal(s.ap_tau, 3);
+    assert_close(s.ap_psi_init, 4, 0, 0);
+    assert_close(s.ap_psi_floor, 1, 0, 0);
+    assert_close(s.ap_lr_mu, 0.2, 0, 0);
+    assert_close(s.ap_lr_psi, 0, 0, 0);
+    assert_close(s.ap_kd_psi, 5, 0, 0);
+    assert_close(s.client_rate, 0.3, 0, 0);
+    job_spec_clear(&s);
+    assert_int_equal(
+        parse(AP_HEAD "\"algorithm\":\"dp_adaped\",\"adaped\":{\"clip_psi\":0.25}," AP_PRIV "}", &s,
+              &e),
+        DP_OK);
+    assert_close(s.ap_clip_psi, 0.25, 0, 0);
+    assert_close(s.client_rate, 0.4, 0, 0);
+    assert_int_equal(s.privacy, JOB_PRIVACY_TARGET);
+    job_spec_clear(&s);
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\"," AP_PRIV "}", "privacy");
+    expect_field(AP_HEAD "\"algorithm\":\"dp_adaped\"}", "privacy");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"tau\":0}}", "adaped.tau");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"tau\":1.5}}", "adaped.tau");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"psi_init\":0}}",
+                 "adaped.psi_init");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"psi_init\":1,\"psi_floor\":2}}",
+                 "adaped.psi_init");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"psi_floor\":-1}}",
+                 "adaped.psi_floor");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"lr_mu\":0}}", "adaped.lr_mu");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"lr_psi\":-0.1}}", "adaped.lr_psi");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"kd_psi\":\"5\"}}",
+                 "adaped.kd_psi");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"clip_psi\":1}}",
+                 "adaped.clip_psi");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"client_rate\":0}}",
+                 "adaped.client_rate");
+    expect_field(AP_HEAD "\"algorithm\":\"dp_adaped\",\"adaped\":{\"clip_psi\":0}," AP_PRIV "}",
+                 "adaped.clip_psi");
+    expect_field(AP_HEAD "\"algorithm\":\"dp_adaped\",\"adaped\":{\"client_rate\":0.5}," AP_PRIV
+                         "}",
+                 "adaped.client_rate");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"eta\":1}}", "adaped.eta");
+    expect_field(AP_HEAD "\"algorithm\":\"fedavg\",\"adaped\":{}}", "adaped");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(a_full_spec_is_read),     cmocka_unit_test(defaults_and_generators),
-        cmocka_unit_test(refusals_name_the_field), cmocka_unit_test(ppsgd_reads_its_ratio),
+        cmocka_unit_test(a_full_spec_is_read),
+        cmocka_unit_test(defaults_and_generators),
+        cmocka_unit_test(refusals_name_the_field),
+        cmocka_unit_test(ppsgd_reads_its_ratio),
         cmocka_unit_test(fedhdp_reads_its_groups),
         cmocka_unit_test(altmin_reads_its_block_and_refuses_what_does_not_apply),
+        cmocka_unit_test(adaped_reads_its_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
