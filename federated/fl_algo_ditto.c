@@ -15,7 +15,7 @@
 
 #include <string.h>
 
-static int ditto_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
+int fl_silo_ditto(const fl_silo_ctx *c, double lambda, double *train_loss, dp_err *err)
 {
     double l_global = 0, l_personal = 0;
     memcpy(c->scratch, c->global, c->n_params * sizeof(float));
@@ -23,13 +23,17 @@ static int ditto_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
     if (rc != DP_OK)
         return rc;
     fl_vec_sub(c->upload, c->scratch, c->global, c->n_params);
-    rc = fl_silo_sgd(c, c->personal, FL_SEED_PHASE_PERSONAL, c->cfg->lambda, c->global, &l_personal,
-                     err);
+    rc = fl_silo_sgd(c, c->personal, FL_SEED_PHASE_PERSONAL, lambda, c->global, &l_personal, err);
     if (rc != DP_OK)
         return rc;
     /* The personal block's loss: the personal model is what this silo keeps. */
     *train_loss = l_personal;
     return DP_OK;
+}
+
+static int ditto_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
+{
+    return fl_silo_ditto(c, c->cfg->lambda, train_loss, err);
 }
 
 const fl_algo_ops fl_algo_ditto_ops = {

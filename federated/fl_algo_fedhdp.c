@@ -158,20 +158,12 @@ static int fedhdp_select(const fl_job_cfg *cfg, uint64_t round, size_t n_silos,
     return rc;
 }
 
+/* Ditto's silo block (fl_silo_ditto) with the group's lambda; the upload is unclipped: the server
+ * clips it to S^t (fedhdp_aggregate), as dp_fedavg's silos' would be. */
 static int fedhdp_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
 {
-    double l_global = 0, l_personal = 0;
-    memcpy(c->scratch, c->global, c->n_params * sizeof(float));
-    int rc = fl_silo_sgd(c, c->scratch, FL_SEED_PHASE_MAIN, 0.0, NULL, &l_global, err);
-    if (rc != DP_OK)
-        return rc;
-    /* unclipped: the server clips to S^t (fedhdp_aggregate), as dp_fedavg's silos would */
-    fl_vec_sub(c->upload, c->scratch, c->global, c->n_params);
     double lambda = c->cfg->hdp_groups[fl_hdp_silo_group(c->cfg, c->silo)].lambda;
-    rc = fl_silo_sgd(c, c->personal, FL_SEED_PHASE_PERSONAL, lambda, c->global, &l_personal, err);
-    if (rc == DP_OK)
-        *train_loss = l_personal; /* the personal model is what the silo keeps (as ditto) */
-    return rc;
+    return fl_silo_ditto(c, lambda, train_loss, err);
 }
 
 /* Group g's noise seed in round t: dp_fedavg's noise seed for group 0 (so that one group gives

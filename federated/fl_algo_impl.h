@@ -139,6 +139,11 @@ uint64_t fl_server_seed(uint64_t job_seed, uint64_t round);
 int fl_silo_sgd(const fl_silo_ctx *c, float *w, uint64_t phase, double prox_lambda,
                 const float *anchor, double *train_loss, dp_err *err);
 
+/* Ditto's block of silo k (Li et al. 2021, Alg. 1): local_epochs of (DP-)SGD from the global model
+ * uploaded as a delta (phase MAIN), then the personal model's block on F_k(v) + lambda/2
+ * ||v - global||^2 (phase PERSONAL); *train_loss is the personal block's. ditto and fedhdp. */
+int fl_silo_ditto(const fl_silo_ctx *c, double lambda, double *train_loss, dp_err *err);
+
 /* Weights of the participants (took_part) in silo order: n_train or 1, normalised to sum 1;
  * w[k] = 0 elsewhere. Returns false when no silo took part (nothing to aggregate). */
 bool fl_agg_weights(const fl_server_ctx *c, double *w);
