@@ -111,19 +111,21 @@ static int fedhdp_check(const fl_job_cfg *cfg, dp_err *err)
     for (size_t i = 0; i < cfg->hdp_n_groups; i++) {
         const fl_hdp_group_cfg *g = &cfg->hdp_groups[i];
         char f[DP_ERR_FIELD_MAX];
+        unsigned gi = (unsigned)(i % 100); /* i < FL_MAX_HDP_GROUPS; the bound lets the compiler
+                                              see that the field names fit */
         if (!(isfinite(g->noise) && g->noise >= 0) || (g->opt_out && g->noise != 0)) {
-            snprintf(f, sizeof f, "fedhdp.groups[%zu].noise_multiplier", i);
+            snprintf(f, sizeof f, "fedhdp.groups[%u].noise_multiplier", gi);
             return dp_err_set(err, DP_EINVAL, f,
                               "%s must be finite and >= 0, and 0 for a group that opted out "
                               "(got %g)",
                               f, g->noise);
         }
         if (!(isfinite(g->r) && g->r >= 0)) {
-            snprintf(f, sizeof f, "fedhdp.groups[%zu].r", i);
+            snprintf(f, sizeof f, "fedhdp.groups[%u].r", gi);
             return dp_err_set(err, DP_EINVAL, f, "%s must be finite and >= 0 (got %g)", f, g->r);
         }
         if (!(isfinite(g->lambda) && g->lambda >= 0)) {
-            snprintf(f, sizeof f, "fedhdp.groups[%zu].lambda", i);
+            snprintf(f, sizeof f, "fedhdp.groups[%u].lambda", gi);
             return dp_err_set(err, DP_EINVAL, f, "%s must be finite and >= 0 (got %g)", f,
                               g->lambda);
         }
