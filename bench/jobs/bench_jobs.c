@@ -18,9 +18,9 @@
  *   fedhdp: 40 silos of 40-60 rows (fl_synth_generate, d = 10, tau 0.2, label noise 0.1), q = 0.5,
  *     60 rounds, 4 silos opted out (r 1) and the rest in one private group (z 1, r 0.1), lambda
  *     0.1 (docs/REPRODUCTION.md "FedHDP", the job's trend over r; z fixed instead of epsilon 1).
- *   adaped, dp_adaped: bench/reproduce/adaped.c's RT10 federation (seed 101: 10 silos of 10-30 rows,
- *     d = 10, 4 classes, softmax, full batch, 10 local steps, lr 0.3), 30 rounds (adaped) and 60
- *     rounds at z = 1 (dp_adaped, C_1 = 0.5).
+ *   adaped, dp_adaped: bench/reproduce/adaped.c's RT10 federation (seed 101: 10 silos of
+ *     10-30 rows, d = 10, 4 classes, softmax, full batch, 10 local steps, lr 0.3), 30 rounds
+ *     (adaped) and 60 rounds at z = 1 (dp_adaped, C_1 = 0.5).
  *   altmin: Jain et al., NeurIPS 2021, §6 at a reduced user count: n = 5,000 users (the paper's
  *     50,000), m = 10 samples (2 held out), d = 50, k = 2, label noise 0.01, spectral init,
  *     clip 1e-4, z 1, 10 rounds (epochs).
@@ -168,94 +168,94 @@ static void job_cfg(const bench_ctx *x, const job_row *r, fl_job_cfg *c)
     fl_job_cfg_default(c);
     c->algorithm = r->algo;
     switch (r->set) {
-    case SET_SCHOOL:
-        c->model = (fl_model_spec){.type = FL_MODEL_LINEAR, .d_in = x->school.d};
-        c->rounds = 200;
-        c->batch_size = 32;
-        c->lr = 0.01;
-        c->seed = SCHOOL_SEED;
-        c->weighted = true;
-        c->clip = 1.0;
-        c->lambda = strcmp(r->algo, "mrmtl") == 0 || strcmp(r->algo, "ditto") == 0 ? 1.0 : 0.0;
-        if (strcmp(r->algo, "dp_fedavg") == 0) {
+        case SET_SCHOOL:
+            c->model = (fl_model_spec){.type = FL_MODEL_LINEAR, .d_in = x->school.d};
+            c->rounds = 200;
+            c->batch_size = 32;
+            c->lr = 0.01;
+            c->seed = SCHOOL_SEED;
+            c->weighted = true;
+            c->clip = 1.0;
+            c->lambda = strcmp(r->algo, "mrmtl") == 0 || strcmp(r->algo, "ditto") == 0 ? 1.0 : 0.0;
+            if (strcmp(r->algo, "dp_fedavg") == 0) {
+                c->client_rate = 0.5;
+                c->update_clip = 1.0;
+                c->server_noise = DP_FEDAVG_SERVERZ;
+            } else {
+                c->noise_multiplier = x->z_school;
+            }
+            break;
+        case SET_PPSGD:
+            c->model = (fl_model_spec){.type = FL_MODEL_LINEAR, .d_in = x->ppsgd.spec.dim};
+            c->rounds = 100;
+            c->batch_size = x->ppsgd.spec.rows;
+            c->lr = 0.4;
+            c->seed = 7;
+            c->ppsgd_ratio = 1.0;
+            c->client_rate = 1.0;
+            c->update_clip = 10.0;
+            c->server_noise = 10.0;
+            break;
+        case SET_FEDHDP:
+            c->model = (fl_model_spec){.type = FL_MODEL_LINEAR, .d_in = x->fedhdp.d};
+            c->rounds = 60;
+            c->batch_size = 16;
+            c->lr = 0.05;
+            c->seed = 1;
+            c->lambda = 0.1;
+            c->clip = 1.0;
             c->client_rate = 0.5;
             c->update_clip = 1.0;
-            c->server_noise = DP_FEDAVG_SERVERZ;
-        } else {
-            c->noise_multiplier = x->z_school;
-        }
-        break;
-    case SET_PPSGD:
-        c->model = (fl_model_spec){.type = FL_MODEL_LINEAR, .d_in = x->ppsgd.spec.dim};
-        c->rounds = 100;
-        c->batch_size = x->ppsgd.spec.rows;
-        c->lr = 0.4;
-        c->seed = 7;
-        c->ppsgd_ratio = 1.0;
-        c->client_rate = 1.0;
-        c->update_clip = 10.0;
-        c->server_noise = 10.0;
-        break;
-    case SET_FEDHDP:
-        c->model = (fl_model_spec){.type = FL_MODEL_LINEAR, .d_in = x->fedhdp.d};
-        c->rounds = 60;
-        c->batch_size = 16;
-        c->lr = 0.05;
-        c->seed = 1;
-        c->lambda = 0.1;
-        c->clip = 1.0;
-        c->client_rate = 0.5;
-        c->update_clip = 1.0;
-        c->hdp_n_groups = 2;
-        c->hdp_groups = x->hdp_groups;
-        c->hdp_silo_group = x->hdp_group;
-        break;
-    case SET_ADAPED:
-        c->model = (fl_model_spec){.type = FL_MODEL_SOFTMAX, .d_in = x->adaped.d, .n_classes = 4};
-        c->rounds = strcmp(r->algo, "dp_adaped") == 0 ? 60 : 30;
-        c->batch_size = 100000;
-        c->local_epochs = 10;
-        c->lr = 0.3;
-        c->seed = 5;
-        c->ap_tau = 10;
-        c->ap_lr_mu = 0.3;
-        c->update_clip = 0.5;
-        c->server_noise = strcmp(r->algo, "dp_adaped") == 0 ? 1.0 : 0.0;
-        break;
-    case SET_ALTMIN:
-        c->model = (fl_model_spec){.type = FL_MODEL_LINEAR, .d_in = x->altmin.d};
-        c->rounds = 10;
-        c->batch_size = 1;
-        c->lr = 1;
-        c->seed = 11;
-        c->update_clip = 1e-4;
-        c->server_noise = 1.0;
-        c->altmin_rank = 2;
-        c->altmin_spectral = true;
-        break;
+            c->hdp_n_groups = 2;
+            c->hdp_groups = x->hdp_groups;
+            c->hdp_silo_group = x->hdp_group;
+            break;
+        case SET_ADAPED:
+            c->model =
+                (fl_model_spec){.type = FL_MODEL_SOFTMAX, .d_in = x->adaped.d, .n_classes = 4};
+            c->rounds = strcmp(r->algo, "dp_adaped") == 0 ? 60 : 30;
+            c->batch_size = 100000;
+            c->local_epochs = 10;
+            c->lr = 0.3;
+            c->seed = 5;
+            c->ap_tau = 10;
+            c->ap_lr_mu = 0.3;
+            c->update_clip = 0.5;
+            c->server_noise = strcmp(r->algo, "dp_adaped") == 0 ? 1.0 : 0.0;
+            break;
+        case SET_ALTMIN:
+            c->model = (fl_model_spec){.type = FL_MODEL_LINEAR, .d_in = x->altmin.d};
+            c->rounds = 10;
+            c->batch_size = 1;
+            c->lr = 1;
+            c->seed = 11;
+            c->update_clip = 1e-4;
+            c->server_noise = 1.0;
+            c->altmin_rank = 2;
+            c->altmin_spectral = true;
+            break;
     }
 }
 
 static const fl_federation *job_fed(bench_ctx *x, setting s)
 {
     switch (s) {
-    case SET_SCHOOL:
-        return x->have_school ? &x->school : NULL;
-    case SET_PPSGD:
-        return x->have_ppsgd ? &x->ppsgd_fed : NULL;
-    case SET_FEDHDP:
-        return x->have_fedhdp ? &x->fedhdp : NULL;
-    case SET_ADAPED:
-        return x->have_adaped ? &x->adaped : NULL;
-    case SET_ALTMIN:
-        return x->have_altmin ? &x->altmin : NULL;
+        case SET_SCHOOL:
+            return x->have_school ? &x->school : NULL;
+        case SET_PPSGD:
+            return x->have_ppsgd ? &x->ppsgd_fed : NULL;
+        case SET_FEDHDP:
+            return x->have_fedhdp ? &x->fedhdp : NULL;
+        case SET_ADAPED:
+            return x->have_adaped ? &x->adaped : NULL;
+        case SET_ALTMIN:
+            return x->have_altmin ? &x->altmin : NULL;
     }
     return NULL;
 }
 
 /* One whole run: state, every round (ppsgd draws its fresh samples first), free. */
-static int run_job(bench_ctx *x, const job_row *r, const fl_job_cfg *c, fl_federation *f,
-                   dp_err *e)
+static int run_job(bench_ctx *x, const job_row *r, const fl_job_cfg *c, fl_federation *f, dp_err *e)
 {
     fl_state s;
     memset(&s, 0, sizeof s);
