@@ -79,6 +79,7 @@ void fl_job_cfg_default(fl_job_cfg *cfg)
     cfg->client_rate = 1.0;
     cfg->server_lr = 1.0;
     cfg->ppsgd_ratio = 1.0;
+    cfg->ppsgd_mode = 3;   /* Bietti et al. 2022, Alg. 3 */
     cfg->hdp_n_groups = 0; /* fedhdp needs its groups */
     cfg->altmin_rank = 2;
     cfg->ap_tau = 10; /* adaped: Ozkara et al., App. K.1 */
@@ -523,6 +524,8 @@ static int update_silo(const round_job *j, size_t k, fl_ws *ws, float *scratch, 
         .shared_extra = !j->algo->extra_per_silo ? s->extra : NULL,
         .upload_floats = j->stride,
         .ws = ws,
+        .fed = j->fed,
+        .trainable = j->trainable,
     };
     return j->algo->silo_update(&c, &j->loss[k], err);
 }

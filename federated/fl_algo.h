@@ -160,7 +160,8 @@ typedef struct fl_job_cfg {
     double server_noise; /* noise multiplier z: std z * S on the sum of deltas; >= 0 */
     double server_lr;    /* the server's step on the averaged delta; > 0 (1 = FedAvg) */
     /* ppsgd (client_rate, update_clip = C and server_noise as above) */
-    double ppsgd_ratio; /* r = alpha Q >= 0 or +inf: global step / personal step (default 1) */
+    double ppsgd_ratio;  /* r = alpha Q >= 0 or +inf: global step / personal step (default 1) */
+    unsigned ppsgd_mode; /* Bietti et al. 2022's Alg. 1, 2 or 3 (default 3; fl_algo_ppsgd.c) */
     /* fedhdp (client_rate, update_clip and server_lr as dp_fedavg; server_noise unused) */
     size_t hdp_n_groups;                /* 1..FL_MAX_HDP_GROUPS */
     const fl_hdp_group_cfg *hdp_groups; /* hdp_n_groups (borrowed) */

@@ -39,6 +39,9 @@ typedef struct fl_silo_ctx {
     size_t upload_floats;      /* floats in upload: n_params unless the algorithm's
                                   upload_floats says more */
     fl_ws *ws;                 /* this thread's workspace */
+    const fl_federation *fed;  /* every silo's data (read-only): only public sizes may be read,
+                                  e.g. ppsgd's Alg. 2 total M of the minibatch sizes */
+    const bool *trainable;     /* n_silos: silo j was active and not stopped this round */
 } fl_silo_ctx;
 
 /* What the server's aggregation reads and updates. */

@@ -31,6 +31,22 @@
  * dp_fedavg, charged to every trainable silo. With r = 0 nothing is released and epsilon is 0.
  * theta_i lives in state->extra (K x P floats, checkpointed), so a resumed job ends where an
  * uninterrupted one ends; w and theta start at the model's initialisation and 0.
+ *
+ * Modes (cfg->ppsgd_mode, the paper's algorithms; the steps above are Alg. 3's):
+ *   3 (default) Alg. 3 (App. B.6): minibatch MEANs, the average-user objective f = (1/N) sum_i f_i
+ *     (Eq. 1); lr's eta_theta is Alg. 3's local step eta/(qN) and eta_w its alpha eta.
+ *   2 Alg. 2 (§5): the sample-weighted objective f_m = sum_i (m_i/M) f_i (Eq. 11) with m_i = B_i
+ * and M = sum_i m_i over the K trainable silos. A sampled silo takes the minibatch SUM g_i (not the
+ *     mean), updates theta_i <- theta_i - (eta/(qM)) g_i and uploads clip_C(g_i) (the clip of the
+ *     sum: C plays the paper's G m_max); the server releases
+ *          w <- w - alpha eta (sum_i clip_C(g_i) + N(0, (z C)^2 I)) / (q M).
+ *     The same eta and alpha as mode 3 (eta/(qN) = eta_theta, alpha eta = eta_w with N = K) give
+ * the personal step eta_theta K / M and the global scale eta_w / (q M); with equal B_i = m (M = K
+ * m) and no clipping this is mode 3 exactly. M, like K, depends only on the silos' sizes. 1 Alg. 1
+ * (§4): every user in every round, one sample each: client_rate must be 1 and batch_size 1, and it
+ * then is Alg. 3 with q = 1 and m = 1 (the mode-3 code runs). Privacy is the same in every mode:
+ * one silo's contribution to the released sum is clip_C of something, so the sensitivity is C and
+ * the noise z C: the round event does not depend on the mode.
  */
 #include "federated/fl_algo_impl.h"
 
@@ -70,6 +86,18 @@ static size_t ppsgd_extra(const fl_job_cfg *cfg, size_t n_silos, size_t n_params
 
 static int ppsgd_check(const fl_job_cfg *cfg, dp_err *err)
 {
+    if (cfg->ppsgd_mode < 1 || cfg->ppsgd_mode > 3)
+        return dp_err_set(err, DP_EINVAL, "ppsgd_mode", "ppsgd_mode must be 1, 2 or 3 (got %u)",
+                          cfg->ppsgd_mode);
+    if (cfg->ppsgd_mode == 1 && cfg->client_rate != 1.0)
+        return dp_err_set(err, DP_EINVAL, "client_rate",
+                          "ppsgd_mode 1 (Alg. 1) takes every user: client_rate must be 1 (got %g)",
+                          cfg->client_rate);
+    if (cfg->ppsgd_mode == 1 && cfg->batch_size != 1)
+        return dp_err_set(err, DP_EINVAL, "batch_size",
+                          "ppsgd_mode 1 (Alg. 1) takes one sample per user: batch_size must be 1 "
+                          "(got %zu)",
+                          cfg->batch_size);
     if (!(cfg->ppsgd_ratio >= 0.0))
         return dp_err_set(err, DP_EINVAL, "ratio", "ratio must be >= 0 or inf (got %g)",
                           cfg->ppsgd_ratio);
@@ -101,6 +129,24 @@ static void floyd_sample(fl_rng *r, size_t n, size_t m, size_t *idx)
             idx[b] = idx[b - 1];
             idx[b - 1] = tmp;
         }
+}
+
+/* Alg. 2's M = sum of m_i = min(batch_size, n_i) over the trainable silos (public sizes), and
+ * their count K. */
+static double ppsgd_batch_total(const fl_job_cfg *cfg, const fl_federation *fed,
+                                const bool *trainable, size_t *k_out)
+{
+    double total = 0.0;
+    size_t k_n = 0;
+    for (size_t k = 0; k < fed->n_silos; k++) {
+        if (!trainable[k])
+            continue;
+        size_t n = fed->silo[k].n_train;
+        total += (double)(cfg->batch_size < n ? cfg->batch_size : n);
+        k_n++;
+    }
+    *k_out = k_n;
+    return total;
 }
 
 static int ppsgd_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
@@ -142,11 +188,22 @@ static int ppsgd_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
     *train_loss = loss / (double)m;
     double eta_w, eta_theta, sq = 0.0;
     fl_ppsgd_steps(cfg, &eta_w, &eta_theta);
-    for (size_t j = 0; j < p; j++) {
-        float g = (float)((double)c->upload[j] / (double)m); /* the minibatch mean */
-        c->upload[j] = g;
-        sq += (double)g * (double)g;
-        theta[j] = (float)((double)theta[j] - eta_theta * (double)g);
+    if (cfg->ppsgd_mode == 2) { /* Alg. 2: the minibatch SUM, personal step eta/(qM) */
+        size_t k_n;
+        double big_m = ppsgd_batch_total(cfg, c->fed, c->trainable, &k_n);
+        double step = eta_theta * (double)k_n / big_m;
+        for (size_t j = 0; j < p; j++) {
+            double g = (double)c->upload[j];
+            sq += g * g;
+            theta[j] = (float)((double)theta[j] - step * g);
+        }
+    } else {
+        for (size_t j = 0; j < p; j++) {
+            float g = (float)((double)c->upload[j] / (double)m); /* the minibatch mean */
+            c->upload[j] = g;
+            sq += (double)g * (double)g;
+            theta[j] = (float)((double)theta[j] - eta_theta * (double)g);
+        }
     }
     double norm = sqrt(sq), cl = cfg->update_clip;
     if (norm > cl) {
@@ -169,8 +226,14 @@ static int ppsgd_aggregate(const fl_server_ctx *c, dp_err *err)
     fl_ppsgd_steps(cfg, &eta_w, &eta_theta);
     /* -eta_w: w moves against the noisy clipped mean; negating the scale is exact, so this is
      * w - step (sum + noise) bit for bit */
+    /* the released sum's divisor: q K (Alg. 3, 1) or q M (Alg. 2); data-independent either way */
+    double denom = (double)c->n_trainable;
+    if (cfg->ppsgd_mode == 2 && c->n_trainable > 0) {
+        size_t k_n;
+        denom = ppsgd_batch_total(cfg, c->fed, c->trainable, &k_n);
+    }
     int rc = eta_w > 0 && c->n_trainable > 0
-                 ? fl_agg_noisy_sum(c, -eta_w / (cfg->client_rate * (double)c->n_trainable), err)
+                 ? fl_agg_noisy_sum(c, -eta_w / (cfg->client_rate * denom), err)
                  : DP_OK;
     if (rc != DP_OK)
         return rc;

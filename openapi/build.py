@@ -449,6 +449,9 @@ SCHEMAS["JobSpec"] = obj({
     "standardize": enum("silo", "none"), "weighted": boolean(), "resume": boolean(),
     "name": string(minLength=1),
     "ratio": {"oneOf": [num(minimum=0, maximum=1e12), {"const": "inf"}]},
+    "ppsgd_mode": integer(minimum=1, maximum=3,
+                          description="ppsgd only: Bietti et al. (ICML 2022) Alg. 1, 2 or 3 "
+                                      "(default 3); 1 needs client_rate 1 and batch_size 1"),
     "fedhdp": obj({
         "groups": arr(obj({
             "name": string(minLength=1, maxLength=128),

@@ -684,6 +684,29 @@ static int parse_privacy(const json_t *body, job_spec *s, dp_err *err)
     return rc;
 }
 
+/* ppsgd's mode (after the privacy block: mode 1 reads client_rate): 1, 2 or 3, the algorithms of
+ * Bietti et al., ICML 2022 (Alg. 1: full participation, one sample per user; Alg. 2: the
+ * sample-weighted objective, minibatch sums; Alg. 3, the default: minibatch means). */
+static int parse_ppsgd_mode(const json_t *body, job_spec *s, dp_err *err)
+{
+    reader r = {body, "", err};
+    s->ppsgd_mode = 3;
+    if (json_object_get(body, "ppsgd_mode") == NULL)
+        return DP_OK;
+    if (strcmp(s->algorithm, "ppsgd") != 0)
+        return dp_err_set(err, DP_EINVAL, "ppsgd_mode", "ppsgd_mode applies to ppsgd only");
+    int rc = integer(&r, "ppsgd_mode", true, 3, 1, 3, &s->ppsgd_mode);
+    if (rc == DP_OK && s->ppsgd_mode == 1 && s->client_rate != 1.0)
+        rc = dp_err_set(err, DP_EINVAL, "privacy.client_rate",
+                        "ppsgd_mode 1 (Alg. 1) takes every user in every round: "
+                        "privacy.client_rate must be 1");
+    if (rc == DP_OK && s->ppsgd_mode == 1 && s->batch_size != 1)
+        rc = dp_err_set(err, DP_EINVAL, "batch_size",
+                        "ppsgd_mode 1 (Alg. 1) takes one sample per user per round: batch_size "
+                        "must be 1");
+    return rc;
+}
+
 static int parse_silos(const json_t *body, job_spec *s, dp_err *err)
 {
     const json_t *v = json_object_get(body, "silos");
@@ -733,11 +756,11 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
     memset(s, 0, sizeof *s);
     reader r = {body, "", err};
     static const char *const KEYS[] = {
-        "algorithm",    "dataset",       "partition", "model",  "rounds",
-        "local_epochs", "batch_size",    "lr",        "lambda", "finetune_fraction",
-        "seed",         "test_fraction", "privacy",   "silos",  "on_budget_exhausted",
-        "standardize",  "weighted",      "resume",    "name",   "ratio",
-        "fedhdp",       "altmin",        "adaped"};
+        "algorithm",    "dataset",       "partition", "model",     "rounds",
+        "local_epochs", "batch_size",    "lr",        "lambda",    "finetune_fraction",
+        "seed",         "test_fraction", "privacy",   "silos",     "on_budget_exhausted",
+        "standardize",  "weighted",      "resume",    "name",      "ratio",
+        "fedhdp",       "altmin",        "adaped",    "ppsgd_mode"};
     static const char *const BUDGET[] = {"refuse", "stop_silo", "stop_job"};
     static const char *const STD[] = {"silo", "none"};
     size_t a = 0, b = 0, st = 0;
@@ -793,6 +816,8 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
     if (rc == DP_OK && altmin && s->client_rate != 1.0)
         rc = dp_err_set(err, DP_EINVAL, "privacy.client_rate",
                         "altmin takes every user in every round: privacy.client_rate must be 1");
+    if (rc == DP_OK)
+        rc = parse_ppsgd_mode(body, s, err);
     if (rc == DP_OK)
         rc = parse_fedhdp(body, s, err);
     if (rc == DP_OK)

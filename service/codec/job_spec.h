@@ -82,6 +82,7 @@ typedef struct job_spec {
     int64_t rounds, local_epochs, batch_size;
     double lr, lambda, finetune_fraction, test_fraction;
     double ratio;         /* ppsgd: r = alpha Q, >= 0 or +inf ("inf"); 1 by default */
+    int64_t ppsgd_mode;   /* ppsgd: Bietti et al. 2022's Alg. 1, 2 or 3 (default 3) */
     int64_t altmin_rank;  /* altmin: k (the "altmin" block; default 2) */
     bool altmin_spectral; /* altmin: round 0 is the private spectral initialisation */
     uint64_t seed;

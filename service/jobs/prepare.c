@@ -329,6 +329,7 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
         c->update_clip = s->clip;
         c->server_noise = s->privacy == JOB_PRIVACY_NOISE ? s->noise_multiplier : 0;
         c->ppsgd_ratio = s->ratio;
+        c->ppsgd_mode = (unsigned)s->ppsgd_mode;
         c->altmin_rank = (size_t)s->altmin_rank;
         c->altmin_spectral = s->altmin_spectral;
     }

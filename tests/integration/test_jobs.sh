@@ -155,6 +155,13 @@ expect_status 200 GET /v1/silos/3
 expect_json .n_charges 20
 expect_status 400 POST /v1/jobs '{'"$PPS"',"ratio":-1}'
 expect_json .error.field ratio
+# Alg. 2 of the paper (ppsgd_mode 2: minibatch sums, the sample-weighted objective) runs; Alg. 1
+# refuses a sampled job, naming the field
+expect_status 202 POST /v1/jobs '{'"$PPS"',"ratio":0.5,"ppsgd_mode":2}'
+J2=$(printf '%s' "$BODY" | jq -r .id)
+poll_status "$J2" succeeded 60 || fail "ppsgd mode-2 job $J2 did not succeed"
+expect_status 400 POST /v1/jobs '{'"$PPS"',"ppsgd_mode":1}'
+expect_json .error.field privacy.client_rate
 
 # ---- fedhdp (issue 13, Aldaghri, Mahdavifar & Beirami Alg. 2): privacy groups with their own
 # noise. s0 opted out of DP (its ledger silo keeps no budget): no noise on its group, never

@@ -988,6 +988,134 @@ static void ppsgd_steps_theta_unclipped_and_releases_the_clipped_mean(void **sta
     fed_free(&f);
 }
 
+static void ppsgd_mode2_sums_minibatches_and_divides_by_q_m(void **state)
+{
+    (void)state;
+    /* One round of Bietti et al. 2022, Alg. 2 by hand: two silos of 3 and 7 training rows with a
+     * batch of 100, so m_1 = 3, m_2 = 7 (every row) and M = 10; q = 1, no noise, a clip that binds
+     * on the larger SUM. g_k is the gradient SUM at 0; theta_k = -(eta/(qM)) g_k with Alg. 3's
+     * eta/(qN) = eta_theta, i.e. -eta_theta (K/M) g_k; w = -eta_w (1/(qM)) sum_k clip_C(g_k). */
+    fl_federation f;
+    const size_t ntr[2] = {3, 7}, nte[2] = {2, 2};
+    fed_make(&f, 2, ntr, nte, 1.0, 34);
+    fl_job_cfg c = ppsgd_cfg(0.5); /* eta_w = 0.5 lr, eta_theta = lr */
+    c.rounds = 1;
+    c.batch_size = 100;
+    c.ppsgd_mode = 2;
+    fl_ws *ws = fl_ws_alloc(&c.model, 64, &(dp_err){0});
+    assert_non_null(ws);
+    float zero[P] = {0}, g[2][P];
+    double norm[2];
+    for (size_t k = 0; k < 2; k++) {
+        const fl_silo_data *sd = &f.silo[k];
+        fl_model_grad_sum(&c.model, zero, sd->x_train, sd->y_train, sd->n_train, ws, g[k]);
+        double sq = 0;
+        for (size_t j = 0; j < P; j++)
+            sq += (double)g[k][j] * (double)g[k][j];
+        norm[k] = sqrt(sq);
+    }
+    /* a clip between the two sums' norms: binds on one, not on the other */
+    double lo = norm[0] < norm[1] ? norm[0] : norm[1], hi = norm[0] < norm[1] ? norm[1] : norm[0];
+    assert_true(lo < hi);
+    c.update_clip = 0.5 * (lo + hi);
+    fl_state s;
+    dp_err err = {0};
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_OK);
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+    const double big_m = 10.0;
+    double want_w[P] = {0};
+    for (size_t k = 0; k < 2; k++) {
+        double scale = norm[k] > c.update_clip ? c.update_clip / norm[k] : 1.0;
+        for (size_t j = 0; j < P; j++) {
+            assert_close((double)s.extra[k * P + j], -c.lr * 2.0 / big_m * (double)g[k][j], 1e-6,
+                         1e-6);
+            want_w[j] -= 0.5 * c.lr * scale * (double)g[k][j] / big_m;
+        }
+    }
+    for (size_t j = 0; j < P; j++) {
+        assert_close((double)s.global[j], want_w[j], 1e-6, 1e-6);
+        /* the personal model is w + theta_k */
+        assert_true(s.personal[P + j] == (float)(s.global[j] + s.extra[P + j]));
+    }
+    fl_state_free(&s);
+    /* mode 3 on the same case differs (means, divided by qN): the mode is read */
+    c.ppsgd_mode = 3;
+    assert_int_equal(fl_state_init(&c, &f, &s, &err), DP_OK);
+    run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
+    assert_close((double)s.extra[0], -c.lr * (double)g[0][0] / 3.0, 1e-6, 1e-6);
+    fl_state_free(&s);
+    fl_ws_free(ws);
+    fed_free(&f);
+}
+
+static void ppsgd_mode1_is_mode3_with_every_user_and_one_sample(void **state)
+{
+    (void)state;
+    /* Bietti et al. 2022: Alg. 1 is Alg. 3 with q = 1 and m = 1. Same bits over noisy rounds. */
+    fl_federation f;
+    fed_make(&f, 3, N_TRAIN3, N_TEST3, 1.0, 35);
+    fl_job_cfg c = private_cfg("ppsgd");
+    c.client_rate = 1.0;
+    c.batch_size = 1;
+    fl_state s1, s3;
+    dp_err err = {0};
+    c.ppsgd_mode = 1;
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_OK);
+    assert_int_equal(fl_state_init(&c, &f, &s1, &err), DP_OK);
+    run_rounds(&c, &f, &s1, c.rounds, NULL, 2, NULL);
+    c.ppsgd_mode = 3;
+    assert_int_equal(fl_state_init(&c, &f, &s3, &err), DP_OK);
+    run_rounds(&c, &f, &s3, c.rounds, NULL, 2, NULL);
+    assert_memory_equal(s1.global, s3.global, P * sizeof(float));
+    assert_memory_equal(s1.extra, s3.extra, 3 * P * sizeof(float));
+    assert_memory_equal(s1.personal, s3.personal, 3 * P * sizeof(float));
+    double moved = 0;
+    for (size_t j = 0; j < P; j++)
+        moved += fabs((double)s1.global[j]);
+    assert_true(moved > 0); /* w moved: the comparison is not of two untouched states */
+    fl_state_free(&s1);
+    fl_state_free(&s3);
+    /* Alg. 1 refuses sampling and minibatches, naming the field; and modes outside 1..3 */
+    c.ppsgd_mode = 1;
+    c.client_rate = 0.5;
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "client_rate");
+    c.client_rate = 1.0;
+    c.batch_size = 2;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "batch_size");
+    c.ppsgd_mode = 4;
+    dp_err_clear(&err);
+    assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
+    assert_string_equal(err.field, "ppsgd_mode");
+    fed_free(&f);
+}
+
+static void ppsgd_modes_charge_the_same_epsilon(void **state)
+{
+    (void)state;
+    /* Every mode releases one Poisson-subsampled Gaussian sum of clip_C contributions with noise
+     * z C: an Alg. 2 job is charged what an Alg. 3 job is at the same z, q, T. */
+    fl_accountant acct = {.delta = 1e-5, .conv = ACCT_CONV_OPTIMAL};
+    double eps[2];
+    for (unsigned mode = 2; mode <= 3; mode++) {
+        fl_job_cfg c = private_cfg("ppsgd");
+        c.ppsgd_mode = mode;
+        fl_silo_plan plan;
+        acct_event *ev = NULL;
+        dp_err err = {0};
+        assert_int_equal(fl_plan_silo(&c, 0, 20, &plan, &ev, &err), DP_OK);
+        assert_true(plan.is_private && !plan.record_level);
+        assert_non_null(ev);
+        assert_int_equal(fl_plan_epsilon(ev, c.rounds, &acct, &eps[mode - 2], &err), DP_OK);
+        acct_event_free(ev);
+    }
+    assert_true(eps[0] > 0 && isfinite(eps[0]));
+    assert_true(eps[0] == eps[1]);
+}
+
 static void dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate(void **state)
 {
     (void)state;
@@ -2125,6 +2253,9 @@ int main(void)
         cmocka_unit_test(ppsgd_converges_to_the_minimal_norm_split),
         cmocka_unit_test(ppsgd_ends_keep_their_invariants),
         cmocka_unit_test(ppsgd_steps_theta_unclipped_and_releases_the_clipped_mean),
+        cmocka_unit_test(ppsgd_mode2_sums_minibatches_and_divides_by_q_m),
+        cmocka_unit_test(ppsgd_mode1_is_mode3_with_every_user_and_one_sample),
+        cmocka_unit_test(ppsgd_modes_charge_the_same_epsilon),
         cmocka_unit_test(fedhdp_with_one_group_releases_dp_fedavgs_global_model_bit_for_bit),
         cmocka_unit_test(fedhdp_noises_each_group_mean_with_its_own_z_and_weights_it_by_r),
         cmocka_unit_test(fedhdp_charges_each_silo_its_groups_event_and_opted_out_silos_nothing),

@@ -238,6 +238,37 @@ static void ppsgd_reads_its_ratio(void **state)
     expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"ratio\":1}", "ratio");
 }
 
+#define PPSGD1_HEAD                                                                                \
+    "{\"algorithm\":\"ppsgd\",\"dataset\":1,\"model\":{\"type\":\"linear\"},\"rounds\":5,"         \
+    "\"batch_size\":1,\"lr\":0.1,"
+
+static void ppsgd_reads_its_mode(void **state)
+{
+    (void)state;
+    job_spec s;
+    dp_err e;
+    assert_int_equal(parse(PPSGD_HEAD PPSGD_PRIV "}", &s, &e), DP_OK);
+    assert_int_equal(s.ppsgd_mode, 3); /* the default: Alg. 3 */
+    job_spec_clear(&s);
+    assert_int_equal(parse(PPSGD_HEAD "\"ppsgd_mode\":2," PPSGD_PRIV "}", &s, &e), DP_OK);
+    assert_int_equal(s.ppsgd_mode, 2);
+    job_spec_clear(&s);
+    /* Alg. 1: every user (client_rate 1, the default) and one sample each (batch_size 1) */
+    assert_int_equal(parse(PPSGD1_HEAD "\"ppsgd_mode\":1," PPSGD_PRIV "}", &s, &e), DP_OK);
+    assert_int_equal(s.ppsgd_mode, 1);
+    job_spec_clear(&s);
+    expect_field(PPSGD_HEAD "\"ppsgd_mode\":1," PPSGD_PRIV "}", "batch_size");
+    expect_field(PPSGD1_HEAD "\"ppsgd_mode\":1,\"privacy\":{\"noise_multiplier\":1,\"delta\":1e-5,"
+                             "\"clip\":1,\"client_rate\":0.5}}",
+                 "privacy.client_rate");
+    expect_field(PPSGD_HEAD "\"ppsgd_mode\":0," PPSGD_PRIV "}", "ppsgd_mode");
+    expect_field(PPSGD_HEAD "\"ppsgd_mode\":4," PPSGD_PRIV "}", "ppsgd_mode");
+    expect_field(PPSGD_HEAD "\"ppsgd_mode\":2.5," PPSGD_PRIV "}", "ppsgd_mode");
+    expect_field(PPSGD_HEAD "\"ppsgd_mode\":\"2\"," PPSGD_PRIV "}", "ppsgd_mode");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"ppsgd_mode\":2}",
+                 "ppsgd_mode");
+}
+
 #define HDP_HEAD                                                                                   \
     "{\"algorithm\":\"fedhdp\",\"dataset\":1,\"model\":{\"type\":\"linear\"},\"rounds\":5,"        \
     "\"batch_size\":10,\"lr\":0.1,\"lambda\":0.2,"
@@ -453,6 +484,7 @@ int main(void)
         cmocka_unit_test(defaults_and_generators),
         cmocka_unit_test(refusals_name_the_field),
         cmocka_unit_test(ppsgd_reads_its_ratio),
+        cmocka_unit_test(ppsgd_reads_its_mode),
         cmocka_unit_test(fedhdp_reads_its_groups),
         cmocka_unit_test(altmin_reads_its_block_and_refuses_what_does_not_apply),
         cmocka_unit_test(adaped_reads_its_block),
