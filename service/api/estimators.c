@@ -1842,10 +1842,15 @@ static json_t *beta_prior_json(const eb_beta_prior *p, const char *source)
     json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:s}", "alpha", json_util_real(p->alpha), "beta",
                           json_util_real(p->beta), "mean", json_util_real(p->mu), "concentration",
                           json_util_real(p->s), "source", source);
-    if (o != NULL && isinf(p->s))
+    /* out of memory for the reason: no prior at all (the caller answers 503), never one without
+     * the reason that explains its infinite concentration */
+    if (o != NULL && isinf(p->s) &&
         json_object_set_new(o, "reason",
                             json_string("alpha + beta is unbounded: the data show no heterogeneity "
-                                        "beyond binomial noise (full pooling)"));
+                                        "beyond binomial noise (full pooling)")) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
     return o;
 }
 
