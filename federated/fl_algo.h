@@ -255,6 +255,10 @@ double fl_hdp_clip(const fl_job_cfg *cfg, const fl_state *s);
 
 /* adaped, dp_adaped: psi^t, the psi the next round broadcasts (psi_init before the first). */
 double fl_adaped_psi(const fl_job_cfg *cfg, const fl_state *s);
+/* The synthetic softmax setting of AdaPeD's RT10 (Ozkara, Acharya et al., §4): 10 silos of 10-30
+ * rows, 10 features, 4 classes, heterogeneity tau 1, noise 0.2; shared by its reproduction, its
+ * unit test and bench/jobs. */
+fl_synth_spec fl_adaped_rt10_spec(uint64_t seed);
 /* Initial state: round 0, every model fl_model_init(model, dp_rng_derive(seed, FL_SEED_INIT))
  * (all personal models share the global initialisation, Liu et al. 2022 App. C), none stopped. */
 int fl_state_init(const fl_job_cfg *cfg, const fl_federation *f, fl_state *out, dp_err *err);

@@ -50,6 +50,18 @@
 #include "common/dp_alloc.h"
 #include "common/dp_rng.h"
 
+fl_synth_spec fl_adaped_rt10_spec(uint64_t seed)
+{
+    return (fl_synth_spec){.silos = 10,
+                           .dim = 10,
+                           .n_min = 10,
+                           .n_max = 30,
+                           .tau = 1.0,
+                           .noise = 0.2,
+                           .classes = 4,
+                           .seed = seed};
+}
+
 static size_t adaped_extra(const fl_job_cfg *cfg, size_t n_silos, size_t n_params)
 {
     (void)cfg;

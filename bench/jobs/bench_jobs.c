@@ -311,14 +311,7 @@ static int ctx_open(bench_ctx *x, dp_err *e)
         x->hdp_group[k] = k < FEDHDP_OPTED_OUT ? 1 : 0;
     x->hdp_groups[0] = (fl_hdp_group_cfg){false, 1.0, 0.1, 0.1};
     x->hdp_groups[1] = (fl_hdp_group_cfg){true, 0.0, 1.0, 0.1};
-    fl_synth_spec as = {.silos = 10,
-                        .dim = 10,
-                        .n_min = 10,
-                        .n_max = 30,
-                        .tau = 1.0,
-                        .noise = 0.2,
-                        .classes = 4,
-                        .seed = ADAPED_SEED};
+    fl_synth_spec as = fl_adaped_rt10_spec(ADAPED_SEED);
     if ((rc = synth_federate(&as, 0.5, true, &x->adaped, e)) != DP_OK)
         return rc;
     x->have_adaped = true;

@@ -26,14 +26,7 @@ int part_adaped(int threads);
 
 static int make_fed(fl_federation *f, uint64_t seed, dp_err *err)
 {
-    fl_synth_spec sp = {.silos = 10,
-                        .dim = 10,
-                        .n_min = 10,
-                        .n_max = 30,
-                        .tau = 1.0,
-                        .noise = 0.2,
-                        .classes = 4,
-                        .seed = seed};
+    fl_synth_spec sp = fl_adaped_rt10_spec(seed);
     fl_dataset ds = {0};
     int rc = fl_synth_generate(&sp, &ds, err);
     uint32_t *assign = rc == DP_OK ? dp_calloc(ds.n, sizeof(uint32_t)) : NULL;

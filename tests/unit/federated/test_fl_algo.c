@@ -1846,14 +1846,7 @@ static void dp_adaped_charges_dp_fedavgs_event_and_reports_thm5(void **state)
  * noise entering the global model keeps psi above the non-private value. */
 static void rt10_fed(fl_federation *f, uint64_t seed)
 {
-    fl_synth_spec sp = {.silos = 10,
-                        .dim = 10,
-                        .n_min = 10,
-                        .n_max = 30,
-                        .tau = 1.0,
-                        .noise = 0.2,
-                        .classes = 4,
-                        .seed = seed};
+    fl_synth_spec sp = fl_adaped_rt10_spec(seed);
     fl_dataset ds = {0};
     dp_err err = {0};
     assert_int_equal(fl_synth_generate(&sp, &ds, &err), DP_OK);
