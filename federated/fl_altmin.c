@@ -378,6 +378,7 @@ static void sym_noise(double *a, size_t n, double std, gsl_rng *r)
 int fl_altmin_ustep(double *a, double *b, size_t d, size_t k, double noise_a, double noise_b,
                     uint64_t rng_seed, double *u, bool *kept, dp_err *err)
 {
+    fl_blas_single_thread(); /* GSL's linear algebra calls OpenBLAS */
     size_t n = d * k;
     *kept = false;
     gsl_rng *r = dp_rng_alloc(rng_seed, DP_RNG_STREAM_FL_DP_NOISE, err);
@@ -446,6 +447,7 @@ typedef struct eig_pair {
 int fl_altmin_init_finish(double *mm, size_t d, size_t k, double noise, uint64_t rng_seed,
                           double *u, dp_err *err)
 {
+    fl_blas_single_thread(); /* GSL's linear algebra calls OpenBLAS */
     gsl_rng *r = dp_rng_alloc(rng_seed, DP_RNG_STREAM_FL_DP_NOISE, err);
     gsl_eigen_symmv_workspace *ws = gsl_eigen_symmv_alloc(d);
     gsl_vector *eval = gsl_vector_alloc(d);
@@ -718,6 +720,7 @@ int fl_lowrank_local_mse(const fl_lowrank *g, double *mse, dp_err *err)
 int fl_lowrank_single_mse(const fl_lowrank *g, double eta, double zeta, double sigma, bool replace,
                           uint64_t seed, double *mse, dp_err *err)
 {
+    fl_blas_single_thread(); /* GSL's linear algebra calls OpenBLAS */
     size_t d = g->spec.d, m = g->spec.m, n = g->spec.users;
     if (!(isfinite(eta) && eta >= 0 && isfinite(zeta) && zeta >= 0 && isfinite(sigma) &&
           sigma >= 0))

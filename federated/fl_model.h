@@ -74,6 +74,11 @@ void fl_model_init(const fl_model_spec *m, uint64_t seed, float *w);
  * NULL with err: DP_EINVAL (model fields, "max_rows"), DP_ETOOBIG (rows x widths above
  * FL_MAX_WS_FLOATS), DP_ENOMEM. The first call pins OpenBLAS to one thread for the whole process
  * (openblas_set_num_threads(1), once): results then do not depend on BLAS's threading. */
+/* Pins OpenBLAS to one thread, once per process (pthread_once). Called by fl_ws_alloc and by every
+ * entry point of fl_altmin.c that reaches GSL's linear algebra (which calls OpenBLAS): results do
+ * not depend on BLAS's threading, and no BLAS thread touches memory the caller later reuses. */
+void fl_blas_single_thread(void);
+
 typedef struct fl_ws fl_ws;
 fl_ws *fl_ws_alloc(const fl_model_spec *m, size_t max_rows, dp_err *err);
 void fl_ws_free(fl_ws *ws);

@@ -151,9 +151,6 @@ double fl_model_chunk_grad_rows(fl_ws *ws, const float *w, const float *x, const
                                 const float *inv_s, const size_t *idx, size_t n, double clip,
                                 float *g);
 
-/* Pins the BLAS to one thread, once per process (pthread_once). */
-void fl_blas_single_thread(void);
-
 /* fl_gauss_fill's normals come in blocks of FL_ZIG_BLOCK (fl_noise.c), computed by one of these
  * paths; all give the same bits. */
 #define FL_ZIG_BLOCK 16
