@@ -287,8 +287,10 @@ check "adaped: psi moved from psi_init in the first round" test "$(printf '%s' "
 expect_status 201 POST /v1/silos '{"name":"g-adaped","budget":{"epsilon":10,"delta":1e-3}}'
 SG=$(printf '%s' "$BODY" | jq -r .id)
 DAP='"algorithm":"dp_adaped",'"$SPEC"',"rounds":8,"privacy":{"target_epsilon":2,"delta":1e-3,"clip":1,"client_rate":0.5}'
-expect_status 202 POST /v1/jobs '{'"$DAP"',"adaped":{"tau":3,"clip_psi":0.5},"silos":{"s2":'"$SG"'}}'
+# Alg. 7: unsampled silos keep training (at most 3 rounds in a row), which costs nothing more.
+expect_status 202 POST /v1/jobs '{'"$DAP"',"adaped":{"tau":3,"clip_psi":0.5,"unsampled_rounds":3},"silos":{"s2":'"$SG"'}}'
 JDP=$(printf '%s' "$BODY" | jq -r .id)
+expect_json .plan.adaped.unsampled_rounds 3
 expect_json .plan.privacy_unit silo
 expect_json '.plan.silos[2] | .epsilon <= 2 and .epsilon > 1.99 and .q == 0.5' true
 expect_json '.plan | (.adaped.step_noise_multiplier - .server_noise * (6 | sqrt) | fabs) < 1e-12 * .server_noise' true
@@ -307,6 +309,8 @@ expect_status 400 POST /v1/jobs '{"algorithm":"adaped",'"$SPEC"',"rounds":1,"pri
 expect_json .error.field privacy
 expect_status 400 POST /v1/jobs '{"algorithm":"adaped",'"$SPEC"',"rounds":1,"adaped":{"tau":0}}'
 expect_json .error.field adaped.tau
+expect_status 400 POST /v1/jobs '{"algorithm":"adaped",'"$SPEC"',"rounds":1,"adaped":{"unsampled_rounds":-1}}'
+expect_json .error.field adaped.unsampled_rounds
 expect_status 400 POST /v1/jobs '{"algorithm":"adaped",'"$SPEC"',"rounds":1,"adaped":{"psi_init":0.2}}'
 expect_json .error.field adaped.psi_init
 expect_status 400 POST /v1/jobs '{"algorithm":"adaped",'"$SPEC"',"rounds":1,"adaped":{"clip_psi":1}}'
@@ -353,7 +357,10 @@ for s in range(6):
         print("s%d,%.5f,%.5f,%.5f" % (s, a, b, a - b + 0.3 * s + random.gauss(0, 0.2)))' >"$T/big.csv"
 expect_status 201 POST '/v1/datasets?label=y&silo=site' "@$T/big.csv" text/csv
 DS2=$(printf '%s' "$BODY" | jq -r .id)
-LONG='{"algorithm":"mrmtl","lambda":0.5,"dataset":'$DS2',"model":{"type":"linear"},"rounds":400,"batch_size":8,"lr":0.02,"seed":5,"privacy":{"noise_multiplier":1.1,"delta":1e-4,"clip":1}}'
+# 1,200 rounds (a few seconds): long enough that the job is still running when this script's
+# kill -9 or SIGTERM comes, even if the script stalls for a second or two between its polls on a
+# loaded machine (at 400 rounds it once finished in such a gap).
+LONG='{"algorithm":"mrmtl","lambda":0.5,"dataset":'$DS2',"model":{"type":"linear"},"rounds":1200,"batch_size":8,"lr":0.02,"seed":5,"privacy":{"noise_multiplier":1.1,"delta":1e-4,"clip":1}}'
 expect_status 202 POST /v1/jobs "$LONG"
 JK=$(printf '%s' "$BODY" | jq -r .id)
 for _ in $(seq 1 200); do
@@ -364,12 +371,14 @@ done
 kill -9 "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null
 DAEMON_PID=""
-check "the job was killed mid-run" test "$DONE" -ge 5 -a "$DONE" -lt 400
+check "the job was killed mid-run" test "$DONE" -ge 5 -a "$DONE" -lt 1200
 check "it was left running in the database" test "$(sqlite3 "$T/db" "SELECT status FROM jobs WHERE id = $JK")" = running
 start_daemon --threads 2 || exit 1
 poll_status "$JK" succeeded 120 || fail "job $JK did not resume to success"
 expect_status 200 GET "/v1/jobs/$JK/metrics?limit=1000"
-expect_json '.rounds | map(.round) | . == [range(1; 401)]' true
+expect_json '.rounds | map(.round) | . == [range(1; 1001)]' true
+expect_status 200 GET "/v1/jobs/$JK/metrics?after=1000&limit=1000"
+expect_json '.rounds | map(.round) | . == [range(1001; 1201)]' true
 curl -s -H "Authorization: Bearer $ADMIN" "$URL/v1/jobs/$JK/model" | jq -c .params >"$T/resumed.json"
 expect_status 202 POST /v1/jobs "$LONG"
 JU=$(printf '%s' "$BODY" | jq -r .id)
