@@ -502,6 +502,8 @@ static void eval_silo(const round_job *j, size_t k, fl_ws *ws)
     eval_rows(m, s->global, sd->x_test, sd->y_test, sd->n_test, d, r, ws, &j->ev_global[k].test);
 }
 
+/* Silo k's update (take[k]) or, when the algorithm has one, its idle update (trainable, not
+ * taken). */
 static int update_silo(const round_job *j, size_t k, fl_ws *ws, float *scratch, dp_err *err)
 {
     fl_state *s = j->state;
@@ -527,6 +529,8 @@ static int update_silo(const round_job *j, size_t k, fl_ws *ws, float *scratch, 
         .fed = j->fed,
         .trainable = j->trainable,
     };
+    if (!j->take[k])
+        return j->algo->idle_update(&c, err);
     return j->algo->silo_update(&c, &j->loss[k], err);
 }
 
@@ -544,7 +548,7 @@ static int work_silos(worker *wk)
     for (size_t k = wk->index; k < k_n && rc == DP_OK; k += j->n_threads) {
         if (j->evaluate)
             eval_silo(j, k, ws);
-        else if (j->take[k])
+        else if (j->take[k] || (j->trainable[k] && j->algo->idle_update != NULL))
             rc = update_silo(j, k, ws, scratch, &wk->err);
     }
     dp_free(scratch);

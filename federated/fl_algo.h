@@ -183,6 +183,9 @@ typedef struct fl_job_cfg {
     double ap_lr_mu;     /* eta_2 > 0: the local copy of the global model's step */
     double ap_lr_psi;    /* eta_3 >= 0: psi's step (0 keeps psi at psi_init) */
     double ap_kd_psi;    /* c > 0: k = 1/(2 psi) - c f_KD / (2 psi^2) (Eq. 11: 1; App. K.1: 5) */
+    /* Alg. 7 (App. H.2): an unsampled silo takes tau theta steps toward the mu, psi it last
+     * received, for at most this many consecutive unsampled rounds; 0 = it idles (Alg. 2) */
+    uint64_t ap_unsampled_rounds;
     /* dp_adaped (Sec. 3.3): update_clip is C_1 (the mu gradient's clip), server_noise the
      * multiplier z of the round event poisson(client_rate, gaussian(z)) every silo is charged;
      * each of the 2 tau clipped gradients of a round gets the per-step multiplier

@@ -9,7 +9,8 @@
  * prior's variance. Round t (one synchronisation, tau local steps):
  *   1. The server samples each trainable silo with probability client_rate (Poisson sampling, the
  *      paper's K^t of expected size K = q m; fl_select_poisson) and sends mu^t and psi^t; a sampled
- *      silo sets mu_i = mu^t, psi_i = psi^t (unsampled silos idle, as in Alg. 2).
+ *      silo sets mu_i = mu^t, psi_i = psi^t. Unsampled silos idle, as in Alg. 2, unless
+ *      adaped.unsampled_rounds > 0: then, as in Alg. 7, they take theta steps (adaped_idle).
  *   2. tau times, in this order (Alg. 2's Gauss-Seidel updates, each on the latest values):
  *        g   = grad f_i(theta) + grad_theta f_KD(theta, mu_i) / (2 psi_i);  theta -= eta_1 g
  *        h   = grad_mu f_KD(theta, mu_i) / (2 psi_i);                       mu_i  -= eta_2 h
@@ -62,11 +63,19 @@ fl_synth_spec fl_adaped_rt10_spec(uint64_t seed)
                            .seed = seed};
 }
 
+/* Silo k's row of state->extra: [psi^t as broadcast, psi_i as last uploaded] and, with Alg. 7
+ * (ap_unsampled_rounds > 0), [consecutive unsampled rounds trained, psi and mu as last received
+ * (n_params floats); psi 0 = never sampled yet]. */
+enum { X_PSI_BCAST, X_PSI_UP, X_IDLE, X_PSI_RECV, X_MU_RECV };
+
+static size_t row_floats(const fl_job_cfg *cfg, size_t n_params)
+{
+    return cfg->ap_unsampled_rounds > 0 ? X_MU_RECV + n_params : 2;
+}
+
 static size_t adaped_extra(const fl_job_cfg *cfg, size_t n_silos, size_t n_params)
 {
-    (void)cfg;
-    (void)n_params;
-    return 2 * n_silos;
+    return n_silos * row_floats(cfg, n_params);
 }
 
 static bool dp_variant(const fl_job_cfg *cfg)
@@ -119,6 +128,10 @@ static int adaped_check(const fl_job_cfg *cfg, dp_err *err)
                         "adaped.lr_psi must be finite and >= 0 (got %g)", cfg->ap_lr_psi);
     if (rc == DP_OK)
         rc = positive(cfg->ap_kd_psi, "adaped.kd_psi", err);
+    if (rc == DP_OK && cfg->ap_unsampled_rounds > FL_MAX_ROUNDS)
+        rc = dp_err_set(err, DP_EINVAL, "adaped.unsampled_rounds",
+                        "adaped.unsampled_rounds must be in 0..%d (got %llu)", FL_MAX_ROUNDS,
+                        (unsigned long long)cfg->ap_unsampled_rounds);
     if (rc != DP_OK || !dp_variant(cfg))
         return rc;
     rc = fl_check_client_level(cfg, err);
@@ -140,7 +153,13 @@ static int adaped_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
     float *gkd = g + p, *noise = gkd + p;
     float *mu = c->scratch, *theta = c->personal;
     memcpy(mu, c->global, p * sizeof(float));
-    double psi = c->own_extra[0] > 0 ? (double)c->own_extra[0] : cfg->ap_psi_init;
+    double psi =
+        c->own_extra[X_PSI_BCAST] > 0 ? (double)c->own_extra[X_PSI_BCAST] : cfg->ap_psi_init;
+    if (cfg->ap_unsampled_rounds > 0) { /* Alg. 7: what an unsampled round trains toward */
+        c->own_extra[X_IDLE] = 0.0f;
+        c->own_extra[X_PSI_RECV] = (float)psi;
+        memcpy(c->own_extra + X_MU_RECV, c->global, p * sizeof(float));
+    }
     uint64_t s_seed, n_seed;
     fl_silo_seeds(cfg->seed, c->silo, c->round, FL_SEED_PHASE_MAIN, &s_seed, &n_seed);
     double inv_n = 1.0 / (double)n, loss = 0.0, kd = 0.0;
@@ -188,19 +207,54 @@ static int adaped_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
         return rc;
     *train_loss = loss * inv_n; /* f_i at the last step's starting point */
     fl_vec_sub(c->upload, mu, c->global, p);
-    c->own_extra[1] = (float)psi;
+    c->own_extra[X_PSI_UP] = (float)psi;
     return DP_OK;
+}
+
+/* Alg. 7 (App. H.2): a trainable silo the server did not sample takes tau steps on theta alone,
+ *   theta -= eta_1 (grad f_i(theta) + grad_theta f_KD(theta, mu_i') / (2 psi_i'))
+ * toward the mu_i', psi_i' it last received, for at most ap_unsampled_rounds consecutive
+ * unsampled rounds (the cap App. H.2 suggests). A silo never sampled yet has received nothing and
+ * idles. Nothing leaves the silo and theta is never released, so this costs no privacy: the round
+ * event is the same either way. */
+static int adaped_idle(const fl_silo_ctx *c, dp_err *err)
+{
+    const fl_job_cfg *cfg = c->cfg;
+    float *x = c->own_extra;
+    if (cfg->ap_unsampled_rounds == 0 || !(x[X_PSI_RECV] > 0) ||
+        (double)x[X_IDLE] >= (double)cfg->ap_unsampled_rounds)
+        return DP_OK;
+    const fl_silo_data *sd = c->data;
+    size_t p = c->n_params, n = sd->n_train;
+    float *g = dp_malloc(2 * p * sizeof(float));
+    if (g == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    float *gkd = g + p, *theta = c->personal;
+    const float *mu = x + X_MU_RECV;
+    double inv_n = 1.0 / (double)n, w_kd = inv_n / (2.0 * (double)x[X_PSI_RECV]), kd;
+    int rc = DP_OK;
+    for (uint64_t s = 0; s < cfg->ap_tau && rc == DP_OK; s++) {
+        (void)fl_model_grad_sum(c->model, theta, sd->x_train, sd->y_train, n, c->ws, g);
+        rc = fl_model_kd(c->model, theta, mu, sd->x_train, n, &kd, gkd, NULL, err);
+        for (size_t j = 0; j < p && rc == DP_OK; j++)
+            theta[j] = (float)((double)theta[j] -
+                               cfg->lr * ((double)g[j] * inv_n + (double)gkd[j] * w_kd));
+    }
+    dp_free(g);
+    if (rc == DP_OK)
+        x[X_IDLE] += 1.0f;
+    return rc;
 }
 
 static int adaped_aggregate(const fl_server_ctx *c, dp_err *err)
 {
     fl_state *s = c->state;
-    size_t p = s->n_params, n_took = 0;
+    size_t p = s->n_params, n_took = 0, w = row_floats(c->cfg, p);
     double psi = 0.0;
     for (size_t k = 0; k < s->n_silos; k++)
         if (c->took_part[k]) {
             n_took++;
-            psi += (double)s->extra[2 * k + 1];
+            psi += (double)s->extra[w * k + X_PSI_UP];
         }
     if (n_took == 0)
         return DP_OK;
@@ -216,7 +270,7 @@ static int adaped_aggregate(const fl_server_ctx *c, dp_err *err)
     dp_free(acc);
     float next = (float)(psi / (double)n_took);
     for (size_t k = 0; k < s->n_silos; k++)
-        s->extra[2 * k] = next;
+        s->extra[w * k + X_PSI_BCAST] = next;
     return DP_OK;
 }
 
@@ -243,6 +297,7 @@ const fl_algo_ops fl_algo_adaped_ops = {
     .check = adaped_check,
     .select = fl_select_poisson,
     .silo_update = adaped_update,
+    .idle_update = adaped_idle,
     .aggregate = adaped_aggregate,
     .releases = adaped_never, /* non-private: no event, nothing charged */
 };
@@ -257,5 +312,6 @@ const fl_algo_ops fl_algo_dpadaped_ops = {
     .check = adaped_check,
     .select = fl_select_poisson,
     .silo_update = adaped_update,
+    .idle_update = adaped_idle,
     .aggregate = adaped_aggregate,
 };

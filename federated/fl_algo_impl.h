@@ -9,6 +9,7 @@
  *   2. silo_update (worker threads, one call per participating silo, any order, any thread):
  *      reads the start-of-round global model, updates ONLY its own personal row and writes its
  *      upload (n_params floats) and its loss; it must depend on nothing but its arguments.
+ *      idle_update (optional), likewise, for the trainable silos select left out.
  *   3. aggregate (main thread): reads the uploads of the participants in silo order and updates
  *      the global model (and state->personal rows it broadcasts to, state->extra).
  * Privacy: steps_factor is the number of local-epoch blocks a silo runs per round (ditto: 2), the
@@ -73,6 +74,10 @@ typedef struct fl_algo_ops {
     int (*select)(const fl_job_cfg *cfg, uint64_t round, size_t n_silos, const bool *trainable,
                   bool *take, dp_err *err);
     int (*silo_update)(const fl_silo_ctx *c, double *train_loss, dp_err *err);
+    /* Optional: called like silo_update (worker threads) for each trainable silo that select did
+     * not take this round; it may update only the silo's personal row and own_extra, and its
+     * upload is never read (AdaPeD's Alg. 7: unsampled silos keep training). NULL = they idle. */
+    int (*idle_update)(const fl_silo_ctx *c, dp_err *err);
     int (*aggregate)(const fl_server_ctx *c, dp_err *err);
     /* Client-level algorithms: false when cfg releases nothing (ppsgd with ratio 0), so that the
      * plan has no event and the calibration answers 0; NULL = always releases. */

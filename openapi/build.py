@@ -474,7 +474,11 @@ SCHEMAS["JobSpec"] = obj({
                    "lr_psi": num(minimum=0), "kd_psi": num(exclusiveMinimum=0),
                    "clip_psi": num(exclusiveMinimum=0, description="dp_adaped only"),
                    "client_rate": num(exclusiveMinimum=0, maximum=1,
-                                      description="adaped only (dp_adaped: privacy.client_rate)")},
+                                      description="adaped only (dp_adaped: privacy.client_rate)"),
+                   "unsampled_rounds": integer(
+                       minimum=0, maximum=100000,
+                       description="Alg. 7: consecutive unsampled rounds a silo keeps training "
+                                   "(0: it idles, Alg. 2)")},
                   description="AdaPeD's parameters (docs/TRAINING.md \"AdaPeD and DP-AdaPeD\")"),
 }, ["algorithm", "dataset", "rounds"],
     description="A training job (docs/TRAINING.md \"The job spec\"). model, batch_size and lr "

@@ -330,8 +330,8 @@ static bool is_adaped(const job_spec *s)
 
 /* The "adaped" block (Ozkara, Acharya et al., Alg. 2; docs/TRAINING.md "adaped and dp_adaped"):
  * {"tau" (10), "psi_init" (3.5), "psi_floor" (0.5), "lr_mu" (0.1), "lr_psi" (0.05), "kd_psi" (1),
- * "clip_psi" (1, dp_adaped only)}; the defaults are the paper's App. K.1 settings. Absent: all
- * defaults. */
+ * "clip_psi" (1, dp_adaped only), "unsampled_rounds" (0: Alg. 2; > 0: Alg. 7)}; the defaults are
+ * the paper's App. K.1 settings. Absent: all defaults. */
 static int parse_adaped(const json_t *body, job_spec *s, dp_err *err)
 {
     const json_t *v = json_object_get(body, "adaped");
@@ -346,13 +346,15 @@ static int parse_adaped(const json_t *body, job_spec *s, dp_err *err)
     s->ap_lr_psi = 0.05;
     s->ap_kd_psi = 1.0;
     s->ap_clip_psi = 1.0;
+    s->ap_unsampled_rounds = 0;
     if (!dp && is)
         s->client_rate = 1.0; /* adaped has no privacy block */
     if (v == NULL || json_is_null(v))
         return DP_OK;
     reader r = {v, "adaped", err};
-    static const char *const KEYS[] = {"tau",    "psi_init", "psi_floor", "lr_mu",
-                                       "lr_psi", "kd_psi",   "clip_psi",  "client_rate"};
+    static const char *const KEYS[] = {"tau",      "psi_init",    "psi_floor",
+                                       "lr_mu",    "lr_psi",      "kd_psi",
+                                       "clip_psi", "client_rate", "unsampled_rounds"};
     int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
     if (rc == DP_OK)
         rc = integer(&r, "tau", false, 10, 1, FL_MAX_AP_TAU, &s->ap_tau);
@@ -370,6 +372,8 @@ static int parse_adaped(const json_t *body, job_spec *s, dp_err *err)
         rc = num(&r, "lr_psi", false, 0.05, 0, 1e3, &s->ap_lr_psi);
     if (rc == DP_OK)
         rc = num_pos(&r, "kd_psi", false, 1.0, 0, 1e3, &s->ap_kd_psi);
+    if (rc == DP_OK)
+        rc = integer(&r, "unsampled_rounds", false, 0, 0, JOB_MAX_ROUNDS, &s->ap_unsampled_rounds);
     if (rc == DP_OK && !dp && json_object_get(v, "clip_psi") != NULL)
         rc = dp_err_set(err, DP_EINVAL, "adaped.clip_psi",
                         "adaped.clip_psi applies to dp_adaped only (adaped clips nothing)");

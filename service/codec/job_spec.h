@@ -106,6 +106,7 @@ typedef struct job_spec {
     /* adaped, dp_adaped: the "adaped" block (fl_job_cfg's ap_* fields) */
     int64_t ap_tau;
     double ap_psi_init, ap_psi_floor, ap_lr_mu, ap_lr_psi, ap_kd_psi, ap_clip_psi;
+    int64_t ap_unsampled_rounds; /* Alg. 7; 0 = unsampled silos idle (Alg. 2) */
     /* budgets */
     job_on_budget on_budget;
     job_binding *bindings; /* n_bindings, owned */

@@ -339,6 +339,7 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
     c->ap_lr_mu = s->ap_lr_mu;
     c->ap_lr_psi = s->ap_lr_psi;
     c->ap_kd_psi = s->ap_kd_psi;
+    c->ap_unsampled_rounds = (uint64_t)s->ap_unsampled_rounds;
     c->ap_clip_psi = s->ap_clip_psi;
     if (strcmp(s->algorithm, "fedhdp") == 0) {
         c->hdp_n_groups = s->n_hdp_groups;
@@ -482,11 +483,11 @@ void job_prepared_free(job_prepared *p)
 static json_t *adaped_plan_json(const job_prepared *p)
 {
     const fl_job_cfg *c = &p->cfg;
-    json_t *o =
-        json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "tau", (json_int_t)c->ap_tau, "psi_init",
-                  json_util_real(c->ap_psi_init), "psi_floor", json_util_real(c->ap_psi_floor),
-                  "lr_mu", json_util_real(c->ap_lr_mu), "lr_psi", json_util_real(c->ap_lr_psi),
-                  "kd_psi", json_util_real(c->ap_kd_psi));
+    json_t *o = json_pack(
+        "{s:I, s:o, s:o, s:o, s:o, s:o, s:I}", "tau", (json_int_t)c->ap_tau, "psi_init",
+        json_util_real(c->ap_psi_init), "psi_floor", json_util_real(c->ap_psi_floor), "lr_mu",
+        json_util_real(c->ap_lr_mu), "lr_psi", json_util_real(c->ap_lr_psi), "kd_psi",
+        json_util_real(c->ap_kd_psi), "unsampled_rounds", (json_int_t)c->ap_unsampled_rounds);
     if (o == NULL || strcmp(c->algorithm, "dp_adaped") != 0)
         return o;
     double zs = fl_adaped_step_noise(c), rho = fl_adaped_paper_rho(c, p->fed.n_silos), eps = DP_NAN;

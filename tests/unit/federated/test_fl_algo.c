@@ -190,6 +190,8 @@ static fl_job_cfg private_cfg(const char *algo)
     }
     c.ap_tau = 3; /* adaped, dp_adaped */
     c.ap_clip_psi = 0.2;
+    if (strcmp(algo, "dp_adaped") == 0) /* Alg. 7 in the resume and threads tests */
+        c.ap_unsampled_rounds = 2;
     return c;
 }
 
@@ -213,6 +215,9 @@ static void assert_states_equal(const fl_state *a, const fl_state *b)
     assert_memory_equal(a->global, b->global, a->n_params * sizeof(float));
     assert_memory_equal(a->personal, b->personal, a->n_silos * a->n_params * sizeof(float));
     assert_memory_equal(a->stopped, b->stopped, a->n_silos * sizeof(bool));
+    assert_int_equal(a->n_extra, b->n_extra);
+    if (a->n_extra > 0)
+        assert_memory_equal(a->extra, b->extra, a->n_extra * sizeof(float));
 }
 
 /* ---- convergence ---- */
@@ -1669,6 +1674,71 @@ static void adaped_with_fixed_huge_psi_is_local_gradient_descent(void **state)
     fed_free(&f);
 }
 
+/* Alg. 7 (Ozkara, Acharya et al., App. H.2): an unsampled silo keeps training theta toward the mu,
+ * psi it last received, for at most unsampled_rounds consecutive unsampled rounds; a silo never
+ * sampled has received nothing and idles. With every silo sampled (client_rate 1) there is no
+ * unsampled round and the run is Alg. 2's, bit for bit; with unsampled_rounds 0 unsampled silos
+ * idle. Whether a silo was sampled is read from the round's metrics (active). */
+static void adaped_alg7_unsampled_silos_train_up_to_the_cap(void **state)
+{
+    (void)state;
+    enum { K = 4, T = 14 };
+    static const size_t n_tr[K] = {12, 9, 15, 10}, n_te[K] = {4, 4, 4, 4};
+    fl_federation f;
+    fed_make(&f, K, n_tr, n_te, 1.0, 77);
+    dp_err err = {0};
+    for (int all = 0; all < 2; all++) {
+        fl_job_cfg c = base_cfg("adaped");
+        c.rounds = T;
+        c.ap_tau = 2;
+        c.lr = 0.1;
+        c.client_rate = all ? 1.0 : 0.5;
+        fl_state s2, s7;
+        assert_int_equal(fl_state_init(&c, &f, &s2, &err), DP_OK);
+        fl_job_cfg c7 = c;
+        c7.ap_unsampled_rounds = 2;
+        assert_int_equal(fl_state_init(&c7, &f, &s7, &err), DP_OK);
+        bool ever[K] = {false};
+        unsigned idle[K] = {0}, trained_idle = 0, capped = 0;
+        float before[K * P];
+        for (uint64_t t = 0; t < T; t++) {
+            memcpy(before, s7.personal, sizeof before);
+            fl_round_metrics m2 = {0}, m7 = {0};
+            assert_int_equal(fl_round_run(&c, &f, &s2, NULL, 2, &m2, &err), DP_OK);
+            assert_int_equal(fl_round_run(&c7, &f, &s7, NULL, 2, &m7, &err), DP_OK);
+            for (size_t k = 0; k < K; k++) {
+                bool took = m7.silo[k].active,
+                     moved = memcmp(before + k * P, s7.personal + k * P, P * sizeof(float)) != 0;
+                assert_true(took == m2.silo[k].active); /* the same server draws */
+                if (took) {
+                    ever[k] = true;
+                    idle[k] = 0;
+                    continue;
+                }
+                bool should = ever[k] && idle[k] < 2;
+                assert_true(moved == should);
+                trained_idle += should;
+                capped += ever[k] && !should;
+                idle[k] += should;
+            }
+            fl_round_metrics_free(&m2);
+            fl_round_metrics_free(&m7);
+        }
+        if (all) { /* nothing unsampled: Alg. 7 is Alg. 2 */
+            assert_memory_equal(s2.global, s7.global, P * sizeof(float));
+            assert_memory_equal(s2.personal, s7.personal, K * P * sizeof(float));
+            assert_true(trained_idle == 0);
+        } else { /* the seed gives both cases: a trained unsampled round and a capped one */
+            assert_true(trained_idle > 0);
+            assert_true(capped > 0);
+            assert_true(memcmp(s2.personal, s7.personal, K * P * sizeof(float)) != 0);
+        }
+        fl_state_free(&s2);
+        fl_state_free(&s7);
+    }
+    fed_free(&f);
+}
+
 /* One silo, one round of tau = 1, from theta = mu = 0 (linear models start at zero), by hand:
  *   theta^1 = -eta_1 grad f(0)                  (the KD gradient vanishes at theta = mu)
  *   h = grad_mu f_KD(theta^1, 0) / (2 psi) = -mean_i v_i (x_i, 1) / (2 psi),  v_i = theta^1.(x_i,
@@ -2240,6 +2310,7 @@ int main(void)
         cmocka_unit_test(dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate),
         cmocka_unit_test(adaped_with_fixed_huge_psi_is_local_gradient_descent),
         cmocka_unit_test(adaped_one_step_follows_alg2_by_hand),
+        cmocka_unit_test(adaped_alg7_unsampled_silos_train_up_to_the_cap),
         cmocka_unit_test(dp_adaped_noises_each_clipped_step),
         cmocka_unit_test(dp_adaped_charges_dp_fedavgs_event_and_reports_thm5),
         cmocka_unit_test(rt10_adaped_beats_fedavg_and_psi_follows_the_noise),

@@ -426,15 +426,17 @@ static void adaped_reads_its_block(void **state)
     assert_close(s.ap_lr_mu, 0.1, 0, 0);
     assert_close(s.ap_lr_psi, 0.05, 0, 0);
     assert_close(s.ap_kd_psi, 1, 0, 0);
+    assert_int_equal(s.ap_unsampled_rounds, 0); /* Alg. 2: unsampled silos idle */
     assert_close(s.client_rate, 1, 0, 0);
     assert_int_equal(s.privacy, JOB_PRIVACY_NONE);
     job_spec_clear(&s);
     assert_int_equal(parse(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"tau\":3,\"psi_init\":"
                                    "4,\"psi_floor\":1,\"lr_mu\":0.2,\"lr_psi\":0,\"kd_psi\":5,"
-                                   "\"client_rate\":0.3}}",
+                                   "\"client_rate\":0.3,\"unsampled_rounds\":4}}",
                            &s, &e),
                      DP_OK);
     assert_int_equal(s.ap_tau, 3);
+    assert_int_equal(s.ap_unsampled_rounds, 4);
     assert_close(s.ap_psi_init, 4, 0, 0);
     assert_close(s.ap_psi_floor, 1, 0, 0);
     assert_close(s.ap_lr_mu, 0.2, 0, 0);
@@ -453,6 +455,10 @@ static void adaped_reads_its_block(void **state)
     expect_field(AP_HEAD "\"algorithm\":\"adaped\"," AP_PRIV "}", "privacy");
     expect_field(AP_HEAD "\"algorithm\":\"dp_adaped\"}", "privacy");
     expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"tau\":0}}", "adaped.tau");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"unsampled_rounds\":-1}}",
+                 "adaped.unsampled_rounds");
+    expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"unsampled_rounds\":100001}}",
+                 "adaped.unsampled_rounds");
     expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"tau\":1.5}}", "adaped.tau");
     expect_field(AP_HEAD "\"algorithm\":\"adaped\",\"adaped\":{\"psi_init\":0}}",
                  "adaped.psi_init");
