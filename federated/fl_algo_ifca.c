@@ -53,7 +53,8 @@
 #include "common/dp_rng.h"
 #include "federated/fl_rng.h"
 
-#define IFCA_INIT_STD 0.1 /* std of the clusters' random start around the engine's initial model */
+#define IFCA_INIT_STD 0.1 /* std of the clusters' random start around the engine's initial model   \
+                           */
 
 static size_t n_clusters(const fl_job_cfg *cfg)
 {
@@ -93,8 +94,9 @@ static size_t ifca_upload(const fl_job_cfg *cfg, size_t n_params)
 static int ifca_check(const fl_job_cfg *cfg, dp_err *err)
 {
     if (cfg->ifca_clusters < 1 || cfg->ifca_clusters > FL_MAX_IFCA_CLUSTERS)
-        return dp_err_set(err, DP_EINVAL, "ifca.clusters", "ifca.clusters must be in 1..%d (got %zu)",
-                          FL_MAX_IFCA_CLUSTERS, cfg->ifca_clusters);
+        return dp_err_set(err, DP_EINVAL, "ifca.clusters",
+                          "ifca.clusters must be in 1..%d (got %zu)", FL_MAX_IFCA_CLUSTERS,
+                          cfg->ifca_clusters);
     if (cfg->ifca_select_rounds < 1)
         return dp_err_set(err, DP_EINVAL, "ifca.select_rounds",
                           "ifca.select_rounds must be >= 1 (round 0 must choose the clusters)");
@@ -198,7 +200,7 @@ static int ifca_update(const fl_silo_ctx *c, double *train_loss, dp_err *err)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     cluster_models(cfg, c->round, c->shared_extra, p, models);
     size_t g = c->round < ifca_pick_rounds(cfg) ? select_cluster(c, models)
-                                                 : stored_cluster(cfg, c->shared_extra, p, c->silo);
+                                                : stored_cluster(cfg, c->shared_extra, p, c->silo);
     const float *wg = models + g * p;
     int rc;
     if (is_warm(cfg, c->round)) {
