@@ -53,8 +53,8 @@
 #include "common/dp_rng.h"
 #include "federated/fl_rng.h"
 
-#define IFCA_INIT_STD 0.1 /* std of the clusters' random start around the engine's initial model   \
-                           */
+/* std of the clusters' random start around the engine's initial model */
+#define IFCA_INIT_STD 0.1
 
 static size_t n_clusters(const fl_job_cfg *cfg)
 {
