@@ -378,6 +378,7 @@ typedef struct fl_silo_plan {
  *   record level: self_composed(steps_per_round, poisson(q_k, gaussian(z_k)))
  *   dp_fedavg:    poisson(client_rate, gaussian(server_noise))
  *   altmin:       self_composed(2, gaussian(server_noise)) (fl_algo_altmin.c)
+ *   ifca:         the record-level event; its selection rounds charge fl_plan_silo_select's
  * The job's total is the rounds-fold composition of it. Charging: record level, each silo that
  * trains in a round is charged the round's event (a stopped silo is no longer charged); dp_fedavg,
  * every silo still trainable in a round is charged whether the server sampled it or not (the

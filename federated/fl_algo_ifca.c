@@ -19,9 +19,9 @@
  *      ifca_loss_bound) and g*(k) = argmin_g (s_g - (2 B / eps) Gumbel_g), the report-noisy-min
  *      form of the exponential mechanism Pr[g] ~ exp(-eps s_g / (2 B)) (McSherry & Talwar 2007;
  *      the Gumbel-max trick; Liu et al., App. A "IFCA"). Clipping each record's loss to [0, B]
- *      makes the sensitivity of every s_g B under add/remove of one record (the digest's
- *      ambiguity 7: per-record rather than their clipped mean loss, which needs n_k public and
- *      gives the same B / n_k on the mean). eps = DP_INF is the exact argmin (non-private; ties
+ *      makes the sensitivity of every s_g B under add/remove of one record (Liu et al.'s code
+ *      clips the mean loss at 0.1 and takes sensitivity 0.1 for regression; clipping each
+ *      record is tighter, B / n_k on the mean). eps = DP_INF is the exact argmin (non-private; ties
  *      to the lower index). Otherwise it keeps its cluster from the previous round.
  *   2. w = w_{g*}; local_epochs blocks of DP-SGD (fl_silo_sgd, phase MAIN: the seeds of fedavg);
  *      uploads Delta_k = w - w_{g*} and g* (the upload's float P).
@@ -33,7 +33,7 @@
  * personal row w_k with DP-SGD on F_k(w) + lambda/2 ||w - w_{g(k)}||^2, the anchor its cluster's
  * start-of-round model (proximal term after clipping and noise, as mrmtl), and uploads w_k(t) -
  * w_k(t-1) (Liu et al.'s code; equal to Alg. A2 line 22's when the cluster model is its members'
- * mean, as at the switch, digest ambiguity 8); the server averages per cluster as above.
+ * mean, as at the switch); the server averages per cluster as above.
  *
  * PRIVACY. Record level, each silo its own noise multiplier (fl_algo.h). A selection reads the
  * silo's records: in the rounds t < pick_rounds = min(select_rounds, warm_rounds, rounds) (when G

@@ -8,7 +8,7 @@
  * Part 1, accounting (the paper's Vehicle silo): n = 872, B = 64 (q = 0.0734, 13 steps a round),
  * 401 rounds (their T + 1), delta = 1e-7, epsilon 0.5 and 1: the calibrated DP-SGD noise
  * multiplier with no selection, with 40 selection rounds and with 401, beside the values computed
- * from the authors' accountant (TF-Privacy's order grid; the digest's §3.3).
+ * from the authors' accountant (TF-Privacy's order grid and their step counting).
  * Part 2, utility: the Vehicle-like synthetic linear SVM of the "synth" part (fl_synth_generate,
  * K = 20, d = 50, n_k in [400, 1000], label noise 0.5, tau 0.1, 80/20 split standardised per silo;
  * T = 100, B = 64, c = 1, lr 0.01, delta 1e-5; 3 seeds), 4 clusters as the authors' Vehicle runs:
@@ -45,13 +45,13 @@ int part_ifca(int threads);
 #define IF_G      4
 #define IF_RATIO  0.03 /* selection epsilon per selection round / the target (the authors' code) */
 
-/* Part 1: the digest's calibration of the Vehicle silo (n = 872, 401 rounds, delta 1e-7). */
+/* Part 1: the calibration of the paper's Vehicle silo (n = 872, 401 rounds, delta 1e-7). */
 static int accounting(void)
 {
     static const struct {
         double eps;
         uint64_t sel;
-        const char *theirs; /* the digest's figure (selection alone: its epsilon) */
+        const char *theirs; /* the authors' accountant's figure (selections alone: their epsilon) */
     } rows[] = {{0.5, 0, "50.90"},
                 {0.5, 40, "57.16 (selections alone: eps 0.225)"},
                 {0.5, 401, "infeasible (selections alone: eps 0.735)"},

@@ -437,7 +437,7 @@ static int parse_fedhdp(const json_t *body, job_spec *s, dp_err *err)
 /* The "ifca" block (after rounds, lambda and privacy): {"clusters" (2), "select_rounds" (every
  * IFCA round), "warm_rounds" (rounds: IFCA throughout; fewer: MR-MTL with lambda afterwards, Liu
  * et al.'s Alg. A2), "selection_epsilon" (a private job: per selection, default 0.03 x
- * target_epsilon, their heuristic, digest ambiguity 6; required with a noise_multiplier; refused
+ * target_epsilon, the heuristic of Liu et al.'s code; required with a noise_multiplier; refused
  * without privacy, whose selection is the exact argmin), "loss_bound" (1: each record's loss is
  * clipped to [0, bound] in the selection score, its sensitivity)}. */
 static int parse_ifca(const json_t *body, job_spec *s, dp_err *err)
