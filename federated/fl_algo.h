@@ -389,7 +389,7 @@ int fl_plan_silo(const fl_job_cfg *cfg, size_t silo, size_t n_k, fl_silo_plan *o
 
 /* ifca: the event of a round in which silo k also runs the private cluster selection,
  * composed(round_event, zcdp(eps^2 / 8)) (the exponential mechanism of epsilon eps is eps-bounded
- * range, Durfee & Rogers 2019, hence eps^2/8-zCDP, Cesar & Rogers 2021, Lemma 3.2), charged in
+ * range, Durfee & Rogers 2019, hence eps^2/8-zCDP, Cesar & Rogers, ALT 2021), charged in
  * place of round_event in the rounds t < plan->select_rounds; *select_event (owned by the caller)
  * is NULL when plan->select_rounds is 0. round_event is fl_plan_silo's (borrowed, cloned). */
 int fl_plan_silo_select(const fl_job_cfg *cfg, const fl_silo_plan *plan,

@@ -38,8 +38,9 @@
  * PRIVACY. Record level, each silo its own noise multiplier (fl_algo.h). A selection reads the
  * silo's records: in the rounds t < pick_rounds = min(select_rounds, warm_rounds, rounds) (when G
  * > 1) a silo that trains is charged the selection's event too, an exponential mechanism of
- * epsilon eps: eps-bounded range (Durfee & Rogers, NeurIPS 2019, Lemma 3.1), hence
- * eps^2/8-zCDP (Cesar & Rogers, "Bounding, Concentrating, and Truncating", 2021, Lemma 3.2),
+ * epsilon eps: eps-bounded range (Durfee & Rogers, "Practical Differentially Private Top-k
+ * Selection with Pay-what-you-get Composition", NeurIPS 2019), hence eps^2/8-zCDP (Cesar & Rogers,
+ * "Bounding, Concentrating, and Truncating", ALT 2021: bounded range implies that zCDP),
  * RDP alpha eps^2 / 8 (Liu et al., App. A). The plan composes it with the round's DP-SGD event
  * (fl_plan_silo_select). G = 1 selects nothing and costs what fedavg costs.
  */
