@@ -32,13 +32,13 @@
 static const fl_algo_ops *const REGISTRY[] = {
     &fl_algo_local_ops,  &fl_algo_fedavg_ops,   &fl_algo_finetune_ops, &fl_algo_mrmtl_ops,
     &fl_algo_ditto_ops,  &fl_algo_dpfedavg_ops, &fl_algo_ppsgd_ops,    &fl_algo_fedhdp_ops,
-    &fl_algo_adaped_ops, &fl_algo_dpadaped_ops, &fl_algo_altmin_ops,
+    &fl_algo_adaped_ops, &fl_algo_dpadaped_ops, &fl_algo_ifca_ops,     &fl_algo_altmin_ops,
 };
 #define N_REGISTRY (sizeof REGISTRY / sizeof REGISTRY[0])
 
 static const char *const NAMES[N_REGISTRY] = {"local",  "fedavg",    "finetune", "mrmtl",
                                               "ditto",  "dp_fedavg", "ppsgd",    "fedhdp",
-                                              "adaped", "dp_adaped", "altmin"};
+                                              "adaped", "dp_adaped", "ifca",     "altmin"};
 
 const fl_algo_ops *fl_algo_find(const char *name)
 {
@@ -89,6 +89,11 @@ void fl_job_cfg_default(fl_job_cfg *cfg)
     cfg->ap_lr_psi = 0.05;
     cfg->ap_kd_psi = 1.0;
     cfg->ap_clip_psi = 1.0; /* |1/(2 psi)| <= 1 at the default floor */
+    cfg->ifca_clusters = 2;
+    cfg->ifca_select_rounds = FL_MAX_ROUNDS; /* every round */
+    cfg->ifca_warm_rounds = FL_MAX_ROUNDS;   /* IFCA throughout */
+    cfg->ifca_select_eps = DP_INF;           /* the exact argmin: set it for a private job */
+    cfg->ifca_loss_bound = 1.0;
 }
 
 static bool finite_ge0(double x)
@@ -697,6 +702,7 @@ static void round_metrics(round_job *j, uint64_t ran, fl_round_metrics *out)
         m->n_train = j->fed->silo[k].n_train;
         m->n_test = j->fed->silo[k].n_test;
         model_metrics_of(&j->ev_personal[k], regression, &m->personal);
+        m->cluster = j->algo->silo_cluster != NULL ? j->algo->silo_cluster(j->cfg, s, k) : -1;
         if (j->ev_global != NULL)
             model_metrics_of(&j->ev_global[k], regression, &m->global);
         else

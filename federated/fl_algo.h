@@ -53,6 +53,14 @@
  *              C_2, per-step noise fl_adaped_step_noise); user-level DP, silo k's round event
  *              poisson(client_rate, gaussian(server_noise)) as dp_fedavg's (computed from first
  *              principles; Thm. 5's closed form is fl_adaped_paper_rho, never charged).
+ *   ifca       clustered FL, Ghosh, Chung, Yin & Ramchandran, "An Efficient Framework for Clustered
+ *              Federated Learning", NeurIPS 2020, Alg. 2 with model averaging, and its private
+ *              version and MR-MTL warm start of Liu et al., NeurIPS 2022, App. A, C.3 and Alg. A2
+ *              (fl_algo_ifca.c): ifca_clusters cluster models; in the rounds t < select_rounds
+ *              each silo picks the one of least clipped loss on its training rows by report-noisy-
+ *              min (the exponential mechanism, its own privacy event), trains it with DP-SGD and
+ *              the server averages each cluster's members' updates; from warm_rounds on, MR-MTL
+ *              towards the silo's cluster model.
  *
  * ROUNDS. A job runs exactly cfg->rounds rounds t = 0 .. T-1 (not T+1); the plan (fl_plan_silo)
  * counts exactly the steps the trainer runs. In every round silo k runs local_epochs blocks of
@@ -110,19 +118,21 @@
 #include "federated/fl_data.h"
 #include "federated/fl_model.h"
 
-#define FL_MAX_ROUNDS       100000       /* rounds per job */
-#define FL_MAX_LOCAL_EPOCHS 100          /* local epochs per round */
-#define FL_MAX_THREADS      256          /* fl_round_run's fan-out */
-#define FL_MAX_STATE_FLOATS (1ULL << 28) /* (n_silos + 2) * n_params: 1 GiB of floats */
-#define FL_STATE_VERSION    1            /* checkpoint format version */
-#define FL_MAX_HDP_GROUPS   16           /* fedhdp: privacy groups per job */
-#define FL_MAX_AP_TAU       10000        /* adaped: local steps per round */
+#define FL_MAX_ROUNDS        100000       /* rounds per job */
+#define FL_MAX_LOCAL_EPOCHS  100          /* local epochs per round */
+#define FL_MAX_THREADS       256          /* fl_round_run's fan-out */
+#define FL_MAX_STATE_FLOATS  (1ULL << 28) /* (n_silos + 2) * n_params: 1 GiB of floats */
+#define FL_STATE_VERSION     1            /* checkpoint format version */
+#define FL_MAX_HDP_GROUPS    16           /* fedhdp: privacy groups per job */
+#define FL_MAX_AP_TAU        10000        /* adaped: local steps per round */
+#define FL_MAX_IFCA_CLUSTERS 16           /* ifca: cluster models per job */
 
 /* Seed labels (dp_rng_derive) for the purposes above: part of the reproducibility contract. */
 #define FL_SEED_SERVER         0xffffffffffffffffULL /* in place of a silo index */
 #define FL_SEED_INIT           0xfffffffffffffffeULL /* the initial model */
 #define FL_SEED_PHASE_MAIN     0 /* a silo's (only or global) training block of a round */
 #define FL_SEED_PHASE_PERSONAL 1 /* ditto's personal block */
+#define FL_SEED_PHASE_SELECT   2 /* ifca's cluster selection (its Gumbel noise) */
 #define FL_SEED_SAMPLING       0
 #define FL_SEED_NOISE          1
 #define FL_SEED_CLIP_COUNT     2 /* fedhdp's noisy count of unclipped updates (server) */
@@ -191,6 +201,16 @@ typedef struct fl_job_cfg {
      * each of the 2 tau clipped gradients of a round gets the per-step multiplier
      * z sqrt(2 tau): sigma_q1 = z sqrt(2 tau) C_1, sigma_q2 = z sqrt(2 tau) C_2 */
     double ap_clip_psi; /* C_2 > 0: the psi gradient's clip */
+    /* ifca (Ghosh, Chung, Yin & Ramchandran, "An Efficient Framework for Clustered Federated
+     * Learning", NeurIPS 2020, Alg. 2, with the private selection and the warm-started MR-MTL of
+     * Liu et al., NeurIPS 2022, App. A, C.3 and Alg. A2; fl_algo_ifca.c) */
+    size_t ifca_clusters;        /* G: 1..FL_MAX_IFCA_CLUSTERS cluster models */
+    uint64_t ifca_select_rounds; /* rounds t < this (and < warm_rounds) run the selection; >= 1 */
+    uint64_t ifca_warm_rounds;   /* rounds t < this are IFCA, then MR-MTL (lambda) towards the
+                                    silo's cluster model; 1..rounds (rounds: IFCA throughout) */
+    double ifca_select_eps;      /* epsilon > 0 of one selection (the exponential mechanism), or
+                                    DP_INF: the exact argmin (a non-private job only) */
+    double ifca_loss_bound;      /* B > 0: each record's loss is clipped to [0, B] in the score */
 } fl_job_cfg;
 
 /* Fills cfg with the defaults (local_epochs 1, weighted, server_lr 1, finetune_frac 0.5, ...);
@@ -240,6 +260,12 @@ double fl_adaped_step_noise(const fl_job_cfg *cfg);
  * rounds, K = q n_silos and C / sigma_q = 1 / fl_adaped_step_noise for both: reported as the
  * paper's bound, never charged. */
 double fl_adaped_paper_rho(const fl_job_cfg *cfg, size_t n_silos);
+
+/* ifca's report-noisy-min: argmin_g (score[g] - scale Gumbel_g) over n_clusters scores, one
+ * uniform U in (0, 1) per cluster in cluster order from seed, Gumbel_g = -log(-log U); scale 0
+ * is the exact argmin (ties to the lower index). With scale = 2 B / eps and scores of sensitivity
+ * B it samples the exponential mechanism of epsilon eps (fl_algo_ifca.c). */
+size_t fl_ifca_select(const double *score, size_t n_clusters, double scale, uint64_t seed);
 
 /* ---- state: the whole checkpoint ---- */
 typedef struct fl_state {
@@ -294,6 +320,8 @@ typedef struct fl_silo_metrics {
     size_t n_train, n_test;
     fl_model_metrics global;   /* the global model on this silo (all DP_NAN for local) */
     fl_model_metrics personal; /* the silo's personal model */
+    long cluster;              /* ifca: the cluster model the silo belongs to after the round
+                                  (the one it chose or kept); -1 for the other algorithms */
 } fl_silo_metrics;
 
 typedef struct fl_agg_metrics {
@@ -342,6 +370,10 @@ typedef struct fl_silo_plan {
     uint64_t steps_per_round; /* DP-SGD steps of silo k in a round it trains (dp_fedavg: 1
                                  release per round) */
     uint64_t steps_total;     /* steps_per_round * rounds */
+    uint64_t select_rounds;   /* ifca: the rounds t < select_rounds in which a silo that trains
+                                 also runs the private cluster selection (0: none, or not
+                                 private); each such round's charge is fl_plan_silo_select's */
+    double select_epsilon;    /* ifca: epsilon of one selection (DP_NAN when select_rounds 0) */
 } fl_silo_plan;
 
 /* Plan of silo `silo` with n_k training rows (>= 1). round_event (may be NULL) receives the
@@ -349,6 +381,7 @@ typedef struct fl_silo_plan {
  *   record level: self_composed(steps_per_round, poisson(q_k, gaussian(z_k)))
  *   dp_fedavg:    poisson(client_rate, gaussian(server_noise))
  *   altmin:       self_composed(2, gaussian(server_noise)) (fl_algo_altmin.c)
+ *   ifca:         the record-level event; its selection rounds charge fl_plan_silo_select's
  * The job's total is the rounds-fold composition of it. Charging: record level, each silo that
  * trains in a round is charged the round's event (a stopped silo is no longer charged); dp_fedavg,
  * every silo still trainable in a round is charged whether the server sampled it or not (the
@@ -356,6 +389,14 @@ typedef struct fl_silo_plan {
  * below the federation's n_silos. */
 int fl_plan_silo(const fl_job_cfg *cfg, size_t silo, size_t n_k, fl_silo_plan *out,
                  acct_event **round_event, dp_err *err);
+
+/* ifca: the event of a round in which silo k also runs the private cluster selection,
+ * composed(round_event, zcdp(eps^2 / 8)) (the exponential mechanism of epsilon eps is eps-bounded
+ * range, Durfee & Rogers 2019, hence eps^2/8-zCDP, Cesar & Rogers, ALT 2021), charged in
+ * place of round_event in the rounds t < plan->select_rounds; *select_event (owned by the caller)
+ * is NULL when plan->select_rounds is 0. round_event is fl_plan_silo's (borrowed, cloned). */
+int fl_plan_silo_select(const fl_job_cfg *cfg, const fl_silo_plan *plan,
+                        const acct_event *round_event, acct_event **select_event, dp_err *err);
 
 /* The accountant a silo's budget uses (the ledger's: RDP on its order grid, the silo's conversion,
  * add/remove neighbouring). For an (epsilon, delta) silo whose ledger accountant is "rdp" or "pld"
@@ -374,6 +415,12 @@ typedef struct fl_accountant {
 int fl_plan_epsilon(const acct_event *round_ev, uint64_t rounds, const fl_accountant *acct,
                     double *eps, dp_err *err);
 
+/* fl_plan_epsilon of rounds charges of which the first n_sel (<= rounds) are select_ev and the
+ * others round_ev (ifca's selection rounds; select_ev may be NULL when n_sel is 0): the sum of
+ * the curves bounded from above as the ledger adds them, converted on the grid. */
+int fl_plan_epsilon_select(const acct_event *round_ev, const acct_event *select_ev, uint64_t rounds,
+                           uint64_t n_sel, const fl_accountant *acct, double *eps, dp_err *err);
+
 /* The one-round RDP curve of round_ev (not NULL) on acct's order grid: *curve (dp_malloc'd, *n
  * entries), for fl_plan_epsilon_curve. */
 int fl_plan_round_curve(const acct_event *round_ev, const fl_accountant *acct, double **curve,
@@ -384,16 +431,24 @@ int fl_plan_round_curve(const acct_event *round_ev, const fl_accountant *acct, d
 int fl_plan_epsilon_curve(const double *round_curve, size_t n_orders, uint64_t rounds,
                           const fl_accountant *acct, double *eps, dp_err *err);
 
+/* fl_plan_epsilon_select from the two curves (fl_plan_round_curve of each; select_curve may be
+ * NULL when n_sel is 0): the same figure, bit for bit. */
+int fl_plan_epsilon_curves(const double *round_curve, const double *select_curve, size_t n_orders,
+                           uint64_t rounds, uint64_t n_sel, const fl_accountant *acct, double *eps,
+                           dp_err *err);
+
 /* The smallest noise multiplier (to relative ACCT_CALIB_RTOL) for which fl_plan_epsilon of silo
  * k's round event over cfg->rounds rounds is <= target_eps: z_k for record-level algorithms
  * (n_k its training rows; cfg->noise_multiplier is ignored), server_noise for dp_fedavg (n_k
- * unused). The answer z is certified on the whole grid: fl_plan_epsilon(z) <= target_eps (so the
- * ledger's epsilon never exceeds the target), and fl_plan_epsilon exceeds the target at a noise
- * multiplier within the tolerance below z (so z is the minimal one to that tolerance), each
- * without evaluating every order (fl_algo_plan.c, calibration). *eps receives fl_plan_epsilon's
- * figure at z over the orders around the grid minimum (<= target_eps; never below
- * fl_plan_epsilon(z), and equal to it when its minimum lies there, as it does but for ties).
- * DP_ENUMERIC when no noise up to ACCT_CALIB_SIGMA_MAX meets the target. */
+ * unused); for ifca the figure is fl_plan_epsilon_select's, the selection rounds included (their
+ * cost is fixed, so the DP-SGD noise covers what they leave of the target). The answer z is
+ * certified on the whole grid: fl_plan_epsilon(z) <= target_eps (so the ledger's epsilon never
+ * exceeds the target), and fl_plan_epsilon exceeds the target at a noise multiplier within the
+ * tolerance below z (so z is the minimal one to that tolerance), each without evaluating every
+ * order (fl_algo_plan.c, calibration). *eps receives fl_plan_epsilon's figure at z over the orders
+ * around the grid minimum (<= target_eps; never below fl_plan_epsilon(z), and equal to it when its
+ * minimum lies there, as it does but for ties). DP_ENUMERIC when no noise up to
+ * ACCT_CALIB_SIGMA_MAX meets the target. */
 int fl_calibrate_noise(const fl_job_cfg *cfg, size_t n_k, double target_eps,
                        const fl_accountant *acct, double *noise_multiplier, double *eps,
                        dp_err *err);

@@ -92,6 +92,14 @@ typedef struct fl_algo_ops {
      * event of one round at noise multiplier z (NAN: open, for calibration), owned by the caller;
      * NULL = poisson(client_rate, gaussian(z)). */
     acct_event *(*round_event)(const fl_job_cfg *cfg, double z);
+    /* Record-level algorithms with a private step besides DP-SGD (ifca's cluster selection): the
+     * rounds t < pick_rounds(cfg) in which a silo that trains also runs it (0: none), and the
+     * event of one run (owned by the caller; its cost does not depend on the noise multiplier).
+     * NULL = none. The plan charges composed(round event, pick event) in those rounds. */
+    uint64_t (*pick_rounds)(const fl_job_cfg *cfg);
+    acct_event *(*pick_event)(const fl_job_cfg *cfg);
+    /* Metrics: the cluster silo k belongs to in state s (-1: none); NULL = -1 for all. */
+    long (*silo_cluster)(const fl_job_cfg *cfg, const fl_state *s, size_t silo);
 } fl_algo_ops;
 
 extern const fl_algo_ops fl_algo_local_ops;
@@ -105,6 +113,7 @@ extern const fl_algo_ops fl_algo_fedhdp_ops;
 extern const fl_algo_ops fl_algo_altmin_ops;
 extern const fl_algo_ops fl_algo_adaped_ops;
 extern const fl_algo_ops fl_algo_dpadaped_ops;
+extern const fl_algo_ops fl_algo_ifca_ops;
 
 /* The registered algorithm called name, or NULL. */
 const fl_algo_ops *fl_algo_find(const char *name);

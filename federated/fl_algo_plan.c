@@ -47,6 +47,20 @@ static acct_event *round_event(const fl_algo_ops *a, const fl_job_cfg *cfg, size
         steps, acct_event_poisson((double)b / (double)n_k, acct_event_gaussian(z)));
 }
 
+/* The selection rounds of cfg (0 without a private selection step). */
+static uint64_t pick_rounds(const fl_algo_ops *a, const fl_job_cfg *cfg)
+{
+    return a->pick_rounds != NULL ? a->pick_rounds(cfg) : 0;
+}
+
+/* The event of a selection round: composed(round event at z, the pick event). */
+static acct_event *pick_round_event(const fl_algo_ops *a, const fl_job_cfg *cfg, size_t n_k,
+                                    double z)
+{
+    acct_event *parts[2] = {round_event(a, cfg, n_k, z), a->pick_event(cfg)};
+    return acct_event_composed(parts, 2);
+}
+
 int fl_plan_silo(const fl_job_cfg *cfg, size_t silo, size_t n_k, fl_silo_plan *out, acct_event **ev,
                  dp_err *err)
 {
@@ -76,6 +90,15 @@ int fl_plan_silo(const fl_job_cfg *cfg, size_t silo, size_t n_k, fl_silo_plan *o
         p.is_private = p.noise_multiplier > 0 && (a->releases == NULL || a->releases(cfg));
     }
     p.steps_total = p.steps_per_round * cfg->rounds;
+    p.select_epsilon = DP_NAN;
+    if (p.is_private && a->record_level && (p.select_rounds = pick_rounds(a, cfg)) > 0) {
+        if (!(isfinite(cfg->ifca_select_eps) && cfg->ifca_select_eps > 0))
+            return dp_err_set(err, DP_EINVAL, "ifca.selection_epsilon",
+                              "a private %s job's cluster selection must be private: "
+                              "ifca.selection_epsilon must be finite and > 0",
+                              a->name);
+        p.select_epsilon = cfg->ifca_select_eps;
+    }
     if (ev != NULL && p.is_private) {
         *ev = round_event(a, cfg, n_k, p.noise_multiplier);
         if (*ev == NULL)
@@ -83,6 +106,22 @@ int fl_plan_silo(const fl_job_cfg *cfg, size_t silo, size_t n_k, fl_silo_plan *o
     }
     *out = p;
     return DP_OK;
+}
+
+int fl_plan_silo_select(const fl_job_cfg *cfg, const fl_silo_plan *plan, const acct_event *round_ev,
+                        acct_event **select_event, dp_err *err)
+{
+    *select_event = NULL;
+    const fl_algo_ops *a = fl_algo_find(cfg->algorithm);
+    if (a == NULL)
+        return dp_err_set(err, DP_EINVAL, "algorithm", "unknown algorithm");
+    if (plan->select_rounds == 0)
+        return DP_OK;
+    if (round_ev == NULL || a->pick_event == NULL)
+        return dp_err_set(err, DP_EINVAL, "round_event", "a selection round needs the round event");
+    acct_event *parts[2] = {acct_event_clone(round_ev), a->pick_event(cfg)};
+    *select_event = acct_event_composed(parts, 2);
+    return *select_event != NULL ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
 }
 
 static int accountant_check(const fl_accountant *acct, const double **orders, size_t *n,
@@ -126,18 +165,32 @@ int fl_plan_round_curve(const acct_event *round_ev, const fl_accountant *acct, d
  * rounds-fold upward sum bounded by grow * t * r (file comment), converted and minimised over
  * those orders. Every order's value is computed the same way whatever the subset, so the minimum
  * over a subset is never below the minimum over the whole grid. rounds >= 1. */
-static int plan_eps_orders(const double *orders, const double *round_curve, size_t n,
-                           uint64_t rounds, const fl_accountant *acct, double *eps, dp_err *err)
+static int plan_eps_orders(const double *orders, const double *round_curve, const double *sel_curve,
+                           size_t n, uint64_t rounds, uint64_t n_sel, const fl_accountant *acct,
+                           double *eps, dp_err *err)
 {
     double *curve = dp_calloc(n, sizeof(double));
     if (curve == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     double t = (double)rounds;
     double grow = dp_sum_up(1.0, 2.0 * t * DBL_EPSILON); /* exact operands: 2 t is an int */
-    for (size_t i = 0; i < n; i++)
-        curve[i] = isfinite(round_curve[i]) && round_curve[i] > 0
-                       ? dp_mul_up(grow, dp_mul_up(t, round_curve[i]))
-                       : round_curve[i];
+    for (size_t i = 0; i < n; i++) {
+        if (n_sel == 0) {
+            curve[i] = isfinite(round_curve[i]) && round_curve[i] > 0
+                           ? dp_mul_up(grow, dp_mul_up(t, round_curve[i]))
+                           : round_curve[i];
+            continue;
+        }
+        /* (t - s) x + s y, each product and the sum rounded upward, then the ledger's growth */
+        double r = round_curve[i], y = sel_curve[i];
+        if (!(isfinite(r) && isfinite(y))) {
+            curve[i] = isnan(r) || isnan(y) ? DP_NAN : DP_INF;
+            continue;
+        }
+        double part = dp_sum_up(dp_mul_up((double)(rounds - n_sel), r > 0 ? r : 0.0),
+                                dp_mul_up((double)n_sel, y > 0 ? y : 0.0));
+        curve[i] = part > 0 ? dp_mul_up(grow, part) : 0.0;
+    }
     double opt;
     int rc = acct_rdp_to_epsilon(orders, curve, n, acct->delta, acct->conv, eps, &opt, err);
     dp_free(curve);
@@ -146,6 +199,13 @@ static int plan_eps_orders(const double *orders, const double *round_curve, size
 
 int fl_plan_epsilon_curve(const double *round_curve, size_t n_orders, uint64_t rounds,
                           const fl_accountant *acct, double *eps, dp_err *err)
+{
+    return fl_plan_epsilon_curves(round_curve, NULL, n_orders, rounds, 0, acct, eps, err);
+}
+
+int fl_plan_epsilon_curves(const double *round_curve, const double *select_curve, size_t n_orders,
+                           uint64_t rounds, uint64_t n_sel, const fl_accountant *acct, double *eps,
+                           dp_err *err)
 {
     const double *orders = NULL;
     size_t n = 0;
@@ -156,15 +216,25 @@ int fl_plan_epsilon_curve(const double *round_curve, size_t n_orders, uint64_t r
                           n_orders, n);
     if (rounds > FL_MAX_ROUNDS)
         return dp_err_set(err, DP_EINVAL, "rounds", "rounds must be <= %d", FL_MAX_ROUNDS);
+    if (n_sel > rounds || (n_sel > 0 && select_curve == NULL))
+        return dp_err_set(err, DP_EINVAL, "select_rounds",
+                          "the selection rounds (%llu) must be covered by the rounds (%llu)",
+                          (unsigned long long)n_sel, (unsigned long long)rounds);
     if (rounds == 0) {
         *eps = 0;
         return DP_OK;
     }
-    return plan_eps_orders(orders, round_curve, n, rounds, acct, eps, err);
+    return plan_eps_orders(orders, round_curve, select_curve, n, rounds, n_sel, acct, eps, err);
 }
 
 int fl_plan_epsilon(const acct_event *round_ev, uint64_t rounds, const fl_accountant *acct,
                     double *eps, dp_err *err)
+{
+    return fl_plan_epsilon_select(round_ev, NULL, rounds, 0, acct, eps, err);
+}
+
+int fl_plan_epsilon_select(const acct_event *round_ev, const acct_event *select_ev, uint64_t rounds,
+                           uint64_t n_sel, const fl_accountant *acct, double *eps, dp_err *err)
 {
     const double *orders = NULL;
     size_t n = 0;
@@ -180,10 +250,16 @@ int fl_plan_epsilon(const acct_event *round_ev, uint64_t rounds, const fl_accoun
         *eps = 0;
         return DP_OK;
     }
-    double *curve = NULL;
+    if (n_sel > 0 && select_ev == NULL)
+        return dp_err_set(err, DP_EINVAL, "select_event", "selection rounds need their event");
+    double *curve = NULL, *sel = NULL;
+    size_t n_sel_orders = 0;
     int rc = fl_plan_round_curve(round_ev, acct, &curve, &n, err);
+    if (rc == DP_OK && n_sel > 0)
+        rc = fl_plan_round_curve(select_ev, acct, &sel, &n_sel_orders, err);
     if (rc == DP_OK)
-        rc = fl_plan_epsilon_curve(curve, n, rounds, acct, eps, err);
+        rc = fl_plan_epsilon_curves(curve, sel, n, rounds, n_sel, acct, eps, err);
+    dp_free(sel);
     dp_free(curve);
     return rc;
 }
@@ -211,13 +287,16 @@ int fl_plan_epsilon(const acct_event *round_ev, uint64_t rounds, const fl_accoun
 
 typedef struct calib_ctx {
     uint64_t rounds;
+    uint64_t n_sel; /* selection rounds: ev is then composed(round event, pick event) */
     const fl_accountant *acct;
 } calib_ctx;
 
 static int calib_eps(const acct_event *ev, void *ctx, double *eps, dp_err *err)
 {
     const calib_ctx *c = ctx;
-    return fl_plan_epsilon(ev, c->rounds, c->acct, eps, err);
+    if (c->n_sel == 0)
+        return fl_plan_epsilon(ev, c->rounds, c->acct, eps, err);
+    return fl_plan_epsilon_select(ev->children[0], ev, c->rounds, c->n_sel, c->acct, eps, err);
 }
 
 /* One silo's calibration problem. */
@@ -225,6 +304,7 @@ typedef struct calib_job {
     const fl_algo_ops *a;
     const fl_job_cfg *cfg;
     size_t n_k;
+    uint64_t n_sel; /* selection rounds (pick_rounds) */
     double target;
     const fl_accountant *acct;
     const double *sorted; /* the grid, ascending */
@@ -241,8 +321,17 @@ static int cmp_dbl(const void *x, const void *y)
 /* L(z) and the order attaining it (NAN when infinite). */
 static int calib_lower(calib_job *j, double z, double *eps, double *order, dp_err *err)
 {
-    acct_event *ev = round_event(j->a, j->cfg, j->n_k, z);
-    acct_event *tot = ev != NULL ? acct_event_self_composed(j->cfg->rounds, ev) : NULL;
+    uint64_t t = j->cfg->rounds, s = j->n_sel;
+    acct_event *tot = NULL;
+    if (s == 0) {
+        acct_event *ev = round_event(j->a, j->cfg, j->n_k, z);
+        tot = ev != NULL ? acct_event_self_composed(t, ev) : NULL;
+    } else {
+        acct_event *parts[2] = {
+            acct_event_self_composed(s, pick_round_event(j->a, j->cfg, j->n_k, z)),
+            t > s ? acct_event_self_composed(t - s, round_event(j->a, j->cfg, j->n_k, z)) : NULL};
+        tot = t > s ? acct_event_composed(parts, 2) : parts[0];
+    }
     if (tot == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     acct_conversion base =
@@ -273,15 +362,21 @@ static int calib_upper(calib_job *j, double z, double order, double *eps, dp_err
         hi = c + FL_CALIB_WINDOW + 1 < j->n ? c + FL_CALIB_WINDOW + 1 : j->n;
     }
     acct_event *ev = round_event(j->a, j->cfg, j->n_k, z);
-    double *curve = dp_calloc(hi - lo, sizeof(double));
+    acct_event *sev = j->n_sel > 0 ? pick_round_event(j->a, j->cfg, j->n_k, z) : NULL;
+    double *curve = dp_calloc(2 * (hi - lo), sizeof(double));
     int rc = DP_OK;
-    if (ev == NULL || curve == NULL)
+    if (ev == NULL || curve == NULL || (j->n_sel > 0 && sev == NULL))
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     j->evals++;
     if (rc == DP_OK)
         rc = acct_rdp_eval(ev, ACCT_NB_ADD_REMOVE, j->sorted + lo, hi - lo, curve, err);
+    if (rc == DP_OK && sev != NULL)
+        rc =
+            acct_rdp_eval(sev, ACCT_NB_ADD_REMOVE, j->sorted + lo, hi - lo, curve + (hi - lo), err);
     if (rc == DP_OK)
-        rc = plan_eps_orders(j->sorted + lo, curve, hi - lo, j->cfg->rounds, j->acct, eps, err);
+        rc = plan_eps_orders(j->sorted + lo, curve, curve + (hi - lo), hi - lo, j->cfg->rounds,
+                             j->n_sel, j->acct, eps, err);
+    acct_event_free(sev);
     acct_event_free(ev);
     dp_free(curve);
     return rc;
@@ -437,17 +532,26 @@ static int calibrate_one(const fl_algo_ops *a, const fl_job_cfg *cfg, size_t n_k
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     memcpy(sorted, orders, n * sizeof *sorted);
     qsort(sorted, n, sizeof *sorted, cmp_dbl);
-    calib_job j = {a, cfg, n_k, target_eps, acct, sorted, n, 0};
+    uint64_t n_sel = a->record_level ? pick_rounds(a, cfg) : 0;
+    if (n_sel > 0 && !(isfinite(cfg->ifca_select_eps) && cfg->ifca_select_eps > 0)) {
+        dp_free(sorted);
+        return dp_err_set(err, DP_EINVAL, "ifca.selection_epsilon",
+                          "a private %s job's cluster selection must be private: "
+                          "ifca.selection_epsilon must be finite and > 0",
+                          a->name);
+    }
+    calib_job j = {a, cfg, n_k, n_sel, target_eps, acct, sorted, n, 0};
     bool done = false;
     int rc = calib_search(&j, guess, step, noise_multiplier, eps, &done, err);
     dp_free(sorted);
     if (rc != DP_OK || done)
         return rc;
     /* the window missed the minimum: the plain bisection on fl_plan_epsilon itself */
-    acct_event *ev = round_event(a, cfg, n_k, DP_NAN);
+    acct_event *ev =
+        n_sel > 0 ? pick_round_event(a, cfg, n_k, DP_NAN) : round_event(a, cfg, n_k, DP_NAN);
     if (ev == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    calib_ctx c = {cfg->rounds, acct};
+    calib_ctx c = {cfg->rounds, n_sel, acct};
     acct_calib_result r;
     rc = acct_calibrate(ev, target_eps, calib_eps, &c, &r, err);
     acct_event_free(ev);

@@ -425,7 +425,7 @@ _generator = obj({
     "rank": integer(minimum=1, description="synthetic-lowrank only")}, ["generator"])
 SCHEMAS["JobSpec"] = obj({
     "algorithm": enum("local", "fedavg", "finetune", "mrmtl", "ditto", "dp_fedavg", "ppsgd",
-                      "fedhdp", "altmin", "adaped", "dp_adaped"),
+                      "fedhdp", "altmin", "adaped", "dp_adaped", "ifca"),
     "dataset": {"oneOf": [integer(minimum=1, description="an uploaded data set"),
                           {"const": "fashion-mnist"}, _generator]},
     "partition": obj({"kind": enum("natural", "iid", "dirichlet", "classes"),
@@ -480,6 +480,16 @@ SCHEMAS["JobSpec"] = obj({
                        description="Alg. 7: consecutive unsampled rounds a silo keeps training "
                                    "(0: it idles, Alg. 2)")},
                   description="AdaPeD's parameters (docs/TRAINING.md \"AdaPeD and DP-AdaPeD\")"),
+    "ifca": obj({"clusters": integer(minimum=1, maximum=16),
+                 "select_rounds": integer(minimum=1, description="<= warm_rounds (its default)"),
+                 "warm_rounds": integer(minimum=1, description="<= rounds (its default: IFCA "
+                                                               "throughout)"),
+                 "selection_epsilon": num(exclusiveMinimum=0, maximum=1000,
+                                          description="per selection; private jobs only "
+                                                      "(default 0.03 target_epsilon)"),
+                 "loss_bound": num(exclusiveMinimum=0, maximum=1e6)},
+                description="IFCA's clusters, private selection and MR-MTL warm start "
+                            "(docs/TRAINING.md \"IFCA\")"),
 }, ["algorithm", "dataset", "rounds"],
     description="A training job (docs/TRAINING.md \"The job spec\"). model, batch_size and lr "
                 "are required for every algorithm but altmin, which refuses batch_size, lr and "
@@ -488,7 +498,10 @@ _plan_silo = obj({
     "name": string(), "silo_id": INTN, "n_train": integer(), "n_test": integer(),
     "batch": integer(), "q": NUMN, "steps_per_round": integer(), "steps": integer(),
     "noise_multiplier": NUMN, "sigma": NUMN, "delta": NUMN, "epsilon": NUMN,
-    "round_event": null_or(ref("Event"))}, ["name"], closed=False)
+    "round_event": null_or(ref("Event")),
+    "select_rounds": integer(description="ifca: the rounds t < this charge select_event"),
+    "select_epsilon": num(description="ifca: epsilon of one cluster selection"),
+    "select_event": ref("Event")}, ["name"], closed=False)
 SCHEMAS["ModelShape"] = obj({"type": string(), "d_in": integer(), "n_classes": integer(),
                              "hidden": arr(integer()), "n_params": integer()}, ["type"],
                             closed=False)
@@ -514,7 +527,8 @@ SCHEMAS["RoundMetrics"] = obj({
     "silos": arr(obj({"silo": string(), "silo_id": INTN, "stopped": boolean(),
                       "trained": boolean(), "rounds_trained": integer(),
                       "rounds_charged": integer(), "n_train": integer(), "n_test": integer(),
-                      "epsilon": NUMN, "job_epsilon": NUMN, "global": null_or(_figs)},
+                      "epsilon": NUMN, "job_epsilon": NUMN, "global": null_or(_figs),
+                      "cluster": integer(minimum=0, description="ifca: the silo's cluster")},
                      ["silo"], closed=False)),
 }, ["round", "silos"], closed=False, description="One round of a job's metrics.")
 SCHEMAS["JobMetrics"] = obj({"job_id": ID, "status": string(), "rounds_total": integer(),

@@ -1,20 +1,20 @@
 /*
  * bench_jobs.c: the wall time of one run of each registered job type (federated/fl_algo.c's
  * registry: local, fedavg, finetune, mrmtl, ditto, dp_fedavg, ppsgd, fedhdp, adaped, dp_adaped,
- * altmin) through the engine (fl_state_init, then fl_round_run once per round on one thread, no
- * per-round evaluation, fl_state_free), at a small setting of docs/REPRODUCTION.md:
+ * ifca, altmin) through the engine (fl_state_init, then fl_round_run once per round on one thread,
+ * no per-round evaluation, fl_state_free), at a small setting of docs/REPRODUCTION.md:
  *
  *   School (local, fedavg, finetune, mrmtl, ditto, dp_fedavg): the School data set (139 silos,
  *     d = 28, natural silos, 80/20 split, per-silo standardisation, y scaled to [0, 1]), T = 200,
  *     B = 32, clip 1, lr 0.01, weighted (Liu et al., NeurIPS 2022, App. C); mrmtl lambda 1, ditto
  *     lambda 1; the record-level noise multiplier is z = 1 on every silo instead of the epsilon = 6
  *     calibration (the time does not depend on z); dp_fedavg: client rate 0.5, update clip 1,
- *     server noise 1. Needs DPSILO_SCHOOL_CSV (the CSV is not part of the repository); without it
- *     these rows print as skipped.
- *   ppsgd: Bietti et al., ICML 2022, §6.1 (fl_additive_paper_spec: N = 1000 users, d = 100, 10
- *     fresh samples per user per round, every user every round), clip 10, sigma 10, r = 1,
- *     lr 0.4, T = 100 (the paper's T is 1000); the fresh draw of each round (fl_additive_draw) is
- *     part of the timed run, as in the reproduction.
+ *     server noise 1; ifca: 3 clusters (the authors' code for School), selection in the first 20
+ *     rounds (10%) at epsilon 0.18 (0.03 x 6), IFCA throughout. Needs DPSILO_SCHOOL_CSV (the CSV is
+ * not part of the repository); without it these rows print as skipped. ppsgd: Bietti et al., ICML
+ * 2022, §6.1 (fl_additive_paper_spec: N = 1000 users, d = 100, 10 fresh samples per user per round,
+ * every user every round), clip 10, sigma 10, r = 1, lr 0.4, T = 100 (the paper's T is 1000); the
+ * fresh draw of each round (fl_additive_draw) is part of the timed run, as in the reproduction.
  *   fedhdp: 40 silos of 40-60 rows (fl_synth_generate, d = 10, tau 0.2, label noise 0.1), q = 0.5,
  *     60 rounds, 4 silos opted out (r 1) and the rest in one private group (z 1, r 0.1), lambda
  *     0.1 (docs/REPRODUCTION.md "FedHDP", the job's trend over r; z fixed instead of epsilon 1).
@@ -150,6 +150,7 @@ static const job_row ROWS[] = {
     {"fedhdp", SET_FEDHDP, "synth 40 silos x 40-60, d 10"},
     {"adaped", SET_ADAPED, "RT10 synth 10 silos, softmax"},
     {"dp_adaped", SET_ADAPED, "RT10 synth 10 silos, z 1"},
+    {"ifca", SET_SCHOOL, "School, 139 silos, G 3, 10% sel"},
     {"altmin", SET_ALTMIN, "Jain 6: n 5000, m 10, d 50, k 2"},
 };
 #define N_ROWS (sizeof ROWS / sizeof ROWS[0])
@@ -184,6 +185,9 @@ static void job_cfg(const bench_ctx *x, const job_row *r, fl_job_cfg *c)
             } else {
                 c->noise_multiplier = x->z_school;
             }
+            c->ifca_clusters = 3;
+            c->ifca_select_rounds = 20;
+            c->ifca_select_eps = 0.18;
             break;
         case SET_PPSGD:
             c->model = (fl_model_spec){.type = FL_MODEL_LINEAR, .d_in = x->ppsgd.spec.dim};

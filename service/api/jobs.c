@@ -134,8 +134,19 @@ static int admit(submit *s, dp_err *err)
         const job_silo_plan *sp = &p->silo[k];
         if (sp->ledger_silo == 0 || sp->round_event == NULL)
             continue;
+        /* ifca: the first select_rounds rounds carry the selection (fl_plan_silo_select) */
+        uint64_t ns = sp->select_event != NULL ? sp->plan.select_rounds : 0, t = p->cfg.rounds;
         acct_event *c = acct_event_clone(sp->round_event);
-        evs[n] = c ? acct_event_self_composed(p->cfg.rounds, c) : NULL;
+        if (ns == 0) {
+            evs[n] = c ? acct_event_self_composed(t, c) : NULL;
+        } else {
+            acct_event *parts[2] = {
+                acct_event_self_composed(ns, acct_event_clone(sp->select_event)),
+                t > ns ? acct_event_self_composed(t - ns, c) : NULL};
+            if (t == ns)
+                acct_event_free(c);
+            evs[n] = t > ns ? acct_event_composed(parts, 2) : parts[0];
+        }
         if (evs[n] == NULL) {
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
             break;

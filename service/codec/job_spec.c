@@ -171,11 +171,12 @@ static int choice(const reader *r, const char *key, const char *const *names, si
 
 /* ---- the parts ---- */
 
-static const char *const ALGORITHMS[] = {"local",  "fedavg",    "finetune", "mrmtl",
-                                         "ditto",  "dp_fedavg", "ppsgd",    "fedhdp",
-                                         "altmin", "adaped",    "dp_adaped"};
+static const char *const ALGORITHMS[] = {"local",  "fedavg",    "finetune",  "mrmtl",
+                                         "ditto",  "dp_fedavg", "ppsgd",     "fedhdp",
+                                         "altmin", "adaped",    "dp_adaped", "ifca"};
 #define ALGO_FEDHDP 7 /* indices in ALGORITHMS */
 #define ALGO_ALTMIN 8
+#define ALGO_IFCA   11
 
 /* ppsgd's ratio: a number >= 0, or "inf" (global learning only). */
 static int parse_ratio(const json_t *body, job_spec *s, dp_err *err)
@@ -435,6 +436,60 @@ static int parse_fedhdp(const json_t *body, job_spec *s, dp_err *err)
         return dp_err_set(err, DP_EINVAL, "fedhdp.groups",
                           "at least one group needs r > 0 (with r = 0 everywhere nothing trains)");
     return DP_OK;
+}
+
+/* The "ifca" block (after rounds, lambda and privacy): {"clusters" (2), "select_rounds" (every
+ * IFCA round), "warm_rounds" (rounds: IFCA throughout; fewer: MR-MTL with lambda afterwards, Liu
+ * et al.'s Alg. A2), "selection_epsilon" (a private job: per selection, default 0.03 x
+ * target_epsilon, the heuristic of Liu et al.'s code; required with a noise_multiplier; refused
+ * without privacy, whose selection is the exact argmin), "loss_bound" (1: each record's loss is
+ * clipped to [0, bound] in the selection score, its sensitivity)}. */
+static int parse_ifca(const json_t *body, job_spec *s, dp_err *err)
+{
+    const json_t *v = json_object_get(body, "ifca");
+    bool is = strcmp(s->algorithm, "ifca") == 0;
+    if (v != NULL && !json_is_null(v) && !is)
+        return dp_err_set(err, DP_EINVAL, "ifca", "the ifca block applies to ifca only");
+    s->ifca_clusters = 2;
+    s->ifca_warm_rounds = s->rounds;
+    s->ifca_select_rounds = s->rounds;
+    s->ifca_select_eps = DP_INF;
+    s->ifca_loss_bound = 1.0;
+    if (!is)
+        return DP_OK;
+    if (v != NULL && !json_is_null(v) && !json_is_object(v))
+        return dp_err_set(err, DP_EINVAL, "ifca",
+                          "ifca must be an object: {\"clusters\": 2, \"select_rounds\": 5, "
+                          "\"selection_epsilon\": 0.05}");
+    json_t *empty = json_object();
+    if (empty == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    reader r = {v != NULL && !json_is_null(v) ? v : empty, "ifca", err};
+    static const char *const KEYS[] = {"clusters", "select_rounds", "warm_rounds",
+                                       "selection_epsilon", "loss_bound"};
+    bool has_eps = json_object_get(r.obj, "selection_epsilon") != NULL;
+    int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
+    if (rc == DP_OK)
+        rc = integer(&r, "clusters", false, 2, 1, FL_MAX_IFCA_CLUSTERS, &s->ifca_clusters);
+    if (rc == DP_OK)
+        rc = integer(&r, "warm_rounds", false, s->rounds, 1, s->rounds, &s->ifca_warm_rounds);
+    if (rc == DP_OK)
+        rc = integer(&r, "select_rounds", false, s->ifca_warm_rounds, 1, s->ifca_warm_rounds,
+                     &s->ifca_select_rounds);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "loss_bound", false, 1.0, 0, 1e6, &s->ifca_loss_bound);
+    if (rc == DP_OK && has_eps && s->privacy == JOB_PRIVACY_NONE)
+        rc = dp_err_set(err, DP_EINVAL, "ifca.selection_epsilon",
+                        "ifca.selection_epsilon applies to a private job (without privacy the "
+                        "selection is the exact argmin)");
+    if (rc == DP_OK && !has_eps && s->privacy == JOB_PRIVACY_NOISE && s->ifca_clusters > 1)
+        rc = fail(&r, "selection_epsilon", true,
+                  "a private job's cluster selection is private: its epsilon per selection");
+    if (rc == DP_OK && (has_eps || s->privacy == JOB_PRIVACY_TARGET))
+        rc = num_pos(&r, "selection_epsilon", false, 0.03 * s->target_epsilon, 0, 1000,
+                     &s->ifca_select_eps);
+    json_decref(empty);
+    return rc;
 }
 
 /* altmin's own block: {"rank": k (default 2), "init": "random" (default) | "spectral"}. */
@@ -760,11 +815,11 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
     memset(s, 0, sizeof *s);
     reader r = {body, "", err};
     static const char *const KEYS[] = {
-        "algorithm",    "dataset",       "partition", "model",     "rounds",
-        "local_epochs", "batch_size",    "lr",        "lambda",    "finetune_fraction",
-        "seed",         "test_fraction", "privacy",   "silos",     "on_budget_exhausted",
-        "standardize",  "weighted",      "resume",    "name",      "ratio",
-        "fedhdp",       "altmin",        "adaped",    "ppsgd_mode"};
+        "algorithm",    "dataset",       "partition", "model",      "rounds",
+        "local_epochs", "batch_size",    "lr",        "lambda",     "finetune_fraction",
+        "seed",         "test_fraction", "privacy",   "silos",      "on_budget_exhausted",
+        "standardize",  "weighted",      "resume",    "name",       "ratio",
+        "fedhdp",       "altmin",        "adaped",    "ppsgd_mode", "ifca"};
     static const char *const BUDGET[] = {"refuse", "stop_silo", "stop_job"};
     static const char *const STD[] = {"silo", "none"};
     size_t a = 0, b = 0, st = 0;
@@ -801,11 +856,12 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         rc = num_pos(&r, "lr", true, 0, 0, 1e3, &s->lr);
     if (rc == DP_OK)
         rc = parse_altmin(body, s, err);
-    bool uses_lambda = a == 3 || a == 4 || a == ALGO_FEDHDP;
+    bool uses_lambda = a == 3 || a == 4 || a == ALGO_FEDHDP || a == ALGO_IFCA;
     if (rc == DP_OK && !uses_lambda && json_object_get(body, "lambda") != NULL)
-        rc = dp_err_set(err, DP_EINVAL, "lambda", "lambda applies to mrmtl, ditto and fedhdp only");
-    if (rc == DP_OK && uses_lambda)
-        rc = num(&r, "lambda", true, 0, 0, 1e6, &s->lambda);
+        rc = dp_err_set(err, DP_EINVAL, "lambda",
+                        "lambda applies to mrmtl, ditto, fedhdp and ifca only");
+    if (rc == DP_OK && uses_lambda) /* ifca: the MR-MTL rounds' (after ifca.warm_rounds) */
+        rc = num(&r, "lambda", a != ALGO_IFCA, 0, 0, 1e6, &s->lambda);
     if (rc == DP_OK && a != 2 && json_object_get(body, "finetune_fraction") != NULL)
         rc = dp_err_set(err, DP_EINVAL, "finetune_fraction",
                         "finetune_fraction applies to finetune only");
@@ -826,6 +882,8 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         rc = parse_fedhdp(body, s, err);
     if (rc == DP_OK)
         rc = parse_adaped(body, s, err);
+    if (rc == DP_OK)
+        rc = parse_ifca(body, s, err);
     if (rc == DP_OK)
         rc = parse_silos(body, s, err);
     if (rc == DP_OK)

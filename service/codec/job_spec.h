@@ -72,7 +72,7 @@ typedef struct job_hdp_group {
 typedef struct job_spec {
     char name[JOB_NAME_MAX];      /* the client's label for the job ("" = none) */
     char algorithm[JOB_ALGO_MAX]; /* local, fedavg, finetune, mrmtl, ditto, dp_fedavg, ppsgd,
-                                     fedhdp, altmin, adaped, dp_adaped */
+                                     fedhdp, altmin, adaped, dp_adaped, ifca */
     job_data_kind data;
     int64_t dataset_id;  /* UPLOAD */
     fl_synth_spec synth; /* SYNTHETIC (regression when classes == 0) */
@@ -107,6 +107,10 @@ typedef struct job_spec {
     int64_t ap_tau;
     double ap_psi_init, ap_psi_floor, ap_lr_mu, ap_lr_psi, ap_kd_psi, ap_clip_psi;
     int64_t ap_unsampled_rounds; /* Alg. 7; 0 = unsampled silos idle (Alg. 2) */
+    /* ifca: the "ifca" block (fl_job_cfg's ifca_* fields; docs/TRAINING.md "ifca") */
+    int64_t ifca_clusters, ifca_select_rounds, ifca_warm_rounds;
+    double ifca_select_eps; /* per selection; DP_INF for a non-private job (the exact argmin) */
+    double ifca_loss_bound;
     /* budgets */
     job_on_budget on_budget;
     job_binding *bindings; /* n_bindings, owned */

@@ -341,6 +341,11 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
     c->ap_kd_psi = s->ap_kd_psi;
     c->ap_unsampled_rounds = (uint64_t)s->ap_unsampled_rounds;
     c->ap_clip_psi = s->ap_clip_psi;
+    c->ifca_clusters = (size_t)s->ifca_clusters;
+    c->ifca_select_rounds = (uint64_t)s->ifca_select_rounds;
+    c->ifca_warm_rounds = (uint64_t)s->ifca_warm_rounds;
+    c->ifca_select_eps = s->ifca_select_eps;
+    c->ifca_loss_bound = s->ifca_loss_bound;
     if (strcmp(s->algorithm, "fedhdp") == 0) {
         c->hdp_n_groups = s->n_hdp_groups;
         c->hdp_groups = s->hdp;
@@ -398,10 +403,13 @@ static int plan_privacy(job_prepared *p, dp_err *err)
     for (size_t k = 0; k < K; k++) {
         job_silo_plan *sp = &p->silo[k];
         int rc = fl_plan_silo(&p->cfg, k, p->fed.silo[k].n_train, &sp->plan, &sp->round_event, err);
+        if (rc == DP_OK)
+            rc = fl_plan_silo_select(&p->cfg, &sp->plan, sp->round_event, &sp->select_event, err);
         if (rc != DP_OK)
             return rc;
         if (sp->round_event != NULL)
-            rc = fl_plan_epsilon(sp->round_event, p->cfg.rounds, &sp->acct, &sp->planned_eps, err);
+            rc = fl_plan_epsilon_select(sp->round_event, sp->select_event, p->cfg.rounds,
+                                        sp->plan.select_rounds, &sp->acct, &sp->planned_eps, err);
         if (rc != DP_OK)
             return rc;
     }
@@ -464,8 +472,10 @@ void job_prepared_free(job_prepared *p)
 {
     if (p == NULL)
         return;
-    for (size_t k = 0; p->silo != NULL && k < p->fed.n_silos; k++)
+    for (size_t k = 0; p->silo != NULL && k < p->fed.n_silos; k++) {
         acct_event_free(p->silo[k].round_event);
+        acct_event_free(p->silo[k].select_event);
+    }
     dp_free(p->silo);
     dp_free(p->z);
     dp_free(p->silo_group);
@@ -559,6 +569,14 @@ char *job_plan_json(const job_prepared *p)
             "sigma", pl->is_private ? json_util_real(pl->noise_multiplier * clip) : json_null(),
             "delta", pl->is_private ? json_util_real(sp->delta) : json_null(), "epsilon",
             json_util_real(sp->planned_eps), "round_event", ev);
+        if (o != NULL && sp->select_event != NULL &&
+            (json_object_set_new(o, "select_rounds", json_integer((json_int_t)pl->select_rounds)) !=
+                 0 ||
+             json_object_set_new(o, "select_epsilon", json_util_real(pl->select_epsilon)) != 0 ||
+             json_object_set_new(o, "select_event", event_json_encode(sp->select_event)) != 0)) {
+            json_decref(o);
+            o = NULL;
+        }
         if (o != NULL && p->silo_group != NULL &&
             json_object_set_new(o, "group",
                                 json_string(p->spec.hdp_groups[p->silo_group[k]].name)) != 0) {
@@ -596,6 +614,19 @@ char *job_plan_json(const job_prepared *p)
     if (ap && root != NULL) {
         json_t *a = adaped_plan_json(p);
         if (a == NULL || json_object_set_new(root, "adaped", a) != 0) {
+            json_decref(root);
+            root = NULL;
+        }
+    }
+    if (strcmp(p->cfg.algorithm, "ifca") == 0 && root != NULL) {
+        const fl_job_cfg *c = &p->cfg;
+        json_t *a = json_pack(
+            "{s:I, s:I, s:I, s:o, s:o, s:o}", "clusters", (json_int_t)c->ifca_clusters,
+            "select_rounds", (json_int_t)c->ifca_select_rounds, "warm_rounds",
+            (json_int_t)c->ifca_warm_rounds, "selection_epsilon",
+            isfinite(c->ifca_select_eps) ? json_util_real(c->ifca_select_eps) : json_null(),
+            "loss_bound", json_util_real(c->ifca_loss_bound), "lambda", json_util_real(c->lambda));
+        if (a == NULL || json_object_set_new(root, "ifca", a) != 0) {
             json_decref(root);
             root = NULL;
         }

@@ -37,11 +37,13 @@ struct ledger;
 
 typedef struct job_silo_plan {
     fl_silo_plan plan;
-    acct_event *round_event; /* one round's event (owned), NULL when not private */
-    int64_t ledger_silo;     /* the bound ledger silo, 0 = none */
-    double delta;            /* the delta its epsilon is reported at */
-    fl_accountant acct;      /* the accountant its epsilon is computed with */
-    double planned_eps;      /* epsilon of all its rounds (DP_NAN when not private) */
+    acct_event *round_event;  /* one round's event (owned), NULL when not private */
+    acct_event *select_event; /* ifca: the event of a round t < plan.select_rounds, the round's
+                                 composed with the cluster selection's (owned); NULL = none */
+    int64_t ledger_silo;      /* the bound ledger silo, 0 = none */
+    double delta;             /* the delta its epsilon is reported at */
+    fl_accountant acct;       /* the accountant its epsilon is computed with */
+    double planned_eps;       /* epsilon of all its rounds (DP_NAN when not private) */
 } job_silo_plan;
 
 typedef struct job_prepared {
@@ -73,7 +75,11 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c);
  * "lambda", "noise_multiplier", "target_epsilon", "silos", "epsilon"}]; adaped and dp_adaped add
  * "adaped": {"tau", "psi_init", "psi_floor", "lr_mu", "lr_psi", "kd_psi"}, dp_adaped also
  * "clip_psi", "step_noise_multiplier", "sigma_mu", "sigma_psi" and "paper_bound": {"rho",
- * "epsilon", "delta"} (Thm. 5's closed form, never charged). NULL when out of memory. */
+ * "epsilon", "delta"} (Thm. 5's closed form, never charged); ifca adds each private silo's
+ * "select_rounds", "select_epsilon" and "select_event" (the event charged in place of round_event
+ * in the rounds t < select_rounds) and "ifca": {"clusters", "select_rounds", "warm_rounds",
+ * "selection_epsilon" (null: the exact argmin), "loss_bound", "lambda"}. NULL when out of memory.
+ */
 char *job_plan_json(const job_prepared *p);
 
 #endif

@@ -62,6 +62,8 @@ static json_t *silo_json(const job_prepared *p, const fl_round_metrics *m, size_
               put(o, "job_epsilon", sp->round_event == NULL ? DP_NAN : eps) &&
               model_fields(o, &s->personal, m->regression) && put(o, "sgd_loss", s->sgd_loss) &&
               (!m->has_global || model_fields(g, &s->global, m->regression));
+    if (ok && s->cluster >= 0) /* ifca: the cluster the silo belongs to after the round */
+        ok = json_object_set_new(o, "cluster", json_integer((json_int_t)s->cluster)) == 0;
     if (ok && p->silo_group != NULL)
         ok = json_object_set_new(o, "group",
                                  json_string(p->spec.hdp_groups[p->silo_group[k]].name)) == 0;

@@ -109,6 +109,7 @@ typedef struct job_exec {
     double *ledger_eps; /* K: a bound silo's epsilon after its last charge (the ledger's; DP_NAN
                            before the first) */
     double **curve;     /* K: silo k's one-round RDP curve (NULL when not private) */
+    double **sel_curve; /* K: ifca, the curve of silo k's selection rounds (NULL: none) */
     size_t *n_orders;   /* K: its length */
     /* the round's charge */
     ledger_charge_req *reqs; /* K */
@@ -116,6 +117,7 @@ typedef struct job_exec {
     size_t *req_silo; /* reqs[i] charges silo req_silo[i] */
     size_t n_reqs;
     char reason[64];
+    char sel_reason[96]; /* ifca: the reason of a charge that includes the cluster selection */
 } job_exec;
 
 static void exec_free(job_exec *x)
@@ -123,7 +125,10 @@ static void exec_free(job_exec *x)
     /* the per-silo arrays first: job_prepared_free zeroes the silo count they are sized by */
     for (size_t k = 0; x->curve != NULL && k < x->p.fed.n_silos; k++)
         dp_free(x->curve[k]);
+    for (size_t k = 0; x->sel_curve != NULL && k < x->p.fed.n_silos; k++)
+        dp_free(x->sel_curve[k]);
     dp_free(x->curve);
+    dp_free(x->sel_curve);
     dp_free(x->n_orders);
     job_prepared_free(&x->p);
     fl_state_free(&x->st);
@@ -143,6 +148,9 @@ static void build_reqs(job_exec *x)
     x->n_reqs = 0;
     snprintf(x->reason, sizeof x->reason, "training job %lld, round %llu", (long long)x->id,
              (unsigned long long)x->st.round + 1);
+    snprintf(x->sel_reason, sizeof x->sel_reason,
+             "training job %lld, round %llu, with the private cluster selection", (long long)x->id,
+             (unsigned long long)x->st.round + 1);
     for (size_t k = 0; k < x->p.fed.n_silos; k++) {
         const job_silo_plan *sp = &x->p.silo[k];
         if (!x->active[k] || sp->ledger_silo == 0 || sp->round_event == NULL)
@@ -150,11 +158,13 @@ static void build_reqs(job_exec *x)
         ledger_charge_req *q = &x->reqs[x->n_reqs];
         memset(q, 0, sizeof *q);
         q->silo_id = sp->ledger_silo;
-        q->event = sp->round_event;
+        /* ifca: the rounds t < select_rounds also charge the selection (fl_plan_silo_select) */
+        bool sel = sp->select_event != NULL && x->st.round < sp->plan.select_rounds;
+        q->event = sel ? sp->select_event : sp->round_event;
         q->neighboring = ACCT_NB_ADD_REMOVE;
         /* no idempotency key: a round's charge commits with its checkpoint, so a resumed job
          * never charges a round twice, and keys are the clients' to choose */
-        q->reason = x->reason;
+        q->reason = sel ? x->sel_reason : x->reason;
         q->job_id = x->id;
         x->req_silo[x->n_reqs++] = k;
     }
@@ -295,7 +305,9 @@ static int restore_counts(job_exec *x, dp_err *err)
 }
 
 /* Epsilon of silo k after `charged` rounds, as the accountant computes it (fl_plan_epsilon),
- * from its cached one-round curve. */
+ * from its cached one-round curve. ifca: a silo's charged rounds are rounds 0 .. charged - 1 (a
+ * record-level silo is charged the rounds it trains, and a stop is sticky), so the first
+ * min(charged, select_rounds) of them carried the selection. */
 static double accountant_eps(const job_exec *x, size_t k, uint64_t charged)
 {
     const job_silo_plan *sp = &x->p.silo[k];
@@ -304,7 +316,11 @@ static double accountant_eps(const job_exec *x, size_t k, uint64_t charged)
     double e = DP_NAN;
     dp_err err;
     dp_err_clear(&err);
-    if (fl_plan_epsilon_curve(x->curve[k], x->n_orders[k], charged, &sp->acct, &e, &err) != DP_OK)
+    uint64_t sel = x->sel_curve[k] == NULL            ? 0
+                   : charged < sp->plan.select_rounds ? charged
+                                                      : sp->plan.select_rounds;
+    if (fl_plan_epsilon_curves(x->curve[k], x->sel_curve[k], x->n_orders[k], charged, sel,
+                               &sp->acct, &e, &err) != DP_OK)
         return DP_NAN;
     return e;
 }
@@ -468,8 +484,9 @@ static void run_job(job_runner *r, store_conn *c, int64_t id)
     }
     if (rc == DP_OK) {
         x.curve = dp_calloc(K, sizeof *x.curve);
+        x.sel_curve = dp_calloc(K, sizeof *x.sel_curve);
         x.n_orders = dp_calloc(K, sizeof *x.n_orders);
-        if (x.curve == NULL || x.n_orders == NULL)
+        if (x.curve == NULL || x.sel_curve == NULL || x.n_orders == NULL)
             rc = dp_err_set(&e, DP_ENOMEM, NULL, "out of memory");
     }
     for (size_t k = 0; rc == DP_OK && k < K; k++) {
@@ -478,6 +495,10 @@ static void run_job(job_runner *r, store_conn *c, int64_t id)
         if (x.p.silo[k].round_event != NULL)
             rc = fl_plan_round_curve(x.p.silo[k].round_event, &x.p.silo[k].acct, &x.curve[k],
                                      &x.n_orders[k], &e);
+        size_t n_sel = 0;
+        if (rc == DP_OK && x.p.silo[k].select_event != NULL)
+            rc = fl_plan_round_curve(x.p.silo[k].select_event, &x.p.silo[k].acct, &x.sel_curve[k],
+                                     &n_sel, &e);
     }
     if (rc == DP_OK)
         rc = load_state(&x, &e);

@@ -211,6 +211,13 @@ SEEDS = {
          "model": {"type": "softmax"}, "rounds": 1, "batch_size": 4, "lr": 0.1,
          "privacy": {"target_epsilon": 2, "delta": 1e-5, "clip": 1, "client_rate": 0.5},
          "adaped": {"tau": 2, "psi_init": 2, "lr_psi": 0.1, "clip_psi": 0.5}},
+        {"algorithm": "ifca", "lambda": 0.5, "dataset": {"generator": "synthetic-linreg",
+                                                         "silos": 3, "dim": 2, "n_min": 10,
+                                                         "n_max": 10},
+         "model": {"type": "linear"}, "rounds": 2, "batch_size": 4, "lr": 0.1,
+         "privacy": {"target_epsilon": 2, "delta": 1e-5, "clip": 1},
+         "ifca": {"clusters": 2, "select_rounds": 1, "warm_rounds": 1, "selection_epsilon": 0.1,
+                  "loss_bound": 2}},
     ],
     "POST /v1/silos/{id}/token": [{}],
     "PATCH /v1/silos/{id}": [

@@ -32,11 +32,11 @@
 #define D       3 /* features */
 #define P       (D + 1)
 #define K_MAX   8
-#define ALGOS_N 10
+#define ALGOS_N 11
 
 static const char *const ALGOS[ALGOS_N] = {"local",  "fedavg",    "finetune", "mrmtl",
                                            "ditto",  "dp_fedavg", "ppsgd",    "fedhdp",
-                                           "adaped", "dp_adaped"};
+                                           "adaped", "dp_adaped", "ifca"};
 
 /* The client-level algorithms: no record-level noise multiplier, a fixed denominator q K. */
 static bool client_level(const char *algo)
@@ -192,6 +192,10 @@ static fl_job_cfg private_cfg(const char *algo)
     c.ap_clip_psi = 0.2;
     if (strcmp(algo, "dp_adaped") == 0) /* Alg. 7 in the resume and threads tests */
         c.ap_unsampled_rounds = 2;
+    c.ifca_clusters = 3; /* ifca: selection in rounds 0-3, MR-MTL from round 6 */
+    c.ifca_select_rounds = 4;
+    c.ifca_warm_rounds = 6;
+    c.ifca_select_eps = 0.5;
     return c;
 }
 

@@ -360,6 +360,61 @@ static void fedhdp_reads_its_groups(void **state)
     "\"dim\":8,\"n_min\":12,\"rank\":3,\"noise\":0.01},\"rounds\":4,"
 #define ALTMIN_PRIV "\"privacy\":{\"target_epsilon\":5,\"delta\":1e-6,\"clip\":1e-4}"
 
+#define IFCA_HEAD                                                                                  \
+    "{\"algorithm\":\"ifca\",\"dataset\":1,\"model\":{\"type\":\"linear\"},\"rounds\":40,"         \
+    "\"batch_size\":8,\"lr\":0.1,"
+#define IFCA_TARGET "\"privacy\":{\"target_epsilon\":2,\"delta\":1e-5,\"clip\":1}"
+#define IFCA_NOISE  "\"privacy\":{\"noise_multiplier\":1.5,\"delta\":1e-5,\"clip\":1}"
+
+static void ifca_reads_its_block_with_the_papers_defaults(void **state)
+{
+    (void)state;
+    job_spec s;
+    dp_err e;
+    assert_int_equal(parse(IFCA_HEAD "\"lambda\":0.5,\"ifca\":{\"clusters\":3,\"select_rounds\":4,"
+                                     "\"warm_rounds\":10,\"selection_epsilon\":0.05,"
+                                     "\"loss_bound\":2}," IFCA_TARGET "}",
+                           &s, &e),
+                     DP_OK);
+    assert_string_equal(s.algorithm, "ifca");
+    assert_int_equal(s.ifca_clusters, 3);
+    assert_int_equal(s.ifca_select_rounds, 4);
+    assert_int_equal(s.ifca_warm_rounds, 10);
+    assert_close(s.ifca_select_eps, 0.05, 0, 0);
+    assert_close(s.ifca_loss_bound, 2, 0, 0);
+    assert_close(s.lambda, 0.5, 0, 0);
+    job_spec_clear(&s);
+    /* defaults: 2 clusters, IFCA and selection in every round, 0.03 target_epsilon each */
+    assert_int_equal(parse(IFCA_HEAD IFCA_TARGET "}", &s, &e), DP_OK);
+    assert_int_equal(s.ifca_clusters, 2);
+    assert_int_equal(s.ifca_select_rounds, 40);
+    assert_int_equal(s.ifca_warm_rounds, 40);
+    assert_close(s.ifca_select_eps, 0.06, 1e-15, 0);
+    assert_close(s.lambda, 0, 0, 0);
+    job_spec_clear(&s);
+    /* a warm start selects in its IFCA rounds by default; without privacy, the exact argmin */
+    assert_int_equal(parse(IFCA_HEAD "\"ifca\":{\"warm_rounds\":5}}", &s, &e), DP_OK);
+    assert_int_equal(s.ifca_select_rounds, 5);
+    assert_true(isinf(s.ifca_select_eps));
+    job_spec_clear(&s);
+    assert_int_equal(parse(IFCA_HEAD "\"ifca\":{\"clusters\":1}," IFCA_NOISE "}", &s, &e), DP_OK);
+    job_spec_clear(&s);
+    expect_field(IFCA_HEAD "\"ifca\":{\"clusters\":0}}", "ifca.clusters");
+    expect_field(IFCA_HEAD "\"ifca\":{\"clusters\":17}}", "ifca.clusters");
+    expect_field(IFCA_HEAD "\"ifca\":{\"warm_rounds\":41}}", "ifca.warm_rounds");
+    expect_field(IFCA_HEAD "\"ifca\":{\"warm_rounds\":5,\"select_rounds\":6}}",
+                 "ifca.select_rounds");
+    expect_field(IFCA_HEAD "\"ifca\":{\"select_rounds\":0}}", "ifca.select_rounds");
+    expect_field(IFCA_HEAD "\"ifca\":{\"loss_bound\":0}}", "ifca.loss_bound");
+    expect_field(IFCA_HEAD "\"ifca\":{\"selection_epsilon\":0.1}}", "ifca.selection_epsilon");
+    expect_field(IFCA_HEAD "\"ifca\":{\"selection_epsilon\":0}," IFCA_TARGET "}",
+                 "ifca.selection_epsilon");
+    expect_field(IFCA_HEAD IFCA_NOISE "}", "ifca.selection_epsilon");
+    expect_field(IFCA_HEAD "\"ifca\":{\"clustres\":2}}", "ifca.clustres");
+    expect_field(IFCA_HEAD "\"ifca\":[2]}", "ifca");
+    expect_field(BASE_HEAD "\"rounds\":2,\"batch_size\":8,\"lr\":0.1,\"ifca\":{}}", "ifca");
+}
+
 static void altmin_reads_its_block_and_refuses_what_does_not_apply(void **state)
 {
     (void)state;
@@ -493,6 +548,7 @@ int main(void)
         cmocka_unit_test(ppsgd_reads_its_mode),
         cmocka_unit_test(fedhdp_reads_its_groups),
         cmocka_unit_test(altmin_reads_its_block_and_refuses_what_does_not_apply),
+        cmocka_unit_test(ifca_reads_its_block_with_the_papers_defaults),
         cmocka_unit_test(adaped_reads_its_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
