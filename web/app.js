@@ -41,7 +41,8 @@
  *       opts: uPlot options (series, axes, scales ...); width defaults to the container's width,
  *       height to 260; opts.title also labels the container (role="img", aria-label). data: uPlot's
  *       columns [[x...], [y1...], ...]. Callers add rows with u.setData(newData). The chart is
- *       resized with the window and destroyed when its container leaves the document.
+ *       resized with the window and destroyed when its container leaves the document. The instance
+ *       is also container.dpChart, where a browser test reads what is plotted (u.data).
  *   DP.fmtEps(x)         epsilon for display, rounded UP to 4 significant digits (a privacy loss is
  *                        never under-reported); null/undefined/Infinity -> '∞'. DP.fmtEpsDown(x)
  *                        rounds DOWN (for what remains of a budget, never over-reported).
@@ -386,6 +387,7 @@
             container.setAttribute('aria-label', o.title);
         }
         const u = new uPlot(o, data, container);
+        container.dpChart = u;
         u._dpFixedWidth = !!opts.width;
         u._dpContainer = container;
         charts.add(u);
