@@ -46,6 +46,8 @@
  *   DP.fmtEps(x)         epsilon for display, rounded UP to 4 significant digits (a privacy loss is
  *                        never under-reported); null/undefined/Infinity -> '∞'. DP.fmtEpsDown(x)
  *                        rounds DOWN (for what remains of a budget, never over-reported).
+ *   DP.fmtUp(x, sig), DP.fmtDown(x, sig): the same with sig significant digits (default 4), for
+ *                        other figures with a safe side (a calibrated noise multiplier: up).
  *   DP.fmtNum(x, sig)    a plain number to sig (default 4) significant digits, nearest.
  *   DP.fmtTime(iso)      an ISO timestamp as local date and time.
  *   DP.error(el, answer) renders an API error answer ({status, body}) into el (role="alert"):
@@ -138,6 +140,8 @@
     }
     DP.fmtEps = (x) => roundDir(x, 4, 1);
     DP.fmtEpsDown = (x) => roundDir(x, 4, -1);
+    DP.fmtUp = (x, sig) => roundDir(x, sig || 4, 1);
+    DP.fmtDown = (x, sig) => roundDir(x, sig || 4, -1);
     DP.fmtNum = function (x, sig) {
         if (x === null || x === undefined)
             return '–';

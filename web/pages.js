@@ -314,6 +314,236 @@
         await claimsSection(claimsBox, s);
     });
 
+    /* ---- calculators -------------------------------------------------------------------------- */
+
+    /* T steps of DP-SGD: each step a Poisson-sampled Gaussian (Abadi et al., CCS 2016). A value left
+     * undefined is left out of the JSON (the API then names it as required); null asks /calibrate
+     * to solve for it. */
+    function dpsgd(q, sigma, steps) {
+        return {type: 'self_composed', count: steps,
+                event: {type: 'poisson_sampled', sampling_rate: q, event: {type: 'gaussian', noise_multiplier: sigma}}};
+    }
+    const F_SIGMA = 'event.event.event.noise_multiplier', F_Q = 'event.event.sampling_rate', F_T = 'event.count';
+    const num = (input) => (input.value.trim() === '' ? undefined : Number(input.value));
+    function numIn(name, value, field, extra) {
+        return h('input', Object.assign({name, type: 'text', inputmode: 'decimal', value: String(value),
+                                         'data-field': field || name, autocomplete: 'off', size: 10}, extra || {}));
+    }
+    function resultRow(key, label, text) {
+        return h('div', {class: 'result-row', 'data-result': key}, h('span', {class: 'bar-name'}, label),
+                 h('span', {class: 'figure'}, text));
+    }
+    /* Runs fn over items, at most k at a time, keeping the order of the answers. */
+    async function pool(items, k, fn) {
+        const outv = new Array(items.length);
+        let next = 0;
+        const worker = async () => {
+            while (next < items.length) {
+                const i = next++;
+                outv[i] = await fn(items[i]);
+            }
+        };
+        await Promise.all(Array.from({length: Math.min(k, items.length)}, worker));
+        return outv;
+    }
+
+    function epsilonPanel(main) {
+        const q = numIn('sampling_rate', 0.01, F_Q), sigma = numIn('noise_multiplier', 1.1, F_SIGMA);
+        const steps = numIn('steps', 10000, F_T), delta = numIn('delta', 1e-5);
+        const acc = h('select', {name: 'accountant', 'data-field': 'accountant'},
+                      h('option', {value: 'rdp'}, 'RDP (Rényi)'), h('option', {value: 'pld'}, 'PLD (privacy loss distribution)'));
+        const out = h('div', {class: 'result', 'aria-live': 'polite'});
+        const form = h('form', {id: 'calc-epsilon', class: 'inline'},
+            DP.field('Sampling rate q', q), DP.field('Noise multiplier σ', sigma), DP.field('Steps T', steps),
+            DP.field('δ', delta), DP.field('Accountant', acc),
+            h('div', {class: 'field'}, h('button', {type: 'submit'}, 'Compute ε')));
+        const box = h('section', {class: 'card calc', 'aria-labelledby': 'calc-eps-h'},
+            h('h2', {id: 'calc-eps-h'}, 'ε of a DP-SGD run'),
+            h('p', {class: 'note'}, 'T steps, each a Poisson-sampled Gaussian: POST /v1/accounting/epsilon, once for the ' +
+                                    'run and once per point of the curve.'),
+            form, out);
+        const run = async () => {
+            out.textContent = '';
+            DP.fieldErrors(form, null);
+            const body = (t) => ({event: dpsgd(num(q), num(sigma), t), delta: num(delta), accountant: acc.value});
+            const T = num(steps);
+            const a = await DP.api('POST', '/v1/accounting/epsilon', body(T));
+            if (!box.isConnected)
+                return;
+            if (a.status !== 200) {
+                DP.fieldErrors(form, a);
+                return;
+            }
+            out.appendChild(resultRow('epsilon', 'ε', DP.fmtEps(a.body.epsilon) +
+                                      (a.body.epsilon === null && a.body.reason ? ' (' + a.body.reason + ')' : '')));
+            out.appendChild(h('p', {class: 'note'}, `at δ = ${a.body.delta}, ${a.body.accountant}` +
+                (a.body.conversion ? ` (${a.body.conversion})` : '') +
+                (a.body.optimal_order ? `, optimal order ${DP.fmtNum(a.body.optimal_order)}` : '') +
+                (a.body.epsilon_lower !== undefined ? `, PLD bracket [${DP.fmtEpsDown(a.body.epsilon_lower)}, ` +
+                                                      `${DP.fmtEps(a.body.epsilon)}]` : '')));
+            /* The curve: ε after t steps for 16 values of t up to T (each its own call). */
+            const n = Math.min(16, T);
+            const ts = [...new Set(Array.from({length: n}, (_, k) => Math.ceil(T * (k + 1) / n)))];
+            const answers = await pool(ts.slice(0, -1), 4, (t) => DP.api('POST', '/v1/accounting/epsilon', body(t)));
+            if (!box.isConnected)
+                return;
+            answers.push(a);
+            const bad = answers.find((x) => x.status !== 200);
+            if (bad) {
+                DP.error(out, bad);
+                return;
+            }
+            const chartBox = out.appendChild(h('div', {class: 'chart', id: 'epsilon-chart'}));
+            DP.chart(chartBox, {
+                title: `ε after t steps of DP-SGD (q = ${num(q)}, σ = ${num(sigma)}, δ = ${num(delta)}), ${ts.length} points up to T = ${T}`,
+                scales: {x: {time: false}, y: {range: (_, lo, hi) => [0, hi * 1.05]}},
+                series: [{label: 'steps', value: (_, v) => (v === null ? '–' : String(v))},
+                         {label: 'ε', stroke: '#0b5cad', width: 2, value: (_, v) => (v === null ? '–' : DP.fmtEps(v))}],
+                axes: [{label: 'steps'}, {label: 'ε'}],
+            }, [ts, answers.map((x) => x.body.epsilon)]);
+        };
+        form.addEventListener('submit', (ev) => {
+            ev.preventDefault();
+            run();
+        });
+        main.appendChild(box);
+        return run;
+    }
+
+    function calibratePanel(main) {
+        const target = numIn('target_epsilon', 2), delta = numIn('delta', 1e-5);
+        const q = numIn('sampling_rate', 0.01, F_Q), sigma = numIn('noise_multiplier', 1.1, F_SIGMA);
+        const steps = numIn('steps', 10000, F_T);
+        const solve = h('select', {name: 'solve'},
+                        h('option', {value: 'noise_multiplier'}, 'noise multiplier σ'),
+                        h('option', {value: 'count'}, 'steps T'), h('option', {value: 'sampling_rate'}, 'sampling rate q'));
+        const inputs = {noise_multiplier: sigma, count: steps, sampling_rate: q};
+        const sync = () => {
+            for (const [k, el] of Object.entries(inputs))
+                el.disabled = k === solve.value;
+        };
+        solve.addEventListener('change', sync);
+        sync();
+        const out = h('div', {class: 'result', 'aria-live': 'polite'});
+        const form = h('form', {id: 'calc-calibrate', class: 'inline'},
+            DP.field('Solve for', solve), DP.field('Target ε', target), DP.field('δ', delta),
+            DP.field('Noise multiplier σ', sigma), DP.field('Sampling rate q', q), DP.field('Steps T', steps),
+            h('div', {class: 'field'}, h('button', {type: 'submit'}, 'Calibrate')));
+        const box = h('section', {class: 'card calc', 'aria-labelledby': 'calc-cal-h'},
+            h('h2', {id: 'calc-cal-h'}, 'Noise calibration'),
+            h('p', {class: 'note'}, 'The smallest noise (or the most steps, or the largest sampling rate) whose ε ' +
+                                    'stays within the target: POST /v1/accounting/calibrate.'),
+            form, out);
+        const run = async () => {
+            out.textContent = '';
+            DP.fieldErrors(form, null);
+            const v = (k) => (k === solve.value ? null : num(inputs[k]));
+            const body = {event: dpsgd(v('sampling_rate'), v('noise_multiplier'), v('count')),
+                          target_epsilon: num(target), delta: num(delta)};
+            const a = await DP.api('POST', '/v1/accounting/calibrate', body);
+            if (!box.isConnected)
+                return;
+            if (a.status !== 200) {
+                DP.fieldErrors(form, a);
+                return;
+            }
+            const b = a.body;
+            /* Shown on the safe side: more noise, fewer steps, a smaller sampling rate. */
+            if (solve.value === 'noise_multiplier')
+                out.appendChild(resultRow('noise_multiplier', 'σ', DP.fmtUp(b.noise_multiplier, 6)));
+            else if (solve.value === 'count')
+                out.appendChild(resultRow('count', 'steps T', String(b.count)));
+            else
+                out.appendChild(resultRow('sampling_rate', 'q', DP.fmtDown(b.sampling_rate, 6)));
+            out.appendChild(resultRow('epsilon', 'achieved ε', DP.fmtEps(b.epsilon)));
+            out.appendChild(h('p', {class: 'note'}, `target ε = ${b.target_epsilon} at δ = ${b.delta}; ` +
+                              `${b.evaluations} evaluations (${b.accountant})`));
+        };
+        form.addEventListener('submit', (ev) => {
+            ev.preventDefault();
+            run();
+        });
+        main.appendChild(box);
+        return run;
+    }
+
+    function tuningPanel(main) {
+        const q = numIn('sampling_rate', 0.01, F_Q), sigma = numIn('noise_multiplier', 1.1, F_SIGMA);
+        const steps = numIn('steps', 1000, F_T), delta = numIn('delta', 1e-5);
+        const kind = h('select', {name: 'distribution', 'data-field': 'distribution'},
+                       h('option', {value: 'geometric'}, 'geometric (η = 1)'),
+                       h('option', {value: 'logarithmic'}, 'logarithmic (η = 0)'),
+                       h('option', {value: 'poisson'}, 'Poisson'),
+                       h('option', {value: 'truncated_negative_binomial'}, 'truncated negative binomial'),
+                       h('option', {value: 'fixed'}, 'fixed number of runs'));
+        const mean = numIn('mean', 10), eta = numIn('eta', 0.5);
+        const grid = numIn('grid_size', 10, 'grid_size');
+        const etaRow = DP.field('η', eta);
+        const sync = () => {
+            const k = kind.value;
+            mean.setAttribute('data-field', k === 'fixed' ? 'distribution.fixed' : `distribution.${k}.mean`);
+            eta.setAttribute('data-field', `distribution.${k}.eta`);
+            etaRow.hidden = k !== 'truncated_negative_binomial';
+            eta.disabled = etaRow.hidden;
+        };
+        kind.addEventListener('change', sync);
+        sync();
+        const out = h('div', {class: 'result', 'aria-live': 'polite'});
+        const form = h('form', {id: 'calc-tuning', class: 'inline'},
+            DP.field('Sampling rate q', q), DP.field('Noise multiplier σ', sigma), DP.field('Steps T per run', steps),
+            DP.field('δ', delta), DP.field('Number of runs', kind), DP.field('Mean runs (or the number, fixed)', mean),
+            etaRow, DP.field('Grid size', grid),
+            h('div', {class: 'field'}, h('button', {type: 'submit'}, 'Price the search')));
+        const box = h('section', {class: 'card calc', 'aria-labelledby': 'calc-tun-h'},
+            h('h2', {id: 'calc-tun-h'}, 'Price of a private hyperparameter search'),
+            h('p', {class: 'note'}, 'A random number of DP-SGD runs, each on a random grid value, the best one kept ' +
+                                    '(Papernot & Steinke, ICLR 2022): POST /v1/tuning/cost. Naive: every grid value once.'),
+            form, out);
+        const run = async () => {
+            out.textContent = '';
+            DP.fieldErrors(form, null);
+            const k = kind.value;
+            const dist = k === 'fixed' ? {fixed: num(mean)}
+                : k === 'truncated_negative_binomial' ? {[k]: {eta: num(eta), mean: num(mean)}} : {[k]: {mean: num(mean)}};
+            const body = {event: dpsgd(num(q), num(sigma), num(steps)), distribution: dist, delta: num(delta)};
+            if (grid.value.trim() !== '')
+                body.grid_size = num(grid);
+            const a = await DP.api('POST', '/v1/tuning/cost', body);
+            if (!box.isConnected)
+                return;
+            if (a.status !== 200) {
+                DP.fieldErrors(form, a);
+                return;
+            }
+            const b = a.body;
+            const top = Math.max(b.epsilon || 0, b.epsilon_naive || 0, b.epsilon_one_run || 0);
+            const bar = (key, label, v, note) => h('div', {class: 'bar-row', 'data-result': key},
+                h('span', {class: 'bar-name'}, label),
+                DP.meter(v === null ? top : v, top, 'ε ' + DP.fmtEps(v) + (note ? ' ' + note : '')));
+            out.appendChild(h('div', {class: 'bars wide'},
+                bar('epsilon_one_run', 'one run', b.epsilon_one_run),
+                bar('epsilon', 'the search', b.epsilon, `(${DP.fmtNum(b.expected_runs)} runs expected)`),
+                bar('epsilon_naive', 'naive', b.epsilon_naive,
+                    b.epsilon_naive === null ? '(' + (b.epsilon_naive_reason || 'no grid size') + ')' : `(${b.naive_runs} runs)`)));
+            out.appendChild(h('p', {class: 'note'}, `P(no run) = ${DP.fmtNum(b.prob_no_run)}; ` +
+                              (b.accounting ? `${b.accounting.bound || ''}` : '')));
+        };
+        form.addEventListener('submit', (ev) => {
+            ev.preventDefault();
+            run();
+        });
+        main.appendChild(box);
+        return run;
+    }
+
+    DP.route('#/calculators', async (params, main) => {
+        main.appendChild(h('h1', null, 'Calculators'));
+        main.appendChild(h('p', {class: 'note'}, 'Stateless and open: they need no token and charge nothing ' +
+                                                 '(docs/ACCOUNTING.md, docs/TUNING.md).'));
+        const runs = [epsilonPanel(main), calibratePanel(main), tuningPanel(main)];
+        await Promise.all(runs.map((r) => r()));
+    });
+
     /* Exposed for the job pages and the tests. */
     DP.silo = {unitOf, figures, budgetBars, accountantOf, eventSummary};
 })();

@@ -19,8 +19,10 @@
 //                   when UPDATE_SCREENSHOTS=1
 //   allowHttpError(status, pathRegex)  a 4xx the page is expected to get (a form's bad value): not
 //                   counted as a failed request, nor its console line as an error
-//   check(cond, what) / eq(got, want, what) / atLeastUp(shown, exact, what): assertions; a failed
-//                   one fails the module and the run (the module goes on, to report them all)
+//   check(cond, what) / eq(got, want, what) / atLeastUp(shown, exact, what) / atMostDown(...):
+//                   assertions; a failed one fails the module and the run (the module goes on, to
+//                   report them all). a11y(what): every visible form control is labelled and every
+//                   chart has a text alternative.
 //   log(...)        a line in the output
 // }
 //
@@ -196,6 +198,29 @@ async function runModule(browser, name, fn, auth) {
             const ulp = exact === 0 ? 0 : Math.pow(10, Math.floor(Math.log10(Math.abs(exact))) - 3);
             return t.check(Number.isFinite(v) && v <= exact && exact - v <= ulp * 1.0000001,
                            `${what}: shown ${JSON.stringify(shown)}, API ${exact} (want rounded down)`);
+        },
+        // Every visible form control of the page has a label (a <label for>, an enclosing label,
+        // aria-label or aria-labelledby) and every chart a text alternative.
+        async a11y(what) {
+            const bad = await page.evaluate(() => {
+                const out = [];
+                for (const el of document.querySelectorAll('input, select, textarea')) {
+                    if (el.type === 'hidden' || !el.getClientRects().length)
+                        continue;
+                    const named = (el.labels && el.labels.length) || el.getAttribute('aria-label') ||
+                                  el.getAttribute('aria-labelledby');
+                    if (!named)
+                        out.push(`${el.tagName.toLowerCase()}[name=${el.name || '?'}] has no label`);
+                }
+                for (const c of document.querySelectorAll('.uplot')) {
+                    const box = c.parentElement;
+                    if (!box || box.getAttribute('role') !== 'img' || !box.getAttribute('aria-label'))
+                        out.push('a chart has no text alternative');
+                }
+                return out;
+            });
+            for (const b of bad)
+                fail(`${what}: ${b}`);
         },
         allowHttpError(status, rx) {
             allowed.push({status, rx});
