@@ -544,6 +544,207 @@
         await Promise.all(runs.map((r) => r()));
     });
 
+    /* ---- estimator runs ----------------------------------------------------------------------- */
+
+    DP.route('#/runs', async (params, main, query) => {
+        main.appendChild(h('h1', null, 'Estimator runs'));
+        main.appendChild(h('p', {class: 'note'}, 'Every call of POST /v1/estimators/{gaussian,beta,mixture} is stored as a ' +
+                                                 'run (docs/ESTIMATORS.md); with tokens, each caller sees the runs it may read.'));
+        const limit = query.limit || '50';
+        const a = await DP.api('GET', `/v1/runs?limit=${encodeURIComponent(limit)}` +
+                                      (query.after ? `&after=${encodeURIComponent(query.after)}` : ''));
+        if (!DP.alive(main))
+            return;
+        if (a.status !== 200) {
+            DP.error(main, a);
+            return;
+        }
+        const runs = a.body.runs;
+        if (!runs.length) {
+            main.appendChild(h('p', null, query.after ? 'No more runs.' : 'No runs yet.'));
+        } else {
+            main.appendChild(h('table', {class: 'runs'},
+                h('thead', null, h('tr', null, h('th', {scope: 'col', class: 'num'}, 'id'),
+                    h('th', {scope: 'col'}, 'model'), h('th', {scope: 'col'}, 'created'),
+                    h('th', {scope: 'col'}, 'status'), h('th', {scope: 'col'}, 'privacy'),
+                    h('th', {scope: 'col', class: 'num'}, 'clients'))),
+                h('tbody', null, runs.map((r) => h('tr', {'data-run': r.id},
+                    h('td', {class: 'num'}, h('a', {href: '#/runs/' + r.id}, String(r.id))),
+                    h('td', null, r.kind), h('td', null, DP.fmtTime(r.created_at)),
+                    h('td', {'data-status': ''}, r.status), h('td', null, r.private ? 'private' : 'not private'),
+                    h('td', {class: 'num'}, String(r.n_clients)))))));
+        }
+        const nav = h('nav', {class: 'pager', 'aria-label': 'Pages of the runs'});
+        if (query.after)
+            nav.appendChild(h('a', {href: hashWith('#/runs', {limit: query.limit})}, 'First page'));
+        if (a.body.next_after !== null)
+            nav.appendChild(h('a', {href: hashWith('#/runs', {limit: query.limit, after: a.body.next_after}), rel: 'next'},
+                              'Next page'));
+        main.appendChild(nav);
+    });
+
+    const mean = (xs) => xs.reduce((p, c) => p + c, 0) / xs.length;
+    /* A client's raw estimate, coordinate k, from the data the run kept (null when it kept none). */
+    function rawOf(c, k) {
+        if (!c)
+            return null;
+        const pick = (v) => (Array.isArray(v) ? v[k] : v);
+        if (c.mean !== undefined)
+            return pick(c.mean);
+        if (c.successes !== undefined && c.trials)
+            return c.successes / c.trials;
+        if (Array.isArray(c.samples) && c.samples.length) {
+            const xs = c.samples.map((s) => Number(Array.isArray(s) ? s[k] : s));
+            return mean(xs);
+        }
+        return null;
+    }
+    function countOf(c) {
+        if (!c)
+            return null;
+        return c.n !== undefined ? c.n : c.trials !== undefined ? c.trials : Array.isArray(c.samples) ? c.samples.length : null;
+    }
+    const coord = (v, k) => (Array.isArray(v) ? v[k] : v);
+
+    function priorText(o) {
+        const p = o.prior;
+        if (!p)
+            return '–';
+        if (Array.isArray(p.components))
+            return p.components.map((c) => `${DP.fmtNum(c.weight)} × N(${DP.fmtNum(coord(c.mean, 0))}, ` +
+                                           `${DP.fmtNum(coord(c.variance, 0))})`).join(' + ') + ` (${p.source})`;
+        if (p.alpha !== undefined || p.beta !== undefined)
+            return `Beta(${DP.fmtNum(p.alpha)}, ${DP.fmtNum(p.beta)})` + (p.mean !== undefined ? `, mean ${DP.fmtNum(p.mean)}` : '') +
+                   (p.source ? ` (${p.source})` : '');
+        return `N(${DP.fmtNum(coord(p.mean, 0))}, ${DP.fmtNum(coord(p.variance, 0))})` + (p.source ? ` (${p.source})` : '');
+    }
+    /* The prior's mean in coordinate k (the point the estimates shrink toward), or null. */
+    function priorMean(o, k) {
+        const p = o.prior;
+        if (!p)
+            return null;
+        if (p.mean !== undefined && p.mean !== null)
+            return coord(p.mean, k);
+        if (typeof p.alpha === 'number' && typeof p.beta === 'number')
+            return p.alpha / (p.alpha + p.beta);
+        return null;
+    }
+
+    function shrinkagePlot(box, run, k, raw) {
+        const o = run.outputs;
+        const rows = o.estimates.map((e, i) => ({raw: raw[i], post: coord(e.posterior_mean, k), sh: coord(e.shrinkage, k)}))
+            .filter((r) => typeof r.raw === 'number' && typeof r.post === 'number').sort((p, q) => p.raw - q.raw);
+        if (!rows.length)
+            return null;
+        const xs = rows.map((r) => r.raw);
+        const pm = priorMean(o, k);
+        const series = [{label: 'raw'},
+                        {label: 'personalised', stroke: '#0b5cad', width: 0, paths: () => null,
+                         points: {show: true, size: 8, fill: '#0b5cad'}, value: (_, v) => (v === null ? '–' : DP.fmtNum(v))},
+                        {label: 'raw = personalised', stroke: '#57606a', dash: [4, 4], width: 1, points: {show: false}}];
+        const data = [xs, rows.map((r) => r.post), xs.slice()];
+        if (pm !== null) {
+            series.push({label: 'prior mean', stroke: '#a40e26', dash: [8, 3], width: 1.5, points: {show: false},
+                         value: (_, v) => (v === null ? '–' : DP.fmtNum(v))});
+            data.push(xs.map(() => pm));
+        }
+        return DP.chart(box, {
+            title: `Personalised against raw estimates of run ${run.id}: ${rows.length} clients; ` +
+                   'a point on the dashed diagonal kept its own estimate, one on the prior mean was fully pooled',
+            scales: {x: {time: false}},
+            series,
+            axes: [{label: 'raw estimate (the client\'s own)'}, {label: 'personalised estimate'}],
+        }, data);
+    }
+
+    DP.route('#/runs/:id', async (params, main, query) => {
+        main.appendChild(h('p', null, h('a', {href: '#/runs'}, '← all runs')));
+        const a = await DP.api('GET', '/v1/runs/' + encodeURIComponent(params.id));
+        if (!DP.alive(main))
+            return;
+        if (a.status !== 200) {
+            main.appendChild(h('h1', null, 'Run ' + params.id));
+            DP.error(main, a);
+            return;
+        }
+        const run = a.body, o = run.outputs || {}, inp = run.inputs || {};
+        main.appendChild(h('h1', null, `Run ${run.id}: ${run.kind}`));
+        const priv = o.privacy;
+        main.appendChild(h('div', {class: 'card'},
+            h('p', null, `${run.n_clients} clients · ${o.method || inp.method || ''} · status `,
+              h('span', {'data-status': ''}, run.status), ' · created ', DP.fmtTime(run.created_at)),
+            h('p', null, 'prior: ', h('span', {'data-prior': ''}, priorText(o))),
+            h('p', null, 'privacy: ', priv ? [
+                `${priv.mechanism || priv.scheme || 'local DP'}, ε₀ = ${priv.epsilon0}` +
+                    (priv.delta !== undefined ? `, δ = ${priv.delta}` : ''),
+                Array.isArray(priv.charges) && priv.charges.length ? [' · charged: ', priv.charges.map((c, i) => [
+                    i ? ', ' : '', h('a', {href: '#/silos/' + c.silo_id}, 'silo ' + c.silo_id),
+                    ` (${c.clients} client${c.clients === 1 ? '' : 's'})`])] : null]
+                : 'none (the estimates use the clients\' exact summaries)')));
+        const est = Array.isArray(o.estimates) ? o.estimates : [];
+        if (!est.length) {
+            main.appendChild(h('p', null, 'This run has no estimates.'));
+            return;
+        }
+        const dim = Array.isArray(est[0].posterior_mean) ? est[0].posterior_mean.length : 1;
+        const k = Math.min(Math.max(parseInt(query.coordinate || '0', 10) || 0, 0), dim - 1);
+        const clients = Array.isArray(inp.clients) ? inp.clients : null;
+        const raw = est.map((e, i) => (clients ? rawOf(clients[i], k) : null));
+        const plotBox = h('section', {'aria-labelledby': 'shrink-h'}, h('h2', {id: 'shrink-h'}, 'Raw against personalised'));
+        main.appendChild(plotBox);
+        if (dim > 1) {
+            const sel = h('select', {name: 'coordinate'},
+                          Array.from({length: dim}, (_, j) => h('option', {value: String(j), selected: j === k}, String(j))));
+            sel.addEventListener('change', () => DP.go(hashWith('#/runs/' + run.id, {coordinate: sel.value})));
+            plotBox.appendChild(h('form', {class: 'inline'}, DP.field('Coordinate', sel)));
+        }
+        if (!clients) {
+            plotBox.appendChild(h('p', {class: 'note', 'data-no-raw': ''}, 'The raw estimates are not stored for this run ' +
+                '(it was sent without "keep_data": true); the table shows the personalised estimates and their shrinkage.'));
+        } else {
+            shrinkagePlot(plotBox.appendChild(h('div', {class: 'chart', id: 'shrink-chart'})), run, k, raw);
+        }
+        /* The shrinkage itself, client by client: against the client's amount of data when the run
+         * kept it (less data, more shrinkage), else in the order of the shrinkage. */
+        const shBox = h('section', {'aria-labelledby': 'sh-h'}, h('h2', {id: 'sh-h'}, 'Shrinkage'));
+        main.appendChild(shBox);
+        const counts = est.map((e, i) => (clients ? countOf(clients[i]) : null));
+        const byN = counts.every((c) => typeof c === 'number');
+        const pts = est.map((e, i) => ({x: byN ? counts[i] : 0, y: coord(e.shrinkage, k)}))
+            .filter((p) => typeof p.y === 'number').sort((p, q) => (byN ? p.x - q.x : p.y - q.y));
+        pts.forEach((p, i) => {
+            if (!byN)
+                p.x = i + 1;
+        });
+        DP.chart(shBox.appendChild(h('div', {class: 'chart', id: 'shrinkage-chart'})), {
+            title: `Shrinkage of each client's estimate toward the prior (0: its own estimate kept, 1: fully pooled), ` +
+                   (byN ? 'against its number of observations' : 'clients in increasing order of shrinkage'),
+            height: 200,
+            scales: {x: {time: false}, y: {range: [0, 1]}},
+            series: [{label: byN ? 'observations' : 'client (rank)'},
+                     {label: 'shrinkage', stroke: '#0b5cad', width: 0, paths: () => null,
+                      points: {show: true, size: 8, fill: '#0b5cad'}, value: (_, v) => (v === null ? '–' : DP.fmtNum(v))}],
+            axes: [{label: byN ? 'observations n' : 'clients, by shrinkage'}, {label: 'shrinkage'}],
+        }, [pts.map((p) => p.x), pts.map((p) => p.y)]);
+
+        const MAX = 500;
+        main.appendChild(h('section', {'aria-labelledby': 'est-h'}, h('h2', {id: 'est-h'}, 'Estimates'),
+            est.length > MAX ? h('p', {class: 'note'}, `The first ${MAX} of ${est.length} clients.`) : null,
+            h('table', {class: 'estimates'},
+                h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'client'),
+                    clients ? h('th', {scope: 'col', class: 'num'}, 'n') : null,
+                    clients ? h('th', {scope: 'col', class: 'num'}, 'raw') : null,
+                    h('th', {scope: 'col', class: 'num'}, 'personalised'), h('th', {scope: 'col', class: 'num'}, 'sd'),
+                    h('th', {scope: 'col', class: 'num'}, 'shrinkage'))),
+                h('tbody', null, est.slice(0, MAX).map((e, i) => h('tr', {'data-client': String(i)},
+                    h('td', null, e.id !== undefined ? String(e.id) : '#' + (i + 1)),
+                    clients ? h('td', {class: 'num'}, String(countOf(clients[i]) ?? '–')) : null,
+                    clients ? h('td', {class: 'num', 'data-raw': ''}, DP.fmtNum(raw[i])) : null,
+                    h('td', {class: 'num', 'data-post': ''}, DP.fmtNum(coord(e.posterior_mean, k))),
+                    h('td', {class: 'num'}, DP.fmtNum(coord(e.posterior_sd, k))),
+                    h('td', {class: 'num', 'data-shrinkage': ''}, DP.fmtNum(coord(e.shrinkage, k)))))))));
+    });
+
     /* Exposed for the job pages and the tests. */
     DP.silo = {unitOf, figures, budgetBars, accountantOf, eventSummary};
 })();
