@@ -28,8 +28,7 @@ export default async function (t) {
         await t.open('#/silos');
         t.check(await page.isVisible('.error >> text=Bearer token'), 'a 401 tells the user to set a token');
         await page.fill('#token', t.adminToken);
-        await page.press('#token', 'Enter');
-        await t.settled();
+        await t.navigate(() => page.press('#token', 'Enter'));
     } else {
         await t.open('#/silos');
     }
