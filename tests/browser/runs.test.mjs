@@ -39,7 +39,7 @@ export default async function (t) {
     // A run with its data: the table and the plot are the API's figures.
     for (const id of [g, b]) {
         const run = (await t.api('GET', `/v1/runs/${id}`)).body;
-        await t.open(`#/runs/${id}`);
+        await t.go(`#/runs/${id}`);
         const rows = await page.$$eval('table.estimates tbody tr', (trs) => trs.map((tr) => ({
             raw: tr.querySelector('[data-raw]').textContent, post: tr.querySelector('[data-post]').textContent,
             sh: tr.querySelector('[data-shrinkage]').textContent})));
@@ -67,7 +67,7 @@ export default async function (t) {
     }
 
     // A run that kept no data: no raw column, no plot, and it says why.
-    await t.open(`#/runs/${hidden}`);
+    await t.go(`#/runs/${hidden}`);
     t.check(await page.isVisible('[data-no-raw]'), 'a run without its data says the raw estimates are not stored');
     t.eq(await page.$('#shrink-chart'), null, 'and draws no raw-against-personalised plot');
     const hiddenRun = (await t.api('GET', `/v1/runs/${hidden}`)).body;
@@ -77,6 +77,6 @@ export default async function (t) {
 
     // An unknown run is the API's 404.
     t.allowHttpError(404, /^\/v1\/runs\/999999$/);
-    await t.open('#/runs/999999');
+    await t.go('#/runs/999999');
     t.check((await page.textContent('.error')).includes('run 999999 does not exist'), 'an unknown run is said');
 }
