@@ -50,6 +50,12 @@ SERVICE_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(SERVICE_SRCS)) $(BUILD)/obj/gen
 # service/base/embedded.h).
 OPENAPI_DOC  = openapi/openapi.json
 EMBED_INPUTS = $(sort $(wildcard migrations/*.sql)) $(sort $(wildcard web/*)) $(OPENAPI_DOC)
+# The dashboard's charting library (uPlot, docs/DASHBOARD.md) and the browser tests' driver
+# (playwright-core) come from the npm registry, pinned by package-lock.json and installed into
+# node_modules/ by `npm ci` (make deps; or here, when the build needs them and they are missing).
+# uPlot's two dist files are embedded beside web/* and served at /uPlot.iife.min.js, /uPlot.min.css.
+NPM_STAMP = node_modules/.package-lock.json
+WEB_LIBS  = node_modules/uplot/dist/uPlot.iife.min.js node_modules/uplot/dist/uPlot.min.css
 CLI_SRCS     = $(wildcard cli/*.c)
 CLI_BINS     = $(patsubst cli/%.c,$(BUILD)/%,$(CLI_SRCS))
 UNIT_SRCS    = $(sort $(shell find tests/unit -name 'test_*.c'))
@@ -59,10 +65,12 @@ BENCH_BINS   = $(patsubst %,$(BUILD)/bench/%,$(BENCH_DIRS))
 
 # clang: the second compiler of `make test-clang` (CI builds and tests with both). zlib: federated/
 # reads gzip-compressed IDX files; dataset-fashion-mnist: the Fashion-MNIST files the federated tests
-# load when present (/usr/share/datasets/fashion-mnist).
+# load when present (/usr/share/datasets/fashion-mnist); chromium: the browser the dashboard's tests
+# drive (tests/browser/). Node.js and npm (Debian's nodejs and npm) are installed only when `npm` is
+# not on the PATH, so a Node.js from elsewhere is left alone.
 DEB_PKGS = build-essential clang libmicrohttpd-dev libjansson-dev libgsl-dev libsqlite3-dev \
            libcmocka-dev curl clang-format sqlite3 python3 jq wrk libopenblas-dev \
-           libopenblas0-openmp zlib1g-dev dataset-fashion-mnist
+           libopenblas0-openmp zlib1g-dev dataset-fashion-mnist chromium
 
 .SECONDARY:
 
@@ -83,9 +91,14 @@ $(BUILD)/lib$(1).a: $(call lib_objs,$(1))
 endef
 $(foreach l,$(LIBS),$(eval $(call lib_rule,$(l))))
 
-$(BUILD)/gen/embedded.c: scripts/embed.sh $(EMBED_INPUTS)
+$(BUILD)/gen/embedded.c: scripts/embed.sh $(EMBED_INPUTS) $(NPM_STAMP)
 	@mkdir -p $(dir $@)
-	sh scripts/embed.sh $@ migrations web $(OPENAPI_DOC)
+	sh scripts/embed.sh $@ migrations web $(OPENAPI_DOC) $(WEB_LIBS)
+
+# npm ci writes node_modules/.package-lock.json last; touched so a lock file edited since is seen.
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
 
 $(BUILD)/obj/gen/embedded.o: $(BUILD)/gen/embedded.c
 	@mkdir -p $(dir $@)
@@ -131,11 +144,13 @@ deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "make deps: installing$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+	@$(MAKE) --no-print-directory $(NPM_STAMP)
 
 LISTEN ?= 127.0.0.1:8080
 DB     ?= ./var/dpsilo.db

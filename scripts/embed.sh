@@ -3,16 +3,19 @@
 # arrays, so the daemon knows its schema versions, its static files and the description of its API at
 # build time (service/base/embedded.h).
 #
-# Usage: scripts/embed.sh OUT.c MIGRATIONS_DIR WEB_DIR OPENAPI_JSON
+# Usage: scripts/embed.sh OUT.c MIGRATIONS_DIR WEB_DIR OPENAPI_JSON [WEB_FILE...]
 #
 # Only migrations named NNNN_<a-z0-9_>.sql and web files named [A-Za-z0-9._-] at the top level of
 # WEB_DIR are embedded; any other name makes the build fail, so a file can never be silently skipped.
+# Each further WEB_FILE (the dashboard's charting library, installed from npm into node_modules/) is
+# served beside them under its base name; a base name that is already taken makes the build fail.
 # Each array ends with an extra NUL byte (not counted in len) so SQL text can be passed to sqlite3_exec.
 set -eu
 out=$1
 mig=$2
 web=$3
 openapi=$4
+shift 4
 tmp="$out.tmp"
 
 emit_array() { # $1 = C identifier, $2 = file
@@ -49,12 +52,15 @@ emit_array() { # $1 = C identifier, $2 = file
     echo
     n=0
     rows=""
-    for f in "$web"/*; do
-        [ -e "$f" ] || continue
+    seen=" "
+    for f in "$web"/* "$@"; do
+        [ -e "$f" ] || { [ "$f" = "$web/*" ] && continue; echo "embed.sh: $f: no such file (make deps)" >&2; exit 1; }
         b=$(basename "$f")
         if [ ! -f "$f" ] || printf '%s' "$b" | LC_ALL=C grep -q '[^A-Za-z0-9._-]'; then
-            echo "embed.sh: $f: web/ holds only regular files named [A-Za-z0-9._-]" >&2; exit 1
+            echo "embed.sh: $f: web files are only regular files named [A-Za-z0-9._-]" >&2; exit 1
         fi
+        case "$seen" in *" $b "*) echo "embed.sh: $f: a web file named $b is already embedded" >&2; exit 1 ;; esac
+        seen="$seen$b "
         emit_array "web_$n" "$f"
         rows="$rows    {\"$b\", web_$n, sizeof web_$n - 1},
 "

@@ -31,9 +31,14 @@ expect_json '.database.instance_id | length' 16
 
 expect_status 200 GET /
 check "/ is HTML" test "$(header Content-Type)" = "text/html; charset=utf-8"
-check "/ has the placeholder" grep -q "<h1>dpsilo</h1>" "$T/body"
+check "/ is the dashboard's shell" grep -q '<script src="/app.js"></script>' "$T/body"
 expect_status 200 GET /style.css
 check "css content type" test "$(header Content-Type)" = "text/css; charset=utf-8"
+# uPlot (npm, node_modules/uplot/dist) is compiled in beside web/*: the dashboard needs no CDN
+expect_status 200 GET /uPlot.iife.min.js
+check "uPlot is served as JavaScript" test "$(header Content-Type)" = "text/javascript; charset=utf-8"
+check "uPlot is the library itself" cmp -s "$T/body" node_modules/uplot/dist/uPlot.iife.min.js
+expect_status 200 GET /uPlot.min.css
 expect_status 200 HEAD /healthz
 check "HEAD has no body" test -z "$(grep -F '{' "$T/body")"
 
