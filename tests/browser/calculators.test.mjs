@@ -1,7 +1,8 @@
 // The calculators: each figure shown is the API's for the same request (rounded on the safe side),
 // the ε curve's points are the API's ε after that many steps, and a bad value gets the API's 400
 // message beside the field it names.
-export const modes = ['off', 'on'];
+// Run with tokens on, and no token given: the calculators are open.
+export const modes = ['on'];
 
 const dpsgd = (q, sigma, steps) => ({type: 'self_composed', count: steps,
     event: {type: 'poisson_sampled', sampling_rate: q, event: {type: 'gaussian', noise_multiplier: sigma}}});

@@ -15,6 +15,9 @@
 //   api(method, path, body?, {token}?) -> {status, body}: a call from the test (seeding and the
 //                   API's own figures), with the admin token when auth is on and no token is given
 //   open(hash)      loads base + '/' + hash and waits until the page has rendered (main not busy)
+//   navigate(fn)    runs fn (a click, a key press) and waits until the page it leads to has rendered
+//   settled()       waits until the page shown has rendered (after an action that does not navigate)
+//   login(token?)   sets the token (default: the admin token) in the tab's session storage
 //   shot(name)      screenshot of the whole page into OUT/NAME.png, and docs/img/dashboard-NAME.png
 //                   when UPDATE_SCREENSHOTS=1
 //   allowHttpError(status, pathRegex)  a 4xx the page is expected to get (a form's bad value): not
@@ -246,16 +249,35 @@ async function runModule(browser, name, fn, auth) {
             }
             return {status: r.status, body: parsed};
         },
+        // A fresh load of the dashboard at hash (through about:blank: a goto that changes only the
+        // hash would not reload), resolved once the router has rendered the page.
         async open(hash) {
+            await page.goto('about:blank');
             await page.goto(base + '/' + (hash || ''));
             await t.settled();
         },
-        // Waits until the router has rendered the page (main not aria-busy) and the network is quiet.
+        // Resolves once the page shown has finished rendering (main not aria-busy).
         async settled() {
             await page.waitForFunction(() => {
                 const m = document.getElementById('main');
                 return m && m.dataset.seq && !m.hasAttribute('aria-busy');
             }, null, {timeout: 10000});
+        },
+        // Runs action (a click, a key press) and resolves once the router has rendered the page it
+        // led to (a new main, not busy), so that what is read next is the new page.
+        async navigate(action) {
+            const before = await page.evaluate(() => document.getElementById('main').dataset.seq);
+            await action();
+            await page.waitForFunction((b) => {
+                const m = document.getElementById('main');
+                return m && m.dataset.seq !== b && !m.hasAttribute('aria-busy');
+            }, before, {timeout: 10000});
+        },
+        // Puts a token into the tab's session storage, as the token field does (the shell module
+        // tests the field itself), without loading a page that would need it first.
+        async login(token) {
+            await page.goto(base + '/style.css');
+            await page.evaluate((tk) => sessionStorage.setItem('dpsilo.token', tk), token === undefined ? adminToken : token);
         },
         async shot(shotName) {
             const file = join(out, `${shotName}.png`);

@@ -1,7 +1,6 @@
 // Estimator runs: the list is the API's (page by page), and a run's page shows its raw and
 // personalised estimates and their shrinkage as the API stored them, plotted raw against
 // personalised; a run that kept no data says so.
-export const modes = ['off', 'on'];
 
 const near = (shown, exact) => Math.abs(Number(shown) - exact) <= 5e-4 * Math.max(Math.abs(exact), 1e-12);
 
@@ -19,12 +18,6 @@ export default async function (t) {
         {id: 'd', successes: 5, trials: 10}, {id: 'e', samples: [1, 0, 0, 1, 1, 1]}]});
     const hidden = await post('mixture', {noise_variance: 0.25, components: 2, clients: [
         {mean: -1.1, n: 10}, {mean: -0.9, n: 10}, {mean: 1.0, n: 10}, {mean: 1.2, n: 10}, {mean: 0.9, n: 10}]});
-    if (t.auth === 'on') {
-        await t.open('');
-        await page.fill('#token', t.adminToken);
-        await page.press('#token', 'Enter');
-        await t.settled();
-    }
 
     // The list, two runs a page, through the "Next page" links.
     await t.open('#/runs?limit=2');
@@ -38,8 +31,7 @@ export default async function (t) {
         n += got.length;
         if (want.next_after === null)
             break;
-        await page.click('a[rel="next"]');
-        await t.settled();
+        await t.navigate(() => page.click('a[rel="next"]'));
         after = want.next_after;
     }
     t.check(n >= 3, `the runs are listed (${n})`);

@@ -27,8 +27,7 @@ export default async function (t) {
     }
     for (let k = 0; k < want.length - 1; k++)
         await page.keyboard.press('Shift+Tab');
-    await page.keyboard.press('Enter');
-    await t.settled();
+    await t.navigate(() => page.keyboard.press('Enter'));
     t.check(page.url().endsWith('#/silos'), `Enter on "Silos" navigates (at ${page.url()})`);
     t.eq(await page.getAttribute('[data-nav="silos"]', 'aria-current'), 'page', 'the current section is marked');
     t.eq(await page.evaluate(() => document.activeElement.id), 'main', 'the focus moves to the page');
@@ -44,8 +43,7 @@ export default async function (t) {
             auths.push(r.headers().authorization || '');
     });
     await page.fill('#token', token);
-    await page.press('#token', 'Enter');
-    await t.settled();
+    await t.navigate(() => page.press('#token', 'Enter'));
     await page.waitForLoadState('networkidle');
     t.eq(await page.evaluate(() => sessionStorage.getItem('dpsilo.token')), token, 'the token is in session storage');
     t.eq(await page.evaluate(() => localStorage.length), 0, 'nothing in local storage');

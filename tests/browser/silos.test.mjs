@@ -7,15 +7,14 @@ const EPOCH = {type: 'self_composed', count: 400, event: {type: 'poisson_sampled
 
 export default async function (t) {
     const {page} = t;
-    const tag = 'list-' + t.auth;
     const mk = async (name, budget) => {
-        const a = await t.api('POST', '/v1/silos', {name: `${tag}-${name}`, budget});
+        const a = await t.api('POST', '/v1/silos', {name, budget}); // each --auth mode has its own daemon
         t.eq(a.status, 201, `silo ${name} created`);
         return a.body;
     };
-    const a = await mk('rdp', {epsilon: 3, delta: 1e-5});
-    const z = await mk('zcdp', {rho: 0.5});
-    await mk('optout', {private: false});
+    const a = await mk('hospital-a', {epsilon: 3, delta: 1e-5});
+    const z = await mk('registry-b', {rho: 0.5});
+    await mk('clinic-c', {private: false});
     t.eq((await t.api('POST', `/v1/silos/${a.id}/charges`, {event: EPOCH, job_id: 3, reason: 'epoch'})).status, 201, 'charge');
     t.eq((await t.api('POST', `/v1/silos/${a.id}/claims`, {event: {type: 'gaussian', noise_multiplier: 9},
                                                         timeout_ms: 600000})).status, 201, 'claim');
@@ -28,8 +27,7 @@ export default async function (t) {
         await t.open('#/silos');
         t.check(await page.isVisible('.error >> text=Bearer token'), 'a 401 tells the user to set a token');
         await page.fill('#token', t.adminToken);
-        await page.press('#token', 'Enter');
-        await t.settled();
+        await t.navigate(() => page.press('#token', 'Enter'));
     } else {
         await t.open('#/silos');
     }
