@@ -122,9 +122,10 @@
         });
     }
 
-    function chartBox(title, note) {
+    /* uPlot draws the title; the caption says what the lines are */
+    function chartBox(note) {
         const c = h('div', {class: 'chart'});
-        return {el: h('figure', {class: 'card'}, h('figcaption', null, h('strong', null, title), note ? [' ', h('span', {class: 'note'}, note)] : null), c), c};
+        return {el: h('figure', {class: 'card'}, c, h('figcaption', {class: 'note'}, note)), c};
     }
 
     function lineSeries(label, i) {
@@ -159,7 +160,7 @@
         const grid = h('div', {class: 'grid2'});
         parent.appendChild(grid);
         const charts = defs.map((d) => {
-            const b = chartBox(d.title, d.note);
+            const b = chartBox(d.note);
             b.el.setAttribute('data-chart', d.key);
             grid.appendChild(b.el);
             return {d, b, u: null};
@@ -512,6 +513,7 @@
         const planBox = h('div', {'data-plan': '', 'aria-live': 'polite'});
         const planBtn = h('button', {type: 'button', 'data-action': 'plan'}, 'Plan (dry run)');
         const form = h('form', {class: 'launch', novalidate: true},
+            h('div', {class: 'grid2'},
             h('fieldset', null, h('legend', null, 'Job'),
               DP.field('Name', f.name, 'optional'), DP.field('Algorithm', f.algorithm),
               DP.field('Rounds', f.rounds), DP.field('Local epochs', f.local_epochs, 'blank: 1'),
@@ -519,11 +521,12 @@
               DP.field('λ (proximal weight)', f.lambda, 'mrmtl, ditto, fedhdp only'), DP.field('Seed', f.seed, 'blank: 0')),
             h('fieldset', null, h('legend', null, 'Data'),
               DP.field('Data set or generator', f.dataset), genBox,
-              DP.field('Partition', f['partition.kind']), partBox),
-            h('fieldset', null, h('legend', null, 'Model'),
-              DP.field('Model', f['model.type']), DP.field('Hidden widths (mlp)', f['model.hidden'], 'comma-separated')),
-            h('fieldset', null, h('legend', null, 'Privacy'), DP.field('Train with differential privacy', f.private)),
-            privBox,
+              DP.field('Partition', f['partition.kind']), partBox)),
+            h('div', {class: 'grid2'},
+            h('fieldset', null, h('legend', null, 'Model and privacy'),
+              DP.field('Model', f['model.type']), DP.field('Hidden widths (mlp)', f['model.hidden'], 'comma-separated'),
+              DP.field('Train with differential privacy', f.private)),
+            privBox),
             DP.field('More fields (JSON object merged into the spec)', f.extra, 'e.g. {"ratio": 0.5} for ppsgd, {"test_fraction": 0.3}'),
             h('p', null, planBtn, ' ', h('button', {type: 'submit', 'data-action': 'launch'}, 'Launch')),
             planBox, h('div', {'data-form-error': ''}));

@@ -33,7 +33,6 @@ async function watchAndCancel(t, id) {
     const {page} = t;
     if (!/^#\/jobs\//.test(await page.evaluate(() => location.hash)))
         await t.open('#/jobs/' + id);
-    await t.settled();
     t.eq(await page.getAttribute('[data-live]', 'data-live'), 'events', 'live by server-sent events');
     const points = () => page.$eval('[data-chart="loss"]', (el) => Number(el.dataset.points)).catch(() => 0);
     const p1 = await until(t, 'a first round on the chart', async () => (await points()) || null);
@@ -63,8 +62,8 @@ async function watchAndCancel(t, id) {
 export default async function (t) {
     const {page} = t;
     const shoot = t.auth === 'off';
-    if (t.auth === 'on') // the token as the token field keeps it (this tab's session storage)
-        await page.addInitScript((tok) => sessionStorage.setItem('dpsilo.token', tok), t.adminToken);
+    if (t.auth === 'on')
+        await t.login();
     const silo = (await t.api('POST', '/v1/silos', {name: 'jobs-' + t.auth, budget: {epsilon: 40, delta: 1e-5}})).body;
     const SLOW = {algorithm: 'mrmtl', lambda: 1, dataset: SLOW_GEN, model: {type: 'linear'}, rounds: 100000,
                   local_epochs: SLOW_EPOCHS, batch_size: 8,
@@ -104,8 +103,7 @@ export default async function (t) {
         await t.shot('jobs');
 
     // ---- the finished job's page
-    await page.click(`tr.job[data-job="${done.id}"] a`);
-    await t.settled();
+    await t.navigate(() => page.click(`tr.job[data-job="${done.id}"] a`));
     await page.waitForSelector('[data-live="ended"]');
     await t.a11y('a finished job');
     const metrics = (await t.api('GET', `/v1/jobs/${done.id}/metrics`)).body.rounds;
@@ -127,8 +125,6 @@ export default async function (t) {
     const spec = JSON.parse(await page.textContent('[data-spec] pre'));
     t.eq(JSON.stringify(spec), JSON.stringify(done.spec), 'the spec shown is the one launched');
     t.check(!(await page.$('[data-action="cancel"]')), 'no cancel button on a finished job');
-    if (shoot)
-        await t.shot('job');
 
     // ---- the launch form: a bad value's 400 beside its field (the dry run and the launch)
     await t.open('#/launch');
@@ -180,7 +176,7 @@ export default async function (t) {
         await t.shot('launch');
 
     // ---- launch it, watch it live, cancel it
-    await page.click('[data-action="launch"]');
-    await page.waitForFunction(() => /^#\/jobs\/\d+$/.test(location.hash));
+    await t.navigate(() => page.click('[data-action="launch"]'));
+    t.check(/^#\/jobs\/\d+$/.test(await page.evaluate(() => location.hash)), 'the launch leads to the job\'s page');
     await watchAndCancel(t, Number((await page.evaluate(() => location.hash)).split('/').pop()));
 }
