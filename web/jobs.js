@@ -37,6 +37,7 @@
     const PAGE = 20;
     const POLL_MS = 2000;
     const MAX_EPS_SERIES = 24; /* silos drawn in the epsilon chart (the table lists them all) */
+    const MAX_ROUNDS = 5000;   /* rounds kept on the charts: the latest ones of a longer job */
     const ALGORITHMS = ['local', 'fedavg', 'finetune', 'mrmtl', 'ditto', 'dp_fedavg', 'ppsgd', 'fedhdp',
                         'altmin', 'adaped', 'dp_adaped'];
     /* Distinct strokes and dashes: a series is told by its legend label and its dash, not by colour
@@ -281,6 +282,10 @@
                 chartsBox.appendChild(h('p', {class: 'note', 'data-no-rounds': ''}, 'No round has finished yet.'));
             if (charts && chartsBox.querySelector('[data-no-rounds]'))
                 chartsBox.querySelector('[data-no-rounds]').remove();
+            if (rounds.length && rounds[0].round > 1)
+                (chartsBox.querySelector('[data-window]') ||
+                 chartsBox.insertBefore(h('p', {class: 'note', 'data-window': ''}), chartsBox.firstChild)).textContent =
+                    'The latest ' + rounds.length + ' rounds (from round ' + rounds[0].round + ').';
             tableBox.textContent = '';
             tableBox.appendChild(siloTable(job, rounds.length ? rounds[rounds.length - 1] : null));
         };
@@ -304,13 +309,16 @@
                     if (j.status === 200)
                         job = j.body;
                     for (;;) {
-                        const after = rounds.length ? rounds[rounds.length - 1].round : 0;
+                        const after = rounds.length ? rounds[rounds.length - 1].round
+                                                    : Math.max(0, (job.rounds_done || 0) - MAX_ROUNDS);
                         const a = await DP.api('GET', jobPath(id) + '/metrics?limit=1000' + (after ? '&after=' + after : ''));
                         if (left || !DP.alive(main))
                             return;
                         if (a.status !== 200)
                             break;
                         rounds = rounds.concat(a.body.rounds.filter((r) => r.round > after));
+                        if (rounds.length > MAX_ROUNDS)
+                            rounds = rounds.slice(rounds.length - MAX_ROUNDS);
                         if (a.body.next_after === null)
                             break;
                     }
