@@ -17,6 +17,7 @@ web=$3
 openapi=$4
 shift 4
 tmp="$out.tmp"
+trap 'rm -f "$tmp"' EXIT
 
 emit_array() { # $1 = C identifier, $2 = file
     echo "static const unsigned char $1[] = {"

@@ -27,11 +27,16 @@
  *       is the parsed JSON, or the text when it is not JSON, or null when empty. Never rejects: a
  *       network failure is {status: 0, body: {error: {code: "network", message, field: null}}}.
  *   DP.token()           the current token or '' (sessionStorage 'dpsilo.token'; never in a URL,
- *                        never logged). DP.eventSourceUrl is not offered: EventSource cannot send
- *                        headers, so a token-protected stream must be read with fetch (DP.stream).
- *   DP.stream(path, onEvent) -> {close()}: reads a text/event-stream with fetch (so the bearer
- *                        token is sent as a header), calls onEvent({id, event, data}) per event;
- *                        .done is a Promise of the final status (0 on network failure).
+ *                        never logged). EventSource cannot send headers: read a token-protected
+ *                        stream with DP.stream.
+ *   DP.stream(path, onEvent) -> {close(), done}: follows a server-sent-event stream the way
+ *                        EventSource does (each answer read to its end, then asked again after the
+ *                        server's `retry` with Last-Event-ID, so only new events come), but with fetch,
+ *                        so the bearer token goes in a header. onEvent({id, event, data}) per event
+ *                        (data the raw text). It stops at an `end` event, a 204 (the stream is over),
+ *                        another status, or close(); done is a Promise of that last status (200
+ *                        after `end`, 204, the error status, 0 on a network failure).
+ *                        (GET /v1/jobs/{id}/events: docs/TRAINING.md "Events".)
  *   DP.h(tag, attrs, ...children) -> Element
  *       attrs: null or an object; 'class', 'for', 'text' (textContent), 'html' is NOT supported (no
  *       innerHTML anywhere); on* keys with functions become listeners ('onclick'); other values set
@@ -238,58 +243,81 @@
                                       a.body.paths[template][method.toLowerCase()]);
     };
 
+    /* Parses the complete events of buf (text/event-stream); returns the unparsed rest. */
+    function sseParse(buf, onEvent, state) {
+        let k;
+        while ((k = buf.indexOf('\n\n')) >= 0) {
+            const block = buf.slice(0, k);
+            buf = buf.slice(k + 2);
+            const ev = {id: null, event: 'message', data: ''};
+            const data = [];
+            for (const line of block.split('\n')) {
+                if (!line || line[0] === ':')
+                    continue;
+                const c = line.indexOf(':');
+                const name = c < 0 ? line : line.slice(0, c);
+                const val = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
+                if (name === 'data')
+                    data.push(val);
+                else if (name === 'event')
+                    ev.event = val;
+                else if (name === 'id')
+                    ev.id = val;
+                else if (name === 'retry' && /^\d+$/.test(val))
+                    state.retry = Number(val);
+            }
+            if (ev.id !== null)
+                state.lastId = ev.id;
+            if (data.length) {
+                ev.data = data.join('\n');
+                if (ev.event === 'end')
+                    state.ended = true;
+                onEvent(ev);
+            }
+        }
+        return buf;
+    }
+
     DP.stream = function (path, onEvent) {
         const ctl = new AbortController();
-        const done = (async () => {
-            let r;
-            try {
-                r = await fetch(path, {headers: Object.assign(headers(false), {Accept: 'text/event-stream'}),
-                                       cache: 'no-store', signal: ctl.signal});
-            } catch (e) {
-                return 0;
-            }
+        const state = {retry: 1000, lastId: null, ended: false, closed: false};
+        const once = async () => {
+            const hd = Object.assign(headers(false), {Accept: 'text/event-stream'});
+            if (state.lastId !== null)
+                hd['Last-Event-ID'] = state.lastId;
+            const r = await fetch(path, {headers: hd, cache: 'no-store', signal: ctl.signal});
             if (r.status !== 200 || !r.body)
                 return r.status;
             const reader = r.body.getReader();
             const dec = new TextDecoder();
             let buf = '';
+            for (;;) {
+                const {value, done: end} = await reader.read();
+                if (end)
+                    break;
+                buf = sseParse(buf + dec.decode(value, {stream: true}).replace(/\r\n?/g, '\n'), onEvent, state);
+            }
+            return 200;
+        };
+        const done = (async () => {
+            let status = 0;
             try {
                 for (;;) {
-                    const {value, done: end} = await reader.read();
-                    if (end)
-                        break;
-                    buf += dec.decode(value, {stream: true}).replace(/\r\n?/g, '\n');
-                    let k;
-                    while ((k = buf.indexOf('\n\n')) >= 0) {
-                        const block = buf.slice(0, k);
-                        buf = buf.slice(k + 2);
-                        const ev = {id: null, event: 'message', data: ''};
-                        const data = [];
-                        for (const line of block.split('\n')) {
-                            if (!line || line[0] === ':')
-                                continue;
-                            const c = line.indexOf(':');
-                            const name = c < 0 ? line : line.slice(0, c);
-                            const val = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
-                            if (name === 'data')
-                                data.push(val);
-                            else if (name === 'event')
-                                ev.event = val;
-                            else if (name === 'id')
-                                ev.id = val;
-                        }
-                        if (data.length || ev.id !== null) {
-                            ev.data = data.join('\n');
-                            onEvent(ev);
-                        }
-                    }
+                    status = await once();
+                    if (status !== 200 || state.ended || state.closed)
+                        return status;
+                    await new Promise((res) => setTimeout(res, state.retry));
+                    if (state.closed)
+                        return status;
                 }
             } catch (e) {
-                return ctl.signal.aborted ? r.status : 0;
+                return state.closed ? status : 0;
             }
-            return r.status;
         })();
-        return {close: () => ctl.abort(), done};
+        return {close: () => {
+            state.closed = true;
+            ctl.abort();
+        }, done};
     };
 
     /* ---- errors ------------------------------------------------------------------------------- */

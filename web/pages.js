@@ -65,6 +65,19 @@
             return;
         if (list.answer) {
             DP.error(main, list.answer);
+            if (list.answer.status === 403) {
+                /* A silo token may read its own silo, not the list (docs/BUDGETS.md "Access control"). */
+                const idIn = h('input', {name: 'silo_id', type: 'number', min: '1', step: '1', inputmode: 'numeric'});
+                const form = h('form', {class: 'inline', id: 'open-silo'},
+                    DP.field('Your silo\'s id', idIn, 'only the admin token lists every silo; a silo token reads its own'),
+                    h('div', {class: 'field'}, h('button', {type: 'submit'}, 'Open')));
+                form.addEventListener('submit', (ev) => {
+                    ev.preventDefault();
+                    if (idIn.value.trim())
+                        DP.go('#/silos/' + encodeURIComponent(idIn.value.trim()));
+                });
+                main.appendChild(form);
+            }
             return;
         }
         if (!list.items.length) {

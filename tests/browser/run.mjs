@@ -15,6 +15,7 @@
 //   api(method, path, body?, {token}?) -> {status, body}: a call from the test (seeding and the
 //                   API's own figures), with the admin token when auth is on and no token is given
 //   open(hash)      loads base + '/' + hash and waits until the page has rendered (main not busy)
+//   go(hash)        changes the hash of the loaded dashboard (no reload) and waits for the new page
 //   navigate(fn)    runs fn (a click, a key press) and waits until the page it leads to has rendered
 //   settled()       waits until the page shown has rendered (after an action that does not navigate)
 //   login(token?)   sets the token (default: the admin token) in the tab's session storage
@@ -256,6 +257,12 @@ async function runModule(browser, name, fn, auth) {
             await page.goto(base + '/' + (hash || ''));
             await t.settled();
         },
+        // Goes to another page of the loaded dashboard (a hash change, no reload) and waits for it.
+        async go(hash) {
+            await t.navigate(() => page.evaluate((hh) => {
+                location.hash = hh;
+            }, hash));
+        },
         // Resolves once the page shown has finished rendering (main not aria-busy).
         async settled() {
             await page.waitForFunction(() => {
@@ -309,7 +316,9 @@ async function runModule(browser, name, fn, auth) {
 // ---- main ------------------------------------------------------------------------------------------
 const files = readdirSync(HERE).filter(f => f.endsWith('.test.mjs')).sort();
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
+const tLaunch = Date.now();
 const browser = await chromium.launch({executablePath, headless: true, args: ['--disable-gpu', '--no-first-run']});
+console.log(`    chromium started in ${Date.now() - tLaunch} ms`);
 let failed = 0, ran = 0;
 try {
     for (const auth of ['off', 'on']) {

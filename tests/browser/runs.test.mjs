@@ -39,7 +39,7 @@ export default async function (t) {
     // A run with its data: the table and the plot are the API's figures.
     for (const id of [g, b]) {
         const run = (await t.api('GET', `/v1/runs/${id}`)).body;
-        await t.open(`#/runs/${id}`);
+        await t.go(`#/runs/${id}`);
         const rows = await page.$$eval('table.estimates tbody tr', (trs) => trs.map((tr) => ({
             raw: tr.querySelector('[data-raw]').textContent, post: tr.querySelector('[data-post]').textContent,
             sh: tr.querySelector('[data-shrinkage]').textContent})));
@@ -67,7 +67,7 @@ export default async function (t) {
     }
 
     // A run that kept no data: no raw column, no plot, and it says why.
-    await t.open(`#/runs/${hidden}`);
+    await t.go(`#/runs/${hidden}`);
     t.check(await page.isVisible('[data-no-raw]'), 'a run without its data says the raw estimates are not stored');
     t.eq(await page.$('#shrink-chart'), null, 'and draws no raw-against-personalised plot');
     const hiddenRun = (await t.api('GET', `/v1/runs/${hidden}`)).body;
@@ -75,8 +75,20 @@ export default async function (t) {
     t.eq(JSON.stringify(sh), JSON.stringify(hiddenRun.outputs.estimates.map((e) => e.shrinkage).sort((p, q) => p - q)),
          'its shrinkage is plotted in increasing order');
 
+    // A private run that charged two silos: its privacy and the silos it charged, linked.
+    const s1 = (await t.api('POST', '/v1/silos', {name: 'clinic-1', budget: {epsilon: 5, delta: 1e-5}})).body.id;
+    const s2 = (await t.api('POST', '/v1/silos', {name: 'clinic-2', budget: {epsilon: 5, delta: 1e-5}})).body.id;
+    const priv = await post('beta', {method: 'moments', privacy: {epsilon0: 1, scheme: 'two_bit'}, clients: [
+        {successes: 3, trials: 10, silo_id: s1}, {successes: 7, trials: 12, silo_id: s2}, {successes: 1, trials: 8, silo_id: s1},
+        {successes: 5, trials: 10}]});
+    const pr = (await t.api('GET', `/v1/runs/${priv}`)).body;
+    await t.go(`#/runs/${priv}`);
+    const links = await page.$$eval('main .card a[href^="#/silos/"]', (as) => as.map((a) => a.getAttribute('href')));
+    t.eq(links.join(','), pr.outputs.privacy.charges.map((c) => `#/silos/${c.silo_id}`).join(','), 'the silos the run charged');
+    t.check((await page.textContent('main .card')).includes(`ε₀ = ${pr.outputs.privacy.epsilon0}`), 'its ε₀');
+
     // An unknown run is the API's 404.
     t.allowHttpError(404, /^\/v1\/runs\/999999$/);
-    await t.open('#/runs/999999');
+    await t.go('#/runs/999999');
     t.check((await page.textContent('.error')).includes('run 999999 does not exist'), 'an unknown run is said');
 }

@@ -65,7 +65,7 @@ export default async function (t) {
     t.eq(pages, Math.ceil(log.length / 2), 'as many pages as the API gives');
 
     // Filter by job, through the form.
-    await t.open(`#/silos/${id}`);
+    await t.go(`#/silos/${id}`);
     await page.fill('input[name="job_id"]', '11');
     await t.navigate(() => page.click('#charge-filter button[type="submit"]'));
     const byJob = (await t.api('GET', `/v1/silos/${id}/charges?job_id=11`)).body.charges;
@@ -88,13 +88,13 @@ export default async function (t) {
     t.check(bySince.some((c) => c.id === log[3].id), 'the 4th charge is at or after since');
     t.eq((await rows()).map((r) => r.id).join(','), bySince.map((c) => c.id).join(','), 'the rows since that time');
     const until = new Date(Date.parse(log[0].time) - 60000).toISOString();
-    await t.open(`#/silos/${id}?until=${encodeURIComponent(until)}`);
+    await t.go(`#/silos/${id}?until=${encodeURIComponent(until)}`);
     t.eq((await rows()).length, 0, 'nothing before the first charge');
     t.check(await page.isVisible('text=No charges match.'), '"No charges match." is said');
 
     // A bad filter: the API's 400 is shown beside the field it names.
     t.allowHttpError(400, new RegExp(`^/v1/silos/${id}/charges$`));
-    await t.open(`#/silos/${id}?job_id=0`);
+    await t.go(`#/silos/${id}?job_id=0`);
     const fe = await page.textContent('#charge-filter .field-error');
     const api400 = await t.api('GET', `/v1/silos/${id}/charges?job_id=0`);
     t.eq(api400.body.error.field, 'job_id', 'the API names job_id');
@@ -114,6 +114,6 @@ export default async function (t) {
 
     // An unknown silo: the API's 404, said.
     t.allowHttpError(404, /^\/v1\/silos\/999999$/);
-    await t.open('#/silos/999999');
+    await t.go('#/silos/999999');
     t.check((await page.textContent('.error')).includes('silo 999999 does not exist'), 'an unknown silo is said');
 }

@@ -54,6 +54,24 @@ export default async function (t) {
         t.check(Math.abs(meter[0] - s.spent[unit]) < 1e-12 && meter[1] === s.budget[unit], `silo ${s.id}: the spent bar`);
     }
     t.check(api.body.silos.some((s) => s.reserved.active_claims === 1 && s.reserved.epsilon > 0), 'a silo has a claim');
-    if (t.auth === 'off')
+    if (t.auth === 'off') {
         await t.shot('silos');
+        return;
+    }
+    // With a silo's own token: the list is the admin's (the API's 403, said), and the page offers to
+    // open the token's silo, whose figures are the API's for that token; another silo's is a 403.
+    const listed = await t.api('GET', '/v1/silos', undefined, {token: a.token});
+    t.eq(listed.status, 403, 'a silo token may not list the silos');
+    const mine = (await t.api('GET', `/v1/silos/${a.id}`, undefined, {token: a.token})).body;
+    t.allowHttpError(403, /^\/v1\/silos(\/\d+)?$/);
+    await t.login(a.token);
+    await t.open('#/silos');
+    t.check((await page.textContent('.error')).includes('HTTP 403'), 'with a silo token: the list\'s 403 is said');
+    await page.fill('#open-silo input[name="silo_id"]', String(a.id));
+    await t.navigate(() => page.press('#open-silo input[name="silo_id"]', 'Enter'));
+    t.eq((await page.textContent('h1 [data-name]')).trim(), mine.name, 'with a silo token: its own silo opens');
+    t.atLeastUp((await page.textContent('[data-figure="spent"] .meter-text')).split(' of ')[0], mine.spent.epsilon,
+                'with a silo token: spent');
+    await t.open(`#/silos/${z.id}`);
+    t.check((await page.textContent('.error')).includes('HTTP 403'), 'another silo\'s page: the API\'s 403, said');
 }
