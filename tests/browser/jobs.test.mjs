@@ -88,9 +88,15 @@ export default async function (t) {
     if (t.auth === 'on') {
         // With a token only the way the events are read differs (fetch() with the Authorization
         // header instead of EventSource): the live page, its growth and cancel.
+        const seen = [];
+        page.on('request', (r) => seen.push({url: r.url(), auth: r.headers().authorization || ''}));
         const slow = await t.api('POST', '/v1/jobs', SLOW);
         t.eq(slow.status, 202, 'a long job is submitted');
         await watchAndCancel(t, slow.body.id);
+        const streams = seen.filter((r) => /\/v1\/jobs\/\d+\/events/.test(r.url));
+        t.check(streams.length > 0 && streams.every((r) => r.auth === 'Bearer ' + t.adminToken),
+                `the event stream was read with the token in the Authorization header (${streams.length} reads)`);
+        t.check(seen.every((r) => !r.url.includes(t.adminToken)), 'the token is in no URL');
         return;
     }
 
@@ -193,7 +199,13 @@ export default async function (t) {
         await t.shot('launch');
 
     // ---- launch it, watch it live, cancel it
+    const kinds = [];
+    page.on('request', (r) => {
+        if (/\/v1\/jobs\/\d+\/events/.test(r.url()))
+            kinds.push(r.resourceType());
+    });
     await t.navigate(() => page.click('[data-action="launch"]'));
     t.check(/^#\/jobs\/\d+$/.test(await page.evaluate(() => location.hash)), 'the launch leads to the job\'s page');
     await watchAndCancel(t, Number((await page.evaluate(() => location.hash)).split('/').pop()));
+    t.check(kinds.includes('eventsource'), `without a token the page reads the events with EventSource (${[...new Set(kinds)]})`);
 }
