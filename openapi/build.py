@@ -290,6 +290,8 @@ SCHEMAS["Claim"] = obj({
     "created_at": TIME, "expires_at": TIME, "closed_at": null_or(TIME), "charge_id": INTN,
     "job_id": INTN, "replayed": boolean(), "cost": ref("Cost"), "charge": ref("Charge"),
 }, ["id", "silo_id", "state"], description="A reservation of budget (docs/BUDGETS.md).")
+SCHEMAS["ClaimList"] = obj({"claims": arr(ref("Claim")), "next_after": INTN},
+                           ["claims", "next_after"])
 
 # Estimators (docs/ESTIMATORS.md)
 _client_id = {"oneOf": [string(), integer()]}
@@ -518,6 +520,20 @@ SCHEMAS["Job"] = obj({
                 closed=False),
 }, ["id", "algorithm", "status", "rounds", "rounds_done", "created_at", "spec"])
 SCHEMAS["JobList"] = obj({"jobs": arr(ref("Job")), "next_after": INTN}, ["jobs", "next_after"])
+SCHEMAS["JobPlan"] = obj({
+    "plan": SCHEMAS["Job"]["properties"]["plan"],
+    "on_budget_exhausted": enum("refuse", "stop_silo", "stop_job"), "rounds": integer(minimum=1),
+    "admitted": boolean(),
+    "budget_checks": arr(obj({"silo": string(), "silo_id": ID, "planned_epsilon": NUMN,
+                              "unit": enum("epsilon", "rho"), "requested": NUMN, "would_be": NUMN,
+                              "budget": NUMN, "affordable": boolean()},
+                             ["silo", "silo_id", "planned_epsilon", "unit", "requested",
+                              "would_be", "budget", "affordable"])),
+    "refusal": null_or(ref("Error")),
+}, ["plan", "on_budget_exhausted", "rounds", "admitted", "budget_checks", "refusal"],
+    description="A dry run of a job spec (POST /v1/jobs/plan): the plan POST /v1/jobs would store, "
+                "each bound silo's whole planned spend checked against its budget, and the 409 "
+                "POST /v1/jobs would answer under on_budget_exhausted refuse (else null).")
 _figs = t("object", additionalProperties=NUMN)
 SCHEMAS["RoundMetrics"] = obj({
     "round": integer(minimum=1), "wall_ms": num(), "metric": string(),
@@ -885,6 +901,9 @@ op("POST", "/v1/silos/{id}/claims", "Reserve budget for an event (a claim)", "to
                       ["event"])),
    answers={"201": ok(ref("Claim"), "The claim (Location: /v1/claims/{id})")},
    errors=["400", "401", "403", "404", "409", "413", "422", "500", "503"], tag="budgets")
+op("GET", "/v1/silos/{id}/claims", "The silo's open claims (active, unexpired)", "token",
+   [PARAMS["limit"], PARAMS["after"]], answers={"200": ok(ref("ClaimList"))},
+   errors=["400", "401", "403", "404", "500", "503"], tag="budgets")
 op("GET", "/v1/claims/{id}", "A claim", "token", answers={"200": ok(ref("Claim"))},
    errors=["400", "401", "403", "404", "500", "503"], tag="budgets")
 for verb, what in (("commit", "Spend a claim's reservation"), ("abort", "Release a claim")):
@@ -911,6 +930,9 @@ op("DELETE", "/v1/datasets/{id}", "Remove an upload", "token",
 op("POST", "/v1/jobs", "Submit a training job", "token", body=json_body(ref("JobSpec")),
    answers={"202": ok(ref("Job"), "Queued (Location: /v1/jobs/{id})")},
    errors=["400", "401", "403", "404", "409", "413", "422", "500", "503"], tag="training")
+op("POST", "/v1/jobs/plan", "Dry-run a job spec: its plan and budget checks, nothing stored",
+   "token", body=json_body(ref("JobSpec")), answers={"200": ok(ref("JobPlan"))},
+   errors=["400", "401", "403", "404", "413", "422", "500", "503"], tag="training")
 op("GET", "/v1/jobs", "The jobs the caller may see", "token",
    [PARAMS["limit"], PARAMS["after"],
     q("status", enum("queued", "running", "succeeded", "failed", "cancelled", "interrupted"),

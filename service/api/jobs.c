@@ -5,6 +5,9 @@
  *                                 planned (data, silos, each silo's noise), the bound silos'
  *                                 budgets checked (409 naming the silo under "refuse"), stored as
  *                                 queued; 202 with the job
+ *   POST /v1/jobs/plan            a dry run of the submission: the same checks and plan, each bound
+ *                                 silo's budget checked (under every policy); 200 with the plan,
+ *                                 nothing stored or charged
  *   GET  /v1/jobs                 the jobs the caller may see (?status=&after=&limit=)
  *   GET  /v1/jobs/{id}            one job, with its plan and progress
  *   POST /v1/jobs/{id}/cancel     queued: cancelled at once; running: after the current round
@@ -85,6 +88,13 @@ static json_t *job_json(const job_row *r)
 
 /* ---- POST /v1/jobs ---- */
 
+/* One bound silo's budget check: a dry run of the job's whole planned spend on its ledger silo. */
+typedef struct silo_check {
+    size_t k;                 /* the silo's index in the plan */
+    bool affordable;          /* the ledger would admit the spend now */
+    ledger_charge_result res; /* requested, would_be and budget in the silo's unit */
+} silo_check;
+
 typedef struct submit {
     job_spec spec; /* parsed on the HTTP thread; moved into prep by the run */
     job_prepared prep;
@@ -96,7 +106,10 @@ typedef struct submit {
     db_writer *w;
     struct store *st;
     job_runner *runner;
+    bool dry_run; /* POST /v1/jobs/plan: plan and check, store nothing */
     /* out */
+    silo_check *checks; /* budget_check: one per bound silo, n_checks of them */
+    size_t n_checks;
     int64_t id;
     int refused_rc; /* DP_EBUDGET: 409 with details */
     dp_err refused;
@@ -113,85 +126,97 @@ static void submit_free(void *arg)
     job_spec_clear(&s->spec);
     job_prepared_free(&s->prep);
     free(s->spec_text);
+    dp_free(s->checks);
     job_row_clear(&s->row);
     dp_free(s);
 }
 
-/* Under "refuse": the whole planned spend of every bound silo, checked at once (a dry run). */
+/* Checks every bound silo's whole planned spend (rounds x one round's event) against its budget,
+ * one dry run per silo (nothing is written), into s->checks. A refusal is a result, not an error;
+ * errors are the ledger's other answers (a silo archived meanwhile, a numerical failure). */
+/* Silo sp's whole planned spend: its round event every round, but with ifca the first
+ * select_rounds rounds carry the selection too (their event is sp->select_event,
+ * fl_plan_silo_select). NULL when out of memory (the constructors free what they were given). */
+static acct_event *planned_event(const job_prepared *p, const job_silo_plan *sp)
+{
+    uint64_t ns = sp->select_event != NULL ? sp->plan.select_rounds : 0, t = p->cfg.rounds;
+    acct_event *c = acct_event_clone(sp->round_event);
+    if (ns == 0)
+        return c ? acct_event_self_composed(t, c) : NULL;
+    acct_event *sel = acct_event_self_composed(ns, acct_event_clone(sp->select_event));
+    if (t <= ns) {
+        acct_event_free(c);
+        return sel;
+    }
+    acct_event *parts[2] = {sel, acct_event_self_composed(t - ns, c)};
+    return acct_event_composed(parts, 2);
+}
+
+static int budget_check(submit *s, dp_err *err)
+{
+    job_prepared *p = &s->prep;
+    size_t K = p->fed.n_silos;
+    s->n_checks = 0;
+    s->checks = K > 0 ? dp_calloc(K, sizeof *s->checks) : NULL;
+    if (K > 0 && s->checks == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t k = 0; k < K; k++) {
+        const job_silo_plan *sp = &p->silo[k];
+        if (sp->ledger_silo == 0 || sp->round_event == NULL)
+            continue;
+        acct_event *ev = planned_event(p, sp);
+        if (ev == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        ledger_charge_req req = {.silo_id = sp->ledger_silo,
+                                 .event = ev,
+                                 .neighboring = ACCT_NB_ADD_REMOVE,
+                                 .reason = "training job admission (dry run)",
+                                 .actor_token_id = s->who.token_id};
+        silo_check *ck = &s->checks[s->n_checks];
+        dp_err e;
+        dp_err_clear(&e);
+        int rc = ledger_charge(s->l, &req, true, &ck->res, &e);
+        acct_event_free(ev);
+        if (rc != DP_OK && rc != DP_EBUDGET) {
+            *err = e;
+            return rc;
+        }
+        ck->k = k;
+        ck->affordable = rc == DP_OK;
+        s->n_checks++;
+    }
+    return DP_OK;
+}
+
+/* Under "refuse": the job is refused (409 naming the first silo, in plan order, that cannot afford
+ * its whole planned spend) unless every bound silo can. Fills s->refused*; the error is the
+ * submission's answer, and the dry run's "refusal". */
 static int admit(submit *s, dp_err *err)
 {
     job_prepared *p = &s->prep;
     if (p->spec.on_budget != JOB_BUDGET_REFUSE || p->spec.n_bindings == 0)
         return DP_OK;
-    size_t K = p->fed.n_silos, n = 0;
-    ledger_charge_req *reqs = dp_calloc(K, sizeof *reqs);
-    ledger_charge_result *res = dp_calloc(K, sizeof *res);
-    acct_event **evs = dp_calloc(K, sizeof *evs);
-    size_t *silo_of = dp_calloc(K, sizeof *silo_of);
-    int rc =
-        reqs && res && evs && silo_of ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    for (size_t k = 0; rc == DP_OK && k < K; k++) {
-        const job_silo_plan *sp = &p->silo[k];
-        if (sp->ledger_silo == 0 || sp->round_event == NULL)
+    if (s->checks == NULL && budget_check(s, err) != DP_OK)
+        return err->code;
+    for (size_t i = 0; i < s->n_checks; i++) {
+        const silo_check *ck = &s->checks[i];
+        if (ck->affordable)
             continue;
-        /* ifca: the first select_rounds rounds carry the selection (fl_plan_silo_select) */
-        uint64_t ns = sp->select_event != NULL ? sp->plan.select_rounds : 0, t = p->cfg.rounds;
-        acct_event *c = acct_event_clone(sp->round_event);
-        if (ns == 0) {
-            evs[n] = c ? acct_event_self_composed(t, c) : NULL;
-        } else {
-            acct_event *parts[2] = {
-                acct_event_self_composed(ns, acct_event_clone(sp->select_event)),
-                t > ns ? acct_event_self_composed(t - ns, c) : NULL};
-            if (t == ns)
-                acct_event_free(c);
-            evs[n] = t > ns ? acct_event_composed(parts, 2) : parts[0];
-        }
-        if (evs[n] == NULL) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-            break;
-        }
-        reqs[n] = (ledger_charge_req){.silo_id = sp->ledger_silo,
-                                      .event = evs[n],
-                                      .neighboring = ACCT_NB_ADD_REMOVE,
-                                      .reason = "training job admission (dry run)",
-                                      .actor_token_id = s->who.token_id};
-        silo_of[n++] = k;
+        size_t k = ck->k;
+        s->refused_rc = DP_EBUDGET;
+        s->refusal = ck->res;
+        snprintf(s->refused_silo, sizeof s->refused_silo, "%s", p->fed.silo[k].name);
+        char f[DP_ERR_FIELD_MAX];
+        snprintf(f, sizeof f, "silos.%.41s", p->fed.silo[k].name);
+        dp_err_set(&s->refused, DP_EBUDGET, f,
+                   "silo \"%s\" (ledger silo %lld) cannot afford the job: its epsilon would "
+                   "be %.6g against a budget of %.6g; nothing was charged (lower the "
+                   "rounds or the target, or submit with on_budget_exhausted stop_silo)",
+                   p->fed.silo[k].name, (long long)p->silo[k].ledger_silo, ck->res.would_be,
+                   ck->res.budget);
+        break;
     }
-    if (rc == DP_OK && n > 0) {
-        dp_err e;
-        dp_err_clear(&e);
-        rc = ledger_charge_batch(s->l, reqs, n, true, res, &e);
-        if (rc == DP_EBUDGET) {
-            size_t bad = 0;
-            while (bad < n && res[bad].status != DP_EBUDGET)
-                bad++;
-            if (bad == n)
-                bad = 0;
-            size_t k = silo_of[bad];
-            s->refused_rc = DP_EBUDGET;
-            s->refusal = res[bad];
-            snprintf(s->refused_silo, sizeof s->refused_silo, "%s", p->fed.silo[k].name);
-            char f[DP_ERR_FIELD_MAX];
-            snprintf(f, sizeof f, "silos.%.41s", p->fed.silo[k].name);
-            dp_err_set(&s->refused, DP_EBUDGET, f,
-                       "silo \"%s\" (ledger silo %lld) cannot afford the job: its epsilon would "
-                       "be %.6g against a budget of %.6g; nothing was charged (lower the "
-                       "rounds or the target, or submit with on_budget_exhausted stop_silo)",
-                       p->fed.silo[k].name, (long long)p->silo[k].ledger_silo, res[bad].would_be,
-                       res[bad].budget);
-            rc = DP_OK;
-        } else if (rc != DP_OK) {
-            *err = e;
-        }
-    }
-    for (size_t i = 0; evs != NULL && i < n; i++)
-        acct_event_free(evs[i]);
-    dp_free(reqs);
-    dp_free(res);
-    dp_free(evs);
-    dp_free(silo_of);
-    return rc;
+    return DP_OK;
 }
 
 static int submit_run(void *arg, const atomic_bool *cancel, dp_err *err)
@@ -204,9 +229,11 @@ static int submit_run(void *arg, const atomic_bool *cancel, dp_err *err)
         return err->code;
     dataset_viewer dv = {s->who.role == LEDGER_ROLE_ADMIN, s->who.token_id, s->who.silo_id};
     int rc = job_prepare(&s->spec, c, s->l, &dv, &s->prep, s->req_id, err);
+    if (rc == DP_OK && s->dry_run && s->prep.spec.n_bindings > 0)
+        rc = budget_check(s, err); /* every policy: the plan shows each bound silo's check */
     if (rc == DP_OK)
         rc = admit(s, err);
-    if (rc != DP_OK || s->refused_rc != DP_OK) {
+    if (rc != DP_OK || s->refused_rc != DP_OK || s->dry_run) {
         store_conn_close(c);
         return rc;
     }
@@ -248,23 +275,71 @@ static int submit_run(void *arg, const atomic_bool *cancel, dp_err *err)
     return rc;
 }
 
+/* The refusal of s (the 409's body, with its details); NULL when out of memory. */
+static json_t *refusal_json(const submit *s, const http_req *rq)
+{
+    json_t *body = http_err_body(&s->refused, rq->req_id);
+    json_t *inner = body ? json_object_get(body, "error") : NULL;
+    json_t *d = json_pack(
+        "{s:s, s:I, s:o, s:o, s:o}", "silo", s->refused_silo, "silo_id",
+        (json_int_t)s->refusal.silo_id, "would_be", json_util_real(s->refusal.would_be), "budget",
+        json_util_real(s->refusal.budget), "requested", json_util_real(s->refusal.requested));
+    if (inner == NULL || d == NULL || json_object_set_new(inner, "details", d) != 0) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+/* POST /v1/jobs/plan's answer: the plan POST /v1/jobs would store, each bound silo's budget check
+ * and the submission's refusal (or null). */
+static int plan_render(submit *s, const http_req *rq, http_resp *rs, dp_err *err)
+{
+    char *text = job_plan_json(&s->prep);
+    json_error_t je;
+    json_t *plan = text ? json_util_loads(text, 0, &je) : NULL;
+    free(text);
+    json_t *checks = json_array();
+    json_t *refusal = s->refused_rc != DP_OK ? refusal_json(s, rq) : json_null();
+    int rc = plan && checks && refusal ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; rc == DP_OK && i < s->n_checks; i++) {
+        const silo_check *ck = &s->checks[i];
+        const job_silo_plan *sp = &s->prep.silo[ck->k];
+        json_t *c = json_pack("{s:s, s:I, s:o, s:s, s:o, s:o, s:o, s:b}", "silo",
+                              s->prep.fed.silo[ck->k].name, "silo_id", (json_int_t)sp->ledger_silo,
+                              "planned_epsilon", json_util_real(sp->planned_eps), "unit",
+                              ck->res.kind == LEDGER_BUDGET_RHO ? "rho" : "epsilon", "requested",
+                              json_util_real(ck->res.requested), "would_be",
+                              json_util_real(ck->res.would_be), "budget",
+                              json_util_real(ck->res.budget), "affordable", ck->affordable);
+        if (c == NULL || json_array_append_new(checks, c) != 0)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    json_t *o = NULL;
+    if (rc == DP_OK) {
+        o = json_pack("{s:O, s:s, s:I, s:b, s:O, s:O}", "plan", plan, "on_budget_exhausted",
+                      job_on_budget_name(s->prep.spec.on_budget), "rounds",
+                      (json_int_t)s->prep.spec.rounds, "admitted", s->refused_rc == DP_OK,
+                      "budget_checks", checks, "refusal", refusal);
+        if (o == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    json_decref(plan);
+    json_decref(checks);
+    json_decref(refusal);
+    return rc == DP_OK ? http_resp_json(rs, 200, o, err) : rc;
+}
+
 static int submit_render(void *arg, const http_req *rq, http_resp *rs, bool deferred, dp_err *err)
 {
     (void)deferred;
     submit *s = arg;
+    if (s->dry_run)
+        return plan_render(s, rq, rs, err);
     if (s->refused_rc != DP_OK) {
-        json_t *body = http_err_body(&s->refused, rq->req_id);
-        json_t *inner = body ? json_object_get(body, "error") : NULL;
-        json_t *d = json_pack("{s:s, s:I, s:o, s:o, s:o}", "silo", s->refused_silo, "silo_id",
-                              (json_int_t)s->refusal.silo_id, "would_be",
-                              json_util_real(s->refusal.would_be), "budget",
-                              json_util_real(s->refusal.budget), "requested",
-                              json_util_real(s->refusal.requested));
-        if (inner == NULL || d == NULL || json_object_set_new(inner, "details", d) != 0) {
-            json_decref(body);
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        }
-        return http_resp_json(rs, 409, body, err);
+        json_t *body = refusal_json(s, rq);
+        return body ? http_resp_json(rs, 409, body, err)
+                    : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     json_t *o = job_json(&s->row);
     if (o == NULL)
@@ -292,7 +367,9 @@ static int check_bindings(const job_spec *spec, const ledger_principal *who, dp_
     return DP_OK;
 }
 
-int route_jobs_submit(const http_req *rq, http_resp *rs, dp_err *err)
+/* POST /v1/jobs and POST /v1/jobs/plan: the same intake (parse, access, bindings) and the same
+ * planning on the compute pool; the dry run stops before anything is stored. */
+static int submit_start(const http_req *rq, http_resp *rs, bool dry_run, dp_err *err)
 {
     const app *a = rq->app;
     if (a == NULL || a->writer == NULL || a->store == NULL)
@@ -322,8 +399,19 @@ int route_jobs_submit(const http_req *rq, http_resp *rs, dp_err *err)
     s->w = a->writer;
     s->st = a->store;
     s->runner = a->jobs;
+    s->dry_run = dry_run;
     compute_task t = {submit_run, submit_render, submit_free, s, COMPUTE_TOKEN};
     return compute_offload(rq, rs, &t, err);
+}
+
+int route_jobs_submit(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    return submit_start(rq, rs, false, err);
+}
+
+int route_jobs_plan(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    return submit_start(rq, rs, true, err);
 }
 
 /* ---- GET /v1/jobs, GET /v1/jobs/{id} ---- */

@@ -85,6 +85,7 @@ const route ROUTES[] = {
      "limit after job_id since until", NULL},
     {"POST", "/v1/charges", route_charges_batch, 1024 * KIB, ROUTE_TOKEN, NULL, NULL},
     {"POST", "/v1/silos/{id}/claims", route_silo_claim, 64 * KIB, ROUTE_TOKEN, NULL, NULL},
+    {"GET", "/v1/silos/{id}/claims", route_silo_claims_list, 0, ROUTE_TOKEN, "limit after", NULL},
     {"GET", "/v1/claims/{id}", route_claim_get, 0, ROUTE_TOKEN, NULL, NULL},
     {"POST", "/v1/claims/{id}/commit", route_claim_commit, 1 * KIB, ROUTE_TOKEN, NULL, NULL},
     {"POST", "/v1/claims/{id}/abort", route_claim_abort, 1 * KIB, ROUTE_TOKEN, NULL, NULL},
@@ -96,6 +97,7 @@ const route ROUTES[] = {
     {"DELETE", "/v1/datasets/{id}", route_dataset_delete, 0, ROUTE_TOKEN, NULL, NULL},
     /* training jobs (api/jobs.c, issue #12) */
     {"POST", "/v1/jobs", route_jobs_submit, 256 * KIB, ROUTE_TOKEN, NULL, NULL},
+    {"POST", "/v1/jobs/plan", route_jobs_plan, 256 * KIB, ROUTE_TOKEN, NULL, NULL},
     {"GET", "/v1/jobs", route_jobs_list, 0, ROUTE_TOKEN, "limit after status", NULL},
     {"GET", "/v1/jobs/{id}", route_job_get, 0, ROUTE_TOKEN, NULL, NULL},
     {"POST", "/v1/jobs/{id}/cancel", route_job_cancel, 1 * KIB, ROUTE_TOKEN, NULL, NULL},

@@ -60,6 +60,7 @@ int route_dataset_delete(const http_req *rq, http_resp *rs, dp_err *err);
 
 /* api/jobs.c: training jobs (docs/TRAINING.md) */
 int route_jobs_submit(const http_req *rq, http_resp *rs, dp_err *err);
+int route_jobs_plan(const http_req *rq, http_resp *rs, dp_err *err);
 int route_jobs_list(const http_req *rq, http_resp *rs, dp_err *err);
 int route_job_get(const http_req *rq, http_resp *rs, dp_err *err);
 int route_job_cancel(const http_req *rq, http_resp *rs, dp_err *err);
@@ -77,6 +78,7 @@ int route_silo_charge(const http_req *rq, http_resp *rs, dp_err *err);
 int route_silo_charges_list(const http_req *rq, http_resp *rs, dp_err *err);
 int route_charges_batch(const http_req *rq, http_resp *rs, dp_err *err);
 int route_silo_claim(const http_req *rq, http_resp *rs, dp_err *err);
+int route_silo_claims_list(const http_req *rq, http_resp *rs, dp_err *err);
 int route_claim_get(const http_req *rq, http_resp *rs, dp_err *err);
 int route_claim_commit(const http_req *rq, http_resp *rs, dp_err *err);
 int route_claim_abort(const http_req *rq, http_resp *rs, dp_err *err);

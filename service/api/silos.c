@@ -11,6 +11,7 @@
  *   GET    /v1/silos/{id}/charges   silo    audit log: ?limit=&after=&since=&until=&job_id=
  *   POST   /v1/charges              admin*  batch over several silos, all or nothing
  *   POST   /v1/silos/{id}/claims    silo    reserve (timeout_ms)
+ *   GET    /v1/silos/{id}/claims    silo    its open claims (?limit=&after=)
  *   GET    /v1/claims/{id}          silo    a claim
  *   POST   /v1/claims/{id}/commit   silo    spend a reservation
  *   POST   /v1/claims/{id}/abort    silo    release it
@@ -1145,6 +1146,45 @@ int route_silo_claim(const http_req *rq, http_resp *rs, dp_err *err)
     }
     charge_input_clear(&in);
     return rc;
+}
+
+/* GET /v1/silos/{id}/claims: the open claims, paginated like the charge log, readable by whoever
+ * may read the log. */
+int route_silo_claims_list(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id = 0, after = 0;
+    size_t limit = 0;
+    ledger_principal who;
+    ledger *l = the_ledger(rq, err);
+    if (l == NULL || path_id(rq, &id, err) != DP_OK ||
+        auth_require_silo(rq, id, &who, err) != DP_OK ||
+        query_limit(rq, &limit, &after, err) != DP_OK)
+        return err->code;
+    ledger_silo_view v; /* 404 for a silo that does not exist; its budget gives each claim's eps */
+    if (ledger_silo_get(l, rq->db, id, &v, err) != DP_OK)
+        return err->code;
+    ledger_claim_view *rows = NULL;
+    size_t n = 0;
+    bool more = false;
+    if (ledger_claims_list(l, rq->db, id, &v.budget, after, limit, &rows, &n, &more, err) != DP_OK)
+        return err->code;
+    json_t *arr = json_array();
+    int rc = arr ? DP_OK : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    for (size_t i = 0; rc == DP_OK && i < n; i++) {
+        json_t *c = claim_json(&rows[i], err);
+        rc = c == NULL ? err->code
+             : json_array_append_new(arr, c) != 0
+                 ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory")
+                 : DP_OK;
+    }
+    int64_t last = n > 0 ? rows[n - 1].id : 0;
+    dp_free(rows);
+    if (rc != DP_OK) {
+        json_decref(arr);
+        return rc;
+    }
+    json_t *o = json_util_page("claims", arr, more, last);
+    return o ? http_resp_json(rs, 200, o, err) : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
 }
 
 /* The claim's silo decides who may touch it: the admin or that silo's token. */

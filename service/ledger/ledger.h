@@ -387,6 +387,13 @@ int ledger_claim_commit(ledger *l, int64_t claim_id, int64_t scope_silo_id, int6
 int ledger_claim_abort(ledger *l, int64_t claim_id, int64_t scope_silo_id, ledger_claim_view *out,
                        dp_err *err);
 int ledger_claim_get(store_conn *c, int64_t claim_id, ledger_claim_view *out, dp_err *err);
+/* The silo's open claims (active and unexpired now) with id > after, ascending, at most limit
+ * (1 .. LEDGER_LIST_MAX); *more: another open claim follows the page. Each cost_eps is at b's delta
+ * (b: the silo's budget, borrowed; NULL or no delta: DP_NAN). *out (owned by caller, dp_free) is
+ * NULL when *n_out is 0. Reads on c, the caller's connection. */
+int ledger_claims_list(ledger *l, store_conn *c, int64_t silo_id, const ledger_budget *b,
+                       int64_t after, size_t limit, ledger_claim_view **out, size_t *n_out,
+                       bool *more, dp_err *err);
 
 /* Rounds a + b upward: the exact sum when it is representable, else the next double above it
  * (Knuth's TwoSum gives the rounding error). Used for every total, so totals never under-report. */

@@ -473,6 +473,70 @@ int ledger_claim_get(store_conn *c, int64_t claim_id, ledger_claim_view *out, dp
     return rc;
 }
 
+int ledger_claims_list(ledger *l, store_conn *c, int64_t silo_id, const ledger_budget *b,
+                       int64_t after, size_t limit, ledger_claim_view **out, size_t *n_out,
+                       bool *more, dp_err *err)
+{
+    *out = NULL;
+    *n_out = 0;
+    *more = false;
+    if (limit == 0 || limit > LEDGER_LIST_MAX)
+        return dp_err_set(err, DP_EINVAL, "limit", "limit must be in [1, %d]", LEDGER_LIST_MAX);
+    /* one row past the page says whether another follows */
+    static const char sql[] = "SELECT id, silo_id, created_at, expires_at, job_id, cost_rdp, "
+                              "cost_rho FROM claims WHERE silo_id = :silo AND id > :after AND "
+                              "state = 'active' AND expires_at > :now ORDER BY id LIMIT :limit";
+    sqlite3_stmt *st = NULL;
+    ledger_claim_view *rows = dp_calloc(limit, sizeof *rows);
+    size_t n = 0;
+    int rc =
+        rows == NULL ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory") : prep(c, sql, &st, err);
+    if (rc == DP_OK) {
+        int src = lg_b_i64(st, ":silo", silo_id);
+        if (src == SQLITE_OK)
+            src = lg_b_i64(st, ":after", after);
+        if (src == SQLITE_OK)
+            src = lg_b_i64(st, ":now", time_now_ms());
+        if (src == SQLITE_OK)
+            src = lg_b_i64(st, ":limit", (int64_t)limit + 1);
+        while (src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
+            src = SQLITE_OK;
+            if (n == limit) {
+                *more = true;
+                break;
+            }
+            ledger_claim_view *r = &rows[n++];
+            r->id = sqlite3_column_int64(st, 0);
+            r->silo_id = sqlite3_column_int64(st, 1);
+            r->created_at_ms = sqlite3_column_int64(st, 2);
+            r->expires_at_ms = sqlite3_column_int64(st, 3);
+            r->job_id = sqlite3_column_int64(st, 4); /* NULL reads as 0 */
+            r->state = LEDGER_CLAIM_ACTIVE;
+            r->cost_rho = sqlite3_column_double(st, 6);
+            r->cost_eps = DP_NAN;
+            double rdp[LEDGER_MAX_ORDERS];
+            double e = DP_NAN;
+            if (b != NULL && lg_col_vec(st, 5, rdp, l->n_orders) &&
+                lg_loss_of(l, b, rdp, r->cost_rho, &e, NULL, NULL) == DP_OK)
+                r->cost_eps = e;
+        }
+        if (src != SQLITE_DONE && src != SQLITE_OK)
+            rc = lg_read_fail(store_conn_db(c), src, "list claims", err);
+    }
+    lg_st_done(st);
+    if (rc != DP_OK) {
+        dp_free(rows);
+        return rc;
+    }
+    if (n == 0) {
+        dp_free(rows);
+        rows = NULL;
+    }
+    *out = rows;
+    *n_out = n;
+    return DP_OK;
+}
+
 int ledger_token_id(store_conn *c, const char *token, int64_t *token_id, dp_err *err)
 {
     *token_id = 0;

@@ -226,6 +226,8 @@ SEEDS = {
         {"budget": {"rho": 2e6}},
     ],
 }
+# the dry run of a job takes what a submission takes (and stores nothing)
+SEEDS["POST /v1/jobs/plan"] = SEEDS["POST /v1/jobs"]
 
 # ---- mutation vocabulary ----------------------------------------------------------------------------
 

@@ -128,6 +128,12 @@ typedef struct scenario {
     "\"rounds\":2,\"batch_size\":2,\"lr\":0.1,\"test_fraction\":0.3,\"privacy\":{\"target_"        \
     "epsilon\":4,\"delta\":1e-3,\"clip\":1}}"
 
+/* the dry run of a job binding site a to silo A (id 1): its budget checked too */
+#define JOB_PLAN_SPEC                                                                              \
+    "{\"algorithm\":\"mrmtl\",\"lambda\":0.5,\"dataset\":1,\"model\":{\"type\":\"linear\"},"       \
+    "\"rounds\":2,\"batch_size\":2,\"lr\":0.1,\"test_fraction\":0.3,\"privacy\":{\"target_"        \
+    "epsilon\":4,\"delta\":1e-3,\"clip\":1},\"silos\":{\"a\":1}}"
+
 static const scenario SCENARIOS[] = {
     {"GET", "/healthz?fresh=1", NULL, 200, PREP_NONE, 0},
     {"GET", "/v1/version", NULL, 200, PREP_NONE, 0},
@@ -191,6 +197,7 @@ static const scenario SCENARIOS[] = {
     {"DELETE", "/v1/silos/{id}/token", NULL, 200, PREP_FRESH_SILO, 0},
     {"POST", "/v1/silos/{id}/charges", "{\"event\":" EV_G8 "}", 201, PREP_NONE, 'S'},
     {"GET", "/v1/silos/{id}/charges?limit=5", NULL, 200, PREP_NONE, 'S'},
+    {"GET", "/v1/silos/{id}/claims?limit=5", NULL, 200, PREP_NONE, 'S'},
     {"POST", "/v1/charges", "{\"charges\":[{\"silo_id\":1,\"event\":" EV_G8 "}]}", 201, PREP_NONE,
      0},
     {"POST", "/v1/silos/{id}/claims", "{\"event\":" EV_G8 "}", 201, PREP_NONE, 'S'},
@@ -202,6 +209,7 @@ static const scenario SCENARIOS[] = {
     {"GET", "/v1/datasets/{id}", NULL, 200, PREP_NONE, 'U'},
     {"DELETE", "/v1/datasets/{id}", NULL, 200, PREP_FRESH_DATASET, 0},
     {"POST", "/v1/jobs", JOB_SPEC, 202, PREP_NONE, 0},
+    {"POST", "/v1/jobs/plan", JOB_PLAN_SPEC, 200, PREP_NONE, 0},
     {"GET", "/v1/jobs?limit=5&status=queued", NULL, 200, PREP_NONE, 0},
     {"GET", "/v1/jobs/{id}", NULL, 200, PREP_NONE, 'J'},
     {"POST", "/v1/jobs/{id}/cancel", "{}", 202, PREP_FRESH_JOB, 0},
