@@ -85,7 +85,10 @@ typedef struct eb_beta_counts {
     size_t local;  /* clients clamped to a = 1 (S <= 0) */
     size_t mean;   /* clients whose pooled mean mu (from noisy messages) fell outside [0, 1] and was
                       clamped to 0 or 1: their prior is then a point mass, so the status is
-                      "degenerate" and posterior_sd 0 is an artefact of the clamp, not certainty */
+                      "degenerate" and posterior_sd 0 is an artefact of the clamp, not certainty
+                      (paper_1bit; two_bit keeps these clients' own estimates) */
+    size_t prior_mean; /* private runs: 1 when the all-client mean of the messages (the reported
+                          prior's) fell outside [0, 1] and was clamped, else 0 */
 } eb_beta_counts;
 
 /* Field names: "clients[i].successes", "clients[i].trials". 1 <= m <= EB_MAX_CLIENTS. */

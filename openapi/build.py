@@ -296,7 +296,8 @@ _client_id = {"oneOf": [string(), integer()]}
 _vec = {"oneOf": [num(), arr(num(), minItems=1)],
         "description": "a number, or one per coordinate (multivariate)"}
 _vecn = {"oneOf": [NUMN, arr(NUMN)], "description": "a number, or one per coordinate"}
-_status = enum("converged", "max_iter", "boundary", "unidentifiable", "degenerate")
+_status = enum("converged", "max_iter", "boundary", "unidentifiable", "degenerate",
+               "no_pooling_gain")
 _estimate = obj({"id": null_or(_client_id), "posterior_mean": _vecn, "posterior_sd": _vecn,
                  "shrinkage": _vecn, "responsibilities": arr(NUMN)},
                 ["posterior_mean", "posterior_sd", "shrinkage"])
@@ -304,6 +305,8 @@ _run_common = {
     "run_id": ID, "replayed": boolean(description="an Idempotency-Key replay: the first answer"),
     "estimates": arr(_estimate), "log_likelihood": NUMN, "iterations": integer(minimum=0),
     "status": _status, "converged": boolean(description="status is not max_iter"),
+    "status_reason": null_or(string(description="the status in words: why the fit is not simply "
+                                                "converged, and what its answers then are")),
     "privacy": null_or(obj({"mechanism": string(), "model": string(),
                             "charges": arr(obj({"silo_id": ID, "charge_id": INTN,
                                                 "clients": integer(), "event": ref("Event"),
