@@ -1292,7 +1292,9 @@ static int numeric_failure(int rc, const char *kind, dp_err *err)
 typedef struct gauss_req {
     size_t m, d;
     double *x, *n, *wv; /* m*d, m, m (NAN = not sent) */
+    double *se;         /* m standard errors (NAN = not sent; then n was) */
     bool vec;           /* means sent as arrays */
+    bool by_se;         /* the clients sent se, not n: noise_variance is not used */
 } gauss_req;
 
 static void gauss_req_free(gauss_req *g)
@@ -1300,6 +1302,7 @@ static void gauss_req_free(gauss_req *g)
     dp_free(g->x);
     dp_free(g->n);
     dp_free(g->wv);
+    dp_free(g->se);
 }
 
 /* Raw samples of one client: an array of numbers (d = 1) or of equal-length arrays (d coordinates).
@@ -1350,15 +1353,19 @@ static int samples_summary(const json_t *sv, size_t *d, double *tmp, double *m2,
     return DP_OK;
 }
 
-/* One client of a Gaussian request: summary {id, mean, n, within_variance?} or raw {id, samples}
- * (allow_wv: within_variance accepted). *d as in parse_vec; the mean goes to tmp (tmp has
- * 2 * EB_MAX_DIM values: mean + Welford scratch). Errors name the field inside the client. */
+/* One client of a Gaussian request: summary {id, mean, n, within_variance?}, {id, mean, se} (a
+ * standard error, as ebnm's (x, s)) or raw {id, samples} (allow_wv: within_variance accepted).
+ * *d as in parse_vec; the mean goes to tmp (tmp has 2 * EB_MAX_DIM values: mean + Welford
+ * scratch); *se is NAN unless se was sent (then *n is 0). Errors name the field inside the
+ * client. */
 static int parse_gauss_client(const json_t *c, bool allow_wv, size_t *d, double *tmp, double *n,
-                              double *wv, bool *isv, dp_err *err)
+                              double *wv, double *se, bool *isv, dp_err *err)
 {
-    static const char *const keys[] = {"id", "mean", "n", "within_variance", "samples", "silo_id"};
+    static const char *const keys[] = {"id",      "mean",    "n", "within_variance",
+                                       "samples", "silo_id", "se"};
+    *se = DP_NAN;
     if (json_util_require_object(c, "", err) != DP_OK ||
-        json_util_check_keys(c, keys, 6, err) != DP_OK || check_id(c, err) || check_silo(c, err))
+        json_util_check_keys(c, keys, 7, err) != DP_OK || check_id(c, err) || check_silo(c, err))
         return err->code;
     if (!allow_wv && json_object_get(c, "within_variance") != NULL)
         return dp_err_set(err, DP_EINVAL, "within_variance", "within_variance is not used here");
@@ -1367,19 +1374,34 @@ static int parse_gauss_client(const json_t *c, bool allow_wv, size_t *d, double 
     *wv = DP_NAN;
     if (sv != NULL) {
         if (mv != NULL || json_object_get(c, "n") != NULL ||
-            json_object_get(c, "within_variance") != NULL)
+            json_object_get(c, "within_variance") != NULL || json_object_get(c, "se") != NULL)
             return dp_err_set(err, DP_EINVAL, "samples",
-                              "send either samples or a summary (mean, n, within_variance), not "
-                              "both");
+                              "send either samples or a summary (mean with n or se), not both");
         return samples_summary(sv, d, tmp, tmp + EB_MAX_DIM, n, wv, isv, err);
     }
     if (mv == NULL || json_is_null(mv))
         return dp_err_set(err, DP_EINVAL, "mean", "mean (or samples) is required");
-    if (parse_vec(mv, "mean", d, tmp, isv, err) != DP_OK ||
-        json_util_req_number(c, "n", n, err) != DP_OK)
+    if (parse_vec(mv, "mean", d, tmp, isv, err) != DP_OK)
         return err->code;
-    if (!isfinite(*n) || *n < 1 || floor(*n) != *n)
-        return dp_err_set(err, DP_EINVAL, "n", "n must be an integer >= 1 (got %g)", *n);
+    if (json_object_get(c, "se") != NULL) {
+        if (json_object_get(c, "n") != NULL || json_object_get(c, "within_variance") != NULL)
+            return dp_err_set(err, DP_EINVAL, "se",
+                              "send either se (the mean's standard error) or n (with the "
+                              "request's noise_variance), not both");
+        if (json_util_req_number(c, "se", se, err) != DP_OK)
+            return err->code;
+        if (!isfinite(*se) || *se <= 0 || *se > 1e150)
+            return dp_err_set(err, DP_EINVAL, "se",
+                              "se must be a finite number > 0 and <= 1e150 (got %g)", *se);
+        return DP_OK;
+    }
+    if (json_util_req_number(c, "n", n, err) != DP_OK)
+        return err->code;
+    if (!isfinite(*n) || *n < 1)
+        return dp_err_set(err, DP_EINVAL, "n",
+                          "n must be a number >= 1 (got %g): a count or an effective sample size; "
+                          "for a standard error send se instead",
+                          *n);
     if (json_util_opt_number(c, "within_variance", DP_NAN, wv, err) != DP_OK)
         return err->code;
     if (!isnan(*wv) && (!isfinite(*wv) || *wv < 0))
@@ -1408,8 +1430,8 @@ static int parse_gauss_clients(const http_req *rq, gauss_req *g, bool allow_wv, 
         }
         bool isv = false;
         size_t d0 = g->d;
-        double n, wv;
-        if (parse_gauss_client(c, allow_wv, &g->d, tmp, &n, &wv, &isv, err) != DP_OK) {
+        double n, wv, se;
+        if (parse_gauss_client(c, allow_wv, &g->d, tmp, &n, &wv, &se, &isv, err) != DP_OK) {
             rc = client_err(err, i);
             break;
         }
@@ -1418,7 +1440,9 @@ static int parse_gauss_clients(const http_req *rq, gauss_req *g, bool allow_wv, 
             g->x = dp_calloc(g->m * g->d, sizeof(double));
             g->n = dp_calloc(g->m, sizeof(double));
             g->wv = dp_calloc(g->m, sizeof(double));
-            if (!g->x || !g->n || !g->wv) {
+            g->se = dp_calloc(g->m, sizeof(double));
+            g->by_se = !isnan(se);
+            if (!g->x || !g->n || !g->wv || !g->se) {
                 rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
                 break;
             }
@@ -1428,22 +1452,47 @@ static int parse_gauss_clients(const http_req *rq, gauss_req *g, bool allow_wv, 
             rc = client_err(err, i);
             break;
         }
+        if (g->by_se != !isnan(se)) {
+            dp_err_set(err, DP_EINVAL, g->by_se ? "se" : "n",
+                       "every client must send se (a standard error) if the first one does, and "
+                       "none if it does not");
+            rc = client_err(err, i);
+            break;
+        }
         memcpy(g->x + i * g->d, tmp, g->d * sizeof(double));
         g->n[i] = n;
         g->wv[i] = wv;
+        g->se[i] = se;
     }
     json_decref(c);
     dp_free(tmp);
     return rc;
 }
 
-/* noise_variance given, or pooled from within_variance. */
-static int gauss_noise(const json_t *body, const gauss_req *g, double *sx2, bool *pooled,
-                       dp_err *err)
+/* noise_variance given, or pooled from within_variance; or, when the clients sent standard errors
+ * (g->by_se), none: the library's s_i^2 = sigma_x^2/n_i is then made exact with sigma_x^2 =
+ * max_i se_i^2 and n_i = sigma_x^2/se_i^2 >= 1 (only s_i^2 enters the fit and the posteriors; the
+ * range b of a private run gets sigma_x/sqrt(n_min) = max se and ln(m^2 n_min) = ln m^2). */
+static int gauss_noise(const json_t *body, gauss_req *g, double *sx2, bool *pooled, dp_err *err)
 {
+    *pooled = false;
+    if (g->by_se) {
+        if (json_object_get(body, "noise_variance") != NULL)
+            return dp_err_set(err, DP_EINVAL, "noise_variance",
+                              "noise_variance is not used when the clients send se (each mean's "
+                              "standard error); drop one of them");
+        double mx = 0.0;
+        for (size_t i = 0; i < g->m; i++)
+            mx = fmax(mx, g->se[i]);
+        *sx2 = mx * mx;
+        for (size_t i = 0; i < g->m; i++) {
+            double r = mx / g->se[i];
+            g->n[i] = r * r;
+        }
+        return DP_OK;
+    }
     if (json_util_opt_number(body, "noise_variance", DP_NAN, sx2, err) != DP_OK)
         return err->code;
-    *pooled = false;
     if (!isnan(*sx2)) {
         if (!isfinite(*sx2) || *sx2 <= 0)
             return dp_err_set(err, DP_EINVAL, "noise_variance",
@@ -1887,8 +1936,9 @@ static int gauss_render(est_job *job, const gauss_req *g, const gauss_spec *s,
         {"prior", json_pack("{s:o, s:o, s:s}", "mean", vec_json(ps.mu, d, g->vec), "variance",
                             vec_json(ps.tau2, d, g->vec), "source", source)},
         {"fits", fits},
-        {"noise_variance", json_util_real(s->sx2)},
-        {"noise_variance_source", json_string(s->pooled ? "pooled" : "given")},
+        {"noise_variance", g->by_se ? json_null() : json_util_real(s->sx2)},
+        {"noise_variance_source",
+         json_string(g->by_se ? "standard_errors" : (s->pooled ? "pooled" : "given"))},
         {"estimates", est},
     };
     char why[1200] = "";
@@ -1916,7 +1966,7 @@ static int gaussian_compute(est_job *job, dp_err *err)
         rc = gauss_run(job, &g, &s, &pinfo, &o, err);
     if (rc == DP_OK) {
         gauss_req_free(&g); /* the clients' inputs are not needed any more */
-        g.x = g.n = g.wv = NULL;
+        g.x = g.n = g.wv = g.se = NULL;
         rc = gauss_render_rows(job, &g, &o, err);
     }
     if (rc == DP_OK)
@@ -2620,8 +2670,9 @@ static int mix_render(est_job *job, const gauss_req *g, const mix_spec *s,
         {"method", json_string(meth_name)},
         {"prior",
          json_pack("{s:o, s:s}", "components", cj, "source", s->known ? "given" : "fitted")},
-        {"noise_variance", json_util_real(s->sx2)},
-        {"noise_variance_source", json_string(s->pooled ? "pooled" : "given")},
+        {"noise_variance", g->by_se ? json_null() : json_util_real(s->sx2)},
+        {"noise_variance_source",
+         json_string(g->by_se ? "standard_errors" : (s->pooled ? "pooled" : "given"))},
         {"estimates", est},
     };
     char why[800] = "";
@@ -2687,7 +2738,7 @@ static int mixture_compute(est_job *job, dp_err *err)
         rc = mix_run(&raw, &s, &pinfo, &prior, &o, &info, err);
     if (rc == DP_OK) {
         gauss_req_free(&g); /* the clients' inputs are not needed any more */
-        g.x = g.n = g.wv = NULL;
+        g.x = g.n = g.wv = g.se = NULL;
         rc = mix_render_rows(job, &g, s.k, &o, err);
     }
     if (rc == DP_OK)

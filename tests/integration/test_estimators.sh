@@ -279,4 +279,19 @@ expect_json '.status_reason | test("point mass")' true
 DEG=$(printf '%s' "$BODY" | jq -r .run_id)
 expect_status 200 GET "/v1/runs/$DEG"
 expect_json .status no_pooling_gain
+# ---- issue 15: a standard error per client (se, ebnm's (x, s)) and a non-integer n on the Gaussian route ----
+GN='{"clients":[{"id":"a","mean":0.31,"n":15.5},{"id":"b","mean":0.12,"n":8},{"id":"c","mean":0.55,"n":30},{"id":"d","mean":-0.05,"n":4.25}],"noise_variance":0.25}'
+expect_status 201 POST /v1/estimators/gaussian "$GN"
+BYN=$(printf '%s' "$BODY" | jq -c '[.estimates[] | .posterior_mean, .posterior_sd]')
+GS=$(printf '%s' "$GN" | jq -c '{clients: [.clients[] | {id, mean, se: ((0.25 / .n) | sqrt)}]}')
+expect_status 201 POST /v1/estimators/gaussian "$GS"
+expect_json .noise_variance null
+expect_json .noise_variance_source standard_errors
+check "se answers equal the n answers (1e-9)" test "$(printf '%s' "$BODY" | jq --argjson n "$BYN" '[[.estimates[] | .posterior_mean, .posterior_sd], $n] | transpose | map((.[0] - .[1]) | fabs < 1e-9) | all')" = true
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"se":0.2},{"mean":0.2,"se":0.3}],"noise_variance":1}'
+expect_json .error.field noise_variance
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"se":0.2},{"mean":0.2,"n":3}],"noise_variance":1}'
+expect_json .error.field 'clients[1].se'
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"n":0.5},{"mean":0.2,"n":3}],"noise_variance":1}'
+expect_json .error.field 'clients[0].n'
 finish
