@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_errno.h>
+#include <gsl/gsl_randist.h>
 #include <gsl/gsl_sf_gamma.h>
 #include <gsl/gsl_sf_psi.h>
 
@@ -307,37 +309,63 @@ static double clamp01(double x)
     return x < 0 ? 0 : (x > 1 ? 1 : x);
 }
 
-/* The two-bit private weight of client i (eb_beta.h, "Private"): mu and var are the (leave-one-out)
- * moments of the messages, k how many messages they average, rr_c = e^eps/(e^eps-1)^2 the noise
- * constant of one randomized-response value (Var q = rr_c + x(1-x), eq. 7). The mean is projected
- * onto [0, 1] and the variance onto [0, mu(1-mu)], the range of a Beta's variance (post-processing:
- * free in privacy). Then, as Thm 2 does for the Gaussian, the sampling variance of mu,
- * V = (rr_c + mu(1-mu))/k, is added to the prior variance in the weight:
- *   a = (var + V) / (var + V + s2),   s2 = (mu(1-mu) - var)/n  (E p(1-p)/n under the prior)
- * which for V = 0 is n/(S + n) with S = mu(1-mu)/var - 1, and which minimises the MSE
- * a^2 s2 + (1-a)^2 (var + V) of a xbar + (1-a) mu with mu independent of the client
- * (leave-one-out). An uninformative mean (V large: few clients, small eps0) thus keeps the client's
- * own estimate instead of pooling it to a noise-driven mean. Returns the weight; *s_out the
- * matching S = n(1-a)/a (inf when a = 0); counts the projections. */
+/* Mean of N(est, se^2) truncated to [lo, hi]: the posterior mean of a quantity known to lie in
+ * [lo, hi], under a flat prior there, given an estimate of it with normal error of sd se. When
+ * (almost) all the mass lies beyond one end, that end. */
+static double truncated_normal_mean(double est, double se, double lo, double hi)
+{
+    if (!(hi > lo))
+        return lo;
+    if (!(se > 0) || !isfinite(se))
+        return est < lo ? lo : (est > hi ? hi : est);
+    double a = (lo - est) / se, b = (hi - est) / se;
+    /* P(a < Z < b) from the tail on the side where it is not 1 - tiny (no cancellation) */
+    double z = a > 0 ? gsl_cdf_ugaussian_Q(a) - gsl_cdf_ugaussian_Q(b)
+                     : gsl_cdf_ugaussian_P(b) - gsl_cdf_ugaussian_P(a);
+    if (!(z > 1e-300))
+        return a > 0 ? lo : hi;
+    double t = est + se * (gsl_ran_ugaussian_pdf(a) - gsl_ran_ugaussian_pdf(b)) / z;
+    return t < lo ? lo : (t > hi ? hi : t);
+}
+
+/* The two-bit private weight of client i (eb_beta.h, "Private"): mu and var = m2 - mu^2 are the
+ * (leave-one-out) moments of the messages, k how many messages they average, rr_c =
+ * e^eps/(e^eps-1)^2 the noise constant of one randomized-response value (E[q^2 | x] = rr_c + x,
+ * so Var q = rr_c + x(1-x), eq. 7). The client's estimate is a xbar + (1-a) mu with mu independent
+ * of the client (leave-one-out), whose MSE a^2 s2 + (1-a)^2 (sigma^2 + V) is linear in the prior
+ * variance sigma^2, so the weight that minimises its expectation over what we know of sigma^2 is
+ * the one at the posterior mean of sigma^2:
+ *   - the mean is projected onto [0, 1] (post-processing: free in privacy);
+ *   - V = Var(mu) = (rr_c + mu(1-mu))/k, the noise of the pooled mean (Thm 2 adds sigma_q^2/(m-1)
+ *     to the prior variance in the Gaussian weight for the same reason);
+ *   - sigma^2 = E[sigma^2 | var]: var has sampling sd se, se^2 = (rr_c + m2(1-m2))/k + 4 mu^2 V
+ *     (the second moment's and the squared mean's noise; their small covariance is left out), and
+ *     sigma^2 lies in [0, mu(1-mu)] (a Beta's variance): the mean of N(var, se^2) truncated there.
+ *     A noisy var <= 0 is therefore not "no heterogeneity" (full pooling) unless it is far below 0
+ *     in units of its se;
+ *   - a = (sigma^2 + V) / (sigma^2 + V + s2), s2 = (mu(1-mu) - sigma^2)/n = E p(1-p)/n; for V = 0
+ *     and a known sigma^2 this is n/(S + n) with S = mu(1-mu)/sigma^2 - 1 (App C.1).
+ * An uninformative mean or variance (few clients, small eps0) thus keeps the client near its own
+ * estimate. Returns the weight; *s_out the matching S = n(1-a)/a (inf when a = 0); counts the
+ * projections (pooled: var <= 0, local: var >= mu(1-mu), mean: mu outside [0, 1]). */
 static double weight_two_bit(double *mu, double var, double k, double n, double rr_c,
                              eb_beta_counts *cnt, double *s_out)
 {
+    double m2 = clamp01(var + *mu * *mu);
     if (*mu < 0.0 || *mu > 1.0) {
         if (cnt)
             cnt->mean++;
         *mu = clamp01(*mu);
     }
     double pq = *mu * (1.0 - *mu);
-    if (!(var > 0)) {
-        if (cnt)
-            cnt->pooled++;
-        var = 0.0;
-    } else if (var >= pq) {
-        if (cnt)
-            cnt->local++;
-        var = pq;
-    }
-    double t = var + (rr_c + pq) / k, s2 = (pq - var) / n;
+    if (cnt && !(var > 0))
+        cnt->pooled++;
+    else if (cnt && var >= pq)
+        cnt->local++;
+    double v_mu = (rr_c + pq) / k;
+    double se = sqrt((rr_c + m2 * (1.0 - m2)) / k + 4.0 * *mu * *mu * v_mu);
+    double s2v = truncated_normal_mean(var, se, 0.0, pq);
+    double t = s2v + v_mu, s2 = (pq - s2v) / n;
     double a = t + s2 > 0 ? t / (t + s2) : 1.0;
     *s_out = a > 0 ? n * (1.0 - a) / a : DP_INF;
     return a;
