@@ -594,14 +594,15 @@ static void reason_add(char *buf, size_t n, const char *fmt, ...)
 }
 
 /* The sentence for a private fit whose largest shrinkage is below EB_NO_POOLING_GAIN. */
-static void reason_no_gain(char *buf, size_t n, double max_shr)
+static void reason_no_gain(char *buf, size_t n, double max_shr, bool quantized)
 {
     reason_add(buf, n,
-               "no_pooling_gain: the privatized prior moves no client by %g%% or more of the way "
-               "to it (largest shrinkage %.3g), so pooling is predicted to cut no client's error "
-               "by %g%%: these are essentially each client's own estimate; pooling under local DP "
-               "needs more clients or a larger epsilon0.",
-               100.0 * EB_NO_POOLING_GAIN, max_shr, 100.0 * EB_NO_POOLING_GAIN);
+               "no_pooling_gain: the prior fitted to the %s messages moves no client by %g%% or "
+               "more of the way to it (largest shrinkage %.3g), so pooling is predicted to cut no "
+               "client's error by %g%%: these are essentially each client's own estimate; pooling "
+               "through this channel needs more clients or %s.",
+               quantized ? "quantized" : "privatized", 100.0 * EB_NO_POOLING_GAIN, max_shr,
+               100.0 * EB_NO_POOLING_GAIN, quantized ? "more bits" : "a larger epsilon0");
 }
 
 /* ---- access (issue 10; docs/BUDGETS.md "Access control") ----
@@ -1878,7 +1879,7 @@ static void gauss_reason(const gauss_req *g, const gauss_spec *s, const gauss_ou
     for (size_t j = 0; j < d; j++)
         zero += !s->var_known && o->prior[j].tau2 == 0.0;
     if (ps->status == EB_STATUS_NO_POOLING_GAIN)
-        reason_no_gain(why, n, o->max_shr);
+        reason_no_gain(why, n, o->max_shr, s->po.channel == EB_CHANNEL_QUANTIZE);
     if (o->proj_mean > 0)
         reason_add(why, n,
                    "boundary: the prior mean estimated from the privatized messages fell outside "
@@ -2233,7 +2234,7 @@ static void beta_reason(size_t m, const beta_spec *s, const beta_out *o, char *w
 {
     bool two = s->priv && s->scheme == EB_BETA_PRIV_TWO_BIT;
     if (s->priv && o->max_shr < EB_NO_POOLING_GAIN)
-        reason_no_gain(why, n, o->max_shr);
+        reason_no_gain(why, n, o->max_shr, false);
     if (two && o->cnt.prior_mean > 0)
         reason_add(why, n,
                    "%s the mean of all %zu clients' noisy messages fell outside [0, 1], so the "
@@ -2680,7 +2681,7 @@ static int mix_render(est_job *job, const gauss_req *g, const mix_spec *s,
     if (s->priv && s->max_shr < EB_NO_POOLING_GAIN)
         st = eb_status_worst(st, EB_STATUS_NO_POOLING_GAIN);
     if (st == EB_STATUS_NO_POOLING_GAIN)
-        reason_no_gain(why, sizeof why, s->max_shr);
+        reason_no_gain(why, sizeof why, s->max_shr, false);
     if (s->n_proj > 0)
         reason_add(why, sizeof why,
                    "boundary: %zu component(s) fitted to the privatized messages had a mean "
