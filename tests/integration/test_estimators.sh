@@ -245,6 +245,11 @@ expect_status 201 POST /v1/estimators/gaussian "{\"clients\":$C300,\"noise_varia
 expect_json .status boundary
 expect_json '.prior.variance * 1e6 | round' 40000
 expect_json '[.estimates[].shrinkage] | max > 0.05' true
+# a private mixture's component means are projected onto the public ball |mean| <= r (here r = 0.5)
+expect_status 201 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c '. + {privacy:{epsilon0:2,delta:1e-5,r:0.5,sigma_theta_bound:0.1}, seed:1}')"
+expect_json '[.prior.components[] | (.mean | fabs) <= 0.5 + 1e-12] | all' true
+expect_json .status boundary
+expect_json '.status_reason | test("projected")' true
 # unidentifiable: every client sent the same mean
 expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"mean":0.5,"n":3},{"mean":0.5,"n":4},{"mean":0.5,"n":5}],"noise_variance":1}'
 expect_json .status unidentifiable
