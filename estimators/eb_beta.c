@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_errno.h>
+#include <gsl/gsl_randist.h>
 #include <gsl/gsl_sf_gamma.h>
 #include <gsl/gsl_sf_psi.h>
 
@@ -307,13 +309,83 @@ static double clamp01(double x)
     return x < 0 ? 0 : (x > 1 ? 1 : x);
 }
 
+/* Beyond this many sd from both ends the truncation changes a normal's mean by less than
+ * phi(8)/Phi(8) ~ 5e-15 sd: skipped (most clients of a large private run). */
+#define EB_BETA_TRUNC_Z 8.0
+
+/* Mean of N(est, se^2) truncated to [lo, hi]: the posterior mean of a quantity known to lie in
+ * [lo, hi], under a flat prior there, given an estimate of it with normal error of sd se. When
+ * (almost) all the mass lies beyond one end, that end. */
+static double truncated_normal_mean(double est, double se, double lo, double hi)
+{
+    if (!(hi > lo))
+        return lo;
+    if (!(se > 0) || !isfinite(se))
+        return est < lo ? lo : (est > hi ? hi : est);
+    double a = (lo - est) / se, b = (hi - est) / se;
+    if (a < -EB_BETA_TRUNC_Z && b > EB_BETA_TRUNC_Z)
+        return est; /* both ends beyond 8 sd: the correction is below 1e-14 se */
+    /* P(a < Z < b) from the tail on the side where it is not 1 - tiny (no cancellation) */
+    double z = a > 0 ? gsl_cdf_ugaussian_Q(a) - gsl_cdf_ugaussian_Q(b)
+                     : gsl_cdf_ugaussian_P(b) - gsl_cdf_ugaussian_P(a);
+    if (!(z > 1e-300))
+        return a > 0 ? lo : hi;
+    double t = est + se * (gsl_ran_ugaussian_pdf(a) - gsl_ran_ugaussian_pdf(b)) / z;
+    return t < lo ? lo : (t > hi ? hi : t);
+}
+
+/* The two-bit private weight of client i (eb_beta.h, "Private"): mu and var = m2 - mu^2 are the
+ * (leave-one-out) moments of the messages, k how many messages they average, rr_c =
+ * e^eps/(e^eps-1)^2 the noise constant of one randomized-response value (E[q^2 | x] = rr_c + x,
+ * so Var q = rr_c + x(1-x), eq. 7). The client's estimate is a xbar + (1-a) mu with mu independent
+ * of the client (leave-one-out), whose MSE a^2 s2 + (1-a)^2 (sigma^2 + V) is linear in the prior
+ * variance sigma^2, so the weight that minimises its expectation over what we know of sigma^2 is
+ * the one at the posterior mean of sigma^2:
+ *   - the mean is projected onto [0, 1] (post-processing: free in privacy);
+ *   - V = Var(mu) = (rr_c + mu(1-mu))/k, the noise of the pooled mean (Thm 2 adds sigma_q^2/(m-1)
+ *     to the prior variance in the Gaussian weight for the same reason);
+ *   - sigma^2 = E[sigma^2 | var]: var has sampling sd se, se^2 = (rr_c + m2(1-m2))/k + 4 mu^2 V
+ *     (the second moment's and the squared mean's noise; their small covariance is left out), and
+ *     sigma^2 lies in [0, mu(1-mu)] (a Beta's variance): the mean of N(var, se^2) truncated there.
+ *     A noisy var <= 0 is therefore not "no heterogeneity" (full pooling) unless it is far below 0
+ *     in units of its se;
+ *   - a = (sigma^2 + V) / (sigma^2 + V + s2), s2 = (mu(1-mu) - sigma^2)/n = E p(1-p)/n; for V = 0
+ *     and a known sigma^2 this is n/(S + n) with S = mu(1-mu)/sigma^2 - 1 (App C.1).
+ * An uninformative mean or variance (few clients, small eps0) thus keeps the client near its own
+ * estimate. Returns the weight; *s_out the matching S = n(1-a)/a (inf when a = 0); counts the
+ * projections (pooled: var <= 0, local: var >= mu(1-mu), mean: mu outside [0, 1]). */
+static double weight_two_bit(double *mu, double var, double k, double n, double rr_c,
+                             eb_beta_counts *cnt, double *s_out)
+{
+    double m2 = clamp01(var + *mu * *mu);
+    if (*mu < 0.0 || *mu > 1.0) {
+        if (cnt)
+            cnt->mean++;
+        *mu = clamp01(*mu);
+    }
+    double pq = *mu * (1.0 - *mu);
+    if (cnt && !(var > 0))
+        cnt->pooled++;
+    else if (cnt && var >= pq)
+        cnt->local++;
+    double v_mu = (rr_c + pq) / k;
+    double se = sqrt((rr_c + m2 * (1.0 - m2)) / k + 4.0 * *mu * *mu * v_mu);
+    double s2v = truncated_normal_mean(var, se, 0.0, pq);
+    double t = s2v + v_mu, s2 = (pq - s2v) / n;
+    double a = t + s2 > 0 ? t / (t + s2) : 1.0;
+    *s_out = a > 0 ? n * (1.0 - a) / a : DP_INF;
+    return a;
+}
+
 /* The shared moment core. x: first-moment messages (xbar or RR values); u: NULL (variance from x)
- * or second-moment messages. own: the clients' raw xbar. */
-static void moments_core(const eb_beta_data *b, const double *x, const double *u, bool minus1,
-                         bool loo, double *mean, double *sd, double *shr, eb_beta_counts *cnt)
+ * or second-moment messages. own: the clients' raw xbar. rr_c > 0: the two-bit private scheme
+ * (weight_two_bit); 0: the paper's weight with its clamps. Returns the largest shrinkage. */
+static double moments_core(const eb_beta_data *b, const double *x, const double *u, bool minus1,
+                           bool loo, double rr_c, double *mean, double *sd, double *shr,
+                           eb_beta_counts *cnt)
 {
     size_t m = b->m;
-    double c0 = 0.0;
+    double c0 = 0.0, max_shr = 0.0;
     for (size_t i = 0; i < m; i++)
         c0 += x[i];
     c0 /= (double)m;
@@ -339,14 +411,21 @@ static void moments_core(const eb_beta_data *b, const double *x, const double *u
             mu = c0 + s1 / (double)m;
             var = u ? t / (double)m - mu * mu : (s2 - s1 * s1 / (double)m) / ((double)m - 1.0);
         }
-        if (cnt && (mu < 0.0 || mu > 1.0))
-            cnt->mean++;
-        mu = clamp01(mu);
         double s;
-        double a = weight_from_moments(mu, var, b->n[i], minus1, cnt, &s);
-        (void)a;
+        if (rr_c > 0) {
+            (void)weight_two_bit(&mu, var, loo ? (double)m - 1.0 : (double)m, b->n[i], rr_c, cnt,
+                                 &s);
+        } else {
+            if (cnt && (mu < 0.0 || mu > 1.0))
+                cnt->mean++;
+            mu = clamp01(mu);
+            (void)weight_from_moments(mu, var, b->n[i], minus1, cnt, &s);
+        }
         posterior_one(b->z[i], b->n[i], mu, s, mean, sd, shr, i);
+        double sh = isinf(s) ? 1.0 : s / (s + b->n[i]); /* 1 - a, as posterior_one */
+        max_shr = sh > max_shr ? sh : max_shr;
     }
+    return max_shr;
 }
 
 static double *xbar_alloc(const eb_beta_data *b, dp_err *err)
@@ -460,7 +539,7 @@ int eb_beta_posterior_moments(const eb_beta_data *b, eb_beta_variant v, bool lea
     int rc = check_common(b, v, 2, err);
     if (rc != DP_OK)
         return rc;
-    eb_beta_counts cnt = {0, 0, 0};
+    eb_beta_counts cnt = {0, 0, 0, 0};
     *status = EB_STATUS_CONVERGED;
     if (leave_one_out && b->m == 2) {
         /* Each client sees one other: no variance, so nothing identifies the prior. Stay local. */
@@ -482,7 +561,8 @@ int eb_beta_posterior_moments(const eb_beta_data *b, eb_beta_variant v, bool lea
             return err ? err->code : DP_EINVAL;
         }
     }
-    moments_core(b, x, u, v != EB_BETA_PAPER_NO_MINUS1, leave_one_out, mean, sd, shrinkage, &cnt);
+    (void)moments_core(b, x, u, v != EB_BETA_PAPER_NO_MINUS1, leave_one_out, 0.0, mean, sd,
+                       shrinkage, &cnt);
     if (cnt.pooled == b->m)
         *status = EB_STATUS_BOUNDARY;
     if (counts)
@@ -694,28 +774,43 @@ int eb_beta_private(const eb_beta_data *b, eb_beta_scheme scheme, eb_beta_varian
         if (q2)
             q2[i] = eb_rr_bit(u[i], eb, rng);
     }
-    eb_beta_counts cnt = {0, 0, 0};
+    eb_beta_counts cnt = {0, 0, 0, 0};
     bool minus1 = scheme == EB_BETA_PRIV_TWO_BIT || v != EB_BETA_PAPER_NO_MINUS1;
-    moments_core(b, q1, q2, minus1, leave_one_out, mean, sd, shrinkage, &cnt);
-    *status = cnt.pooled == m ? EB_STATUS_BOUNDARY : EB_STATUS_CONVERGED;
-    if (cnt.mean > 0) /* a clamped pooled mean: point-mass prior, not a fit to trust */
+    double em1 = expm1(eb), rr_c = q2 ? (em1 + 1.0) / (em1 * em1) : 0.0;
+    double max_shr =
+        moments_core(b, q1, q2, minus1, leave_one_out, rr_c, mean, sd, shrinkage, &cnt);
+    *status = cnt.pooled == m && !q2 ? EB_STATUS_BOUNDARY : EB_STATUS_CONVERGED;
+    if (!q2 && cnt.mean > 0) /* a clamped pooled mean: point-mass prior, not a fit to trust */
         *status = eb_status_worst(*status, EB_STATUS_DEGENERATE);
+    bool no_gain = max_shr < EB_NO_POOLING_GAIN;
+    if (no_gain)
+        *status = eb_status_worst(*status, EB_STATUS_NO_POOLING_GAIN);
+    double mu = 0.0, var = 0.0;
+    for (size_t i = 0; i < m; i++)
+        mu += q1[i];
+    mu /= (double)m;
+    if (q2) {
+        for (size_t i = 0; i < m; i++)
+            var += q2[i];
+        var = var / (double)m - mu * mu;
+        /* the reported prior (all clients) with its mean outside [0, 1]: a point mass there */
+        if (mu < 0.0 || mu > 1.0) { /* the reported prior is a point mass at 0 or 1 */
+            cnt.prior_mean = 1;
+            /* degenerate when a client was pooled toward it; when none was (two_bit keeps
+             * every clamped client's own estimate), no_pooling_gain says what the answers are */
+            *status = no_gain ? EB_STATUS_NO_POOLING_GAIN
+                              : eb_status_worst(*status, EB_STATUS_DEGENERATE);
+        }
+    } else {
+        for (size_t i = 0; i < m; i++)
+            var += (q1[i] - mu) * (q1[i] - mu);
+        var /= (double)m - 1.0;
+    }
+    if (!q2 && (mu < 0.0 || mu > 1.0))
+        cnt.prior_mean = 1;
     if (counts)
         *counts = cnt;
     if (prior_out) {
-        double mu = 0.0, var = 0.0;
-        for (size_t i = 0; i < m; i++)
-            mu += q1[i];
-        mu /= (double)m;
-        if (q2) {
-            for (size_t i = 0; i < m; i++)
-                var += q2[i];
-            var = var / (double)m - mu * mu;
-        } else {
-            for (size_t i = 0; i < m; i++)
-                var += (q1[i] - mu) * (q1[i] - mu);
-            var /= (double)m - 1.0;
-        }
         prior_from_moments(clamp01(mu), var, minus1, prior_out);
         if (prior_out->s > 0 && isfinite(prior_out->s) && prior_out->alpha > 0 &&
             prior_out->beta > 0)

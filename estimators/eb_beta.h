@@ -30,11 +30,20 @@
  * randomized-response value of xbar_i at eps0 and runs the moment estimator on the messages,
  * faithfully; it cannot identify the prior variance (Var q = e^eps/(e^eps-1)^2 + mu(1-mu) whatever
  * the heterogeneity), so it degrades to about local estimation (or worse, with the "-1").
- * EB_BETA_PRIV_TWO_BIT (the default) sends q1 = RR_{eps0/2}(xbar_i) and q2 = RR_{eps0/2}(U_i); the
- * server takes mu = mean q1, sigma2 = mean q2 - mu^2, S = mu(1-mu)/sigma2 - 1. Basic composition
- * makes each client eps0-LDP (pure). mu from noisy messages is clamped to [0, 1]; a clamp that
- * changes mu makes the fitted prior degenerate (a point mass at 0 or 1), counted in counts->mean
- * and reported as status EB_STATUS_DEGENERATE (never "converged").
+ * EB_BETA_PRIV_TWO_BIT (the default) sends q1 = RR_{eps0/2}(xbar_i) and q2 = RR_{eps0/2}(U_i);
+ * basic composition makes each client eps0-LDP (pure). The server takes mu = mean q1, var = mean
+ * q2 - mu^2 (leave-one-out), and, unlike the non-private moments, weighs client i with
+ * a = (sigma2 + V) / (sigma2 + V + s2) (issue 15; eb_beta.c weight_two_bit): V = Var(mu) from the
+ * known randomized-response noise (Thm 2's sigma_q^2/(m-1) for the Beta), sigma2 the posterior mean
+ * of the prior variance given var and its sampling sd under a flat prior on [0, mu(1-mu)], and s2 =
+ * (mu(1-mu) - sigma2)/n_i; mu is projected onto [0, 1]. Noisy moments (few clients, small eps0)
+ * thus keep clients near their own rates instead of pooling them to a noise-driven (or clamped)
+ * mean. mu from noisy messages outside [0, 1] is counted in counts->mean (per client) and
+ * counts->prior_mean (all clients: the reported prior is then a point mass at 0 or 1).
+ * Status (never "converged" in these cases): two-bit: EB_STATUS_NO_POOLING_GAIN when no client's
+ * shrinkage reaches EB_NO_POOLING_GAIN, else EB_STATUS_DEGENERATE when the reported prior's mean
+ * was clamped; one-bit: EB_STATUS_DEGENERATE when any client's pooled mean was clamped (its clients
+ * are then pooled to a point mass), else EB_STATUS_NO_POOLING_GAIN as for two-bit.
  *
  * Memory: arrays borrowed for the call; outputs caller-allocated (any may be NULL). Threading:
  * reentrant.
@@ -85,7 +94,10 @@ typedef struct eb_beta_counts {
     size_t local;  /* clients clamped to a = 1 (S <= 0) */
     size_t mean;   /* clients whose pooled mean mu (from noisy messages) fell outside [0, 1] and was
                       clamped to 0 or 1: their prior is then a point mass, so the status is
-                      "degenerate" and posterior_sd 0 is an artefact of the clamp, not certainty */
+                      "degenerate" and posterior_sd 0 is an artefact of the clamp, not certainty
+                      (paper_1bit; two_bit keeps these clients' own estimates) */
+    size_t prior_mean; /* private runs: 1 when the all-client mean of the messages (the reported
+                          prior's) fell outside [0, 1] and was clamped, else 0 */
 } eb_beta_counts;
 
 /* Field names: "clients[i].successes", "clients[i].trials". 1 <= m <= EB_MAX_CLIENTS. */

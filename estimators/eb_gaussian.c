@@ -377,6 +377,33 @@ int eb_gauss_fit_cancel(const eb_gauss_data *g, const double *tau2_known, double
     return rc;
 }
 
+void eb_gauss_project(const eb_gauss_data *g, double extra_var, double r, double tau2_max,
+                      eb_gauss_coord *c, size_t *n_mean, size_t *n_var)
+{
+    size_t nm = 0, nv = 0;
+    for (size_t j = 0; j < g->d; j++) {
+        bool moved = false;
+        if (c[j].mu > r || c[j].mu < -r) {
+            c[j].mu = c[j].mu > r ? r : -r;
+            nm++;
+            moved = true;
+        }
+        if (c[j].tau2 > tau2_max) {
+            c[j].tau2 = tau2_max;
+            nv++;
+            moved = true;
+        }
+        if (moved) {
+            c[j].status = eb_status_worst(c[j].status, EB_STATUS_BOUNDARY);
+            c[j].loglik = eb_gauss_loglik(g, j, c[j].mu, c[j].tau2, extra_var);
+        }
+    }
+    if (n_mean)
+        *n_mean = nm;
+    if (n_var)
+        *n_var = nv;
+}
+
 int eb_gauss_posterior(const eb_gauss_data *g, const eb_gauss_coord *prior, double weight_extra,
                        double *post_mean, double *post_var, double *shrinkage, dp_err *err)
 {

@@ -94,6 +94,16 @@ int eb_gauss_fit_cancel(const eb_gauss_data *g, const double *tau2_known, double
                         eb_gauss_method method, unsigned max_iter, const atomic_bool *cancel,
                         eb_gauss_coord *out, dp_err *err);
 
+/* Projects a fitted prior onto public bounds (Ozkara et al. 2023, App B.2.1: r bounds |mu_j|, and
+ * the range b uses a public bound on sigma_theta): mu_j onto [-r, r] and tau2_j onto [0, tau2_max]
+ * (tau2_max = INFINITY: no bound). A private fit's prior is computed from privatized messages, so
+ * this is post-processing and costs no privacy; it can only bring the estimate closer to every
+ * prior the bounds allow. A coordinate that moved gets EB_STATUS_BOUNDARY (unless its status is
+ * already worse) and its log-likelihood at the projected values (extra_var as in eb_gauss_fit).
+ * r >= 0, tau2_max >= 0. *n_mean / *n_var (may be NULL) get how many coordinates moved. */
+void eb_gauss_project(const eb_gauss_data *g, double extra_var, double r, double tau2_max,
+                      eb_gauss_coord *c, size_t *n_mean, size_t *n_var);
+
 /* Marginal log-likelihood of coordinate j at (mu, tau2): sum_i log N(x_ij; mu, tau2 + s_i^2 +
  * extra). */
 double eb_gauss_loglik(const eb_gauss_data *g, size_t j, double mu, double tau2, double extra_var);

@@ -108,8 +108,65 @@ double eb_mix_loglik(const eb_gauss_data *g, double extra_var, const eb_mix_prio
     return ll;
 }
 
+size_t eb_mix_project(eb_mix_prior *p, double r, double var_max, eb_mix_fit_info *info)
+{
+    size_t moved = 0, d = p->d;
+    for (size_t l = 0; l < p->k; l++) {
+        double *mu = p->mu + l * d, nrm2 = 0.0;
+        for (size_t j = 0; j < d; j++)
+            nrm2 += mu[j] * mu[j];
+        bool mv = false;
+        if (nrm2 > r * r) {
+            double f = r / sqrt(nrm2);
+            for (size_t j = 0; j < d; j++)
+                mu[j] *= f;
+            mv = true;
+        }
+        if (p->var[l] > var_max) {
+            p->var[l] = var_max;
+            mv = true;
+        }
+        moved += mv;
+    }
+    if (moved > 0 && info != NULL)
+        info->status = eb_status_worst(info->status, EB_STATUS_BOUNDARY);
+    return moved;
+}
+
+int eb_mix_mean_var(const eb_gauss_data *g, double extra_var, const eb_mix_prior *p, double *mu_var,
+                    dp_err *err)
+{
+    int rc = eb_gauss_data_check(g, err);
+    if (rc != DP_OK)
+        return rc;
+    if (p->d != g->d)
+        return dp_err_set(err, DP_EINVAL, "prior.components",
+                          "prior dimension %zu != data dimension %zu", p->d, g->d);
+    if (!isfinite(extra_var) || extra_var < 0)
+        return dp_err_set(err, DP_EINVAL, "extra_var", "channel variance must be >= 0 (got %g)",
+                          extra_var);
+    size_t k = p->k;
+    double lr[EB_MAX_COMPONENTS], prec[EB_MAX_COMPONENTS] = {0};
+    for (size_t i = 0; i < g->m; i++) {
+        double s2 = g->sigma_x2 / g->n[i] + extra_var;
+        estep_one(g->x + i * g->d, s2, p, lr);
+        for (size_t l = 0; l < k; l++)
+            prec[l] += exp(lr[l]) / (p->var[l] + s2);
+    }
+    for (size_t l = 0; l < k; l++)
+        mu_var[l] = prec[l] > 0 ? 1.0 / prec[l] : DP_INF;
+    return DP_OK;
+}
+
 int eb_mix_posterior(const eb_gauss_data *g, const eb_mix_prior *p, double *resp, double *post_mean,
                      double *post_var, double *shrinkage, dp_err *err)
+{
+    return eb_mix_posterior_fitted(g, p, NULL, resp, post_mean, post_var, shrinkage, err);
+}
+
+int eb_mix_posterior_fitted(const eb_gauss_data *g, const eb_mix_prior *p, const double *mu_var,
+                            double *resp, double *post_mean, double *post_var, double *shrinkage,
+                            dp_err *err)
 {
     int rc = eb_gauss_data_check(g, err);
     if (rc != DP_OK)
@@ -139,10 +196,14 @@ int eb_mix_posterior(const eb_gauss_data *g, const eb_mix_prior *p, double *resp
             double mean = 0.0, m2 = 0.0;
             for (size_t l = 0; l < k; l++) {
                 double w = exp(lr[l]);
+                if (w == 0.0)
+                    continue;
                 double a = p->var[l] / (p->var[l] + s2);
                 double ml = a * x[j] + (1.0 - a) * p->mu[l * d + j];
+                /* within component l: a s^2, plus (1 - a)^2 Var(mu_l) for an estimated mean */
+                double vl = a * s2 + (mu_var ? (1.0 - a) * (1.0 - a) * mu_var[l] : 0.0);
                 mean += w * ml;
-                m2 += w * (a * s2 + ml * ml);
+                m2 += w * (vl + ml * ml);
             }
             if (post_mean)
                 post_mean[i * d + j] = mean;
@@ -561,6 +622,13 @@ int eb_mix_fit(const eb_gauss_data *g, double extra_var, const eb_mix_opts *o, e
     info->loglik = eb_mix_loglik(g, extra_var, out);
     info->iterations = best_it;
     info->status = best_st;
+    info->var_floor = floor_v;
+    info->n_floor = 0;
+    for (size_t l = 0; o->method == EB_MIX_EM && l < k; l++)
+        if (out->var[l] <= floor_v && out->w[l] * (double)m >= EB_MIX_EMPTY)
+            info->n_floor++;
+    if (info->n_floor > 0)
+        info->status = eb_status_worst(info->status, EB_STATUS_BOUNDARY);
     (void)best_ll;
     if (distinct < k)
         info->status = eb_status_worst(info->status, EB_STATUS_UNIDENTIFIABLE);

@@ -11,6 +11,7 @@
  *   v_il = var_l + s_i^2;  log w_il = log p_l - (d/2) log v_il - |x_i - mu_l|^2/(2 v_il)
  * (normalized) a_il = var_l / v_il;   posterior mean = sum_l w_il (a_il x_i + (1 - a_il) mu_l)
  *   posterior var (per coordinate) = sum_l w_il (a_il s_i^2 + m_ilj^2) - mean_ij^2
+ *   (a fitted prior adds (1 - a_il)^2 Var(mu_l-hat) inside the sum: eb_mix_posterior_fitted)
  *   shrinkage_i = 1 - sum_l w_il a_il (0: own mean kept; 1: fully moved to the component means).
  *
  * Unknown prior:
@@ -24,8 +25,10 @@
  * estimates, p_l = |S_l|/m, then the Thm 6 posterior mean; point-mass components (var_l = 0).
  * Alg 3 leaves the clustering open; ours: k-means++ init, warm-started Lloyd, an empty cluster
  * keeps its centre with weight 0 (status degenerate). Components are returned sorted by the first
- * coordinate of their means (stable labels). Status: converged; max_iter; degenerate (a component
- * emptied); unidentifiable (fewer than k distinct points).
+ * coordinate of their means (stable labels). Status: converged; max_iter; boundary (EM: a
+ * component variance at var_floor, i.e. estimated as 0: that component is a point mass and the
+ * posterior sds of its clients reflect the floor, not the data); degenerate (a component emptied);
+ * unidentifiable (fewer than k distinct points).
  *
  * Private mode (Lemma 3 sketch made concrete, App D): each client clips x_i to the L2 ball of
  * radius R and adds N(0, sigma^2 I) calibrated to (eps0, delta) with L2 sensitivity 2R (one
@@ -81,6 +84,9 @@ typedef struct eb_mix_fit_info {
     double loglik;       /* marginal log-likelihood of the fitted prior */
     unsigned iterations; /* of the kept restart */
     eb_status status;
+    size_t n_floor;   /* EM: components whose variance sits at var_floor (the M-step wanted less):
+                         the status is then at least boundary, never converged */
+    double var_floor; /* the floor used (EM) */
 } eb_mix_fit_info;
 
 /* Fits the prior (out arrays sized for o->k and g->d). extra_var >= 0. */
@@ -94,10 +100,32 @@ int eb_mix_prior_check(const eb_mix_prior *p, dp_err *err);
 /* Marginal log-likelihood of the messages in g under p (s_i^2 + extra_var noise). */
 double eb_mix_loglik(const eb_gauss_data *g, double extra_var, const eb_mix_prior *p);
 
+/* Projects a private fit onto its public bounds (post-processing, no privacy cost): each
+ * component mean onto the L2 ball of radius r, each variance onto [0, var_max] (INFINITY: no
+ * bound). Returns how many components moved; a fit that moved gets status at least boundary. */
+size_t eb_mix_project(eb_mix_prior *p, double r, double var_max, eb_mix_fit_info *info);
+
 /* Exact posterior (see top). resp m*k, post_mean m*d, post_var m*d, shrinkage m; any may be NULL.
  */
 int eb_mix_posterior(const eb_gauss_data *g, const eb_mix_prior *p, double *resp, double *post_mean,
                      double *post_var, double *shrinkage, dp_err *err);
+
+/* Sampling variance of each fitted component mean (k values into mu_var, per coordinate):
+ * 1 / sum_i w_il / (var_l + s_i^2 + extra_var), the precision-weighted mean's variance with the
+ * responsibilities w_il held fixed, computed on the messages the prior was fitted to (g; extra_var
+ * the channel's noise variance, 0 for a public fit). INFINITY for a component no client belongs
+ * to. As the Gaussian estimator's Var(mu-hat) (eb_gaussian.h), it makes a fitted prior's posterior
+ * sd carry the uncertainty of the estimated means: without it a component whose variance is at its
+ * floor gives every client in it a posterior sd of about sqrt(floor). */
+int eb_mix_mean_var(const eb_gauss_data *g, double extra_var, const eb_mix_prior *p, double *mu_var,
+                    dp_err *err);
+
+/* eb_mix_posterior for a fitted prior: mu_var (k values, from eb_mix_mean_var; NULL = means known)
+ * adds (1 - a_il)^2 mu_var[l] to the variance within component l, as the Gaussian estimator's
+ * posterior variance a^2 s^2 + (1 - a)^2 (tau2 + Var mu-hat) does. */
+int eb_mix_posterior_fitted(const eb_gauss_data *g, const eb_mix_prior *p, const double *mu_var,
+                            double *resp, double *post_mean, double *post_var, double *shrinkage,
+                            dp_err *err);
 
 typedef struct eb_mix_private_opts {
     double eps0, delta;

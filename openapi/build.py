@@ -298,7 +298,8 @@ _client_id = {"oneOf": [string(), integer()]}
 _vec = {"oneOf": [num(), arr(num(), minItems=1)],
         "description": "a number, or one per coordinate (multivariate)"}
 _vecn = {"oneOf": [NUMN, arr(NUMN)], "description": "a number, or one per coordinate"}
-_status = enum("converged", "max_iter", "boundary", "unidentifiable", "degenerate")
+_status = enum("converged", "max_iter", "boundary", "unidentifiable", "degenerate",
+               "no_pooling_gain")
 _estimate = obj({"id": null_or(_client_id), "posterior_mean": _vecn, "posterior_sd": _vecn,
                  "shrinkage": _vecn, "responsibilities": arr(NUMN)},
                 ["posterior_mean", "posterior_sd", "shrinkage"])
@@ -306,6 +307,8 @@ _run_common = {
     "run_id": ID, "replayed": boolean(description="an Idempotency-Key replay: the first answer"),
     "estimates": arr(_estimate), "log_likelihood": NUMN, "iterations": integer(minimum=0),
     "status": _status, "converged": boolean(description="status is not max_iter"),
+    "status_reason": null_or(string(description="the status in words: why the fit is not simply "
+                                                "converged, and what its answers then are")),
     "privacy": null_or(obj({"mechanism": string(), "model": string(),
                             "charges": arr(obj({"silo_id": ID, "charge_id": INTN,
                                                 "clients": integer(), "event": ref("Event"),
@@ -333,7 +336,8 @@ SCHEMAS["EstimatorRun"] = {
             "prior": obj({"mean": _vecn, "variance": _vecn, "source": string()},
                          ["mean", "variance", "source"]),
             "fits": null_or(obj({"mle": _gfit, "moments": _gfit}, ["mle", "moments"])),
-            "noise_variance": NUMN, "noise_variance_source": enum("pooled", "given")}),
+            "noise_variance": NUMN,
+            "noise_variance_source": enum("pooled", "given", "standard_errors")}),
             _run_req + ["fits", "noise_variance", "noise_variance_source"]),
         obj(dict(_run_common, **{
             "model": {"const": "beta"}, "method": string(), "variant": string(),
@@ -351,7 +355,8 @@ SCHEMAS["EstimatorRun"] = {
                                                  "variance": _vecn},
                                                 ["weight", "mean", "variance"])),
                           "source": enum("given", "fitted")}, ["components", "source"]),
-            "noise_variance": NUMN, "noise_variance_source": enum("pooled", "given")}),
+            "noise_variance": NUMN,
+            "noise_variance_source": enum("pooled", "given", "standard_errors")}),
             _run_req + ["noise_variance", "noise_variance_source"]),
     ]}
 SCHEMAS["RunSummary"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture"),
@@ -369,11 +374,17 @@ SCHEMAS["Run"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture"),
                       "inputs", "outputs"])
 SCHEMAS["RunList"] = obj({"runs": arr(ref("RunSummary")), "next_after": INTN},
                          ["runs", "next_after"])
-_gclient = obj({"id": _client_id, "mean": _vec, "n": num(exclusiveMinimum=0),
+_gclient = obj({"id": _client_id, "mean": _vec,
+                "n": num(minimum=1, description="observations behind the mean: a count or an "
+                                                "effective sample size (need not be an integer)"),
+                "se": num(exclusiveMinimum=0, description="the mean's standard error, instead of "
+                                                          "n and noise_variance (every client or "
+                                                          "none)"),
                 "within_variance": _vec,
                 "samples": arr({"oneOf": [num(), arr(num(), minItems=1)]}, minItems=1,
                                description="raw samples: numbers, or arrays of coordinates"),
-                "silo_id": ID}, description="a summary (mean, n, within_variance) or samples")
+                "silo_id": ID}, description="a summary (mean with n and within_variance, or mean with "
+                            "se) or samples")
 _bclient = obj({"id": _client_id, "successes": num(minimum=0), "trials": num(minimum=0),
                 "samples": arr({"oneOf": [enum(0, 1), boolean()]}, minItems=1),
                 "silo_id": ID}, description="successes and trials, or 0/1 samples")

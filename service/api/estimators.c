@@ -572,8 +572,38 @@ typedef struct run_outcome {
     double loglik;
     unsigned iterations;
     eb_status status;
-    json_t *privacy; /* stolen by finish_run; json_null() for a non-private run */
+    json_t *privacy;    /* stolen by finish_run; json_null() for a non-private run */
+    const char *reason; /* the status in words (borrowed); NULL: nothing to add (converged) */
 } run_outcome;
+
+/* Appends one sentence (printf-style) to the status text in buf (size n), separated by a space;
+ * a sentence that does not fit is cut (the status itself is in "status"). */
+static void reason_add(char *buf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reason_add(char *buf, size_t n, const char *fmt, ...)
+{
+    size_t len = strlen(buf);
+    if (len + 2 >= n)
+        return;
+    if (len > 0)
+        buf[len++] = ' ';
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(buf + len, n - len, fmt, ap); /* truncation is acceptable here (see above) */
+    va_end(ap);
+}
+
+/* The sentence for a private fit whose largest shrinkage is below EB_NO_POOLING_GAIN. */
+static void reason_no_gain(char *buf, size_t n, double max_shr, bool quantized)
+{
+    reason_add(buf, n,
+               "no_pooling_gain: the prior fitted to the %s messages moves no client by %g%% or "
+               "more of the way to it (largest shrinkage %.3g), so pooling is predicted to cut no "
+               "client's error by %g%%: these are essentially each client's own estimate; pooling "
+               "through this channel needs more clients or %s.",
+               quantized ? "quantized" : "privatized", 100.0 * EB_NO_POOLING_GAIN, max_shr,
+               100.0 * EB_NO_POOLING_GAIN, quantized ? "more bits" : "a larger epsilon0");
+}
 
 /* ---- access (issue 10; docs/BUDGETS.md "Access control") ----
  * Runs are private data. Creating one needs a valid token (the admin's or a silo's; with --auth
@@ -923,6 +953,8 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
         {"iterations", json_integer((json_int_t)oc->iterations)},
         {"status", json_string(eb_status_name(oc->status))},
         {"converged", json_boolean(oc->status != EB_STATUS_MAX_ITER)},
+        {"status_reason",
+         oc->reason != NULL && oc->reason[0] != '\0' ? json_string(oc->reason) : json_null()},
         {"privacy", oc->privacy},
     };
     json_t *params = NULL;
@@ -1261,7 +1293,9 @@ static int numeric_failure(int rc, const char *kind, dp_err *err)
 typedef struct gauss_req {
     size_t m, d;
     double *x, *n, *wv; /* m*d, m, m (NAN = not sent) */
+    double *se;         /* m standard errors (NAN = not sent; then n was) */
     bool vec;           /* means sent as arrays */
+    bool by_se;         /* the clients sent se, not n: noise_variance is not used */
 } gauss_req;
 
 static void gauss_req_free(gauss_req *g)
@@ -1269,6 +1303,7 @@ static void gauss_req_free(gauss_req *g)
     dp_free(g->x);
     dp_free(g->n);
     dp_free(g->wv);
+    dp_free(g->se);
 }
 
 /* Raw samples of one client: an array of numbers (d = 1) or of equal-length arrays (d coordinates).
@@ -1319,15 +1354,19 @@ static int samples_summary(const json_t *sv, size_t *d, double *tmp, double *m2,
     return DP_OK;
 }
 
-/* One client of a Gaussian request: summary {id, mean, n, within_variance?} or raw {id, samples}
- * (allow_wv: within_variance accepted). *d as in parse_vec; the mean goes to tmp (tmp has
- * 2 * EB_MAX_DIM values: mean + Welford scratch). Errors name the field inside the client. */
+/* One client of a Gaussian request: summary {id, mean, n, within_variance?}, {id, mean, se} (a
+ * standard error, as ebnm's (x, s)) or raw {id, samples} (allow_wv: within_variance accepted).
+ * *d as in parse_vec; the mean goes to tmp (tmp has 2 * EB_MAX_DIM values: mean + Welford
+ * scratch); *se is NAN unless se was sent (then *n is 0). Errors name the field inside the
+ * client. */
 static int parse_gauss_client(const json_t *c, bool allow_wv, size_t *d, double *tmp, double *n,
-                              double *wv, bool *isv, dp_err *err)
+                              double *wv, double *se, bool *isv, dp_err *err)
 {
-    static const char *const keys[] = {"id", "mean", "n", "within_variance", "samples", "silo_id"};
+    static const char *const keys[] = {"id",      "mean",    "n", "within_variance",
+                                       "samples", "silo_id", "se"};
+    *se = DP_NAN;
     if (json_util_require_object(c, "", err) != DP_OK ||
-        json_util_check_keys(c, keys, 6, err) != DP_OK || check_id(c, err) || check_silo(c, err))
+        json_util_check_keys(c, keys, 7, err) != DP_OK || check_id(c, err) || check_silo(c, err))
         return err->code;
     if (!allow_wv && json_object_get(c, "within_variance") != NULL)
         return dp_err_set(err, DP_EINVAL, "within_variance", "within_variance is not used here");
@@ -1336,19 +1375,34 @@ static int parse_gauss_client(const json_t *c, bool allow_wv, size_t *d, double 
     *wv = DP_NAN;
     if (sv != NULL) {
         if (mv != NULL || json_object_get(c, "n") != NULL ||
-            json_object_get(c, "within_variance") != NULL)
+            json_object_get(c, "within_variance") != NULL || json_object_get(c, "se") != NULL)
             return dp_err_set(err, DP_EINVAL, "samples",
-                              "send either samples or a summary (mean, n, within_variance), not "
-                              "both");
+                              "send either samples or a summary (mean with n or se), not both");
         return samples_summary(sv, d, tmp, tmp + EB_MAX_DIM, n, wv, isv, err);
     }
     if (mv == NULL || json_is_null(mv))
         return dp_err_set(err, DP_EINVAL, "mean", "mean (or samples) is required");
-    if (parse_vec(mv, "mean", d, tmp, isv, err) != DP_OK ||
-        json_util_req_number(c, "n", n, err) != DP_OK)
+    if (parse_vec(mv, "mean", d, tmp, isv, err) != DP_OK)
         return err->code;
-    if (!isfinite(*n) || *n < 1 || floor(*n) != *n)
-        return dp_err_set(err, DP_EINVAL, "n", "n must be an integer >= 1 (got %g)", *n);
+    if (json_object_get(c, "se") != NULL) {
+        if (json_object_get(c, "n") != NULL || json_object_get(c, "within_variance") != NULL)
+            return dp_err_set(err, DP_EINVAL, "se",
+                              "send either se (the mean's standard error) or n (with the "
+                              "request's noise_variance), not both");
+        if (json_util_req_number(c, "se", se, err) != DP_OK)
+            return err->code;
+        if (!isfinite(*se) || *se <= 0 || *se > 1e150)
+            return dp_err_set(err, DP_EINVAL, "se",
+                              "se must be a finite number > 0 and <= 1e150 (got %g)", *se);
+        return DP_OK;
+    }
+    if (json_util_req_number(c, "n", n, err) != DP_OK)
+        return err->code;
+    if (!isfinite(*n) || *n < 1)
+        return dp_err_set(err, DP_EINVAL, "n",
+                          "n must be a number >= 1 (got %g): a count or an effective sample size; "
+                          "for a standard error send se instead",
+                          *n);
     if (json_util_opt_number(c, "within_variance", DP_NAN, wv, err) != DP_OK)
         return err->code;
     if (!isnan(*wv) && (!isfinite(*wv) || *wv < 0))
@@ -1377,8 +1431,8 @@ static int parse_gauss_clients(const http_req *rq, gauss_req *g, bool allow_wv, 
         }
         bool isv = false;
         size_t d0 = g->d;
-        double n, wv;
-        if (parse_gauss_client(c, allow_wv, &g->d, tmp, &n, &wv, &isv, err) != DP_OK) {
+        double n, wv, se;
+        if (parse_gauss_client(c, allow_wv, &g->d, tmp, &n, &wv, &se, &isv, err) != DP_OK) {
             rc = client_err(err, i);
             break;
         }
@@ -1387,7 +1441,9 @@ static int parse_gauss_clients(const http_req *rq, gauss_req *g, bool allow_wv, 
             g->x = dp_calloc(g->m * g->d, sizeof(double));
             g->n = dp_calloc(g->m, sizeof(double));
             g->wv = dp_calloc(g->m, sizeof(double));
-            if (!g->x || !g->n || !g->wv) {
+            g->se = dp_calloc(g->m, sizeof(double));
+            g->by_se = !isnan(se);
+            if (!g->x || !g->n || !g->wv || !g->se) {
                 rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
                 break;
             }
@@ -1397,22 +1453,47 @@ static int parse_gauss_clients(const http_req *rq, gauss_req *g, bool allow_wv, 
             rc = client_err(err, i);
             break;
         }
+        if (g->by_se != !isnan(se)) {
+            dp_err_set(err, DP_EINVAL, g->by_se ? "se" : "n",
+                       "every client must send se (a standard error) if the first one does, and "
+                       "none if it does not");
+            rc = client_err(err, i);
+            break;
+        }
         memcpy(g->x + i * g->d, tmp, g->d * sizeof(double));
         g->n[i] = n;
         g->wv[i] = wv;
+        g->se[i] = se;
     }
     json_decref(c);
     dp_free(tmp);
     return rc;
 }
 
-/* noise_variance given, or pooled from within_variance. */
-static int gauss_noise(const json_t *body, const gauss_req *g, double *sx2, bool *pooled,
-                       dp_err *err)
+/* noise_variance given, or pooled from within_variance; or, when the clients sent standard errors
+ * (g->by_se), none: the library's s_i^2 = sigma_x^2/n_i is then made exact with sigma_x^2 =
+ * max_i se_i^2 and n_i = sigma_x^2/se_i^2 >= 1 (only s_i^2 enters the fit and the posteriors; the
+ * range b of a private run gets sigma_x/sqrt(n_min) = max se and ln(m^2 n_min) = ln m^2). */
+static int gauss_noise(const json_t *body, gauss_req *g, double *sx2, bool *pooled, dp_err *err)
 {
+    *pooled = false;
+    if (g->by_se) {
+        if (json_object_get(body, "noise_variance") != NULL)
+            return dp_err_set(err, DP_EINVAL, "noise_variance",
+                              "noise_variance is not used when the clients send se (each mean's "
+                              "standard error); drop one of them");
+        double mx = 0.0;
+        for (size_t i = 0; i < g->m; i++)
+            mx = fmax(mx, g->se[i]);
+        *sx2 = mx * mx;
+        for (size_t i = 0; i < g->m; i++) {
+            double r = mx / g->se[i];
+            g->n[i] = r * r;
+        }
+        return DP_OK;
+    }
     if (json_util_opt_number(body, "noise_variance", DP_NAN, sx2, err) != DP_OK)
         return err->code;
-    *pooled = false;
     if (!isnan(*sx2)) {
         if (!isfinite(*sx2) || *sx2 <= 0)
             return dp_err_set(err, DP_EINVAL, "noise_variance",
@@ -1477,6 +1558,8 @@ typedef struct gauss_spec {
     double pmu[EB_MAX_DIM], pvar[EB_MAX_DIM];
     bool priv;
     eb_gauss_private_opts po;
+    double tau2_max; /* private: the public bound sigma_theta_bound^2 on the prior variance (inf:
+                        none given); the fitted prior is projected onto it and onto |mu| <= r */
 } gauss_spec;
 
 /* prior: {"mean"?, "variance"} */
@@ -1599,6 +1682,7 @@ static int gauss_parse_privacy(const json_t *body, size_t d, gauss_spec *s, dp_e
     po->per_coordinate = pc;
     po->b = b;
     po->seed = s->seed;
+    s->tau2_max = isnan(stb) || !isfinite(stb) ? DP_INF : stb * stb;
     static const choice RANGE[] = {{"paper", EB_RANGE_PAPER}, {"safe", EB_RANGE_SAFE}};
     int rm, rc;
     if ((rc = pick(range, "privacy.range", RANGE, N_ELEMS(RANGE), &rm, err)) != DP_OK)
@@ -1657,6 +1741,8 @@ static int gauss_charge(est_job *job, const gauss_req *g, const gauss_spec *s,
 typedef struct gauss_out {
     double *pm, *pv, *sh;                      /* m*d posterior means, variances, shrinkage */
     eb_gauss_coord *fit_mle, *fit_mom, *prior; /* d each */
+    size_t proj_mean, proj_var; /* coordinates of the used prior projected onto the public bounds */
+    double max_shr;             /* largest shrinkage over clients and coordinates */
 } gauss_out;
 
 static void gauss_out_free(gauss_out *o)
@@ -1714,10 +1800,20 @@ static int gauss_run(est_job *job, gauss_req *g, const gauss_spec *s, eb_gauss_p
             rc = numeric_failure(rc, "gaussian", err);
             goto out;
         }
+        if (s->priv) { /* post-processing onto the public bounds: costs no privacy */
+            size_t pm[2], pv[2];
+            eb_gauss_project(&sent, extra, s->po.r, s->tau2_max, o->fit_mle, &pm[0], &pv[0]);
+            eb_gauss_project(&sent, extra, s->po.r, s->tau2_max, o->fit_mom, &pm[1], &pv[1]);
+            int u = s->method == EB_GAUSS_MLE ? 0 : 1;
+            o->proj_mean = pm[u];
+            o->proj_var = pv[u];
+        }
         memcpy(o->prior, s->method == EB_GAUSS_MLE ? o->fit_mle : o->fit_mom, d * sizeof *o->prior);
     }
     if ((rc = eb_gauss_posterior(&raw, o->prior, wextra, o->pm, o->pv, o->sh, err)) != DP_OK)
         rc = numeric_failure(rc, "gaussian", err);
+    else
+        o->max_shr = eb_max_shrinkage(o->sh, m * d);
 out:
     dp_free(msgs);
     return rc;
@@ -1772,6 +1868,49 @@ static json_t *gauss_privacy_json(const est_job *job, const gauss_spec *s,
                      "charging", charging_note(job));
 }
 
+/* The status in words (and the status itself raised to no_pooling_gain for a private fit that
+ * moves no client measurably). */
+static void gauss_reason(const gauss_req *g, const gauss_spec *s, const gauss_out *o,
+                         gauss_summary *ps, char *why, size_t n)
+{
+    size_t d = g->d, zero = 0;
+    if (s->priv && o->max_shr < EB_NO_POOLING_GAIN)
+        ps->status = eb_status_worst(ps->status, EB_STATUS_NO_POOLING_GAIN);
+    for (size_t j = 0; j < d; j++)
+        zero += !s->var_known && o->prior[j].tau2 == 0.0;
+    if (ps->status == EB_STATUS_NO_POOLING_GAIN)
+        reason_no_gain(why, n, o->max_shr, s->po.channel == EB_CHANNEL_QUANTIZE);
+    if (o->proj_mean > 0)
+        reason_add(why, n,
+                   "boundary: the prior mean estimated from the privatized messages fell outside "
+                   "the public bound |mean| <= r = %g (in %zu of %zu coordinates) and was "
+                   "projected onto it (post-processing: no privacy cost).",
+                   s->po.r, o->proj_mean, d);
+    if (o->proj_var > 0)
+        reason_add(why, n,
+                   "boundary: the prior variance estimated from the privatized messages exceeded "
+                   "the public bound sigma_theta_bound^2 = %g (in %zu of %zu coordinates) and was "
+                   "projected onto it.",
+                   s->tau2_max, o->proj_var, d);
+    if (zero > 0)
+        reason_add(why, n,
+                   "boundary: the prior variance is estimated as 0 (in %zu of %zu coordinates): "
+                   "the means vary no more than their %s noise explains, so %s.",
+                   zero, d, s->priv ? "sampling and privacy" : "sampling",
+                   s->priv ? "each client is shrunk toward the prior mean only as far as the "
+                             "noise in that mean allows (Thm 2 weight)"
+                           : "every client is pooled to the prior mean (posterior_sd is then the "
+                             "uncertainty of that mean)");
+    if (ps->status == EB_STATUS_UNIDENTIFIABLE)
+        reason_add(why, n,
+                   "unidentifiable: every client sent the same value, so the prior variance "
+                   "cannot be estimated.");
+    if (ps->status == EB_STATUS_MAX_ITER)
+        reason_add(why, n,
+                   "max_iter: the root search for the prior variance stopped at max_iter before "
+                   "its tolerance; the last iterate is returned.");
+}
+
 /* Render, part 3: the rest of the answer, then the run is stored (finish_run). */
 static int gauss_render(est_job *job, const gauss_req *g, const gauss_spec *s,
                         const eb_gauss_private_info *pinfo, const gauss_out *o, dp_err *err)
@@ -1798,11 +1937,14 @@ static int gauss_render(est_job *job, const gauss_req *g, const gauss_spec *s,
         {"prior", json_pack("{s:o, s:o, s:s}", "mean", vec_json(ps.mu, d, g->vec), "variance",
                             vec_json(ps.tau2, d, g->vec), "source", source)},
         {"fits", fits},
-        {"noise_variance", json_util_real(s->sx2)},
-        {"noise_variance_source", json_string(s->pooled ? "pooled" : "given")},
+        {"noise_variance", g->by_se ? json_null() : json_util_real(s->sx2)},
+        {"noise_variance_source",
+         json_string(g->by_se ? "standard_errors" : (s->pooled ? "pooled" : "given"))},
         {"estimates", est},
     };
-    run_outcome oc = {ps.loglik, ps.iterations, ps.status, privj};
+    char why[1200] = "";
+    gauss_reason(g, s, o, &ps, why, sizeof why);
+    run_outcome oc = {ps.loglik, ps.iterations, ps.status, privj, why};
     return finish_run(job, s->priv, m, d, out, fields, N_ELEMS(fields), &oc, err);
 }
 
@@ -1825,7 +1967,7 @@ static int gaussian_compute(est_job *job, dp_err *err)
         rc = gauss_run(job, &g, &s, &pinfo, &o, err);
     if (rc == DP_OK) {
         gauss_req_free(&g); /* the clients' inputs are not needed any more */
-        g.x = g.n = g.wv = NULL;
+        g.x = g.n = g.wv = g.se = NULL;
         rc = gauss_render_rows(job, &g, &o, err);
     }
     if (rc == DP_OK)
@@ -1846,8 +1988,10 @@ static json_t *beta_prior_json(const eb_beta_prior *p, const char *source)
      * the reason that explains its infinite concentration */
     if (o != NULL && isinf(p->s) &&
         json_object_set_new(o, "reason",
-                            json_string("alpha + beta is unbounded: the data show no heterogeneity "
-                                        "beyond binomial noise (full pooling)")) != 0) {
+                            json_string("alpha + beta is unbounded: this prior has no spread "
+                                        "beyond binomial noise (a point mass at its mean); how "
+                                        "far each client was pooled toward it is its "
+                                        "shrinkage")) != 0) {
         json_decref(o);
         o = NULL;
     }
@@ -2017,6 +2161,7 @@ typedef struct beta_out {
     eb_status st;
     eb_beta_private_info pinfo;
     bool have_mle, have_mom;
+    double max_shr; /* largest shrinkage */
 } beta_out;
 
 /* Run: the posterior under the known prior, the private moment fit, or both public fits. */
@@ -2044,6 +2189,7 @@ static int beta_run(est_job *job, const eb_beta_data *b, const beta_spec *s, bet
             return rc;
         o->st = eb_status_worst(o->st, o->used.status == EB_STATUS_BOUNDARY ? EB_STATUS_BOUNDARY
                                                                             : EB_STATUS_CONVERGED);
+        o->max_shr = eb_max_shrinkage(o->sh, b->m);
         return DP_OK;
     }
     /* the Newton loop stops at the compute deadline, as the mixture's EM does */
@@ -2083,6 +2229,52 @@ static int beta_render_rows(est_job *job, size_t m, beta_out *o, dp_err *err)
     return DP_OK;
 }
 
+/* The status in words. */
+static void beta_reason(size_t m, const beta_spec *s, const beta_out *o, char *why, size_t n)
+{
+    bool two = s->priv && s->scheme == EB_BETA_PRIV_TWO_BIT;
+    if (s->priv && o->max_shr < EB_NO_POOLING_GAIN)
+        reason_no_gain(why, n, o->max_shr, false);
+    if (two && o->cnt.prior_mean > 0)
+        reason_add(why, n,
+                   "%s the mean of all %zu clients' noisy messages fell outside [0, 1], so the "
+                   "reported prior is a point mass at %g: the data, after this much noise, cannot "
+                   "place the population mean. Clients whose own leave-one-out mean was clamped "
+                   "(clamped.mean = %zu) keep their own estimate (shrinkage 0).",
+                   o->st == EB_STATUS_DEGENERATE ? "degenerate:" : "The prior is degenerate:", m,
+                   o->used.mu, o->cnt.mean);
+    else if (o->st == EB_STATUS_DEGENERATE)
+        reason_add(why, n,
+                   "degenerate: for %zu clients the pooled mean of the noisy messages fell outside "
+                   "[0, 1] and was clamped: their prior is a point mass there and a posterior_sd "
+                   "of 0 is an artefact of the clamp, not certainty.",
+                   o->cnt.mean);
+    if (isinf(o->used.s))
+        reason_add(why, n,
+                   "boundary: the prior's alpha + beta is unbounded (no spread beyond binomial "
+                   "noise); %s.",
+                   two ? "each client is pooled toward its mean only as far as the noise in that "
+                         "mean allows"
+                       : "clients are pooled to its mean (see shrinkage and clamped)");
+    else if (o->used.status == EB_STATUS_BOUNDARY || o->st == EB_STATUS_BOUNDARY)
+        reason_add(why, n,
+                   "boundary: the estimate sits on the edge of its range (a moment variance <= 0 "
+                   "or alpha + beta <= 0, or alpha or beta at its lower limit); see clamped.");
+    if (o->cnt.local > 0 && !two)
+        reason_add(why, n,
+                   "%zu of %zu clients kept their own estimate: their moments showed more spread "
+                   "than any Beta prior allows (clamped.local).",
+                   o->cnt.local, m);
+    if (o->st == EB_STATUS_UNIDENTIFIABLE)
+        reason_add(why, n,
+                   "unidentifiable: the data cannot identify the prior (every client has the same "
+                   "rate, all rates 0 or 1, or two clients with leave-one-out).");
+    if (o->st == EB_STATUS_MAX_ITER)
+        reason_add(why, n,
+                   "max_iter: Newton's method stopped at max_iter before its tolerance; the last "
+                   "iterate is returned.");
+}
+
 /* Render, part 2: the rest of the answer, then the run is stored (finish_run). */
 static int beta_render(est_job *job, size_t m, const beta_spec *s, const beta_out *o, dp_err *err)
 {
@@ -2117,7 +2309,9 @@ static int beta_render(est_job *job, size_t m, const beta_spec *s, const beta_ou
                               (json_int_t)o->cnt.local, "mean", (json_int_t)o->cnt.mean)},
         {"estimates", est},
     };
-    run_outcome oc = {o->used.loglik, o->used.iterations, o->st, privj};
+    char why[800] = "";
+    beta_reason(m, s, o, why, sizeof why);
+    run_outcome oc = {o->used.loglik, o->used.iterations, o->st, privj, why};
     return finish_run(job, s->priv, m, 1, out, fields, N_ELEMS(fields), &oc, err);
 }
 
@@ -2181,6 +2375,9 @@ typedef struct mix_spec {
     const json_t *comps; /* the known prior's components (borrowed from the body) */
     bool priv;
     eb_mix_private_opts po;
+    double var_max; /* private: sigma_theta_bound^2 when given (inf: not given) */
+    size_t n_proj;  /* private: components projected onto the public bounds */
+    double max_shr; /* largest shrinkage */
 } mix_spec;
 
 /* components, method, tol, n_init, variance_floor: the fit of k components. */
@@ -2345,12 +2542,17 @@ static int mix_parse_privacy(const json_t *body, const eb_gauss_data *raw, mix_s
         json_util_req_number(pvj, "epsilon0", &po->eps0, err) ||
         json_util_req_number(pvj, "delta", &po->delta, err) ||
         json_util_req_number(pvj, "r", &po->r, err) ||
-        json_util_opt_number(pvj, "sigma_theta_bound", 0.0, &po->sigma_theta, err) ||
+        json_util_opt_number(pvj, "sigma_theta_bound", DP_NAN, &po->sigma_theta, err) ||
         json_util_opt_number(pvj, "radius", DP_NAN, &po->radius, err) ||
         parse_calibration(pvj, &po->cal, err)) {
         dp_err_prefix_field(err, "privacy");
         return err->code;
     }
+    s->var_max = isnan(po->sigma_theta) || !isfinite(po->sigma_theta)
+                     ? DP_INF
+                     : po->sigma_theta * po->sigma_theta;
+    if (isnan(po->sigma_theta))
+        po->sigma_theta = 0.0; /* R of Lemma 3 with the discrete prior's 0 */
     po->seed = s->seed;
     return eb_mix_private_calibrate(raw, po, pinfo, err);
 }
@@ -2362,7 +2564,7 @@ static int mix_run(const eb_gauss_data *raw, mix_spec *s, eb_mix_private_info *p
 {
     size_t m = raw->m, d = raw->d;
     eb_gauss_data sent = *raw;
-    double extra = 0.0, *msgs = NULL;
+    double extra = 0.0, *msgs = NULL, mu_var[EB_MAX_COMPONENTS];
     int rc = DP_OK;
     if (s->priv) {
         msgs = dp_calloc(m * d, sizeof(double));
@@ -2378,13 +2580,23 @@ static int mix_run(const eb_gauss_data *raw, mix_spec *s, eb_mix_private_info *p
             rc = numeric_failure(rc, "mixture", err);
             goto out;
         }
+        /* post-processing onto the public bounds (|mu_l| <= r, var_l <= sigma_theta_bound^2) */
+        if (s->priv && (s->n_proj = eb_mix_project(prior, s->po.r, s->var_max, info)) > 0)
+            info->loglik = eb_mix_loglik(&sent, extra, prior);
+        if ((rc = eb_mix_mean_var(&sent, extra, prior, mu_var, err)) != DP_OK) {
+            rc = numeric_failure(rc, "mixture", err);
+            goto out;
+        }
     } else {
         if ((rc = eb_mix_prior_check(prior, err)) != DP_OK)
             goto out;
         info->loglik = eb_mix_loglik(raw, 0.0, prior);
     }
-    if ((rc = eb_mix_posterior(raw, prior, o->resp, o->pm, o->pv, o->sh, err)) != DP_OK)
+    if ((rc = eb_mix_posterior_fitted(raw, prior, s->fit ? mu_var : NULL, o->resp, o->pm, o->pv,
+                                      o->sh, err)) != DP_OK)
         rc = numeric_failure(rc, "mixture", err);
+    else
+        s->max_shr = eb_max_shrinkage(o->sh, m);
 out:
     dp_free(msgs);
     return rc;
@@ -2459,11 +2671,43 @@ static int mix_render(est_job *job, const gauss_req *g, const mix_spec *s,
         {"method", json_string(meth_name)},
         {"prior",
          json_pack("{s:o, s:s}", "components", cj, "source", s->known ? "given" : "fitted")},
-        {"noise_variance", json_util_real(s->sx2)},
-        {"noise_variance_source", json_string(s->pooled ? "pooled" : "given")},
+        {"noise_variance", g->by_se ? json_null() : json_util_real(s->sx2)},
+        {"noise_variance_source",
+         json_string(g->by_se ? "standard_errors" : (s->pooled ? "pooled" : "given"))},
         {"estimates", est},
     };
-    run_outcome oc = {info->loglik, info->iterations, info->status, privj};
+    char why[800] = "";
+    eb_status st = info->status;
+    if (s->priv && s->max_shr < EB_NO_POOLING_GAIN)
+        st = eb_status_worst(st, EB_STATUS_NO_POOLING_GAIN);
+    if (st == EB_STATUS_NO_POOLING_GAIN)
+        reason_no_gain(why, sizeof why, s->max_shr, false);
+    if (s->n_proj > 0)
+        reason_add(why, sizeof why,
+                   "boundary: %zu component(s) fitted to the privatized messages had a mean "
+                   "outside the public bound |mean| <= r = %g or a variance above "
+                   "sigma_theta_bound^2 and were projected onto them (post-processing: no "
+                   "privacy cost).",
+                   s->n_proj, s->po.r);
+    if (info->n_floor > 0)
+        reason_add(why, sizeof why,
+                   "boundary: %zu component variance(s) sit at the floor %g (the fit wanted less: "
+                   "the clients' means in that component vary no more than their noise "
+                   "explains), so that component is a point mass; its clients' posterior_sd "
+                   "reflects the floor and the responsibilities, not uncertainty about the "
+                   "component itself.",
+                   info->n_floor, info->var_floor);
+    if (st == EB_STATUS_DEGENERATE)
+        reason_add(why, sizeof why,
+                   "degenerate: a component emptied (weight 0) during the fit; fewer components "
+                   "may describe these clients.");
+    if (st == EB_STATUS_UNIDENTIFIABLE)
+        reason_add(why, sizeof why, "unidentifiable: fewer distinct client means than components.");
+    if (st == EB_STATUS_MAX_ITER)
+        reason_add(why, sizeof why,
+                   "max_iter: the fit stopped at max_iter before its tolerance; the last "
+                   "iterate is returned.");
+    run_outcome oc = {info->loglik, info->iterations, st, privj, why};
     return finish_run(job, s->priv, g->m, d, out, fields, N_ELEMS(fields), &oc, err);
 }
 
@@ -2476,7 +2720,7 @@ static int mixture_compute(est_job *job, dp_err *err)
     mix_out o;
     memset(&o, 0, sizeof o);
     eb_mix_private_info pinfo = {0};
-    eb_mix_fit_info info = {0, 0, EB_STATUS_CONVERGED};
+    eb_mix_fit_info info = {0, 0, EB_STATUS_CONVERGED, 0, 0};
     int rc = mix_parse(job, &g, &s, err);
     if (rc == DP_OK)
         rc = mix_alloc(g.m, g.d, s.k, &o, err);
@@ -2495,7 +2739,7 @@ static int mixture_compute(est_job *job, dp_err *err)
         rc = mix_run(&raw, &s, &pinfo, &prior, &o, &info, err);
     if (rc == DP_OK) {
         gauss_req_free(&g); /* the clients' inputs are not needed any more */
-        g.x = g.n = g.wv = NULL;
+        g.x = g.n = g.wv = g.se = NULL;
         rc = mix_render_rows(job, &g, s.k, &o, err);
     }
     if (rc == DP_OK)

@@ -104,6 +104,8 @@ SEEDS = {
         {"clients": [{"id": "a", "samples": [0.1, 0.3, 0.2]}, {"id": "b", "samples": [0.5, 0.7]}]},
         {"clients": [{"mean": [1, 12], "n": 4}, {"mean": [2, 14], "n": 4}], "noise_variance": 2,
          "prior": {"mean": [0, 10], "variance": [1, 4]}},
+        {"clients": [{"mean": 0.31, "se": 0.13}, {"mean": 0.12, "se": 0.18}, {"mean": 0.5, "se": 0.09}],
+         "seed": 3, "privacy": {"epsilon0": 1, "delta": 1e-5, "r": 1, "sigma_theta_bound": 0.2}},
     ],
     "POST /v1/estimators/beta": [
         {"clients": BCLIENTS},

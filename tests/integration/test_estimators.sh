@@ -204,13 +204,99 @@ expect_status 200 GET "/v1/runs/$RUN1"
 expect_json .kind gaussian
 expect_status 200 GET '/v1/runs?limit=500'
 expect_json '.runs | length' "$TOTAL"
-# ---- regression (QA): a private Beta run whose pooled mean is clamped to 0 is "degenerate" -------------------
-# (ESTIMATORS.md silo example, eps0 1, seed 1: every posterior_sd is 0, which is not certainty)
-expect_status 201 POST /v1/estimators/beta '{"clients": [{"successes": 3, "trials": 10}, {"successes": 7, "trials": 12}, {"successes": 1, "trials": 8}, {"successes": 5, "trials": 10}], "method": "moments", "privacy": {"epsilon0": 1, "scheme": "two_bit"}, "seed": 1}'
+# ---- issue 15: answers that say what they are (docs/ESTIMATORS.md "Status"): every status from a request ----
+# converged, with nothing to add
+expect_status 201 POST /v1/estimators/gaussian "$G"
+expect_json .status converged
+expect_json .status_reason null
+# boundary: prior variance 0 (the means vary less than their noise): pooled to the mean, said in words
+expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"mean":0.01,"n":1},{"mean":-0.01,"n":2},{"mean":0.02,"n":1},{"mean":0,"n":3}],"noise_variance":1}'
+expect_json .status boundary
+expect_json '.status_reason | test("variance is estimated as 0.*pooled")' true
+# boundary: a mixture whose component variances sit at the floor (ESTIMATORS.md EM example) is never
+# "converged", and its posterior sds carry the uncertainty of the component means (s/sqrt(2) and
+# s/sqrt(3) here, s = 0.158), not sqrt(floor) = 0.00016
+MF='{"clients":[{"id":"a","mean":-1.1,"n":10},{"id":"b","mean":-0.9,"n":10},{"id":"c","mean":1.0,"n":10},{"id":"d","mean":1.2,"n":10},{"id":"e","mean":0.9,"n":10}],"noise_variance":0.25,"components":2}'
+expect_status 201 POST /v1/estimators/mixture "$MF"
+expect_json .status boundary
+expect_json '.status_reason | test("floor")' true
+expect_json '.estimates[0].posterior_sd * 1e4 | round' 1118
+expect_json '.estimates[4].posterior_sd * 1e4 | round' 913
+# no_pooling_gain + projection: the private Gaussian example (r = 1) fitted a prior mean of 18.6; it is
+# projected onto |mean| <= r, and the run says that its answers are the clients' own means
+expect_status 201 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {privacy:{epsilon0:0.5,delta:1e-5,r:1,sigma_theta_bound:0.1}, seed:7}')"
+expect_json .prior.mean 1
+expect_json '.fits.moments.mean' 1
+expect_json .status no_pooling_gain
+expect_json '.status_reason | test("projected") and test("no_pooling_gain")' true
+expect_json '[.estimates[].shrinkage] | max < 0.05' true
+NG=$(printf '%s' "$BODY" | jq -r .run_id)
+expect_status 200 GET "/v1/runs/$NG"
+expect_json .status no_pooling_gain
+# the newcomer's 300 clients (issue 15): local DP at eps0 = 1 adds nothing, and says so; at eps0 = 5 it
+# pools (the variance then exceeds sigma_theta_bound^2 = 0.04 and is projected onto it: boundary)
+C300=$(python3 -c '
+import json, random
+random.seed(3)
+print(json.dumps([{"mean": round(random.gauss(0.5, 0.15) + random.gauss(0, (0.25 / 22) ** 0.5), 4), "n": 22} for _ in range(300)]))')
+expect_status 201 POST /v1/estimators/gaussian "{\"clients\":$C300,\"noise_variance\":0.25,\"seed\":1,\"privacy\":{\"epsilon0\":1,\"delta\":1e-5,\"r\":1,\"sigma_theta_bound\":0.2}}"
+expect_json .status no_pooling_gain
+expect_status 201 POST /v1/estimators/gaussian "{\"clients\":$C300,\"noise_variance\":0.25,\"seed\":1,\"privacy\":{\"epsilon0\":5,\"delta\":1e-5,\"r\":1,\"sigma_theta_bound\":0.2}}"
+expect_json .status boundary
+expect_json '.prior.variance * 1e6 | round' 40000
+expect_json '[.estimates[].shrinkage] | max > 0.05' true
+# a private mixture's component means are projected onto the public ball |mean| <= r (here r = 0.5)
+expect_status 201 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c '. + {privacy:{epsilon0:2,delta:1e-5,r:0.5,sigma_theta_bound:0.1}, seed:1}')"
+expect_json '[.prior.components[] | (.mean | fabs) <= 0.5 + 1e-12] | all' true
+expect_json .status boundary
+expect_json '.status_reason | test("projected")' true
+# unidentifiable: every client sent the same mean
+expect_status 201 POST /v1/estimators/gaussian '{"clients":[{"mean":0.5,"n":3},{"mean":0.5,"n":4},{"mean":0.5,"n":5}],"noise_variance":1}'
+expect_json .status unidentifiable
+expect_json '.status_reason | test("same value")' true
+# max_iter: the fit stopped early, converged false
+expect_status 201 POST /v1/estimators/mixture '{"clients":[{"mean":-1,"n":2},{"mean":-1.1,"n":2},{"mean":0.9,"n":2},{"mean":1.2,"n":2},{"mean":1.0,"n":2},{"mean":-0.8,"n":2}],"noise_variance":0.1,"components":2,"max_iter":1}'
+expect_json .status max_iter
+expect_json .converged false
+expect_json '.status_reason | test("max_iter")' true
+# degenerate: the paper's one-bit scheme pools every client to a mean clamped to 0 (posterior_sd 0 is
+# the clamp's artefact, and the run says so)
+expect_status 201 POST /v1/estimators/beta '{"clients":[{"successes":0,"trials":10},{"successes":0,"trials":12},{"successes":0,"trials":8},{"successes":0,"trials":10},{"successes":1,"trials":10}],"method":"moments","variant":"paper_no_minus1","privacy":{"epsilon0":1,"scheme":"paper_1bit"},"seed":1}'
 expect_json .status degenerate
+expect_json .clamped.mean 5
+expect_json '.status_reason | test("artefact of the clamp")' true
+# ---- issue 15: the two-bit Beta scheme at eps0 = 2 on four clients (ESTIMATORS.md) no longer turns 7 of 12
+# into 0 +- 0: the noise of the pooled mean keeps every client near its own rate, and the run says so
+B4='{"clients":[{"successes":3,"trials":10},{"successes":7,"trials":12},{"successes":1,"trials":8},{"successes":5,"trials":10}]'
+for seed in 1 2 3; do
+    expect_status 201 POST /v1/estimators/beta "$B4,\"privacy\":{\"epsilon0\":2},\"seed\":$seed}"
+    expect_json '.estimates[1].posterior_mean > 0.55 and .estimates[1].posterior_mean < 0.6' true
+    expect_json '[.estimates[].posterior_sd] | min > 0.1' true
+    expect_json .status no_pooling_gain
+    expect_json '.prior.reason // "" | test("full pooling") | not' true
+done
+# (the old regression: eps0 1, seed 1 used to pool every client to a mean clamped to 0, sd 0)
+expect_status 201 POST /v1/estimators/beta '{"clients": [{"successes": 3, "trials": 10}, {"successes": 7, "trials": 12}, {"successes": 1, "trials": 8}, {"successes": 5, "trials": 10}], "method": "moments", "privacy": {"epsilon0": 1, "scheme": "two_bit"}, "seed": 1}'
+expect_json .status no_pooling_gain
 expect_json .clamped.mean 4
-expect_json '[.estimates[].posterior_sd] | max' 0
+expect_json '[.estimates[].posterior_sd] | min > 0.1' true
+expect_json '.status_reason | test("point mass")' true
 DEG=$(printf '%s' "$BODY" | jq -r .run_id)
 expect_status 200 GET "/v1/runs/$DEG"
-expect_json .status degenerate
+expect_json .status no_pooling_gain
+# ---- issue 15: a standard error per client (se, ebnm's (x, s)) and a non-integer n on the Gaussian route ----
+GN='{"clients":[{"id":"a","mean":0.31,"n":15.5},{"id":"b","mean":0.12,"n":8},{"id":"c","mean":0.55,"n":30},{"id":"d","mean":-0.05,"n":4.25}],"noise_variance":0.25}'
+expect_status 201 POST /v1/estimators/gaussian "$GN"
+BYN=$(printf '%s' "$BODY" | jq -c '[.estimates[] | .posterior_mean, .posterior_sd]')
+GS=$(printf '%s' "$GN" | jq -c '{clients: [.clients[] | {id, mean, se: ((0.25 / .n) | sqrt)}]}')
+expect_status 201 POST /v1/estimators/gaussian "$GS"
+expect_json .noise_variance null
+expect_json .noise_variance_source standard_errors
+check "se answers equal the n answers (1e-9)" test "$(printf '%s' "$BODY" | jq --argjson n "$BYN" '[[.estimates[] | .posterior_mean, .posterior_sd], $n] | transpose | map((.[0] - .[1]) | fabs < 1e-9) | all')" = true
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"se":0.2},{"mean":0.2,"se":0.3}],"noise_variance":1}'
+expect_json .error.field noise_variance
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"se":0.2},{"mean":0.2,"n":3}],"noise_variance":1}'
+expect_json .error.field 'clients[1].se'
+expect_status 400 POST /v1/estimators/gaussian '{"clients":[{"mean":0.1,"n":0.5},{"mean":0.2,"n":3}],"noise_variance":1}'
+expect_json .error.field 'clients[0].n'
 finish

@@ -151,6 +151,42 @@ static void boundary_and_unidentifiable_are_reported(void **state)
     assert_int_equal(c.status, EB_STATUS_UNIDENTIFIABLE);
 }
 
+/* Issue 15: a private prior is projected onto its public bounds, |mu| <= r and tau2 <=
+ * sigma_theta_bound^2 (post-processing): ESTIMATORS.md's private example fitted mu = 18.6 with
+ * r = 1. A coordinate that moved is boundary with the log-likelihood at the projected values; one
+ * inside its bounds is untouched. */
+static void projection_onto_public_bounds(void **state)
+{
+    (void)state;
+    const double x[] = {18.0, 19.5, 17.9, 0.2, 0.3, -0.1}, n[] = {4, 8, 15, 4, 8, 15};
+    eb_gauss_data g = {3, 2, x, n, 0.25};
+    eb_gauss_coord c[2] = {{18.6, 0.5, 0.1, 0.0, 3, EB_STATUS_CONVERGED},
+                           {0.2, 0.05, 0.1, -1.0, 3, EB_STATUS_CONVERGED}};
+    size_t nm = 9, nv = 9;
+    eb_gauss_project(&g, 4.0, 1.0, 0.01, c, &nm, &nv);
+    assert_int_equal(nm, 1);
+    assert_int_equal(nv, 2);
+    assert_close(c[0].mu, 1.0, 0, 0);
+    assert_close(c[0].tau2, 0.01, 0, 0);
+    assert_int_equal(c[0].status, EB_STATUS_BOUNDARY);
+    assert_close(c[0].loglik, eb_gauss_loglik(&g, 0, 1.0, 0.01, 4.0), CF_RTOL, 0);
+    assert_close(c[1].mu, 0.2, 0, 0);
+    assert_close(c[1].tau2, 0.01, 0, 0);
+    assert_int_equal(c[1].status, EB_STATUS_BOUNDARY);
+    /* one coordinate: below -r is projected to -r; inside its bounds nothing changes */
+    eb_gauss_data g1 = {3, 1, x, n, 0.25};
+    eb_gauss_coord d = {-18.6, 0.0, 0.1, -7.0, 2, EB_STATUS_MAX_ITER};
+    eb_gauss_project(&g1, 0.0, 1.0, DP_INF, &d, &nm, NULL);
+    assert_int_equal(nm, 1);
+    assert_close(d.mu, -1.0, 0, 0);
+    assert_int_equal(d.status, EB_STATUS_MAX_ITER); /* worse than boundary: kept */
+    eb_gauss_coord f = {0.5, 0.0, 0.1, -7.0, 2, EB_STATUS_CONVERGED};
+    eb_gauss_project(&g1, 0.0, 1.0, DP_INF, &f, &nm, &nv);
+    assert_int_equal(nm + nv, 0);
+    assert_int_equal(f.status, EB_STATUS_CONVERGED);
+    assert_close(f.loglik, -7.0, 0, 0);
+}
+
 /* A set cancel flag (the compute pool's deadline / SIGTERM flag, as eb_mix_opts.cancel) stops the
  * fit of both methods with DP_EBUSY "cancelled" before any coordinate is reported; a clear flag
  * changes nothing. The service charges only a fit that returned DP_OK (issue #10). */
@@ -397,6 +433,7 @@ int main(void)
         cmocka_unit_test(moments_fit_by_hand),
         cmocka_unit_test(hetero_mle_matches_scipy),
         cmocka_unit_test(boundary_and_unidentifiable_are_reported),
+        cmocka_unit_test(projection_onto_public_bounds),
         cmocka_unit_test(bad_input_names_the_field),
         cmocka_unit_test(pooled_sigma_x2_by_hand),
         cmocka_unit_test(d_dim_fits_each_coordinate),

@@ -79,7 +79,7 @@ static void rt7_adamix_table3(void **state)
         double loc = 0, mse = 0;
         double w[2], mu[2 * D], var[2];
         eb_mix_prior p = {2, D, w, mu, var};
-        eb_mix_fit_info info = {0, 0, EB_STATUS_MAX_ITER};
+        eb_mix_fit_info info = {0, 0, EB_STATUS_MAX_ITER, 0, 0};
         for (int rep = 0; rep < LOCAL_DRAWS; rep++) {
             draw(r, n, X, y, th, cl);
             for (size_t i = 0; i < M; i++) {

@@ -208,6 +208,64 @@ static void statuses_and_validation(void **state)
     assert_string_equal(e.field, "prior.components");
 }
 
+/* Issue 15 (ESTIMATORS.md's EM example): two clusters whose means vary less than their noise
+ * (s^2 = 0.025) drive both component variances to the floor. That is a boundary estimate, never
+ * "converged"; and the posterior sd carries the uncertainty of the estimated component means
+ * (eb_mix_mean_var): about s/sqrt(2) and s/sqrt(3) here, not sqrt(floor) = 1.6e-4. */
+static void variance_at_floor_is_boundary_and_sd_counts_the_means(void **state)
+{
+    (void)state;
+    dp_err e;
+    dp_err_clear(&e);
+    const double x[] = {-1.1, -0.9, 1.0, 1.2, 0.9}, n[] = {10, 10, 10, 10, 10};
+    eb_gauss_data g = {5, 1, x, n, 0.25};
+    double w[2], mu[2], var[2], mv[2], pm[5], pv[5];
+    eb_mix_prior p = {2, 1, w, mu, var};
+    eb_mix_opts o = eb_mix_opts_default(2);
+    eb_mix_fit_info info;
+    assert_int_equal(eb_mix_fit(&g, 0.0, &o, &p, &info, &e), DP_OK);
+    assert_int_equal(info.status, EB_STATUS_BOUNDARY);
+    assert_int_equal(info.n_floor, 2);
+    assert_close(info.var_floor, 1e-6 * 0.025, 1e-12, 0);
+    assert_close(var[0], info.var_floor, 0, 0);
+    assert_int_equal(eb_mix_mean_var(&g, 0.0, &p, mv, &e), DP_OK);
+    assert_close(mv[0], (var[0] + 0.025) / 2.0, 1e-9, 0); /* two clients, all responsibility */
+    assert_close(mv[1], (var[1] + 0.025) / 3.0, 1e-9, 0);
+    assert_int_equal(eb_mix_posterior_fitted(&g, &p, mv, NULL, pm, pv, NULL, &e), DP_OK);
+    double a = var[0] / (var[0] + 0.025);
+    assert_close(pv[0], a * 0.025 + (1 - a) * (1 - a) * mv[0], 1e-9, 0);
+    assert_true(sqrt(pv[0]) > 0.1 && sqrt(pv[4]) > 0.09);
+    /* the known-prior posterior (means given) is unchanged by the new path */
+    double pv2[5];
+    assert_int_equal(eb_mix_posterior(&g, &p, NULL, NULL, pv2, NULL, &e), DP_OK);
+    assert_true(sqrt(pv2[0]) < 1e-3);
+    /* a spread larger than the noise: interior variances, converged */
+    const double y[] = {-1.5, -0.5, -1.0, 1.6, 0.4, 1.0}, ny[] = {10, 10, 10, 10, 10, 10};
+    eb_gauss_data h = {6, 1, y, ny, 0.25};
+    assert_int_equal(eb_mix_fit(&h, 0.0, &o, &p, &info, &e), DP_OK);
+    assert_int_equal(info.n_floor, 0);
+    assert_int_equal(info.status, EB_STATUS_CONVERGED);
+}
+
+/* Issue 15: a private fit is projected onto its public bounds (post-processing). */
+static void projection_onto_public_bounds(void **state)
+{
+    (void)state;
+    double w[] = {0.5, 0.5}, mu[] = {3.0, 4.0, 0.1, 0.2}, var[] = {2.0, 0.5};
+    eb_mix_prior p = {2, 2, w, mu, var};
+    eb_mix_fit_info info = {0, 0, EB_STATUS_CONVERGED, 0, 0};
+    assert_int_equal(eb_mix_project(&p, 1.0, 1.0, &info), 1);
+    assert_close(mu[0], 0.6, 1e-15, 0); /* (3, 4) scaled to norm 1 */
+    assert_close(mu[1], 0.8, 1e-15, 0);
+    assert_close(mu[2], 0.1, 0, 0);
+    assert_close(var[0], 1.0, 0, 0);
+    assert_close(var[1], 0.5, 0, 0);
+    assert_int_equal(info.status, EB_STATUS_BOUNDARY);
+    info.status = EB_STATUS_CONVERGED;
+    assert_int_equal(eb_mix_project(&p, 2.0, DP_INF, &info), 0);
+    assert_int_equal(info.status, EB_STATUS_CONVERGED);
+}
+
 static void private_mode_clips_and_accounts(void **state)
 {
     (void)state;
@@ -293,6 +351,8 @@ int main(void)
     gsl_set_error_handler_off(); /* as dpsilod does: GSL must return errors, not abort */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(posterior_by_hand_two_components),
+        cmocka_unit_test(variance_at_floor_is_boundary_and_sd_counts_the_means),
+        cmocka_unit_test(projection_onto_public_bounds),
         cmocka_unit_test(cancel_flag_stops_the_fit),
         cmocka_unit_test(point_masses_give_thm6_and_k1_gives_gaussian),
         cmocka_unit_test(em_homoscedastic_recovers_prior),

@@ -114,6 +114,70 @@ static void bad_input_names_the_field(void **state)
         expect_einval(f, "/v1/estimators/gaussian", cases[i][0], cases[i][1], NULL);
 }
 
+/* Posterior means and sds of a Gaussian answer (4 clients). */
+static void gauss_post(fixture *f, const char *body, double *pm, double *psd, const char **src)
+{
+    route_result r;
+    assert_int_equal(call_route(f, "POST", "/v1/estimators/gaussian", body, NULL, &r), 201);
+    json_t *est = json_object_get(r.body, "estimates");
+    assert_int_equal(json_array_size(est), 4);
+    for (size_t i = 0; i < 4; i++) {
+        pm[i] = json_real_value(json_object_get(json_array_get(est, i), "posterior_mean"));
+        psd[i] = json_real_value(json_object_get(json_array_get(est, i), "posterior_sd"));
+    }
+    *src = json_string_value(json_object_get(r.body, "noise_variance_source"));
+    *src = strcmp(*src, "standard_errors") == 0 ? "standard_errors" : "other";
+    if (strcmp(*src, "standard_errors") == 0)
+        assert_true(json_is_null(json_object_get(r.body, "noise_variance")));
+    route_result_clear(&r);
+}
+
+/* Issue 15: the Gaussian route takes a standard error per client (se, ebnm's (x, s)) instead of n
+ * and noise_variance, and a non-integer n (an effective sample size). se_i = sqrt(sigma_x^2/n_i)
+ * gives the same answer as (n_i, sigma_x^2); mixing se and n, or se with noise_variance, is a 400
+ * naming the field. */
+static void gaussian_takes_se_and_non_integer_n(void **state)
+{
+    fixture *f = *state;
+    const double n[] = {15.5, 8, 30, 4.25}, x[] = {0.31, 0.12, 0.55, -0.05};
+    char by_n[512], by_se[512];
+    int k1 = snprintf(by_n, sizeof by_n, "{\"clients\":["),
+        k2 = snprintf(by_se, sizeof by_se, "{\"clients\":[");
+    for (int i = 0; i < 4; i++) {
+        k1 += snprintf(by_n + k1, sizeof by_n - (size_t)k1, "%s{\"mean\":%.17g,\"n\":%.17g}",
+                       i ? "," : "", x[i], n[i]);
+        k2 += snprintf(by_se + k2, sizeof by_se - (size_t)k2, "%s{\"mean\":%.17g,\"se\":%.17g}",
+                       i ? "," : "", x[i], sqrt(0.25 / n[i]));
+    }
+    snprintf(by_n + k1, sizeof by_n - (size_t)k1, "],\"noise_variance\":0.25}");
+    snprintf(by_se + k2, sizeof by_se - (size_t)k2, "]}");
+    double pm1[4], sd1[4], pm2[4], sd2[4];
+    const char *s1, *s2;
+    gauss_post(f, by_n, pm1, sd1, &s1);
+    gauss_post(f, by_se, pm2, sd2, &s2);
+    assert_string_equal(s1, "other");
+    assert_string_equal(s2, "standard_errors");
+    for (int i = 0; i < 4; i++) {
+        assert_close(pm2[i], pm1[i], 1e-9, 0);
+        assert_close(sd2[i], sd1[i], 1e-9, 0);
+    }
+    const char *cases[][2] = {
+        {"{\"clients\":[{\"mean\":0.1,\"se\":0.2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1}",
+         "clients[1].se"},
+        {"{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"se\":0.3}],\"noise_variance\":1}",
+         "clients[1].n"},
+        {"{\"clients\":[{\"mean\":0.1,\"se\":0.2},{\"mean\":0.2,\"se\":0.3}],\"noise_variance\":1}",
+         "noise_variance"},
+        {"{\"clients\":[{\"mean\":0.1,\"se\":-1},{\"mean\":0.2,\"se\":0.3}]}", "clients[0].se"},
+        {"{\"clients\":[{\"mean\":0.1,\"se\":0.2,\"n\":3},{\"mean\":0.2,\"se\":0.3}]}",
+         "clients[0].se"},
+        {"{\"clients\":[{\"samples\":[1,2],\"se\":0.2},{\"mean\":0.2,\"se\":0.3}]}",
+         "clients[0].samples"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_einval(f, "/v1/estimators/gaussian", cases[i][0], cases[i][1], NULL);
+}
+
 /* An unknown value of a string option is refused with 400 naming the field and listing the
  * allowed values, for every option of the three estimators. */
 static void unknown_choices_list_the_allowed_values(void **state)
@@ -304,6 +368,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(gaussian_run_is_stored_without_raw_data, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input_names_the_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(gaussian_takes_se_and_non_integer_n, setup, teardown),
         cmocka_unit_test_setup_teardown(unknown_choices_list_the_allowed_values, setup, teardown),
         cmocka_unit_test_setup_teardown(allocation_failures_are_clean_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(numerical_limits_are_422_in_words, setup, teardown),
