@@ -410,8 +410,17 @@
 
     /* ---- charts (uPlot) ----------------------------------------------------------------------- */
     const charts = new Set();
+    /* y-axis ticks that fit the axis: 12,500 -> 12.5K, so large losses are not cut off at the
+     * left edge (uPlot's default axis is sized for about five characters). */
+    const compact = new Intl.NumberFormat('en', {notation: 'compact', maximumSignificantDigits: 4});
+    const yTicks = (u, splits) => splits.map(v => v == null ? '' :
+        Math.abs(v) >= 1e4 ? compact.format(v) : String(+v.toPrecision(6)));
     DP.chart = function (container, opts, data) {
         const o = Object.assign({}, opts);
+        const axes = (o.axes || [{}, {}]).slice();
+        while (axes.length < 2)
+            axes.push({});
+        o.axes = axes.map((a, i) => i === 0 ? a : Object.assign({values: yTicks, size: 60}, a));
         o.width = o.width || Math.max(280, container.clientWidth || 600);
         o.height = o.height || 260;
         if (o.title) {
