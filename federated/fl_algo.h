@@ -310,6 +310,28 @@ double fl_gmm_loglik(const double *x, size_t m, size_t p, size_t k, const double
  * logistic model); the prior mean is s->global. */
 void fl_gp_variances(const fl_job_cfg *cfg, const fl_state *s, double *s_theta, double *s_x);
 
+/* The synthetic linear regressions of Ozkara, Acharya et al.'s experiments: silo k's theta_k (dim
+ * entries) is mu + N(0, sigma_theta2 I) (components 1, mu_j ~ N(0, mu_scale^2): App. K's
+ * Gaussian-prior setting) or +-mu + N(0, sigma_theta2 I) with probability 1/2 each and mu =
+ * mu_scale 1 (components 2: Table 3's AdaMix setting); rows x ~ N(0, x_var I), y = theta_k . x +
+ * N(0, noise_var), no intercept. */
+typedef struct fl_prior_synth {
+    size_t silos, dim, n_train, n_test; /* silos 1..FL_MAX_SILOS, rows per silo */
+    size_t components;                  /* 1 or 2 (above) */
+    double mu_scale, sigma_theta2, x_var, noise_var;
+    uint64_t seed; /* everything draws from (seed, DP_RNG_STREAM_DATA) */
+} fl_prior_synth;
+/* *out (fl_federation_free) and, when theta is not NULL, the true models (silos x dim, caller-
+ * allocated). DP_EINVAL ("spec"), DP_ENOMEM. */
+int fl_prior_synth_generate(const fl_prior_synth *s, fl_federation *out, double *theta,
+                            dp_err *err);
+/* RT8, App. K (Jain et al. 2021a's setting): n = 10 rows, mu_j ~ N(0, 0.1^2), sigma_theta^2 =
+ * 0.01, x ~ N(0, 0.05 I), noise variance 0.05; the paper uses 10000 silos and dim 50 or 100. */
+fl_prior_synth fl_prior_rt8_spec(size_t silos, size_t dim, uint64_t seed);
+/* RT7, Table 3: dim 50, theta ~ 1/2 N(1_d, 0.001 I) + 1/2 N(-1_d, 0.001 I), x ~ N(0, I), noise
+ * variance 0.1, n rows per silo (10, 20 or 30), 1000 silos in the paper. */
+fl_prior_synth fl_prior_rt7_spec(size_t silos, size_t n, uint64_t seed);
+
 /* Initial state: round 0, every model fl_model_init(model, dp_rng_derive(seed, FL_SEED_INIT))
  * (all personal models share the global initialisation, Liu et al. 2022 App. C), none stopped. */
 int fl_state_init(const fl_job_cfg *cfg, const fl_federation *f, fl_state *out, dp_err *err);

@@ -80,6 +80,8 @@
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_linalg.h>
 #include <gsl/gsl_math.h>
+#include <gsl/gsl_randist.h>
+#include <stdio.h>
 
 #include "accounting/logmath.h"
 #include "common/dp_alloc.h"
@@ -87,7 +89,8 @@
 #include "common/dp_rng.h"
 
 #define PR_GRAM_EIGEN_MAX 256        /* exact lambda_max up to this Gram size, else the trace */
-#define ADAMIX_INIT_LABEL 0x616d6978 /* "amix": the server's k-means++ seeds under its round seed */
+#define ADAMIX_INIT_LABEL 0x616d6978 /* "amix": the server's k-means++ seeds under its round seed  \
+                                      */
 
 static bool is_linear(const fl_job_cfg *cfg)
 {
@@ -128,7 +131,8 @@ int fl_pr_gram_lmax(const float *x, size_t n, size_t d, double *lmax, dp_err *er
                     s += (double)x[a * d + j] * (double)x[b * d + j];
             } else { /* Xt^T Xt: columns a and b (column d is the intercept's ones) */
                 for (size_t i = 0; i < n; i++)
-                    s += (a < d ? (double)x[i * d + a] : 1.0) * (b < d ? (double)x[i * d + b] : 1.0);
+                    s +=
+                        (a < d ? (double)x[i * d + a] : 1.0) * (b < d ? (double)x[i * d + b] : 1.0);
             }
             gsl_matrix_set(m, a, b, s);
             gsl_matrix_set(m, b, a, s);
@@ -170,10 +174,11 @@ static int pr_check_common(const fl_job_cfg *cfg, dp_err *err)
         return dp_err_set(err, DP_EINVAL, "model.type",
                           "%s puts its prior on a linear or logistic model's parameters", b);
     if (!(cfg->lr < 2))
-        return dp_err_set(err, DP_EINVAL, "lr",
-                          "%s takes lr in (0, 2): each step is lr / L, L the silo's curvature bound "
-                          "(got %g)",
-                          b, cfg->lr);
+        return dp_err_set(
+            err, DP_EINVAL, "lr",
+            "%s takes lr in (0, 2): each step is lr / L, L the silo's curvature bound "
+            "(got %g)",
+            b, cfg->lr);
     if (cfg->pr_steps < 1 || cfg->pr_steps > FL_MAX_PR_STEPS) {
         char f[DP_ERR_FIELD_MAX];
         snprintf(f, sizeof f, "%s.steps", b);
@@ -344,9 +349,9 @@ static int mix_init(const fl_server_ctx *c, const double *x, size_t m, size_t p,
                     double *mu, double *var, double *d2, dp_err *err)
 {
     size_t k = c->cfg->pr_components;
-    gsl_rng *r = dp_rng_alloc(dp_rng_derive(fl_server_seed(c->cfg->seed, c->round),
-                                            ADAMIX_INIT_LABEL),
-                              DP_RNG_STREAM_FL_MODEL_INIT, err);
+    gsl_rng *r =
+        dp_rng_alloc(dp_rng_derive(fl_server_seed(c->cfg->seed, c->round), ADAMIX_INIT_LABEL),
+                     DP_RNG_STREAM_FL_MODEL_INIT, err);
     if (r == NULL)
         return err != NULL ? err->code : DP_ENOMEM;
     for (size_t l = 0; l < k; l++) {
@@ -426,8 +431,7 @@ static int adamix_aggregate(const fl_server_ctx *c, dp_err *err)
     return rc;
 }
 
-int fl_adamix_mixture(const fl_job_cfg *cfg, const fl_state *s, double *w, double *var,
-                      double *mu)
+int fl_adamix_mixture(const fl_job_cfg *cfg, const fl_state *s, double *w, double *var, double *mu)
 {
     size_t k = cfg->pr_components, p = s->n_params;
     if (s->n_extra != 1 + k * (2 + p) || !(s->extra[0] > 0))
@@ -520,15 +524,14 @@ static int gp_update_gd(const fl_silo_ctx *c, double *train_loss, dp_err *err)
         double loss = fl_model_grad_sum(c->model, theta, sd->x_train, sd->y_train, n, c->ws, g);
         loss0 = s == 0 ? loss : loss0;
         for (size_t j = 0; j < p; j++)
-            theta[j] = (float)((double)theta[j] -
-                               eta * ((double)g[j] / s_x + ((double)theta[j] - (double)mu[j]) / s_t));
+            theta[j] = (float)((double)theta[j] - eta * ((double)g[j] / s_x +
+                                                         ((double)theta[j] - (double)mu[j]) / s_t));
     }
     double st_k = fmax(s_t - cfg->pr_lr_var * (s_t - dmu2 / (double)p), cfg->pr_var_floor);
     /* linear: the loss is 1/2 sum r^2, so sum r^2 = 2 loss */
-    double sx_k = is_linear(cfg)
-                      ? fmax(s_x - cfg->pr_lr_var * (s_x - 2.0 * loss0 / (double)n),
-                             cfg->pr_var_floor)
-                      : 1.0;
+    double sx_k = is_linear(cfg) ? fmax(s_x - cfg->pr_lr_var * (s_x - 2.0 * loss0 / (double)n),
+                                        cfg->pr_var_floor)
+                                 : 1.0;
     c->upload[p] = (float)st_k;
     c->upload[p + 1] = (float)sx_k;
     *train_loss = loss0 / (double)n; /* at theta^{t-1} */
@@ -698,3 +701,103 @@ const fl_algo_ops fl_algo_gaussian_prior_ops = {
     .releases = pr_never,
     .upload_floats = gp_upload,
 };
+
+/* ---- synthetic federations of the paper's linear-regression experiments ---- */
+
+static void synth_rows(gsl_rng *r, const fl_prior_synth *s, const double *th, size_t n, float *x,
+                       float *y)
+{
+    double sx = sqrt(s->x_var), sw = sqrt(s->noise_var);
+    for (size_t i = 0; i < n; i++) {
+        double v = 0.0;
+        for (size_t j = 0; j < s->dim; j++) {
+            x[i * s->dim + j] = (float)(sx * gsl_ran_gaussian_ziggurat(r, 1.0));
+            v += th[j] * (double)x[i * s->dim + j];
+        }
+        y[i] = (float)(v + sw * gsl_ran_gaussian_ziggurat(r, 1.0));
+    }
+}
+
+int fl_prior_synth_generate(const fl_prior_synth *s, fl_federation *out, double *theta, dp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (s->silos < 1 || s->silos > FL_MAX_SILOS || s->dim < 1 || s->dim > 100000 ||
+        s->n_train < 1 || s->n_train > 1000000 || s->n_test > 1000000 ||
+        (s->components != 1 && s->components != 2) || !(s->mu_scale >= 0) ||
+        !(s->sigma_theta2 >= 0) || !(s->x_var > 0) || !(s->noise_var >= 0))
+        return dp_err_set(err, DP_EINVAL, "spec", "the synthetic prior spec is out of range");
+    size_t d = s->dim;
+    double *mu = dp_calloc(d, sizeof(double)), *th = dp_calloc(d, sizeof(double));
+    gsl_rng *r = dp_rng_alloc(s->seed, DP_RNG_STREAM_DATA, err);
+    out->silo = dp_calloc(s->silos, sizeof(fl_silo_data));
+    int rc = DP_OK;
+    if (mu == NULL || th == NULL || r == NULL || out->silo == NULL) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        goto out;
+    }
+    out->d = d;
+    out->n_classes = 0;
+    out->n_silos = s->silos;
+    for (size_t j = 0; j < d; j++)
+        mu[j] = s->components == 1 ? s->mu_scale * gsl_ran_gaussian_ziggurat(r, 1.0) : s->mu_scale;
+    double st = sqrt(s->sigma_theta2);
+    for (size_t k = 0; k < s->silos && rc == DP_OK; k++) {
+        double sign = s->components == 2 && gsl_rng_uniform(r) < 0.5 ? -1.0 : 1.0;
+        for (size_t j = 0; j < d; j++)
+            th[j] = sign * mu[j] + st * gsl_ran_gaussian_ziggurat(r, 1.0);
+        if (theta != NULL)
+            memcpy(theta + k * d, th, d * sizeof(double));
+        fl_silo_data *sd = &out->silo[k];
+        sd->n_train = s->n_train;
+        sd->n_test = s->n_test;
+        sd->x_train = dp_calloc(s->n_train * d, sizeof(float));
+        sd->y_train = dp_calloc(s->n_train, sizeof(float));
+        sd->x_test = dp_calloc(s->n_test * d + 1, sizeof(float));
+        sd->y_test = dp_calloc(s->n_test + 1, sizeof(float));
+        sd->name = dp_calloc(24, 1);
+        if (!sd->x_train || !sd->y_train || !sd->x_test || !sd->y_test || !sd->name) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            break;
+        }
+        snprintf(sd->name, 24, "s%zu", k);
+        synth_rows(r, s, th, s->n_train, sd->x_train, sd->y_train);
+        synth_rows(r, s, th, s->n_test, sd->x_test, sd->y_test);
+    }
+    if (rc == DP_OK)
+        rc = fl_federation_refresh(out, err);
+out:
+    gsl_rng_free(r);
+    dp_free(th);
+    dp_free(mu);
+    if (rc != DP_OK)
+        fl_federation_free(out);
+    return rc;
+}
+
+fl_prior_synth fl_prior_rt8_spec(size_t silos, size_t dim, uint64_t seed)
+{
+    return (fl_prior_synth){.silos = silos,
+                            .dim = dim,
+                            .n_train = 10,
+                            .n_test = 10,
+                            .components = 1,
+                            .mu_scale = 0.1,
+                            .sigma_theta2 = 0.01,
+                            .x_var = 0.05,
+                            .noise_var = 0.05,
+                            .seed = seed};
+}
+
+fl_prior_synth fl_prior_rt7_spec(size_t silos, size_t n, uint64_t seed)
+{
+    return (fl_prior_synth){.silos = silos,
+                            .dim = 50,
+                            .n_train = n,
+                            .n_test = 10,
+                            .components = 2,
+                            .mu_scale = 1.0,
+                            .sigma_theta2 = 0.001,
+                            .x_var = 1.0,
+                            .noise_var = 0.1,
+                            .seed = seed};
+}
