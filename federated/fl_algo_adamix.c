@@ -88,9 +88,10 @@
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
 
-#define PR_GRAM_EIGEN_MAX 256        /* exact lambda_max up to this Gram size, else the trace */
-#define ADAMIX_INIT_LABEL 0x616d6978 /* "amix": the server's k-means++ seeds under its round seed  \
-                                      */
+#define PR_GRAM_EIGEN_MAX 256 /* exact lambda_max up to this Gram size, else the trace */
+#define ADAMIX_INIT_LABEL                                                                          \
+    0x616d6978 /* "amix": the server's k-means++ seeds under its round seed                        \
+                */
 
 static bool is_linear(const fl_job_cfg *cfg)
 {

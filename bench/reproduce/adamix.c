@@ -124,8 +124,8 @@ static fl_job_cfg base_cfg(const char *algo, const fl_federation *f, uint64_t ro
 
 /* Runs c from state s (already initialised) to c->rounds; prints the error every `every` rounds
  * (0: only at the end) into *final. */
-static int run_to_end(const fl_job_cfg *c, const fl_federation *f, fl_state *s,
-                      const double *theta, int threads, double *final, dp_err *err)
+static int run_to_end(const fl_job_cfg *c, const fl_federation *f, fl_state *s, const double *theta,
+                      int threads, double *final, dp_err *err)
 {
     int rc = DP_OK;
     while (rc == DP_OK && s->round < c->rounds)
@@ -250,18 +250,22 @@ int part_adamix(int silos, int rounds, int threads)
 {
     dp_err err = {0};
     int rc = DP_OK;
-    printf("RT8, Gaussian-prior linear regression (App. K): parameter error (1/m) sum ||theta_hat - "
-           "theta||^2 after %d rounds\n",
-           rounds);
-    printf("| d | m | local min-norm | pooled LS | Bayes, true prior | gaussian_prior gd (Alg. 4) | "
-           "gaussian_prior em |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+    printf(
+        "RT8, Gaussian-prior linear regression (App. K): parameter error (1/m) sum ||theta_hat - "
+        "theta||^2 after %d rounds\n",
+        rounds);
+    printf(
+        "| d | m | local min-norm | pooled LS | Bayes, true prior | gaussian_prior gd (Alg. 4) | "
+        "gaussian_prior em |\n| --- | --- | --- | --- | --- | --- | --- |\n");
     for (size_t d = 50; rc == DP_OK && d <= 100; d += 50)
         rc = rt8((size_t)silos, d, (uint64_t)rounds, threads, &err);
     if (rc == DP_OK) {
-        printf("\nRT7, AdaMix (Table 3): parameter error, 1000 silos, d = 50; adamix k = 2, 20 steps "
-               "a round, 3 EM iterations a round\n");
-        printf("| n | local min-norm | adamix, 30 rounds | adamix, 100 rounds | weights | variances "
-               "| first coordinate of the means |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+        printf(
+            "\nRT7, AdaMix (Table 3): parameter error, 1000 silos, d = 50; adamix k = 2, 20 steps "
+            "a round, 3 EM iterations a round\n");
+        printf(
+            "| n | local min-norm | adamix, 30 rounds | adamix, 100 rounds | weights | variances "
+            "| first coordinate of the means |\n| --- | --- | --- | --- | --- | --- | --- |\n");
     }
     for (size_t n = 10; rc == DP_OK && n <= 30; n += 10)
         rc = rt7(n, threads, &err);
