@@ -425,7 +425,7 @@ _generator = obj({
     "rank": integer(minimum=1, description="synthetic-lowrank only")}, ["generator"])
 SCHEMAS["JobSpec"] = obj({
     "algorithm": enum("local", "fedavg", "finetune", "mrmtl", "ditto", "dp_fedavg", "ppsgd",
-                      "fedhdp", "altmin", "adaped", "dp_adaped"),
+                      "fedhdp", "altmin", "adaped", "dp_adaped", "adamix", "gaussian_prior"),
     "dataset": {"oneOf": [integer(minimum=1, description="an uploaded data set"),
                           {"const": "fashion-mnist"}, _generator]},
     "partition": obj({"kind": enum("natural", "iid", "dirichlet", "classes"),
@@ -476,6 +476,22 @@ SCHEMAS["JobSpec"] = obj({
                    "client_rate": num(exclusiveMinimum=0, maximum=1,
                                       description="adaped only (dp_adaped: privacy.client_rate)")},
                   description="AdaPeD's parameters (docs/TRAINING.md \"AdaPeD and DP-AdaPeD\")"),
+    "adamix": obj({"components": integer(minimum=1, maximum=16),
+                   "steps": integer(minimum=1, maximum=10000), "em_iters": integer(minimum=1,
+                                                                                  maximum=1000),
+                   "noise_var": num(exclusiveMinimum=0, maximum=1e6),
+                   "var_floor": num(exclusiveMinimum=0, maximum=1e6)},
+                  description="AdaMix's parameters, Ozkara et al. Alg. 1 (docs/TRAINING.md "
+                              "\"adamix and gaussian_prior\"); adamix only"),
+    "gaussian_prior": obj({"variant": enum("gd", "em"),
+                           "steps": integer(minimum=1, maximum=10000),
+                           "sigma_theta2": num(exclusiveMinimum=0, maximum=1e12),
+                           "sigma_x2": num(exclusiveMinimum=0, maximum=1e12),
+                           "lr_mu": num(minimum=0, maximum=2), "lr_var": num(minimum=0, maximum=1),
+                           "var_floor": num(exclusiveMinimum=0, maximum=1e6)},
+                          description="The Gaussian-prior learner's parameters, Ozkara et al. "
+                                      "Alg. 4 (linear) and Alg. 5 (logistic; variant gd only); "
+                                      "gaussian_prior only"),
 }, ["algorithm", "dataset", "rounds"],
     description="A training job (docs/TRAINING.md \"The job spec\"). model, batch_size and lr "
                 "are required for every algorithm but altmin, which refuses batch_size, lr and "
