@@ -10,7 +10,8 @@
  * excluded) of local min-norm least squares (estimators/eb_linreg_minnorm), one pooled
  * least-squares model for every silo (the "FedAvg" limit), the Bayes posterior mean with the true
  * prior (Thm. 7: one E-step of gaussian_prior em at the true mu and variances), gaussian_prior gd
- * (Alg. 4) and gaussian_prior em after T rounds, with the variances they learnt.
+ * (Alg. 4) with lr_var 1 and 0.1, gd with the variances held at the truth (lr_var 0), and
+ * gaussian_prior em, after T rounds from mu = 0 and unit variances, with the variances learnt.
  * RT7 (Table 3, AdaMix; fl_prior_rt7_spec): m = 1000 silos, d = 50, n in {10, 20, 30}, theta ~
  * 1/2 N(1_d, 0.001 I) + 1/2 N(-1_d, 0.001 I), x ~ N(0, I), noise variance 0.1 (known). Printed:
  * the same error for local min-norm and adamix (k = 2, 20 gradient steps a round at lr 1, 3 EM
@@ -22,6 +23,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <gsl/gsl_linalg.h>
 
@@ -148,8 +150,8 @@ static int rt8(size_t m, size_t d, uint64_t rounds, int threads, dp_err *err)
         dp_free(theta);
         return rc;
     }
-    double e_loc = 0, e_pool = 0, e_bayes = 0, e_gd = 0, e_em = 0, e_gd1 = 0;
-    double st_gd = 0, sx_gd = 0, st_em = 0, sx_em = 0;
+    double e_loc = 0, e_pool = 0, e_bayes = 0, e_gd = 0, e_em = 0, e_slow = 0, e_known = 0;
+    double st_gd = 0, sx_gd = 0, st_em = 0, sx_em = 0, st_slow = 0, sx_slow = 0;
     rc = local_err(&f, theta, &e_loc, err);
     if (rc == DP_OK)
         rc = pooled_err(&f, theta, &e_pool, err);
@@ -178,27 +180,37 @@ static int rt8(size_t m, size_t d, uint64_t rounds, int threads, dp_err *err)
         rc = run_to_end(&ce, &f, &s, theta, threads, &e_bayes, err);
     }
     fl_state_free(&s);
-    /* gaussian_prior em and gd from mu = 0, sigma_theta^2 = sigma_x^2 = 1 */
-    for (int v = 0; rc == DP_OK && v < 2; v++) {
+    /* gd with the variances held at the truth (lr_var = 0): Alg. 4 without its collapse */
+    fl_job_cfg ck = base_cfg("gaussian_prior", &f, rounds);
+    ck.pr_sigma_theta2 = sp.sigma_theta2;
+    ck.pr_sigma_x2 = sp.noise_var;
+    ck.pr_lr_var = 0.0;
+    if (rc == DP_OK)
+        rc = fl_state_init(&ck, &f, &s, err);
+    if (rc == DP_OK)
+        rc = run_to_end(&ck, &f, &s, theta, threads, &e_known, err);
+    fl_state_free(&s);
+    /* gaussian_prior gd (lr_var 1 and 0.1) and em from mu = 0, sigma_theta^2 = sigma_x^2 = 1 */
+    for (int v = 0; rc == DP_OK && v < 3; v++) {
         fl_job_cfg c = base_cfg("gaussian_prior", &f, rounds);
-        c.pr_variant = v == 0 ? FL_GP_GD : FL_GP_EM;
+        c.pr_variant = v == 2 ? FL_GP_EM : FL_GP_GD;
+        c.pr_lr_var = v == 1 ? 0.1 : 1.0;
         c.pr_var_floor = 1e-8;
+        double *e = v == 0 ? &e_gd : v == 1 ? &e_slow : &e_em;
+        double *st = v == 0 ? &st_gd : v == 1 ? &st_slow : &st_em;
+        double *sx = v == 0 ? &sx_gd : v == 1 ? &sx_slow : &sx_em;
         rc = fl_state_init(&c, &f, &s, err);
-        if (rc == DP_OK && v == 0) { /* gd: also the error after 2 rounds */
-            fl_job_cfg c2 = c;
-            c2.rounds = 2;
-            rc = run_to_end(&c2, &f, &s, theta, threads, &e_gd1, err);
-        }
         if (rc == DP_OK)
-            rc = run_to_end(&c, &f, &s, theta, threads, v == 0 ? &e_gd : &e_em, err);
+            rc = run_to_end(&c, &f, &s, theta, threads, e, err);
         if (rc == DP_OK)
-            fl_gp_variances(&c, &s, v == 0 ? &st_gd : &st_em, v == 0 ? &sx_gd : &sx_em);
+            fl_gp_variances(&c, &s, st, sx);
         fl_state_free(&s);
     }
     if (rc == DP_OK)
-        printf("| %zu | %zu | %.3f | %.3f | %.3f | %.3f (%.3f at t = 2; s_theta %.2g, s_x %.3g) "
-               "| %.3f (s_theta %.4f, s_x %.4f) |\n",
-               d, m, e_loc, e_pool, e_bayes, e_gd, e_gd1, st_gd, sx_gd, e_em, st_em, sx_em);
+        printf("| %zu | %zu | %.3f | %.3f | %.3f | %.3f (s_theta %.2g, s_x %.3g) | %.3f (s_theta "
+               "%.2g, s_x %.3g) | %.3f | %.3f (s_theta %.4f, s_x %.4f) |\n",
+               d, m, e_loc, e_pool, e_bayes, e_gd, st_gd, sx_gd, e_slow, st_slow, sx_slow, e_known,
+               e_em, st_em, sx_em);
     dp_free(mu);
     fl_federation_free(&f);
     dp_free(theta);
@@ -246,8 +258,16 @@ static int rt7(size_t n, int threads, dp_err *err)
     return rc;
 }
 
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 int part_adamix(int silos, int rounds, int threads)
 {
+    double t0 = cpu_s();
     dp_err err = {0};
     int rc = DP_OK;
     printf(
@@ -255,8 +275,10 @@ int part_adamix(int silos, int rounds, int threads)
         "theta||^2 after %d rounds\n",
         rounds);
     printf(
-        "| d | m | local min-norm | pooled LS | Bayes, true prior | gaussian_prior gd (Alg. 4) | "
-        "gaussian_prior em |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+        "| d | m | local min-norm | pooled LS | Bayes, true prior | gd (Alg. 4), lr_var 1 | gd, "
+        "lr_var "
+        "0.1 | gd, variances known | em |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- "
+        "|\n");
     for (size_t d = 50; rc == DP_OK && d <= 100; d += 50)
         rc = rt8((size_t)silos, d, (uint64_t)rounds, threads, &err);
     if (rc == DP_OK) {
@@ -267,8 +289,11 @@ int part_adamix(int silos, int rounds, int threads)
             "| n | local min-norm | adamix, 30 rounds | adamix, 100 rounds | weights | variances "
             "| first coordinate of the means |\n| --- | --- | --- | --- | --- | --- | --- |\n");
     }
+    double t1 = cpu_s();
     for (size_t n = 10; rc == DP_OK && n <= 30; n += 10)
         rc = rt7(n, threads, &err);
+    if (rc == DP_OK)
+        printf("\nCPU time: RT8 %.1f s, RT7 %.1f s\n", t1 - t0, cpu_s() - t1);
     if (rc != DP_OK)
         fprintf(stderr, "adamix: %s\n", err.msg);
     return rc;
