@@ -34,6 +34,8 @@ poll_status "$JE" succeeded 60 || fail "gaussian_prior em job $JE did not succee
 expect_status 200 GET "/v1/jobs/$JE/metrics?after=9"
 check "gaussian_prior em: personal models beat the prior mean on heterogeneous silos" \
     test "$(printf '%s' "$BODY" | jq -r '.rounds[0] | .personalized.test_mse < .global.test_mse')" = true
+check "gaussian_prior em: the round reports the learnt variances" \
+    test "$(printf '%s' "$BODY" | jq -r '.rounds[0] | .sigma_theta2 > 0 and .sigma_x2 > 0')" = true
 
 # ---- gaussian_prior, gd (Alg. 5, logistic) and adamix (Alg. 1)
 expect_status 202 POST /v1/jobs '{"algorithm":"gaussian_prior",'"$CLS"',"rounds":6,"gaussian_prior":{"steps":3,"lr_var":0.5,"sigma_theta2":2}}'
@@ -50,6 +52,8 @@ poll_status "$JM" succeeded 60 || fail "adamix job $JM did not succeed"
 expect_status 200 GET "/v1/jobs/$JM/metrics?after=7"
 check "adamix: no global model, personal models evaluated" \
     test "$(printf '%s' "$BODY" | jq -r '.rounds[0] | .global == null and .personalized.test_mse > 0')" = true
+check "adamix: the round reports the fitted mixture" \
+    test "$(printf '%s' "$BODY" | jq -r '.rounds[0].mixture | (.weights | length) == 2 and ((.weights | add) - 1 | fabs) < 1e-6 and (.variances | min) >= 0.0000999')" = true
 
 # ---- refused with the field named
 expect_status 400 POST /v1/jobs '{"algorithm":"adamix",'"$LIN"',"rounds":1,"privacy":{"target_epsilon":2,"delta":1e-3,"clip":1}}'
