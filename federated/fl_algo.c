@@ -30,15 +30,16 @@
 /* ---- registry ---- */
 
 static const fl_algo_ops *const REGISTRY[] = {
-    &fl_algo_local_ops,  &fl_algo_fedavg_ops,   &fl_algo_finetune_ops, &fl_algo_mrmtl_ops,
-    &fl_algo_ditto_ops,  &fl_algo_dpfedavg_ops, &fl_algo_ppsgd_ops,    &fl_algo_fedhdp_ops,
-    &fl_algo_adaped_ops, &fl_algo_dpadaped_ops, &fl_algo_ifca_ops,     &fl_algo_altmin_ops,
+    &fl_algo_local_ops,          &fl_algo_fedavg_ops,   &fl_algo_finetune_ops, &fl_algo_mrmtl_ops,
+    &fl_algo_ditto_ops,          &fl_algo_dpfedavg_ops, &fl_algo_ppsgd_ops,    &fl_algo_fedhdp_ops,
+    &fl_algo_adaped_ops,         &fl_algo_dpadaped_ops, &fl_algo_ifca_ops,     &fl_algo_adamix_ops,
+    &fl_algo_gaussian_prior_ops, &fl_algo_altmin_ops,
 };
 #define N_REGISTRY (sizeof REGISTRY / sizeof REGISTRY[0])
 
-static const char *const NAMES[N_REGISTRY] = {"local",  "fedavg",    "finetune", "mrmtl",
-                                              "ditto",  "dp_fedavg", "ppsgd",    "fedhdp",
-                                              "adaped", "dp_adaped", "ifca",     "altmin"};
+static const char *const NAMES[N_REGISTRY] = {
+    "local",  "fedavg", "finetune",  "mrmtl", "ditto",  "dp_fedavg",      "ppsgd",
+    "fedhdp", "adaped", "dp_adaped", "ifca",  "adamix", "gaussian_prior", "altmin"};
 
 const fl_algo_ops *fl_algo_find(const char *name)
 {
@@ -94,6 +95,16 @@ void fl_job_cfg_default(fl_job_cfg *cfg)
     cfg->ifca_warm_rounds = FL_MAX_ROUNDS;   /* IFCA throughout */
     cfg->ifca_select_eps = DP_INF;           /* the exact argmin: set it for a private job */
     cfg->ifca_loss_bound = 1.0;
+    cfg->pr_steps = 1; /* adamix, gaussian_prior (fl_algo_adamix.c) */
+    cfg->pr_var_floor = 1e-4;
+    cfg->pr_components = 2;
+    cfg->pr_em_iters = 3;
+    cfg->pr_noise_var = 1.0;
+    cfg->pr_variant = FL_GP_GD;
+    cfg->pr_sigma_theta2 = 1.0;
+    cfg->pr_sigma_x2 = 1.0;
+    cfg->pr_lr_mu = 1.0;
+    cfg->pr_lr_var = 1.0;
 }
 
 static bool finite_ge0(double x)

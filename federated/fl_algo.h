@@ -61,6 +61,13 @@
  *              min (the exponential mechanism, its own privacy event), trains it with DP-SGD and
  *              the server averages each cluster's members' updates; from warm_rounds on, MR-MTL
  *              towards the silo's cluster model.
+ *   adamix     Ozkara, Acharya et al.'s Alg. 1 (AdaMix, fl_algo_adamix.c): a Gaussian-mixture prior
+ * on the silos' models; each silo takes full-batch gradient steps on its negative log-likelihood
+ * minus the log of the mixture density and uploads its model; the server fits the mixture by EM.
+ * Non-private (no event). gaussian_prior  its App. E/F, Alg. 4 (linear) and Alg. 5 (logistic): a
+ * Gaussian prior N(mu, sigma_theta^2 I) with mu (the global model) and the variances learnt by the
+ *              paper's gradient descent (variant gd) or, linear only, by EM (variant em).
+ *              Non-private (no event).
  *
  * ROUNDS. A job runs exactly cfg->rounds rounds t = 0 .. T-1 (not T+1); the plan (fl_plan_silo)
  * counts exactly the steps the trainer runs. In every round silo k runs local_epochs blocks of
@@ -118,14 +125,20 @@
 #include "federated/fl_data.h"
 #include "federated/fl_model.h"
 
-#define FL_MAX_ROUNDS        100000       /* rounds per job */
-#define FL_MAX_LOCAL_EPOCHS  100          /* local epochs per round */
-#define FL_MAX_THREADS       256          /* fl_round_run's fan-out */
-#define FL_MAX_STATE_FLOATS  (1ULL << 28) /* (n_silos + 2) * n_params: 1 GiB of floats */
-#define FL_STATE_VERSION     1            /* checkpoint format version */
-#define FL_MAX_HDP_GROUPS    16           /* fedhdp: privacy groups per job */
-#define FL_MAX_AP_TAU        10000        /* adaped: local steps per round */
-#define FL_MAX_IFCA_CLUSTERS 16           /* ifca: cluster models per job */
+#define FL_MAX_ROUNDS         100000       /* rounds per job */
+#define FL_MAX_LOCAL_EPOCHS   100          /* local epochs per round */
+#define FL_MAX_THREADS        256          /* fl_round_run's fan-out */
+#define FL_MAX_STATE_FLOATS   (1ULL << 28) /* (n_silos + 2) * n_params: 1 GiB of floats */
+#define FL_STATE_VERSION      1            /* checkpoint format version */
+#define FL_MAX_HDP_GROUPS     16           /* fedhdp: privacy groups per job */
+#define FL_MAX_AP_TAU         10000        /* adaped: local steps per round */
+#define FL_MAX_PR_STEPS       10000        /* adamix, gaussian_prior: local steps per round */
+#define FL_MAX_MIX_COMPONENTS 16           /* adamix: mixture components */
+#define FL_MAX_PR_EM_ITERS    1000         /* adamix: EM iterations per round */
+#define FL_MAX_GP_EM_PARAMS   2000 /* gaussian_prior em: parameters (a P x P solve per silo) */
+#define FL_GP_GD              0    /* gaussian_prior variants */
+#define FL_GP_EM              1
+#define FL_MAX_IFCA_CLUSTERS  16 /* ifca: cluster models per job */
 
 /* Seed labels (dp_rng_derive) for the purposes above: part of the reproducibility contract. */
 #define FL_SEED_SERVER         0xffffffffffffffffULL /* in place of a silo index */
@@ -211,6 +224,19 @@ typedef struct fl_job_cfg {
     double ifca_select_eps;      /* epsilon > 0 of one selection (the exponential mechanism), or
                                     DP_INF: the exact argmin (a non-private job only) */
     double ifca_loss_bound;      /* B > 0: each record's loss is clipped to [0, B] in the score */
+    /* adamix, gaussian_prior (Ozkara, Acharya et al., Alg. 1, Alg. 4 and Alg. 5; fl_algo_adamix.c):
+     * non-private; every trainable silo takes part every round; gradients are full batch
+     * (batch_size unused); lr is each step as a fraction of the silo's stability bound 1 / L_k */
+    uint64_t pr_steps;      /* local gradient steps of theta per round, 1..FL_MAX_PR_STEPS */
+    double pr_var_floor;    /* > 0: every fitted variance is kept >= this */
+    size_t pr_components;   /* adamix: k, 1..FL_MAX_MIX_COMPONENTS */
+    uint64_t pr_em_iters;   /* adamix: EM iterations of the server's fit per round, >= 1 */
+    double pr_noise_var;    /* adamix, linear model: the known noise variance sigma_w^2 > 0 */
+    unsigned pr_variant;    /* gaussian_prior: FL_GP_GD (Alg. 4/5) or FL_GP_EM (linear) */
+    double pr_sigma_theta2; /* gaussian_prior: sigma_theta^2 before the first round, > 0 */
+    double pr_sigma_x2;     /* gaussian_prior, linear: sigma_x^2 before the first round, > 0 */
+    double pr_lr_mu;        /* gaussian_prior gd: mu's step as a fraction of s_theta, >= 0 */
+    double pr_lr_var;       /* gaussian_prior gd: the variances' steps (fractions), >= 0 */
 } fl_job_cfg;
 
 /* Fills cfg with the defaults (local_epochs 1, weighted, server_lr 1, finetune_frac 0.5, ...);
@@ -288,6 +314,52 @@ double fl_adaped_psi(const fl_job_cfg *cfg, const fl_state *s);
  * rows, 10 features, 4 classes, heterogeneity tau 1, noise 0.2; shared by its reproduction, its
  * unit test and bench/jobs. */
 fl_synth_spec fl_adaped_rt10_spec(uint64_t seed);
+/* adamix (Ozkara, Acharya et al., Alg. 1; fl_algo_adamix.c): the mixture the last round fitted,
+ * w (k weights), var (k variances per coordinate), mu (k x P means, row-major), all caller-
+ * allocated for k = cfg->pr_components; DP_ENOTFOUND before the first round. */
+int fl_adamix_mixture(const fl_job_cfg *cfg, const fl_state *s, double *w, double *var, double *mu);
+/* adamix: g (p) = the gradient of -log sum_l w_l N(theta; mu_l, var_l I_p) at theta, i.e.
+ * sum_l r_l (theta - mu_l) / var_l, with resp (k) the responsibilities r_l (computed in the log
+ * domain; a component of weight 0 has r_l = 0). */
+void fl_adamix_prior_grad(const double *theta, size_t p, size_t k, const double *w,
+                          const double *mu, const double *var, double *resp, double *g);
+/* One EM iteration of the spherical Gaussian mixture (w, mu, var; k components) on the m points x
+ * (m x p, row-major): responsibilities into resp (m x k), then the closed-form M-step with every
+ * variance kept >= var_floor (a component that gets no responsibility keeps its mean and
+ * variance, weight 0). Returns the log-likelihood of x under the parameters before the step; the
+ * step never decreases it (fl_gmm_loglik). */
+double fl_gmm_em_step(const double *x, size_t m, size_t p, size_t k, double var_floor, double *w,
+                      double *mu, double *var, double *resp);
+/* sum_i log sum_l w_l N(x_i; mu_l, var_l I_p); lr: k doubles of scratch. */
+double fl_gmm_loglik(const double *x, size_t m, size_t p, size_t k, const double *w,
+                     const double *mu, const double *var, double *lr);
+/* gaussian_prior (Alg. 4, Alg. 5): the prior variance sigma_theta^2 and noise variance sigma_x^2
+ * the next round broadcasts (the configured initial values before the first; sigma_x^2 = 1 for the
+ * logistic model); the prior mean is s->global. */
+void fl_gp_variances(const fl_job_cfg *cfg, const fl_state *s, double *s_theta, double *s_x);
+
+/* The synthetic linear regressions of Ozkara, Acharya et al.'s experiments: silo k's theta_k (dim
+ * entries) is mu + N(0, sigma_theta2 I) (components 1, mu_j ~ N(0, mu_scale^2): App. K's
+ * Gaussian-prior setting) or +-mu + N(0, sigma_theta2 I) with probability 1/2 each and mu =
+ * mu_scale 1 (components 2: Table 3's AdaMix setting); rows x ~ N(0, x_var I), y = theta_k . x +
+ * N(0, noise_var), no intercept. */
+typedef struct fl_prior_synth {
+    size_t silos, dim, n_train, n_test; /* silos 1..FL_MAX_SILOS, rows per silo */
+    size_t components;                  /* 1 or 2 (above) */
+    double mu_scale, sigma_theta2, x_var, noise_var;
+    uint64_t seed; /* everything draws from (seed, DP_RNG_STREAM_DATA) */
+} fl_prior_synth;
+/* *out (fl_federation_free) and, when theta is not NULL, the true models (silos x dim, caller-
+ * allocated). DP_EINVAL ("spec"), DP_ENOMEM. */
+int fl_prior_synth_generate(const fl_prior_synth *s, fl_federation *out, double *theta,
+                            dp_err *err);
+/* RT8, App. K (Jain et al. 2021a's setting): n = 10 rows, mu_j ~ N(0, 0.1^2), sigma_theta^2 =
+ * 0.01, x ~ N(0, 0.05 I), noise variance 0.05; the paper uses 10000 silos and dim 50 or 100. */
+fl_prior_synth fl_prior_rt8_spec(size_t silos, size_t dim, uint64_t seed);
+/* RT7, Table 3: dim 50, theta ~ 1/2 N(1_d, 0.001 I) + 1/2 N(-1_d, 0.001 I), x ~ N(0, I), noise
+ * variance 0.1, n rows per silo (10, 20 or 30), 1000 silos in the paper. */
+fl_prior_synth fl_prior_rt7_spec(size_t silos, size_t n, uint64_t seed);
+
 /* Initial state: round 0, every model fl_model_init(model, dp_rng_derive(seed, FL_SEED_INIT))
  * (all personal models share the global initialisation, Liu et al. 2022 App. C), none stopped. */
 int fl_state_init(const fl_job_cfg *cfg, const fl_federation *f, fl_state *out, dp_err *err);

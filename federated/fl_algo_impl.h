@@ -114,6 +114,8 @@ extern const fl_algo_ops fl_algo_altmin_ops;
 extern const fl_algo_ops fl_algo_adaped_ops;
 extern const fl_algo_ops fl_algo_dpadaped_ops;
 extern const fl_algo_ops fl_algo_ifca_ops;
+extern const fl_algo_ops fl_algo_adamix_ops;
+extern const fl_algo_ops fl_algo_gaussian_prior_ops;
 
 /* The registered algorithm called name, or NULL. */
 const fl_algo_ops *fl_algo_find(const char *name);
@@ -175,6 +177,11 @@ int fl_agg_weighted_mean(const fl_server_ctx *c, dp_err *err);
 
 /* Copies the global model into the personal rows of every silo (a broadcast). */
 void fl_broadcast_global(fl_state *s);
+
+/* adamix, gaussian_prior: *lmax = lambda_max(Xt^T Xt), Xt = [x, 1] (n rows of d features and
+ * the intercept's column), from the eigenvalues of the smaller Gram matrix (in double), or its
+ * trace (an upper bound) when both sides exceed 256. DP_ENOMEM, DP_ENUMERIC. */
+int fl_pr_gram_lmax(const float *x, size_t n, size_t d, double *lmax, dp_err *err);
 
 /* dst = a - b over n floats. */
 void fl_vec_sub(float *dst, const float *a, const float *b, size_t n);

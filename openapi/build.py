@@ -438,7 +438,8 @@ _generator = obj({
     "rank": integer(minimum=1, description="synthetic-lowrank only")}, ["generator"])
 SCHEMAS["JobSpec"] = obj({
     "algorithm": enum("local", "fedavg", "finetune", "mrmtl", "ditto", "dp_fedavg", "ppsgd",
-                      "fedhdp", "altmin", "adaped", "dp_adaped", "ifca"),
+                      "fedhdp", "altmin", "adaped", "dp_adaped", "ifca", "adamix",
+                      "gaussian_prior"),
     "dataset": {"oneOf": [integer(minimum=1, description="an uploaded data set"),
                           {"const": "fashion-mnist"}, _generator]},
     "partition": obj({"kind": enum("natural", "iid", "dirichlet", "classes"),
@@ -503,6 +504,22 @@ SCHEMAS["JobSpec"] = obj({
                  "loss_bound": num(exclusiveMinimum=0, maximum=1e6)},
                 description="IFCA's clusters, private selection and MR-MTL warm start "
                             "(docs/TRAINING.md \"IFCA\")"),
+    "adamix": obj({"components": integer(minimum=1, maximum=16),
+                   "steps": integer(minimum=1, maximum=10000), "em_iters": integer(minimum=1,
+                                                                                  maximum=1000),
+                   "noise_var": num(exclusiveMinimum=0, maximum=1e6),
+                   "var_floor": num(exclusiveMinimum=0, maximum=1e6)},
+                  description="AdaMix's parameters, Ozkara et al. Alg. 1 (docs/TRAINING.md "
+                              "\"adamix and gaussian_prior\"); adamix only"),
+    "gaussian_prior": obj({"variant": enum("gd", "em"),
+                           "steps": integer(minimum=1, maximum=10000),
+                           "sigma_theta2": num(exclusiveMinimum=0, maximum=1e12),
+                           "sigma_x2": num(exclusiveMinimum=0, maximum=1e12),
+                           "lr_mu": num(minimum=0, maximum=2), "lr_var": num(minimum=0, maximum=1),
+                           "var_floor": num(exclusiveMinimum=0, maximum=1e6)},
+                          description="The Gaussian-prior learner's parameters, Ozkara et al. "
+                                      "Alg. 4 (linear) and Alg. 5 (logistic; variant gd only); "
+                                      "gaussian_prior only"),
 }, ["algorithm", "dataset", "rounds"],
     description="A training job (docs/TRAINING.md \"The job spec\"). model, batch_size and lr "
                 "are required for every algorithm but altmin, which refuses batch_size, lr and "

@@ -1,8 +1,9 @@
 /*
  * bench_jobs.c: the wall time of one run of each registered job type (federated/fl_algo.c's
  * registry: local, fedavg, finetune, mrmtl, ditto, dp_fedavg, ppsgd, fedhdp, adaped, dp_adaped,
- * ifca, altmin) through the engine (fl_state_init, then fl_round_run once per round on one thread,
- * no per-round evaluation, fl_state_free), at a small setting of docs/REPRODUCTION.md:
+ * ifca, adamix, gaussian_prior, altmin) through the engine (fl_state_init, then fl_round_run once
+ * per round on one thread, no per-round evaluation, fl_state_free), at a small setting of
+ * docs/REPRODUCTION.md:
  *
  *   School (local, fedavg, finetune, mrmtl, ditto, dp_fedavg): the School data set (139 silos,
  *     d = 28, natural silos, 80/20 split, per-silo standardisation, y scaled to [0, 1]), T = 200,
@@ -21,6 +22,10 @@
  *   adaped, dp_adaped: bench/reproduce/adaped.c's RT10 federation (seed 101: 10 silos of
  *     10-30 rows, d = 10, 4 classes, softmax, full batch, 10 local steps, lr 0.3), 30 rounds
  *     (adaped) and 60 rounds at z = 1 (dp_adaped, C_1 = 0.5).
+ *   adamix: Ozkara et al.'s Table 3 setting (fl_prior_rt7_spec: 1000 silos of n = 20 rows, d =
+ *     50, a two-component prior), k 2, 20 gradient steps and 3 EM iterations a round, 10 rounds.
+ *   gaussian_prior: their App. K setting (fl_prior_rt8_spec: 1000 silos of 10 rows, d = 50), the
+ *     em variant (a 51 x 51 Cholesky per silo per round), 10 rounds.
  *   altmin: Jain et al., NeurIPS 2021, §6 at a reduced user count: n = 5,000 users (the paper's
  *     50,000), m = 10 samples (2 held out), d = 50, k = 2, label noise 0.01, spectral init,
  *     clip 1e-4, z 1, 10 rounds (epochs).
@@ -131,7 +136,15 @@ static int synth_federate(const fl_synth_spec *sp, double test_fraction, bool st
 
 /* ---- the job types ---- */
 
-typedef enum { SET_SCHOOL, SET_PPSGD, SET_FEDHDP, SET_ADAPED, SET_ALTMIN } setting;
+typedef enum {
+    SET_SCHOOL,
+    SET_PPSGD,
+    SET_FEDHDP,
+    SET_ADAPED,
+    SET_ALTMIN,
+    SET_RT7,
+    SET_RT8
+} setting;
 
 typedef struct job_row {
     const char *algo;
@@ -151,13 +164,15 @@ static const job_row ROWS[] = {
     {"adaped", SET_ADAPED, "RT10 synth 10 silos, softmax"},
     {"dp_adaped", SET_ADAPED, "RT10 synth 10 silos, z 1"},
     {"ifca", SET_SCHOOL, "School, 139 silos, G 3, 10% sel"},
+    {"adamix", SET_RT7, "RT7 1000 silos x 20, d 50, k 2"},
+    {"gaussian_prior", SET_RT8, "RT8 1000 silos x 10, d 50, em"},
     {"altmin", SET_ALTMIN, "Jain 6: n 5000, m 10, d 50, k 2"},
 };
 #define N_ROWS (sizeof ROWS / sizeof ROWS[0])
 
 typedef struct bench_ctx {
-    fl_federation school, fedhdp, adaped, altmin, ppsgd_fed;
-    bool have_school, have_fedhdp, have_adaped, have_altmin, have_ppsgd;
+    fl_federation school, fedhdp, adaped, altmin, ppsgd_fed, rt7, rt8;
+    bool have_school, have_fedhdp, have_adaped, have_altmin, have_ppsgd, have_rt7, have_rt8;
     fl_additive ppsgd;
     double *z_school; /* 1 per School silo */
     uint32_t *hdp_group;
@@ -227,6 +242,17 @@ static void job_cfg(const bench_ctx *x, const job_row *r, fl_job_cfg *c)
             c->update_clip = 0.5;
             c->server_noise = strcmp(r->algo, "dp_adaped") == 0 ? 1.0 : 0.0;
             break;
+        case SET_RT7:
+        case SET_RT8:
+            c->model = (fl_model_spec){.type = FL_MODEL_LINEAR, .d_in = 50};
+            c->rounds = 10;
+            c->batch_size = 1;
+            c->lr = 1;
+            c->seed = 7;
+            c->pr_steps = r->set == SET_RT7 ? 20 : 1;
+            c->pr_noise_var = 0.1;
+            c->pr_variant = FL_GP_EM;
+            break;
         case SET_ALTMIN:
             c->model = (fl_model_spec){.type = FL_MODEL_LINEAR, .d_in = x->altmin.d};
             c->rounds = 10;
@@ -254,6 +280,10 @@ static const fl_federation *job_fed(bench_ctx *x, setting s)
             return x->have_adaped ? &x->adaped : NULL;
         case SET_ALTMIN:
             return x->have_altmin ? &x->altmin : NULL;
+        case SET_RT7:
+            return x->have_rt7 ? &x->rt7 : NULL;
+        case SET_RT8:
+            return x->have_rt8 ? &x->rt8 : NULL;
     }
     return NULL;
 }
@@ -329,6 +359,14 @@ static int ctx_open(bench_ctx *x, dp_err *e)
     if ((rc = synth_federate(&ls, 0.2, false, &x->altmin, e)) != DP_OK)
         return rc;
     x->have_altmin = true;
+    fl_prior_synth p7 = fl_prior_rt7_spec(1000, 20, 1);
+    if ((rc = fl_prior_synth_generate(&p7, &x->rt7, NULL, e)) != DP_OK)
+        return rc;
+    x->have_rt7 = true;
+    fl_prior_synth p8 = fl_prior_rt8_spec(1000, 50, 1);
+    if ((rc = fl_prior_synth_generate(&p8, &x->rt8, NULL, e)) != DP_OK)
+        return rc;
+    x->have_rt8 = true;
     return DP_OK;
 }
 
@@ -346,6 +384,10 @@ static void ctx_close(bench_ctx *x)
         fl_federation_free(&x->adaped);
     if (x->have_altmin)
         fl_federation_free(&x->altmin);
+    if (x->have_rt7)
+        fl_federation_free(&x->rt7);
+    if (x->have_rt8)
+        fl_federation_free(&x->rt8);
     free(x->z_school);
     free(x->hdp_group);
 }
@@ -372,7 +414,7 @@ int main(void)
     printf("bench/jobs: one thread, median of %d runs after a warm-up; load average %.2f %.2f "
            "%.2f at the start\n",
            repeats, load[0], load[1], load[2]);
-    printf("%-10s %-36s %6s %10s %9s %10s\n", "job type", "setting", "rounds", "wall ms",
+    printf("%-14s %-36s %6s %10s %9s %10s\n", "job type", "setting", "rounds", "wall ms",
            "ms/round", "CPU ms");
     int status = 0;
     for (size_t i = 0; i < N_ROWS; i++) {
@@ -381,7 +423,7 @@ int main(void)
             continue;
         fl_federation *f = (fl_federation *)job_fed(&x, r->set);
         if (f == NULL) {
-            printf("%-10s %-36s skipped (set DPSILO_SCHOOL_CSV to the School CSV)\n", r->algo,
+            printf("%-14s %-36s skipped (set DPSILO_SCHOOL_CSV to the School CSV)\n", r->algo,
                    r->desc);
             continue;
         }
@@ -396,7 +438,7 @@ int main(void)
             cpu[k] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
         }
         if (rc != DP_OK) {
-            printf("%-10s failed: %s (%s)\n", r->algo, e.msg, e.field);
+            printf("%-14s failed: %s (%s)\n", r->algo, e.msg, e.field);
             dp_err_clear(&e);
             status = 1;
             continue;
@@ -404,7 +446,7 @@ int main(void)
         qsort(wall, (size_t)repeats, sizeof wall[0], cmp_double);
         qsort(cpu, (size_t)repeats, sizeof cpu[0], cmp_double);
         double wm = wall[repeats / 2], cm = cpu[repeats / 2];
-        printf("%-10s %-36s %6llu %10.1f %9.3f %10.1f\n", r->algo, r->desc,
+        printf("%-14s %-36s %6llu %10.1f %9.3f %10.1f\n", r->algo, r->desc,
                (unsigned long long)c.rounds, wm, wm / (double)c.rounds, cm);
         fflush(stdout);
     }

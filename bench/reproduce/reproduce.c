@@ -20,6 +20,9 @@
  *            not part of "all", under a second).
  *   ifca     Liu et al.'s trend (vii): IFCA's private selection overhead, every round vs 10% of
  *            the rounds (ifca.c; not part of "all", a minute or two).
+ *   adamix   Ozkara, Acharya et al., RT8 (App. K, Gaussian-prior linear regression) and RT7
+ *            (Table 3, AdaMix) through gaussian_prior and adamix (adamix.c; not part of "all";
+ *            REPRO_ADAMIX_SILOS, REPRO_ADAMIX_ROUNDS).
  *
  * Environment: DPSILO_SCHOOL_CSV (the School CSV; default ../shared/data/school/school.csv,
  * relative to the working directory, which `make reproduce` sets to the repository root; the second
@@ -55,10 +58,11 @@
 #define MAX_SEEDS          20
 #define MAX_SILOS_SYNTH    64
 
-int part_ppsgd(int threads, int users, int rounds); /* ppsgd.c */
-int part_altmin(int users, int seeds);              /* altmin.c */
-int part_adaped(int threads);                       /* adaped.c */
-int part_ifca(int threads);                         /* ifca.c */
+int part_ppsgd(int threads, int users, int rounds);  /* ppsgd.c */
+int part_altmin(int users, int seeds);               /* altmin.c */
+int part_adaped(int threads);                        /* adaped.c */
+int part_ifca(int threads);                          /* ifca.c */
+int part_adamix(int silos, int rounds, int threads); /* adamix.c */
 
 static int g_threads = 1;
 static int g_school_rounds = 200; /* REPRO_ROUNDS: investigation only */
@@ -718,10 +722,11 @@ int main(int argc, char **argv)
     bool all = strcmp(part, "all") == 0;
     if (!all && strcmp(part, "school") != 0 && strcmp(part, "synth") != 0 &&
         strcmp(part, "fmnist") != 0 && strcmp(part, "ppsgd") != 0 && strcmp(part, "altmin") != 0 &&
-        strcmp(part, "adaped") != 0 && strcmp(part, "ifca") != 0) {
-        fprintf(stderr,
-                "usage: %s [all|school|synth|fmnist|ppsgd|altmin|adaped|ifca] [school.csv]\n",
-                argv[0]);
+        strcmp(part, "adaped") != 0 && strcmp(part, "ifca") != 0 && strcmp(part, "adamix") != 0) {
+        fprintf(
+            stderr,
+            "usage: %s [all|school|synth|fmnist|ppsgd|altmin|adaped|ifca|adamix] [school.csv]\n",
+            argv[0]);
         return 2;
     }
     if (strcmp(part, "altmin") == 0)
@@ -733,6 +738,11 @@ int main(int argc, char **argv)
         return part_adaped(g_threads) == DP_OK ? 0 : 1;
     if (strcmp(part, "ifca") == 0)
         return part_ifca(g_threads) == DP_OK ? 0 : 1;
+    if (strcmp(part, "adamix") == 0)
+        return part_adamix(env_int("REPRO_ADAMIX_SILOS", 2000, 10, 10000),
+                           env_int("REPRO_ADAMIX_ROUNDS", 150, 2, 100000), g_threads) == DP_OK
+                   ? 0
+                   : 1;
     if (strcmp(part, "ppsgd") == 0)
         return part_ppsgd(g_threads, env_int("REPRO_PPSGD_USERS", 1000, 2, 10000),
                           env_int("REPRO_PPSGD_ROUNDS", 1000, 1, 100000)) == DP_OK

@@ -171,9 +171,9 @@ static int choice(const reader *r, const char *key, const char *const *names, si
 
 /* ---- the parts ---- */
 
-static const char *const ALGORITHMS[] = {"local",  "fedavg",    "finetune",  "mrmtl",
-                                         "ditto",  "dp_fedavg", "ppsgd",     "fedhdp",
-                                         "altmin", "adaped",    "dp_adaped", "ifca"};
+static const char *const ALGORITHMS[] = {
+    "local",  "fedavg", "finetune", "mrmtl",     "ditto", "dp_fedavg", "ppsgd",
+    "fedhdp", "altmin", "adaped",   "dp_adaped", "ifca",  "adamix",    "gaussian_prior"};
 #define ALGO_FEDHDP 7 /* indices in ALGORITHMS */
 #define ALGO_ALTMIN 8
 #define ALGO_IFCA   11
@@ -385,6 +385,76 @@ static int parse_adaped(const json_t *body, job_spec *s, dp_err *err)
                         "dp_adaped samples silos at privacy.client_rate (part of its privacy)");
     if (rc == DP_OK && !dp) /* Alg. 2's K/m for the non-private version */
         rc = num_pos(&r, "client_rate", false, 1, 0, 1, &s->client_rate);
+    return rc;
+}
+
+static bool is_prior(const job_spec *s)
+{
+    return strcmp(s->algorithm, "adamix") == 0 || strcmp(s->algorithm, "gaussian_prior") == 0;
+}
+
+/* The "adamix" block (Ozkara, Acharya et al., Alg. 1; docs/TRAINING.md "adamix and
+ * gaussian_prior"): {"components" (2), "steps" (20), "em_iters" (3), "noise_var" (1),
+ * "var_floor" (1e-4)}; the "gaussian_prior" block (Alg. 4 and 5): {"variant": "gd" (default) |
+ * "em", "steps" (1), "sigma_theta2" (1), "sigma_x2" (1), "lr_mu" (1), "lr_var" (1), "var_floor"
+ * (1e-4)}. Each applies to its algorithm only; absent: all defaults. */
+static int parse_prior(const json_t *body, job_spec *s, dp_err *err)
+{
+    bool mix = strcmp(s->algorithm, "adamix") == 0,
+         gp = strcmp(s->algorithm, "gaussian_prior") == 0;
+    static const char *const BLOCKS[] = {"adamix", "gaussian_prior"};
+    for (size_t i = 0; i < N_ELEMS(BLOCKS); i++) {
+        const json_t *b = json_object_get(body, BLOCKS[i]);
+        if (b != NULL && !json_is_null(b) && strcmp(s->algorithm, BLOCKS[i]) != 0)
+            return dp_err_set(err, DP_EINVAL, BLOCKS[i], "%s applies to the %s algorithm only",
+                              BLOCKS[i], BLOCKS[i]);
+    }
+    s->pr_steps = mix ? 20 : 1;
+    s->pr_components = 2;
+    s->pr_em_iters = 3;
+    s->pr_variant = FL_GP_GD;
+    s->pr_var_floor = 1e-4;
+    s->pr_noise_var = 1.0;
+    s->pr_sigma_theta2 = 1.0;
+    s->pr_sigma_x2 = 1.0;
+    s->pr_lr_mu = 1.0;
+    s->pr_lr_var = 1.0;
+    if (!mix && !gp)
+        return DP_OK;
+    const json_t *v = json_object_get(body, s->algorithm);
+    if (v == NULL || json_is_null(v))
+        return DP_OK;
+    reader r = {v, s->algorithm, err};
+    static const char *const MIX_KEYS[] = {"components", "steps", "em_iters", "noise_var",
+                                           "var_floor"};
+    static const char *const GP_KEYS[] = {"variant", "steps",  "sigma_theta2", "sigma_x2",
+                                          "lr_mu",   "lr_var", "var_floor"};
+    static const char *const VARIANTS[] = {"gd", "em"}; /* FL_GP_GD, FL_GP_EM */
+    int rc = mix ? check_keys(&r, MIX_KEYS, N_ELEMS(MIX_KEYS))
+                 : check_keys(&r, GP_KEYS, N_ELEMS(GP_KEYS));
+    if (rc == DP_OK)
+        rc = integer(&r, "steps", false, s->pr_steps, 1, FL_MAX_PR_STEPS, &s->pr_steps);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "var_floor", false, 1e-4, 0, 1e6, &s->pr_var_floor);
+    if (rc == DP_OK && mix)
+        rc = integer(&r, "components", false, 2, 1, FL_MAX_MIX_COMPONENTS, &s->pr_components);
+    if (rc == DP_OK && mix)
+        rc = integer(&r, "em_iters", false, 3, 1, FL_MAX_PR_EM_ITERS, &s->pr_em_iters);
+    if (rc == DP_OK && mix)
+        rc = num_pos(&r, "noise_var", false, 1.0, 0, 1e6, &s->pr_noise_var);
+    if (!gp || rc != DP_OK)
+        return rc;
+    size_t vi = 0;
+    rc = choice(&r, "variant", VARIANTS, N_ELEMS(VARIANTS), "gd", &vi);
+    s->pr_variant = vi == 1 ? FL_GP_EM : FL_GP_GD;
+    if (rc == DP_OK)
+        rc = num_pos(&r, "sigma_theta2", false, 1.0, 0, 1e12, &s->pr_sigma_theta2);
+    if (rc == DP_OK)
+        rc = num_pos(&r, "sigma_x2", false, 1.0, 0, 1e12, &s->pr_sigma_x2);
+    if (rc == DP_OK)
+        rc = num(&r, "lr_mu", false, 1.0, 0, 2, &s->pr_lr_mu);
+    if (rc == DP_OK)
+        rc = num(&r, "lr_var", false, 1.0, 0, 1, &s->pr_lr_var);
     return rc;
 }
 
@@ -703,6 +773,15 @@ static int parse_privacy(const json_t *body, job_spec *s, dp_err *err)
         return dp_err_set(err, DP_EINVAL, "privacy",
                           "adaped is not private: its private version is dp_adaped");
     }
+    if (is_prior(s)) { /* silos upload their models or prior statistics in the clear */
+        s->privacy = JOB_PRIVACY_NONE;
+        if (v == NULL || json_is_null(v))
+            return DP_OK;
+        return dp_err_set(err, DP_EINVAL, "privacy",
+                          "%s is not private (its silos send their models or prior statistics "
+                          "in the clear) and takes no privacy block",
+                          s->algorithm);
+    }
     if (v == NULL || json_is_null(v)) {
         if (fl_algo_client_level(s->algorithm))
             return dp_err_set(err, DP_EINVAL, "privacy",
@@ -819,7 +898,8 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
         "local_epochs", "batch_size",    "lr",        "lambda",     "finetune_fraction",
         "seed",         "test_fraction", "privacy",   "silos",      "on_budget_exhausted",
         "standardize",  "weighted",      "resume",    "name",       "ratio",
-        "fedhdp",       "altmin",        "adaped",    "ppsgd_mode", "ifca"};
+        "fedhdp",       "altmin",        "adaped",    "ppsgd_mode", "ifca",
+        "adamix",       "gaussian_prior"};
     static const char *const BUDGET[] = {"refuse", "stop_silo", "stop_job"};
     static const char *const STD[] = {"silo", "none"};
     size_t a = 0, b = 0, st = 0;
@@ -885,11 +965,21 @@ int job_spec_parse(const json_t *body, job_spec *s, dp_err *err)
     if (rc == DP_OK)
         rc = parse_ifca(body, s, err);
     if (rc == DP_OK)
+        rc = parse_prior(body, s, err);
+    const json_t *stv = json_object_get(body, "standardize");
+    if (rc == DP_OK && is_prior(s) && json_is_string(stv) &&
+        strcmp(json_string_value(stv), "silo") == 0)
+        rc = dp_err_set(err, DP_EINVAL, "standardize",
+                        "%s needs standardize \"none\": per-silo scaling changes each silo's "
+                        "features differently, and the prior ties the silos' parameters together",
+                        s->algorithm);
+    if (rc == DP_OK)
         rc = parse_silos(body, s, err);
     if (rc == DP_OK)
         rc = choice(&r, "on_budget_exhausted", BUDGET, N_ELEMS(BUDGET), "refuse", &b);
     if (rc == DP_OK)
-        rc = choice(&r, "standardize", STD, N_ELEMS(STD), altmin ? "none" : "silo", &st);
+        rc = choice(&r, "standardize", STD, N_ELEMS(STD), altmin || is_prior(s) ? "none" : "silo",
+                    &st);
     if (rc == DP_OK)
         rc = boolean(&r, "weighted", true, &s->weighted);
     if (rc == DP_OK)

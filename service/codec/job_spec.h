@@ -72,7 +72,8 @@ typedef struct job_hdp_group {
 typedef struct job_spec {
     char name[JOB_NAME_MAX];      /* the client's label for the job ("" = none) */
     char algorithm[JOB_ALGO_MAX]; /* local, fedavg, finetune, mrmtl, ditto, dp_fedavg, ppsgd,
-                                     fedhdp, altmin, adaped, dp_adaped, ifca */
+                                     fedhdp, altmin, adaped, dp_adaped, ifca, adamix,
+                                     gaussian_prior */
     job_data_kind data;
     int64_t dataset_id;  /* UPLOAD */
     fl_synth_spec synth; /* SYNTHETIC (regression when classes == 0) */
@@ -111,6 +112,10 @@ typedef struct job_spec {
     int64_t ifca_clusters, ifca_select_rounds, ifca_warm_rounds;
     double ifca_select_eps; /* per selection; DP_INF for a non-private job (the exact argmin) */
     double ifca_loss_bound;
+    /* adamix, gaussian_prior: the "adamix" or "gaussian_prior" block (fl_job_cfg's pr_* fields) */
+    int64_t pr_steps, pr_components, pr_em_iters;
+    unsigned pr_variant; /* FL_GP_GD or FL_GP_EM */
+    double pr_var_floor, pr_noise_var, pr_sigma_theta2, pr_sigma_x2, pr_lr_mu, pr_lr_var;
     /* budgets */
     job_on_budget on_budget;
     job_binding *bindings; /* n_bindings, owned */

@@ -346,6 +346,16 @@ void job_cfg_fill(const job_spec *s, const double *z, fl_job_cfg *c)
     c->ifca_warm_rounds = (uint64_t)s->ifca_warm_rounds;
     c->ifca_select_eps = s->ifca_select_eps;
     c->ifca_loss_bound = s->ifca_loss_bound;
+    c->pr_steps = (uint64_t)s->pr_steps;
+    c->pr_var_floor = s->pr_var_floor;
+    c->pr_components = (size_t)s->pr_components;
+    c->pr_em_iters = (uint64_t)s->pr_em_iters;
+    c->pr_noise_var = s->pr_noise_var;
+    c->pr_variant = s->pr_variant;
+    c->pr_sigma_theta2 = s->pr_sigma_theta2;
+    c->pr_sigma_x2 = s->pr_sigma_x2;
+    c->pr_lr_mu = s->pr_lr_mu;
+    c->pr_lr_var = s->pr_lr_var;
     if (strcmp(s->algorithm, "fedhdp") == 0) {
         c->hdp_n_groups = s->n_hdp_groups;
         c->hdp_groups = s->hdp;
@@ -519,6 +529,23 @@ static json_t *adaped_plan_json(const job_prepared *p)
     return o;
 }
 
+/* adamix, gaussian_prior: their block as run (fl_algo_adamix.c), with "private": false: neither
+ * is private, nothing is charged (their silos' event is none). */
+static json_t *prior_plan_json(const job_prepared *p)
+{
+    const fl_job_cfg *c = &p->cfg;
+    if (strcmp(c->algorithm, "adamix") == 0)
+        return json_pack("{s:b, s:I, s:I, s:I, s:o, s:o}", "private", 0, "components",
+                         (json_int_t)c->pr_components, "steps", (json_int_t)c->pr_steps, "em_iters",
+                         (json_int_t)c->pr_em_iters, "noise_var", json_util_real(c->pr_noise_var),
+                         "var_floor", json_util_real(c->pr_var_floor));
+    return json_pack("{s:b, s:s, s:I, s:o, s:o, s:o, s:o, s:o}", "private", 0, "variant",
+                     c->pr_variant == FL_GP_EM ? "em" : "gd", "steps", (json_int_t)c->pr_steps,
+                     "sigma_theta2", json_util_real(c->pr_sigma_theta2), "sigma_x2",
+                     json_util_real(c->pr_sigma_x2), "lr_mu", json_util_real(c->pr_lr_mu), "lr_var",
+                     json_util_real(c->pr_lr_var), "var_floor", json_util_real(c->pr_var_floor));
+}
+
 static json_t *hdp_plan_json(const job_prepared *p)
 {
     json_t *a = json_array();
@@ -627,6 +654,15 @@ char *job_plan_json(const job_prepared *p)
             isfinite(c->ifca_select_eps) ? json_util_real(c->ifca_select_eps) : json_null(),
             "loss_bound", json_util_real(c->ifca_loss_bound), "lambda", json_util_real(c->lambda));
         if (a == NULL || json_object_set_new(root, "ifca", a) != 0) {
+            json_decref(root);
+            root = NULL;
+        }
+    }
+    bool pr =
+        strcmp(p->cfg.algorithm, "adamix") == 0 || strcmp(p->cfg.algorithm, "gaussian_prior") == 0;
+    if (pr && root != NULL) {
+        json_t *a = prior_plan_json(p);
+        if (a == NULL || json_object_set_new(root, p->cfg.algorithm, a) != 0) {
             json_decref(root);
             root = NULL;
         }

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "common/dp_alloc.h"
 #include "common/dp_math.h"
 #include "service/codec/json_util.h"
 
@@ -95,9 +96,38 @@ static json_t *groups_json(const job_prepared *p, const double *eps)
     return a;
 }
 
+/* adamix: root's "mixture": {"weights", "variances"} of the fitted prior (omitted before the first
+ * fit; the means, k x P floats, are left out). false when out of memory. */
+static bool mixture_json(json_t *root, const job_prepared *p, const fl_state *st)
+{
+    size_t k = p->cfg.pr_components;
+    double *buf = dp_calloc(k * (2 + st->n_params), sizeof(double));
+    if (buf == NULL)
+        return false;
+    bool ok = true;
+    if (fl_adamix_mixture(&p->cfg, st, buf, buf + k, buf + 2 * k) == DP_OK) {
+        json_t *w = json_array(), *v = json_array(), *o = json_object();
+        ok = w && v && o;
+        for (size_t l = 0; ok && l < k; l++)
+            ok = json_array_append_new(w, json_util_real(buf[l])) == 0 &&
+                 json_array_append_new(v, json_util_real(buf[k + l])) == 0;
+        ok = ok && json_object_set_new(o, "weights", w) == 0;
+        w = NULL;
+        ok = ok && json_object_set_new(o, "variances", v) == 0;
+        v = NULL;
+        ok = ok && json_object_set_new(root, "mixture", o) == 0;
+        o = NULL;
+        json_decref(w);
+        json_decref(v);
+        json_decref(o);
+    }
+    dp_free(buf);
+    return ok;
+}
+
 char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const bool *stopped,
                      const uint64_t *trained, const uint64_t *charged, const double *eps,
-                     const double *ledger_eps, double clip, double psi, double wall_ms)
+                     const double *ledger_eps, double clip, const fl_state *st, double wall_ms)
 {
     json_t *silos = json_array();
     bool ok = silos != NULL;
@@ -131,7 +161,14 @@ char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const boo
     }
     if (ok &&
         (strcmp(p->cfg.algorithm, "adaped") == 0 || strcmp(p->cfg.algorithm, "dp_adaped") == 0))
-        ok = put(root, "psi", psi);
+        ok = put(root, "psi", fl_adaped_psi(&p->cfg, st));
+    if (ok && strcmp(p->cfg.algorithm, "gaussian_prior") == 0) {
+        double s_theta, s_x;
+        fl_gp_variances(&p->cfg, st, &s_theta, &s_x);
+        ok = put(root, "sigma_theta2", s_theta) && put(root, "sigma_x2", s_x);
+    }
+    if (ok && strcmp(p->cfg.algorithm, "adamix") == 0)
+        ok = mixture_json(root, p, st);
     char *text = ok ? json_util_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     json_decref(g);

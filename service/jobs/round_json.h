@@ -25,6 +25,8 @@
  * opted out or releases nothing), and "clip": the update clip S^t the round used (privacy.clip,
  * or the adaptive clip's current value). adaped and dp_adaped add "psi": the server's psi after
  * the round (Ozkara, Acharya et al., Alg. 2: the mean of the sampled silos' psi_i).
+ * gaussian_prior adds "sigma_theta2" and "sigma_x2", the prior's variances after the round (Alg. 4
+ * and 5); adamix adds "mixture": {"weights", "variances"}, the fitted components (Alg. 1).
  */
 #ifndef DP_SERVICE_JOBS_ROUND_JSON_H
 #define DP_SERVICE_JOBS_ROUND_JSON_H
@@ -37,9 +39,10 @@
 
 /* The text (dp_malloc'd; free()), or NULL when out of memory. stopped, trained, charged, eps,
  * ledger_eps: one entry per silo; ledger_eps[k] NAN when silo k was not charged this round. clip:
- * fedhdp's S^t, psi: adaped's psi^{t+1} (each ignored for the other algorithms). */
+ * fedhdp's S^t (ignored for the other algorithms). st: the state after the round (borrowed), read
+ * for adaped's psi^{t+1} and the prior of gaussian_prior and adamix. */
 char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const bool *stopped,
                      const uint64_t *trained, const uint64_t *charged, const double *eps,
-                     const double *ledger_eps, double clip, double psi, double wall_ms);
+                     const double *ledger_eps, double clip, const fl_state *st, double wall_ms);
 
 #endif

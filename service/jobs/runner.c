@@ -215,8 +215,8 @@ typedef struct round_write {
     job_exec *x;
     double *ledger_eps; /* K: x->ledger_eps with this round's charges */
     const fl_round_metrics *m;
-    double clip; /* fedhdp: the update clip the round used */
-    double psi;  /* adaped: psi after the round */
+    double clip;        /* fedhdp: the update clip the round used */
+    const fl_state *st; /* the state after the round (adaped's psi, the priors) */
     double wall_ms;
     const uint8_t *ckpt;
     size_t ckpt_len;
@@ -232,7 +232,7 @@ static int write_round(sqlite3 *db, void *arg, const ledger_charge_result *out, 
     for (size_t i = 0; i < n && i < x->n_reqs; i++)
         rw->ledger_eps[x->req_silo[i]] = out[i].spent_eps_after;
     char *text = job_round_json(&x->p, rw->m, x->st.stopped, x->trained, x->charged, x->eps,
-                                rw->ledger_eps, rw->clip, rw->psi, rw->wall_ms);
+                                rw->ledger_eps, rw->clip, rw->st, rw->wall_ms);
     if (text == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     job_round_new r = {x->id,    (int64_t)x->st.round, time_now_ms(), rw->wall_ms, text,
@@ -404,8 +404,7 @@ static int one_round(job_exec *x, fl_state *backup, bool *stop, char *why, size_
             x->eps[k] = accountant_eps(x, k, x->charged[k]);
         }
         double *leps = dp_calloc(x->p.fed.n_silos, sizeof *leps);
-        round_write rw = {x,    leps, &m,      clip, fl_adaped_psi(&x->p.cfg, &x->st),
-                          wall, ckpt, ckpt_len};
+        round_write rw = {x, leps, &m, clip, &x->st, wall, ckpt, ckpt_len};
         dp_err_clear(&e);
         rc = leps ? ledger_charge_batch_with(x->r->l, x->reqs, x->n_reqs, write_round, &rw, x->res,
                                              &e)

@@ -32,18 +32,19 @@
 #define D       3 /* features */
 #define P       (D + 1)
 #define K_MAX   8
-#define ALGOS_N 11
+#define ALGOS_N 13
 
-static const char *const ALGOS[ALGOS_N] = {"local",  "fedavg",    "finetune", "mrmtl",
-                                           "ditto",  "dp_fedavg", "ppsgd",    "fedhdp",
-                                           "adaped", "dp_adaped", "ifca"};
+static const char *const ALGOS[ALGOS_N] = {
+    "local",  "fedavg", "finetune",  "mrmtl", "ditto",  "dp_fedavg",     "ppsgd",
+    "fedhdp", "adaped", "dp_adaped", "ifca",  "adamix", "gaussian_prior"};
 
 /* The client-level algorithms: no record-level noise multiplier, a fixed denominator q K. */
 static bool client_level(const char *algo)
 {
     return strcmp(algo, "dp_fedavg") == 0 || strcmp(algo, "ppsgd") == 0 ||
            strcmp(algo, "fedhdp") == 0 || strcmp(algo, "adaped") == 0 ||
-           strcmp(algo, "dp_adaped") == 0;
+           strcmp(algo, "dp_adaped") == 0 || strcmp(algo, "adamix") == 0 ||
+           strcmp(algo, "gaussian_prior") == 0;
 }
 
 /* fedhdp's groups in the shared configurations: a private group (z 0.7, r 0.3, lambda 0.5), a
@@ -188,7 +189,8 @@ static fl_job_cfg private_cfg(const char *algo)
         c.hdp_clip_lr = 0.2;
         c.hdp_count_noise = 0.8;
     }
-    c.ap_tau = 3; /* adaped, dp_adaped */
+    c.ap_tau = 3;   /* adaped, dp_adaped */
+    c.pr_steps = 3; /* adamix, gaussian_prior */
     c.ap_clip_psi = 0.2;
     if (strcmp(algo, "dp_adaped") == 0) /* Alg. 7 in the resume and threads tests */
         c.ap_unsampled_rounds = 2;

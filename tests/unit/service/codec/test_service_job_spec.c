@@ -538,6 +538,75 @@ static void adaped_reads_its_block(void **state)
     expect_field(AP_HEAD "\"algorithm\":\"fedavg\",\"adaped\":{}}", "adaped");
 }
 
+/* adamix and gaussian_prior (Ozkara, Acharya et al., Alg. 1, 4, 5): their blocks' defaults and
+ * values, no privacy block, standardize "none" by default and "silo" refused. */
+static void prior_blocks_are_read(void **state)
+{
+    (void)state;
+    job_spec s;
+    dp_err e = {0};
+    assert_int_equal(parse(AP_HEAD "\"algorithm\":\"adamix\"}", &s, &e), DP_OK);
+    assert_int_equal(s.pr_components, 2);
+    assert_int_equal(s.pr_steps, 20);
+    assert_int_equal(s.pr_em_iters, 3);
+    assert_close(s.pr_noise_var, 1, 0, 0);
+    assert_close(s.pr_var_floor, 1e-4, 0, 0);
+    assert_false(s.standardize);
+    assert_int_equal(s.privacy, JOB_PRIVACY_NONE);
+    job_spec_clear(&s);
+    assert_int_equal(parse(AP_HEAD "\"algorithm\":\"adamix\",\"adamix\":{\"components\":3,"
+                                   "\"steps\":7,\"em_iters\":2,\"noise_var\":0.1,\"var_floor\":"
+                                   "0.001}}",
+                           &s, &e),
+                     DP_OK);
+    assert_int_equal(s.pr_components, 3);
+    assert_int_equal(s.pr_steps, 7);
+    assert_int_equal(s.pr_em_iters, 2);
+    assert_close(s.pr_noise_var, 0.1, 0, 0);
+    assert_close(s.pr_var_floor, 0.001, 0, 0);
+    job_spec_clear(&s);
+    assert_int_equal(parse(AP_HEAD "\"algorithm\":\"gaussian_prior\"}", &s, &e), DP_OK);
+    assert_int_equal(s.pr_variant, FL_GP_GD);
+    assert_int_equal(s.pr_steps, 1);
+    assert_close(s.pr_sigma_theta2, 1, 0, 0);
+    job_spec_clear(&s);
+    assert_int_equal(parse(AP_HEAD "\"algorithm\":\"gaussian_prior\",\"gaussian_prior\":{"
+                                   "\"variant\":\"em\",\"sigma_theta2\":0.01,\"sigma_x2\":0.05,"
+                                   "\"lr_mu\":0.5,\"lr_var\":0.2,\"steps\":4}}",
+                           &s, &e),
+                     DP_OK);
+    assert_int_equal(s.pr_variant, FL_GP_EM);
+    assert_int_equal(s.pr_steps, 4);
+    assert_close(s.pr_sigma_theta2, 0.01, 0, 0);
+    assert_close(s.pr_sigma_x2, 0.05, 0, 0);
+    assert_close(s.pr_lr_mu, 0.5, 0, 0);
+    assert_close(s.pr_lr_var, 0.2, 0, 0);
+    job_spec_clear(&s);
+    expect_field(AP_HEAD "\"algorithm\":\"adamix\"," AP_PRIV "}", "privacy");
+    expect_field(AP_HEAD "\"algorithm\":\"gaussian_prior\"," AP_PRIV "}", "privacy");
+    expect_field(AP_HEAD "\"algorithm\":\"adamix\",\"adamix\":{\"components\":17}}",
+                 "adamix.components");
+    expect_field(AP_HEAD "\"algorithm\":\"adamix\",\"adamix\":{\"em_iters\":0}}",
+                 "adamix.em_iters");
+    expect_field(AP_HEAD "\"algorithm\":\"adamix\",\"adamix\":{\"noise_var\":0}}",
+                 "adamix.noise_var");
+    expect_field(AP_HEAD "\"algorithm\":\"adamix\",\"adamix\":{\"variant\":\"em\"}}",
+                 "adamix.variant");
+    expect_field(AP_HEAD "\"algorithm\":\"gaussian_prior\",\"gaussian_prior\":{\"steps\":0}}",
+                 "gaussian_prior.steps");
+    expect_field(AP_HEAD "\"algorithm\":\"gaussian_prior\",\"gaussian_prior\":{\"variant\":1}}",
+                 "gaussian_prior.variant");
+    expect_field(AP_HEAD "\"algorithm\":\"gaussian_prior\",\"gaussian_prior\":{\"lr_mu\":3}}",
+                 "gaussian_prior.lr_mu");
+    expect_field(AP_HEAD "\"algorithm\":\"gaussian_prior\",\"gaussian_prior\":{\"sigma_x2\":"
+                         "0}}",
+                 "gaussian_prior.sigma_x2");
+    expect_field(AP_HEAD "\"algorithm\":\"gaussian_prior\",\"standardize\":\"silo\"}",
+                 "standardize");
+    expect_field(AP_HEAD "\"algorithm\":\"gaussian_prior\",\"adamix\":{}}", "adamix");
+    expect_field(AP_HEAD "\"algorithm\":\"fedavg\",\"gaussian_prior\":{}}", "gaussian_prior");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -550,6 +619,7 @@ int main(void)
         cmocka_unit_test(altmin_reads_its_block_and_refuses_what_does_not_apply),
         cmocka_unit_test(ifca_reads_its_block_with_the_papers_defaults),
         cmocka_unit_test(adaped_reads_its_block),
+        cmocka_unit_test(prior_blocks_are_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
