@@ -202,13 +202,7 @@
             (u && typeof reserved[u] === 'number' ? `, reserving ${SYMBOL[u]} ${DP.fmtEps(reserved[u])}` : ''),
             ' (what the API reports for the silo).');
         box.appendChild(summary);
-        if (!(await DP.operation('get', '/v1/silos/{id}/claims'))) {
-            box.appendChild(h('p', {class: 'note'}, 'This daemon has no list of a silo\'s claims ' +
-                '(GET /v1/silos/{id}/claims); the reserved figure above is their sum.'));
-            return;
-        }
-        /* The route's first page, its query parameters left at their defaults (the document is
-         * the judge of which exist); claims that are no longer active are left out here. */
+        /* The route's first page; claims that are no longer active are left out here. */
         const a = await DP.api('GET', `/v1/silos/${s.id}/claims`);
         if (a.status !== 200 || !a.body || !Array.isArray(a.body.claims)) {
             DP.error(box, a);
