@@ -321,7 +321,7 @@ _run_common = {
                                                  "data one guarantee covers"),
                             "epsilon": NUMN, "delta": NUMN, "rho": NUMN,
                             "noise_multiplier": NUMN,
-                            "sensitivity": obj({"sum": NUMN, "sum_of_squares": NUMN,
+                            "sensitivities": obj({"sum": NUMN, "sum_of_squares": NUMN,
                                                 "l2_scaled": NUMN}, closed=False),
                             "noise_std": obj({"sum": NUMN, "sum_of_squares": NUMN},
                                              closed=False),

@@ -2048,7 +2048,7 @@ static json_t *gauss_privacy_json(const est_job *job, const gauss_spec *s,
             "epsilon", json_util_real(s->c_eps), "delta", json_util_real(s->c_delta), "rho",
             json_util_real(ci->rho), "noise_multiplier", json_util_real(s->c_z), "accountant",
             "zcdp (Bun & Steinke 2016 Prop. 1.6; Canonne, Kamath & Steinke 2020 conversion)",
-            "sensitivity", sens, "noise_std", sd, "b", json_util_real(s->co.b), "r",
+            "sensitivities", sens, "noise_std", sd, "b", json_util_real(s->co.b), "r",
             json_util_real(po->r), "clipped", (json_int_t)ci->n_clipped, "posterior_scope",
             "each client's posterior combines the private prior with that client's own data, "
             "un-noised: it is for that client alone and must be shown only to it",
