@@ -617,7 +617,12 @@ int eb_gauss_central_fit(const eb_gauss_data *g, const double *tau2_known,
             c->status = eb_status_worst(c->status, EB_STATUS_BOUNDARY);
         c->mu_var = (c->tau2 + ms2) / md + info->sd_sum * info->sd_sum / (md * md);
     }
+    /* Thm 2's weight with sigma_q^2 -> sd_sum^2/m, plus (tau2 estimated) one sd of the noise in
+     * tau2-hat, sd_sq/(m-1): a variance the noise cannot resolve must not pool the clients
+     * (under-estimating tau2 costs up to tau2 per client, over-estimating at most s_i^2) */
     info->weight_extra = info->sd_sum * info->sd_sum / (md * (md - 1.0));
+    if (tau2_known == NULL)
+        info->weight_extra += info->sd_sq / (md - 1.0);
     gsl_rng_free(rng);
     return DP_OK;
 }

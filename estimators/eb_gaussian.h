@@ -177,7 +177,10 @@ int eb_gauss_privatize(const eb_gauss_data *g, const eb_gauss_private_opts *o, d
  * (tau2 + mean s^2)/m + sd_sum^2/m^2. Each client's posterior then combines this private prior
  * with its own raw mean (eb_gauss_posterior with weight_extra = sd_sum^2/(m(m-1)), the Thm 2
  * weight of Ozkara et al. with the per-message variance sigma_q^2 replaced by its central
- * equivalent sd_sum^2/m; our analogue). That posterior uses the client's data un-noised: it is for
+ * equivalent sd_sum^2/m, plus, when tau2 is estimated, sd_sq/(m-1), one sd of the noise in
+ * tau2-hat: a prior variance the noise cannot resolve must not pool the clients, since
+ * under-estimating tau2 costs up to tau2 per client and over-estimating at most s_i^2; our
+ * choice, measured by bench/eb_central). That posterior uses the client's data un-noised: it is for
  * that client alone. The log-likelihood of the raw data is not released (loglik = NAN). */
 
 typedef struct eb_gauss_central_opts {

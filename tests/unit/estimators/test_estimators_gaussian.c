@@ -506,6 +506,13 @@ static void central_noise_matches_its_sensitivity(void **state)
     }
     double want = ci.sd_sum / 12.0;
     assert_close(sqrt(acc / reps), want, 0.05, 0);
+    assert_close(ci.weight_extra, ci.sd_sum * ci.sd_sum / (12.0 * 11.0), 1e-14, 0);
+    /* with tau2 estimated the weight also carries one sd of the noise in tau2-hat */
+    eb_gauss_coord cu;
+    eb_gauss_central_info cu_i;
+    assert_int_equal(eb_gauss_central_fit(&g, NULL, &o, &cu, &cu_i, &e), DP_OK);
+    assert_close(cu_i.weight_extra, cu_i.sd_sum * cu_i.sd_sum / (12.0 * 11.0) + cu_i.sd_sq / 11.0,
+                 1e-14, 0);
     /* the noise is seeded: the same seed gives the same release */
     eb_gauss_coord c2;
     assert_int_equal(eb_gauss_central_fit(&g, &tk, &o, &c2, &ci, &e), DP_OK);
