@@ -124,9 +124,15 @@ int main(int argc, char **argv)
                     return fail(&e);
                 acc[1] += sse(post, th, m);
                 /* local DP: the service's local model */
-                eb_gauss_private_opts po = {EB_CHANNEL_GAUSSIAN, EPS[k], DELTA, false,
-                                            EB_CAL_CLASSIC, 0, R_PUB, STB, DP_NAN, EB_RANGE_PAPER,
-                                            s};
+                eb_gauss_private_opts po = {.channel = EB_CHANNEL_GAUSSIAN,
+                                            .eps0 = EPS[k],
+                                            .delta = DELTA,
+                                            .cal = EB_CAL_CLASSIC,
+                                            .r = R_PUB,
+                                            .sigma_theta = STB,
+                                            .b = DP_NAN,
+                                            .range_mode = EB_RANGE_PAPER,
+                                            .seed = s};
                 eb_gauss_private_info pi;
                 if (eb_gauss_privatize(&g, &po, msgs, &pi, &e) != DP_OK)
                     return fail(&e);
