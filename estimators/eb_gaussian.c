@@ -513,3 +513,116 @@ int eb_gauss_privatize(const eb_gauss_data *g, const eb_gauss_private_opts *o, d
     gsl_rng_free(rng);
     return DP_OK;
 }
+
+int eb_gauss_central_calibrate(size_t d, bool var_known, const eb_gauss_central_opts *o,
+                               eb_gauss_central_info *info, dp_err *err)
+{
+    if (d < 1 || d > EB_MAX_DIM)
+        return dp_err_set(err, DP_EINVAL, "clients[0].mean", "dimension must be in [1, %d]",
+                          EB_MAX_DIM);
+    if (!isfinite(o->b) || o->b <= 0 || o->b > 1e50)
+        return dp_err_set(err, DP_EINVAL, "privacy.b", "b must be finite, > 0 and <= 1e50 (got %g)",
+                          o->b);
+    if (!isfinite(o->z) || o->z < 0)
+        return dp_err_set(err, DP_EINVAL, "privacy.noise_multiplier",
+                          "noise_multiplier must be finite and >= 0 (got %g)", o->z);
+    if (!isfinite(o->r) || o->r < 0)
+        return dp_err_set(err, DP_EINVAL, "privacy.r", "r must be finite and >= 0 (got %g)", o->r);
+    if (isnan(o->tau2_max) || o->tau2_max < 0)
+        return dp_err_set(err, DP_EINVAL, "privacy.sigma_theta_bound",
+                          "the bound on the prior variance must be >= 0");
+    memset(info, 0, sizeof *info);
+    info->k = var_known ? 1 : 2;
+    info->l2_sens = sqrt((double)(info->k * d));
+    info->sens_sum = 2.0 * o->b;
+    info->sens_sq = var_known ? DP_NAN : o->b * o->b;
+    info->sd_sum = o->z * info->l2_sens * info->sens_sum;
+    info->sd_sq = var_known ? DP_NAN : o->z * info->l2_sens * info->sens_sq;
+    info->rho = o->z > 0 ? 1.0 / (2.0 * o->z * o->z) : DP_INF;
+    if (!(info->sd_sum <= EB_LDP_MAX_SIGMA) || (!var_known && !(info->sd_sq <= EB_LDP_MAX_SIGMA)))
+        return dp_err_set(err, DP_ENUMERIC, "privacy.noise_multiplier",
+                          "the noise needed (sd %g) is beyond what the estimate can use",
+                          var_known ? info->sd_sum : info->sd_sq);
+    return DP_OK;
+}
+
+int eb_gauss_central_fit(const eb_gauss_data *g, const double *tau2_known,
+                         const eb_gauss_central_opts *o, eb_gauss_coord *out,
+                         eb_gauss_central_info *info, dp_err *err)
+{
+    int rc = eb_gauss_data_check(g, err);
+    if (rc != DP_OK)
+        return rc;
+    if (g->m < 2)
+        return dp_err_set(err, DP_EINVAL, "clients",
+                          "estimating the prior needs at least 2 clients (got %zu)", g->m);
+    if (tau2_known != NULL)
+        for (size_t j = 0; j < g->d; j++)
+            if (!isfinite(tau2_known[j]) || tau2_known[j] < 0)
+                return dp_err_set(err, DP_EINVAL, "prior.variance",
+                                  "prior variance must be finite and >= 0 (got %g)", tau2_known[j]);
+    if ((rc = eb_gauss_central_calibrate(g->d, tau2_known != NULL, o, info, err)) != DP_OK)
+        return rc;
+    gsl_rng *rng = NULL;
+    if (o->z > 0 && (rng = dp_rng_alloc(o->seed, DP_RNG_STREAM_GAUSSIAN_CENTRAL, err)) == NULL)
+        return DP_ENOMEM;
+    size_t m = g->m, d = g->d;
+    double md = (double)m, b = o->b, ms2 = 0.0;
+    for (size_t i = 0; i < m; i++)
+        ms2 += g->sigma_x2 / g->n[i];
+    ms2 /= md;
+    for (size_t j = 0; j < d; j++) {
+        /* the clipped sums: each client's contribution is bounded before anything is added */
+        double s1 = 0.0, s2 = 0.0;
+        for (size_t i = 0; i < m; i++) {
+            double x = g->x[i * d + j];
+            if (x < -b || x > b)
+                info->n_clipped++;
+            double c = eb_clip(x, b);
+            s1 += c;
+            s2 += c * c;
+        }
+        if (rng != NULL) { /* noise once, on the aggregates */
+            s1 += gsl_ran_gaussian_ziggurat(rng, info->sd_sum);
+            if (tau2_known == NULL)
+                s2 += gsl_ran_gaussian_ziggurat(rng, info->sd_sq);
+        }
+        eb_gauss_coord *c = &out[j];
+        c->mu = s1 / md;
+        c->iterations = 0;
+        c->loglik = DP_NAN; /* a likelihood of the raw data would not be private */
+        c->status = EB_STATUS_CONVERGED;
+        if (tau2_known != NULL) {
+            c->tau2 = tau2_known[j];
+        } else {
+            double a2 = s1 * s1 - info->sd_sum * info->sd_sum; /* unbiased for the clean s1^2 */
+            double t = (s2 - a2 / md) / (md - 1.0) - ms2;
+            c->tau2 = t > 0 ? t : 0.0;
+            if (!(t > 0))
+                c->status = EB_STATUS_BOUNDARY;
+        }
+        /* post-processing onto the public bounds: no privacy cost */
+        bool moved = false;
+        if (c->mu > o->r || c->mu < -o->r) {
+            c->mu = c->mu > o->r ? o->r : -o->r;
+            info->proj_mean++;
+            moved = true;
+        }
+        if (c->tau2 > o->tau2_max) {
+            c->tau2 = o->tau2_max;
+            info->proj_var++;
+            moved = true;
+        }
+        if (moved)
+            c->status = eb_status_worst(c->status, EB_STATUS_BOUNDARY);
+        c->mu_var = (c->tau2 + ms2) / md + info->sd_sum * info->sd_sum / (md * md);
+    }
+    /* Thm 2's weight with sigma_q^2 -> sd_sum^2/m, plus (tau2 estimated) one sd of the noise in
+     * tau2-hat, sd_sq/(m-1): a variance the noise cannot resolve must not pool the clients
+     * (under-estimating tau2 costs up to tau2 per client, over-estimating at most s_i^2) */
+    info->weight_extra = info->sd_sum * info->sd_sum / (md * (md - 1.0));
+    if (tau2_known == NULL)
+        info->weight_extra += info->sd_sq / (md - 1.0);
+    gsl_rng_free(rng);
+    return DP_OK;
+}

@@ -154,4 +154,66 @@ int eb_gauss_private_calibrate(const eb_gauss_data *g, const eb_gauss_private_op
 int eb_gauss_privatize(const eb_gauss_data *g, const eb_gauss_private_opts *o, double *msgs,
                        eb_gauss_private_info *info, dp_err *err);
 
+/* ---- Central DP (the service as the trusted aggregator; issue #15) ----
+ *
+ * Privacy unit: one client (the whole of its data). Each client's contribution to the prior's
+ * sufficient statistics is clipped, and the service adds Gaussian noise ONCE to the sums over the
+ * clients (the Gaussian mechanism on clipped sums; Dwork & Roth, "The Algorithmic Foundations of
+ * Differential Privacy", 2014, Sec. 3.5.3 and App. A):
+ *   S1_j = sum_i Proj_[-b,b](x_ij) + N(0, sd_sum^2)           (every coordinate j)
+ *   S2_j = sum_i Proj_[-b,b](x_ij)^2 + N(0, sd_sq^2)          (only when tau2 is estimated)
+ * Replacing one client changes S1_j by at most 2b and S2_j by at most b^2 (each term lies in
+ * [-b, b], resp. [0, b^2]); these bound adding or removing one client too (b, b^2). The release
+ * divided by those sensitivities, (S1/2b, S2/b^2), has L2 sensitivity sqrt(k d) (k = 2 statistics
+ * per coordinate, 1 with tau2 known), so noise of sd z sqrt(k d) on it, i.e. sd_sum = 2b z sqrt(kd)
+ * and sd_sq = b^2 z sqrt(kd), is one Gaussian mechanism with noise multiplier z: rho = 1/(2 z^2)
+ * zCDP (Bun & Steinke, "Concentrated Differential Privacy", TCC 2016, Prop. 1.6). The number of
+ * clients m, their n_i (or standard errors) and sigma_x^2 are public, as in the local model.
+ *
+ * Estimate (moments, from the noisy sums only; our construction): mu = S1/m,
+ * tau2 = max(0, (S2 - (S1^2 - sd_sum^2)/m)/(m-1) - mean_i s_i^2) (S1^2 - sd_sum^2 is unbiased for
+ * the clean S1^2), projected onto |mu| <= r and tau2 <= tau2_max (post-processing). With z = 0
+ * this is exactly eb_gauss_fit's EB_GAUSS_MOMENTS on the clipped means. Var(mu-hat) =
+ * (tau2 + mean s^2)/m + sd_sum^2/m^2. Each client's posterior then combines this private prior
+ * with its own raw mean (eb_gauss_posterior with weight_extra = sd_sum^2/(m(m-1)), the Thm 2
+ * weight of Ozkara et al. with the per-message variance sigma_q^2 replaced by its central
+ * equivalent sd_sum^2/m, plus, when tau2 is estimated, sd_sq/(m-1), one sd of the noise in
+ * tau2-hat: a prior variance the noise cannot resolve must not pool the clients, since
+ * under-estimating tau2 costs up to tau2 per client and over-estimating at most s_i^2; our
+ * choice, measured by bench/eb_central). That posterior uses the client's data un-noised: it is for
+ * that client alone. The log-likelihood of the raw data is not released (loglik = NAN). */
+
+typedef struct eb_gauss_central_opts {
+    double b;        /* clipping bound on each coordinate of a client mean, > 0 */
+    double z;        /* noise multiplier >= 0 (0: no noise, the non-private clipped estimate) */
+    double r;        /* public bound on |mu_j|, >= 0 */
+    double tau2_max; /* public bound on tau2 (INFINITY: none) */
+    uint64_t seed;   /* seeds the service's noise (DP_RNG_STREAM_GAUSSIAN_CENTRAL) */
+} eb_gauss_central_opts;
+
+typedef struct eb_gauss_central_info {
+    size_t k;        /* statistics released per coordinate: 1 (sums) or 2 (and sums of squares) */
+    double l2_sens;  /* sqrt(k d): L2 sensitivity of the release scaled by 1/(2b), 1/b^2 */
+    double sens_sum; /* 2b: sensitivity of each S1_j */
+    double sens_sq;  /* b^2: sensitivity of each S2_j (NAN when k = 1) */
+    double sd_sum;   /* noise sd added to each S1_j */
+    double sd_sq;    /* noise sd added to each S2_j (NAN when k = 1) */
+    double rho;      /* zCDP of the release: 1/(2 z^2) (INFINITY for z = 0) */
+    double weight_extra;        /* for eb_gauss_posterior: sd_sum^2/(m(m-1)) */
+    size_t n_clipped;           /* coordinates of client means that were clipped */
+    size_t proj_mean, proj_var; /* coordinates projected onto |mu| <= r, tau2 <= tau2_max */
+} eb_gauss_central_info;
+
+/* Sensitivities and noise sds only (nothing computed from data), so a caller can charge first.
+ * d in [1, EB_MAX_DIM], var_known: tau2 given (k = 1). DP_EINVAL naming "privacy.b" or
+ * "privacy.noise_multiplier". */
+int eb_gauss_central_calibrate(size_t d, bool var_known, const eb_gauss_central_opts *o,
+                               eb_gauss_central_info *info, dp_err *err);
+
+/* The central release and the prior estimate from it (out has d entries, loglik NAN,
+ * iterations 0). tau2_known: NULL or d known variances (>= 0). Needs m >= 2. */
+int eb_gauss_central_fit(const eb_gauss_data *g, const double *tau2_known,
+                         const eb_gauss_central_opts *o, eb_gauss_coord *out,
+                         eb_gauss_central_info *info, dp_err *err);
+
 #endif

@@ -316,7 +316,17 @@ _run_common = {
                                                 "spent_eps_after": NUMN,
                                                 "remaining_after": NUMN, "replayed": boolean()},
                                                ["silo_id"], closed=False)),
-                            "charging": string()},
+                            "charging": string(),
+                            "privacy_unit": enum("client", description="central DP: whose "
+                                                 "data one guarantee covers"),
+                            "epsilon": NUMN, "delta": NUMN, "rho": NUMN,
+                            "noise_multiplier": NUMN,
+                            "sensitivities": obj({"sum": NUMN, "sum_of_squares": NUMN,
+                                                "l2_scaled": NUMN}, closed=False),
+                            "noise_std": obj({"sum": NUMN, "sum_of_squares": NUMN},
+                                             closed=False),
+                            "posterior_scope": string(description="central DP: each client's "
+                                                      "posterior is for that client alone")},
                            ["charges"], closed=False,
                            description="the local-DP mechanism, its parameters and what was "
                                        "charged to which silo")),
@@ -390,9 +400,21 @@ _bclient = obj({"id": _client_id, "successes": num(minimum=0), "trials": num(min
                 "silo_id": ID}, description="successes and trials, or 0/1 samples")
 _common_est = {"method": string(), "privacy": null_or(t("object")), "seed": integer(minimum=0),
                "max_iter": integer(minimum=1), "keep_data": boolean()}
+_gprivacy = null_or(obj({
+    "model": enum("local", "central", description="local (default): each client's mean through "
+                  "its own randomizer; central: the service adds noise once to clipped sums"),
+    "mechanism": enum("gaussian", "quantize"), "epsilon0": num(exclusiveMinimum=0),
+    "delta": num(exclusiveMinimum=0, exclusiveMaximum=1), "r": num(minimum=0),
+    "sigma_theta_bound": num(minimum=0), "b": num(exclusiveMinimum=0),
+    "range": enum("paper", "safe"), "calibration": string(), "per_coordinate": boolean(),
+    "bits": integer(minimum=1, maximum=52),
+    "epsilon": num(exclusiveMinimum=0, description="central only: the noise is calibrated to it"),
+    "noise_multiplier": num(exclusiveMinimum=0, description="central only, instead of epsilon")},
+    ["r"]))
 SCHEMAS["GaussianRequest"] = obj(dict(
     clients=arr(_gclient, minItems=1), noise_variance={"oneOf": [num(minimum=0), arr(num())]},
-    prior=obj({"mean": null_or(_vec), "variance": _vec}, ["variance"]), **_common_est),
+    prior=obj({"mean": null_or(_vec), "variance": _vec}, ["variance"]),
+    **dict(_common_est, privacy=_gprivacy)),
     ["clients"])
 SCHEMAS["BetaRequest"] = obj(dict(
     clients=arr(_bclient, minItems=1),

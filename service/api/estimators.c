@@ -44,6 +44,8 @@
 #include "service/base/time.h"
 #include "common/dp_log.h"
 #include "common/dp_sha256.h"
+#include "accounting/calibrate.h"
+#include "accounting/zcdp.h"
 #include "estimators/eb_beta.h"
 #include "estimators/eb_gaussian.h"
 #include "estimators/eb_mixture.h"
@@ -314,6 +316,8 @@ struct est_job {
     char *answer; /* response JSON text (malloc), run_id included */
     int64_t run_id;
     bool replayed;
+    bool charge_once; /* central DP: the run is one mechanism on the sums, charged once per silo
+                         (privacy unit: a client), not self-composed over the silo's clients */
 };
 
 static int cmp_silo(const void *a, const void *b)
@@ -353,10 +357,10 @@ static int charge_error(const est_job *j, int rc, const dp_err *e, dp_err *err)
 
 /* One silo's event, self_composed(count, ev) (ev itself for one client), checked as a request's
  * "event" would be, and its canonical JSON, serialised once here. */
-static int silo_event(silo_charge *c, const acct_event *ev, dp_err *err)
+static int silo_event(silo_charge *c, const acct_event *ev, bool once, dp_err *err)
 {
     acct_event *one = acct_event_clone(ev);
-    c->ev = c->count == 1 ? one : acct_event_self_composed((uint64_t)c->count, one);
+    c->ev = c->count == 1 || once ? one : acct_event_self_composed((uint64_t)c->count, one);
     if (c->ev == NULL)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     int rc = acct_event_check(c->ev, false, err);
@@ -441,7 +445,7 @@ static int plan_charges(est_job *j, bool priv, const acct_event *ev, dp_err *err
                          : strcmp(j->kind, "beta") == 0   ? REASON[1]
                                                           : REASON[2];
     for (size_t i = 0; i < n; i++) {
-        int rc = silo_event(&sc[i], ev, err);
+        int rc = silo_event(&sc[i], ev, j->charge_once, err);
         if (rc != DP_OK)
             return rc;
         j->reqs[i] = (ledger_charge_req){sc[i].silo,
@@ -1560,6 +1564,11 @@ typedef struct gauss_spec {
     eb_gauss_private_opts po;
     double tau2_max; /* private: the public bound sigma_theta_bound^2 on the prior variance (inf:
                         none given); the fitted prior is projected onto it and onto |mu| <= r */
+    bool central;    /* privacy.model "central": the service adds noise once to clipped sums */
+    double c_eps, c_delta,
+        c_z;                  /* central: target epsilon (NAN: noise_multiplier given), delta,
+                                 and the noise multiplier (given, or calibrated in gauss_charge) */
+    eb_gauss_central_opts co; /* central: set by gauss_charge */
 } gauss_spec;
 
 /* prior: {"mean"?, "variance"} */
@@ -1642,12 +1651,90 @@ static int gauss_parse_channel(const json_t *pvj, const char *mech, int64_t bits
     return DP_OK;
 }
 
-/* privacy: the local randomizer of every client (Ozkara et al. 2023, Section 4). */
+/* privacy.model "central" (issue #15): r, b or sigma_theta_bound and range as the local model;
+ * delta and exactly one of epsilon (calibrated in gauss_charge) or noise_multiplier. The local
+ * randomizer's own fields are refused by name, as is method "mle" (the central release carries the
+ * sums the moments estimate needs, not a likelihood). */
+static int gauss_parse_central(const json_t *body, const json_t *pvj, size_t d, gauss_spec *s,
+                               dp_err *err)
+{
+    static const char *const local_only[] = {"epsilon0", "per_coordinate", "bits", "calibration"};
+    for (size_t k = 0; k < N_ELEMS(local_only); k++)
+        if (json_object_get(pvj, local_only[k]) != NULL) {
+            char f[DP_ERR_FIELD_MAX];
+            snprintf(f, sizeof f, "privacy.%s", local_only[k]);
+            return dp_err_set(err, DP_EINVAL, f,
+                              "%s belongs to the local model; privacy.model \"central\" takes "
+                              "epsilon (or noise_multiplier) and delta",
+                              local_only[k]);
+        }
+    const json_t *mj = json_object_get(body, "method");
+    if (mj != NULL && json_is_string(mj) && strcmp(json_string_value(mj), "moments") != 0)
+        return dp_err_set(err, DP_EINVAL, "method",
+                          "central DP estimates the prior by moments from the noisy sums; use "
+                          "method \"moments\" or omit method (got \"%s\")",
+                          json_string_value(mj));
+    s->ms = "moments";
+    s->method = EB_GAUSS_MOMENTS;
+    const char *mech, *range;
+    double stb, b;
+    eb_gauss_private_opts *po = &s->po;
+    if (json_util_opt_string(pvj, "mechanism", "gaussian", &mech, err) ||
+        json_util_req_number(pvj, "r", &po->r, err) ||
+        json_util_opt_number(pvj, "sigma_theta_bound", DP_NAN, &stb, err) ||
+        json_util_opt_number(pvj, "b", DP_NAN, &b, err) ||
+        json_util_opt_string(pvj, "range", "paper", &range, err) ||
+        json_util_req_number(pvj, "delta", &s->c_delta, err) ||
+        json_util_opt_number(pvj, "epsilon", DP_NAN, &s->c_eps, err) ||
+        json_util_opt_number(pvj, "noise_multiplier", DP_NAN, &s->c_z, err)) {
+        dp_err_prefix_field(err, "privacy");
+        return err->code;
+    }
+    if (strcmp(mech, "gaussian") != 0)
+        return dp_err_set(err, DP_EINVAL, "privacy.mechanism",
+                          "privacy.model \"central\" adds Gaussian noise to the sums: mechanism "
+                          "must be \"gaussian\" (got \"%s\")",
+                          mech);
+    if (!isfinite(po->r) || po->r < 0)
+        return dp_err_set(err, DP_EINVAL, "privacy.r", "r must be finite and >= 0 (got %g)", po->r);
+    if (!isnan(b) && (!isfinite(b) || b <= 0 || b > 1e50))
+        return dp_err_set(err, DP_EINVAL, "privacy.b", "b must be finite, > 0 and <= 1e50 (got %g)",
+                          b);
+    if (!(s->c_delta > 0 && s->c_delta < 1))
+        return dp_err_set(err, DP_EINVAL, "privacy.delta", "delta must be in (0, 1) (got %g)",
+                          s->c_delta);
+    if (isnan(s->c_eps) == isnan(s->c_z))
+        return dp_err_set(err, DP_EINVAL,
+                          isnan(s->c_eps) ? "privacy.epsilon" : "privacy.noise_multiplier",
+                          "give exactly one of epsilon (the noise is calibrated to it) and "
+                          "noise_multiplier");
+    if (!isnan(s->c_eps) && !(isfinite(s->c_eps) && s->c_eps > 0))
+        return dp_err_set(err, DP_EINVAL, "privacy.epsilon",
+                          "epsilon must be finite and > 0 (got %g)", s->c_eps);
+    if (!isnan(s->c_z) && !(isfinite(s->c_z) && s->c_z > 0))
+        return dp_err_set(err, DP_EINVAL, "privacy.noise_multiplier",
+                          "noise_multiplier must be finite and > 0 (got %g)", s->c_z);
+    po->b = b;
+    po->seed = s->seed;
+    po->channel = EB_CHANNEL_GAUSSIAN;
+    s->tau2_max = isnan(stb) || !isfinite(stb) ? DP_INF : stb * stb;
+    static const choice RANGE[] = {{"paper", EB_RANGE_PAPER}, {"safe", EB_RANGE_SAFE}};
+    int rm, rc;
+    if ((rc = pick(range, "privacy.range", RANGE, N_ELEMS(RANGE), &rm, err)) != DP_OK)
+        return rc;
+    po->range_mode = (eb_range_mode)rm;
+    s->central = true;
+    return gauss_parse_sigma_theta(s, d, stb, b, po, err);
+}
+
+/* privacy: the local randomizer of every client (Ozkara et al. 2023, Section 4), or the service's
+ * noise on clipped sums (model "central", gauss_parse_central). */
 static int gauss_parse_privacy(const json_t *body, size_t d, gauss_spec *s, dp_err *err)
 {
     static const char *const pkeys[] = {"mechanism",         "epsilon0", "delta", "r",
                                         "sigma_theta_bound", "b",        "range", "calibration",
-                                        "per_coordinate",    "bits"};
+                                        "per_coordinate",    "bits",     "model", "epsilon",
+                                        "noise_multiplier"};
     const json_t *pvj = json_object_get(body, "privacy");
     s->priv = pvj != NULL && !json_is_null(pvj);
     if (!s->priv)
@@ -1662,6 +1749,27 @@ static int gauss_parse_privacy(const json_t *body, size_t d, gauss_spec *s, dp_e
         return dp_err_set(err, DP_EINVAL, "privacy",
                           "with a fully known prior no client sends anything; drop privacy or "
                           "prior.mean");
+    const char *model;
+    if (json_util_opt_string(pvj, "model", "local", &model, err) != DP_OK) {
+        dp_err_prefix_field(err, "privacy");
+        return err->code;
+    }
+    static const choice MODEL[] = {{"local", 0}, {"central", 1}};
+    int central, rc0;
+    if ((rc0 = pick(model, "privacy.model", MODEL, N_ELEMS(MODEL), &central, err)) != DP_OK)
+        return rc0;
+    if (central)
+        return gauss_parse_central(body, pvj, d, s, err);
+    static const char *const central_only[] = {"epsilon", "noise_multiplier"};
+    for (size_t k = 0; k < N_ELEMS(central_only); k++)
+        if (json_object_get(pvj, central_only[k]) != NULL) {
+            char f[DP_ERR_FIELD_MAX];
+            snprintf(f, sizeof f, "privacy.%s", central_only[k]);
+            return dp_err_set(err, DP_EINVAL, f,
+                              "%s belongs to privacy.model \"central\"; the local model takes "
+                              "epsilon0 and delta per client",
+                              central_only[k]);
+        }
     const char *mech, *range;
     double stb, b;
     int64_t bits;
@@ -1716,11 +1824,75 @@ static int gauss_parse(const http_req *rq, gauss_req *g, gauss_spec *s, dp_err *
     return gauss_parse_privacy(rq->body, g->d, s, err);
 }
 
+/* Central DP: the clipping bound b (given, or Thm 2's range from the public bounds as the local
+ * model's), the noise multiplier z (given, or calibrated to (epsilon, delta) with the accounting
+ * library: zCDP of the Gaussian mechanism rho = 1/(2 z^2), Bun & Steinke 2016 Prop. 1.6, converted
+ * by Canonne, Kamath & Steinke 2020 Cor. 13, the conversion the ledger's RDP accountant applies to
+ * one Gaussian event) and the epsilon delivered at delta; *ev (owned by the caller) is the event
+ * charged: one Gaussian mechanism with multiplier z. */
+static int gauss_central_calibrate(const gauss_req *g, gauss_spec *s, acct_event **ev, dp_err *err)
+{
+    eb_gauss_private_opts *po = &s->po;
+    double b = po->b;
+    if (isnan(b)) {
+        double nmin = DP_INF;
+        for (size_t i = 0; i < g->m; i++)
+            nmin = fmin(nmin, g->n[i]);
+        int rc = eb_range_b(po->r, po->sigma_theta, s->sx2, nmin, g->m, po->range_mode, &b, err);
+        if (rc != DP_OK) {
+            dp_err_prefix_field(err, "privacy");
+            return rc;
+        }
+    }
+    acct_calib_zcdp_ctx zc = {s->c_delta, ACCT_ZCDP_CKS2020};
+    int rc;
+    if (!isnan(s->c_eps)) {
+        acct_event *open = acct_event_gaussian(DP_NAN);
+        if (open == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        acct_calib_result cr;
+        rc = acct_calibrate(open, s->c_eps, acct_calib_zcdp_eps, &zc, &cr, err);
+        acct_event_free(open);
+        if (rc != DP_OK) {
+            if (err->field[0] == '\0')
+                snprintf(err->field, sizeof err->field, "privacy.epsilon");
+            return rc;
+        }
+        s->c_z = cr.value;
+        s->c_eps = cr.epsilon;
+    } else {
+        double order;
+        rc = acct_zcdp_to_epsilon(1.0 / (2.0 * s->c_z * s->c_z), s->c_delta, ACCT_ZCDP_CKS2020,
+                                  &s->c_eps, &order, err);
+        if (rc != DP_OK) {
+            dp_err_prefix_field(err, "privacy");
+            return rc;
+        }
+    }
+    s->co = (eb_gauss_central_opts){b, s->c_z, po->r, s->tau2_max, s->seed};
+    eb_gauss_central_info ci;
+    if ((rc = eb_gauss_central_calibrate(g->d, s->var_known, &s->co, &ci, err)) != DP_OK)
+        return rc;
+    if ((*ev = acct_event_gaussian(s->c_z)) == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    return DP_OK;
+}
+
 /* Charges the silos (if any) before anything is computed: calibrates the randomizer to know the
- * per-client event. */
-static int gauss_charge(est_job *job, const gauss_req *g, const gauss_spec *s,
+ * per-client event (central: the one event of the release, charged once per silo). */
+static int gauss_charge(est_job *job, const gauss_req *g, gauss_spec *s,
                         eb_gauss_private_info *pinfo, dp_err *err)
 {
+    if (s->central) {
+        acct_event *ev = NULL;
+        int rc = gauss_central_calibrate(g, s, &ev, err);
+        if (rc != DP_OK) {
+            acct_event_free(ev);
+            return rc;
+        }
+        job->charge_once = true;
+        return charge_silos(job, true, ev, err);
+    }
     eb_gauss_data raw0 = {g->m, g->d, g->x, g->n, s->sx2};
     bool dp = s->priv && s->po.channel == EB_CHANNEL_GAUSSIAN;
     acct_event *ev = NULL;
@@ -1743,6 +1915,7 @@ typedef struct gauss_out {
     eb_gauss_coord *fit_mle, *fit_mom, *prior; /* d each */
     size_t proj_mean, proj_var; /* coordinates of the used prior projected onto the public bounds */
     double max_shr;             /* largest shrinkage over clients and coordinates */
+    eb_gauss_central_info ci;   /* central DP: what the release added */
 } gauss_out;
 
 static void gauss_out_free(gauss_out *o)
@@ -1775,7 +1948,7 @@ static int gauss_run(est_job *job, gauss_req *g, const gauss_spec *s, eb_gauss_p
     eb_gauss_data raw = {m, d, g->x, g->n, s->sx2};
     eb_gauss_data sent = raw; /* what the server sees */
     double extra = 0.0, wextra = 0.0;
-    if (s->priv) {
+    if (s->priv && !s->central) {
         msgs = dp_calloc(m * d, sizeof(double));
         if (msgs == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -1785,7 +1958,16 @@ static int gauss_run(est_job *job, gauss_req *g, const gauss_spec *s, eb_gauss_p
         extra = pinfo->sigma_q * pinfo->sigma_q;
         wextra = extra / ((double)m - 1.0); /* Thm 2 weight (App B.2) */
     }
-    if (s->mu_known) {
+    if (s->central) { /* the noisy sums, the prior from them, projected (eb_gauss_central_fit) */
+        const double *tk = s->var_known ? s->pvar : NULL;
+        if ((rc = eb_gauss_central_fit(&raw, tk, &s->co, o->prior, &o->ci, err)) != DP_OK) {
+            rc = numeric_failure(rc, "gaussian", err);
+            goto out;
+        }
+        o->proj_mean = o->ci.proj_mean;
+        o->proj_var = o->ci.proj_var;
+        wextra = o->ci.weight_extra;
+    } else if (s->mu_known) {
         for (size_t j = 0; j < d; j++) {
             o->prior[j] = (eb_gauss_coord){s->pmu[j], s->pvar[j], 0.0, 0.0, 0, EB_STATUS_CONVERGED};
             o->prior[j].loglik = eb_gauss_loglik(&raw, j, s->pmu[j], s->pvar[j], 0.0);
@@ -1844,11 +2026,34 @@ static int gauss_render_rows(est_job *job, const gauss_req *g, gauss_out *o, dp_
 
 /* Render, part 2: the privacy object of the answer (null for a public run). */
 static json_t *gauss_privacy_json(const est_job *job, const gauss_spec *s,
-                                  const eb_gauss_private_info *pinfo)
+                                  const eb_gauss_private_info *pinfo, const gauss_out *o)
 {
     const eb_gauss_private_opts *po = &s->po;
     if (!s->priv)
         return json_null();
+    if (s->central) {
+        const eb_gauss_central_info *ci = &o->ci;
+        json_t *sens =
+            json_pack("{s:o, s:o, s:o}", "sum", json_util_real(ci->sens_sum), "sum_of_squares",
+                      json_util_real(ci->sens_sq), "l2_scaled", json_util_real(ci->l2_sens));
+        json_t *sd = json_pack("{s:o, s:o}", "sum", json_util_real(ci->sd_sum), "sum_of_squares",
+                               json_util_real(ci->sd_sq));
+        return json_pack(
+            "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:I, s:s, s:o, "
+            "s:s}",
+            "model", "central", "mechanism", "gaussian", "privacy_unit", "client", "released",
+            s->var_known ? "per coordinate, the sum over clients of the clipped means, noised once"
+                         : "per coordinate, the sums over clients of the clipped means and of "
+                           "their squares, noised once",
+            "epsilon", json_util_real(s->c_eps), "delta", json_util_real(s->c_delta), "rho",
+            json_util_real(ci->rho), "noise_multiplier", json_util_real(s->c_z), "accountant",
+            "zcdp (Bun & Steinke 2016 Prop. 1.6; Canonne, Kamath & Steinke 2020 conversion)",
+            "sensitivities", sens, "noise_std", sd, "b", json_util_real(s->co.b), "r",
+            json_util_real(po->r), "clipped", (json_int_t)ci->n_clipped, "posterior_scope",
+            "each client's posterior combines the private prior with that client's own data, "
+            "un-noised: it is for that client alone and must be shown only to it",
+            "charges", charges_placeholder(), "charging", charging_note(job));
+    }
     if (po->channel != EB_CHANNEL_GAUSSIAN)
         return json_pack("{s:s, s:i, s:o, s:o, s:I, s:n}", "mechanism", "quantize", "bits",
                          (int)po->bits, "b", json_util_real(pinfo->b), "sigma_q",
@@ -1878,20 +2083,29 @@ static void gauss_reason(const gauss_req *g, const gauss_spec *s, const gauss_ou
         ps->status = eb_status_worst(ps->status, EB_STATUS_NO_POOLING_GAIN);
     for (size_t j = 0; j < d; j++)
         zero += !s->var_known && o->prior[j].tau2 == 0.0;
-    if (ps->status == EB_STATUS_NO_POOLING_GAIN)
-        reason_no_gain(why, n, o->max_shr, s->po.channel == EB_CHANNEL_QUANTIZE);
+    if (ps->status == EB_STATUS_NO_POOLING_GAIN) {
+        if (s->central)
+            reason_add(why, n,
+                       "no_pooling_gain: the prior estimated from the noisy sums moves no client "
+                       "by %g%% or more of the way to it (largest shrinkage %.3g): these are "
+                       "essentially each client's own estimate; pooling under central DP needs "
+                       "more clients, a larger epsilon or a tighter public range b.",
+                       100.0 * EB_NO_POOLING_GAIN, o->max_shr);
+        else
+            reason_no_gain(why, n, o->max_shr, s->po.channel == EB_CHANNEL_QUANTIZE);
+    }
     if (o->proj_mean > 0)
         reason_add(why, n,
-                   "boundary: the prior mean estimated from the privatized messages fell outside "
+                   "boundary: the prior mean estimated from the %s fell outside "
                    "the public bound |mean| <= r = %g (in %zu of %zu coordinates) and was "
                    "projected onto it (post-processing: no privacy cost).",
-                   s->po.r, o->proj_mean, d);
+                   s->central ? "noisy sums" : "privatized messages", s->po.r, o->proj_mean, d);
     if (o->proj_var > 0)
         reason_add(why, n,
-                   "boundary: the prior variance estimated from the privatized messages exceeded "
+                   "boundary: the prior variance estimated from the %s exceeded "
                    "the public bound sigma_theta_bound^2 = %g (in %zu of %zu coordinates) and was "
                    "projected onto it.",
-                   s->tau2_max, o->proj_var, d);
+                   s->central ? "noisy sums" : "privatized messages", s->tau2_max, o->proj_var, d);
     if (zero > 0)
         reason_add(why, n,
                    "boundary: the prior variance is estimated as 0 (in %zu of %zu coordinates): "
@@ -1924,9 +2138,9 @@ static int gauss_render(est_job *job, const gauss_req *g, const gauss_spec *s,
         json_decref(est);
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    json_t *privj = gauss_privacy_json(job, s, pinfo);
+    json_t *privj = gauss_privacy_json(job, s, pinfo, o);
     json_t *fits = json_null();
-    if (!s->mu_known)
+    if (!s->mu_known && !s->central)
         fits = json_pack("{s:o, s:o}", "mle", gauss_fit_json(o->fit_mle, d, g->vec), "moments",
                          gauss_fit_json(o->fit_mom, d, g->vec));
     const char *source =

@@ -163,6 +163,53 @@ AUTH=$ADM expect_status 404 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq
 expect_json .error.field 'clients[0].silo_id'
 AUTH=$ADM expect_status 201 POST /v1/estimators/mixture "$(printf '%s' "$M" | jq -c --argjson b "$SB" '.clients[0].silo_id=$b | . + {privacy:{epsilon0:0.2,delta:1e-5,r:1.5}}')"
 expect_json '.privacy.charges[0].event.type' gaussian
+# central DP (issue 15): the service noises clipped sums once; a silo with the run's delta is charged
+# the reported epsilon, once for all its clients (privacy unit: a client)
+AUTH=$ADM expect_status 201 POST /v1/silos '{"name":"hosp-c","budget":{"epsilon":3,"delta":1e-5}}'
+SC=$(printf '%s' "$BODY" | jq -r .id)
+GC=$(printf '%s' "$G" | jq -c --argjson c "$SC" '.clients[0].silo_id=$c | .clients[1].silo_id=$c | .clients[2].silo_id=$c | . + {privacy:{model:"central",epsilon:1,delta:1e-5,r:1,sigma_theta_bound:0.5}, seed:3}')
+AUTH=$ADM expect_status 201 POST /v1/estimators/gaussian "$GC"
+expect_json '.privacy.model' central
+expect_json '.privacy.privacy_unit' client
+expect_json '.privacy.epsilon <= 1 and .privacy.epsilon > 0.999999' true
+expect_json '(.privacy.rho - 1/(2*.privacy.noise_multiplier*.privacy.noise_multiplier)) | fabs < 1e-12' true
+expect_json '(.privacy.noise_std.sum - .privacy.noise_multiplier*.privacy.sensitivities.l2_scaled*.privacy.sensitivities.sum) | fabs < 1e-9' true
+expect_json '(.privacy.sensitivities.sum - 2*.privacy.b) | fabs < 1e-12' true
+expect_json '.privacy.posterior_scope | test("that client alone")' true
+expect_json '.method' moments
+expect_json '.fits' null
+expect_json '.log_likelihood' null
+expect_json '.prior.mean >= -1 and .prior.mean <= 1 and .prior.variance <= 0.25' true
+expect_json '.privacy.charges | length' 1
+expect_json '.privacy.charges[0].clients' 3
+expect_json '.privacy.charges[0].event.type' gaussian
+expect_json '(.privacy.charges[0].cost_eps - .privacy.epsilon) | fabs < 1e-6' true
+# a given noise multiplier: epsilon reported at delta, the same noise seeded
+expect_status 201 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {privacy:{model:"central",noise_multiplier:2,delta:1e-5,r:1,b:3}, prior:{variance:0.04}}')"
+expect_json '.privacy.noise_multiplier' 2
+expect_json '.privacy.sensitivities.sum_of_squares' null
+expect_json '.privacy.noise_std.sum' 12
+expect_json '.prior.variance' 0.04
+# bad combinations name the field
+GP='{"clients":[{"mean":0.1,"n":3},{"mean":0.2,"n":3}],"noise_variance":1}'
+for bad in 'epsilon0:1,epsilon:1|privacy.epsilon0' 'per_coordinate:true,epsilon:1|privacy.per_coordinate' 'bits:4,epsilon:1|privacy.bits' \
+           'mechanism:"quantize",epsilon:1|privacy.mechanism' 'epsilon:1,noise_multiplier:2|privacy.noise_multiplier' \
+           'r:1|privacy.epsilon' 'epsilon:-1|privacy.epsilon' 'epsilon:1,delta:2|privacy.delta' ; do
+    extra=${bad%|*}; field=${bad#*|}
+    body=$(printf '%s' "$GP" | jq -c "{privacy:({model:\"central\",delta:1e-5,r:1,sigma_theta_bound:0.5} + {$extra})} + .")
+    expect_status 400 POST /v1/estimators/gaussian "$body"
+    expect_json .error.field "$field"
+done
+expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$GP" | jq -c '. + {privacy:{model:"central",epsilon:1,delta:1e-5,sigma_theta_bound:0.5}}')"
+expect_json .error.field privacy.r
+expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$GP" | jq -c '. + {privacy:{model:"central",epsilon:1,delta:1e-5,r:1}}')"
+expect_json .error.field privacy.sigma_theta_bound
+expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$GP" | jq -c '. + {method:"mle", privacy:{model:"central",epsilon:1,delta:1e-5,r:1,b:2}}')"
+expect_json .error.field method
+expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$GP" | jq -c '. + {privacy:{model:"centre",epsilon:1,delta:1e-5,r:1,b:2}}')"
+expect_json .error.field privacy.model
+expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$GP" | jq -c '. + {privacy:{epsilon:1,epsilon0:1,delta:1e-5,r:1,b:2}}')"
+expect_json .error.field privacy.epsilon
 unset AUTH # the admin token from here on (lib.sh req)
 
 # stored runs

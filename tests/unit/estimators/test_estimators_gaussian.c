@@ -14,6 +14,8 @@
 #include <gsl/gsl_randist.h>
 
 #include "common/dp_alloc.h"
+#include "accounting/calibrate.h"
+#include "accounting/zcdp.h"
 #include "estimators/eb_gaussian.h"
 #include "common/dp_math.h"
 
@@ -423,6 +425,174 @@ static void rt3_quantizer_matches_c5(void **state)
     gsl_rng_free(r);
 }
 
+/* ---- central DP (issue 15) ---- */
+
+/* Twelve client means, two far outside b = 2 so clipping matters, heteroscedastic n. */
+static const double CX[12] = {0.31, -0.42, 1.17, 0.05, 2.9,  -0.77,
+                              0.66, -3.4,  0.12, 0.93, -0.2, 1.41};
+static const double CN[12] = {4, 9, 16, 4, 25, 9, 4, 16, 9, 4, 25, 16};
+
+/* With noise multiplier 0 the central estimate is exactly the moments estimate of the clipped
+ * means (mean, variance, Var(mu-hat)), with tau2 estimated and with tau2 given. */
+static void central_noise_zero_equals_clipped_moments(void **state)
+{
+    (void)state;
+    double clipped[12];
+    for (size_t i = 0; i < 12; i++)
+        clipped[i] = eb_clip(CX[i], 2.0);
+    eb_gauss_data g = {12, 1, CX, CN, 0.8}, gc = {12, 1, clipped, CN, 0.8};
+    eb_gauss_central_opts o = {2.0, 0.0, 100.0, DP_INF, 5};
+    eb_gauss_coord c, ref;
+    eb_gauss_central_info ci;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_central_fit(&g, NULL, &o, &c, &ci, &e), DP_OK);
+    assert_int_equal(eb_gauss_fit(&gc, NULL, 0.0, EB_GAUSS_MOMENTS, 100, &ref, &e), DP_OK);
+    assert_int_equal(ci.n_clipped, 2);
+    assert_close(c.mu, ref.mu, 1e-13, 1e-15);
+    assert_close(c.tau2, ref.tau2, 1e-12, 1e-15);
+    assert_close(c.mu_var, ref.mu_var, 1e-12, 0);
+    assert_true(c.tau2 > 0);
+    assert_int_equal(c.status, EB_STATUS_CONVERGED);
+    assert_true(isnan(c.loglik)); /* the raw data's likelihood is not released */
+    assert_close(ci.weight_extra, 0.0, 0, 0);
+    double tk = 0.3;
+    assert_int_equal(eb_gauss_central_fit(&g, &tk, &o, &c, &ci, &e), DP_OK);
+    assert_int_equal(eb_gauss_fit(&gc, &tk, 0.0, EB_GAUSS_MOMENTS, 100, &ref, &e), DP_OK);
+    assert_int_equal(ci.k, 1);
+    assert_close(c.mu, ref.mu, 1e-13, 1e-15);
+    assert_close(c.tau2, 0.3, 0, 0);
+    assert_close(c.mu_var, ref.mu_var, 1e-12, 0);
+    /* and the posterior is then the non-private one on the raw means */
+    double pm[12], pr[12];
+    eb_gauss_coord refp = ref;
+    assert_int_equal(eb_gauss_posterior(&g, &c, ci.weight_extra, pm, NULL, NULL, &e), DP_OK);
+    assert_int_equal(eb_gauss_posterior(&g, &refp, 0.0, pr, NULL, NULL, &e), DP_OK);
+    for (size_t i = 0; i < 12; i++)
+        assert_close(pm[i], pr[i], 1e-13, 1e-15);
+}
+
+/* The noise sds follow the sensitivities (2b and b^2 per coordinate, scaled L2 sensitivity
+ * sqrt(k d)), and the noise actually added to the sum has that sd (Monte Carlo over seeds). */
+static void central_noise_matches_its_sensitivity(void **state)
+{
+    (void)state;
+    eb_gauss_central_opts o = {1.5, 0.7, 100.0, DP_INF, 0};
+    eb_gauss_central_info ci;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_central_calibrate(3, false, &o, &ci, &e), DP_OK);
+    assert_close(ci.l2_sens, sqrt(6.0), 1e-15, 0);
+    assert_close(ci.sens_sum, 3.0, 0, 0);
+    assert_close(ci.sens_sq, 2.25, 0, 0);
+    assert_close(ci.sd_sum, 0.7 * sqrt(6.0) * 3.0, 1e-15, 0);
+    assert_close(ci.sd_sq, 0.7 * sqrt(6.0) * 2.25, 1e-15, 0);
+    assert_close(ci.rho, 1.0 / (2.0 * 0.49), 1e-15, 0);
+    assert_int_equal(eb_gauss_central_calibrate(3, true, &o, &ci, &e), DP_OK);
+    assert_close(ci.sd_sum, 0.7 * sqrt(3.0) * 3.0, 1e-15, 0);
+    assert_true(isnan(ci.sd_sq));
+    /* empirical sd of mu-hat around the clean clipped mean: sd_sum / m */
+    eb_gauss_data g = {12, 1, CX, CN, 0.8};
+    eb_gauss_central_opts z0 = o;
+    z0.z = 0.0;
+    eb_gauss_coord c0, c;
+    double tk = 0.3, acc = 0.0;
+    assert_int_equal(eb_gauss_central_fit(&g, &tk, &z0, &c0, &ci, &e), DP_OK);
+    const int reps = 4000;
+    for (int t = 0; t < reps; t++) {
+        o.seed = (uint64_t)t + 1;
+        assert_int_equal(eb_gauss_central_fit(&g, &tk, &o, &c, &ci, &e), DP_OK);
+        acc += (c.mu - c0.mu) * (c.mu - c0.mu);
+    }
+    double want = ci.sd_sum / 12.0;
+    assert_close(sqrt(acc / reps), want, 0.05, 0);
+    assert_close(ci.weight_extra, ci.sd_sum * ci.sd_sum / (12.0 * 11.0), 1e-14, 0);
+    /* with tau2 estimated the weight also carries one sd of the noise in tau2-hat */
+    eb_gauss_coord cu;
+    eb_gauss_central_info cu_i;
+    assert_int_equal(eb_gauss_central_fit(&g, NULL, &o, &cu, &cu_i, &e), DP_OK);
+    assert_close(cu_i.weight_extra, cu_i.sd_sum * cu_i.sd_sum / (12.0 * 11.0) + cu_i.sd_sq / 11.0,
+                 1e-14, 0);
+    /* the noise is seeded: the same seed gives the same release */
+    eb_gauss_coord c2;
+    assert_int_equal(eb_gauss_central_fit(&g, &tk, &o, &c2, &ci, &e), DP_OK);
+    assert_close(c2.mu, c.mu, 0, 0);
+}
+
+/* The event a central run charges, gaussian(z) on the scaled release of L2 sensitivity sqrt(kd)
+ * with sd z sqrt(kd): its zCDP is the Gaussian mechanism's closed form Delta^2/(2 sigma^2) (Bun &
+ * Steinke 2016, Prop. 1.6), its epsilon by Bun & Steinke's conversion the closed form
+ * rho + 2 sqrt(rho log(1/delta)) (Prop. 1.3), and the (tighter) epsilon the service reports
+ * (CKS 2020 conversion, calibrated) holds exactly for the Gaussian mechanism: the analytic delta
+ * at that epsilon (Balle & Wang 2018, Thm 8) is at most the target delta. */
+static void central_event_epsilon_is_the_gaussian_mechanism(void **state)
+{
+    (void)state;
+    const double eps = 1.0, delta = 1e-5;
+    acct_event *open = acct_event_gaussian(DP_NAN);
+    acct_calib_zcdp_ctx zc = {delta, ACCT_ZCDP_CKS2020};
+    acct_calib_result cr;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(acct_calibrate(open, eps, acct_calib_zcdp_eps, &zc, &cr, &e), DP_OK);
+    acct_event_free(open);
+    assert_true(cr.epsilon <= eps && cr.epsilon > eps * (1 - 1e-6));
+    eb_gauss_central_opts o = {2.0, cr.value, 1.0, DP_INF, 0};
+    eb_gauss_central_info ci;
+    assert_int_equal(eb_gauss_central_calibrate(2, false, &o, &ci, &e), DP_OK);
+    double sigma = ci.sd_sum / ci.sens_sum; /* sd on the scaled release */
+    assert_close(sigma, cr.value * ci.l2_sens, 1e-15, 0);
+    acct_event *ev = acct_event_gaussian(cr.value);
+    double rho;
+    assert_int_equal(acct_zcdp_eval(ev, &rho, &e), DP_OK);
+    acct_event_free(ev);
+    assert_close(rho, ci.l2_sens * ci.l2_sens / (2.0 * sigma * sigma), 1e-13, 0);
+    assert_close(rho, ci.rho, 1e-13, 0);
+    double bs, order;
+    assert_int_equal(acct_zcdp_to_epsilon(rho, delta, ACCT_ZCDP_BS2016, &bs, &order, &e), DP_OK);
+    assert_close(bs, rho + 2.0 * sqrt(rho * log(1.0 / delta)), 1e-13, 0);
+    assert_true(cr.epsilon < bs);
+    double dex = eb_gauss_delta_exact(ci.l2_sens, sigma, cr.epsilon);
+    assert_true(dex <= delta);
+    assert_true(dex > 0.1 * delta); /* and not wildly loose */
+}
+
+/* Projection: a noisy mean beyond r and a variance beyond its bound land on the bounds, and the
+ * coordinate reports boundary. */
+static void central_prior_is_projected_onto_public_bounds(void **state)
+{
+    (void)state;
+    eb_gauss_data g = {12, 1, CX, CN, 0.8};
+    eb_gauss_central_opts o = {2.0, 0.0, 0.05, 0.01, 0};
+    eb_gauss_coord c;
+    eb_gauss_central_info ci;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_gauss_central_fit(&g, NULL, &o, &c, &ci, &e), DP_OK);
+    assert_close(c.mu, 0.05, 0, 0);
+    assert_close(c.tau2, 0.01, 0, 0);
+    assert_int_equal(ci.proj_mean, 1);
+    assert_int_equal(ci.proj_var, 1);
+    assert_int_equal(c.status, EB_STATUS_BOUNDARY);
+    /* a large noise pushes |mu| far beyond r on some seed: always projected */
+    o.z = 50.0;
+    o.r = 1.0;
+    o.tau2_max = DP_INF;
+    size_t moved = 0;
+    for (uint64_t t = 1; t <= 50; t++) {
+        o.seed = t;
+        assert_int_equal(eb_gauss_central_fit(&g, NULL, &o, &c, &ci, &e), DP_OK);
+        assert_true(c.mu >= -1.0 && c.mu <= 1.0);
+        assert_true(c.tau2 >= 0);
+        moved += ci.proj_mean;
+    }
+    assert_true(moved > 25);
+    /* bad options name the field */
+    o.b = -1;
+    assert_int_equal(eb_gauss_central_fit(&g, NULL, &o, &c, &ci, &e), DP_EINVAL);
+    assert_string_equal(e.field, "privacy.b");
+}
+
 int main(void)
 {
     gsl_set_error_handler_off(); /* as dpsilod does: GSL must return errors, not abort */
@@ -438,6 +608,10 @@ int main(void)
         cmocka_unit_test(pooled_sigma_x2_by_hand),
         cmocka_unit_test(d_dim_fits_each_coordinate),
         cmocka_unit_test(cancel_flag_stops_the_fit),
+        cmocka_unit_test(central_noise_zero_equals_clipped_moments),
+        cmocka_unit_test(central_noise_matches_its_sensitivity),
+        cmocka_unit_test(central_event_epsilon_is_the_gaussian_mechanism),
+        cmocka_unit_test(central_prior_is_projected_onto_public_bounds),
         cmocka_unit_test_setup_teardown(rt1_thm1_mse_within_one_percent, rt_setup, rt_teardown),
         cmocka_unit_test_setup_teardown(rt2_private_gaussian_curve_within_two_percent, rt_setup,
                                         rt_teardown),

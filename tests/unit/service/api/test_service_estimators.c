@@ -109,6 +109,23 @@ static void bad_input_names_the_field(void **state)
         {"{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1,"
          "\"privacy\":{\"epsilon0\":1,\"delta\":1e-5}}",
          "privacy.r"},
+        /* central DP (issue 15): local-only fields, missing bounds, the calibration's inputs */
+        {"{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1,"
+         "\"privacy\":{\"model\":\"central\",\"epsilon0\":1,\"epsilon\":1,\"delta\":1e-5,\"r\":1,"
+         "\"b\":2}}",
+         "privacy.epsilon0"},
+        {"{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1,"
+         "\"privacy\":{\"model\":\"central\",\"epsilon\":1,\"delta\":1e-5,\"b\":2}}",
+         "privacy.r"},
+        {"{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1,"
+         "\"privacy\":{\"model\":\"central\",\"epsilon\":1,\"delta\":1e-5,\"r\":1}}",
+         "privacy.sigma_theta_bound"},
+        {"{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1,"
+         "\"privacy\":{\"model\":\"central\",\"delta\":1e-5,\"r\":1,\"b\":2}}",
+         "privacy.epsilon"},
+        {"{\"clients\":[{\"mean\":0.1,\"n\":2},{\"mean\":0.2,\"n\":2}],\"noise_variance\":1,"
+         "\"privacy\":{\"noise_multiplier\":2,\"epsilon0\":1,\"delta\":1e-5,\"r\":1,\"b\":2}}",
+         "privacy.noise_multiplier"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_einval(f, "/v1/estimators/gaussian", cases[i][0], cases[i][1], NULL);
@@ -225,9 +242,13 @@ static void allocation_failures_are_clean_errors(void **state)
         "{\"successes\":1,\"trials\":8}],\"privacy\":{\"epsilon0\":2}}",
         "{\"clients\":[{\"mean\":-1,\"n\":5},{\"mean\":-0.8,\"n\":5},{\"mean\":1,\"n\":5},"
         "{\"mean\":1.1,\"n\":5}],\"noise_variance\":0.5,\"components\":2}",
+        "{\"clients\":[{\"mean\":0.31,\"n\":15},{\"mean\":0.12,\"n\":8},{\"mean\":0.55,\"n\":30}],"
+        "\"noise_variance\":0.25,\"privacy\":{\"model\":\"central\",\"epsilon\":1,\"delta\":1e-5,"
+        "\"r\":1,\"sigma_theta_bound\":0.5}}",
     };
-    route_fn fns[] = {route_estimators_gaussian, route_estimators_beta, route_estimators_mixture};
-    for (size_t b = 0; b < 3; b++) {
+    route_fn fns[] = {route_estimators_gaussian, route_estimators_beta, route_estimators_mixture,
+                      route_estimators_gaussian};
+    for (size_t b = 0; b < 4; b++) {
         json_t *body = json_loads(bodies[b], 0, NULL);
         assert_non_null(body);
         int ok = 0;

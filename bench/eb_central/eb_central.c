@@ -1,0 +1,187 @@
+/*
+ * eb_central: mean squared error of the personalized Gaussian estimates under four models as the
+ * number of clients m grows (issue #15; not part of `make test`; docs/ESTIMATORS.md "Central DP"
+ * shows its table):
+ *   no pooling     each client's own mean x_i (MSE s^2 = sigma_x^2 / n)
+ *   EB             non-private empirical Bayes (maximum likelihood prior, Thm 1 posterior)
+ *   local DP       each client's mean clipped and noised at (eps, delta) (Ozkara et al. 2023,
+ *                  Thm 2; the service's local model: Gaussian channel, classic calibration, prior
+ *                  projected onto the public bounds)
+ *   central DP     clipped sums noised once by the service at (eps, delta) (eb_gaussian.h, the
+ *                  noise multiplier calibrated by the accounting library's zCDP accountant)
+ * Population: theta_i ~ N(0.3, 0.15^2), n_i = 22, sigma_x^2 = 0.25 (s^2 = 0.01136), public bounds
+ * r = 1 and sigma_theta_bound = 0.5, delta = 1e-5. MSE over clients and repetitions (3*10^5 /
+ * m of them, between 5 and 400, each with fresh data and noise from seeded streams), as a fraction
+ * of s^2. Then, per model and eps, the smallest m of the grid at which pooling cuts the MSE by 5 %
+ * or more (the EB_NO_POOLING_GAIN threshold).
+ *
+ * Usage: eb_central [--seed S]. Deterministic for a given seed.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_randist.h>
+
+#include "accounting/calibrate.h"
+#include "common/dp_alloc.h"
+#include "common/dp_math.h"
+#include "common/dp_rng.h"
+#include "estimators/eb_gaussian.h"
+
+#define MU      0.3
+#define TAU     0.15
+#define NOBS    22.0
+#define SX2     0.25
+#define R_PUB   1.0
+#define STB     0.5
+#define DELTA   1e-5
+#define N_M     8
+#define N_EPS   3
+#define N_MODEL 4
+
+static const size_t MS[N_M] = {30, 100, 300, 1000, 3000, 10000, 30000, 100000};
+static const double EPS[N_EPS] = {0.5, 1.0, 2.0};
+static const char *const NAMES[N_MODEL] = {"no pooling", "EB", "local DP", "central DP"};
+
+static int fail(const dp_err *e)
+{
+    fprintf(stderr, "eb_central: %s (%s)\n", e->msg, e->field);
+    return 1;
+}
+
+/* Sum of squared errors of post against theta over m clients. */
+static double sse(const double *post, const double *th, size_t m)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < m; i++)
+        s += (post[i] - th[i]) * (post[i] - th[i]);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    gsl_set_error_handler_off();
+    uint64_t seed = 15;
+    if (argc == 3 && strcmp(argv[1], "--seed") == 0)
+        seed = strtoull(argv[2], NULL, 10);
+    else if (argc != 1) {
+        fprintf(stderr, "usage: eb_central [--seed S]\n");
+        return 2;
+    }
+    dp_err e;
+    dp_err_clear(&e);
+    double z[N_EPS];
+    for (size_t k = 0; k < N_EPS; k++) { /* central: z for (eps, delta), as the service does */
+        acct_event *open = acct_event_gaussian(DP_NAN);
+        acct_calib_zcdp_ctx zc = {DELTA, ACCT_ZCDP_CKS2020};
+        acct_calib_result cr;
+        int rc = acct_calibrate(open, EPS[k], acct_calib_zcdp_eps, &zc, &cr, &e);
+        acct_event_free(open);
+        if (rc != DP_OK)
+            return fail(&e);
+        z[k] = cr.value;
+    }
+    size_t mmax = MS[N_M - 1];
+    double *th = dp_calloc(mmax, sizeof *th), *x = dp_calloc(mmax, sizeof *x);
+    double *n = dp_calloc(mmax, sizeof *n), *msgs = dp_calloc(mmax, sizeof *msgs);
+    double *post = dp_calloc(mmax, sizeof *post);
+    if (!th || !x || !n || !msgs || !post)
+        return 1;
+    for (size_t i = 0; i < mmax; i++)
+        n[i] = NOBS;
+    double s2 = SX2 / NOBS;
+    double mse[N_M][N_EPS][N_MODEL];
+    printf("MSE / s^2 (s^2 = %.5f); theta ~ N(%.2f, %.2f^2), n = %.0f, sigma_x^2 = %.2f, r = %.0f, "
+           "sigma_theta_bound = %.1f, delta = %g\n",
+           s2, MU, TAU, NOBS, SX2, R_PUB, STB, DELTA);
+    printf("| m | eps | reps | no pooling | EB | local DP | central DP |\n");
+    printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (size_t a = 0; a < N_M; a++) {
+        size_t m = MS[a];
+        size_t reps = (size_t)(3e5 / (double)m);
+        reps = reps < 5 ? 5 : reps > 400 ? 400 : reps;
+        for (size_t k = 0; k < N_EPS; k++) {
+            double acc[N_MODEL] = {0};
+            for (size_t t = 0; t < reps; t++) {
+                uint64_t s = dp_rng_derive(seed, (uint64_t)(a * 1000003 + k * 1009 + t));
+                gsl_rng *rng = dp_rng_alloc(s, DP_RNG_STREAM_DATA, &e);
+                if (rng == NULL)
+                    return fail(&e);
+                for (size_t i = 0; i < m; i++) {
+                    th[i] = MU + gsl_ran_gaussian_ziggurat(rng, TAU);
+                    x[i] = th[i] + gsl_ran_gaussian_ziggurat(rng, sqrt(s2));
+                }
+                gsl_rng_free(rng);
+                eb_gauss_data g = {m, 1, x, n, SX2};
+                eb_gauss_coord c;
+                acc[0] += sse(x, th, m);
+                /* non-private EB */
+                if (eb_gauss_fit(&g, NULL, 0.0, EB_GAUSS_MLE, 1000, &c, &e) != DP_OK ||
+                    eb_gauss_posterior(&g, &c, 0.0, post, NULL, NULL, &e) != DP_OK)
+                    return fail(&e);
+                acc[1] += sse(post, th, m);
+                /* local DP: the service's local model */
+                eb_gauss_private_opts po = {.channel = EB_CHANNEL_GAUSSIAN,
+                                            .eps0 = EPS[k],
+                                            .delta = DELTA,
+                                            .cal = EB_CAL_CLASSIC,
+                                            .r = R_PUB,
+                                            .sigma_theta = STB,
+                                            .b = DP_NAN,
+                                            .range_mode = EB_RANGE_PAPER,
+                                            .seed = s};
+                eb_gauss_private_info pi;
+                if (eb_gauss_privatize(&g, &po, msgs, &pi, &e) != DP_OK)
+                    return fail(&e);
+                eb_gauss_data sent = g;
+                sent.x = msgs;
+                double extra = pi.sigma_q * pi.sigma_q;
+                if (eb_gauss_fit(&sent, NULL, extra, EB_GAUSS_MLE, 1000, &c, &e) != DP_OK)
+                    return fail(&e);
+                eb_gauss_project(&sent, extra, R_PUB, STB * STB, &c, NULL, NULL);
+                if (eb_gauss_posterior(&g, &c, extra / ((double)m - 1.0), post, NULL, NULL, &e) !=
+                    DP_OK)
+                    return fail(&e);
+                acc[2] += sse(post, th, m);
+                /* central DP */
+                double b;
+                if (eb_range_b(R_PUB, STB, SX2, NOBS, m, EB_RANGE_PAPER, &b, &e) != DP_OK)
+                    return fail(&e);
+                eb_gauss_central_opts co = {b, z[k], R_PUB, STB * STB, s};
+                eb_gauss_central_info ci;
+                if (eb_gauss_central_fit(&g, NULL, &co, &c, &ci, &e) != DP_OK ||
+                    eb_gauss_posterior(&g, &c, ci.weight_extra, post, NULL, NULL, &e) != DP_OK)
+                    return fail(&e);
+                acc[3] += sse(post, th, m);
+            }
+            for (size_t q = 0; q < N_MODEL; q++)
+                mse[a][k][q] = acc[q] / ((double)m * (double)reps) / s2;
+            printf("| %zu | %.1f | %zu | %.3f | %.3f | %.3f | %.3f |\n", m, EPS[k], reps,
+                   mse[a][k][0], mse[a][k][1], mse[a][k][2], mse[a][k][3]);
+            fflush(stdout);
+        }
+    }
+    printf("\nsmallest m of the grid with MSE <= 0.95 s^2 (pooling pays 5 %% or more):\n");
+    for (size_t q = 1; q < N_MODEL; q++)
+        for (size_t k = 0; k < N_EPS; k++) {
+            size_t at = 0;
+            for (size_t a = 0; a < N_M && at == 0; a++)
+                if (mse[a][k][q] <= 0.95)
+                    at = MS[a];
+            if (q == 1 && k > 0)
+                break; /* EB does not depend on eps */
+            if (at)
+                printf("  %-10s eps %.1f: m = %zu\n", NAMES[q], EPS[k], at);
+            else
+                printf("  %-10s eps %.1f: not within m <= %zu\n", NAMES[q], EPS[k], mmax);
+        }
+    dp_free(th);
+    dp_free(x);
+    dp_free(n);
+    dp_free(msgs);
+    dp_free(post);
+    return 0;
+}

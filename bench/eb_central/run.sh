@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# bench/eb_central/run.sh: MSE of central DP, local DP, no pooling and non-private EB for the Gaussian
+# estimator as the number of clients grows (issue #15; the table in docs/ESTIMATORS.md "Central DP").
+# Not part of `make test`. Usage: bash bench/eb_central/run.sh (about a second; deterministic).
+set -euo pipefail
+BUILD=${BUILD:-build}
+BIN=$BUILD/bench/eb_central
+[ -x "$BIN" ] || { echo "bench/eb_central: $BIN not built (make bench-build builds it)"; exit 1; }
+nice -n 10 "$BIN" "$@"
