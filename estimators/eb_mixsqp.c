@@ -104,8 +104,8 @@ static int evaluate(ws *w, const double *x, bool grad, double *obj, dp_err *err)
         }
         if (!grad)
             continue;
-        cblas_dgemv(CblasRowMajor, CblasTrans, (int)nb, (int)k, 1.0, Lb, (int)k, w->u, 1, 1.0,
-                    w->g, 1);
+        cblas_dgemv(CblasRowMajor, CblasTrans, (int)nb, (int)k, 1.0, Lb, (int)k, w->u, 1, 1.0, w->g,
+                    1);
         for (size_t j = 0; j < nb; j++) {
             double d = w->u[j];
             for (size_t c = 0; c < k; c++)

@@ -18,8 +18,8 @@
  *
  * Scaling: the caller passes L with each row divided by its largest entry (row-wise max
  * subtraction in log space, so every row has a 1 and nothing under- or overflows); the
- * log-likelihood is then sum_j (rowmax_j + log(L_j pi)) with rowmax_j the log of the factor removed,
- * which eb_mixsqp_loglik adds back.
+ * log-likelihood is then sum_j (rowmax_j + log(L_j pi)) with rowmax_j the log of the factor
+ * removed, which eb_mixsqp_loglik adds back.
  *
  * Cost per outer iteration: one pass over L in blocks of rows that stay in cache: L_B x (dgemv),
  * the gradient (dgemv) and the Hessian (dsyrk on the row-scaled block), through CBLAS (OpenBLAS,

@@ -102,8 +102,9 @@ int eb_nm_opts_check(const eb_nm_opts *o, dp_err *err)
     }
     if (o->grid != NULL) {
         if (o->family != EB_NM_SCALE_MIXTURE && o->family != EB_NM_NPMLE)
-            return dp_err_set(err, DP_EINVAL, "grid", "grid applies to normal_scale_mixture and "
-                                                      "npmle");
+            return dp_err_set(err, DP_EINVAL, "grid",
+                              "grid applies to normal_scale_mixture and "
+                              "npmle");
         if (o->n_grid < 1 || o->n_grid > EB_NM_MAX_GRID)
             return dp_err_set(err, DP_EINVAL, "grid", "grid must hold 1..%d points (got %zu)",
                               EB_NM_MAX_GRID, o->n_grid);
@@ -155,7 +156,8 @@ double eb_nm_loglik(const eb_nm_data *d, const eb_nm_fit *fit)
         for (size_t c = 0; c < fit->k; c++) {
             if (!(fit->w[c] > 0.0))
                 continue;
-            double l = log(fit->w[c]) + log_npdf(d->x[j], fit->mean[c], s2 + fit->sd[c] * fit->sd[c]);
+            double l =
+                log(fit->w[c]) + log_npdf(d->x[j], fit->mean[c], s2 + fit->sd[c] * fit->sd[c]);
             if (l > mx) {
                 acc = acc * exp(mx - l) + 1.0;
                 mx = l;
@@ -290,7 +292,8 @@ static double maximize_1d(profile_fn f, void *ctx, double lo, double hi, double 
         }
     }
     double step = (hi - lo) / (double)(EB_NM_SCAN - 1);
-    double a = best_i > 0 ? best_u - step : best_u, b = best_i + 1 < EB_NM_SCAN ? best_u + step : best_u;
+    double a = best_i > 0 ? best_u - step : best_u,
+           b = best_i + 1 < EB_NM_SCAN ? best_u + step : best_u;
     const double gr = 0.6180339887498949; /* (sqrt(5) - 1) / 2 */
     double c = b - gr * (b - a), e = a + gr * (b - a);
     double fc = f(ctx, c), fe = f(ctx, e);
@@ -556,17 +559,17 @@ int eb_nm_fit_prior(const eb_nm_data *d, const eb_nm_opts *o, eb_nm_fit *fit, dp
             break;
         }
         case EB_NM_NPMLE: {
-            size_t k = o->grid ? o->n_grid
-                               : (o->grid_size ? o->grid_size : EB_NM_NPMLE_DEFAULT_GRID);
+            size_t k =
+                o->grid ? o->n_grid : (o->grid_size ? o->grid_size : EB_NM_NPMLE_DEFAULT_GRID);
             if (!(xmax > xmin) && o->grid == NULL)
                 k = 1; /* all observations equal: one atom */
             rc = ws_alloc(&ws, k, err);
             if (rc != DP_OK)
                 goto out;
             for (size_t c = 0; c < k; c++)
-                ws.mean[c] = o->grid ? o->grid[c]
-                                     : (k == 1 ? xmin
-                                               : xmin + (xmax - xmin) * (double)c / (double)(k - 1));
+                ws.mean[c] =
+                    o->grid ? o->grid[c]
+                            : (k == 1 ? xmin : xmin + (xmax - xmin) * (double)c / (double)(k - 1));
             ll = solve_weights(&ws);
             if (ws.rc != DP_OK) {
                 rc = ws.rc;

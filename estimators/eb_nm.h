@@ -1,8 +1,8 @@
 /*
- * eb_nm.h: empirical Bayes normal means, the interface of R's ebnm(x, s, prior_family) (Willwerscheid,
- * Carbonetto & Stephens, "ebnm: an R package for solving the empirical Bayes normal means problem
- * using a variety of prior families", arXiv:2110.00152, 2021/2025) and of ashr (Stephens,
- * "False discovery rates: a new deal", Biostatistics 18(2), 2017).
+ * eb_nm.h: empirical Bayes normal means, the interface of R's ebnm(x, s, prior_family)
+ * (Willwerscheid, Carbonetto & Stephens, "ebnm: an R package for solving the empirical Bayes normal
+ * means problem using a variety of prior families", arXiv:2110.00152, 2021/2025) and of ashr
+ * (Stephens, "False discovery rates: a new deal", Biostatistics 18(2), 2017).
  *
  * Model: x_j | theta_j ~ N(theta_j, s_j^2) with s_j > 0 known, theta_j ~ g iid, g in a family:
  *   EB_NM_NORMAL          g = N(mode, scale^2)
@@ -49,12 +49,12 @@
 #include "common/dp_err.h"
 #include "estimators/eb_common.h"
 
-#define EB_NM_MAX_GRID             1000      /* grid points (atoms or scales) */
-#define EB_NM_MAX_CELLS            200000000 /* n x grid likelihoods held at once (1.6 GB) */
-#define EB_NM_NPMLE_DEFAULT_GRID   100       /* npmle atoms unless the caller says otherwise */
-#define EB_NM_DEFAULT_MULT         1.4142135623730951 /* scale mixture grid ratio, sqrt(2) */
-#define EB_NM_SCAN                 16        /* coarse scan points of a profiled parameter */
-#define EB_NM_MAX_DRAWS_PER_OBS    1000      /* posterior draws per observation */
+#define EB_NM_MAX_GRID           1000      /* grid points (atoms or scales) */
+#define EB_NM_MAX_CELLS          200000000 /* n x grid likelihoods held at once (1.6 GB) */
+#define EB_NM_NPMLE_DEFAULT_GRID 100       /* npmle atoms unless the caller says otherwise */
+#define EB_NM_DEFAULT_MULT       1.4142135623730951 /* scale mixture grid ratio, sqrt(2) */
+#define EB_NM_SCAN               16                 /* coarse scan points of a profiled parameter */
+#define EB_NM_MAX_DRAWS_PER_OBS  1000               /* posterior draws per observation */
 
 typedef enum eb_nm_family {
     EB_NM_NORMAL = 0,
@@ -87,8 +87,8 @@ typedef struct eb_nm_opts {
     const double *grid; /* NULL: the default grid; else n_grid sds (scale mixture, >= 0,
                            increasing) or atoms (npmle, increasing); borrowed */
     size_t n_grid;
-    size_t grid_size; /* npmle default grid: atoms (0 = EB_NM_NPMLE_DEFAULT_GRID), >= 1 */
-    double grid_mult; /* scale mixture default grid ratio (0 = sqrt 2), > 1 */
+    size_t grid_size;  /* npmle default grid: atoms (0 = EB_NM_NPMLE_DEFAULT_GRID), >= 1 */
+    double grid_mult;  /* scale mixture default grid ratio (0 = sqrt 2), > 1 */
     unsigned max_iter; /* mixsqp outer iterations, [1, EB_MAX_ITER_CAP] */
     double tol;        /* mixsqp dual residual tolerance, > 0 */
 } eb_nm_opts;
@@ -102,17 +102,17 @@ int eb_nm_opts_check(const eb_nm_opts *o, dp_err *err);
 
 typedef struct eb_nm_fit {
     eb_nm_family family;
-    double mode;   /* the prior's mode (NaN for npmle) */
-    double scale;  /* normal, point_normal: prior sd (NaN otherwise) */
-    double pi0;    /* point_normal: weight of the point mass (NaN otherwise) */
-    size_t k;      /* mixture components of g */
-    double *w;     /* [k] weights, sum 1; owned */
-    double *mean;  /* [k] component means; owned */
-    double *sd;    /* [k] component sds (0 = point mass); owned */
-    double loglik; /* sum_j log marginal density of x_j under g */
-    unsigned iterations;      /* mixsqp outer iterations (summed over profile points) */
-    unsigned evaluations;     /* profile points (weights solved), 1 with nothing profiled */
-    eb_status status;         /* converged, boundary, max_iter (the worst seen) */
+    double mode;          /* the prior's mode (NaN for npmle) */
+    double scale;         /* normal, point_normal: prior sd (NaN otherwise) */
+    double pi0;           /* point_normal: weight of the point mass (NaN otherwise) */
+    size_t k;             /* mixture components of g */
+    double *w;            /* [k] weights, sum 1; owned */
+    double *mean;         /* [k] component means; owned */
+    double *sd;           /* [k] component sds (0 = point mass); owned */
+    double loglik;        /* sum_j log marginal density of x_j under g */
+    unsigned iterations;  /* mixsqp outer iterations (summed over profile points) */
+    unsigned evaluations; /* profile points (weights solved), 1 with nothing profiled */
+    eb_status status;     /* converged, boundary, max_iter (the worst seen) */
 } eb_nm_fit;
 
 /* Fits g. On success fit owns its arrays (eb_nm_fit_free). DP_EINVAL (bad data or options, a
