@@ -37,6 +37,9 @@ int openblas_get_num_threads(void);
  * residual is within this (the objective is flat to rounding there); else it is reported as not
  * converged. */
 #define STALL_TOL 1e-6
+/* Warm start on a strided subsample of SUB_ROWS rows when there are at least SUB_MIN_ROWS. */
+#define SUB_ROWS     16384
+#define SUB_MIN_ROWS 131072
 
 void eb_blas_single_thread(void)
 {
@@ -80,18 +83,21 @@ typedef struct ws {
     bool *active; /* [k] in the working set (y_i = 0 held) */
 } ws;
 
-/* phi at x into *obj; with grad, also g and H. DP_ENUMERIC when some L_j x is not positive. */
-static int evaluate(ws *w, const double *x, bool grad, double *obj, dp_err *err)
+/* One pass over the rows of L (n of them): phi at x into *obj, and with want_g the gradient into
+ * w->g, with want_H the Hessian into w->H, both averaged over these rows. DP_ENUMERIC when some
+ * L_j x is not positive. */
+static int pass(ws *w, size_t n, const double *L, const double *x, bool want_g, bool want_H,
+                double *obj, dp_err *err)
 {
-    size_t n = w->n, k = w->k;
+    size_t k = w->k;
     double s = 0.0;
-    if (grad) {
+    if (want_g)
         memset(w->g, 0, k * sizeof *w->g);
+    if (want_H)
         memset(w->H, 0, k * k * sizeof *w->H);
-    }
     for (size_t b0 = 0; b0 < n; b0 += BLOCK_ROWS) {
         size_t nb = n - b0 < BLOCK_ROWS ? n - b0 : BLOCK_ROWS;
-        const double *Lb = w->L + b0 * k;
+        const double *Lb = L + b0 * k;
         cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)nb, (int)k, 1.0, Lb, (int)k, x, 1, 0.0, w->u,
                     1);
         for (size_t j = 0; j < nb; j++) {
@@ -102,10 +108,11 @@ static int evaluate(ws *w, const double *x, bool grad, double *obj, dp_err *err)
             s -= log(u);
             w->u[j] = 1.0 / u;
         }
-        if (!grad)
+        if (want_g)
+            cblas_dgemv(CblasRowMajor, CblasTrans, (int)nb, (int)k, 1.0, Lb, (int)k, w->u, 1, 1.0,
+                        w->g, 1);
+        if (!want_H)
             continue;
-        cblas_dgemv(CblasRowMajor, CblasTrans, (int)nb, (int)k, 1.0, Lb, (int)k, w->u, 1, 1.0, w->g,
-                    1);
         for (size_t j = 0; j < nb; j++) {
             double d = w->u[j];
             for (size_t c = 0; c < k; c++)
@@ -120,10 +127,12 @@ static int evaluate(ws *w, const double *x, bool grad, double *obj, dp_err *err)
     *obj = s * inv + sx;
     if (!isfinite(*obj))
         return dp_err_set(err, DP_ENUMERIC, "mixsqp", "the mixture objective is not finite");
-    if (grad) {
+    if (want_g)
+        for (size_t a = 0; a < k; a++)
+            w->g[a] = 1.0 - w->g[a] * inv;
+    if (want_H) {
         double tr = 0.0;
         for (size_t a = 0; a < k; a++) {
-            w->g[a] = 1.0 - w->g[a] * inv;
             for (size_t c = a; c < k; c++) {
                 w->H[a * k + c] *= inv;
                 w->H[c * k + a] = w->H[a * k + c];
@@ -135,6 +144,12 @@ static int evaluate(ws *w, const double *x, bool grad, double *obj, dp_err *err)
             w->H[a * k + a] += ridge;
     }
     return DP_OK;
+}
+
+/* phi at x into *obj; with grad, also g and H. */
+static int evaluate(ws *w, const double *x, bool grad, double *obj, dp_err *err)
+{
+    return pass(w, w->n, w->L, x, grad, grad, obj, err);
 }
 
 /* Cholesky of the m x m matrix M (row-major, in place, lower); false if not positive definite. */
@@ -277,17 +292,10 @@ static double dual_residual(const double *g, size_t k)
     return gmin < 0.0 ? -gmin : 0.0;
 }
 
-int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o, double *x,
-                    eb_mixsqp_info *info, dp_err *err)
+/* The SQP on (n, k, L) from x (normalised on entry, > 0 sum). */
+static int solve_core(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o, double *x,
+                      eb_mixsqp_info *info, dp_err *err)
 {
-    if (n < 1 || n > EB_MAX_CLIENTS || k < 1 || k > EB_MIXSQP_MAX_K)
-        return dp_err_set(err, DP_EINVAL, "mixsqp",
-                          "mixsqp needs 1..%d rows and 1..%d components (got %zu x %zu)",
-                          EB_MAX_CLIENTS, EB_MIXSQP_MAX_K, n, k);
-    if (o->max_iter < 1 || o->max_iter > EB_MAX_ITER_CAP || !(o->tol > 0.0) || !isfinite(o->tol))
-        return dp_err_set(err, DP_EINVAL, "mixsqp",
-                          "mixsqp needs max_iter in [1, %d] and a finite tol > 0", EB_MAX_ITER_CAP);
-    eb_blas_single_thread();
     ws w = {0};
     w.n = n;
     w.k = k;
@@ -311,24 +319,8 @@ int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    double sx = 0.0;
-    if (o->start_given) {
-        for (size_t c = 0; c < k; c++) {
-            if (!(x[c] >= 0.0) || !isfinite(x[c])) {
-                rc = dp_err_set(err, DP_EINVAL, "mixsqp", "a start must be finite and >= 0");
-                goto out;
-            }
-            sx += x[c];
-        }
-    }
-    if (!(sx > 0.0))
-        for (size_t c = 0; c < k; c++)
-            x[c] = 1.0 / (double)k;
-    else
-        for (size_t c = 0; c < k; c++)
-            x[c] /= sx;
     unsigned max_active = o->max_iter_active ? o->max_iter_active : 20 + 2 * (unsigned)k;
-    eb_mixsqp_info in = {0, 0, DP_NAN, DP_NAN, EB_STATUS_MAX_ITER};
+    eb_mixsqp_info in = {0, 0, 0, DP_NAN, DP_NAN, DP_NAN, EB_STATUS_MAX_ITER};
     double f = 0.0;
     rc = evaluate(&w, x, true, &f, err);
     if (rc != DP_OK)
@@ -393,14 +385,71 @@ int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o
         memcpy(x, w.xt, k * sizeof *x);
         f = ft;
     }
-    sx = 0.0;
+    /* normalise; sum_j log(L_j x / sx) = -n (f - sx) - n log(sx), from the last pass */
+    double sx = 0.0;
     for (size_t c = 0; c < k; c++)
         sx += x[c];
     for (size_t c = 0; c < k; c++)
         x[c] /= sx;
-    if (info)
-        *info = in;
+    in.sum_log = -(double)n * (in.objective - sx) - (double)n * log(sx);
+    *info = in;
 out:
     ws_free(&w);
     return rc;
+}
+
+int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o, double *x,
+                    eb_mixsqp_info *info, dp_err *err)
+{
+    if (n < 1 || n > EB_MAX_CLIENTS || k < 1 || k > EB_MIXSQP_MAX_K)
+        return dp_err_set(err, DP_EINVAL, "mixsqp",
+                          "mixsqp needs 1..%d rows and 1..%d components (got %zu x %zu)",
+                          EB_MAX_CLIENTS, EB_MIXSQP_MAX_K, n, k);
+    if (o->max_iter < 1 || o->max_iter > EB_MAX_ITER_CAP || !(o->tol > 0.0) || !isfinite(o->tol))
+        return dp_err_set(err, DP_EINVAL, "mixsqp",
+                          "mixsqp needs max_iter in [1, %d] and a finite tol > 0", EB_MAX_ITER_CAP);
+    eb_blas_single_thread();
+    double sx = 0.0;
+    if (o->start_given) {
+        for (size_t c = 0; c < k; c++) {
+            if (!(x[c] >= 0.0) || !isfinite(x[c]))
+                return dp_err_set(err, DP_EINVAL, "mixsqp", "a start must be finite and >= 0");
+            sx += x[c];
+        }
+    }
+    if (!(sx > 0.0))
+        for (size_t c = 0; c < k; c++)
+            x[c] = 1.0 / (double)k;
+    else
+        for (size_t c = 0; c < k; c++)
+            x[c] /= sx;
+    eb_mixsqp_info sub = {0, 0, 0, DP_NAN, DP_NAN, DP_NAN, EB_STATUS_CONVERGED};
+    double *Ls = NULL;
+    size_t ns = 0;
+    if (n >= SUB_MIN_ROWS) {
+        /* warm start: the same problem on every stride-th row (a few MB, in cache), then the
+         * full data from its answer, where the SQP's local convergence needs few passes */
+        size_t stride = n / SUB_ROWS;
+        ns = n / stride;
+        Ls = dp_malloc(ns * k * sizeof *Ls);
+        if (Ls == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        for (size_t i = 0; i < ns; i++)
+            memcpy(Ls + i * k, L + i * stride * k, k * sizeof *Ls);
+        int rc = solve_core(ns, k, Ls, o, x, &sub, err);
+        if (rc != DP_OK) {
+            dp_free(Ls);
+            return rc;
+        }
+    }
+    eb_mixsqp_info in;
+    dp_free(Ls);
+    int rc = solve_core(n, k, L, o, x, &in, err);
+    if (rc != DP_OK)
+        return rc;
+    in.warm_iterations = sub.iterations;
+    in.active_iterations += sub.active_iterations;
+    if (info)
+        *info = in;
+    return DP_OK;
 }

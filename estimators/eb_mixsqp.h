@@ -27,6 +27,11 @@
  * the full step (the usual case near the optimum) reuses that pass's L x, so an iteration reads L
  * once.
  *
+ * Warm start: with n >= 131072 rows the problem is first solved on 16384 evenly strided rows (a
+ * copy that stays in cache), and the full problem is started from that answer; the SQP's local
+ * (Newton-like) convergence then needs few passes over the full L, which is what costs (its size
+ * is memory bandwidth). The answer is the full problem's, to the same tolerance.
+ *
  * Memory: L and weights borrowed; x caller-owned (k entries, in: a start or NULL via
  * EB_MIXSQP_START_UNIFORM, out: the proportions). Threading: reentrant, single-threaded (BLAS
  * pinned to one thread).
@@ -54,10 +59,13 @@ typedef struct eb_mixsqp_opts {
 eb_mixsqp_opts eb_mixsqp_opts_default(void);
 
 typedef struct eb_mixsqp_info {
-    unsigned iterations;        /* outer iterations taken */
+    unsigned iterations;        /* outer iterations taken on the full data */
+    unsigned warm_iterations;   /* outer iterations of the warm start on a subsample (0: none) */
     unsigned active_iterations; /* inner active-set iterations, summed */
     double objective;           /* -(1/n) sum_j log(L_j pi) of the scaled L, at the answer */
     double dual_residual;       /* max(0, -min_k g_k) at the answer */
+    double sum_log;             /* sum_j log(L_j pi) at the (normalised) answer, from the last
+                                   pass: the log-likelihood of the scaled L, no extra pass */
     eb_status status;           /* converged, or max_iter */
 } eb_mixsqp_info;
 
