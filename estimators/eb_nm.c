@@ -187,7 +187,8 @@ typedef struct nm_ws {
     double *L;         /* [n * k] */
     double *rowmax;    /* [n] */
     unsigned iterations, evaluations;
-    eb_status worst;
+    eb_status last;  /* the solver's status at the last weights solved (the answer's) */
+    eb_status worst; /* boundary flags of the answer */
     dp_err *err;
     int rc; /* first failure of a profiled evaluation */
 } nm_ws;
@@ -259,6 +260,7 @@ static double solve_weights(nm_ws *ws)
     build_L(ws);
     if (ws->k == 1) {
         ws->w[0] = 1.0;
+        ws->last = EB_STATUS_CONVERGED;
         return eb_mixsqp_loglik(ws->d->n, 1, ws->L, ws->rowmax, ws->w);
     }
     eb_mixsqp_opts mo = eb_mixsqp_opts_default();
@@ -272,8 +274,7 @@ static double solve_weights(nm_ws *ws)
         return -DP_INF;
     }
     ws->iterations += info.iterations + info.warm_iterations;
-    if (info.status != EB_STATUS_CONVERGED)
-        ws->worst = eb_status_worst(ws->worst, info.status);
+    ws->last = info.status;
     double srm = 0.0; /* the log-likelihood: the row maxima back, plus mixsqp's last pass */
     for (size_t j = 0; j < ws->d->n; j++)
         srm += ws->rowmax[j];
@@ -502,7 +503,7 @@ int eb_nm_fit_prior(const eb_nm_data *d, const eb_nm_opts *o, eb_nm_fit *fit, dp
     ws.d = d;
     ws.o = o;
     ws.err = err;
-    ws.worst = EB_STATUS_CONVERGED;
+    ws.worst = ws.last = EB_STATUS_CONVERGED;
     ws.rc = DP_OK;
     int rc = DP_OK;
     fit->family = o->family;
@@ -622,7 +623,7 @@ int eb_nm_fit_prior(const eb_nm_data *d, const eb_nm_opts *o, eb_nm_fit *fit, dp
     fit->loglik = ll;
     fit->iterations = ws.iterations;
     fit->evaluations = ws.evaluations;
-    fit->status = ws.worst;
+    fit->status = eb_status_worst(ws.worst, ws.last);
 out:
     ws_free(&ws);
     if (rc != DP_OK)

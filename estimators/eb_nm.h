@@ -112,7 +112,7 @@ typedef struct eb_nm_fit {
     double loglik;        /* sum_j log marginal density of x_j under g */
     unsigned iterations;  /* mixsqp outer iterations (summed over profile points) */
     unsigned evaluations; /* profile points (weights solved), 1 with nothing profiled */
-    eb_status status;     /* converged, boundary, max_iter (the worst seen) */
+    eb_status status;     /* the answer's: converged, boundary, or max_iter (its weights) */
 } eb_nm_fit;
 
 /* Fits g. On success fit owns its arrays (eb_nm_fit_free). DP_EINVAL (bad data or options, a
