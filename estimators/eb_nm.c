@@ -23,6 +23,7 @@
 #include <gsl/gsl_cdf.h>
 #include <gsl/gsl_math.h>
 #include <gsl/gsl_randist.h>
+#include <gsl/gsl_sf_erf.h>
 
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
@@ -38,8 +39,8 @@
 /* pi0 within this of 0 or 1 is a boundary estimate. */
 #define PI0_BOUNDARY 1e-8
 
-static const char *const family_names[EB_NM_N_FAMILIES] = {"normal", "point_normal",
-                                                           "normal_scale_mixture", "npmle"};
+static const char *const family_names[EB_NM_N_FAMILIES] = {
+    "normal", "point_normal", "normal_scale_mixture", "npmle", "point_laplace"};
 
 const char *eb_nm_family_name(eb_nm_family f)
 {
@@ -96,10 +97,11 @@ int eb_nm_opts_check(const eb_nm_opts *o, dp_err *err)
     if (o->mode_fixed && !isfinite(o->mode))
         return dp_err_set(err, DP_EINVAL, "mode", "mode must be finite or \"estimate\"");
     if (o->scale_fixed) {
-        if (o->family != EB_NM_NORMAL && o->family != EB_NM_POINT_NORMAL)
+        if (o->family != EB_NM_NORMAL && o->family != EB_NM_POINT_NORMAL &&
+            o->family != EB_NM_POINT_LAPLACE)
             return dp_err_set(err, DP_EINVAL, "scale",
-                              "a fixed scale applies to the normal and point_normal families; "
-                              "give the mixture families a grid");
+                              "a fixed scale applies to the normal, point_normal and point_laplace "
+                              "families; give the mixture families a grid");
         double lo = o->family == EB_NM_NORMAL ? 0.0 : DBL_MIN;
         if (!isfinite(o->scale) || !(o->scale >= lo))
             return dp_err_set(err, DP_EINVAL, "scale", "scale must be finite and %s (got %g)",
@@ -153,16 +155,50 @@ static double log_npdf(double x, double m, double v)
     return -0.5 * (log(2.0 * M_PI * v) + z * z / v);
 }
 
+/* log Phi(t), accurate in both tails (GSL's log erfc). */
+static double log_Phi(double t)
+{
+    gsl_sf_result r;
+    if (gsl_sf_log_erfc_e(-t / M_SQRT2, &r) != GSL_SUCCESS)
+        return t < 0.0 ? -DP_INF : 0.0;
+    return r.val - M_LN2;
+}
+
+/* The two halves of the Laplace(0, b) * N(0, s^2) convolution at z, as logs: lp (theta > 0) and ln
+ * (theta < 0), each including -log(2b) + s^2/2b^2; the density is e^lp + e^ln (eb_nm.h). */
+static void laplace_halves(double z, double s, double b, double *lp, double *ln)
+{
+    double c = -log(2.0 * b) + 0.5 * (s / b) * (s / b);
+    *lp = c - z / b + log_Phi(z / s - s / b);
+    *ln = c + z / b + log_Phi(-z / s - s / b);
+}
+
+/* log of the Laplace(m, b) * N(0, s^2) density at x. */
+static double log_laplace_conv(double x, double m, double s, double b)
+{
+    double lp, ln;
+    laplace_halves(x - m, s, b, &lp, &ln);
+    double mx = fmax(lp, ln);
+    return mx + log1p(exp(fmin(lp, ln) - mx));
+}
+
+/* log of component c's marginal density at x with standard error s. */
+static double log_comp(const eb_nm_fit *f, size_t c, double x, double s)
+{
+    if (f->family == EB_NM_POINT_LAPLACE && c == 1)
+        return log_laplace_conv(x, f->mean[c], s, f->sd[c]);
+    return log_npdf(x, f->mean[c], s * s + f->sd[c] * f->sd[c]);
+}
+
 double eb_nm_loglik(const eb_nm_data *d, const eb_nm_fit *fit)
 {
     double s = 0.0;
     for (size_t j = 0; j < d->n; j++) {
-        double mx = -DP_INF, acc = 0.0, s2 = d->s[j] * d->s[j];
+        double mx = -DP_INF, acc = 0.0;
         for (size_t c = 0; c < fit->k; c++) {
             if (!(fit->w[c] > 0.0))
                 continue;
-            double l =
-                log(fit->w[c]) + log_npdf(d->x[j], fit->mean[c], s2 + fit->sd[c] * fit->sd[c]);
+            double l = log(fit->w[c]) + log_comp(fit, c, d->x[j], d->s[j]);
             if (l > mx) {
                 acc = acc * exp(mx - l) + 1.0;
                 mx = l;
@@ -183,6 +219,7 @@ typedef struct nm_ws {
     const eb_nm_opts *o;
     size_t k;
     double *mean, *sd; /* [k] components (the family's layout) */
+    bool laplace;      /* component 1 is Laplace(mean[1], sd[1]) (point_laplace) */
     double *w;         /* [k] weights: warm start in, answer out */
     double *L;         /* [n * k] */
     double *rowmax;    /* [n] */
@@ -241,7 +278,8 @@ static void build_L(nm_ws *ws)
         }
         double mx = -DP_INF;
         for (size_t c = 0; c < k; c++) {
-            row[c] = log_npdf(x, ws->mean[c], s2 + ws->sd[c] * ws->sd[c]);
+            row[c] = ws->laplace && c == 1 ? log_laplace_conv(x, ws->mean[c], d->s[j], ws->sd[c])
+                                           : log_npdf(x, ws->mean[c], s2 + ws->sd[c] * ws->sd[c]);
             mx = fmax(mx, row[c]);
         }
         ws->rowmax[j] = mx;
@@ -536,10 +574,12 @@ int eb_nm_fit_prior(const eb_nm_data *d, const eb_nm_opts *o, eb_nm_fit *fit, dp
             fit->scale = t;
             break;
         }
-        case EB_NM_POINT_NORMAL: {
+        case EB_NM_POINT_NORMAL:
+        case EB_NM_POINT_LAPLACE: {
             rc = ws_alloc(&ws, 2, err);
             if (rc != DP_OK)
                 goto out;
+            ws.laplace = o->family == EB_NM_POINT_LAPLACE;
             pn_ctx c = {&ws, log(smin / 10.0), log((xmax - xmin) + smax)};
             if (!(c.hi > c.lo))
                 c.hi = c.lo + log(100.0);
@@ -633,11 +673,84 @@ out:
 
 /* ---- posterior ---- */
 
+/* N(m, s^2) truncated to (0, inf): mean, variance. lambda = phi(u)/Phi(u), u = m/s (the inverse
+ * Mills ratio, from logs so that it stays finite far in the tail); Var = s^2 (1 - lambda (u +
+ * lambda)) (Johnson, Kotz & Balakrishnan, Continuous Univariate Distributions vol. 1, 2nd ed.,
+ * Sec. 13.10.1). */
+static void tn_pos(double m, double s, double *e1, double *var)
+{
+    double u = m / s;
+    double lam = exp(-0.5 * u * u - 0.5 * log(2.0 * M_PI) - log_Phi(u));
+    *e1 = m + s * lam;
+    *var = fmax(0.0, s * s * (1.0 - lam * (u + lam)));
+}
+
+/* A draw of N(m, s^2) truncated to (0, inf) by inversion on the upper tail: Z = Qinv(t), t uniform
+ * on (0, Q(-m/s)), so Z > -m/s, precise when the truncation point is far out. */
+static double tn_pos_draw(double m, double s, gsl_rng *r)
+{
+    double q = gsl_cdf_ugaussian_Q(-m / s);
+    double t = q * gsl_rng_uniform_pos(r);
+    return fmax(0.0, m + s * gsl_cdf_ugaussian_Qinv(t));
+}
+
+/* P(X < c) for X ~ N(m, s^2) truncated to (0, inf). */
+static double tn_pos_cdf(double m, double s, double c)
+{
+    if (c <= 0.0)
+        return 0.0;
+    return (gsl_cdf_ugaussian_P((c - m) / s) - gsl_cdf_ugaussian_P(-m / s)) /
+           gsl_cdf_ugaussian_P(m / s);
+}
+
+/* One observation under a point-Laplace prior (eb_nm.h): mean, variance, P(theta < 0),
+ * P(theta = 0), and n_draws draws (rng may be NULL when n_draws is 0). */
+static void laplace_row(const eb_nm_fit *f, double x, double s, double *mean, double *var,
+                        double *neg, double *zero, size_t n_draws, double *draws, gsl_rng *rng)
+{
+    double mu = f->mean[0], b = f->sd[1], z = x - mu, lp, ln;
+    laplace_halves(z, s, b, &lp, &ln);
+    double l0 = f->w[0] > 0.0 ? log(f->w[0]) + log_npdf(x, mu, s * s) : -DP_INF;
+    double l1 = f->w[1] > 0.0 ? log(f->w[1]) : -DP_INF;
+    double lw[3] = {l0, l1 + lp, l1 + ln}, mx = fmax(l0, fmax(lw[1], lw[2])), w[3], tot = 0.0;
+    for (int c = 0; c < 3; c++) {
+        w[c] = isfinite(lw[c]) ? exp(lw[c] - mx) : 0.0;
+        tot += w[c];
+    }
+    for (int c = 0; c < 3; c++)
+        w[c] /= tot;
+    /* theta = mu + t: t = 0, t ~ TN(z - s^2/b) on (0, inf), t ~ -TN(-(z + s^2/b)) on (0, inf) */
+    double mp = z - s * s / b, mn = -(z + s * s / b), ep, vp, en, vn;
+    tn_pos(mp, s, &ep, &vp);
+    tn_pos(mn, s, &en, &vn);
+    double cm[3] = {mu, mu + ep, mu - en}, cv[3] = {0.0, vp, vn};
+    double m = w[0] * cm[0] + w[1] * cm[1] + w[2] * cm[2], v = 0.0;
+    for (int c = 0; c < 3; c++)
+        v += w[c] * (cv[c] + (cm[c] - m) * (cm[c] - m));
+    *mean = m;
+    *var = v;
+    /* P(theta < 0) = P(t < -mu) */
+    double c0 = -mu;
+    *neg = (mu < 0.0 ? w[0] : 0.0) + w[1] * tn_pos_cdf(mp, s, c0) +
+           w[2] * (c0 >= 0.0 ? 1.0 : 1.0 - tn_pos_cdf(mn, s, -c0));
+    *zero = mu == 0.0 ? w[0] : 0.0;
+    for (size_t r = 0; r < n_draws; r++) {
+        double u = gsl_rng_uniform(rng);
+        if (u < w[0])
+            draws[r] = mu;
+        else if (u < w[0] + w[1])
+            draws[r] = mu + tn_pos_draw(mp, s, rng);
+        else
+            draws[r] = mu - tn_pos_draw(mn, s, rng);
+    }
+}
+
 int eb_nm_posterior(const eb_nm_data *d, const eb_nm_fit *fit, eb_nm_post *p, dp_err *err)
 {
     if (eb_nm_data_check(d, err) != DP_OK)
         return err->code;
-    if (fit->k < 1 || fit->w == NULL || fit->mean == NULL || fit->sd == NULL)
+    if (fit->k < 1 || fit->w == NULL || fit->mean == NULL || fit->sd == NULL ||
+        (fit->family == EB_NM_POINT_LAPLACE && (fit->k != 2 || !(fit->sd[1] > 0.0))))
         return dp_err_set(err, DP_EINVAL, "prior", "the prior has no components");
     if (p->n_draws > EB_NM_MAX_DRAWS_PER_OBS || (p->n_draws > 0 && p->draws == NULL))
         return dp_err_set(err, DP_EINVAL, "draws", "draws must be in 0..%d (got %zu)",
@@ -658,6 +771,20 @@ int eb_nm_posterior(const eb_nm_data *d, const eb_nm_fit *fit, eb_nm_post *p, dp
     for (size_t c = 0; c < k; c++)
         lpi[c] = fit->w[c] > 0.0 ? log(fit->w[c]) : -DP_INF;
     for (size_t j = 0; j < d->n; j++) {
+        if (fit->family == EB_NM_POINT_LAPLACE) {
+            double mean, var, neg, zero;
+            laplace_row(fit, d->x[j], d->s[j], &mean, &var, &neg, &zero, p->n_draws,
+                        p->draws ? p->draws + j * p->n_draws : NULL, rng);
+            if (p->mean)
+                p->mean[j] = mean;
+            if (p->sd)
+                p->sd[j] = sqrt(var);
+            if (p->second)
+                p->second[j] = var + mean * mean;
+            if (p->lfsr)
+                p->lfsr[j] = fmin(fmax(0.0, 1.0 - neg), fmin(1.0, neg + zero));
+            continue;
+        }
         double x = d->x[j], s2 = d->s[j] * d->s[j], mx = -DP_INF, l2ps = log(2.0 * M_PI * s2);
         for (size_t c = 0; c < k; c++) {
             double t2 = fit->sd[c] * fit->sd[c], z = x - fit->mean[c];

@@ -13,9 +13,16 @@
  *   EB_NM_NPMLE           g = sum_k pi_k delta_{a_k} on a fixed grid of atoms spanning the data
  *                         (Koenker & Mizera, "Convex optimization, shape constraints, compound
  *                         decisions, and empirical Bayes rules", JASA 109, 2014)
- * Each g is a finite mixture of normals (sd 0 = point mass): the marginal of x_j is
- * sum_k pi_k N(x_j; m_k, s_j^2 + sigma_k^2), and the posterior of theta_j is the mixture of the
+ *   EB_NM_POINT_LAPLACE   g = pi0 delta_mode + (1 - pi0) Laplace(mode, scale), density
+ *                         exp(-|theta - mode| / scale) / (2 scale)
+ * Every g but the Laplace is a finite mixture of normals (sd 0 = point mass): the marginal of x_j
+ * is sum_k pi_k N(x_j; m_k, s_j^2 + sigma_k^2), and the posterior of theta_j is the mixture of the
  * components' normal posteriors with weights pi_k N(x_j; m_k, s_j^2 + sigma_k^2) / marginal.
+ * point_laplace is held the same way with component 1 (sd = the Laplace scale b) flagged as
+ * Laplace: its marginal, with z = x - mode, is (1/2b) e^{s^2/2b^2} [e^{-z/b} Phi(z/s - s/b) +
+ * e^{z/b} Phi(-z/s - s/b)], and its posterior the mixture of N(z - s^2/b, s^2) truncated to theta >
+ * mode and N(z + s^2/b, s^2) truncated to theta < mode, in those two proportions (the convolution
+ * of a Laplace and a normal; the form ebnm's point_laplace uses).
  *
  * Fit: g maximises the marginal log-likelihood. Mixture weights come from eb_mixsqp_solve (SQP,
  * Kim et al. 2020) on the likelihood matrix built in log space with row-wise max subtraction.
@@ -61,10 +68,11 @@ typedef enum eb_nm_family {
     EB_NM_POINT_NORMAL,
     EB_NM_SCALE_MIXTURE,
     EB_NM_NPMLE,
+    EB_NM_POINT_LAPLACE,
     EB_NM_N_FAMILIES
 } eb_nm_family;
 
-/* "normal", "point_normal", "normal_scale_mixture", "npmle" (ebnm's names). */
+/* "normal", "point_normal", "normal_scale_mixture", "npmle", "point_laplace" (ebnm's names). */
 const char *eb_nm_family_name(eb_nm_family f);
 /* The family of a name, or -1. */
 int eb_nm_family_parse(const char *name);
@@ -80,10 +88,10 @@ int eb_nm_data_check(const eb_nm_data *d, dp_err *err);
 
 typedef struct eb_nm_opts {
     eb_nm_family family;
-    bool mode_fixed;    /* default true: mode = 0, as ebnm's default */
-    double mode;        /* the fixed mode */
-    bool scale_fixed;   /* normal, point_normal: the prior sd is given (default false) */
-    double scale;       /* the fixed prior sd (> 0; normal also >= 0) */
+    bool mode_fixed;  /* default true: mode = 0, as ebnm's default */
+    double mode;      /* the fixed mode */
+    bool scale_fixed; /* normal, point_normal, point_laplace: the scale is given (default false) */
+    double scale;     /* the fixed prior sd or Laplace scale (> 0; normal also >= 0) */
     const double *grid; /* NULL: the default grid; else n_grid sds (scale mixture, >= 0,
                            increasing) or atoms (npmle, increasing); borrowed */
     size_t n_grid;

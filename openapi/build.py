@@ -316,7 +316,7 @@ _run_common = {
                            description="the local-DP mechanism, its parameters and what was "
                                        "charged to which silo")),
 }
-_nm_families = enum("normal", "point_normal", "normal_scale_mixture", "npmle")
+_nm_families = enum("normal", "point_normal", "point_laplace", "normal_scale_mixture", "npmle")
 _run_req = ["model", "method", "prior", "estimates", "log_likelihood", "iterations", "status",
             "converged", "privacy"]
 _gfit = obj({"mean": _vecn, "variance": _vecn, "log_likelihood": NUMN,

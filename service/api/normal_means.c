@@ -4,8 +4,9 @@
  * families and the fit).
  *
  * Request: {"x": [...], "s": [...] or a number, "prior_family": "normal" | "point_normal" |
- * "normal_scale_mixture" | "npmle", "mode": number | "estimate" (default 0, as ebnm), "scale":
- * number | "estimate" (default "estimate"; a number for normal and point_normal only), "grid":
+ * "point_laplace" | "normal_scale_mixture" | "npmle", "mode": number | "estimate" (default 0, as
+ * ebnm), "scale": number | "estimate" (default "estimate"; a number for normal, point_normal and
+ * point_laplace), "grid":
  * [...] (the mixture families' sds or atoms), "grid_size" (npmle), "grid_mult" (scale mixture),
  * "draws" (posterior draws per observation, default 0), "seed", "max_iter", "tol"}. Unknown keys,
  * lengths that differ, s <= 0 and bad options are 400 naming the field.
@@ -109,8 +110,8 @@ static int nm_parse(const json_t *body, nm_req *r, dp_err *err)
     int f = eb_nm_family_parse(fam);
     if (f < 0)
         return dp_err_set(err, DP_EINVAL, "prior_family",
-                          "prior_family must be normal, point_normal, normal_scale_mixture or "
-                          "npmle (got \"%s\")",
+                          "prior_family must be normal, point_normal, point_laplace, "
+                          "normal_scale_mixture or npmle (got \"%s\")",
                           fam);
     r->o = eb_nm_opts_default((eb_nm_family)f);
     if (parse_numbers(json_object_get(body, "x"), "x", &r->n, &r->x, err) != DP_OK)
@@ -201,7 +202,8 @@ static int nm_check_caps(const est_job *job, const nm_req *r, dp_err *err)
     double per = EB_NM_SCAN + 40.0, points = 1.0;
     if (!r->o.mode_fixed && r->o.family != EB_NM_NPMLE)
         points *= per;
-    if (!r->o.scale_fixed && r->o.family == EB_NM_POINT_NORMAL)
+    if (!r->o.scale_fixed &&
+        (r->o.family == EB_NM_POINT_NORMAL || r->o.family == EB_NM_POINT_LAPLACE))
         points *= per;
     double work = n * k * points;
     if (work > cap_work)

@@ -27,7 +27,7 @@ expect_json '.inputs | has("x") or has("s")' false
 expect_json '.n_clients' 10
 
 # every family fits; npmle and the scale mixture report their grids as components
-for f in normal point_normal normal_scale_mixture npmle; do
+for f in normal point_normal point_laplace normal_scale_mixture npmle; do
     expect_status 201 POST /v1/estimators/normal-means "$(nm $f)"
     expect_json '.prior_family' $f
     expect_json '[.estimates[] | (.posterior_sd >= 0 and .lfsr >= 0 and .lfsr <= 1)] | all' true
@@ -36,6 +36,8 @@ for f in normal point_normal normal_scale_mixture npmle; do
 done
 expect_status 201 POST /v1/estimators/normal-means "$(nm npmle ',"grid_size":7')"
 expect_json '.prior.components | length' 7
+expect_status 201 POST /v1/estimators/normal-means "$(nm point_laplace ',"scale":0.9')"
+expect_json '.prior.components[1].sd' 0.9
 expect_status 201 POST /v1/estimators/normal-means "$(nm point_normal ',"mode":"estimate"')"
 expect_json '.evaluations > 1' true
 expect_status 201 POST /v1/estimators/normal-means "$(nm normal_scale_mixture ',"grid":[0,0.5,1,2,4]')"

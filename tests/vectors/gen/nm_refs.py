@@ -17,7 +17,10 @@ log-likelihood, found here by methods unlike the C code's:
     stops improving; the normal family's boundary (sd = 0) is compared with the interior optimum;
   - the scale mixture's default grid is computed from ashr's rule (autoselect.mixsd, mult sqrt(2),
     point mass first) and written out, so the C test checks its grid too;
-  - posterior moments and lfsr under a given point-normal prior by scipy.integrate.quad of
+  - point_laplace: the same Nelder-Mead on the closed-form marginal (Laplace convolved with a
+    normal, via scipy.special.log_ndtr), which check_laplace_closed_form first compares with
+    scipy.integrate.quad of the convolution (to 1e-10);
+  - posterior moments and lfsr under given point-normal and point-Laplace priors by scipy.integrate.quad of
     theta^m N(x; theta, s^2) over the continuous part plus the point mass, for a few x and s.
 """
 import json
@@ -108,6 +111,54 @@ def point_normal_fit(x, s, mode):
     return -r.fun
 
 
+def laplace_slab_logpdf(x, s, m, b):
+    """log of the Laplace(m, b) * N(0, s^2) density, closed form; checked against quadrature below."""
+    z = x - m
+    c = -np.log(2 * b) + 0.5 * (s / b) ** 2
+    return np.logaddexp(c - z / b + special.log_ndtr(z / s - s / b),
+                        c + z / b + special.log_ndtr(-z / s - s / b))
+
+
+def check_laplace_closed_form():
+    for (x, s, m, b) in [(0.3, 1.0, 0.0, 1.5), (-4.0, 0.6, 0.2, 0.4), (7.0, 1.3, -1.0, 2.5)]:
+        f = lambda t: stats.laplace.pdf(t, loc=m, scale=b) * stats.norm.pdf(x, loc=t, scale=s)
+        q = integrate.quad(f, -np.inf, m, epsabs=0, epsrel=1e-13)[0] + \
+            integrate.quad(f, m, np.inf, epsabs=0, epsrel=1e-13)[0]
+        assert abs(np.exp(laplace_slab_logpdf(x, s, m, b)) / q - 1) < 1e-10, (x, s, m, b)
+
+
+def point_laplace_fit(x, s, mode):
+    def ll(m, lb, lpi):
+        p0 = special.expit(lpi)
+        point = stats.norm.logpdf(x, loc=m, scale=s)
+        slab = laplace_slab_logpdf(x, s, m, np.exp(lb))
+        return float(np.sum(np.logaddexp(np.log(p0) + point, np.log1p(-p0) + slab)))
+    if mode is None:
+        r = nm_minimize(lambda p: -ll(p[0], p[1], p[2]), [np.median(x), np.log(np.std(x)), 0.0])
+    else:
+        r = nm_minimize(lambda p: -ll(mode, p[0], p[1]), [np.log(np.std(x)), 0.0])
+    return -r.fun
+
+
+def pl_posterior(x, s, pi0, mode, b):
+    """As pn_posterior, for pi0 delta_mode + (1 - pi0) Laplace(mode, b), by quadrature."""
+    like = lambda t: stats.norm.pdf(x, loc=t, scale=s)
+    slab = lambda t: (1 - pi0) * stats.laplace.pdf(t, loc=mode, scale=b) * like(t)
+    lo, hi = mode - 60 * b - 20 * s, mode + 60 * b + 20 * s
+    pts = sorted({mode, x, 0.0})
+    def q(g, a, c):
+        inner = [p for p in pts if a < p < c]
+        edges = [a] + inner + [c]
+        return sum(integrate.quad(g, edges[i], edges[i + 1], epsabs=0, epsrel=1e-12, limit=500)[0]
+                   for i in range(len(edges) - 1))
+    z = q(slab, lo, hi) + pi0 * like(mode)
+    m1 = (q(lambda t: t * slab(t), lo, hi) + pi0 * mode * like(mode)) / z
+    m2 = (q(lambda t: t * t * slab(t), lo, hi) + pi0 * mode ** 2 * like(mode)) / z
+    neg = (q(slab, lo, 0.0) if lo < 0 else 0.0) / z + (pi0 * like(mode) / z if mode < 0 else 0.0)
+    zero = pi0 * like(mode) / z if mode == 0 else 0.0
+    return m1, m2, neg, zero
+
+
 def pn_posterior(x, s, pi0, mode, sd):
     """E[theta], E[theta^2], P(theta < 0), P(theta = 0) under pi0 delta_mode + (1-pi0) N(mode, sd^2)."""
     like = lambda t: stats.norm.pdf(x, loc=t, scale=s)
@@ -141,7 +192,8 @@ def main():
         cases.append({"name": f"{name}/smn_mode0", "family": "normal_scale_mixture", "data": name,
                       "mode": 0.0, "grid": g, "loglik": loglik_mix(x, s, pi, [0.0] * len(g), g),
                       "kkt": kkt, "rtol": 1e-6})
-        for fam, fit in (("normal", normal_fit), ("point_normal", point_normal_fit)):
+        for fam, fit in (("normal", normal_fit), ("point_normal", point_normal_fit),
+                         ("point_laplace", point_laplace_fit)):
             cases.append({"name": f"{name}/{fam}_mode0", "family": fam, "data": name, "mode": 0.0,
                           "loglik": fit(x, s, 0.0), "rtol": 1e-6})
             cases.append({"name": f"{name}/{fam}_modeest", "family": fam, "data": name,
@@ -152,12 +204,19 @@ def main():
             m1, m2, neg, zero = pn_posterior(x, s, pi0, mode, sd)
             post.append({"pi0": pi0, "mode": mode, "scale": sd, "x": x, "s": s, "mean": m1,
                          "second": m2, "neg": neg, "zero": zero, "rtol": 1e-9})
+    check_laplace_closed_form()
+    lap = []
+    for (pi0, mode, b) in [(0.6, 0.0, 1.1), (0.3, -0.5, 0.7)]:
+        for (x, s) in [(0.0, 1.0), (1.7, 0.8), (-2.9, 1.1), (6.0, 0.5)]:
+            m1, m2, neg, zero = pl_posterior(x, s, pi0, mode, b)
+            lap.append({"pi0": pi0, "mode": mode, "scale": b, "x": x, "s": s, "mean": m1,
+                        "second": m2, "neg": neg, "zero": zero, "rtol": 1e-8})
     out = {"provenance": {"script": "tests/vectors/gen/nm_refs.py",
                           "command": "/usr/bin/python3 tests/vectors/gen/nm_refs.py > tests/vectors/nm/ref_nm.json",
                           "python": platform.python_version(), "numpy": np.__version__,
                           "scipy": scipy.__version__},
            "data": {k: {"x": list(map(float, v[0])), "s": list(map(float, v[1]))} for k, v in sets.items()},
-           "cases": cases, "point_normal_posterior": post}
+           "cases": cases, "point_normal_posterior": post, "point_laplace_posterior": lap}
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")
 
