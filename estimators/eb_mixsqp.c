@@ -8,6 +8,7 @@
  */
 #include "estimators/eb_mixsqp.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -354,15 +355,19 @@ static int solve_core(size_t n, size_t k, const double *L, const eb_mixsqp_opts 
             in.status = res <= STALL_TOL ? EB_STATUS_CONVERGED : EB_STATUS_MAX_ITER;
             break;
         }
-        /* backtracking line search; the trial's pass also gives the next g and H */
+        /* backtracking line search. The full step's pass also gives the next g and H (the usual
+         * case); shorter steps are tried on the objective alone, and the accepted one then pays
+         * a pass for g and H. A step whose predicted decrease is below the rounding of f cannot
+         * be measured: the search stops there instead of halving to LS_MIN_STEP. */
         double alpha = 1.0, ft = 0.0;
-        bool ok = false;
-        while (alpha >= LS_MIN_STEP) {
+        bool ok = false, have_grad = false;
+        while (alpha >= LS_MIN_STEP && -alpha * dd > DBL_EPSILON * fabs(f)) {
             for (size_t a = 0; a < k; a++)
                 w.xt[a] = fmax(0.0, x[a] + alpha * w.p[a]);
             dp_err e2;
             dp_err_clear(&e2);
-            int r2 = evaluate(&w, w.xt, true, &ft, &e2);
+            have_grad = alpha == 1.0;
+            int r2 = evaluate(&w, w.xt, have_grad, &ft, &e2);
             if (r2 == DP_OK && ft <= f + LS_SUFFICIENT * alpha * dd) {
                 ok = true;
                 break;
@@ -373,11 +378,24 @@ static int solve_core(size_t n, size_t k, const double *L, const eb_mixsqp_opts 
             }
             alpha *= LS_REDUCE;
         }
+        if (ok && !have_grad) {
+            rc = evaluate(&w, w.xt, true, &ft, err);
+            if (rc != DP_OK)
+                goto out;
+        }
         if (!ok) { /* no measurable decrease: re-evaluate at x and stop */
             rc = evaluate(&w, x, true, &f, err);
             if (rc != DP_OK)
                 goto out;
             in.objective = f;
+            in.dual_residual = dual_residual(w.g, k);
+            in.status = in.dual_residual <= STALL_TOL ? EB_STATUS_CONVERGED : EB_STATUS_MAX_ITER;
+            break;
+        }
+        if (!(ft < f)) { /* accepted only because the decrease is below rounding: a stall that
+                            would repeat to max_iter, one pass over L each time */
+            memcpy(x, w.xt, k * sizeof *x);
+            in.objective = f = ft;
             in.dual_residual = dual_residual(w.g, k);
             in.status = in.dual_residual <= STALL_TOL ? EB_STATUS_CONVERGED : EB_STATUS_MAX_ITER;
             break;
