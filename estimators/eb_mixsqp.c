@@ -38,6 +38,8 @@ int openblas_get_num_threads(void);
  * residual is within this (the objective is flat to rounding there); else it is reported as not
  * converged. */
 #define STALL_TOL 1e-6
+/* A predicted decrease of the objective below this many roundings of it is not measurable. */
+#define ROUND_TOL (16.0 * DBL_EPSILON)
 /* Warm start on a strided subsample of SUB_ROWS rows when there are at least SUB_MIN_ROWS. */
 #define SUB_ROWS     16384
 #define SUB_MIN_ROWS 131072
@@ -353,6 +355,14 @@ static int solve_core(size_t n, size_t k, const double *L, const eb_mixsqp_opts 
         }
         if (!(dd < 0.0)) { /* no descent direction left: the model's optimum is x */
             in.status = res <= STALL_TOL ? EB_STATUS_CONVERGED : EB_STATUS_MAX_ITER;
+            break;
+        }
+        if (-dd <= ROUND_TOL * fabs(f)) {
+            /* the full step's predicted decrease is at the rounding of f: no step can measurably
+             * improve x, which is optimal to working precision even when the dual residual is
+             * above tol (it is, when weights that should be 0 are tiny: g_k is accurate only to
+             * about eps / x_k there) */
+            in.status = EB_STATUS_CONVERGED;
             break;
         }
         /* backtracking line search. The full step's pass also gives the next g and H (the usual

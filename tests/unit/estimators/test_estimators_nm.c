@@ -298,6 +298,39 @@ static void mixsqp_meets_kkt_with_warm_start(void **state)
     dp_free(L);
 }
 
+/* npmle on 150,000 observations whose weights on several atoms should be 0: the dual residual
+ * stops above tol once the remaining decrease is below rounding, and the fit must say converged
+ * in a few iterations, not repeat unmeasurable steps to max_iter (each a pass over the matrix). */
+static void npmle_optimal_to_rounding_is_converged(void **state)
+{
+    (void)state;
+    size_t n = 150000;
+    double *x = dp_calloc(n, sizeof *x), *s = dp_calloc(n, sizeof *s);
+    assert_non_null(x);
+    assert_non_null(s);
+    dp_err e;
+    dp_err_clear(&e);
+    gsl_rng *r = dp_rng_alloc(3, DP_RNG_STREAM_DATA, &e);
+    assert_non_null(r);
+    for (size_t j = 0; j < n; j++) {
+        double u = gsl_rng_uniform(r);
+        s[j] = 0.5 + gsl_rng_uniform(r);
+        double th = u < 0.6 ? 0.0 : (u < 0.8 ? -2.0 : 3.0);
+        x[j] = round((th + s[j] * gsl_ran_ugaussian(r)) * 1e6) / 1e6;
+    }
+    gsl_rng_free(r);
+    eb_nm_data d = {n, x, s};
+    eb_nm_opts o = eb_nm_opts_default(EB_NM_NPMLE);
+    o.grid_size = 20;
+    eb_nm_fit fit;
+    assert_int_equal(eb_nm_fit_prior(&d, &o, &fit, &e), DP_OK);
+    assert_int_equal(fit.status, EB_STATUS_CONVERGED);
+    assert_true(fit.iterations < 100);
+    eb_nm_fit_free(&fit);
+    dp_free(x);
+    dp_free(s);
+}
+
 static void draws_are_seeded_and_follow_the_posterior(void **state)
 {
     (void)state;
@@ -393,6 +426,7 @@ int main(void)
         cmocka_unit_test(normal_fit_has_the_closed_form_mode),
         cmocka_unit_test(normal_scale_at_zero_is_boundary),
         cmocka_unit_test(mixsqp_meets_kkt_with_warm_start),
+        cmocka_unit_test(npmle_optimal_to_rounding_is_converged),
         cmocka_unit_test(draws_are_seeded_and_follow_the_posterior),
         cmocka_unit_test(bad_input_names_the_field),
         cmocka_unit_test(all_equal_observations_give_one_atom),
