@@ -44,6 +44,7 @@ typedef enum dp_rng_stream {
     /* 100 + r, r < 100: k-means++ start of EM restart r (eb_mixture; n_init <= 100) */
     DP_RNG_STREAM_MIXTURE_RESTART = 100,
     DP_RNG_STREAM_LINREG_INIT = 200, /* eb_linreg: k-means++ start of the prior's components */
+    DP_RNG_STREAM_NM_DRAWS = 300,    /* eb_nm: posterior draws of the normal-means estimator */
     /* 1000..1999 reserved for training jobs (federated/), each with a seed from dp_rng_derive */
     DP_RNG_STREAM_FL_CLIENT_SAMPLING = 1000, /* which clients take part in a round */
     DP_RNG_STREAM_FL_DP_NOISE = 1001,        /* the Gaussian noise of a round's update */

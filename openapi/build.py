@@ -331,6 +331,7 @@ _run_common = {
                            description="the local-DP mechanism, its parameters and what was "
                                        "charged to which silo")),
 }
+_nm_families = enum("normal", "point_normal", "point_laplace", "normal_scale_mixture", "npmle")
 _run_req = ["model", "method", "prior", "estimates", "log_likelihood", "iterations", "status",
             "converged", "privacy"]
 _gfit = obj({"mean": _vecn, "variance": _vecn, "log_likelihood": NUMN,
@@ -368,12 +369,29 @@ SCHEMAS["EstimatorRun"] = {
             "noise_variance": NUMN,
             "noise_variance_source": enum("pooled", "given", "standard_errors")}),
             _run_req + ["noise_variance", "noise_variance_source"]),
+        obj(dict(_run_common, **{
+            "model": {"const": "normal_means"}, "prior_family": _nm_families,
+            "prior": obj({"family": _nm_families, "mode": NUMN, "scale": NUMN, "pi0": NUMN,
+                          "components": arr(obj({"weight": NUMN, "mean": NUMN, "sd": NUMN},
+                                                ["weight", "mean", "sd"]))},
+                         ["family", "mode", "scale", "pi0", "components"],
+                         description="the fitted prior g as a mixture of normals (sd 0: a "
+                                     "point mass); scale and pi0 for normal and point_normal"),
+            "estimates": arr(obj({"posterior_mean": NUMN, "posterior_sd": NUMN,
+                                  "posterior_second_moment": NUMN, "lfsr": NUMN,
+                                  "draws": arr(NUMN)},
+                                 ["posterior_mean", "posterior_sd", "posterior_second_moment",
+                                  "lfsr"])),
+            "n_observations": integer(minimum=1),
+            "evaluations": integer(minimum=0, description="profile points: weights solved")}),
+            ["model", "prior_family", "prior", "estimates", "log_likelihood", "iterations",
+             "status", "converged", "privacy", "n_observations", "evaluations"]),
     ]}
-SCHEMAS["RunSummary"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture"),
+SCHEMAS["RunSummary"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture", "normal-means"),
                              "created_at": TIME, "status": string(), "private": boolean(),
                              "n_clients": integer(minimum=0)},
                             ["id", "kind", "created_at", "status"])
-SCHEMAS["Run"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture"),
+SCHEMAS["Run"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture", "normal-means"),
                       "created_at": TIME, "status": string(), "private": boolean(),
                       "n_clients": integer(minimum=0), "data_kept": boolean(),
                       "inputs": t("object", description="the request without its clients, "
@@ -426,6 +444,18 @@ SCHEMAS["MixtureRequest"] = obj(dict(
     prior=obj({"components": arr(obj({"weight": num(), "mean": num(), "variance": num()}))}),
     tol=num(exclusiveMinimum=0), n_init=integer(minimum=1), variance_floor=num(minimum=0),
     **_common_est), ["clients"])
+_fixed_or_estimate = {"oneOf": [num(), {"const": "estimate"}]}
+SCHEMAS["NormalMeansRequest"] = obj(dict(
+    x=arr(num(), minItems=1, description="observations"),
+    s={"oneOf": [num(exclusiveMinimum=0), arr(num(exclusiveMinimum=0), minItems=1)],
+       "description": "standard errors: one per observation, or one for all"},
+    prior_family=_nm_families, mode=_fixed_or_estimate, scale=_fixed_or_estimate,
+    grid=arr(num(), minItems=1, description="normal_scale_mixture: sds (>= 0, increasing); "
+                                            "npmle: atoms (increasing)"),
+    grid_size=integer(minimum=1, maximum=1000), grid_mult=num(exclusiveMinimum=1),
+    draws=integer(minimum=0, maximum=1000), seed=integer(minimum=0),
+    max_iter=integer(minimum=1), tol=num(exclusiveMinimum=0)),
+    ["x", "s", "prior_family"])
 
 # Tuning (docs/TUNING.md)
 SCHEMAS["ResolvedDistribution"] = {
@@ -749,7 +779,7 @@ for name, extra, req, ans in (
 
 # estimators and runs
 for kind, schema in (("gaussian", "GaussianRequest"), ("beta", "BetaRequest"),
-                     ("mixture", "MixtureRequest")):
+                     ("mixture", "MixtureRequest"), ("normal-means", "NormalMeansRequest")):
     op("POST", "/v1/estimators/" + kind, "Empirical-Bayes %s estimator (stored as a run)" % kind,
        "token", [IDEMPOTENCY_KEY], body=json_body(ref(schema)),
        answers={"201": ok(ref("EstimatorRun"), "The run (Location: /v1/runs/{id}); a replay of "

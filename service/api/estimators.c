@@ -29,6 +29,7 @@
  * thread); the request's connection is used on the HTTP thread only.
  */
 #include "service/api/routes.h"
+#include "service/api/estimators_run.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -284,9 +285,6 @@ typedef struct text_buf {
     size_t len, cap;
     bool failed;
 } text_buf;
-
-typedef struct est_job est_job;
-typedef int (*est_compute_fn)(est_job *j, dp_err *err);
 
 struct est_job {
     const char *kind; /* "gaussian", "beta", "mixture" (static) */
@@ -979,6 +977,8 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
         goto out;
     }
     json_object_del(params, "clients");
+    json_object_del(params, "x"); /* normal-means observations (api/normal_means.c): data */
+    json_object_del(params, "s");
     if (json_util_set(params, "n_clients", json_integer((json_int_t)m), err) != DP_OK ||
         json_util_set(params, "dimension", json_integer((json_int_t)d), err) != DP_OK) {
         rc = err->code;
@@ -1205,9 +1205,10 @@ static int est_render(void *arg, const http_req *rq, http_resp *rs, bool deferre
     return http_resp_created(rs, body, err, "/v1/runs/%lld", (long long)j->run_id);
 }
 
-/* A POST /v1/estimators/<kind>: checks on this thread, then the run on the compute pool. */
-static int est_start(const http_req *rq, http_resp *rs, const char *kind, est_compute_fn compute,
-                     dp_err *err)
+/* A POST /v1/estimators/<kind>: checks on this thread, then the run on the compute pool. Also the
+ * entry of routes in other files (api/estimators_run.h). */
+int est_start(const http_req *rq, http_resp *rs, const char *kind, est_compute_fn compute,
+              dp_err *err)
 {
     int64_t creator = 0;
     if (run_require_token(rq, err) != DP_OK || /* issue 10: runs are private (401) */
@@ -2961,6 +2962,30 @@ static int mixture_compute(est_job *job, dp_err *err)
     gauss_req_free(&g);
     mix_out_free(&o);
     return rc;
+}
+
+/* ---- for routes in other files (api/estimators_run.h) ---- */
+
+const json_t *est_job_body(const est_job *j)
+{
+    return j->rq.body;
+}
+
+const cfg *est_job_cfg(const est_job *j)
+{
+    return j->rq.app->cfg;
+}
+
+int est_add_row(est_job *j, json_t *row, dp_err *err)
+{
+    return add_row(j, row, err);
+}
+
+int est_finish(est_job *j, size_t m, json_t *result, double loglik, unsigned iterations,
+               eb_status status, dp_err *err)
+{
+    run_outcome oc = {loglik, iterations, status, json_null()};
+    return finish_run(j, false, m, 1, result, NULL, 0, &oc, err);
 }
 
 /* ---- the routes ---- */

@@ -62,6 +62,8 @@ const route ROUTES[] = {
      NULL},
     {"POST", "/v1/estimators/beta", route_estimators_beta, 64 * MIB, ROUTE_TOKEN, NULL, NULL},
     {"POST", "/v1/estimators/mixture", route_estimators_mixture, 64 * MIB, ROUTE_TOKEN, NULL, NULL},
+    {"POST", "/v1/estimators/normal-means", route_estimators_normal_means, 64 * MIB, ROUTE_TOKEN,
+     NULL, NULL},
     {"GET", "/v1/runs", route_runs_list, 0, ROUTE_TOKEN, "limit after", NULL},
     {"GET", "/v1/runs/{id}", route_runs_get, 0, ROUTE_TOKEN, NULL, NULL},
     {"POST", "/v1/tuning/cost", route_tuning_cost, 64 * KIB, ROUTE_OPEN, NULL, NULL},

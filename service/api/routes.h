@@ -38,6 +38,7 @@ int route_accounting_calibrate(const http_req *rq, http_resp *rs, dp_err *err);
 int route_estimators_gaussian(const http_req *rq, http_resp *rs, dp_err *err);
 int route_estimators_beta(const http_req *rq, http_resp *rs, dp_err *err);
 int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err);
+int route_estimators_normal_means(const http_req *rq, http_resp *rs, dp_err *err);
 int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err);
 int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err);
 

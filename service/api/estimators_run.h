@@ -1,0 +1,45 @@
+/*
+ * api/estimators_run.h: the run machinery of api/estimators.c (checks on the HTTP thread, the
+ * estimator on a compute thread, the run stored, 201 with its Location) for estimator routes kept
+ * in files of their own (api/normal_means.c).
+ *
+ * A route calls est_start with its kind and compute function. The compute function runs on a
+ * compute thread with the job: it reads the request body (est_job_body, borrowed for the job's
+ * life), appends one JSON row per observation (est_add_row, "estimates"), then est_finish with
+ * the rest of the result, which must hold the placeholder "estimates": [] where the rows go. The
+ * run is stored with its params (the body without "clients", "x" and "s") and answered as
+ * docs/ESTIMATORS.md describes. No privacy, no silo charged: a run of this kind is public data
+ * the caller already holds ("privacy": null).
+ */
+#ifndef DP_SERVICE_API_ESTIMATORS_RUN_H
+#define DP_SERVICE_API_ESTIMATORS_RUN_H
+
+#include <jansson.h>
+
+#include "common/dp_err.h"
+#include "estimators/eb_common.h"
+#include "service/api/routes.h"
+#include "service/base/cfg.h"
+
+typedef struct est_job est_job;
+typedef int (*est_compute_fn)(est_job *j, dp_err *err);
+
+/* POST /v1/estimators/<kind> (kind: static string, stored with the run). */
+int est_start(const http_req *rq, http_resp *rs, const char *kind, est_compute_fn compute,
+              dp_err *err);
+
+/* The request body (borrowed, valid for the job's life). */
+const json_t *est_job_body(const est_job *j);
+
+/* The daemon's configuration (caps), or NULL in unit tests. Borrowed. */
+const cfg *est_job_cfg(const est_job *j);
+
+/* Appends one row of "estimates" (row stolen; NULL = out of memory). */
+int est_add_row(est_job *j, json_t *row, dp_err *err);
+
+/* Completes result (stolen; holds "estimates": []) with log_likelihood, iterations, status,
+ * converged and privacy (null), stores the run of m observations and sets the answer. */
+int est_finish(est_job *j, size_t m, json_t *result, double loglik, unsigned iterations,
+               eb_status status, dp_err *err);
+
+#endif
