@@ -2982,9 +2982,9 @@ int est_add_row(est_job *j, json_t *row, dp_err *err)
 }
 
 int est_finish(est_job *j, size_t m, json_t *result, double loglik, unsigned iterations,
-               eb_status status, dp_err *err)
+               eb_status status, const char *reason, dp_err *err)
 {
-    run_outcome oc = {loglik, iterations, status, json_null()};
+    run_outcome oc = {loglik, iterations, status, json_null(), reason};
     return finish_run(j, false, m, 1, result, NULL, 0, &oc, err);
 }
 

@@ -38,8 +38,9 @@ const cfg *est_job_cfg(const est_job *j);
 int est_add_row(est_job *j, json_t *row, dp_err *err);
 
 /* Completes result (stolen; holds "estimates": []) with log_likelihood, iterations, status,
- * converged and privacy (null), stores the run of m observations and sets the answer. */
+ * status_reason (reason, borrowed; NULL: nothing to add), converged and privacy (null), stores
+ * the run of m observations and sets the answer. */
 int est_finish(est_job *j, size_t m, json_t *result, double loglik, unsigned iterations,
-               eb_status status, dp_err *err);
+               eb_status status, const char *reason, dp_err *err);
 
 #endif

@@ -215,6 +215,27 @@ static int nm_check_caps(const est_job *job, const nm_req *r, dp_err *err)
     return DP_OK;
 }
 
+/* The fit's status in words (the answer's status_reason, docs/ESTIMATORS.md's status table);
+ * NULL when converged. */
+static const char *status_reason(const eb_nm_fit *f)
+{
+    switch (f->status) {
+        case EB_STATUS_CONVERGED:
+            return NULL;
+        case EB_STATUS_MAX_ITER:
+            return "the mixture-weight solver stopped at its iteration cap before meeting its "
+                   "tolerance: the prior is its best so far";
+        case EB_STATUS_BOUNDARY:
+            return f->family == EB_NM_NORMAL
+                       ? "the prior's scale is 0: every observation is shrunk all the way to the "
+                         "mode (full pooling)"
+                       : "the prior's weight on the point mass is at 0 or 1: the fit is on the "
+                         "edge of its family";
+        default:
+            return "the fit is not a converged interior optimum: see status";
+    }
+}
+
 static json_t *prior_json(const eb_nm_fit *f)
 {
     json_t *comps = json_array();
@@ -284,7 +305,8 @@ static int nm_compute(est_job *job, dp_err *err)
         if (result == NULL)
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         else
-            rc = est_finish(job, r.n, result, fit.loglik, fit.iterations, fit.status, err);
+            rc = est_finish(job, r.n, result, fit.loglik, fit.iterations, fit.status,
+                            status_reason(&fit), err);
     }
     dp_free(pm);
     dp_free(psd);

@@ -80,4 +80,14 @@ expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2],"s":1,"prior_fami
 expect_json '.error.field' colour
 expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2],"s":-1,"prior_family":"npmle"}'
 expect_json '.error.field' 's[0]'
+# Answers that say what they are (issue 15): a normal prior whose fitted scale is 0 (observations
+# far closer together than their standard errors) is boundary, with the reason in words; a
+# converged fit has no reason.
+expect_status 201 POST /v1/estimators/normal-means '{"x":[0.1,0.1,0.1,0.1,0.1,0.1],"s":1,"prior_family":"normal"}'
+expect_json '.status' boundary
+expect_json '.prior.scale' 0
+expect_json '.status_reason | test("full pooling")' true
+expect_status 201 POST /v1/estimators/normal-means '{"x":[-3,-1,0,1,3,6],"s":0.5,"prior_family":"normal"}'
+expect_json '.status' converged
+expect_json '.status_reason' null
 finish
