@@ -152,6 +152,10 @@ static const scenario SCENARIOS[] = {
      "{\"clients\":[{\"id\":\"a\",\"mean\":0.31,\"n\":15},{\"id\":\"b\",\"mean\":0.12,\"n\":8},"
      "{\"id\":\"c\",\"mean\":0.55,\"n\":30}],\"noise_variance\":0.25}",
      201, PREP_NONE, 0},
+    {"POST", "/v1/estimators/normal-means",
+     "{\"x\":[1.2,-0.4,0.1,2.5,-1.8,0.3],\"s\":[1,0.8,1.1,0.9,1.2,1],"
+     "\"prior_family\":\"point_normal\",\"draws\":2,\"seed\":3}",
+     201, PREP_NONE, 0},
     {"POST", "/v1/estimators/beta", BETA_RUN, 201, PREP_NONE, 0},
     {"POST", "/v1/estimators/mixture",
      "{\"clients\":[{\"mean\":-1,\"n\":5},{\"mean\":-0.8,\"n\":5},{\"mean\":1,\"n\":5},"
