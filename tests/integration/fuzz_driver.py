@@ -125,6 +125,13 @@ SEEDS = {
         {"clients": MCLIENTS, "noise_variance": 0.25, "components": 2, "method": "altmin",
          "privacy": {"epsilon0": 2, "delta": 1e-5, "r": 1.5}},
     ],
+    "POST /v1/estimators/normal-means": [
+        {"x": [1.2, -0.4, 0.1, 2.5, -1.8, 0.3], "s": [1, 0.8, 1.1, 0.9, 1.2, 1],
+         "prior_family": "point_normal", "draws": 2, "seed": 3},
+        {"x": [1.2, -0.4, 0.1, 2.5], "s": 0.5, "prior_family": "normal", "mode": "estimate"},
+        {"x": [1.2, -0.4, 0.1, 2.5, 4], "s": 1, "prior_family": "npmle", "grid_size": 20},
+        {"x": [0.3, -0.2, 0.9], "s": [1, 1, 2], "prior_family": "point_laplace", "mode": 0},
+    ],
     "POST /v1/tuning/cost": [
         {"event": {"type": "laplace", "noise_multiplier": 4},
          "distribution": {"geometric": {"mean": 10}}, "delta": 1e-6, "grid_size": 10},
