@@ -216,11 +216,14 @@
             box.appendChild(h('p', null, 'No open claims.'));
             return;
         }
+        box.appendChild(h('p', {class: 'note'}, 'Each claim\'s cost on its own; the reserved figure ' +
+            'above is what the claims together add to the silo\'s total under composition, which ' +
+            'is less than the sum of their costs.'));
         box.appendChild(h('table', {class: 'claims'},
             h('thead', null, h('tr', null, h('th', {scope: 'col', class: 'num'}, 'id'),
                 h('th', {scope: 'col'}, 'created'), h('th', {scope: 'col'}, 'expires'),
                 h('th', {scope: 'col', class: 'num'}, 'job'),
-                h('th', {scope: 'col', class: 'num'}, 'cost ' + (u ? SYMBOL[u] : 'ε')))),
+                h('th', {scope: 'col', class: 'num'}, (u ? SYMBOL[u] : 'ε') + ' on its own'))),
             h('tbody', null, list.items.map((c) => h('tr', {'data-claim': c.id},
                 h('td', {class: 'num'}, String(c.id)), h('td', null, DP.fmtTime(c.created_at)),
                 h('td', null, DP.fmtTime(c.expires_at)),
