@@ -99,18 +99,6 @@ static void fed_make(fl_federation *f, size_t k_n, const size_t *n_train, const 
     gsl_rng_free(r);
 }
 
-static void fed_free(fl_federation *f)
-{
-    for (size_t k = 0; k < f->n_silos; k++) {
-        dp_free(f->silo[k].x_train);
-        dp_free(f->silo[k].y_train);
-        dp_free(f->silo[k].x_test);
-        dp_free(f->silo[k].y_test);
-    }
-    dp_free(f->silo);
-    memset(f, 0, sizeof *f);
-}
-
 /* Least squares with intercept over the training rows of silos [k0, k1), in double with GSL:
  * beta = (w_1..w_D, b), the parameter layout of the linear model. */
 static void least_squares(const fl_federation *f, size_t k0, size_t k1, double *beta)
@@ -251,7 +239,7 @@ static void fedavg_full_batch_converges_to_the_pooled_least_squares_solution(voi
     assert_true(m.has_global);
     fl_round_metrics_free(&m);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void local_converges_to_each_silos_own_least_squares_solution(void **state)
@@ -277,7 +265,7 @@ static void local_converges_to_each_silos_own_least_squares_solution(void **stat
     assert_false(isnan(m.personal.pooled_test_metric));
     fl_round_metrics_free(&m);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void mrmtl_with_lambda_zero_is_local_training_bit_for_bit(void **state)
@@ -304,7 +292,7 @@ static void mrmtl_with_lambda_zero_is_local_training_bit_for_bit(void **state)
     fl_round_metrics_free(&ml);
     fl_state_free(&sm);
     fl_state_free(&sl);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* The distance of MR-MTL's global model to the pooled solution after many full-batch rounds. */
@@ -342,7 +330,7 @@ static void mrmtl_with_a_large_lambda_approaches_the_pooled_solution(void **stat
     double d_large = mrmtl_distance(&f, 45.0, pooled); /* lr * lambda = 0.9 < 1 */
     assert_true(d_large < d_small);
     assert_true(d_large < 0.05 * worst_local);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void finetune_is_fedavg_with_frac_one_and_local_with_frac_zero(void **state)
@@ -376,7 +364,7 @@ static void finetune_is_fedavg_with_frac_one_and_local_with_frac_zero(void **sta
     assert_memory_equal(s[0].global, g4, sizeof g4); /* frozen after the switch */
     assert_memory_not_equal(s[0].personal, s[0].global, P * sizeof(float));
     fl_state_free(&s[0]);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* ---- determinism ---- */
@@ -409,7 +397,7 @@ static void every_algorithm_gives_the_same_bytes_with_one_two_or_three_threads(v
             fl_state_free(&s[t]);
         }
     }
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void a_resumed_job_ends_bit_identically_to_an_uninterrupted_one(void **state)
@@ -449,7 +437,7 @@ static void a_resumed_job_ends_bit_identically_to_an_uninterrupted_one(void **st
         fl_state_free(&resumed);
         fl_state_free(&whole);
     }
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* ---- stopped silos ---- */
@@ -489,8 +477,8 @@ static void a_stopped_silo_contributes_nothing_and_stays_stopped(void **state)
         fl_state_free(&s3);
         fl_state_free(&s2);
     }
-    fed_free(&f3);
-    fed_free(&f2);
+    fl_federation_free(&f3);
+    fl_federation_free(&f2);
 }
 
 /* ---- metrics ---- */
@@ -539,7 +527,7 @@ static void aggregate_metrics_pool_the_silos_rows(void **state)
     run_rounds(&c, &f, &s, c.rounds, NULL, 1, NULL);
     assert_int_equal(fl_round_run(&c, &f, &s, NULL, 1, NULL, &err), DP_EINVAL);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* ---- privacy plan ---- */
@@ -842,7 +830,7 @@ static void dp_fedavg_adds_noise_of_std_z_s_over_q_k(void **state)
     assert_true(fabs(sd / want - 1) < 0.05);       /* 4000 draws: the std's sd is ~1.1% */
     assert_true(fabs(mean) < 4 * want / sqrt(n));
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* ---- ppsgd (Bietti et al., ICML 2022) ---- */
@@ -909,7 +897,7 @@ static void ppsgd_converges_to_the_minimal_norm_split(void **state)
         }
         fl_state_free(&s);
     }
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void ppsgd_ends_keep_their_invariants(void **state)
@@ -956,7 +944,7 @@ static void ppsgd_ends_keep_their_invariants(void **state)
     acct_event_free(ev);
     fl_state_free(&s);
     fl_round_metrics_free(&m);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void ppsgd_steps_theta_unclipped_and_releases_the_clipped_mean(void **state)
@@ -996,7 +984,7 @@ static void ppsgd_steps_theta_unclipped_and_releases_the_clipped_mean(void **sta
         assert_close((double)s.global[j], want_w[j], 1e-6, 1e-6);
     fl_ws_free(ws);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void ppsgd_mode2_sums_minibatches_and_divides_by_q_m(void **state)
@@ -1057,7 +1045,7 @@ static void ppsgd_mode2_sums_minibatches_and_divides_by_q_m(void **state)
     assert_close((double)s.extra[0], -c.lr * (double)g[0][0] / 3.0, 1e-6, 1e-6);
     fl_state_free(&s);
     fl_ws_free(ws);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void ppsgd_mode1_is_mode3_with_every_user_and_one_sample(void **state)
@@ -1101,7 +1089,7 @@ static void ppsgd_mode1_is_mode3_with_every_user_and_one_sample(void **state)
     dp_err_clear(&err);
     assert_int_equal(fl_job_cfg_check(&c, &f, &err), DP_EINVAL);
     assert_string_equal(err.field, "ppsgd_mode");
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void ppsgd_modes_charge_the_same_epsilon(void **state)
@@ -1147,7 +1135,7 @@ static void dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate(void **stat
         sq += (double)s.global[j] * (double)s.global[j];
     assert_close(sqrt(sq), 0.01, 1e-6, 0); /* moved by exactly S (q = 1, K = 1, server_lr 1) */
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
     /* sampling: 8 silos, rate 0.3, 200 rounds: the participation count is Binomial(1600, 0.3) */
     const size_t n8[K_MAX] = {5, 5, 5, 5, 5, 5, 5, 5}, t8[K_MAX] = {1, 1, 1, 1, 1, 1, 1, 1};
     fed_make(&f, K_MAX, n8, t8, 1.0, 21);
@@ -1167,7 +1155,7 @@ static void dp_fedavg_clips_each_silos_delta_and_samples_at_the_rate(void **stat
     assert_true(fabs((double)taken - mean) < 4 * sd);
     fl_round_metrics_free(&m);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* ---- FedHDP (Aldaghri, Mahdavifar & Beirami, Alg. 2) ---- */
@@ -1200,7 +1188,7 @@ static void fedhdp_with_one_group_releases_dp_fedavgs_global_model_bit_for_bit(v
         fl_state_free(&sh);
     }
     fl_state_free(&sd);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* The std of one round's update on a federation of zero rows: only the groups' noise moves it. */
@@ -1224,7 +1212,7 @@ static double fedhdp_noise_std(const fl_hdp_group_cfg *g, const uint32_t *of, si
     for (size_t j = 0; j < d + 1; j++)
         sq += (double)s.global[j] * (double)s.global[j];
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
     return sqrt(sq / (double)(d + 1));
 }
 
@@ -1343,7 +1331,7 @@ static void fedhdp_adaptive_clip_follows_the_geometric_rule(void **state)
     run_rounds(&c, &f, &s, 2, NULL, 2, NULL);
     assert_close(fl_hdp_clip(&c, &s), want * exp(-0.2 * 0.5), 1e-6, 0);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
     const size_t ntr[4] = {30, 30, 30, 30}, nte[4] = {5, 5, 5, 5};
     fed_make(&f, 4, ntr, nte, 1.0, 44);
     c.update_clip = 1e-6; /* far below every update's norm: all clipped, S grows */
@@ -1352,7 +1340,7 @@ static void fedhdp_adaptive_clip_follows_the_geometric_rule(void **state)
     run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
     assert_close(fl_hdp_clip(&c, &s), 1e-6 * exp(0.2 * 0.5), 1e-6, 0);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
     /* not adaptive: no state, S stays update_clip */
     c.hdp_adaptive = false;
     fed_zero(&f, 4, D, 10);
@@ -1361,7 +1349,7 @@ static void fedhdp_adaptive_clip_follows_the_geometric_rule(void **state)
     run_rounds(&c, &f, &s, 1, NULL, 1, NULL);
     assert_close(fl_hdp_clip(&c, &s), 1e-6, 0, 0);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void fedhdp_group_with_r_zero_never_trains_and_keeps_the_global_model(void **state)
@@ -1394,7 +1382,7 @@ static void fedhdp_group_with_r_zero_never_trains_and_keeps_the_global_model(voi
     }
     fl_round_metrics_free(&m);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* Sample variance of w[0..n) about 0 (the weights' noise walk is centred at 0). */
@@ -1444,7 +1432,7 @@ static void the_trainer_runs_exactly_the_steps_the_plan_charges(void **state)
         assert_int_equal(plan.steps_per_round, (size_t)blocks * 2 * 3);
         fl_state_free(&s);
     }
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void silos_and_rounds_draw_their_own_seeds(void **state)
@@ -1476,7 +1464,7 @@ static void silos_and_rounds_draw_their_own_seeds(void **state)
     assert_memory_equal(s.personal, s2.personal, 2 * P * sizeof(float));
     fl_state_free(&s2);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* A synthetic classification federation from fl_data (natural silos, standardised features). */
@@ -1628,7 +1616,7 @@ static void every_allocation_failure_is_a_clean_enomem(void **state)
         }
         assert_true(done);
     }
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* ---- configuration ---- */
@@ -1677,7 +1665,7 @@ static void adaped_with_fixed_huge_psi_is_local_gradient_descent(void **state)
         assert_true(fabs((double)s.global[j]) < 1e-20);
     assert_true(fl_adaped_psi(&c, &s) == (double)1e30f);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* Alg. 7 (Ozkara, Acharya et al., App. H.2): an unsampled silo keeps training theta toward the mu,
@@ -1742,7 +1730,7 @@ static void adaped_alg7_unsampled_silos_train_up_to_the_cap(void **state)
         fl_state_free(&s2);
         fl_state_free(&s7);
     }
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* One silo, one round of tau = 1, from theta = mu = 0 (linear models start at zero), by hand:
@@ -1811,7 +1799,7 @@ static void adaped_one_step_follows_alg2_by_hand(void **state)
             assert_true(psi1 > 0.5 && psi1 != psi);
         fl_state_free(&s);
     }
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* dp_adaped on silos whose rows are all zero: h = 0 and f_KD = 0, so the global model after one
@@ -1856,7 +1844,7 @@ static void dp_adaped_noises_each_clipped_step(void **state)
     run_rounds(&c, &f, &s, 1, NULL, 2, NULL);
     assert_close(fl_adaped_psi(&c, &s), 3.5 - 3 * 0.05, 1e-6, 0);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* dp_adaped's charge: every trainable silo's round event is dp_fedavg's, poisson(q,
@@ -2106,7 +2094,7 @@ static void bad_configurations_are_refused_with_their_field(void **state)
     assert_string_equal(names[ALGOS_N], "altmin"); /* its own tests below */
     assert_false(fl_algo_has_global("local"));
     assert_true(fl_algo_has_global("mrmtl"));
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 /* ---- altmin (Jain et al., NeurIPS 2021, Algs. 1-3; fl_algo_altmin.c) ---- */

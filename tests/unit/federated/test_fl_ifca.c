@@ -68,18 +68,6 @@ static void fed_make(fl_federation *f, size_t k_n, size_t n, double tau, uint64_
     gsl_rng_free(r);
 }
 
-static void fed_free(fl_federation *f)
-{
-    for (size_t k = 0; k < f->n_silos; k++) {
-        dp_free(f->silo[k].x_train);
-        dp_free(f->silo[k].y_train);
-        dp_free(f->silo[k].x_test);
-        dp_free(f->silo[k].y_test);
-    }
-    dp_free(f->silo);
-    memset(f, 0, sizeof *f);
-}
-
 static const double Z6[6] = {0.9, 1.2, 1.0, 1.4, 0.8, 1.1};
 
 static fl_job_cfg cfg_of(const char *algo, bool private_)
@@ -148,7 +136,7 @@ static void one_cluster_is_fedavg_bit_for_bit(void **state)
     fl_round_metrics_free(&mf);
     fl_state_free(&si);
     fl_state_free(&sf);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void noise_zero_picks_the_argmin_and_noise_samples_the_exponential_mechanism(void **state)
@@ -334,7 +322,7 @@ static void two_clusters_find_the_two_groups_and_beat_one(void **state)
     fl_round_metrics_free(&m1);
     fl_state_free(&s2);
     fl_state_free(&s1);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void the_warm_start_freezes_the_assignment_and_then_personalises(void **state)
@@ -378,7 +366,7 @@ static void the_warm_start_freezes_the_assignment_and_then_personalises(void **s
     fl_state_free(&si);
     fl_round_metrics_free(&m);
     fl_state_free(&s);
-    fed_free(&f);
+    fl_federation_free(&f);
 }
 
 static void bad_ifca_configurations_name_their_field(void **state)
