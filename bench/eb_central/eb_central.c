@@ -15,7 +15,12 @@
  * of s^2. Then, per model and eps, the smallest m of the grid at which pooling cuts the MSE by 5 %
  * or more (the EB_NO_POOLING_GAIN threshold).
  *
- * Usage: eb_central [--seed S]. Deterministic for a given seed.
+ * Usage: eb_central [--seed S] [--reps N] [--csv]. Deterministic for a given seed.
+ *   --reps N   at least N repetitions per (m, eps), N >= 2 (default 5, the floor above); more
+ *              makes the large-m points precise (N = 200: about 11 s of CPU)
+ *   --csv      instead of the table, one CSV row per (estimator, model, eps, m) with the MSE / s^2
+ *              and its standard error (the sd of the per-repetition MSEs over sqrt(reps));
+ *              scripts/svgplot.py draws docs/img/eb-central-mse.svg from it (`make figures`)
  */
 #include <math.h>
 #include <stdio.h>
@@ -45,11 +50,19 @@
 static const size_t MS[N_M] = {30, 100, 300, 1000, 3000, 10000, 30000, 100000};
 static const double EPS[N_EPS] = {0.5, 1.0, 2.0};
 static const char *const NAMES[N_MODEL] = {"no pooling", "EB", "local DP", "central DP"};
+static const char *const KEYS[N_MODEL] = {"no_pooling", "eb", "local_dp", "central_dp"};
 
 static int fail(const dp_err *e)
 {
     fprintf(stderr, "eb_central: %s (%s)\n", e->msg, e->field);
     return 1;
+}
+
+/* Adds one repetition's sum of squared errors e over m clients to model q's sums. */
+static void add(double *acc, double *acc2, size_t q, double e, size_t m)
+{
+    acc[q] += e;
+    acc2[q] += (e / (double)m) * (e / (double)m);
 }
 
 /* Sum of squared errors of post against theta over m clients. */
@@ -65,11 +78,24 @@ int main(int argc, char **argv)
 {
     gsl_set_error_handler_off();
     uint64_t seed = 15;
-    if (argc == 3 && strcmp(argv[1], "--seed") == 0)
-        seed = strtoull(argv[2], NULL, 10);
-    else if (argc != 1) {
-        fprintf(stderr, "usage: eb_central [--seed S]\n");
-        return 2;
+    size_t min_reps = 5;
+    int csv = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            long v = strtol(argv[++i], NULL, 10);
+            if (v < 2 || v > 100000) {
+                fprintf(stderr, "eb_central: --reps must be 2..100000\n");
+                return 2;
+            }
+            min_reps = (size_t)v;
+        } else if (strcmp(argv[i], "--csv") == 0)
+            csv = 1;
+        else {
+            fprintf(stderr, "usage: eb_central [--seed S] [--reps N] [--csv]\n");
+            return 2;
+        }
     }
     dp_err e;
     dp_err_clear(&e);
@@ -94,17 +120,22 @@ int main(int argc, char **argv)
         n[i] = NOBS;
     double s2 = SX2 / NOBS;
     double mse[N_M][N_EPS][N_MODEL];
-    printf("MSE / s^2 (s^2 = %.5f); theta ~ N(%.2f, %.2f^2), n = %.0f, sigma_x^2 = %.2f, r = %.0f, "
-           "sigma_theta_bound = %.1f, delta = %g\n",
-           s2, MU, TAU, NOBS, SX2, R_PUB, STB, DELTA);
-    printf("| m | eps | reps | no pooling | EB | local DP | central DP |\n");
-    printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    if (csv)
+        printf("estimator,model,eps,m,reps,mse,se\n");
+    else {
+        printf("MSE / s^2 (s^2 = %.5f); theta ~ N(%.2f, %.2f^2), n = %.0f, sigma_x^2 = %.2f, "
+               "r = %.0f, sigma_theta_bound = %.1f, delta = %g\n",
+               s2, MU, TAU, NOBS, SX2, R_PUB, STB, DELTA);
+        printf("| m | eps | reps | no pooling | EB | local DP | central DP |\n");
+        printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    }
     for (size_t a = 0; a < N_M; a++) {
         size_t m = MS[a];
         size_t reps = (size_t)(3e5 / (double)m);
-        reps = reps < 5 ? 5 : reps > 400 ? 400 : reps;
+        reps = reps > 400 ? 400 : reps;
+        reps = reps < min_reps ? min_reps : reps;
         for (size_t k = 0; k < N_EPS; k++) {
-            double acc[N_MODEL] = {0};
+            double acc[N_MODEL] = {0}, acc2[N_MODEL] = {0}; /* sums of SSE and of (SSE/m)^2 */
             for (size_t t = 0; t < reps; t++) {
                 uint64_t s = dp_rng_derive(seed, (uint64_t)(a * 1000003 + k * 1009 + t));
                 gsl_rng *rng = dp_rng_alloc(s, DP_RNG_STREAM_DATA, &e);
@@ -117,12 +148,12 @@ int main(int argc, char **argv)
                 gsl_rng_free(rng);
                 eb_gauss_data g = {m, 1, x, n, SX2};
                 eb_gauss_coord c;
-                acc[0] += sse(x, th, m);
+                add(acc, acc2, 0, sse(x, th, m), m);
                 /* non-private EB */
                 if (eb_gauss_fit(&g, NULL, 0.0, EB_GAUSS_MLE, 1000, &c, &e) != DP_OK ||
                     eb_gauss_posterior(&g, &c, 0.0, post, NULL, NULL, &e) != DP_OK)
                     return fail(&e);
-                acc[1] += sse(post, th, m);
+                add(acc, acc2, 1, sse(post, th, m), m);
                 /* local DP: the service's local model */
                 eb_gauss_private_opts po = {.channel = EB_CHANNEL_GAUSSIAN,
                                             .eps0 = EPS[k],
@@ -145,7 +176,7 @@ int main(int argc, char **argv)
                 if (eb_gauss_posterior(&g, &c, extra / ((double)m - 1.0), post, NULL, NULL, &e) !=
                     DP_OK)
                     return fail(&e);
-                acc[2] += sse(post, th, m);
+                add(acc, acc2, 2, sse(post, th, m), m);
                 /* central DP */
                 double b;
                 if (eb_range_b(R_PUB, STB, SX2, NOBS, m, EB_RANGE_PAPER, &b, &e) != DP_OK)
@@ -155,15 +186,28 @@ int main(int argc, char **argv)
                 if (eb_gauss_central_fit(&g, NULL, &co, &c, &ci, &e) != DP_OK ||
                     eb_gauss_posterior(&g, &c, ci.weight_extra, post, NULL, NULL, &e) != DP_OK)
                     return fail(&e);
-                acc[3] += sse(post, th, m);
+                add(acc, acc2, 3, sse(post, th, m), m);
             }
             for (size_t q = 0; q < N_MODEL; q++)
                 mse[a][k][q] = acc[q] / ((double)m * (double)reps) / s2;
+            if (csv) {
+                for (size_t q = 0; q < N_MODEL; q++) {
+                    double mean = acc[q] / ((double)m * (double)reps);
+                    double var = (acc2[q] - (double)reps * mean * mean) / ((double)reps - 1.0);
+                    double se = sqrt(var > 0.0 ? var / (double)reps : 0.0) / s2;
+                    printf("gaussian,%s,%.1f,%zu,%zu,%.6f,%.6f\n", KEYS[q], EPS[k], m, reps,
+                           mse[a][k][q], se);
+                }
+                fflush(stdout);
+                continue;
+            }
             printf("| %zu | %.1f | %zu | %.3f | %.3f | %.3f | %.3f |\n", m, EPS[k], reps,
                    mse[a][k][0], mse[a][k][1], mse[a][k][2], mse[a][k][3]);
             fflush(stdout);
         }
     }
+    if (csv)
+        goto done;
     printf("\nsmallest m of the grid with MSE <= 0.95 s^2 (pooling pays 5 %% or more):\n");
     for (size_t q = 1; q < N_MODEL; q++)
         for (size_t k = 0; k < N_EPS; k++) {
@@ -178,6 +222,7 @@ int main(int argc, char **argv)
             else
                 printf("  %-10s eps %.1f: not within m <= %zu\n", NAMES[q], EPS[k], mmax);
         }
+done:
     dp_free(th);
     dp_free(x);
     dp_free(n);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/eb_central/run.sh: MSE of central DP, local DP, no pooling and non-private EB for the Gaussian
 # estimator as the number of clients grows (issue #15; the table in docs/ESTIMATORS.md "Central DP").
-# Not part of `make test`. Usage: bash bench/eb_central/run.sh (about a second; deterministic).
+# Not part of `make test`. Usage: bash bench/eb_central/run.sh [--reps N] [--csv] (about a second at
+# the default 5-repetition floor; deterministic). `make figures` draws its CSV.
 set -euo pipefail
 BUILD=${BUILD:-build}
 BIN=$BUILD/bench/eb_central
