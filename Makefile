@@ -12,7 +12,7 @@
 #   bench/<name>/*.c         -> $(BUILD)/bench/<name>      (bench/<name>/run.sh drives it)
 #
 # Targets: all (default), deps, run, test, test-clang, unit, integration, soak, asan, tsan, bench,
-# bench-build, reproduce, check-deps, format, format-check, clean. .ci/run runs them in CI order.
+# bench-build, reproduce, figures, check-deps, format, format-check, clean. .ci/run runs them in CI order.
 #
 # One build directory per compiler, so gcc and clang objects never mix: gcc (cc) builds in build/,
 # `make test CC=clang` (= `make test-clang`) in build-clang/, and the sanitizers in build-asan/,
@@ -75,7 +75,7 @@ DEB_PKGS = build-essential clang libmicrohttpd-dev libjansson-dev libgsl-dev lib
 .SECONDARY:
 
 .PHONY: all deps run test test-clang unit unit-build integration soak asan tsan bench bench-build \
-        reproduce check-deps format format-check clean
+        reproduce figures check-deps format format-check clean
 
 all: check-deps $(BUILD)/gen/version.stamp $(BUILD)/dpsilod $(CLI_BINS)
 
@@ -278,6 +278,14 @@ PART ?= all
 DPSILO_SCHOOL_CSV ?= ../shared/data/school/school.csv
 reproduce: $(BUILD)/bench/reproduce
 	DPSILO_SCHOOL_CSV=$(DPSILO_SCHOOL_CSV) $(BUILD)/bench/reproduce $(PART)
+
+# The figures of docs/ESTIMATORS.md (docs/img/eb-central-mse.{csv,svg}, normal-means-shrinkage.svg),
+# drawn by scripts/svgplot.py (Python's standard library only) from bench/eb_central's CSV and from a
+# fresh daemon's normal-means answers: deterministic, about 15 s. REPS=n sets eb_central's
+# repetitions floor (default 200). Not part of test or CI; tests/integration/test_svgplot.sh checks
+# the drawing script.
+figures: $(BUILD)/bench/eb_central $(BUILD)/dpsilod
+	BUILD=$(BUILD) bash scripts/figures.sh
 
 # ---- hygiene ------------------------------------------------------------------------------------------
 # Dependency direction (docs/ARCHITECTURE.md): service-only headers, library layering, no threads in
