@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # scripts/svgplot.py (the figures of docs/ESTIMATORS.md, `make figures`): tiny inputs render into
 # well-formed SVG (parsed with xml.etree) with the expected series and points where they belong; rows
-# of another estimator are left out; bad inputs fail with a message; nm-data is deterministic.
+# of another estimator are left out; bad inputs fail with a message; nm-data is deterministic; the
+# committed docs/img/eb-central-mse.csv draws into exactly the committed SVG.
 # No daemon; well under a second.
 . "$(dirname "$0")/lib.sh"
 ROOT=$(pwd)
 python3 - "$ROOT/scripts/svgplot.py" "$T" >"$T/report" 2>&1 <<'PY' || fail "the checks crashed: $(tail -5 "$T/report")"
-import contextlib, importlib.util, io, json, sys
+import contextlib, importlib.util, io, json, os, sys
 import xml.etree.ElementTree as ET
 
 script, tmp = sys.argv[1], sys.argv[2]
@@ -129,6 +130,17 @@ with open(f"{tmp}/bad.json", "w") as f:
 r = run("shrink", f"{tmp}/d.json", f"{tmp}/x.svg", f"bad={tmp}/bad.json")
 check("shrink: an answer with the wrong number of estimates fails and says so",
       r.returncode != 0 and "4 estimates for 5 observations" in r.stderr)
+
+# --- the committed figure: docs/img/eb-central-mse.csv (eb_central --csv) still draws, with 4 models
+# x 3 eps x 8 m, into exactly the committed SVG (the script and the figure have not drifted apart)
+root_dir = os.path.dirname(os.path.dirname(os.path.abspath(script)))
+r = run("mse", f"{root_dir}/docs/img/eb-central-mse.csv", f"{tmp}/c.svg")
+ss = series(ET.parse(f"{tmp}/c.svg").getroot()) if r.returncode == 0 else []
+check("committed CSV: 12 series of 8 points (4 models x 3 eps x m = 30..10^5)",
+      len(ss) == 12 and all(len(circles(g)) == 8 for g in ss))
+check("committed SVG: what svgplot.py draws from the committed CSV (else run make figures)",
+      r.returncode == 0 and open(f"{tmp}/c.svg", "rb").read()
+      == open(f"{root_dir}/docs/img/eb-central-mse.svg", "rb").read())
 
 # --- nm-data: seeded, the same file twice
 for name, seed in (("n1", 15), ("n2", 15), ("n3", 16)):
