@@ -404,14 +404,36 @@ void eb_gauss_project(const eb_gauss_data *g, double extra_var, double r, double
         *n_var = nv;
 }
 
-int eb_gauss_posterior(const eb_gauss_data *g, const eb_gauss_coord *prior, double weight_extra,
-                       double *post_mean, double *post_var, double *shrinkage, dp_err *err)
+void eb_gauss_ldp_weights(const eb_gauss_data *sent, const eb_gauss_coord *prior, double sigma_q2,
+                          double tau2_max, bool tau2_estimated, double *w)
+{
+    double md = (double)sent->m, ms2 = 0.0;
+    for (size_t i = 0; i < sent->m; i++)
+        ms2 += sent->sigma_x2 / sent->n[i];
+    ms2 /= md;
+    for (size_t j = 0; j < sent->d; j++) {
+        w[j] = sent->m > 1 ? sigma_q2 / (md - 1.0) : 0.0; /* Thm 2 (App B.2) */
+        if (!tau2_estimated || sent->m < 2)
+            continue;
+        double t = prior[j].tau2;
+        double sd = sqrt(2.0 / (md - 1.0)) * (t + ms2 + sigma_q2);
+        double room = tau2_max > t ? tau2_max - t : 0.0; /* inf - t = inf */
+        w[j] += sd < room ? sd : room;
+    }
+}
+
+static int gauss_posterior(const eb_gauss_data *g, const eb_gauss_coord *prior, double weight_extra,
+                           const double *weights, double *post_mean, double *post_var,
+                           double *shrinkage, dp_err *err)
 {
     int rc = eb_gauss_data_check(g, err);
     if (rc != DP_OK)
         return rc;
-    if (!isfinite(weight_extra) || weight_extra < 0)
-        return dp_err_set(err, DP_EINVAL, "weight_extra", "must be >= 0 (got %g)", weight_extra);
+    for (size_t j = 0; j < (weights ? g->d : 1); j++) {
+        double w = weights ? weights[j] : weight_extra;
+        if (!isfinite(w) || w < 0)
+            return dp_err_set(err, DP_EINVAL, "weight_extra", "must be >= 0 (got %g)", w);
+    }
     for (size_t j = 0; j < g->d; j++)
         if (!isfinite(prior[j].mu) || !isfinite(prior[j].tau2) || prior[j].tau2 < 0 ||
             !isfinite(prior[j].mu_var) || prior[j].mu_var < 0)
@@ -421,7 +443,7 @@ int eb_gauss_posterior(const eb_gauss_data *g, const eb_gauss_coord *prior, doub
         double s2 = g->sigma_x2 / g->n[i];
         for (size_t j = 0; j < g->d; j++) {
             const eb_gauss_coord *p = &prior[j];
-            double t = p->tau2 + weight_extra;
+            double t = p->tau2 + (weights ? weights[j] : weight_extra);
             double a = t / (t + s2); /* Thm 1 (w = 0) / Thm 2 weight */
             size_t k = i * g->d + j;
             if (post_mean)
@@ -433,6 +455,19 @@ int eb_gauss_posterior(const eb_gauss_data *g, const eb_gauss_coord *prior, doub
         }
     }
     return DP_OK;
+}
+
+int eb_gauss_posterior(const eb_gauss_data *g, const eb_gauss_coord *prior, double weight_extra,
+                       double *post_mean, double *post_var, double *shrinkage, dp_err *err)
+{
+    return gauss_posterior(g, prior, weight_extra, NULL, post_mean, post_var, shrinkage, err);
+}
+
+int eb_gauss_posterior_w(const eb_gauss_data *g, const eb_gauss_coord *prior,
+                         const double *weight_extra, double *post_mean, double *post_var,
+                         double *shrinkage, dp_err *err)
+{
+    return gauss_posterior(g, prior, 0.0, weight_extra, post_mean, post_var, shrinkage, err);
 }
 
 double eb_gauss_thm1_mse(double tau2, double sigma_x2, double n, size_t m)

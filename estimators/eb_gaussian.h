@@ -113,6 +113,25 @@ double eb_gauss_loglik(const eb_gauss_data *g, size_t j, double mu, double tau2,
 int eb_gauss_posterior(const eb_gauss_data *g, const eb_gauss_coord *prior, double weight_extra,
                        double *post_mean, double *post_var, double *shrinkage, dp_err *err);
 
+/* eb_gauss_posterior with a weight_extra per coordinate (d entries, each >= 0). */
+int eb_gauss_posterior_w(const eb_gauss_data *g, const eb_gauss_coord *prior,
+                         const double *weight_extra, double *post_mean, double *post_var,
+                         double *shrinkage, dp_err *err);
+
+/* The posterior's weight_extra per coordinate (w, sent->d entries) for local DP, from the
+ * messages (sent: sigma_x2 and n as the clients', m >= 1) and the prior fitted to them:
+ *   w_j = sigma_q2/(m-1)                                 Thm 2 (App B.2), always; plus, when
+ *   tau2_estimated, min(sd_j, tau2_max - tau2_j)         one sd of tau2-hat, within the bound
+ * where sd_j = sqrt(2/(m-1)) (tau2_j + mean_i s_i^2 + sigma_q2) is the large-m sd of the sample
+ * variance the moment estimate subtracts from (our addition, as the central model's weight has:
+ * eb_gauss_central_info.weight_extra). Under local DP the noise sigma_q2 dwarfs tau2 and a
+ * tau2-hat at 0 would pull every client to the mean, worse than no pooling as m grows (the noise
+ * in tau2-hat falls as 1/sqrt(m), Thm 2's sigma_q2/(m-1) as 1/m); the public bound tau2_max (inf:
+ * none) caps what the weight may assume. Post-processing of the released messages: no privacy
+ * cost. */
+void eb_gauss_ldp_weights(const eb_gauss_data *sent, const eb_gauss_coord *prior, double sigma_q2,
+                          double tau2_max, bool tau2_estimated, double *w);
+
 /* Thm 1 exact MSE per coordinate with known sigma's and mu by the plain mean: s^2 (a + (1-a)/m),
  * a = tau2 / (tau2 + s^2). Thm 2 (eq. 5) is the same with tau2 replaced by tau2 + sigma_q^2/(m-1).
  */

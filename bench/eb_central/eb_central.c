@@ -173,8 +173,9 @@ int main(int argc, char **argv)
                 if (eb_gauss_fit(&sent, NULL, extra, EB_GAUSS_MLE, 1000, &c, &e) != DP_OK)
                     return fail(&e);
                 eb_gauss_project(&sent, extra, R_PUB, STB * STB, &c, NULL, NULL);
-                if (eb_gauss_posterior(&g, &c, extra / ((double)m - 1.0), post, NULL, NULL, &e) !=
-                    DP_OK)
+                double w; /* d = 1: Thm 2's weight and tau2-hat's noise, as the service */
+                eb_gauss_ldp_weights(&sent, &c, extra, STB * STB, true, &w);
+                if (eb_gauss_posterior(&g, &c, w, post, NULL, NULL, &e) != DP_OK)
                     return fail(&e);
                 add(acc, acc2, 2, sse(post, th, m), m);
                 /* central DP */

@@ -1957,7 +1957,6 @@ static int gauss_run(est_job *job, gauss_req *g, const gauss_spec *s, eb_gauss_p
             goto out;
         sent.x = msgs;
         extra = pinfo->sigma_q * pinfo->sigma_q;
-        wextra = extra / ((double)m - 1.0); /* Thm 2 weight (App B.2) */
     }
     if (s->central) { /* the noisy sums, the prior from them, projected (eb_gauss_central_fit) */
         const double *tk = s->var_known ? s->pvar : NULL;
@@ -1993,7 +1992,19 @@ static int gauss_run(est_job *job, gauss_req *g, const gauss_spec *s, eb_gauss_p
         }
         memcpy(o->prior, s->method == EB_GAUSS_MLE ? o->fit_mle : o->fit_mom, d * sizeof *o->prior);
     }
-    if ((rc = eb_gauss_posterior(&raw, o->prior, wextra, o->pm, o->pv, o->sh, err)) != DP_OK)
+    if (s->priv && !s->central) { /* Thm 2's weight, and tau2-hat's own noise (eb_gaussian.h) */
+        double *w = dp_calloc(d, sizeof(double));
+        if (w == NULL) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            goto out;
+        }
+        eb_gauss_ldp_weights(&sent, o->prior, extra, s->tau2_max, !s->var_known && !s->mu_known, w);
+        rc = eb_gauss_posterior_w(&raw, o->prior, w, o->pm, o->pv, o->sh, err);
+        dp_free(w);
+    } else {
+        rc = eb_gauss_posterior(&raw, o->prior, wextra, o->pm, o->pv, o->sh, err);
+    }
+    if (rc != DP_OK)
         rc = numeric_failure(rc, "gaussian", err);
     else
         o->max_shr = eb_max_shrinkage(o->sh, m * d);

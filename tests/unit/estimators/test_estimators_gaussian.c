@@ -425,6 +425,88 @@ static void rt3_quantizer_matches_c5(void **state)
     gsl_rng_free(r);
 }
 
+/* ---- local DP with tau2 estimated: the weight counts tau2-hat's own noise (issue 15) ---- */
+
+/* eb_gauss_ldp_weights by hand: Thm 2's sigma_q^2/(m-1) alone when tau2 is known; with tau2
+ * estimated one sd of tau2-hat, sqrt(2/(m-1)) (tau2 + mean s_i^2 + sigma_q^2), capped at the room
+ * left below the public bound. */
+static void ldp_weights_by_hand(void **state)
+{
+    (void)state;
+    double x[4] = {0, 0, 0, 0}, n[4] = {1, 2, 4, 4};
+    eb_gauss_data g = {4, 1, x, n, 0.5}; /* mean s_i^2 = 0.5 (1 + 1/2 + 1/4 + 1/4) / 4 = 0.25 */
+    eb_gauss_coord c = {0.1, 0.05, 0.0, 0.0, 0, EB_STATUS_CONVERGED};
+    double w;
+    eb_gauss_ldp_weights(&g, &c, 3.0, DP_INF, false, &w);
+    assert_close(w, 1.0, CF_RTOL, 0);
+    eb_gauss_ldp_weights(&g, &c, 3.0, DP_INF, true, &w);
+    assert_close(w, 1.0 + sqrt(2.0 / 3.0) * 3.3, CF_RTOL, 0);
+    eb_gauss_ldp_weights(&g, &c, 3.0, 0.25, true, &w); /* room 0.2 < sd */
+    assert_close(w, 1.2, CF_RTOL, 0);
+    c.tau2 = 0.25; /* at the bound: no room */
+    eb_gauss_ldp_weights(&g, &c, 3.0, 0.25, true, &w);
+    assert_close(w, 1.0, CF_RTOL, 0);
+}
+
+/* bench/eb_central's population at m = 10^5, eps0 = 2: local DP cannot resolve tau2 (its sd is
+ * ~50x tau2), and with Thm 2's weight alone a tau2-hat at 0 pulled every client 81 % of the way
+ * to the mean, for a mean MSE of 1.2 s^2 over 200 repetitions (worse than no pooling). With
+ * tau2-hat's noise in the weight no repetition may be worse than no pooling; 6 repetitions,
+ * fixed seeds (with Thm 2's weight alone the first of them has 1.335 s^2). */
+static void ldp_estimated_tau2_never_worse_than_no_pooling(void **state)
+{
+    (void)state;
+    const size_t m = 100000;
+    const double sx2 = 0.25, nobs = 22, s2 = sx2 / nobs, stb = 0.5;
+    double *x = dp_calloc(m, sizeof(double)), *th = dp_calloc(m, sizeof(double));
+    double *q = dp_calloc(m, sizeof(double)), *nn = dp_calloc(m, sizeof(double));
+    double *post = dp_calloc(m, sizeof(double));
+    assert_non_null(x && th && q && nn && post);
+    dp_err e;
+    dp_err_clear(&e);
+    gsl_rng *r = dp_rng_alloc(20261127, DP_RNG_STREAM_DATA, &e);
+    for (uint64_t rep = 0; rep < 6; rep++) {
+        for (size_t i = 0; i < m; i++) {
+            th[i] = 0.3 + gsl_ran_gaussian_ziggurat(r, 0.15);
+            x[i] = th[i] + gsl_ran_gaussian_ziggurat(r, sqrt(s2));
+            nn[i] = nobs;
+        }
+        eb_gauss_data g = {m, 1, x, nn, sx2};
+        eb_gauss_private_opts o = {.channel = EB_CHANNEL_GAUSSIAN,
+                                   .eps0 = 2.0,
+                                   .delta = 1e-5,
+                                   .cal = EB_CAL_CLASSIC,
+                                   .r = 1.0,
+                                   .sigma_theta = stb,
+                                   .b = DP_NAN,
+                                   .range_mode = EB_RANGE_PAPER,
+                                   .seed = 100 + rep};
+        eb_gauss_private_info pi;
+        assert_int_equal(eb_gauss_privatize(&g, &o, q, &pi, &e), DP_OK);
+        eb_gauss_data sent = g;
+        sent.x = q;
+        double extra = pi.sigma_q * pi.sigma_q, w;
+        eb_gauss_coord c;
+        assert_int_equal(eb_gauss_fit(&sent, NULL, extra, EB_GAUSS_MLE, 1000, &c, &e), DP_OK);
+        eb_gauss_project(&sent, extra, 1.0, stb * stb, &c, NULL, NULL);
+        eb_gauss_ldp_weights(&sent, &c, extra, stb * stb, true, &w);
+        assert_int_equal(eb_gauss_posterior(&g, &c, w, post, NULL, NULL, &e), DP_OK);
+        double sse = 0.0;
+        for (size_t i = 0; i < m; i++)
+            sse += (post[i] - th[i]) * (post[i] - th[i]);
+        double rel = sse / (double)m / s2;
+        print_message("local DP m = 1e5, eps0 2, rep %u: tau2-hat %.4f, MSE %.3f s^2\n",
+                      (unsigned)rep, c.tau2, rel);
+        assert_true(rel < 1.0);
+    }
+    gsl_rng_free(r);
+    dp_free(x);
+    dp_free(th);
+    dp_free(q);
+    dp_free(nn);
+    dp_free(post);
+}
+
 /* ---- central DP (issue 15) ---- */
 
 /* Twelve client means, two far outside b = 2 so clipping matters, heteroscedastic n. */
@@ -608,6 +690,8 @@ int main(void)
         cmocka_unit_test(pooled_sigma_x2_by_hand),
         cmocka_unit_test(d_dim_fits_each_coordinate),
         cmocka_unit_test(cancel_flag_stops_the_fit),
+        cmocka_unit_test(ldp_weights_by_hand),
+        cmocka_unit_test(ldp_estimated_tau2_never_worse_than_no_pooling),
         cmocka_unit_test(central_noise_zero_equals_clipped_moments),
         cmocka_unit_test(central_noise_matches_its_sensitivity),
         cmocka_unit_test(central_event_epsilon_is_the_gaussian_mechanism),
