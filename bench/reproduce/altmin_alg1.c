@@ -305,8 +305,7 @@ int part_altmin_scaling(int seeds)
                    sd(dp_, seeds), dnm, xd[i]);
             fflush(stdout);
         }
-        printf("  slope %.2f (excess %.2f)\n", loglog_slope(DS, dd, ND),
-               loglog_slope(DS, xd, ND));
+        printf("  slope %.2f (excess %.2f)\n", loglog_slope(DS, dd, ND), loglog_slope(DS, xd, ND));
     }
     printf("[%.0f s cpu]\n", cpu_s() - t0);
     return DP_OK;

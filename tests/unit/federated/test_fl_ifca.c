@@ -362,7 +362,7 @@ static double trend_vii_run(const fl_federation *f, double eps, uint64_t select_
     *switches = 0;
     assert_int_equal(fl_state_init(&c, f, &s, &err), DP_OK);
     while (s.round < c.rounds) {
-        assert_int_equal(fl_round_run(&c, f, &s, NULL, 2, &m, &err), DP_OK);
+        assert_int_equal(fl_round_run(&c, f, &s, NULL, 1, &m, &err), DP_OK);
         for (size_t k = 0; k < T7_SILOS; k++) {
             if (m.round >= 10 && m.silo[k].cluster != prev[k])
                 (*switches)++;
