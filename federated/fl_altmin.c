@@ -26,6 +26,7 @@
 #include "common/dp_rng.h"
 #include "federated/fl_data_priv.h"
 #include "federated/fl_model.h"
+#include "federated/fl_rng.h"
 
 #define FL_SEED_LOWRANK UINT64_C(0x6c6f7772616e6b) /* "lowrank" */
 /* labels under the generator's seed */
@@ -38,6 +39,7 @@
 /* labels under a run's seed */
 #define AM_RANDOM_INIT 10
 #define AM_INIT_NOISE  11
+#define AM_ORDER       12  /* Alg. 1's user order (disjoint batches) */
 #define AM_EPOCH       100 /* + t: epoch t's noise */
 
 /* Relative ridge of the small least-squares fits: keeps Z^T Z (and X X^T) invertible when a user
@@ -494,6 +496,8 @@ int fl_altmin_params_check(const fl_altmin_params *p, size_t d, dp_err *err)
                           FL_ALTMIN_MAX_EPOCHS, p->epochs);
     if (p->init != FL_ALTMIN_INIT_RANDOM && p->init != FL_ALTMIN_INIT_SPECTRAL)
         return dp_err_set(err, DP_EINVAL, "init", "init must be random or spectral");
+    if (p->split != FL_ALTMIN_SPLIT_NONE && p->split != FL_ALTMIN_SPLIT_QUARTERS)
+        return dp_err_set(err, DP_EINVAL, "split", "split must be none or quarters");
     const double *vals[] = {&p->eta, &p->zeta, &p->sigma, &p->sigma_init};
     const char *names[] = {"eta", "zeta", "sigma", "sigma_init"};
     for (size_t i = 0; i < 4; i++)
@@ -517,6 +521,37 @@ int fl_altmin_params_check(const fl_altmin_params *p, size_t d, dp_err *err)
     return DP_OK;
 }
 
+double fl_altmin_sigma(double eps, double delta, double c)
+{
+    if (!(eps > 0 && delta > 0 && delta < 1 && c > 0 && isfinite(c)))
+        return DP_NAN;
+    return sqrt(c * log(1.0 / delta)) / eps;
+}
+
+void fl_altmin_batch(size_t n, unsigned T, unsigned t, size_t *lo, size_t *hi)
+{
+    /* n <= FL_ALTMIN_MAX_USERS and T <= FL_ALTMIN_MAX_EPOCHS: n T fits in 64 bits */
+    *lo = (size_t)((uint64_t)n * t / T);
+    *hi = (size_t)((uint64_t)n * (t + 1) / T);
+}
+
+void fl_altmin_order(size_t n, uint64_t seed, size_t *perm)
+{
+    fl_rng r;
+    fl_rng_seed(&r, dp_rng_derive(seed, AM_ORDER), DP_RNG_STREAM_FL_CLIENT_SAMPLING);
+    for (size_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (size_t i = n; i > 1; i--) { /* swap perm[i-1] with a uniform one of perm[0..i-1] */
+        uint64_t lim = UINT64_MAX - UINT64_MAX % i, x;
+        do
+            x = fl_rng_next(&r);
+        while (x >= lim); /* rejection: no modulo bias */
+        size_t j = (size_t)(x % i), tmp = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = tmp;
+    }
+}
+
 void fl_altmin_noise_stds(const fl_altmin_params *p, double *noise_a, double *noise_b,
                           double *noise_init)
 {
@@ -538,7 +573,9 @@ int fl_altmin_event(const fl_altmin_params *p, acct_event **ev, bool *none, dp_e
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     if (p->epochs > 0 && p->sigma > 0) {
-        parts[n] = acct_event_self_composed(2 * (uint64_t)p->epochs, acct_event_gaussian(p->sigma));
+        /* disjoint batches: each user is read by one U-step only (Alg. 1, parallel composition) */
+        uint64_t releases = p->disjoint ? 2 : 2 * (uint64_t)p->epochs;
+        parts[n] = acct_event_self_composed(releases, acct_event_gaussian(p->sigma));
         if (parts[n++] == NULL) {
             acct_event_free(parts[0]);
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -568,7 +605,8 @@ static void bufs_free(run_bufs *w)
     dp_free(w->b);
 }
 
-double fl_altmin_mse(const fl_lowrank *g, const double *u)
+/* The personalised MSE, each user's head fitted on its samples [lo, lo + cnt). */
+static double mse_range(const fl_lowrank *g, const double *u, size_t lo, size_t cnt)
 {
     size_t d = g->spec.d, m = g->spec.m, k = g->spec.k;
     double *x = dp_malloc(m * d * sizeof *x), *y = dp_malloc(m * sizeof *y);
@@ -578,7 +616,7 @@ double fl_altmin_mse(const fl_lowrank *g, const double *u)
         s = 0.0;
         for (size_t j = 0; j < g->spec.users; j++) {
             fl_lowrank_user(g, j, x, y);
-            fl_altmin_vfit(u, d, k, x, y, m, v);
+            fl_altmin_vfit(u, d, k, x + lo * d, y + lo, cnt, v);
             fl_lowrank_theta(g, j, th);
             for (size_t i = 0; i < d; i++) {
                 double e = th[i];
@@ -595,6 +633,11 @@ double fl_altmin_mse(const fl_lowrank *g, const double *u)
     return s;
 }
 
+double fl_altmin_mse(const fl_lowrank *g, const double *u)
+{
+    return mse_range(g, u, 0, g->spec.m);
+}
+
 int fl_altmin_run(const fl_lowrank *g, const fl_altmin_params *p, double *u_out,
                   fl_altmin_result *out, dp_err *err)
 {
@@ -606,7 +649,26 @@ int fl_altmin_run(const fl_lowrank *g, const fl_altmin_params *p, double *u_out,
     if (k != g->spec.k)
         return dp_err_set(err, DP_EINVAL, "k", "k must equal the data's rank %zu (got %zu)",
                           g->spec.k, k);
+    /* the sample ranges [lo, lo + cnt) of the v-step, the U-step, Alg. 3 and the final fit */
+    size_t v_lo = 0, v_n = m, u_lo = 0, u_n = m, i_lo = 0, i_n = m;
+    if (p->split == FL_ALTMIN_SPLIT_QUARTERS) {
+        if (m % 4 != 0)
+            return dp_err_set(err, DP_EINVAL, "split",
+                              "quarter splits need m a multiple of 4 (got %zu)", m);
+        v_n = u_lo = u_n = m / 4;
+        i_lo = i_n = m / 2;
+    }
+    if (p->disjoint && p->epochs > n)
+        return dp_err_set(err, DP_EINVAL, "epochs",
+                          "disjoint batches need epochs <= users %zu (got %u)", n, p->epochs);
     size_t dk = d * k, mat = dk * dk > d * d ? dk * dk : d * d;
+    size_t *order = NULL;
+    if (p->disjoint && p->epochs > 0) {
+        order = dp_malloc(n * sizeof *order);
+        if (order == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        fl_altmin_order(n, p->seed, order);
+    }
     run_bufs w = {0};
     w.x = dp_malloc(m * d * sizeof *w.x);
     w.y = dp_malloc(m * sizeof *w.y);
@@ -616,6 +678,7 @@ int fl_altmin_run(const fl_lowrank *g, const fl_altmin_params *p, double *u_out,
     w.b = dp_malloc(dk * sizeof *w.b);
     if (!w.x || !w.y || !w.v || !w.theta || !w.a || !w.b) {
         bufs_free(&w);
+        dp_free(order);
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     double *u = w.theta, na, nb, ni;
@@ -626,7 +689,7 @@ int fl_altmin_run(const fl_lowrank *g, const fl_altmin_params *p, double *u_out,
         memset(w.a, 0, d * d * sizeof *w.a);
         for (size_t j = 0; j < n; j++) {
             fl_lowrank_user(g, j, w.x, w.y);
-            fl_altmin_init_add(w.x, w.y, m, d, p->zeta, w.a);
+            fl_altmin_init_add(w.x + i_lo * d, w.y + i_lo, i_n, d, p->zeta, w.a);
         }
         rc = fl_altmin_init_finish(w.a, d, k, ni, dp_rng_derive(p->seed, AM_INIT_NOISE), u, err);
     }
@@ -635,10 +698,15 @@ int fl_altmin_run(const fl_lowrank *g, const fl_altmin_params *p, double *u_out,
     for (unsigned t = 0; t < p->epochs && rc == DP_OK; t++) {
         memset(w.a, 0, dk * dk * sizeof *w.a);
         memset(w.b, 0, dk * sizeof *w.b);
-        for (size_t j = 0; j < n; j++) {
+        size_t lo = 0, hi = n;
+        if (order != NULL)
+            fl_altmin_batch(n, p->epochs, t, &lo, &hi);
+        for (size_t q = lo; q < hi; q++) {
+            size_t j = order != NULL ? order[q] : q;
             fl_lowrank_user(g, j, w.x, w.y);
-            fl_altmin_vfit(u, d, k, w.x, w.y, m, w.v);
-            fl_altmin_ustats_add(w.x, w.y, m, d, k, w.v, p->eta, p->zeta, w.a, w.b);
+            fl_altmin_vfit(u, d, k, w.x + v_lo * d, w.y + v_lo, v_n, w.v);
+            fl_altmin_ustats_add(w.x + u_lo * d, w.y + u_lo, u_n, d, k, w.v, p->eta, p->zeta, w.a,
+                                 w.b);
         }
         bool kept = false;
         rc = fl_altmin_ustep(w.a, w.b, d, k, na, nb, dp_rng_derive(p->seed, AM_EPOCH + t), u, &kept,
@@ -647,13 +715,14 @@ int fl_altmin_run(const fl_lowrank *g, const fl_altmin_params *p, double *u_out,
     }
     if (rc == DP_OK) {
         out->subspace_dist = fl_lowrank_subspace_dist(g, u);
-        out->mse = fl_altmin_mse(g, u);
+        out->mse = mse_range(g, u, i_lo, i_n); /* the final fit: the init's half, or all */
         if (isnan(out->mse))
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     if (rc == DP_OK && u_out != NULL)
         memcpy(u_out, u, dk * sizeof *u);
     bufs_free(&w);
+    dp_free(order);
     return rc;
 }
 

@@ -39,6 +39,14 @@
  * v-fits and the final personalisation are post-processing of the broadcast U (billboard lemma).
  * fl_altmin_event builds the whole run's accounting event.
  *
+ * ALG. 1 AS WRITTEN (the paper's §4; fl_altmin_params split and disjoint): with quarter splits a
+ * user's v-step reads its first quarter of samples, its U-step term the second, Alg. 3 and the
+ * final fit the second half; with disjoint batches the users are put in a seeded uniform order
+ * and step t reads only the t-th of E consecutive batches of it, so each user is in one U-step
+ * and the run costs rho = 1/(2 sigma_init^2) + 1/sigma^2 whatever E (Thm. 4.2's calibration
+ * sigma = sigma_init = sqrt(16 ln(1/delta))/eps: fl_altmin_sigma). The defaults (no split, full
+ * batches) are §6's experiment.
+ *
  * DATA are never stored: user j's samples are regenerated on demand from (seed, j), so a run at
  * the paper's scale (n = 50,000, m = 10, d = 50) needs O(d^2 k^2) memory.
  *
@@ -111,16 +119,32 @@ typedef enum fl_altmin_init {
     FL_ALTMIN_INIT_SPECTRAL    /* Alg. 3 (private when sigma_init > 0) */
 } fl_altmin_init;
 
+/* Which of a user's m samples each step reads. */
+typedef enum fl_altmin_split {
+    FL_ALTMIN_SPLIT_NONE = 0, /* every step (Alg. 3, v-steps, U-steps, final fit) reads all m: §6's
+                                 experiment, whose m = 10 is not a multiple of 4 */
+    FL_ALTMIN_SPLIT_QUARTERS  /* Alg. 1 (m % 4 == 0): samples [0, m/4) for the v-step (line 5),
+                                 [m/4, m/2) for the U-step (line 6), [m/2, m) for Alg. 3's pairs
+                                 and the final fit (the "disjoint set" of Lemma 4.6; the final
+                                 fit's range was lost in the paper's text: the unused half) */
+} fl_altmin_split;
+
 typedef struct fl_altmin_params {
-    size_t k;            /* rank, 1..d */
-    unsigned epochs;     /* E >= 0 AltMin steps, each over every user (full batch, §6) */
-    fl_altmin_init init; /* how U starts */
-    double eta;          /* clip of W = v (x) x (L2); 0 = none (then sigma must be 0) */
-    double zeta;         /* clip of y; 0 = none (then sigma and sigma_init must be 0) */
-    double sigma;        /* noise multiplier of each AltMin release (A and b); 0 = none */
-    double sigma_init;   /* noise multiplier of Alg. 3's release; 0 = none */
-    bool replace;        /* sensitivities under replacement (the paper's, x2) or add/remove */
-    uint64_t seed;       /* the run's noise and random initialisation */
+    size_t k;              /* rank, 1..d */
+    unsigned epochs;       /* E >= 0 AltMin steps: each over every user (full batch, §6), or
+                              with disjoint, Alg. 1's T = E iterations over disjoint batches */
+    fl_altmin_split split; /* which samples each step reads */
+    bool disjoint;         /* Alg. 1 lines 2 and 4: users in a seeded uniform order, step t reads
+                              only the batch fl_altmin_batch(n, E, t) of that order (about n/E
+                              users, E <= n): every user takes part in exactly one U-step, so the
+                              whole run costs one step's privacy (parallel composition) */
+    fl_altmin_init init;   /* how U starts */
+    double eta;            /* clip of W = v (x) x (L2); 0 = none (then sigma must be 0) */
+    double zeta;           /* clip of y; 0 = none (then sigma and sigma_init must be 0) */
+    double sigma;          /* noise multiplier of each AltMin release (A and b); 0 = none */
+    double sigma_init;     /* noise multiplier of Alg. 3's release; 0 = none */
+    bool replace;          /* sensitivities under replacement (the paper's, x2) or add/remove */
+    uint64_t seed;         /* the run's noise and random initialisation */
 } fl_altmin_params;
 
 /* Checks p against d. DP_EINVAL naming the field. */
@@ -160,26 +184,43 @@ void fl_altmin_random_u(size_t d, size_t k, uint64_t seed, double *u);
  * column that vanishes is replaced by a unit vector orthogonal to the previous ones. */
 void fl_altmin_orthonormalize(double *z, size_t d, size_t k);
 
+/* The noise multiplier sqrt(c ln(1/delta)) / eps of the paper's calibrations (natural log): c = 8
+ * for one phase (Lemmas 4.3 and 4.5: rho = 1/sigma^2 for AltMin's two releases), c = 16 for the
+ * whole of Thm. 4.2 (Alg. 3 + APriv-AltMin with disjoint batches at the same sigma: rho = 3 /
+ * (2 sigma^2) = 3 eps^2 / (32 ln(1/delta)) <= what (eps, delta)-DP needs). NaN unless eps > 0, 0 <
+ * delta < 1 and c > 0. */
+double fl_altmin_sigma(double eps, double delta, double c);
+
+/* Alg. 1's batches: users [n t / T, n (t + 1) / T) (integer division) of the order perm, for t <
+ * T <= n: T disjoint batches that cover the n users, their sizes within 1 of each other. */
+void fl_altmin_batch(size_t n, unsigned T, unsigned t, size_t *lo, size_t *hi);
+/* The user order of the run with seed `seed` (fl_altmin_params.seed; Alg. 1 line 2): a uniform
+ * permutation of 0..n-1 (Fisher-Yates on a stream derived from the seed). */
+void fl_altmin_order(size_t n, uint64_t seed, size_t *perm);
+
 /* The noise stds of a run: AltMin's A and b releases and Alg. 3's matrix. */
 void fl_altmin_noise_stds(const fl_altmin_params *p, double *noise_a, double *noise_b,
                           double *noise_init);
 
 /* The accounting event of one user over the whole run (the same for every user: all take part
- * in every epoch): compose(gaussian(sigma_init) when init is spectral and sigma_init > 0,
- * self_composed(2 E, gaussian(sigma)) when E > 0 and sigma > 0); NULL with *none = true when
- * nothing private is released. DP_ENOMEM. */
+ * in every epoch, or with disjoint batches each in exactly one): compose(gaussian(sigma_init) when
+ * init is spectral and sigma_init > 0, self_composed(2 E, gaussian(sigma)) when E > 0 and sigma >
+ * 0, 2 instead of 2 E with disjoint); NULL with *none = true when nothing private is released.
+ * DP_ENOMEM. */
 int fl_altmin_event(const fl_altmin_params *p, acct_event **ev, bool *none, dp_err *err);
 
 typedef struct fl_altmin_result {
     double mse;           /* (1/n) sum_j ||U v_j - theta*_j||^2, v_j fitted on all of user j's
-                             samples (the excess population risk for x ~ N(0, I)) */
+                             samples, or on [m/2, m) with quarter splits (the excess population
+                             risk for x ~ N(0, I)) */
     double subspace_dist; /* fl_lowrank_subspace_dist of the final U */
     double init_dist;     /* ... of the initial U */
     unsigned kept;        /* U-steps that kept the previous U (singular noisy A) */
 } fl_altmin_result;
 
 /* The whole run over g: initialisation, E epochs, personalisation. u (d x k, may be NULL)
- * receives the final U. DP_EINVAL, DP_ENOMEM, DP_ENUMERIC. */
+ * receives the final U. DP_EINVAL ("split" when m is not a positive multiple of 4 with quarter
+ * splits, "epochs" when disjoint batches outnumber the users), DP_ENOMEM, DP_ENUMERIC. */
 int fl_altmin_run(const fl_lowrank *g, const fl_altmin_params *p, double *u, fl_altmin_result *out,
                   dp_err *err);
 

@@ -16,6 +16,10 @@
  *            (ppsgd.c; not part of "all", several minutes).
  *   altmin   Jain et al., NeurIPS 2021, Fig. 2: APriv-AltMin on the synthetic low-rank regression
  *            (altmin.c; not part of "all"; REPRO_ALTMIN_USERS, REPRO_ALTMIN_SEEDS).
+ *   altmin-alg1     the same paper's Alg. 1 as written: quarter splits, disjoint batches, Thm.
+ *            4.2's sigma, T in {0, 1, 2, 5} (altmin_alg1.c; REPRO_ALTMIN_USERS, _SEEDS).
+ *   altmin-scaling  its scaling checks in n (Thm. 4.2) and d (Lemma 4.6) (altmin_alg1.c;
+ *            REPRO_ALTMIN_SEEDS).
  *   adaped   Ozkara, Acharya et al., AdaPeD's RT10 trends on synthetic softmax data (adaped.c;
  *            not part of "all", under a second).
  *   ifca     Liu et al.'s trend (vii): IFCA's private selection overhead, every round vs 10% of
@@ -60,6 +64,8 @@
 
 int part_ppsgd(int threads, int users, int rounds);  /* ppsgd.c */
 int part_altmin(int users, int seeds);               /* altmin.c */
+int part_altmin_alg1(int users, int seeds);          /* altmin_alg1.c */
+int part_altmin_scaling(int seeds);                  /* altmin_alg1.c */
 int part_adaped(int threads);                        /* adaped.c */
 int part_ifca(int threads);                          /* ifca.c */
 int part_adamix(int silos, int rounds, int threads); /* adamix.c */
@@ -722,11 +728,13 @@ int main(int argc, char **argv)
     bool all = strcmp(part, "all") == 0;
     if (!all && strcmp(part, "school") != 0 && strcmp(part, "synth") != 0 &&
         strcmp(part, "fmnist") != 0 && strcmp(part, "ppsgd") != 0 && strcmp(part, "altmin") != 0 &&
-        strcmp(part, "adaped") != 0 && strcmp(part, "ifca") != 0 && strcmp(part, "adamix") != 0) {
-        fprintf(
-            stderr,
-            "usage: %s [all|school|synth|fmnist|ppsgd|altmin|adaped|ifca|adamix] [school.csv]\n",
-            argv[0]);
+        strcmp(part, "adaped") != 0 && strcmp(part, "ifca") != 0 && strcmp(part, "adamix") != 0 &&
+        strcmp(part, "altmin-alg1") != 0 && strcmp(part, "altmin-scaling") != 0) {
+        fprintf(stderr,
+                "usage: %s "
+                "[all|school|synth|fmnist|ppsgd|altmin|altmin-alg1|altmin-scaling|adaped|ifca|"
+                "adamix] [school.csv]\n",
+                argv[0]);
         return 2;
     }
     if (strcmp(part, "altmin") == 0)
@@ -734,6 +742,13 @@ int main(int argc, char **argv)
                            env_int("REPRO_ALTMIN_SEEDS", 5, 1, 20)) == DP_OK
                    ? 0
                    : 1;
+    if (strcmp(part, "altmin-alg1") == 0)
+        return part_altmin_alg1(env_int("REPRO_ALTMIN_USERS", 50000, 100, 1000000),
+                                env_int("REPRO_ALTMIN_SEEDS", 3, 1, 20)) == DP_OK
+                   ? 0
+                   : 1;
+    if (strcmp(part, "altmin-scaling") == 0)
+        return part_altmin_scaling(env_int("REPRO_ALTMIN_SEEDS", 3, 1, 20)) == DP_OK ? 0 : 1;
     if (strcmp(part, "adaped") == 0)
         return part_adaped(g_threads) == DP_OK ? 0 : 1;
     if (strcmp(part, "ifca") == 0)

@@ -13,7 +13,10 @@
  *   - recovery: non-private AltMin from a random start drives the subspace distance down to the
  *     noise floor; the non-private spectral init lands near U*; a private run with a very large
  *     epsilon ends close to the non-private run with the same clips, a small epsilon far from it;
- *   - the baselines' expectations: own data (1 - m/d) k, zero and single model ~k, random 2k.
+ *   - the baselines' expectations: own data (1 - m/d) k, zero and single model ~k, random 2k;
+ *   - Alg. 1 as written (quarter splits, disjoint batches): the batches partition a seeded
+ *     permutation of the users, Thm. 4.2's sigma, a run costs one step whatever the number of
+ *     batches, and without noise or clips it is exact alternating minimisation on the quarters.
  */
 #include "tests/support/test_util.h"
 
@@ -393,6 +396,247 @@ static void fig2_trends_hold_at_a_small_scale(void **state)
     fl_lowrank_free(&g);
 }
 
+/* Alg. 1 as written (split quarters, disjoint batches): the order is a seeded permutation, the
+ * batches partition it, Thm. 4.2's sigma = sqrt(16 ln(1/delta)) / eps, and the run costs one
+ * step whatever the number of batches: rho = 3 eps^2 / (32 ln(1/delta)) (§3 of the digest's
+ * table: 0.006786 at eps 1, 0.678585 at eps 10). */
+static void alg1_batches_are_disjoint_and_cost_one_step(void **state)
+{
+    (void)state;
+    const size_t n = 1001;
+    size_t *perm = malloc(n * sizeof *perm), *other = malloc(n * sizeof *other);
+    unsigned char *seen = calloc(n, 1);
+    assert_true(perm && other && seen);
+    fl_altmin_order(n, 5, perm);
+    fl_altmin_order(n, 5, other);
+    assert_memory_equal(perm, other, n * sizeof *perm); /* a function of the seed */
+    fl_altmin_order(n, 6, other);
+    assert_true(memcmp(perm, other, n * sizeof *perm) != 0);
+    size_t fixed = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(perm[i] < n);
+        assert_int_equal(seen[perm[i]], 0);
+        seen[perm[i]] = 1;
+        fixed += perm[i] == i;
+    }
+    assert_true(fixed < 10); /* a uniform permutation has ~1 fixed point, not the identity */
+    const unsigned ts[5] = {1, 2, 5, 7, 1001};
+    for (size_t a = 0; a < 5; a++) {
+        size_t prev_hi = 0, lo, hi;
+        for (unsigned t = 0; t < ts[a]; t++) {
+            fl_altmin_batch(n, ts[a], t, &lo, &hi);
+            assert_int_equal(lo, prev_hi); /* consecutive, so disjoint in the order */
+            assert_true(hi > lo);
+            double size = (double)(hi - lo), want = (double)n / ts[a];
+            assert_true(fabs(size - want) < 1.0);
+            prev_hi = hi;
+        }
+        assert_int_equal(prev_hi, n); /* and they cover every user */
+    }
+    double l = log(1e6);
+    assert_close(fl_altmin_sigma(1, 1e-6, 16), 14.8677, 1e-5, 0);
+    assert_close(fl_altmin_sigma(1, 1e-6, 8), 10.5130, 1e-5, 0);
+    assert_close(fl_altmin_sigma(5, 1e-6, 16), 2.9735, 1e-4, 0);
+    assert_true(isnan(fl_altmin_sigma(0, 1e-6, 16)) && isnan(fl_altmin_sigma(1, 1, 16)));
+    const double eps[2] = {1, 10}, thm42[2] = {0.006786, 0.678585};
+    for (size_t i = 0; i < 2; i++)
+        for (unsigned t = 1; t <= 5; t += 2) {
+            double sg = fl_altmin_sigma(eps[i], 1e-6, 16);
+            fl_altmin_params p = {.k = 2,
+                                  .epochs = t,
+                                  .split = FL_ALTMIN_SPLIT_QUARTERS,
+                                  .disjoint = true,
+                                  .init = FL_ALTMIN_INIT_SPECTRAL,
+                                  .eta = 1e-4,
+                                  .zeta = 1e-4,
+                                  .sigma = sg,
+                                  .sigma_init = sg,
+                                  .replace = true};
+            acct_event *ev = NULL;
+            bool none = true;
+            double rho = 0;
+            assert_int_equal(fl_altmin_event(&p, &ev, &none, &E), DP_OK);
+            assert_int_equal(acct_zcdp_eval(ev, &rho, &E), DP_OK);
+            assert_close(rho, thm42[i], 1e-4, 0);
+            assert_close(rho, 3 * sq(eps[i]) / (32 * l), 1e-12, 0);
+            acct_event_free(ev);
+            /* full batches: every user in all t steps */
+            p.disjoint = false;
+            assert_int_equal(fl_altmin_event(&p, &ev, &none, &E), DP_OK);
+            assert_int_equal(acct_zcdp_eval(ev, &rho, &E), DP_OK);
+            assert_close(rho, 1 / (2 * sq(sg)) + t / sq(sg), 1e-12, 0);
+            acct_event_free(ev);
+        }
+    free(perm);
+    free(other);
+    free(seen);
+}
+
+/* Solves the n x n system a z = b (column-major a) by Gaussian elimination with partial pivoting,
+ * in place (b receives z). */
+static void gauss_solve(double *a, double *b, size_t n)
+{
+    for (size_t c = 0; c < n; c++) {
+        size_t piv = c;
+        for (size_t r = c + 1; r < n; r++)
+            if (fabs(a[r + c * n]) > fabs(a[piv + c * n]))
+                piv = r;
+        for (size_t q = 0; q < n; q++) {
+            double t = a[c + q * n];
+            a[c + q * n] = a[piv + q * n];
+            a[piv + q * n] = t;
+        }
+        double t = b[c];
+        b[c] = b[piv];
+        b[piv] = t;
+        for (size_t r = c + 1; r < n; r++) {
+            double f = a[r + c * n] / a[c + c * n];
+            for (size_t q = c; q < n; q++)
+                a[r + q * n] -= f * a[c + q * n];
+            b[r] -= f * b[c];
+        }
+    }
+    for (size_t c = n; c-- > 0;) {
+        for (size_t q = c + 1; q < n; q++)
+            b[c] -= a[c + q * n] * b[q];
+        b[c] /= a[c + c * n];
+    }
+}
+
+/* The exact least-squares head on samples x (cnt x d), y: (Z^T Z) v = Z^T y, Z = X U. */
+static void exact_head(const double *u, size_t d, size_t k, const double *x, const double *y,
+                       size_t cnt, double *v)
+{
+    double zz[4 * 4] = {0}, zy[4] = {0}, z[4];
+    for (size_t i = 0; i < cnt; i++) {
+        for (size_t c = 0; c < k; c++) {
+            z[c] = 0;
+            for (size_t r = 0; r < d; r++)
+                z[c] += x[i * d + r] * u[c * d + r];
+        }
+        for (size_t c = 0; c < k; c++) {
+            zy[c] += z[c] * y[i];
+            for (size_t e = 0; e < k; e++)
+                zz[c + e * k] += z[c] * z[e];
+        }
+    }
+    gauss_solve(zz, zy, k);
+    memcpy(v, zy, k * sizeof *v);
+}
+
+/* Without noise or clips, Alg. 1 with quarter splits and disjoint batches is exact alternating
+ * minimisation on the quarters: Alg. 3 on samples 6-11 of each user, then for each of T = 2
+ * batches of the run's order the users' exact heads on samples 0-2 and the exact least-squares U
+ * on samples 3-5 (the normal equations of sum_j sum_i (y - <x, U v_j>)^2 solved here by
+ * elimination, then orthonormalised), then the final heads on samples 6-11. Checked against the
+ * library's run: the same subspace to 1e-7 and the same MSE; reading the wrong quarter, all the
+ * samples, or every user in both steps moves the subspace by far more (asserted too). */
+static void alg1_nonprivate_limit_is_exact_altmin_on_its_quarters(void **state)
+{
+    (void)state;
+    fl_lowrank_spec s = fl_lowrank_paper_spec();
+    s.users = 240;
+    s.m = 12;
+    s.d = 6;
+    s.seed = 11;
+    const size_t d = 6, k = 2, n = 240, dk = d * k;
+    fl_lowrank g;
+    assert_int_equal(fl_lowrank_init(&s, &g, &E), DP_OK);
+    fl_altmin_params p = {.k = k,
+                          .epochs = 2,
+                          .split = FL_ALTMIN_SPLIT_QUARTERS,
+                          .disjoint = true,
+                          .init = FL_ALTMIN_INIT_SPECTRAL,
+                          .seed = 9};
+    double ulib[12], u[12], x[12 * 6], y[12], v[2], th[6];
+    fl_altmin_result r;
+    assert_int_equal(fl_altmin_run(&g, &p, ulib, &r, &E), DP_OK);
+    assert_int_equal(r.kept, 0);
+    /* Alg. 3 on the second half, noiseless */
+    double mm[36] = {0};
+    for (size_t j = 0; j < n; j++) {
+        fl_lowrank_user(&g, j, x, y);
+        fl_altmin_init_add(x + 6 * d, y + 6, 6, d, 0, mm);
+    }
+    assert_int_equal(fl_altmin_init_finish(mm, d, k, 0, 1, u, &E), DP_OK);
+    assert_close(fl_lowrank_subspace_dist(&g, u), r.init_dist, 1e-9, 1e-12);
+    size_t order[240];
+    fl_altmin_order(n, p.seed, order);
+    for (unsigned t = 0; t < 2; t++) {
+        double a[144] = {0}, b[12] = {0};
+        size_t lo, hi;
+        fl_altmin_batch(n, 2, t, &lo, &hi);
+        for (size_t q = lo; q < hi; q++) {
+            fl_lowrank_user(&g, order[q], x, y);
+            exact_head(u, d, k, x, y, 3, v); /* quarter 1 */
+            for (size_t i = 3; i < 6; i++) { /* quarter 2: w = v (x) x */
+                double w[12];
+                for (size_t c = 0; c < k; c++)
+                    for (size_t e = 0; e < d; e++)
+                        w[c * d + e] = v[c] * x[i * d + e];
+                for (size_t c = 0; c < dk; c++) {
+                    b[c] += y[i] * w[c];
+                    for (size_t e = 0; e < dk; e++)
+                        a[c + e * dk] += w[c] * w[e];
+                }
+            }
+        }
+        gauss_solve(a, b, dk);
+        memcpy(u, b, dk * sizeof *u);
+        fl_altmin_orthonormalize(u, d, k);
+    }
+    /* the same subspace: equal projections U U^T */
+    for (size_t i = 0; i < d; i++)
+        for (size_t e = 0; e < d; e++) {
+            double pl = 0, pb = 0;
+            for (size_t c = 0; c < k; c++) {
+                pl += ulib[c * d + i] * ulib[c * d + e];
+                pb += u[c * d + i] * u[c * d + e];
+            }
+            assert_close(pl, pb, 0, 1e-7);
+        }
+    /* the final heads on the second half */
+    double mse = 0;
+    for (size_t j = 0; j < n; j++) {
+        fl_lowrank_user(&g, j, x, y);
+        exact_head(ulib, d, k, x + 6 * d, y + 6, 6, v);
+        fl_lowrank_theta(&g, j, th);
+        for (size_t i = 0; i < d; i++)
+            mse += sq(th[i] - (ulib[i] * v[0] + ulib[d + i] * v[1]));
+    }
+    assert_close(r.mse, mse / (double)n, 1e-6, 0);
+    assert_true(r.subspace_dist < 0.3); /* and it learns (a random plane: ~1.2) */
+    /* the other modes give other answers: the mode is what made them equal */
+    fl_altmin_params q = p;
+    q.disjoint = false;
+    fl_altmin_result rq;
+    double uq[12];
+    assert_int_equal(fl_altmin_run(&g, &q, uq, &rq, &E), DP_OK);
+    assert_true(fabs(rq.subspace_dist - r.subspace_dist) > 1e-4);
+    q = p;
+    q.split = FL_ALTMIN_SPLIT_NONE;
+    assert_int_equal(fl_altmin_run(&g, &q, uq, &rq, &E), DP_OK);
+    assert_true(fabs(rq.init_dist - r.init_dist) > 1e-4);
+    /* quarters need m % 4 == 0; disjoint batches at most one per user */
+    fl_lowrank_free(&g);
+    s.m = 10;
+    assert_int_equal(fl_lowrank_init(&s, &g, &E), DP_OK);
+    E = (dp_err){0};
+    assert_int_equal(fl_altmin_run(&g, &p, NULL, &r, &E), DP_EINVAL);
+    assert_string_equal(E.field, "split");
+    p.split = FL_ALTMIN_SPLIT_NONE;
+    p.epochs = 241;
+    E = (dp_err){0};
+    assert_int_equal(fl_altmin_run(&g, &p, NULL, &r, &E), DP_EINVAL);
+    assert_string_equal(E.field, "epochs");
+    p.epochs = 2;
+    p.split = (fl_altmin_split)7;
+    E = (dp_err){0};
+    assert_int_equal(fl_altmin_params_check(&p, 6, &E), DP_EINVAL);
+    assert_string_equal(E.field, "split");
+    fl_lowrank_free(&g);
+}
+
 static void params_are_checked_by_field(void **state)
 {
     (void)state;
@@ -436,6 +680,8 @@ int main(void)
         cmocka_unit_test(private_altmin_tends_to_the_nonprivate_one),
         cmocka_unit_test(baselines_have_their_expectations),
         cmocka_unit_test(fig2_trends_hold_at_a_small_scale),
+        cmocka_unit_test(alg1_batches_are_disjoint_and_cost_one_step),
+        cmocka_unit_test(alg1_nonprivate_limit_is_exact_altmin_on_its_quarters),
         cmocka_unit_test(params_are_checked_by_field),
     };
     return cmocka_run_group_tests_name("federated_fl_altmin", tests, NULL, NULL);
