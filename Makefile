@@ -272,8 +272,8 @@ bench: all bench-build
 	@for d in $(sort $(wildcard bench/*/run.sh)); do echo "== $$d"; BUILD=$(BUILD) bash $$d || exit 1; done
 
 # Reproduction of Liu et al., NeurIPS 2022 (docs/REPRODUCTION.md): several minutes, never part of
-# test or CI. PART=school|synth|fmnist|ppsgd|altmin|altmin-alg1|altmin-scaling|adaped|ifca|adamix runs one
-# part (default all: the first three). The School CSV is not in the
+# test or CI. PART=school|synth|fmnist|ppsgd|altmin|altmin-alg1|altmin-scaling|adaped|ifca|adamix|
+# fedhdp_r6 runs one part (default all: the first three). The School CSV is not in the
 # repository: DPSILO_SCHOOL_CSV names it (default ../shared/data/school/school.csv from here).
 PART ?= all
 DPSILO_SCHOOL_CSV ?= ../shared/data/school/school.csv

@@ -4,9 +4,10 @@
  * generator, the CSV and IDX readers and the partitions are in fl_synth.c, fl_csv.c, fl_idx.c and
  * fl_partition.c.
  *
- * Invariants of fl_federate: every row of the data set lands in exactly one part of exactly one
- * silo; silo k's split depends only on (seed, k) and its rows in data-set order, so adding a silo
- * never changes another's split. Sums for the standardisation run in double, in row order.
+ * Invariants of fl_federate: every row of the data set (but the FL_ROW_DROPPED ones) lands in
+ * exactly one part of exactly one silo; silo k's split depends only on (seed, k) and its rows in
+ * data-set order, so adding a silo never changes another's split. Sums for the standardisation run
+ * in double, in row order.
  */
 #include "federated/fl_data.h"
 #include "federated/fl_data_priv.h"
@@ -138,8 +139,12 @@ static void standardize_silo(float *xtr, size_t n, float *xte, size_t m, size_t 
 
 static bool is_natural(const fl_dataset *d, const uint32_t *assign, size_t n_silos)
 {
-    return d->silo != NULL && d->silo_names != NULL && n_silos == d->n_silos &&
-           memcmp(d->silo, assign, d->n * sizeof *assign) == 0;
+    if (d->silo == NULL || d->silo_names == NULL || n_silos != d->n_silos)
+        return false;
+    for (size_t i = 0; i < d->n; i++)
+        if (assign[i] != d->silo[i] && assign[i] != FL_ROW_DROPPED)
+            return false;
+    return true;
 }
 
 /* Fills silo k of out from its rows (rows[0..nk), data-set order; shuffled in place). */
@@ -226,6 +231,8 @@ static int group_by_silo(const fl_dataset *d, const uint32_t *assign, size_t n_s
                          uint32_t *rows, dp_err *err)
 {
     for (size_t i = 0; i < d->n; i++) {
+        if (assign[i] == FL_ROW_DROPPED)
+            continue;
         if (assign[i] >= n_silos)
             return dp_err_set(err, DP_EINVAL, "partition",
                               "row %zu is assigned to silo %u, but there are %zu silos", i,
@@ -242,7 +249,8 @@ static int group_by_silo(const fl_dataset *d, const uint32_t *assign, size_t n_s
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory building a federation");
     memcpy(fill, start, n_silos * sizeof *fill);
     for (size_t i = 0; i < d->n; i++)
-        rows[fill[assign[i]]++] = (uint32_t)i;
+        if (assign[i] != FL_ROW_DROPPED)
+            rows[fill[assign[i]]++] = (uint32_t)i;
     dp_free(fill);
     return DP_OK;
 }

@@ -142,12 +142,23 @@ typedef struct fl_partition_spec {
     double alpha;            /* DIRICHLET: > 0 */
     size_t classes_per_silo; /* CLASSES: 1..n_classes */
     uint64_t seed;
+    size_t rows_per_silo; /* any kind: 0 = every row; else each silo keeps at most this many */
 } fl_partition_spec;
+/* rows_per_silo > 0 caps every silo after the partition: a silo with more rows keeps a uniformly
+ * random subset of rows_per_silo of them (a random permutation of all rows, drawn after the
+ * partition's own draws from the same stream, is walked and each silo keeps its first
+ * rows_per_silo), and the other rows are left out of the federation: their assign entry is
+ * FL_ROW_DROPPED, which fl_federate skips. A partition with rows_per_silo = 0 draws exactly as
+ * before the cap existed. It gives e.g. the paper-sized silos of Aldaghri, Mahdavifar & Beirami
+ * (one class and a few dozen images per client) from a data set of 60,000 rows. */
+#define FL_ROW_DROPPED       UINT32_MAX
+#define FL_MAX_ROWS_PER_SILO 10000000
 
-/* Assigns every row of d to a silo: assign[i] in [0, *n_silos). assign has d->n entries. Every
- * silo gets at least one row, or DP_EINVAL (field "partition"; also for a NATURAL partition of a
- * data set without silos, a kind out of range, silos outside 1..FL_MAX_SILOS or above d->n, alpha
- * not finite and > 0, classes_per_silo outside 1..the classes present). */
+/* Assigns every row of d to a silo: assign[i] in [0, *n_silos), or FL_ROW_DROPPED under
+ * rows_per_silo. assign has d->n entries. Every silo gets at least one row, or DP_EINVAL (field
+ * "partition"; also for a NATURAL partition of a data set without silos, a kind out of range,
+ * silos outside 1..FL_MAX_SILOS or above d->n, alpha not finite and > 0, classes_per_silo outside
+ * 1..the classes present, rows_per_silo above FL_MAX_ROWS_PER_SILO). */
 int fl_partition(const fl_dataset *d, const fl_partition_spec *p, uint32_t *assign, size_t *n_silos,
                  dp_err *err);
 
@@ -184,9 +195,9 @@ typedef struct fl_federation {
  * the same transform is applied to its test part. Labels are never transformed. Standard
  * deviations are the population ones (divided by n_train); a feature constant on the training
  * part is subtracted only. The test part takes the first rows of the shuffled order and the
- * training part the rest, both in that order. Errors: DP_EINVAL, field "test_fraction" (outside
- * [0, 1)) or "partition" (n_silos outside 1..FL_MAX_SILOS, an assign value >= n_silos, an empty
- * silo). */
+ * training part the rest, both in that order. A row whose assign entry is FL_ROW_DROPPED belongs
+ * to no silo and is skipped. Errors: DP_EINVAL, field "test_fraction" (outside [0, 1)) or
+ * "partition" (n_silos outside 1..FL_MAX_SILOS, another assign value >= n_silos, an empty silo). */
 int fl_federate(const fl_dataset *d, const uint32_t *assign, size_t n_silos, double test_fraction,
                 uint64_t seed, bool standardize, fl_federation *out, dp_err *err);
 

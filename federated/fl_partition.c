@@ -2,9 +2,10 @@
  * fl_partition.c: partitions of a data set into silos (fl_data.h, fl_partition).
  *
  * All draws come from one stream, (dp_rng_derive(seed, FL_SEED_PARTITION), DP_RNG_STREAM_DATA),
- * in a fixed order (classes in increasing index, rows in data-set order before each shuffle), so
- * a partition is a function of (data set, spec). Class labels are read as integers: DIRICHLET and
- * CLASSES need n_classes > 0 and every label an integer in [0, n_classes).
+ * in a fixed order (classes in increasing index, rows in data-set order before each shuffle; the
+ * rows_per_silo cap last), so a partition is a function of (data set, spec). Class labels are read
+ * as integers: DIRICHLET and CLASSES need n_classes > 0 and every label an integer in [0,
+ * n_classes).
  */
 #include "federated/fl_data.h"
 #include "federated/fl_data_priv.h"
@@ -251,13 +252,48 @@ static int part_check(const fl_dataset *d, const fl_partition_spec *p, dp_err *e
     return DP_OK;
 }
 
+/* rows_per_silo: walks a random permutation of the rows; each silo keeps its first cap rows and
+ * the rest are FL_ROW_DROPPED. perm has d->n entries. */
+static int cap_rows(size_t n, size_t K, size_t cap, gsl_rng *r, uint32_t *perm, uint32_t *assign,
+                    dp_err *err)
+{
+    size_t *count = dp_calloc(K, sizeof *count);
+    if (count == NULL)
+        return part_nomem(err);
+    for (size_t i = 0; i < n; i++)
+        perm[i] = (uint32_t)i;
+    fl_shuffle_u32(r, perm, n);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t *a = &assign[perm[i]];
+        if (*a == FL_ROW_DROPPED)
+            continue;
+        if (count[*a] < cap)
+            count[*a]++;
+        else
+            *a = FL_ROW_DROPPED;
+    }
+    dp_free(count);
+    return DP_OK;
+}
+
 int fl_partition(const fl_dataset *d, const fl_partition_spec *p, uint32_t *assign, size_t *n_silos,
                  dp_err *err)
 {
     *n_silos = 0;
-    if (d != NULL && p->kind == FL_PARTITION_NATURAL)
-        return natural(d, assign, n_silos, err);
-    int rc = part_check(d, p, err);
+    size_t K = p->silos;
+    int rc = DP_OK;
+    if (p->rows_per_silo > FL_MAX_ROWS_PER_SILO)
+        return dp_err_set(err, DP_EINVAL, "partition", "rows_per_silo must be in 0..%d, got %zu",
+                          FL_MAX_ROWS_PER_SILO, p->rows_per_silo);
+    if (d != NULL && p->kind == FL_PARTITION_NATURAL) {
+        rc = natural(d, assign, &K, err);
+        if (rc != DP_OK || p->rows_per_silo == 0) {
+            *n_silos = rc == DP_OK ? K : 0;
+            return rc;
+        }
+    } else {
+        rc = part_check(d, p, err);
+    }
     if (rc != DP_OK)
         return rc;
     uint32_t *rows = dp_malloc(d->n * sizeof *rows);
@@ -272,11 +308,13 @@ int fl_partition(const fl_dataset *d, const fl_partition_spec *p, uint32_t *assi
         iid(d, p->silos, r, rows, assign);
     else if (p->kind == FL_PARTITION_DIRICHLET)
         rc = dirichlet(d, p, r, rows, assign, err);
-    else
+    else if (p->kind == FL_PARTITION_CLASSES)
         rc = classes(d, p, r, rows, assign, err);
+    if (rc == DP_OK && p->rows_per_silo > 0)
+        rc = cap_rows(d->n, K, p->rows_per_silo, r, rows, assign, err);
     gsl_rng_free(r);
     dp_free(rows);
     if (rc == DP_OK)
-        *n_silos = p->silos;
+        *n_silos = K;
     return rc;
 }

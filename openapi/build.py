@@ -496,7 +496,11 @@ SCHEMAS["JobSpec"] = obj({
                           {"const": "fashion-mnist"}, _generator]},
     "partition": obj({"kind": enum("natural", "iid", "dirichlet", "classes"),
                       "silos": integer(minimum=1), "alpha": num(exclusiveMinimum=0),
-                      "classes_per_silo": integer(minimum=1), "seed": integer(minimum=0)}),
+                      "classes_per_silo": integer(minimum=1), "seed": integer(minimum=0),
+                      "rows_per_silo": integer(
+                          minimum=1, maximum=10000000,
+                          description="each silo keeps at most this many of its rows "
+                                      "(a random subset); absent: every row")}),
     "model": obj({"type": enum("linear", "logistic", "svm", "softmax", "mlp"),
                   "hidden": null_or(arr(integer(minimum=1), minItems=1))}, ["type"]),
     "rounds": integer(minimum=1), "local_epochs": integer(minimum=1),

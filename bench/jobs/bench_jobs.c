@@ -19,6 +19,9 @@
  *   fedhdp: 40 silos of 40-60 rows (fl_synth_generate, d = 10, tau 0.2, label noise 0.1), q = 0.5,
  *     60 rounds, 4 silos opted out (r 1) and the rest in one private group (z 1, r 0.1), lambda
  *     0.1 (docs/REPRODUCTION.md "FedHDP", the job's trend over r; z fixed instead of epsilon 1).
+ *   fedhdp (R6): the FedHDP r = 0.01 run of bench/reproduce/fedhdp.c (docs/REPRODUCTION.md, "FedHDP
+ *     R6"): Fashion-MNIST, 200 silos of one class and 30 images, MLP 784-50-10, q 0.1, T 200,
+ *     B 20, lr 0.1, lambda 0.05, adaptive clip; skipped without the Fashion-MNIST files.
  *   adaped, dp_adaped: bench/reproduce/adaped.c's RT10 federation (seed 101: 10 silos of
  *     10-30 rows, d = 10, 4 classes, softmax, full batch, 10 local steps, lr 0.3), 30 rounds
  *     (adaped) and 60 rounds at z = 1 (dp_adaped, C_1 = 0.5).
@@ -35,6 +38,7 @@
  * only the job types whose name contains text. Prints the load average first; timings are printed,
  * never asserted. Not part of make test; bench/jobs/run.sh runs it (`make bench`).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +144,7 @@ typedef enum {
     SET_SCHOOL,
     SET_PPSGD,
     SET_FEDHDP,
+    SET_FEDHDP_R6,
     SET_ADAPED,
     SET_ALTMIN,
     SET_RT7,
@@ -161,6 +166,7 @@ static const job_row ROWS[] = {
     {"dp_fedavg", SET_SCHOOL, "School, 139 silos, B 32, q 0.5"},
     {"ppsgd", SET_PPSGD, "Bietti 6.1: N 1000, d 100, 10/user"},
     {"fedhdp", SET_FEDHDP, "synth 40 silos x 40-60, d 10"},
+    {"fedhdp", SET_FEDHDP_R6, "R6 FMNIST 200 x 30, MLP 50, r 0.01"},
     {"adaped", SET_ADAPED, "RT10 synth 10 silos, softmax"},
     {"dp_adaped", SET_ADAPED, "RT10 synth 10 silos, z 1"},
     {"ifca", SET_SCHOOL, "School, 139 silos, G 3, 10% sel"},
@@ -171,12 +177,15 @@ static const job_row ROWS[] = {
 #define N_ROWS (sizeof ROWS / sizeof ROWS[0])
 
 typedef struct bench_ctx {
-    fl_federation school, fedhdp, adaped, altmin, ppsgd_fed, rt7, rt8;
-    bool have_school, have_fedhdp, have_adaped, have_altmin, have_ppsgd, have_rt7, have_rt8;
+    fl_federation school, fedhdp, adaped, altmin, ppsgd_fed, rt7, rt8, r6;
+    bool have_school, have_fedhdp, have_adaped, have_altmin, have_ppsgd, have_rt7, have_rt8,
+        have_r6;
     fl_additive ppsgd;
     double *z_school; /* 1 per School silo */
     uint32_t *hdp_group;
     fl_hdp_group_cfg hdp_groups[2];
+    uint32_t *r6_group;
+    fl_hdp_group_cfg r6_groups[2];
 } bench_ctx;
 
 static void job_cfg(const bench_ctx *x, const job_row *r, fl_job_cfg *c)
@@ -229,6 +238,25 @@ static void job_cfg(const bench_ctx *x, const job_row *r, fl_job_cfg *c)
             c->hdp_groups = x->hdp_groups;
             c->hdp_silo_group = x->hdp_group;
             break;
+        case SET_FEDHDP_R6:
+            c->model = (fl_model_spec){
+                .type = FL_MODEL_MLP, .d_in = x->r6.d, .n_classes = 10, .n_hidden = 1};
+            c->model.hidden[0] = 50;
+            c->rounds = 200;
+            c->batch_size = 20;
+            c->lr = 0.1;
+            c->seed = 1;
+            c->lambda = 0.05;
+            c->client_rate = 0.1;
+            c->update_clip = 0.5;
+            c->hdp_n_groups = 2;
+            c->hdp_groups = x->r6_groups;
+            c->hdp_silo_group = x->r6_group;
+            c->hdp_adaptive = true;
+            c->hdp_clip_quantile = 0.5;
+            c->hdp_clip_lr = 0.2;
+            c->hdp_count_noise = 10.0;
+            break;
         case SET_ADAPED:
             c->model =
                 (fl_model_spec){.type = FL_MODEL_SOFTMAX, .d_in = x->adaped.d, .n_classes = 4};
@@ -276,6 +304,8 @@ static const fl_federation *job_fed(bench_ctx *x, setting s)
             return x->have_ppsgd ? &x->ppsgd_fed : NULL;
         case SET_FEDHDP:
             return x->have_fedhdp ? &x->fedhdp : NULL;
+        case SET_FEDHDP_R6:
+            return x->have_r6 ? &x->r6 : NULL;
         case SET_ADAPED:
             return x->have_adaped ? &x->adaped : NULL;
         case SET_ALTMIN:
@@ -301,6 +331,52 @@ static int run_job(bench_ctx *x, const job_row *r, const fl_job_cfg *c, fl_feder
     }
     fl_state_free(&s);
     return rc;
+}
+
+/* The FedHDP R6 federation (bench/reproduce/fedhdp.c, seed 1): Fashion-MNIST's training images,
+ * 200 silos of one class and 30 images each, 80/20, pixels in [0, 1]; silos 0-19 opted out, the
+ * rest private (z_g 1.5 combined with sigma_b 10 to an effective 1.5, r 0.01). Without the IDX
+ * files (FMNIST_DIR, default /usr/share/datasets/fashion-mnist) the row is skipped. */
+static int r6_open(bench_ctx *x, dp_err *e)
+{
+    const char *dir = getenv("FMNIST_DIR");
+    char img[512], lab[512];
+    if (dir == NULL || dir[0] == '\0')
+        dir = "/usr/share/datasets/fashion-mnist";
+    if (snprintf(img, sizeof img, "%s/train-images-idx3-ubyte.gz", dir) >= (int)sizeof img ||
+        snprintf(lab, sizeof lab, "%s/train-labels-idx1-ubyte.gz", dir) >= (int)sizeof lab)
+        return DP_OK;
+    fl_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    dp_err le;
+    dp_err_clear(&le);
+    if (fl_idx_load(img, lab, 0, &ds, &le) != DP_OK)
+        return DP_OK; /* not installed: skipped */
+    uint32_t *assign = calloc(ds.n, sizeof *assign);
+    fl_partition_spec p = {.kind = FL_PARTITION_CLASSES,
+                           .silos = 200,
+                           .classes_per_silo = 1,
+                           .seed = 1,
+                           .rows_per_silo = 30};
+    size_t k = 0;
+    int rc = assign == NULL ? dp_err_set(e, DP_ENOMEM, NULL, "out of memory") : DP_OK;
+    if (rc == DP_OK)
+        rc = fl_partition(&ds, &p, assign, &k, e);
+    if (rc == DP_OK)
+        rc = fl_federate(&ds, assign, k, 0.2, 1, false, &x->r6, e);
+    free(assign);
+    fl_dataset_free(&ds);
+    if (rc != DP_OK)
+        return rc;
+    x->have_r6 = true;
+    if ((x->r6_group = calloc(x->r6.n_silos, sizeof *x->r6_group)) == NULL)
+        return dp_err_set(e, DP_ENOMEM, NULL, "out of memory");
+    for (size_t j = 0; j < x->r6.n_silos; j++)
+        x->r6_group[j] = j < 20 ? 0 : 1;
+    double zg = 1.0 / sqrt(1.0 / (1.5 * 1.5) - 1.0 / (10.0 * 10.0));
+    x->r6_groups[0] = (fl_hdp_group_cfg){true, 0.0, 1.0, 0.05};
+    x->r6_groups[1] = (fl_hdp_group_cfg){false, zg, 0.01, 0.05};
+    return DP_OK;
 }
 
 static int ctx_open(bench_ctx *x, dp_err *e)
@@ -345,6 +421,8 @@ static int ctx_open(bench_ctx *x, dp_err *e)
         x->hdp_group[k] = k < FEDHDP_OPTED_OUT ? 1 : 0;
     x->hdp_groups[0] = (fl_hdp_group_cfg){false, 1.0, 0.1, 0.1};
     x->hdp_groups[1] = (fl_hdp_group_cfg){true, 0.0, 1.0, 0.1};
+    if ((rc = r6_open(x, e)) != DP_OK)
+        return rc;
     fl_synth_spec as = fl_adaped_rt10_spec(ADAPED_SEED);
     if ((rc = synth_federate(&as, 0.5, true, &x->adaped, e)) != DP_OK)
         return rc;
@@ -380,6 +458,8 @@ static void ctx_close(bench_ctx *x)
     }
     if (x->have_fedhdp)
         fl_federation_free(&x->fedhdp);
+    if (x->have_r6)
+        fl_federation_free(&x->r6);
     if (x->have_adaped)
         fl_federation_free(&x->adaped);
     if (x->have_altmin)
@@ -390,6 +470,7 @@ static void ctx_close(bench_ctx *x)
         fl_federation_free(&x->rt8);
     free(x->z_school);
     free(x->hdp_group);
+    free(x->r6_group);
 }
 
 int main(void)
@@ -423,8 +504,9 @@ int main(void)
             continue;
         fl_federation *f = (fl_federation *)job_fed(&x, r->set);
         if (f == NULL) {
-            printf("%-14s %-36s skipped (set DPSILO_SCHOOL_CSV to the School CSV)\n", r->algo,
-                   r->desc);
+            printf("%-14s %-36s skipped (%s)\n", r->algo, r->desc,
+                   r->set == SET_FEDHDP_R6 ? "Fashion-MNIST not installed: make deps"
+                                           : "set DPSILO_SCHOOL_CSV to the School CSV");
             continue;
         }
         fl_job_cfg c;

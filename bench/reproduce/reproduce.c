@@ -27,6 +27,9 @@
  *   adamix   Ozkara, Acharya et al., RT8 (App. K, Gaussian-prior linear regression) and RT7
  *            (Table 3, AdaMix) through gaussian_prior and adamix (adamix.c; not part of "all";
  *            REPRO_ADAMIX_SILOS, REPRO_ADAMIX_ROUNDS).
+ *   fedhdp_r6  Aldaghri, Mahdavifar & Beirami's FedHDP on a small Fashion-MNIST MLP job: one
+ *            class per client, 10% opted out, uniform and skewed (fedhdp.c; not part of "all";
+ *            REPRO_FEDHDP_SEEDS, REPRO_FEDHDP_ROUNDS).
  *
  * Environment: DPSILO_SCHOOL_CSV (the School CSV; default ../shared/data/school/school.csv,
  * relative to the working directory, which `make reproduce` sets to the repository root; the second
@@ -62,13 +65,14 @@
 #define MAX_SEEDS          20
 #define MAX_SILOS_SYNTH    64
 
-int part_ppsgd(int threads, int users, int rounds);  /* ppsgd.c */
-int part_altmin(int users, int seeds);               /* altmin.c */
-int part_altmin_alg1(int users, int seeds);          /* altmin_alg1.c */
-int part_altmin_scaling(int seeds);                  /* altmin_alg1.c */
-int part_adaped(int threads);                        /* adaped.c */
-int part_ifca(int threads);                          /* ifca.c */
-int part_adamix(int silos, int rounds, int threads); /* adamix.c */
+int part_ppsgd(int threads, int users, int rounds);                  /* ppsgd.c */
+int part_altmin(int users, int seeds);                               /* altmin.c */
+int part_altmin_alg1(int users, int seeds);                          /* altmin_alg1.c */
+int part_altmin_scaling(int seeds);                                  /* altmin_alg1.c */
+int part_adaped(int threads);                                        /* adaped.c */
+int part_ifca(int threads);                                          /* ifca.c */
+int part_adamix(int silos, int rounds, int threads);                 /* adamix.c */
+int part_fedhdp_r6(int threads, int seeds, int rounds, int clients); /* fedhdp.c */
 
 static int g_threads = 1;
 static int g_school_rounds = 200; /* REPRO_ROUNDS: investigation only */
@@ -729,14 +733,21 @@ int main(int argc, char **argv)
     if (!all && strcmp(part, "school") != 0 && strcmp(part, "synth") != 0 &&
         strcmp(part, "fmnist") != 0 && strcmp(part, "ppsgd") != 0 && strcmp(part, "altmin") != 0 &&
         strcmp(part, "adaped") != 0 && strcmp(part, "ifca") != 0 && strcmp(part, "adamix") != 0 &&
-        strcmp(part, "altmin-alg1") != 0 && strcmp(part, "altmin-scaling") != 0) {
+        strcmp(part, "altmin-alg1") != 0 && strcmp(part, "altmin-scaling") != 0 &&
+        strcmp(part, "fedhdp_r6") != 0) {
         fprintf(stderr,
                 "usage: %s "
                 "[all|school|synth|fmnist|ppsgd|altmin|altmin-alg1|altmin-scaling|adaped|ifca|"
-                "adamix] [school.csv]\n",
+                "adamix|fedhdp_r6] [school.csv]\n",
                 argv[0]);
         return 2;
     }
+    if (strcmp(part, "fedhdp_r6") == 0)
+        return part_fedhdp_r6(g_threads, env_int("REPRO_FEDHDP_SEEDS", 3, 1, 20),
+                              env_int("REPRO_FEDHDP_ROUNDS", 200, 1, 100000),
+                              env_int("REPRO_FEDHDP_CLIENTS", 200, 10, 1000)) == DP_OK
+                   ? 0
+                   : 1;
     if (strcmp(part, "altmin") == 0)
         return part_altmin(env_int("REPRO_ALTMIN_USERS", 50000, 100, 1000000),
                            env_int("REPRO_ALTMIN_SEEDS", 5, 1, 20)) == DP_OK

@@ -697,10 +697,11 @@ static int parse_partition(const json_t *body, job_spec *s, dp_err *err)
     if (v == NULL || json_is_null(v))
         return DP_OK;
     reader r = {v, "partition", err};
-    static const char *const KEYS[] = {"kind", "silos", "alpha", "classes_per_silo", "seed"};
+    static const char *const KEYS[] = {"kind", "silos",        "alpha", "classes_per_silo",
+                                       "seed", "rows_per_silo"};
     static const char *const KINDS[] = {"natural", "iid", "dirichlet", "classes"};
     size_t k = 0;
-    int64_t silos = 0, cps = 0, seed = 0;
+    int64_t silos = 0, cps = 0, seed = 0, rps = 0;
     double alpha = 0;
     int rc = check_keys(&r, KEYS, N_ELEMS(KEYS));
     if (rc == DP_OK)
@@ -714,11 +715,13 @@ static int parse_partition(const json_t *body, job_spec *s, dp_err *err)
     if (rc == DP_OK)
         rc = integer(&r, "seed", false, (int64_t)(s->seed & INT64_C(0x1fffffffffffff)), 0,
                      INT64_C(9007199254740991), &seed);
+    if (rc == DP_OK) /* absent: every row (0) */
+        rc = integer(&r, "rows_per_silo", false, 0, 1, FL_MAX_ROWS_PER_SILO, &rps);
     if (rc != DP_OK)
         return rc;
     s->has_partition = true;
-    s->partition = (fl_partition_spec){(fl_partition_kind)k, (size_t)silos, alpha, (size_t)cps,
-                                       (uint64_t)seed};
+    s->partition = (fl_partition_spec){(fl_partition_kind)k, (size_t)silos,  alpha,
+                                       (size_t)cps,          (uint64_t)seed, (size_t)rps};
     return DP_OK;
 }
 

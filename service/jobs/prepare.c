@@ -446,7 +446,7 @@ int job_prepare(job_spec *spec, store_conn *c, struct ledger *l, const dataset_v
     if (rc == DP_OK && (assign = dp_calloc(d.n ? d.n : 1, sizeof *assign)) == NULL)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     if (rc == DP_OK) {
-        fl_partition_spec natural = {FL_PARTITION_NATURAL, 0, 0, 0, s->seed};
+        fl_partition_spec natural = {FL_PARTITION_NATURAL, 0, 0, 0, s->seed, 0};
         rc = fl_partition(&d, s->has_partition ? &s->partition : &natural, assign, &K, err);
     }
     if (rc == DP_OK)

@@ -235,6 +235,12 @@ expect_status 400 POST /v1/jobs '{'"$HDP"',"rounds":1,"fedhdp":{"groups":[{"silo
 expect_json .error.field 'fedhdp.groups[0].silos[0]'
 expect_status 400 POST /v1/jobs '{'"$HDP"',"rounds":1,"fedhdp":{"groups":[{"r":-1}]}}'
 expect_json .error.field 'fedhdp.groups[0].r'
+# partition.rows_per_silo: one class and 5 rows per silo (FedHDP's clients, small); 4 train, 1 test
+RPS='"algorithm":"local","dataset":{"generator":"synthetic-classification","silos":2,"dim":3,"n_min":60,"n_max":60,"classes":3,"seed":2},"model":{"type":"softmax"},"rounds":1,"batch_size":4,"lr":0.1'
+expect_status 202 POST /v1/jobs '{'"$RPS"',"partition":{"kind":"classes","silos":6,"classes_per_silo":1,"rows_per_silo":5}}'
+expect_json '[.plan.silos[] | "\(.n_train)+\(.n_test)"] | unique | join(",")' 4+1
+expect_status 400 POST /v1/jobs '{'"$RPS"',"partition":{"kind":"classes","silos":6,"classes_per_silo":1,"rows_per_silo":0}}'
+expect_json .error.field partition.rows_per_silo
 # ---- altmin (issue 13): APriv-AltMin (Jain et al., NeurIPS 2021, Algs. 1-3) on the synthetic
 # low-rank regression, one user per silo. Every silo is charged every round with the round's two
 # Gaussian releases (the spectral round 0 costs the same), so the job's epsilon, the ledger's and the

@@ -1295,6 +1295,81 @@ static void seeded_outputs_are_pinned(void **state)
     fl_dataset_free(&ds);
 }
 
+/* rows_per_silo: one class per silo and a few rows each (Aldaghri et al.'s clients); the cap
+ * keeps the partition's draws (silo k's class is the uncapped one's), keeps exactly the cap where a
+ * silo has more, leaves the rest out of the federation, and is a function of the seed. Also under a
+ * natural partition, whose silos keep their names. */
+static void partition_rows_per_silo_caps_every_silo(void **state)
+{
+    (void)state;
+    fl_dataset ds = make_ds(1000, 1, 10); /* 100 rows per class */
+    uint32_t a[1000], b[1000], u[1000];
+    size_t k;
+    fl_partition_spec p = {
+        .kind = FL_PARTITION_CLASSES, .silos = 20, .classes_per_silo = 1, .seed = 3};
+    assert_int_equal(fl_partition(&ds, &p, u, &k, &E), DP_OK); /* uncapped: 50 rows a silo */
+    p.rows_per_silo = 7;
+    assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_OK);
+    assert_int_equal(k, 20);
+    size_t cnt[20] = {0}, dropped = 0;
+    int cls[20];
+    for (size_t s = 0; s < 20; s++)
+        cls[s] = -1;
+    for (size_t i = 0; i < 1000; i++) {
+        if (a[i] == FL_ROW_DROPPED) {
+            dropped++;
+            continue;
+        }
+        assert_int_equal(a[i], u[i]); /* a kept row stays in its silo */
+        cnt[a[i]]++;
+        assert_true(cls[a[i]] == -1 || cls[a[i]] == (int)ds.y[i]); /* still one class */
+        cls[a[i]] = (int)ds.y[i];
+    }
+    for (size_t s = 0; s < 20; s++)
+        assert_int_equal(cnt[s], 7);
+    assert_int_equal(dropped, 1000 - 140);
+    assert_int_equal(fl_partition(&ds, &p, b, &k, &E), DP_OK);
+    assert_memory_equal(a, b, sizeof a);
+    p.seed = 4;
+    assert_int_equal(fl_partition(&ds, &p, b, &k, &E), DP_OK);
+    assert_memory_not_equal(a, b, sizeof a);
+    /* the federation holds the kept rows only */
+    p.seed = 3;
+    assert_int_equal(fl_partition(&ds, &p, a, &k, &E), DP_OK);
+    fl_federation f;
+    assert_int_equal(fl_federate(&ds, a, k, 0.2, 1, false, &f, &E), DP_OK);
+    for (size_t s = 0; s < 20; s++) {
+        assert_int_equal(f.silo[s].n_train + f.silo[s].n_test, 7);
+        for (size_t i = 0; i < f.silo[s].n_train; i++)
+            assert_int_equal(a[(size_t)f.silo[s].x_train[i]], s); /* x[i][0] = i */
+    }
+    fl_federation_free(&f);
+    /* a cap above every silo's size changes nothing */
+    p.rows_per_silo = 50;
+    assert_int_equal(fl_partition(&ds, &p, b, &k, &E), DP_OK);
+    assert_memory_equal(u, b, sizeof u);
+    p.rows_per_silo = FL_MAX_ROWS_PER_SILO + 1;
+    dp_err_clear(&E);
+    assert_int_equal(fl_partition(&ds, &p, b, &k, &E), DP_EINVAL);
+    assert_string_equal(E.field, "partition");
+    fl_dataset_free(&ds);
+    /* natural: 6 synthetic silos of 20..40 rows capped at 9, names kept */
+    fl_synth_spec sp = synth_spec();
+    assert_int_equal(fl_synth_generate(&sp, &ds, &E), DP_OK);
+    uint32_t *n = malloc(ds.n * sizeof *n);
+    fl_partition_spec q = {.kind = FL_PARTITION_NATURAL, .seed = 5, .rows_per_silo = 9};
+    assert_int_equal(fl_partition(&ds, &q, n, &k, &E), DP_OK);
+    assert_int_equal(k, 6);
+    assert_int_equal(fl_federate(&ds, n, k, 0.0, 1, false, &f, &E), DP_OK);
+    for (size_t s = 0; s < 6; s++) {
+        assert_int_equal(f.silo[s].n_train, 9);
+        assert_string_equal(f.silo[s].name, ds.silo_names[s]);
+    }
+    fl_federation_free(&f);
+    free(n);
+    fl_dataset_free(&ds);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off(); /* as dpsilod does: GSL must return errors, not abort */
@@ -1322,6 +1397,7 @@ int main(void)
         cmocka_unit_test(partition_dirichlet_skews_with_small_alpha),
         cmocka_unit_test(partition_dirichlet_refuses_what_it_cannot_do),
         cmocka_unit_test(partition_classes_gives_each_silo_its_classes),
+        cmocka_unit_test(partition_rows_per_silo_caps_every_silo),
         cmocka_unit_test(federate_splits_every_row_once),
         cmocka_unit_test(federate_standardizes_on_the_training_part),
         cmocka_unit_test(federate_is_deterministic_by_seed_and_names_natural_silos),

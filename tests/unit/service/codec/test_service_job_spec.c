@@ -104,6 +104,18 @@ static void defaults_and_generators(void **state)
                            &s, &e),
                      DP_OK);
     assert_int_equal(s.data, JOB_DATA_FASHION_MNIST);
+    assert_int_equal(s.partition.rows_per_silo, 0); /* absent: every row */
+    job_spec_clear(&s);
+    /* one class and 30 rows per silo (Aldaghri et al.'s clients) */
+    assert_int_equal(parse("{\"algorithm\":\"local\",\"dataset\":\"fashion-mnist\",\"partition\":"
+                           "{\"kind\":\"classes\",\"silos\":200,\"classes_per_silo\":1,"
+                           "\"rows_per_silo\":30},\"model\":{\"type\":\"logistic\"},"
+                           "\"rounds\":1,\"batch_size\":1,\"lr\":1}",
+                           &s, &e),
+                     DP_OK);
+    assert_int_equal(s.partition.kind, FL_PARTITION_CLASSES);
+    assert_int_equal(s.partition.classes_per_silo, 1);
+    assert_int_equal(s.partition.rows_per_silo, 30);
     job_spec_clear(&s);
 }
 
@@ -197,6 +209,14 @@ static void refusals_name_the_field(void **state)
                  "\"silos\":3},\"model\":{\"type\":\"linear\"},\"rounds\":2,\"batch_size\":8,"
                  "\"lr\":0.1}",
                  "partition.alpha");
+    expect_field("{\"algorithm\":\"fedavg\",\"dataset\":1,\"partition\":{\"kind\":\"iid\","
+                 "\"silos\":3,\"rows_per_silo\":0},\"model\":{\"type\":\"linear\"},\"rounds\":2,"
+                 "\"batch_size\":8,\"lr\":0.1}",
+                 "partition.rows_per_silo");
+    expect_field("{\"algorithm\":\"fedavg\",\"dataset\":1,\"partition\":{\"kind\":\"iid\","
+                 "\"silos\":3,\"rows_per_silo\":2.5},\"model\":{\"type\":\"linear\"},"
+                 "\"rounds\":2,\"batch_size\":8,\"lr\":0.1}",
+                 "partition.rows_per_silo");
     expect_field("{\"algorithm\":\"mrmtl\",\"dataset\":1,\"model\":{\"type\":\"linear\"},"
                  "\"rounds\":2,\"batch_size\":8,\"lr\":0.1}",
                  "lambda");
