@@ -2976,6 +2976,11 @@ const cfg *est_job_cfg(const est_job *j)
     return j->rq.app->cfg;
 }
 
+const atomic_bool *est_job_cancel(const est_job *j)
+{
+    return j->cancel;
+}
+
 int est_add_row(est_job *j, json_t *row, dp_err *err)
 {
     return add_row(j, row, err);
