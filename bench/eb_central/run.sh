@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/eb_central/run.sh: MSE of central DP, local DP, no pooling and non-private EB for the Gaussian
-# estimator as the number of clients grows (issue #15; the table in docs/ESTIMATORS.md "Central DP").
-# Not part of `make test`. Usage: bash bench/eb_central/run.sh (about a second; deterministic).
+# estimator as the number of clients grows, then the same for the Beta-Bernoulli estimator (rows
+# marked "beta") (issue #15; the tables in docs/ESTIMATORS.md "Central DP"). Not part of
+# `make test`. Usage: bash bench/eb_central/run.sh (about 20 s of CPU, most of it the Beta table;
+# deterministic).
 set -euo pipefail
 BUILD=${BUILD:-build}
 BIN=$BUILD/bench/eb_central
