@@ -45,6 +45,9 @@
  * was clamped; one-bit: EB_STATUS_DEGENERATE when any client's pooled mean was clamped (its clients
  * are then pooled to a point mass), else EB_STATUS_NO_POOLING_GAIN as for two-bit.
  *
+ * Central DP (issue #15; the section at the end): the service, trusted, sums every client's xbar_i
+ * and U_i (both in [0, 1]), adds Gaussian noise once to the two sums, and fits the prior from them.
+ *
  * Memory: arrays borrowed for the call; outputs caller-allocated (any may be NULL). Threading:
  * reentrant.
  */
@@ -162,7 +165,7 @@ int eb_beta_private(const eb_beta_data *b, eb_beta_scheme scheme, eb_beta_varian
  *   S1 = sum_i Proj_[0,1](xbar_i) + N(0, sd_sum^2),   xbar_i = Z_i / n_i
  *   S2 = sum_i Proj_[0,1](U_i)    + N(0, sd_sq^2),    U_i = Z_i (Z_i - 1) / (n_i (n_i - 1))
  * What is clipped: the client's rate xbar_i and U_i, the unbiased estimate of p_i^2 from its own
- * trials (a U-statistic; the seed's fix of Ozkara et al. 2023, eq. 7, uses the same U_i). U_i is
+ * trials (a U-statistic; EB_BETA_UNBIASED and the two-bit scheme above use the same U_i). U_i is
  * used instead of xbar_i^2, whose mean p_i^2 + p_i(1-p_i)/n_i would need each n_i to be debiased
  * in the aggregate: with U_i the trials enter only through the client's own contribution (which
  * needs n_i >= 2) and its own posterior weight, and the release does not depend on them
