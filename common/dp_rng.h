@@ -41,6 +41,7 @@ typedef enum dp_rng_stream {
     DP_RNG_STREAM_BETA_RESPONSES = 2,   /* eb_beta: randomized response of the clients' bits */
     DP_RNG_STREAM_MIXTURE_NOISE = 3,    /* eb_mixture: the clients' clipped Gaussian randomizer */
     DP_RNG_STREAM_GAUSSIAN_CENTRAL = 4, /* eb_gaussian: the service's noise on the central sums */
+    DP_RNG_STREAM_BETA_CENTRAL = 5,     /* eb_beta: the service's noise on the central sums */
     /* 100 + r, r < 100: k-means++ start of EM restart r (eb_mixture; n_init <= 100) */
     DP_RNG_STREAM_MIXTURE_RESTART = 100,
     DP_RNG_STREAM_LINREG_INIT = 200, /* eb_linreg: k-means++ start of the prior's components */

@@ -1,6 +1,7 @@
 /*
- * eb_beta.c: Beta-Bernoulli empirical Bayes (Ozkara et al. 2023, eq. 6-7, Thm 3-4, App C).
- * See eb_beta.h for the model, the variants and the clamps.
+ * eb_beta.c: Beta-Bernoulli empirical Bayes (Ozkara et al. 2023, eq. 6-7, Thm 3-4, App C), and its
+ * central-DP release (issue #15). See eb_beta.h for the model, the variants, the clamps and the
+ * central model's sensitivities.
  */
 #include "estimators/eb_beta.h"
 
@@ -10,6 +11,7 @@
 
 #include <gsl/gsl_cdf.h>
 #include <gsl/gsl_errno.h>
+#include <gsl/gsl_math.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_sf_gamma.h>
 #include <gsl/gsl_sf_psi.h>
@@ -830,4 +832,112 @@ out:
     dp_free(q2);
     dp_free(u);
     return rc;
+}
+
+/* ---- central DP (eb_beta.h) ---- */
+
+int eb_beta_central_calibrate(const eb_beta_central_opts *o, eb_beta_central_info *info,
+                              dp_err *err)
+{
+    if (!isfinite(o->z) || o->z < 0)
+        return dp_err_set(err, DP_EINVAL, "privacy.noise_multiplier",
+                          "noise_multiplier must be finite and >= 0 (got %g)", o->z);
+    memset(info, 0, sizeof *info);
+    info->l2_sens = M_SQRT2;
+    info->sens_sum = 1.0; /* xbar_i in [0, 1] */
+    info->sens_sq = 1.0;  /* U_i in [0, 1] */
+    info->sd_sum = o->z * info->l2_sens * info->sens_sum;
+    info->sd_sq = o->z * info->l2_sens * info->sens_sq;
+    info->rho = o->z > 0 ? 1.0 / (2.0 * o->z * o->z) : DP_INF;
+    info->var_raw = info->sd_var = info->weight_extra = DP_NAN;
+    if (!(info->sd_sum <= EB_LDP_MAX_SIGMA))
+        return dp_err_set(err, DP_ENUMERIC, "privacy.noise_multiplier",
+                          "the noise needed (sd %g) is beyond what the estimate can use",
+                          info->sd_sum);
+    return DP_OK;
+}
+
+int eb_beta_central_fit(const eb_beta_data *b, const eb_beta_central_opts *o, double *mean,
+                        double *sd, double *shrinkage, eb_beta_prior *prior, eb_beta_counts *counts,
+                        eb_beta_central_info *info, eb_status *status, dp_err *err)
+{
+    int rc = check_common(b, EB_BETA_UNBIASED, 2, err);
+    if (rc != DP_OK)
+        return rc;
+    char f[DP_ERR_FIELD_MAX];
+    for (size_t i = 0; i < b->m; i++)
+        if (b->n[i] < 2) {
+            snprintf(f, sizeof f, "clients[%zu].trials", i);
+            return dp_err_set(err, DP_EINVAL, f,
+                              "central DP needs trials >= 2 for each client's unbiased second "
+                              "moment (got %g)",
+                              b->n[i]);
+        }
+    if ((rc = eb_beta_central_calibrate(o, info, err)) != DP_OK)
+        return rc;
+    size_t m = b->m;
+    double md = (double)m, s1 = 0.0, s2 = 0.0;
+    for (size_t i = 0; i < m; i++) { /* each client's contribution, bounded before it is added */
+        double z = b->z[i], n = b->n[i];
+        s1 += clamp01(z / n);
+        s2 += clamp01(z * (z - 1.0) / (n * (n - 1.0)));
+    }
+    if (o->z > 0) { /* noise once, on the aggregates */
+        gsl_rng *rng = dp_rng_alloc(o->seed, DP_RNG_STREAM_BETA_CENTRAL, err);
+        if (rng == NULL)
+            return DP_ENOMEM;
+        s1 += gsl_ran_gaussian_ziggurat(rng, info->sd_sum);
+        s2 += gsl_ran_gaussian_ziggurat(rng, info->sd_sq);
+        gsl_rng_free(rng);
+    }
+    /* the moments from the noisy sums, then post-processing onto valid Beta parameters */
+    double mu_raw = s1 / md;
+    double var = s2 / md - (s1 * s1 - info->sd_sum * info->sd_sum) / (md * md);
+    double mu = clamp01(mu_raw), pq = mu * (1.0 - mu);
+    info->var_raw = var;
+    info->proj_mean = mu_raw < 0.0 || mu_raw > 1.0;
+    info->proj_var_low = !(var > 0) || !(pq > 0);
+    double s, sig2;
+    if (info->proj_var_low) {
+        s = DP_INF;
+        sig2 = 0.0;
+    } else {
+        s = pq / var - 1.0;
+        info->proj_var_high = !(s >= EB_BETA_CENTRAL_S_MIN);
+        if (info->proj_var_high)
+            s = EB_BETA_CENTRAL_S_MIN;
+        sig2 = pq / (s + 1.0);
+    }
+    info->sd_var =
+        sqrt(info->sd_sq * info->sd_sq + 4.0 * mu * mu * info->sd_sum * info->sd_sum) / md;
+    info->weight_extra = info->sd_sum * info->sd_sum / (md * (md - 1.0)) + info->sd_var;
+    prior->mu = mu;
+    prior->s = s;
+    prior->alpha = isinf(s) ? DP_INF : mu * s;
+    prior->beta = isinf(s) ? DP_INF : (1.0 - mu) * s;
+    prior->loglik = DP_NAN; /* a likelihood of the raw data would not be private */
+    prior->iterations = 0;
+    bool moved = info->proj_mean || info->proj_var_low || info->proj_var_high;
+    prior->status = moved ? EB_STATUS_BOUNDARY : EB_STATUS_CONVERGED;
+    /* every client's posterior: its own data with the private prior, the noise in the weight */
+    double t = sig2 + info->weight_extra, max_shr = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        double s2i = (pq - sig2) / b->n[i];
+        double a = t + s2i > 0 ? t / (t + s2i) : 1.0;
+        double si = a > 0 ? b->n[i] * (1.0 - a) / a : DP_INF;
+        posterior_one(b->z[i], b->n[i], mu, si, mean, sd, shrinkage, i);
+        double sh = isinf(si) ? 1.0 : si / (si + b->n[i]);
+        max_shr = sh > max_shr ? sh : max_shr;
+    }
+    *status = prior->status;
+    if (max_shr < EB_NO_POOLING_GAIN && o->z > 0)
+        *status = eb_status_worst(*status, EB_STATUS_NO_POOLING_GAIN);
+    if (counts) {
+        *counts = (eb_beta_counts){0, 0, 0, 0};
+        counts->pooled = info->proj_var_low ? m : 0;
+        counts->local = info->proj_var_high ? m : 0;
+        counts->mean = info->proj_mean ? m : 0;
+        counts->prior_mean = info->proj_mean ? 1 : 0;
+    }
+    return DP_OK;
 }

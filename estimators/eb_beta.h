@@ -45,6 +45,9 @@
  * was clamped; one-bit: EB_STATUS_DEGENERATE when any client's pooled mean was clamped (its clients
  * are then pooled to a point mass), else EB_STATUS_NO_POOLING_GAIN as for two-bit.
  *
+ * Central DP (issue #15; the section at the end): the service, trusted, sums every client's xbar_i
+ * and U_i (both in [0, 1]), adds Gaussian noise once to the two sums, and fits the prior from them.
+ *
  * Memory: arrays borrowed for the call; outputs caller-allocated (any may be NULL). Threading:
  * reentrant.
  */
@@ -151,5 +154,89 @@ int eb_beta_private(const eb_beta_data *b, eb_beta_scheme scheme, eb_beta_varian
                     bool leave_one_out, uint64_t seed, double *mean, double *sd, double *shrinkage,
                     eb_beta_prior *prior_out, eb_beta_counts *counts, eb_beta_private_info *info,
                     eb_status *status, dp_err *err);
+
+/* ---- Central DP (the service as the trusted aggregator; issue #15) ----
+ *
+ * Privacy unit: one client (the whole of its data). The moment estimator of the prior needs two
+ * sums over the clients, and each client's contribution to them is bounded before anything is
+ * added; the service then adds Gaussian noise ONCE to each sum (the Gaussian mechanism on clipped
+ * sums; Dwork & Roth, "The Algorithmic Foundations of Differential Privacy", 2014, Sec. 3.5.3 and
+ * App. A):
+ *   S1 = sum_i Proj_[0,1](xbar_i) + N(0, sd_sum^2),   xbar_i = Z_i / n_i
+ *   S2 = sum_i Proj_[0,1](U_i)    + N(0, sd_sq^2),    U_i = Z_i (Z_i - 1) / (n_i (n_i - 1))
+ * What is clipped: the client's rate xbar_i and U_i, the unbiased estimate of p_i^2 from its own
+ * trials (a U-statistic; EB_BETA_UNBIASED and the two-bit scheme above use the same U_i). U_i is
+ * used instead of xbar_i^2, whose mean p_i^2 + p_i(1-p_i)/n_i would need each n_i to be debiased
+ * in the aggregate: with U_i the trials enter only through the client's own contribution (which
+ * needs n_i >= 2) and its own posterior weight, and the release does not depend on them
+ * otherwise. Both lie in [0, 1] by construction (0 <= U_i <= xbar_i^2 <= 1), so the public
+ * bounds are the data's own range and the projection is the identity on valid input (kept as the
+ * guard the sensitivity rests on).
+ * Sensitivities: replacing one client moves S1 and S2 by at most 1 each (the width of [0, 1]),
+ * which also bounds adding or removing one; the pair (S1, S2) has L2 sensitivity sqrt(2) (tight:
+ * (xbar, U) = (0, 0) against (1, 1)). Noise of sd z sqrt(2) on each sum is one Gaussian mechanism
+ * with noise multiplier z: rho = 1/(2 z^2) zCDP (Bun & Steinke, "Concentrated Differential
+ * Privacy", TCC 2016, Prop. 1.6). The number of clients m is public.
+ *
+ * Prior (moments, from the noisy sums only; our construction, the non-private estimate being
+ * Ozkara et al. 2023, Sec. 2.2, eq. 6 with the unbiased second moment): mu = S1/m and
+ * sigma2 = S2/m - (S1^2 - sd_sum^2)/m^2 (S1^2 - sd_sum^2 is unbiased for the clean S1^2). With
+ * z = 0 this is exactly eb_beta_fit_moments(EB_BETA_UNBIASED). Projection onto valid Beta
+ * parameters (post-processing, no privacy cost): mu onto [0, 1]; sigma2 onto [0, mu(1-mu)] (a
+ * Beta's variance mu(1-mu)/(S+1) lies strictly inside), i.e. S = mu(1-mu)/sigma2 - 1 onto
+ * [EB_BETA_CENTRAL_S_MIN, inf] (sigma2 = 0: S = inf, a point mass at mu; mu in {0, 1}: likewise).
+ *
+ * Posterior of client i (its own Z_i, n_i, un-noised: for that client alone), as the two-bit
+ * weight and Thm 2 of Ozkara et al. do for noisy moments:
+ *   a_i = (sigma2 + w) / (sigma2 + w + s2_i),  s2_i = (mu(1-mu) - sigma2)/n_i = E p(1-p) / n_i,
+ *   w = sd_sum^2/(m(m-1)) + sd_var,  sd_var = sqrt(sd_sq^2 + 4 mu^2 sd_sum^2) / m,
+ * the first term Thm 2's sigma_q^2/(m-1) with the per-message variance sigma_q^2 replaced by its
+ * central equivalent sd_sum^2/m (the noise in mu), the second one standard deviation of the noise
+ * in sigma2 (linearised: d sigma2/d S2 = 1/m, d sigma2/d S1 = -2 mu/m), as the Gaussian central
+ * weight adds sd_sq/(m-1): a prior variance the noise cannot resolve must not pool the clients.
+ * Then posterior mean a_i xbar_i + (1 - a_i) mu = that of Beta(mu S_i + Z_i, (1-mu) S_i + n_i -
+ * Z_i) with S_i = n_i (1 - a_i)/a_i, and its sd as eb_beta_posterior_prior's. For w = 0 and
+ * sigma2 > 0 this is App C.1's n_i/(S + n_i). */
+
+/* S below this is projected onto it: S -> 0 is two point masses at 0 and 1, no Beta; at 1e-6
+ * alpha, beta > 0 and no posterior mean moves by more than 1e-6/n_i from the client's own rate. */
+#define EB_BETA_CENTRAL_S_MIN 1e-6
+
+typedef struct eb_beta_central_opts {
+    double z;      /* noise multiplier >= 0 (0: no noise, the non-private estimate) */
+    uint64_t seed; /* seeds the service's noise (DP_RNG_STREAM_BETA_CENTRAL) */
+} eb_beta_central_opts;
+
+typedef struct eb_beta_central_info {
+    double l2_sens;      /* sqrt(2): L2 sensitivity of (S1, S2) */
+    double sens_sum;     /* 1: sensitivity of S1 */
+    double sens_sq;      /* 1: sensitivity of S2 */
+    double sd_sum;       /* noise sd added to S1: z sqrt(2) */
+    double sd_sq;        /* noise sd added to S2: z sqrt(2) */
+    double rho;          /* zCDP of the release: 1/(2 z^2) (INFINITY for z = 0) */
+    double var_raw;      /* the variance estimate before its projection */
+    double sd_var;       /* sd of the noise in the variance estimate (see above) */
+    double weight_extra; /* w above, added to the prior variance in every client's weight */
+    bool proj_mean;      /* mu fell outside [0, 1] and was projected */
+    bool proj_var_low;   /* sigma2 <= 0: projected onto 0 (S = inf) */
+    bool
+        proj_var_high; /* sigma2 above what a Beta allows: S projected onto EB_BETA_CENTRAL_S_MIN */
+} eb_beta_central_info;
+
+/* Sensitivities and noise sds only (nothing computed from data), so a caller can charge first.
+ * DP_EINVAL "privacy.noise_multiplier" unless z is finite and >= 0. */
+int eb_beta_central_calibrate(const eb_beta_central_opts *o, eb_beta_central_info *info,
+                              dp_err *err);
+
+/* The central release, the projected prior (prior: loglik NAN, iterations 0, status converged or
+ * boundary) and every client's posterior (mean, sd, shrinkage: m each, caller-allocated, any may be
+ * NULL). Needs m >= 2 and every n_i >= 2 ("clients[i].trials"). *status: the prior's status,
+ * raised to EB_STATUS_NO_POOLING_GAIN when no client's shrinkage reaches EB_NO_POOLING_GAIN.
+ * counts (may be NULL): pooled / local / mean = m when the variance was projected onto 0 / onto
+ * its upper end / the mean onto [0, 1] (every client shares the one prior), prior_mean 1 with the
+ * mean projected. */
+int eb_beta_central_fit(const eb_beta_data *b, const eb_beta_central_opts *o, double *mean,
+                        double *sd, double *shrinkage, eb_beta_prior *prior, eb_beta_counts *counts,
+                        eb_beta_central_info *info, eb_status *status, dp_err *err);
 
 #endif

@@ -52,7 +52,7 @@ void eb_blas_single_thread(void)
 
 eb_mixsqp_opts eb_mixsqp_opts_default(void)
 {
-    eb_mixsqp_opts o = {1000, 0, 1e-8, false};
+    eb_mixsqp_opts o = {1000, 0, 1e-8, false, NULL};
     return o;
 }
 
@@ -338,6 +338,11 @@ static int solve_core(size_t n, size_t k, const double *L, const eb_mixsqp_opts 
         }
         if (in.iterations >= o->max_iter)
             break;
+        if (o->cancel != NULL && atomic_load(o->cancel)) { /* the caller's deadline (issue #15) */
+            rc = dp_err_set(err, DP_EBUSY, NULL, "the fit was cancelled (SQP iteration %u)",
+                            in.iterations + 1);
+            goto out;
+        }
         in.iterations++;
         /* QP in y = x + p: min y^T H y / 2 + (g - H x)^T y, y >= 0, from y = x */
         for (size_t a = 0; a < k; a++) {

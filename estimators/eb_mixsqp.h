@@ -39,6 +39,7 @@
 #ifndef DP_ESTIMATORS_EB_MIXSQP_H
 #define DP_ESTIMATORS_EB_MIXSQP_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -52,10 +53,13 @@ typedef struct eb_mixsqp_opts {
     unsigned max_iter_active; /* active-set iterations per QP; default 20 + 2k (set when 0) */
     double tol;               /* dual residual tolerance (min_k g_k >= -tol); default 1e-8 */
     bool start_given;         /* x holds a start on entry (>= 0, not all 0); else uniform */
+    /* NULL, or polled before every outer iteration (of the warm start too): once true the solve
+     * stops with DP_EBUSY ("cancelled"), x partly updated (discard it); borrowed (issue #15) */
+    const atomic_bool *cancel;
 } eb_mixsqp_opts;
 
 /* Defaults: max_iter 1000, max_iter_active 0 (20 + 2k), tol 1e-8 (mixsqp's convtol.sqp),
- * uniform start. */
+ * uniform start, no cancel flag. */
 eb_mixsqp_opts eb_mixsqp_opts_default(void);
 
 typedef struct eb_mixsqp_info {
@@ -72,8 +76,9 @@ typedef struct eb_mixsqp_info {
 /* Solves the problem above. L: n*k row-major, entries finite and >= 0, each row with a positive
  * entry (n in [1, EB_MAX_CLIENTS], k in [1, EB_MIXSQP_MAX_K]); x: k entries. DP_EINVAL on bad
  * sizes or options (field "mixsqp"), DP_ENUMERIC when a row's likelihood is 0 at every component
- * or the objective turns non-finite, DP_ENOMEM. Non-convergence within max_iter is not an error:
- * info->status = EB_STATUS_MAX_ITER and x holds the last iterate (normalised). */
+ * or the objective turns non-finite, DP_ENOMEM, DP_EBUSY when o->cancel was set. Non-convergence
+ * within max_iter is not an error: info->status = EB_STATUS_MAX_ITER and x holds the last iterate
+ * (normalised). */
 int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o, double *x,
                     eb_mixsqp_info *info, dp_err *err);
 

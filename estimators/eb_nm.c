@@ -211,6 +211,12 @@ double eb_nm_loglik(const eb_nm_data *d, const eb_nm_fit *fit)
     return s;
 }
 
+/* The caller's cancel flag (eb_nm_opts.cancel, eb_nm_post.cancel) is set. */
+static bool nm_cancelled(const atomic_bool *cancel)
+{
+    return cancel != NULL && atomic_load(cancel);
+}
+
 /* ---- the weights of a fixed set of components ---- */
 
 /* Work space of one fit: the likelihood matrix and its row maxima. */
@@ -236,7 +242,7 @@ typedef struct nm_ws {
  * instead of k; products move away from the row's largest column, so they only decrease and
  * relative error grows by at most k roundings. Every other layout takes one exponential per
  * entry. */
-static void build_L(nm_ws *ws)
+static bool build_L(nm_ws *ws)
 {
     const eb_nm_data *d = ws->d;
     size_t k = ws->k;
@@ -246,6 +252,8 @@ static void build_L(nm_ws *ws)
         even = ws->sd[c] == 0.0 &&
                (c == 0 || fabs((ws->mean[c] - ws->mean[c - 1]) - h) <= 1e-12 * fabs(h));
     for (size_t j = 0; j < d->n; j++) {
+        if (j % EB_NM_CANCEL_ROWS == 0 && nm_cancelled(ws->o->cancel))
+            return false;
         double *row = ws->L + j * k, s2 = d->s[j] * d->s[j], x = d->x[j];
         if (even) {
             /* the nearest atom is the row's largest column */
@@ -286,16 +294,28 @@ static void build_L(nm_ws *ws)
         for (size_t c = 0; c < k; c++)
             row[c] = exp(row[c] - mx);
     }
+    return true;
+}
+
+/* The fit was cancelled (ws->o->cancel): recorded once in ws->rc, so that every later profile
+ * point returns at once. */
+static double nm_cancel(nm_ws *ws)
+{
+    if (ws->rc == DP_OK)
+        ws->rc = dp_err_set(ws->err, DP_EBUSY, NULL, "the fit was cancelled (profile point %u)",
+                            ws->evaluations);
+    return -DP_INF;
 }
 
 /* Solves the weights of the current components (warm start from ws->w) and returns the
- * log-likelihood; on failure records ws->rc and returns -inf. */
+ * log-likelihood; on failure (or cancel) records ws->rc and returns -inf. */
 static double solve_weights(nm_ws *ws)
 {
     if (ws->rc != DP_OK)
         return -DP_INF;
     ws->evaluations++;
-    build_L(ws);
+    if (nm_cancelled(ws->o->cancel) || !build_L(ws))
+        return nm_cancel(ws);
     if (ws->k == 1) {
         ws->w[0] = 1.0;
         ws->last = EB_STATUS_CONVERGED;
@@ -305,6 +325,7 @@ static double solve_weights(nm_ws *ws)
     mo.max_iter = ws->o->max_iter;
     mo.tol = ws->o->tol;
     mo.start_given = true;
+    mo.cancel = ws->o->cancel;
     eb_mixsqp_info info;
     int rc = eb_mixsqp_solve(ws->d->n, ws->k, ws->L, &mo, ws->w, &info, ws->err);
     if (rc != DP_OK) {
@@ -391,6 +412,8 @@ static double normal_mode(const eb_nm_data *d, double t2)
 static double normal_profile(void *vctx, double t)
 {
     normal_ctx *c = vctx;
+    if (nm_cancelled(c->o->cancel))
+        return -DP_INF; /* eb_nm_fit_prior reports it */
     double t2 = t * t;
     double mu = c->o->mode_fixed ? c->o->mode : normal_mode(c->d, t2);
     c->mode = mu;
@@ -651,6 +674,12 @@ int eb_nm_fit_prior(const eb_nm_data *d, const eb_nm_opts *o, eb_nm_fit *fit, dp
             rc = dp_err_set(err, DP_EINVAL, "prior_family", "unknown prior family");
             goto out;
     }
+    if (ws.rc == DP_OK && nm_cancelled(o->cancel))
+        nm_cancel(&ws);
+    if (ws.rc != DP_OK) {
+        rc = ws.rc;
+        goto out;
+    }
     if (!isfinite(ll)) {
         rc = dp_err_set(err, DP_ENUMERIC, "x", "the marginal log-likelihood is not finite");
         goto out;
@@ -771,6 +800,11 @@ int eb_nm_posterior(const eb_nm_data *d, const eb_nm_fit *fit, eb_nm_post *p, dp
     for (size_t c = 0; c < k; c++)
         lpi[c] = fit->w[c] > 0.0 ? log(fit->w[c]) : -DP_INF;
     for (size_t j = 0; j < d->n; j++) {
+        if (j % EB_NM_CANCEL_ROWS == 0 && nm_cancelled(p->cancel)) {
+            rc = dp_err_set(err, DP_EBUSY, NULL, "the posterior was cancelled (observation %zu)",
+                            j + 1);
+            goto out;
+        }
         if (fit->family == EB_NM_POINT_LAPLACE) {
             double mean, var, neg, zero;
             laplace_row(fit, d->x[j], d->s[j], &mean, &var, &neg, &zero, p->n_draws,

@@ -49,6 +49,7 @@
 #ifndef DP_ESTIMATORS_EB_NM_H
 #define DP_ESTIMATORS_EB_NM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -62,6 +63,7 @@
 #define EB_NM_DEFAULT_MULT       1.4142135623730951 /* scale mixture grid ratio, sqrt(2) */
 #define EB_NM_SCAN               16                 /* coarse scan points of a profiled parameter */
 #define EB_NM_MAX_DRAWS_PER_OBS  1000               /* posterior draws per observation */
+#define EB_NM_CANCEL_ROWS        4096 /* rows between two polls of the cancel flag in long passes */
 
 typedef enum eb_nm_family {
     EB_NM_NORMAL = 0,
@@ -99,9 +101,14 @@ typedef struct eb_nm_opts {
     double grid_mult;  /* scale mixture default grid ratio (0 = sqrt 2), > 1 */
     unsigned max_iter; /* mixsqp outer iterations, [1, EB_MAX_ITER_CAP] */
     double tol;        /* mixsqp dual residual tolerance, > 0 */
+    /* NULL, or polled at every profile point, every mixsqp outer iteration and every
+     * EB_NM_CANCEL_ROWS rows of the likelihood matrix: once true the fit stops with DP_EBUSY
+     * ("cancelled"); borrowed (the compute pool's deadline, issue #15) */
+    const atomic_bool *cancel;
 } eb_nm_opts;
 
-/* family normal, mode fixed at 0, scale estimated, default grids, max_iter 1000, tol 1e-8. */
+/* family normal, mode fixed at 0, scale estimated, default grids, max_iter 1000, tol 1e-8, no
+ * cancel flag. */
 eb_nm_opts eb_nm_opts_default(eb_nm_family family);
 
 /* Options against the data (fields "prior_family", "mode", "scale", "grid", "grid_size",
@@ -124,7 +131,8 @@ typedef struct eb_nm_fit {
 } eb_nm_fit;
 
 /* Fits g. On success fit owns its arrays (eb_nm_fit_free). DP_EINVAL (bad data or options, a
- * grid too large for n: "grid_size"/"grid"), DP_ENUMERIC, DP_ENOMEM. */
+ * grid too large for n: "grid_size"/"grid"), DP_ENUMERIC, DP_ENOMEM, DP_EBUSY (o->cancel set; fit
+ * left empty). */
 int eb_nm_fit_prior(const eb_nm_data *d, const eb_nm_opts *o, eb_nm_fit *fit, dp_err *err);
 
 /* Frees fit's arrays and zeroes it; NULL is a no-op. */
@@ -142,9 +150,12 @@ typedef struct eb_nm_post {
     size_t n_draws; /* draws per observation, [0, EB_NM_MAX_DRAWS_PER_OBS] */
     double *draws;  /* [n * n_draws] row-major, or NULL when n_draws = 0 */
     uint64_t seed;  /* seeds the draws */
+    const atomic_bool *cancel; /* NULL, or polled every EB_NM_CANCEL_ROWS observations: once true
+                                  DP_EBUSY ("cancelled"), outputs partly filled; borrowed */
 } eb_nm_post;
 
-/* Posterior summaries of every observation under fit (caller-allocated outputs). */
+/* Posterior summaries of every observation under fit (caller-allocated outputs). DP_EBUSY when
+ * p->cancel was set. */
 int eb_nm_posterior(const eb_nm_data *d, const eb_nm_fit *fit, eb_nm_post *p, dp_err *err);
 
 #endif

@@ -326,7 +326,8 @@ _run_common = {
                             "noise_std": obj({"sum": NUMN, "sum_of_squares": NUMN},
                                              closed=False),
                             "posterior_scope": string(description="central DP: each client's "
-                                                      "posterior is for that client alone")},
+                                                      "posterior is for that client alone"),
+                            "weight_noise": NUMN},
                            ["charges"], closed=False,
                            description="the local-DP mechanism, its parameters and what was "
                                        "charged to which silo")),
@@ -434,10 +435,20 @@ SCHEMAS["GaussianRequest"] = obj(dict(
     prior=obj({"mean": null_or(_vec), "variance": _vec}, ["variance"]),
     **dict(_common_est, privacy=_gprivacy)),
     ["clients"])
+_bprivacy = null_or(obj({
+    "model": enum("local", "central", description="local (default): each client's randomized "
+                  "response bits; central: the service adds Gaussian noise once to the sums of "
+                  "the clients' rates and unbiased squares"),
+    "epsilon0": num(exclusiveMinimum=0, description="local only: pure LDP per client"),
+    "scheme": enum("two_bit", "paper_1bit", description="local only"),
+    "epsilon": num(exclusiveMinimum=0, description="central only: the noise is calibrated to it"),
+    "noise_multiplier": num(exclusiveMinimum=0, description="central only, instead of epsilon"),
+    "delta": num(exclusiveMinimum=0, exclusiveMaximum=1, description="central only")}))
 SCHEMAS["BetaRequest"] = obj(dict(
     clients=arr(_bclient, minItems=1),
     prior=obj({"alpha": num(exclusiveMinimum=0), "beta": num(exclusiveMinimum=0)}),
-    variant=string(), leave_one_out=boolean(), **_common_est), ["clients"])
+    variant=string(), leave_one_out=boolean(), **dict(_common_est, privacy=_bprivacy)),
+    ["clients"])
 SCHEMAS["MixtureRequest"] = obj(dict(
     clients=arr(_gclient, minItems=1), noise_variance={"oneOf": [num(minimum=0), arr(num())]},
     components=integer(minimum=1),

@@ -15,10 +15,19 @@
  * of s^2. Then, per model and eps, the smallest m of the grid at which pooling cuts the MSE by 5 %
  * or more (the EB_NO_POOLING_GAIN threshold).
  *
+ * Then the same four models for the Beta-Bernoulli estimator (a second table, its rows marked
+ * "beta" so that the Gaussian table above reads as before): p_i ~ Beta(2, 5), Z_i ~ Bin(14, p_i)
+ * (the RT6 population of docs/REPRODUCTION.md); no pooling = Z_i/n; EB = beta-binomial maximum
+ * likelihood; local DP = the two-bit randomized-response scheme at eps0 = eps (pure eps-LDP per
+ * client, the service's default); central DP = eb_beta_central_fit with the noise multiplier of
+ * the Gaussian table (the same release calibration at (eps, delta)). MSE as a fraction of no
+ * pooling's expected MSE E p(1-p)/n = 0.012755 (EB's known-prior limit n/(S+n) = 0.667).
+ *
  * Usage: eb_central [--seed S] [--reps N] [--csv]. Deterministic for a given seed.
  *   --reps N   at least N repetitions per (m, eps), N >= 2 (default 5, the floor above); more
- *              makes the large-m points precise (N = 200: about 11 s of CPU)
- *   --csv      instead of the table, one CSV row per (estimator, model, eps, m) with the MSE / s^2
+ *              makes the large-m points precise (N = 200: about 11 s of CPU for the
+ *              Gaussian table)
+ *   --csv      instead of the tables, one CSV row per (estimator, model, eps, m) with the MSE / s^2
  *              and its standard error (the sd of the per-repetition MSEs over sqrt(reps));
  *              scripts/svgplot.py draws docs/img/eb-central-mse.svg from it (`make figures`)
  */
@@ -34,6 +43,7 @@
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
+#include "estimators/eb_beta.h"
 #include "estimators/eb_gaussian.h"
 
 #define MU      0.3
@@ -72,6 +82,87 @@ static double sse(const double *post, const double *th, size_t m)
     for (size_t i = 0; i < m; i++)
         s += (post[i] - th[i]) * (post[i] - th[i]);
     return s;
+}
+
+#define B_ALPHA  2.0
+#define B_BETA   5.0
+#define B_TRIALS 14.0
+
+/* The Beta-Bernoulli table (see the top). z: the central noise multiplier per eps; th, zs, n, post:
+ * scratch of MS[N_M - 1] entries each. */
+static int beta_table(uint64_t seed, const double *z, double *th, double *zs, double *n,
+                      double *post)
+{
+    dp_err e;
+    dp_err_clear(&e);
+    double s = B_ALPHA + B_BETA;
+    double base = B_ALPHA * B_BETA / (B_TRIALS * s * (s + 1.0)); /* E p(1-p)/n */
+    double mse[N_M][N_EPS][N_MODEL];
+    printf("\nBeta-Bernoulli: MSE / E p(1-p)/n (= %.6f); p ~ Beta(%.0f, %.0f), n = %.0f, "
+           "delta = %g; local DP = two-bit randomized response at eps0 = eps\n",
+           base, B_ALPHA, B_BETA, B_TRIALS, DELTA);
+    printf("| model | m | eps | reps | no pooling | EB | local DP | central DP |\n");
+    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (size_t a = 0; a < N_M; a++) {
+        size_t m = MS[a];
+        size_t reps = (size_t)(3e5 / (double)m);
+        reps = reps < 5 ? 5 : reps > 400 ? 400 : reps;
+        for (size_t k = 0; k < N_EPS; k++) {
+            double acc[N_MODEL] = {0};
+            for (size_t t = 0; t < reps; t++) {
+                uint64_t sd =
+                    dp_rng_derive(seed ^ 0xbe7aULL, (uint64_t)(a * 1000003 + k * 1009 + t));
+                gsl_rng *rng = dp_rng_alloc(sd, DP_RNG_STREAM_DATA, &e);
+                if (rng == NULL)
+                    return fail(&e);
+                for (size_t i = 0; i < m; i++) {
+                    th[i] = gsl_ran_beta(rng, B_ALPHA, B_BETA);
+                    n[i] = B_TRIALS;
+                    zs[i] = (double)gsl_ran_binomial(rng, th[i], (unsigned)B_TRIALS);
+                    post[i] = zs[i] / B_TRIALS;
+                }
+                gsl_rng_free(rng);
+                acc[0] += sse(post, th, m);
+                eb_beta_data b = {m, zs, n};
+                eb_beta_prior p;
+                eb_status st;
+                if (eb_beta_fit_mle(&b, 1000, &p, &e) != DP_OK ||
+                    eb_beta_posterior_prior(&b, &p, post, NULL, NULL, &e) != DP_OK)
+                    return fail(&e);
+                acc[1] += sse(post, th, m);
+                if (eb_beta_private(&b, EB_BETA_PRIV_TWO_BIT, EB_BETA_PAPER, EPS[k], true, sd, post,
+                                    NULL, NULL, NULL, NULL, NULL, &st, &e) != DP_OK)
+                    return fail(&e);
+                acc[2] += sse(post, th, m);
+                eb_beta_central_opts co = {z[k], sd};
+                eb_beta_central_info ci;
+                if (eb_beta_central_fit(&b, &co, post, NULL, NULL, &p, NULL, &ci, &st, &e) != DP_OK)
+                    return fail(&e);
+                acc[3] += sse(post, th, m);
+            }
+            for (size_t q = 0; q < N_MODEL; q++)
+                mse[a][k][q] = acc[q] / ((double)m * (double)reps) / base;
+            printf("| beta | %zu | %.1f | %zu | %.3f | %.3f | %.3f | %.3f |\n", m, EPS[k], reps,
+                   mse[a][k][0], mse[a][k][1], mse[a][k][2], mse[a][k][3]);
+            fflush(stdout);
+        }
+    }
+    printf("\nbeta: smallest m of the grid with MSE <= 0.95 of no pooling's:\n");
+    for (size_t q = 1; q < N_MODEL; q++)
+        for (size_t k = 0; k < N_EPS; k++) {
+            size_t at = 0;
+            for (size_t a = 0; a < N_M && at == 0; a++)
+                if (mse[a][k][q] <= 0.95)
+                    at = MS[a];
+            if (q == 1 && k > 0)
+                break;
+            if (at)
+                printf("  beta %-10s eps %.1f: m = %zu\n", NAMES[q], EPS[k], at);
+            else
+                printf("  beta %-10s eps %.1f: not within m <= %zu\n", NAMES[q], EPS[k],
+                       MS[N_M - 1]);
+        }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -207,8 +298,9 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
+    int rc = DP_OK;
     if (csv)
-        goto done;
+        goto done; /* the CSV holds the Gaussian rows only (the figure) */
     printf("\nsmallest m of the grid with MSE <= 0.95 s^2 (pooling pays 5 %% or more):\n");
     for (size_t q = 1; q < N_MODEL; q++)
         for (size_t k = 0; k < N_EPS; k++) {
@@ -223,11 +315,12 @@ int main(int argc, char **argv)
             else
                 printf("  %-10s eps %.1f: not within m <= %zu\n", NAMES[q], EPS[k], mmax);
         }
+    rc = beta_table(seed, z, th, x, n, post);
 done:
     dp_free(th);
     dp_free(x);
     dp_free(n);
     dp_free(msgs);
     dp_free(post);
-    return 0;
+    return rc;
 }

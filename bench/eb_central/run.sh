@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench/eb_central/run.sh: MSE of central DP, local DP, no pooling and non-private EB for the Gaussian
-# estimator as the number of clients grows (issue #15; the table in docs/ESTIMATORS.md "Central DP").
-# Not part of `make test`. Usage: bash bench/eb_central/run.sh [--reps N] [--csv] (about a second at
-# the default 5-repetition floor; deterministic). `make figures` draws its CSV.
+# estimator as the number of clients grows, then the same for the Beta-Bernoulli estimator (rows
+# marked "beta") (issue #15; the tables in docs/ESTIMATORS.md "Central DP"). Not part of
+# `make test`. Usage: bash bench/eb_central/run.sh [--reps N] [--csv] (about 20 s of CPU at the
+# default 5-repetition floor, most of it the Beta table; deterministic). `make figures` draws its
+# CSV (the Gaussian rows).
 set -euo pipefail
 BUILD=${BUILD:-build}
 BIN=$BUILD/bench/eb_central

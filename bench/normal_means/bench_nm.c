@@ -160,7 +160,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_nm: out of memory\n");
         return 1;
     }
-    eb_nm_post post = {pm, psd, p2, lf, 0, NULL, 1};
+    eb_nm_post post = {pm, psd, p2, lf, 0, NULL, 1, NULL};
     for (int rep = 0; rep < reps; rep++) {
         double c0 = cpu_ms(), w0 = wall_ms();
         if (eb_nm_posterior(&d, &fit, &post, &e) != DP_OK)

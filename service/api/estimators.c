@@ -1652,6 +1652,27 @@ static int gauss_parse_channel(const json_t *pvj, const char *mech, int64_t bits
     return DP_OK;
 }
 
+/* Central DP's privacy inputs (Gaussian and Beta estimators): delta in (0, 1) and exactly one of
+ * epsilon and noise_multiplier (NAN: not given), finite and > 0. */
+static int central_check_noise(double eps, double delta, double z, dp_err *err)
+{
+    if (!(delta > 0 && delta < 1))
+        return dp_err_set(err, DP_EINVAL, "privacy.delta", "delta must be in (0, 1) (got %g)",
+                          delta);
+    if (isnan(eps) == isnan(z))
+        return dp_err_set(err, DP_EINVAL,
+                          isnan(eps) ? "privacy.epsilon" : "privacy.noise_multiplier",
+                          "give exactly one of epsilon (the noise is calibrated to it) and "
+                          "noise_multiplier");
+    if (!isnan(eps) && !(isfinite(eps) && eps > 0))
+        return dp_err_set(err, DP_EINVAL, "privacy.epsilon",
+                          "epsilon must be finite and > 0 (got %g)", eps);
+    if (!isnan(z) && !(isfinite(z) && z > 0))
+        return dp_err_set(err, DP_EINVAL, "privacy.noise_multiplier",
+                          "noise_multiplier must be finite and > 0 (got %g)", z);
+    return DP_OK;
+}
+
 /* privacy.model "central" (issue #15): r, b or sigma_theta_bound and range as the local model;
  * delta and exactly one of epsilon (calibrated in gauss_charge) or noise_multiplier. The local
  * randomizer's own fields are refused by name, as is method "mle" (the central release carries the
@@ -1701,20 +1722,9 @@ static int gauss_parse_central(const json_t *body, const json_t *pvj, size_t d, 
     if (!isnan(b) && (!isfinite(b) || b <= 0 || b > 1e50))
         return dp_err_set(err, DP_EINVAL, "privacy.b", "b must be finite, > 0 and <= 1e50 (got %g)",
                           b);
-    if (!(s->c_delta > 0 && s->c_delta < 1))
-        return dp_err_set(err, DP_EINVAL, "privacy.delta", "delta must be in (0, 1) (got %g)",
-                          s->c_delta);
-    if (isnan(s->c_eps) == isnan(s->c_z))
-        return dp_err_set(err, DP_EINVAL,
-                          isnan(s->c_eps) ? "privacy.epsilon" : "privacy.noise_multiplier",
-                          "give exactly one of epsilon (the noise is calibrated to it) and "
-                          "noise_multiplier");
-    if (!isnan(s->c_eps) && !(isfinite(s->c_eps) && s->c_eps > 0))
-        return dp_err_set(err, DP_EINVAL, "privacy.epsilon",
-                          "epsilon must be finite and > 0 (got %g)", s->c_eps);
-    if (!isnan(s->c_z) && !(isfinite(s->c_z) && s->c_z > 0))
-        return dp_err_set(err, DP_EINVAL, "privacy.noise_multiplier",
-                          "noise_multiplier must be finite and > 0 (got %g)", s->c_z);
+    int rc0 = central_check_noise(s->c_eps, s->c_delta, s->c_z, err);
+    if (rc0 != DP_OK)
+        return rc0;
     po->b = b;
     po->seed = s->seed;
     po->channel = EB_CHANNEL_GAUSSIAN;
@@ -1825,6 +1835,41 @@ static int gauss_parse(const http_req *rq, gauss_req *g, gauss_spec *s, dp_err *
     return gauss_parse_privacy(rq->body, g->d, s, err);
 }
 
+/* Central DP's noise multiplier (Gaussian and Beta estimators): *z calibrated to (*eps, delta) by
+ * the accounting library's bisection when *eps is given (not NAN), rounded towards more noise, *eps
+ * then the epsilon delivered; else *eps at delta for the given *z. zCDP of the Gaussian mechanism
+ * rho = 1/(2 z^2) (Bun & Steinke 2016 Prop. 1.6), converted by Canonne, Kamath & Steinke 2020
+ * Cor. 13, the conversion the ledger's RDP accountant applies to one Gaussian event. */
+static int central_noise(double *eps, double delta, double *z, dp_err *err)
+{
+    acct_calib_zcdp_ctx zc = {delta, ACCT_ZCDP_CKS2020};
+    int rc;
+    if (!isnan(*eps)) {
+        acct_event *open = acct_event_gaussian(DP_NAN);
+        if (open == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        acct_calib_result cr;
+        rc = acct_calibrate(open, *eps, acct_calib_zcdp_eps, &zc, &cr, err);
+        acct_event_free(open);
+        if (rc != DP_OK) {
+            if (err->field[0] == '\0')
+                snprintf(err->field, sizeof err->field, "privacy.epsilon");
+            return rc;
+        }
+        *z = cr.value;
+        *eps = cr.epsilon;
+    } else {
+        double order;
+        rc =
+            acct_zcdp_to_epsilon(1.0 / (2.0 * *z * *z), delta, ACCT_ZCDP_CKS2020, eps, &order, err);
+        if (rc != DP_OK) {
+            dp_err_prefix_field(err, "privacy");
+            return rc;
+        }
+    }
+    return DP_OK;
+}
+
 /* Central DP: the clipping bound b (given, or Thm 2's range from the public bounds as the local
  * model's), the noise multiplier z (given, or calibrated to (epsilon, delta) with the accounting
  * library: zCDP of the Gaussian mechanism rho = 1/(2 z^2), Bun & Steinke 2016 Prop. 1.6, converted
@@ -1845,31 +1890,9 @@ static int gauss_central_calibrate(const gauss_req *g, gauss_spec *s, acct_event
             return rc;
         }
     }
-    acct_calib_zcdp_ctx zc = {s->c_delta, ACCT_ZCDP_CKS2020};
-    int rc;
-    if (!isnan(s->c_eps)) {
-        acct_event *open = acct_event_gaussian(DP_NAN);
-        if (open == NULL)
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        acct_calib_result cr;
-        rc = acct_calibrate(open, s->c_eps, acct_calib_zcdp_eps, &zc, &cr, err);
-        acct_event_free(open);
-        if (rc != DP_OK) {
-            if (err->field[0] == '\0')
-                snprintf(err->field, sizeof err->field, "privacy.epsilon");
-            return rc;
-        }
-        s->c_z = cr.value;
-        s->c_eps = cr.epsilon;
-    } else {
-        double order;
-        rc = acct_zcdp_to_epsilon(1.0 / (2.0 * s->c_z * s->c_z), s->c_delta, ACCT_ZCDP_CKS2020,
-                                  &s->c_eps, &order, err);
-        if (rc != DP_OK) {
-            dp_err_prefix_field(err, "privacy");
-            return rc;
-        }
-    }
+    int rc = central_noise(&s->c_eps, s->c_delta, &s->c_z, err);
+    if (rc != DP_OK)
+        return rc;
     s->co = (eb_gauss_central_opts){b, s->c_z, po->r, s->tau2_max, s->seed};
     eb_gauss_central_info ci;
     if ((rc = eb_gauss_central_calibrate(g->d, s->var_known, &s->co, &ci, err)) != DP_OK)
@@ -2286,6 +2309,9 @@ typedef struct beta_spec {
     double alpha, beta; /* the known prior */
     eb_beta_scheme scheme;
     double eps0;
+    bool central;               /* privacy.model "central": the service noises two sums once */
+    double c_eps, c_delta, c_z; /* central: target epsilon (NAN: noise_multiplier given), delta,
+                                   noise multiplier (given, or calibrated in beta_charge) */
 } beta_spec;
 
 /* The clients' successes and trials. */
@@ -2326,16 +2352,85 @@ static int beta_parse_prior(const json_t *body, size_t m, beta_spec *s, dp_err *
     return DP_OK;
 }
 
-/* privacy: {"epsilon0", "scheme"?}, randomized response bits (Ozkara et al. 2023, Section 4). */
+/* privacy.model "central" (issue #15): delta and exactly one of epsilon (calibrated in
+ * beta_charge) or noise_multiplier. The prior is the moment estimate from two noisy sums over all
+ * clients (eb_beta_central_fit), so the local randomizer's fields, method "mle", a variant other
+ * than "unbiased" (its second moment is what the service sums) and leave_one_out (one release
+ * serves every client) are refused by name. */
+static int beta_parse_central(const json_t *body, const json_t *pvj, beta_spec *s, dp_err *err)
+{
+    static const char *const local_only[] = {"epsilon0", "scheme"};
+    for (size_t k = 0; k < N_ELEMS(local_only); k++)
+        if (json_object_get(pvj, local_only[k]) != NULL) {
+            char f[DP_ERR_FIELD_MAX];
+            snprintf(f, sizeof f, "privacy.%s", local_only[k]);
+            return dp_err_set(err, DP_EINVAL, f,
+                              "%s belongs to the local model; privacy.model \"central\" takes "
+                              "epsilon (or noise_multiplier) and delta",
+                              local_only[k]);
+        }
+    if (s->mle)
+        return dp_err_set(err, DP_EINVAL, "method",
+                          "central DP estimates the prior by moments from the noisy sums; use "
+                          "method \"moments\" or omit method");
+    if (json_object_get(body, "variant") != NULL && s->v != EB_BETA_UNBIASED)
+        return dp_err_set(err, DP_EINVAL, "variant",
+                          "central DP sums each client's unbiased second moment Z(Z-1)/(n(n-1)): "
+                          "use variant \"unbiased\" or omit variant (got \"%s\")",
+                          s->vs);
+    if (json_object_get(body, "leave_one_out") != NULL && s->loo)
+        return dp_err_set(err, DP_EINVAL, "leave_one_out",
+                          "central DP releases one prior for all clients: leave_one_out must be "
+                          "false or omitted");
+    if (json_util_req_number(pvj, "delta", &s->c_delta, err) ||
+        json_util_opt_number(pvj, "epsilon", DP_NAN, &s->c_eps, err) ||
+        json_util_opt_number(pvj, "noise_multiplier", DP_NAN, &s->c_z, err)) {
+        dp_err_prefix_field(err, "privacy");
+        return err->code;
+    }
+    int rc = central_check_noise(s->c_eps, s->c_delta, s->c_z, err);
+    if (rc != DP_OK)
+        return rc;
+    s->v = EB_BETA_UNBIASED;
+    s->vs = "unbiased";
+    s->loo = false;
+    s->central = true;
+    return DP_OK;
+}
+
+/* privacy: {"epsilon0", "scheme"?}, randomized response bits (Ozkara et al. 2023, Section 4), or
+ * the service's noise on two sums (model "central", beta_parse_central). */
 static int beta_parse_privacy(const json_t *body, beta_spec *s, dp_err *err)
 {
     if (!s->priv)
         return DP_OK;
     const json_t *pvj = json_object_get(body, "privacy");
-    static const char *const pk[] = {"epsilon0", "scheme"};
-    const char *ss;
-    if (json_util_require_object(pvj, "privacy", err) || json_util_check_keys(pvj, pk, 2, err) ||
-        json_util_req_number(pvj, "epsilon0", &s->eps0, err) ||
+    static const char *const pk[] = {"epsilon0", "scheme", "model",
+                                     "epsilon",  "delta",  "noise_multiplier"};
+    const char *ss, *model;
+    if (json_util_require_object(pvj, "privacy", err) ||
+        json_util_check_keys(pvj, pk, N_ELEMS(pk), err) ||
+        json_util_opt_string(pvj, "model", "local", &model, err)) {
+        dp_err_prefix_field(err, "privacy");
+        return err->code;
+    }
+    static const choice MODEL[] = {{"local", 0}, {"central", 1}};
+    int central, rc0;
+    if ((rc0 = pick(model, "privacy.model", MODEL, N_ELEMS(MODEL), &central, err)) != DP_OK)
+        return rc0;
+    if (central)
+        return beta_parse_central(body, pvj, s, err);
+    static const char *const central_only[] = {"epsilon", "delta", "noise_multiplier"};
+    for (size_t k = 0; k < N_ELEMS(central_only); k++)
+        if (json_object_get(pvj, central_only[k]) != NULL) {
+            char f[DP_ERR_FIELD_MAX];
+            snprintf(f, sizeof f, "privacy.%s", central_only[k]);
+            return dp_err_set(err, DP_EINVAL, f,
+                              "%s belongs to privacy.model \"central\"; the local model takes "
+                              "epsilon0 (pure LDP per client)",
+                              central_only[k]);
+        }
+    if (json_util_req_number(pvj, "epsilon0", &s->eps0, err) ||
         json_util_opt_string(pvj, "scheme", "two_bit", &ss, err)) {
         dp_err_prefix_field(err, "privacy");
         return err->code;
@@ -2363,6 +2458,7 @@ static int beta_parse_options(const json_t *body, size_t m, beta_spec *s, dp_err
     const json_t *pvj = json_object_get(body, "privacy");
     s->priv = pvj != NULL && !json_is_null(pvj);
     s->alpha = s->beta = s->eps0 = DP_NAN;
+    s->c_eps = s->c_delta = s->c_z = DP_NAN;
     s->scheme = EB_BETA_PRIV_TWO_BIT;
     int rc, vi;
     if ((rc = json_util_opt_string(body, "method", s->priv ? "moments" : "mle", &s->ms, err)) ||
@@ -2386,6 +2482,7 @@ typedef struct beta_out {
     eb_beta_counts cnt;
     eb_status st;
     eb_beta_private_info pinfo;
+    eb_beta_central_info ci; /* central DP: what the release added */
     bool have_mle, have_mom;
     double max_shr; /* largest shrinkage */
 } beta_out;
@@ -2407,6 +2504,14 @@ static int beta_run(est_job *job, const eb_beta_data *b, const beta_spec *s, bet
                                   eb_beta_loglik(b, s->alpha, s->beta),
                                   0,
                                   EB_STATUS_CONVERGED};
+        return DP_OK;
+    }
+    if (s->central) { /* the noisy sums, the projected prior, each client's posterior */
+        eb_beta_central_opts co = {s->c_z, s->seed};
+        if ((rc = eb_beta_central_fit(b, &co, o->pm, o->psd, o->sh, &o->used, &o->cnt, &o->ci,
+                                      &o->st, err)) != DP_OK)
+            return rc;
+        o->max_shr = eb_max_shrinkage(o->sh, b->m);
         return DP_OK;
     }
     if (s->priv) {
@@ -2456,8 +2561,42 @@ static int beta_render_rows(est_job *job, size_t m, beta_out *o, dp_err *err)
 }
 
 /* The status in words. */
+/* The status in words of a central run (beta_reason). */
+static void beta_reason_central(const beta_out *o, char *why, size_t n)
+{
+    if (o->st == EB_STATUS_NO_POOLING_GAIN)
+        reason_add(why, n,
+                   "no_pooling_gain: the prior estimated from the noisy sums moves no client by "
+                   "%g%% or more of the way to it (largest shrinkage %.3g): these are essentially "
+                   "each client's own rate; pooling under central DP needs more clients or a "
+                   "larger epsilon.",
+                   100.0 * EB_NO_POOLING_GAIN, o->max_shr);
+    if (o->ci.proj_mean)
+        reason_add(why, n,
+                   "boundary: the prior mean estimated from the noisy sums fell outside [0, 1] and "
+                   "was projected onto %g (post-processing: no privacy cost); the prior is a point "
+                   "mass there, and each client keeps its own rate.",
+                   o->used.mu);
+    if (o->ci.proj_var_low && !o->ci.proj_mean)
+        reason_add(why, n,
+                   "boundary: the prior variance estimated from the noisy sums is <= 0 (%.3g), "
+                   "projected onto 0 (alpha + beta unbounded); each client is shrunk toward the "
+                   "prior mean only as far as the noise in the sums allows.",
+                   o->ci.var_raw);
+    if (o->ci.proj_var_high)
+        reason_add(why, n,
+                   "boundary: the prior variance estimated from the noisy sums (%.3g) is at least "
+                   "mean (1 - mean), more than any Beta allows: alpha + beta is projected onto %g "
+                   "and each client keeps (about) its own rate.",
+                   o->ci.var_raw, EB_BETA_CENTRAL_S_MIN);
+}
+
 static void beta_reason(size_t m, const beta_spec *s, const beta_out *o, char *why, size_t n)
 {
+    if (s->central) {
+        beta_reason_central(o, why, n);
+        return;
+    }
     bool two = s->priv && s->scheme == EB_BETA_PRIV_TWO_BIT;
     if (s->priv && o->max_shr < EB_NO_POOLING_GAIN)
         reason_no_gain(why, n, o->max_shr, false);
@@ -2501,6 +2640,31 @@ static void beta_reason(size_t m, const beta_spec *s, const beta_out *o, char *w
                    "iterate is returned.");
 }
 
+/* The privacy object of a central run (as the Gaussian's, gauss_privacy_json). */
+static json_t *beta_central_privacy_json(const est_job *job, const beta_spec *s,
+                                         const eb_beta_central_info *ci)
+{
+    json_t *sens =
+        json_pack("{s:o, s:o, s:o}", "sum", json_util_real(ci->sens_sum), "sum_of_squares",
+                  json_util_real(ci->sens_sq), "l2_scaled", json_util_real(ci->l2_sens));
+    json_t *sd = json_pack("{s:o, s:o}", "sum", json_util_real(ci->sd_sum), "sum_of_squares",
+                           json_util_real(ci->sd_sq));
+    return json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:s, s:o, s:s}", "model",
+        "central", "mechanism", "gaussian", "privacy_unit", "client", "released",
+        "the sums over clients of each client's rate successes/trials and of its unbiased square "
+        "successes (successes - 1) / (trials (trials - 1)), both in [0, 1], noised once",
+        "bounds", "[0, 1] for both contributions: the range of a rate, so nothing is clipped",
+        "epsilon", json_util_real(s->c_eps), "delta", json_util_real(s->c_delta), "rho",
+        json_util_real(ci->rho), "noise_multiplier", json_util_real(s->c_z), "accountant",
+        "zcdp (Bun & Steinke 2016 Prop. 1.6; Canonne, Kamath & Steinke 2020 conversion)",
+        "sensitivities", sens, "noise_std", sd, "weight_noise", json_util_real(ci->weight_extra),
+        "posterior_scope",
+        "each client's posterior combines the private prior with that client's own data, "
+        "un-noised: it is for that client alone and must be shown only to it",
+        "charges", charges_placeholder(), "charging", charging_note(job));
+}
+
 /* Render, part 2: the rest of the answer, then the run is stored (finish_run). */
 static int beta_render(est_job *job, size_t m, const beta_spec *s, const beta_out *o, dp_err *err)
 {
@@ -2510,13 +2674,18 @@ static int beta_render(est_job *job, size_t m, const beta_spec *s, const beta_ou
         json_decref(est);
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    const char *source = s->known ? "given" : (s->mle ? "mle" : "moments (all clients)");
+    const char *source = s->known     ? "given"
+                         : s->central ? "moments from the noisy sums (central DP)"
+                         : s->mle     ? "mle"
+                                      : "moments (all clients)";
     json_t *fits = json_null();
     if (o->have_mle || o->have_mom)
         fits = json_pack("{s:o, s:o}", "mle", o->have_mle ? beta_fit_json(&o->fmle) : json_null(),
                          "moments", o->have_mom ? beta_fit_json(&o->fm) : json_null());
     json_t *privj = json_null();
-    if (s->priv)
+    if (s->central)
+        privj = beta_central_privacy_json(job, s, &o->ci);
+    else if (s->priv)
         privj = json_pack(
             "{s:s, s:s, s:o, s:o, s:i, s:o, s:s, s:o, s:s}", "mechanism", "randomized_response",
             "scheme", s->scheme == EB_BETA_PRIV_TWO_BIT ? "two_bit" : "paper_1bit", "epsilon0",
@@ -2539,6 +2708,30 @@ static int beta_render(est_job *job, size_t m, const beta_spec *s, const beta_ou
     beta_reason(m, s, o, why, sizeof why);
     run_outcome oc = {o->used.loglik, o->used.iterations, o->st, privj, why};
     return finish_run(job, s->priv, m, 1, out, fields, N_ELEMS(fields), &oc, err);
+}
+
+/* Charges the silos (if any) before anything is computed: the per-client event of the local
+ * randomizer, or (central) the one Gaussian event of the release with its noise multiplier
+ * calibrated here, charged once per silo (privacy unit: a client). */
+static int beta_charge(est_job *job, beta_spec *s, dp_err *err)
+{
+    acct_event *ev = NULL;
+    if (s->central) {
+        int rc = central_noise(&s->c_eps, s->c_delta, &s->c_z, err);
+        eb_beta_central_opts co = {s->c_z, s->seed};
+        eb_beta_central_info ci;
+        if (rc == DP_OK)
+            rc = eb_beta_central_calibrate(&co, &ci, err);
+        if (rc != DP_OK)
+            return rc;
+        job->charge_once = true;
+        return charge_silos(job, true, acct_event_gaussian(s->c_z), err);
+    }
+    if (s->priv)
+        ev = s->scheme == EB_BETA_PRIV_TWO_BIT
+                 ? acct_event_self_composed(2, acct_event_pure(s->eps0 / 2.0))
+                 : acct_event_pure(s->eps0);
+    return charge_silos(job, s->priv, ev, err);
 }
 
 /* POST /v1/estimators/beta, on the compute pool: parse, charge, run, render. */
@@ -2565,12 +2758,7 @@ static int beta_compute(est_job *job, dp_err *err)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     if (rc == DP_OK && (rc = beta_parse_clients(rq, m, z, n, err)) == DP_OK &&
         (rc = beta_parse_options(rq->body, m, &s, err)) == DP_OK) {
-        acct_event *ev = NULL; /* charge the silos (if any) before anything is computed */
-        if (s.priv)
-            ev = s.scheme == EB_BETA_PRIV_TWO_BIT
-                     ? acct_event_self_composed(2, acct_event_pure(s.eps0 / 2.0))
-                     : acct_event_pure(s.eps0);
-        rc = charge_silos(job, s.priv, ev, err);
+        rc = beta_charge(job, &s, err);
     }
     eb_beta_data b = {m, z, n};
     if (rc == DP_OK)
@@ -2985,6 +3173,11 @@ const json_t *est_job_body(const est_job *j)
 const cfg *est_job_cfg(const est_job *j)
 {
     return j->rq.app->cfg;
+}
+
+const atomic_bool *est_job_cancel(const est_job *j)
+{
+    return j->cancel;
 }
 
 int est_add_row(est_job *j, json_t *row, dp_err *err)

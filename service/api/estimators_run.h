@@ -14,6 +14,8 @@
 #ifndef DP_SERVICE_API_ESTIMATORS_RUN_H
 #define DP_SERVICE_API_ESTIMATORS_RUN_H
 
+#include <stdatomic.h>
+
 #include <jansson.h>
 
 #include "common/dp_err.h"
@@ -33,6 +35,11 @@ const json_t *est_job_body(const est_job *j);
 
 /* The daemon's configuration (caps), or NULL in unit tests. Borrowed. */
 const cfg *est_job_cfg(const est_job *j);
+
+/* The compute pool's cancel flag of this run (NULL when run inline), for the fit to poll: set at
+ * the --compute-timeout deadline or when the daemon stops. A compute function that sees it returns
+ * a DP_EBUSY error (the pool answers 503 "cancelled", nothing stored). Borrowed. */
+const atomic_bool *est_job_cancel(const est_job *j);
 
 /* Appends one row of "estimates" (row stolen; NULL = out of memory). */
 int est_add_row(est_job *j, json_t *row, dp_err *err);

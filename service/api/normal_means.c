@@ -265,6 +265,7 @@ static int nm_compute(est_job *job, dp_err *err)
     if (rc == DP_OK)
         rc = nm_check_caps(job, &r, err);
     eb_nm_data d = {r.n, r.x, r.s};
+    r.o.cancel = est_job_cancel(job); /* the fit and the posterior stop at the compute deadline */
     if (rc == DP_OK)
         rc = eb_nm_fit_prior(&d, &r.o, &fit, err);
     if (rc == DP_OK) {
@@ -276,7 +277,7 @@ static int nm_compute(est_job *job, dp_err *err)
         if (!pm || !psd || !p2 || !lf || (r.draws && !dr))
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    eb_nm_post post = {pm, psd, p2, lf, r.draws, dr, r.seed};
+    eb_nm_post post = {pm, psd, p2, lf, r.draws, dr, r.seed, r.o.cancel};
     if (rc == DP_OK)
         rc = eb_nm_posterior(&d, &fit, &post, err);
     for (size_t j = 0; rc == DP_OK && j < r.n; j++) {

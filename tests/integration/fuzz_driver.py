@@ -116,6 +116,10 @@ SEEDS = {
          "privacy": {"epsilon0": 2}},
         {"clients": [{"samples": [1, 0, 0, 1]}, {"samples": [True, False]}],
          "prior": {"alpha": 2, "beta": 5}},
+        {"clients": BCLIENTS, "seed": 3,
+         "privacy": {"model": "central", "epsilon": 1, "delta": 1e-5}},
+        {"clients": BCLIENTS, "method": "moments", "variant": "unbiased", "leave_one_out": False,
+         "privacy": {"model": "central", "noise_multiplier": 2, "delta": 1e-5}},
     ],
     "POST /v1/estimators/mixture": [
         {"clients": MCLIENTS, "noise_variance": 0.25, "components": 2, "seed": 3},

@@ -210,6 +210,60 @@ expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$GP" | jq -c '. +
 expect_json .error.field privacy.model
 expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$GP" | jq -c '. + {privacy:{epsilon:1,epsilon0:1,delta:1e-5,r:1,b:2}}')"
 expect_json .error.field privacy.epsilon
+# central DP for the Beta estimator (issue 15): two noisy sums over the clients' rates and unbiased
+# squares; silo d is charged the release's one Gaussian event once for its two clients, and a
+# second run it cannot afford is refused with nothing charged or stored
+AUTH=$ADM expect_status 201 POST /v1/silos '{"name":"hosp-d","budget":{"epsilon":1.2,"delta":1e-5}}'
+SD=$(printf '%s' "$BODY" | jq -r .id)
+BCD=$(printf '%s' "$B" | jq -c --argjson d "$SD" '.clients[0].silo_id=$d | .clients[3].silo_id=$d | . + {privacy:{model:"central",epsilon:1,delta:1e-5}, seed:3}')
+AUTH=$ADM expect_status 201 POST /v1/estimators/beta "$BCD"
+expect_json '.privacy.model' central
+expect_json '.privacy.privacy_unit' client
+expect_json '.method + " " + .variant + " " + (.leave_one_out | tostring)' 'moments unbiased false'
+expect_json '.privacy.epsilon <= 1 and .privacy.epsilon > 0.999999' true
+expect_json '(.privacy.noise_std.sum - .privacy.noise_multiplier * 1.4142135623730951) | fabs < 1e-12' true
+expect_json '.privacy.sensitivities | [.sum, .sum_of_squares] | tojson' '[1,1]'
+expect_json '.privacy.posterior_scope | test("that client alone")' true
+expect_json '.log_likelihood' null
+expect_json '.prior.mean >= 0 and .prior.mean <= 1' true
+expect_json '[.estimates[] | .posterior_mean >= 0 and .posterior_mean <= 1] | all' true
+expect_json '.privacy.charges | length' 1
+expect_json '.privacy.charges[0].silo_id' "$SD"
+expect_json '.privacy.charges[0].clients' 2
+expect_json '.privacy.charges[0].event.type' gaussian
+expect_json '.privacy.charges[0].event.noise_multiplier == .privacy.noise_multiplier' true
+expect_json '(.privacy.charges[0].cost_eps - .privacy.epsilon) | fabs < 1e-6' true
+AUTH=$ADM expect_status 200 GET "/v1/silos/$SD"
+expect_json .n_charges 1
+RUNS_BEFORE=$(curl -s -H "Authorization: Bearer $ADM" "$URL/v1/runs?limit=500" | jq '.runs | length')
+AUTH=$ADM expect_status 409 POST /v1/estimators/beta "$BCD"
+expect_json .error.code budget_exhausted
+expect_json .error.field 'clients[0].silo_id'
+AUTH=$ADM expect_status 200 GET "/v1/silos/$SD"
+expect_json .n_charges 1
+check "a refused central run is not stored" test "$(curl -s -H "Authorization: Bearer $ADM" "$URL/v1/runs?limit=500" | jq '.runs | length')" = "$RUNS_BEFORE"
+# a given noise multiplier: its epsilon at delta is reported
+expect_status 201 POST /v1/estimators/beta "$(printf '%s' "$B" | jq -c '. + {privacy:{model:"central",noise_multiplier:2,delta:1e-5}}')"
+expect_json '.privacy.noise_multiplier' 2
+expect_json '.privacy.rho' 0.125
+expect_json '.privacy.epsilon > 0' true
+# bad privacy blocks and options name the field
+for bad in 'epsilon0:1,epsilon:1|privacy.epsilon0' 'scheme:"two_bit",epsilon:1|privacy.scheme' \
+           'epsilon:1,noise_multiplier:2|privacy.noise_multiplier' 'delta:2,epsilon:1|privacy.delta' \
+           'epsilon:-1|privacy.epsilon' 'model:"centre",epsilon:1|privacy.model' ; do
+    extra=${bad%|*}; field=${bad#*|}
+    expect_status 400 POST /v1/estimators/beta "$(printf '%s' "$B" | jq -c "{privacy:({model:\"central\",delta:1e-5} + {$extra})} + .")"
+    expect_json .error.field "$field"
+done
+for opt in 'method:"mle"|method' 'variant:"paper"|variant' 'leave_one_out:true|leave_one_out'; do
+    extra=${opt%|*}; field=${opt#*|}
+    expect_status 400 POST /v1/estimators/beta "$(printf '%s' "$B" | jq -c ". + {$extra, privacy:{model:\"central\",epsilon:1,delta:1e-5}}")"
+    expect_json .error.field "$field"
+done
+expect_status 400 POST /v1/estimators/beta "$(printf '%s' "$B" | jq -c '.clients[2].trials=1 | .clients[2].successes=1 | . + {privacy:{model:"central",epsilon:1,delta:1e-5}}')"
+expect_json .error.field 'clients[2].trials'
+expect_status 400 POST /v1/estimators/beta "$(printf '%s' "$B" | jq -c '. + {privacy:{epsilon0:1,delta:1e-5}}')"
+expect_json .error.field privacy.delta
 unset AUTH # the admin token from here on (lib.sh req)
 
 # stored runs

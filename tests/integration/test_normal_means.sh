@@ -90,4 +90,24 @@ expect_json '.status_reason | test("full pooling")' true
 expect_status 201 POST /v1/estimators/normal-means '{"x":[-3,-1,0,1,3,6],"s":0.5,"prior_family":"normal"}'
 expect_json '.status' converged
 expect_json '.status_reason' null
+stop_daemon
+
+# The compute deadline (issue 15): the fit polls the pool's cancel flag at every profile point,
+# every mixsqp iteration and in its long passes, so a run past --compute-timeout stops at once and
+# is answered like the other estimators (503 busy, "cancelled", nothing stored). This one (10^5
+# observations, mode and scale both profiled: about 3,000 weight solves) computes for minutes
+# uncancelled; curl's --max-time 60 is a guard that only a fit that ignores the flag can reach.
+DB=$T/db_deadline
+start_daemon --auth off --threads 2 --db "$DB" --compute-threads 1 --compute-timeout 1 || exit 1
+python3 -c 'import json,random; random.seed(3); n=100000
+x=[(0 if random.random() < 0.5 else random.gauss(0, 2)) + random.gauss(0, 1) for i in range(n)]
+print(json.dumps({"x":[round(v, 4) for v in x],"s":1,"prior_family":"point_laplace","mode":"estimate"}))' >"$T/nm_long.json"
+code=$(curl -s --max-time 60 -o "$T/nm_long.out" -w '%{http_code}' -X POST "$URL/v1/estimators/normal-means" \
+    --data-binary "@$T/nm_long.json") || code="curl-failed($?)"
+check "the long fit answered 503 at its deadline ($code)" test "$code" = 503
+check "its message says it was cancelled and nothing was charged" test "$(jq -r \
+    '.error.code == "busy" and (.error.message | test("cancelled.*nothing was charged"))' "$T/nm_long.out")" = true
+check "nothing was stored" test "$(sqlite3 "$DB" 'SELECT count(*) FROM estimator_runs')" = 0
+# the compute thread is free again: a small fit completes
+expect_status 201 POST /v1/estimators/normal-means "$(nm point_laplace)"
 finish

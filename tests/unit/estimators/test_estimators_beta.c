@@ -13,6 +13,8 @@
 
 #include <gsl/gsl_randist.h>
 
+#include "accounting/event.h"
+#include "accounting/zcdp.h"
 #include "common/dp_alloc.h"
 #include "estimators/eb_beta.h"
 
@@ -447,6 +449,276 @@ static void rt6_one_bit_fails_two_bit_works(void **state)
     gsl_rng_free(r);
 }
 
+/* ---- central DP (issue 15) ---- */
+
+/* Twelve clients, heteroscedastic trials (all >= 2), rates spread over (0, 1). */
+static const double CZ[12] = {3, 7, 1, 0, 5, 9, 4, 6, 2, 8, 5, 3};
+static const double CNT[12] = {10, 12, 8, 5, 10, 14, 9, 10, 10, 11, 7, 6};
+
+/* With noise multiplier 0 the central prior is exactly the unbiased moment fit of all clients
+ * (eq. 6 with U_i = Z(Z-1)/(n(n-1))), and every posterior is eb_beta_posterior_prior's under it. */
+static void central_noise_zero_equals_unbiased_moments(void **state)
+{
+    (void)state;
+    eb_beta_data b = {12, CZ, CNT};
+    eb_beta_central_opts o = {0.0, 9};
+    eb_beta_central_info ci;
+    eb_beta_prior p, ref;
+    eb_beta_counts cnt;
+    eb_status st;
+    double pm[12], psd[12], sh[12], rm[12], rsd[12], rsh[12];
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_beta_central_fit(&b, &o, pm, psd, sh, &p, &cnt, &ci, &st, &e), DP_OK);
+    assert_int_equal(eb_beta_fit_moments(&b, EB_BETA_UNBIASED, &ref, &e), DP_OK);
+    assert_close(p.mu, ref.mu, 1e-13, 0);
+    assert_close(p.s, ref.s, 1e-11, 0);
+    assert_close(p.alpha, ref.alpha, 1e-11, 0);
+    assert_close(p.beta, ref.beta, 1e-11, 0);
+    assert_int_equal(st, EB_STATUS_CONVERGED);
+    assert_true(isnan(p.loglik)); /* the raw data's likelihood is not released */
+    assert_close(ci.weight_extra, 0.0, 0, 0);
+    assert_int_equal(eb_beta_posterior_prior(&b, &ref, rm, rsd, rsh, &e), DP_OK);
+    for (size_t i = 0; i < 12; i++) {
+        assert_close(pm[i], rm[i], 1e-12, 1e-15);
+        assert_close(psd[i], rsd[i], 1e-11, 1e-15);
+        assert_close(sh[i], rsh[i], 1e-11, 1e-15);
+    }
+}
+
+/* The clean sums of a z = 0 release, read back from the prior: S1 = m mu, S2 = m (var + mu^2). */
+static void central_sums(const eb_beta_data *b, double *s1, double *s2)
+{
+    eb_beta_central_opts o = {0.0, 1};
+    eb_beta_central_info ci;
+    eb_beta_prior p;
+    eb_status st;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_beta_central_fit(b, &o, NULL, NULL, NULL, &p, NULL, &ci, &st, &e), DP_OK);
+    *s1 = (double)b->m * p.mu;
+    *s2 = (double)b->m * (ci.var_raw + p.mu * p.mu);
+}
+
+/* Sensitivity: replacing any one client by any other (every (Z, n) of a grid, extremes included)
+ * moves S1 and S2 by at most 1 each and the pair by at most sqrt(2) in L2, the figures the noise
+ * is calibrated to; (0 of 2) against (2 of 2) reaches the L2 bound. */
+static void central_sensitivity_bounds_the_sums(void **state)
+{
+    (void)state;
+    eb_beta_central_opts o = {0.0, 1};
+    eb_beta_central_info ci;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_beta_central_calibrate(&o, &ci, &e), DP_OK);
+    assert_close(ci.sens_sum, 1.0, 0, 0);
+    assert_close(ci.sens_sq, 1.0, 0, 0);
+    assert_close(ci.l2_sens, sqrt(2.0), 1e-15, 0);
+    double z[12], n[12], a1, a2, c1, c2, worst = 0.0;
+    memcpy(z, CZ, sizeof z);
+    memcpy(n, CNT, sizeof n);
+    eb_beta_data b = {12, z, n};
+    central_sums(&b, &a1, &a2);
+    const double trials[] = {2, 3, 7, 1000};
+    for (size_t i = 0; i < 12; i++)
+        for (size_t t = 0; t < 4; t++)
+            for (double zz = 0; zz <= trials[t]; zz += trials[t] > 10 ? 111 : 1) {
+                z[i] = zz;
+                n[i] = trials[t];
+                central_sums(&b, &c1, &c2);
+                double d1 = fabs(c1 - a1), d2 = fabs(c2 - a2);
+                assert_true(d1 <= ci.sens_sum + 1e-12);
+                assert_true(d2 <= ci.sens_sq + 1e-12);
+                assert_true(d1 * d1 + d2 * d2 <= ci.l2_sens * ci.l2_sens + 1e-12);
+                worst = fmax(worst, d1 * d1 + d2 * d2);
+                z[i] = CZ[i];
+                n[i] = CNT[i];
+            }
+    const double z0[] = {0, 3}, z1[] = {2, 3}, n2[] = {2, 7};
+    eb_beta_data b0 = {2, z0, n2}, b1 = {2, z1, n2};
+    central_sums(&b0, &a1, &a2);
+    central_sums(&b1, &c1, &c2);
+    assert_close(c1 - a1, 1.0, 1e-13, 1e-13);
+    assert_close(c2 - a2, 1.0, 1e-13, 1e-13);
+    assert_true(worst > 0.5); /* the grid came near the bound too */
+}
+
+/* The noise sds are z sqrt(2) (the sensitivities times z times the L2 sensitivity), the noise
+ * actually drawn has that sd (Monte Carlo over seeds), the weight carries it, and the event the
+ * service charges, gaussian(z), has the release's zCDP 1/(2 z^2) (Bun & Steinke 2016, Prop. 1.6).
+ */
+static void central_noise_sd_and_event_match_calibration(void **state)
+{
+    (void)state;
+    const double z[12] = {4, 5, 3, 4, 6, 4, 5, 3, 4, 5, 4, 6}, n = 10;
+    double nn[12];
+    for (size_t i = 0; i < 12; i++)
+        nn[i] = n;
+    eb_beta_data b = {12, z, nn};
+    eb_beta_central_opts o = {0.5, 0};
+    eb_beta_central_info ci, c0i;
+    eb_beta_prior p, p0;
+    eb_status st;
+    dp_err e;
+    dp_err_clear(&e);
+    eb_beta_central_opts z0 = {0.0, 0};
+    assert_int_equal(eb_beta_central_fit(&b, &z0, NULL, NULL, NULL, &p0, NULL, &c0i, &st, &e),
+                     DP_OK);
+    assert_int_equal(eb_beta_central_calibrate(&o, &ci, &e), DP_OK);
+    assert_close(ci.sd_sum, 0.5 * sqrt(2.0), 1e-15, 0);
+    assert_close(ci.sd_sq, 0.5 * sqrt(2.0), 1e-15, 0);
+    assert_close(ci.rho, 2.0, 1e-15, 0);
+    const int reps = 4000;
+    double acc_mu = 0.0, acc_var = 0.0;
+    for (int t = 0; t < reps; t++) {
+        o.seed = (uint64_t)t + 1;
+        assert_int_equal(eb_beta_central_fit(&b, &o, NULL, NULL, NULL, &p, NULL, &ci, &st, &e),
+                         DP_OK);
+        assert_false(ci.proj_mean); /* mu 0.408, its noise sd 0.059: never clamped here */
+        acc_mu += (p.mu - p0.mu) * (p.mu - p0.mu);
+        acc_var += (ci.var_raw - c0i.var_raw) * (ci.var_raw - c0i.var_raw);
+    }
+    assert_close(sqrt(acc_mu / reps), ci.sd_sum / 12.0, 0.05, 0);
+    double want_var =
+        sqrt(ci.sd_sq * ci.sd_sq + 4.0 * p0.mu * p0.mu * ci.sd_sum * ci.sd_sum) / 12.0;
+    assert_close(sqrt(acc_var / reps), want_var, 0.05, 0);
+    /* the weight: Thm 2's sd_sum^2/(m(m-1)) plus one sd of the noise in the variance */
+    assert_close(ci.weight_extra, ci.sd_sum * ci.sd_sum / (12.0 * 11.0) + ci.sd_var, 1e-14, 0);
+    assert_close(ci.sd_var,
+                 sqrt(ci.sd_sq * ci.sd_sq + 4.0 * p.mu * p.mu * ci.sd_sum * ci.sd_sum) / 12.0,
+                 1e-14, 0);
+    /* seeded: the same seed gives the same release */
+    eb_beta_prior p2;
+    assert_int_equal(eb_beta_central_fit(&b, &o, NULL, NULL, NULL, &p2, NULL, &ci, &st, &e), DP_OK);
+    assert_close(p2.mu, p.mu, 0, 0);
+    /* the charged event */
+    acct_event *ev = acct_event_gaussian(o.z);
+    double rho;
+    assert_int_equal(acct_zcdp_eval(ev, &rho, &e), DP_OK);
+    acct_event_free(ev);
+    double sigma = ci.sd_sum / ci.sens_sum; /* sd on the release scaled by its sensitivities */
+    assert_close(rho, ci.l2_sens * ci.l2_sens / (2.0 * sigma * sigma), 1e-13, 0);
+    assert_close(rho, ci.rho, 1e-13, 0);
+}
+
+/* Projection onto valid Beta parameters and the statuses it gives. */
+static void central_projection_and_statuses(void **state)
+{
+    (void)state;
+    eb_beta_prior p;
+    eb_beta_counts cnt;
+    eb_beta_central_info ci;
+    eb_status st;
+    double pm[40], psd[40], sh[40];
+    dp_err e;
+    dp_err_clear(&e);
+    /* every rate equal: variance <= 0, projected onto 0 (S = inf); without noise full pooling */
+    const double ze[4] = {3, 6, 3, 9}, ne[4] = {10, 20, 10, 30};
+    eb_beta_data be = {4, ze, ne};
+    eb_beta_central_opts o0 = {0.0, 1};
+    assert_int_equal(eb_beta_central_fit(&be, &o0, pm, psd, sh, &p, &cnt, &ci, &st, &e), DP_OK);
+    assert_true(ci.proj_var_low && isinf(p.s));
+    assert_int_equal(st, EB_STATUS_BOUNDARY);
+    assert_int_equal(cnt.pooled, 4);
+    assert_close(sh[1], 1.0, 0, 0);
+    /* rates 0 and 1 only: the variance reaches mu(1 - mu), more than any Beta allows: S onto its
+     * floor, every client keeps its own rate */
+    double zx[40], nx[40];
+    for (size_t i = 0; i < 40; i++) {
+        nx[i] = 20;
+        zx[i] = i % 2 ? 20 : 0;
+    }
+    eb_beta_data bx = {40, zx, nx};
+    assert_int_equal(eb_beta_central_fit(&bx, &o0, pm, psd, sh, &p, &cnt, &ci, &st, &e), DP_OK);
+    assert_true(ci.proj_var_high);
+    assert_close(p.s, EB_BETA_CENTRAL_S_MIN, 0, 0);
+    assert_true(p.alpha > 0 && p.beta > 0);
+    assert_int_equal(st, EB_STATUS_BOUNDARY);
+    assert_int_equal(cnt.local, 40);
+    assert_true(sh[0] < 1e-6 && fabs(pm[1] - 1.0) < 1e-6);
+    /* large noise: the prior is always projected into [0, 1] x [0, mu(1-mu)], estimates stay
+     * rates, the mean is sometimes projected, and the answers say no_pooling_gain */
+    eb_beta_data b = {12, CZ, CNT};
+    eb_beta_central_opts o = {50.0, 0};
+    size_t moved = 0;
+    for (uint64_t t = 1; t <= 40; t++) {
+        o.seed = t;
+        assert_int_equal(eb_beta_central_fit(&b, &o, pm, psd, sh, &p, &cnt, &ci, &st, &e), DP_OK);
+        assert_true(p.mu >= 0.0 && p.mu <= 1.0 && p.s >= EB_BETA_CENTRAL_S_MIN);
+        for (size_t i = 0; i < 12; i++)
+            assert_true(pm[i] >= 0.0 && pm[i] <= 1.0 && psd[i] >= 0.0);
+        assert_int_equal(st, EB_STATUS_NO_POOLING_GAIN);
+        moved += ci.proj_mean;
+        assert_int_equal(cnt.mean, ci.proj_mean ? 12 : 0);
+    }
+    assert_true(moved > 10);
+    /* bad input names the field */
+    const double z1[] = {1, 0, 2}, n1[] = {4, 1, 5};
+    eb_beta_data b1 = {3, z1, n1};
+    assert_int_equal(eb_beta_central_fit(&b1, &o, pm, psd, sh, &p, &cnt, &ci, &st, &e), DP_EINVAL);
+    assert_string_equal(e.field, "clients[1].trials");
+    dp_err_clear(&e);
+    o.z = -1.0;
+    assert_int_equal(eb_beta_central_fit(&b, &o, pm, psd, sh, &p, &cnt, &ci, &st, &e), DP_EINVAL);
+    assert_string_equal(e.field, "privacy.noise_multiplier");
+}
+
+/* The example of issue 15 (four clients) at epsilon = 1 (noise multiplier 4.0451, the service's
+ * calibration at delta = 1e-5): 7 of 12 keeps its own rate and a sensible sd (never 0 +- 0), and
+ * the run says no_pooling_gain; with 3000 clients of Beta(2, 5), n = 14 (RT6's population), the
+ * same noise pools: the gain over each client's own rate is within 6 points of the oracle's 33.5 %.
+ */
+static void central_small_m_keeps_own_rates_large_m_pools(void **state)
+{
+    (void)state;
+    const double z[] = {3, 7, 1, 5}, n[] = {10, 12, 8, 10};
+    eb_beta_data b = {4, z, n};
+    eb_beta_central_opts o = {4.0451, 3};
+    eb_beta_prior p;
+    eb_beta_central_info ci;
+    eb_status st;
+    double pm[4], psd[4], sh[4];
+    dp_err e;
+    dp_err_clear(&e);
+    for (uint64_t t = 1; t <= 20; t++) {
+        o.seed = t;
+        assert_int_equal(eb_beta_central_fit(&b, &o, pm, psd, sh, &p, NULL, &ci, &st, &e), DP_OK);
+        assert_int_equal(st, EB_STATUS_NO_POOLING_GAIN);
+        assert_close(pm[1], 7.0 / 12.0, 0.02, 0);
+        assert_close(psd[1], sqrt(7.0 / 12.0 * 5.0 / 12.0 / 13.0), 0.05, 0);
+    }
+    size_t m = 3000;
+    double *zz = dp_calloc(m, sizeof *zz), *nn = dp_calloc(m, sizeof *nn), *th = dp_calloc(m, 8);
+    double *post = dp_calloc(m, sizeof *post);
+    assert_true(zz && nn && th && post);
+    gsl_rng *r = dp_rng_alloc(2023, DP_RNG_STREAM_DATA, &e);
+    assert_non_null(r);
+    double own = 0.0, pooled = 0.0;
+    for (int rep = 0; rep < 5; rep++) {
+        for (size_t i = 0; i < m; i++) {
+            th[i] = gsl_ran_beta(r, 2.0, 5.0);
+            nn[i] = 14;
+            zz[i] = (double)gsl_ran_binomial(r, th[i], 14);
+        }
+        eb_beta_data bl = {m, zz, nn};
+        o.seed = (uint64_t)rep + 100;
+        assert_int_equal(eb_beta_central_fit(&bl, &o, post, NULL, NULL, &p, NULL, &ci, &st, &e),
+                         DP_OK);
+        for (size_t i = 0; i < m; i++) {
+            own += (zz[i] / 14.0 - th[i]) * (zz[i] / 14.0 - th[i]);
+            pooled += (post[i] - th[i]) * (post[i] - th[i]);
+        }
+    }
+    gsl_rng_free(r);
+    double gain = 1.0 - pooled / own;
+    print_message("central, m = 3000, z = 4.05: gain %.3f (oracle 0.335)\n", gain);
+    assert_true(gain > 0.335 - 0.06 && gain < 0.36);
+    dp_free(zz);
+    dp_free(nn);
+    dp_free(th);
+    dp_free(post);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off(); /* as dpsilod does: GSL must return errors, not abort */
@@ -466,6 +738,11 @@ int main(void)
         cmocka_unit_test(private_clamped_mean_is_reported),
         cmocka_unit_test(two_bit_small_m_keeps_own_rates),
         cmocka_unit_test_setup_teardown(two_bit_large_m_pools, mc_setup, mc_teardown),
+        cmocka_unit_test(central_noise_zero_equals_unbiased_moments),
+        cmocka_unit_test(central_sensitivity_bounds_the_sums),
+        cmocka_unit_test(central_noise_sd_and_event_match_calibration),
+        cmocka_unit_test(central_projection_and_statuses),
+        cmocka_unit_test(central_small_m_keeps_own_rates_large_m_pools),
     };
     return cmocka_run_group_tests_name("estimators_beta", tests, NULL, NULL);
 }

@@ -128,7 +128,7 @@ static void posterior_matches_quadrature(const char *key, eb_nm_family family)
         eb_nm_fit fit = {family, mode, sc, pi0, 2, w, mean, sd, 0, 0, 0, 0};
         eb_nm_data d = {1, &x, &s};
         double pm, psd, p2, lf;
-        eb_nm_post p = {&pm, &psd, &p2, &lf, 0, NULL, 0};
+        eb_nm_post p = {&pm, &psd, &p2, &lf, 0, NULL, 0, NULL};
         dp_err e;
         dp_err_clear(&e);
         assert_int_equal(eb_nm_posterior(&d, &fit, &p, &e), DP_OK);
@@ -167,7 +167,7 @@ static void point_laplace_draws_follow_the_posterior(void **state)
     size_t D = 1000;
     double *a = dp_calloc(2 * D, sizeof *a);
     double pm[2], psd[2];
-    eb_nm_post p = {pm, psd, NULL, NULL, D, a, 7};
+    eb_nm_post p = {pm, psd, NULL, NULL, D, a, 7, NULL};
     dp_err e;
     dp_err_clear(&e);
     assert_int_equal(eb_nm_posterior(&d, &fit, &p, &e), DP_OK);
@@ -189,7 +189,7 @@ static void normal_prior_posterior_closed_form(void **state)
     eb_nm_fit fit = {EB_NM_NORMAL, 0.7, 1.5, DP_NAN, 1, &w, &mean, &sd, 0, 0, 0, 0};
     eb_nm_data d = {4, x, s};
     double pm[4], psd[4], p2[4], lf[4];
-    eb_nm_post p = {pm, psd, p2, lf, 0, NULL, 0};
+    eb_nm_post p = {pm, psd, p2, lf, 0, NULL, 0, NULL};
     dp_err e;
     dp_err_clear(&e);
     assert_int_equal(eb_nm_posterior(&d, &fit, &p, &e), DP_OK);
@@ -341,7 +341,7 @@ static void draws_are_seeded_and_follow_the_posterior(void **state)
     size_t D = 1000;
     double *a = dp_calloc(2 * D, sizeof *a), *b = dp_calloc(2 * D, sizeof *b);
     double pm[2], psd[2];
-    eb_nm_post p = {pm, psd, NULL, NULL, D, a, 2026};
+    eb_nm_post p = {pm, psd, NULL, NULL, D, a, 2026, NULL};
     dp_err e;
     dp_err_clear(&e);
     assert_int_equal(eb_nm_posterior(&d, &fit, &p, &e), DP_OK);
@@ -415,6 +415,59 @@ static void all_equal_observations_give_one_atom(void **state)
     eb_nm_fit_free(&fit);
 }
 
+/* The compute pool's cancel flag (issue #15): clear, every family fits as without it (the same
+ * log-likelihood); set, the fit, the mixture-weight solver and the posterior stop with DP_EBUSY
+ * and the fit is left empty. */
+static void cancel_flag_stops_fit_solver_and_posterior(void **state)
+{
+    (void)state;
+    double x[40], s[40];
+    for (size_t j = 0; j < 40; j++) {
+        x[j] = (j % 3 == 0 ? 2.2 : 0.0) + 0.37 * sin(1.7 * (double)j);
+        s[j] = 0.6 + 0.013 * (double)j;
+    }
+    eb_nm_data d = {40, x, s};
+    atomic_bool flag;
+    atomic_init(&flag, false);
+    dp_err e;
+    for (int f = 0; f < EB_NM_N_FAMILIES; f++) {
+        eb_nm_opts o = eb_nm_opts_default((eb_nm_family)f);
+        o.mode_fixed = f == EB_NM_NPMLE; /* profile the mode: several profile points */
+        eb_nm_fit ref, fit;
+        dp_err_clear(&e);
+        assert_int_equal(eb_nm_fit_prior(&d, &o, &ref, &e), DP_OK);
+        o.cancel = &flag;
+        atomic_store(&flag, false);
+        assert_int_equal(eb_nm_fit_prior(&d, &o, &fit, &e), DP_OK);
+        assert_close(fit.loglik, ref.loglik, 0, 0);
+        double pm[40];
+        eb_nm_post p = {pm, NULL, NULL, NULL, 0, NULL, 1, &flag};
+        assert_int_equal(eb_nm_posterior(&d, &fit, &p, &e), DP_OK);
+        atomic_store(&flag, true);
+        assert_int_equal(eb_nm_posterior(&d, &fit, &p, &e), DP_EBUSY);
+        eb_nm_fit_free(&fit);
+        dp_err_clear(&e);
+        assert_int_equal(eb_nm_fit_prior(&d, &o, &fit, &e), DP_EBUSY);
+        assert_non_null(strstr(e.msg, "cancelled"));
+        assert_int_equal(fit.k, 0);
+        assert_null(fit.w);
+        eb_nm_fit_free(&ref);
+    }
+    /* the solver alone: polled before each outer iteration */
+    double L[40 * 3], pi[3];
+    for (size_t j = 0; j < 40; j++)
+        for (size_t c = 0; c < 3; c++)
+            L[j * 3 + c] = exp(-0.5 * (x[j] - (double)c) * (x[j] - (double)c));
+    eb_mixsqp_opts mo = eb_mixsqp_opts_default();
+    eb_mixsqp_info info;
+    mo.cancel = &flag;
+    dp_err_clear(&e);
+    assert_int_equal(eb_mixsqp_solve(40, 3, L, &mo, pi, &info, &e), DP_EBUSY);
+    atomic_store(&flag, false);
+    assert_int_equal(eb_mixsqp_solve(40, 3, L, &mo, pi, &info, &e), DP_OK);
+    assert_int_equal(info.status, EB_STATUS_CONVERGED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -430,6 +483,7 @@ int main(void)
         cmocka_unit_test(draws_are_seeded_and_follow_the_posterior),
         cmocka_unit_test(bad_input_names_the_field),
         cmocka_unit_test(all_equal_observations_give_one_atom),
+        cmocka_unit_test(cancel_flag_stops_fit_solver_and_posterior),
     };
     return cmocka_run_group_tests_name("estimators_nm", tests, NULL, NULL);
 }

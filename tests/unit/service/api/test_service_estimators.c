@@ -129,6 +129,42 @@ static void bad_input_names_the_field(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_einval(f, "/v1/estimators/gaussian", cases[i][0], cases[i][1], NULL);
+        /* Beta, central DP (issue 15): local-model fields, the calibration's inputs, the
+         * estimator's options the central release cannot serve, trials < 2 */
+#define BC "{\"clients\":[{\"successes\":1,\"trials\":4},{\"successes\":2,\"trials\":3}],"
+    const char *beta_cases[][2] = {
+        {BC "\"privacy\":{\"model\":\"central\",\"epsilon0\":1,\"epsilon\":1,\"delta\":1e-5}}",
+         "privacy.epsilon0"},
+        {BC "\"privacy\":{\"model\":\"central\",\"scheme\":\"two_bit\",\"epsilon\":1,"
+            "\"delta\":1e-5}}",
+         "privacy.scheme"},
+        {BC "\"privacy\":{\"model\":\"central\",\"delta\":1e-5}}", "privacy.epsilon"},
+        {BC "\"privacy\":{\"model\":\"central\",\"epsilon\":1,\"noise_multiplier\":2,"
+            "\"delta\":1e-5}}",
+         "privacy.noise_multiplier"},
+        {BC "\"privacy\":{\"model\":\"central\",\"epsilon\":1}}", "privacy.delta"},
+        {BC "\"privacy\":{\"model\":\"central\",\"epsilon\":1,\"delta\":2}}", "privacy.delta"},
+        {BC "\"privacy\":{\"model\":\"central\",\"epsilon\":-1,\"delta\":1e-5}}",
+         "privacy.epsilon"},
+        {BC "\"privacy\":{\"model\":\"centre\",\"epsilon\":1,\"delta\":1e-5}}", "privacy.model"},
+        {BC "\"method\":\"mle\",\"privacy\":{\"model\":\"central\",\"epsilon\":1,"
+            "\"delta\":1e-5}}",
+         "method"},
+        {BC "\"variant\":\"paper\",\"privacy\":{\"model\":\"central\",\"epsilon\":1,"
+            "\"delta\":1e-5}}",
+         "variant"},
+        {BC "\"leave_one_out\":true,\"privacy\":{\"model\":\"central\",\"epsilon\":1,"
+            "\"delta\":1e-5}}",
+         "leave_one_out"},
+        {BC "\"privacy\":{\"epsilon0\":1,\"epsilon\":1}}", "privacy.epsilon"},
+        {BC "\"privacy\":{\"epsilon0\":1,\"delta\":1e-5}}", "privacy.delta"},
+        {"{\"clients\":[{\"successes\":1,\"trials\":4},{\"successes\":1,\"trials\":1}],"
+         "\"privacy\":{\"model\":\"central\",\"epsilon\":1,\"delta\":1e-5}}",
+         "clients[1].trials"},
+    };
+#undef BC
+    for (size_t i = 0; i < sizeof beta_cases / sizeof beta_cases[0]; i++)
+        expect_einval(f, "/v1/estimators/beta", beta_cases[i][0], beta_cases[i][1], NULL);
 }
 
 /* Posterior means and sds of a Gaussian answer (4 clients). */
@@ -245,10 +281,13 @@ static void allocation_failures_are_clean_errors(void **state)
         "{\"clients\":[{\"mean\":0.31,\"n\":15},{\"mean\":0.12,\"n\":8},{\"mean\":0.55,\"n\":30}],"
         "\"noise_variance\":0.25,\"privacy\":{\"model\":\"central\",\"epsilon\":1,\"delta\":1e-5,"
         "\"r\":1,\"sigma_theta_bound\":0.5}}",
+        "{\"clients\":[{\"successes\":3,\"trials\":10},{\"successes\":7,\"trials\":12},"
+        "{\"successes\":1,\"trials\":8}],\"privacy\":{\"model\":\"central\",\"epsilon\":1,"
+        "\"delta\":1e-5}}",
     };
     route_fn fns[] = {route_estimators_gaussian, route_estimators_beta, route_estimators_mixture,
-                      route_estimators_gaussian};
-    for (size_t b = 0; b < 4; b++) {
+                      route_estimators_gaussian, route_estimators_beta};
+    for (size_t b = 0; b < sizeof bodies / sizeof bodies[0]; b++) {
         json_t *body = json_loads(bodies[b], 0, NULL);
         assert_non_null(body);
         int ok = 0;
