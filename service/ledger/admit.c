@@ -678,12 +678,14 @@ int lg_totals_after(ledger *l, const silo_row *s, const double *cost_rdp, double
     return DP_OK;
 }
 
-/* Appends a charge row and updates the silo's cached totals. */
+/* Appends a charge row and updates the silo's cached totals. curve_key (may be NULL): the event's
+ * key (lg_event_key) when cost_rdp is that event's curve; the curve is then stored once per key in
+ * charge_curves and the row names it (migration 0011), else the row holds it inline. */
 int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
                      const uint8_t *hash, const char *key, int64_t claim_id, const double *cost_rdp,
-                     double cost_rho, const double *held_rdp, double held_rho, int64_t n_active,
-                     double e_wb_rdp, const op_item *pld, const refine_set *rf, int64_t now,
-                     ledger_charge_result *res, dp_err *err)
+                     const uint8_t *curve_key, double cost_rho, const double *held_rdp,
+                     double held_rho, int64_t n_active, double e_wb_rdp, const op_item *pld,
+                     const refine_set *rf, int64_t now, ledger_charge_result *res, dp_err *err)
 {
     double new_rdp[LEDGER_MAX_ORDERS], new_rho;
     if (lg_totals_after(l, s, cost_rdp, cost_rho, held_rdp, held_rho, n_active, e_wb_rdp, pld, rf,
@@ -719,6 +721,16 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
         if (prc != SQLITE_DONE)
             return lg_sql_fail(l, prc, "previous row", err);
     }
+    static const uint8_t no_bytes[1] = {0}; /* a zero-length blob needs a non-NULL pointer */
+    if (curve_key != NULL) {
+        sqlite3_stmt *cv = l->st[ST_CURVE_INSERT];
+        int crc = lg_b_blob(cv, ":k", curve_key, DP_SHA256_DIGEST_BYTES);
+        if (crc == SQLITE_OK)
+            crc = lg_b_blob(cv, ":rdp", cost_rdp, l->n_orders * sizeof(double));
+        int werr = lg_st_write(l, cv, crc, "insert charge curve", err);
+        if (werr != DP_OK)
+            return werr;
+    }
     sqlite3_stmt *st = l->st[ST_CHARGE_INSERT];
     int64_t seq = s->n_charges + 1;
     const char *nb = req->neighboring == ACCT_NB_REPLACE_ONE ? "replace_one" : "add_remove";
@@ -742,7 +754,11 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
     if (rc == SQLITE_OK)
         rc = lg_b_text(st, ":nb", nb);
     if (rc == SQLITE_OK)
-        rc = lg_b_blob(st, ":rdp", cost_rdp, l->n_orders * sizeof(double));
+        rc = curve_key != NULL ? lg_b_blob(st, ":rdp", no_bytes, 0)
+                               : lg_b_blob(st, ":rdp", cost_rdp, l->n_orders * sizeof(double));
+    if (rc == SQLITE_OK)
+        rc = curve_key != NULL ? lg_b_blob(st, ":curve", curve_key, DP_SHA256_DIGEST_BYTES)
+                               : SQLITE_OK; /* unbound: NULL */
     if (rc == SQLITE_OK)
         rc = lg_b_dbl(st, ":rho", cost_rho);
     if (rc == SQLITE_OK)

@@ -181,8 +181,8 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
                                  e_wb_rdp, it, &rf, nr, &nrho, res, err);
         } else if (rc == DP_OK && fits) {
             rc = lg_charge_append(l, &s, req, it->req_hash, req->idempotency_key, 0, it->cost_rdp,
-                                  it->cost_rho, held_rdp, held_rho, n_active, e_wb_rdp, it, &rf,
-                                  now, res, err);
+                                  it->have_key ? it->ev_key : NULL, it->cost_rho, held_rdp,
+                                  held_rho, n_active, e_wb_rdp, it, &rf, now, res, err);
         }
         lg_refine_set_free(&rf);
         if (rc != DP_OK) {
@@ -509,8 +509,9 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     res->requested = lg_unit_value(&s.b, e, c->cost_rho);
     res->budget = lg_cap_of(&s.b);
     res->spent = res->reserved = res->would_be = DP_NAN;
-    if ((rc = lg_charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, c->cost_rho, held_rdp,
-                               held_rho, n_active, DP_NAN, pit, &rf, now, res, err)) != DP_OK)
+    if ((rc = lg_charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, NULL, c->cost_rho,
+                               held_rdp, held_rho, n_active, DP_NAN, pit, &rf, now, res, err)) !=
+        DP_OK)
         goto out;
     if ((rc = claim_close(l, c->id, "committed", now, err)) != DP_OK)
         goto out;

@@ -67,6 +67,7 @@ enum {
     ST_BATCH_INSERT,
     ST_ROW_EVENT,
     ST_CLAIMS_EVENTS,
+    ST_CURVE_INSERT,
     ST_N
 };
 
@@ -292,9 +293,9 @@ int lg_totals_after(ledger *l, const silo_row *s, const double *cost_rdp, double
                     ledger_charge_result *res, dp_err *err);
 int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
                      const uint8_t *hash, const char *key, int64_t claim_id, const double *cost_rdp,
-                     double cost_rho, const double *held_rdp, double held_rho, int64_t n_active,
-                     double e_wb_rdp, const op_item *pld, const refine_set *rf, int64_t now,
-                     ledger_charge_result *res, dp_err *err);
+                     const uint8_t *curve_key, double cost_rho, const double *held_rdp,
+                     double held_rho, int64_t n_active, double e_wb_rdp, const op_item *pld,
+                     const refine_set *rf, int64_t now, ledger_charge_result *res, dp_err *err);
 void lg_result_from_row(sqlite3_stmt *st, const silo_row *s, ledger_charge_result *res);
 int lg_charge_by_key(ledger *l, const silo_row *s, const char *key, const uint8_t *hash,
                      ledger_charge_result *res, int *found, dp_err *err);

@@ -41,9 +41,9 @@ const char *const lg_sql[ST_N] = {
         "INSERT INTO charges (silo_id, created_at, actor_token_id, job_id, claim_id, "
         "idempotency_key, "
         "request_hash, reason, event, neighboring, cost_rdp, cost_rho, cost_eps, seq, eps_after, "
-        "rho_after, remaining_after, delta_after) VALUES (:silo, :now, :actor, :job, :claim, :key, "
-        ":hash, :reason, :event, :nb, :rdp, :rho, :eps, :seq, :eps_after, :rho_after, :remaining, "
-        ":delta_after)",
+        "rho_after, remaining_after, delta_after, curve_key) VALUES (:silo, :now, :actor, :job, "
+        ":claim, :key, :hash, :reason, :event, :nb, :rdp, :rho, :eps, :seq, :eps_after, "
+        ":rho_after, :remaining, :delta_after, :curve)",
     [ST_CLAIM_BY_KEY] = "SELECT id, request_hash FROM claims WHERE silo_id = :silo AND "
                         "idempotency_key = :key",
     [ST_CLAIM_GET] =
@@ -76,6 +76,8 @@ const char *const lg_sql[ST_N] = {
     [ST_ROW_EVENT] = "SELECT event, neighboring FROM charges WHERE silo_id = :silo AND seq = :seq",
     [ST_CLAIMS_EVENTS] = "SELECT event, neighboring FROM claims WHERE silo_id = :silo AND state = "
                          "'active' AND expires_at > :now AND id <> :except ORDER BY id",
+    [ST_CURVE_INSERT] =
+        "INSERT OR IGNORE INTO charge_curves (event_key, cost_rdp) VALUES (:k, :rdp)",
     [ST_BATCH_INSERT] =
         "INSERT INTO charge_batches (actor_token_id, idempotency_key, request_hash, "
         "created_at) VALUES (:actor, :key, :hash, :now)",

@@ -416,6 +416,46 @@ static void charges_with_and_without_the_cache_agree_bit_for_bit(void **state)
         assert_true(same_dbl(a.spent_eps, c.spent_eps));
         assert_int_equal(a.n_charges, 4);
     }
+    /* Storage (migration 0011): with the cache on, each row names its event's curve, stored once
+     * per event; with it off, rows hold the curve inline (as every row written before 0011). The
+     * verification reads both the same way: consistent, and the rows' curves are the same bytes. */
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_prepare_v2(f->db, "SELECT count(*) FROM charge_curves", -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int64(q, 0), 3);
+    sqlite3_finalize(q);
+    assert_int_equal(
+        sqlite3_prepare_v2(f->db,
+                           "SELECT length(a.cost_rdp), a.curve_key IS NULL, length(b.cost_rdp), "
+                           "b.curve_key IS NULL, (SELECT cost_rdp FROM charge_curves WHERE "
+                           "event_key = a.curve_key) = b.cost_rdp FROM charges AS a JOIN charges "
+                           "AS b ON b.silo_id = :b AND b.seq = a.seq WHERE a.silo_id = :a",
+                           -1, &q, NULL),
+        SQLITE_OK);
+    for (int k = 0; k < 3; k++) {
+        size_t rows = 0;
+        sqlite3_bind_int64(q, sqlite3_bind_parameter_index(q, ":a"), silo[0][k]);
+        sqlite3_bind_int64(q, sqlite3_bind_parameter_index(q, ":b"), silo[1][k]);
+        while (sqlite3_step(q) == SQLITE_ROW) {
+            assert_int_equal(sqlite3_column_int64(q, 0), 0);
+            assert_int_equal(sqlite3_column_int64(q, 1), 0);
+            assert_int_equal(sqlite3_column_int64(q, 2), (int64_t)(l->n_orders * sizeof(double)));
+            assert_int_equal(sqlite3_column_int64(q, 3), 1);
+            assert_int_equal(sqlite3_column_int64(q, 4), 1);
+            rows++;
+        }
+        assert_int_equal(rows, 4);
+        sqlite3_reset(q);
+        ledger_verify va, vb;
+        assert_int_equal(ledger_silo_verify(l, f->conn, silo[0][k], &va, &e), DP_OK);
+        assert_int_equal(ledger_silo_verify(l, f->conn, silo[1][k], &vb, &e), DP_OK);
+        assert_true(va.consistent && vb.consistent);
+        assert_int_equal(va.n_charges_log, 4);
+        assert_true(same_dbl(va.max_abs_diff_rdp, vb.max_abs_diff_rdp));
+        assert_true(same_dbl(va.spent_rho_log, vb.spent_rho_log));
+    }
+    sqlite3_finalize(q);
     ledger_curve_stats s;
     ledger_curve_cache_stats(l, &s);
     assert_true(s.enabled == false);
