@@ -1,4 +1,4 @@
--- 0011_charge_curves: a charge's per-order RDP cost stored once per distinct event (issue 12).
+-- 0012_charge_curves: a charge's per-order RDP cost stored once per distinct event (issue 12).
 --
 -- charges.cost_rdp held each charge's whole curve (8 bytes per RDP order: 1,304 bytes at the default
 -- grid), although a training round charges the same event again and again. A row appended from now

@@ -618,12 +618,16 @@ static int apply_silo_create(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         rc = lg_b_text(st, ":conv", acct_conversion_name(b->conversion));
     if (rc == SQLITE_OK)
         rc = bind_budget(st, b);
-    if (rc == SQLITE_OK)
-        rc = lg_b_blob(st, ":zero", zero, l->n_orders * sizeof(double));
     int werr = lg_st_write(l, st, rc, "insert silo", err);
     if (werr != DP_OK)
         return werr;
     int64_t id = sqlite3_last_insert_rowid(l->db);
+    st = l->st[ST_TOTALS_INSERT];
+    rc = lg_b_i64(st, ":id", id);
+    if (rc == SQLITE_OK)
+        rc = lg_b_blob(st, ":zero", zero, l->n_orders * sizeof(double));
+    if ((werr = lg_st_write(l, st, rc, "insert silo totals", err)) != DP_OK)
+        return werr;
     if (token_insert_silo(l, op->token_hash, id, now, err) != DP_OK)
         return err->code;
     silo_row s;

@@ -160,7 +160,7 @@ static int view_read(ledger *l, store_conn *c, sqlite3_stmt *silo_st, sqlite3_st
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     double held_rdp[LEDGER_MAX_ORDERS], held_rho;
     int64_t n_active;
-    int rc = lg_silo_load_st(db, silo_st, l->n_orders, id, s, err);
+    int rc = lg_silo_load_st(db, silo_st, NULL, l->n_orders, id, s, err);
     if (rc == DP_OK)
         rc = lg_held_load_st(db, held_st, l->n_orders, id, now, 0, held_rdp, &held_rho, &n_active,
                              err);
@@ -298,7 +298,7 @@ int ledger_silo_verify(const ledger *l, store_conn *c, int64_t id, ledger_verify
     if (rc == DP_OK)
         rc = read_begin(c, err);
     if (rc == DP_OK)
-        rc = lg_silo_load_st(db, a, l->n_orders, id, s, err);
+        rc = lg_silo_load_st(db, a, NULL, l->n_orders, id, s, err);
     if (rc == DP_OK) {
         int src = lg_b_i64(lg, ":silo", id);
         while (src == SQLITE_OK && (src = sqlite3_step(lg)) == SQLITE_ROW) {

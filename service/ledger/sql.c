@@ -8,14 +8,16 @@
 
 const char *const lg_sql[ST_N] = {
     [ST_SILO_GET] =
-        "SELECT id, name, created_at, archived_at, budget_kind, accountant, conversion, "
-        "epsilon, delta, rho, n_charges, spent_rdp, spent_rho FROM silos WHERE id = :id",
+        "SELECT s.id, s.name, s.created_at, s.archived_at, s.budget_kind, s.accountant, "
+        "s.conversion, s.epsilon, s.delta, s.rho, s.n_charges, t.spent_rdp, s.spent_rho, t.seq "
+        "FROM silos AS s JOIN silo_totals AS t ON t.silo_id = s.id WHERE s.id = :id",
     [ST_SILO_INSERT] =
         "INSERT INTO silos (name, created_at, budget_kind, accountant, conversion, epsilon, "
-        "delta, rho, spent_rdp) VALUES (:name, :now, :kind, :acct, :conv, :eps, :delta, "
-        ":rho, :zero)",
-    [ST_SILO_TOTALS] =
-        "UPDATE silos SET n_charges = :n, spent_rdp = :rdp, spent_rho = :rho WHERE id = :id",
+        "delta, rho) VALUES (:name, :now, :kind, :acct, :conv, :eps, :delta, :rho)",
+    [ST_SILO_TOTALS] = "UPDATE silos SET n_charges = :n, spent_rho = :rho WHERE id = :id",
+    [ST_TOTALS_INSERT] = "INSERT INTO silo_totals (silo_id, seq, spent_rdp) VALUES (:id, 0, :zero)",
+    [ST_TOTALS_SAVE] = "UPDATE silo_totals SET seq = :n, spent_rdp = :rdp WHERE silo_id = :id",
+    [ST_TOTALS_REPLAY] = LG_TOTALS_REPLAY_SQL,
     [ST_SILO_PATCH] = "UPDATE silos SET name = :name, epsilon = :eps, delta = :delta, rho = :rho "
                       "WHERE id = :id",
     [ST_SILO_ARCHIVE] =
