@@ -616,9 +616,11 @@ static void totals_from_the_checkpoint_equal_totals_kept_in_memory(void **state)
         acct_event_free(ev[k]);
 }
 
-/* A database written before migration 0013 (the total in silos.spent_rdp) is upgraded: the
- * checkpoint is the old total at the old n_charges, the same bytes; the ledger reads the silo,
- * verifies it, and charges it further across a checkpoint with verification still consistent. */
+/* A database written before migration 0013 (the total in silos.spent_rdp) is upgraded by 0013 and
+ * 0014: the checkpoint is the old total at the old n_charges, the same bytes; the old rows keep
+ * their ids; the ledger reads the silo, verifies it, and charges it further across a checkpoint
+ * (a retried key replayed, the same key with another request refused) with verification still
+ * consistent. */
 static void a_database_written_before_0013_is_upgraded(void **state)
 {
     (void)state;
@@ -702,15 +704,34 @@ static void a_database_written_before_0013_is_upgraded(void **state)
     assert_int_equal(vr.n_charges_log, 3);
     acct_event *ev = acct_event_gaussian(40.0);
     for (int i = 0; i < LEDGER_TOTALS_EVERY + 2; i++) {
-        ledger_charge_req rq = {.silo_id = 5, .event = ev, .neighboring = ACCT_NB_ADD_REMOVE};
+        /* keyed and keyless charges (migration 0014: the key's uniqueness is a partial index) */
+        ledger_charge_req rq = {.silo_id = 5,
+                                .event = ev,
+                                .neighboring = ACCT_NB_ADD_REMOVE,
+                                .idempotency_key = i == 1 || i == 3 ? "k" : NULL};
         ledger_charge_result r;
         assert_int_equal(ledger_charge(l, &rq, false, &r, &e), DP_OK);
-        assert_int_equal(r.seq, 4 + i);
+        assert_int_equal(r.seq, i == 3 ? 5 : 4 + i - (i > 3)); /* i = 3: "k" again, replayed */
+        assert_true(r.replayed == (i == 3));
+        if (i == 3) {
+            rq.event = acct_event_gaussian(41.0); /* the same key, another request */
+            assert_int_equal(ledger_charge(l, &rq, false, &r, &e), DP_ECONFLICT);
+            acct_event_free((acct_event *)rq.event);
+        }
     }
     acct_event_free(ev);
+    /* the rows written before keep their ids (0014 rebuilt the table) */
+    assert_int_equal(sqlite3_prepare_v2(store_conn_db(c),
+                                        "SELECT group_concat(id) FROM (SELECT id FROM charges "
+                                        "WHERE silo_id = 5 AND seq <= 3 ORDER BY seq)",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(q, 0), "1,2,3");
+    sqlite3_finalize(q);
     assert_int_equal(ledger_silo_verify(l, c, 5, &vr, &e), DP_OK);
     assert_true(vr.consistent);
-    assert_int_equal(vr.n_charges_log, LEDGER_TOTALS_EVERY + 5);
+    assert_int_equal(vr.n_charges_log, LEDGER_TOTALS_EVERY + 4);
     ledger_free(l);
     store_conn_return(st, c);
     store_free(st);
