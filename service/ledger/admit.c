@@ -152,9 +152,10 @@ int lg_item_prepare(const ledger *l, const ledger_charge_req *req, const char *w
 
 /* ---- committer: reading state ---- */
 
-/* Loads silo id with st (a statement of lg_sql[ST_SILO_GET] prepared on db). */
-int lg_silo_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t id, silo_row *s,
-                    dp_err *err)
+/* Reads silo id's row with st (a statement of lg_sql[ST_SILO_GET] prepared on db): s->spent_rdp
+ * is then its totals checkpoint, the sum of rows 1..*ck_seq (migration 0013). */
+static int silo_row_read(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t id, silo_row *s,
+                         int64_t *ck_seq, dp_err *err)
 {
     int rc = lg_b_i64(st, ":id", id);
     if (rc != SQLITE_OK) {
@@ -190,6 +191,7 @@ int lg_silo_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t id, 
     s->n_charges = sqlite3_column_int64(st, 10);
     ok = ok && lg_col_vec(st, 11, s->spent_rdp, n_orders);
     s->spent_rho = sqlite3_column_double(st, 12);
+    *ck_seq = sqlite3_column_int64(st, 13);
     lg_st_done(st);
     if (!ok) {
         dp_log(DP_LOG_ERROR, NULL, "ledger: silo %lld has a malformed row", (long long)id);
@@ -198,9 +200,78 @@ int lg_silo_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t id, 
     return DP_OK;
 }
 
+/* Completes s->spent_rdp, the checkpoint of rows 1..from, with the curves of the silo's rows
+ * after it in seq order: one lg_vec_add_up per row, the additions lg_totals_after made when each
+ * row was appended, so the total is the same bits as if it had been stored after every charge.
+ * replay: LG_TOTALS_REPLAY_SQL prepared on db, or NULL (prepared here). Rows missing or beyond
+ * n_charges (a damaged database) are not an error here: ledger_silo_verify reports them. */
+static int totals_replay(sqlite3 *db, sqlite3_stmt *replay, size_t n_orders, silo_row *s,
+                         int64_t from, dp_err *err)
+{
+    sqlite3_stmt *st = replay;
+    int rc = st != NULL ? SQLITE_OK : sqlite3_prepare_v2(db, LG_TOTALS_REPLAY_SQL, -1, &st, NULL);
+    if (rc == SQLITE_OK)
+        rc = lg_b_i64(st, ":silo", s->id);
+    if (rc == SQLITE_OK)
+        rc = lg_b_i64(st, ":from", from);
+    bool ok = true;
+    double v[LEDGER_MAX_ORDERS];
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        rc = SQLITE_OK;
+        if (!lg_col_vec(st, 0, v, n_orders)) {
+            ok = false;
+            rc = SQLITE_DONE;
+            break;
+        }
+        lg_vec_add_up(s->spent_rdp, v, n_orders);
+    }
+    if (replay != NULL)
+        lg_st_done(st);
+    else
+        sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return lg_read_fail(db, rc, "replay silo totals", err);
+    if (!ok) {
+        dp_log(DP_LOG_ERROR, NULL, "ledger: silo %lld has a malformed charge curve",
+               (long long)s->id);
+        return dp_err_set(err, DP_EINTERNAL, NULL, "internal ledger error");
+    }
+    return DP_OK;
+}
+
+/* Loads silo id with st (a statement of lg_sql[ST_SILO_GET] prepared on db) and its totals (the
+ * checkpoint and the rows after it; replay as for totals_replay). */
+int lg_silo_load_st(sqlite3 *db, sqlite3_stmt *st, sqlite3_stmt *replay, size_t n_orders,
+                    int64_t id, silo_row *s, dp_err *err)
+{
+    int64_t ck_seq = 0;
+    int rc = silo_row_read(db, st, n_orders, id, s, &ck_seq, err);
+    if (rc == DP_OK && ck_seq < s->n_charges)
+        rc = totals_replay(db, replay, n_orders, s, ck_seq, err);
+    return rc;
+}
+
+/* The committer's load: the totals come from l->totals when the slot holds this silo's current
+ * ones (it appended the newest row itself), else from the checkpoint and the rows after it. */
 int lg_silo_load(ledger *l, int64_t id, silo_row *s, dp_err *err)
 {
-    return lg_silo_load_st(l->db, l->st[ST_SILO_GET], l->n_orders, id, s, err);
+    int64_t ck_seq = 0;
+    int rc = silo_row_read(l->db, l->st[ST_SILO_GET], l->n_orders, id, s, &ck_seq, err);
+    if (rc != DP_OK || ck_seq >= s->n_charges)
+        return rc;
+    size_t k = (size_t)id % LEDGER_TREE_CACHE;
+    if (l->totals[k].silo == id && l->totals[k].n_charges == s->n_charges) {
+        memcpy(s->spent_rdp, l->totals_rdp + k * l->n_orders, l->n_orders * sizeof(double));
+        return DP_OK;
+    }
+    rc = totals_replay(l->db, l->st[ST_TOTALS_REPLAY], l->n_orders, s, ck_seq, err);
+    if (rc == DP_OK) { /* remembered for the next charge of the silo */
+        l->totals[k].silo = id;
+        l->totals[k].n_charges = s->n_charges;
+        l->totals[k].gen = l->tree_gen;
+        memcpy(l->totals_rdp + k * l->n_orders, s->spent_rdp, l->n_orders * sizeof(double));
+    }
+    return rc;
 }
 
 /* Orders rows of held_sorted (an int64_t id in the first 8 bytes) by ascending id. */
@@ -492,9 +563,12 @@ static log_tree *log_tree_get(ledger *l, const silo_row *s)
 /* Forgets the trees built or advanced since generation gen (their rows were rolled back). */
 void lg_log_trees_forget(ledger *l, uint64_t gen)
 {
-    for (size_t i = 0; i < LEDGER_TREE_CACHE; i++)
+    for (size_t i = 0; i < LEDGER_TREE_CACHE; i++) {
         if (l->trees[i].silo != 0 && l->trees[i].gen >= gen)
             lg_log_tree_clear(&l->trees[i]);
+        if (l->totals[i].silo != 0 && l->totals[i].gen >= gen)
+            l->totals[i].silo = 0;
+    }
 }
 
 void lg_refine_set_free(refine_set *r)
@@ -678,12 +752,14 @@ int lg_totals_after(ledger *l, const silo_row *s, const double *cost_rdp, double
     return DP_OK;
 }
 
-/* Appends a charge row and updates the silo's cached totals. */
+/* Appends a charge row and updates the silo's cached totals. curve_key (may be NULL): the event's
+ * key (lg_event_key) when cost_rdp is that event's curve; the curve is then stored once per key in
+ * charge_curves and the row names it (migration 0012), else the row holds it inline. */
 int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
                      const uint8_t *hash, const char *key, int64_t claim_id, const double *cost_rdp,
-                     double cost_rho, const double *held_rdp, double held_rho, int64_t n_active,
-                     double e_wb_rdp, const op_item *pld, const refine_set *rf, int64_t now,
-                     ledger_charge_result *res, dp_err *err)
+                     const uint8_t *curve_key, double cost_rho, const double *held_rdp,
+                     double held_rho, int64_t n_active, double e_wb_rdp, const op_item *pld,
+                     const refine_set *rf, int64_t now, ledger_charge_result *res, dp_err *err)
 {
     double new_rdp[LEDGER_MAX_ORDERS], new_rho;
     if (lg_totals_after(l, s, cost_rdp, cost_rho, held_rdp, held_rho, n_active, e_wb_rdp, pld, rf,
@@ -719,6 +795,16 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
         if (prc != SQLITE_DONE)
             return lg_sql_fail(l, prc, "previous row", err);
     }
+    static const uint8_t no_bytes[1] = {0}; /* a zero-length blob needs a non-NULL pointer */
+    if (curve_key != NULL) {
+        sqlite3_stmt *cv = l->st[ST_CURVE_INSERT];
+        int crc = lg_b_blob(cv, ":k", curve_key, DP_SHA256_DIGEST_BYTES);
+        if (crc == SQLITE_OK)
+            crc = lg_b_blob(cv, ":rdp", cost_rdp, l->n_orders * sizeof(double));
+        int werr = lg_st_write(l, cv, crc, "insert charge curve", err);
+        if (werr != DP_OK)
+            return werr;
+    }
     sqlite3_stmt *st = l->st[ST_CHARGE_INSERT];
     int64_t seq = s->n_charges + 1;
     const char *nb = req->neighboring == ACCT_NB_REPLACE_ONE ? "replace_one" : "add_remove";
@@ -742,7 +828,11 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
     if (rc == SQLITE_OK)
         rc = lg_b_text(st, ":nb", nb);
     if (rc == SQLITE_OK)
-        rc = lg_b_blob(st, ":rdp", cost_rdp, l->n_orders * sizeof(double));
+        rc = curve_key != NULL ? lg_b_blob(st, ":rdp", no_bytes, 0)
+                               : lg_b_blob(st, ":rdp", cost_rdp, l->n_orders * sizeof(double));
+    if (rc == SQLITE_OK)
+        rc = curve_key != NULL ? lg_b_blob(st, ":curve", curve_key, DP_SHA256_DIGEST_BYTES)
+                               : SQLITE_OK; /* unbound: NULL */
     if (rc == SQLITE_OK)
         rc = lg_b_dbl(st, ":rho", cost_rho);
     if (rc == SQLITE_OK)
@@ -767,14 +857,30 @@ int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
     st = l->st[ST_SILO_TOTALS];
     rc = lg_b_i64(st, ":n", seq);
     if (rc == SQLITE_OK)
-        rc = lg_b_blob(st, ":rdp", new_rdp, l->n_orders * sizeof(double));
-    if (rc == SQLITE_OK)
         rc = lg_b_dbl(st, ":rho", new_rho);
     if (rc == SQLITE_OK)
         rc = lg_b_i64(st, ":id", s->id);
     werr = lg_st_write(l, st, rc, "update silo totals", err);
     if (werr != DP_OK)
         return werr;
+    /* The per-order total: a checkpoint every LEDGER_TOTALS_EVERY rows of the silo (staggered by
+     * its id), kept in memory between them (migration 0013). */
+    if ((seq + s->id) % LEDGER_TOTALS_EVERY == 0) {
+        st = l->st[ST_TOTALS_SAVE];
+        rc = lg_b_i64(st, ":n", seq);
+        if (rc == SQLITE_OK)
+            rc = lg_b_blob(st, ":rdp", new_rdp, l->n_orders * sizeof(double));
+        if (rc == SQLITE_OK)
+            rc = lg_b_i64(st, ":id", s->id);
+        werr = lg_st_write(l, st, rc, "save silo totals", err);
+        if (werr != DP_OK)
+            return werr;
+    }
+    size_t k = (size_t)s->id % LEDGER_TREE_CACHE;
+    l->totals[k].silo = s->id;
+    l->totals[k].n_charges = seq;
+    l->totals[k].gen = l->tree_gen;
+    memcpy(l->totals_rdp + k * l->n_orders, new_rdp, l->n_orders * sizeof(double));
     /* The silo's log tree, when it is current, takes the new row now (what log_tree_get would
      * read back from it on the next charge), stamped with this op's generation so that a rollback
      * forgets it (lg_log_trees_forget). An unusable tree stays unusable with one more row. */

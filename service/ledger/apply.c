@@ -181,8 +181,8 @@ static int apply_charge(ledger *l, ledger_op *op, int64_t now, dp_err *err)
                                  e_wb_rdp, it, &rf, nr, &nrho, res, err);
         } else if (rc == DP_OK && fits) {
             rc = lg_charge_append(l, &s, req, it->req_hash, req->idempotency_key, 0, it->cost_rdp,
-                                  it->cost_rho, held_rdp, held_rho, n_active, e_wb_rdp, it, &rf,
-                                  now, res, err);
+                                  it->have_key ? it->ev_key : NULL, it->cost_rho, held_rdp,
+                                  held_rho, n_active, e_wb_rdp, it, &rf, now, res, err);
         }
         lg_refine_set_free(&rf);
         if (rc != DP_OK) {
@@ -509,8 +509,9 @@ static int apply_claim_commit(ledger *l, ledger_op *op, int64_t now, dp_err *err
     res->requested = lg_unit_value(&s.b, e, c->cost_rho);
     res->budget = lg_cap_of(&s.b);
     res->spent = res->reserved = res->would_be = DP_NAN;
-    if ((rc = lg_charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, c->cost_rho, held_rdp,
-                               held_rho, n_active, DP_NAN, pit, &rf, now, res, err)) != DP_OK)
+    if ((rc = lg_charge_append(l, &s, &req, hash, NULL, c->id, cost_rdp, NULL, c->cost_rho,
+                               held_rdp, held_rho, n_active, DP_NAN, pit, &rf, now, res, err)) !=
+        DP_OK)
         goto out;
     if ((rc = claim_close(l, c->id, "committed", now, err)) != DP_OK)
         goto out;
@@ -617,12 +618,16 @@ static int apply_silo_create(ledger *l, ledger_op *op, int64_t now, dp_err *err)
         rc = lg_b_text(st, ":conv", acct_conversion_name(b->conversion));
     if (rc == SQLITE_OK)
         rc = bind_budget(st, b);
-    if (rc == SQLITE_OK)
-        rc = lg_b_blob(st, ":zero", zero, l->n_orders * sizeof(double));
     int werr = lg_st_write(l, st, rc, "insert silo", err);
     if (werr != DP_OK)
         return werr;
     int64_t id = sqlite3_last_insert_rowid(l->db);
+    st = l->st[ST_TOTALS_INSERT];
+    rc = lg_b_i64(st, ":id", id);
+    if (rc == SQLITE_OK)
+        rc = lg_b_blob(st, ":zero", zero, l->n_orders * sizeof(double));
+    if ((werr = lg_st_write(l, st, rc, "insert silo totals", err)) != DP_OK)
+        return werr;
     if (token_insert_silo(l, op->token_hash, id, now, err) != DP_OK)
         return err->code;
     silo_row s;

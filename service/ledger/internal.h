@@ -37,6 +37,16 @@
     4                       /* stale PLD snapshots tolerated before the RDP bound decides alone    \
                              */
 #define LEDGER_PLD_CACHE 64 /* remembered eps_PLD of (silo, n_charges) for reads */
+/* A silo's per-order RDP total is stored as a checkpoint (silo_totals, migration 0013) rewritten
+ * when (seq + silo id) is a multiple of LEDGER_TOTALS_EVERY, so that the silos of one round do not
+ * all rewrite theirs in the same batch; a reader adds the curves of the at most
+ * LEDGER_TOTALS_EVERY - 1 rows after it (LG_TOTALS_REPLAY_SQL), the committer keeps the current
+ * totals in memory (ledger.totals). */
+#define LEDGER_TOTALS_EVERY 16
+/* The curves of a silo's rows after :from, in log order (each row's own or its stored one). */
+#define LG_TOTALS_REPLAY_SQL                                                                       \
+    "SELECT coalesce(k.cost_rdp, c.cost_rdp) FROM charges AS c LEFT JOIN charge_curves AS k ON "   \
+    "k.event_key = c.curve_key WHERE c.silo_id = :silo AND c.seq > :from ORDER BY c.seq"
 
 /* ---- statements of the write connection ---- */
 
@@ -67,6 +77,10 @@ enum {
     ST_BATCH_INSERT,
     ST_ROW_EVENT,
     ST_CLAIMS_EVENTS,
+    ST_CURVE_INSERT,
+    ST_TOTALS_INSERT,
+    ST_TOTALS_SAVE,
+    ST_TOTALS_REPLAY,
     ST_N
 };
 
@@ -185,6 +199,15 @@ struct ledger {
     struct lg_conv_tables *convs;  /* conversion tables per (delta, conversion) (curves.c; its own
                                       lock) */
     struct log_tree *trees;        /* LEDGER_TREE_CACHE slots: committer thread only */
+    /* The committer's current per-order totals of silos, LEDGER_TREE_CACHE slots indexed like
+     * trees (silo id modulo), each valid for the silo's first n_charges rows and stamped with the
+     * op's generation, forgotten on rollback with the trees (lg_log_trees_forget); totals_rdp holds
+     * n_orders doubles per slot. Committer thread only. */
+    struct {
+        int64_t silo, n_charges; /* silo 0: an empty slot */
+        uint64_t gen;
+    } * totals;
+    double *totals_rdp;
     uint64_t tree_gen; /* incremented per op the committer applies; committer thread only */
 };
 
@@ -195,7 +218,7 @@ typedef struct silo_row {
     int64_t created_at_ms, archived_at_ms;
     ledger_budget b;
     int64_t n_charges;
-    double spent_rdp[LEDGER_MAX_ORDERS];
+    double spent_rdp[LEDGER_MAX_ORDERS]; /* the total of rows 1..n_charges */
     double spent_rho;
 } silo_row;
 
@@ -263,8 +286,8 @@ double lg_remaining_of(const ledger_budget *b, double held);
 void lg_vec_add_up(double *acc, const double *x, size_t n);
 int lg_item_prepare(const ledger *l, const ledger_charge_req *req, const char *what, op_item *it,
                     dp_err *err);
-int lg_silo_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t id, silo_row *s,
-                    dp_err *err);
+int lg_silo_load_st(sqlite3 *db, sqlite3_stmt *st, sqlite3_stmt *replay, size_t n_orders,
+                    int64_t id, silo_row *s, dp_err *err);
 int lg_silo_load(ledger *l, int64_t id, silo_row *s, dp_err *err);
 int lg_held_load_st(sqlite3 *db, sqlite3_stmt *st, size_t n_orders, int64_t silo_id, int64_t now,
                     int64_t except, double *rdp, double *rho, int64_t *n_active, dp_err *err);
@@ -292,9 +315,9 @@ int lg_totals_after(ledger *l, const silo_row *s, const double *cost_rdp, double
                     ledger_charge_result *res, dp_err *err);
 int lg_charge_append(ledger *l, const silo_row *s, const ledger_charge_req *req,
                      const uint8_t *hash, const char *key, int64_t claim_id, const double *cost_rdp,
-                     double cost_rho, const double *held_rdp, double held_rho, int64_t n_active,
-                     double e_wb_rdp, const op_item *pld, const refine_set *rf, int64_t now,
-                     ledger_charge_result *res, dp_err *err);
+                     const uint8_t *curve_key, double cost_rho, const double *held_rdp,
+                     double held_rho, int64_t n_active, double e_wb_rdp, const op_item *pld,
+                     const refine_set *rf, int64_t now, ledger_charge_result *res, dp_err *err);
 void lg_result_from_row(sqlite3_stmt *st, const silo_row *s, ledger_charge_result *res);
 int lg_charge_by_key(ledger *l, const silo_row *s, const char *key, const uint8_t *hash,
                      ledger_charge_result *res, int *found, dp_err *err);

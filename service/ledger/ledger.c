@@ -43,6 +43,14 @@
  * generation of the op that built it (op->gen); op_apply forgets what an op built when the op fails
  * (its savepoint is rolled back), op_done when its group did not commit.
  *
+ * TOTALS. A silo's per-order RDP total is not rewritten with every charge (migration 0013): its
+ * row holds n_charges and spent_rho, and silo_totals a checkpoint (the total of rows 1..seq),
+ * rewritten when (seq + silo id) is a multiple of LEDGER_TOTALS_EVERY. A reader completes it with
+ * the curves of the rows after it, in seq order, with the same upward-rounded additions the
+ * charges made (lg_silo_load_st), so the total is the same bits; the committer keeps the current
+ * totals of the silos it charged in l->totals (keyed by n_charges, forgotten like the trees). The
+ * checkpoint and the rows are written in one transaction: a crash never separates them.
+ *
  * CLAIM EXPIRY. Admission ignores claims whose expires_at has passed, so expiry needs no timer for
  * correctness. The writer's idle hook (lg_idle_sweep, every LEDGER_SWEEP_MS without an op) submits
  * a sweep op that marks overdue claims 'expired' so that their state is visible.
@@ -291,7 +299,9 @@ ledger *ledger_open(const char *db_path, dp_err *err)
         goto fail;
     }
     l->trees = dp_calloc(LEDGER_TREE_CACHE, sizeof *l->trees);
-    if (l->trees == NULL) {
+    l->totals = dp_calloc(LEDGER_TREE_CACHE, sizeof *l->totals);
+    l->totals_rdp = dp_calloc((size_t)LEDGER_TREE_CACHE * LEDGER_MAX_ORDERS, sizeof(double));
+    if (l->trees == NULL || l->totals == NULL || l->totals_rdp == NULL) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto fail;
     }
@@ -342,6 +352,8 @@ fail:
     lg_curve_cache_free(l->curves);
     lg_conv_tables_free(l->convs);
     dp_free(l->trees);
+    dp_free(l->totals);
+    dp_free(l->totals_rdp);
     dp_free(l);
     return NULL;
 }
@@ -372,5 +384,7 @@ void ledger_free(ledger *l)
     lg_curve_cache_free(l->curves);
     lg_conv_tables_free(l->convs);
     dp_free(l->trees);
+    dp_free(l->totals);
+    dp_free(l->totals_rdp);
     dp_free(l);
 }

@@ -159,7 +159,7 @@ static acct_neighboring log_relation(sqlite3 *db, int64_t silo)
     sqlite3_stmt *st = NULL;
     acct_neighboring nb = ACCT_NB_ADD_REMOVE;
     if (sqlite3_prepare_v2(db,
-                           "SELECT neighboring FROM charges WHERE silo_id = :s ORDER BY id DESC "
+                           "SELECT neighboring FROM charges WHERE silo_id = :s ORDER BY seq DESC "
                            "LIMIT 1",
                            -1, &st, NULL) == SQLITE_OK &&
         lg_b_i64(st, ":s", silo) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&

@@ -103,7 +103,7 @@ int lg_view_of(ledger *l, const silo_row *s, int64_t now, ledger_silo_view *v, d
 static void pld_refine_view(ledger *l, store_conn *c, ledger_silo_view *v)
 {
     static const char nb_sql[] =
-        "SELECT neighboring FROM charges WHERE silo_id = :s ORDER BY id DESC LIMIT 1";
+        "SELECT neighboring FROM charges WHERE silo_id = :s ORDER BY seq DESC LIMIT 1";
     const ledger_budget *b = &v->budget;
     if (b->accountant != LEDGER_ACCT_PLD || b->kind != LEDGER_BUDGET_EPS_DELTA || v->n_charges == 0)
         return;
@@ -160,7 +160,7 @@ static int view_read(ledger *l, store_conn *c, sqlite3_stmt *silo_st, sqlite3_st
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     double held_rdp[LEDGER_MAX_ORDERS], held_rho;
     int64_t n_active;
-    int rc = lg_silo_load_st(db, silo_st, l->n_orders, id, s, err);
+    int rc = lg_silo_load_st(db, silo_st, NULL, l->n_orders, id, s, err);
     if (rc == DP_OK)
         rc = lg_held_load_st(db, held_st, l->n_orders, id, now, 0, held_rdp, &held_rho, &n_active,
                              err);
@@ -283,8 +283,8 @@ int ledger_silo_verify(const ledger *l, store_conn *c, int64_t id, ledger_verify
     sqlite3 *db = store_conn_db(c);
     memset(out, 0, sizeof *out);
     static const char log_sql[] =
-        "SELECT cost_rdp, cost_rho, seq FROM charges WHERE silo_id = :silo "
-        "ORDER BY id";
+        "SELECT coalesce(k.cost_rdp, c.cost_rdp), c.cost_rho, c.seq FROM charges AS c LEFT JOIN "
+        "charge_curves AS k ON k.event_key = c.curve_key WHERE c.silo_id = :silo ORDER BY c.seq";
     sqlite3_stmt *a = NULL, *lg = NULL;
     silo_row *s = dp_malloc(sizeof *s);
     double sum[LEDGER_MAX_ORDERS] = {0}, v[LEDGER_MAX_ORDERS], rho = 0;
@@ -298,7 +298,7 @@ int ledger_silo_verify(const ledger *l, store_conn *c, int64_t id, ledger_verify
     if (rc == DP_OK)
         rc = read_begin(c, err);
     if (rc == DP_OK)
-        rc = lg_silo_load_st(db, a, l->n_orders, id, s, err);
+        rc = lg_silo_load_st(db, a, NULL, l->n_orders, id, s, err);
     if (rc == DP_OK) {
         int src = lg_b_i64(lg, ":silo", id);
         while (src == SQLITE_OK && (src = sqlite3_step(lg)) == SQLITE_ROW) {
@@ -378,7 +378,7 @@ int ledger_charges_list(store_conn *c, int64_t silo_id, const ledger_charge_filt
                               "remaining_after FROM charges "
                               "WHERE silo_id = :silo AND id > :after AND created_at >= :since AND "
                               "created_at < :until AND "
-                              "(:job = 0 OR job_id = :job) ORDER BY id LIMIT :limit";
+                              "(:job = 0 OR job_id = :job) ORDER BY seq LIMIT :limit";
     sqlite3_stmt *st = NULL;
     ledger_charge_row *rows = dp_calloc(f->limit, sizeof *rows);
     size_t n = 0;

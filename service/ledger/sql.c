@@ -8,14 +8,16 @@
 
 const char *const lg_sql[ST_N] = {
     [ST_SILO_GET] =
-        "SELECT id, name, created_at, archived_at, budget_kind, accountant, conversion, "
-        "epsilon, delta, rho, n_charges, spent_rdp, spent_rho FROM silos WHERE id = :id",
+        "SELECT s.id, s.name, s.created_at, s.archived_at, s.budget_kind, s.accountant, "
+        "s.conversion, s.epsilon, s.delta, s.rho, s.n_charges, t.spent_rdp, s.spent_rho, t.seq "
+        "FROM silos AS s JOIN silo_totals AS t ON t.silo_id = s.id WHERE s.id = :id",
     [ST_SILO_INSERT] =
         "INSERT INTO silos (name, created_at, budget_kind, accountant, conversion, epsilon, "
-        "delta, rho, spent_rdp) VALUES (:name, :now, :kind, :acct, :conv, :eps, :delta, "
-        ":rho, :zero)",
-    [ST_SILO_TOTALS] =
-        "UPDATE silos SET n_charges = :n, spent_rdp = :rdp, spent_rho = :rho WHERE id = :id",
+        "delta, rho) VALUES (:name, :now, :kind, :acct, :conv, :eps, :delta, :rho)",
+    [ST_SILO_TOTALS] = "UPDATE silos SET n_charges = :n, spent_rho = :rho WHERE id = :id",
+    [ST_TOTALS_INSERT] = "INSERT INTO silo_totals (silo_id, seq, spent_rdp) VALUES (:id, 0, :zero)",
+    [ST_TOTALS_SAVE] = "UPDATE silo_totals SET seq = :n, spent_rdp = :rdp WHERE silo_id = :id",
+    [ST_TOTALS_REPLAY] = LG_TOTALS_REPLAY_SQL,
     [ST_SILO_PATCH] = "UPDATE silos SET name = :name, epsilon = :eps, delta = :delta, rho = :rho "
                       "WHERE id = :id",
     [ST_SILO_ARCHIVE] =
@@ -41,9 +43,9 @@ const char *const lg_sql[ST_N] = {
         "INSERT INTO charges (silo_id, created_at, actor_token_id, job_id, claim_id, "
         "idempotency_key, "
         "request_hash, reason, event, neighboring, cost_rdp, cost_rho, cost_eps, seq, eps_after, "
-        "rho_after, remaining_after, delta_after) VALUES (:silo, :now, :actor, :job, :claim, :key, "
-        ":hash, :reason, :event, :nb, :rdp, :rho, :eps, :seq, :eps_after, :rho_after, :remaining, "
-        ":delta_after)",
+        "rho_after, remaining_after, delta_after, curve_key) VALUES (:silo, :now, :actor, :job, "
+        ":claim, :key, :hash, :reason, :event, :nb, :rdp, :rho, :eps, :seq, :eps_after, "
+        ":rho_after, :remaining, :delta_after, :curve)",
     [ST_CLAIM_BY_KEY] = "SELECT id, request_hash FROM claims WHERE silo_id = :silo AND "
                         "idempotency_key = :key",
     [ST_CLAIM_GET] =
@@ -76,6 +78,8 @@ const char *const lg_sql[ST_N] = {
     [ST_ROW_EVENT] = "SELECT event, neighboring FROM charges WHERE silo_id = :silo AND seq = :seq",
     [ST_CLAIMS_EVENTS] = "SELECT event, neighboring FROM claims WHERE silo_id = :silo AND state = "
                          "'active' AND expires_at > :now AND id <> :except ORDER BY id",
+    [ST_CURVE_INSERT] =
+        "INSERT OR IGNORE INTO charge_curves (event_key, cost_rdp) VALUES (:k, :rdp)",
     [ST_BATCH_INSERT] =
         "INSERT INTO charge_batches (actor_token_id, idempotency_key, request_hash, "
         "created_at) VALUES (:actor, :key, :hash, :now)",

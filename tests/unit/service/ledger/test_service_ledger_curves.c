@@ -14,6 +14,7 @@
  * never return a wrong curve (the concurrency part is meant for `make tsan` as well).
  */
 #include "service/ledger/internal.h"
+#include "service/base/embedded.h"
 
 #include "tests/support/test_util.h"
 #include "tests/support/ledger_fixture.h"
@@ -416,6 +417,46 @@ static void charges_with_and_without_the_cache_agree_bit_for_bit(void **state)
         assert_true(same_dbl(a.spent_eps, c.spent_eps));
         assert_int_equal(a.n_charges, 4);
     }
+    /* Storage (migration 0012): with the cache on, each row names its event's curve, stored once
+     * per event; with it off, rows hold the curve inline (as every row written before 0012). The
+     * verification reads both the same way: consistent, and the rows' curves are the same bytes. */
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_prepare_v2(f->db, "SELECT count(*) FROM charge_curves", -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int64(q, 0), 3);
+    sqlite3_finalize(q);
+    assert_int_equal(
+        sqlite3_prepare_v2(f->db,
+                           "SELECT length(a.cost_rdp), a.curve_key IS NULL, length(b.cost_rdp), "
+                           "b.curve_key IS NULL, (SELECT cost_rdp FROM charge_curves WHERE "
+                           "event_key = a.curve_key) = b.cost_rdp FROM charges AS a JOIN charges "
+                           "AS b ON b.silo_id = :b AND b.seq = a.seq WHERE a.silo_id = :a",
+                           -1, &q, NULL),
+        SQLITE_OK);
+    for (int k = 0; k < 3; k++) {
+        size_t rows = 0;
+        sqlite3_bind_int64(q, sqlite3_bind_parameter_index(q, ":a"), silo[0][k]);
+        sqlite3_bind_int64(q, sqlite3_bind_parameter_index(q, ":b"), silo[1][k]);
+        while (sqlite3_step(q) == SQLITE_ROW) {
+            assert_int_equal(sqlite3_column_int64(q, 0), 0);
+            assert_int_equal(sqlite3_column_int64(q, 1), 0);
+            assert_int_equal(sqlite3_column_int64(q, 2), (int64_t)(l->n_orders * sizeof(double)));
+            assert_int_equal(sqlite3_column_int64(q, 3), 1);
+            assert_int_equal(sqlite3_column_int64(q, 4), 1);
+            rows++;
+        }
+        assert_int_equal(rows, 4);
+        sqlite3_reset(q);
+        ledger_verify va, vb;
+        assert_int_equal(ledger_silo_verify(l, f->conn, silo[0][k], &va, &e), DP_OK);
+        assert_int_equal(ledger_silo_verify(l, f->conn, silo[1][k], &vb, &e), DP_OK);
+        assert_true(va.consistent && vb.consistent);
+        assert_int_equal(va.n_charges_log, 4);
+        assert_true(same_dbl(va.max_abs_diff_rdp, vb.max_abs_diff_rdp));
+        assert_true(same_dbl(va.spent_rho_log, vb.spent_rho_log));
+    }
+    sqlite3_finalize(q);
     ledger_curve_stats s;
     ledger_curve_cache_stats(l, &s);
     assert_true(s.enabled == false);
@@ -493,6 +534,210 @@ static void trees_advanced_in_memory_equal_trees_rebuilt_from_the_log(void **sta
     }
     for (int k = 0; k < 3; k++)
         acct_event_free(ev[k]);
+}
+
+/* The per-order totals (migration 0013): stored as a checkpoint every LEDGER_TOTALS_EVERY rows of
+ * a silo and completed from the log's rows after it. A silo charged by a committer that keeps its
+ * totals in memory and a twin charged by a fresh committer before every charge (its totals read
+ * from the checkpoint and the rows after it) give the same figures bit for bit across several
+ * checkpoints, with a rolled-back batch now and then; the stored checkpoint is where the rule puts
+ * it, and verification (the whole log summed again) finds both consistent. */
+static void totals_from_the_checkpoint_equal_totals_kept_in_memory(void **state)
+{
+    ledger_fixture *f = *state;
+    ledger_budget b = opt_budget();
+    ledger_budget small = b;
+    small.epsilon = 1.0;
+    ledger_silo_view v;
+    char tok[LEDGER_TOKEN_BUF];
+    dp_err e;
+    dp_err_clear(&e);
+    int64_t ids[2], cap_id;
+    assert_int_equal(ledger_silo_create(f->l, "in-memory", &b, &v, tok, &e), DP_OK);
+    ids[0] = v.id;
+    assert_int_equal(ledger_silo_create(f->l, "from-checkpoint", &b, &v, tok, &e), DP_OK);
+    ids[1] = v.id;
+    assert_int_equal(ledger_silo_create(f->l, "capped", &small, &v, tok, &e), DP_OK);
+    cap_id = v.id;
+    uint64_t seed = 17;
+    acct_event *ev[4] = {
+        dpsgd_round(&seed), dpsgd_round(&seed), acct_event_gaussian(3.7),
+        acct_event_self_composed(400, acct_event_poisson(0.05, acct_event_gaussian(0.8)))};
+    enum { N = 2 * LEDGER_TOTALS_EVERY + 5 };
+    ledger_charge_result out[2][N];
+    ledger_silo_view views[2][N];
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < N; i++) {
+            if (pass == 1) { /* a fresh committer: the totals come from SQL */
+                ledger_free(f->l);
+                f->l = ledger_open(f->r.path, &e);
+                assert_non_null(f->l);
+            }
+            if (i % 7 == 3) { /* appended, then rolled back with its batch */
+                ledger_charge_req rq[2] = {
+                    {.silo_id = ids[pass], .event = ev[3], .neighboring = ACCT_NB_ADD_REMOVE},
+                    {.silo_id = cap_id, .event = ev[3], .neighboring = ACCT_NB_ADD_REMOVE}};
+                ledger_charge_result o[2];
+                assert_int_equal(ledger_charge_batch(f->l, rq, 2, false, o, &e), DP_EBUDGET);
+            }
+            ledger_charge_req rq = {
+                .silo_id = ids[pass], .event = ev[i % 3], .neighboring = ACCT_NB_ADD_REMOVE};
+            assert_int_equal(ledger_charge(f->l, &rq, false, &out[pass][i], &e), DP_OK);
+            assert_int_equal(ledger_silo_get(f->l, f->conn, ids[pass], &views[pass][i], &e), DP_OK);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(out[1][i].seq, i + 1);
+        assert_true(same_dbl(out[0][i].would_be, out[1][i].would_be));
+        assert_true(same_dbl(out[0][i].spent_eps_after, out[1][i].spent_eps_after));
+        assert_true(same_dbl(out[0][i].remaining_after, out[1][i].remaining_after));
+        assert_true(same_dbl(views[0][i].spent_eps, views[1][i].spent_eps));
+        assert_true(same_dbl(views[0][i].remaining, views[1][i].remaining));
+    }
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(
+        sqlite3_prepare_v2(f->db, "SELECT seq FROM silo_totals WHERE silo_id = :s", -1, &q, NULL),
+        SQLITE_OK);
+    for (int k = 0; k < 2; k++) {
+        sqlite3_bind_int64(q, 1, ids[k]);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        int64_t ck = sqlite3_column_int64(q, 0);
+        sqlite3_reset(q);
+        /* the newest multiple of the rule at or below N: rows after it are read from the log */
+        assert_int_equal((ck + ids[k]) % LEDGER_TOTALS_EVERY, 0);
+        assert_true(ck <= N && ck > N - LEDGER_TOTALS_EVERY && ck >= LEDGER_TOTALS_EVERY);
+        ledger_verify vr;
+        assert_int_equal(ledger_silo_verify(f->l, f->conn, ids[k], &vr, &e), DP_OK);
+        assert_true(vr.consistent);
+        assert_int_equal(vr.n_charges_log, N);
+    }
+    sqlite3_finalize(q);
+    for (int k = 0; k < 4; k++)
+        acct_event_free(ev[k]);
+}
+
+/* A database written before migration 0013 (the total in silos.spent_rdp) is upgraded by 0013 and
+ * 0014: the checkpoint is the old total at the old n_charges, the same bytes; the old rows keep
+ * their ids; the ledger reads the silo, verifies it, and charges it further across a checkpoint
+ * (a retried key replayed, the same key with another request refused) with verification still
+ * consistent. */
+static void a_database_written_before_0013_is_upgraded(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    snprintf(dir, sizeof dir, "/tmp/dpsilo-mig13-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.db", dir);
+    size_t n_old = 0;
+    while (n_old < EMBED_MIGRATIONS_N && strncmp(EMBED_MIGRATIONS[n_old].name, "0013", 4) < 0)
+        n_old++;
+    assert_true(n_old < EMBED_MIGRATIONS_N);
+    dp_err e;
+    dp_err_clear(&e);
+    store *st = store_open(path, 1, EMBED_MIGRATIONS, n_old, &e);
+    assert_non_null(st);
+    store_free(st);
+    /* What the ledger wrote before 0013, by hand: the grid, a silo with three charges (inline
+     * curves) and its total summed as the ledger summed it. */
+    const double *orders = NULL;
+    size_t n = acct_rdp_default_orders(&orders);
+    double curve[3][LEDGER_MAX_ORDERS], total[LEDGER_MAX_ORDERS] = {0};
+    for (size_t k = 0; k < 3; k++) {
+        for (size_t i = 0; i < n; i++)
+            curve[k][i] = 0.013 * (double)(k + 1) * orders[i] / (1.0 + 0.1 * (double)i);
+        lg_vec_add_up(total, curve[k], n);
+    }
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO ledger_orders (id, orders) VALUES (1, ?)",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_blob(q, 1, orders, (int)(n * sizeof(double)), SQLITE_STATIC);
+    assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+    sqlite3_finalize(q);
+    assert_int_equal(
+        sqlite3_prepare_v2(db,
+                           "INSERT INTO silos (id, name, created_at, budget_kind, accountant, "
+                           "conversion, epsilon, delta, n_charges, spent_rdp, spent_rho) VALUES "
+                           "(5, 'old', 1, 'eps_delta', 'rdp', ?, 100, 1e-5, 3, ?, 0)",
+                           -1, &q, NULL),
+        SQLITE_OK);
+    sqlite3_bind_text(q, 1, acct_conversion_name(ACCT_CONV_BALLE2020), -1, SQLITE_STATIC);
+    sqlite3_bind_blob(q, 2, total, (int)(n * sizeof(double)), SQLITE_STATIC);
+    assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+    sqlite3_finalize(q);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "INSERT INTO charges (silo_id, created_at, request_hash, "
+                                        "event, neighboring, cost_rdp, cost_rho, seq, rho_after) "
+                                        "VALUES (5, 1, zeroblob(32), '{\"type\":\"gaussian\","
+                                        "\"sigma\":9}', 'add_remove', ?, 0, ?, 0)",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    for (int k = 0; k < 3; k++) {
+        sqlite3_bind_blob(q, 1, curve[k], (int)(n * sizeof(double)), SQLITE_STATIC);
+        sqlite3_bind_int(q, 2, k + 1);
+        assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+        sqlite3_reset(q);
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    /* The daemon's runner applies 0013 and later. */
+    st = store_open(path, 1, EMBED_MIGRATIONS, EMBED_MIGRATIONS_N, &e);
+    assert_non_null(st);
+    store_conn *c = store_conn_borrow(st, &e);
+    assert_non_null(c);
+    assert_int_equal(sqlite3_prepare_v2(store_conn_db(c),
+                                        "SELECT seq, spent_rdp FROM silo_totals WHERE silo_id = 5",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int64(q, 0), 3);
+    assert_int_equal(sqlite3_column_bytes(q, 1), (int)(n * sizeof(double)));
+    assert_memory_equal(sqlite3_column_blob(q, 1), total, n * sizeof(double));
+    sqlite3_finalize(q);
+    ledger *l = ledger_open(path, &e);
+    assert_non_null(l);
+    ledger_verify vr;
+    assert_int_equal(ledger_silo_verify(l, c, 5, &vr, &e), DP_OK);
+    assert_true(vr.consistent);
+    assert_int_equal(vr.n_charges_log, 3);
+    acct_event *ev = acct_event_gaussian(40.0);
+    for (int i = 0; i < LEDGER_TOTALS_EVERY + 2; i++) {
+        /* keyed and keyless charges (migration 0014: the key's uniqueness is a partial index) */
+        ledger_charge_req rq = {.silo_id = 5,
+                                .event = ev,
+                                .neighboring = ACCT_NB_ADD_REMOVE,
+                                .idempotency_key = i == 1 || i == 3 ? "k" : NULL};
+        ledger_charge_result r;
+        assert_int_equal(ledger_charge(l, &rq, false, &r, &e), DP_OK);
+        assert_int_equal(r.seq, i == 3 ? 5 : 4 + i - (i > 3)); /* i = 3: "k" again, replayed */
+        assert_true(r.replayed == (i == 3));
+        if (i == 3) {
+            rq.event = acct_event_gaussian(41.0); /* the same key, another request */
+            assert_int_equal(ledger_charge(l, &rq, false, &r, &e), DP_ECONFLICT);
+            acct_event_free((acct_event *)rq.event);
+        }
+    }
+    acct_event_free(ev);
+    /* the rows written before keep their ids (0014 rebuilt the table) */
+    assert_int_equal(sqlite3_prepare_v2(store_conn_db(c),
+                                        "SELECT group_concat(id) FROM (SELECT id FROM charges "
+                                        "WHERE silo_id = 5 AND seq <= 3 ORDER BY seq)",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(q, 0), "1,2,3");
+    sqlite3_finalize(q);
+    assert_int_equal(ledger_silo_verify(l, c, 5, &vr, &e), DP_OK);
+    assert_true(vr.consistent);
+    assert_int_equal(vr.n_charges_log, LEDGER_TOTALS_EVERY + 4);
+    ledger_free(l);
+    store_conn_return(st, c);
+    store_free(st);
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* A tree rebuilt from the log lists its distinct events in text order (strcmp, SQLite's BINARY
@@ -790,6 +1035,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(trees_advanced_in_memory_equal_trees_rebuilt_from_the_log,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(totals_from_the_checkpoint_equal_totals_kept_in_memory,
+                                        setup, teardown),
+        cmocka_unit_test(a_database_written_before_0013_is_upgraded),
         cmocka_unit_test_setup_teardown(a_rebuilt_tree_lists_its_events_in_text_order, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(held_claims_are_summed_in_id_order_whatever_their_expiry,
