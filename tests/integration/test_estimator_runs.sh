@@ -26,16 +26,19 @@ expect_json '.error.field' max_iter
 expect_json '.error.message | test("--max-estimator-work")' true
 check "no run was stored for the refused body" test "$(count estimator_runs)" = 0
 
-# ---- a full queue is 503 with Retry-After (one compute thread, one waiting place)
+# ---- a full queue is 503 with Retry-After (one compute thread, one waiting place). Each slow body
+# computes about 4.5 s on an idle core (max_iter 600, tol 1e-300: every iteration runs); the probe
+# goes 2 s after both were sent, so on a loaded machine they have both arrived (at 300 iterations
+# and 1 s a loaded run once saw the probe queued before the second body, which then got the 503)
 python3 -c 'import json,random; random.seed(1); print(json.dumps({"clients":[{"mean":random.gauss(0,1)+3*(i%3),"n":5}
-  for i in range(20000)],"noise_variance":0.5,"components":8,"n_init":2,"tol":1e-300,"max_iter":300}))' >"$T/slow.json"
+  for i in range(20000)],"noise_variance":0.5,"components":8,"n_init":2,"tol":1e-300,"max_iter":600}))' >"$T/slow.json"
 PIDS=""
 for i in 1 2; do
     curl -s -o "$T/slow$i.out" -w '%{http_code}' -X POST "$URL/v1/estimators/mixture" \
         --data-binary "@$T/slow.json" >"$T/slow$i.code" &
     PIDS="$PIDS $!"
 done
-sleep 1
+sleep 2
 expect_status 503 POST /v1/estimators/gaussian '{"clients":[{"mean":1,"n":2},{"mean":2,"n":2}],"noise_variance":1}'
 expect_json '.error.code' busy
 check "the 503 carries Retry-After" test -n "$(header Retry-After)"
