@@ -26,7 +26,8 @@
  * pinned to one thread by eb_mixsqp_solve: see eb_blas_single_thread). A line search that accepts
  * the full step (the usual case near the optimum) reuses that pass's L x, so an iteration reads L
  * once. eb_mixsqp_solve_rows takes the rows from a generator instead, one block at a time into a
- * buffer that stays in cache: for matrices cheaper to recompute than to read back from memory.
+ * buffer that stays in cache: for matrices too large to hold whose rows cost no more to recompute
+ * than to read back from memory.
  * The Hessian must be fresh at every iteration: one formed once at the start of the full-data
  * solve and reused took 42 iterations instead of 5 on the npmle benchmark (linear convergence,
  * ending on the rounding stop with the dual residual at 8e-6): weights near 0 change its scale
@@ -88,8 +89,8 @@ int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o
 typedef void (*eb_mixsqp_rows_fn)(void *ctx, size_t j0, size_t stride, size_t nb, double *out);
 
 /* eb_mixsqp_solve on a matrix that is not stored: rows(ctx, ...) regenerates it block by block
- * (a few hundred rows at a time, in cache) on every pass. For a matrix whose rows are cheaper to
- * compute than to read back from memory (evenly spaced npmle atoms: eb_nm.c). Given the same
+ * (a few hundred rows at a time, in cache) on every pass. For a matrix too large to hold whose rows
+ * cost no more to compute than to read back (evenly spaced npmle atoms: eb_nm.c). Given the same
  * values as a stored L, the answer and info are bit-identical to eb_mixsqp_solve's. ctx borrowed;
  * errors as eb_mixsqp_solve, and DP_EINVAL when rows is NULL. */
 int eb_mixsqp_solve_rows(size_t n, size_t k, eb_mixsqp_rows_fn rows, void *ctx,
