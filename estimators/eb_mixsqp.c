@@ -70,29 +70,41 @@ double eb_mixsqp_loglik(size_t n, size_t k, const double *L, const double *rowma
 
 typedef struct ws {
     size_t n, k;
-    const double *L;
-    double *u;    /* [BLOCK_ROWS] */
-    double *tmp;  /* [BLOCK_ROWS * k] */
-    double *g;    /* [k] gradient of phi */
-    double *H;    /* [k * k] Hessian, full */
-    double *xt;   /* [k] trial point */
-    double *y;    /* [k] QP solution */
-    double *p;    /* [k] */
-    double *b;    /* [k] QP gradient */
-    double *c;    /* [k] QP linear term */
-    double *M;    /* [k * k] Cholesky of H_FF */
-    double *r;    /* [k] */
-    size_t *idx;  /* [k] free indices */
-    bool *active; /* [k] in the working set (y_i = 0 held) */
+    const double *L;        /* the stored matrix, or NULL: rows come from rows(ctx, ...) */
+    eb_mixsqp_rows_fn rows; /* fills a block of rows when L is NULL */
+    void *ctx;              /* rows' context; borrowed */
+    double *blk;            /* [BLOCK_ROWS * k] generated rows (L NULL) */
+    double *u;              /* [BLOCK_ROWS] */
+    double *tmp;            /* [BLOCK_ROWS * k] */
+    double *g;              /* [k] gradient of phi */
+    double *H;              /* [k * k] Hessian, full */
+    double *xt;             /* [k] trial point */
+    double *y;              /* [k] QP solution */
+    double *p;              /* [k] */
+    double *b;              /* [k] QP gradient */
+    double *c;              /* [k] QP linear term */
+    double *M;              /* [k * k] Cholesky of H_FF */
+    double *r;              /* [k] */
+    size_t *idx;            /* [k] free indices */
+    bool *active;           /* [k] in the working set (y_i = 0 held) */
 } ws;
 
-/* One pass over the rows of L (n of them): phi at x into *obj, and with want_g the gradient into
- * w->g, with want_H the Hessian into w->H, both averaged over these rows. DP_ENUMERIC when some
- * L_j x is not positive. */
-static int pass(ws *w, size_t n, const double *L, const double *x, bool want_g, bool want_H,
-                double *obj, dp_err *err)
+/* Rows b0 .. b0 + nb - 1 of the problem: in place in a stored L, else generated into w->blk. */
+static const double *block(ws *w, size_t b0, size_t nb)
 {
-    size_t k = w->k;
+    if (w->L != NULL)
+        return w->L + b0 * w->k;
+    w->rows(w->ctx, b0, 1, nb, w->blk);
+    return w->blk;
+}
+
+/* One pass over the problem's n rows, block by block (block(): a stored or generated block holds
+ * the same values, and the arithmetic is the same): phi at x into *obj, and with
+ * want_g the gradient into w->g, with want_H the Hessian into w->H, both averaged over the rows.
+ * DP_ENUMERIC when some L_j x is not positive. */
+static int pass(ws *w, const double *x, bool want_g, bool want_H, double *obj, dp_err *err)
+{
+    size_t k = w->k, n = w->n;
     double s = 0.0;
     if (want_g)
         memset(w->g, 0, k * sizeof *w->g);
@@ -100,7 +112,7 @@ static int pass(ws *w, size_t n, const double *L, const double *x, bool want_g, 
         memset(w->H, 0, k * k * sizeof *w->H);
     for (size_t b0 = 0; b0 < n; b0 += BLOCK_ROWS) {
         size_t nb = n - b0 < BLOCK_ROWS ? n - b0 : BLOCK_ROWS;
-        const double *Lb = L + b0 * k;
+        const double *Lb = block(w, b0, nb);
         cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)nb, (int)k, 1.0, Lb, (int)k, x, 1, 0.0, w->u,
                     1);
         for (size_t j = 0; j < nb; j++) {
@@ -152,7 +164,7 @@ static int pass(ws *w, size_t n, const double *L, const double *x, bool want_g, 
 /* phi at x into *obj; with grad, also g and H. */
 static int evaluate(ws *w, const double *x, bool grad, double *obj, dp_err *err)
 {
-    return pass(w, w->n, w->L, x, grad, grad, obj, err);
+    return pass(w, x, grad, grad, obj, err);
 }
 
 /* Cholesky of the m x m matrix M (row-major, in place, lower); false if not positive definite. */
@@ -273,6 +285,7 @@ static unsigned active_set(ws *w, unsigned max_it)
 static void ws_free(ws *w)
 {
     dp_free(w->u);
+    dp_free(w->blk);
     dp_free(w->tmp);
     dp_free(w->g);
     dp_free(w->H);
@@ -295,15 +308,18 @@ static double dual_residual(const double *g, size_t k)
     return gmin < 0.0 ? -gmin : 0.0;
 }
 
-/* The SQP on (n, k, L) from x (normalised on entry, > 0 sum). */
-static int solve_core(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o, double *x,
-                      eb_mixsqp_info *info, dp_err *err)
+/* The SQP from x (normalised on entry, > 0 sum) on the n rows of L, or (L NULL) of rows(ctx). */
+static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn rows, void *ctx,
+                      const eb_mixsqp_opts *o, double *x, eb_mixsqp_info *info, dp_err *err)
 {
     ws w = {0};
     w.n = n;
     w.k = k;
     w.L = L;
+    w.rows = rows;
+    w.ctx = ctx;
     w.u = dp_calloc(BLOCK_ROWS, sizeof *w.u);
+    w.blk = L == NULL ? dp_calloc(BLOCK_ROWS * k, sizeof *w.blk) : NULL;
     w.tmp = dp_calloc(BLOCK_ROWS * k, sizeof *w.tmp);
     w.g = dp_calloc(k, sizeof *w.g);
     w.H = dp_calloc(k * k, sizeof *w.H);
@@ -317,8 +333,8 @@ static int solve_core(size_t n, size_t k, const double *L, const eb_mixsqp_opts 
     w.idx = dp_calloc(k, sizeof *w.idx);
     w.active = dp_calloc(k, sizeof *w.active);
     int rc = DP_OK;
-    if (!w.u || !w.tmp || !w.g || !w.H || !w.xt || !w.y || !w.p || !w.b || !w.c || !w.M || !w.r ||
-        !w.idx || !w.active) {
+    if (!w.u || (L == NULL && !w.blk) || !w.tmp || !w.g || !w.H || !w.xt || !w.y || !w.p || !w.b ||
+        !w.c || !w.M || !w.r || !w.idx || !w.active) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
@@ -431,8 +447,9 @@ out:
     return rc;
 }
 
-int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o, double *x,
-                    eb_mixsqp_info *info, dp_err *err)
+/* eb_mixsqp_solve and eb_mixsqp_solve_rows: the matrix is L, or (L NULL) rows(ctx, ...). */
+static int solve_src(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn rows, void *ctx,
+                     const eb_mixsqp_opts *o, double *x, eb_mixsqp_info *info, dp_err *err)
 {
     if (n < 1 || n > EB_MAX_CLIENTS || k < 1 || k > EB_MIXSQP_MAX_K)
         return dp_err_set(err, DP_EINVAL, "mixsqp",
@@ -456,28 +473,26 @@ int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o
     else
         for (size_t c = 0; c < k; c++)
             x[c] /= sx;
+    /* warm start: the same problem on every stride-th row (a few MB, in cache), then the full
+     * data from its answer, where the SQP's local convergence needs few passes */
     eb_mixsqp_info sub = {0, 0, 0, DP_NAN, DP_NAN, DP_NAN, EB_STATUS_CONVERGED};
-    double *Ls = NULL;
-    size_t ns = 0;
     if (n >= SUB_MIN_ROWS) {
-        /* warm start: the same problem on every stride-th row (a few MB, in cache), then the
-         * full data from its answer, where the SQP's local convergence needs few passes */
-        size_t stride = n / SUB_ROWS;
-        ns = n / stride;
-        Ls = dp_malloc(ns * k * sizeof *Ls);
+        size_t stride = n / SUB_ROWS, ns = n / stride;
+        double *Ls = dp_malloc(ns * k * sizeof *Ls);
         if (Ls == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        for (size_t i = 0; i < ns; i++)
-            memcpy(Ls + i * k, L + i * stride * k, k * sizeof *Ls);
-        int rc = solve_core(ns, k, Ls, o, x, &sub, err);
-        if (rc != DP_OK) {
-            dp_free(Ls);
+        if (L != NULL)
+            for (size_t i = 0; i < ns; i++)
+                memcpy(Ls + i * k, L + i * stride * k, k * sizeof *Ls);
+        else
+            rows(ctx, 0, stride, ns, Ls);
+        int rc = solve_core(ns, k, Ls, NULL, NULL, o, x, &sub, err);
+        dp_free(Ls);
+        if (rc != DP_OK)
             return rc;
-        }
     }
     eb_mixsqp_info in;
-    dp_free(Ls);
-    int rc = solve_core(n, k, L, o, x, &in, err);
+    int rc = solve_core(n, k, L, rows, ctx, o, x, &in, err);
     if (rc != DP_OK)
         return rc;
     in.warm_iterations = sub.iterations;
@@ -485,4 +500,18 @@ int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o
     if (info)
         *info = in;
     return DP_OK;
+}
+
+int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o, double *x,
+                    eb_mixsqp_info *info, dp_err *err)
+{
+    return solve_src(n, k, L, NULL, NULL, o, x, info, err);
+}
+
+int eb_mixsqp_solve_rows(size_t n, size_t k, eb_mixsqp_rows_fn rows, void *ctx,
+                         const eb_mixsqp_opts *o, double *x, eb_mixsqp_info *info, dp_err *err)
+{
+    if (rows == NULL)
+        return dp_err_set(err, DP_EINVAL, "mixsqp", "mixsqp needs a row generator");
+    return solve_src(n, k, NULL, rows, ctx, o, x, info, err);
 }

@@ -25,7 +25,13 @@
  * the gradient (dgemv) and the Hessian (dsyrk on the row-scaled block), through CBLAS (OpenBLAS,
  * pinned to one thread by eb_mixsqp_solve: see eb_blas_single_thread). A line search that accepts
  * the full step (the usual case near the optimum) reuses that pass's L x, so an iteration reads L
- * once.
+ * once. eb_mixsqp_solve_rows takes the rows from a generator instead, one block at a time into a
+ * buffer that stays in cache: for matrices too large to hold whose rows cost no more to recompute
+ * than to read back from memory.
+ * The Hessian must be fresh at every iteration: one formed once at the start of the full-data
+ * solve and reused took 42 iterations instead of 5 on the npmle benchmark (linear convergence,
+ * ending on the rounding stop with the dual residual at 8e-6): weights near 0 change its scale
+ * from one iterate to the next.
  *
  * Warm start: with n >= 131072 rows the problem is first solved on 16384 evenly strided rows (a
  * copy that stays in cache), and the full problem is started from that answer; the SQP's local
@@ -81,6 +87,19 @@ typedef struct eb_mixsqp_info {
  * (normalised). */
 int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o, double *x,
                     eb_mixsqp_info *info, dp_err *err);
+
+/* Fills out (nb * k, row-major) with rows j0, j0 + stride, ..., j0 + (nb - 1) stride of the scaled
+ * likelihood matrix (the rows eb_mixsqp_solve would read from L). Must be deterministic: a row is
+ * asked for once per pass and its values must be the same every time. */
+typedef void (*eb_mixsqp_rows_fn)(void *ctx, size_t j0, size_t stride, size_t nb, double *out);
+
+/* eb_mixsqp_solve on a matrix that is not stored: rows(ctx, ...) regenerates it block by block
+ * (a few hundred rows at a time, in cache) on every pass. For a matrix too large to hold whose rows
+ * cost no more to compute than to read back (evenly spaced npmle atoms: eb_nm.c). Given the same
+ * values as a stored L, the answer and info are bit-identical to eb_mixsqp_solve's. ctx borrowed;
+ * errors as eb_mixsqp_solve, and DP_EINVAL when rows is NULL. */
+int eb_mixsqp_solve_rows(size_t n, size_t k, eb_mixsqp_rows_fn rows, void *ctx,
+                         const eb_mixsqp_opts *o, double *x, eb_mixsqp_info *info, dp_err *err);
 
 /* sum_j (rowmax[j] + log(sum_k L_jk pi_k)) (rowmax NULL: 0), in row order. */
 double eb_mixsqp_loglik(size_t n, size_t k, const double *L, const double *rowmax,

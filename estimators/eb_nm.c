@@ -6,6 +6,10 @@
  * mass), so one likelihood builder, one log-likelihood and one posterior serve every family. The
  * likelihood matrix is built in log space and each row is divided by its largest entry before
  * exponentiation (eb_mixsqp.h), so no entry under- or overflows whatever the spread of x and s.
+ * Evenly spaced point masses (npmle) are not stored: their rows are regenerated block by block on
+ * every pass of the solver (even_rows, eb_mixsqp_solve_rows): about as fast on one core as reading
+ * the matrix back from memory, without holding n x k doubles (160 MB for 10^6 observations and 20
+ * atoms) or paying their first touch (docs/BENCHMARKS.md, normal means).
  */
 /* madvise(MADV_HUGEPAGE) is a Linux extension outside POSIX: see big_alloc. Defined before any
  * header (each .c includes its own header first, which includes system headers). */
@@ -38,6 +42,13 @@
 #define SCALE_ZERO_RTOL 1e-7
 /* pi0 within this of 0 or 1 is a boundary estimate. */
 #define PI0_BOUNDARY 1e-8
+/* Rows of an even npmle grid generated together (even_rows): their recurrences run as lanes. */
+#define EVEN_CHUNK 32
+/* even_rows skips the flush to 0 of values under DBL_MIN (log 2.2e-308 = -708.4) when the
+ * smallest exponent its chains can reach is above this: 8 below it, room for the roundings of
+ * the exponent's bound and of up to EB_NM_MAX_GRID products (each 1 + 2^-53). */
+#define EVEN_SAFE_LOG (-700.0)
+typedef double v2d __attribute__((vector_size(2 * sizeof(double)))); /* GCC/Clang vector */
 
 static const char *const family_names[EB_NM_N_FAMILIES] = {
     "normal", "point_normal", "normal_scale_mixture", "npmle", "point_laplace"};
@@ -227,8 +238,9 @@ typedef struct nm_ws {
     double *mean, *sd; /* [k] components (the family's layout) */
     bool laplace;      /* component 1 is Laplace(mean[1], sd[1]) (point_laplace) */
     double *w;         /* [k] weights: warm start in, answer out */
-    double *L;         /* [n * k] */
-    double *rowmax;    /* [n] */
+    double *L;         /* [n * k], on first use; never for an even grid (solve_weights) */
+    double *rowmax;    /* [n], with L */
+    double *buf;       /* [(2k - 1) EVEN_CHUNK] scratch of even_rows */
     unsigned iterations, evaluations;
     eb_status last;  /* the solver's status at the last weights solved (the answer's) */
     eb_status worst; /* boundary flags of the answer */
@@ -236,54 +248,164 @@ typedef struct nm_ws {
     int rc; /* first failure of a profiled evaluation */
 } nm_ws;
 
-/* Builds L (row-scaled) and rowmax for the current components. Evenly spaced point masses (the
- * npmle grid) use the ratio of neighbouring columns, exp(-(x - a_{c+1})^2/2v + (x - a_c)^2/2v) =
- * exp((x - a_c) h / v - h^2/2v) = r_c, with r_{c+1} = r_c exp(-h^2/v): three exponentials per row
- * instead of k; products move away from the row's largest column, so they only decrease and
- * relative error grows by at most k roundings. Every other layout takes one exponential per
- * entry. */
+#define BIG_BYTES  (8u << 20) /* larger blocks are asked for in transparent huge pages */
+#define HUGE_ALIGN (2u << 20) /* x86-64 huge page */
+
+/* count doubles, uninitialised. The likelihood matrix of 10^6 observations is 160 MB: in 4 kB
+ * pages its first touch costs 40,000 page faults, which under a hypervisor took longer than the
+ * whole solve; on 2 MB pages (transparent huge pages, where the kernel allows them) it takes 80.
+ * madvise is only advice: when it fails the memory is used as it is. Free with dp_free. */
+static double *big_alloc(size_t count)
+{
+    if (count > SIZE_MAX / sizeof(double))
+        return NULL;
+    size_t bytes = count * sizeof(double);
+    if (bytes < BIG_BYTES)
+        return dp_malloc(bytes);
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_ALIGN, bytes) != 0)
+        return NULL;
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+    return p;
+}
+
+/* Whether the components are k >= 3 evenly spaced point masses (the npmle default grid); *h the
+ * spacing. */
+static bool even_grid(const nm_ws *ws, double *h)
+{
+    size_t k = ws->k;
+    bool even = k >= 3;
+    *h = k >= 2 ? ws->mean[1] - ws->mean[0] : 0.0;
+    for (size_t c = 0; even && c < k; c++)
+        even = ws->sd[c] == 0.0 &&
+               (c == 0 || fabs((ws->mean[c] - ws->mean[c - 1]) - *h) <= 1e-12 * fabs(*h));
+    return even;
+}
+
+/* The largest column of an even grid's row at x: the nearest atom. */
+static size_t even_top(const nm_ws *ws, double h, double x)
+{
+    size_t k = ws->k;
+    double t = (x - ws->mean[0]) / h;
+    return t <= 0.0 ? 0 : (t >= (double)(k - 1) ? k - 1 : (size_t)floor(t + 0.5));
+}
+
+/* Rows j0, j0 + stride, ..., (nb of them) of the row-scaled L for evenly spaced point masses a_c =
+ * mean[c] (spacing h = mean[1] - mean[0]), into out (eb_mixsqp_rows_fn). The ratio of neighbouring
+ * columns is exp(-(x - a_{c+1})^2/2v + (x - a_c)^2/2v) = exp((x - a_c) h / v - h^2/2v) = r_c, with
+ * r_{c+1} = r_c q, q = exp(-h^2/v): from the row's largest column c0 (value 1) upward L_{c+1} = L_c
+ * r_c, and downward L_{c-1} = L_c / r_{c-1} with 1/r_{c-1} = exp(-(x - a_c0) h / v - h^2/2v) at
+ * c0, = q / r_c0: two exponentials per row instead of k. Products move away from the largest
+ * column, so they only decrease and relative error grows by at most k + 2 roundings; a value or
+ * ratio under DBL_MIN is flushed to 0 (and stays 0), so no subnormal is ever multiplied.
+ *
+ * Layout for speed: EVEN_CHUNK rows at a time, column by column (ws->buf, column-major: lane i is
+ * a row), so the rows' recurrences are independent lanes of loops with fixed trip counts; both
+ * chains run the full k - 1 steps from the largest column whatever c0 is (2k - 1 entries, the
+ * largest at k - 1), and the row is the window of k entries that starts at k - 1 - c0. Entries
+ * outside the window are discarded (they may overflow when x lies beyond the grid; nothing reads
+ * them). When a lower bound on every exponent of the chunk's chains is above EVEN_SAFE_LOG, no
+ * value or ratio can fall under DBL_MIN: the chains are bare products, four lanes at a time in
+ * two-double vectors (no branch; each lane's values are the same products in the same order as
+ * the flushing loop's, so the two loops agree bit for bit wherever neither flushes); otherwise
+ * the flushing loop runs. A short last chunk repeats its last row in the unused lanes. */
+static void even_rows(void *vctx, size_t j0, size_t stride, size_t nb, double *out)
+{
+    nm_ws *ws = vctx;
+    const eb_nm_data *d = ws->d;
+    size_t k = ws->k;
+    double h = ws->mean[1] - ws->mean[0];
+    double *B = ws->buf, *mid = B + (k - 1) * EVEN_CHUNK;
+    /* the lanes' state in local arrays: nothing the loop stores to can alias them */
+    double ru[EVEN_CHUNK], rd[EVEN_CHUNK], vu[EVEN_CHUNK], vd[EVEN_CHUNK], q[EVEN_CHUNK];
+    size_t c0[EVEN_CHUNK];
+    for (size_t i0 = 0; i0 < nb; i0 += EVEN_CHUNK) {
+        size_t m = nb - i0 < EVEN_CHUNK ? nb - i0 : EVEN_CHUNK;
+        bool fast = true; /* no value or ratio of the chunk can fall under DBL_MIN */
+        for (size_t i = 0; i < EVEN_CHUNK; i++) {
+            size_t j = j0 + (i0 + (i < m ? i : m - 1)) * stride;
+            double x = d->x[j], iv = 1.0 / (d->s[j] * d->s[j]), hh = h * h * iv;
+            c0[i] = even_top(ws, h, x);
+            double z = x - ws->mean[c0[i]];
+            q[i] = exp(-hh);
+            ru[i] = exp(z * h * iv - 0.5 * hh);
+            /* q / ru unless ru underflowed (then q may have too: 0 / 0) */
+            rd[i] = ru[i] >= DBL_MIN ? q[i] / ru[i] : exp(-z * h * iv - 0.5 * hh);
+            vu[i] = vd[i] = mid[i] = 1.0;
+            /* a lower bound on the exponents either chain reaches in k - 1 steps: the last
+             * value's, -(k-1) h |z| / s^2 - (k-1)^2 h^2 / 2 s^2, less h (|z| + h) / s^2, which is
+             * below the last ratio's */
+            double e1 = (double)(k - 1) * h * iv, az = fabs(z);
+            fast =
+                fast && -e1 * (az + (double)(k - 1) * h * 0.5) - h * (az + h) * iv > EVEN_SAFE_LOG;
+        }
+        if (fast) {
+            /* four lanes at a time held in registers (two-double vectors: SSE2, part of the
+             * x86-64 baseline; elsewhere the compiler splits them), k - 1 steps each */
+            for (size_t i = 0; i < EVEN_CHUNK; i += 4) {
+                v2d ua = {ru[i], ru[i + 1]}, ub = {ru[i + 2], ru[i + 3]};
+                v2d da = {rd[i], rd[i + 1]}, db = {rd[i + 2], rd[i + 3]};
+                v2d qa = {q[i], q[i + 1]}, qb = {q[i + 2], q[i + 3]};
+                v2d va = {1.0, 1.0}, vb = va, wa = va, wb = va;
+                for (size_t e = 1; e < k; e++) {
+                    va *= ua;
+                    vb *= ub;
+                    wa *= da;
+                    wb *= db;
+                    ua *= qa;
+                    ub *= qb;
+                    da *= qa;
+                    db *= qb;
+                    double *up = mid + e * EVEN_CHUNK + i, *dn = mid - e * EVEN_CHUNK + i;
+                    memcpy(up, &va, sizeof va);
+                    memcpy(up + 2, &vb, sizeof vb);
+                    memcpy(dn, &wa, sizeof wa);
+                    memcpy(dn + 2, &wb, sizeof wb);
+                }
+            }
+        } else {
+            for (size_t e = 1; e < k; e++) {
+                double *up = mid + e * EVEN_CHUNK, *dn = mid - e * EVEN_CHUNK;
+                for (size_t i = 0; i < EVEN_CHUNK; i++) {
+                    double a = vu[i] * ru[i], b = vd[i] * rd[i], ra = ru[i] * q[i],
+                           rb = rd[i] * q[i];
+                    a = a < DBL_MIN ? 0.0 : a;
+                    b = b < DBL_MIN ? 0.0 : b;
+                    ru[i] = ra < DBL_MIN ? 0.0 : ra;
+                    rd[i] = rb < DBL_MIN ? 0.0 : rb;
+                    vu[i] = up[i] = a;
+                    vd[i] = dn[i] = b;
+                }
+            }
+        }
+        for (size_t i = 0; i < m; i++) {
+            double *row = out + (i0 + i) * k;
+            const double *src = B + (k - 1 - c0[i]) * EVEN_CHUNK + i;
+            for (size_t c = 0; c < k; c++)
+                row[c] = src[c * EVEN_CHUNK];
+        }
+    }
+}
+
+/* Builds L (row-scaled) and rowmax for the current components: even_row for evenly spaced point
+ * masses (used by tests; eb_nm_fit_prior does not store that matrix, see solve_weights), one
+ * exponential per entry for every other layout. */
 static bool build_L(nm_ws *ws)
 {
     const eb_nm_data *d = ws->d;
     size_t k = ws->k;
-    bool even = k >= 3;
-    double h = k >= 2 ? ws->mean[1] - ws->mean[0] : 0.0;
-    for (size_t c = 0; even && c < k; c++)
-        even = ws->sd[c] == 0.0 &&
-               (c == 0 || fabs((ws->mean[c] - ws->mean[c - 1]) - h) <= 1e-12 * fabs(h));
+    double h;
+    if (even_grid(ws, &h)) {
+        even_rows(ws, 0, 1, d->n, ws->L);
+        for (size_t j = 0; j < d->n; j++)
+            ws->rowmax[j] =
+                log_npdf(d->x[j], ws->mean[even_top(ws, h, d->x[j])], d->s[j] * d->s[j]);
+        return true;
+    }
     for (size_t j = 0; j < d->n; j++) {
         if (j % EB_NM_CANCEL_ROWS == 0 && nm_cancelled(ws->o->cancel))
             return false;
         double *row = ws->L + j * k, s2 = d->s[j] * d->s[j], x = d->x[j];
-        if (even) {
-            /* the nearest atom is the row's largest column */
-            double t = (x - ws->mean[0]) / h;
-            size_t c0 = t <= 0.0 ? 0 : (t >= (double)(k - 1) ? k - 1 : (size_t)floor(t + 0.5));
-            double lm = log_npdf(x, ws->mean[c0], s2);
-            ws->rowmax[j] = lm;
-            row[c0] = 1.0;
-            double q = exp(-h * h / s2); /* r_{c+1} / r_c */
-            /* upward: L_{c+1} = L_c r_c, r_c = exp((x - a_c) h / s2 - h^2 / (2 s2)) */
-            double r = exp((x - ws->mean[c0]) * h / s2 - 0.5 * h * h / s2), v = 1.0;
-            for (size_t c = c0 + 1; c < k; c++) {
-                v *= r;
-                r *= q;
-                row[c] = v < DBL_MIN ? 0.0 : v;
-                if (v < DBL_MIN)
-                    v = 0.0;
-            }
-            /* downward: L_{c-1} = L_c / r_{c-1}, 1/r_{c-1} = exp(-(x - a_c) h / s2 - h^2/(2 s2)) */
-            r = exp(-(x - ws->mean[c0]) * h / s2 - 0.5 * h * h / s2);
-            v = 1.0;
-            for (size_t c = c0; c-- > 0;) {
-                v *= r;
-                r *= q;
-                row[c] = v < DBL_MIN ? 0.0 : v;
-                if (v < DBL_MIN)
-                    v = 0.0;
-            }
-            continue;
-        }
         double mx = -DP_INF;
         for (size_t c = 0; c < k; c++) {
             row[c] = ws->laplace && c == 1 ? log_laplace_conv(x, ws->mean[c], d->s[j], ws->sd[c])
@@ -314,12 +436,28 @@ static double solve_weights(nm_ws *ws)
     if (ws->rc != DP_OK)
         return -DP_INF;
     ws->evaluations++;
-    if (nm_cancelled(ws->o->cancel) || !build_L(ws))
+    if (nm_cancelled(ws->o->cancel))
+        return nm_cancel(ws);
+    const eb_nm_data *d = ws->d;
+    double h;
+    /* evenly spaced atoms: the matrix is not stored; mixsqp regenerates its rows in cache-sized
+     * blocks on every pass (even_rows: two exponentials a row), the answer equal to the one on a
+     * matrix built entry by entry to rounding (tests) */
+    bool gen = ws->k >= 3 && even_grid(ws, &h);
+    if (!gen && ws->L == NULL) {
+        ws->L = big_alloc(d->n * ws->k);
+        ws->rowmax = dp_calloc(d->n, sizeof *ws->rowmax);
+        if (ws->L == NULL || ws->rowmax == NULL) {
+            ws->rc = dp_err_set(ws->err, DP_ENOMEM, NULL, "out of memory");
+            return -DP_INF;
+        }
+    }
+    if (!gen && !build_L(ws))
         return nm_cancel(ws);
     if (ws->k == 1) {
         ws->w[0] = 1.0;
         ws->last = EB_STATUS_CONVERGED;
-        return eb_mixsqp_loglik(ws->d->n, 1, ws->L, ws->rowmax, ws->w);
+        return eb_mixsqp_loglik(d->n, 1, ws->L, ws->rowmax, ws->w);
     }
     eb_mixsqp_opts mo = eb_mixsqp_opts_default();
     mo.max_iter = ws->o->max_iter;
@@ -327,7 +465,8 @@ static double solve_weights(nm_ws *ws)
     mo.start_given = true;
     mo.cancel = ws->o->cancel;
     eb_mixsqp_info info;
-    int rc = eb_mixsqp_solve(ws->d->n, ws->k, ws->L, &mo, ws->w, &info, ws->err);
+    int rc = gen ? eb_mixsqp_solve_rows(d->n, ws->k, even_rows, ws, &mo, ws->w, &info, ws->err)
+                 : eb_mixsqp_solve(d->n, ws->k, ws->L, &mo, ws->w, &info, ws->err);
     if (rc != DP_OK) {
         ws->rc = rc;
         return -DP_INF;
@@ -335,8 +474,9 @@ static double solve_weights(nm_ws *ws)
     ws->iterations += info.iterations + info.warm_iterations;
     ws->last = info.status;
     double srm = 0.0; /* the log-likelihood: the row maxima back, plus mixsqp's last pass */
-    for (size_t j = 0; j < ws->d->n; j++)
-        srm += ws->rowmax[j];
+    for (size_t j = 0; j < d->n; j++)
+        srm += gen ? log_npdf(d->x[j], ws->mean[even_top(ws, h, d->x[j])], d->s[j] * d->s[j])
+                   : ws->rowmax[j];
     return srm + info.sum_log;
 }
 
@@ -502,27 +642,6 @@ static size_t smn_default_grid(const eb_nm_data *d, double center, double mult, 
     return P + 2;
 }
 
-#define BIG_BYTES  (8u << 20) /* larger blocks are asked for in transparent huge pages */
-#define HUGE_ALIGN (2u << 20) /* x86-64 huge page */
-
-/* count doubles, uninitialised. The likelihood matrix of 10^6 observations is 160 MB: in 4 kB
- * pages its first touch costs 40,000 page faults, which under a hypervisor took longer than the
- * whole solve; on 2 MB pages (transparent huge pages, where the kernel allows them) it takes 80.
- * madvise is only advice: when it fails the memory is used as it is. Free with dp_free. */
-static double *big_alloc(size_t count)
-{
-    if (count > SIZE_MAX / sizeof(double))
-        return NULL;
-    size_t bytes = count * sizeof(double);
-    if (bytes < BIG_BYTES)
-        return dp_malloc(bytes);
-    void *p = NULL;
-    if (posix_memalign(&p, HUGE_ALIGN, bytes) != 0)
-        return NULL;
-    (void)madvise(p, bytes, MADV_HUGEPAGE);
-    return p;
-}
-
 static int ws_alloc(nm_ws *ws, size_t k, dp_err *err)
 {
     size_t n = ws->d->n;
@@ -534,9 +653,8 @@ static int ws_alloc(nm_ws *ws, size_t k, dp_err *err)
     ws->mean = dp_calloc(k, sizeof *ws->mean);
     ws->sd = dp_calloc(k, sizeof *ws->sd);
     ws->w = dp_calloc(k, sizeof *ws->w);
-    ws->L = big_alloc(n * k);
-    ws->rowmax = dp_calloc(n, sizeof *ws->rowmax);
-    if (!ws->mean || !ws->sd || !ws->w || !ws->L || !ws->rowmax)
+    ws->buf = dp_calloc((2 * k - 1) * EVEN_CHUNK, sizeof *ws->buf);
+    if (!ws->mean || !ws->sd || !ws->w || !ws->buf)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     for (size_t c = 0; c < k; c++)
         ws->w[c] = 1.0 / (double)k;
@@ -550,6 +668,7 @@ static void ws_free(nm_ws *ws)
     dp_free(ws->w);
     dp_free(ws->L);
     dp_free(ws->rowmax);
+    dp_free(ws->buf);
 }
 
 int eb_nm_fit_prior(const eb_nm_data *d, const eb_nm_opts *o, eb_nm_fit *fit, dp_err *err)

@@ -26,6 +26,10 @@
  *
  * Fit: g maximises the marginal log-likelihood. Mixture weights come from eb_mixsqp_solve (SQP,
  * Kim et al. 2020) on the likelihood matrix built in log space with row-wise max subtraction.
+ * For npmle atoms evenly spaced (the default grid, or a given grid with equal steps) the matrix is
+ * not stored: eb_mixsqp_solve_rows regenerates its rows on every pass from a recurrence across the
+ * atoms (two exponentials a row; eb_nm.c, even_rows), the answer equal to the stored matrix's to
+ * rounding; other layouts hold the n x k matrix.
  * The mode and a scale may each be fixed or estimated; an estimated one is profiled: a coarse scan
  * (EB_NM_SCAN points) then golden-section search on the best bracket, the weights re-solved at each
  * point (warm-started). For the normal family the mode given the scale is the precision-weighted

@@ -468,6 +468,150 @@ static void cancel_flag_stops_fit_solver_and_posterior(void **state)
     assert_int_equal(info.status, EB_STATUS_CONVERGED);
 }
 
+/* A stored matrix handed out through eb_mixsqp_rows_fn: rows j0, j0 + stride, ... copied. */
+typedef struct stored_rows {
+    const double *L;
+    size_t k;
+    size_t calls; /* blocks asked for */
+} stored_rows;
+
+static void copy_rows(void *vctx, size_t j0, size_t stride, size_t nb, double *out)
+{
+    stored_rows *c = vctx;
+    c->calls++;
+    for (size_t i = 0; i < nb; i++)
+        memcpy(out + i * c->k, c->L + (j0 + i * stride) * c->k, c->k * sizeof *out);
+}
+
+/* The scaled likelihood matrix of point masses at atoms a[0..k) built entry by entry in log space
+ * (one exp each, the straightforward way), and its row maxima; owned by caller. */
+static double *direct_matrix(size_t n, const double *x, const double *s, size_t k, const double *a,
+                             double *rowmax)
+{
+    double *L = dp_calloc(n * k, sizeof *L);
+    assert_non_null(L);
+    for (size_t j = 0; j < n; j++) {
+        double mx = -DP_INF, v = s[j] * s[j];
+        for (size_t c = 0; c < k; c++) {
+            double z = x[j] - a[c];
+            L[j * k + c] = -0.5 * (log(2.0 * M_PI * v) + z * z / v);
+            mx = fmax(mx, L[j * k + c]);
+        }
+        rowmax[j] = mx;
+        for (size_t c = 0; c < k; c++)
+            L[j * k + c] = exp(L[j * k + c] - mx);
+    }
+    return L;
+}
+
+/* eb_mixsqp_solve_rows on rows generated from a stored matrix is eb_mixsqp_solve on that matrix,
+ * bit for bit (same blocks, same arithmetic), through the strided warm start (n >= 131072) too;
+ * a NULL generator is refused. */
+static void mixsqp_generated_rows_equal_stored_matrix(void **state)
+{
+    (void)state;
+    size_t n = 140000, k = 7;
+    double *x = dp_calloc(n, sizeof *x), *s = dp_calloc(n, sizeof *s);
+    double *rowmax = dp_calloc(n, sizeof *rowmax);
+    assert_non_null(x);
+    assert_non_null(s);
+    assert_non_null(rowmax);
+    dp_err e;
+    dp_err_clear(&e);
+    gsl_rng *r = dp_rng_alloc(1507, DP_RNG_STREAM_DATA, &e);
+    assert_non_null(r);
+    for (size_t j = 0; j < n; j++) {
+        double u = gsl_rng_uniform(r);
+        s[j] = 0.4 + gsl_rng_uniform(r);
+        x[j] = (u < 0.7 ? 0.0 : 2.3) + s[j] * gsl_ran_ugaussian(r);
+    }
+    gsl_rng_free(r);
+    double a[7] = {-3.1, -1.7, -0.2, 0.45, 1.9, 2.35, 4.0};
+    double *L = direct_matrix(n, x, s, k, a, rowmax);
+    double p1[7], p2[7];
+    eb_mixsqp_opts o = eb_mixsqp_opts_default();
+    eb_mixsqp_info i1, i2;
+    assert_int_equal(eb_mixsqp_solve(n, k, L, &o, p1, &i1, &e), DP_OK);
+    stored_rows c = {L, k, 0};
+    assert_int_equal(eb_mixsqp_solve_rows(n, k, copy_rows, &c, &o, p2, &i2, &e), DP_OK);
+    assert_true(c.calls > 1);
+    assert_true(i1.warm_iterations > 0);
+    assert_int_equal(i1.iterations, i2.iterations);
+    assert_int_equal(i1.warm_iterations, i2.warm_iterations);
+    assert_int_equal(i1.active_iterations, i2.active_iterations);
+    assert_int_equal(i1.status, i2.status);
+    assert_memory_equal(&i1.sum_log, &i2.sum_log, sizeof i1.sum_log);
+    assert_memory_equal(p1, p2, sizeof p1);
+    assert_int_equal(eb_mixsqp_solve_rows(n, k, NULL, NULL, &o, p2, &i2, &e), DP_EINVAL);
+    dp_free(L);
+    dp_free(rowmax);
+    dp_free(x);
+    dp_free(s);
+}
+
+/* npmle on an evenly spaced grid: eb_nm_fit_prior does not store the likelihood matrix but
+ * regenerates it from a recurrence (two exponentials a row); its answer must be the one mixsqp
+ * gives on the matrix built entry by entry (one exp each), and its log-likelihood the one
+ * eb_nm_loglik recomputes by log-sum-exp. Three cases: the default grid on 150,000 observations
+ * (the warm start, the vectorised chains), and a given even grid that the data overhang, with
+ * standard errors so small against the spacing that most entries underflow (the chains' flush to
+ * 0, rows beyond the grid's ends). */
+static void npmle_even_grid_unstored_equals_direct_matrix(void **state)
+{
+    (void)state;
+    for (int cs = 0; cs < 2; cs++) {
+        size_t n = cs == 0 ? 150000 : 3000;
+        double *x = dp_calloc(n, sizeof *x), *s = dp_calloc(n, sizeof *s);
+        double *rowmax = dp_calloc(n, sizeof *rowmax);
+        assert_non_null(x);
+        assert_non_null(s);
+        assert_non_null(rowmax);
+        dp_err e;
+        dp_err_clear(&e);
+        gsl_rng *r = dp_rng_alloc(cs == 0 ? 1515 : 1516, DP_RNG_STREAM_DATA, &e);
+        assert_non_null(r);
+        for (size_t j = 0; j < n; j++) {
+            double u = gsl_rng_uniform(r);
+            s[j] = cs == 0 ? 0.5 + gsl_rng_uniform(r) : 0.1 + 0.2 * gsl_rng_uniform(r);
+            double th = u < 0.6 ? 0.0 : (u < 0.8 ? -2.0 : 3.0);
+            x[j] = cs == 0 ? th + 0.3 * gsl_ran_ugaussian(r) + s[j] * gsl_ran_ugaussian(r)
+                           : -9.0 + 18.0 * gsl_rng_uniform(r);
+        }
+        gsl_rng_free(r);
+        double grid[25];
+        eb_nm_data d = {n, x, s};
+        eb_nm_opts o = eb_nm_opts_default(EB_NM_NPMLE);
+        if (cs == 0) {
+            o.grid_size = 20;
+        } else {
+            for (size_t c = 0; c < 25; c++)
+                grid[c] = -6.0 + 0.5 * (double)c; /* [-6, 6]: x reaches 9 beyond */
+            o.grid = grid;
+            o.n_grid = 25;
+        }
+        eb_nm_fit fit;
+        assert_int_equal(eb_nm_fit_prior(&d, &o, &fit, &e), DP_OK);
+        assert_int_equal(fit.status, EB_STATUS_CONVERGED);
+        /* the log-likelihood reported is the weights' (recomputed independently) */
+        assert_close(fit.loglik, eb_nm_loglik(&d, &fit), 1e-12, 0);
+        double *L = direct_matrix(n, x, s, fit.k, fit.mean, rowmax), pi[25];
+        eb_mixsqp_opts mo = eb_mixsqp_opts_default();
+        eb_mixsqp_info info;
+        assert_int_equal(eb_mixsqp_solve(n, fit.k, L, &mo, pi, &info, &e), DP_OK);
+        assert_int_equal(info.status, EB_STATUS_CONVERGED);
+        double ll = eb_mixsqp_loglik(n, fit.k, L, rowmax, pi);
+        /* both at the optimum (dual residual <= 1e-8): equal log-likelihoods to rounding */
+        assert_close(fit.loglik, ll, 1e-12, 0);
+        for (size_t c = 0; c < fit.k; c++)
+            assert_close(fit.w[c], pi[c], 0, 1e-6);
+        dp_free(L);
+        eb_nm_fit_free(&fit);
+        dp_free(x);
+        dp_free(s);
+        dp_free(rowmax);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -480,6 +624,8 @@ int main(void)
         cmocka_unit_test(normal_scale_at_zero_is_boundary),
         cmocka_unit_test(mixsqp_meets_kkt_with_warm_start),
         cmocka_unit_test(npmle_optimal_to_rounding_is_converged),
+        cmocka_unit_test(mixsqp_generated_rows_equal_stored_matrix),
+        cmocka_unit_test(npmle_even_grid_unstored_equals_direct_matrix),
         cmocka_unit_test(draws_are_seeded_and_follow_the_posterior),
         cmocka_unit_test(bad_input_names_the_field),
         cmocka_unit_test(all_equal_observations_give_one_atom),
