@@ -213,6 +213,8 @@ int run_rows_write(const run_rows *r, size_t from, size_t to, bool comma, bool w
                    run_text *t)
 {
     char num[RUN_ROWS_NUM_MAX];
+    if (run_text_reserve(t, 0) != 0)
+        return -1;
     for (size_t i = from; i < to; i++) {
         size_t idl = r->ids == RUN_IDS_TEXT ? r->id_off[i + 1] - r->id_off[i] : 0;
         /* the largest a row can be: names, numbers, separators */
