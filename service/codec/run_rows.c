@@ -21,6 +21,8 @@
 
 #include <jansson.h>
 
+#include "common/dp_alloc.h"
+
 int run_text_reserve(run_text *t, size_t extra)
 {
     if (t->failed)
@@ -170,11 +172,11 @@ int run_rows_alloc(run_rows *r, size_t m, run_ids ids)
     r->ids = ids;
     if (r->w == 0 || m > SIZE_MAX / sizeof(double) / r->w)
         return -1;
-    r->vals = malloc(m * r->w * sizeof(double) + 1);
+    r->vals = dp_malloc(m * r->w * sizeof(double) + 1);
     if (r->vals == NULL)
         return -1;
     if (ids == RUN_IDS_TEXT) {
-        r->id_off = malloc((m + 1) * sizeof *r->id_off);
+        r->id_off = dp_malloc((m + 1) * sizeof *r->id_off);
         if (r->id_off == NULL)
             return -1;
         r->id_off[0] = 0;
@@ -190,7 +192,7 @@ int run_rows_push_id(run_rows *r, size_t i, const char *json, size_t len)
         size_t cap = r->id_cap ? r->id_cap : 4096;
         while (cap - r->id_len < len)
             cap *= 2;
-        char *t = realloc(r->id_text, cap);
+        char *t = dp_realloc(r->id_text, cap);
         if (t == NULL)
             return -1;
         r->id_text = t;
@@ -325,8 +327,8 @@ void run_rows_clear(run_rows *r)
 {
     if (r == NULL)
         return;
-    free(r->vals);
-    free(r->id_text);
-    free(r->id_off);
+    dp_free(r->vals);
+    dp_free(r->id_text);
+    dp_free(r->id_off);
     memset(r, 0, sizeof *r);
 }

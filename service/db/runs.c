@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/dp_alloc.h"
 #include "common/dp_log.h"
 #include "service/db/bind.h"
 
@@ -416,7 +417,7 @@ int runs_rows_get(sqlite3 *db, int64_t id, size_t from, size_t count, const char
         size_t text_at = (*total + 1) * sizeof(uint32_t) + first;
         if (s == SQLITE_OK && last < first)
             s = SQLITE_CORRUPT;
-        if (s == SQLITE_OK && (out->id_text = malloc((size_t)(last - first) + 1)) == NULL)
+        if (s == SQLITE_OK && (out->id_text = dp_malloc((size_t)(last - first) + 1)) == NULL)
             s = SQLITE_NOMEM;
         if (s == SQLITE_OK)
             s = blob_get(db, "ids", id, out->id_text, last - first, text_at);

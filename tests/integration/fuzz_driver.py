@@ -109,6 +109,8 @@ SEEDS = {
                      "sigma_theta_bound": 0.5}},
         {"clients": [{"mean": 0.31, "se": 0.13}, {"mean": 0.12, "se": 0.18}, {"mean": 0.5, "se": 0.09}],
          "seed": 3, "privacy": {"epsilon0": 1, "delta": 1e-5, "r": 1, "sigma_theta_bound": 0.2}},
+        {"clients": GCLIENTS, "noise_variance": 0.25, "results": "summary"},
+        {"clients": GCLIENTS, "noise_variance": 0.25, "results": "full", "keep_data": True},
     ],
     "POST /v1/estimators/beta": [
         {"clients": BCLIENTS},
@@ -116,6 +118,7 @@ SEEDS = {
          "privacy": {"epsilon0": 2}},
         {"clients": [{"samples": [1, 0, 0, 1]}, {"samples": [True, False]}],
          "prior": {"alpha": 2, "beta": 5}},
+        {"clients": BCLIENTS, "results": "summary"},
     ],
     "POST /v1/estimators/mixture": [
         {"clients": MCLIENTS, "noise_variance": 0.25, "components": 2, "seed": 3},
@@ -131,6 +134,9 @@ SEEDS = {
         {"x": [1.2, -0.4, 0.1, 2.5], "s": 0.5, "prior_family": "normal", "mode": "estimate"},
         {"x": [1.2, -0.4, 0.1, 2.5, 4], "s": 1, "prior_family": "npmle", "grid_size": 20},
         {"x": [0.3, -0.2, 0.9], "s": [1, 1, 2], "prior_family": "point_laplace", "mode": 0},
+        {"x": [1.2, -0.4, 0.1, 2.5], "s": 1, "prior_family": "normal", "results": "summary"},
+        {"x": [1.2, -0.4, 0.1, 2.5], "s": 1, "prior_family": "npmle", "draws": 1,
+         "results": "full"},
     ],
     "POST /v1/tuning/cost": [
         {"event": {"type": "laplace", "noise_multiplier": 4},
