@@ -236,10 +236,12 @@ static bool flat_ws(char c)
 }
 
 /* A JSON number token at p (< end): its end, or NULL when p holds no number by JSON's grammar. */
-static const char *flat_number(const char *p, const char *end, bool *is_int, size_t *digits)
+static const char *flat_number(const char *p, const char *end, bool *is_int, size_t *digits,
+                               bool *has_exp)
 {
     const char *q = p;
     *is_int = true;
+    *has_exp = false;
     *digits = 0;
     if (q < end && *q == '-')
         q++;
@@ -264,6 +266,7 @@ static const char *flat_number(const char *p, const char *end, bool *is_int, siz
     }
     if (q < end && (*q == 'e' || *q == 'E')) {
         *is_int = false;
+        *has_exp = true;
         q++;
         if (q < end && (*q == '+' || *q == '-'))
             q++;
@@ -275,7 +278,9 @@ static const char *flat_number(const char *p, const char *end, bool *is_int, siz
     return q;
 }
 
-int clients_json_flat_get(const clients_json *cj, size_t i, clients_json_flat *out)
+/* clients_json_flat_get; values false: the syntax and the finiteness only (check_elements),
+ * without converting a number that cannot overflow (no exponent, fewer than 64 characters). */
+static int flat_read(const clients_json *cj, size_t i, clients_json_flat *out, bool values)
 {
     const char *p = cj->body + cj->spans[i].off, *end = p + cj->spans[i].len;
     out->n = 0;
@@ -308,19 +313,22 @@ int clients_json_flat_get(const clients_json *cj, size_t i, clients_json_flat *o
                 return -1;
             while (p < end && flat_ws(*p))
                 p++;
-            bool is_int;
+            bool is_int, has_exp;
             size_t digits;
-            const char *q = flat_number(p, end, &is_int, &digits);
+            const char *q = flat_number(p, end, &is_int, &digits, &has_exp);
             if (q == NULL || (is_int && digits > 18))
                 return -1;
             char num[64];
             if ((size_t)(q - p) >= sizeof num)
                 return -1;
-            memcpy(num, p, (size_t)(q - p));
-            num[q - p] = '\0';
-            double v = is_int ? (double)strtoll(num, NULL, 10) : strtod(num, NULL);
-            if (!isfinite(v))
-                return -1;
+            double v = 0;
+            if (values || has_exp) {
+                memcpy(num, p, (size_t)(q - p));
+                num[q - p] = '\0';
+                v = is_int ? (double)strtoll(num, NULL, 10) : strtod(num, NULL);
+                if (!isfinite(v))
+                    return -1;
+            }
             out->m[out->n].key = k;
             out->m[out->n].key_len = kl;
             out->m[out->n].v = v;
@@ -346,6 +354,11 @@ int clients_json_flat_get(const clients_json *cj, size_t i, clients_json_flat *o
     return p == end ? 0 : -1;
 }
 
+int clients_json_flat_get(const clients_json *cj, size_t i, clients_json_flat *out)
+{
+    return flat_read(cj, i, out, true);
+}
+
 /* Parses every element on its own (jansson, or clients_json_flat_get for a flat object of numbers,
  * which jansson parses to the same values), counting the members clients_json_count_with reports.
  * Returns cj->n, or the index of the first element that does not parse. */
@@ -353,7 +366,7 @@ static size_t check_elements(clients_json *cj)
 {
     for (size_t i = 0; i < cj->n; i++) {
         clients_json_flat f;
-        if (clients_json_flat_get(cj, i, &f) == 0) {
+        if (flat_read(cj, i, &f, false) == 0) {
             for (size_t j = 0; j < f.n; j++) {
                 cj->n_id += f.m[j].key_len == 2 && memcmp(f.m[j].key, "id", 2) == 0;
                 cj->n_silo += f.m[j].key_len == 7 && memcmp(f.m[j].key, "silo_id", 7) == 0;
