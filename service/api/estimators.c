@@ -22,9 +22,11 @@
  * Memory: request values are borrowed from the job's reference to the body; every allocation is
  * freed at the single out: label of each compute function or in est_job_free. A large "clients"
  * array arrives as text spans (rq->clients, service/codec/clients_json.h: no jansson tree for it,
- * issue 10) and each pass over the clients parses one client at a time (cl_get); the result text
- * is built once, in place (rows_to_result, run_write), stored and answered from the same buffer, so
- * a run peaks at a small multiple of its body (docs/ESTIMATORS.md "Request size"). Thread-safety: a
+ * issue 10) and each pass over the clients parses one client at a time (cl_get; a flat client
+ * without jansson, clients_json_flat_get). The per-client results are columns of doubles (j->cols,
+ * codec/run_rows.h): stored as they are beside the run (migration 0012), and written as text once,
+ * after the run is stored, around the small stored result (result_around_rows), so a run peaks at
+ * a small multiple of its body (docs/ESTIMATORS.md "Request size", "Large runs"). Thread-safety: a
  * job belongs to one thread at a time (the HTTP thread, then a compute thread, then an HTTP
  * thread); the request's connection is used on the HTTP thread only.
  */
@@ -756,11 +758,10 @@ static int rows_fields(est_job *j, const char *const *names, const size_t *width
     return DP_OK;
 }
 
-/* Turns b, the "estimates" array's elements (j->rows), into the whole result text, in place:
- * result (the rest of the result as text, with the placeholder "estimates":[]) is put around the
- * elements, so the largest text of a run exists once. *tail: where the text after the elements
- * starts in b. -1 when out of memory or the placeholder is missing. */
-static int rows_to_result(text_buf *b, const char *result, size_t *tail)
+/* Writes into b (empty) the result text result (with the placeholder "estimates":[]) with the
+ * rows of r between its brackets, front to back: the rows, the largest text of a run, are written
+ * once, where they stay. -1 when out of memory or the placeholder is missing. */
+static int result_around_rows(const char *result, const run_rows *r, text_buf *b)
 {
     static const char PH[] = "\"estimates\":[]";
     const char *at = strstr(result, PH);
@@ -769,12 +770,13 @@ static int rows_to_result(text_buf *b, const char *result, size_t *tail)
     size_t pre = (size_t)(at - result) + sizeof PH - 2; /* up to and including '[' */
     const char *post = at + sizeof PH - 2;
     size_t n_post = strlen(post);
-    if (tb_reserve(b, pre + n_post + 64) != 0) /* 64: room for the run_id at the end */
+    if (tb_reserve(b, pre) != 0)
         return -1;
-    memmove(b->s + pre, b->s, b->len + 1);
-    memcpy(b->s, result, pre);
+    memcpy(b->s + b->len, result, pre);
     b->len += pre;
-    *tail = b->len;
+    if (run_rows_write(r, 0, r->m, false, false, b) != 0 ||
+        tb_reserve(b, n_post + 64) != 0) /* 64: room for the run_id at the end */
+        return -1;
     memcpy(b->s + b->len, post, n_post + 1);
     b->len += n_post;
     return 0;
@@ -818,7 +820,7 @@ static char *result_with_rows(sqlite3 *db, int64_t id, char *result, const char 
                               dp_err *err)
 {
     run_rows r;
-    size_t total = 0, tail = 0;
+    size_t total = 0;
     bool found = false;
     if (runs_rows_get(db, id, 0, SIZE_MAX, req_id, &r, &total, &found, err) != DP_OK) {
         free(result);
@@ -827,8 +829,7 @@ static char *result_with_rows(sqlite3 *db, int64_t id, char *result, const char 
     if (!found)
         return result;
     text_buf b = {0};
-    bool bad =
-        run_rows_write(&r, 0, r.m, false, false, &b) != 0 || rows_to_result(&b, result, &tail) != 0;
+    bool bad = result_around_rows(result, &r, &b) != 0;
     run_rows_clear(&r);
     free(result);
     if (bad) {
@@ -1029,7 +1030,7 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
     rs = json_util_dumps(result, JSON_COMPACT);
     json_decref(result);
     result = NULL;
-    size_t tail = 0, charges_at = 0;
+    size_t charges_at = 0;
     if (rs != NULL)
         tb_printf(&small, "%s", rs);
     if (rs == NULL || small.failed) {
@@ -1055,8 +1056,7 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
     if (rc != DP_OK || j->replayed)
         goto out;
     if (rows) { /* the rows written once, straight into the answer around the stored result */
-        if (run_rows_write(&j->cols, 0, j->cols.m, false, false, &j->rows) != 0 ||
-            rows_to_result(&j->rows, small.s, &tail) != 0)
+        if (result_around_rows(small.s, &j->cols, &j->rows) != 0)
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         else
             j->answer = answer_in_place(&j->rows, j->run_id);
