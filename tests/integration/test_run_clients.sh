@@ -64,13 +64,18 @@ full beta "$B" 999
 full normal-means "$NM" 500
 check "normal-means rows carry their draws" [ "$(jq -c '.[7].draws | length' "$T/pages.json")" = 2 ]
 check "normal-means rows have no id" [ "$(jq -c '.[7] | has("id")' "$T/pages.json")" = false ]
+NMRUN=$RUN
+MIX=$(python3 -c "import json; print(json.dumps({'noise_variance': 0.25, 'components': 2, 'seed': 3, 'clients': [{'mean': (-1 if i % 2 else 1) + (i % 7) / 50.0, 'n': 3} for i in range(300)]}))")
+full mixture "$MIX" 128
+check "mixture rows carry their responsibilities" \
+    [ "$(jq -c '.[0].responsibilities | length' "$T/pages.json")" = 2 ]
 
 # one page past the end: empty, no next page; the default page size
-expect_status 200 GET "/v1/runs/$RUN/clients?after=1200"
+expect_status 200 GET "/v1/runs/$NMRUN/clients?after=1200"
 expect_json '.clients | length' 0
 expect_json .next_after null
 expect_json .total 1200
-expect_status 200 GET "/v1/runs/$RUN/clients"
+expect_status 200 GET "/v1/runs/$NMRUN/clients"
 expect_json '.clients | length' 1000
 expect_json .next_after 1000
 
