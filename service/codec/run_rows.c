@@ -99,11 +99,18 @@ size_t run_rows_fmt_double(char *buf, double x)
         d /= 10;
         e++;
     }
-    char dig[17];
-    for (int i = 16; i >= 0; i--) {
-        dig[i] = (char)('0' + d % 10);
-        d /= 10;
+    static const char PAIRS[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233"
+        "34353637383940414243444546474849505152535455565758596061626364656667"
+        "6869707172737475767778798081828384858687888990919293949596979899";
+    char dig[18];
+    for (int i = 16; i > 0; i -= 2) { /* two digits a division */
+        unsigned q = (unsigned)(d % 100);
+        d /= 100;
+        dig[i] = PAIRS[2 * q + 1];
+        dig[i - 1] = PAIRS[2 * q];
     }
+    dig[0] = (char)('0' + d);
     int nd = 17;
     while (nd > 1 && dig[nd - 1] == '0')
         nd--;
@@ -215,6 +222,11 @@ int run_rows_write(const run_rows *r, size_t from, size_t to, bool comma, bool w
                    run_text *t)
 {
     char num[RUN_ROWS_NUM_MAX];
+    char pre[RUN_ROWS_MAX_FIELDS][RUN_ROWS_NAME_MAX + 8]; /* ,"name":[ of each field, once */
+    size_t pre_len[RUN_ROWS_MAX_FIELDS];
+    for (size_t f = 0; f < r->n_fields; f++)
+        pre_len[f] = (size_t)snprintf(pre[f], sizeof pre[f], ",\"%s\":%s", r->field[f].name,
+                                      r->field[f].vec ? "[" : "");
     if (run_text_reserve(t, 0) != 0)
         return -1;
     for (size_t i = from; i < to; i++) {
@@ -243,21 +255,15 @@ int run_rows_write(const run_rows *r, size_t from, size_t to, bool comma, bool w
         const double *v = r->vals + i * r->w;
         for (size_t f = 0; f < r->n_fields; f++) {
             const run_field *fd = &r->field[f];
-            if (!first)
-                put(t, ",", 1);
+            put(t, pre[f] + (first ? 1 : 0), pre_len[f] - (first ? 1 : 0));
             first = false;
-            put(t, "\"", 1);
-            put(t, fd->name, strlen(fd->name));
-            put(t, "\":", 2);
-            if (fd->vec)
-                put(t, "[", 1);
             for (size_t k = 0; k < fd->width; k++) {
                 if (k > 0)
-                    put(t, ",", 1);
-                put(t, num, run_rows_fmt_double(num, v[k]));
+                    t->s[t->len++] = ',';
+                t->len += run_rows_fmt_double(t->s + t->len, v[k]); /* room reserved above */
             }
             if (fd->vec)
-                put(t, "]", 1);
+                t->s[t->len++] = ']';
             v += fd->width;
         }
         put(t, "}", 1);
