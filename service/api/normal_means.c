@@ -8,7 +8,8 @@
  * ebnm), "scale": number | "estimate" (default "estimate"; a number for normal, point_normal and
  * point_laplace), "grid":
  * [...] (the mixture families' sds or atoms), "grid_size" (npmle), "grid_mult" (scale mixture),
- * "draws" (posterior draws per observation, default 0), "seed", "max_iter", "tol"}. Unknown keys,
+ * "draws" (posterior draws per observation, default 0), "seed", "max_iter", "tol", "results":
+ * "full" (default) | "summary" (the fit alone: no posterior pass, no rows)}. Unknown keys,
  * lengths that differ, s <= 0 and bad options are 400 naming the field.
  *
  * Answer (201, stored as a run like the other estimators through api/estimators_run.h): the fitted
@@ -267,7 +268,8 @@ static int nm_compute(est_job *job, dp_err *err)
     eb_nm_data d = {r.n, r.x, r.s};
     if (rc == DP_OK)
         rc = eb_nm_fit_prior(&d, &r.o, &fit, err);
-    if (rc == DP_OK) {
+    bool rows = !est_summary(job); /* "results": "summary": the fit alone, no posterior pass */
+    if (rc == DP_OK && rows) {
         pm = dp_calloc(r.n, sizeof *pm);
         psd = dp_calloc(r.n, sizeof *psd);
         p2 = dp_calloc(r.n, sizeof *p2);
@@ -277,9 +279,9 @@ static int nm_compute(est_job *job, dp_err *err)
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     eb_nm_post post = {pm, psd, p2, lf, r.draws, dr, r.seed};
-    if (rc == DP_OK)
+    if (rc == DP_OK && rows)
         rc = eb_nm_posterior(&d, &fit, &post, err);
-    if (rc == DP_OK && !est_summary(job)) { /* the rows, as columns (api/estimators_run.h) */
+    if (rc == DP_OK && rows) { /* the rows, as columns (api/estimators_run.h) */
         static const char *const names[] = {"posterior_mean", "posterior_sd",
                                             "posterior_second_moment", "lfsr", "draws"};
         const size_t widths[] = {1, 1, 1, 1, r.draws};
