@@ -306,6 +306,8 @@ _estimate = obj({"id": null_or(_client_id), "posterior_mean": _vecn, "posterior_
 _run_common = {
     "run_id": ID, "replayed": boolean(description="an Idempotency-Key replay: the first answer"),
     "estimates": arr(_estimate), "log_likelihood": NUMN, "iterations": integer(minimum=0),
+    "results": enum("full", "summary", description="full: every client's estimate (estimates), "
+                    "answered and stored; summary: the fit alone, no estimates"),
     "status": _status, "converged": boolean(description="status is not max_iter"),
     "status_reason": null_or(string(description="the status in words: why the fit is not simply "
                                                 "converged, and what its answers then are")),
@@ -333,7 +335,7 @@ _run_common = {
                                        "charged to which silo")),
 }
 _nm_families = enum("normal", "point_normal", "point_laplace", "normal_scale_mixture", "npmle")
-_run_req = ["model", "method", "prior", "estimates", "log_likelihood", "iterations", "status",
+_run_req = ["model", "method", "prior", "log_likelihood", "iterations", "status",
             "converged", "privacy"]
 _gfit = obj({"mean": _vecn, "variance": _vecn, "log_likelihood": NUMN,
              "iterations": integer(), "status": _status})
@@ -385,7 +387,7 @@ SCHEMAS["EstimatorRun"] = {
                                   "lfsr"])),
             "n_observations": integer(minimum=1),
             "evaluations": integer(minimum=0, description="profile points: weights solved")}),
-            ["model", "prior_family", "prior", "estimates", "log_likelihood", "iterations",
+            ["model", "prior_family", "prior", "log_likelihood", "iterations",
              "status", "converged", "privacy", "n_observations", "evaluations"]),
     ]}
 SCHEMAS["RunSummary"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture", "normal-means"),
@@ -401,6 +403,14 @@ SCHEMAS["Run"] = obj({"id": ID, "kind": enum("gaussian", "beta", "mixture", "nor
                       "outputs": ref("EstimatorRun")},
                      ["id", "kind", "created_at", "status", "private", "n_clients", "data_kept",
                       "inputs", "outputs"])
+SCHEMAS["RunClients"] = obj({
+    "run_id": ID, "total": integer(minimum=1, description="the run's rows"),
+    "clients": arr(obj(dict({"position": integer(minimum=1, description="1-based place in the "
+                                                 "request's clients (or x)")},
+                            **{k: v for k, v in _estimate["properties"].items()},
+                            **{"posterior_second_moment": NUMN, "lfsr": NUMN, "draws": arr(NUMN)}),
+                       ["position", "posterior_mean", "posterior_sd"])),
+    "next_after": INTN}, ["run_id", "total", "clients", "next_after"])
 SCHEMAS["RunList"] = obj({"runs": arr(ref("RunSummary")), "next_after": INTN},
                          ["runs", "next_after"])
 _gclient = obj({"id": _client_id, "mean": _vec,
@@ -417,8 +427,11 @@ _gclient = obj({"id": _client_id, "mean": _vec,
 _bclient = obj({"id": _client_id, "successes": num(minimum=0), "trials": num(minimum=0),
                 "samples": arr({"oneOf": [enum(0, 1), boolean()]}, minItems=1),
                 "silo_id": ID}, description="successes and trials, or 0/1 samples")
+_results = enum("full", "summary", description="full (default): every client's estimate, "
+                "answered and stored (then paged by GET /v1/runs/{id}/clients); summary: the fit "
+                "alone, no per-client row answered or stored")
 _common_est = {"method": string(), "privacy": null_or(t("object")), "seed": integer(minimum=0),
-               "max_iter": integer(minimum=1), "keep_data": boolean()}
+               "max_iter": integer(minimum=1), "keep_data": boolean(), "results": _results}
 _gprivacy = null_or(obj({
     "model": enum("local", "central", description="local (default): each client's mean through "
                   "its own randomizer; central: the service adds noise once to clipped sums"),
@@ -465,7 +478,7 @@ SCHEMAS["NormalMeansRequest"] = obj(dict(
                                             "npmle: atoms (increasing)"),
     grid_size=integer(minimum=1, maximum=1000), grid_mult=num(exclusiveMinimum=1),
     draws=integer(minimum=0, maximum=1000), seed=integer(minimum=0),
-    max_iter=integer(minimum=1), tol=num(exclusiveMinimum=0)),
+    max_iter=integer(minimum=1), tol=num(exclusiveMinimum=0), results=_results),
     ["x", "s", "prior_family"])
 
 # Tuning (docs/TUNING.md)
@@ -804,6 +817,13 @@ op("GET", "/v1/runs", "The runs the caller may read", "token", [PARAMS["limit"],
    answers={"200": ok(ref("RunList"))}, errors=["400", "401", "500", "503"], tag="estimators")
 op("GET", "/v1/runs/{id}", "One stored run", "token",
    answers={"200": ok(ref("Run"))}, errors=["400", "401", "404", "500", "503"], tag="estimators")
+op("GET", "/v1/runs/{id}/clients", "A page of a run's per-client results", "token",
+   [dict(PARAMS["limit"], schema=integer(minimum=1, maximum=100000),
+         description="rows per page, 1..100000 (default 1000)"),
+    dict(PARAMS["after"], description="the last position seen (default 0: from the first "
+                                      "client)")],
+   answers={"200": ok(ref("RunClients"))}, errors=["400", "401", "404", "500", "503"],
+   tag="estimators")
 
 # tuning
 op("POST", "/v1/tuning/cost", "Privacy cost of a hyperparameter search", "open",

@@ -22,9 +22,11 @@
  * Memory: request values are borrowed from the job's reference to the body; every allocation is
  * freed at the single out: label of each compute function or in est_job_free. A large "clients"
  * array arrives as text spans (rq->clients, service/codec/clients_json.h: no jansson tree for it,
- * issue 10) and each pass over the clients parses one client at a time (cl_get); the result text
- * is built once, in place (rows_to_result, run_write), stored and answered from the same buffer, so
- * a run peaks at a small multiple of its body (docs/ESTIMATORS.md "Request size"). Thread-safety: a
+ * issue 10) and each pass over the clients parses one client at a time (cl_get; a flat client
+ * without jansson, clients_json_flat_get). The per-client results are columns of doubles (j->cols,
+ * codec/run_rows.h): stored as they are beside the run (migration 0015), and written as text once,
+ * after the run is stored, around the small stored result (result_around_rows), so a run peaks at
+ * a small multiple of its body (docs/ESTIMATORS.md "Request size", "Large runs"). Thread-safety: a
  * job belongs to one thread at a time (the HTTP thread, then a compute thread, then an HTTP
  * thread); the request's connection is used on the HTTP thread only.
  */
@@ -54,12 +56,15 @@
 #include "service/codec/clients_json.h"
 #include "service/codec/event_json.h"
 #include "service/codec/json_util.h"
+#include "service/codec/run_rows.h"
 #include "service/db/runs.h"
 #include "service/db/writer.h"
 #include "service/http/offload.h"
 #include "service/ledger/ledger.h"
 
-#define EST_DEFAULT_MAX_ITER 1000 /* solver iterations unless the request says otherwise */
+#define EST_DEFAULT_MAX_ITER      1000   /* solver iterations unless the request says otherwise */
+#define RUNS_CLIENTS_PAGE_DEFAULT 1000   /* GET /v1/runs/{id}/clients rows per page */
+#define RUNS_CLIENTS_PAGE_MAX     100000 /* and at most: a page of rows is ~100 bytes each */
 
 /* ---- small parsing helpers ---- */
 
@@ -280,11 +285,7 @@ typedef struct silo_charge {
 } silo_charge;
 
 /* A growing text buffer (the estimates of a run, the charges' JSON). */
-typedef struct text_buf {
-    char *s;
-    size_t len, cap;
-    bool failed;
-} text_buf;
+typedef run_text text_buf;
 
 struct est_job {
     const char *kind; /* "gaussian", "beta", "mixture" (static) */
@@ -308,10 +309,12 @@ struct est_job {
     ledger_charge_req *reqs;   /* [n_silos]: the batch as the ledger takes it (borrows sc) */
     ledger_charge_result *res; /* [n_silos] */
     /* the outcome */
-    text_buf rows; /* the "estimates" array's elements as JSON text, written row by row so that a
-                      million clients never become a million jansson objects at once */
+    text_buf rows; /* the "estimates" array's elements as JSON text, written from cols after the
+                      run is stored (run_rows_write: no jansson value per number) */
     size_t n_rows;
-    char *answer; /* response JSON text (malloc), run_id included */
+    run_rows cols; /* the per-client results, filled by the compute function (est_rows) */
+    bool summary;  /* "results": "summary": no per-client results answered or stored */
+    char *answer;  /* response JSON text (malloc), run_id included */
     int64_t run_id;
     bool replayed;
     bool charge_once; /* central DP: the run is one mechanism on the sums, charged once per silo
@@ -629,33 +632,11 @@ static int run_viewer(const http_req *rq, runs_viewer *v, dp_err *err)
 
 /* ---- run storage ---- */
 
-/* Makes room in b for extra more bytes and a NUL. A buffer grows by realloc, which moves a large
- * block by remapping its pages rather than by holding two copies (the result of a run is the
- * largest text the daemon builds). -1 when out of memory (b->failed is then set). */
+/* Makes room in b for extra more bytes and a NUL (codec/run_rows.h). A buffer grows by realloc,
+ * which moves a large block by remapping its pages rather than by holding two copies. */
 static int tb_reserve(text_buf *b, size_t extra)
 {
-    if (b->failed)
-        return -1;
-    if (b->s != NULL && b->cap - b->len > extra)
-        return 0;
-    size_t cap = b->cap ? b->cap : 1024;
-    while (cap - b->len <= extra) {
-        if (cap > SIZE_MAX / 2) {
-            b->failed = true;
-            return -1;
-        }
-        cap *= 2;
-    }
-    char *s = realloc(b->s, cap);
-    if (s == NULL) {
-        b->failed = true;
-        return -1;
-    }
-    if (b->s == NULL)
-        s[0] = '\0';
-    b->s = s;
-    b->cap = cap;
-    return 0;
+    return run_text_reserve(b, extra);
 }
 
 __attribute__((format(printf, 2, 3))) static void tb_printf(text_buf *b, const char *fmt, ...)
@@ -746,24 +727,41 @@ static char *answer_text(const char *result, int64_t id, bool replayed)
     return b.s;
 }
 
-/* Appends one estimate (row, stolen; NULL = out of memory) to j->rows, as compact JSON. */
-static int add_row(est_job *j, json_t *row, dp_err *err)
+/* Starts the per-client results (j->cols, its fields added) for m rows: each with its client's
+ * id (with_ids: the client's own as JSON text, or the index when no client sent one) or none. */
+static int rows_begin(est_job *j, size_t m, bool with_ids, dp_err *err)
 {
-    char *t = row ? json_util_dumps(row, JSON_COMPACT) : NULL;
-    json_decref(row);
-    if (t == NULL)
+    run_ids ids = !with_ids                   ? RUN_IDS_NONE
+                  : cl_may_have(&j->rq, "id") ? RUN_IDS_TEXT
+                                              : RUN_IDS_INDEX;
+    if (run_rows_alloc(&j->cols, m, ids) != 0)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    tb_printf(&j->rows, "%s%s", j->n_rows ? "," : "", t);
-    free(t);
-    j->n_rows++;
-    return j->rows.failed ? dp_err_set(err, DP_ENOMEM, NULL, "out of memory") : DP_OK;
+    for (size_t i = 0; ids == RUN_IDS_TEXT && i < m; i++) {
+        json_t *id = row_id(&j->rq, i);
+        char *t = id ? json_util_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        json_decref(id);
+        bool bad = t == NULL || run_rows_push_id(&j->cols, i, t, strlen(t)) != 0;
+        free(t);
+        if (bad)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    return DP_OK;
 }
 
-/* Turns b, the "estimates" array's elements (j->rows), into the whole result text, in place:
- * result (the rest of the result as text, with the placeholder "estimates":[]) is put around the
- * elements, so the largest text of a run exists once. *tail: where the text after the elements
- * starts in b. -1 when out of memory or the placeholder is missing. */
-static int rows_to_result(text_buf *b, const char *result, size_t *tail)
+/* Adds the fields (names and widths; vec: written as arrays) of the per-client results. */
+static int rows_fields(est_job *j, const char *const *names, const size_t *widths, const bool *vec,
+                       size_t n, dp_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (run_rows_add_field(&j->cols, names[i], widths[i], vec[i]) != 0)
+            return dp_err_set(err, DP_EINTERNAL, NULL, "too many per-client fields");
+    return DP_OK;
+}
+
+/* Writes into b (empty) the result text result (with the placeholder "estimates":[]) with the
+ * rows of r between its brackets, front to back: the rows, the largest text of a run, are written
+ * once, where they stay. -1 when out of memory or the placeholder is missing. */
+static int result_around_rows(const char *result, const run_rows *r, text_buf *b)
 {
     static const char PH[] = "\"estimates\":[]";
     const char *at = strstr(result, PH);
@@ -772,12 +770,13 @@ static int rows_to_result(text_buf *b, const char *result, size_t *tail)
     size_t pre = (size_t)(at - result) + sizeof PH - 2; /* up to and including '[' */
     const char *post = at + sizeof PH - 2;
     size_t n_post = strlen(post);
-    if (tb_reserve(b, pre + n_post + 64) != 0) /* 64: room for the run_id at the end */
+    if (tb_reserve(b, pre) != 0)
         return -1;
-    memmove(b->s + pre, b->s, b->len + 1);
-    memcpy(b->s, result, pre);
+    memcpy(b->s + b->len, result, pre);
     b->len += pre;
-    *tail = b->len;
+    if (run_rows_write(r, 0, r->m, false, false, b) != 0 ||
+        tb_reserve(b, n_post + 64) != 0) /* 64: room for the run_id at the end */
+        return -1;
     memcpy(b->s + b->len, post, n_post + 1);
     b->len += n_post;
     return 0;
@@ -811,7 +810,35 @@ typedef struct run_row {
     text_buf *result;          /* the result's text (j->rows), its charges still to be written */
     size_t charges_at;         /* offset in it just past the '[' of privacy's "charges":[] */
     size_t charges_len;        /* bytes of charges the last run_write put there */
+    const run_rows *rows;      /* the per-client results to store beside it; NULL: none */
 } run_row;
+
+/* The stored result text (owned: consumed) of run id with its per-client results (migration 0015)
+ * written into its placeholder "estimates": []; a run that stored none (a "summary" run, a run
+ * stored before 0015) is returned as it is. The text (owned), or NULL with err set. */
+static char *result_with_rows(sqlite3 *db, int64_t id, char *result, const char *req_id,
+                              dp_err *err)
+{
+    run_rows r;
+    size_t total = 0;
+    bool found = false;
+    if (runs_rows_get(db, id, 0, SIZE_MAX, req_id, &r, &total, &found, err) != DP_OK) {
+        free(result);
+        return NULL;
+    }
+    if (!found)
+        return result;
+    text_buf b = {0};
+    bool bad = result_around_rows(result, &r, &b) != 0;
+    run_rows_clear(&r);
+    free(result);
+    if (bad) {
+        free(b.s);
+        dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        return NULL;
+    }
+    return b.s;
+}
 
 /* Looks up the run of key; *found = 0 (none), 1 (same request: j->answer/run_id set, replayed) or
  * 2 (another request). */
@@ -820,6 +847,9 @@ static int run_by_key(sqlite3 *db, est_job *j, int *found, dp_err *err)
     char *result = NULL;
     int64_t id = 0;
     int rc = runs_find_key(db, j->key, j->hash, j->req_id, found, &id, &result, err);
+    if (rc == DP_OK && *found == 1 &&
+        (result = result_with_rows(db, id, result, j->req_id, err)) == NULL)
+        rc = err->code;
     if (rc == DP_OK && *found == 1) {
         j->run_id = id;
         j->replayed = true;
@@ -896,7 +926,8 @@ static int run_write(sqlite3 *db, void *arg, const ledger_charge_result *res, si
                   j->key[0] ? j->hash : NULL,
                   j->creator,
                   silos,
-                  n};
+                  n,
+                  w->rows};
     int64_t id = 0;
     int rc = runs_insert(db, &r, j->req_id, &id, err);
     dp_free(silos);
@@ -961,6 +992,7 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
     };
     json_t *params = NULL;
     char *ps = NULL, *rs = NULL, *ds = NULL;
+    text_buf small = {0}; /* the result as stored: per-client rows left out */
     bool keep = false;
     int rc = set_fields(result, fields, n_fields, DP_OK, err);
     rc = set_fields(result, common, N_ELEMS(common), rc, err);
@@ -987,18 +1019,28 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
     ps = json_util_dumps(params, JSON_COMPACT);
     json_decref(params);
     params = NULL;
-    rs = json_util_dumps(result, JSON_COMPACT); /* small: the estimates are in j->rows */
+    if (j->summary) /* no per-client results: none answered, none stored */
+        json_object_del(result, "estimates");
+    if (json_util_set(result, "results", json_string(j->summary ? "summary" : "full"), err) !=
+        DP_OK) {
+        rc = err->code;
+        goto out;
+    }
+    /* small: the estimates are stored as columns (j->cols) and written into the answer after */
+    rs = json_util_dumps(result, JSON_COMPACT);
     json_decref(result);
     result = NULL;
-    size_t tail = 0, charges_at = 0;
-    if (rs == NULL || rows_to_result(&j->rows, rs, &tail) != 0) {
+    size_t charges_at = 0;
+    if (rs != NULL)
+        tb_printf(&small, "%s", rs);
+    if (rs == NULL || small.failed) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    if (priv) { /* privacy comes after the estimates: its "charges":[] is in the tail */
+    if (priv) { /* privacy's "charges":[], the only one in the result */
         static const char CH[] = "\"charges\":[]";
-        const char *at = strstr(j->rows.s + tail, CH);
-        charges_at = at ? (size_t)(at - j->rows.s) + sizeof CH - 2 : 0;
+        const char *at = strstr(small.s, CH);
+        charges_at = at ? (size_t)(at - small.s) + sizeof CH - 2 : 0;
     }
     if (keep)
         ds = j->rq.clients ? clients_json_dumps(j->rq.clients, JSON_COMPACT)
@@ -1007,12 +1049,24 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    run_row w = {j,        priv,       m, eb_status_name(oc->status), ps, ds, ds ? strlen(ds) : 0,
-                 &j->rows, charges_at, 0};
+    bool rows = !j->summary && j->cols.m > 0;
+    run_row w = {j,      priv,       m, eb_status_name(oc->status), ps, ds, ds ? strlen(ds) : 0,
+                 &small, charges_at, 0, rows ? &j->cols : NULL};
     rc = commit_run(j, &w, err);
-    if (rc == DP_OK && !j->replayed && (j->answer = answer_in_place(&j->rows, j->run_id)) == NULL)
+    if (rc != DP_OK || j->replayed)
+        goto out;
+    if (rows) { /* the rows written once, straight into the answer around the stored result */
+        if (result_around_rows(small.s, &j->cols, &j->rows) != 0)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        else
+            j->answer = answer_in_place(&j->rows, j->run_id);
+    } else {
+        j->answer = answer_in_place(&small, j->run_id);
+    }
+    if (rc == DP_OK && j->answer == NULL)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
 out:
+    free(small.s);
     free(ps);
     free(rs);
     free(ds);
@@ -1037,6 +1091,7 @@ static void est_job_free(void *arg)
     dp_free(j->sc);
     free(j->answer);
     free(j->rows.s);
+    run_rows_clear(&j->cols);
     json_decref(j->rq.body);
     clients_json_decref(j->rq.clients);
     dp_free(j);
@@ -1098,6 +1153,22 @@ static int est_check_work(const est_job *j, dp_err *err)
                           "%.0f x %.0f x %.0f x %.0f x %.0f) is above --max-estimator-work %.3g; "
                           "lower max_iter, n_init or components",
                           work, m, d, k, n_init, max_iter, cap_work);
+    return DP_OK;
+}
+
+/* "results": "full" (the default: every client's estimate answered and stored) or "summary" (the
+ * fit alone: no per-client row answered or stored). */
+static int est_results(est_job *j, dp_err *err)
+{
+    const json_t *v = json_object_get(j->rq.body, "results");
+    if (v == NULL)
+        return DP_OK;
+    const char *t = json_string_value(v);
+    if (t == NULL || (strcmp(t, "full") != 0 && strcmp(t, "summary") != 0))
+        return dp_err_set(err, DP_EINVAL, "results",
+                          "results must be \"full\" (every client's estimate, answered and "
+                          "stored) or \"summary\" (the fit alone)");
+    j->summary = strcmp(t, "summary") == 0;
     return DP_OK;
 }
 
@@ -1239,7 +1310,9 @@ int est_start(const http_req *rq, http_resp *rs, const char *kind, est_compute_f
     bool offload = rq->defer != NULL && rq->app->compute != NULL;
     if (offload)
         j->rq.db = NULL; /* the HTTP thread returns it: never used off that thread */
-    int rc = est_check_work(j, err);
+    int rc = est_results(j, err);
+    if (rc == DP_OK)
+        rc = est_check_work(j, err);
     if (rc == DP_OK)
         rc = est_resolve(rq, j, err);
     if (rc == DP_OK)
@@ -1416,6 +1489,41 @@ static int parse_gauss_client(const json_t *c, bool allow_wv, size_t *d, double 
     return DP_OK;
 }
 
+/* Member key of a flat client (clients_json_flat_get): its index, or -1. */
+static int flat_find(const clients_json_flat *f, const char *key)
+{
+    size_t kl = strlen(key);
+    for (size_t j = 0; j < f->n; j++)
+        if (f->m[j].key_len == kl && memcmp(f->m[j].key, key, kl) == 0)
+            return (int)j;
+    return -1;
+}
+
+/* Client i of a streamed body read without jansson when it is the common summary {"mean": x, "n":
+ * k} (or with "se", or "within_variance") whose values parse_gauss_client would accept as they
+ * are: true with the values set; false for anything else, which takes parse_gauss_client's path
+ * (the same values, or its error). */
+static bool gauss_client_fast(const http_req *rq, size_t i, bool allow_wv, double *x, double *n,
+                              double *wv, double *se)
+{
+    clients_json_flat f;
+    if (rq->clients == NULL || clients_json_flat_get(rq->clients, i, &f) != 0)
+        return false;
+    int im = flat_find(&f, "mean"), in = flat_find(&f, "n"), is = flat_find(&f, "se"),
+        iw = flat_find(&f, "within_variance");
+    size_t known = (im >= 0) + (in >= 0) + (is >= 0) + (iw >= 0);
+    if (im < 0 || known != f.n || (iw >= 0 && !allow_wv) || (is >= 0) == (in >= 0) ||
+        (is >= 0 && iw >= 0))
+        return false;
+    *x = f.m[im].v;
+    *n = in >= 0 ? f.m[in].v : 0;
+    *wv = iw >= 0 ? f.m[iw].v : DP_NAN;
+    *se = is >= 0 ? f.m[is].v : DP_NAN;
+    if (is >= 0)
+        return *se > 0 && *se <= 1e150;
+    return *n >= 1 && (iw < 0 || *wv >= 0);
+}
+
 /* Parses clients (see parse_gauss_client); every client must have the first one's form and
  * dimension. Errors are prefixed with "clients[i]". */
 static int parse_gauss_clients(const http_req *rq, gauss_req *g, bool allow_wv, dp_err *err)
@@ -1429,6 +1537,16 @@ static int parse_gauss_clients(const http_req *rq, gauss_req *g, bool allow_wv, 
     int rc = DP_OK;
     json_t *c = NULL;
     for (size_t i = 0; i < g->m && rc == DP_OK; i++) {
+        double fx, fn, fwv, fse;
+        if (i > 0 && g->d == 1 && !g->vec &&
+            gauss_client_fast(rq, i, allow_wv, &fx, &fn, &fwv, &fse) &&
+            g->by_se == !isnan(fse)) { /* the common case, without jansson */
+            g->x[i] = fx;
+            g->n[i] = fn;
+            g->wv[i] = fwv;
+            g->se[i] = fse;
+            continue;
+        }
         json_decref(c);
         if ((c = cl_get(rq, i)) == NULL) {
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -1816,8 +1934,9 @@ static int gauss_parse_privacy(const json_t *body, size_t d, gauss_spec *s, dp_e
  * always made them (so the first error named is the same). */
 static int gauss_parse(const http_req *rq, gauss_req *g, gauss_spec *s, dp_err *err)
 {
-    static const char *const keys[] = {"clients", "noise_variance", "prior",    "method",
-                                       "privacy", "seed",           "max_iter", "keep_data"};
+    static const char *const keys[] = {"clients",  "noise_variance", "prior",
+                                       "method",   "privacy",        "seed",
+                                       "max_iter", "keep_data",      "results"};
     static const choice METHOD[] = {{"mle", EB_GAUSS_MLE}, {"moments", EB_GAUSS_MOMENTS}};
     int rc;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
@@ -2041,16 +2160,21 @@ out:
 static int gauss_render_rows(est_job *job, const gauss_req *g, gauss_out *o, dp_err *err)
 {
     size_t m = g->m, d = g->d;
-    double sd[EB_MAX_DIM];
-    for (size_t i = 0; i < m; i++) {
-        for (size_t j = 0; j < d; j++)
-            sd[j] = sqrt(o->pv[i * d + j]);
-        json_t *e =
-            json_pack("{s:o, s:o, s:o, s:o}", "id", row_id(&job->rq, i), "posterior_mean",
-                      vec_json(o->pm + i * d, d, g->vec), "posterior_sd", vec_json(sd, d, g->vec),
-                      "shrinkage", vec_json(o->sh + i * d, d, g->vec));
-        if (add_row(job, e, err) != DP_OK)
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    static const char *const names[] = {"posterior_mean", "posterior_sd", "shrinkage"};
+    const size_t widths[] = {d, d, d};
+    const bool vec[] = {g->vec, g->vec, g->vec};
+    if (!job->summary) {
+        if (rows_fields(job, names, widths, vec, 3, err) != DP_OK ||
+            rows_begin(job, m, true, err) != DP_OK)
+            return err->code;
+        for (size_t i = 0; i < m; i++) {
+            double *v = job->cols.vals + i * job->cols.w;
+            for (size_t j = 0; j < d; j++) {
+                v[j] = o->pm[i * d + j];
+                v[d + j] = sqrt(o->pv[i * d + j]);
+                v[2 * d + j] = o->sh[i * d + j];
+            }
+        }
     }
     dp_free(o->pm);
     dp_free(o->pv);
@@ -2319,6 +2443,17 @@ static int beta_parse_clients(const http_req *rq, size_t m, double *z, double *n
 {
     for (size_t i = 0; i < m; i++) {
         int64_t zi, ni;
+        clients_json_flat f;
+        if (rq->clients != NULL && clients_json_flat_get(rq->clients, i, &f) == 0 && f.n == 2) {
+            int is = flat_find(&f, "successes"), it = flat_find(&f, "trials");
+            if (is >= 0 && it >= 0 && f.m[is].is_int && f.m[it].is_int && f.m[it].v >= 1 &&
+                f.m[it].v <= (double)EB_BETA_MAX_TRIALS && f.m[is].v >= 0 &&
+                f.m[is].v <= f.m[it].v) { /* the common case, without jansson */
+                z[i] = f.m[is].v;
+                n[i] = f.m[it].v;
+                continue;
+            }
+        }
         json_t *c = cl_get(rq, i);
         if (c == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -2546,12 +2681,19 @@ static int beta_run(est_job *job, const eb_beta_data *b, const beta_spec *s, bet
 /* Render, part 1: one row per client; the per-client arrays are released once written. */
 static int beta_render_rows(est_job *job, size_t m, beta_out *o, dp_err *err)
 {
-    for (size_t i = 0; i < m; i++) {
-        json_t *e = json_pack("{s:o, s:o, s:o, s:o}", "id", row_id(&job->rq, i), "posterior_mean",
-                              json_util_real(o->pm[i]), "posterior_sd", json_util_real(o->psd[i]),
-                              "shrinkage", json_util_real(o->sh[i]));
-        if (add_row(job, e, err) != DP_OK)
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    static const char *const names[] = {"posterior_mean", "posterior_sd", "shrinkage"};
+    static const size_t widths[] = {1, 1, 1};
+    static const bool vec[] = {false, false, false};
+    if (!job->summary) {
+        if (rows_fields(job, names, widths, vec, 3, err) != DP_OK ||
+            rows_begin(job, m, true, err) != DP_OK)
+            return err->code;
+        for (size_t i = 0; i < m; i++) {
+            double *v = job->cols.vals + i * 3;
+            v[0] = o->pm[i];
+            v[1] = o->psd[i];
+            v[2] = o->sh[i];
+        }
     }
     dp_free(o->pm);
     dp_free(o->psd);
@@ -2737,8 +2879,8 @@ static int beta_charge(est_job *job, beta_spec *s, dp_err *err)
 /* POST /v1/estimators/beta, on the compute pool: parse, charge, run, render. */
 static int beta_compute(est_job *job, dp_err *err)
 {
-    static const char *const keys[] = {"clients", "prior", "method",   "variant",  "leave_one_out",
-                                       "privacy", "seed",  "max_iter", "keep_data"};
+    static const char *const keys[] = {"clients", "prior", "method",   "variant",   "leave_one_out",
+                                       "privacy", "seed",  "max_iter", "keep_data", "results"};
     const http_req *rq = &job->rq;
     size_t m = 0;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
@@ -2850,8 +2992,8 @@ static int mix_parse_known(const json_t *pj, mix_spec *s, dp_err *err)
 static int mix_parse(est_job *job, gauss_req *g, mix_spec *s, dp_err *err)
 {
     static const char *const keys[] = {
-        "clients", "noise_variance", "components",     "prior",   "method", "max_iter",
-        "tol",     "n_init",         "variance_floor", "privacy", "seed",   "keep_data"};
+        "clients", "noise_variance", "components", "prior", "method",    "max_iter", "tol",
+        "n_init",  "variance_floor", "privacy",    "seed",  "keep_data", "results"};
     const json_t *body = job->rq.body;
     int rc;
     if (json_util_check_keys(body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
@@ -3020,16 +3162,23 @@ out:
 static int mix_render_rows(est_job *job, const gauss_req *g, size_t k, mix_out *o, dp_err *err)
 {
     size_t m = g->m, d = g->d;
-    double sd[EB_MAX_DIM];
-    for (size_t i = 0; i < m; i++) {
-        for (size_t j = 0; j < d; j++)
-            sd[j] = sqrt(o->pv[i * d + j]);
-        json_t *e = json_pack("{s:o, s:o, s:o, s:o, s:o}", "id", row_id(&job->rq, i),
-                              "posterior_mean", vec_json(o->pm + i * d, d, g->vec), "posterior_sd",
-                              vec_json(sd, d, g->vec), "shrinkage", json_util_real(o->sh[i]),
-                              "responsibilities", vec_json(o->resp + i * k, k, true));
-        if (add_row(job, e, err) != DP_OK)
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    static const char *const names[] = {"posterior_mean", "posterior_sd", "shrinkage",
+                                        "responsibilities"};
+    const size_t widths[] = {d, d, 1, k};
+    const bool vec[] = {g->vec, g->vec, false, true};
+    if (!job->summary) {
+        if (rows_fields(job, names, widths, vec, 4, err) != DP_OK ||
+            rows_begin(job, m, true, err) != DP_OK)
+            return err->code;
+        for (size_t i = 0; i < m; i++) {
+            double *v = job->cols.vals + i * job->cols.w;
+            for (size_t j = 0; j < d; j++) {
+                v[j] = o->pm[i * d + j];
+                v[d + j] = sqrt(o->pv[i * d + j]);
+            }
+            v[2 * d] = o->sh[i];
+            memcpy(v + 2 * d + 1, o->resp + i * k, k * sizeof(double));
+        }
     }
     dp_free(o->resp);
     dp_free(o->pm);
@@ -3180,9 +3329,20 @@ const atomic_bool *est_job_cancel(const est_job *j)
     return j->cancel;
 }
 
-int est_add_row(est_job *j, json_t *row, dp_err *err)
+bool est_summary(const est_job *j)
 {
-    return add_row(j, row, err);
+    return j->summary;
+}
+
+int est_rows_begin(est_job *j, const char *const *names, const size_t *widths, const bool *vec,
+                   size_t n_fields, size_t m, double **vals, size_t *w, dp_err *err)
+{
+    if (rows_fields(j, names, widths, vec, n_fields, err) != DP_OK ||
+        rows_begin(j, m, false, err) != DP_OK)
+        return err->code;
+    *vals = j->cols.vals;
+    *w = j->cols.w;
+    return DP_OK;
 }
 
 int est_finish(est_job *j, size_t m, json_t *result, double loglik, unsigned iterations,
@@ -3224,6 +3384,11 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
         return err->code;
     if (!found)
         return http_err_not_found(err, "id", "run", id);
+    if ((r.result = result_with_rows(store_conn_db(rq->db), id, r.result, rq->req_id, err)) ==
+        NULL) {
+        runs_run_clear(&r);
+        return err->code;
+    }
     int rc = DP_OK;
     json_error_t je;
     json_t *params = json_util_loads(r.params, 0, &je);
@@ -3287,4 +3452,50 @@ int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err)
     json_t *o = json_pack("{s:o, s:o}", "runs", arr, "next_after",
                           more ? json_integer((json_int_t)last) : json_null());
     return http_resp_json(rs, 200, o, err);
+}
+
+/* GET /v1/runs/{id}/clients?after=&limit=: a page of a run's per-client results, read from the
+ * stored columns (migration 0015) without reading the rest; each row has "position", its 1-based
+ * place in the request's clients, and after is the last position seen (docs/ESTIMATORS.md). */
+int route_runs_clients(const http_req *rq, http_resp *rs, dp_err *err)
+{
+    int64_t id, limit, after;
+    runs_viewer v;
+    if (run_require_token(rq, err) != DP_OK || http_req_param_id(rq, "id", &id, err) != DP_OK ||
+        http_req_query_int(rq, "limit", RUNS_CLIENTS_PAGE_DEFAULT, 1, RUNS_CLIENTS_PAGE_MAX, &limit,
+                           err) != DP_OK ||
+        http_req_query_int(rq, "after", 0, 0, INT64_MAX, &after, err) != DP_OK ||
+        run_viewer(rq, &v, err) != DP_OK)
+        return err->code;
+    bool found = false;
+    if (runs_visible(rq->db, id, &v, rq->req_id, &found, err) != DP_OK)
+        return err->code;
+    if (!found)
+        return http_err_not_found(err, "id", "run", id);
+    run_rows r;
+    size_t total = 0;
+    if (runs_rows_get(store_conn_db(rq->db), id, (size_t)after, (size_t)limit, rq->req_id, &r,
+                      &total, &found, err) != DP_OK)
+        return err->code;
+    if (!found)
+        return dp_err_set(err, DP_ENOTFOUND, "id",
+                          "run %lld stored no per-client results (it was asked for \"results\": "
+                          "\"summary\", or stored before they were kept apart: see "
+                          "GET /v1/runs/%lld)",
+                          (long long)id, (long long)id);
+    text_buf b = {0};
+    tb_printf(&b, "{\"run_id\":%lld,\"total\":%zu,\"clients\":[", (long long)id, total);
+    if (!b.failed && run_rows_write(&r, 0, r.m, false, true, &b) != 0)
+        b.failed = true;
+    size_t end = r.base + r.m;
+    if (end < total)
+        tb_printf(&b, "],\"next_after\":%zu}", end);
+    else
+        tb_printf(&b, "],\"next_after\":null}");
+    run_rows_clear(&r);
+    if (b.failed) {
+        free(b.s);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    return http_resp_text(rs, 200, "application/json", b.s, b.len, err);
 }

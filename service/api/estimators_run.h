@@ -5,7 +5,8 @@
  *
  * A route calls est_start with its kind and compute function. The compute function runs on a
  * compute thread with the job: it reads the request body (est_job_body, borrowed for the job's
- * life), appends one JSON row per observation (est_add_row, "estimates"), then est_finish with
+ * life), fills the per-client results (est_rows_begin, "estimates"; not with "results":
+ * "summary", est_summary), then est_finish with
  * the rest of the result, which must hold the placeholder "estimates": [] where the rows go. The
  * run is stored with its params (the body without "clients", "x" and "s") and answered as
  * docs/ESTIMATORS.md describes. No privacy, no silo charged: a run of this kind is public data
@@ -15,6 +16,8 @@
 #define DP_SERVICE_API_ESTIMATORS_RUN_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #include <jansson.h>
 
@@ -41,8 +44,15 @@ const cfg *est_job_cfg(const est_job *j);
  * a DP_EBUSY error (the pool answers 503 "cancelled", nothing stored). Borrowed. */
 const atomic_bool *est_job_cancel(const est_job *j);
 
-/* Appends one row of "estimates" (row stolen; NULL = out of memory). */
-int est_add_row(est_job *j, json_t *row, dp_err *err);
+/* Whether the request asked for "results": "summary": then no per-client rows are made. */
+bool est_summary(const est_job *j);
+
+/* Starts the per-client results ("estimates"): n_fields fields (names, widths in doubles, vec:
+ * written as arrays) for m rows without ids. *vals: m rows of *w doubles each (the widths' sum),
+ * in field order, for the caller to fill; owned by the job, written into the answer and stored
+ * as columns (codec/run_rows.h) by est_finish. */
+int est_rows_begin(est_job *j, const char *const *names, const size_t *widths, const bool *vec,
+                   size_t n_fields, size_t m, double **vals, size_t *w, dp_err *err);
 
 /* Completes result (stolen; holds "estimates": []) with log_likelihood, iterations, status,
  * status_reason (reason, borrowed; NULL: nothing to add), converged and privacy (null), stores

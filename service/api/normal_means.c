@@ -8,7 +8,8 @@
  * ebnm), "scale": number | "estimate" (default "estimate"; a number for normal, point_normal and
  * point_laplace), "grid":
  * [...] (the mixture families' sds or atoms), "grid_size" (npmle), "grid_mult" (scale mixture),
- * "draws" (posterior draws per observation, default 0), "seed", "max_iter", "tol"}. Unknown keys,
+ * "draws" (posterior draws per observation, default 0), "seed", "max_iter", "tol", "results":
+ * "full" (default) | "summary" (the fit alone: no posterior pass, no rows)}. Unknown keys,
  * lengths that differ, s <= 0 and bad options are 400 naming the field.
  *
  * Answer (201, stored as a run like the other estimators through api/estimators_run.h): the fitted
@@ -99,9 +100,9 @@ static int parse_fixed_or_estimate(const json_t *body, const char *key, bool def
 
 static int nm_parse(const json_t *body, nm_req *r, dp_err *err)
 {
-    static const char *const keys[] = {"x",     "s",    "prior_family", "mode",
-                                       "scale", "grid", "grid_size",    "grid_mult",
-                                       "draws", "seed", "max_iter",     "tol"};
+    static const char *const keys[] = {"x",        "s",         "prior_family", "mode",  "scale",
+                                       "grid",     "grid_size", "grid_mult",    "draws", "seed",
+                                       "max_iter", "tol",       "results"};
     const char *fam = NULL;
     int64_t v;
     if (json_util_check_keys(body, keys, sizeof keys / sizeof keys[0], err) != DP_OK ||
@@ -268,7 +269,8 @@ static int nm_compute(est_job *job, dp_err *err)
     r.o.cancel = est_job_cancel(job); /* the fit and the posterior stop at the compute deadline */
     if (rc == DP_OK)
         rc = eb_nm_fit_prior(&d, &r.o, &fit, err);
-    if (rc == DP_OK) {
+    bool rows = !est_summary(job); /* "results": "summary": the fit alone, no posterior pass */
+    if (rc == DP_OK && rows) {
         pm = dp_calloc(r.n, sizeof *pm);
         psd = dp_calloc(r.n, sizeof *psd);
         p2 = dp_calloc(r.n, sizeof *p2);
@@ -278,25 +280,24 @@ static int nm_compute(est_job *job, dp_err *err)
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
     eb_nm_post post = {pm, psd, p2, lf, r.draws, dr, r.seed, r.o.cancel};
-    if (rc == DP_OK)
+    if (rc == DP_OK && rows)
         rc = eb_nm_posterior(&d, &fit, &post, err);
-    for (size_t j = 0; rc == DP_OK && j < r.n; j++) {
-        json_t *row = json_pack("{s:o, s:o, s:o, s:o}", "posterior_mean", json_util_real(pm[j]),
-                                "posterior_sd", json_util_real(psd[j]), "posterior_second_moment",
-                                json_util_real(p2[j]), "lfsr", json_util_real(lf[j]));
-        if (row != NULL && r.draws > 0) {
-            json_t *a = json_array();
-            for (size_t q = 0; a != NULL && q < r.draws; q++)
-                if (json_array_append_new(a, json_util_real(dr[j * r.draws + q])) != 0) {
-                    json_decref(a);
-                    a = NULL;
-                }
-            if (a == NULL || json_object_set_new(row, "draws", a) != 0) {
-                json_decref(row);
-                row = NULL;
-            }
+    if (rc == DP_OK && rows) { /* the rows, as columns (api/estimators_run.h) */
+        static const char *const names[] = {"posterior_mean", "posterior_sd",
+                                            "posterior_second_moment", "lfsr", "draws"};
+        const size_t widths[] = {1, 1, 1, 1, r.draws};
+        static const bool vec[] = {false, false, false, false, true};
+        double *v = NULL;
+        size_t w = 0;
+        rc = est_rows_begin(job, names, widths, vec, r.draws > 0 ? 5 : 4, r.n, &v, &w, err);
+        for (size_t j = 0; rc == DP_OK && j < r.n; j++, v += w) {
+            v[0] = pm[j];
+            v[1] = psd[j];
+            v[2] = p2[j];
+            v[3] = lf[j];
+            if (r.draws > 0)
+                memcpy(v + 4, dr + j * r.draws, r.draws * sizeof *dr);
         }
-        rc = est_add_row(job, row, err);
     }
     if (rc == DP_OK) {
         json_t *result =

@@ -66,6 +66,7 @@ const route ROUTES[] = {
      NULL, NULL},
     {"GET", "/v1/runs", route_runs_list, 0, ROUTE_TOKEN, "limit after", NULL},
     {"GET", "/v1/runs/{id}", route_runs_get, 0, ROUTE_TOKEN, NULL, NULL},
+    {"GET", "/v1/runs/{id}/clients", route_runs_clients, 0, ROUTE_TOKEN, "limit after", NULL},
     {"POST", "/v1/tuning/cost", route_tuning_cost, 64 * KIB, ROUTE_OPEN, NULL, NULL},
     {"POST", "/v1/tuning/plan", route_tuning_plan, 16 * KIB, ROUTE_OPEN, NULL, NULL},
     {"POST", "/v1/tuning/draw", route_tuning_draw, 16 * KIB, ROUTE_TOKEN, NULL, NULL},

@@ -41,6 +41,7 @@ int route_estimators_mixture(const http_req *rq, http_resp *rs, dp_err *err);
 int route_estimators_normal_means(const http_req *rq, http_resp *rs, dp_err *err);
 int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err);
 int route_runs_list(const http_req *rq, http_resp *rs, dp_err *err);
+int route_runs_clients(const http_req *rq, http_resp *rs, dp_err *err);
 
 /* api/tuning.c: private hyperparameter tuning (issue #4, docs/TUNING.md). */
 int route_tuning_cost(const http_req *rq, http_resp *rs, dp_err *err);

@@ -26,6 +26,7 @@
 #include "service/codec/clients_json.h"
 
 #include <stdatomic.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,11 +230,149 @@ static int scan_body(clients_json *cj, cj_scan *sc)
     return sc->open != NULL ? 0 : -1; /* no "clients" array: the tree path */
 }
 
-/* Parses every element on its own (jansson), counting the members clients_json_count_with reports.
+static bool flat_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* A JSON number token at p (< end): its end, or NULL when p holds no number by JSON's grammar. */
+static const char *flat_number(const char *p, const char *end, bool *is_int, size_t *digits,
+                               bool *has_exp)
+{
+    const char *q = p;
+    *is_int = true;
+    *has_exp = false;
+    *digits = 0;
+    if (q < end && *q == '-')
+        q++;
+    if (q >= end || *q < '0' || *q > '9')
+        return NULL;
+    if (*q == '0') {
+        q++;
+        *digits = 1;
+    } else {
+        while (q < end && *q >= '0' && *q <= '9') {
+            q++;
+            (*digits)++;
+        }
+    }
+    if (q < end && *q == '.') {
+        *is_int = false;
+        q++;
+        if (q >= end || *q < '0' || *q > '9')
+            return NULL;
+        while (q < end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        *is_int = false;
+        *has_exp = true;
+        q++;
+        if (q < end && (*q == '+' || *q == '-'))
+            q++;
+        if (q >= end || *q < '0' || *q > '9')
+            return NULL;
+        while (q < end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    return q;
+}
+
+/* clients_json_flat_get; values false: the syntax and the finiteness only (check_elements),
+ * without converting a number that cannot overflow (no exponent, fewer than 64 characters). */
+static int flat_read(const clients_json *cj, size_t i, clients_json_flat *out, bool values)
+{
+    const char *p = cj->body + cj->spans[i].off, *end = p + cj->spans[i].len;
+    out->n = 0;
+    while (p < end && flat_ws(*p))
+        p++;
+    if (p >= end || *p++ != '{')
+        return -1;
+    while (p < end && flat_ws(*p))
+        p++;
+    if (p < end && *p == '}')
+        p++;
+    else
+        for (;;) {
+            if (out->n == CLIENTS_JSON_FLAT_MAX || p >= end || *p++ != '"')
+                return -1;
+            const char *k = p;
+            while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20 &&
+                   (unsigned char)*p < 0x7f)
+                p++;
+            if (p >= end || *p != '"' || p == k)
+                return -1;
+            size_t kl = (size_t)(p - k);
+            for (size_t j = 0; j < out->n; j++)
+                if (out->m[j].key_len == kl && memcmp(out->m[j].key, k, kl) == 0)
+                    return -1; /* a repeat: jansson refuses it */
+            p++;
+            while (p < end && flat_ws(*p))
+                p++;
+            if (p >= end || *p++ != ':')
+                return -1;
+            while (p < end && flat_ws(*p))
+                p++;
+            bool is_int, has_exp;
+            size_t digits;
+            const char *q = flat_number(p, end, &is_int, &digits, &has_exp);
+            if (q == NULL || (is_int && digits > 18))
+                return -1;
+            char num[64];
+            if ((size_t)(q - p) >= sizeof num)
+                return -1;
+            double v = 0;
+            if (values || has_exp) {
+                memcpy(num, p, (size_t)(q - p));
+                num[q - p] = '\0';
+                v = is_int ? (double)strtoll(num, NULL, 10) : strtod(num, NULL);
+                if (!isfinite(v))
+                    return -1;
+            }
+            out->m[out->n].key = k;
+            out->m[out->n].key_len = kl;
+            out->m[out->n].v = v;
+            out->m[out->n].is_int = is_int;
+            out->n++;
+            p = q;
+            while (p < end && flat_ws(*p))
+                p++;
+            if (p < end && *p == ',') {
+                p++;
+                while (p < end && flat_ws(*p))
+                    p++;
+                continue;
+            }
+            if (p < end && *p == '}') {
+                p++;
+                break;
+            }
+            return -1;
+        }
+    while (p < end && flat_ws(*p))
+        p++;
+    return p == end ? 0 : -1;
+}
+
+int clients_json_flat_get(const clients_json *cj, size_t i, clients_json_flat *out)
+{
+    return flat_read(cj, i, out, true);
+}
+
+/* Parses every element on its own (jansson, or clients_json_flat_get for a flat object of numbers,
+ * which jansson parses to the same values), counting the members clients_json_count_with reports.
  * Returns cj->n, or the index of the first element that does not parse. */
 static size_t check_elements(clients_json *cj)
 {
     for (size_t i = 0; i < cj->n; i++) {
+        clients_json_flat f;
+        if (flat_read(cj, i, &f, false) == 0) {
+            for (size_t j = 0; j < f.n; j++) {
+                cj->n_id += f.m[j].key_len == 2 && memcmp(f.m[j].key, "id", 2) == 0;
+                cj->n_silo += f.m[j].key_len == 7 && memcmp(f.m[j].key, "silo_id", 7) == 0;
+            }
+            continue;
+        }
         json_error_t je;
         json_t *e = json_util_loadb(cj->body + cj->spans[i].off, cj->spans[i].len,
                                     JSON_DECODE_ANY | CJ_LOAD_FLAGS, &je);

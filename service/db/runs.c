@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/dp_alloc.h"
 #include "common/dp_log.h"
 #include "service/db/bind.h"
 
@@ -79,6 +80,58 @@ static int col_dup(sqlite3_stmt *st, int i, char **out)
     return 0;
 }
 
+/* Writes n bytes at off of column col of run_id's row in estimator_run_clients, in place. */
+static int blob_put(sqlite3 *db, const char *col, int64_t run_id, const void *p, size_t n, int off)
+{
+    sqlite3_blob *bh = NULL;
+    int s = sqlite3_blob_open(db, "main", "estimator_run_clients", col, run_id, 1, &bh);
+    if (s == SQLITE_OK)
+        s = sqlite3_blob_write(bh, p, (int)n, off);
+    int sc = sqlite3_blob_close(bh);
+    return s == SQLITE_OK ? sc : s;
+}
+
+/* The run's per-client results (0015): the row with zeroblobs, then the bytes written in place
+ * (doubles and offsets as this machine holds them: little-endian on the platforms we build for). */
+static int rows_insert(sqlite3 *db, int64_t run_id, const run_rows *r)
+{
+    static const char SQL[] = "INSERT INTO estimator_run_clients (run_id, n_rows, layout, ids, "
+                              "vals) VALUES (:run, :n, :layout, CASE WHEN :idlen > 0 THEN "
+                              "zeroblob(:idlen) END, zeroblob(:vlen))";
+    size_t vlen = r->m * r->w * sizeof(double);
+    size_t offlen = r->ids == RUN_IDS_TEXT ? (r->m + 1) * sizeof(uint32_t) : 0;
+    size_t idlen = r->ids == RUN_IDS_TEXT ? offlen + r->id_len : 0;
+    if (r->m == 0 || vlen > INT_MAX || idlen > INT_MAX)
+        return SQLITE_TOOBIG;
+    char *layout = run_rows_layout_text(r);
+    if (layout == NULL)
+        return SQLITE_NOMEM;
+    sqlite3_stmt *st = NULL;
+    int s = sqlite3_prepare_v2(db, SQL, -1, &st, NULL);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":run", run_id);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":n", (int64_t)r->m);
+    if (s == SQLITE_OK)
+        s = bind_str(st, ":layout", layout);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":idlen", (int64_t)idlen);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":vlen", (int64_t)vlen);
+    if (s == SQLITE_OK)
+        s = sqlite3_step(st);
+    sqlite3_finalize(st);
+    free(layout);
+    if (s != SQLITE_DONE)
+        return s;
+    s = blob_put(db, "vals", run_id, r->vals, vlen, 0);
+    if (s == SQLITE_OK && idlen > 0)
+        s = blob_put(db, "ids", run_id, r->id_off, offlen, 0);
+    if (s == SQLITE_OK && idlen > 0 && r->id_len > 0)
+        s = blob_put(db, "ids", run_id, r->id_text, r->id_len, (int)offlen);
+    return s;
+}
+
 int runs_insert(sqlite3 *db, const runs_new *r, const char *req_id, int64_t *id, dp_err *err)
 {
     static const char INSERT[] =
@@ -134,6 +187,12 @@ int runs_insert(sqlite3 *db, const runs_new *r, const char *req_id, int64_t *id,
         s = sc;
     if (s != SQLITE_OK)
         return runs_fail(db, s, "write estimator run result", req_id, err);
+    if (r->rows != NULL && (s = rows_insert(db, *id, r->rows)) != SQLITE_OK)
+        return s == SQLITE_TOOBIG ? dp_err_set(err, DP_ETOOBIG, NULL,
+                                               "the run's per-client results are too "
+                                               "large to store; ask for \"results\": "
+                                               "\"summary\"")
+                                  : runs_fail(db, s, "insert estimator run clients", req_id, err);
     if (r->n_silos == 0)
         return DP_OK;
     s = sqlite3_prepare_v2(db, SILO, -1, &st, NULL);
@@ -263,4 +322,117 @@ int runs_find_key(sqlite3 *db, const char *key, const char *hash, const char *re
     }
     sqlite3_finalize(st);
     return rc;
+}
+
+int runs_visible(store_conn *c, int64_t id, const runs_viewer *v, const char *req_id, bool *found,
+                 dp_err *err)
+{
+    static const char SQL[] = "SELECT 1 FROM estimator_runs AS r WHERE id = :id AND " RUN_VISIBLE;
+    *found = false;
+    sqlite3_stmt *st = store_conn_prepare(c, SQL, err);
+    if (st == NULL)
+        return err->code;
+    int s = bind_viewer(st, v);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":id", id);
+    if (s == SQLITE_OK)
+        s = sqlite3_step(st);
+    int rc = DP_OK;
+    if (s == SQLITE_ROW)
+        *found = true;
+    else if (s != SQLITE_DONE)
+        rc = store_err(c, s, "select estimator run", req_id, err);
+    store_stmt_done(st);
+    return rc;
+}
+
+/* Reads n bytes at off of column col of run_id's row in estimator_run_clients. */
+static int blob_get(sqlite3 *db, const char *col, int64_t run_id, void *p, size_t n, size_t off)
+{
+    if (n == 0)
+        return SQLITE_OK;
+    if (n > INT_MAX || off > INT_MAX)
+        return SQLITE_TOOBIG;
+    sqlite3_blob *bh = NULL;
+    int s = sqlite3_blob_open(db, "main", "estimator_run_clients", col, run_id, 0, &bh);
+    if (s == SQLITE_OK && (size_t)sqlite3_blob_bytes(bh) < off + n)
+        s = SQLITE_CORRUPT;
+    if (s == SQLITE_OK)
+        s = sqlite3_blob_read(bh, p, (int)n, (int)off);
+    int sc = sqlite3_blob_close(bh);
+    return s == SQLITE_OK ? sc : s;
+}
+
+int runs_rows_get(sqlite3 *db, int64_t id, size_t from, size_t count, const char *req_id,
+                  run_rows *out, size_t *total, bool *found, dp_err *err)
+{
+    static const char SQL[] = "SELECT n_rows, layout FROM estimator_run_clients WHERE run_id = :id";
+    memset(out, 0, sizeof *out);
+    *found = false;
+    *total = 0;
+    sqlite3_stmt *st = NULL;
+    int s = sqlite3_prepare_v2(db, SQL, -1, &st, NULL);
+    if (s == SQLITE_OK)
+        s = bind_i64(st, ":id", id);
+    if (s == SQLITE_OK)
+        s = sqlite3_step(st);
+    int bad = 0;
+    if (s == SQLITE_ROW) {
+        int64_t n = sqlite3_column_int64(st, 0);
+        const char *layout = (const char *)sqlite3_column_text(st, 1);
+        if (n < 1 || layout == NULL ||
+            run_rows_layout_parse(out, layout, (size_t)sqlite3_column_bytes(st, 1)) != 0)
+            bad = 1;
+        *total = (size_t)n;
+    }
+    sqlite3_finalize(st);
+    if (s == SQLITE_DONE)
+        return DP_OK;
+    if (s != SQLITE_ROW)
+        return runs_fail(db, s, "select estimator run clients", req_id, err);
+    if (bad) {
+        run_rows_clear(out);
+        dp_log(DP_LOG_ERROR, req_id, "runs: run %lld has an unreadable per-client layout",
+               (long long)id);
+        return dp_err_set(err, DP_EINTERNAL, NULL, "stored run is unreadable");
+    }
+    *found = true;
+    size_t lo = from < *total ? from : *total;
+    size_t n = count < *total - lo ? count : *total - lo;
+    run_ids ids = out->ids;
+    if (n == 0) {
+        out->base = lo;
+        return DP_OK;
+    }
+    if (run_rows_alloc(out, n, ids) != 0) {
+        run_rows_clear(out);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    out->base = lo;
+    size_t row = out->w * sizeof(double);
+    s = blob_get(db, "vals", id, out->vals, n * row, lo * row);
+    if (s == SQLITE_OK && ids == RUN_IDS_TEXT) {
+        s = blob_get(db, "ids", id, out->id_off, (n + 1) * sizeof(uint32_t), lo * sizeof(uint32_t));
+        uint32_t first = out->id_off[0], last = out->id_off[n];
+        size_t text_at = (*total + 1) * sizeof(uint32_t) + first;
+        if (s == SQLITE_OK && last < first)
+            s = SQLITE_CORRUPT;
+        if (s == SQLITE_OK && (out->id_text = dp_malloc((size_t)(last - first) + 1)) == NULL)
+            s = SQLITE_NOMEM;
+        if (s == SQLITE_OK)
+            s = blob_get(db, "ids", id, out->id_text, last - first, text_at);
+        for (size_t i = 0; s == SQLITE_OK && i <= n; i++)
+            out->id_off[i] -= first;
+        out->id_len = out->id_cap = last - first;
+    }
+    if (s != SQLITE_OK) {
+        run_rows_clear(out);
+        *found = false;
+        if (s == SQLITE_NOMEM)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        dp_log(DP_LOG_ERROR, req_id, "runs: run %lld per-client results: %s (rc %d)", (long long)id,
+               sqlite3_errstr(s), s);
+        return dp_err_set(err, DP_EINTERNAL, NULL, "stored run is unreadable");
+    }
+    return DP_OK;
 }

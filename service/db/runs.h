@@ -28,6 +28,7 @@
 #include <sqlite3.h>
 
 #include "common/dp_err.h"
+#include "service/codec/run_rows.h"
 #include "service/db/bind.h"
 #include "service/db/store.h"
 
@@ -52,6 +53,7 @@ typedef struct runs_new {
     int64_t creator_token_id;    /* the creating token, 0: none (--auth off) */
     const int64_t *silos;        /* the silos the run charged (n_silos; repeats are ignored) */
     size_t n_silos;
+    const run_rows *rows; /* the per-client results (estimator_run_clients, 0015); NULL: none */
 } runs_new;
 
 /* Inserts r and one estimator_run_silos row per charged silo, on db, inside the CALLER's
@@ -109,5 +111,17 @@ int runs_list(store_conn *c, const runs_viewer *v, int64_t after, size_t limit, 
  * *result, owned text, are set) or 2 (another request). */
 int runs_find_key(sqlite3 *db, const char *key, const char *hash, const char *req_id, int *found,
                   int64_t *id, char **result, dp_err *err);
+
+/* Whether run id exists and v may read it (runs_get's rule). */
+int runs_visible(store_conn *c, int64_t id, const runs_viewer *v, const char *req_id, bool *found,
+                 dp_err *err);
+
+/* The per-client results of run id (0015), rows [from, from + count) of them (count is cut at the
+ * end; SIZE_MAX: all), read from the stored blobs without reading the rest: out gets the layout,
+ * m = the rows read, base = from, vals and the ids (owned; run_rows_clear). *found false when the
+ * run stored none (a "summary" run, a run stored before 0015, or no such run); *total: the run's
+ * rows. No visibility check: the caller made it (runs_get, runs_visible, runs_find_key). */
+int runs_rows_get(sqlite3 *db, int64_t id, size_t from, size_t count, const char *req_id,
+                  run_rows *out, size_t *total, bool *found, dp_err *err);
 
 #endif

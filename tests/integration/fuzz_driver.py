@@ -109,6 +109,8 @@ SEEDS = {
                      "sigma_theta_bound": 0.5}},
         {"clients": [{"mean": 0.31, "se": 0.13}, {"mean": 0.12, "se": 0.18}, {"mean": 0.5, "se": 0.09}],
          "seed": 3, "privacy": {"epsilon0": 1, "delta": 1e-5, "r": 1, "sigma_theta_bound": 0.2}},
+        {"clients": GCLIENTS, "noise_variance": 0.25, "results": "summary"},
+        {"clients": GCLIENTS, "noise_variance": 0.25, "results": "full", "keep_data": True},
     ],
     "POST /v1/estimators/beta": [
         {"clients": BCLIENTS},
@@ -120,6 +122,7 @@ SEEDS = {
          "privacy": {"model": "central", "epsilon": 1, "delta": 1e-5}},
         {"clients": BCLIENTS, "method": "moments", "variant": "unbiased", "leave_one_out": False,
          "privacy": {"model": "central", "noise_multiplier": 2, "delta": 1e-5}},
+        {"clients": BCLIENTS, "results": "summary"},
     ],
     "POST /v1/estimators/mixture": [
         {"clients": MCLIENTS, "noise_variance": 0.25, "components": 2, "seed": 3},
@@ -135,6 +138,9 @@ SEEDS = {
         {"x": [1.2, -0.4, 0.1, 2.5], "s": 0.5, "prior_family": "normal", "mode": "estimate"},
         {"x": [1.2, -0.4, 0.1, 2.5, 4], "s": 1, "prior_family": "npmle", "grid_size": 20},
         {"x": [0.3, -0.2, 0.9], "s": [1, 1, 2], "prior_family": "point_laplace", "mode": 0},
+        {"x": [1.2, -0.4, 0.1, 2.5], "s": 1, "prior_family": "normal", "results": "summary"},
+        {"x": [1.2, -0.4, 0.1, 2.5], "s": 1, "prior_family": "npmle", "draws": 1,
+         "results": "full"},
     ],
     "POST /v1/tuning/cost": [
         {"event": {"type": "laplace", "noise_multiplier": 4},

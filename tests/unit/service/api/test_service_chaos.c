@@ -163,6 +163,11 @@ static const scenario SCENARIOS[] = {
      201, PREP_NONE, 0},
     {"GET", "/v1/runs?limit=5", NULL, 200, PREP_NONE, 0},
     {"GET", "/v1/runs/{id}", NULL, 200, PREP_NONE, 'R'},
+    {"GET", "/v1/runs/{id}/clients?limit=2&after=1", NULL, 200, PREP_NONE, 'R'},
+    {"POST", "/v1/estimators/beta",
+     "{\"clients\":[{\"successes\":3,\"trials\":10},{\"successes\":7,\"trials\":12}],"
+     "\"results\":\"summary\"}",
+     201, PREP_NONE, 0},
     {"POST", "/v1/tuning/cost",
      "{\"event\":" EV_G8 ",\"delta\":1e-5,\"distribution\":{\"logarithmic\":{\"mean\":10}}}", 200,
      PREP_NONE, 0},

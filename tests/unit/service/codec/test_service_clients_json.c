@@ -60,6 +60,8 @@ static void check_dumps(const json_t *rest, const clients_json *cj, const json_t
 
 /* Loads text[0, len) both ways and asserts the same outcome. Returns 1 when the spans were used,
  * 0 for the tree path, -1 for an error (the same error both ways). */
+static size_t n_flat; /* elements read by clients_json_flat_get, over all checks */
+
 static int check_same(const char *text, size_t len, int dumps)
 {
     json_error_t rerr, gerr;
@@ -101,6 +103,22 @@ static int check_same(const char *text, size_t len, int dumps)
             json_t *e = clients_json_get(cj, i);
             assert_non_null(e);
             assert_true(json_equal(e, json_array_get(rc, i)));
+            clients_json_flat f; /* the flat reader, when it reads one, agrees with jansson */
+            if (clients_json_flat_get(cj, i, &f) == 0) {
+                assert_true(json_is_object(e));
+                assert_int_equal(json_object_size(e), f.n);
+                for (size_t k = 0; k < f.n; k++) {
+                    char key[64];
+                    assert_true(f.m[k].key_len < sizeof key);
+                    memcpy(key, f.m[k].key, f.m[k].key_len);
+                    key[f.m[k].key_len] = '\0';
+                    const json_t *v = json_object_get(e, key);
+                    assert_true(json_is_number(v));
+                    assert_true(json_number_value(v) == f.m[k].v);
+                    assert_int_equal(json_is_integer(v), f.m[k].is_int);
+                }
+                n_flat++;
+            }
             n_id += json_is_object(e) && json_object_get(e, "id") != NULL;
             n_silo += json_is_object(e) && json_object_get(e, "silo_id") != NULL;
             assert_int_equal(json_array_append_new(arr, e), 0);
@@ -309,9 +327,23 @@ static void gen_string(sbuf *b)
 
 static void gen_value(sbuf *b, int depth)
 {
-    static const char *const SCALARS[] = {
-        "0",    "-1",    "2.385", "1e-3", "9223372036854775807",   "-0.0",
-        "true", "false", "null",  "1E+2", "12345678901234567890.5"};
+    static const char *const SCALARS[] = {"0",
+                                          "-1",
+                                          "2.385",
+                                          "1e-3",
+                                          "9223372036854775807",
+                                          "-0.0",
+                                          "true",
+                                          "false",
+                                          "null",
+                                          "1E+2",
+                                          "12345678901234567890.5",
+                                          "1e-400",
+                                          "123456789012345678",
+                                          "-1234567890123456789",
+                                          "0.1e1",
+                                          "-0",
+                                          "5E-324"};
     size_t kind = depth > 3 ? below(2) : below(5);
     if (kind == 0) {
         put(b, SCALARS[below(sizeof SCALARS / sizeof SCALARS[0])]);
@@ -451,7 +483,9 @@ static void random_and_mutated_bodies_agree_with_jansson(void **state)
         free(b.p);
     }
     /* the run covered all three outcomes */
-    print_message("errors %zu, tree path %zu, spans %zu\n", outcome[0], outcome[1], outcome[2]);
+    print_message("errors %zu, tree path %zu, spans %zu, flat clients %zu\n", outcome[0],
+                  outcome[1], outcome[2], n_flat);
+    assert_true(n_flat > 50);       /* the flat reader was compared with jansson */
     assert_true(outcome[0] > 1000); /* errors */
     assert_true(outcome[1] > 20);   /* tree path */
     assert_true(outcome[2] > 400);  /* spans */

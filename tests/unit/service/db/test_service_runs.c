@@ -200,7 +200,7 @@ static void insert_writes_silo_rows_and_list_pages_by_visibility(void **state)
     const int64_t silos_a[] = {3, 4, 3};
     const int64_t silos_b[] = {4};
     runs_new a = {"gaussian",        10,   "r",  "converged", true,    2, "{}", NULL, 0, RESULT,
-                  sizeof RESULT - 5, NULL, NULL, 0,           silos_a, 3};
+                  sizeof RESULT - 5, NULL, NULL, 0,           silos_a, 3, NULL};
     runs_new b = a;
     b.silos = silos_b;
     b.n_silos = 1;
@@ -282,12 +282,85 @@ static void insert_writes_silo_rows_and_list_pages_by_visibility(void **state)
     store_free(s);
 }
 
+/* The per-client results (0012): stored as columns beside the run, read back whole or a page at a
+ * time (the blobs read from an offset), ids as their texts; none for a run stored without them;
+ * append-only like the runs. */
+static void rows_are_stored_beside_the_run_and_read_by_page(void **state)
+{
+    fixture *f = *state;
+    dp_err e;
+    dp_err_clear(&e);
+    store *s = store_open(f->path, 1, EMBED_MIGRATIONS, EMBED_MIGRATIONS_N, &e);
+    assert_non_null(s);
+    store_conn *c = store_conn_borrow(s, &e);
+    assert_non_null(c);
+    sqlite3 *db = store_conn_db(c);
+    run_rows r = {0};
+    assert_int_equal(run_rows_add_field(&r, "posterior_mean", 1, false), 0);
+    assert_int_equal(run_rows_add_field(&r, "draws", 2, true), 0);
+    enum { M = 5 };
+    assert_int_equal(run_rows_alloc(&r, M, RUN_IDS_TEXT), 0);
+    for (size_t i = 0; i < M; i++) {
+        char id[16];
+        int n = snprintf(id, sizeof id, "\"c%zu\"", i * 11);
+        assert_int_equal(run_rows_push_id(&r, i, id, (size_t)n), 0);
+        for (size_t k = 0; k < 3; k++)
+            r.vals[i * 3 + k] = (double)i + 0.125 * (double)k;
+    }
+    static const char RESULT[] = "{\"estimates\":[]}";
+    runs_new a = {"beta", 10, "r",    "converged",       false, M,    "{}",
+                  NULL,   0,  RESULT, sizeof RESULT - 1, NULL,  NULL, 0,
+                  NULL,   0,  &r};
+    runs_new plain = a;
+    plain.rows = NULL;
+    int64_t id = 0, id_plain = 0;
+    assert_int_equal(store_begin(c, &e), DP_OK);
+    assert_int_equal(runs_insert(db, &a, "t", &id, &e), DP_OK);
+    assert_int_equal(runs_insert(db, &plain, "t", &id_plain, &e), DP_OK);
+    assert_int_equal(store_commit(c, &e), DP_OK);
+    run_rows back;
+    size_t total = 0;
+    bool found = false;
+    assert_int_equal(runs_rows_get(db, id, 1, 3, "t", &back, &total, &found, &e), DP_OK);
+    assert_true(found);
+    assert_int_equal(total, M);
+    assert_int_equal(back.m, 3);
+    assert_int_equal(back.base, 1);
+    assert_int_equal(back.w, 3);
+    assert_int_equal(back.ids, RUN_IDS_TEXT);
+    assert_memory_equal(back.vals, r.vals + 3, 9 * sizeof(double));
+    run_text t = {0};
+    assert_int_equal(run_rows_write(&back, 2, 3, false, true, &t), 0);
+    assert_string_equal(t.s, "{\"position\":4,\"id\":\"c33\",\"posterior_mean\":3.0,"
+                             "\"draws\":[3.125,3.25]}");
+    free(t.s);
+    run_rows_clear(&back);
+    /* past the end: found, no rows; a run without them: not found */
+    assert_int_equal(runs_rows_get(db, id, 9, 3, "t", &back, &total, &found, &e), DP_OK);
+    assert_true(found);
+    assert_int_equal(back.m, 0);
+    run_rows_clear(&back);
+    assert_int_equal(runs_rows_get(db, id_plain, 0, SIZE_MAX, "t", &back, &total, &found, &e),
+                     DP_OK);
+    assert_false(found);
+    /* append-only */
+    char *msg = NULL;
+    assert_int_not_equal(sqlite3_exec(db, "DELETE FROM estimator_run_clients", NULL, NULL, &msg),
+                         SQLITE_OK);
+    sqlite3_free(msg);
+    run_rows_clear(&r);
+    store_conn_return(s, c);
+    store_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(migration_0008_keeps_runs_and_makes_them_append_only, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(insert_writes_silo_rows_and_list_pages_by_visibility, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(rows_are_stored_beside_the_run_and_read_by_page, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

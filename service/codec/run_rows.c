@@ -1,0 +1,340 @@
+/*
+ * codec/run_rows.c: per-client result columns and their JSON rows. Contract in codec/run_rows.h.
+ *
+ * The number writer: |x| in [1e-11, 1e43) is scaled by an exact power of ten (10^k, |k| <= 27, is
+ * exact in the x87 80-bit long double: 5^27 < 2^64) to y in [1e16, 1e17) with one rounding of
+ * relative error at most 2^-64, and rounded to the 17-digit integer D. Since y < 2^57, |y - D| <=
+ * 1/2 + 2^-7 units of the 17th digit; a double x >= 10^e has half an ulp >= x * 2^-54 >= 0.55
+ * units of that digit (10^(e-16)), so D * 10^(e-16) is nearer to x than to any other double and
+ * strtod gives x back (the argument of Matula, "In-and-out conversions", CACM 11(1), 1968, for 17
+ * digits). Other magnitudes, zero, and platforms whose long double is a plain double go through
+ * snprintf("%.17g"). tests/unit/service/codec/test_service_run_rows.c checks round trips on
+ * random bit patterns.
+ */
+#include "service/codec/run_rows.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/dp_alloc.h"
+
+int run_text_reserve(run_text *t, size_t extra)
+{
+    if (t->failed)
+        return -1;
+    if (t->s != NULL && t->cap - t->len > extra)
+        return 0;
+    size_t cap = t->cap ? t->cap : 1024;
+    while (cap - t->len <= extra) {
+        if (cap > SIZE_MAX / 2) {
+            t->failed = true;
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *s = realloc(t->s, cap);
+    if (s == NULL) {
+        t->failed = true;
+        return -1;
+    }
+    if (t->s == NULL)
+        s[0] = '\0';
+    t->s = s;
+    t->cap = cap;
+    return 0;
+}
+
+/* "%.17g", with ".0" added when the text would read as an integer (as jansson writes reals). */
+static size_t fmt_slow(char *buf, double x)
+{
+    int n = snprintf(buf, RUN_ROWS_NUM_MAX - 2, "%.17g", x);
+    if (n < 0)
+        n = 0;
+    if (strpbrk(buf, ".eE") == NULL) {
+        memcpy(buf + n, ".0", 3);
+        n += 2;
+    }
+    return (size_t)n;
+}
+
+size_t run_rows_fmt_double(char *buf, double x)
+{
+    if (!isfinite(x)) {
+        memcpy(buf, "null", 5);
+        return 4;
+    }
+#if LDBL_MANT_DIG >= 64
+    static const long double P10[28] = {1e0L,  1e1L,  1e2L,  1e3L,  1e4L,  1e5L,  1e6L,
+                                        1e7L,  1e8L,  1e9L,  1e10L, 1e11L, 1e12L, 1e13L,
+                                        1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L,
+                                        1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+    double a = fabs(x);
+    if (!(a >= 1e-11 && a < 1e43))
+        return fmt_slow(buf, x);
+    int b2;
+    frexp(a, &b2);
+    int e = (int)floor((double)(b2 - 1) * 0.30102999566398119521); /* floor(log10 a), or one less */
+    long double y = 0;
+    for (int tries = 0; tries < 4; tries++) {
+        int k = 16 - e;
+        if (k > 27 || k < -27)
+            return fmt_slow(buf, x);
+        y = k >= 0 ? (long double)a * P10[k] : (long double)a / P10[-k];
+        if (y < 1e16L)
+            e--;
+        else if (y >= 1e17L)
+            e++;
+        else
+            break;
+    }
+    if (!(y >= 1e16L && y < 1e17L))
+        return fmt_slow(buf, x);
+    uint64_t d = (uint64_t)(y + 0.5L);
+    if (d >= 100000000000000000ULL) { /* rounded up to 10^17 */
+        d /= 10;
+        e++;
+    }
+    static const char PAIRS[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233"
+        "34353637383940414243444546474849505152535455565758596061626364656667"
+        "6869707172737475767778798081828384858687888990919293949596979899";
+    char dig[18];
+    for (int i = 16; i > 0; i -= 2) { /* two digits a division */
+        unsigned q = (unsigned)(d % 100);
+        d /= 100;
+        dig[i] = PAIRS[2 * q + 1];
+        dig[i - 1] = PAIRS[2 * q];
+    }
+    dig[0] = (char)('0' + d);
+    int nd = 17;
+    while (nd > 1 && dig[nd - 1] == '0')
+        nd--;
+    char *p = buf;
+    if (x < 0)
+        *p++ = '-';
+    if (e < -4 || e >= 17) { /* as %g: d.ddde+XX */
+        *p++ = dig[0];
+        if (nd > 1) {
+            *p++ = '.';
+            memcpy(p, dig + 1, (size_t)nd - 1);
+            p += nd - 1;
+        }
+        *p++ = 'e';
+        *p++ = e < 0 ? '-' : '+';
+        int ae = e < 0 ? -e : e;
+        if (ae >= 10) {
+            *p++ = (char)('0' + ae / 10);
+            *p++ = (char)('0' + ae % 10);
+        } else {
+            *p++ = '0';
+            *p++ = (char)('0' + ae);
+        }
+    } else if (e >= 0) {
+        for (int i = 0; i <= e; i++)
+            *p++ = i < nd ? dig[i] : '0';
+        *p++ = '.';
+        if (nd > e + 1) {
+            memcpy(p, dig + e + 1, (size_t)(nd - e - 1));
+            p += nd - e - 1;
+        } else {
+            *p++ = '0';
+        }
+    } else {
+        *p++ = '0';
+        *p++ = '.';
+        for (int i = 0; i < -e - 1; i++)
+            *p++ = '0';
+        memcpy(p, dig, (size_t)nd);
+        p += nd;
+    }
+    *p = '\0';
+    return (size_t)(p - buf);
+#else
+    return fmt_slow(buf, x);
+#endif
+}
+
+int run_rows_add_field(run_rows *r, const char *name, size_t width, bool vec)
+{
+    size_t n = strlen(name);
+    if (r->n_fields >= RUN_ROWS_MAX_FIELDS || n == 0 || n >= RUN_ROWS_NAME_MAX || width < 1 ||
+        width > 1000000)
+        return -1;
+    run_field *f = &r->field[r->n_fields++];
+    memcpy(f->name, name, n + 1);
+    f->width = width;
+    f->vec = vec;
+    r->w += width;
+    return 0;
+}
+
+int run_rows_alloc(run_rows *r, size_t m, run_ids ids)
+{
+    r->m = m;
+    r->ids = ids;
+    if (r->w == 0 || m > SIZE_MAX / sizeof(double) / r->w)
+        return -1;
+    r->vals = dp_malloc(m * r->w * sizeof(double) + 1);
+    if (r->vals == NULL)
+        return -1;
+    if (ids == RUN_IDS_TEXT) {
+        r->id_off = dp_malloc((m + 1) * sizeof *r->id_off);
+        if (r->id_off == NULL)
+            return -1;
+        r->id_off[0] = 0;
+    }
+    return 0;
+}
+
+int run_rows_push_id(run_rows *r, size_t i, const char *json, size_t len)
+{
+    if (r->ids != RUN_IDS_TEXT || i >= r->m || len > UINT32_MAX - r->id_len)
+        return -1;
+    if (r->id_cap - r->id_len < len) {
+        size_t cap = r->id_cap ? r->id_cap : 4096;
+        while (cap - r->id_len < len)
+            cap *= 2;
+        char *t = dp_realloc(r->id_text, cap);
+        if (t == NULL)
+            return -1;
+        r->id_text = t;
+        r->id_cap = cap;
+    }
+    memcpy(r->id_text + r->id_len, json, len);
+    r->id_len += len;
+    r->id_off[i + 1] = (uint32_t)r->id_len;
+    return 0;
+}
+
+/* Appends n bytes (the caller reserved room). */
+static void put(run_text *t, const char *s, size_t n)
+{
+    memcpy(t->s + t->len, s, n);
+    t->len += n;
+}
+
+int run_rows_write(const run_rows *r, size_t from, size_t to, bool comma, bool with_position,
+                   run_text *t)
+{
+    char num[RUN_ROWS_NUM_MAX];
+    char pre[RUN_ROWS_MAX_FIELDS][RUN_ROWS_NAME_MAX + 8]; /* ,"name":[ of each field, once */
+    size_t pre_len[RUN_ROWS_MAX_FIELDS];
+    for (size_t f = 0; f < r->n_fields; f++)
+        pre_len[f] = (size_t)snprintf(pre[f], sizeof pre[f], ",\"%s\":%s", r->field[f].name,
+                                      r->field[f].vec ? "[" : "");
+    if (run_text_reserve(t, 0) != 0)
+        return -1;
+    for (size_t i = from; i < to; i++) {
+        size_t idl = r->ids == RUN_IDS_TEXT ? r->id_off[i + 1] - r->id_off[i] : 0;
+        /* the largest a row can be: names, numbers, separators */
+        size_t need = 64 + idl + r->n_fields * (RUN_ROWS_NAME_MAX + 8) + r->w * RUN_ROWS_NUM_MAX;
+        if (run_text_reserve(t, need) != 0)
+            return -1;
+        if (comma || i > from)
+            put(t, ",", 1);
+        put(t, "{", 1);
+        bool first = true;
+        if (with_position) {
+            put(t, num, (size_t)snprintf(num, sizeof num, "\"position\":%zu", r->base + i + 1));
+            first = false;
+        }
+        if (r->ids == RUN_IDS_INDEX) {
+            put(t, num,
+                (size_t)snprintf(num, sizeof num, "%s\"id\":%zu", first ? "" : ",", r->base + i));
+            first = false;
+        } else if (r->ids == RUN_IDS_TEXT) {
+            put(t, first ? "\"id\":" : ",\"id\":", first ? 5 : 6);
+            put(t, r->id_text + r->id_off[i], idl);
+            first = false;
+        }
+        const double *v = r->vals + i * r->w;
+        for (size_t f = 0; f < r->n_fields; f++) {
+            const run_field *fd = &r->field[f];
+            put(t, pre[f] + (first ? 1 : 0), pre_len[f] - (first ? 1 : 0));
+            first = false;
+            for (size_t k = 0; k < fd->width; k++) {
+                if (k > 0)
+                    t->s[t->len++] = ',';
+                t->len += run_rows_fmt_double(t->s + t->len, v[k]); /* room reserved above */
+            }
+            if (fd->vec)
+                t->s[t->len++] = ']';
+            v += fd->width;
+        }
+        put(t, "}", 1);
+    }
+    t->s[t->len] = '\0';
+    return 0;
+}
+
+static const char *const IDS_NAME[] = {"none", "index", "text"};
+
+char *run_rows_layout_text(const run_rows *r)
+{
+    json_t *f = json_array(), *o = NULL;
+    for (size_t i = 0; f != NULL && i < r->n_fields; i++) {
+        json_t *e = json_pack("{s:s, s:I, s:b}", "name", r->field[i].name, "width",
+                              (json_int_t)r->field[i].width, "vector", r->field[i].vec);
+        if (e == NULL || json_array_append_new(f, e) != 0) {
+            json_decref(f);
+            f = NULL;
+        }
+    }
+    if (f != NULL)
+        o = json_pack("{s:i, s:s, s:o}", "version", 1, "ids", IDS_NAME[r->ids], "fields", f);
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return t;
+}
+
+int run_rows_layout_parse(run_rows *r, const char *layout, size_t len)
+{
+    json_error_t je;
+    json_t *o = json_loadb(layout, len, 0, &je);
+    const char *ids = NULL;
+    json_t *f = NULL;
+    int version = 0, rc = -1;
+    r->n_fields = 0;
+    r->w = 0;
+    if (o == NULL ||
+        json_unpack(o, "{s:i, s:s, s:o}", "version", &version, "ids", &ids, "fields", &f) != 0 ||
+        version != 1 || !json_is_array(f))
+        goto out;
+    r->ids = RUN_IDS_NONE;
+    bool known = false;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(ids, IDS_NAME[i]) == 0) {
+            r->ids = (run_ids)i;
+            known = true;
+        }
+    if (!known)
+        goto out;
+    for (size_t i = 0; i < json_array_size(f); i++) {
+        const char *name = NULL;
+        json_int_t width = 0;
+        int vec = 0;
+        if (json_unpack(json_array_get(f, i), "{s:s, s:I, s:b}", "name", &name, "width", &width,
+                        "vector", &vec) != 0 ||
+            width < 1 || run_rows_add_field(r, name, (size_t)width, vec != 0) != 0)
+            goto out;
+    }
+    rc = r->n_fields > 0 ? 0 : -1;
+out:
+    json_decref(o);
+    return rc;
+}
+
+void run_rows_clear(run_rows *r)
+{
+    if (r == NULL)
+        return;
+    dp_free(r->vals);
+    dp_free(r->id_text);
+    dp_free(r->id_off);
+    memset(r, 0, sizeof *r);
+}
