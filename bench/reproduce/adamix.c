@@ -32,6 +32,7 @@
 #include "estimators/eb_linreg.h"
 #include "federated/fl_algo.h"
 #include "federated/fl_data.h"
+#include "bench/reproduce/repro_util.h"
 
 int part_adamix(int silos, int rounds, int threads);
 
@@ -258,16 +259,9 @@ static int rt7(size_t n, int threads, dp_err *err)
     return rc;
 }
 
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int part_adamix(int silos, int rounds, int threads)
 {
-    double t0 = cpu_s();
+    double t0 = repro_cpu_s();
     dp_err err = {0};
     int rc = DP_OK;
     printf(
@@ -289,11 +283,11 @@ int part_adamix(int silos, int rounds, int threads)
             "| n | local min-norm | adamix, 30 rounds | adamix, 100 rounds | weights | variances "
             "| first coordinate of the means |\n| --- | --- | --- | --- | --- | --- | --- |\n");
     }
-    double t1 = cpu_s();
+    double t1 = repro_cpu_s();
     for (size_t n = 10; rc == DP_OK && n <= 30; n += 10)
         rc = rt7(n, threads, &err);
     if (rc == DP_OK)
-        printf("\nCPU time: RT8 %.1f s, RT7 %.1f s\n", t1 - t0, cpu_s() - t1);
+        printf("\nCPU time: RT8 %.1f s, RT7 %.1f s\n", t1 - t0, repro_cpu_s() - t1);
     if (rc != DP_OK)
         fprintf(stderr, "adamix: %s\n", err.msg);
     return rc;

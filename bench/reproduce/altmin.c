@@ -34,6 +34,7 @@
 #include "common/dp_err.h"
 #include "common/dp_math.h"
 #include "federated/fl_altmin.h"
+#include "bench/reproduce/repro_util.h"
 
 int part_altmin(int users, int seeds);
 
@@ -45,51 +46,20 @@ static const double EPS[] = {1, 2, 4, 5, 6, 8, 10};
 static const unsigned EPOCHS[] = {1, 2, 5, 10};
 #define N_EP (sizeof EPOCHS / sizeof EPOCHS[0])
 
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double mean(const double *x, int n)
-{
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += x[i];
-    return s / n;
-}
-
-static double sd(const double *x, int n)
-{
-    if (n < 2)
-        return 0;
-    double m = mean(x, n), s = 0;
-    for (int i = 0; i < n; i++)
-        s += (x[i] - m) * (x[i] - m);
-    return sqrt(s / (n - 1));
-}
-
-static int fail(const dp_err *e)
-{
-    fprintf(stderr, "altmin: %s (%s)\n", e->msg, e->field);
-    return e->code ? e->code : DP_EINTERNAL;
-}
-
 int part_altmin(int users, int seeds)
 {
     gsl_set_error_handler_off();
     if (seeds > MAX_S)
         seeds = MAX_S;
     dp_err e = {0};
-    double l = log(1.0 / DELTA), t0 = cpu_s();
+    double l = log(1.0 / DELTA), t0 = repro_cpu_s();
     fl_lowrank g[MAX_S];
     for (int s = 0; s < seeds; s++) {
         fl_lowrank_spec sp = fl_lowrank_paper_spec();
         sp.users = (size_t)users;
         sp.seed = (uint64_t)(s + 1);
         if (fl_lowrank_init(&sp, &g[s], &e) != DP_OK)
-            return fail(&e);
+            return repro_fail("altmin", &e);
     }
     printf("== APriv-AltMin (Jain et al., NeurIPS 2021, Fig. 2): n = %d, m = 10, d = 50, k = 2, "
            "s_F = 0.01, delta = 1e-6, clip 1e-4, %d seeds (mean +- sd)\n",
@@ -112,7 +82,7 @@ int part_altmin(int users, int seeds)
             acct_zcdp_to_epsilon(rho, DELTA, ACCT_ZCDP_BS2016, &e1, &opt, &e) != DP_OK ||
             acct_zcdp_to_epsilon(rho, DELTA, ACCT_ZCDP_CKS2020, &e2, &opt, &e) != DP_OK) {
             acct_event_free(ev);
-            return fail(&e);
+            return repro_fail("altmin", &e);
         }
         acct_event_free(ev);
         printf("%6g %10.6f %10.4f %10.4f\n", EPS[i], rho, e1, e2);
@@ -123,15 +93,19 @@ int part_altmin(int users, int seeds)
     for (int s = 0; s < seeds; s++) {
         if (fl_lowrank_local_mse(&g[s], &loc[s], &e) != DP_OK ||
             fl_lowrank_single_mse(&g[s], 0, 0, 0, false, 1, &single[s], &e) != DP_OK)
-            return fail(&e);
+            return repro_fail("altmin", &e);
         rnd[s] = fl_lowrank_random_mse(&g[s], 1, &zero[s]);
     }
     printf("\n-- R2 baselines (paper: own data 1.6, single model ~2.0, random ~4)\n");
-    printf("own data (min-norm LS)     %.4f +- %.4f\n", mean(loc, seeds), sd(loc, seeds));
-    printf("zero model                 %.4f +- %.4f\n", mean(zero, seeds), sd(zero, seeds));
-    printf("single model, non-private  %.4f +- %.4f\n", mean(single, seeds), sd(single, seeds));
-    printf("random model               %.4f +- %.4f\n", mean(rnd, seeds), sd(rnd, seeds));
-    printf("[%.0f s cpu]\n", cpu_s() - t0);
+    printf("own data (min-norm LS)     %.4f +- %.4f\n", repro_mean(loc, seeds),
+           repro_sd(loc, seeds));
+    printf("zero model                 %.4f +- %.4f\n", repro_mean(zero, seeds),
+           repro_sd(zero, seeds));
+    printf("single model, non-private  %.4f +- %.4f\n", repro_mean(single, seeds),
+           repro_sd(single, seeds));
+    printf("random model               %.4f +- %.4f\n", repro_mean(rnd, seeds),
+           repro_sd(rnd, seeds));
+    printf("[%.0f s cpu]\n", repro_cpu_s() - t0);
 
     /* R3: non-private AltMin */
     printf("\n-- R3 non-private AltMin (no clip, no noise)\n");
@@ -142,12 +116,12 @@ int part_altmin(int users, int seeds)
             fl_altmin_params p = {.k = 2, .epochs = EPOCHS[i], .seed = (uint64_t)s + 1};
             fl_altmin_result r;
             if (fl_altmin_run(&g[s], &p, NULL, &r, &e) != DP_OK)
-                return fail(&e);
+                return repro_fail("altmin", &e);
             m[s] = r.mse;
             dd[s] = r.subspace_dist;
         }
-        printf("random init, E = %-11u %12.3e %12.3e\n", EPOCHS[i], mean(m, seeds),
-               mean(dd, seeds));
+        printf("random init, E = %-11u %12.3e %12.3e\n", EPOCHS[i], repro_mean(m, seeds),
+               repro_mean(dd, seeds));
     }
     for (unsigned ep = 0; ep <= 3; ep += ep == 0 ? 1 : 2) {
         double m[MAX_S], dd[MAX_S];
@@ -156,13 +130,14 @@ int part_altmin(int users, int seeds)
                 .k = 2, .epochs = ep, .init = FL_ALTMIN_INIT_SPECTRAL, .seed = (uint64_t)s + 1};
             fl_altmin_result r;
             if (fl_altmin_run(&g[s], &p, NULL, &r, &e) != DP_OK)
-                return fail(&e);
+                return repro_fail("altmin", &e);
             m[s] = r.mse;
             dd[s] = r.subspace_dist;
         }
-        printf("spectral init, E = %-9u %12.3e %12.3e\n", ep, mean(m, seeds), mean(dd, seeds));
+        printf("spectral init, E = %-9u %12.3e %12.3e\n", ep, repro_mean(m, seeds),
+               repro_mean(dd, seeds));
     }
-    printf("[%.0f s cpu]\n", cpu_s() - t0);
+    printf("[%.0f s cpu]\n", repro_cpu_s() - t0);
 
     /* R4: Fig. 2 */
     printf("\n-- R4 Fig. 2: APriv-AltMin (random init, best E of {1,2,5,10} on the seed mean), "
@@ -184,13 +159,13 @@ int part_altmin(int users, int seeds)
                                       .seed = (uint64_t)s + 1};
                 fl_altmin_result r;
                 if (fl_altmin_run(&g[s], &p, NULL, &r, &e) != DP_OK)
-                    return fail(&e);
+                    return repro_fail("altmin", &e);
                 m[s] = r.mse;
             }
-            per[j] = mean(m, seeds);
+            per[j] = repro_mean(m, seeds);
             if (per[j] < best) {
                 best = per[j];
-                best_sd = sd(m, seeds);
+                best_sd = repro_sd(m, seeds);
                 best_e = EPOCHS[j];
             }
         }
@@ -198,12 +173,12 @@ int part_altmin(int users, int seeds)
         for (int s = 0; s < seeds; s++)
             if (fl_lowrank_single_mse(&g[s], CLIP, CLIP, sqrt(8 * l) / EPS[i], true,
                                       (uint64_t)s + 1, &sdp[s], &e) != DP_OK)
-                return fail(&e);
+                return repro_fail("altmin", &e);
         printf("%5g %10.4f %8.4f %4u | %10.4f %10.4f %10.4f %10.4f | %10.4f\n", EPS[i], best,
-               best_sd, best_e, per[0], per[1], per[2], per[3], mean(sdp, seeds));
+               best_sd, best_e, per[0], per[1], per[2], per[3], repro_mean(sdp, seeds));
         fflush(stdout);
     }
-    printf("[%.0f s cpu]\n", cpu_s() - t0);
+    printf("[%.0f s cpu]\n", repro_cpu_s() - t0);
 
     /* R4b (not in the paper): half the budget on the private spectral init, half on AltMin */
     printf("\n-- R4b private spectral init (rho/2) + APriv-AltMin (rho/2), best E of {1,2,5}\n");
@@ -225,19 +200,19 @@ int part_altmin(int users, int seeds)
                                       .seed = (uint64_t)s + 1};
                 fl_altmin_result r;
                 if (fl_altmin_run(&g[s], &p, NULL, &r, &e) != DP_OK)
-                    return fail(&e);
+                    return repro_fail("altmin", &e);
                 m[s] = r.mse;
             }
-            if (mean(m, seeds) < best) {
-                best = mean(m, seeds);
-                best_sd = sd(m, seeds);
+            if (repro_mean(m, seeds) < best) {
+                best = repro_mean(m, seeds);
+                best_sd = repro_sd(m, seeds);
                 best_e = EPOCHS[j];
             }
         }
         printf("%5g %10.4f %8.4f %4u\n", EPS[i], best, best_sd, best_e);
         fflush(stdout);
     }
-    printf("[%.0f s cpu]\n", cpu_s() - t0);
+    printf("[%.0f s cpu]\n", repro_cpu_s() - t0);
 
     /* R5: the private spectral init alone with the whole budget */
     printf("\n-- R5 private spectral init (Alg. 3) alone, one Gaussian release with rho = "
@@ -254,14 +229,14 @@ int part_altmin(int users, int seeds)
                                   .seed = (uint64_t)s + 1};
             fl_altmin_result r;
             if (fl_altmin_run(&g[s], &p, NULL, &r, &e) != DP_OK)
-                return fail(&e);
+                return repro_fail("altmin", &e);
             m[s] = r.mse;
             dd[s] = r.subspace_dist;
         }
-        printf("%5g %10.4f %8.4f %10.4f %8.4f\n", EPS[i], mean(m, seeds), sd(m, seeds),
-               mean(dd, seeds), sd(dd, seeds));
+        printf("%5g %10.4f %8.4f %10.4f %8.4f\n", EPS[i], repro_mean(m, seeds), repro_sd(m, seeds),
+               repro_mean(dd, seeds), repro_sd(dd, seeds));
     }
-    printf("[%.0f s cpu]\n", cpu_s() - t0);
+    printf("[%.0f s cpu]\n", repro_cpu_s() - t0);
     for (int s = 0; s < seeds; s++)
         fl_lowrank_free(&g[s]);
     return DP_OK;

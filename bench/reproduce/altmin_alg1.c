@@ -40,6 +40,7 @@
 #include "common/dp_err.h"
 #include "common/dp_math.h"
 #include "federated/fl_altmin.h"
+#include "bench/reproduce/repro_util.h"
 
 int part_altmin_alg1(int users, int seeds);
 int part_altmin_scaling(int seeds);
@@ -47,31 +48,6 @@ int part_altmin_scaling(int seeds);
 #define CLIP  1e-4
 #define DELTA 1e-6
 #define MAX_S 20
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double mean(const double *x, int n)
-{
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += x[i];
-    return s / n;
-}
-
-static double sd(const double *x, int n)
-{
-    if (n < 2)
-        return 0;
-    double m = mean(x, n), s = 0;
-    for (int i = 0; i < n; i++)
-        s += (x[i] - m) * (x[i] - m);
-    return sqrt(s / (n - 1));
-}
 
 /* Least-squares slope of log y against log x over the points with y > 0; NaN with fewer than 2. */
 static double loglog_slope(const double *x, const double *y, int n)
@@ -88,12 +64,6 @@ static double loglog_slope(const double *x, const double *y, int n)
     if (c < 2)
         return DP_NAN;
     return (c * sxy - sx * sy) / (c * sxx - sx * sx);
-}
-
-static int fail(const dp_err *e)
-{
-    fprintf(stderr, "altmin: %s (%s)\n", e->msg, e->field);
-    return e->code ? e->code : DP_EINTERNAL;
 }
 
 /* Alg. 1 as written: quarter splits, private Alg. 3, T disjoint batches, Thm. 4.2's sigma (0:
@@ -122,7 +92,7 @@ int part_altmin_alg1(int users, int seeds)
     static const double EPS[] = {1, 2, 5, 10};
     static const unsigned TS[] = {0, 1, 2, 5};
     dp_err e = {0};
-    double t0 = cpu_s();
+    double t0 = repro_cpu_s();
     fl_lowrank g[MAX_S];
     for (int s = 0; s < seeds; s++) {
         fl_lowrank_spec sp = fl_lowrank_paper_spec();
@@ -130,7 +100,7 @@ int part_altmin_alg1(int users, int seeds)
         sp.m = 12;
         sp.seed = (uint64_t)(s + 1);
         if (fl_lowrank_init(&sp, &g[s], &e) != DP_OK)
-            return fail(&e);
+            return repro_fail("altmin", &e);
     }
     printf("== APriv-AltMin, Alg. 1 as written (R6): n = %d, m = 12 (quarter splits), d = 50, "
            "k = 2, s_F = 0.01, delta = 1e-6, clip 1e-4, private Alg. 3 then T disjoint batches, "
@@ -147,11 +117,12 @@ int part_altmin_alg1(int users, int seeds)
                 fl_altmin_params p = alg1_params(TS[j], EPS[i], (uint64_t)s + 1);
                 fl_altmin_result r;
                 if (fl_altmin_run(&g[s], &p, NULL, &r, &e) != DP_OK)
-                    return fail(&e);
+                    return repro_fail("altmin", &e);
                 m[s] = r.mse;
                 dd[s] = r.subspace_dist;
             }
-            printf(" | %7.4f +- %6.4f [%4.2f]", mean(m, seeds), sd(m, seeds), mean(dd, seeds));
+            printf(" | %7.4f +- %6.4f [%4.2f]", repro_mean(m, seeds), repro_sd(m, seeds),
+                   repro_mean(dd, seeds));
         }
         printf("\n");
         fflush(stdout);
@@ -161,11 +132,11 @@ int part_altmin_alg1(int users, int seeds)
         fl_altmin_params p = alg1_params(1, 0, (uint64_t)s + 1);
         fl_altmin_result r;
         if (fl_altmin_run(&g[s], &p, NULL, &r, &e) != DP_OK)
-            return fail(&e);
+            return repro_fail("altmin", &e);
         m[s] = r.mse;
     }
-    printf("non-private (no clip, no noise), T = 1: %.3e\n", mean(m, seeds));
-    printf("[%.0f s cpu]\n", cpu_s() - t0);
+    printf("non-private (no clip, no noise), T = 1: %.3e\n", repro_mean(m, seeds));
+    printf("[%.0f s cpu]\n", repro_cpu_s() - t0);
     for (int s = 0; s < seeds; s++)
         fl_lowrank_free(&g[s]);
     return DP_OK;
@@ -177,7 +148,7 @@ int part_altmin_scaling(int seeds)
     if (seeds > MAX_S)
         seeds = MAX_S;
     dp_err e = {0};
-    double t0 = cpu_s(), l = log(1.0 / DELTA);
+    double t0 = repro_cpu_s(), l = log(1.0 / DELTA);
 
     /* (a) n: each row against the same run without noise (same clips, splits and data) */
     static const double NS[] = {12500, 25000, 50000, 100000};
@@ -197,7 +168,7 @@ int part_altmin_scaling(int seeds)
             sp.seed = (uint64_t)(s + 1);
             fl_lowrank g;
             if (fl_lowrank_init(&sp, &g, &e) != DP_OK)
-                return fail(&e);
+                return repro_fail("altmin", &e);
             int rc = DP_OK;
             double b[2] = {0};
             for (unsigned t = 0; t < 2 && rc == DP_OK; t++) {
@@ -217,7 +188,7 @@ int part_altmin_scaling(int seeds)
             }
             fl_lowrank_free(&g);
             if (rc != DP_OK)
-                return fail(&e);
+                return repro_fail("altmin", &e);
         }
         for (int q = 0; q < NR; q++) {
             ex[q][i] = acc[q][0];
@@ -257,7 +228,7 @@ int part_altmin_scaling(int seeds)
             printf(" | %9.3e %8s", base[t][i], "");
         printf("\n");
     }
-    printf("[%.0f s cpu]\n", cpu_s() - t0);
+    printf("[%.0f s cpu]\n", repro_cpu_s() - t0);
 
     /* (b) d */
     static const double DS[] = {25, 50, 100};
@@ -279,7 +250,7 @@ int part_altmin_scaling(int seeds)
                 sp.seed = (uint64_t)(s + 1);
                 fl_lowrank g;
                 if (fl_lowrank_init(&sp, &g, &e) != DP_OK)
-                    return fail(&e);
+                    return repro_fail("altmin", &e);
                 fl_altmin_params p = {.k = 2,
                                       .init = FL_ALTMIN_INIT_SPECTRAL,
                                       .zeta = CLIP,
@@ -294,19 +265,19 @@ int part_altmin_scaling(int seeds)
                     rc = fl_altmin_run(&g, &pn, NULL, &rn, &e);
                 fl_lowrank_free(&g);
                 if (rc != DP_OK)
-                    return fail(&e);
+                    return repro_fail("altmin", &e);
                 dp_[s] = r.subspace_dist;
                 dn[s] = rn.subspace_dist;
             }
-            dd[i] = mean(dp_, seeds);
-            double dnm = mean(dn, seeds);
+            dd[i] = repro_mean(dp_, seeds);
+            double dnm = repro_mean(dn, seeds);
             xd[i] = dd[i] > dnm ? sqrt(dd[i] * dd[i] - dnm * dnm) : 0.0;
             printf("  d = %3.0f: %6.4f +- %6.4f [%6.4f] excess %6.4f;", DS[i], dd[i],
-                   sd(dp_, seeds), dnm, xd[i]);
+                   repro_sd(dp_, seeds), dnm, xd[i]);
             fflush(stdout);
         }
         printf("  slope %.2f (excess %.2f)\n", loglog_slope(DS, dd, ND), loglog_slope(DS, xd, ND));
     }
-    printf("[%.0f s cpu]\n", cpu_s() - t0);
+    printf("[%.0f s cpu]\n", repro_cpu_s() - t0);
     return DP_OK;
 }

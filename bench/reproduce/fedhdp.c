@@ -42,6 +42,7 @@
 #include "common/dp_math.h"
 #include "federated/fl_algo.h"
 #include "federated/fl_data.h"
+#include "bench/reproduce/repro_util.h"
 
 int part_fedhdp_r6(int threads, int seeds, int rounds, int clients);
 
@@ -81,13 +82,6 @@ static const method METHODS[] = {
 #define N_METHODS (sizeof METHODS / sizeof METHODS[0])
 
 enum { ACC_G, ACC_GP, ACC_GNP, DELTA_G, ACC_LP, ACC_LNP, N_COLS };
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double wall_s(void)
 {
@@ -177,13 +171,13 @@ static int run_one(const method *m, const fl_federation *f, uint64_t seed, uint6
     c.hdp_count_noise = FH_SIGMA_B;
     fl_state st = {0};
     fl_round_metrics mm = {0};
-    double c0 = cpu_s();
+    double c0 = repro_cpu_s();
     int rc = fl_job_cfg_check(&c, f, err);
     if (rc == DP_OK)
         rc = fl_state_init(&c, f, &st, err);
     while (rc == DP_OK && st.round < c.rounds)
         rc = fl_round_run(&c, f, &st, NULL, threads, st.round + 1 == c.rounds ? &mm : NULL, err);
-    *cpu = cpu_s() - c0;
+    *cpu = repro_cpu_s() - c0;
     if (rc == DP_OK) {
         double hit[2][2] = {{0}}, n[2] = {0}; /* [np=0 / p=1][global / personal] */
         for (size_t k = 0; k < f->n_silos; k++) {
