@@ -62,6 +62,20 @@ expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2,3],"s":[1,0,1],"pr
 expect_json '.error.field' 's[1]'
 expect_status 400 POST /v1/estimators/normal-means '{"x":[1,"a",3],"s":1,"prior_family":"normal"}'
 expect_json '.error.field' 'x[1]'
+# x and s are read from the body text when they are plain arrays of numbers (issue 15); anything
+# else takes jansson's tree and gets the same answers as before
+expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2,3],"s":[1,"a",1],"prior_family":"normal"}'
+expect_json '.error.field' 's[1]'
+expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2,3],"s":[1,1,null],"prior_family":"normal"}'
+expect_json '.error.field' 's[2]'
+expect_status 400 POST /v1/estimators/normal-means '{"x":[1,NaN,3],"s":1,"prior_family":"normal"}'
+expect_json '.error.message | startswith("malformed JSON at line 1")' true
+expect_status 400 POST /v1/estimators/normal-means '{"x":[1,+2,3],"s":1,"prior_family":"normal"}'
+expect_json '.error.message | startswith("malformed JSON")' true
+expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2],"s":[1,1],"x":[3],"prior_family":"normal"}'
+expect_json '.error.message | contains("duplicate object key")' true
+expect_status 400 POST /v1/estimators/normal-means '{"x":[],"s":[],"prior_family":"normal"}'
+expect_json '.error.field' x
 expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2,3],"s":1,"prior_family":"horseshoe"}'
 expect_json '.error.field' prior_family
 expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2,3],"s":1}'
