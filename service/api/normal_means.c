@@ -19,10 +19,10 @@
  *
  * Caps: observations x (4 + draws) result values against --max-estimator-cells (413), observations
  * x grid points x profile points against --max-estimator-work (400), the library's own limits
- * (EB_NM_MAX_CELLS likelihoods in memory). Memory: the request arrays are copied into C arrays and
- * freed at out:. x and s arrive read from the body text into doubles when they are plain arrays of
- * numbers (the dispatcher's clients_json_load_numbers: no jansson tree for a million of them,
- * issue 15), else as the tree's arrays; the values and the errors are the same either way.
+ * (EB_NM_MAX_CELLS likelihoods in memory). Memory: x and s arrive read from the body text into
+ * doubles when they are plain arrays of numbers (the dispatcher's clients_json_load_numbers: no
+ * jansson tree for a million of them, issue 15) and are used in place; else the tree's arrays are
+ * copied into C arrays, freed at the end. The values and the errors are the same either way.
  * Thread-safety: runs on one compute thread per request (est_start).
  */
 #include "service/api/routes.h"
@@ -42,7 +42,9 @@
 
 typedef struct nm_req {
     size_t n;
-    double *x, *s, *grid; /* owned */
+    double *x, *s, *grid;  /* owned (x, s: NULL when read from the body text) */
+    const double *xv, *sv; /* the values: x and s, or the arrays read from the body text
+                              (service/codec/clients_json.h), borrowed for the job's life */
     eb_nm_opts o;
     size_t draws;
     uint64_t seed;
@@ -81,32 +83,23 @@ static int parse_numbers(const json_t *a, const char *field, size_t *n, double *
     return DP_OK;
 }
 
-/* The numbers of field read from the body text (service/codec/clients_json.h), checked and copied
- * as parse_numbers checks and copies the same values from a tree. */
-static int copy_numbers(const double *v, size_t nv, const char *field, size_t *n, double **out,
-                        dp_err *err)
+/* The numbers of field: read from the body text when the dispatcher read them so (the tree then
+ * holds []; *view borrows them, checked as parse_numbers checks the same values from a tree), else
+ * from the tree into *own (*view = *own). */
+static int get_numbers(const json_t *body, const clients_json *cj, const char *field, size_t *n,
+                       double **own, const double **view, dp_err *err)
 {
-    *n = nv;
+    const double *v = clients_json_numbers(cj, field, n);
+    if (v == NULL) {
+        int rc = parse_numbers(json_object_get(body, field), field, n, own, err);
+        *view = *own;
+        return rc;
+    }
     if (*n < 1 || *n > EB_MAX_CLIENTS)
         return dp_err_set(err, DP_EINVAL, field, "%s must hold 1..%d numbers (got %zu)", field,
                           EB_MAX_CLIENTS, *n);
-    *out = dp_calloc(*n, sizeof **out);
-    if (*out == NULL)
-        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    memcpy(*out, v, *n * sizeof **out);
+    *view = v;
     return DP_OK;
-}
-
-/* field's array: from the text when the dispatcher read it so (the tree then holds []), else from
- * the tree. */
-static int get_numbers(const json_t *body, const clients_json *cj, const char *field, size_t *n,
-                       double **out, dp_err *err)
-{
-    size_t nv = 0;
-    const double *v = clients_json_numbers(cj, field, &nv);
-    if (v != NULL)
-        return copy_numbers(v, nv, field, n, out, err);
-    return parse_numbers(json_object_get(body, field), field, n, out, err);
 }
 
 /* "key": number or "estimate"; absent: *fixed = def_fixed, *v = def. */
@@ -147,7 +140,7 @@ static int nm_parse(const json_t *body, const clients_json *cj, nm_req *r, dp_er
                           "normal_scale_mixture or npmle (got \"%s\")",
                           fam);
     r->o = eb_nm_opts_default((eb_nm_family)f);
-    if (get_numbers(body, cj, "x", &r->n, &r->x, err) != DP_OK)
+    if (get_numbers(body, cj, "x", &r->n, &r->x, &r->xv, err) != DP_OK)
         return err->code;
     const json_t *js = json_object_get(body, "s");
     if (json_is_number(js)) { /* one standard error for all, as ebnm's scalar s */
@@ -156,9 +149,10 @@ static int nm_parse(const json_t *body, const clients_json *cj, nm_req *r, dp_er
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         for (size_t j = 0; j < r->n; j++)
             r->s[j] = json_number_value(js);
+        r->sv = r->s;
     } else {
         size_t ns = 0;
-        if (get_numbers(body, cj, "s", &ns, &r->s, err) != DP_OK)
+        if (get_numbers(body, cj, "s", &ns, &r->s, &r->sv, err) != DP_OK)
             return err->code;
         if (ns != r->n)
             return dp_err_set(err, DP_EINVAL, "s",
@@ -206,7 +200,7 @@ static int nm_parse(const json_t *body, const clients_json *cj, nm_req *r, dp_er
     r->o.max_iter = (unsigned)v;
     if (json_util_opt_number(body, "tol", r->o.tol, &r->o.tol, err) != DP_OK)
         return err->code;
-    eb_nm_data d = {r->n, r->x, r->s};
+    eb_nm_data d = {r->n, r->xv, r->sv};
     if (eb_nm_data_check(&d, err) != DP_OK || eb_nm_opts_check(&r->o, err) != DP_OK)
         return err->code;
     return DP_OK;
@@ -297,7 +291,7 @@ static int nm_compute(est_job *job, dp_err *err)
     int rc = nm_parse(est_job_body(job), est_job_arrays(job), &r, err);
     if (rc == DP_OK)
         rc = nm_check_caps(job, &r, err);
-    eb_nm_data d = {r.n, r.x, r.s};
+    eb_nm_data d = {r.n, r.xv, r.sv};
     r.o.cancel = est_job_cancel(job); /* the fit and the posterior stop at the compute deadline */
     if (rc == DP_OK)
         rc = eb_nm_fit_prior(&d, &r.o, &fit, err);
