@@ -124,4 +124,18 @@ check "its message says it was cancelled and nothing was charged" test "$(jq -r 
 check "nothing was stored" test "$(sqlite3 "$DB" 'SELECT count(*) FROM estimator_runs')" = 0
 # the compute thread is free again: a small fit completes
 expect_status 201 POST /v1/estimators/normal-means "$(nm point_laplace)"
+
+# Idempotency-Key: the request's hash covers x and s even when they are read from the text (the
+# same values written otherwise replay, other values are a conflict)
+idem() {
+    curl -s -o "$T/idem" -w '%{http_code}' -H "Authorization: Bearer $(head -1 "$ADMIN_TOKEN_FILE")" \
+        -H 'Idempotency-Key: nm-1' -X POST --data-binary "$1" "$URL/v1/estimators/normal-means"
+}
+check "a keyed request is answered" test "$(idem "$(nm normal)")" = 201
+check "and not as a replay" test "$(jq -r .replayed "$T/idem")" != true
+X2='[1.20,-0.3,2.5e0,0.1,-1.7,3.9,0.4,-0.2,0.05,2.2]' # the same values
+check "the same values written otherwise replay" test "$(X=$X2 idem "$(X=$X2 nm normal)")" = 201
+check "as a replay" test "$(jq -r .replayed "$T/idem")" = true
+X3='[1.2,-0.3,2.5,0.1,-1.7,3.9,0.4,-0.2,0.05,2.3]'
+check "other values under the same key conflict" test "$(X=$X3 idem "$(X=$X3 nm normal)")" = 409
 finish
