@@ -25,6 +25,11 @@
  * the old memory cost, paid only by bodies that are unusual (a key written with escapes,
  * "cl\u0069ents", is not recognised and takes the tree path too) or malformed in those ways.
  *
+ * Numeric arrays (clients_json_load_numbers, issue 15): the same object also carries top-level
+ * arrays of numbers a route asks for, read into doubles without a tree; their values are checked
+ * against jansson's bit for bit in tests/unit/service/codec/test_service_numbers_json.c, and any
+ * array it does not read sends the whole body to json_loadb.
+ *
  * Ownership: a clients_json owns the body text it reads (clients_json_load steals it) and is
  * reference-counted, so a compute thread can keep it after the HTTP request that read it ended.
  * Trees returned by clients_json_get are new references owned by the caller.
