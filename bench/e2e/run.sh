@@ -14,12 +14,14 @@
 # each sent as is ("full": every estimate answered, as before) and with "results": "summary" (the
 # fit only; no per-client rows answered or stored) unless RESULTS says otherwise.
 # With BASELINE_DPSILOD (a dpsilod built from an earlier commit) every request also runs against
-# it, alternating, and the old binary gets the bodies without "results" (it refuses the field).
+# it, alternating, and the old binary gets the bodies without "results" (a binary from before
+# "results" refuses the field), or with "results": "summary" when BASELINE_RESULTS=summary.
 # Not part of `make test`; nothing is asserted.
 #
 # Usage: BASELINE_DPSILOD=<old build>/dpsilod bash bench/e2e/run.sh
 # Knobs: E2E_CLIENTS (default 1000000), KINDS="gaussian beta nm", RESULTS="full summary",
-#        REPEAT (alternations, default 1), PIN (taskset -c list for the daemon, default none)
+#        REPEAT (alternations, default 1), PIN (taskset -c list for the daemon, default none),
+#        BASELINE_RESULTS (full or summary, default full)
 set -euo pipefail
 BUILD=${BUILD:-build}
 DPSILOD=${DPSILOD:-$BUILD/dpsilod}
@@ -28,6 +30,7 @@ KINDS=${KINDS:-gaussian beta nm}
 RESULTS=${RESULTS:-full summary}
 REPEAT=${REPEAT:-1}
 PIN=${PIN:-}
+BASELINE_RESULTS=${BASELINE_RESULTS:-full}
 [ -x "$DPSILOD" ] || { echo "bench/e2e: $DPSILOD not built (run make)"; exit 1; }
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-e2e-XXXXXX")
@@ -112,7 +115,9 @@ for kind in $KINDS; do
             measure "dpsilod $res" "$DPSILOD" "$(route "$kind")" "$body"
         done
         if [ -n "${BASELINE_DPSILOD:-}" ]; then
-            measure "baseline full" "$BASELINE_DPSILOD" "$(route "$kind")" "$T/$kind.json"
+            body="$T/$kind.json"
+            [ "$BASELINE_RESULTS" = summary ] && body="$T/$kind-summary.json"
+            measure "baseline $BASELINE_RESULTS" "$BASELINE_DPSILOD" "$(route "$kind")" "$body"
         fi
     done
 done

@@ -3319,6 +3319,11 @@ const json_t *est_job_body(const est_job *j)
     return j->rq.body;
 }
 
+const struct clients_json *est_job_arrays(const est_job *j)
+{
+    return j->rq.clients;
+}
+
 const cfg *est_job_cfg(const est_job *j)
 {
     return j->rq.app->cfg;

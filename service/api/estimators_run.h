@@ -35,6 +35,9 @@ int est_start(const http_req *rq, http_resp *rs, const char *kind, est_compute_f
 
 /* The request body (borrowed, valid for the job's life). */
 const json_t *est_job_body(const est_job *j);
+/* The body's arrays read without a tree (service/codec/clients_json.h), borrowed for the job's
+ * life; NULL when the body came as a tree alone. */
+const struct clients_json *est_job_arrays(const est_job *j);
 
 /* The daemon's configuration (caps), or NULL in unit tests. Borrowed. */
 const cfg *est_job_cfg(const est_job *j);

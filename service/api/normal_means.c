@@ -19,8 +19,11 @@
  *
  * Caps: observations x (4 + draws) result values against --max-estimator-cells (413), observations
  * x grid points x profile points against --max-estimator-work (400), the library's own limits
- * (EB_NM_MAX_CELLS likelihoods in memory). Memory: the request arrays are copied into C arrays and
- * freed at out:. Thread-safety: runs on one compute thread per request (est_start).
+ * (EB_NM_MAX_CELLS likelihoods in memory). Memory: x and s arrive read from the body text into
+ * doubles when they are plain arrays of numbers (the dispatcher's clients_json_load_numbers: no
+ * jansson tree for a million of them, issue 15) and are used in place; else the tree's arrays are
+ * copied into C arrays, freed at the end. The values and the errors are the same either way.
+ * Thread-safety: runs on one compute thread per request (est_start).
  */
 #include "service/api/routes.h"
 
@@ -32,13 +35,16 @@
 #include "common/dp_math.h"
 #include "estimators/eb_nm.h"
 #include "service/api/estimators_run.h"
+#include "service/codec/clients_json.h"
 #include "service/codec/json_util.h"
 
 #define NM_DEFAULT_SEED 1 /* as the other estimators' "seed" */
 
 typedef struct nm_req {
     size_t n;
-    double *x, *s, *grid; /* owned */
+    double *x, *s, *grid;  /* owned (x, s: NULL when read from the body text) */
+    const double *xv, *sv; /* the values: x and s, or the arrays read from the body text
+                              (service/codec/clients_json.h), borrowed for the job's life */
     eb_nm_opts o;
     size_t draws;
     uint64_t seed;
@@ -77,6 +83,25 @@ static int parse_numbers(const json_t *a, const char *field, size_t *n, double *
     return DP_OK;
 }
 
+/* The numbers of field: read from the body text when the dispatcher read them so (the tree then
+ * holds []; *view borrows them, checked as parse_numbers checks the same values from a tree), else
+ * from the tree into *own (*view = *own). */
+static int get_numbers(const json_t *body, const clients_json *cj, const char *field, size_t *n,
+                       double **own, const double **view, dp_err *err)
+{
+    const double *v = clients_json_numbers(cj, field, n);
+    if (v == NULL) {
+        int rc = parse_numbers(json_object_get(body, field), field, n, own, err);
+        *view = *own;
+        return rc;
+    }
+    if (*n < 1 || *n > EB_MAX_CLIENTS)
+        return dp_err_set(err, DP_EINVAL, field, "%s must hold 1..%d numbers (got %zu)", field,
+                          EB_MAX_CLIENTS, *n);
+    *view = v;
+    return DP_OK;
+}
+
 /* "key": number or "estimate"; absent: *fixed = def_fixed, *v = def. */
 static int parse_fixed_or_estimate(const json_t *body, const char *key, bool def_fixed, double def,
                                    bool *fixed, double *v, dp_err *err)
@@ -98,7 +123,7 @@ static int parse_fixed_or_estimate(const json_t *body, const char *key, bool def
     return dp_err_set(err, DP_EINVAL, key, "%s must be a number or \"estimate\"", key);
 }
 
-static int nm_parse(const json_t *body, nm_req *r, dp_err *err)
+static int nm_parse(const json_t *body, const clients_json *cj, nm_req *r, dp_err *err)
 {
     static const char *const keys[] = {"x",        "s",         "prior_family", "mode",  "scale",
                                        "grid",     "grid_size", "grid_mult",    "draws", "seed",
@@ -115,7 +140,7 @@ static int nm_parse(const json_t *body, nm_req *r, dp_err *err)
                           "normal_scale_mixture or npmle (got \"%s\")",
                           fam);
     r->o = eb_nm_opts_default((eb_nm_family)f);
-    if (parse_numbers(json_object_get(body, "x"), "x", &r->n, &r->x, err) != DP_OK)
+    if (get_numbers(body, cj, "x", &r->n, &r->x, &r->xv, err) != DP_OK)
         return err->code;
     const json_t *js = json_object_get(body, "s");
     if (json_is_number(js)) { /* one standard error for all, as ebnm's scalar s */
@@ -124,9 +149,10 @@ static int nm_parse(const json_t *body, nm_req *r, dp_err *err)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         for (size_t j = 0; j < r->n; j++)
             r->s[j] = json_number_value(js);
+        r->sv = r->s;
     } else {
         size_t ns = 0;
-        if (parse_numbers(js, "s", &ns, &r->s, err) != DP_OK)
+        if (get_numbers(body, cj, "s", &ns, &r->s, &r->sv, err) != DP_OK)
             return err->code;
         if (ns != r->n)
             return dp_err_set(err, DP_EINVAL, "s",
@@ -174,7 +200,7 @@ static int nm_parse(const json_t *body, nm_req *r, dp_err *err)
     r->o.max_iter = (unsigned)v;
     if (json_util_opt_number(body, "tol", r->o.tol, &r->o.tol, err) != DP_OK)
         return err->code;
-    eb_nm_data d = {r->n, r->x, r->s};
+    eb_nm_data d = {r->n, r->xv, r->sv};
     if (eb_nm_data_check(&d, err) != DP_OK || eb_nm_opts_check(&r->o, err) != DP_OK)
         return err->code;
     return DP_OK;
@@ -262,10 +288,10 @@ static int nm_compute(est_job *job, dp_err *err)
     eb_nm_fit fit;
     memset(&fit, 0, sizeof fit);
     double *pm = NULL, *psd = NULL, *p2 = NULL, *lf = NULL, *dr = NULL;
-    int rc = nm_parse(est_job_body(job), &r, err);
+    int rc = nm_parse(est_job_body(job), est_job_arrays(job), &r, err);
     if (rc == DP_OK)
         rc = nm_check_caps(job, &r, err);
-    eb_nm_data d = {r.n, r.x, r.s};
+    eb_nm_data d = {r.n, r.xv, r.sv};
     r.o.cancel = est_job_cancel(job); /* the fit and the posterior stop at the compute deadline */
     if (rc == DP_OK)
         rc = eb_nm_fit_prior(&d, &r.o, &fit, err);

@@ -38,14 +38,28 @@ typedef struct cj_span {
     uint32_t len;
 } cj_span;
 
+/* A top-level array of numbers read without jansson (clients_json_load_numbers). */
+typedef struct cj_nums {
+    const char *key; /* the caller's key (static storage) */
+    double *v;       /* n values, as jansson's json_number_value gives them; owned */
+    uint8_t *is_int; /* n flags: written as an integer (jansson: a json_integer); owned */
+    size_t n, cap;
+    size_t open, close; /* the array's '[' and ']' in the body */
+    bool read;          /* found and read (else the tree holds the key, if present) */
+} cj_nums;
+
 struct clients_json {
-    atomic_size_t refs; /* references; the last decref frees */
-    char *body;         /* the whole body text, owned (stolen from the caller) */
-    size_t body_len;    /* bytes in body */
-    cj_span *spans;     /* n elements, in order; owned */
-    size_t n;           /* elements */
-    size_t n_id;        /* elements that are objects with an "id" member */
-    size_t n_silo;      /* elements that are objects with a "silo_id" member */
+    atomic_size_t refs;                  /* references; the last decref frees */
+    char *body;                          /* the whole body text, owned (stolen from the caller) */
+    size_t body_len;                     /* bytes in body */
+    cj_span *spans;                      /* n elements, in order; owned */
+    size_t n;                            /* elements */
+    size_t n_id;                         /* elements that are objects with an "id" member */
+    size_t n_silo;                       /* elements that are objects with a "silo_id" member */
+    bool has_clients;                    /* the clients array was read as spans (else n is 0) */
+    cj_nums nums[CLIENTS_JSON_MAX_NUMS]; /* n_nums numeric arrays asked for */
+    size_t n_nums;
+    size_t n_read; /* how many of them were read */
 };
 
 #define CJ_LOAD_FLAGS JSON_REJECT_DUPLICATES
@@ -118,6 +132,10 @@ static void cj_free(clients_json *cj)
         return;
     free(cj->spans);
     free(cj->body);
+    for (size_t k = 0; k < cj->n_nums; k++) {
+        free(cj->nums[k].v);
+        free(cj->nums[k].is_int);
+    }
     free(cj);
 }
 
@@ -138,6 +156,7 @@ static int push_span(clients_json *cj, size_t *cap, size_t off, size_t len)
 
 /* Where the scanner stopped, for an error answered without a tree (clients_json_load). */
 typedef struct cj_scan {
+    bool nums_failed;  /* a numeric array was not read: only the whole body answers */
     const char *open;  /* the clients array's '[' (NULL: not reached) */
     const char *close; /* its ']' (NULL: not reached) */
     const char *elem;  /* the start of the element whose end was not found (NULL: none) */
@@ -175,8 +194,147 @@ static int scan_array(clients_json *cj, const char *p, const char *end, cj_scan 
     }
 }
 
-/* Finds the top-level "clients" array: sc->open at its '[', sc->close at its ']'. 0, or -1 when
- * the body is not an object of the expected shape or has no such array. */
+static const char *flat_number(const char *p, const char *end, bool *is_int, size_t *digits,
+                               bool *has_exp);
+
+/* Appends one number to a. -1 when out of memory. */
+static int push_num(cj_nums *a, double v, bool is_int)
+{
+    if (a->n == a->cap) {
+        size_t nc = a->cap ? a->cap * 2 : 1024;
+        double *nv = realloc(a->v, nc * sizeof *nv);
+        if (nv == NULL)
+            return -1;
+        a->v = nv;
+        uint8_t *ni = realloc(a->is_int, nc);
+        if (ni == NULL)
+            return -1;
+        a->is_int = ni;
+        a->cap = nc;
+    }
+    a->v[a->n] = v;
+    a->is_int[a->n++] = is_int;
+    return 0;
+}
+
+/* Clinger's fast path (W. D. Clinger, "How to read floating point numbers accurately", PLDI 1990,
+ * section 5): a decimal m x 10^e whose digits m fit in 2^53 and with |e| <= 22 is m times or
+ * divided by 10^|e|, two doubles that are both exact, so the one IEEE operation rounds the exact
+ * value correctly: strtod's answer, at a fraction of its cost. [p, q) is a JSON number token
+ * (flat_number). true with *v, or false: not such a number (then strtod). An integer token gives
+ * the integer (so "-0" is +0, as jansson's json_integer). */
+static bool exact_number(const char *p, const char *q, bool is_int, double *v)
+{
+    static const double P10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    bool neg = *p == '-';
+    uint64_t m = 0;
+    int nd = 0, e = 0; /* significant digits in m; the decimal exponent */
+    p += neg;
+    for (; p < q && *p >= '0' && *p <= '9'; p++) {
+        if (m == 0 && *p == '0')
+            continue;
+        if (++nd > 15)
+            return false;
+        m = m * 10 + (uint64_t)(*p - '0');
+    }
+    if (p < q && *p == '.')
+        for (p++; p < q && *p >= '0' && *p <= '9'; p++) {
+            e--;
+            if (m == 0 && *p == '0')
+                continue;
+            if (++nd > 15)
+                return false;
+            m = m * 10 + (uint64_t)(*p - '0');
+        }
+    if (p < q) { /* 'e' or 'E', a sign, digits */
+        bool eneg = *++p == '-';
+        int x = 0;
+        p += *p == '-' || *p == '+';
+        for (; p < q; p++) {
+            if (x > 1000)
+                return false;
+            x = x * 10 + (*p - '0');
+        }
+        e += eneg ? -x : x;
+    }
+    if (is_int) {
+        *v = (double)(neg ? -(int64_t)m : (int64_t)m);
+        return true;
+    }
+    double d = (double)m;
+    if (m == 0)
+        e = 0; /* 0 with any exponent is 0 */
+    if (e < -22 || e > 22)
+        return false;
+    d = e < 0 ? d / P10[-e] : d * P10[e];
+    *v = neg ? -d : d;
+    return true;
+}
+
+/* Reads the array of numbers whose '[' is at p into a; returns just past its ']', or NULL when it
+ * is anything else (an element that is not a JSON number token, an integer of more than 15 digits,
+ * a real that overflows, out of memory): the whole body then goes to jansson. Each value is the
+ * one jansson gives: the integer for an integer token (so "-0" is +0, a json_integer), strtod's
+ * for a real token (jansson's jsonp_strtod, refusing only an overflow), by exact_number when it
+ * can; the grammar is checked by flat_number first, so neither sees a '+', a hex prefix, "nan" or
+ * "inf". */
+static const char *scan_nums(cj_nums *a, const char *p, const char *end)
+{
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == ']')
+        return p + 1;
+    for (;;) {
+        bool is_int, has_exp;
+        size_t digits;
+        const char *q = flat_number(p, end, &is_int, &digits, &has_exp);
+        /* q < end: the token is followed by a byte of the body, where strtod and strtoll stop */
+        if (q == NULL || q >= end || (is_int && digits > 15))
+            return NULL;
+        double v;
+        if (!exact_number(p, q, is_int, &v)) {
+            char *e;
+            v = is_int ? (double)strtoll(p, &e, 10) : strtod(p, &e);
+            if (e != q || !isfinite(v))
+                return NULL;
+        }
+        if (push_num(a, v, is_int) != 0)
+            return NULL;
+        p = skip_ws(q, end);
+        if (p >= end)
+            return NULL;
+        if (*p == ']')
+            return p + 1;
+        if (*p != ',')
+            return NULL;
+        p = skip_ws(p + 1, end);
+    }
+}
+
+/* The numeric array asked for under the key whose text (quotes included) is k[0, kl), or NULL. */
+static cj_nums *nums_for(clients_json *cj, const char *k, size_t kl)
+{
+    for (size_t i = 0; i < cj->n_nums; i++) {
+        size_t l = strlen(cj->nums[i].key);
+        if (kl == l + 2 && memcmp(k + 1, cj->nums[i].key, l) == 0)
+            return &cj->nums[i];
+    }
+    return NULL;
+}
+
+/* The numeric array read for key, or NULL. */
+static const cj_nums *nums_get(const clients_json *cj, const char *key)
+{
+    for (size_t k = 0; k < cj->n_nums; k++)
+        if (cj->nums[k].read && strcmp(cj->nums[k].key, key) == 0)
+            return &cj->nums[k];
+    return NULL;
+}
+
+/* Finds the top-level "clients" array: sc->open at its '[', sc->close at its ']', and reads the
+ * numeric arrays asked for. 0, or -1 when the body is not an object of the expected shape or has
+ * neither (sc->nums_failed: a numeric array was there and not read). */
 static int scan_body(clients_json *cj, cj_scan *sc)
 {
     static const char key[] = "\"clients\"";
@@ -195,15 +353,29 @@ static int scan_body(clients_json *cj, cj_scan *sc)
         p = skip_string(p, end);
         if (p == NULL)
             return -1;
-        bool is_clients = (size_t)(p - k) == sizeof key - 1 && memcmp(k, key, sizeof key - 1) == 0;
+        size_t kl = (size_t)(p - k);
+        bool is_clients = kl == sizeof key - 1 && memcmp(k, key, sizeof key - 1) == 0;
         p = skip_ws(p, end);
         if (p >= end || *p != ':')
             return -1;
         p = skip_ws(p + 1, end);
         if (is_clients && found)
             return -1; /* a duplicate: json_loadb names it */
-        if (is_clients && p < end && *p == '[') {
+        cj_nums *a = nums_for(cj, k, kl);
+        if (a != NULL && p < end && *p == '[') {
+            const char *open = p;
+            p = a->read ? NULL : scan_nums(a, p, end); /* twice: json_loadb names it */
+            if (p == NULL) {
+                sc->nums_failed = true;
+                return -1;
+            }
+            a->read = true;
+            cj->n_read++;
+            a->open = (size_t)(open - cj->body);
+            a->close = (size_t)(p - 1 - cj->body);
+        } else if (is_clients && p < end && *p == '[') {
             found = true;
+            cj->has_clients = true;
             sc->open = p;
             if (scan_array(cj, p, end, sc) != 0)
                 return -1;
@@ -227,7 +399,8 @@ static int scan_body(clients_json *cj, cj_scan *sc)
     }
     if (skip_ws(p + 1, end) != end)
         return -1;
-    return sc->open != NULL ? 0 : -1; /* no "clients" array: the tree path */
+    /* neither a "clients" array nor a numeric array: the tree path */
+    return sc->open != NULL || cj->n_read > 0 ? 0 : -1;
 }
 
 static bool flat_ws(char c)
@@ -428,6 +601,51 @@ static json_t *load_rest(const clients_json *cj, const char *open, const char *c
     return rest;
 }
 
+/* The object without any of its arrays read here (the clients array, the numeric arrays): the
+ * body with each replaced by "[]", parsed. NULL: not parsed, or out of memory. */
+static json_t *load_rest_all(const clients_json *cj, const cj_scan *sc)
+{
+    size_t at[CLIENTS_JSON_MAX_NUMS + 1][2], n = 0, len = 0;
+    if (sc->open != NULL && sc->close != NULL) {
+        at[n][0] = (size_t)(sc->open - cj->body);
+        at[n++][1] = (size_t)(sc->close - cj->body);
+    }
+    for (size_t k = 0; k < cj->n_nums; k++)
+        if (cj->nums[k].read) {
+            at[n][0] = cj->nums[k].open;
+            at[n++][1] = cj->nums[k].close;
+        }
+    for (size_t i = 1; i < n; i++) /* in body order (insertion sort of at most a few) */
+        for (size_t j = i; j > 0 && at[j][0] < at[j - 1][0]; j--) {
+            size_t t0 = at[j][0], t1 = at[j][1];
+            at[j][0] = at[j - 1][0];
+            at[j][1] = at[j - 1][1];
+            at[j - 1][0] = t0;
+            at[j - 1][1] = t1;
+        }
+    char *t = malloc(cj->body_len + 1);
+    if (t == NULL)
+        return NULL;
+    size_t from = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(t + len, cj->body + from, at[i][0] - from);
+        len += at[i][0] - from;
+        memcpy(t + len, "[]", 2);
+        len += 2;
+        from = at[i][1] + 1;
+    }
+    memcpy(t + len, cj->body + from, cj->body_len - from);
+    len += cj->body_len - from;
+    json_error_t je;
+    json_t *rest = json_util_loadb(t, len, CJ_LOAD_FLAGS, &je);
+    free(t);
+    if (rest != NULL && !json_is_object(rest)) {
+        json_decref(rest);
+        rest = NULL;
+    }
+    return rest;
+}
+
 /* ---- errors without a tree (issue 10: a malformed body costs what a valid one costs)
  *
  * json_loadb reads a body front to back and stops at the first error. When the scanner has seen
@@ -549,27 +767,45 @@ static int scan_error(clients_json *cj, const cj_scan *sc, bool ok, size_t bad, 
 
 json_t *clients_json_load(char *body, size_t len, clients_json **out, json_error_t *jerr)
 {
+    return clients_json_load_numbers(body, len, NULL, 0, out, jerr);
+}
+
+json_t *clients_json_load_numbers(char *body, size_t len, const char *const *num_keys,
+                                  size_t n_keys, clients_json **out, json_error_t *jerr)
+{
     *out = NULL;
     json_t *rest = NULL;
     clients_json *cj = NULL;
     if (body != NULL && len > 0 && len <= CLIENTS_JSON_MAX_BODY && memchr(body, '\0', len) == NULL)
         cj = calloc(1, sizeof *cj);
     if (cj != NULL) {
-        cj_scan sc = {NULL, NULL, NULL};
+        cj_scan sc = {false, NULL, NULL, NULL};
         json_error_t je;
         size_t head;
         atomic_init(&cj->refs, 1);
         cj->body = body;
         cj->body_len = len;
+        for (size_t k = 0; num_keys != NULL && k < n_keys && k < CLIENTS_JSON_MAX_NUMS; k++)
+            cj->nums[cj->n_nums++].key = num_keys[k];
         bool ok = scan_body(cj, &sc) == 0;
         size_t bad = sc.open != NULL ? check_elements(cj) : 0;
         if (ok && bad == cj->n)
-            rest = load_rest(cj, sc.open, sc.close, &je, &head);
+            rest = cj->n_read > 0 ? load_rest_all(cj, &sc)
+                                  : load_rest(cj, sc.open, sc.close, &je, &head);
         if (rest != NULL) {
+            if (!cj->has_clients) { /* numbers alone: the text is not read again */
+                free(cj->body);
+                cj->body = NULL;
+                cj->body_len = 0;
+            }
             *out = cj;
             return rest;
         }
-        int found = scan_error(cj, &sc, ok, sc.open != NULL ? bad : 0, &je);
+        /* With numeric arrays read or refused, the errors found from parts (one array replaced)
+         * do not apply: the whole body answers. */
+        int found = cj->n_read > 0 || sc.nums_failed
+                        ? -1
+                        : scan_error(cj, &sc, ok, sc.open != NULL ? bad : 0, &je);
         cj->body = NULL; /* not stolen after all */
         cj_free(cj);
         if (found == 0) {
@@ -597,6 +833,14 @@ void clients_json_decref(clients_json *cj)
 size_t clients_json_count(const clients_json *cj)
 {
     return cj->n;
+}
+
+const double *clients_json_numbers(const clients_json *cj, const char *key, size_t *n)
+{
+    const cj_nums *a = cj != NULL ? nums_get(cj, key) : NULL;
+    *n = a != NULL ? a->n : 0;
+    static const double none[1] = {0}; /* read and empty: not NULL */
+    return a != NULL ? (a->v != NULL ? a->v : none) : NULL;
 }
 
 size_t clients_json_count_with(const clients_json *cj, const char *key)
@@ -635,6 +879,31 @@ static int dump_array(const clients_json *cj, size_t flags, json_dump_callback_t
     return cb("]", 1, data);
 }
 
+/* Writes a numeric array as json_dump_callback writes the array jansson parsed: each value through
+ * jansson's own number writer (one json_integer and one json_real, set again for each element; an
+ * integer token has at most 15 digits, so its double is the exact integer). */
+static int dump_nums(const cj_nums *a, size_t flags, json_dump_callback_t cb, void *data)
+{
+    const char *sep = (flags & JSON_COMPACT) ? "," : ", ";
+    json_t *ji = json_integer(0), *jr = json_real(0.0);
+    int rc = ji != NULL && jr != NULL ? cb("[", 1, data) : -1;
+    for (size_t i = 0; rc == 0 && i < a->n; i++) {
+        if (i > 0)
+            rc = cb(sep, strlen(sep), data);
+        json_t *v = a->is_int[i] ? ji : jr;
+        if (rc == 0)
+            rc = a->is_int[i] ? json_integer_set(ji, (json_int_t)a->v[i])
+                              : json_real_set(jr, a->v[i]);
+        if (rc == 0)
+            rc = json_dump_callback(v, cb, data, flags | JSON_ENCODE_ANY);
+    }
+    if (rc == 0)
+        rc = cb("]", 1, data);
+    json_decref(ji);
+    json_decref(jr);
+    return rc == 0 ? 0 : -1;
+}
+
 /* jansson's key order for JSON_SORT_KEYS (dump.c compare_keys: bytes, then length; keys have no
  * NUL byte, the loader refuses them). */
 static int cmp_key(const void *a, const void *b)
@@ -669,7 +938,10 @@ int clients_json_dump_body(const json_t *rest, const clients_json *cj, size_t fl
         json_decref(ks);
         if (rc == 0)
             rc = cb(colon, strlen(colon), data);
-        if (rc == 0 && strcmp(keys[i], "clients") == 0)
+        const cj_nums *a = nums_get(cj, keys[i]);
+        if (rc == 0 && a != NULL)
+            rc = dump_nums(a, flags, cb, data);
+        else if (rc == 0 && cj->has_clients && strcmp(keys[i], "clients") == 0)
             rc = dump_array(cj, flags, cb, data);
         else if (rc == 0)
             rc = json_dump_callback(json_object_get(rest, keys[i]), cb, data,

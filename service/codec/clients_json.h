@@ -25,6 +25,11 @@
  * the old memory cost, paid only by bodies that are unusual (a key written with escapes,
  * "cl\u0069ents", is not recognised and takes the tree path too) or malformed in those ways.
  *
+ * Numeric arrays (clients_json_load_numbers, issue 15): the same object also carries top-level
+ * arrays of numbers a route asks for, read into doubles without a tree; their values are checked
+ * against jansson's bit for bit in tests/unit/service/codec/test_service_numbers_json.c, and any
+ * array it does not read sends the whole body to json_loadb.
+ *
  * Ownership: a clients_json owns the body text it reads (clients_json_load steals it) and is
  * reference-counted, so a compute thread can keep it after the HTTP request that read it ended.
  * Trees returned by clients_json_get are new references owned by the caller.
@@ -58,6 +63,24 @@ typedef struct clients_json clients_json;
  * returned object holds "clients" as an empty array in its place, and body is stolen by *cj.
  * Otherwise *cj is NULL, the returned tree is json_loadb's, and body stays the caller's. */
 json_t *clients_json_load(char *body, size_t len, clients_json **cj, json_error_t *jerr);
+
+/* Numeric arrays (issue 15: a million observations of normal-means' "x" and "s" cost half a
+ * second as jansson trees). At most this many keys per load. */
+#define CLIENTS_JSON_MAX_NUMS 4
+
+/* clients_json_load, and also each top-level member named (literally) by one of num_keys[0,
+ * n_keys) (static strings) whose value is an array of JSON number tokens is read straight into
+ * doubles, the values jansson's json_number_value would give (integer tokens of at most 15 digits;
+ * a real that overflows is jansson's error): the returned object then holds that key as an empty
+ * array, and *cj is set even when there is no "clients" array. Such an array that holds anything
+ * else (a string, null, a nested value, a longer integer, a malformed number), a key read twice,
+ * or a body that does not parse, sends the whole body to json_loadb: the tree and the error are
+ * its own, so a handler that checks the tree's arrays reports them as before. */
+json_t *clients_json_load_numbers(char *body, size_t len, const char *const *num_keys,
+                                  size_t n_keys, clients_json **cj, json_error_t *jerr);
+/* The numbers read for key (*n of them; not NULL when the array is empty), or NULL when key was not
+ * read as numbers (absent, not an array, or not asked for: the tree holds it). cj NULL: NULL. */
+const double *clients_json_numbers(const clients_json *cj, const char *key, size_t *n);
 
 /* Takes one more reference; returns cj (NULL: no-op). */
 clients_json *clients_json_incref(clients_json *cj);

@@ -884,6 +884,16 @@ static enum MHD_Result run_handler(http_ctx *c, struct MHD_Connection *conn, htt
     return send_result(c, conn, rc, &rs, &e);
 }
 
+/* The top-level arrays of numbers a route reads straight from the body text, without a jansson
+ * tree (service/codec/clients_json.h clients_json_load_numbers; issue 15: normal-means' million
+ * observations). Two keys or NULL. The handler finds them with clients_json_numbers and reads the
+ * tree as usual when they are not there (the body then took the tree path whole). */
+static const char *const *num_arrays(const route *rt)
+{
+    static const char *const nm[] = {"x", "s"};
+    return strcmp(rt->pattern, "/v1/estimators/normal-means") == 0 ? nm : NULL;
+}
+
 /* True when the request's Content-Type is media type want (case-insensitive, parameters such as
  * "; charset=utf-8" ignored). */
 static bool content_type_is(struct MHD_Connection *conn, const char *want)
@@ -955,7 +965,8 @@ static enum MHD_Result final_call(http_ctx *c, struct MHD_Connection *conn)
         /* json_loadb(body, len, JSON_REJECT_DUPLICATES) in its answers, without a tree for a
          * "clients" array (issue 10: estimator bodies of a million clients); the text then moves
          * to c->clients. */
-        body = clients_json_load(c->body, c->len, &c->clients, &jerr);
+        body = clients_json_load_numbers(c->body, c->len, num_arrays(c->m.route), 2, &c->clients,
+                                         &jerr);
         if (c->clients != NULL) {
             c->body = NULL;
             c->len = c->alloc = 0;

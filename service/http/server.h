@@ -71,9 +71,11 @@ typedef struct http_req {
     json_t *body;       /* parsed JSON body, always an object; NULL when the request had no body.
                            Borrowed: never decref it, copy what must outlive the call. */
     struct clients_json *clients; /* non-NULL: the body's top-level "clients" array was read as
-                                     text spans (service/codec/clients_json.h); body then holds
-                                     "clients" as an empty array. Borrowed: clients_json_incref
-                                     to keep it past the call. */
+                                     text spans (service/codec/clients_json.h), or a route's
+                                     numeric arrays (normal-means' "x", "s") were read as doubles
+                                     (clients_json_numbers); body then holds each of them as an
+                                     empty array. Borrowed: clients_json_incref to keep it past
+                                     the call. */
     const http_param
         *params; /* path parameters, e.g. {"id","42"} for /v1/silos/{id}; n_params of them */
     size_t n_params;

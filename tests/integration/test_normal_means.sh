@@ -62,6 +62,20 @@ expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2,3],"s":[1,0,1],"pr
 expect_json '.error.field' 's[1]'
 expect_status 400 POST /v1/estimators/normal-means '{"x":[1,"a",3],"s":1,"prior_family":"normal"}'
 expect_json '.error.field' 'x[1]'
+# x and s are read from the body text when they are plain arrays of numbers (issue 15); anything
+# else takes jansson's tree and gets the same answers as before
+expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2,3],"s":[1,"a",1],"prior_family":"normal"}'
+expect_json '.error.field' 's[1]'
+expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2,3],"s":[1,1,null],"prior_family":"normal"}'
+expect_json '.error.field' 's[2]'
+expect_status 400 POST /v1/estimators/normal-means '{"x":[1,NaN,3],"s":1,"prior_family":"normal"}'
+expect_json '.error.message | startswith("malformed JSON at line 1")' true
+expect_status 400 POST /v1/estimators/normal-means '{"x":[1,+2,3],"s":1,"prior_family":"normal"}'
+expect_json '.error.message | startswith("malformed JSON")' true
+expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2],"s":[1,1],"x":[3],"prior_family":"normal"}'
+expect_json '.error.message | contains("duplicate object key")' true
+expect_status 400 POST /v1/estimators/normal-means '{"x":[],"s":[],"prior_family":"normal"}'
+expect_json '.error.field' x
 expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2,3],"s":1,"prior_family":"horseshoe"}'
 expect_json '.error.field' prior_family
 expect_status 400 POST /v1/estimators/normal-means '{"x":[1,2,3],"s":1}'
@@ -110,4 +124,18 @@ check "its message says it was cancelled and nothing was charged" test "$(jq -r 
 check "nothing was stored" test "$(sqlite3 "$DB" 'SELECT count(*) FROM estimator_runs')" = 0
 # the compute thread is free again: a small fit completes
 expect_status 201 POST /v1/estimators/normal-means "$(nm point_laplace)"
+
+# Idempotency-Key: the request's hash covers x and s even when they are read from the text (the
+# same values written otherwise replay, other values are a conflict)
+idem() {
+    curl -s -o "$T/idem" -w '%{http_code}' -H "Authorization: Bearer $(head -1 "$ADMIN_TOKEN_FILE")" \
+        -H 'Idempotency-Key: nm-1' -X POST --data-binary "$1" "$URL/v1/estimators/normal-means"
+}
+check "a keyed request is answered" test "$(idem "$(nm normal)")" = 201
+check "and not as a replay" test "$(jq -r .replayed "$T/idem")" != true
+X2='[1.20,-0.3,2.5e0,0.1,-1.7,3.9,0.4,-0.2,0.05,2.2]' # the same values
+check "the same values written otherwise replay" test "$(X=$X2 idem "$(X=$X2 nm normal)")" = 201
+check "as a replay" test "$(jq -r .replayed "$T/idem")" = true
+X3='[1.2,-0.3,2.5,0.1,-1.7,3.9,0.4,-0.2,0.05,2.3]'
+check "other values under the same key conflict" test "$(X=$X3 idem "$(X=$X3 nm normal)")" = 409
 finish
