@@ -5,6 +5,7 @@
  * has a plain "clients" array, the dumps equal jansson's, and a differential run over random and
  * mutated bodies finds no difference.
  */
+#include "tests/support/json_text.h"
 #include "tests/support/test_util.h"
 
 #include <stdint.h>
@@ -12,28 +13,6 @@
 #include <string.h>
 
 #include "service/codec/clients_json.h"
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-} sbuf;
-
-static int sbuf_cb(const char *buf, size_t size, void *data)
-{
-    sbuf *b = data;
-    if (b->len + size + 1 > b->cap) {
-        size_t nc = (b->len + size + 1) * 2;
-        char *np = realloc(b->p, nc);
-        if (np == NULL)
-            return -1;
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->len, buf, size);
-    b->len += size;
-    b->p[b->len] = '\0';
-    return 0;
-}
 
 /* Checks the dumps of (rest, cj) against jansson's dumps of the whole tree ref. */
 static void check_dumps(const json_t *rest, const clients_json *cj, const json_t *ref)
@@ -290,32 +269,6 @@ static void deep_nesting_agrees_at_every_depth(void **state)
 }
 
 /* ---- differential: random bodies and mutations of them ---- */
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-
-static size_t below(size_t n)
-{
-    return (size_t)(rnd() % n);
-}
-
-static void put(sbuf *b, const char *s)
-{
-    assert_int_equal(sbuf_cb(s, strlen(s), b), 0);
-}
-
-static void ws(sbuf *b)
-{
-    static const char *const W[] = {"", "", "", " ", "\n", "\t", "\r\n  "};
-    put(b, W[below(7)]);
-}
 
 static void gen_string(sbuf *b)
 {

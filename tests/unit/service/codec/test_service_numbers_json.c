@@ -7,6 +7,7 @@
  * plain arrays of numbers, and a differential run over random and mutated bodies finds no
  * difference.
  */
+#include "tests/support/json_text.h"
 #include "tests/support/test_util.h"
 
 #include <stdint.h>
@@ -16,33 +17,6 @@
 #include "service/codec/clients_json.h"
 
 static const char *const KEYS[] = {"x", "s"};
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-} sbuf;
-
-static int sbuf_cb(const char *buf, size_t size, void *data)
-{
-    sbuf *b = data;
-    if (b->len + size + 1 > b->cap) {
-        size_t nc = (b->len + size + 1) * 2;
-        char *np = realloc(b->p, nc);
-        if (np == NULL)
-            return -1;
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->len, buf, size);
-    b->len += size;
-    b->p[b->len] = '\0';
-    return 0;
-}
-
-static void put(sbuf *b, const char *s)
-{
-    assert_int_equal(sbuf_cb(s, strlen(s), b), 0);
-}
 
 /* Loads text[0, len) both ways and asserts the same outcome. Returns -1 for an error (the same
  * both ways), else how many of "x" and "s" were read as numbers (0: the tree holds them). */
@@ -266,27 +240,6 @@ static void shapes_are_jansson_s(void **state)
 }
 
 /* ---- differential: random bodies and mutations of them ---- */
-
-static uint64_t rng_state;
-
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-
-static size_t below(size_t n)
-{
-    return (size_t)(rnd() % n);
-}
-
-static void ws(sbuf *b)
-{
-    static const char *const W[] = {"", "", "", " ", "\n", "\t", "\r\n  "};
-    put(b, W[below(7)]);
-}
 
 static void digits(sbuf *b, size_t n, int lead_nonzero)
 {
