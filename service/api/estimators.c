@@ -219,6 +219,20 @@ typedef struct choice {
     int value;
 } choice;
 
+/* A field of names[0..n-1] present in the privacy object pvj is a 400 naming it ("privacy.<name>":
+ * "<name> belongs to <owner>"): the other privacy model's fields. */
+static int refuse_fields(const json_t *pvj, const char *const *names, size_t n, const char *owner,
+                         dp_err *err)
+{
+    for (size_t k = 0; k < n; k++)
+        if (json_object_get(pvj, names[k]) != NULL) {
+            char f[DP_ERR_FIELD_MAX];
+            snprintf(f, sizeof f, "privacy.%s", names[k]);
+            return dp_err_set(err, DP_EINVAL, f, "%s belongs to %s", names[k], owner);
+        }
+    return DP_OK;
+}
+
 /* s must be one of the n names in ch; *out gets its value. Otherwise a 400 naming field, e.g.
  * 'range must be "paper" or "safe" (got "x")' (the message names field's last part). */
 static int pick(const char *s, const char *field, const choice *ch, size_t n, int *out, dp_err *err)
@@ -238,6 +252,19 @@ static int pick(const char *s, const char *field, const choice *ch, size_t n, in
     const char *dot = strrchr(field, '.');
     return dp_err_set(err, DP_EINVAL, field, "%s must be %s (got \"%s\")", dot ? dot + 1 : field,
                       list, s);
+}
+
+/* privacy.model of the privacy object pvj: "local" (the default; *central = 0) or "central" (1);
+ * else a 400 naming privacy.model. */
+static int privacy_model(const json_t *pvj, int *central, dp_err *err)
+{
+    const char *model;
+    if (json_util_opt_string(pvj, "model", "local", &model, err) != DP_OK) {
+        dp_err_prefix_field(err, "privacy");
+        return err->code;
+    }
+    static const choice MODEL[] = {{"local", 0}, {"central", 1}};
+    return pick(model, "privacy.model", MODEL, sizeof MODEL / sizeof MODEL[0], central, err);
 }
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
@@ -1799,15 +1826,11 @@ static int gauss_parse_central(const json_t *body, const json_t *pvj, size_t d, 
                                dp_err *err)
 {
     static const char *const local_only[] = {"epsilon0", "per_coordinate", "bits", "calibration"};
-    for (size_t k = 0; k < N_ELEMS(local_only); k++)
-        if (json_object_get(pvj, local_only[k]) != NULL) {
-            char f[DP_ERR_FIELD_MAX];
-            snprintf(f, sizeof f, "privacy.%s", local_only[k]);
-            return dp_err_set(err, DP_EINVAL, f,
-                              "%s belongs to the local model; privacy.model \"central\" takes "
-                              "epsilon (or noise_multiplier) and delta",
-                              local_only[k]);
-        }
+    if (refuse_fields(pvj, local_only, N_ELEMS(local_only),
+                      "the local model; privacy.model \"central\" takes epsilon (or "
+                      "noise_multiplier) and delta",
+                      err) != DP_OK)
+        return err->code;
     const json_t *mj = json_object_get(body, "method");
     if (mj != NULL && json_is_string(mj) && strcmp(json_string_value(mj), "moments") != 0)
         return dp_err_set(err, DP_EINVAL, "method",
@@ -1878,27 +1901,17 @@ static int gauss_parse_privacy(const json_t *body, size_t d, gauss_spec *s, dp_e
         return dp_err_set(err, DP_EINVAL, "privacy",
                           "with a fully known prior no client sends anything; drop privacy or "
                           "prior.mean");
-    const char *model;
-    if (json_util_opt_string(pvj, "model", "local", &model, err) != DP_OK) {
-        dp_err_prefix_field(err, "privacy");
+    int central;
+    if (privacy_model(pvj, &central, err) != DP_OK)
         return err->code;
-    }
-    static const choice MODEL[] = {{"local", 0}, {"central", 1}};
-    int central, rc0;
-    if ((rc0 = pick(model, "privacy.model", MODEL, N_ELEMS(MODEL), &central, err)) != DP_OK)
-        return rc0;
     if (central)
         return gauss_parse_central(body, pvj, d, s, err);
     static const char *const central_only[] = {"epsilon", "noise_multiplier"};
-    for (size_t k = 0; k < N_ELEMS(central_only); k++)
-        if (json_object_get(pvj, central_only[k]) != NULL) {
-            char f[DP_ERR_FIELD_MAX];
-            snprintf(f, sizeof f, "privacy.%s", central_only[k]);
-            return dp_err_set(err, DP_EINVAL, f,
-                              "%s belongs to privacy.model \"central\"; the local model takes "
-                              "epsilon0 and delta per client",
-                              central_only[k]);
-        }
+    if (refuse_fields(
+            pvj, central_only, N_ELEMS(central_only),
+            "privacy.model \"central\"; the local model takes epsilon0 and delta per client",
+            err) != DP_OK)
+        return err->code;
     const char *mech, *range;
     double stb, b;
     int64_t bits;
@@ -2495,15 +2508,11 @@ static int beta_parse_prior(const json_t *body, size_t m, beta_spec *s, dp_err *
 static int beta_parse_central(const json_t *body, const json_t *pvj, beta_spec *s, dp_err *err)
 {
     static const char *const local_only[] = {"epsilon0", "scheme"};
-    for (size_t k = 0; k < N_ELEMS(local_only); k++)
-        if (json_object_get(pvj, local_only[k]) != NULL) {
-            char f[DP_ERR_FIELD_MAX];
-            snprintf(f, sizeof f, "privacy.%s", local_only[k]);
-            return dp_err_set(err, DP_EINVAL, f,
-                              "%s belongs to the local model; privacy.model \"central\" takes "
-                              "epsilon (or noise_multiplier) and delta",
-                              local_only[k]);
-        }
+    if (refuse_fields(pvj, local_only, N_ELEMS(local_only),
+                      "the local model; privacy.model \"central\" takes epsilon (or "
+                      "noise_multiplier) and delta",
+                      err) != DP_OK)
+        return err->code;
     if (s->mle)
         return dp_err_set(err, DP_EINVAL, "method",
                           "central DP estimates the prior by moments from the noisy sums; use "
@@ -2542,29 +2551,23 @@ static int beta_parse_privacy(const json_t *body, beta_spec *s, dp_err *err)
     const json_t *pvj = json_object_get(body, "privacy");
     static const char *const pk[] = {"epsilon0", "scheme", "model",
                                      "epsilon",  "delta",  "noise_multiplier"};
-    const char *ss, *model;
+    const char *ss;
     if (json_util_require_object(pvj, "privacy", err) ||
-        json_util_check_keys(pvj, pk, N_ELEMS(pk), err) ||
-        json_util_opt_string(pvj, "model", "local", &model, err)) {
+        json_util_check_keys(pvj, pk, N_ELEMS(pk), err)) {
         dp_err_prefix_field(err, "privacy");
         return err->code;
     }
-    static const choice MODEL[] = {{"local", 0}, {"central", 1}};
-    int central, rc0;
-    if ((rc0 = pick(model, "privacy.model", MODEL, N_ELEMS(MODEL), &central, err)) != DP_OK)
-        return rc0;
+    int central;
+    if (privacy_model(pvj, &central, err) != DP_OK)
+        return err->code;
     if (central)
         return beta_parse_central(body, pvj, s, err);
     static const char *const central_only[] = {"epsilon", "delta", "noise_multiplier"};
-    for (size_t k = 0; k < N_ELEMS(central_only); k++)
-        if (json_object_get(pvj, central_only[k]) != NULL) {
-            char f[DP_ERR_FIELD_MAX];
-            snprintf(f, sizeof f, "privacy.%s", central_only[k]);
-            return dp_err_set(err, DP_EINVAL, f,
-                              "%s belongs to privacy.model \"central\"; the local model takes "
-                              "epsilon0 (pure LDP per client)",
-                              central_only[k]);
-        }
+    if (refuse_fields(
+            pvj, central_only, N_ELEMS(central_only),
+            "privacy.model \"central\"; the local model takes epsilon0 (pure LDP per client)",
+            err) != DP_OK)
+        return err->code;
     if (json_util_req_number(pvj, "epsilon0", &s->eps0, err) ||
         json_util_opt_string(pvj, "scheme", "two_bit", &ss, err)) {
         dp_err_prefix_field(err, "privacy");
