@@ -10,19 +10,26 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <cblas.h>
 
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
+#include "estimators/eb_simd.h"
 
 /* openblas.h is not part of the CBLAS interface cblas.h declares on every Debian BLAS; the
  * OpenBLAS entry points the library links against. */
 void openblas_set_num_threads(int num_threads);
 int openblas_get_num_threads(void);
 
-#define BLOCK_ROWS 256 /* rows per block: 256 x k doubles stay in L2 for k up to ~200 */
+/* Rows per chunk of a pass: the lanes of a column-major k x CH block (eight vectors of EB_VL). */
+#define CH 64
+#define NV (CH / EB_VL)
+/* Up to this many components the Hessian is summed in one vector of lanes per pair (k (k + 1) / 2
+ * vectors, 133 kB at 64, in L2); above, each chunk's block goes to dsyrk. */
+#define H_VEC_MAX_K 64
 /* Armijo constant and step reduction of the line search (mixsqp's suffdecr and stepsizereduce
  * defaults, 0.01 and 0.75). */
 #define LS_SUFFICIENT 0.01
@@ -68,84 +75,341 @@ double eb_mixsqp_loglik(size_t n, size_t k, const double *L, const double *rowma
     return s;
 }
 
-typedef struct ws {
+typedef struct ws ws;
+typedef void (*u_fn)(size_t k, const double *V, const double *x, double *ut);
+typedef void (*gh_fn)(ws *w, bool want_H);
+
+struct ws {
     size_t n, k;
     const double *L;        /* the stored matrix, or NULL: rows come from rows(ctx, ...) */
-    eb_mixsqp_rows_fn rows; /* fills a block of rows when L is NULL */
+    eb_mixsqp_rows_fn rows; /* fills a chunk of rows when L is NULL */
     void *ctx;              /* rows' context; borrowed */
-    double *blk;            /* [BLOCK_ROWS * k] generated rows (L NULL) */
-    double *u;              /* [BLOCK_ROWS] */
-    double *tmp;            /* [BLOCK_ROWS * k] */
-    double *g;              /* [k] gradient of phi */
-    double *H;              /* [k * k] Hessian, full */
-    double *xt;             /* [k] trial point */
-    double *y;              /* [k] QP solution */
-    double *p;              /* [k] */
-    double *b;              /* [k] QP gradient */
-    double *c;              /* [k] QP linear term */
-    double *M;              /* [k * k] Cholesky of H_FF */
-    double *r;              /* [k] */
-    size_t *idx;            /* [k] free indices */
-    bool *active;           /* [k] in the working set (y_i = 0 held) */
-} ws;
+    u_fn kern_u;            /* the chunk kernels of this CPU (eb_simd_level) */
+    gh_fn kern_gh;
+    void *arena;  /* one block holding V .. esum, each 64-byte aligned (whole cache lines) */
+    double *V;    /* [k * CH] the chunk, column-major (lane i of row c: V[c CH + i]); R in place */
+    double *ut;   /* [CH] L_j x of the chunk's rows (1 in unused lanes) */
+    double *live; /* [CH] 1 for the chunk's rows, 0 for unused lanes */
+    double *gacc; /* [k * EB_VL] gradient sums, lane by lane */
+    double *hacc; /* [k (k + 1) / 2 * EB_VL] Hessian sums lane by lane (k <= H_VEC_MAX_K) */
+    double *prod; /* [EB_VL] product of the mantissas of L_j x, lane by lane */
+    long long *esum; /* [EB_VL] sum of their binary exponents */
+    double *g;       /* [k] gradient of phi */
+    double *H;       /* [k * k] Hessian, full */
+    double *xt;      /* [k] trial point */
+    double *y;       /* [k] QP solution */
+    double *p;       /* [k] */
+    double *b;       /* [k] QP gradient */
+    double *c;       /* [k] QP linear term */
+    double *M;       /* [k * k] Cholesky of H_FF */
+    double *r;       /* [k] */
+    size_t *idx;     /* [k] free indices */
+    bool *active;    /* [k] in the working set (y_i = 0 held) */
+};
 
-/* Rows b0 .. b0 + nb - 1 of the problem: in place in a stored L, else generated into w->blk. */
-static const double *block(ws *w, size_t b0, size_t nb)
+/* ---- the chunk kernels: written once, compiled for each instruction set (eb_simd.h) ---- */
+
+/* ut = (L_j x) for the CH lanes of V: a sum over the columns in column order. */
+static inline __attribute__((always_inline)) void u_body(size_t k, const double *V, const double *x,
+                                                         double *ut)
 {
-    if (w->L != NULL)
-        return w->L + b0 * w->k;
-    w->rows(w->ctx, b0, 1, nb, w->blk);
-    return w->blk;
+    eb_v8d u[NV];
+    for (size_t v = 0; v < NV; v++)
+        u[v] = EB_BC8(0.0);
+    for (size_t c = 0; c < k; c++) {
+        eb_v8d xc = EB_BC8(x[c]);
+        const double *row = V + c * CH;
+        for (size_t v = 0; v < NV; v++) {
+            eb_v8d t;
+            EB_LD8(t, row + v * EB_VL);
+            u[v] += xc * t;
+        }
+    }
+    for (size_t v = 0; v < NV; v++)
+        EB_ST8(ut + v * EB_VL, u[v]);
 }
 
-/* One pass over the problem's n rows, block by block (block(): a stored or generated block holds
- * the same values, and the arithmetic is the same): phi at x into *obj, and with
- * want_g the gradient into w->g, with want_H the Hessian into w->H, both averaged over the rows.
+/* With the chunk's ut (every live lane a positive normal value): their logs into the
+ * lanes' mantissa products and exponent sums, R = V / u in place (0 in unused lanes), the gradient
+ * sums sum_j R_jc, and with want_H the Hessian's sums sum_j R_ja R_jb (a <= b; lane vectors when
+ * k <= H_VEC_MAX_K, else left to the caller's dsyrk on R). The log of a product of normal numbers
+ * is the sum of their binary exponents (times log 2) plus the log of the product of their
+ * mantissas in [1, 2), which is renormalised after every chunk: one rounding per row instead of
+ * one log per row, and more accurate than a running sum of logs. */
+static inline __attribute__((always_inline)) void gh_body(ws *w, bool want_H)
+{
+    size_t k = w->k;
+    double *V = w->V;
+    eb_v8d iv[NV];
+    eb_v8d prod, one = EB_BC8(1.0);
+    eb_v8l esum, bias = {1023, 1023, 1023, 1023, 1023, 1023, 1023, 1023};
+    const eb_v8l mmask = {0xfffffffffffffLL, 0xfffffffffffffLL, 0xfffffffffffffLL,
+                          0xfffffffffffffLL, 0xfffffffffffffLL, 0xfffffffffffffLL,
+                          0xfffffffffffffLL, 0xfffffffffffffLL};
+    eb_v8l obits;
+    memcpy(&obits, &one, sizeof obits);
+    EB_LD8(prod, w->prod);
+    memcpy(&esum, w->esum, sizeof esum);
+    for (size_t v = 0; v < NV; v++) {
+        eb_v8d u, l;
+        EB_LD8(u, w->ut + v * EB_VL);
+        EB_LD8(l, w->live + v * EB_VL);
+        iv[v] = l / u;
+        eb_v8l bits;
+        memcpy(&bits, &u, sizeof bits);
+        esum += (bits >> 52) - bias;
+        bits = (bits & mmask) | obits;
+        eb_v8d m;
+        memcpy(&m, &bits, sizeof m);
+        prod *= m;
+    }
+    { /* renormalise: prod < 2^NV here */
+        eb_v8l bits;
+        memcpy(&bits, &prod, sizeof bits);
+        esum += (bits >> 52) - bias;
+        bits = (bits & mmask) | obits;
+        memcpy(&prod, &bits, sizeof prod);
+    }
+    EB_ST8(w->prod, prod);
+    memcpy(w->esum, &esum, sizeof esum);
+    /* R = V / u and the gradient's sums, the eight vectors of a column written out (held in
+     * registers: an array indexed in a loop would live on the stack) */
+    eb_v8d i0 = iv[0], i1 = iv[1], i2 = iv[2], i3 = iv[3], i4 = iv[4], i5 = iv[5], i6 = iv[6],
+           i7 = iv[7];
+    for (size_t c = 0; c < k; c++) {
+        double *row = V + c * CH;
+        eb_v8d r0, r1, r2, r3, r4, r5, r6, r7, gc;
+        EB_LD8(r0, row);
+        EB_LD8(r1, row + EB_VL);
+        EB_LD8(r2, row + 2 * EB_VL);
+        EB_LD8(r3, row + 3 * EB_VL);
+        EB_LD8(r4, row + 4 * EB_VL);
+        EB_LD8(r5, row + 5 * EB_VL);
+        EB_LD8(r6, row + 6 * EB_VL);
+        EB_LD8(r7, row + 7 * EB_VL);
+        r0 *= i0;
+        r1 *= i1;
+        r2 *= i2;
+        r3 *= i3;
+        r4 *= i4;
+        r5 *= i5;
+        r6 *= i6;
+        r7 *= i7;
+        EB_ST8(row, r0);
+        EB_ST8(row + EB_VL, r1);
+        EB_ST8(row + 2 * EB_VL, r2);
+        EB_ST8(row + 3 * EB_VL, r3);
+        EB_ST8(row + 4 * EB_VL, r4);
+        EB_ST8(row + 5 * EB_VL, r5);
+        EB_ST8(row + 6 * EB_VL, r6);
+        EB_ST8(row + 7 * EB_VL, r7);
+        eb_v8d t = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7));
+        EB_LD8(gc, w->gacc + c * EB_VL);
+        gc += t;
+        EB_ST8(w->gacc + c * EB_VL, gc);
+    }
+    if (!want_H || w->hacc == NULL)
+        return;
+    /* pairs (a, b), a <= b, at hacc + EB_VL * (a k - a (a - 1) / 2 + b - a); two rows a, a + 1
+     * at a time share the loads of row b */
+    size_t a = 0;
+    for (; a + 1 < k; a += 2) {
+        eb_v8d ra[NV], rc[NV];
+        for (size_t v = 0; v < NV; v++) {
+            EB_LD8(ra[v], V + a * CH + v * EB_VL);
+            EB_LD8(rc[v], V + (a + 1) * CH + v * EB_VL);
+        }
+        double *hp0 = w->hacc + EB_VL * (a * k - a * (a - 1) / 2);
+        double *hp1 = hp0 + EB_VL * (k - a); /* row a + 1 starts at its diagonal */
+        {                                    /* (a, a) */
+            eb_v8d t = ((ra[0] * ra[0] + ra[1] * ra[1]) + (ra[2] * ra[2] + ra[3] * ra[3])) +
+                       ((ra[4] * ra[4] + ra[5] * ra[5]) + (ra[6] * ra[6] + ra[7] * ra[7])),
+                   h;
+            EB_LD8(h, hp0);
+            h += t;
+            EB_ST8(hp0, h);
+        }
+        for (size_t b = a + 1; b < k; b++) {
+            const double *rb = V + b * CH;
+            eb_v8d b0, b1, b2, b3, b4, b5, b6, b7, h0, h1;
+            EB_LD8(b0, rb);
+            EB_LD8(b1, rb + EB_VL);
+            EB_LD8(b2, rb + 2 * EB_VL);
+            EB_LD8(b3, rb + 3 * EB_VL);
+            EB_LD8(b4, rb + 4 * EB_VL);
+            EB_LD8(b5, rb + 5 * EB_VL);
+            EB_LD8(b6, rb + 6 * EB_VL);
+            EB_LD8(b7, rb + 7 * EB_VL);
+            eb_v8d t0 = ((ra[0] * b0 + ra[1] * b1) + (ra[2] * b2 + ra[3] * b3)) +
+                        ((ra[4] * b4 + ra[5] * b5) + (ra[6] * b6 + ra[7] * b7));
+            double *q0 = hp0 + EB_VL * (b - a);
+            EB_LD8(h0, q0);
+            h0 += t0;
+            EB_ST8(q0, h0);
+            eb_v8d t1 = ((rc[0] * b0 + rc[1] * b1) + (rc[2] * b2 + rc[3] * b3)) +
+                        ((rc[4] * b4 + rc[5] * b5) + (rc[6] * b6 + rc[7] * b7));
+            double *q1 = hp1 + EB_VL * (b - a - 1);
+            EB_LD8(h1, q1);
+            h1 += t1;
+            EB_ST8(q1, h1);
+        }
+    }
+    if (a < k) { /* the last row when k is odd: (k - 1, k - 1) */
+        eb_v8d ra[NV], h;
+        for (size_t v = 0; v < NV; v++)
+            EB_LD8(ra[v], V + a * CH + v * EB_VL);
+        eb_v8d t = ((ra[0] * ra[0] + ra[1] * ra[1]) + (ra[2] * ra[2] + ra[3] * ra[3])) +
+                   ((ra[4] * ra[4] + ra[5] * ra[5]) + (ra[6] * ra[6] + ra[7] * ra[7]));
+        double *hp = w->hacc + EB_VL * (a * k - a * (a - 1) / 2);
+        EB_LD8(h, hp);
+        h += t;
+        EB_ST8(hp, h);
+    }
+}
+
+_Static_assert(NV == 8, "gh_body's sums are written out for eight vectors a chunk");
+
+static void u_base(size_t k, const double *V, const double *x, double *ut)
+{
+    u_body(k, V, x, ut);
+}
+
+static void gh_base(ws *w, bool want_H)
+{
+    gh_body(w, want_H);
+}
+
+#if EB_X86_SIMD
+__attribute__((target("avx2"))) static void u_avx2(size_t k, const double *V, const double *x,
+                                                   double *ut)
+{
+    u_body(k, V, x, ut);
+}
+
+__attribute__((target("avx2"))) static void gh_avx2(ws *w, bool want_H)
+{
+    gh_body(w, want_H);
+}
+
+__attribute__((target("avx512f"))) static void u_avx512(size_t k, const double *V, const double *x,
+                                                        double *ut)
+{
+    u_body(k, V, x, ut);
+}
+
+__attribute__((target("avx512f"))) static void gh_avx512(ws *w, bool want_H)
+{
+    gh_body(w, want_H);
+}
+#endif
+
+static void pick_kernels(ws *w)
+{
+    w->kern_u = u_base;
+    w->kern_gh = gh_base;
+#if EB_X86_SIMD
+    int lv = eb_simd_level();
+    if (lv == EB_SIMD_AVX512) {
+        w->kern_u = u_avx512;
+        w->kern_gh = gh_avx512;
+    } else if (lv == EB_SIMD_AVX2) {
+        w->kern_u = u_avx2;
+        w->kern_gh = gh_avx2;
+    }
+#endif
+}
+
+/* Rows b0 .. b0 + nb - 1 (nb <= CH) into the chunk w->V, column-major, lanes nb .. CH - 1 zero:
+ * transposed from a stored L, or generated. */
+static void load_chunk(ws *w, size_t b0, size_t nb)
+{
+    size_t k = w->k;
+    double *V = w->V;
+    if (w->L != NULL) {
+        const double *Lb = w->L + b0 * k;
+        for (size_t i = 0; i < nb; i++)
+            for (size_t c = 0; c < k; c++)
+                V[c * CH + i] = Lb[i * k + c];
+    } else {
+        w->rows(w->ctx, b0, 1, nb, V, CH);
+    }
+    if (nb < CH)
+        for (size_t c = 0; c < k; c++)
+            memset(V + c * CH + nb, 0, (CH - nb) * sizeof *V);
+}
+
+/* One pass over the problem's n rows, chunk by chunk (a stored or generated chunk holds the same
+ * values, and the arithmetic is the same): phi at x into *obj, and with want_g the gradient into
+ * w->g, with want_H the Hessian into w->H, both averaged over the rows. The sums run lane by lane
+ * in a fixed order, so a pass gives the same bits whatever the instruction set.
  * DP_ENUMERIC when some L_j x is not positive. */
 static int pass(ws *w, const double *x, bool want_g, bool want_H, double *obj, dp_err *err)
 {
     size_t k = w->k, n = w->n;
-    double s = 0.0;
-    if (want_g)
-        memset(w->g, 0, k * sizeof *w->g);
+    want_g = want_g || want_H; /* the kernel forms R, the Hessian's rows, with the gradient */
+    memset(w->gacc, 0, k * EB_VL * sizeof *w->gacc);
+    if (want_H && w->hacc != NULL)
+        memset(w->hacc, 0, k * (k + 1) / 2 * EB_VL * sizeof *w->hacc);
     if (want_H)
         memset(w->H, 0, k * k * sizeof *w->H);
-    for (size_t b0 = 0; b0 < n; b0 += BLOCK_ROWS) {
-        size_t nb = n - b0 < BLOCK_ROWS ? n - b0 : BLOCK_ROWS;
-        const double *Lb = block(w, b0, nb);
-        cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)nb, (int)k, 1.0, Lb, (int)k, x, 1, 0.0, w->u,
-                    1);
-        for (size_t j = 0; j < nb; j++) {
-            double u = w->u[j];
-            if (!(u > 0.0) || !isfinite(u))
-                return dp_err_set(err, DP_ENUMERIC, "mixsqp",
-                                  "observation %zu has zero likelihood under the mixture", b0 + j);
-            s -= log(u);
-            w->u[j] = 1.0 / u;
-        }
-        if (want_g)
-            cblas_dgemv(CblasRowMajor, CblasTrans, (int)nb, (int)k, 1.0, Lb, (int)k, w->u, 1, 1.0,
-                        w->g, 1);
-        if (!want_H)
-            continue;
-        for (size_t j = 0; j < nb; j++) {
-            double d = w->u[j];
-            for (size_t c = 0; c < k; c++)
-                w->tmp[j * k + c] = d * Lb[j * k + c];
-        }
-        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)k, (int)nb, 1.0, w->tmp, (int)k,
-                    1.0, w->H, (int)k);
+    for (size_t l = 0; l < EB_VL; l++) {
+        w->prod[l] = 1.0;
+        w->esum[l] = 0;
     }
+    for (size_t b0 = 0; b0 < n; b0 += CH) {
+        size_t nb = n - b0 < CH ? n - b0 : CH;
+        load_chunk(w, b0, nb);
+        w->kern_u(k, w->V, x, w->ut);
+        for (size_t i = 0; i < nb; i++) {
+            double u = w->ut[i];
+            /* a subnormal L_j x would overflow 1 / L_j x, the Hessian's scale: as a zero, the
+             * line search steps back from it */
+            if (!(u >= DBL_MIN && u <= DBL_MAX))
+                return dp_err_set(err, DP_ENUMERIC, "mixsqp",
+                                  "observation %zu has zero likelihood under the mixture", b0 + i);
+        }
+        if (nb < CH)
+            for (size_t i = nb; i < CH; i++) {
+                w->ut[i] = 1.0;
+                w->live[i] = 0.0;
+            }
+        w->kern_gh(w, want_H);
+        if (nb < CH)
+            for (size_t i = nb; i < CH; i++)
+                w->live[i] = 1.0;
+        if (want_H && w->hacc == NULL)
+            cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)k, CH, 1.0, w->V, CH, 1.0,
+                        w->H, (int)k);
+    }
+    /* sum_j log(L_j x): exponents times log 2 (in two parts: the first has 32 significant bits)
+     * plus the logs of the mantissa products */
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    double s = 0.0, s_lo = 0.0;
+    for (size_t l = 0; l < EB_VL; l++) {
+        s += (double)w->esum[l] * ln2_hi + log(w->prod[l]);
+        s_lo += (double)w->esum[l] * ln2_lo;
+    }
+    s += s_lo;
     double inv = 1.0 / (double)n, sx = 0.0;
     for (size_t c = 0; c < k; c++)
         sx += x[c];
-    *obj = s * inv + sx;
+    *obj = -s * inv + sx;
     if (!isfinite(*obj))
         return dp_err_set(err, DP_ENUMERIC, "mixsqp", "the mixture objective is not finite");
     if (want_g)
-        for (size_t a = 0; a < k; a++)
-            w->g[a] = 1.0 - w->g[a] * inv;
+        for (size_t a = 0; a < k; a++) {
+            const double *ga = w->gacc + a * EB_VL;
+            double t = ((ga[0] + ga[1]) + (ga[2] + ga[3])) + ((ga[4] + ga[5]) + (ga[6] + ga[7]));
+            w->g[a] = 1.0 - t * inv;
+        }
     if (want_H) {
+        if (w->hacc != NULL) {
+            const double *hp = w->hacc;
+            for (size_t a = 0; a < k; a++)
+                for (size_t c = a; c < k; c++, hp += EB_VL)
+                    w->H[a * k + c] =
+                        ((hp[0] + hp[1]) + (hp[2] + hp[3])) + ((hp[4] + hp[5]) + (hp[6] + hp[7]));
+        }
         double tr = 0.0;
         for (size_t a = 0; a < k; a++) {
             for (size_t c = a; c < k; c++) {
@@ -284,9 +548,7 @@ static unsigned active_set(ws *w, unsigned max_it)
 
 static void ws_free(ws *w)
 {
-    dp_free(w->u);
-    dp_free(w->blk);
-    dp_free(w->tmp);
+    dp_free(w->arena);
     dp_free(w->g);
     dp_free(w->H);
     dp_free(w->xt);
@@ -318,9 +580,25 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
     w.L = L;
     w.rows = rows;
     w.ctx = ctx;
-    w.u = dp_calloc(BLOCK_ROWS, sizeof *w.u);
-    w.blk = L == NULL ? dp_calloc(BLOCK_ROWS * k, sizeof *w.blk) : NULL;
-    w.tmp = dp_calloc(BLOCK_ROWS * k, sizeof *w.tmp);
+    pick_kernels(&w);
+    /* the vector kernels' buffers, cache-line aligned: a 64-byte vector that straddles two lines
+     * costs two loads */
+    size_t nh = k <= H_VEC_MAX_K ? k * (k + 1) / 2 * EB_VL : 0;
+    size_t sizes[7] = {k * CH, CH, CH, k * EB_VL, nh, EB_VL, EB_VL}, total = 8;
+    for (size_t i = 0; i < 7; i++)
+        total += (sizes[i] + 7) / 8 * 8;
+    w.arena = dp_calloc(total, sizeof(double));
+    if (w.arena != NULL) {
+        double *base = (double *)(((uintptr_t)w.arena + 63) & ~(uintptr_t)63);
+        double **dst[6] = {&w.V, &w.ut, &w.live, &w.gacc, &w.hacc, &w.prod};
+        for (size_t i = 0; i < 7; i++) {
+            if (i < 6)
+                *dst[i] = sizes[i] ? base : NULL;
+            else
+                w.esum = (long long *)(void *)base;
+            base += (sizes[i] + 7) / 8 * 8;
+        }
+    }
     w.g = dp_calloc(k, sizeof *w.g);
     w.H = dp_calloc(k * k, sizeof *w.H);
     w.xt = dp_calloc(k, sizeof *w.xt);
@@ -333,11 +611,13 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
     w.idx = dp_calloc(k, sizeof *w.idx);
     w.active = dp_calloc(k, sizeof *w.active);
     int rc = DP_OK;
-    if (!w.u || (L == NULL && !w.blk) || !w.tmp || !w.g || !w.H || !w.xt || !w.y || !w.p || !w.b ||
-        !w.c || !w.M || !w.r || !w.idx || !w.active) {
+    if (!w.arena || !w.g || !w.H || !w.xt || !w.y || !w.p || !w.b || !w.c || !w.M || !w.r ||
+        !w.idx || !w.active) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
+    for (size_t i = 0; i < CH; i++)
+        w.live[i] = 1.0;
     unsigned max_active = o->max_iter_active ? o->max_iter_active : 20 + 2 * (unsigned)k;
     eb_mixsqp_info in = {0, 0, 0, DP_NAN, DP_NAN, DP_NAN, EB_STATUS_MAX_ITER};
     double f = 0.0;
@@ -481,11 +761,24 @@ static int solve_src(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn rows
         double *Ls = dp_malloc(ns * k * sizeof *Ls);
         if (Ls == NULL)
             return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        if (L != NULL)
+        if (L != NULL) {
             for (size_t i = 0; i < ns; i++)
                 memcpy(Ls + i * k, L + i * stride * k, k * sizeof *Ls);
-        else
-            rows(ctx, 0, stride, ns, Ls);
+        } else { /* generated a chunk at a time, column-major, into row-major Ls */
+            double *blk = dp_malloc(k * CH * sizeof *blk);
+            if (blk == NULL) {
+                dp_free(Ls);
+                return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            }
+            for (size_t i0 = 0; i0 < ns; i0 += CH) {
+                size_t nb = ns - i0 < CH ? ns - i0 : CH;
+                rows(ctx, i0 * stride, stride, nb, blk, CH);
+                for (size_t i = 0; i < nb; i++)
+                    for (size_t c = 0; c < k; c++)
+                        Ls[(i0 + i) * k + c] = blk[c * CH + i];
+            }
+            dp_free(blk);
+        }
         int rc = solve_core(ns, k, Ls, NULL, NULL, o, x, &sub, err);
         dp_free(Ls);
         if (rc != DP_OK)

@@ -21,13 +21,18 @@
  * log-likelihood is then sum_j (rowmax_j + log(L_j pi)) with rowmax_j the log of the factor
  * removed, which eb_mixsqp_loglik adds back.
  *
- * Cost per outer iteration: one pass over L in blocks of rows that stay in cache: L_B x (dgemv),
- * the gradient (dgemv) and the Hessian (dsyrk on the row-scaled block), through CBLAS (OpenBLAS,
- * pinned to one thread by eb_mixsqp_solve: see eb_blas_single_thread). A line search that accepts
- * the full step (the usual case near the optimum) reuses that pass's L x, so an iteration reads L
- * once. eb_mixsqp_solve_rows takes the rows from a generator instead, one block at a time into a
- * buffer that stays in cache: for matrices too large to hold whose rows cost no more to recompute
- * than to read back from memory.
+ * Cost per outer iteration: one pass over L in chunks of 64 rows that stay in L1, each turned
+ * column-major (lanes are rows) so that one loop of eight-double vectors (eb_simd.h: AVX-512,
+ * AVX2 or baseline, picked at run time, the same bits on each) forms L_B x, the logs, the gradient
+ * and the Hessian's sums sum_j R_ja R_jb (R = L_j / L_j x) in one sweep. Logs: sum_j log(L_j x)
+ * is the sum of the values' binary exponents plus the log of the product of their mantissas,
+ * renormalised after every chunk, so eight logs are taken per pass instead of n, and the sum is
+ * more accurate than adding n logs. Sums run lane by lane and are reduced in a fixed order at the
+ * end of the pass. Above 64 components the Hessian goes to dsyrk (OpenBLAS, pinned to one thread
+ * by eb_mixsqp_solve: see eb_blas_single_thread) a chunk at a time. A line search that accepts the
+ * full step (the usual case near the optimum) reuses that pass's L x, so an iteration reads L
+ * once. eb_mixsqp_solve_rows takes the rows from a generator instead, a chunk at a time: for
+ * matrices too large to hold whose rows cost no more to recompute than to read back from memory.
  * The Hessian must be fresh at every iteration: one formed once at the start of the full-data
  * solve and reused took 42 iterations instead of 5 on the npmle benchmark (linear convergence,
  * ending on the rounding stop with the dual residual at 8e-6): weights near 0 change its scale
@@ -88,10 +93,13 @@ typedef struct eb_mixsqp_info {
 int eb_mixsqp_solve(size_t n, size_t k, const double *L, const eb_mixsqp_opts *o, double *x,
                     eb_mixsqp_info *info, dp_err *err);
 
-/* Fills out (nb * k, row-major) with rows j0, j0 + stride, ..., j0 + (nb - 1) stride of the scaled
- * likelihood matrix (the rows eb_mixsqp_solve would read from L). Must be deterministic: a row is
+/* Fills out with rows j0, j0 + stride, ..., j0 + (nb - 1) stride of the scaled likelihood matrix
+ * (the rows eb_mixsqp_solve would read from L), column-major: entry c of the i-th row asked for at
+ * out[c * ld + i]. ld is a multiple of 8 and at least nb; lanes nb .. ld - 1 of each column are
+ * scratch (the generator may write them; the solver ignores them). Must be deterministic: a row is
  * asked for once per pass and its values must be the same every time. */
-typedef void (*eb_mixsqp_rows_fn)(void *ctx, size_t j0, size_t stride, size_t nb, double *out);
+typedef void (*eb_mixsqp_rows_fn)(void *ctx, size_t j0, size_t stride, size_t nb, double *out,
+                                  size_t ld);
 
 /* eb_mixsqp_solve on a matrix that is not stored: rows(ctx, ...) regenerates it block by block
  * (a few hundred rows at a time, in cache) on every pass. For a matrix too large to hold whose rows

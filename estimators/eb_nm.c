@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <sys/mman.h>
@@ -33,6 +34,7 @@
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
 #include "estimators/eb_mixsqp.h"
+#include "estimators/eb_simd.h"
 
 /* Golden-section stopping width, relative to the profiled interval: the log-likelihood is
  * quadratic at its maximum, so a parameter this close changes it by far less than 1e-12
@@ -42,13 +44,11 @@
 #define SCALE_ZERO_RTOL 1e-7
 /* pi0 within this of 0 or 1 is a boundary estimate. */
 #define PI0_BOUNDARY 1e-8
-/* Rows of an even npmle grid generated together (even_rows): their recurrences run as lanes. */
-#define EVEN_CHUNK 32
-/* even_rows skips the flush to 0 of values under DBL_MIN (log 2.2e-308 = -708.4) when the
- * smallest exponent its chains can reach is above this: 8 below it, room for the roundings of
- * the exponent's bound and of up to EB_NM_MAX_GRID products (each 1 + 2^-53). */
-#define EVEN_SAFE_LOG (-700.0)
-typedef double v2d __attribute__((vector_size(2 * sizeof(double)))); /* GCC/Clang vector */
+/* even_rows: a row whose chains from the middle column would reach a value or ratio beyond
+ * e^+-EVEN_LIM is computed entry by entry instead (EVEN_LIM leaves L_j x, a sum of at most
+ * EB_NM_MAX_GRID such values times weights <= 1, far from overflow, and no product subnormal). */
+#define EVEN_LIM   600.0
+#define EVEN_LANES 64 /* lanes of even_rows' local state */
 
 static const char *const family_names[EB_NM_N_FAMILIES] = {
     "normal", "point_normal", "normal_scale_mixture", "npmle", "point_laplace"};
@@ -240,7 +240,14 @@ typedef struct nm_ws {
     double *w;         /* [k] weights: warm start in, answer out */
     double *L;         /* [n * k], on first use; never for an even grid (solve_weights) */
     double *rowmax;    /* [n], with L */
-    double *buf;       /* [(2k - 1) EVEN_CHUNK] scratch of even_rows */
+    /* an even grid's rows (even_seed, even_rows): per row its first ratio and q, or NaN and its
+     * values in the fallback table */
+    double *seed;    /* [2n] r_j (NaN for a fallback row), then q_j */
+    size_t nfb;      /* fallback rows */
+    size_t *fb_row;  /* [nfb] their indices, ascending */
+    double *fb_val;  /* [nfb * k] their values */
+    size_t cm;       /* the middle column, where every fast row is 1 */
+    double seed_sum; /* sum over the rows of the log of the factor each was divided by */
     unsigned iterations, evaluations;
     eb_status last;  /* the solver's status at the last weights solved (the answer's) */
     eb_status worst; /* boundary flags of the answer */
@@ -282,126 +289,242 @@ static bool even_grid(const nm_ws *ws, double *h)
     return even;
 }
 
-/* The largest column of an even grid's row at x: the nearest atom. */
-static size_t even_top(const nm_ws *ws, double h, double x)
+/* The rows of the likelihood matrix for evenly spaced point masses a_c = a_m + (c - m) h (m the
+ * middle column ws->cm, h the spacing), each divided by its value at a_m, so that every row is 1
+ * in column m. The ratio of neighbouring columns is exp(-(x - a_{c+1})^2/2v + (x - a_c)^2/2v) =
+ * exp((x - a_c) h / v - h^2/2v) = r_c, with r_{c+1} = r_c q, q = exp(-h^2/v): from column m upward
+ * L_{c+1} = L_c r_c starting at r_m = exp((x - a_m) h / v - h^2/2v), and downward L_{c-1} = L_c d_c
+ * starting at d_m = exp(-(x - a_m) h / v - h^2/2v) = q / r_m with d_{c-1} = d_c q. A row is thus
+ * two exponentials, computed once per fit (even_seed: r_m and q per row, 16 bytes), and k products
+ * every time it is generated; at most (k/2)^2 roundings separate an entry from its exact value.
+ * Because every row is anchored at the same column, the rows of a chunk are lanes of one vector
+ * loop (eb_simd.h). The factor a row is divided by cancels in mixsqp's direction and only shifts
+ * the log-likelihood, by the row's log N(x; a_m, v), added back from ws->seed_sum.
+ *
+ * A row whose values or ratios would leave [e^-EVEN_LIM, e^EVEN_LIM] (x many standard errors from
+ * the middle of the grid) is computed entry by entry, divided by its largest entry, and kept in a
+ * table (ws->fb_row, ws->fb_val; its r_m is NaN). */
+static bool even_seed(nm_ws *ws, double h)
 {
-    size_t k = ws->k;
-    double t = (x - ws->mean[0]) / h;
-    return t <= 0.0 ? 0 : (t >= (double)(k - 1) ? k - 1 : (size_t)floor(t + 0.5));
+    const eb_nm_data *d = ws->d;
+    size_t n = d->n, k = ws->k, cm = (k - 1) / 2;
+    ws->cm = cm;
+    dp_free(ws->seed);
+    dp_free(ws->fb_row);
+    dp_free(ws->fb_val);
+    ws->fb_row = NULL;
+    ws->fb_val = NULL;
+    ws->nfb = 0;
+    ws->seed = big_alloc(2 * n);
+    if (ws->seed == NULL)
+        goto oom;
+    double *seed_r = ws->seed, *seed_q = ws->seed + n;
+    double am = ws->mean[cm], e_lo = -(double)cm, e_hi = (double)(k - 1 - cm);
+    /* sum_j log N(x_j; a, v_j) = -n log(2 pi) / 2 - sum_j log s_j - sum_j (x_j - a)^2 / 2 v_j, the
+     * log s_j summed as binary exponents plus the log of a running product of mantissas (no log
+     * per row) */
+    double quad = 0.0, mprod = 1.0;
+    long long esum = 0;
+    size_t cap = 0;
+    _Alignas(64) double lr[EVEN_LANES], lq[EVEN_LANES];
+    for (size_t j0 = 0; j0 < n; j0 += EVEN_LANES) {
+        if (j0 % EB_NM_CANCEL_ROWS < EVEN_LANES && nm_cancelled(ws->o->cancel))
+            return false;
+        size_t m = n - j0 < EVEN_LANES ? n - j0 : EVEN_LANES;
+        for (size_t i = 0; i < EVEN_LANES; i++) {
+            if (i >= m) {
+                lr[i] = lq[i] = 0.0;
+                continue;
+            }
+            size_t j = j0 + i;
+            double x = d->x[j], sj = d->s[j], iv = 1.0 / (sj * sj), z = x - am, hh = h * h * iv;
+            double q_ = -hh, r_ = z * h * iv - 0.5 * hh, d_ = q_ - r_;
+            /* the values' exponents are e z h / v - e^2 h^2 / 2v for e = c - m: lowest at an
+             * end, at most z^2 / 2v; the ratios' are linear in e */
+            double l_lo = e_lo * z * h * iv - 0.5 * e_lo * e_lo * hh,
+                   l_hi = e_hi * z * h * iv - 0.5 * e_hi * e_hi * hh, l_top = 0.5 * z * z * iv;
+            double r_top = r_ + (e_hi - 1.0) * q_, d_top = d_ + (-e_lo - 1.0) * q_;
+            bool fast = l_lo > -EVEN_LIM && l_hi > -EVEN_LIM && l_top < EVEN_LIM &&
+                        q_ > -EVEN_LIM && fabs(r_) < EVEN_LIM && fabs(d_) < EVEN_LIM &&
+                        fabs(r_top) < EVEN_LIM && fabs(d_top) < EVEN_LIM;
+            { /* log s_j: s_j = mantissa * 2^e, mantissa in [1, 2) */
+                uint64_t bits;
+                memcpy(&bits, &sj, sizeof bits);
+                esum += (long long)((bits >> 52) & 0x7ff) - 1023;
+                bits = (bits & 0xfffffffffffffULL) | 0x3ff0000000000000ULL;
+                double mant;
+                memcpy(&mant, &bits, sizeof mant);
+                mprod *= mant;
+            }
+            if (fast) {
+                lr[i] = r_;
+                lq[i] = q_;
+                quad += 0.5 * z * z * iv;
+                continue;
+            }
+            lr[i] = lq[i] = 0.0;
+            if (ws->nfb == cap) {
+                cap = cap ? 2 * cap : 64;
+                size_t *nr = dp_realloc(ws->fb_row, cap * sizeof *nr);
+                if (nr == NULL)
+                    goto oom;
+                ws->fb_row = nr;
+                double *nv = dp_realloc(ws->fb_val, cap * k * sizeof *nv);
+                if (nv == NULL)
+                    goto oom;
+                ws->fb_val = nv;
+            }
+            double *row = ws->fb_val + ws->nfb * k, mx = -DP_INF;
+            for (size_t c = 0; c < k; c++) {
+                double zc = x - ws->mean[c];
+                row[c] = -0.5 * zc * zc * iv;
+                mx = fmax(mx, row[c]);
+            }
+            for (size_t c = 0; c < k; c++)
+                row[c] = exp(row[c] - mx);
+            ws->fb_row[ws->nfb++] = j;
+            quad -= mx;
+            lr[i] = DP_NAN; /* marks the row; exp(NaN) is NaN */
+        }
+        { /* the mantissa product stays below 2^EVEN_LANES: renormalise */
+            uint64_t bits;
+            memcpy(&bits, &mprod, sizeof bits);
+            esum += (long long)((bits >> 52) & 0x7ff) - 1023;
+            bits = (bits & 0xfffffffffffffULL) | 0x3ff0000000000000ULL;
+            memcpy(&mprod, &bits, sizeof mprod);
+        }
+        for (size_t i = 0; i < EVEN_LANES; i++)
+            if (isnan(lr[i]))
+                lr[i] = 0.0;
+        size_t nl = (m + EB_VL - 1) / EB_VL * EB_VL;
+        eb_exp_n(lr, lr, nl);
+        eb_exp_n(lq, lq, nl);
+        memcpy(seed_r + j0, lr, m * sizeof *lr);
+        memcpy(seed_q + j0, lq, m * sizeof *lq);
+    }
+    for (size_t f = 0; f < ws->nfb; f++) {
+        seed_r[ws->fb_row[f]] = DP_NAN;
+        seed_q[ws->fb_row[f]] = 1.0;
+    }
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    double sum_log_s = (double)esum * ln2_hi + log(mprod) + (double)esum * ln2_lo;
+    ws->seed_sum = -0.5 * (double)n * log(2.0 * M_PI) - sum_log_s - quad;
+    return true;
+oom:
+    ws->rc = dp_err_set(ws->err, DP_ENOMEM, NULL, "out of memory");
+    return false;
 }
 
-/* Rows j0, j0 + stride, ..., (nb of them) of the row-scaled L for evenly spaced point masses a_c =
- * mean[c] (spacing h = mean[1] - mean[0]), into out (eb_mixsqp_rows_fn). The ratio of neighbouring
- * columns is exp(-(x - a_{c+1})^2/2v + (x - a_c)^2/2v) = exp((x - a_c) h / v - h^2/2v) = r_c, with
- * r_{c+1} = r_c q, q = exp(-h^2/v): from the row's largest column c0 (value 1) upward L_{c+1} = L_c
- * r_c, and downward L_{c-1} = L_c / r_{c-1} with 1/r_{c-1} = exp(-(x - a_c0) h / v - h^2/2v) at
- * c0, = q / r_c0: two exponentials per row instead of k. Products move away from the largest
- * column, so they only decrease and relative error grows by at most k + 2 roundings; a value or
- * ratio under DBL_MIN is flushed to 0 (and stays 0), so no subnormal is ever multiplied.
- *
- * Layout for speed: EVEN_CHUNK rows at a time, column by column (ws->buf, column-major: lane i is
- * a row), so the rows' recurrences are independent lanes of loops with fixed trip counts; both
- * chains run the full k - 1 steps from the largest column whatever c0 is (2k - 1 entries, the
- * largest at k - 1), and the row is the window of k entries that starts at k - 1 - c0. Entries
- * outside the window are discarded (they may overflow when x lies beyond the grid; nothing reads
- * them). When a lower bound on every exponent of the chunk's chains is above EVEN_SAFE_LOG, no
- * value or ratio can fall under DBL_MIN: the chains are bare products, four lanes at a time in
- * two-double vectors (no branch; each lane's values are the same products in the same order as
- * the flushing loop's, so the two loops agree bit for bit wherever neither flushes); otherwise
- * the flushing loop runs. A short last chunk repeats its last row in the unused lanes. */
-static void even_rows(void *vctx, size_t j0, size_t stride, size_t nb, double *out)
+/* The chains of even_rows for nl lanes (a multiple of EB_VL) from the lanes' r and q. */
+static inline __attribute__((always_inline)) void chains_body(size_t k, size_t cm, size_t nl,
+                                                              const double *r, const double *q,
+                                                              double *out, size_t ld)
 {
-    nm_ws *ws = vctx;
-    const eb_nm_data *d = ws->d;
-    size_t k = ws->k;
-    double h = ws->mean[1] - ws->mean[0];
-    double *B = ws->buf, *mid = B + (k - 1) * EVEN_CHUNK;
-    /* the lanes' state in local arrays: nothing the loop stores to can alias them */
-    double ru[EVEN_CHUNK], rd[EVEN_CHUNK], vu[EVEN_CHUNK], vd[EVEN_CHUNK], q[EVEN_CHUNK];
-    size_t c0[EVEN_CHUNK];
-    for (size_t i0 = 0; i0 < nb; i0 += EVEN_CHUNK) {
-        size_t m = nb - i0 < EVEN_CHUNK ? nb - i0 : EVEN_CHUNK;
-        bool fast = true; /* no value or ratio of the chunk can fall under DBL_MIN */
-        for (size_t i = 0; i < EVEN_CHUNK; i++) {
-            size_t j = j0 + (i0 + (i < m ? i : m - 1)) * stride;
-            double x = d->x[j], iv = 1.0 / (d->s[j] * d->s[j]), hh = h * h * iv;
-            c0[i] = even_top(ws, h, x);
-            double z = x - ws->mean[c0[i]];
-            q[i] = exp(-hh);
-            ru[i] = exp(z * h * iv - 0.5 * hh);
-            /* q / ru unless ru underflowed (then q may have too: 0 / 0) */
-            rd[i] = ru[i] >= DBL_MIN ? q[i] / ru[i] : exp(-z * h * iv - 0.5 * hh);
-            vu[i] = vd[i] = mid[i] = 1.0;
-            /* a lower bound on the exponents either chain reaches in k - 1 steps: the last
-             * value's, -(k-1) h |z| / s^2 - (k-1)^2 h^2 / 2 s^2, less h (|z| + h) / s^2, which is
-             * below the last ratio's */
-            double e1 = (double)(k - 1) * h * iv, az = fabs(z);
-            fast =
-                fast && -e1 * (az + (double)(k - 1) * h * 0.5) - h * (az + h) * iv > EVEN_SAFE_LOG;
+    eb_v8d one = EB_BC8(1.0);
+    for (size_t i = 0; i < nl; i += EB_VL) {
+        eb_v8d ru, dq, qq, v;
+        EB_LD8(ru, r + i);
+        EB_LD8(qq, q + i);
+        dq = qq / ru;
+        EB_ST8(out + cm * ld + i, one);
+        v = one;
+        for (size_t c = cm + 1; c < k; c++) {
+            v *= ru;
+            EB_ST8(out + c * ld + i, v);
+            ru *= qq;
         }
-        if (fast) {
-            /* four lanes at a time held in registers (two-double vectors: SSE2, part of the
-             * x86-64 baseline; elsewhere the compiler splits them), k - 1 steps each */
-            for (size_t i = 0; i < EVEN_CHUNK; i += 4) {
-                v2d ua = {ru[i], ru[i + 1]}, ub = {ru[i + 2], ru[i + 3]};
-                v2d da = {rd[i], rd[i + 1]}, db = {rd[i + 2], rd[i + 3]};
-                v2d qa = {q[i], q[i + 1]}, qb = {q[i + 2], q[i + 3]};
-                v2d va = {1.0, 1.0}, vb = va, wa = va, wb = va;
-                for (size_t e = 1; e < k; e++) {
-                    va *= ua;
-                    vb *= ub;
-                    wa *= da;
-                    wb *= db;
-                    ua *= qa;
-                    ub *= qb;
-                    da *= qa;
-                    db *= qb;
-                    double *up = mid + e * EVEN_CHUNK + i, *dn = mid - e * EVEN_CHUNK + i;
-                    memcpy(up, &va, sizeof va);
-                    memcpy(up + 2, &vb, sizeof vb);
-                    memcpy(dn, &wa, sizeof wa);
-                    memcpy(dn + 2, &wb, sizeof wb);
-                }
-            }
-        } else {
-            for (size_t e = 1; e < k; e++) {
-                double *up = mid + e * EVEN_CHUNK, *dn = mid - e * EVEN_CHUNK;
-                for (size_t i = 0; i < EVEN_CHUNK; i++) {
-                    double a = vu[i] * ru[i], b = vd[i] * rd[i], ra = ru[i] * q[i],
-                           rb = rd[i] * q[i];
-                    a = a < DBL_MIN ? 0.0 : a;
-                    b = b < DBL_MIN ? 0.0 : b;
-                    ru[i] = ra < DBL_MIN ? 0.0 : ra;
-                    rd[i] = rb < DBL_MIN ? 0.0 : rb;
-                    vu[i] = up[i] = a;
-                    vd[i] = dn[i] = b;
-                }
-            }
-        }
-        for (size_t i = 0; i < m; i++) {
-            double *row = out + (i0 + i) * k;
-            const double *src = B + (k - 1 - c0[i]) * EVEN_CHUNK + i;
-            for (size_t c = 0; c < k; c++)
-                row[c] = src[c * EVEN_CHUNK];
+        v = one;
+        for (size_t c = cm; c-- > 0;) {
+            v *= dq;
+            EB_ST8(out + c * ld + i, v);
+            dq *= qq;
         }
     }
 }
 
-/* Builds L (row-scaled) and rowmax for the current components: even_row for evenly spaced point
- * masses (used by tests; eb_nm_fit_prior does not store that matrix, see solve_weights), one
- * exponential per entry for every other layout. */
+static void chains_base(size_t k, size_t cm, size_t nl, const double *r, const double *q,
+                        double *out, size_t ld)
+{
+    chains_body(k, cm, nl, r, q, out, ld);
+}
+
+#if EB_X86_SIMD
+__attribute__((target("avx2"))) static void chains_avx2(size_t k, size_t cm, size_t nl,
+                                                        const double *r, const double *q,
+                                                        double *out, size_t ld)
+{
+    chains_body(k, cm, nl, r, q, out, ld);
+}
+
+__attribute__((target("avx512f"))) static void chains_avx512(size_t k, size_t cm, size_t nl,
+                                                             const double *r, const double *q,
+                                                             double *out, size_t ld)
+{
+    chains_body(k, cm, nl, r, q, out, ld);
+}
+#endif
+
+/* Rows j0, j0 + stride, ... (nb of them) of the even grid's matrix (see even_seed), column-major
+ * into out with leading dimension ld (eb_mixsqp_rows_fn). */
+static void even_rows(void *vctx, size_t j0, size_t stride, size_t nb, double *out, size_t ld)
+{
+    nm_ws *ws = vctx;
+    size_t k = ws->k;
+    void (*chains)(size_t, size_t, size_t, const double *, const double *, double *, size_t) =
+        chains_base;
+#if EB_X86_SIMD
+    int lv = eb_simd_level();
+    if (lv == EB_SIMD_AVX512)
+        chains = chains_avx512;
+    else if (lv == EB_SIMD_AVX2)
+        chains = chains_avx2;
+#endif
+    const double *seed_r = ws->seed, *seed_q = ws->seed + ws->d->n;
+    size_t direct = 0; /* lanes read in place: consecutive rows, whole vectors */
+    if (stride == 1) {
+        direct = nb / EB_VL * EB_VL;
+        chains(k, ws->cm, direct, seed_r + j0, seed_q + j0, out, ld);
+    }
+    _Alignas(64) double r[EVEN_LANES], q[EVEN_LANES];
+    for (size_t i0 = direct; i0 < nb; i0 += EVEN_LANES) {
+        size_t m = nb - i0 < EVEN_LANES ? nb - i0 : EVEN_LANES;
+        size_t nl = (m + EB_VL - 1) / EB_VL * EB_VL;
+        for (size_t i = 0; i < nl; i++) {
+            size_t j = j0 + (i0 + i) * stride;
+            r[i] = i < m ? seed_r[j] : 1.0;
+            q[i] = i < m ? seed_q[j] : 1.0;
+        }
+        chains(k, ws->cm, nl, r, q, out + i0, ld);
+    }
+    if (ws->nfb == 0)
+        return;
+    /* rows computed entry by entry (their r is NaN, so the chains gave NaN): from the table, which
+     * is in row order */
+    size_t lo = 0, hi = ws->nfb, last = j0 + (nb - 1) * stride;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ws->fb_row[mid] < j0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t f = lo; f < ws->nfb && ws->fb_row[f] <= last; f++) {
+        size_t j = ws->fb_row[f];
+        if ((j - j0) % stride != 0)
+            continue;
+        size_t i = (j - j0) / stride;
+        const double *row = ws->fb_val + f * k;
+        for (size_t c = 0; c < k; c++)
+            out[c * ld + i] = row[c];
+    }
+}
+
+/* Builds L (row-scaled) and rowmax for the current components, one exponential per entry (an even
+ * grid of point masses is not stored: see solve_weights). */
 static bool build_L(nm_ws *ws)
 {
     const eb_nm_data *d = ws->d;
     size_t k = ws->k;
-    double h;
-    if (even_grid(ws, &h)) {
-        even_rows(ws, 0, 1, d->n, ws->L);
-        for (size_t j = 0; j < d->n; j++)
-            ws->rowmax[j] =
-                log_npdf(d->x[j], ws->mean[even_top(ws, h, d->x[j])], d->s[j] * d->s[j]);
-        return true;
-    }
     for (size_t j = 0; j < d->n; j++) {
         if (j % EB_NM_CANCEL_ROWS == 0 && nm_cancelled(ws->o->cancel))
             return false;
@@ -440,10 +563,12 @@ static double solve_weights(nm_ws *ws)
         return nm_cancel(ws);
     const eb_nm_data *d = ws->d;
     double h;
-    /* evenly spaced atoms: the matrix is not stored; mixsqp regenerates its rows in cache-sized
-     * blocks on every pass (even_rows: two exponentials a row), the answer equal to the one on a
-     * matrix built entry by entry to rounding (tests) */
+    /* evenly spaced atoms: the matrix is not stored; mixsqp regenerates its rows a chunk at a time
+     * on every pass (even_rows: k products a row from two exponentials computed once, even_seed),
+     * the answer equal to the one on a matrix built entry by entry to rounding (tests) */
     bool gen = ws->k >= 3 && even_grid(ws, &h);
+    if (gen && !even_seed(ws, h))
+        return ws->rc != DP_OK ? -DP_INF : nm_cancel(ws);
     if (!gen && ws->L == NULL) {
         ws->L = big_alloc(d->n * ws->k);
         ws->rowmax = dp_calloc(d->n, sizeof *ws->rowmax);
@@ -473,10 +598,11 @@ static double solve_weights(nm_ws *ws)
     }
     ws->iterations += info.iterations + info.warm_iterations;
     ws->last = info.status;
-    double srm = 0.0; /* the log-likelihood: the row maxima back, plus mixsqp's last pass */
+    if (gen) /* the log-likelihood: the rows' factors back, plus mixsqp's last pass */
+        return ws->seed_sum + info.sum_log;
+    double srm = 0.0;
     for (size_t j = 0; j < d->n; j++)
-        srm += gen ? log_npdf(d->x[j], ws->mean[even_top(ws, h, d->x[j])], d->s[j] * d->s[j])
-                   : ws->rowmax[j];
+        srm += ws->rowmax[j];
     return srm + info.sum_log;
 }
 
@@ -568,10 +694,11 @@ static void data_range(const eb_nm_data *d, double *xmin, double *xmax, double *
     *xmin = *xmax = d->x[0];
     *smin = *smax = d->s[0];
     for (size_t j = 1; j < d->n; j++) {
-        *xmin = fmin(*xmin, d->x[j]);
-        *xmax = fmax(*xmax, d->x[j]);
-        *smin = fmin(*smin, d->s[j]);
-        *smax = fmax(*smax, d->s[j]);
+        double x = d->x[j], s = d->s[j]; /* finite (eb_nm_data_check): no NaN to order */
+        *xmin = x < *xmin ? x : *xmin;
+        *xmax = x > *xmax ? x : *xmax;
+        *smin = s < *smin ? s : *smin;
+        *smax = s > *smax ? s : *smax;
     }
 }
 
@@ -653,8 +780,7 @@ static int ws_alloc(nm_ws *ws, size_t k, dp_err *err)
     ws->mean = dp_calloc(k, sizeof *ws->mean);
     ws->sd = dp_calloc(k, sizeof *ws->sd);
     ws->w = dp_calloc(k, sizeof *ws->w);
-    ws->buf = dp_calloc((2 * k - 1) * EVEN_CHUNK, sizeof *ws->buf);
-    if (!ws->mean || !ws->sd || !ws->w || !ws->buf)
+    if (!ws->mean || !ws->sd || !ws->w)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     for (size_t c = 0; c < k; c++)
         ws->w[c] = 1.0 / (double)k;
@@ -668,7 +794,9 @@ static void ws_free(nm_ws *ws)
     dp_free(ws->w);
     dp_free(ws->L);
     dp_free(ws->rowmax);
-    dp_free(ws->buf);
+    dp_free(ws->seed);
+    dp_free(ws->fb_row);
+    dp_free(ws->fb_val);
 }
 
 int eb_nm_fit_prior(const eb_nm_data *d, const eb_nm_opts *o, eb_nm_fit *fit, dp_err *err)

@@ -468,19 +468,25 @@ static void cancel_flag_stops_fit_solver_and_posterior(void **state)
     assert_int_equal(info.status, EB_STATUS_CONVERGED);
 }
 
-/* A stored matrix handed out through eb_mixsqp_rows_fn: rows j0, j0 + stride, ... copied. */
+/* A stored matrix handed out through eb_mixsqp_rows_fn: rows j0, j0 + stride, ... copied,
+ * column-major, and the scratch lanes past nb filled with garbage the solver must ignore. */
 typedef struct stored_rows {
     const double *L;
     size_t k;
     size_t calls; /* blocks asked for */
 } stored_rows;
 
-static void copy_rows(void *vctx, size_t j0, size_t stride, size_t nb, double *out)
+static void copy_rows(void *vctx, size_t j0, size_t stride, size_t nb, double *out, size_t ld)
 {
     stored_rows *c = vctx;
     c->calls++;
-    for (size_t i = 0; i < nb; i++)
-        memcpy(out + i * c->k, c->L + (j0 + i * stride) * c->k, c->k * sizeof *out);
+    assert_true(ld % 8 == 0 && ld >= nb);
+    for (size_t col = 0; col < c->k; col++) {
+        for (size_t i = 0; i < nb; i++)
+            out[col * ld + i] = c->L[(j0 + i * stride) * c->k + col];
+        for (size_t i = nb; i < ld; i++)
+            out[col * ld + i] = DP_NAN;
+    }
 }
 
 /* The scaled likelihood matrix of point masses at atoms a[0..k) built entry by entry in log space
@@ -550,12 +556,13 @@ static void mixsqp_generated_rows_equal_stored_matrix(void **state)
 }
 
 /* npmle on an evenly spaced grid: eb_nm_fit_prior does not store the likelihood matrix but
- * regenerates it from a recurrence (two exponentials a row); its answer must be the one mixsqp
- * gives on the matrix built entry by entry (one exp each), and its log-likelihood the one
- * eb_nm_loglik recomputes by log-sum-exp. Three cases: the default grid on 150,000 observations
- * (the warm start, the vectorised chains), and a given even grid that the data overhang, with
- * standard errors so small against the spacing that most entries underflow (the chains' flush to
- * 0, rows beyond the grid's ends). */
+ * regenerates it from chains of products out of the grid's middle column (two exponentials a row);
+ * its answer must be the one mixsqp gives on the matrix built entry by entry (one exp each), and its
+ * log-likelihood the one eb_nm_loglik recomputes by log-sum-exp. Two cases: the default grid on
+ * 150,000 observations (the warm start, the vectorised chains), and a given even grid that the data
+ * overhang, with standard errors so small against the spacing that rows far from the middle would
+ * leave the chains' range and are computed entry by entry (the fallback table), mixed with chained
+ * rows near the middle. */
 static void npmle_even_grid_unstored_equals_direct_matrix(void **state)
 {
     (void)state;
