@@ -28,8 +28,10 @@ int openblas_get_num_threads(void);
 #define CH 64
 #define NV (CH / EB_VL)
 /* Up to this many components the Hessian is summed in one vector of lanes per pair (k (k + 1) / 2
- * vectors, 133 kB at 64, in L2); above, each chunk's block goes to dsyrk. */
-#define H_VEC_MAX_K 64
+ * vectors: 13 kB at k = 20, 323 kB at 100, 8.4 MB at 512); above, each chunk's block goes to
+ * dsyrk. The lane sums were faster than dsyrk at every k measured (2x at k = 100, 1.3x at 400:
+ * docs/BENCHMARKS.md, normal means). */
+#define H_VEC_MAX_K 512
 /* Armijo constant and step reduction of the line search (mixsqp's suffdecr and stepsizereduce
  * defaults, 0.01 and 0.75). */
 #define LS_SUFFICIENT 0.01

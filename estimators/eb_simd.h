@@ -1,10 +1,10 @@
 /*
  * eb_simd.h: eight-double vectors for the estimators' hot loops (the mixture solver's pass and the
  * even npmle grid's rows), written once with the GCC/Clang vector extension and compiled three
- * times: for AVX-512, for AVX2 and for the x86-64 baseline (the build's own target), the copy picked
- * once per process from the CPU (eb_simd_level). Every operation is lane-wise IEEE arithmetic with
- * no contraction into fused multiply-adds (GCC's -std=c11 default; Clang is told by the pragma
- * below), so the three copies give the same bits on every machine.
+ * times: for AVX-512, for AVX2 and for the x86-64 baseline (the build's own target), the copy
+ * picked once per process from the CPU (eb_simd_level). Every operation is lane-wise IEEE
+ * arithmetic with no contraction into fused multiply-adds (GCC's -std=c11 default; Clang is told by
+ * the pragma below), so the three copies give the same bits on every machine.
  *
  * Vectors are moved in and out of memory with memcpy (EB_LD8 / EB_ST8: unaligned loads and stores)
  * and never passed by value between functions, whose calling convention would then depend on the

@@ -339,9 +339,10 @@ struct est_job {
     text_buf rows; /* the "estimates" array's elements as JSON text, written from cols after the
                       run is stored (run_rows_write: no jansson value per number) */
     size_t n_rows;
-    run_rows cols; /* the per-client results, filled by the compute function (est_rows) */
-    bool summary;  /* "results": "summary": no per-client results answered or stored */
-    char *answer;  /* response JSON text (malloc), run_id included */
+    run_rows cols;     /* the per-client results, filled by the compute function (est_rows) */
+    bool summary;      /* "results": "summary": no per-client results answered or stored */
+    char *answer;      /* response JSON text (malloc), run_id included */
+    size_t answer_len; /* its length when known (answer_in_place), else 0: strlen */
     int64_t run_id;
     bool replayed;
     bool charge_once; /* central DP: the run is one mechanism on the sums, charged once per silo
@@ -811,7 +812,7 @@ static int result_around_rows(const char *result, const run_rows *r, text_buf *b
 
 /* The answer from the result text b: "run_id" appended in place. b is emptied; the text (owned)
  * is returned, or NULL when out of memory. */
-static char *answer_in_place(text_buf *b, int64_t id)
+static char *answer_in_place(text_buf *b, int64_t id, size_t *len)
 {
     while (b->len > 0 && b->s[b->len - 1] != '}')
         b->len--;
@@ -822,6 +823,7 @@ static char *answer_in_place(text_buf *b, int64_t id)
     if (b->failed)
         return NULL;
     char *t = b->s;
+    *len = b->len;
     *b = (text_buf){0};
     return t;
 }
@@ -882,6 +884,7 @@ static int run_by_key(sqlite3 *db, est_job *j, int *found, dp_err *err)
         j->replayed = true;
         free(j->answer);
         j->answer = answer_text(result, id, true);
+        j->answer_len = 0;
         if (j->answer == NULL)
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
@@ -964,6 +967,7 @@ static int run_write(sqlite3 *db, void *arg, const ledger_charge_result *res, si
     j->replayed = false;
     free(j->answer);
     j->answer = NULL;
+    j->answer_len = 0;
     return DP_OK;
 }
 
@@ -1086,9 +1090,9 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
         if (result_around_rows(small.s, &j->cols, &j->rows) != 0)
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         else
-            j->answer = answer_in_place(&j->rows, j->run_id);
+            j->answer = answer_in_place(&j->rows, j->run_id, &j->answer_len);
     } else {
-        j->answer = answer_in_place(&small, j->run_id);
+        j->answer = answer_in_place(&small, j->run_id, &j->answer_len);
     }
     if (rc == DP_OK && j->answer == NULL)
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -1290,8 +1294,9 @@ static int est_render(void *arg, const http_req *rq, http_resp *rs, bool deferre
     est_job *j = arg;
     if (deferred) {
         char *t = j->answer;
+        size_t len = j->answer_len ? j->answer_len : strlen(t); /* 100 MB for 10^6 clients */
         j->answer = NULL;
-        if (http_resp_text(rs, 201, "application/json", t, strlen(t), err) != DP_OK)
+        if (http_resp_text(rs, 201, "application/json", t, len, err) != DP_OK)
             return err->code;
         snprintf(rs->location, sizeof rs->location, "/v1/runs/%lld", (long long)j->run_id);
         return DP_OK;

@@ -557,8 +557,8 @@ static void mixsqp_generated_rows_equal_stored_matrix(void **state)
 
 /* npmle on an evenly spaced grid: eb_nm_fit_prior does not store the likelihood matrix but
  * regenerates it from chains of products out of the grid's middle column (two exponentials a row);
- * its answer must be the one mixsqp gives on the matrix built entry by entry (one exp each), and its
- * log-likelihood the one eb_nm_loglik recomputes by log-sum-exp. Two cases: the default grid on
+ * its answer must be the one mixsqp gives on the matrix built entry by entry (one exp each), and
+ * its log-likelihood the one eb_nm_loglik recomputes by log-sum-exp. Two cases: the default grid on
  * 150,000 observations (the warm start, the vectorised chains), and a given even grid that the data
  * overhang, with standard errors so small against the spacing that rows far from the middle would
  * leave the chains' range and are computed entry by entry (the fallback table), mixed with chained

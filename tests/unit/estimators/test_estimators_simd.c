@@ -41,7 +41,8 @@ static void eb_exp_n_is_accurate(void **state)
         if (i < NX / 4)
             x[i] = -700.0 + 1400.0 * (double)i / (double)(NX / 4 - 1);
         else if (i < NX / 2)
-            x[i] = nextafter(0.5 * M_LN2 * (double)((long)i - (long)(3 * NX / 8)), i % 2 ? 1e9 : -1e9);
+            x[i] =
+                nextafter(0.5 * M_LN2 * (double)((long)i - (long)(3 * NX / 8)), i % 2 ? 1e9 : -1e9);
         else
             x[i] = gsl_ran_flat(r, -40.0, 40.0);
     }
@@ -88,17 +89,17 @@ static double *random_matrix(size_t n, size_t k, unsigned long seed)
 
 /* The solver on the same matrix through every instruction-set copy this CPU has: the same
  * weights, log-likelihood and iterations, bit for bit. Three widths: odd (7), the npmle default
- * (20), and above the lane-vector Hessian's limit (70: dsyrk); n = 3001 leaves a short last
- * chunk; 140,000 rows take the warm start. */
+ * (20), and above the lane-vector Hessian's limit of 512 (520: dsyrk, three iterations); n = 3001
+ * and 701 leave a short last chunk; 140,000 rows take the warm start. */
 static void mixsqp_same_bits_on_every_instruction_set(void **state)
 {
     (void)state;
-    const size_t ks[4] = {7, 20, 70, 20}, ns[4] = {3001, 3001, 3001, 140000};
+    const size_t ks[4] = {7, 20, 520, 20}, ns[4] = {3001, 3001, 701, 140000};
     int top = eb_simd_level();
     for (int cs = 0; cs < 4; cs++) {
         size_t n = ns[cs], k = ks[cs];
         double *L = random_matrix(n, k, 40 + (unsigned long)cs);
-        double ref[70], got[70];
+        double ref[520], got[520];
         eb_mixsqp_info iref, igot;
         int levels = 0;
         for (int lv = EB_SIMD_BASE; lv <= EB_SIMD_AVX512; lv++) {
@@ -106,11 +107,13 @@ static void mixsqp_same_bits_on_every_instruction_set(void **state)
             if (eb_simd_level() != lv)
                 continue; /* this CPU lacks it */
             eb_mixsqp_opts o = eb_mixsqp_opts_default();
+            if (k > 512)
+                o.max_iter = 3, o.max_iter_active = 4; /* dsyrk: a few steps show it */
             dp_err e;
             dp_err_clear(&e);
-            assert_int_equal(eb_mixsqp_solve(n, k, L, &o, levels ? got : ref,
-                                             levels ? &igot : &iref, &e),
-                             DP_OK);
+            assert_int_equal(
+                eb_mixsqp_solve(n, k, L, &o, levels ? got : ref, levels ? &igot : &iref, &e),
+                DP_OK);
             if (levels++ == 0)
                 continue;
             assert_memory_equal(ref, got, k * sizeof *ref);
@@ -119,7 +122,8 @@ static void mixsqp_same_bits_on_every_instruction_set(void **state)
             assert_int_equal(iref.active_iterations, igot.active_iterations);
         }
         assert_true(levels >= 1);
-        assert_int_equal(iref.status, EB_STATUS_CONVERGED);
+        if (k <= 512)
+            assert_int_equal(iref.status, EB_STATUS_CONVERGED);
         if (cs == 3)
             assert_true(iref.warm_iterations > 0);
         dp_free(L);
