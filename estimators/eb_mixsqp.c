@@ -61,7 +61,7 @@ void eb_blas_single_thread(void)
 
 eb_mixsqp_opts eb_mixsqp_opts_default(void)
 {
-    eb_mixsqp_opts o = {1000, 0, 1e-8, false, NULL};
+    eb_mixsqp_opts o = {1000, 0, 1e-8, false, NULL, false};
     return o;
 }
 
@@ -96,17 +96,23 @@ struct ws {
     double *hacc; /* [k (k + 1) / 2 * EB_VL] Hessian sums lane by lane (k <= H_VEC_MAX_K) */
     double *prod; /* [EB_VL] product of the mantissas of L_j x, lane by lane */
     long long *esum; /* [EB_VL] sum of their binary exponents */
-    double *g;       /* [k] gradient of phi */
-    double *H;       /* [k * k] Hessian, full */
-    double *xt;      /* [k] trial point */
-    double *y;       /* [k] QP solution */
-    double *p;       /* [k] */
-    double *b;       /* [k] QP gradient */
-    double *c;       /* [k] QP linear term */
-    double *M;       /* [k * k] Cholesky of H_FF */
-    double *r;       /* [k] */
-    size_t *idx;     /* [k] free indices */
-    bool *active;    /* [k] in the working set (y_i = 0 held) */
+    bool *hs;        /* [k] the Hessian's rows and columns this pass forms (the set S) */
+    size_t *hidx;    /* [k] S in order, hm of them */
+    size_t hm;
+    bool h_all; /* S is every component (the first pass, or after a stall on a partial S) */
+    bool h_all_next;
+    bool support_only; /* eb_mixsqp_opts.hess_support_only */
+    double *g;         /* [k] gradient of phi */
+    double *H;         /* [k * k] Hessian, full */
+    double *xt;        /* [k] trial point */
+    double *y;         /* [k] QP solution */
+    double *p;         /* [k] */
+    double *b;         /* [k] QP gradient */
+    double *c;         /* [k] QP linear term */
+    double *M;         /* [k * k] Cholesky of H_FF */
+    double *r;         /* [k] */
+    size_t *idx;       /* [k] free indices */
+    bool *active;      /* [k] in the working set (y_i = 0 held) */
 };
 
 /* ---- the chunk kernels: written once, compiled for each instruction set (eb_simd.h) ---- */
@@ -212,18 +218,20 @@ static inline __attribute__((always_inline)) void gh_body(ws *w, bool want_H)
     }
     if (!want_H || w->hacc == NULL)
         return;
-    /* pairs (a, b), a <= b, at hacc + EB_VL * (a k - a (a - 1) / 2 + b - a); two rows a, a + 1
-     * at a time share the loads of row b */
-    size_t a = 0;
-    for (; a + 1 < k; a += 2) {
+    /* pairs of S = hidx[0 .. m) (i <= j) at hacc + EB_VL * (i m - i (i - 1) / 2 + j - i); two rows
+     * at a time share the loads of the third */
+    size_t m = w->hm;
+    const size_t *S = w->hidx;
+    size_t i = 0;
+    for (; i + 1 < m; i += 2) {
         eb_v8d ra[NV], rc[NV];
         for (size_t v = 0; v < NV; v++) {
-            EB_LD8(ra[v], V + a * CH + v * EB_VL);
-            EB_LD8(rc[v], V + (a + 1) * CH + v * EB_VL);
+            EB_LD8(ra[v], V + S[i] * CH + v * EB_VL);
+            EB_LD8(rc[v], V + S[i + 1] * CH + v * EB_VL);
         }
-        double *hp0 = w->hacc + EB_VL * (a * k - a * (a - 1) / 2);
-        double *hp1 = hp0 + EB_VL * (k - a); /* row a + 1 starts at its diagonal */
-        {                                    /* (a, a) */
+        double *hp0 = w->hacc + EB_VL * (i * m - i * (i - 1) / 2);
+        double *hp1 = hp0 + EB_VL * (m - i); /* row i + 1 starts at its diagonal */
+        {                                    /* (i, i) */
             eb_v8d t = ((ra[0] * ra[0] + ra[1] * ra[1]) + (ra[2] * ra[2] + ra[3] * ra[3])) +
                        ((ra[4] * ra[4] + ra[5] * ra[5]) + (ra[6] * ra[6] + ra[7] * ra[7])),
                    h;
@@ -231,8 +239,8 @@ static inline __attribute__((always_inline)) void gh_body(ws *w, bool want_H)
             h += t;
             EB_ST8(hp0, h);
         }
-        for (size_t b = a + 1; b < k; b++) {
-            const double *rb = V + b * CH;
+        for (size_t j = i + 1; j < m; j++) {
+            const double *rb = V + S[j] * CH;
             eb_v8d b0, b1, b2, b3, b4, b5, b6, b7, h0, h1;
             EB_LD8(b0, rb);
             EB_LD8(b1, rb + EB_VL);
@@ -244,25 +252,25 @@ static inline __attribute__((always_inline)) void gh_body(ws *w, bool want_H)
             EB_LD8(b7, rb + 7 * EB_VL);
             eb_v8d t0 = ((ra[0] * b0 + ra[1] * b1) + (ra[2] * b2 + ra[3] * b3)) +
                         ((ra[4] * b4 + ra[5] * b5) + (ra[6] * b6 + ra[7] * b7));
-            double *q0 = hp0 + EB_VL * (b - a);
+            double *q0 = hp0 + EB_VL * (j - i);
             EB_LD8(h0, q0);
             h0 += t0;
             EB_ST8(q0, h0);
             eb_v8d t1 = ((rc[0] * b0 + rc[1] * b1) + (rc[2] * b2 + rc[3] * b3)) +
                         ((rc[4] * b4 + rc[5] * b5) + (rc[6] * b6 + rc[7] * b7));
-            double *q1 = hp1 + EB_VL * (b - a - 1);
+            double *q1 = hp1 + EB_VL * (j - i - 1);
             EB_LD8(h1, q1);
             h1 += t1;
             EB_ST8(q1, h1);
         }
     }
-    if (a < k) { /* the last row when k is odd: (k - 1, k - 1) */
+    if (i < m) { /* the last row when m is odd: (m - 1, m - 1) */
         eb_v8d ra[NV], h;
         for (size_t v = 0; v < NV; v++)
-            EB_LD8(ra[v], V + a * CH + v * EB_VL);
+            EB_LD8(ra[v], V + S[i] * CH + v * EB_VL);
         eb_v8d t = ((ra[0] * ra[0] + ra[1] * ra[1]) + (ra[2] * ra[2] + ra[3] * ra[3])) +
                    ((ra[4] * ra[4] + ra[5] * ra[5]) + (ra[6] * ra[6] + ra[7] * ra[7]));
-        double *hp = w->hacc + EB_VL * (a * k - a * (a - 1) / 2);
+        double *hp = w->hacc + EB_VL * (i * m - i * (i - 1) / 2);
         EB_LD8(h, hp);
         h += t;
         EB_ST8(hp, h);
@@ -351,7 +359,7 @@ static int pass(ws *w, const double *x, bool want_g, bool want_H, double *obj, d
     want_g = want_g || want_H; /* the kernel forms R, the Hessian's rows, with the gradient */
     memset(w->gacc, 0, k * EB_VL * sizeof *w->gacc);
     if (want_H && w->hacc != NULL)
-        memset(w->hacc, 0, k * (k + 1) / 2 * EB_VL * sizeof *w->hacc);
+        memset(w->hacc, 0, w->hm * (w->hm + 1) / 2 * EB_VL * sizeof *w->hacc);
     if (want_H)
         memset(w->H, 0, k * k * sizeof *w->H);
     for (size_t l = 0; l < EB_VL; l++) {
@@ -405,11 +413,11 @@ static int pass(ws *w, const double *x, bool want_g, bool want_H, double *obj, d
             w->g[a] = 1.0 - t * inv;
         }
     if (want_H) {
-        if (w->hacc != NULL) {
+        if (w->hacc != NULL) { /* S x S; the rest of H stays 0 and is not used (the QP is on S) */
             const double *hp = w->hacc;
-            for (size_t a = 0; a < k; a++)
-                for (size_t c = a; c < k; c++, hp += EB_VL)
-                    w->H[a * k + c] =
+            for (size_t i = 0; i < w->hm; i++)
+                for (size_t j = i; j < w->hm; j++, hp += EB_VL)
+                    w->H[w->hidx[i] * k + w->hidx[j]] =
                         ((hp[0] + hp[1]) + (hp[2] + hp[3])) + ((hp[4] + hp[5]) + (hp[6] + hp[7]));
         }
         double tr = 0.0;
@@ -420,7 +428,7 @@ static int pass(ws *w, const double *x, bool want_g, bool want_H, double *obj, d
             }
             tr += w->H[a * k + a];
         }
-        double ridge = HESS_RIDGE * (tr / (double)k);
+        double ridge = HESS_RIDGE * (tr / (double)(w->hm ? w->hm : k));
         for (size_t a = 0; a < k; a++)
             w->H[a * k + a] += ridge;
     }
@@ -430,6 +438,17 @@ static int pass(ws *w, const double *x, bool want_g, bool want_H, double *obj, d
 /* phi at x into *obj; with grad, also g and H. */
 static int evaluate(ws *w, const double *x, bool grad, double *obj, dp_err *err)
 {
+    if (grad) { /* S: the weights > 0 at x and those the last gradient would release */
+        bool all = w->h_all_next || w->hacc == NULL;
+        w->h_all = all;
+        w->h_all_next = false;
+        w->hm = 0;
+        for (size_t a = 0; a < w->k; a++) {
+            w->hs[a] = all || x[a] > 0.0 || (w->g[a] < 0.0 && !w->support_only);
+            if (w->hs[a])
+                w->hidx[w->hm++] = a;
+        }
+    }
     return pass(w, x, grad, grad, obj, err);
 }
 
@@ -537,7 +556,7 @@ static unsigned active_set(ws *w, unsigned max_it)
         size_t imin = k;
         double bmin = -QP_TOL * fmax(1.0, bmax);
         for (size_t i = 0; i < k; i++)
-            if (w->active[i] && w->b[i] < bmin) {
+            if (w->active[i] && w->hs[i] && w->b[i] < bmin) {
                 bmin = w->b[i];
                 imin = i;
             }
@@ -562,6 +581,8 @@ static void ws_free(ws *w)
     dp_free(w->r);
     dp_free(w->idx);
     dp_free(w->active);
+    dp_free(w->hs);
+    dp_free(w->hidx);
 }
 
 static double dual_residual(const double *g, size_t k)
@@ -612,16 +633,20 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
     w.r = dp_calloc(k, sizeof *w.r);
     w.idx = dp_calloc(k, sizeof *w.idx);
     w.active = dp_calloc(k, sizeof *w.active);
+    w.hs = dp_calloc(k, sizeof *w.hs);
+    w.hidx = dp_calloc(k, sizeof *w.hidx);
+    w.h_all_next = true;
+    w.support_only = o->hess_support_only;
     int rc = DP_OK;
     if (!w.arena || !w.g || !w.H || !w.xt || !w.y || !w.p || !w.b || !w.c || !w.M || !w.r ||
-        !w.idx || !w.active) {
+        !w.idx || !w.active || !w.hs || !w.hidx) {
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < CH; i++)
         w.live[i] = 1.0;
     unsigned max_active = o->max_iter_active ? o->max_iter_active : 20 + 2 * (unsigned)k;
-    eb_mixsqp_info in = {0, 0, 0, DP_NAN, DP_NAN, DP_NAN, EB_STATUS_MAX_ITER};
+    eb_mixsqp_info in = {0, 0, 0, DP_NAN, DP_NAN, DP_NAN, EB_STATUS_MAX_ITER, 0};
     double f = 0.0;
     rc = evaluate(&w, x, true, &f, err);
     if (rc != DP_OK)
@@ -655,6 +680,22 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
         for (size_t a = 0; a < k; a++) {
             w.p[a] = w.y[a] - x[a];
             dd += w.g[a] * w.p[a];
+        }
+        if ((!(dd < 0.0) || -dd <= ROUND_TOL * fabs(f)) && !w.h_all) {
+            /* no (measurable) descent on S, but a weight outside S may want to grow: once more
+             * on every component */
+            bool outside = false;
+            for (size_t a = 0; a < k; a++)
+                outside = outside || (!w.hs[a] && w.g[a] < 0.0);
+            if (outside) {
+                in.restarts++;
+                w.h_all_next = true;
+                w.support_only = o->hess_support_only;
+                rc = evaluate(&w, x, true, &f, err);
+                if (rc != DP_OK)
+                    goto out;
+                continue;
+            }
         }
         if (!(dd < 0.0)) { /* no descent direction left: the model's optimum is x */
             in.status = res <= STALL_TOL ? EB_STATUS_CONVERGED : EB_STATUS_MAX_ITER;
@@ -757,7 +798,7 @@ static int solve_src(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn rows
             x[c] /= sx;
     /* warm start: the same problem on every stride-th row (a few MB, in cache), then the full
      * data from its answer, where the SQP's local convergence needs few passes */
-    eb_mixsqp_info sub = {0, 0, 0, DP_NAN, DP_NAN, DP_NAN, EB_STATUS_CONVERGED};
+    eb_mixsqp_info sub = {0, 0, 0, DP_NAN, DP_NAN, DP_NAN, EB_STATUS_CONVERGED, 0};
     if (n >= SUB_MIN_ROWS) {
         size_t stride = n / SUB_ROWS, ns = n / stride;
         double *Ls = dp_malloc(ns * k * sizeof *Ls);
@@ -791,6 +832,7 @@ static int solve_src(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn rows
     if (rc != DP_OK)
         return rc;
     in.warm_iterations = sub.iterations;
+    in.restarts += sub.restarts;
     in.active_iterations += sub.active_iterations;
     if (info)
         *info = in;

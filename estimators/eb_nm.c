@@ -71,6 +71,8 @@ int eb_nm_data_check(const eb_nm_data *d, dp_err *err)
     if (d->n < 1 || d->n > EB_MAX_CLIENTS)
         return dp_err_set(err, DP_EINVAL, "x", "x must hold 1..%d observations (got %zu)",
                           EB_MAX_CLIENTS, d->n);
+    if (eb_finite_and_positive(d->x, d->s, d->n))
+        return DP_OK; /* the usual case, eight at a time; else the first bad one is named below */
     for (size_t j = 0; j < d->n; j++) {
         if (!isfinite(d->x[j])) {
             char f[48];
@@ -304,6 +306,92 @@ static bool even_grid(const nm_ws *ws, double *h)
  * A row whose values or ratios would leave [e^-EVEN_LIM, e^EVEN_LIM] (x many standard errors from
  * the middle of the grid) is computed entry by entry, divided by its largest entry, and kept in a
  * table (ws->fb_row, ws->fb_val; its r_m is NaN). */
+/* even_seed's arithmetic for EVEN_LANES rows (x, s padded to whole vectors): lr, lq the logs of
+ * r_m and q, 0 where the row is not fast; fast the mask (-1 or 0) of rows whose chains stay within
+ * e^+-EVEN_LIM; quad (lane sums) += (x - a_m)^2 / 2v over fast rows; s's binary exponents into esum
+ * and its mantissas into mprod (lane by lane, renormalised: a lane multiplies EVEN_LANES / EB_VL
+ * mantissas in [1, 2) before). */
+typedef struct seed_arg {
+    const double *x, *s;
+    double am, h, e_lo, e_hi;
+    double *lr, *lq, *quad, *mprod;
+    long long *fast, *esum;
+} seed_arg;
+
+static inline __attribute__((always_inline)) void seed_body(const seed_arg *a)
+{
+    const eb_v8d am = EB_BC8(a->am), h = EB_BC8(a->h), one = EB_BC8(1.0), half = EB_BC8(0.5),
+                 lo = EB_BC8(a->e_lo), hi = EB_BC8(a->e_hi), lim = EB_BC8(EVEN_LIM),
+                 nlim = EB_BC8(-EVEN_LIM), e_hi1 = EB_BC8(a->e_hi - 1.0),
+                 e_lo1 = EB_BC8(-a->e_lo - 1.0);
+    const eb_v8l bias = {1023, 1023, 1023, 1023, 1023, 1023, 1023, 1023},
+                 mmask = {0xfffffffffffffLL, 0xfffffffffffffLL, 0xfffffffffffffLL,
+                          0xfffffffffffffLL, 0xfffffffffffffLL, 0xfffffffffffffLL,
+                          0xfffffffffffffLL, 0xfffffffffffffLL};
+    eb_v8l obits, esum;
+    memcpy(&obits, &one, sizeof obits);
+    eb_v8d quad, mprod;
+    EB_LD8(quad, a->quad);
+    EB_LD8(mprod, a->mprod);
+    memcpy(&esum, a->esum, sizeof esum);
+    for (size_t i = 0; i < EVEN_LANES; i += EB_VL) {
+        eb_v8d x, sv;
+        EB_LD8(x, a->x + i);
+        EB_LD8(sv, a->s + i);
+        eb_v8d iv = one / (sv * sv), z = x - am, hh = h * h * iv;
+        eb_v8d q_ = -hh, zhi = z * h * iv, r_ = zhi - half * hh, d_ = q_ - r_;
+        eb_v8d l_lo = lo * zhi - half * lo * lo * hh, l_hi = hi * zhi - half * hi * hi * hh,
+               l_top = half * z * z * iv;
+        eb_v8d r_top = r_ + e_hi1 * q_, d_top = d_ + e_lo1 * q_;
+        eb_v8l f = (l_lo > nlim) & (l_hi > nlim) & (l_top < lim) & (q_ > nlim) & (r_ < lim) &
+                   (r_ > nlim) & (d_ < lim) & (d_ > nlim) & (r_top < lim) & (r_top > nlim) &
+                   (d_top < lim) & (d_top > nlim);
+        eb_v8l b;
+        memcpy(&b, &l_top, sizeof b);
+        b &= f;
+        eb_v8d t;
+        memcpy(&t, &b, sizeof t);
+        quad += t;
+        memcpy(&b, &r_, sizeof b);
+        b &= f;
+        memcpy(a->lr + i, &b, sizeof b);
+        memcpy(&b, &q_, sizeof b);
+        b &= f;
+        memcpy(a->lq + i, &b, sizeof b);
+        memcpy(a->fast + i, &f, sizeof f);
+        memcpy(&b, &sv, sizeof b); /* s = mantissa * 2^e */
+        esum += (b >> 52) - bias;
+        b = (b & mmask) | obits;
+        memcpy(&t, &b, sizeof t);
+        mprod *= t;
+    }
+    eb_v8l b;
+    memcpy(&b, &mprod, sizeof b);
+    esum += (b >> 52) - bias;
+    b = (b & mmask) | obits;
+    memcpy(&mprod, &b, sizeof mprod);
+    EB_ST8(a->quad, quad);
+    EB_ST8(a->mprod, mprod);
+    memcpy(a->esum, &esum, sizeof esum);
+}
+
+static void seed_base(const seed_arg *a)
+{
+    seed_body(a);
+}
+
+#if EB_X86_SIMD
+__attribute__((target("avx2"))) static void seed_avx2(const seed_arg *a)
+{
+    seed_body(a);
+}
+
+__attribute__((target("avx512f"))) static void seed_avx512(const seed_arg *a)
+{
+    seed_body(a);
+}
+#endif
+
 static bool even_seed(nm_ws *ws, double h)
 {
     const eb_nm_data *d = ws->d;
@@ -318,51 +406,44 @@ static bool even_seed(nm_ws *ws, double h)
     ws->seed = big_alloc(2 * n);
     if (ws->seed == NULL)
         goto oom;
+    void (*seed)(const seed_arg *) = seed_base;
+#if EB_X86_SIMD
+    int lv = eb_simd_level();
+    if (lv == EB_SIMD_AVX512)
+        seed = seed_avx512;
+    else if (lv == EB_SIMD_AVX2)
+        seed = seed_avx2;
+#endif
     double *seed_r = ws->seed, *seed_q = ws->seed + n;
-    double am = ws->mean[cm], e_lo = -(double)cm, e_hi = (double)(k - 1 - cm);
     /* sum_j log N(x_j; a, v_j) = -n log(2 pi) / 2 - sum_j log s_j - sum_j (x_j - a)^2 / 2 v_j, the
-     * log s_j summed as binary exponents plus the log of a running product of mantissas (no log
-     * per row) */
-    double quad = 0.0, mprod = 1.0;
-    long long esum = 0;
+     * log s_j summed as binary exponents plus the log of products of mantissas (no log per row) */
+    _Alignas(64) double lr[EVEN_LANES], lq[EVEN_LANES], px[EVEN_LANES], ps[EVEN_LANES];
+    _Alignas(64) double quad[EB_VL] = {0}, mprod[EB_VL] = {1, 1, 1, 1, 1, 1, 1, 1};
+    _Alignas(64) long long fast[EVEN_LANES], esum[EB_VL] = {0};
+    seed_arg sa = {NULL, NULL, ws->mean[cm], h,     -(double)cm, (double)(k - 1 - cm),
+                   lr,   lq,   quad,         mprod, fast,        esum};
+    double quad_fb = 0.0; /* the rows computed entry by entry: their log factor */
     size_t cap = 0;
-    _Alignas(64) double lr[EVEN_LANES], lq[EVEN_LANES];
     for (size_t j0 = 0; j0 < n; j0 += EVEN_LANES) {
         if (j0 % EB_NM_CANCEL_ROWS < EVEN_LANES && nm_cancelled(ws->o->cancel))
             return false;
         size_t m = n - j0 < EVEN_LANES ? n - j0 : EVEN_LANES;
-        for (size_t i = 0; i < EVEN_LANES; i++) {
-            if (i >= m) {
-                lr[i] = lq[i] = 0.0;
-                continue;
+        if (m == EVEN_LANES) {
+            sa.x = d->x + j0;
+            sa.s = d->s + j0;
+        } else { /* the last rows, padded with rows of no weight: s = 1 adds nothing to sum log s */
+            for (size_t i = 0; i < EVEN_LANES; i++) {
+                px[i] = i < m ? d->x[j0 + i] : sa.am;
+                ps[i] = i < m ? d->s[j0 + i] : 1.0;
             }
+            sa.x = px;
+            sa.s = ps;
+        }
+        seed(&sa);
+        for (size_t i = 0; i < m; i++) {
+            if (fast[i])
+                continue;
             size_t j = j0 + i;
-            double x = d->x[j], sj = d->s[j], iv = 1.0 / (sj * sj), z = x - am, hh = h * h * iv;
-            double q_ = -hh, r_ = z * h * iv - 0.5 * hh, d_ = q_ - r_;
-            /* the values' exponents are e z h / v - e^2 h^2 / 2v for e = c - m: lowest at an
-             * end, at most z^2 / 2v; the ratios' are linear in e */
-            double l_lo = e_lo * z * h * iv - 0.5 * e_lo * e_lo * hh,
-                   l_hi = e_hi * z * h * iv - 0.5 * e_hi * e_hi * hh, l_top = 0.5 * z * z * iv;
-            double r_top = r_ + (e_hi - 1.0) * q_, d_top = d_ + (-e_lo - 1.0) * q_;
-            bool fast = l_lo > -EVEN_LIM && l_hi > -EVEN_LIM && l_top < EVEN_LIM &&
-                        q_ > -EVEN_LIM && fabs(r_) < EVEN_LIM && fabs(d_) < EVEN_LIM &&
-                        fabs(r_top) < EVEN_LIM && fabs(d_top) < EVEN_LIM;
-            { /* log s_j: s_j = mantissa * 2^e, mantissa in [1, 2) */
-                uint64_t bits;
-                memcpy(&bits, &sj, sizeof bits);
-                esum += (long long)((bits >> 52) & 0x7ff) - 1023;
-                bits = (bits & 0xfffffffffffffULL) | 0x3ff0000000000000ULL;
-                double mant;
-                memcpy(&mant, &bits, sizeof mant);
-                mprod *= mant;
-            }
-            if (fast) {
-                lr[i] = r_;
-                lq[i] = q_;
-                quad += 0.5 * z * z * iv;
-                continue;
-            }
-            lr[i] = lq[i] = 0.0;
             if (ws->nfb == cap) {
                 cap = cap ? 2 * cap : 64;
                 size_t *nr = dp_realloc(ws->fb_row, cap * sizeof *nr);
@@ -374,7 +455,8 @@ static bool even_seed(nm_ws *ws, double h)
                     goto oom;
                 ws->fb_val = nv;
             }
-            double *row = ws->fb_val + ws->nfb * k, mx = -DP_INF;
+            double *row = ws->fb_val + ws->nfb * k, mx = -DP_INF, x = d->x[j],
+                   iv = 1.0 / (d->s[j] * d->s[j]);
             for (size_t c = 0; c < k; c++) {
                 double zc = x - ws->mean[c];
                 row[c] = -0.5 * zc * zc * iv;
@@ -383,19 +465,8 @@ static bool even_seed(nm_ws *ws, double h)
             for (size_t c = 0; c < k; c++)
                 row[c] = exp(row[c] - mx);
             ws->fb_row[ws->nfb++] = j;
-            quad -= mx;
-            lr[i] = DP_NAN; /* marks the row; exp(NaN) is NaN */
+            quad_fb -= mx;
         }
-        { /* the mantissa product stays below 2^EVEN_LANES: renormalise */
-            uint64_t bits;
-            memcpy(&bits, &mprod, sizeof bits);
-            esum += (long long)((bits >> 52) & 0x7ff) - 1023;
-            bits = (bits & 0xfffffffffffffULL) | 0x3ff0000000000000ULL;
-            memcpy(&mprod, &bits, sizeof mprod);
-        }
-        for (size_t i = 0; i < EVEN_LANES; i++)
-            if (isnan(lr[i]))
-                lr[i] = 0.0;
         size_t nl = (m + EB_VL - 1) / EB_VL * EB_VL;
         eb_exp_n(lr, lr, nl);
         eb_exp_n(lq, lq, nl);
@@ -407,8 +478,13 @@ static bool even_seed(nm_ws *ws, double h)
         seed_q[ws->fb_row[f]] = 1.0;
     }
     const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
-    double sum_log_s = (double)esum * ln2_hi + log(mprod) + (double)esum * ln2_lo;
-    ws->seed_sum = -0.5 * (double)n * log(2.0 * M_PI) - sum_log_s - quad;
+    double sum_log_s = 0.0, sum_quad = quad_fb, es = 0.0;
+    for (size_t l = 0; l < EB_VL; l++) {
+        sum_log_s += (double)esum[l] * ln2_hi + log(mprod[l]);
+        es += (double)esum[l] * ln2_lo;
+        sum_quad += quad[l];
+    }
+    ws->seed_sum = -0.5 * (double)n * log(2.0 * M_PI) - (sum_log_s + es) - sum_quad;
     return true;
 oom:
     ws->rc = dp_err_set(ws->err, DP_ENOMEM, NULL, "out of memory");

@@ -119,3 +119,54 @@ void eb_exp_n(const double *x, double *y, size_t n)
 #endif
     exp_base(x, y, n);
 }
+
+/* x - x is 0 for a finite x and NaN otherwise; every comparison with NaN is false. */
+static inline __attribute__((always_inline)) bool check_body(const double *x, const double *s,
+                                                             size_t n)
+{
+    const eb_v8d zero = EB_BC8(0.0);
+    eb_v8l ok = {-1, -1, -1, -1, -1, -1, -1, -1};
+    size_t i = 0;
+    for (; i + EB_VL <= n; i += EB_VL) {
+        eb_v8d a, b;
+        EB_LD8(a, x + i);
+        EB_LD8(b, s + i);
+        ok &= (a - a == zero) & (b - b == zero) & (b > zero);
+    }
+    bool all = true;
+    for (int l = 0; l < EB_VL; l++)
+        all = all && ok[l] != 0;
+    for (; i < n; i++)
+        all = all && x[i] - x[i] == 0.0 && s[i] - s[i] == 0.0 && s[i] > 0.0;
+    return all;
+}
+
+static bool check_base(const double *x, const double *s, size_t n)
+{
+    return check_body(x, s, n);
+}
+
+#if EB_X86_SIMD
+__attribute__((target("avx2"))) static bool check_avx2(const double *x, const double *s, size_t n)
+{
+    return check_body(x, s, n);
+}
+
+__attribute__((target("avx512f"))) static bool check_avx512(const double *x, const double *s,
+                                                            size_t n)
+{
+    return check_body(x, s, n);
+}
+#endif
+
+bool eb_finite_and_positive(const double *x, const double *s, size_t n)
+{
+#if EB_X86_SIMD
+    int lv = eb_simd_level();
+    if (lv == EB_SIMD_AVX512)
+        return check_avx512(x, s, n);
+    if (lv == EB_SIMD_AVX2)
+        return check_avx2(x, s, n);
+#endif
+    return check_base(x, s, n);
+}

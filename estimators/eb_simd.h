@@ -13,6 +13,7 @@
 #ifndef DP_ESTIMATORS_EB_SIMD_H
 #define DP_ESTIMATORS_EB_SIMD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -50,5 +51,8 @@ void eb_simd_cap(int level);
  * this CPU, within 2 units in the last place of the exact value (tests: eb_exp_n_is_accurate),
  * the same bits on every copy. x and y may be the same array. */
 void eb_exp_n(const double *x, double *y, size_t n);
+
+/* Whether every x[i] is finite and every s[i] finite and > 0 (i < n): eight at a time. */
+bool eb_finite_and_positive(const double *x, const double *s, size_t n);
 
 #endif
