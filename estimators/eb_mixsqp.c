@@ -171,7 +171,7 @@ static inline __attribute__((always_inline)) void gh_body(ws *w, bool want_H)
         memcpy(&m, &bits, sizeof m);
         prod *= m;
     }
-    { /* renormalise: prod < 2^NV here */
+    { /* renormalise: prod in [1, 2) times NV mantissas in [1, 2) is below 2^(NV + 1) here */
         eb_v8l bits;
         memcpy(&bits, &prod, sizeof bits);
         esum += (bits >> 52) - bias;
@@ -585,6 +585,18 @@ static void ws_free(ws *w)
     dp_free(w->hidx);
 }
 
+/* After a stall on a partial Hessian (w->h_all false): whether a weight outside S has a negative
+ * gradient, so that the pass should be repeated on every component before giving up. */
+static bool should_restart(const ws *w)
+{
+    if (w->h_all)
+        return false;
+    for (size_t a = 0; a < w->k; a++)
+        if (!w->hs[a] && w->g[a] < 0.0)
+            return true;
+    return false;
+}
+
 static double dual_residual(const double *g, size_t k)
 {
     double gmin = DP_INF;
@@ -681,21 +693,15 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
             w.p[a] = w.y[a] - x[a];
             dd += w.g[a] * w.p[a];
         }
-        if ((!(dd < 0.0) || -dd <= ROUND_TOL * fabs(f)) && !w.h_all) {
+        if ((!(dd < 0.0) || -dd <= ROUND_TOL * fabs(f)) && should_restart(&w)) {
             /* no (measurable) descent on S, but a weight outside S may want to grow: once more
              * on every component */
-            bool outside = false;
-            for (size_t a = 0; a < k; a++)
-                outside = outside || (!w.hs[a] && w.g[a] < 0.0);
-            if (outside) {
-                in.restarts++;
-                w.h_all_next = true;
-                w.support_only = o->hess_support_only;
-                rc = evaluate(&w, x, true, &f, err);
-                if (rc != DP_OK)
-                    goto out;
-                continue;
-            }
+            in.restarts++;
+            w.h_all_next = true;
+            rc = evaluate(&w, x, true, &f, err);
+            if (rc != DP_OK)
+                goto out;
+            continue;
         }
         if (!(dd < 0.0)) { /* no descent direction left: the model's optimum is x */
             in.status = res <= STALL_TOL ? EB_STATUS_CONVERGED : EB_STATUS_MAX_ITER;
@@ -737,10 +743,18 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
             if (rc != DP_OK)
                 goto out;
         }
-        if (!ok) { /* no measurable decrease: re-evaluate at x and stop */
+        if (!ok) { /* no measurable decrease: re-evaluate at x and stop, or, when the direction came
+                      from a partial Hessian, once more with every component */
+            bool retry = !w.h_all;
+            if (retry) {
+                in.restarts++;
+                w.h_all_next = true;
+            }
             rc = evaluate(&w, x, true, &f, err);
             if (rc != DP_OK)
                 goto out;
+            if (retry)
+                continue;
             in.objective = f;
             in.dual_residual = dual_residual(w.g, k);
             in.status = in.dual_residual <= STALL_TOL ? EB_STATUS_CONVERGED : EB_STATUS_MAX_ITER;
@@ -749,7 +763,16 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
         if (!(ft < f)) { /* accepted only because the decrease is below rounding: a stall that
                             would repeat to max_iter, one pass over L each time */
             memcpy(x, w.xt, k * sizeof *x);
-            in.objective = f = ft;
+            f = ft;
+            if (should_restart(&w)) { /* unless a weight outside S should grow */
+                in.restarts++;
+                w.h_all_next = true;
+                rc = evaluate(&w, x, true, &f, err);
+                if (rc != DP_OK)
+                    goto out;
+                continue;
+            }
+            in.objective = f;
             in.dual_residual = dual_residual(w.g, k);
             in.status = in.dual_residual <= STALL_TOL ? EB_STATUS_CONVERGED : EB_STATUS_MAX_ITER;
             break;

@@ -17,7 +17,8 @@
  * to 1.
  *
  * Scaling: the caller passes L with each row divided by its largest entry (row-wise max
- * subtraction in log space, so every row has a 1 and nothing under- or overflows); the
+ * subtraction in log space, so every row has a 1 and nothing under- or overflows; the stopping
+ * test's "16 roundings of the objective" assumes that scale); the
  * log-likelihood is then sum_j (rowmax_j + log(L_j pi)) with rowmax_j the log of the factor
  * removed, which eb_mixsqp_loglik adds back.
  *

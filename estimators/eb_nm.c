@@ -244,10 +244,12 @@ typedef struct nm_ws {
     double *rowmax;    /* [n], with L */
     /* an even grid's rows (even_seed, even_rows): per row its first ratio and q, or NaN and its
      * values in the fallback table */
-    double *seed;    /* [2n] r_j (NaN for a fallback row), then q_j */
+    double *seed;    /* [3n] r_m, then q, then v_m (0 for a fallback row) */
     size_t nfb;      /* fallback rows */
     size_t *fb_row;  /* [nfb] their indices, ascending */
-    double *fb_val;  /* [nfb * k] their values */
+    size_t *fb_lo;   /* [nfb] the first column of each one's run of entries */
+    size_t *fb_off;  /* [nfb + 1] where each one's run starts in fb_val */
+    double *fb_val;  /* the runs */
     size_t cm;       /* the middle column, where every fast row is 1 */
     double seed_sum; /* sum over the rows of the log of the factor each was divided by */
     unsigned iterations, evaluations;
@@ -292,44 +294,54 @@ static bool even_grid(const nm_ws *ws, double *h)
 }
 
 /* The rows of the likelihood matrix for evenly spaced point masses a_c = a_m + (c - m) h (m the
- * middle column ws->cm, h the spacing), each divided by its value at a_m, so that every row is 1
- * in column m. The ratio of neighbouring columns is exp(-(x - a_{c+1})^2/2v + (x - a_c)^2/2v) =
- * exp((x - a_c) h / v - h^2/2v) = r_c, with r_{c+1} = r_c q, q = exp(-h^2/v): from column m upward
- * L_{c+1} = L_c r_c starting at r_m = exp((x - a_m) h / v - h^2/2v), and downward L_{c-1} = L_c d_c
- * starting at d_m = exp(-(x - a_m) h / v - h^2/2v) = q / r_m with d_{c-1} = d_c q. A row is thus
- * two exponentials, computed once per fit (even_seed: r_m and q per row, 16 bytes), and k products
- * every time it is generated; at most (k/2)^2 roundings separate an entry from its exact value.
- * Because every row is anchored at the same column, the rows of a chunk are lanes of one vector
- * loop (eb_simd.h). The factor a row is divided by cancels in mixsqp's direction and only shifts
- * the log-likelihood, by the row's log N(x; a_m, v), added back from ws->seed_sum.
+ * middle column ws->cm, h the spacing), each divided by its largest entry (eb_mixsqp.h's contract:
+ * the largest is 1, so the objective's scale, and with it the solver's rounding test, is that of
+ * a matrix built entry by entry). With e = c - m and v = s^2 the log of entry c over entry m is
+ * L(e) = e z h / v - e^2 h^2 / 2v (z = x - a_m), largest at the nearest atom e* (z / h rounded and
+ * clamped to the grid). The ratio of neighbouring columns is exp(-(x - a_{c+1})^2/2v + (x -
+ * a_c)^2/2v) = exp((x - a_c) h / v - h^2/2v) = r_c, with r_{c+1} = r_c q, q = exp(-h^2/v): from
+ * column m, whose entry is v_m = exp(-L(e*)), upward L_{c+1} = L_c r_c starting at r_m =
+ * exp(z h / v - h^2/2v), and downward L_{c-1} = L_c d_c starting at d_m = exp(-z h / v - h^2/2v)
+ * = q / r_m with d_{c-1} = d_c q. A row is three exponentials computed once per fit (even_seed:
+ * r_m, q and v_m per row, 24 bytes) and k products every time it is generated; at most (k/2)^2
+ * roundings separate an entry from its exact value (3e-13 relative at k = 100, 8e-12 at 1000).
+ * Values are unimodal in c, so an entry under DBL_MIN is flushed to 0 and the chain stays 0 from
+ * there, as the true values only fall further. Because every row is anchored at the same column,
+ * the rows of a chunk are lanes of one vector loop (eb_simd.h). The log-likelihood adds back each
+ * row's factor, log N(x; a_e*, v), from ws->seed_sum.
  *
- * A row whose values or ratios would leave [e^-EVEN_LIM, e^EVEN_LIM] (x many standard errors from
- * the middle of the grid) is computed entry by entry, divided by its largest entry, and kept in a
- * table (ws->fb_row, ws->fb_val; its r_m is NaN). */
-/* even_seed's arithmetic for EVEN_LANES rows (x, s padded to whole vectors): lr, lq the logs of
- * r_m and q, 0 where the row is not fast; fast the mask (-1 or 0) of rows whose chains stay within
- * e^+-EVEN_LIM; quad (lane sums) += (x - a_m)^2 / 2v over fast rows; s's binary exponents into esum
- * and its mantissas into mprod (lane by lane, renormalised: a lane multiplies EVEN_LANES / EB_VL
- * mantissas in [1, 2) before). */
+ * A row whose ratios would leave [e^-EVEN_LIM, e^EVEN_LIM], or whose v_m would fall under
+ * e^-EVEN_LIM (s tiny against the spacing, or x far beyond the grid: a few entries are nonzero),
+ * is computed entry by entry, divided by its largest entry, and kept sparsely: its run of entries
+ * not under DBL_MIN (ws->fb_*; its v_m is 0 and its chains give zeros). */
+/* even_seed's arithmetic for EVEN_LANES rows (x, s padded to whole vectors): lr, lq, lv the logs of
+ * r_m, q and v_m, 0 where the row is not fast; fast the mask (-1 or 0) of rows whose chains stay
+ * within e^+-EVEN_LIM; quad (lane sums) += (x - a_m)^2 / 2v - L(e*) over fast rows; s's binary
+ * exponents into esum and its mantissas into mprod (lane by lane, renormalised: a lane multiplies
+ * EVEN_LANES / EB_VL mantissas in [1, 2) before). */
 typedef struct seed_arg {
     const double *x, *s;
     double am, h, e_lo, e_hi;
-    double *lr, *lq, *quad, *mprod;
+    double *lr, *lq, *lv, *quad, *mprod;
     long long *fast, *esum;
 } seed_arg;
+
+#define AS_L(v)      ((eb_v8l)(v)) /* a vector's bits */
+#define AS_D(v)      ((eb_v8d)(v))
+#define SEL(m, a, b) AS_D((AS_L(a) & (m)) | (AS_L(b) & ~(m))) /* m ? a : b, lane by lane */
 
 static inline __attribute__((always_inline)) void seed_body(const seed_arg *a)
 {
     const eb_v8d am = EB_BC8(a->am), h = EB_BC8(a->h), one = EB_BC8(1.0), half = EB_BC8(0.5),
                  lo = EB_BC8(a->e_lo), hi = EB_BC8(a->e_hi), lim = EB_BC8(EVEN_LIM),
                  nlim = EB_BC8(-EVEN_LIM), e_hi1 = EB_BC8(a->e_hi - 1.0),
-                 e_lo1 = EB_BC8(-a->e_lo - 1.0);
+                 e_lo1 = EB_BC8(-a->e_lo - 1.0), shift = EB_BC8(6755399441055744.0),
+                 zero = EB_BC8(0.0);
     const eb_v8l bias = {1023, 1023, 1023, 1023, 1023, 1023, 1023, 1023},
                  mmask = {0xfffffffffffffLL, 0xfffffffffffffLL, 0xfffffffffffffLL,
                           0xfffffffffffffLL, 0xfffffffffffffLL, 0xfffffffffffffLL,
                           0xfffffffffffffLL, 0xfffffffffffffLL};
-    eb_v8l obits, esum;
-    memcpy(&obits, &one, sizeof obits);
+    eb_v8l obits = AS_L(one), esum;
     eb_v8d quad, mprod;
     EB_LD8(quad, a->quad);
     EB_LD8(mprod, a->mprod);
@@ -340,36 +352,34 @@ static inline __attribute__((always_inline)) void seed_body(const seed_arg *a)
         EB_LD8(sv, a->s + i);
         eb_v8d iv = one / (sv * sv), z = x - am, hh = h * h * iv;
         eb_v8d q_ = -hh, zhi = z * h * iv, r_ = zhi - half * hh, d_ = q_ - r_;
-        eb_v8d l_lo = lo * zhi - half * lo * lo * hh, l_hi = hi * zhi - half * hi * hi * hh,
-               l_top = half * z * z * iv;
+        /* e* = z / h rounded (by adding and subtracting 1.5 2^52), clamped to [e_lo, e_hi] */
+        eb_v8d t = z / h;
+        eb_v8l big = (t > hi) | (t < lo); /* also where |t| is beyond the rounding's range */
+        eb_v8d es = (t + shift) - shift;
+        es = SEL(big, SEL(t > hi, hi, lo), es);
+        es = SEL(es > hi, hi, SEL(es < lo, lo, es));
+        eb_v8d l_star = es * zhi - half * es * es * hh;
         eb_v8d r_top = r_ + e_hi1 * q_, d_top = d_ + e_lo1 * q_;
-        eb_v8l f = (l_lo > nlim) & (l_hi > nlim) & (l_top < lim) & (q_ > nlim) & (r_ < lim) &
-                   (r_ > nlim) & (d_ < lim) & (d_ > nlim) & (r_top < lim) & (r_top > nlim) &
-                   (d_top < lim) & (d_top > nlim);
-        eb_v8l b;
-        memcpy(&b, &l_top, sizeof b);
-        b &= f;
-        eb_v8d t;
-        memcpy(&t, &b, sizeof t);
-        quad += t;
-        memcpy(&b, &r_, sizeof b);
-        b &= f;
-        memcpy(a->lr + i, &b, sizeof b);
-        memcpy(&b, &q_, sizeof b);
-        b &= f;
-        memcpy(a->lq + i, &b, sizeof b);
+        eb_v8l f = (l_star < lim) & (q_ > nlim) & (r_ < lim) & (r_ > nlim) & (d_ < lim) &
+                   (d_ > nlim) & (r_top < lim) & (r_top > nlim) & (d_top < lim) & (d_top > nlim);
+        quad += SEL(f, half * z * z * iv - l_star, zero);
+        eb_v8d o;
+        o = SEL(f, r_, zero);
+        EB_ST8(a->lr + i, o);
+        o = SEL(f, q_, zero);
+        EB_ST8(a->lq + i, o);
+        o = SEL(f, -l_star, zero);
+        EB_ST8(a->lv + i, o);
         memcpy(a->fast + i, &f, sizeof f);
-        memcpy(&b, &sv, sizeof b); /* s = mantissa * 2^e */
+        eb_v8l b = AS_L(sv); /* s = mantissa * 2^e */
         esum += (b >> 52) - bias;
         b = (b & mmask) | obits;
-        memcpy(&t, &b, sizeof t);
-        mprod *= t;
+        mprod *= AS_D(b);
     }
-    eb_v8l b;
-    memcpy(&b, &mprod, sizeof b);
+    eb_v8l b = AS_L(mprod);
     esum += (b >> 52) - bias;
     b = (b & mmask) | obits;
-    memcpy(&mprod, &b, sizeof mprod);
+    mprod = AS_D(b);
     EB_ST8(a->quad, quad);
     EB_ST8(a->mprod, mprod);
     memcpy(a->esum, &esum, sizeof esum);
@@ -392,6 +402,66 @@ __attribute__((target("avx512f"))) static void seed_avx512(const seed_arg *a)
 }
 #endif
 
+/* Appends row j, entry by entry (divided by its largest, the run of entries not under DBL_MIN),
+ * to the fallback table; returns its log factor, log N(x; a_top, v) less -log(2 pi v) / 2, or NaN
+ * when out of memory. */
+static double fallback_row(nm_ws *ws, size_t j, size_t *cap_rows, size_t *cap_vals)
+{
+    const eb_nm_data *d = ws->d;
+    size_t k = ws->k;
+    double x = d->x[j], iv = 1.0 / (d->s[j] * d->s[j]), mx = -DP_INF;
+    for (size_t c = 0; c < k; c++) {
+        double zc = x - ws->mean[c];
+        mx = fmax(mx, -0.5 * zc * zc * iv);
+    }
+    size_t c_lo = k, c_hi = 0;
+    for (size_t c = 0; c < k; c++) {
+        double zc = x - ws->mean[c];
+        if (exp(-0.5 * zc * zc * iv - mx) >= DBL_MIN) {
+            c_lo = c < c_lo ? c : c_lo;
+            c_hi = c + 1;
+        }
+    }
+    size_t nv = ws->nfb ? ws->fb_off[ws->nfb] : 0, len = c_hi - c_lo;
+    if (ws->nfb + 1 >= *cap_rows) {
+        size_t nc = *cap_rows ? 2 * *cap_rows : 64;
+        size_t *r = dp_realloc(ws->fb_row, nc * sizeof *r);
+        if (r == NULL)
+            return DP_NAN;
+        ws->fb_row = r;
+        size_t *o = dp_realloc(ws->fb_off, (nc + 1) * sizeof *o);
+        if (o == NULL)
+            return DP_NAN;
+        ws->fb_off = o;
+        size_t *l = dp_realloc(ws->fb_lo, nc * sizeof *l);
+        if (l == NULL)
+            return DP_NAN;
+        ws->fb_lo = l;
+        *cap_rows = nc;
+    }
+    if (nv + len > *cap_vals) {
+        size_t nc = *cap_vals ? 2 * *cap_vals : 64 * k;
+        while (nc < nv + len)
+            nc *= 2;
+        double *v = dp_realloc(ws->fb_val, nc * sizeof *v);
+        if (v == NULL)
+            return DP_NAN;
+        ws->fb_val = v;
+        *cap_vals = nc;
+    }
+    if (ws->nfb == 0)
+        ws->fb_off[0] = 0;
+    for (size_t c = c_lo; c < c_hi; c++) {
+        double zc = x - ws->mean[c], e = exp(-0.5 * zc * zc * iv - mx);
+        ws->fb_val[nv + c - c_lo] = e >= DBL_MIN ? e : 0.0;
+    }
+    ws->fb_row[ws->nfb] = j;
+    ws->fb_lo[ws->nfb] = c_lo;
+    ws->fb_off[ws->nfb + 1] = nv + len;
+    ws->nfb++;
+    return mx;
+}
+
 static bool even_seed(nm_ws *ws, double h)
 {
     const eb_nm_data *d = ws->d;
@@ -399,31 +469,35 @@ static bool even_seed(nm_ws *ws, double h)
     ws->cm = cm;
     dp_free(ws->seed);
     dp_free(ws->fb_row);
+    dp_free(ws->fb_off);
+    dp_free(ws->fb_lo);
     dp_free(ws->fb_val);
-    ws->fb_row = NULL;
+    ws->fb_row = ws->fb_off = ws->fb_lo = NULL;
     ws->fb_val = NULL;
     ws->nfb = 0;
-    ws->seed = big_alloc(2 * n);
+    ws->seed = big_alloc(3 * n);
     if (ws->seed == NULL)
         goto oom;
     void (*seed)(const seed_arg *) = seed_base;
 #if EB_X86_SIMD
-    int lv = eb_simd_level();
-    if (lv == EB_SIMD_AVX512)
+    int lvl = eb_simd_level();
+    if (lvl == EB_SIMD_AVX512)
         seed = seed_avx512;
-    else if (lv == EB_SIMD_AVX2)
+    else if (lvl == EB_SIMD_AVX2)
         seed = seed_avx2;
 #endif
-    double *seed_r = ws->seed, *seed_q = ws->seed + n;
-    /* sum_j log N(x_j; a, v_j) = -n log(2 pi) / 2 - sum_j log s_j - sum_j (x_j - a)^2 / 2 v_j, the
-     * log s_j summed as binary exponents plus the log of products of mantissas (no log per row) */
-    _Alignas(64) double lr[EVEN_LANES], lq[EVEN_LANES], px[EVEN_LANES], ps[EVEN_LANES];
+    double *seed_r = ws->seed, *seed_q = ws->seed + n, *seed_v = ws->seed + 2 * n;
+    /* sum_j log N(x_j; a_top, v_j) = -n log(2 pi) / 2 - sum_j log s_j - sum_j (x_j - a_top)^2 /
+     * 2v_j, the log s_j summed as binary exponents plus the log of products of mantissas (no log
+     * per row) */
+    _Alignas(64) double lr[EVEN_LANES], lq[EVEN_LANES], lv[EVEN_LANES], px[EVEN_LANES],
+        ps[EVEN_LANES];
     _Alignas(64) double quad[EB_VL] = {0}, mprod[EB_VL] = {1, 1, 1, 1, 1, 1, 1, 1};
     _Alignas(64) long long fast[EVEN_LANES], esum[EB_VL] = {0};
-    seed_arg sa = {NULL, NULL, ws->mean[cm], h,     -(double)cm, (double)(k - 1 - cm),
-                   lr,   lq,   quad,         mprod, fast,        esum};
+    seed_arg sa = {NULL, NULL, ws->mean[cm], h,    -(double)cm, (double)(k - 1 - cm), lr, lq,
+                   lv,   quad, mprod,        fast, esum};
     double quad_fb = 0.0; /* the rows computed entry by entry: their log factor */
-    size_t cap = 0;
+    size_t cap_rows = 0, cap_vals = 0;
     for (size_t j0 = 0; j0 < n; j0 += EVEN_LANES) {
         if (j0 % EB_NM_CANCEL_ROWS < EVEN_LANES && nm_cancelled(ws->o->cancel))
             return false;
@@ -440,42 +514,23 @@ static bool even_seed(nm_ws *ws, double h)
             sa.s = ps;
         }
         seed(&sa);
-        for (size_t i = 0; i < m; i++) {
-            if (fast[i])
-                continue;
-            size_t j = j0 + i;
-            if (ws->nfb == cap) {
-                cap = cap ? 2 * cap : 64;
-                size_t *nr = dp_realloc(ws->fb_row, cap * sizeof *nr);
-                if (nr == NULL)
-                    goto oom;
-                ws->fb_row = nr;
-                double *nv = dp_realloc(ws->fb_val, cap * k * sizeof *nv);
-                if (nv == NULL)
-                    goto oom;
-                ws->fb_val = nv;
-            }
-            double *row = ws->fb_val + ws->nfb * k, mx = -DP_INF, x = d->x[j],
-                   iv = 1.0 / (d->s[j] * d->s[j]);
-            for (size_t c = 0; c < k; c++) {
-                double zc = x - ws->mean[c];
-                row[c] = -0.5 * zc * zc * iv;
-                mx = fmax(mx, row[c]);
-            }
-            for (size_t c = 0; c < k; c++)
-                row[c] = exp(row[c] - mx);
-            ws->fb_row[ws->nfb++] = j;
-            quad_fb -= mx;
-        }
         size_t nl = (m + EB_VL - 1) / EB_VL * EB_VL;
         eb_exp_n(lr, lr, nl);
         eb_exp_n(lq, lq, nl);
+        eb_exp_n(lv, lv, nl);
+        for (size_t i = 0; i < m; i++) {
+            if (fast[i])
+                continue;
+            double mx = fallback_row(ws, j0 + i, &cap_rows, &cap_vals);
+            if (isnan(mx))
+                goto oom;
+            quad_fb -= mx;
+            lr[i] = lq[i] = 1.0; /* its chains: zeros from v_m = 0 */
+            lv[i] = 0.0;
+        }
         memcpy(seed_r + j0, lr, m * sizeof *lr);
         memcpy(seed_q + j0, lq, m * sizeof *lq);
-    }
-    for (size_t f = 0; f < ws->nfb; f++) {
-        seed_r[ws->fb_row[f]] = DP_NAN;
-        seed_q[ws->fb_row[f]] = 1.0;
+        memcpy(seed_v + j0, lv, m * sizeof *lv);
     }
     const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
     double sum_log_s = 0.0, sum_quad = quad_fb, es = 0.0;
@@ -491,52 +546,66 @@ oom:
     return false;
 }
 
-/* The chains of even_rows for nl lanes (a multiple of EB_VL) from the lanes' r and q. */
-static inline __attribute__((always_inline)) void chains_body(size_t k, size_t cm, size_t nl,
-                                                              const double *r, const double *q,
-                                                              double *out, size_t ld)
-{
-    eb_v8d one = EB_BC8(1.0);
-    for (size_t i = 0; i < nl; i += EB_VL) {
-        eb_v8d ru, dq, qq, v;
-        EB_LD8(ru, r + i);
-        EB_LD8(qq, q + i);
-        dq = qq / ru;
-        EB_ST8(out + cm * ld + i, one);
-        v = one;
-        for (size_t c = cm + 1; c < k; c++) {
-            v *= ru;
-            EB_ST8(out + c * ld + i, v);
-            ru *= qq;
-        }
-        v = one;
-        for (size_t c = cm; c-- > 0;) {
-            v *= dq;
-            EB_ST8(out + c * ld + i, v);
-            dq *= qq;
-        }
-    }
-}
+/* The chains of even_rows for nl lanes (a multiple of EB_VL) from the lanes' r_m, q and v_m:
+ * values under DBL_MIN flushed to 0 (no subnormal is ever formed or multiplied again). Every lane
+ * is on its own, so the body is written for a vector of W doubles (VD, with VL its mask type) and
+ * compiled at the width of each instruction set (8 for AVX-512, 4 for AVX2, 2 for the baseline's
+ * SSE2): the same operations on each lane whatever W, hence the same bits. (A vector wider than
+ * the target's registers, which GCC splits, ran 4x slower here.) */
+typedef double nm_v4d __attribute__((vector_size(4 * sizeof(double))));
+typedef long long nm_v4l __attribute__((vector_size(4 * sizeof(long long))));
+typedef double nm_v2d __attribute__((vector_size(2 * sizeof(double))));
+typedef long long nm_v2l __attribute__((vector_size(2 * sizeof(long long))));
+
+#define CHAINS_BODY(VD, VL, W)                                                                     \
+    do {                                                                                           \
+        VD tiny;                                                                                   \
+        for (int l_ = 0; l_ < (W); l_++)                                                           \
+            tiny[l_] = DBL_MIN;                                                                    \
+        for (size_t i = 0; i < nl; i += (W)) {                                                     \
+            VD ru, dq, qq, v, v0;                                                                  \
+            memcpy(&ru, r + i, sizeof ru);                                                         \
+            memcpy(&qq, q + i, sizeof qq);                                                         \
+            memcpy(&v0, vm + i, sizeof v0);                                                        \
+            dq = qq / ru;                                                                          \
+            memcpy(out + cm * ld + i, &v0, sizeof v0);                                             \
+            v = v0;                                                                                \
+            for (size_t c = cm + 1; c < k; c++) {                                                  \
+                v *= ru;                                                                           \
+                v = (VD)((VL)v & (VL)(v >= tiny));                                                 \
+                memcpy(out + c * ld + i, &v, sizeof v);                                            \
+                ru *= qq;                                                                          \
+            }                                                                                      \
+            v = v0;                                                                                \
+            for (size_t c = cm; c-- > 0;) {                                                        \
+                v *= dq;                                                                           \
+                v = (VD)((VL)v & (VL)(v >= tiny));                                                 \
+                memcpy(out + c * ld + i, &v, sizeof v);                                            \
+                dq *= qq;                                                                          \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
 
 static void chains_base(size_t k, size_t cm, size_t nl, const double *r, const double *q,
-                        double *out, size_t ld)
+                        const double *vm, double *out, size_t ld)
 {
-    chains_body(k, cm, nl, r, q, out, ld);
+    CHAINS_BODY(nm_v2d, nm_v2l, 2);
 }
 
 #if EB_X86_SIMD
 __attribute__((target("avx2"))) static void chains_avx2(size_t k, size_t cm, size_t nl,
                                                         const double *r, const double *q,
-                                                        double *out, size_t ld)
+                                                        const double *vm, double *out, size_t ld)
 {
-    chains_body(k, cm, nl, r, q, out, ld);
+    CHAINS_BODY(nm_v4d, nm_v4l, 4);
 }
 
 __attribute__((target("avx512f"))) static void chains_avx512(size_t k, size_t cm, size_t nl,
                                                              const double *r, const double *q,
-                                                             double *out, size_t ld)
+                                                             const double *vm, double *out,
+                                                             size_t ld)
 {
-    chains_body(k, cm, nl, r, q, out, ld);
+    CHAINS_BODY(eb_v8d, eb_v8l, 8);
 }
 #endif
 
@@ -545,23 +614,23 @@ __attribute__((target("avx512f"))) static void chains_avx512(size_t k, size_t cm
 static void even_rows(void *vctx, size_t j0, size_t stride, size_t nb, double *out, size_t ld)
 {
     nm_ws *ws = vctx;
-    size_t k = ws->k;
-    void (*chains)(size_t, size_t, size_t, const double *, const double *, double *, size_t) =
-        chains_base;
+    size_t k = ws->k, n = ws->d->n;
+    void (*chains)(size_t, size_t, size_t, const double *, const double *, const double *, double *,
+                   size_t) = chains_base;
 #if EB_X86_SIMD
-    int lv = eb_simd_level();
-    if (lv == EB_SIMD_AVX512)
+    int lvl = eb_simd_level();
+    if (lvl == EB_SIMD_AVX512)
         chains = chains_avx512;
-    else if (lv == EB_SIMD_AVX2)
+    else if (lvl == EB_SIMD_AVX2)
         chains = chains_avx2;
 #endif
-    const double *seed_r = ws->seed, *seed_q = ws->seed + ws->d->n;
+    const double *seed_r = ws->seed, *seed_q = ws->seed + n, *seed_v = ws->seed + 2 * n;
     size_t direct = 0; /* lanes read in place: consecutive rows, whole vectors */
     if (stride == 1) {
         direct = nb / EB_VL * EB_VL;
-        chains(k, ws->cm, direct, seed_r + j0, seed_q + j0, out, ld);
+        chains(k, ws->cm, direct, seed_r + j0, seed_q + j0, seed_v + j0, out, ld);
     }
-    _Alignas(64) double r[EVEN_LANES], q[EVEN_LANES];
+    _Alignas(64) double r[EVEN_LANES], q[EVEN_LANES], v[EVEN_LANES];
     for (size_t i0 = direct; i0 < nb; i0 += EVEN_LANES) {
         size_t m = nb - i0 < EVEN_LANES ? nb - i0 : EVEN_LANES;
         size_t nl = (m + EB_VL - 1) / EB_VL * EB_VL;
@@ -569,13 +638,14 @@ static void even_rows(void *vctx, size_t j0, size_t stride, size_t nb, double *o
             size_t j = j0 + (i0 + i) * stride;
             r[i] = i < m ? seed_r[j] : 1.0;
             q[i] = i < m ? seed_q[j] : 1.0;
+            v[i] = i < m ? seed_v[j] : 0.0;
         }
-        chains(k, ws->cm, nl, r, q, out + i0, ld);
+        chains(k, ws->cm, nl, r, q, v, out + i0, ld);
     }
     if (ws->nfb == 0)
         return;
-    /* rows computed entry by entry (their r is NaN, so the chains gave NaN): from the table, which
-     * is in row order */
+    /* rows computed entry by entry (zeros from the chains): their runs from the table, which is in
+     * row order */
     size_t lo = 0, hi = ws->nfb, last = j0 + (nb - 1) * stride;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -588,10 +658,9 @@ static void even_rows(void *vctx, size_t j0, size_t stride, size_t nb, double *o
         size_t j = ws->fb_row[f];
         if ((j - j0) % stride != 0)
             continue;
-        size_t i = (j - j0) / stride;
-        const double *row = ws->fb_val + f * k;
-        for (size_t c = 0; c < k; c++)
-            out[c * ld + i] = row[c];
+        size_t i = (j - j0) / stride, c0 = ws->fb_lo[f];
+        for (size_t e = ws->fb_off[f]; e < ws->fb_off[f + 1]; e++)
+            out[(c0 + e - ws->fb_off[f]) * ld + i] = ws->fb_val[e];
     }
 }
 
@@ -872,6 +941,8 @@ static void ws_free(nm_ws *ws)
     dp_free(ws->rowmax);
     dp_free(ws->seed);
     dp_free(ws->fb_row);
+    dp_free(ws->fb_lo);
+    dp_free(ws->fb_off);
     dp_free(ws->fb_val);
 }
 

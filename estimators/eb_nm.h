@@ -28,9 +28,10 @@
  * Kim et al. 2020) on the likelihood matrix built in log space with row-wise max subtraction.
  * For npmle atoms evenly spaced (the default grid, or a given grid with equal steps) the matrix is
  * not stored: eb_mixsqp_solve_rows regenerates its rows a chunk at a time on every pass, as
- * products across the atoms from the grid's middle column (two exponentials a row computed once per
- * fit, 16 bytes a row kept; eb_nm.c, even_seed and even_rows), the answer equal to the stored
- * matrix's to rounding; other layouts hold the n x k matrix. The mode and a scale may each be fixed
+ * products across the atoms from the grid's middle column (three exponentials a row computed once
+ * per fit, 24 bytes a row kept; eb_nm.c, even_seed and even_rows), each entry within (k/2)^2
+ * roundings of the stored matrix's (3e-13 relative at k = 100); other layouts hold the n x k
+ * matrix. The mode and a scale may each be fixed
  * or estimated; an estimated one is profiled: a coarse scan (EB_NM_SCAN points) then golden-section
  * search on the best bracket, the weights re-solved at each point (warm-started). For the normal
  * family the mode given the scale is the precision-weighted mean (closed form). A scale estimated

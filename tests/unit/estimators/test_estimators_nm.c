@@ -566,8 +566,8 @@ static void mixsqp_generated_rows_equal_stored_matrix(void **state)
 static void npmle_even_grid_unstored_equals_direct_matrix(void **state)
 {
     (void)state;
-    for (int cs = 0; cs < 2; cs++) {
-        size_t n = cs == 0 ? 150000 : 3000;
+    for (int cs = 0; cs < 3; cs++) {
+        size_t n = 150000;
         double *x = dp_calloc(n, sizeof *x), *s = dp_calloc(n, sizeof *s);
         double *rowmax = dp_calloc(n, sizeof *rowmax);
         assert_non_null(x);
@@ -575,20 +575,22 @@ static void npmle_even_grid_unstored_equals_direct_matrix(void **state)
         assert_non_null(rowmax);
         dp_err e;
         dp_err_clear(&e);
-        gsl_rng *r = dp_rng_alloc(cs == 0 ? 1515 : 1516, DP_RNG_STREAM_DATA, &e);
+        gsl_rng *r = dp_rng_alloc(1515 + (unsigned long)cs, DP_RNG_STREAM_DATA, &e);
         assert_non_null(r);
         for (size_t j = 0; j < n; j++) {
             double u = gsl_rng_uniform(r);
-            s[j] = cs == 0 ? 0.5 + gsl_rng_uniform(r) : 0.1 + 0.2 * gsl_rng_uniform(r);
+            s[j] = cs == 1 ? 0.1 + 0.2 * gsl_rng_uniform(r) : 0.5 + gsl_rng_uniform(r);
+            if (cs == 2 && j % 10 == 3)
+                s[j] = 0.08; /* a tenth of the rows: entries far from x flushed to 0 */
             double th = u < 0.6 ? 0.0 : (u < 0.8 ? -2.0 : 3.0);
-            x[j] = cs == 0 ? th + 0.3 * gsl_ran_ugaussian(r) + s[j] * gsl_ran_ugaussian(r)
-                           : -9.0 + 18.0 * gsl_rng_uniform(r);
+            x[j] = cs == 1 ? -9.0 + 18.0 * gsl_rng_uniform(r)
+                           : th + 0.3 * gsl_ran_ugaussian(r) + s[j] * gsl_ran_ugaussian(r);
         }
         gsl_rng_free(r);
         double grid[25];
         eb_nm_data d = {n, x, s};
         eb_nm_opts o = eb_nm_opts_default(EB_NM_NPMLE);
-        if (cs == 0) {
+        if (cs != 1) {
             o.grid_size = 20;
         } else {
             for (size_t c = 0; c < 25; c++)
