@@ -688,6 +688,7 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
             w.y[a] = x[a];
         }
         in.active_iterations += active_set(&w, max_active);
+        bool dir_full = w.h_all; /* the direction's Hessian was on every component */
         double dd = 0.0;
         for (size_t a = 0; a < k; a++) {
             w.p[a] = w.y[a] - x[a];
@@ -745,7 +746,7 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
         }
         if (!ok) { /* no measurable decrease: re-evaluate at x and stop, or, when the direction came
                       from a partial Hessian, once more with every component */
-            bool retry = !w.h_all;
+            bool retry = !dir_full; /* (w.h_all is now the trial point's) */
             if (retry) {
                 in.restarts++;
                 w.h_all_next = true;

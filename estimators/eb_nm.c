@@ -709,7 +709,7 @@ static double solve_weights(nm_ws *ws)
     const eb_nm_data *d = ws->d;
     double h;
     /* evenly spaced atoms: the matrix is not stored; mixsqp regenerates its rows a chunk at a time
-     * on every pass (even_rows: k products a row from two exponentials computed once, even_seed),
+     * on every pass (even_rows: k products a row from three exponentials computed once, even_seed),
      * the answer equal to the one on a matrix built entry by entry to rounding (tests) */
     bool gen = ws->k >= 3 && even_grid(ws, &h);
     if (gen && !even_seed(ws, h))
