@@ -137,6 +137,23 @@ static inline __attribute__((always_inline)) void u_body(size_t k, const double 
         EB_ST8(ut + v * EB_VL, u[v]);
 }
 
+/* The eight vectors of a chunk's column at p into v0 .. v7 (v a name prefix). */
+#define LOAD_COLUMN(v, p)                                                                          \
+    do {                                                                                           \
+        EB_LD8(v##0, (p));                                                                         \
+        EB_LD8(v##1, (p) + EB_VL);                                                                 \
+        EB_LD8(v##2, (p) + 2 * EB_VL);                                                             \
+        EB_LD8(v##3, (p) + 3 * EB_VL);                                                             \
+        EB_LD8(v##4, (p) + 4 * EB_VL);                                                             \
+        EB_LD8(v##5, (p) + 5 * EB_VL);                                                             \
+        EB_LD8(v##6, (p) + 6 * EB_VL);                                                             \
+        EB_LD8(v##7, (p) + 7 * EB_VL);                                                             \
+    } while (0)
+/* sum_v a[v] * b_v over the eight vectors, as a tree (the same order everywhere). */
+#define DOT8(a, b0, b1, b2, b3, b4, b5, b6, b7)                                                    \
+    (((a[0] * (b0) + a[1] * (b1)) + (a[2] * (b2) + a[3] * (b3))) +                                 \
+     ((a[4] * (b4) + a[5] * (b5)) + (a[6] * (b6) + a[7] * (b7))))
+
 /* With the chunk's ut (every live lane a positive normal value): their logs into the
  * lanes' mantissa products and exponent sums, R = V / u in place (0 in unused lanes), the gradient
  * sums sum_j R_jc, and with want_H the Hessian's sums sum_j R_ja R_jb (a <= b; lane vectors when
@@ -187,14 +204,7 @@ static inline __attribute__((always_inline)) void gh_body(ws *w, bool want_H)
     for (size_t c = 0; c < k; c++) {
         double *row = V + c * CH;
         eb_v8d r0, r1, r2, r3, r4, r5, r6, r7, gc;
-        EB_LD8(r0, row);
-        EB_LD8(r1, row + EB_VL);
-        EB_LD8(r2, row + 2 * EB_VL);
-        EB_LD8(r3, row + 3 * EB_VL);
-        EB_LD8(r4, row + 4 * EB_VL);
-        EB_LD8(r5, row + 5 * EB_VL);
-        EB_LD8(r6, row + 6 * EB_VL);
-        EB_LD8(r7, row + 7 * EB_VL);
+        LOAD_COLUMN(r, row);
         r0 *= i0;
         r1 *= i1;
         r2 *= i2;
@@ -232,9 +242,7 @@ static inline __attribute__((always_inline)) void gh_body(ws *w, bool want_H)
         double *hp0 = w->hacc + EB_VL * (i * m - i * (i - 1) / 2);
         double *hp1 = hp0 + EB_VL * (m - i); /* row i + 1 starts at its diagonal */
         {                                    /* (i, i) */
-            eb_v8d t = ((ra[0] * ra[0] + ra[1] * ra[1]) + (ra[2] * ra[2] + ra[3] * ra[3])) +
-                       ((ra[4] * ra[4] + ra[5] * ra[5]) + (ra[6] * ra[6] + ra[7] * ra[7])),
-                   h;
+            eb_v8d t = DOT8(ra, ra[0], ra[1], ra[2], ra[3], ra[4], ra[5], ra[6], ra[7]), h;
             EB_LD8(h, hp0);
             h += t;
             EB_ST8(hp0, h);
@@ -242,22 +250,13 @@ static inline __attribute__((always_inline)) void gh_body(ws *w, bool want_H)
         for (size_t j = i + 1; j < m; j++) {
             const double *rb = V + S[j] * CH;
             eb_v8d b0, b1, b2, b3, b4, b5, b6, b7, h0, h1;
-            EB_LD8(b0, rb);
-            EB_LD8(b1, rb + EB_VL);
-            EB_LD8(b2, rb + 2 * EB_VL);
-            EB_LD8(b3, rb + 3 * EB_VL);
-            EB_LD8(b4, rb + 4 * EB_VL);
-            EB_LD8(b5, rb + 5 * EB_VL);
-            EB_LD8(b6, rb + 6 * EB_VL);
-            EB_LD8(b7, rb + 7 * EB_VL);
-            eb_v8d t0 = ((ra[0] * b0 + ra[1] * b1) + (ra[2] * b2 + ra[3] * b3)) +
-                        ((ra[4] * b4 + ra[5] * b5) + (ra[6] * b6 + ra[7] * b7));
+            LOAD_COLUMN(b, rb);
+            eb_v8d t0 = DOT8(ra, b0, b1, b2, b3, b4, b5, b6, b7);
             double *q0 = hp0 + EB_VL * (j - i);
             EB_LD8(h0, q0);
             h0 += t0;
             EB_ST8(q0, h0);
-            eb_v8d t1 = ((rc[0] * b0 + rc[1] * b1) + (rc[2] * b2 + rc[3] * b3)) +
-                        ((rc[4] * b4 + rc[5] * b5) + (rc[6] * b6 + rc[7] * b7));
+            eb_v8d t1 = DOT8(rc, b0, b1, b2, b3, b4, b5, b6, b7);
             double *q1 = hp1 + EB_VL * (j - i - 1);
             EB_LD8(h1, q1);
             h1 += t1;
@@ -268,8 +267,7 @@ static inline __attribute__((always_inline)) void gh_body(ws *w, bool want_H)
         eb_v8d ra[NV], h;
         for (size_t v = 0; v < NV; v++)
             EB_LD8(ra[v], V + S[i] * CH + v * EB_VL);
-        eb_v8d t = ((ra[0] * ra[0] + ra[1] * ra[1]) + (ra[2] * ra[2] + ra[3] * ra[3])) +
-                   ((ra[4] * ra[4] + ra[5] * ra[5]) + (ra[6] * ra[6] + ra[7] * ra[7]));
+        eb_v8d t = DOT8(ra, ra[0], ra[1], ra[2], ra[3], ra[4], ra[5], ra[6], ra[7]);
         double *hp = w->hacc + EB_VL * (i * m - i * (i - 1) / 2);
         EB_LD8(h, hp);
         h += t;
@@ -597,6 +595,16 @@ static bool should_restart(const ws *w)
     return false;
 }
 
+static int evaluate(ws *w, const double *x, bool grad, double *obj, dp_err *err);
+
+/* The pass at x again, on every component (a restart after a stall on a partial Hessian). */
+static int restart_on_all(ws *w, const double *x, double *obj, eb_mixsqp_info *in, dp_err *err)
+{
+    in->restarts++;
+    w->h_all_next = true;
+    return evaluate(w, x, true, obj, err);
+}
+
 static double dual_residual(const double *g, size_t k)
 {
     double gmin = DP_INF;
@@ -697,9 +705,7 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
         if ((!(dd < 0.0) || -dd <= ROUND_TOL * fabs(f)) && should_restart(&w)) {
             /* no (measurable) descent on S, but a weight outside S may want to grow: once more
              * on every component */
-            in.restarts++;
-            w.h_all_next = true;
-            rc = evaluate(&w, x, true, &f, err);
+            rc = restart_on_all(&w, x, &f, &in, err);
             if (rc != DP_OK)
                 goto out;
             continue;
@@ -747,11 +753,7 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
         if (!ok) { /* no measurable decrease: re-evaluate at x and stop, or, when the direction came
                       from a partial Hessian, once more with every component */
             bool retry = !dir_full; /* (w.h_all is now the trial point's) */
-            if (retry) {
-                in.restarts++;
-                w.h_all_next = true;
-            }
-            rc = evaluate(&w, x, true, &f, err);
+            rc = retry ? restart_on_all(&w, x, &f, &in, err) : evaluate(&w, x, true, &f, err);
             if (rc != DP_OK)
                 goto out;
             if (retry)
@@ -766,9 +768,7 @@ static int solve_core(size_t n, size_t k, const double *L, eb_mixsqp_rows_fn row
             memcpy(x, w.xt, k * sizeof *x);
             f = ft;
             if (should_restart(&w)) { /* unless a weight outside S should grow */
-                in.restarts++;
-                w.h_all_next = true;
-                rc = evaluate(&w, x, true, &f, err);
+                rc = restart_on_all(&w, x, &f, &in, err);
                 if (rc != DP_OK)
                     goto out;
                 continue;
