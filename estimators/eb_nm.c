@@ -422,6 +422,9 @@ static double fallback_row(nm_ws *ws, size_t j, size_t *cap_rows, size_t *cap_va
             c_hi = c + 1;
         }
     }
+    if (c_hi <= c_lo) /* no entry at all (s so small that s^2 underflows): a row of zeros, which
+                         the solver answers as an observation of zero likelihood */
+        c_lo = c_hi = 0;
     size_t nv = ws->nfb ? ws->fb_off[ws->nfb] : 0, len = c_hi - c_lo;
     if (ws->nfb + 1 >= *cap_rows) {
         size_t nc = *cap_rows ? 2 * *cap_rows : 64;

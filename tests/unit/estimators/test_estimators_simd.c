@@ -320,6 +320,22 @@ static void npmle_even_grid_far_rows_are_optimal(void **state)
     dp_free(s);
 }
 
+/* A standard error whose square underflows (s = 1e-300: s^2 is 0) leaves its row without a single
+ * representable entry: the fit answers that observation's zero likelihood at once (an empty row of
+ * the fallback table once sized itself by an unsigned c_hi - c_lo < 0 and never returned). */
+static void npmle_underflowing_s_is_a_numerical_failure(void **state)
+{
+    (void)state;
+    double x[5] = {1, 2, 3, 4, 5}, s[5] = {1e-300, 1, 1, 1, 1};
+    eb_nm_data d = {5, x, s};
+    eb_nm_opts o = eb_nm_opts_default(EB_NM_NPMLE);
+    eb_nm_fit fit;
+    dp_err e;
+    dp_err_clear(&e);
+    assert_int_equal(eb_nm_fit_prior(&d, &o, &fit, &e), DP_ENUMERIC);
+    assert_non_null(strstr(e.msg, "zero likelihood"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +345,7 @@ int main(void)
         cmocka_unit_test(mixsqp_partial_hessian_reaches_the_optimum),
         cmocka_unit_test(npmle_even_grid_same_bits_on_every_instruction_set),
         cmocka_unit_test(npmle_even_grid_far_rows_are_optimal),
+        cmocka_unit_test(npmle_underflowing_s_is_a_numerical_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
