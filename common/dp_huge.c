@@ -4,6 +4,7 @@
 /* madvise(MADV_HUGEPAGE) is a Linux extension outside POSIX: defined before any header. */
 #define _DEFAULT_SOURCE
 #include "common/dp_huge.h"
+#include "common/dp_alloc.h"
 
 #include <stdlib.h>
 
@@ -14,7 +15,7 @@
 void *dp_huge_alloc(size_t n)
 {
     if (n < DP_HUGE_MIN)
-        return malloc(n);
+        return dp_malloc(n); /* counted by the allocation-failure hook like any other */
     void *p = NULL;
     if (posix_memalign(&p, HUGE_ALIGN, n) != 0)
         return NULL;

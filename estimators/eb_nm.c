@@ -11,9 +11,6 @@
  * the matrix back from memory, without holding n x k doubles (160 MB for 10^6 observations and 20
  * atoms) or paying their first touch (docs/BENCHMARKS.md, normal means).
  */
-/* madvise(MADV_HUGEPAGE) is a Linux extension outside POSIX: see big_alloc. Defined before any
- * header (each .c includes its own header first, which includes system headers). */
-#define _DEFAULT_SOURCE
 #include "estimators/eb_nm.h"
 
 #include <float.h>
@@ -23,14 +20,13 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <sys/mman.h>
-
 #include <gsl/gsl_cdf.h>
 #include <gsl/gsl_math.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_sf_erf.h>
 
 #include "common/dp_alloc.h"
+#include "common/dp_huge.h"
 #include "common/dp_math.h"
 #include "common/dp_rng.h"
 #include "estimators/eb_mixsqp.h"
@@ -259,25 +255,14 @@ typedef struct nm_ws {
     int rc; /* first failure of a profiled evaluation */
 } nm_ws;
 
-#define BIG_BYTES  (8u << 20) /* larger blocks are asked for in transparent huge pages */
-#define HUGE_ALIGN (2u << 20) /* x86-64 huge page */
-
-/* count doubles, uninitialised. The likelihood matrix of 10^6 observations is 160 MB: in 4 kB
- * pages its first touch costs 40,000 page faults, which under a hypervisor took longer than the
- * whole solve; on 2 MB pages (transparent huge pages, where the kernel allows them) it takes 80.
- * madvise is only advice: when it fails the memory is used as it is. Free with dp_free. */
+/* count doubles, uninitialised: on huge pages from 8 MB (common/dp_huge.h; the likelihood matrix of
+ * 10^6 observations is 160 MB, whose first touch in 4 kB pages took longer than the whole solve).
+ * Free with dp_free. */
 static double *big_alloc(size_t count)
 {
     if (count > SIZE_MAX / sizeof(double))
         return NULL;
-    size_t bytes = count * sizeof(double);
-    if (bytes < BIG_BYTES)
-        return dp_malloc(bytes);
-    void *p = NULL;
-    if (posix_memalign(&p, HUGE_ALIGN, bytes) != 0)
-        return NULL;
-    (void)madvise(p, bytes, MADV_HUGEPAGE);
-    return p;
+    return dp_huge_alloc(count * sizeof(double));
 }
 
 /* Whether the components are k >= 3 evenly spaced point masses (the npmle default grid); *h the

@@ -212,7 +212,7 @@ int run_rows_alloc(run_rows *r, size_t m, run_ids ids)
     if (r->w == 0 || m > SIZE_MAX / sizeof(double) / r->w)
         return -1;
     size_t bytes = m * r->w * sizeof(double) + 1; /* 24 MB for 10^6 Gaussian clients */
-    r->vals = bytes >= DP_HUGE_MIN ? dp_huge_alloc(bytes) : dp_malloc(bytes);
+    r->vals = dp_huge_alloc(bytes);
     if (r->vals == NULL)
         return -1;
     if (ids == RUN_IDS_TEXT) {
