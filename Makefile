@@ -180,7 +180,8 @@ UNIT_TESTS ?= $(UNIT_BINS)
 #     request at a time (ASan's business; under TSan it took 61 s of the stage's budget).
 #   - integration: the scripts that drive the daemon's threads together: concurrent requests and
 #     SIGTERM in flight, 32 connections charging one silo, kill -9 during a storm, the ledger's PLD
-#     thread, the drain under load, slow and hostile clients, the fuzz. The others check one route's
+#     thread, the drain under load, slow and hostile clients, the fuzz, an estimator answer written
+#     on the HTTP thread while it is sent (hung up on mid-answer). The others check one route's
 #     answers. test_estimator_runs.sh is left out: its stop section expects two long runs to reach
 #     the compute pool within 1 s of being sent, which TSan's slowdown breaks (the stop is then
 #     forced after the 60 s drain); the pool's threads are covered by test_service_compute here.
@@ -190,7 +191,7 @@ TSAN_SKIP_UNIT  = test_accounting_% test_estimators_% test_service_chaos
 TSAN_UNIT_TESTS = $(foreach t,$(UNIT_BINS),$(if $(filter $(TSAN_SKIP_UNIT),$(notdir $(t))),,$(t)))
 TSAN_INTEGRATION_TESTS = $(addprefix tests/integration/test_,daemon_lifecycle.sh \
     ledger_concurrency.sh ledger_crash.sh ledger_rules.sh http_stop.sh http_slow.sh \
-    hostile_http.sh fuzz.sh)
+    hostile_http.sh fuzz.sh estimator_stream.sh)
 
 # Build in parallel (make -j), then run the unit tests and the integration scripts one after the other:
 # never both at once, even under -j (the integration scripts start daemons and watch their timing).

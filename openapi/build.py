@@ -306,8 +306,10 @@ _estimate = obj({"id": null_or(_client_id), "posterior_mean": _vecn, "posterior_
 _run_common = {
     "run_id": ID, "replayed": boolean(description="an Idempotency-Key replay: the first answer"),
     "estimates": arr(_estimate), "log_likelihood": NUMN, "iterations": integer(minimum=0),
-    "results": enum("full", "summary", description="full: every client's estimate (estimates), "
-                    "answered and stored; summary: the fit alone, no estimates"),
+    "results": enum("full", "summary", description="full: every client's estimate (estimates) "
+                    "answered; summary: the fit alone, no estimates"),
+    "keep_results": boolean(description="the per-client results are stored with the run (GET "
+                            "/v1/runs/{id}/clients pages them); false: the fit alone is stored"),
     "status": _status, "converged": boolean(description="status is not max_iter"),
     "status_reason": null_or(string(description="the status in words: why the fit is not simply "
                                                 "converged, and what its answers then are")),
@@ -427,11 +429,15 @@ _gclient = obj({"id": _client_id, "mean": _vec,
 _bclient = obj({"id": _client_id, "successes": num(minimum=0), "trials": num(minimum=0),
                 "samples": arr({"oneOf": [enum(0, 1), boolean()]}, minItems=1),
                 "silo_id": ID}, description="successes and trials, or 0/1 samples")
-_results = enum("full", "summary", description="full (default): every client's estimate, "
-                "answered and stored (then paged by GET /v1/runs/{id}/clients); summary: the fit "
-                "alone, no per-client row answered or stored")
+_results = enum("full", "summary", description="full (default): every client's estimate "
+                "answered; summary: the fit alone, no per-client row answered")
+_keep_results = boolean(description="default false: store the per-client results with the run, "
+                        "for GET /v1/runs/{id} and its pages GET /v1/runs/{id}/clients (with "
+                        "results summary: a small answer, the rows read a page at a time); "
+                        "otherwise the fit alone is stored")
 _common_est = {"method": string(), "privacy": null_or(t("object")), "seed": integer(minimum=0),
-               "max_iter": integer(minimum=1), "keep_data": boolean(), "results": _results}
+               "max_iter": integer(minimum=1), "keep_data": boolean(), "results": _results,
+               "keep_results": _keep_results}
 _gprivacy = null_or(obj({
     "model": enum("local", "central", description="local (default): each client's mean through "
                   "its own randomizer; central: the service adds noise once to clipped sums"),
@@ -478,7 +484,7 @@ SCHEMAS["NormalMeansRequest"] = obj(dict(
                                             "npmle: atoms (increasing)"),
     grid_size=integer(minimum=1, maximum=1000), grid_mult=num(exclusiveMinimum=1),
     draws=integer(minimum=0, maximum=1000), seed=integer(minimum=0),
-    max_iter=integer(minimum=1), tol=num(exclusiveMinimum=0), results=_results),
+    max_iter=integer(minimum=1), tol=num(exclusiveMinimum=0), results=_results, keep_results=_keep_results),
     ["x", "s", "prior_family"])
 
 # Tuning (docs/TUNING.md)

@@ -693,7 +693,10 @@
                 : 'none (the estimates use the clients\' exact summaries)')));
         const est = Array.isArray(o.estimates) ? o.estimates : [];
         if (!est.length) {
-            main.appendChild(h('p', null, 'This run has no estimates.'));
+            main.appendChild(o.keep_results === false
+                ? h('p', {'data-not-kept': ''}, 'This run did not keep its per-client estimates (it was sent without ' +
+                    '"keep_results": true): its fit is above.')
+                : h('p', null, 'This run has no estimates.'));
             return;
         }
         const dim = Array.isArray(est[0].posterior_mean) ? est[0].posterior_mean.length : 1;

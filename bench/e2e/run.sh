@@ -11,15 +11,16 @@
 #   beta      {"clients": [{"successes": z, "trials": 10}, ...]}
 #   nm        {"x": [...], "s": [...], "prior_family": "npmle", "grid_size": 20}  (normal-means: the
 #             problem of bench/normal_means, theta from {-2, 0, 3} plus N(0, 0.3^2), s on [0.5, 1.5])
-# each sent as is ("full": every estimate answered, as before) and with "results": "summary" (the
-# fit only; no per-client rows answered or stored) unless RESULTS says otherwise.
+# each sent as is ("full": every estimate answered, the fit alone stored), with "results": "summary"
+# (the fit only; no per-client rows answered or stored) and with "keep_results": true ("keep": every
+# estimate answered and stored as columns), as RESULTS says.
 # With BASELINE_DPSILOD (a dpsilod built from an earlier commit) every request also runs against
 # it, alternating, and the old binary gets the bodies without "results" (a binary from before
 # "results" refuses the field), or with "results": "summary" when BASELINE_RESULTS=summary.
 # Not part of `make test`; nothing is asserted.
 #
 # Usage: BASELINE_DPSILOD=<old build>/dpsilod bash bench/e2e/run.sh
-# Knobs: E2E_CLIENTS (default 1000000), KINDS="gaussian beta nm", RESULTS="full summary",
+# Knobs: E2E_CLIENTS (default 1000000), KINDS="gaussian beta nm", RESULTS="full summary keep",
 #        REPEAT (alternations, default 1), PIN (taskset -c list for the daemon, default none),
 #        BASELINE_RESULTS (full or summary, default full)
 set -euo pipefail
@@ -27,7 +28,7 @@ BUILD=${BUILD:-build}
 DPSILOD=${DPSILOD:-$BUILD/dpsilod}
 N=${E2E_CLIENTS:-1000000}
 KINDS=${KINDS:-gaussian beta nm}
-RESULTS=${RESULTS:-full summary}
+RESULTS=${RESULTS:-full summary keep}
 REPEAT=${REPEAT:-1}
 PIN=${PIN:-}
 BASELINE_RESULTS=${BASELINE_RESULTS:-full}
@@ -101,6 +102,8 @@ bodies["nm"] = {"x": [round(t + rng.gauss(0, si), 9) for t, si in zip(th, s)], "
 for k, b in bodies.items():
     with open(f"{t}/{k}.json", "w") as f:
         json.dump(b, f)
+    with open(f"{t}/{k}-keep.json", "w") as f:
+        json.dump(dict(b, keep_results=True), f)
     b["results"] = "summary"
     with open(f"{t}/{k}-summary.json", "w") as f:
         json.dump(b, f)
@@ -111,7 +114,7 @@ for kind in $KINDS; do
     for r in $(seq 1 "$REPEAT"); do
         for res in $RESULTS; do
             body="$T/$kind.json"
-            [ "$res" = summary ] && body="$T/$kind-summary.json"
+            [ "$res" = full ] || body="$T/$kind-$res.json"
             measure "dpsilod $res" "$DPSILOD" "$(route "$kind")" "$body"
         done
         if [ -n "${BASELINE_DPSILOD:-}" ]; then

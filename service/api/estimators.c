@@ -336,13 +336,19 @@ struct est_job {
     ledger_charge_req *reqs;   /* [n_silos]: the batch as the ledger takes it (borrows sc) */
     ledger_charge_result *res; /* [n_silos] */
     /* the outcome */
-    text_buf rows; /* the "estimates" array's elements as JSON text, written from cols after the
-                      run is stored (run_rows_write: no jansson value per number) */
     size_t n_rows;
     run_rows cols;     /* the per-client results, filled by the compute function (est_rows) */
-    bool summary;      /* "results": "summary": no per-client results answered or stored */
+    bool summary;      /* "results": "summary": no per-client results answered */
+    bool keep_results; /* "keep_results": true: the per-client results stored with the run */
+    /* a retry (Idempotency-Key) of a run that answered its rows without keeping them: they are
+     * computed again and written into the stored result, after its fit is checked equal */
+    bool replay_rows;
+    char *stored;      /* that run's stored result (malloc), with its placeholder "estimates":[] */
     char *answer;      /* response JSON text (malloc), run_id included */
     size_t answer_len; /* its length when known (answer_in_place), else 0: strlen */
+    /* or, when the answer holds the rows: the text around them (malloc; answer_parts), the rows
+     * written from cols as the answer is sent (answer_stream) */
+    char *head, *tail;
     int64_t run_id;
     bool replayed;
     bool charge_once; /* central DP: the run is one mechanism on the sums, charged once per silo
@@ -755,6 +761,25 @@ static char *answer_text(const char *result, int64_t id, bool replayed)
     return b.s;
 }
 
+/* Splits result (a result text holding the placeholder "estimates":[]) into the answer's head (up
+ * to and including its '[') and tail (from its ']' on, with "run_id" and, for a replay,
+ * "replayed": true), between which the rows of j->cols go. */
+static int answer_parts(est_job *j, const char *result, bool replayed, dp_err *err)
+{
+    static const char PH[] = "\"estimates\":[]";
+    const char *at = strstr(result, PH);
+    if (at == NULL)
+        return dp_err_set(err, DP_EINTERNAL, NULL, "the result has no place for its estimates");
+    size_t pre = (size_t)(at - result) + sizeof PH - 2; /* up to and including '[' */
+    free(j->head);
+    free(j->tail);
+    j->head = strndup(result, pre);
+    j->tail = answer_text(result + pre, j->run_id, replayed);
+    if (j->head == NULL || j->tail == NULL)
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    return DP_OK;
+}
+
 /* Starts the per-client results (j->cols, its fields added) for m rows: each with its client's
  * id (with_ids: the client's own as JSON text, or the index when no client sent one) or none. */
 static int rows_begin(est_job *j, size_t m, bool with_ids, dp_err *err)
@@ -836,27 +861,52 @@ typedef struct run_row {
     const char *status;
     const char *params, *data; /* JSON text; data may be NULL */
     size_t data_len;           /* bytes of data */
-    text_buf *result;          /* the result's text (j->rows), its charges still to be written */
+    text_buf *result;          /* the result's text, its charges still to be written */
     size_t charges_at;         /* offset in it just past the '[' of privacy's "charges":[] */
     size_t charges_len;        /* bytes of charges the last run_write put there */
     const run_rows *rows;      /* the per-client results to store beside it; NULL: none */
 } run_row;
 
+/* Takes the placeholder "estimates":[] (and a comma beside it) out of b: the answer of a
+ * "summary" run that keeps its rows, or a run whose rows were answered but not kept. */
+static void erase_placeholder(text_buf *b)
+{
+    static const char PH[] = "\"estimates\":[]";
+    char *at = b->s ? strstr(b->s, PH) : NULL;
+    if (at == NULL)
+        return;
+    size_t from = (size_t)(at - b->s), n = sizeof PH - 1;
+    if (from + n < b->len && b->s[from + n] == ',')
+        n++;
+    else if (from > 0 && b->s[from - 1] == ',')
+        from--, n++;
+    tb_erase(b, from, n);
+}
+
 /* The stored result text (owned: consumed) of run id with its per-client results (migration 0015)
- * written into its placeholder "estimates": []; a run that stored none (a "summary" run, a run
- * stored before 0015) is returned as it is. The text (owned), or NULL with err set. */
+ * written into its placeholder "estimates": []. A run that stored none is returned as it is (a
+ * "summary" run, a run stored before 0015) or, when its rows were answered but not kept
+ * ("keep_results" false: *unkept set), without its placeholder, or with it when keep_ph. The text
+ * (owned), or NULL with err set. */
 static char *result_with_rows(sqlite3 *db, int64_t id, char *result, const char *req_id,
-                              dp_err *err)
+                              bool keep_ph, bool *unkept, dp_err *err)
 {
     run_rows r;
     size_t total = 0;
     bool found = false;
+    *unkept = false;
     if (runs_rows_get(db, id, 0, SIZE_MAX, req_id, &r, &total, &found, err) != DP_OK) {
         free(result);
         return NULL;
     }
-    if (!found)
-        return result;
+    if (!found) {
+        *unkept = strstr(result, "\"estimates\":[]") != NULL;
+        if (!*unkept || keep_ph)
+            return result;
+        text_buf b = {result, strlen(result), strlen(result) + 1, false};
+        erase_placeholder(&b);
+        return b.s;
+    }
     text_buf b = {0};
     bool bad = result_around_rows(result, &r, &b) != 0;
     run_rows_clear(&r);
@@ -869,16 +919,30 @@ static char *result_with_rows(sqlite3 *db, int64_t id, char *result, const char 
     return b.s;
 }
 
-/* Looks up the run of key; *found = 0 (none), 1 (same request: j->answer/run_id set, replayed) or
- * 2 (another request). */
+/* Looks up the run of key; *found = 0 (none), 1 (same request: j->run_id set, replayed, and
+ * j->answer set, or j->replay_rows and j->stored when its rows must be computed again) or 2
+ * (another request). */
 static int run_by_key(sqlite3 *db, est_job *j, int *found, dp_err *err)
 {
     char *result = NULL;
     int64_t id = 0;
+    bool unkept = false;
     int rc = runs_find_key(db, j->key, j->hash, j->req_id, found, &id, &result, err);
-    if (rc == DP_OK && *found == 1 &&
-        (result = result_with_rows(db, id, result, j->req_id, err)) == NULL)
+    if (rc == DP_OK && *found == 1 && j->summary) { /* the fit alone, as first answered */
+        text_buf b = {result, strlen(result), strlen(result) + 1, false};
+        erase_placeholder(&b);
+    } else if (rc == DP_OK && *found == 1 &&
+               (result = result_with_rows(db, id, result, j->req_id, true, &unkept, err)) == NULL) {
         rc = err->code;
+    }
+    if (rc == DP_OK && *found == 1 && unkept) { /* answered without keeping: computed again */
+        j->run_id = id;
+        j->replayed = true;
+        j->replay_rows = true;
+        free(j->stored);
+        j->stored = result;
+        return DP_OK;
+    }
     if (rc == DP_OK && *found == 1) {
         j->run_id = id;
         j->replayed = true;
@@ -1003,6 +1067,30 @@ static int commit_run(est_job *j, run_row *w, dp_err *err)
     return db_writer_run_conn(j->rq.db, run_write_alone, w, err); /* no writer: unit tests */
 }
 
+/* The answer of a retry whose first run answered its rows without keeping them: the stored result
+ * (j->stored) with the rows computed again written into it, once the fit computed again (fresh:
+ * the result text, with charges_len bytes of charges at charges_at when charges_at > 0, skipped:
+ * the stored run's are answered) is checked to be the stored one. The fits are deterministic
+ * (seeded), so the rows are the first answer's; a stored fit that differs (a run stored by another
+ * build) is a 409, as nothing else could be answered. */
+static int replay_answer(est_job *j, const text_buf *fresh, size_t charges_at, size_t charges_len,
+                         dp_err *err)
+{
+    const char *st = j->stored;
+    size_t sl = strlen(st), pre = charges_at ? charges_at : fresh->len;
+    size_t post = fresh->len - pre - (charges_at ? charges_len : 0);
+    bool same = sl >= pre + post && memcmp(st, fresh->s, pre) == 0 &&
+                memcmp(st + sl - post, fresh->s + fresh->len - post, post) == 0 &&
+                (charges_at > 0 || sl == pre);
+    if (!same)
+        return dp_err_set(err, DP_ECONFLICT, "Idempotency-Key",
+                          "run %lld was stored under this Idempotency-Key without its per-client "
+                          "results, and its fit is not the one computed now (stored by another "
+                          "version?): see GET /v1/runs/%lld, or retry with another key",
+                          (long long)j->run_id, (long long)j->run_id);
+    return answer_parts(j, st, true, err);
+}
+
 /* Completes result (not NULL) with the route's fields, then log_likelihood, iterations, status,
  * converged ("status is not max_iter") and privacy, charges the planned silos and stores the run
  * (commit_run); j->answer gets the response text. result, the values in fields and oc->privacy are
@@ -1050,10 +1138,11 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
     ps = json_util_dumps(params, JSON_COMPACT);
     json_decref(params);
     params = NULL;
-    if (j->summary) /* no per-client results: none answered, none stored */
+    if (j->summary && !j->keep_results) /* no per-client results: none answered, none stored */
         json_object_del(result, "estimates");
     if (json_util_set(result, "results", json_string(j->summary ? "summary" : "full"), err) !=
-        DP_OK) {
+            DP_OK ||
+        json_util_set(result, "keep_results", json_boolean(j->keep_results), err) != DP_OK) {
         rc = err->code;
         goto out;
     }
@@ -1080,22 +1169,24 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
         rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto out;
     }
-    bool rows = !j->summary && j->cols.m > 0;
-    run_row w = {j,      priv,       m, eb_status_name(oc->status), ps, ds, ds ? strlen(ds) : 0,
-                 &small, charges_at, 0, rows ? &j->cols : NULL};
+    bool rows = j->cols.m > 0; /* computed: answered unless "summary", stored when kept */
+    const run_rows *kept = rows && j->keep_results ? &j->cols : NULL;
+    run_row w = {
+        j,          priv, m,   eb_status_name(oc->status), ps, ds, ds ? strlen(ds) : 0, &small,
+        charges_at, 0,    kept};
     rc = commit_run(j, &w, err);
+    if (rc == DP_OK && j->replayed && j->replay_rows && rows && !j->summary)
+        rc = replay_answer(j, &small, charges_at, w.charges_len, err);
     if (rc != DP_OK || j->replayed)
         goto out;
-    if (rows) { /* the rows written once, straight into the answer around the stored result */
-        if (result_around_rows(small.s, &j->cols, &j->rows) != 0)
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        else
-            j->answer = answer_in_place(&j->rows, j->run_id, &j->answer_len);
-    } else {
+    if (rows && !j->summary) { /* the rows are written as the answer is sent (answer_stream) */
+        rc = answer_parts(j, small.s, false, err);
+    } else { /* the fit alone ("summary"; its rows, when kept, are paged from the run) */
+        erase_placeholder(&small);
         j->answer = answer_in_place(&small, j->run_id, &j->answer_len);
+        if (j->answer == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     }
-    if (rc == DP_OK && j->answer == NULL)
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
 out:
     free(small.s);
     free(ps);
@@ -1121,7 +1212,9 @@ static void est_job_free(void *arg)
     dp_free(j->res);
     dp_free(j->sc);
     free(j->answer);
-    free(j->rows.s);
+    free(j->head);
+    free(j->tail);
+    free(j->stored);
     run_rows_clear(&j->cols);
     json_decref(j->rq.body);
     clients_json_decref(j->rq.clients);
@@ -1187,18 +1280,21 @@ static int est_check_work(const est_job *j, dp_err *err)
     return DP_OK;
 }
 
-/* "results": "full" (the default: every client's estimate answered and stored) or "summary" (the
- * fit alone: no per-client row answered or stored). */
+/* "results": "full" (the default: every client's estimate answered) or "summary" (the fit alone:
+ * no per-client row answered), and "keep_results" (default false: the rows are stored with the
+ * run, for GET /v1/runs/{id} and its pages, only when true). */
 static int est_results(est_job *j, dp_err *err)
 {
     const json_t *v = json_object_get(j->rq.body, "results");
+    if (json_util_opt_bool(j->rq.body, "keep_results", false, &j->keep_results, err) != DP_OK)
+        return err->code;
     if (v == NULL)
         return DP_OK;
     const char *t = json_string_value(v);
     if (t == NULL || (strcmp(t, "full") != 0 && strcmp(t, "summary") != 0))
         return dp_err_set(err, DP_EINVAL, "results",
-                          "results must be \"full\" (every client's estimate, answered and "
-                          "stored) or \"summary\" (the fit alone)");
+                          "results must be \"full\" (every client's estimate answered) or "
+                          "\"summary\" (the fit alone)");
     j->summary = strcmp(t, "summary") == 0;
     return DP_OK;
 }
@@ -1282,16 +1378,102 @@ static int est_run(void *arg, const atomic_bool *cancel, dp_err *err)
     est_job *j = arg;
     j->cancel = cancel;
     int rc = j->compute(j, err);
-    if (rc == DP_OK && j->answer == NULL)
+    if (rc == DP_OK && j->answer == NULL && j->head == NULL)
         rc = dp_err_set(err, DP_EINTERNAL, NULL, "the run produced no answer");
     return rc;
 }
 
-/* 201 with the run's Location; the body is the stored text as is when it goes to a socket. */
+/* An answer with rows, written as it is sent (http/server.h http_stream): the head, the rows from
+ * the columns a batch at a time, the tail. So the answer of 10^6 clients (~100 MB of text) is
+ * never held whole: the socket takes each piece as it is written, and no page of it is touched
+ * twice. */
+typedef struct answer_stream {
+    char *head, *tail; /* owned */
+    run_rows cols;     /* owned: the job's */
+    size_t next;       /* the next row to write */
+    int part;          /* 0 head, 1 rows, 2 tail, 3 done */
+    text_buf piece;    /* the piece being handed out */
+    size_t off;        /* its bytes handed out so far */
+} answer_stream;
+
+#define ANSWER_BATCH 512 /* rows a piece (~50-80 kB of text) */
+
+static long answer_read(void *cls, char *buf, size_t max)
+{
+    answer_stream *a = cls;
+    size_t n = 0;
+    while (n < max) {
+        if (a->off < a->piece.len) {
+            size_t k = a->piece.len - a->off < max - n ? a->piece.len - a->off : max - n;
+            memcpy(buf + n, a->piece.s + a->off, k);
+            a->off += k;
+            n += k;
+            continue;
+        }
+        a->piece.len = 0;
+        a->off = 0;
+        if (a->part == 0) {
+            tb_printf(&a->piece, "%s", a->head);
+            a->part = 1;
+        } else if (a->part == 1 && a->next < a->cols.m) {
+            size_t to = a->cols.m - a->next > ANSWER_BATCH ? a->next + ANSWER_BATCH : a->cols.m;
+            if (run_rows_write(&a->cols, a->next, to, a->next > 0, false, &a->piece) != 0)
+                return -1;
+            a->next = to;
+        } else if (a->part == 1) {
+            a->part = 2;
+        } else if (a->part == 2) {
+            tb_printf(&a->piece, "%s", a->tail);
+            a->part = 3;
+        } else {
+            break;
+        }
+        if (a->piece.failed)
+            return -1;
+    }
+    return (long)n;
+}
+
+static void answer_free(void *cls)
+{
+    answer_stream *a = cls;
+    free(a->head);
+    free(a->tail);
+    free(a->piece.s);
+    run_rows_clear(&a->cols);
+    dp_free(a);
+}
+
+/* 201 with the run's Location; the body is the stored text as is when it goes to a socket (or
+ * written as it is sent, when it holds the rows). */
 static int est_render(void *arg, const http_req *rq, http_resp *rs, bool deferred, dp_err *err)
 {
     (void)rq;
     est_job *j = arg;
+    if (j->head != NULL) { /* the rows between head and tail */
+        answer_stream *a = dp_calloc(1, sizeof *a);
+        if (a == NULL)
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        a->head = j->head;
+        a->tail = j->tail;
+        a->cols = j->cols;
+        j->head = j->tail = NULL;
+        memset(&j->cols, 0, sizeof j->cols);
+        http_stream st = {answer_read, answer_free, a};
+        if (http_resp_stream(rs, 201, "application/json", st, err) != DP_OK)
+            return err->code;
+        if (!deferred && http_resp_drain(rs, err) != DP_OK) /* inline: the whole text, parsed */
+            return err->code;
+        if (!deferred) {
+            j->answer = rs->text;
+            rs->text = NULL;
+            http_resp_clear(rs);
+        }
+    }
+    if (deferred && j->answer == NULL) {
+        snprintf(rs->location, sizeof rs->location, "/v1/runs/%lld", (long long)j->run_id);
+        return DP_OK;
+    }
     if (deferred) {
         char *t = j->answer;
         size_t len = j->answer_len ? j->answer_len : strlen(t); /* 100 MB for 10^6 clients */
@@ -1354,7 +1536,7 @@ int est_start(const http_req *rq, http_resp *rs, const char *kind, est_compute_f
         rc = run_by_key(store_conn_db(rq->db), j, &found, err);
         if (rc == DP_OK && found == 2)
             rc = key_conflict(err);
-        if (rc == DP_OK && found == 1) {
+        if (rc == DP_OK && found == 1 && !j->replay_rows) {
             rc = est_render(j, rq, rs, offload, err);
             est_job_free(j);
             return rc;
@@ -1952,9 +2134,9 @@ static int gauss_parse_privacy(const json_t *body, size_t d, gauss_spec *s, dp_e
  * always made them (so the first error named is the same). */
 static int gauss_parse(const http_req *rq, gauss_req *g, gauss_spec *s, dp_err *err)
 {
-    static const char *const keys[] = {"clients",  "noise_variance", "prior",
-                                       "method",   "privacy",        "seed",
-                                       "max_iter", "keep_data",      "results"};
+    static const char *const keys[] = {"clients", "noise_variance", "prior",    "method",
+                                       "privacy", "seed",           "max_iter", "keep_data",
+                                       "results", "keep_results"};
     static const choice METHOD[] = {{"mle", EB_GAUSS_MLE}, {"moments", EB_GAUSS_MOMENTS}};
     int rc;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
@@ -2181,7 +2363,7 @@ static int gauss_render_rows(est_job *job, const gauss_req *g, gauss_out *o, dp_
     static const char *const names[] = {"posterior_mean", "posterior_sd", "shrinkage"};
     const size_t widths[] = {d, d, d};
     const bool vec[] = {g->vec, g->vec, g->vec};
-    if (!job->summary) {
+    if (est_rows_wanted(job)) {
         if (rows_fields(job, names, widths, vec, 3, err) != DP_OK ||
             rows_begin(job, m, true, err) != DP_OK)
             return err->code;
@@ -2692,7 +2874,7 @@ static int beta_render_rows(est_job *job, size_t m, beta_out *o, dp_err *err)
     static const char *const names[] = {"posterior_mean", "posterior_sd", "shrinkage"};
     static const size_t widths[] = {1, 1, 1};
     static const bool vec[] = {false, false, false};
-    if (!job->summary) {
+    if (est_rows_wanted(job)) {
         if (rows_fields(job, names, widths, vec, 3, err) != DP_OK ||
             rows_begin(job, m, true, err) != DP_OK)
             return err->code;
@@ -2887,8 +3069,9 @@ static int beta_charge(est_job *job, beta_spec *s, dp_err *err)
 /* POST /v1/estimators/beta, on the compute pool: parse, charge, run, render. */
 static int beta_compute(est_job *job, dp_err *err)
 {
-    static const char *const keys[] = {"clients", "prior", "method",   "variant",   "leave_one_out",
-                                       "privacy", "seed",  "max_iter", "keep_data", "results"};
+    static const char *const keys[] = {"clients",       "prior",   "method",      "variant",
+                                       "leave_one_out", "privacy", "seed",        "max_iter",
+                                       "keep_data",     "results", "keep_results"};
     const http_req *rq = &job->rq;
     size_t m = 0;
     if (json_util_check_keys(rq->body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
@@ -3000,8 +3183,9 @@ static int mix_parse_known(const json_t *pj, mix_spec *s, dp_err *err)
 static int mix_parse(est_job *job, gauss_req *g, mix_spec *s, dp_err *err)
 {
     static const char *const keys[] = {
-        "clients", "noise_variance", "components", "prior", "method",    "max_iter", "tol",
-        "n_init",  "variance_floor", "privacy",    "seed",  "keep_data", "results"};
+        "clients", "noise_variance", "components",     "prior",   "method", "max_iter",
+        "tol",     "n_init",         "variance_floor", "privacy", "seed",   "keep_data",
+        "results", "keep_results"};
     const json_t *body = job->rq.body;
     int rc;
     if (json_util_check_keys(body, keys, sizeof keys / sizeof keys[0], err) != DP_OK)
@@ -3174,7 +3358,7 @@ static int mix_render_rows(est_job *job, const gauss_req *g, size_t k, mix_out *
                                         "responsibilities"};
     const size_t widths[] = {d, d, 1, k};
     const bool vec[] = {g->vec, g->vec, false, true};
-    if (!job->summary) {
+    if (est_rows_wanted(job)) {
         if (rows_fields(job, names, widths, vec, 4, err) != DP_OK ||
             rows_begin(job, m, true, err) != DP_OK)
             return err->code;
@@ -3342,9 +3526,9 @@ const atomic_bool *est_job_cancel(const est_job *j)
     return j->cancel;
 }
 
-bool est_summary(const est_job *j)
+bool est_rows_wanted(const est_job *j)
 {
-    return j->summary;
+    return !j->summary || j->keep_results;
 }
 
 int est_rows_begin(est_job *j, const char *const *names, const size_t *widths, const bool *vec,
@@ -3397,8 +3581,9 @@ int route_runs_get(const http_req *rq, http_resp *rs, dp_err *err)
         return err->code;
     if (!found)
         return http_err_not_found(err, "id", "run", id);
-    if ((r.result = result_with_rows(store_conn_db(rq->db), id, r.result, rq->req_id, err)) ==
-        NULL) {
+    bool unkept;
+    if ((r.result = result_with_rows(store_conn_db(rq->db), id, r.result, rq->req_id, false,
+                                     &unkept, err)) == NULL) {
         runs_run_clear(&r);
         return err->code;
     }
@@ -3492,9 +3677,8 @@ int route_runs_clients(const http_req *rq, http_resp *rs, dp_err *err)
         return err->code;
     if (!found)
         return dp_err_set(err, DP_ENOTFOUND, "id",
-                          "run %lld stored no per-client results (it was asked for \"results\": "
-                          "\"summary\", or stored before they were kept apart: see "
-                          "GET /v1/runs/%lld)",
+                          "run %lld stored no per-client results (they are kept when the "
+                          "request says \"keep_results\": true; its fit is GET /v1/runs/%lld)",
                           (long long)id, (long long)id);
     text_buf b = {0};
     tb_printf(&b, "{\"run_id\":%lld,\"total\":%zu,\"clients\":[", (long long)id, total);

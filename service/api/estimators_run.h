@@ -5,8 +5,8 @@
  *
  * A route calls est_start with its kind and compute function. The compute function runs on a
  * compute thread with the job: it reads the request body (est_job_body, borrowed for the job's
- * life), fills the per-client results (est_rows_begin, "estimates"; not with "results":
- * "summary", est_summary), then est_finish with
+ * life), fills the per-client results (est_rows_begin, "estimates"; only when est_rows_wanted),
+ * then est_finish with
  * the rest of the result, which must hold the placeholder "estimates": [] where the rows go. The
  * run is stored with its params (the body without "clients", "x" and "s") and answered as
  * docs/ESTIMATORS.md describes. No privacy, no silo charged: a run of this kind is public data
@@ -47,8 +47,9 @@ const cfg *est_job_cfg(const est_job *j);
  * a DP_EBUSY error (the pool answers 503 "cancelled", nothing stored). Borrowed. */
 const atomic_bool *est_job_cancel(const est_job *j);
 
-/* Whether the request asked for "results": "summary": then no per-client rows are made. */
-bool est_summary(const est_job *j);
+/* Whether per-client rows are made: false when the request asked for "results": "summary" without
+ * "keep_results": true (no row answered nor stored). */
+bool est_rows_wanted(const est_job *j);
 
 /* Starts the per-client results ("estimates"): n_fields fields (names, widths in doubles, vec:
  * written as arrays) for m rows without ids. *vals: m rows of *w doubles each (the widths' sum),

@@ -125,9 +125,9 @@ static int parse_fixed_or_estimate(const json_t *body, const char *key, bool def
 
 static int nm_parse(const json_t *body, const clients_json *cj, nm_req *r, dp_err *err)
 {
-    static const char *const keys[] = {"x",        "s",         "prior_family", "mode",  "scale",
-                                       "grid",     "grid_size", "grid_mult",    "draws", "seed",
-                                       "max_iter", "tol",       "results"};
+    static const char *const keys[] = {
+        "x",         "s",     "prior_family", "mode",     "scale", "grid",    "grid_size",
+        "grid_mult", "draws", "seed",         "max_iter", "tol",   "results", "keep_results"};
     const char *fam = NULL;
     int64_t v;
     if (json_util_check_keys(body, keys, sizeof keys / sizeof keys[0], err) != DP_OK ||
@@ -295,7 +295,7 @@ static int nm_compute(est_job *job, dp_err *err)
     r.o.cancel = est_job_cancel(job); /* the fit and the posterior stop at the compute deadline */
     if (rc == DP_OK)
         rc = eb_nm_fit_prior(&d, &r.o, &fit, err);
-    bool rows = !est_summary(job); /* "results": "summary": the fit alone, no posterior pass */
+    bool rows = est_rows_wanted(job); /* "summary" and not kept: the fit alone, no posterior pass */
     if (rc == DP_OK && rows) {
         pm = dp_calloc(r.n, sizeof *pm);
         psd = dp_calloc(r.n, sizeof *psd);

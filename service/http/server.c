@@ -272,7 +272,67 @@ void http_resp_clear(http_resp *rs)
 {
     json_decref(rs->body);
     free(rs->text);
+    if (rs->stream.read != NULL && rs->stream.free != NULL)
+        rs->stream.free(rs->stream.cls);
     memset(rs, 0, sizeof *rs);
+}
+
+int http_resp_stream(http_resp *rs, int status, const char *content_type, http_stream st,
+                     dp_err *err)
+{
+    if (st.read == NULL) {
+        if (st.free != NULL)
+            st.free(st.cls);
+        return dp_err_set(err, DP_EINTERNAL, NULL, "a stream answer without a reader");
+    }
+    if (rs->stream.read != NULL && rs->stream.free != NULL)
+        rs->stream.free(rs->stream.cls);
+    rs->stream = st;
+    rs->content_type = content_type;
+    rs->status = status;
+    return DP_OK;
+}
+
+int http_resp_drain(http_resp *rs, dp_err *err)
+{
+    if (rs->stream.read == NULL)
+        return DP_OK;
+    http_stream st = rs->stream;
+    rs->stream = (http_stream){0};
+    size_t len = 0, cap = 0;
+    char *t = NULL;
+    int rc = DP_OK;
+    for (;;) {
+        if (cap - len < 65536 + 1) {
+            size_t nc = cap ? 2 * cap : 1 << 17;
+            char *g = realloc(t, nc);
+            if (g == NULL) {
+                rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+                break;
+            }
+            t = g;
+            cap = nc;
+        }
+        long n = st.read(st.cls, t + len, 65536);
+        if (n < 0) {
+            rc = dp_err_set(err, DP_EINTERNAL, NULL, "the answer's stream failed");
+            break;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    if (st.free != NULL)
+        st.free(st.cls);
+    if (rc != DP_OK) {
+        free(t);
+        return rc;
+    }
+    t[len] = '\0';
+    free(rs->text);
+    rs->text = t;
+    rs->text_len = len;
+    return DP_OK;
 }
 
 int http_resp_json(http_resp *rs, int status, json_t *body, dp_err *err)
@@ -338,6 +398,10 @@ typedef struct reply_headers {
     int close;                /* Connection: close (also every answer once the server stops) */
 } reply_headers;
 
+/* Queues response r (destroyed here) with the headers of h. */
+static enum MHD_Result queue_reply(http_ctx *c, struct MHD_Connection *conn, int status,
+                                   struct MHD_Response *r, const reply_headers *h);
+
 /* Queues a response. buf is freed by MHD (MUST_FREE, allocated with malloc) or persistent. */
 static enum MHD_Result send_reply(http_ctx *c, struct MHD_Connection *conn, int status, void *buf,
                                   size_t len, enum MHD_ResponseMemoryMode mode,
@@ -349,6 +413,51 @@ static enum MHD_Result send_reply(http_ctx *c, struct MHD_Connection *conn, int 
             free(buf);
         return MHD_NO;
     }
+    return queue_reply(c, conn, status, r, h);
+}
+
+/* MHD's reader of a stream answer (http_stream). */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    http_stream *st = cls;
+    long n = st->read(st->cls, buf, max);
+    if (n < 0)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+    http_stream *st = cls;
+    if (st->free != NULL)
+        st->free(st->cls);
+    dp_free(st);
+}
+
+/* Queues a stream answer (taken: released by MHD once sent, or here on failure), chunked. */
+static enum MHD_Result send_stream(http_ctx *c, struct MHD_Connection *conn, int status,
+                                   http_stream st, const reply_headers *h)
+{
+    http_stream *own = dp_malloc(sizeof *own);
+    if (own == NULL) {
+        if (st.free != NULL)
+            st.free(st.cls);
+        return MHD_NO;
+    }
+    *own = st;
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1 << 16, stream_read, own, stream_free);
+    if (r == NULL) {
+        stream_free(own);
+        return MHD_NO;
+    }
+    return queue_reply(c, conn, status, r, h);
+}
+
+static enum MHD_Result queue_reply(http_ctx *c, struct MHD_Connection *conn, int status,
+                                   struct MHD_Response *r, const reply_headers *h)
+{
     int ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, h->content_type) == MHD_YES &&
              MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL,
                                      h->cacheable ? "no-cache" : "no-store") == MHD_YES &&
@@ -776,6 +885,14 @@ static enum MHD_Result send_result(http_ctx *c, struct MHD_Connection *conn, int
         size_t tl = rs->text_len;
         rs->text = NULL;
         enum MHD_Result r = send_reply(c, conn, status, t, tl, MHD_RESPMEM_MUST_FREE, &h);
+        http_resp_clear(rs);
+        return r;
+    }
+    if (rs->stream.read != NULL) {
+        h.content_type = rs->content_type ? rs->content_type : "application/json";
+        http_stream st = rs->stream;
+        rs->stream = (http_stream){0};
+        enum MHD_Result r = send_stream(c, conn, status, st, &h);
         http_resp_clear(rs);
         return r;
     }
@@ -1662,6 +1779,8 @@ int http_handler_call(route_fn h, const http_req *rq, http_resp *rs, dp_err *err
         rc = p->resume(p, &r, rs, err);
         p->release(p);
     }
+    if (rc == DP_OK && rs->stream.read != NULL) /* no socket: the whole answer, as text */
+        rc = http_resp_drain(rs, err);
     pthread_cond_destroy(&w.cv);
     pthread_mutex_destroy(&w.mu);
     return rc;

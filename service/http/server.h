@@ -97,6 +97,17 @@ typedef struct http_req {
     size_t raw_len;
 } http_req;
 
+/* A body written while it is sent (http_resp_stream): read fills buf with up to max bytes and
+ * returns how many (> 0), 0 at the end, or -1 on failure (the connection is then closed, the
+ * answer cut short). It is called on the connection's HTTP thread, one piece at a time as the
+ * socket takes them, so a large answer is never held whole; free releases cls once the answer is
+ * sent or the connection drops (also when it was never started). */
+typedef struct http_stream {
+    long (*read)(void *cls, char *buf, size_t max);
+    void (*free)(void *cls);
+    void *cls;
+} http_stream;
+
 /* What a handler fills. Use the helpers below rather than setting fields directly. */
 typedef struct http_resp {
     int status;                       /* HTTP status; 200 if the handler leaves it 0 */
@@ -107,6 +118,8 @@ typedef struct http_resp {
     char location[HTTP_LOCATION_MAX]; /* Location header when non-empty */
     http_pending *pending;            /* owned: a deferred answer (PENDING above); the dispatcher
                                          takes it, http_resp_clear leaves it alone */
+    http_stream stream;               /* owned when stream.read is set: a body written as sent
+                                         (chunked), with content_type */
 } http_resp;
 
 /* Decodes %HH escapes of s in place, except %00, which is left as the three characters, so the
@@ -160,6 +173,13 @@ int http_resp_accepted(http_resp *rs, json_t *body, dp_err *err, const char *loc
 /* Raw text body: text (malloc'd) is stolen; content_type must have static storage. */
 int http_resp_text(http_resp *rs, int status, const char *content_type, char *text, size_t len,
                    dp_err *err);
+/* A body written while it is sent (http_stream above), with Transfer-Encoding: chunked. st is
+ * taken (also on failure: st.free is called); content_type must have static storage. */
+int http_resp_stream(http_resp *rs, int status, const char *content_type, http_stream st,
+                     dp_err *err);
+/* Reads a stream answer (rs->stream) to its end into rs->text, for callers without a socket
+ * (http_handler_call does it). DP_ENOMEM, or DP_EINTERNAL when the stream fails. */
+int http_resp_drain(http_resp *rs, dp_err *err);
 /* Releases what rs owns and zeroes it. */
 void http_resp_clear(http_resp *rs);
 

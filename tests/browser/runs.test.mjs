@@ -1,6 +1,6 @@
 // Estimator runs: the list is the API's (page by page), and a run's page shows its raw and
 // personalised estimates and their shrinkage as the API stored them, plotted raw against
-// personalised; a run that kept no data says so.
+// personalised; a run that kept no data says so, and so does one that kept no estimates.
 
 const near = (shown, exact) => Math.abs(Number(shown) - exact) <= 5e-4 * Math.max(Math.abs(exact), 1e-12);
 
@@ -11,12 +11,12 @@ export default async function (t) {
         t.eq(a.status, 201, `a ${kind} run`);
         return a.body.run_id;
     };
-    const g = await post('gaussian', {keep_data: true, noise_variance: 0.25, clients: [
+    const g = await post('gaussian', {keep_data: true, keep_results: true, noise_variance: 0.25, clients: [
         {id: 'a', mean: 0.31, n: 15}, {id: 'b', mean: 0.12, n: 8}, {id: 'c', mean: 0.55, n: 30}, {id: 'd', mean: -0.05, n: 4}]});
-    const b = await post('beta', {keep_data: true, method: 'moments', clients: [
+    const b = await post('beta', {keep_data: true, keep_results: true, method: 'moments', clients: [
         {id: 'a', successes: 3, trials: 10}, {id: 'b', successes: 7, trials: 12}, {id: 'c', successes: 1, trials: 8},
         {id: 'd', successes: 5, trials: 10}, {id: 'e', samples: [1, 0, 0, 1, 1, 1]}]});
-    const hidden = await post('mixture', {noise_variance: 0.25, components: 2, clients: [
+    const hidden = await post('mixture', {keep_results: true, noise_variance: 0.25, components: 2, clients: [
         {mean: -1.1, n: 10}, {mean: -0.9, n: 10}, {mean: 1.0, n: 10}, {mean: 1.2, n: 10}, {mean: 0.9, n: 10}]});
 
     // The list, two runs a page, through the "Next page" links.
@@ -74,6 +74,13 @@ export default async function (t) {
     const sh = await page.$eval('#shrinkage-chart', (el) => Array.from(el.dpChart.data[1]));
     t.eq(JSON.stringify(sh), JSON.stringify(hiddenRun.outputs.estimates.map((e) => e.shrinkage).sort((p, q) => p - q)),
          'its shrinkage is plotted in increasing order');
+
+    // A run that kept its fit alone (the default): it says so, and shows the fit.
+    const fitOnly = await post('gaussian', {noise_variance: 0.25, clients: [{mean: 0.3, n: 5}, {mean: 0.1, n: 5}, {mean: 0.6, n: 5}]});
+    await t.go(`#/runs/${fitOnly}`);
+    t.check(await page.isVisible('[data-not-kept]'), 'a run that kept no estimates says so');
+    t.check((await page.textContent('[data-prior]')).length > 0, 'and shows its prior');
+    t.eq(await page.$('table.estimates'), null, 'and shows no table of estimates');
 
     // A private run that charged two silos: its privacy and the silos it charged, linked.
     const s1 = (await t.api('POST', '/v1/silos', {name: 'clinic-1', budget: {epsilon: 5, delta: 1e-5}})).body.id;

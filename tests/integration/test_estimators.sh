@@ -271,13 +271,18 @@ expect_status 200 GET "/v1/runs/$RUN1"
 expect_json .kind gaussian
 expect_json '.inputs.clients' null
 expect_json '.inputs.n_clients' 4
-expect_json '.outputs.estimates | length' 4
+expect_json '.outputs | has("estimates")' false # answered, not kept: the fit alone is stored
+expect_json .outputs.keep_results false
 expect_json '.created_at | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$")' true
 expect_status 201 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {keep_data:true}')"
 KEPT=$(printf '%s' "$BODY" | jq -r .run_id)
 expect_status 200 GET "/v1/runs/$KEPT"
 expect_json '.inputs.clients | length' 4
 expect_json '.data_kept' true
+expect_status 201 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {keep_results:true}')"
+expect_json .keep_results true
+expect_status 200 GET "/v1/runs/$(printf '%s' "$BODY" | jq -r .run_id)"
+expect_json '.outputs.estimates | length' 4
 expect_status 404 GET /v1/runs/999999
 expect_status 400 GET /v1/runs/abc
 # Regression (QA): ids and query numbers are canonical decimals; strtoll alone answered run 1 for

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Per-client results of a run (issue 15, "fast end to end"): "results": "full" (the default) answers
-# and stores every client's estimate, as columns beside the run, and GET /v1/runs/{id}/clients
-# pages through them: every client exactly once, with the same text as the full answer and as
-# GET /v1/runs/{id}; "results": "summary" answers and stores the fit alone (no per-client row in the
-# database, the page route 404). Ids, draws, Idempotency-Key replays, access rules and 400s naming
-# the field. No timings are asserted (bench/e2e measures them).
+# every client's estimate and stores the fit alone; with "keep_results": true the rows are stored
+# too, as columns beside the run, and GET /v1/runs/{id}/clients pages through them: every client
+# exactly once, with the same text as the full answer and as GET /v1/runs/{id}; "results":
+# "summary" answers the fit alone (and keeps the rows to be paged when asked). Ids, draws,
+# Idempotency-Key replays (rows not kept are computed again, and a stored fit that differs is a
+# 409), access rules and 400s naming the field. No timings are asserted (bench/e2e measures them).
 . "$(dirname "$0")/lib.sh"
 start_daemon --threads 2 || exit 1
 ADMIN=$(head -1 "$ADMIN_TOKEN_FILE")
@@ -32,10 +33,11 @@ pages() {
     PAGES=$n
 }
 
-# full ROUTE BODY LIMIT: the answer, GET /v1/runs/{id} and the pages hold the same rows
+# full ROUTE BODY LIMIT: the answer, GET /v1/runs/{id} and the pages hold the same rows (kept)
 full() {
-    expect_status 201 POST "/v1/estimators/$1" "$2"
+    expect_status 201 POST "/v1/estimators/$1" "$(printf '%s' "$2" | jq -c '. + {keep_results: true}')"
     expect_json .results full
+    expect_json .keep_results true
     local run m
     run=$(printf '%s' "$BODY" | jq -r .run_id)
     printf '%s' "$BODY" | jq -c .estimates >"$T/answer.json"
@@ -79,7 +81,31 @@ expect_status 200 GET "/v1/runs/$NMRUN/clients"
 expect_json '.clients | length' 1000
 expect_json .next_after 1000
 
-# summary: the fit alone, nothing per client answered or stored
+# the default: every row answered (the same rows as a kept run's), the fit alone stored
+for r in gaussian beta normal-means; do
+    case $r in gaussian) body=$G ;; beta) body=$B ;; *) body=$NM ;; esac
+    expect_status 201 POST "/v1/estimators/$r" "$(printf '%s' "$body" | jq -c '. + {keep_results: true}')"
+    printf '%s' "$BODY" | jq -c .estimates >"$T/kept.json"
+    expect_status 201 POST "/v1/estimators/$r" "$body"
+    expect_json .results full
+    expect_json .keep_results false
+    check "$r: the default answers every row, as a kept run does" \
+        [ "$(printf '%s' "$BODY" | jq -c .estimates)" = "$(cat "$T/kept.json")" ]
+    run=$(printf '%s' "$BODY" | jq -r .run_id)
+    check "$r run $run: no per-client row stored" \
+        [ "$(sqlite3 "$DB" "SELECT count(*) FROM estimator_run_clients WHERE run_id = $run")" = 0 ]
+    check "$r run $run stores under a quarter of its body (the fit alone)" \
+        [ "$(sqlite3 "$DB" "SELECT length(result) + length(params) < ${#body} / 4 FROM estimator_runs WHERE id = $run")" = 1 ]
+    expect_status 200 GET "/v1/runs/$run"
+    expect_json '.outputs | has("estimates")' false
+    expect_json .outputs.results full
+    expect_json .outputs.keep_results false
+    expect_json '.outputs.log_likelihood < 0' true
+    expect_status 404 GET "/v1/runs/$run/clients"
+    expect_json .error.field id
+done
+
+# summary: the fit alone answered, nothing per client stored
 for r in gaussian beta normal-means; do
     case $r in gaussian) body=$G ;; beta) body=$B ;; *) body=$NM ;; esac
     expect_status 201 POST "/v1/estimators/$r" "$(printf '%s' "$body" | jq -c '. + {results: "summary"}')"
@@ -98,24 +124,49 @@ for r in gaussian beta normal-means; do
         [ "$(sqlite3 "$DB" "SELECT length(result) + length(params) < ${#body} / 4 FROM estimator_runs WHERE id = $run")" = 1 ]
 done
 
-# an Idempotency-Key replay answers the stored rows again
+# summary with keep_results: a small answer, the rows paged from the run
+expect_status 201 POST /v1/estimators/normal-means "$(printf '%s' "$NM" | jq -c '. + {keep_results: true}')"
+printf '%s' "$BODY" | jq -c .estimates >"$T/answer.json"
+expect_status 201 POST /v1/estimators/normal-means "$(printf '%s' "$NM" | jq -c '. + {results: "summary", keep_results: true}')"
+expect_json .results summary
+expect_json .keep_results true
+expect_json 'has("estimates")' false
+SK=$(printf '%s' "$BODY" | jq -r .run_id)
+pages "$SK" 500
+check "summary + keep_results: the pages hold the full answer's rows" \
+    [ "$(jq -c 'map(del(.position))' "$T/pages.json")" = "$(cat "$T/answer.json")" ]
+
+# an Idempotency-Key replay answers the first answer again: from the stored rows when kept,
+# computed again when not (the fit checked equal to the stored one); charged nothing either way
 KEYED=$(printf '%s' "$B" | jq -c '.clients |= .[:40]')
 req POST /v1/estimators/beta "$KEYED"
 FIRST=$(printf '%s' "$BODY" | jq -c .estimates)
-curl -s -o "$T/k1" -H "Authorization: Bearer $ADMIN" -H 'Idempotency-Key: e2e-1' -X POST \
-    --data-binary "$KEYED" "$URL/v1/estimators/beta"
-curl -s -o "$T/k2" -H "Authorization: Bearer $ADMIN" -H 'Idempotency-Key: e2e-1' -X POST \
-    --data-binary "$KEYED" "$URL/v1/estimators/beta"
-check "a replay is marked" [ "$(jq -r .replayed "$T/k2")" = true ]
-check "a replay answers the same estimates" [ "$(jq -c .estimates "$T/k2")" = "$FIRST" ]
-check "and the first answer had them" [ "$(jq -c .estimates "$T/k1")" = "$FIRST" ]
+keyed() { # KEY BODY OUT [TOKEN]
+    curl -s -o "$3" -H "Authorization: Bearer ${4:-$ADMIN}" -H "Idempotency-Key: $1" -X POST \
+        --data-binary "$2" "$URL/v1/estimators/beta"
+}
+for kr in false true; do
+    keyed "e2e-$kr" "$(printf '%s' "$KEYED" | jq -c --argjson k $kr '. + {keep_results: $k}')" "$T/k1"
+    keyed "e2e-$kr" "$(printf '%s' "$KEYED" | jq -c --argjson k $kr '. + {keep_results: $k}')" "$T/k2"
+    check "keep_results $kr: a replay is marked" [ "$(jq -r .replayed "$T/k2")" = true ]
+    check "keep_results $kr: a replay answers the same estimates" [ "$(jq -c .estimates "$T/k2")" = "$FIRST" ]
+    check "keep_results $kr: and the first answer had them" [ "$(jq -c .estimates "$T/k1")" = "$FIRST" ]
+    check "keep_results $kr: the same run" [ "$(jq -r .run_id "$T/k2")" = "$(jq -r .run_id "$T/k1")" ]
+    check "keep_results $kr: the replay is the first answer, byte for byte but the mark" \
+        [ "$(jq -c 'del(.replayed)' "$T/k2")" = "$(jq -c . "$T/k1")" ]
+done
+keyed e2e-sum "$(printf '%s' "$KEYED" | jq -c '. + {results: "summary"}')" "$T/k1"
+keyed e2e-sum "$(printf '%s' "$KEYED" | jq -c '. + {results: "summary"}')" "$T/k2"
+check "a summary's replay is the fit alone" [ "$(jq -c 'has("estimates")' "$T/k2")" = false ]
+check "a summary's replay is its first answer" [ "$(jq -c 'del(.replayed)' "$T/k2")" = "$(jq -c . "$T/k1")" ]
 
 # access: a run's rows are read by whoever may read the run, a 404 for anyone else
 AUTH=$ADMIN req POST /v1/silos '{"name":"a","budget":{"epsilon":10,"delta":1e-5}}'
 TA=$(printf '%s' "$BODY" | jq -r .token)
+SA=$(printf '%s' "$BODY" | jq -r .id)
 AUTH=$ADMIN req POST /v1/silos '{"name":"b","budget":{"epsilon":10,"delta":1e-5}}'
 TB=$(printf '%s' "$BODY" | jq -r .token)
-AUTH=$TA req POST /v1/estimators/beta "$KEYED"
+AUTH=$TA req POST /v1/estimators/beta "$(printf '%s' "$KEYED" | jq -c '. + {keep_results: true}')"
 RA=$(printf '%s' "$BODY" | jq -r .run_id)
 AUTH=$TA expect_status 200 GET "/v1/runs/$RA/clients?limit=5"
 expect_json '.clients | length' 5
@@ -123,6 +174,27 @@ AUTH=$TB expect_status 404 GET "/v1/runs/$RA/clients"
 expect_json .error.message "run $RA does not exist"
 AUTH="" expect_status 401 GET "/v1/runs/$RA/clients"
 expect_status 404 GET "/v1/runs/99999/clients"
+
+# a private keyed run that did not keep its rows: the replay computes them again (the same noise,
+# from the same seed), charges nothing more, and answers the first answer
+PRIV=$(printf '%s' "$KEYED" | jq -c --argjson a "$SA" '.clients[0].silo_id = $a | .clients[1].silo_id = $a | . + {privacy: {epsilon0: 2, scheme: "two_bit"}}')
+keyed priv-1 "$PRIV" "$T/p1" "$TA"
+check "the private run is charged" [ "$(jq -r '.privacy.charges | length' "$T/p1")" = 1 ]
+SPENT=$(sqlite3 "$DB" "SELECT count(*) FROM charges")
+keyed priv-1 "$PRIV" "$T/p2" "$TA"
+check "its replay answers the first answer" [ "$(jq -c 'del(.replayed)' "$T/p2")" = "$(jq -c . "$T/p1")" ]
+check "its replay is charged nothing" [ "$(sqlite3 "$DB" "SELECT count(*) FROM charges")" = "$SPENT" ]
+check "its rows were not kept" [ "$(sqlite3 "$DB" "SELECT count(*) FROM estimator_run_clients WHERE run_id = $(jq -r .run_id "$T/p1")")" = 0 ]
+
+# a stored fit that the replay does not compute again (as a run stored by another build would be):
+# 409 naming the key, not rows that would not be the first answer's
+keyed tamper "$KEYED" "$T/t1"
+TR=$(jq -r .run_id "$T/t1")
+sqlite3 "$DB" "DROP TRIGGER estimator_runs_no_update; UPDATE estimator_runs SET result = CAST(replace(CAST(result AS TEXT), '\"iterations\":', '\"iterations\":1') AS BLOB) WHERE id = $TR"
+curl -s -o "$T/t2" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" -H "Idempotency-Key: tamper" \
+    -X POST --data-binary "$KEYED" "$URL/v1/estimators/beta" >"$T/t2.code"
+check "a fit that differs: 409" [ "$(cat "$T/t2.code")" = 409 ]
+check "naming the key" [ "$(jq -r .error.field "$T/t2")" = Idempotency-Key ]
 
 # 400s naming the field
 expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {results: "partial"}')"
@@ -140,4 +212,8 @@ expect_json .error.field limit
 expect_status 400 GET "/v1/runs/$RA/clients?after=-1"
 expect_json .error.field after
 expect_status 400 GET "/v1/runs/$RA/clients?page=2"
+expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {keep_results: "yes"}')"
+expect_json .error.field keep_results
+expect_status 400 POST /v1/estimators/normal-means "$(printf '%s' "$NM" | jq -c '. + {keep_results: 1}')"
+expect_json .error.field keep_results
 finish

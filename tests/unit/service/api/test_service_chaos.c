@@ -120,6 +120,9 @@ typedef struct scenario {
 #define BETA_RUN                                                                                   \
     "{\"clients\":[{\"successes\":3,\"trials\":10},{\"successes\":7,\"trials\":12},"               \
     "{\"successes\":1,\"trials\":8}],\"privacy\":{\"epsilon0\":2}}"
+#define BETA_RUN_KEPT                                                                              \
+    "{\"clients\":[{\"successes\":3,\"trials\":10},{\"successes\":7,\"trials\":12},"               \
+    "{\"successes\":1,\"trials\":8}],\"privacy\":{\"epsilon0\":2},\"keep_results\":true}"
 #define EV_G8 "{\"type\":\"gaussian\",\"noise_multiplier\":8}"
 /* a small uploaded data set (two sites) and a job on it (the setup's upload is data set 1) */
 #define CSV_SITES "site,x1,x2,y\na,1,2,0.5\na,2,1,0.25\na,0,1,1\nb,1,1,0\nb,3,2,1\nb,2,2,0.75\n"
@@ -304,7 +307,7 @@ static int setup(void **state)
         return -1;
     f->silo = make(f, "POST", "/v1/silos",
                    "{\"name\":\"a\",\"budget\":{\"epsilon\":1000000,\"delta\":1e-5}}", 201);
-    f->run = make(f, "POST", "/v1/estimators/beta", BETA_RUN, 201);
+    f->run = make(f, "POST", "/v1/estimators/beta", BETA_RUN_KEPT, 201); /* its rows paged */
     f->draw = make(f, "POST", "/v1/tuning/draw",
                    "{\"distribution\":{\"logarithmic\":{\"mean\":10}},\"grid_size\":10}", 201);
     f->claim = fresh_claim(f);
