@@ -780,6 +780,50 @@ static int answer_parts(est_job *j, const char *result, bool replayed, dp_err *e
     return DP_OK;
 }
 
+/* Member key of a flat client (clients_json_flat_get): its index, or -1. */
+static int flat_find(const clients_json_flat *f, const char *key)
+{
+    size_t kl = strlen(key);
+    for (size_t j = 0; j < f->n; j++)
+        if (f->m[j].key_len == kl && memcmp(f->m[j].key, key, kl) == 0)
+            return (int)j;
+    return -1;
+}
+
+/* Whether a flat client's "id" (index k, or -1 for none) is one check_id accepts as it is: a
+ * string or an integer. */
+static bool flat_id_ok(const clients_json_flat *f, int k)
+{
+    return k < 0 || f->m[k].is_str || f->m[k].is_int;
+}
+
+/* The JSON text of client i's row id, as json_dumps writes client_id's value, read without
+ * jansson when the client is flat (its "id" a plain string or an integer token other than "-0",
+ * or absent: its index, written into buf); false when it is not, then row_id's path. */
+static bool flat_row_id(const http_req *rq, size_t i, char *buf, size_t cap, const char **t,
+                        size_t *len)
+{
+    clients_json_flat f;
+    if (rq->clients == NULL || clients_json_flat_peek(rq->clients, i, &f) != 0)
+        return false;
+    int k = flat_find(&f, "id");
+    if (k < 0) {
+        *len = (size_t)snprintf(buf, cap, "%zu", i);
+        *t = buf;
+        return true;
+    }
+    if (f.m[k].is_str) { /* its quotes included: the body's text is jansson's */
+        *t = f.m[k].text - 1;
+        *len = f.m[k].text_len + 2;
+        return true;
+    }
+    if (!f.m[k].is_int || (f.m[k].text_len == 2 && memcmp(f.m[k].text, "-0", 2) == 0))
+        return false;
+    *t = f.m[k].text; /* a JSON integer token is written back as it is read, but "-0" */
+    *len = f.m[k].text_len;
+    return true;
+}
+
 /* Starts the per-client results (j->cols, its fields added) for m rows: each with its client's
  * id (with_ids: the client's own as JSON text, or the index when no client sent one) or none. */
 static int rows_begin(est_job *j, size_t m, bool with_ids, dp_err *err)
@@ -790,6 +834,14 @@ static int rows_begin(est_job *j, size_t m, bool with_ids, dp_err *err)
     if (run_rows_alloc(&j->cols, m, ids) != 0)
         return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     for (size_t i = 0; ids == RUN_IDS_TEXT && i < m; i++) {
+        char num[32];
+        const char *ft;
+        size_t fl;
+        if (flat_row_id(&j->rq, i, num, sizeof num, &ft, &fl)) {
+            if (run_rows_push_id(&j->cols, i, ft, fl) != 0)
+                return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+            continue;
+        }
         json_t *id = row_id(&j->rq, i);
         char *t = id ? json_util_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
         json_decref(id);
@@ -1703,20 +1755,10 @@ static int parse_gauss_client(const json_t *c, bool allow_wv, size_t *d, double 
     return DP_OK;
 }
 
-/* Member key of a flat client (clients_json_flat_get): its index, or -1. */
-static int flat_find(const clients_json_flat *f, const char *key)
-{
-    size_t kl = strlen(key);
-    for (size_t j = 0; j < f->n; j++)
-        if (f->m[j].key_len == kl && memcmp(f->m[j].key, key, kl) == 0)
-            return (int)j;
-    return -1;
-}
-
 /* Client i of a streamed body read without jansson when it is the common summary {"mean": x, "n":
- * k} (or with "se", or "within_variance") whose values parse_gauss_client would accept as they
- * are: true with the values set; false for anything else, which takes parse_gauss_client's path
- * (the same values, or its error). */
+ * k} (or with "se", or "within_variance", and an "id" string or integer) whose values
+ * parse_gauss_client would accept as they are: true with the values set; false for anything
+ * else, which takes parse_gauss_client's path (the same values, or its error). */
 static bool gauss_client_fast(const http_req *rq, size_t i, bool allow_wv, double *x, double *n,
                               double *wv, double *se)
 {
@@ -1724,11 +1766,14 @@ static bool gauss_client_fast(const http_req *rq, size_t i, bool allow_wv, doubl
     if (rq->clients == NULL || clients_json_flat_get(rq->clients, i, &f) != 0)
         return false;
     int im = flat_find(&f, "mean"), in = flat_find(&f, "n"), is = flat_find(&f, "se"),
-        iw = flat_find(&f, "within_variance");
-    size_t known = (im >= 0) + (in >= 0) + (is >= 0) + (iw >= 0);
+        iw = flat_find(&f, "within_variance"), ii = flat_find(&f, "id");
+    size_t known = (im >= 0) + (in >= 0) + (is >= 0) + (iw >= 0) + (ii >= 0);
     if (im < 0 || known != f.n || (iw >= 0 && !allow_wv) || (is >= 0) == (in >= 0) ||
-        (is >= 0 && iw >= 0))
+        (is >= 0 && iw >= 0) || !flat_id_ok(&f, ii))
         return false;
+    for (size_t k = 0; k < f.n; k++)
+        if ((int)k != ii && f.m[k].is_str) /* a string where a number goes: the error's path */
+            return false;
     *x = f.m[im].v;
     *n = in >= 0 ? f.m[in].v : 0;
     *wv = iw >= 0 ? f.m[iw].v : DP_NAN;
@@ -2644,9 +2689,11 @@ static int beta_parse_clients(const http_req *rq, size_t m, double *z, double *n
     for (size_t i = 0; i < m; i++) {
         int64_t zi, ni;
         clients_json_flat f;
-        if (rq->clients != NULL && clients_json_flat_get(rq->clients, i, &f) == 0 && f.n == 2) {
-            int is = flat_find(&f, "successes"), it = flat_find(&f, "trials");
-            if (is >= 0 && it >= 0 && f.m[is].is_int && f.m[it].is_int && f.m[it].v >= 1 &&
+        if (rq->clients != NULL && clients_json_flat_get(rq->clients, i, &f) == 0 && f.n >= 2) {
+            int is = flat_find(&f, "successes"), it = flat_find(&f, "trials"),
+                ii = flat_find(&f, "id");
+            if (is >= 0 && it >= 0 && f.n == 2u + (ii >= 0) && flat_id_ok(&f, ii) &&
+                f.m[is].is_int && f.m[it].is_int && f.m[it].v >= 1 &&
                 f.m[it].v <= (double)EB_BETA_MAX_TRIALS && f.m[is].v >= 0 &&
                 f.m[is].v <= f.m[it].v) { /* the common case, without jansson */
                 z[i] = f.m[is].v;

@@ -486,6 +486,24 @@ static int flat_read(const clients_json *cj, size_t i, clients_json_flat *out, b
                 return -1;
             while (p < end && flat_ws(*p))
                 p++;
+            if (p < end && *p == '"') { /* a plain string: what jansson reads, byte for byte */
+                const char *t = ++p;
+                while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20 &&
+                       (unsigned char)*p < 0x7f)
+                    p++;
+                if (p >= end || *p != '"')
+                    return -1;
+                out->m[out->n].key = k;
+                out->m[out->n].key_len = kl;
+                out->m[out->n].v = (double)NAN;
+                out->m[out->n].is_int = false;
+                out->m[out->n].is_str = true;
+                out->m[out->n].text = t;
+                out->m[out->n].text_len = (size_t)(p - t);
+                out->n++;
+                p++;
+                goto next;
+            }
             bool is_int, has_exp;
             size_t digits;
             const char *q = flat_number(p, end, &is_int, &digits, &has_exp);
@@ -506,8 +524,12 @@ static int flat_read(const clients_json *cj, size_t i, clients_json_flat *out, b
             out->m[out->n].key_len = kl;
             out->m[out->n].v = v;
             out->m[out->n].is_int = is_int;
+            out->m[out->n].is_str = false;
+            out->m[out->n].text = p;
+            out->m[out->n].text_len = (size_t)(q - p);
             out->n++;
             p = q;
+        next:
             while (p < end && flat_ws(*p))
                 p++;
             if (p < end && *p == ',') {
@@ -530,6 +552,11 @@ static int flat_read(const clients_json *cj, size_t i, clients_json_flat *out, b
 int clients_json_flat_get(const clients_json *cj, size_t i, clients_json_flat *out)
 {
     return flat_read(cj, i, out, true);
+}
+
+int clients_json_flat_peek(const clients_json *cj, size_t i, clients_json_flat *out)
+{
+    return flat_read(cj, i, out, false);
 }
 
 /* Parses every element on its own (jansson, or clients_json_flat_get for a flat object of numbers,

@@ -95,25 +95,33 @@ size_t clients_json_count_with(const clients_json *cj, const char *key);
 /* Element i (< count) as a new tree, owned by the caller; NULL only when out of memory. */
 json_t *clients_json_get(const clients_json *cj, size_t i);
 
-/* A client that is a flat object of numbers, read without jansson (issue 15: a million clients
- * parsed twice by jansson cost seconds). */
+/* A client that is a flat object of numbers and plain strings (such as an "id"), read without
+ * jansson (issue 15: a million clients parsed twice by jansson cost seconds). */
 #define CLIENTS_JSON_FLAT_MAX 8
 typedef struct clients_json_flat {
     size_t n; /* members */
     struct {
         const char *key; /* the key's text in the body (not NUL-terminated), no escapes */
         size_t key_len;
-        double v;    /* the number, as jansson's json_number_value gives it */
-        bool is_int; /* written as an integer (jansson: a json_integer) */
+        double v;         /* the number, as jansson's json_number_value gives it (NAN: a string) */
+        bool is_int;      /* written as an integer (jansson: a json_integer) */
+        bool is_str;      /* a string: text holds its characters, between its quotes */
+        const char *text; /* the value's text in the body: the number's token, or the string's
+                             characters (text - 1 and text + text_len are its quotes) */
+        size_t text_len;
     } m[CLIENTS_JSON_FLAT_MAX];
 } clients_json_flat;
 
 /* Element i (< count) as a flat object when it is one that jansson would parse to the same values:
  * '{' members '}' of up to CLIENTS_JSON_FLAT_MAX members, each key plain printable ASCII without
  * escapes and without repeats, each value a JSON number (an integer of at most 18 digits, or a
- * real whose value is finite). 0 with *out set, or -1: anything else (then ask
+ * real whose value is finite) or a string of printable ASCII without escapes (its JSON text is
+ * then the body's, as json_dumps writes it). 0 with *out set, or -1: anything else (then ask
  * clients_json_get). */
 int clients_json_flat_get(const clients_json *cj, size_t i, clients_json_flat *out);
+/* clients_json_flat_get without converting the numbers (each member's key, is_int, is_str and
+ * text are set; v is not, unless the token has an exponent): for a pass that reads texts only. */
+int clients_json_flat_peek(const clients_json *cj, size_t i, clients_json_flat *out);
 
 /* Writes what json_dump_callback(whole, cb, data, flags) writes for the whole body, where whole is
  * rest (clients_json_load's tree) with its "clients" member holding the elements again. flags: only

@@ -61,6 +61,32 @@ check "gaussian ids are the clients' indexes" [ "$(jq -c '.[2499].id' "$T/pages.
 full gaussian "$GID" 300
 check "gaussian: the clients' own ids, strings and numbers" \
     [ "$(jq -c '[.[0].id, .[1].id, .[3].id]' "$T/pages.json")" = '[0,"c1",3]' ]
+# ids read without jansson (plain strings, integer tokens) and with it (escapes, UTF-8, -0): each
+# row's id is the one json_dumps writes for the client's, in the answer and in the stored rows
+python3 - "$T/ids.json" <<'PY'
+import json, sys
+ids = ['"x"', '"q\\"uote"', '-0', '7', '"a/b"', '123456789012345678', '"caf\u00e9"', '"\u00e9t\u00e9"', '-12']
+cl = ",".join('{"id":%s,"successes":%d,"trials":10}' % (t, i % 11) for i, t in enumerate(ids * 40))
+open(sys.argv[1], "w").write('{"keep_results":true,"clients":[%s]}' % cl)
+PY
+curl -s -o "$T/ids.out" -X POST -H "Authorization: Bearer $ADMIN" --data-binary "@$T/ids.json" "$URL/v1/estimators/beta"
+IDRUN=$(jq -r .run_id "$T/ids.out")
+curl -s -o "$T/ids.page" -H "Authorization: Bearer $ADMIN" "$URL/v1/runs/$IDRUN/clients?limit=1000"
+check "ids: the answer's and the page's rows carry the clients' ids, as jansson writes them" \
+    python3 -c '
+import json, sys
+body = json.load(open(sys.argv[1]))
+want = [c["id"] for c in body["clients"]]
+ans = json.load(open(sys.argv[2]))
+page = json.load(open(sys.argv[3]))
+raw = open(sys.argv[2]).read()
+ok = [e["id"] for e in ans["estimates"]] == want and [e["id"] for e in page["clients"]] == want
+ok = ok and "\"id\":123456789012345678," in raw and "\"id\":0," in raw and "\"id\":-0" not in raw
+sys.exit(0 if ok else 1)' "$T/ids.json" "$T/ids.out" "$T/ids.page"
+expect_status 400 POST /v1/estimators/beta '{"clients":[{"id":"a","successes":1,"trials":3},{"id":1.5,"successes":1,"trials":3}]}'
+expect_json .error.field 'clients[1].id'
+expect_status 400 POST /v1/estimators/gaussian '{"noise_variance":1,"clients":[{"id":"a","mean":1,"n":3},{"id":"b","mean":"1","n":3}]}'
+expect_json .error.field 'clients[1].mean'
 check "two coordinates: arrays" [ "$(jq -c '.[5].posterior_mean | length' "$T/pages.json")" = 2 ]
 full beta "$B" 999
 full normal-means "$NM" 500

@@ -39,7 +39,8 @@ static void check_dumps(const json_t *rest, const clients_json *cj, const json_t
 
 /* Loads text[0, len) both ways and asserts the same outcome. Returns 1 when the spans were used,
  * 0 for the tree path, -1 for an error (the same error both ways). */
-static size_t n_flat; /* elements read by clients_json_flat_get, over all checks */
+static size_t n_flat;     /* elements read by clients_json_flat_get, over all checks */
+static size_t n_flat_str; /* string members among them */
 
 static int check_same(const char *text, size_t len, int dumps)
 {
@@ -92,9 +93,35 @@ static int check_same(const char *text, size_t len, int dumps)
                     memcpy(key, f.m[k].key, f.m[k].key_len);
                     key[f.m[k].key_len] = '\0';
                     const json_t *v = json_object_get(e, key);
+                    if (f.m[k].is_str) { /* the body's text is jansson's string and its dump */
+                        assert_true(json_is_string(v));
+                        assert_int_equal(json_string_length(v), f.m[k].text_len);
+                        assert_memory_equal(json_string_value(v), f.m[k].text, f.m[k].text_len);
+                        char *d = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+                        assert_non_null(d);
+                        assert_int_equal(strlen(d), f.m[k].text_len + 2);
+                        assert_memory_equal(d, f.m[k].text - 1, f.m[k].text_len + 2);
+                        free(d);
+                        n_flat_str++;
+                        continue;
+                    }
                     assert_true(json_is_number(v));
                     assert_true(json_number_value(v) == f.m[k].v);
                     assert_int_equal(json_is_integer(v), f.m[k].is_int);
+                    assert_true(f.m[k].text_len > 0 && f.m[k].text_len < 64);
+                    char tok[64]; /* the token's text is the number's */
+                    memcpy(tok, f.m[k].text, f.m[k].text_len);
+                    tok[f.m[k].text_len] = '\0';
+                    assert_true(strtod(tok, NULL) == f.m[k].v);
+                }
+                clients_json_flat g; /* peek: the same members and texts */
+                assert_int_equal(clients_json_flat_peek(cj, i, &g), 0);
+                assert_int_equal(g.n, f.n);
+                for (size_t k = 0; k < f.n; k++) {
+                    assert_ptr_equal(g.m[k].text, f.m[k].text);
+                    assert_int_equal(g.m[k].text_len, f.m[k].text_len);
+                    assert_int_equal(g.m[k].is_str, f.m[k].is_str);
+                    assert_int_equal(g.m[k].is_int, f.m[k].is_int);
                 }
                 n_flat++;
             }
@@ -149,10 +176,15 @@ static void valid_bodies_use_spans_and_equal_jansson(void **state)
         "{\"mean\":123456789012345678901234567890.5}]}",
         "{\"prior\":{\"clients\":[1]},\"clients\":[{\"n\":1}]}",
         "{\"clients\":[{\"silo_id\":1,\"id\":2},{\"silo_id\":2},{\"n\":3}],\"keep_data\":true}",
+        /* plain string members (read flat), and strings the flat reader leaves to jansson */
+        "{\"clients\":[{\"id\":\"c1\",\"mean\":0.5,\"n\":5},{\"id\":\"a/b <x> ~!\",\"n\":1},"
+        "{\"id\":\"\",\"n\":2},{\"id\":-0,\"n\":2},{\"id\":\"\\u0041\"},"
+        "{\"id\":\"\x7f\"},{\"id\":\"caf\xc3\xa9\"}]}",
     };
     for (size_t i = 0; i < sizeof BODIES / sizeof BODIES[0]; i++)
         if (check_str(BODIES[i]) != 1)
             fail_msg("body %zu did not use the spans: %s", i, BODIES[i]);
+    assert_true(n_flat_str >= 4); /* plain strings were read flat and compared */
 }
 
 static void unusual_bodies_take_the_tree_path_unchanged(void **state)
