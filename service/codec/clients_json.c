@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/dp_math.h"
 #include "service/codec/json_util.h"
 
 /* One element: its text is body[off, off + len). */
@@ -495,7 +496,7 @@ static int flat_read(const clients_json *cj, size_t i, clients_json_flat *out, b
                     return -1;
                 out->m[out->n].key = k;
                 out->m[out->n].key_len = kl;
-                out->m[out->n].v = (double)NAN;
+                out->m[out->n].v = DP_NAN;
                 out->m[out->n].is_int = false;
                 out->m[out->n].is_str = true;
                 out->m[out->n].text = t;

@@ -212,6 +212,18 @@ check "its replay answers the first answer" [ "$(jq -c 'del(.replayed)' "$T/p2")
 check "its replay is charged nothing" [ "$(sqlite3 "$DB" "SELECT count(*) FROM charges")" = "$SPENT" ]
 check "its rows were not kept" [ "$(sqlite3 "$DB" "SELECT count(*) FROM estimator_run_clients WHERE run_id = $(jq -r .run_id "$T/p1")")" = 0 ]
 
+# a replay is answered even when the run itself spent what was left of the budget: it is charged
+# nothing, so it is not refused as a new charge would be
+AUTH=$ADMIN req POST /v1/silos '{"name":"c","budget":{"epsilon":1,"delta":1e-5}}'
+SC=$(printf '%s' "$BODY" | jq -r .id)
+LAST=$(printf '%s' "$KEYED" | jq -c --argjson c "$SC" '.clients[0].silo_id = $c | . + {privacy: {epsilon0: 0.9}}')
+keyed last-1 "$LAST" "$T/l1"
+check "the run spends about 0.9 of the silo's 1" [ "$(jq -r '.privacy.charges[0].cost_eps | . > 0.89 and . <= 0.9' "$T/l1")" = true ]
+keyed last-1 "$LAST" "$T/l2"
+check "its replay, with 0.1 left, is its first answer" [ "$(jq -c 'del(.replayed)' "$T/l2")" = "$(jq -c . "$T/l1")" ]
+keyed last-2 "$LAST" "$T/l3"
+check "while the same run under a new key is refused" [ "$(jq -r .error.code "$T/l3")" = budget_exhausted ]
+
 # a stored fit that the replay does not compute again (as a run stored by another build would be):
 # 409 naming the key, not rows that would not be the first answer's
 keyed tamper "$KEYED" "$T/t1"
