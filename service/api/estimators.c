@@ -1122,9 +1122,10 @@ static int commit_run(est_job *j, run_row *w, dp_err *err)
 /* The answer of a retry whose first run answered its rows without keeping them: the stored result
  * (j->stored) with the rows computed again written into it, once the fit computed again (fresh:
  * the result text, with charges_len bytes of charges at charges_at when charges_at > 0, skipped:
- * the stored run's are answered) is checked to be the stored one. The fits are deterministic
- * (seeded), so the rows are the first answer's; a stored fit that differs (a run stored by another
- * build) is a 409, as nothing else could be answered. */
+ * the stored run's are answered) is checked to be the stored one: the fit, and the rows by their
+ * digest (estimates_digest, run_rows_digest). The runs are deterministic (seeded), so on the same
+ * build and machine they are the first answer's; a stored run that differs (stored by another
+ * build, or where the fit's kernels or libm differ) is a 409, as nothing else could be answered. */
 static int replay_answer(est_job *j, const text_buf *fresh, size_t charges_at, size_t charges_len,
                          dp_err *err)
 {
@@ -1137,9 +1138,13 @@ static int replay_answer(est_job *j, const text_buf *fresh, size_t charges_at, s
     if (!same)
         return dp_err_set(err, DP_ECONFLICT, "Idempotency-Key",
                           "run %lld was stored under this Idempotency-Key without its per-client "
-                          "results, and its fit is not the one computed now (stored by another "
-                          "version?): see GET /v1/runs/%lld, or retry with another key",
-                          (long long)j->run_id, (long long)j->run_id);
+                          "results, and its fit or rows (estimates_digest) are not the ones "
+                          "computed now (stored by another version of the daemon, or on another "
+                          "machine?): its fit is GET /v1/runs/%lld%s",
+                          (long long)j->run_id, (long long)j->run_id,
+                          j->n_silos > 0 ? "; the same request under another key would charge "
+                                           "the silos again"
+                                         : "");
     return answer_parts(j, st, true, err);
 }
 
@@ -1198,6 +1203,14 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
         rc = err->code;
         goto out;
     }
+    if (j->cols.m > 0) { /* the rows' digest: what a retry that computes them again must match */
+        char dg[17];
+        run_rows_digest(&j->cols, dg);
+        if (json_util_set(result, "estimates_digest", json_string(dg), err) != DP_OK) {
+            rc = err->code;
+            goto out;
+        }
+    }
     /* small: the estimates are stored as columns (j->cols) and written into the answer after */
     rs = json_util_dumps(result, JSON_COMPACT);
     json_decref(result);
@@ -1229,6 +1242,15 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
     rc = commit_run(j, &w, err);
     if (rc == DP_OK && j->replayed && j->replay_rows && rows && !j->summary)
         rc = replay_answer(j, &small, charges_at, w.charges_len, err);
+    else if (rc == DP_OK && j->replayed && j->replay_rows) { /* no rows now: the stored fit */
+        text_buf b = {j->stored, strlen(j->stored), strlen(j->stored) + 1, false};
+        erase_placeholder(&b);
+        free(j->answer);
+        j->answer = answer_text(b.s, j->run_id, true);
+        j->answer_len = 0;
+        if (j->answer == NULL)
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
     if (rc != DP_OK || j->replayed)
         goto out;
     if (rows && !j->summary) { /* the rows are written as the answer is sent (answer_stream) */

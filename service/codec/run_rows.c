@@ -314,6 +314,49 @@ int run_rows_write(const run_rows *r, size_t from, size_t to, bool comma, bool w
 
 static const char *const IDS_NAME[] = {"none", "index", "text"};
 
+#define DIGEST_PRIME UINT64_C(0x100000001b3)
+
+/* FNV-1a over bytes, into h. */
+static uint64_t digest_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * DIGEST_PRIME;
+    return h;
+}
+
+void run_rows_digest(const run_rows *r, char hex[17])
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    uint64_t hdr[4] = {r->m, r->n_fields, r->w, (uint64_t)r->ids};
+    h = digest_bytes(h, hdr, sizeof hdr);
+    for (size_t f = 0; f < r->n_fields; f++) {
+        uint64_t fw[2] = {r->field[f].width, r->field[f].vec};
+        h = digest_bytes(h, r->field[f].name, strlen(r->field[f].name));
+        h = digest_bytes(h, fw, sizeof fw);
+    }
+    if (r->ids == RUN_IDS_TEXT && r->id_off != NULL) {
+        h = digest_bytes(h, r->id_off, (r->m + 1) * sizeof *r->id_off);
+        h = digest_bytes(h, r->id_text, r->id_off[r->m]);
+    }
+    /* the values a 64-bit word at a time, four independent lanes (a multiply's latency each) */
+    uint64_t lane[4] = {h, h ^ 1, h ^ 2, h ^ 3};
+    size_t n = r->m * r->w, i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            memcpy(&w, r->vals + i + k, sizeof w);
+            lane[k] = (lane[k] ^ w) * DIGEST_PRIME;
+        }
+    for (; i < n; i++) {
+        uint64_t w;
+        memcpy(&w, r->vals + i, sizeof w);
+        lane[0] = (lane[0] ^ w) * DIGEST_PRIME;
+    }
+    h = digest_bytes(lane[0], lane + 1, 3 * sizeof lane[0]);
+    snprintf(hex, 17, "%016llx", (unsigned long long)h);
+}
+
 char *run_rows_layout_text(const run_rows *r)
 {
     json_t *f = json_array(), *o = NULL;

@@ -38,15 +38,21 @@ def read_head(s, buf):
     head, rest = buf.split(b"\r\n\r\n", 1)
     return head.decode("latin-1"), rest
 
+def recv(s):
+    more = s.recv(65536)
+    if not more:
+        raise EOFError("the connection closed in the middle of the answer")
+    return more
+
 def read_chunked(s, buf):
     out = b""
     while True:
         while b"\r\n" not in buf:
-            buf += s.recv(65536)
+            buf += recv(s)
         line, buf = buf.split(b"\r\n", 1)
         n = int(line.split(b";")[0], 16)
         while len(buf) < n + 2:
-            buf += s.recv(65536)
+            buf += recv(s)
         if n == 0:
             return out, buf[2:]
         out, buf = out + buf[:n], buf[n + 2:]
@@ -86,14 +92,20 @@ a = json.loads(rest)
 say(a["estimates"] == ref["estimates"], "HTTP/1.0: the same rows, ended by the close")
 s.close()
 
-# hanging up mid-answer
+# hanging up mid-answer (what the writer held is released: LeakSanitizer under make asan); then
+# the daemon still answers in full
 for i in range(25):
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
     s.sendall(request(b"1.1"))
     head, rest = read_head(s, b"")
     s.recv(1000)
     s.close()
-say(True, "25 clients hung up mid-answer")
+s = socket.create_connection(("127.0.0.1", port), timeout=30)
+s.sendall(request(b"1.1"))
+head, rest = read_head(s, b"")
+text, rest = read_chunked(s, rest)
+say(json.loads(text)["estimates"] == ref["estimates"], "after 25 clients hung up mid-answer, a full answer")
+s.close()
 
 # the fit alone: a plain answer with its length
 summ = json.dumps(dict(json.loads(body), results="summary")).encode()
@@ -103,7 +115,7 @@ head, rest = read_head(s, b"")
 m = re.search(r"(?im)^content-length: *(\d+)", head)
 say(m is not None, "summary: Content-Length")
 while m and len(rest) < int(m.group(1)):
-    rest += s.recv(65536)
+    rest += recv(s)
 say(m is not None and "estimates" not in json.loads(rest), "summary: the fit alone")
 s.close()
 sys.exit(0 if ok else 1)

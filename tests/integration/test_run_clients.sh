@@ -233,6 +233,14 @@ curl -s -o "$T/t2" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" -H "Idemp
     -X POST --data-binary "$KEYED" "$URL/v1/estimators/beta" >"$T/t2.code"
 check "a fit that differs: 409" [ "$(cat "$T/t2.code")" = 409 ]
 check "naming the key" [ "$(jq -r .error.field "$T/t2")" = Idempotency-Key ]
+# and rows that differ (their digest), the fit the same
+keyed tamper-rows "$KEYED" "$T/t3"
+TR=$(jq -r .run_id "$T/t3")
+sqlite3 "$DB" "UPDATE estimator_runs SET result = CAST(replace(CAST(result AS TEXT), '\"estimates_digest\":\"', '\"estimates_digest\":\"0') AS BLOB) WHERE id = $TR"
+curl -s -o "$T/t4" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" -H "Idempotency-Key: tamper-rows" \
+    -X POST --data-binary "$KEYED" "$URL/v1/estimators/beta" >"$T/t4.code"
+check "rows that differ from the first answer's: 409" [ "$(cat "$T/t4.code")" = 409 ]
+check "the first answer carried its rows' digest" [ "$(jq -r '.estimates_digest | test("^[0-9a-f]{16}$")' "$T/t3")" = true ]
 
 # 400s naming the field
 expect_status 400 POST /v1/estimators/gaussian "$(printf '%s' "$G" | jq -c '. + {results: "partial"}')"

@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,6 +169,59 @@ static void test_rows(void **state)
     run_rows_clear(&r);
 }
 
+/* Rows of 5 clients x (2 + 1) values with text ids, made from seed. */
+static void digest_rows(run_rows *r, unsigned seed)
+{
+    memset(r, 0, sizeof *r);
+    assert_int_equal(run_rows_add_field(r, "posterior_mean", 2, true), 0);
+    assert_int_equal(run_rows_add_field(r, "shrinkage", 1, false), 0);
+    assert_int_equal(run_rows_alloc(r, 5, RUN_IDS_TEXT), 0);
+    for (size_t i = 0; i < 5; i++) {
+        char id[16];
+        int n = snprintf(id, sizeof id, "\"c%zu\"", i);
+        assert_int_equal(run_rows_push_id(r, i, id, (size_t)n), 0);
+        for (size_t k = 0; k < 3; k++)
+            r->vals[i * 3 + k] = (double)(seed + i * 3 + k) / 7.0;
+    }
+}
+
+/* The rows' digest is a function of the rows alone: equal rows give equal digests, and a value's
+ * last bit, a value's sign, an id or a field's name each change it. */
+static void test_digest(void **state)
+{
+    (void)state;
+    run_rows a, b;
+    char da[17], db[17];
+    digest_rows(&a, 1);
+    digest_rows(&b, 1);
+    run_rows_digest(&a, da);
+    run_rows_digest(&b, db);
+    assert_int_equal(strlen(da), 16);
+    assert_string_equal(da, db);
+    uint64_t w;
+    memcpy(&w, &b.vals[13], sizeof w); /* the last row's second value, its last bit */
+    w ^= 1;
+    memcpy(&b.vals[13], &w, sizeof w);
+    run_rows_digest(&b, db);
+    assert_string_not_equal(da, db);
+    b.vals[13] = a.vals[13];
+    b.vals[0] = -b.vals[0];
+    run_rows_digest(&b, db);
+    assert_string_not_equal(da, db);
+    b.vals[0] = a.vals[0];
+    b.id_text[1] = 'x'; /* "c0" -> "x0" */
+    run_rows_digest(&b, db);
+    assert_string_not_equal(da, db);
+    b.id_text[1] = 'c';
+    run_rows_digest(&b, db);
+    assert_string_equal(da, db);
+    b.field[1].name[0] = 'S';
+    run_rows_digest(&b, db);
+    assert_string_not_equal(da, db);
+    run_rows_clear(&a);
+    run_rows_clear(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -175,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_fast_range),
         cmocka_unit_test(test_forms),
         cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_digest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
