@@ -311,7 +311,7 @@ _run_common = {
     "keep_results": boolean(description="the per-client results are stored with the run (GET "
                             "/v1/runs/{id}/clients pages them); false: the fit alone is stored"),
     "estimates_digest": string(description="16 hex digits: a digest of the per-client results "
-                               "(fields, ids, every value's bits), present when they were computed; "
+                               "(fields and every value's bits), present when they were computed; "
                                "an Idempotency-Key retry that computes them again must match it"),
     "status": _status, "converged": boolean(description="status is not max_iter"),
     "status_reason": null_or(string(description="the status in words: why the fit is not simply "

@@ -328,16 +328,12 @@ static uint64_t digest_bytes(uint64_t h, const void *p, size_t n)
 void run_rows_digest(const run_rows *r, char hex[17])
 {
     uint64_t h = UINT64_C(0xcbf29ce484222325);
-    uint64_t hdr[4] = {r->m, r->n_fields, r->w, (uint64_t)r->ids};
+    uint64_t hdr[3] = {r->m, r->n_fields, r->w};
     h = digest_bytes(h, hdr, sizeof hdr);
     for (size_t f = 0; f < r->n_fields; f++) {
         uint64_t fw[2] = {r->field[f].width, r->field[f].vec};
         h = digest_bytes(h, r->field[f].name, strlen(r->field[f].name));
         h = digest_bytes(h, fw, sizeof fw);
-    }
-    if (r->ids == RUN_IDS_TEXT && r->id_off != NULL) {
-        h = digest_bytes(h, r->id_off, (r->m + 1) * sizeof *r->id_off);
-        h = digest_bytes(h, r->id_text, r->id_off[r->m]);
     }
     /* the values a 64-bit word at a time, four independent lanes (a multiply's latency each) */
     uint64_t lane[4] = {h, h ^ 1, h ^ 2, h ^ 3};

@@ -86,10 +86,11 @@ int run_rows_push_id(run_rows *r, size_t i, const char *json, size_t len);
 int run_rows_write(const run_rows *r, size_t from, size_t to, bool comma, bool with_position,
                    run_text *t);
 
-/* A 64-bit digest of the rows: the fields, the ids and every value's bits (FNV-1a over 64-bit
- * words, four lanes folded), written as 16 hex digits and a NUL into hex. Not a cryptographic
- * hash: it tells whether two runs' rows are the same numbers (an Idempotency-Key retry that
- * computes them again), at a few ms for 10^6 rows of 3 numbers. */
+/* A 64-bit digest of the rows: their count, the fields and every value's bits (FNV-1a over 64-bit
+ * words, four lanes folded), written as 16 hex digits and a NUL into hex. The ids are left out:
+ * they are the request's own, and the same ids may be held as text or as indexes. Not a
+ * cryptographic hash: it tells whether two runs' rows are the same numbers (an Idempotency-Key
+ * retry that computes them again), at a few ms for 10^6 rows of 3 numbers. */
 void run_rows_digest(const run_rows *r, char hex[17]);
 
 /* The layout as JSON text (owned, malloc), or NULL when out of memory. */

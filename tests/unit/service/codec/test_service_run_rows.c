@@ -185,8 +185,8 @@ static void digest_rows(run_rows *r, unsigned seed)
     }
 }
 
-/* The rows' digest is a function of the rows alone: equal rows give equal digests, and a value's
- * last bit, a value's sign, an id or a field's name each change it. */
+/* The rows' digest is a function of the rows' numbers alone: equal rows give equal digests, a
+ * value's last bit, a value's sign or a field's name each change it, and an id does not. */
 static void test_digest(void **state)
 {
     (void)state;
@@ -209,10 +209,7 @@ static void test_digest(void **state)
     run_rows_digest(&b, db);
     assert_string_not_equal(da, db);
     b.vals[0] = a.vals[0];
-    b.id_text[1] = 'x'; /* "c0" -> "x0" */
-    run_rows_digest(&b, db);
-    assert_string_not_equal(da, db);
-    b.id_text[1] = 'c';
+    b.id_text[1] = 'x'; /* "c0" -> "x0": the ids are the request's, not in the digest */
     run_rows_digest(&b, db);
     assert_string_equal(da, db);
     b.field[1].name[0] = 'S';
