@@ -487,50 +487,41 @@ static int flat_read(const clients_json *cj, size_t i, clients_json_flat *out, b
                 return -1;
             while (p < end && flat_ws(*p))
                 p++;
-            if (p < end && *p == '"') { /* a plain string: what jansson reads, byte for byte */
-                const char *t = ++p;
-                while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20 &&
-                       (unsigned char)*p < 0x7f)
-                    p++;
-                if (p >= end || *p != '"')
+            bool is_int = false, is_str = p < end && *p == '"';
+            double v = DP_NAN;
+            const char *t = p, *q;
+            if (is_str) { /* a plain string: what jansson reads, byte for byte */
+                q = ++t;
+                while (q < end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20 &&
+                       (unsigned char)*q < 0x7f)
+                    q++;
+                if (q >= end || *q != '"')
                     return -1;
-                out->m[out->n].key = k;
-                out->m[out->n].key_len = kl;
-                out->m[out->n].v = DP_NAN;
-                out->m[out->n].is_int = false;
-                out->m[out->n].is_str = true;
-                out->m[out->n].text = t;
-                out->m[out->n].text_len = (size_t)(p - t);
-                out->n++;
-                p++;
-                goto next;
-            }
-            bool is_int, has_exp;
-            size_t digits;
-            const char *q = flat_number(p, end, &is_int, &digits, &has_exp);
-            if (q == NULL || (is_int && digits > 18))
-                return -1;
-            char num[64];
-            if ((size_t)(q - p) >= sizeof num)
-                return -1;
-            double v = 0;
-            if (values || has_exp) {
-                memcpy(num, p, (size_t)(q - p));
-                num[q - p] = '\0';
-                v = is_int ? (double)strtoll(num, NULL, 10) : strtod(num, NULL);
-                if (!isfinite(v))
+            } else {
+                bool has_exp;
+                size_t digits;
+                q = flat_number(p, end, &is_int, &digits, &has_exp);
+                if (q == NULL || (is_int && digits > 18) || (size_t)(q - p) >= 64)
                     return -1;
+                v = 0;
+                if (values || has_exp) {
+                    char num[64];
+                    memcpy(num, p, (size_t)(q - p));
+                    num[q - p] = '\0';
+                    v = is_int ? (double)strtoll(num, NULL, 10) : strtod(num, NULL);
+                    if (!isfinite(v))
+                        return -1;
+                }
             }
             out->m[out->n].key = k;
             out->m[out->n].key_len = kl;
             out->m[out->n].v = v;
             out->m[out->n].is_int = is_int;
-            out->m[out->n].is_str = false;
-            out->m[out->n].text = p;
-            out->m[out->n].text_len = (size_t)(q - p);
+            out->m[out->n].is_str = is_str;
+            out->m[out->n].text = t;
+            out->m[out->n].text_len = (size_t)(q - t);
             out->n++;
-            p = q;
-        next:
+            p = is_str ? q + 1 : q;
             while (p < end && flat_ws(*p))
                 p++;
             if (p < end && *p == ',') {
