@@ -761,16 +761,27 @@ static char *answer_text(const char *result, int64_t id, bool replayed)
     return b.s;
 }
 
-/* Splits result (a result text holding the placeholder "estimates":[]) into the answer's head (up
- * to and including its '[') and tail (from its ']' on, with "run_id" and, for a replay,
- * "replayed": true), between which the rows of j->cols go. */
+/* The placeholder a result text holds where its rows go ("estimates":[], written by jansson's
+ * compact dump of an empty "estimates" array; the only empty one, as a run has >= 2 clients). */
+static const char EST_PH[] = "\"estimates\":[]";
+#define EST_PH_LEN (sizeof EST_PH - 1)
+
+/* The offset in result just past the placeholder's '[' (where the rows go), or 0 when it has
+ * none. */
+static size_t placeholder_rows_at(const char *result)
+{
+    const char *at = strstr(result, EST_PH);
+    return at == NULL ? 0 : (size_t)(at - result) + EST_PH_LEN - 1;
+}
+
+/* Splits result (a result text holding the placeholder) into the answer's head (up to and
+ * including its '[') and tail (from its ']' on, with "run_id" and, for a replay, "replayed":
+ * true), between which the rows of j->cols go. */
 static int answer_parts(est_job *j, const char *result, bool replayed, dp_err *err)
 {
-    static const char PH[] = "\"estimates\":[]";
-    const char *at = strstr(result, PH);
-    if (at == NULL)
+    size_t pre = placeholder_rows_at(result);
+    if (pre == 0)
         return dp_err_set(err, DP_EINTERNAL, NULL, "the result has no place for its estimates");
-    size_t pre = (size_t)(at - result) + sizeof PH - 2; /* up to and including '[' */
     free(j->head);
     free(j->tail);
     j->head = strndup(result, pre);
@@ -868,12 +879,10 @@ static int rows_fields(est_job *j, const char *const *names, const size_t *width
  * once, where they stay. -1 when out of memory or the placeholder is missing. */
 static int result_around_rows(const char *result, const run_rows *r, text_buf *b)
 {
-    static const char PH[] = "\"estimates\":[]";
-    const char *at = strstr(result, PH);
-    if (at == NULL)
+    size_t pre = placeholder_rows_at(result); /* up to and including '[' */
+    if (pre == 0)
         return -1;
-    size_t pre = (size_t)(at - result) + sizeof PH - 2; /* up to and including '[' */
-    const char *post = at + sizeof PH - 2;
+    const char *post = result + pre;
     size_t n_post = strlen(post);
     if (tb_reserve(b, pre) != 0)
         return -1;
@@ -923,16 +932,23 @@ typedef struct run_row {
  * "summary" run that keeps its rows, or a run whose rows were answered but not kept. */
 static void erase_placeholder(text_buf *b)
 {
-    static const char PH[] = "\"estimates\":[]";
-    char *at = b->s ? strstr(b->s, PH) : NULL;
-    if (at == NULL)
+    size_t end = b->s ? placeholder_rows_at(b->s) : 0;
+    if (end == 0)
         return;
-    size_t from = (size_t)(at - b->s), n = sizeof PH - 1;
+    size_t from = end + 1 - EST_PH_LEN, n = EST_PH_LEN;
     if (from + n < b->len && b->s[from + n] == ',')
         n++;
     else if (from > 0 && b->s[from - 1] == ',')
         from--, n++;
     tb_erase(b, from, n);
+}
+
+/* erase_placeholder on a NUL-terminated text (malloc'd), in place; returns s. */
+static char *without_placeholder(char *s)
+{
+    text_buf b = {s, strlen(s), strlen(s) + 1, false};
+    erase_placeholder(&b);
+    return s;
 }
 
 /* The stored result text (owned: consumed) of run id with its per-client results (migration 0015)
@@ -952,12 +968,8 @@ static char *result_with_rows(sqlite3 *db, int64_t id, char *result, const char 
         return NULL;
     }
     if (!found) {
-        *unkept = strstr(result, "\"estimates\":[]") != NULL;
-        if (!*unkept || keep_ph)
-            return result;
-        text_buf b = {result, strlen(result), strlen(result) + 1, false};
-        erase_placeholder(&b);
-        return b.s;
+        *unkept = placeholder_rows_at(result) != 0;
+        return *unkept && !keep_ph ? without_placeholder(result) : result;
     }
     text_buf b = {0};
     bool bad = result_around_rows(result, &r, &b) != 0;
@@ -980,13 +992,11 @@ static int run_by_key(sqlite3 *db, est_job *j, int *found, dp_err *err)
     int64_t id = 0;
     bool unkept = false;
     int rc = runs_find_key(db, j->key, j->hash, j->req_id, found, &id, &result, err);
-    if (rc == DP_OK && *found == 1 && j->summary) { /* the fit alone, as first answered */
-        text_buf b = {result, strlen(result), strlen(result) + 1, false};
-        erase_placeholder(&b);
-    } else if (rc == DP_OK && *found == 1 &&
-               (result = result_with_rows(db, id, result, j->req_id, true, &unkept, err)) == NULL) {
+    if (rc == DP_OK && *found == 1 && j->summary) /* the fit alone, as first answered */
+        without_placeholder(result);
+    else if (rc == DP_OK && *found == 1 &&
+             (result = result_with_rows(db, id, result, j->req_id, true, &unkept, err)) == NULL)
         rc = err->code;
-    }
     if (rc == DP_OK && *found == 1 && unkept) { /* answered without keeping: computed again */
         j->run_id = id;
         j->replayed = true;
@@ -1243,10 +1253,8 @@ static int finish_run(est_job *j, bool priv, size_t m, size_t d, json_t *result,
     if (rc == DP_OK && j->replayed && j->replay_rows && rows && !j->summary)
         rc = replay_answer(j, &small, charges_at, w.charges_len, err);
     else if (rc == DP_OK && j->replayed && j->replay_rows) { /* no rows now: the stored fit */
-        text_buf b = {j->stored, strlen(j->stored), strlen(j->stored) + 1, false};
-        erase_placeholder(&b);
         free(j->answer);
-        j->answer = answer_text(b.s, j->run_id, true);
+        j->answer = answer_text(without_placeholder(j->stored), j->run_id, true);
         j->answer_len = 0;
         if (j->answer == NULL)
             rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
@@ -1536,17 +1544,15 @@ static int est_render(void *arg, const http_req *rq, http_resp *rs, bool deferre
         http_stream st = {answer_read, answer_free, a};
         if (http_resp_stream(rs, 201, "application/json", st, err) != DP_OK)
             return err->code;
-        if (!deferred && http_resp_drain(rs, err) != DP_OK) /* inline: the whole text, parsed */
-            return err->code;
-        if (!deferred) {
-            j->answer = rs->text;
-            rs->text = NULL;
-            http_resp_clear(rs);
+        if (deferred) {
+            snprintf(rs->location, sizeof rs->location, "/v1/runs/%lld", (long long)j->run_id);
+            return DP_OK;
         }
-    }
-    if (deferred && j->answer == NULL) {
-        snprintf(rs->location, sizeof rs->location, "/v1/runs/%lld", (long long)j->run_id);
-        return DP_OK;
+        if (http_resp_drain(rs, err) != DP_OK) /* inline: the whole text, parsed below */
+            return err->code;
+        j->answer = rs->text;
+        rs->text = NULL;
+        http_resp_clear(rs);
     }
     if (deferred) {
         char *t = j->answer;

@@ -268,12 +268,19 @@ int http_req_query_int(const http_req *rq, const char *name, int64_t def, int64_
     return DP_OK;
 }
 
+/* Releases what a stream answer holds (st->free, when it has one). */
+static void stream_release(const http_stream *st)
+{
+    if (st->free != NULL)
+        st->free(st->cls);
+}
+
 void http_resp_clear(http_resp *rs)
 {
     json_decref(rs->body);
     free(rs->text);
-    if (rs->stream.read != NULL && rs->stream.free != NULL)
-        rs->stream.free(rs->stream.cls);
+    if (rs->stream.read != NULL)
+        stream_release(&rs->stream);
     memset(rs, 0, sizeof *rs);
 }
 
@@ -281,12 +288,11 @@ int http_resp_stream(http_resp *rs, int status, const char *content_type, http_s
                      dp_err *err)
 {
     if (st.read == NULL) {
-        if (st.free != NULL)
-            st.free(st.cls);
+        stream_release(&st);
         return dp_err_set(err, DP_EINTERNAL, NULL, "a stream answer without a reader");
     }
-    if (rs->stream.read != NULL && rs->stream.free != NULL)
-        rs->stream.free(rs->stream.cls);
+    if (rs->stream.read != NULL)
+        stream_release(&rs->stream);
     rs->stream = st;
     rs->content_type = content_type;
     rs->status = status;
@@ -322,8 +328,7 @@ int http_resp_drain(http_resp *rs, dp_err *err)
             break;
         len += (size_t)n;
     }
-    if (st.free != NULL)
-        st.free(st.cls);
+    stream_release(&st);
     if (rc != DP_OK) {
         free(t);
         return rc;
@@ -400,7 +405,30 @@ typedef struct reply_headers {
 
 /* Queues response r (destroyed here) with the headers of h. */
 static enum MHD_Result queue_reply(http_ctx *c, struct MHD_Connection *conn, int status,
-                                   struct MHD_Response *r, const reply_headers *h);
+                                   struct MHD_Response *r, const reply_headers *h)
+{
+    int ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, h->content_type) == MHD_YES &&
+             MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL,
+                                     h->cacheable ? "no-cache" : "no-store") == MHD_YES &&
+             MHD_add_response_header(r, "X-Content-Type-Options", "nosniff") == MHD_YES &&
+             MHD_add_response_header(r, "X-Request-Id", c->req_id) == MHD_YES;
+    if (ok && h->location != NULL && h->location[0] != '\0')
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, h->location) == MHD_YES;
+    if (ok && h->allow != NULL)
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, h->allow) == MHD_YES;
+    if (ok && h->retry_after)
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1") == MHD_YES;
+    /* MHD closes the connection after a response carrying Connection: close */
+    if (ok && (h->close || atomic_load(&c->srv->stopping)))
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES;
+    enum MHD_Result res = MHD_NO;
+    if (ok)
+        res = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (res == MHD_YES)
+        c->status = status;
+    return res;
+}
 
 /* Queues a response. buf is freed by MHD (MUST_FREE, allocated with malloc) or persistent. */
 static enum MHD_Result send_reply(http_ctx *c, struct MHD_Connection *conn, int status, void *buf,
@@ -429,10 +457,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 static void stream_free(void *cls)
 {
-    http_stream *st = cls;
-    if (st->free != NULL)
-        st->free(st->cls);
-    dp_free(st);
+    stream_release(cls);
+    dp_free(cls);
 }
 
 /* Queues a stream answer (taken: released by MHD once sent, or here on failure), chunked. */
@@ -441,8 +467,7 @@ static enum MHD_Result send_stream(http_ctx *c, struct MHD_Connection *conn, int
 {
     http_stream *own = dp_malloc(sizeof *own);
     if (own == NULL) {
-        if (st.free != NULL)
-            st.free(st.cls);
+        stream_release(&st);
         return MHD_NO;
     }
     *own = st;
@@ -453,32 +478,6 @@ static enum MHD_Result send_stream(http_ctx *c, struct MHD_Connection *conn, int
         return MHD_NO;
     }
     return queue_reply(c, conn, status, r, h);
-}
-
-static enum MHD_Result queue_reply(http_ctx *c, struct MHD_Connection *conn, int status,
-                                   struct MHD_Response *r, const reply_headers *h)
-{
-    int ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, h->content_type) == MHD_YES &&
-             MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL,
-                                     h->cacheable ? "no-cache" : "no-store") == MHD_YES &&
-             MHD_add_response_header(r, "X-Content-Type-Options", "nosniff") == MHD_YES &&
-             MHD_add_response_header(r, "X-Request-Id", c->req_id) == MHD_YES;
-    if (ok && h->location != NULL && h->location[0] != '\0')
-        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, h->location) == MHD_YES;
-    if (ok && h->allow != NULL)
-        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, h->allow) == MHD_YES;
-    if (ok && h->retry_after)
-        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1") == MHD_YES;
-    /* MHD closes the connection after a response carrying Connection: close */
-    if (ok && (h->close || atomic_load(&c->srv->stopping)))
-        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close") == MHD_YES;
-    enum MHD_Result res = MHD_NO;
-    if (ok)
-        res = MHD_queue_response(conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    if (res == MHD_YES)
-        c->status = status;
-    return res;
 }
 
 /* Sends body (stolen) as compact JSON. */
