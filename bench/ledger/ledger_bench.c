@@ -365,6 +365,66 @@ static int dpsgd_batch(ledger *l, const char *tag, acct_event *const *evs, size_
     return rc;
 }
 
+/* The round part: rounds as a training job runs them (service/jobs/runner.c one_round): a dry run
+ * of the round's batch before the round trains, then the charge itself (no idempotency keys: a
+ * round's charge commits with its checkpoint). Prints the percentiles of each and of their sum,
+ * and the CPU of both per charge, over rounds 2.. (round 1 fills the cost cache). */
+static int dpsgd_rounds(ledger *l, acct_event *const *evs, size_t n, long rounds)
+{
+    int64_t *ids = calloc(n, sizeof *ids);
+    ledger_charge_req *reqs = calloc(n, sizeof *reqs);
+    ledger_charge_result *out = calloc(n, sizeof *out);
+    double *lat = calloc(3 * (size_t)rounds, sizeof *lat), *dry = lat + rounds,
+           *sum = lat + 2 * rounds;
+    int rc = ids == NULL || reqs == NULL || out == NULL || lat == NULL ||
+             dpsgd_silos(l, "round", "on", n, ids);
+    for (size_t k = 0; rc == 0 && k < n; k++)
+        reqs[k] = (ledger_charge_req){.silo_id = ids[k],
+                                      .event = evs[k],
+                                      .neighboring = ACCT_NB_ADD_REMOVE,
+                                      .job_id = 1,
+                                      .reason = "bench dpsgd round"};
+    double c1 = cpu_s();
+    for (long r = 0; rc == 0 && r < rounds; r++) {
+        if (r == 1)
+            c1 = cpu_s();
+        dp_err e;
+        dp_err_clear(&e);
+        double b0 = now_s();
+        if (ledger_charge_batch(l, reqs, n, true, out, &e) != DP_OK) {
+            fprintf(stderr, "ledger_bench: round dry run: %s\n", e.msg);
+            rc = 1;
+        }
+        double b1 = now_s();
+        if (rc == 0 && ledger_charge_batch(l, reqs, n, false, out, &e) != DP_OK) {
+            fprintf(stderr, "ledger_bench: round charge: %s\n", e.msg);
+            rc = 1;
+        }
+        double b2 = now_s();
+        dry[r] = b1 - b0;
+        lat[r] = b2 - b1;
+        sum[r] = b2 - b0;
+    }
+    double c2 = cpu_s();
+    long m = rounds - 1;
+    if (rc == 0 && m > 0) {
+        qsort(lat + 1, (size_t)m, sizeof *lat, cmp_double);
+        qsort(dry + 1, (size_t)m, sizeof *dry, cmp_double);
+        qsort(sum + 1, (size_t)m, sizeof *sum, cmp_double);
+        size_t p50 = 1 + (size_t)m / 2, p99 = 1 + (size_t)floor(0.99 * (double)(m - 1));
+        printf("round cache=on silos=%zu rounds=%ld dry_p50_ms=%.3f charge_p50_ms=%.3f "
+               "charge_p99_ms=%.3f round_p50_ms=%.3f round_p99_ms=%.3f "
+               "warm_cpu_us_per_charge=%.1f\n",
+               n, rounds, 1e3 * dry[p50], 1e3 * lat[p50], 1e3 * lat[p99], 1e3 * sum[p50],
+               1e3 * sum[p99], 1e6 * (c2 - c1) / ((double)n * (double)m));
+    }
+    free(lat);
+    free(out);
+    free(reqs);
+    free(ids);
+    return rc;
+}
+
 /* Concurrent rounds: jobs threads, each with its own n silos (another job's), charging rounds
  * batches of its n events back to back; the writer may group several jobs' batches in one commit.
  */
@@ -546,6 +606,11 @@ static int dpsgd_main(const char *path, size_t n, long rounds, long nth, long pe
 #endif
         rc = dpsgd_batch(l, tags[t], evs, n, rounds);
     }
+#ifdef LEDGER_CURVE_CACHE
+    ledger_curve_cache_enable(l, true);
+#endif
+    if (rc == 0)
+        rc = dpsgd_rounds(l, evs, n, rounds);
     for (size_t t = t0; rc == 0 && t < n_tags; t++) {
 #ifdef LEDGER_CURVE_CACHE
         ledger_curve_cache_enable(l, t == 1);

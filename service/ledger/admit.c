@@ -568,6 +568,8 @@ void lg_log_trees_forget(ledger *l, uint64_t gen)
             lg_log_tree_clear(&l->trees[i]);
         if (l->totals[i].silo != 0 && l->totals[i].gen >= gen)
             l->totals[i].silo = 0;
+        if (l->wb_memo[i].silo != 0 && l->wb_memo[i].gen >= gen)
+            l->wb_memo[i].silo = 0;
     }
 }
 
@@ -653,6 +655,41 @@ double lg_refined_of(const ledger *l, const ledger_budget *b, const refine_set *
     return lg_refined_of_order(l, b, r, with_claims, with_event, vec, grid_eps, NULL, NULL);
 }
 
+/* lg_refined_of the would-be total wb_rdp (grid conversion grid_eps) of s's log and its event,
+ * without claims, through l->wb_memo (see wb_memo): the same function of the same state, so the
+ * same bits as computing it again. Kept only when refined on a usable tree: a tree that is not
+ * (a silo not refined, too many distinct events, or one cleared when memory ran out) gives the
+ * grid figure at no cost, and one cleared for lack of memory is built again on the next charge,
+ * which must then refine; nor a value computed while out of memory (the grid figure). */
+static double refined_wb_memo(ledger *l, const silo_row *s, const op_item *it, const refine_set *rf,
+                              const double *wb_rdp, double grid_eps)
+{
+    const ledger_budget *b = &s->b;
+    wb_memo *m = &l->wb_memo[(size_t)s->id % LEDGER_TREE_CACHE];
+    if (m->silo == s->id && m->n_charges == s->n_charges &&
+        memcmp(m->ev_key, it->ev_key, sizeof m->ev_key) == 0 && m->conversion == b->conversion &&
+        memcmp(&m->delta, &b->delta, sizeof m->delta) == 0 &&
+        memcmp(&m->grid, &grid_eps, sizeof m->grid) == 0) {
+        l->wb_hits++;
+        return m->value;
+    }
+    bool oom = false;
+    double e = lg_refined_of_order(l, b, rf, false, true, wb_rdp, grid_eps, NULL, &oom);
+    if (oom || rf->log == NULL || !rf->log->usable) { /* out of memory here or in the tree */
+        m->silo = 0;
+        return e;
+    }
+    m->silo = s->id;
+    m->n_charges = s->n_charges;
+    m->gen = l->tree_gen;
+    memcpy(m->ev_key, it->ev_key, sizeof m->ev_key);
+    m->conversion = b->conversion;
+    m->delta = b->delta;
+    m->grid = grid_eps;
+    m->value = e;
+    return e;
+}
+
 /* Figures of an admission decision; sets *fits. n_active: active claims (held_* is their sum).
  * *e_wb_rdp: the RDP would-be epsilon, reused by lg_totals_after. To save conversions (each is a
  * min over the order grid), `spent` and `reserved` are computed only for a refusal or when claims
@@ -678,7 +715,9 @@ int lg_admit(ledger *l, const silo_row *s, const double *held_rdp, double held_r
         lg_loss_of(l, b, wb_rdp, wb_rho, &e_wb, NULL, err) != DP_OK)
         return err ? err->code : DP_EINTERNAL;
     e_cost = lg_cost_eps(l, b, it, e_cost);
-    e_wb = lg_refined_of(l, b, rf, n_active > 0, true, wb_rdp, e_wb);
+    e_wb = n_active == 0 && it->have_key
+               ? refined_wb_memo(l, s, it, rf, wb_rdp, e_wb)
+               : lg_refined_of(l, b, rf, n_active > 0, true, wb_rdp, e_wb);
     *e_wb_rdp = e_wb;
     bool pld = b->accountant == LEDGER_ACCT_PLD && it->pld_ready && !it->pld_give_up;
     if (pld) /* min of two upper bounds is an upper bound (PLD SILOS above) */

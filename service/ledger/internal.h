@@ -208,6 +208,8 @@ struct ledger {
         uint64_t gen;
     } * totals;
     double *totals_rdp;
+    struct wb_memo *wb_memo; /* LEDGER_TREE_CACHE slots indexed like trees: committer thread only */
+    uint64_t wb_hits;  /* would-be figures taken from wb_memo; committer thread only (tests) */
     uint64_t tree_gen; /* incremented per op the committer applies; committer thread only */
 };
 
@@ -241,6 +243,21 @@ typedef struct silo_row {
  * silos in one batch (139 for the School job), and with fewer slots than silos every charge rebuilt
  * its log's tree from SQL (a GROUP BY over the silo's log). ~200 bytes per slot. */
 #define LEDGER_TREE_CACHE 1024
+/* The refined would-be epsilon of a charge without active claims (lg_admit): a function of the
+ * silo's log (its first n_charges rows: the tree and the per-order total), the event (ev_key, the
+ * cost cache's key: the event and its relation), and the silo's delta and conversion. A job round
+ * asks it twice for the same state (the runner's dry run before training, the charge after it), so
+ * the committer keeps the last one per silo, stamped with the op's generation and forgotten on
+ * rollback like the trees (lg_log_trees_forget). grid: the grid conversion of the same would-be
+ * total, compared as well (a check of the per-order sum the value was refined from). */
+typedef struct wb_memo {
+    int64_t silo, n_charges; /* silo 0: an empty slot */
+    uint64_t gen;
+    uint8_t ev_key[DP_SHA256_DIGEST_BYTES];
+    acct_conversion conversion;
+    double delta, grid, value;
+} wb_memo;
+
 /* A silo's log as a tree: one self_composed(count, event) per distinct stored event. */
 typedef struct log_tree {
     int64_t silo, n_charges; /* the log composed (silo 0: an empty slot) */

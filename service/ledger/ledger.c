@@ -301,7 +301,8 @@ ledger *ledger_open(const char *db_path, dp_err *err)
     l->trees = dp_calloc(LEDGER_TREE_CACHE, sizeof *l->trees);
     l->totals = dp_calloc(LEDGER_TREE_CACHE, sizeof *l->totals);
     l->totals_rdp = dp_calloc((size_t)LEDGER_TREE_CACHE * LEDGER_MAX_ORDERS, sizeof(double));
-    if (l->trees == NULL || l->totals == NULL || l->totals_rdp == NULL) {
+    l->wb_memo = dp_calloc(LEDGER_TREE_CACHE, sizeof *l->wb_memo);
+    if (l->trees == NULL || l->totals == NULL || l->totals_rdp == NULL || l->wb_memo == NULL) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto fail;
     }
@@ -354,6 +355,7 @@ fail:
     dp_free(l->trees);
     dp_free(l->totals);
     dp_free(l->totals_rdp);
+    dp_free(l->wb_memo);
     dp_free(l);
     return NULL;
 }
@@ -386,5 +388,6 @@ void ledger_free(ledger *l)
     dp_free(l->trees);
     dp_free(l->totals);
     dp_free(l->totals_rdp);
+    dp_free(l->wb_memo);
     dp_free(l);
 }

@@ -468,6 +468,129 @@ static void charges_with_and_without_the_cache_agree_bit_for_bit(void **state)
         acct_event_free(ev[k]);
 }
 
+/* ---- the would-be figure kept between a dry run and its charge (wb_memo) ---- */
+
+/* Runs step `what` on set s's silos (A, B: roomy; C: a cap that refuses big). */
+static int memo_step(ledger *l, const int64_t *id, int what, acct_event *const *ev,
+                     ledger_charge_result *out)
+{
+    dp_err e;
+    dp_err_clear(&e);
+    ledger_charge_req r[3];
+    for (int k = 0; k < 3; k++)
+        r[k] = (ledger_charge_req){.silo_id = id[k < 2 ? k : 0],
+                                   .event = ev[k < 2 ? k : 0],
+                                   .neighboring = ACCT_NB_ADD_REMOVE};
+    switch (what) {
+        case 0: /* the round's dry run */
+            return ledger_charge_batch(l, r, 2, true, out, &e);
+        case 1: /* the round's charge */
+            return ledger_charge_batch(l, r, 2, false, out, &e);
+        case 2: /* another event charged to A in between */
+            r[0].event = ev[2];
+            return ledger_charge(l, &r[0], false, out, &e);
+        case 3: /* a batch that rolls back: A admitted, then a refusal on C */
+            r[1] = (ledger_charge_req){
+                .silo_id = id[2], .event = ev[3], .neighboring = ACCT_NB_ADD_REMOVE};
+            return ledger_charge_batch(l, r, 2, false, out, &e);
+        case 4: { /* A's delta changed between a dry run and its charge */
+            ledger_patch p = {.name = NULL, .epsilon = DP_NAN, .delta = 2e-5, .rho = DP_NAN};
+            ledger_silo_view v;
+            return ledger_silo_patch(l, id[0], &p, &v, &e);
+        }
+        default:
+            return DP_EINTERNAL;
+    }
+}
+
+static void a_dry_runs_figure_is_reused_only_for_the_same_log(void **state)
+{
+    ledger_fixture *f = *state;
+    ledger *l = f->l;
+    ledger_budget b = opt_budget(), small = opt_budget();
+    small.epsilon = 1.0;
+    ledger_silo_view v;
+    char tok[LEDGER_TOKEN_BUF];
+    dp_err e;
+    dp_err_clear(&e);
+    int64_t id[2][3];
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 3; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "m%d-%d", s, k);
+            assert_int_equal(ledger_silo_create(l, name, k < 2 ? &b : &small, &v, tok, &e), DP_OK);
+            id[s][k] = v.id;
+        }
+    uint64_t seed = 91;
+    acct_event *ev[4];
+    for (int k = 0; k < 3; k++)
+        ev[k] = dpsgd_round(&seed);
+    ev[3] = acct_event_gaussian(0.5); /* far beyond C's cap */
+    /* dry run, charge; dry run, another charge of A, charge (A's figure stale); the rolled-back
+     * batch, dry run, charge; dry run, A's new delta, charge; dry run, charge */
+    static const int steps[] = {0, 1, 0, 2, 1, 3, 0, 1, 0, 4, 1, 0, 1};
+    const size_t n_steps = sizeof steps / sizeof steps[0];
+    uint64_t hits[2];
+    for (int s = 0; s < 2; s++) { /* s = 0: the cache (and the memo) on; s = 1: off */
+        ledger_curve_cache_enable(l, s == 0);
+        uint64_t h0 = l->wb_hits;
+        for (size_t i = 0; i < n_steps; i++) {
+            ledger_charge_result out[3];
+            int rc = memo_step(l, id[s], steps[i], ev, out);
+            assert_int_equal(rc, steps[i] == 3 ? DP_EBUDGET : DP_OK);
+        }
+        hits[s] = l->wb_hits - h0;
+    }
+    /* the same steps, compared figure by figure: each set again from where it is */
+    for (int round = 0; round < 2; round++)
+        for (size_t i = 0; i < n_steps; i++) {
+            ledger_charge_result out[2][3];
+            memset(out, 0, sizeof out);
+            for (int s = 0; s < 2; s++) {
+                ledger_curve_cache_enable(l, s == 0);
+                int rc = memo_step(l, id[s], steps[i] == 4 ? 0 : steps[i], ev, out[s]);
+                assert_int_equal(rc, steps[i] == 3 ? DP_EBUDGET : DP_OK);
+            }
+            size_t n = steps[i] == 2 ? 1 : steps[i] == 3 ? 0 : 2;
+            for (size_t k = 0; k < n; k++) {
+                assert_true(same_dbl(out[0][k].would_be, out[1][k].would_be));
+                assert_true(same_dbl(out[0][k].spent_eps_after, out[1][k].spent_eps_after));
+                assert_true(same_dbl(out[0][k].remaining_after, out[1][k].remaining_after));
+                assert_true(same_dbl(out[0][k].cost_eps, out[1][k].cost_eps));
+                assert_true(isfinite(out[0][k].would_be) && out[0][k].would_be > 0);
+            }
+        }
+    /* the stored rows agree bit for bit: eps_after of every charge */
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_prepare_v2(f->db,
+                                        "SELECT a.eps_after, b.eps_after, a.remaining_after, "
+                                        "b.remaining_after FROM charges AS a JOIN charges AS b ON "
+                                        "b.silo_id = :b AND b.seq = a.seq WHERE a.silo_id = :a",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    for (int k = 0; k < 2; k++) {
+        size_t rows = 0;
+        sqlite3_bind_int64(q, sqlite3_bind_parameter_index(q, ":a"), id[0][k]);
+        sqlite3_bind_int64(q, sqlite3_bind_parameter_index(q, ":b"), id[1][k]);
+        while (sqlite3_step(q) == SQLITE_ROW) {
+            assert_true(same_dbl(sqlite3_column_double(q, 0), sqlite3_column_double(q, 1)));
+            assert_true(same_dbl(sqlite3_column_double(q, 2), sqlite3_column_double(q, 3)));
+            rows++;
+        }
+        assert_int_equal(rows, k == 0 ? 18 : 15);
+        sqlite3_reset(q);
+    }
+    sqlite3_finalize(q);
+    /* Hits, first pass (steps counted from 0): the charges after their dry runs at steps 1, 7 and
+     * 12 (A and B); at step 4 B only (A was charged in between) and at step 10 B only (A's delta
+     * changed). The dry run at 6 misses A: what the rolled-back batch computed was forgotten with
+     * its rows. No hit without the cache. */
+    assert_int_equal(hits[0], 8);
+    assert_int_equal(hits[1], 0);
+    for (int k = 0; k < 4; k++)
+        acct_event_free(ev[k]);
+}
+
 /* ---- the committer's log trees, advanced in memory ---- */
 
 /* The figures of a charge that depend on the silo's log (would_be, spent_eps_after,
@@ -1032,6 +1155,8 @@ int main(void)
         cmocka_unit_test(a_full_set_evicts_its_least_recently_used_entry),
         cmocka_unit_test(a_small_cache_under_churn_answers_right_or_misses),
         cmocka_unit_test_setup_teardown(charges_with_and_without_the_cache_agree_bit_for_bit, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_dry_runs_figure_is_reused_only_for_the_same_log, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(trees_advanced_in_memory_equal_trees_rebuilt_from_the_log,
                                         setup, teardown),
