@@ -9,6 +9,8 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include <gsl/gsl_math.h>
 
@@ -120,14 +122,38 @@ double dp_lse_value(const dp_lse *s)
     return s->max + log(s->sum);
 }
 
-double dp_sum_up(double a, double b)
+/* dp_sum_up, for it and dp_vec_sum_up's loop. nextafter(s, +inf) of a finite s is the next
+ * representation: its bits plus one above zero, minus one below (IEEE 754 orders the magnitudes
+ * of one sign as their bits), and the smallest subnormal at zero (which a + b never rounds to: a
+ * sum that small is exact, so e is 0 there). The same doubles as nextafter, without a call per
+ * element. */
+static double sum_up(double a, double b)
 {
     double s = a + b;
     if (!isfinite(s))
         return s;
     double bb = s - a;
     double e = (a - (s - bb)) + (b - bb);
-    return e > 0 ? nextafter(s, DP_INF) : s;
+    if (!(e > 0))
+        return s;
+    if (s == 0)
+        return DBL_TRUE_MIN;
+    uint64_t u;
+    memcpy(&u, &s, sizeof u);
+    u = s > 0 ? u + 1 : u - 1;
+    memcpy(&s, &u, sizeof s);
+    return s;
+}
+
+double dp_sum_up(double a, double b)
+{
+    return sum_up(a, b);
+}
+
+void dp_vec_sum_up(double *acc, const double *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        acc[i] = sum_up(acc[i], x[i]);
 }
 
 double dp_mul_up(double c, double x)

@@ -40,6 +40,9 @@ double dp_exp_prob_up(double l);
  * the ledger alike, so a reported total is never below the exact sum of its terms. */
 double dp_sum_up(double a, double b);
 
+/* acc[i] = dp_sum_up(acc[i], x[i]) for i < n: the same doubles, in one loop. */
+void dp_vec_sum_up(double *acc, const double *x, size_t n);
+
 /* c * x rounded upward (c >= 0, x >= 0): the exact product when representable, else the next
  * double above it (the error term of fma). */
 double dp_mul_up(double c, double x);

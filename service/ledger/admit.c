@@ -69,8 +69,7 @@ double lg_remaining_of(const ledger_budget *b, double held)
 
 void lg_vec_add_up(double *acc, const double *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        acc[i] = ledger_sum_up(acc[i], x[i]);
+    dp_vec_sum_up(acc, x, n); /* ledger_sum_up per element (one rounding rule, logmath.h) */
 }
 
 /* Computes the cost of a request (RDP at the ledger's orders, and rho) and its request hash. Runs
@@ -421,11 +420,15 @@ double lg_refined_eps(const ledger *l, const ledger_budget *b, const double *vec
  * so it is kept with the event's curve in the cost cache (curves.c) and computed once per (event,
  * delta, conversion). Silos the refinement does not apply to get grid_eps, as from lg_refined_eps.
  */
+bool lg_refinable(const ledger_budget *b)
+{
+    return b->kind == LEDGER_BUDGET_EPS_DELTA &&
+           (b->accountant == LEDGER_ACCT_RDP || b->accountant == LEDGER_ACCT_PLD);
+}
+
 double lg_cost_eps(const ledger *l, const ledger_budget *b, const op_item *it, double grid_eps)
 {
-    bool refinable = b->kind == LEDGER_BUDGET_EPS_DELTA &&
-                     (b->accountant == LEDGER_ACCT_RDP || b->accountant == LEDGER_ACCT_PLD) &&
-                     !isnan(grid_eps);
+    bool refinable = lg_refinable(b) && !isnan(grid_eps);
     if (!refinable || !it->have_key)
         return lg_refined_eps(l, b, it->cost_rdp, it->req->event, it->req->neighboring, grid_eps);
     double e;
@@ -711,10 +714,16 @@ int lg_admit(ledger *l, const silo_row *s, const double *held_rdp, double held_r
     if ((b->accountant == LEDGER_ACCT_ZCDP) && !isfinite(it->cost_rho))
         return dp_err_set(err, DP_ENUMERIC, "event",
                           "the event has no finite zCDP bound, and this silo is accounted by zCDP");
-    if (lg_loss_of(l, b, it->cost_rdp, it->cost_rho, &e_cost, NULL, err) != DP_OK ||
+    /* the event's own refined epsilon, when the cost cache has it, needs no grid conversion */
+    bool cost_cached =
+        it->have_key && lg_refinable(b) &&
+        lg_curve_cache_get_refined(l->curves, it->ev_key, b->delta, b->conversion, &e_cost);
+    if ((!cost_cached &&
+         lg_loss_of(l, b, it->cost_rdp, it->cost_rho, &e_cost, NULL, err) != DP_OK) ||
         lg_loss_of(l, b, wb_rdp, wb_rho, &e_wb, NULL, err) != DP_OK)
         return err ? err->code : DP_EINTERNAL;
-    e_cost = lg_cost_eps(l, b, it, e_cost);
+    if (!cost_cached)
+        e_cost = lg_cost_eps(l, b, it, e_cost);
     e_wb = n_active == 0 && it->have_key
                ? refined_wb_memo(l, s, it, rf, wb_rdp, e_wb)
                : lg_refined_of(l, b, rf, n_active > 0, true, wb_rdp, e_wb);

@@ -372,6 +372,8 @@ bool lg_curve_cache_get_refined(lg_curve_cache *c, const uint8_t *key, double de
 void lg_curve_cache_put_refined(lg_curve_cache *c, const uint8_t *key, double delta,
                                 acct_conversion conv, double eps);
 double lg_cost_eps(const ledger *l, const ledger_budget *b, const op_item *it, double grid_eps);
+/* An (eps, delta) silo accounted by rdp or pld: its figures are refined on a continuous order. */
+bool lg_refinable(const ledger_budget *b);
 typedef struct lg_conv_tables lg_conv_tables;
 lg_conv_tables *lg_conv_tables_alloc(const double *orders, size_t n_orders);
 void lg_conv_tables_free(lg_conv_tables *c);
