@@ -16,3 +16,5 @@ if [ -n "${PIN:-}" ] && command -v taskset >/dev/null; then
 fi
 echo "bench/jobs: $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 "${pin[@]}" nice -n "${NICE:-0}" "$BUILD/bench/jobs"
+# the same School job through the daemon, its 139 silos bound to ledger silos (bench/jobs/bound.sh)
+BUILD=$BUILD PIN=${PIN:-} bash "$(dirname "$0")/bound.sh"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# bench/jobs/bound.sh: a School job whose 139 silos are bound to ledger silos, through the daemon
+# (POST /v1/jobs), so that every round charges 139 silos through the ledger as one batch (after the
+# round's dry run): the whole job's wall time, and its rounds' training time beside it. Not part of
+# `make test`; timings are printed, never asserted. Needs DPSILO_SCHOOL_CSV (the CSV is not in the
+# repository; `make bench` passes ../shared/data/school/school.csv) and prints "skipped" without it.
+# Knobs: BUILD=build, ALGORITHM=mrmtl, ROUNDS=200, PIN=<cpu> (taskset -c for the daemon).
+set -euo pipefail
+BUILD=${BUILD:-build}
+CSV=${DPSILO_SCHOOL_CSV:-}
+if [ -z "$CSV" ] || [ ! -f "$CSV" ]; then
+    echo "bench/jobs/bound: skipped (set DPSILO_SCHOOL_CSV to the School CSV)"
+    exit 0
+fi
+D=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-bench-bound-XXXXXX")
+PID=""
+cleanup() {
+    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; fi
+    rm -rf "$D"
+}
+trap cleanup EXIT
+pin=()
+if [ -n "${PIN:-}" ] && command -v taskset >/dev/null; then
+    pin=(taskset -c "$PIN")
+fi
+"${pin[@]}" "$BUILD/dpsilod" --listen 127.0.0.1:0 --db "$D/db" --auth off --log-level warn \
+    >"$D/out" 2>"$D/err" &
+PID=$!
+U=""
+for _ in $(seq 1 100); do
+    U=$(sed -n 's/^dpsilod listening on //p' "$D/out")
+    [ -n "$U" ] && break
+    sleep 0.05
+done
+[ -n "$U" ] || { echo "dpsilod did not start"; cat "$D/err"; exit 1; }
+DS=$(curl -sf -X POST "$U/v1/datasets?label=score&silo=school&name=school" \
+    -H 'Content-Type: text/csv' --data-binary @"$CSV" | jq -r .id)
+# one ledger silo per school, a cap the job never reaches (rdp, conversion "optimal")
+MAP=$(curl -sf "$U/v1/datasets/$DS" | jq -r '.silos[].name' | while read -r name; do
+    id=$(curl -sf -X POST "$U/v1/silos" -d "{\"name\":\"school-$name\",\"budget\":{\"epsilon\":1000,\"delta\":1e-3}}" | jq -r .id)
+    printf '"%s":%s,' "$name" "$id"
+done)
+MAP="{${MAP%,}}"
+SPEC="{\"algorithm\":\"${ALGORITHM:-mrmtl}\",\"lambda\":1,\"dataset\":$DS,\"model\":{\"type\":\"linear\"},
+  \"rounds\":${ROUNDS:-200},\"batch_size\":32,\"lr\":0.01,\"seed\":1,\"test_fraction\":0.2,
+  \"privacy\":{\"target_epsilon\":6,\"delta\":1e-3,\"clip\":1},\"silos\":$MAP}"
+t0=$(date +%s.%N)
+JOB=$(curl -sf -X POST "$U/v1/jobs" -d "$SPEC" | jq -r .id)
+while :; do
+    ST=$(curl -sf "$U/v1/jobs/$JOB" | jq -r .status)
+    case "$ST" in succeeded | failed | cancelled | interrupted) break ;; esac
+    sleep 0.2 # a dashboard's poll (each answer carries the 139 silos' plan)
+done
+t1=$(date +%s.%N)
+J=$(curl -sf "$U/v1/jobs/$JOB")
+TRAIN=$(curl -sf "$U/v1/jobs/$JOB/metrics?limit=1000" | jq '[.rounds[].wall_ms] | add')
+ms() { echo "$J" | jq -r ".$1" | { read -r t; echo $(($(date -d "$t" +%s%N) / 1000000)); }; }
+RUN=$(($(ms finished_at) - $(ms started_at)))
+echo "$J" | jq -c --arg wall "$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')" --arg train "$TRAIN" --arg run "$RUN" \
+    '{algorithm, status, rounds_done, silos: (.plan.silos | length), run_ms: ($run | tonumber),
+      rounds_wall_ms_sum: ($train | tonumber), submit_to_done_s: ($wall | tonumber)}'
