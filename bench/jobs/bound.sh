@@ -2,14 +2,18 @@
 # bench/jobs/bound.sh: a School job whose 139 silos are bound to ledger silos, through the daemon
 # (POST /v1/jobs), so that every round charges 139 silos through the ledger as one batch (after the
 # round's dry run): the whole job's wall time, and its rounds' training time beside it. Not part of
-# `make test`; timings are printed, never asserted. Needs DPSILO_SCHOOL_CSV (the CSV is not in the
-# repository; `make bench` passes ../shared/data/school/school.csv) and prints "skipped" without it.
+# `make test`; timings are printed, never asserted. Needs DPSILO_SCHOOL_CSV (the School CSV, which
+# is not in the repository), jq and GNU date, and prints "skipped" without them.
 # Knobs: BUILD=build, ALGORITHM=mrmtl, ROUNDS=200, PIN=<cpu> (taskset -c for the daemon).
 set -euo pipefail
 BUILD=${BUILD:-build}
 CSV=${DPSILO_SCHOOL_CSV:-}
 if [ -z "$CSV" ] || [ ! -f "$CSV" ]; then
     echo "bench/jobs/bound: skipped (set DPSILO_SCHOOL_CSV to the School CSV)"
+    exit 0
+fi
+if ! command -v jq >/dev/null || ! date -d 2026-01-01T00:00:00.5Z +%N >/dev/null 2>&1; then
+    echo "bench/jobs/bound: skipped (needs jq and GNU date)"
     exit 0
 fi
 D=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-bench-bound-XXXXXX")
@@ -46,9 +50,10 @@ SPEC="{\"algorithm\":\"${ALGORITHM:-mrmtl}\",\"lambda\":1,\"dataset\":$DS,\"mode
   \"privacy\":{\"target_epsilon\":6,\"delta\":1e-3,\"clip\":1},\"silos\":$MAP}"
 t0=$(date +%s.%N)
 JOB=$(curl -sf -X POST "$U/v1/jobs" -d "$SPEC" | jq -r .id)
-while :; do
+for i in $(seq 1 3000); do # at most 10 minutes
     ST=$(curl -sf "$U/v1/jobs/$JOB" | jq -r .status)
     case "$ST" in succeeded | failed | cancelled | interrupted) break ;; esac
+    [ "$i" -lt 3000 ] || { echo "bench/jobs/bound: job $JOB still $ST after 10 minutes"; exit 1; }
     sleep 0.2 # a dashboard's poll (each answer carries the 139 silos' plan)
 done
 t1=$(date +%s.%N)

@@ -376,8 +376,11 @@ static int dpsgd_rounds(ledger *l, acct_event *const *evs, size_t n, long rounds
     ledger_charge_result *out = calloc(n, sizeof *out);
     double *lat = calloc(3 * (size_t)rounds, sizeof *lat), *dry = lat + rounds,
            *sum = lat + 2 * rounds;
-    int rc = ids == NULL || reqs == NULL || out == NULL || lat == NULL ||
-             dpsgd_silos(l, "round", "on", n, ids);
+    int rc = ids == NULL || reqs == NULL || out == NULL || lat == NULL;
+    if (rc != 0)
+        fprintf(stderr, "ledger_bench: round: out of memory\n");
+    else
+        rc = dpsgd_silos(l, "round", "on", n, ids);
     for (size_t k = 0; rc == 0 && k < n; k++)
         reqs[k] = (ledger_charge_req){.silo_id = ids[k],
                                       .event = evs[k],

@@ -415,17 +415,17 @@ double lg_refined_eps(const ledger *l, const ledger_budget *b, const double *vec
     return refined_eps_order(l, b, vec, tree, nb, grid_eps, NULL, NULL);
 }
 
-/* lg_refined_eps of the item's own event (its cost_eps): a function of the event, its relation,
- * the silo's delta and conversion alone (grid_eps is the grid conversion of it->cost_rdp at them),
- * so it is kept with the event's curve in the cost cache (curves.c) and computed once per (event,
- * delta, conversion). Silos the refinement does not apply to get grid_eps, as from lg_refined_eps.
- */
 bool lg_refinable(const ledger_budget *b)
 {
     return b->kind == LEDGER_BUDGET_EPS_DELTA &&
            (b->accountant == LEDGER_ACCT_RDP || b->accountant == LEDGER_ACCT_PLD);
 }
 
+/* lg_refined_eps of the item's own event (its cost_eps): a function of the event, its relation,
+ * the silo's delta and conversion alone (grid_eps is the grid conversion of it->cost_rdp at them),
+ * so it is kept with the event's curve in the cost cache (curves.c) and computed once per (event,
+ * delta, conversion). Silos the refinement does not apply to get grid_eps, as from lg_refined_eps.
+ */
 double lg_cost_eps(const ledger *l, const ledger_budget *b, const op_item *it, double grid_eps)
 {
     bool refinable = lg_refinable(b) && !isnan(grid_eps);
@@ -660,14 +660,16 @@ double lg_refined_of(const ledger *l, const ledger_budget *b, const refine_set *
 
 /* lg_refined_of the would-be total wb_rdp (grid conversion grid_eps) of s's log and its event,
  * without claims, through l->wb_memo (see wb_memo): the same function of the same state, so the
- * same bits as computing it again. Kept only when refined on a usable tree: a tree that is not
- * (a silo not refined, too many distinct events, or one cleared when memory ran out) gives the
- * grid figure at no cost, and one cleared for lack of memory is built again on the next charge,
- * which must then refine; nor a value computed while out of memory (the grid figure). */
+ * same bits as computing it again. Used only when this admission refines on a usable tree: one
+ * that is not (a silo not refined, too many distinct events, or a tree cleared when memory ran
+ * out, built again on a later charge) gives the grid figure at no cost, as computing it does; and a
+ * value computed while out of memory (the grid figure) is not kept. */
 static double refined_wb_memo(ledger *l, const silo_row *s, const op_item *it, const refine_set *rf,
                               const double *wb_rdp, double grid_eps)
 {
     const ledger_budget *b = &s->b;
+    if (!lg_refinable(b) || rf->log == NULL || !rf->log->usable) /* the grid figure: no memo */
+        return lg_refined_of_order(l, b, rf, false, true, wb_rdp, grid_eps, NULL, NULL);
     wb_memo *m = &l->wb_memo[(size_t)s->id % LEDGER_TREE_CACHE];
     if (m->silo == s->id && m->n_charges == s->n_charges &&
         memcmp(m->ev_key, it->ev_key, sizeof m->ev_key) == 0 && m->conversion == b->conversion &&
@@ -678,7 +680,7 @@ static double refined_wb_memo(ledger *l, const silo_row *s, const op_item *it, c
     }
     bool oom = false;
     double e = lg_refined_of_order(l, b, rf, false, true, wb_rdp, grid_eps, NULL, &oom);
-    if (oom || rf->log == NULL || !rf->log->usable) { /* out of memory here or in the tree */
+    if (oom) { /* the grid figure, not this log's */
         m->silo = 0;
         return e;
     }

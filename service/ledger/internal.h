@@ -250,12 +250,14 @@ typedef struct silo_row {
  * the committer keeps the last one per silo, stamped with the op's generation and forgotten on
  * rollback like the trees (lg_log_trees_forget). grid: the grid conversion of the same would-be
  * total, compared as well (a check of the per-order sum the value was refined from). */
-typedef struct wb_memo {
-    int64_t silo, n_charges; /* silo 0: an empty slot */
-    uint64_t gen;
-    uint8_t ev_key[DP_SHA256_DIGEST_BYTES];
-    acct_conversion conversion;
-    double delta, grid, value;
+typedef struct wb_memo {     /* committer thread only */
+    int64_t silo, n_charges; /* the log: silo's rows 1..n_charges (silo 0: an empty slot) */
+    uint64_t gen;            /* l->tree_gen when computed (forgotten on rollback) */
+    uint8_t ev_key[DP_SHA256_DIGEST_BYTES]; /* the event and its relation (lg_event_key) */
+    acct_conversion conversion;             /* the silo's conversion ... */
+    double delta;                           /* ... and delta then */
+    double grid;  /* the would-be total's grid conversion: a second check of the log and delta */
+    double value; /* the refined would-be epsilon */
 } wb_memo;
 
 /* A silo's log as a tree: one self_composed(count, event) per distinct stored event. */
