@@ -26,6 +26,7 @@
 
 #include "service/api/auth.h"
 #include "service/codec/json_util.h"
+#include "service/base/compute.h"
 #include "service/ledger/ledger.h"
 #include "service/http/metrics.h"
 #include "service/base/version.h"
@@ -141,6 +142,32 @@ int route_metrics(const http_req *rq, http_resp *rs, dp_err *err)
             return dp_err_set(err, DP_EINTERNAL, NULL, "metrics text truncated");
         }
         text = all;
+        len += (size_t)n;
+    }
+    if (rq->app->compute != NULL) { /* the heavy-work pool (service/base/compute.h) */
+        size_t queued = 0, running = 0, cap = len + 512;
+        compute_pool_load(rq->app->compute, &queued, &running);
+        char *all = realloc(text, cap);
+        if (all == NULL) {
+            free(text);
+            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        }
+        text = all;
+        int n =
+            snprintf(text + len, cap - len,
+                     "# HELP dpsilo_compute_queued Heavy requests (estimator runs, uploads, job "
+                     "plans, PLD, tuning plans) waiting for a compute thread.\n"
+                     "# TYPE dpsilo_compute_queued gauge\n"
+                     "dpsilo_compute_queued %zu\n"
+                     "# HELP dpsilo_compute_running Heavy requests running on a compute "
+                     "thread.\n"
+                     "# TYPE dpsilo_compute_running gauge\n"
+                     "dpsilo_compute_running %zu\n",
+                     queued, running);
+        if (n < 0 || (size_t)n >= cap - len) {
+            free(text);
+            return dp_err_set(err, DP_EINTERNAL, NULL, "metrics text truncated");
+        }
         len += (size_t)n;
     }
     return http_resp_text(rs, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, err);

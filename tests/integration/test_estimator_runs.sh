@@ -28,8 +28,8 @@ check "no run was stored for the refused body" test "$(count estimator_runs)" = 
 
 # ---- a full queue is 503 with Retry-After (one compute thread, one waiting place). Each slow body
 # computes about 4.5 s on an idle core (max_iter 600, tol 1e-300: every iteration runs); the probe
-# goes 2 s after both were sent, so on a loaded machine they have both arrived (at 300 iterations
-# and 1 s a loaded run once saw the probe queued before the second body, which then got the 503)
+# goes once /metrics shows one running and one waiting (a fixed 1 s, then 2 s, sleep was not enough
+# on a loaded machine: the second body had not been queued when the probe took its place)
 python3 -c 'import json,random; random.seed(1); print(json.dumps({"clients":[{"mean":random.gauss(0,1)+3*(i%3),"n":5}
   for i in range(20000)],"noise_variance":0.5,"components":8,"n_init":2,"tol":1e-300,"max_iter":600}))' >"$T/slow.json"
 PIDS=""
@@ -38,7 +38,12 @@ for i in 1 2; do
         --data-binary "@$T/slow.json" >"$T/slow$i.code" &
     PIDS="$PIDS $!"
 done
-sleep 2
+for _ in $(seq 1 300); do
+    curl -s "$URL/metrics" | grep -q '^dpsilo_compute_queued 1$' && break
+    sleep 0.05
+done
+check "/metrics shows the pool full (one running, one queued)" \
+    bash -c "curl -s '$URL/metrics' | grep -q '^dpsilo_compute_running 1$'"
 expect_status 503 POST /v1/estimators/gaussian '{"clients":[{"mean":1,"n":2},{"mean":2,"n":2}],"noise_variance":1}'
 expect_json '.error.code' busy
 check "the 503 carries Retry-After" test -n "$(header Retry-After)"
