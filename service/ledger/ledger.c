@@ -101,6 +101,15 @@
  * silo's delta and conversion) depends on nothing but the event and its relation, and a training
  * job charges the same round event every round: l->curves keeps the costs of the last
  * LEDGER_CURVE_CACHE distinct events (curves.c), bit-identical to a fresh computation.
+ *
+ * WOULD-BE MEMO. The refined epsilon of a charge's would-be total (lg_admit, ~21 us of Brent steps
+ * on the sampled Gaussian for a DP-SGD round event) is a function of the silo's log (its first
+ * n_charges rows), the event and the silo's delta and conversion. A job round asks for it twice on
+ * the same log, in its dry run before the round trains and in the charge after it
+ * (service/jobs/runner.c one_round), so the committer keeps the last figure per silo (wb_memo,
+ * internal.h) and the charge takes it. Like the log trees and totals it is stamped with the op's
+ * generation and forgotten on rollback; it is used only without active claims, with the cost cache
+ * on, for a silo refined on a usable tree.
  */
 #include "service/ledger/internal.h"
 
