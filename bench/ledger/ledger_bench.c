@@ -20,6 +20,8 @@
  *                thread; the time of each batch call (first round apart: the cache misses there);
  *         api:   THREADS threads, each ledger_charge of CHARGES_PER_THREAD charges cycling over the
  *                silos and their events: acknowledged durable charges per second.
+ *       Then, cache on, a round part: ROUNDS rounds as the job runner makes them (a dry run of the
+ *       batch, then the charge, no idempotency keys), each call timed.
  *       CONVERSION (default "optimal") is the silos' conversion; a last argument "trivial" charges
  *       gaussian(1000 + k) instead (the floor: SQLite, the group commit and its fsync).
  *       The batch line's warm_* figures leave out round 1 (where the cache fills).
