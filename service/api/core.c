@@ -102,7 +102,7 @@ int route_metrics(const http_req *rq, http_resp *rs, dp_err *err)
         ledger_stats(rq->app->ledger, &groups, &ops);
         ledger_curve_stats cs;
         ledger_curve_cache_stats(rq->app->ledger, &cs);
-        size_t cap = len + 1536;
+        size_t cap = len + 2048;
         char *all = malloc(cap);
         if (all == NULL) {
             free(text);
@@ -110,33 +110,38 @@ int route_metrics(const http_req *rq, http_resp *rs, dp_err *err)
         }
         memcpy(all, text, len);
         free(text);
-        int n = snprintf(all + len, cap - len,
-                         "# HELP dpsilo_ledger_group_commits_total Ledger write transactions "
-                         "committed (one fsync each).\n"
-                         "# TYPE dpsilo_ledger_group_commits_total counter\n"
-                         "dpsilo_ledger_group_commits_total %llu\n"
-                         "# HELP dpsilo_ledger_ops_total Ledger writes (charges, claims, silo "
-                         "changes) carried by those commits.\n"
-                         "# TYPE dpsilo_ledger_ops_total counter\n"
-                         "dpsilo_ledger_ops_total %llu\n"
-                         "# HELP dpsilo_ledger_curve_cache_hits_total Charges whose event's RDP "
-                         "curve came from the ledger's cost cache.\n"
-                         "# TYPE dpsilo_ledger_curve_cache_hits_total counter\n"
-                         "dpsilo_ledger_curve_cache_hits_total %llu\n"
-                         "# HELP dpsilo_ledger_curve_cache_misses_total Charges whose event's RDP "
-                         "curve was computed (then cached).\n"
-                         "# TYPE dpsilo_ledger_curve_cache_misses_total counter\n"
-                         "dpsilo_ledger_curve_cache_misses_total %llu\n"
-                         "# HELP dpsilo_ledger_curve_cache_evictions_total Cached curves replaced "
-                         "by another event's.\n"
-                         "# TYPE dpsilo_ledger_curve_cache_evictions_total counter\n"
-                         "dpsilo_ledger_curve_cache_evictions_total %llu\n"
-                         "# HELP dpsilo_ledger_curve_cache_entries Distinct events cached.\n"
-                         "# TYPE dpsilo_ledger_curve_cache_entries gauge\n"
-                         "dpsilo_ledger_curve_cache_entries %zu\n",
-                         (unsigned long long)groups, (unsigned long long)ops,
-                         (unsigned long long)cs.hits, (unsigned long long)cs.misses,
-                         (unsigned long long)cs.evictions, cs.entries);
+        int n = snprintf(
+            all + len, cap - len,
+            "# HELP dpsilo_ledger_group_commits_total Ledger write transactions "
+            "committed (one fsync each).\n"
+            "# TYPE dpsilo_ledger_group_commits_total counter\n"
+            "dpsilo_ledger_group_commits_total %llu\n"
+            "# HELP dpsilo_ledger_ops_total Ledger writes (charges, claims, silo "
+            "changes) carried by those commits.\n"
+            "# TYPE dpsilo_ledger_ops_total counter\n"
+            "dpsilo_ledger_ops_total %llu\n"
+            "# HELP dpsilo_ledger_curve_cache_hits_total Charges whose event's RDP "
+            "curve came from the ledger's cost cache.\n"
+            "# TYPE dpsilo_ledger_curve_cache_hits_total counter\n"
+            "dpsilo_ledger_curve_cache_hits_total %llu\n"
+            "# HELP dpsilo_ledger_curve_cache_misses_total Charges whose event's RDP "
+            "curve was computed (then cached).\n"
+            "# TYPE dpsilo_ledger_curve_cache_misses_total counter\n"
+            "dpsilo_ledger_curve_cache_misses_total %llu\n"
+            "# HELP dpsilo_ledger_curve_cache_evictions_total Cached curves replaced "
+            "by another event's.\n"
+            "# TYPE dpsilo_ledger_curve_cache_evictions_total counter\n"
+            "dpsilo_ledger_curve_cache_evictions_total %llu\n"
+            "# HELP dpsilo_ledger_curve_cache_entries Distinct events cached.\n"
+            "# TYPE dpsilo_ledger_curve_cache_entries gauge\n"
+            "dpsilo_ledger_curve_cache_entries %zu\n"
+            "# HELP dpsilo_ledger_would_be_reused_total Charges whose would-be epsilon "
+            "came from their dry run on the same log.\n"
+            "# TYPE dpsilo_ledger_would_be_reused_total counter\n"
+            "dpsilo_ledger_would_be_reused_total %llu\n",
+            (unsigned long long)groups, (unsigned long long)ops, (unsigned long long)cs.hits,
+            (unsigned long long)cs.misses, (unsigned long long)cs.evictions, cs.entries,
+            (unsigned long long)cs.would_be_hits);
         if (n < 0 || (size_t)n >= cap - len) {
             free(all);
             return dp_err_set(err, DP_EINTERNAL, NULL, "metrics text truncated");

@@ -675,7 +675,7 @@ static double refined_wb_memo(ledger *l, const silo_row *s, const op_item *it, c
         memcmp(m->ev_key, it->ev_key, sizeof m->ev_key) == 0 && m->conversion == b->conversion &&
         memcmp(&m->delta, &b->delta, sizeof m->delta) == 0 &&
         memcmp(&m->grid, &grid_eps, sizeof m->grid) == 0) {
-        l->wb_hits++;
+        atomic_fetch_add_explicit(&l->wb_hits, 1, memory_order_relaxed);
         return m->value;
     }
     bool oom = false;

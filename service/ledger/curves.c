@@ -369,6 +369,7 @@ void ledger_curve_cache_enable(ledger *l, bool on)
 void ledger_curve_cache_stats(const ledger *l, ledger_curve_stats *out)
 {
     lg_curve_cache_stats(l->curves, out);
+    out->would_be_hits = atomic_load_explicit(&l->wb_hits, memory_order_relaxed);
 }
 
 /* ---- conversion tables ----

@@ -209,7 +209,7 @@ struct ledger {
     } * totals;
     double *totals_rdp;
     struct wb_memo *wb_memo; /* LEDGER_TREE_CACHE slots indexed like trees: committer thread only */
-    uint64_t wb_hits;  /* would-be figures taken from wb_memo; committer thread only (tests) */
+    atomic_uint_least64_t wb_hits; /* would-be figures taken from wb_memo (the committer adds) */
     uint64_t tree_gen; /* incremented per op the committer applies; committer thread only */
 };
 

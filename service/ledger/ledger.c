@@ -311,6 +311,7 @@ ledger *ledger_open(const char *db_path, dp_err *err)
     l->totals = dp_calloc(LEDGER_TREE_CACHE, sizeof *l->totals);
     l->totals_rdp = dp_calloc((size_t)LEDGER_TREE_CACHE * LEDGER_MAX_ORDERS, sizeof(double));
     l->wb_memo = dp_calloc(LEDGER_TREE_CACHE, sizeof *l->wb_memo);
+    atomic_init(&l->wb_hits, 0);
     if (l->trees == NULL || l->totals == NULL || l->totals_rdp == NULL || l->wb_memo == NULL) {
         dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
         goto fail;

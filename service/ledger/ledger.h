@@ -144,12 +144,13 @@ void ledger_stats(const ledger *l, uint64_t *groups, uint64_t *ops);
  * recently used evicted), shared by every thread, on by default. */
 #define LEDGER_CURVE_CACHE 4096
 typedef struct ledger_curve_stats {
-    uint64_t hits;         /* costs taken from the cache */
-    uint64_t misses;       /* costs computed while the cache was on */
-    uint64_t evictions;    /* entries replaced by another event's */
-    uint64_t refined_hits; /* an event's own refined epsilon (cost_eps) taken from the cache */
-    size_t entries;        /* entries held */
-    size_t capacity;       /* entries it can hold (0: no cache) */
+    uint64_t hits;          /* costs taken from the cache */
+    uint64_t misses;        /* costs computed while the cache was on */
+    uint64_t evictions;     /* entries replaced by another event's */
+    uint64_t refined_hits;  /* an event's own refined epsilon (cost_eps) taken from the cache */
+    uint64_t would_be_hits; /* a charge's would-be epsilon taken from its dry run's (wb_memo) */
+    size_t entries;         /* entries held */
+    size_t capacity;        /* entries it can hold (0: no cache) */
     bool enabled;
 } ledger_curve_stats;
 /* Thread-safe. */

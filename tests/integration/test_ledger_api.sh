@@ -217,6 +217,28 @@ check "metrics: ledger ops counted" bash -c "grep -q '^dpsilo_ledger_ops_total [
 check "metrics: curve cache hits counted" bash -c "grep -q '^dpsilo_ledger_curve_cache_hits_total [1-9]' '$T/body'"
 check "metrics: curve cache entries" bash -c "grep -q '^dpsilo_ledger_curve_cache_entries [1-9]' '$T/body'"
 
+# ---- a round's charge after its dry run takes the dry run's would-be epsilon: the same figures as a silo
+# charged the same events without a dry run, and counted in /metrics ------------------------------------------
+R='{"type":"self_composed","count":38,"event":{"type":"poisson_sampled","sampling_rate":0.027,"event":{"type":"gaussian","noise_multiplier":1.1}}}'
+for s in r1 r2; do
+    expect_status 201 POST /v1/silos "{\"name\":\"round-$s\",\"budget\":{\"epsilon\":100,\"delta\":1e-5}}"
+    eval "${s^^}=$(printf '%s' "$BODY" | jq -r .id)"
+done
+reused() { AUTH=$TA req GET /metrics >/dev/null; sed -n 's/^dpsilo_ledger_would_be_reused_total //p' "$T/body"; }
+for round in 1 2 3; do
+    N0=$(reused)
+    expect_status 200 POST /v1/charges "{\"charges\":[{\"silo_id\":$R1,\"event\":$R}],\"dry_run\":true}"
+    DRY=$(printf '%s' "$BODY" | jq -c '.charges[0] | [.cost, .totals_after]')
+    expect_status 201 POST /v1/charges "{\"charges\":[{\"silo_id\":$R1,\"event\":$R}]}"
+    WITH=$(printf '%s' "$BODY" | jq -c '.charges[0] | [.cost, .totals_after]')
+    expect_status 201 POST /v1/charges "{\"charges\":[{\"silo_id\":$R2,\"event\":$R}]}"
+    WITHOUT=$(printf '%s' "$BODY" | jq -c '.charges[0] | [.cost, .totals_after]')
+    check "round $round: the charge after its dry run has the figures of one without ($WITH)" \
+        test "$WITH" = "$WITHOUT"
+    check "round $round: and the dry run's" test "$WITH" = "$DRY"
+    check "round $round: one would-be epsilon reused ($N0 -> $(reused))" test "$(reused)" = $((N0 + 1))
+done
+
 # ---- restart: everything persists, tokens still work ----------------------------------------------------------
 check "daemon stops cleanly" stop_daemon
 start_daemon || exit 1
