@@ -11,6 +11,7 @@
 # Knobs: REPS=200 (repetitions for medians), THREADS=2 (dpsilod --threads).
 set -euo pipefail
 BUILD=${BUILD:-build}
+. "$(dirname "$0")/../lib.sh"
 REPS=${REPS:-200}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -28,13 +29,8 @@ trap cleanup EXIT
 
 "$DPSILOD" --listen 127.0.0.1:0 --db "$T/db" --threads "${THREADS:-2}" --log-level warn >"$T/out" 2>"$T/log" &
 PID=$!
-URL=""
-for _ in $(seq 1 100); do
-    URL=$(sed -n 's/^dpsilod listening on http:\/\///p' "$T/out")
-    [ -n "$URL" ] && break
-    sleep 0.05
-done
-[ -n "$URL" ] || { echo "bench/accounting: dpsilod did not start"; cat "$T/log"; exit 1; }
+URL=$(bench_listen_url "$T/out" "$T/log" bench/accounting) || exit 1
+URL=${URL#http://}
 
 echo "bench/accounting: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
 (cd "$ROOT" && nice -n 10 "$BIN" --reps "$REPS" --http "$URL") >"$T/ours.tsv"

@@ -13,6 +13,7 @@
 # rate both processes could sustain if they had every core to themselves.
 set -euo pipefail
 BUILD=${BUILD:-build}
+. "$(dirname "$0")/../lib.sh"
 DPSILOD=${DPSILOD:-$BUILD/dpsilod}
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
@@ -34,13 +35,7 @@ trap cleanup EXIT
 
 "$DPSILOD" --listen 127.0.0.1:0 --db "$T/db" --auth off --threads "$THREADS" --log-level "$LOG_LEVEL" >"$T/out" 2>"$T/log" &
 PID=$!
-URL=""
-for _ in $(seq 1 100); do
-    URL=$(sed -n 's/^dpsilod listening on //p' "$T/out")
-    [ -n "$URL" ] && break
-    sleep 0.05
-done
-[ -n "$URL" ] || { echo "bench/http: dpsilod did not start"; cat "$T/log"; exit 1; }
+URL=$(bench_listen_url "$T/out" "$T/log" bench/http) || exit 1
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 HZ=$(getconf CLK_TCK)

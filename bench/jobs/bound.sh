@@ -7,6 +7,7 @@
 # Knobs: BUILD=build, ALGORITHM=mrmtl, ROUNDS=200, PIN=<cpu> (taskset -c for the daemon).
 set -euo pipefail
 BUILD=${BUILD:-build}
+. "$(dirname "$0")/../lib.sh"
 CSV=${DPSILO_SCHOOL_CSV:-}
 if [ -z "$CSV" ] || [ ! -f "$CSV" ]; then
     echo "bench/jobs/bound: skipped (set DPSILO_SCHOOL_CSV to the School CSV)"
@@ -30,13 +31,7 @@ fi
 "${pin[@]}" "$BUILD/dpsilod" --listen 127.0.0.1:0 --db "$D/db" --auth off --log-level warn \
     >"$D/out" 2>"$D/err" &
 PID=$!
-U=""
-for _ in $(seq 1 100); do
-    U=$(sed -n 's/^dpsilod listening on //p' "$D/out")
-    [ -n "$U" ] && break
-    sleep 0.05
-done
-[ -n "$U" ] || { echo "dpsilod did not start"; cat "$D/err"; exit 1; }
+U=$(bench_listen_url "$D/out" "$D/err" bench/jobs/bound) || exit 1
 DS=$(curl -sf -X POST "$U/v1/datasets?label=score&silo=school&name=school" \
     -H 'Content-Type: text/csv' --data-binary @"$CSV" | jq -r .id)
 # one ledger silo per school, a cap the job never reaches (rdp, conversion "optimal")

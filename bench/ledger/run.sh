@@ -12,6 +12,7 @@
 # Runs under nice -n 10 (the machine is shared); figures go to docs/BENCHMARKS.md by hand.
 set -eu
 BUILD=${BUILD:-build}
+. "$(dirname "$0")/../lib.sh"
 BIN=$BUILD/bench/ledger
 D=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-bench-ledger-XXXXXX")
 PID=""
@@ -42,13 +43,7 @@ for THREADS in ${LEDGER_BENCH_HTTP_THREADS:-default 64}; do
     nice -n 10 "$BUILD/dpsilod" --listen 127.0.0.1:0 --db "$D/db" --auth off $TFLAG \
         --log-level warn >"$D/out" 2>"$D/err" &
     PID=$!
-    URL=""
-    for _ in $(seq 1 100); do
-        URL=$(sed -n 's/^dpsilod listening on //p' "$D/out")
-        [ -n "$URL" ] && break
-        sleep 0.05
-    done
-    [ -n "$URL" ] || { echo "dpsilod did not start"; cat "$D/err"; exit 1; }
+    URL=$(bench_listen_url "$D/out" "$D/err" bench/ledger) || exit 1
     PORT=${URL##*:}
     # An (epsilon, delta) silo with a cap no run reaches: every charge is admitted and pays the full
     # RDP admission work (RDP curve, two conversions to epsilon) plus the append.
