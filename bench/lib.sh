@@ -16,3 +16,19 @@ bench_listen_url() {
     cat "$2" >&2
     return 1
 }
+
+# bench_scratch NAME: a fresh directory, in BENCH_DIR, removed when the script exits, after the
+# daemon whose pid the script keeps in PID (empty: none) has been stopped.
+bench_scratch() {
+    BENCH_DIR=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-bench-$1-XXXXXX")
+    PID=""
+    trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+    if [ -n "${PID:-}" ] && kill -0 "$PID" 2>/dev/null; then
+        kill -TERM "$PID"
+        wait "$PID" 2>/dev/null || true
+    fi
+    rm -rf "$BENCH_DIR"
+}

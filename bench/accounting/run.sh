@@ -19,13 +19,8 @@ BIN=$(cd "$BUILD/bench" 2>/dev/null && pwd)/accounting
 DPSILOD=${DPSILOD:-$BUILD/dpsilod}
 [ -x "$BIN" ] || { echo "bench/accounting: $BIN not built (make bench)"; exit 1; }
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-bench-acct-XXXXXX")
-PID=""
-cleanup() {
-    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; fi
-    rm -rf "$T"
-}
-trap cleanup EXIT
+bench_scratch acct
+T=$BENCH_DIR
 
 "$DPSILOD" --listen 127.0.0.1:0 --db "$T/db" --threads "${THREADS:-2}" --log-level warn >"$T/out" 2>"$T/log" &
 PID=$!

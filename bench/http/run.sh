@@ -25,13 +25,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 command -v wrk >/dev/null || { echo "bench/http: wrk is not installed (make deps installs it)"; exit 1; }
 [ -x "$DPSILOD" ] || { echo "bench/http: $DPSILOD not built (run make)"; exit 1; }
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-bench-XXXXXX")
-PID=""
-cleanup() {
-    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; fi
-    rm -rf "$T"
-}
-trap cleanup EXIT
+bench_scratch http
+T=$BENCH_DIR
 
 "$DPSILOD" --listen 127.0.0.1:0 --db "$T/db" --auth off --threads "$THREADS" --log-level "$LOG_LEVEL" >"$T/out" 2>"$T/log" &
 PID=$!

@@ -17,13 +17,8 @@ if ! command -v jq >/dev/null || ! date -d 2026-01-01T00:00:00.5Z +%N >/dev/null
     echo "bench/jobs/bound: skipped (needs jq and GNU date)"
     exit 0
 fi
-D=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-bench-bound-XXXXXX")
-PID=""
-cleanup() {
-    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; fi
-    rm -rf "$D"
-}
-trap cleanup EXIT
+bench_scratch bound
+D=$BENCH_DIR
 pin=()
 if [ -n "${PIN:-}" ] && command -v taskset >/dev/null; then
     pin=(taskset -c "$PIN")

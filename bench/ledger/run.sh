@@ -14,13 +14,8 @@ set -eu
 BUILD=${BUILD:-build}
 . "$(dirname "$0")/../lib.sh"
 BIN=$BUILD/bench/ledger
-D=$(mktemp -d "${TMPDIR:-/tmp}/dpsilo-bench-ledger-XXXXXX")
-PID=""
-cleanup() {
-    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; fi
-    rm -rf "$D"
-}
-trap cleanup EXIT
+bench_scratch ledger
+D=$BENCH_DIR
 TOTAL=${LEDGER_BENCH_TOTAL:-16000}
 per_client() { # requests per client: TOTAL split over the clients, at most 2000 (1 client ~ 4 ms each)
     local n=$((TOTAL / $1))
