@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/lib.sh: shell helpers shared by the bench/*/run.sh scripts (sourced, not run).
 
 # bench_listen_url OUT LOG WHAT: the URL dpsilod printed to OUT ("dpsilod listening on URL"), waiting

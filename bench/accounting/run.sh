@@ -11,6 +11,7 @@
 # Knobs: REPS=200 (repetitions for medians), THREADS=2 (dpsilod --threads).
 set -euo pipefail
 BUILD=${BUILD:-build}
+# shellcheck source=bench/lib.sh
 . "$(dirname "$0")/../lib.sh"
 REPS=${REPS:-200}
 HERE=$(cd "$(dirname "$0")" && pwd)

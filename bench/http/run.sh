@@ -13,6 +13,7 @@
 # rate both processes could sustain if they had every core to themselves.
 set -euo pipefail
 BUILD=${BUILD:-build}
+# shellcheck source=bench/lib.sh
 . "$(dirname "$0")/../lib.sh"
 DPSILOD=${DPSILOD:-$BUILD/dpsilod}
 DURATION=${DURATION:-10s}

@@ -7,6 +7,7 @@
 # Knobs: BUILD=build, ALGORITHM=mrmtl, ROUNDS=200, PIN=<cpu> (taskset -c for the daemon).
 set -euo pipefail
 BUILD=${BUILD:-build}
+# shellcheck source=bench/lib.sh
 . "$(dirname "$0")/../lib.sh"
 CSV=${DPSILO_SCHOOL_CSV:-}
 if [ -z "$CSV" ] || [ ! -f "$CSV" ]; then

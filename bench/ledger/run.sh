@@ -12,6 +12,7 @@
 # Runs under nice -n 10 (the machine is shared); figures go to docs/BENCHMARKS.md by hand.
 set -eu
 BUILD=${BUILD:-build}
+# shellcheck source=bench/lib.sh
 . "$(dirname "$0")/../lib.sh"
 BIN=$BUILD/bench/ledger
 bench_scratch ledger
