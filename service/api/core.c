@@ -102,78 +102,55 @@ int route_metrics(const http_req *rq, http_resp *rs, dp_err *err)
         ledger_stats(rq->app->ledger, &groups, &ops);
         ledger_curve_stats cs;
         ledger_curve_cache_stats(rq->app->ledger, &cs);
-        size_t cap = len + 2048;
-        char *all = malloc(cap);
-        if (all == NULL) {
-            free(text);
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        }
-        memcpy(all, text, len);
-        free(text);
-        int n = snprintf(
-            all + len, cap - len,
-            "# HELP dpsilo_ledger_group_commits_total Ledger write transactions "
-            "committed (one fsync each).\n"
-            "# TYPE dpsilo_ledger_group_commits_total counter\n"
-            "dpsilo_ledger_group_commits_total %llu\n"
-            "# HELP dpsilo_ledger_ops_total Ledger writes (charges, claims, silo "
-            "changes) carried by those commits.\n"
-            "# TYPE dpsilo_ledger_ops_total counter\n"
-            "dpsilo_ledger_ops_total %llu\n"
-            "# HELP dpsilo_ledger_curve_cache_hits_total Charges whose event's RDP "
-            "curve came from the ledger's cost cache.\n"
-            "# TYPE dpsilo_ledger_curve_cache_hits_total counter\n"
-            "dpsilo_ledger_curve_cache_hits_total %llu\n"
-            "# HELP dpsilo_ledger_curve_cache_misses_total Charges whose event's RDP "
-            "curve was computed (then cached).\n"
-            "# TYPE dpsilo_ledger_curve_cache_misses_total counter\n"
-            "dpsilo_ledger_curve_cache_misses_total %llu\n"
-            "# HELP dpsilo_ledger_curve_cache_evictions_total Cached curves replaced "
-            "by another event's.\n"
-            "# TYPE dpsilo_ledger_curve_cache_evictions_total counter\n"
-            "dpsilo_ledger_curve_cache_evictions_total %llu\n"
-            "# HELP dpsilo_ledger_curve_cache_entries Distinct events cached.\n"
-            "# TYPE dpsilo_ledger_curve_cache_entries gauge\n"
-            "dpsilo_ledger_curve_cache_entries %zu\n"
-            "# HELP dpsilo_ledger_would_be_reused_total Charges whose would-be epsilon "
-            "came from their dry run on the same log.\n"
-            "# TYPE dpsilo_ledger_would_be_reused_total counter\n"
-            "dpsilo_ledger_would_be_reused_total %llu\n",
-            (unsigned long long)groups, (unsigned long long)ops, (unsigned long long)cs.hits,
-            (unsigned long long)cs.misses, (unsigned long long)cs.evictions, cs.entries,
-            (unsigned long long)cs.would_be_hits);
-        if (n < 0 || (size_t)n >= cap - len) {
-            free(all);
-            return dp_err_set(err, DP_EINTERNAL, NULL, "metrics text truncated");
-        }
-        text = all;
-        len += (size_t)n;
+        if (http_metrics_appendf(
+                &text, &len, err,
+                "# HELP dpsilo_ledger_group_commits_total Ledger write transactions "
+                "committed (one fsync each).\n"
+                "# TYPE dpsilo_ledger_group_commits_total counter\n"
+                "dpsilo_ledger_group_commits_total %llu\n"
+                "# HELP dpsilo_ledger_ops_total Ledger writes (charges, claims, silo "
+                "changes) carried by those commits.\n"
+                "# TYPE dpsilo_ledger_ops_total counter\n"
+                "dpsilo_ledger_ops_total %llu\n"
+                "# HELP dpsilo_ledger_curve_cache_hits_total Charges whose event's RDP "
+                "curve came from the ledger's cost cache.\n"
+                "# TYPE dpsilo_ledger_curve_cache_hits_total counter\n"
+                "dpsilo_ledger_curve_cache_hits_total %llu\n"
+                "# HELP dpsilo_ledger_curve_cache_misses_total Charges whose event's RDP "
+                "curve was computed (then cached).\n"
+                "# TYPE dpsilo_ledger_curve_cache_misses_total counter\n"
+                "dpsilo_ledger_curve_cache_misses_total %llu\n"
+                "# HELP dpsilo_ledger_curve_cache_evictions_total Cached curves replaced "
+                "by another event's.\n"
+                "# TYPE dpsilo_ledger_curve_cache_evictions_total counter\n"
+                "dpsilo_ledger_curve_cache_evictions_total %llu\n"
+                "# HELP dpsilo_ledger_curve_cache_entries Distinct events cached.\n"
+                "# TYPE dpsilo_ledger_curve_cache_entries gauge\n"
+                "dpsilo_ledger_curve_cache_entries %zu\n"
+                "# HELP dpsilo_ledger_would_be_reused_total Charges whose would-be epsilon "
+                "came from their dry run on the same log.\n"
+                "# TYPE dpsilo_ledger_would_be_reused_total counter\n"
+                "dpsilo_ledger_would_be_reused_total %llu\n",
+                (unsigned long long)groups, (unsigned long long)ops, (unsigned long long)cs.hits,
+                (unsigned long long)cs.misses, (unsigned long long)cs.evictions, cs.entries,
+                (unsigned long long)cs.would_be_hits) != DP_OK)
+            return err->code;
     }
     if (rq->app->compute != NULL) { /* the heavy-work pool (service/base/compute.h) */
-        size_t queued = 0, running = 0, cap = len + 512;
+        size_t queued = 0, running = 0;
         compute_pool_load(rq->app->compute, &queued, &running);
-        char *all = realloc(text, cap);
-        if (all == NULL) {
-            free(text);
-            return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        }
-        text = all;
-        int n =
-            snprintf(text + len, cap - len,
-                     "# HELP dpsilo_compute_queued Heavy requests (estimator runs, uploads, job "
-                     "plans, PLD, tuning plans) waiting for a compute thread.\n"
-                     "# TYPE dpsilo_compute_queued gauge\n"
-                     "dpsilo_compute_queued %zu\n"
-                     "# HELP dpsilo_compute_running Heavy requests running on a compute "
-                     "thread.\n"
-                     "# TYPE dpsilo_compute_running gauge\n"
-                     "dpsilo_compute_running %zu\n",
-                     queued, running);
-        if (n < 0 || (size_t)n >= cap - len) {
-            free(text);
-            return dp_err_set(err, DP_EINTERNAL, NULL, "metrics text truncated");
-        }
-        len += (size_t)n;
+        if (http_metrics_appendf(&text, &len, err,
+                                 "# HELP dpsilo_compute_queued Heavy requests (estimator runs, "
+                                 "uploads, job plans, PLD, tuning plans) waiting for a compute "
+                                 "thread.\n"
+                                 "# TYPE dpsilo_compute_queued gauge\n"
+                                 "dpsilo_compute_queued %zu\n"
+                                 "# HELP dpsilo_compute_running Heavy requests running on a "
+                                 "compute thread.\n"
+                                 "# TYPE dpsilo_compute_running gauge\n"
+                                 "dpsilo_compute_running %zu\n",
+                                 queued, running) != DP_OK)
+            return err->code;
     }
     return http_resp_text(rs, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, err);
 }

@@ -100,13 +100,13 @@ typedef struct sbuf {
     int failed;
 } sbuf;
 
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...)
+__attribute__((format(printf, 2, 0))) static void sb_vprintf(sbuf *b, const char *fmt, va_list args)
 {
     if (b->failed)
         return;
     for (;;) {
         va_list ap;
-        va_start(ap, fmt);
+        va_copy(ap, args);
         int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
         va_end(ap);
         if (n < 0) {
@@ -126,6 +126,31 @@ __attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char 
         b->p = np;
         b->cap = ncap;
     }
+}
+
+__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+int http_metrics_appendf(char **text, size_t *len, dp_err *err, const char *fmt, ...)
+{
+    sbuf b = {*text, *len, *len, 0}; /* no spare room known: the first write grows it */
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(&b, fmt, ap);
+    va_end(ap);
+    if (b.failed) {
+        free(b.p);
+        *text = NULL;
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    *text = b.p;
+    *len = b.len;
+    return DP_OK;
 }
 
 /* Label values for a row: the route's pattern and method, or the special names. */

@@ -44,4 +44,9 @@ void http_metrics_observe(http_metrics *m, size_t row, int status, uint64_t micr
  * or NULL with DP_ENOMEM. */
 char *http_metrics_render(const http_metrics *m, size_t *len, dp_err *err);
 
+/* Appends printf-formatted text to *text (*len bytes, malloc'd: http_metrics_render's answer),
+ * which it grows and may move. DP_ENOMEM frees *text and sets it NULL. */
+__attribute__((format(printf, 4, 5))) int http_metrics_appendf(char **text, size_t *len,
+                                                               dp_err *err, const char *fmt, ...);
+
 #endif

@@ -424,19 +424,17 @@ bool lg_refinable(const ledger_budget *b)
 /* lg_refined_eps of the item's own event (its cost_eps): a function of the event, its relation,
  * the silo's delta and conversion alone (grid_eps is the grid conversion of it->cost_rdp at them),
  * so it is kept with the event's curve in the cost cache (curves.c) and computed once per (event,
- * delta, conversion). Silos the refinement does not apply to get grid_eps, as from lg_refined_eps.
- */
+ * delta, conversion): the caller (lg_admit) has looked it up there first, before converting the
+ * cost on the grid, and calls this on a miss. Silos the refinement does not apply to get grid_eps,
+ * as from lg_refined_eps. */
 double lg_cost_eps(const ledger *l, const ledger_budget *b, const op_item *it, double grid_eps)
 {
     bool refinable = lg_refinable(b) && !isnan(grid_eps);
     if (!refinable || !it->have_key)
         return lg_refined_eps(l, b, it->cost_rdp, it->req->event, it->req->neighboring, grid_eps);
-    double e;
-    if (lg_curve_cache_get_refined(l->curves, it->ev_key, b->delta, b->conversion, &e))
-        return e;
     bool oom = false;
-    e = refined_eps_order(l, b, it->cost_rdp, it->req->event, it->req->neighboring, grid_eps, NULL,
-                          &oom);
+    double e = refined_eps_order(l, b, it->cost_rdp, it->req->event, it->req->neighboring, grid_eps,
+                                 NULL, &oom);
     if (!oom) /* the grid figure of a refinement that ran out of memory is not the event's */
         lg_curve_cache_put_refined(l->curves, it->ev_key, b->delta, b->conversion, e);
     return e;
@@ -716,7 +714,8 @@ int lg_admit(ledger *l, const silo_row *s, const double *held_rdp, double held_r
     if ((b->accountant == LEDGER_ACCT_ZCDP) && !isfinite(it->cost_rho))
         return dp_err_set(err, DP_ENUMERIC, "event",
                           "the event has no finite zCDP bound, and this silo is accounted by zCDP");
-    /* the event's own refined epsilon, when the cost cache has it, needs no grid conversion */
+    /* the event's own refined epsilon, when the cost cache has it, needs no grid conversion (on a
+     * miss lg_cost_eps computes and keeps it) */
     bool cost_cached =
         it->have_key && lg_refinable(b) &&
         lg_curve_cache_get_refined(l->curves, it->ev_key, b->delta, b->conversion, &e_cost);

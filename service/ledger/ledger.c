@@ -94,8 +94,8 @@
  * across SQLite or a composition. It may be held while submitting to the writer (l->mu, then the
  * writer's own lock; the writer never calls back with its lock held). The cost cache (l->curves,
  * curves.c) has a mutex of its own, taken by the callers' threads (lg_item_prepare) and the
- * committer (lg_cost_eps) only inside its get and put: never with another lock, never across an
- * evaluation.
+ * committer (lg_admit, lg_cost_eps) only inside its get and put: never with another lock, never
+ * across an evaluation.
  *
  * COST CACHE. An event's cost (its RDP curve on the grid, its rho, its own refined epsilon at a
  * silo's delta and conversion) depends on nothing but the event and its relation, and a training

@@ -220,10 +220,10 @@ check "metrics: curve cache entries" bash -c "grep -q '^dpsilo_ledger_curve_cach
 # ---- a round's charge after its dry run takes the dry run's would-be epsilon: the same figures as a silo
 # charged the same events without a dry run, and counted in /metrics ------------------------------------------
 R='{"type":"self_composed","count":38,"event":{"type":"poisson_sampled","sampling_rate":0.027,"event":{"type":"gaussian","noise_multiplier":1.1}}}'
-for s in r1 r2; do
-    expect_status 201 POST /v1/silos "{\"name\":\"round-$s\",\"budget\":{\"epsilon\":100,\"delta\":1e-5}}"
-    eval "${s^^}=$(printf '%s' "$BODY" | jq -r .id)"
-done
+expect_status 201 POST /v1/silos '{"name":"round-r1","budget":{"epsilon":100,"delta":1e-5}}'
+R1=$(printf '%s' "$BODY" | jq -r .id)
+expect_status 201 POST /v1/silos '{"name":"round-r2","budget":{"epsilon":100,"delta":1e-5}}'
+R2=$(printf '%s' "$BODY" | jq -r .id)
 reused() { AUTH=$TA req GET /metrics >/dev/null; sed -n 's/^dpsilo_ledger_would_be_reused_total //p' "$T/body"; }
 for round in 1 2 3; do
     N0=$(reused)
