@@ -27,23 +27,33 @@ expect_json '.error.message | test("--max-estimator-work")' true
 check "no run was stored for the refused body" test "$(count estimator_runs)" = 0
 
 # ---- a full queue is 503 with Retry-After (one compute thread, one waiting place). Each slow body
-# computes about 4.5 s on an idle core (max_iter 600, tol 1e-300: every iteration runs); the probe
-# goes once /metrics shows one running and one waiting (a fixed 1 s, then 2 s, sleep was not enough
-# on a loaded machine: the second body had not been queued when the probe took its place)
+# computes about 4.5 s on an idle core (max_iter 600, tol 1e-300: every iteration runs). The second
+# body is sent only once /metrics shows the first running, and the probe only once it shows the
+# second queued: sent together, the second could find the first still waiting for the worker and
+# take the 503 itself (seen on CI); a fixed sleep was not enough on a loaded machine either.
 python3 -c 'import json,random; random.seed(1); print(json.dumps({"clients":[{"mean":random.gauss(0,1)+3*(i%3),"n":5}
   for i in range(20000)],"noise_variance":0.5,"components":8,"n_init":2,"tol":1e-300,"max_iter":600}))' >"$T/slow.json"
+# wait_metric LINE: poll /metrics (up to 15 s) until LINE is one of its lines
+wait_metric() {
+    for _ in $(seq 1 300); do
+        curl -s "$URL/metrics" | grep -qx "$1" && return 0
+        sleep 0.05
+    done
+    return 1
+}
 PIDS=""
 for i in 1 2; do
     curl -s -o "$T/slow$i.out" -w '%{http_code}' -X POST "$URL/v1/estimators/mixture" \
         --data-binary "@$T/slow.json" >"$T/slow$i.code" &
     PIDS="$PIDS $!"
-done
-for _ in $(seq 1 300); do
-    curl -s "$URL/metrics" | grep -q '^dpsilo_compute_queued 1$' && break
-    sleep 0.05
+    if [ "$i" = 1 ]; then
+        wait_metric 'dpsilo_compute_running 1'
+    else
+        wait_metric 'dpsilo_compute_queued 1'
+    fi
 done
 check "/metrics shows the pool full (one running, one queued)" \
-    bash -c "curl -s '$URL/metrics' | grep -q '^dpsilo_compute_running 1$'"
+    bash -c "curl -s '$URL/metrics' | grep -x -e 'dpsilo_compute_running 1' -e 'dpsilo_compute_queued 1' | wc -l | grep -qx 2"
 expect_status 503 POST /v1/estimators/gaussian '{"clients":[{"mean":1,"n":2},{"mean":2,"n":2}],"noise_variance":1}'
 expect_json '.error.code' busy
 check "the 503 carries Retry-After" test -n "$(header Retry-After)"
