@@ -39,6 +39,7 @@
 #include "service/codec/event_json.h"
 #include "service/codec/job_spec.h"
 #include "service/codec/json_util.h"
+#include "service/codec/run_rows.h"
 #include "service/db/datasets.h"
 #include "service/db/jobs.h"
 #include "service/db/writer.h"
@@ -523,15 +524,32 @@ int route_job_cancel(const http_req *rq, http_resp *rs, dp_err *err)
     return api_write(rq, rs, jobs_cancel_apply, op, dp_free, cancel_finish, err);
 }
 
-/* ---- GET /v1/jobs/{id}/metrics ---- */
+/* ---- GET /v1/jobs/{id}/metrics ----
+ * The answer is the stored rounds' texts spliced into the page: each is the compact JSON that
+ * job_round_json wrote (jobs/round_json.h), so parsing it into a tree and printing it again gave
+ * the same bytes, and took ~2 ms a round of a 139-silo job (0.4 s for a 200-round page). */
+
+typedef struct rounds_page {
+    run_text t;
+    size_t n;
+    int64_t last; /* the last round listed */
+} rounds_page;
 
 static int add_round(void *arg, int64_t round, double wall_ms, const char *metrics)
 {
-    (void)round;
     (void)wall_ms;
-    json_error_t je;
-    json_t *m = json_util_loads(metrics, 0, &je);
-    return m == NULL || json_array_append_new(arg, m) != 0;
+    rounds_page *p = arg;
+    if (metrics == NULL)
+        return 1;
+    size_t len = strlen(metrics);
+    if (run_text_reserve(&p->t, len + 1) != 0)
+        return 1;
+    if (p->n++ > 0)
+        p->t.s[p->t.len++] = ',';
+    memcpy(p->t.s + p->t.len, metrics, len + 1);
+    p->t.len += len;
+    p->last = round;
+    return 0;
 }
 
 int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err)
@@ -544,35 +562,44 @@ int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err)
         return err->code;
     if (limit > ROUNDS_PAGE_MAX)
         limit = ROUNDS_PAGE_MAX;
-    json_t *arr = json_array();
+    /* the members in the order the tree gave them: rounds, next_after, job_id, status,
+     * rounds_total, rounds_done */
+    rounds_page p = {.last = after};
     bool more = false;
-    int rc = arr ? jobs_rounds_list(rq->db, row.id, after, (size_t)limit, add_round, arr, &more,
-                                    rq->req_id, err)
-                 : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    json_t *o = NULL;
+    int rc;
+    if (run_text_reserve(&p.t, 4096) != 0) {
+        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    } else {
+        static const char HEAD[] = "{\"rounds\":[";
+        memcpy(p.t.s, HEAD, sizeof HEAD);
+        p.t.len = sizeof HEAD - 1;
+        rc = jobs_rounds_list(rq->db, row.id, after, (size_t)limit, add_round, &p, &more,
+                              rq->req_id, err);
+    }
     if (rc == DP_OK) {
-        size_t n = json_array_size(arr);
-        int64_t last =
-            n ? (int64_t)json_integer_value(json_object_get(json_array_get(arr, n - 1), "round"))
-              : after;
-        o = json_util_page("rounds", arr, more, last);
-        arr = NULL;
-        if (o != NULL &&
-            (json_object_set_new(o, "job_id", json_integer((json_int_t)row.id)) != 0 ||
-             json_object_set_new(o, "status", json_string(job_status_name(row.status))) != 0 ||
-             json_object_set_new(o, "rounds_total", json_integer((json_int_t)row.rounds_total)) !=
-                 0 ||
-             json_object_set_new(o, "rounds_done", json_integer((json_int_t)row.rounds_done)) !=
-                 0)) {
-            json_decref(o);
-            o = NULL;
+        char tail[256], next[24];
+        if (more)
+            snprintf(next, sizeof next, "%lld", (long long)p.last);
+        else
+            memcpy(next, "null", 5);
+        int n = snprintf(tail, sizeof tail,
+                         "],\"next_after\":%s,\"job_id\":%lld,\"status\":\"%s\",\"rounds_total\":"
+                         "%lld,\"rounds_done\":%lld}",
+                         next, (long long)row.id, job_status_name(row.status),
+                         (long long)row.rounds_total, (long long)row.rounds_done);
+        if (n < 0 || (size_t)n >= sizeof tail || run_text_reserve(&p.t, (size_t)n) != 0) {
+            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+        } else {
+            memcpy(p.t.s + p.t.len, tail, (size_t)n + 1);
+            p.t.len += (size_t)n;
         }
     }
-    json_decref(arr);
     job_row_clear(&row);
-    if (rc != DP_OK)
+    if (rc != DP_OK) {
+        free(p.t.s);
         return rc;
-    return o ? http_resp_json(rs, 200, o, err) : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    return http_resp_text(rs, 200, "application/json", p.t.s, p.t.len, err);
 }
 
 /* ---- GET /v1/jobs/{id}/model ---- */

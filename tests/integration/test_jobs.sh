@@ -84,6 +84,10 @@ expect_json '[.plan.silos[] | .epsilon <= 6] | all' true
 poll_status "$J1" succeeded 60 || fail "job $J1 did not succeed"
 expect_status 200 GET "/v1/jobs/$J1/metrics?after=29"
 expect_json '.rounds | length' 1
+# the page's members around the spliced round texts (api/jobs.c), in the order they always had
+expect_json '[keys_unsorted[]] | join(",")' rounds,next_after,job_id,status,rounds_total,rounds_done
+expect_json '[.next_after, .job_id, .status, .rounds_total, .rounds_done] | map(tostring) | join(",")' "null,$J1,succeeded,30,30"
+check "the metrics page is application/json" grep -qi '^content-type: application/json' "$HEADERS"
 LAST=$BODY
 A_EPS=$(printf '%s' "$LAST" | jq -r '.rounds[0].silos[0].epsilon')
 A_TRAINED=$(printf '%s' "$LAST" | jq -r '.rounds[0].silos[0].rounds_trained')
