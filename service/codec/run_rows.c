@@ -65,7 +65,8 @@ int run_text_reserve(run_text *t, size_t extra)
     return 0;
 }
 
-/* "%.17g", with ".0" added when the text would read as an integer (as jansson writes reals). */
+/* "%.17g" as jansson writes a real (jsonp_dtostr): ".0" added when the text would read as an
+ * integer, and the exponent without its "+" and leading zeros ("1e20", "2.5e-7"). */
 static size_t fmt_slow(char *buf, double x)
 {
     int n = snprintf(buf, RUN_ROWS_NUM_MAX - 2, "%.17g", x);
@@ -74,6 +75,15 @@ static size_t fmt_slow(char *buf, double x)
     if (strpbrk(buf, ".eE") == NULL) {
         memcpy(buf + n, ".0", 3);
         n += 2;
+    }
+    char *e = strchr(buf, 'e');
+    if (e != NULL) {
+        char *to = e + 1 + (e[1] == '-'), *from = e + 2; /* past the sign */
+        while (*from == '0' && from[1] != '\0')
+            from++;
+        size_t rest = (size_t)(buf + n - from);
+        memmove(to, from, rest + 1);
+        n = (int)(to - buf) + (int)rest;
     }
     return (size_t)n;
 }
@@ -130,7 +140,15 @@ size_t run_rows_fmt_double(char *buf, double x)
     }
     if (!(y >= 1e16L && y < 1e17L))
         return fmt_slow(buf, x);
-    uint64_t d = (uint64_t)(y + 0.5L);
+    /* y is a 10^k with one rounding (10^k is exact in the 64-bit significand for k <= 27): within
+     * half an ulp of y, at most 2^-8 in [10^16, 10^17). Where its fraction is no farther than that
+     * from one half, the rounding of the 17th digit is left to printf (exact, ties to even), so the
+     * digits are always those of "%.17g" (0.8% of values go that way). */
+    int64_t di = (int64_t)y; /* signed: one conversion instruction each way (y < 2^63) */
+    long double frac = y - (long double)di; /* exact */
+    if (fabsl(frac - 0.5L) <= 0x1p-8L)
+        return fmt_slow(buf, x);
+    uint64_t d = (uint64_t)di + (frac > 0.5L);
     if (d >= 100000000000000000ULL) { /* rounded up to 10^17 */
         d /= 10;
         e++;
@@ -149,23 +167,20 @@ size_t run_rows_fmt_double(char *buf, double x)
     char *p = buf;
     if (x < 0)
         *p++ = '-';
-    if (e < -4 || e >= 17) { /* as %g: d.ddde+XX */
+    if (e < -4 || e >= 17) { /* as %g: d.ddd e XX */
         *p++ = dig[0];
         if (nd > 1) {
             *p++ = '.';
             memcpy(p, dig + 1, (size_t)nd - 1);
             p += nd - 1;
         }
-        *p++ = 'e';
-        *p++ = e < 0 ? '-' : '+';
+        *p++ = 'e'; /* as jansson: no "+", no leading zero (1e20, 2.5e-7) */
+        if (e < 0)
+            *p++ = '-';
         int ae = e < 0 ? -e : e;
-        if (ae >= 10) {
+        if (ae >= 10)
             *p++ = (char)('0' + ae / 10);
-            *p++ = (char)('0' + ae % 10);
-        } else {
-            *p++ = '0';
-            *p++ = (char)('0' + ae);
-        }
+        *p++ = (char)('0' + ae % 10);
     } else if (e >= 0) {
         for (int i = 0; i <= e; i++)
             *p++ = i < nd ? dig[i] : '0';

@@ -65,7 +65,8 @@ typedef struct run_text {
 int run_text_reserve(run_text *t, size_t extra);
 
 /* Writes x as a JSON number (or null), NUL-terminated, into buf (RUN_ROWS_NUM_MAX bytes); returns
- * its length. */
+ * its length. The text is the one jansson writes for json_real(x): "%.17g", ".0" added to an
+ * integer, the exponent without "+" and leading zeros (1e20, 2.5e-7). */
 size_t run_rows_fmt_double(char *buf, double x);
 
 /* Adds a field of width doubles (vec: an array). 0, or -1 when there are too many fields or the

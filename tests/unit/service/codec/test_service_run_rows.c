@@ -1,7 +1,8 @@
 /*
  * test_service_run_rows.c: the per-client rows writer (service/codec/run_rows.h): numbers read
  * back as the same double (random bit patterns over the whole range, and the fast path's edges),
- * jansson's form for integral reals, rows and their ids, and the stored layout read back.
+ * the very text jansson writes for each of them, rows and their ids, and the stored layout read
+ * back.
  */
 #include <math.h>
 #include <stdint.h>
@@ -32,7 +33,14 @@ static void round_trips(double x)
     double y = strtod(buf, &end);
     if (memcmp(&x, &y, sizeof x) != 0 || *end != '\0')
         fail_msg("%.17g written as \"%s\" reads back as %.17g", x, buf, y);
-    assert_true(strpbrk(buf, ".e") != NULL); /* reads as a real, as jansson writes it */
+    assert_true(strpbrk(buf, ".e") != NULL); /* reads as a real */
+    /* the very text jansson writes for it, so that rows and the rest of an answer look alike */
+    json_t *r = json_real(x);
+    char *j = r ? json_dumps(r, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    if (j == NULL || strcmp(buf, j) != 0)
+        fail_msg("%.17g written as \"%s\", jansson writes \"%s\"", x, buf, j ? j : "(null)");
+    free(j);
+    json_decref(r);
 }
 
 static void test_round_trip_random_bits(void **state)
@@ -96,9 +104,13 @@ static void test_forms(void **state)
     run_rows_fmt_double(buf, 0.5);
     assert_string_equal(buf, "0.5");
     run_rows_fmt_double(buf, 1e20);
-    assert_string_equal(buf, "1e+20");
+    assert_string_equal(buf, "1e20");
     run_rows_fmt_double(buf, 2.5e-7);
-    assert_string_equal(buf, "2.4999999999999999e-07");
+    assert_string_equal(buf, "2.4999999999999999e-7");
+    run_rows_fmt_double(buf, 1e-100);
+    assert_string_equal(buf, "1e-100");
+    run_rows_fmt_double(buf, -1e300);
+    assert_string_equal(buf, "-1.0000000000000001e300");
     run_rows_fmt_double(buf, 12345.0);
     assert_string_equal(buf, "12345.0");
     run_rows_fmt_double(buf, DP_NAN);
