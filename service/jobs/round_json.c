@@ -7,172 +7,272 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "common/dp_alloc.h"
 #include "common/dp_math.h"
-#include "service/codec/json_util.h"
+#include "service/codec/run_rows.h"
 
-/* Sets key to x (null when not finite); false when out of memory. */
-static bool put(json_t *o, const char *key, double x)
+/* The text is written directly, not through a jansson tree: a round of the School job holds 139
+ * silos, and building and printing their tree took ~1 ms of each round, on the database writer's
+ * thread inside the round's charge (docs/BENCHMARKS.md). Numbers are written by
+ * run_rows_fmt_double, whose text is jansson's for json_real, strings escaped as jansson escapes
+ * them, members in the order the tree had: the text is the same byte for byte. */
+
+static void put(run_text *t, const char *s, size_t n)
 {
-    return json_object_set_new(o, key, json_util_real(x)) == 0;
+    if (run_text_reserve(t, n) != 0)
+        return;
+    memcpy(t->s + t->len, s, n);
+    t->len += n;
+    t->s[t->len] = '\0';
 }
 
-static bool put_metric(json_t *o, bool regression, const char *prefix, double x)
+static void put_s(run_text *t, const char *s)
 {
-    char key[48];
-    snprintf(key, sizeof key, "%s%s", prefix, regression ? "test_mse" : "test_accuracy");
-    return put(o, key, x);
+    put(t, s, strlen(s));
 }
 
-static json_t *agg_json(const fl_agg_metrics *a, bool regression)
+/* A real, null when not finite (json_util_real). */
+static void put_num(run_text *t, double x)
 {
-    json_t *o = json_object();
-    bool ok = o && put_metric(o, regression, "", a->pooled_test_metric) &&
-              put(o, "test_loss", a->pooled_test_loss) && put(o, "train_loss", a->train_loss) &&
-              put_metric(o, regression, "mean_", a->mean_test_metric) &&
-              put_metric(o, regression, "worst_", a->worst_test_metric) &&
-              put_metric(o, regression, "spread_", a->spread_test_metric);
-    if (!ok) {
-        json_decref(o);
-        return NULL;
+    if (run_text_reserve(t, RUN_ROWS_NUM_MAX) != 0)
+        return;
+    t->len += run_rows_fmt_double(t->s + t->len, x);
+}
+
+static void put_int(run_text *t, long long v)
+{
+    char b[24];
+    int n = snprintf(b, sizeof b, "%lld", v);
+    put(t, b, (size_t)n);
+}
+
+static void put_bool(run_text *t, bool b)
+{
+    put_s(t, b ? "true" : "false");
+}
+
+/* s as a JSON string, escaped as jansson does without flags: '"', '\\' and the control
+ * characters; every other byte as it is (the names are UTF-8: jansson checked them when the
+ * job's plan was written). */
+static void put_str(run_text *t, const char *s)
+{
+    put(t, "\"", 1);
+    const char *run = s;
+    for (const char *p = s; *p != '\0'; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        put(t, run, (size_t)(p - run));
+        run = p + 1;
+        char esc[8];
+        const char *e = c == '"'    ? "\\\""
+                        : c == '\\' ? "\\\\"
+                        : c == '\b' ? "\\b"
+                        : c == '\f' ? "\\f"
+                        : c == '\n' ? "\\n"
+                        : c == '\r' ? "\\r"
+                        : c == '\t' ? "\\t"
+                                    : NULL;
+        if (e == NULL) {
+            snprintf(esc, sizeof esc, "\\u%04X", (unsigned)c);
+            e = esc;
+        }
+        put_s(t, e);
     }
-    return o;
+    put(t, run, strlen(run));
+    put(t, "\"", 1);
 }
 
-static bool model_fields(json_t *o, const fl_model_metrics *mm, bool regression)
+/* ,"<sep><prefix><metric>": (sep: "," or "") */
+static void put_metric_key(run_text *t, const char *sep, bool regression, const char *prefix)
 {
-    return put_metric(o, regression, "", mm->test_metric) && put(o, "test_loss", mm->test_loss) &&
-           put(o, "train_loss", mm->train_loss);
+    put_s(t, sep);
+    put(t, "\"", 1);
+    put_s(t, prefix);
+    put_s(t, regression ? "test_mse\":" : "test_accuracy\":");
 }
 
-static json_t *silo_json(const job_prepared *p, const fl_round_metrics *m, size_t k, bool stopped,
-                         uint64_t trained, uint64_t charged, double eps, double ledger_eps)
+static void agg_json(run_text *t, const fl_agg_metrics *a, bool regression)
+{
+    put_metric_key(t, "{", regression, "");
+    put_num(t, a->pooled_test_metric);
+    put_s(t, ",\"test_loss\":");
+    put_num(t, a->pooled_test_loss);
+    put_s(t, ",\"train_loss\":");
+    put_num(t, a->train_loss);
+    put_metric_key(t, ",", regression, "mean_");
+    put_num(t, a->mean_test_metric);
+    put_metric_key(t, ",", regression, "worst_");
+    put_num(t, a->worst_test_metric);
+    put_metric_key(t, ",", regression, "spread_");
+    put_num(t, a->spread_test_metric);
+    put(t, "}", 1);
+}
+
+/* the metric, "test_loss" and "train_loss" of a model, each after a comma (sep for the first) */
+static void model_fields(run_text *t, const char *sep, const fl_model_metrics *mm, bool regression)
+{
+    put_metric_key(t, sep, regression, "");
+    put_num(t, mm->test_metric);
+    put_s(t, ",\"test_loss\":");
+    put_num(t, mm->test_loss);
+    put_s(t, ",\"train_loss\":");
+    put_num(t, mm->train_loss);
+}
+
+static void silo_json(run_text *t, const job_prepared *p, const fl_round_metrics *m, size_t k,
+                      bool stopped, uint64_t trained, uint64_t charged, double eps,
+                      double ledger_eps)
 {
     const fl_silo_metrics *s = &m->silo[k];
     const job_silo_plan *sp = &p->silo[k];
-    json_t *o = json_pack(
-        "{s:s, s:o, s:b, s:b, s:I, s:I, s:I, s:I}", "silo", p->fed.silo[k].name, "silo_id",
-        sp->ledger_silo ? json_integer((json_int_t)sp->ledger_silo) : json_null(), "stopped",
-        stopped, "trained", s->active, "rounds_trained", (json_int_t)trained, "rounds_charged",
-        (json_int_t)charged, "n_train", (json_int_t)s->n_train, "n_test", (json_int_t)s->n_test);
-    double e = sp->round_event == NULL ? DP_NAN : !isnan(ledger_eps) ? ledger_eps : eps;
-    json_t *g = m->has_global ? json_object() : json_null();
-    bool ok = o && g && put(o, "epsilon", e) &&
-              put(o, "job_epsilon", sp->round_event == NULL ? DP_NAN : eps) &&
-              model_fields(o, &s->personal, m->regression) && put(o, "sgd_loss", s->sgd_loss) &&
-              (!m->has_global || model_fields(g, &s->global, m->regression));
-    if (ok && s->cluster >= 0) /* ifca: the cluster the silo belongs to after the round */
-        ok = json_object_set_new(o, "cluster", json_integer((json_int_t)s->cluster)) == 0;
-    if (ok && p->silo_group != NULL)
-        ok = json_object_set_new(o, "group",
-                                 json_string(p->spec.hdp_groups[p->silo_group[k]].name)) == 0;
-    if (ok && json_object_set_new(o, "global", g) == 0)
-        return o;
-    if (!ok)
-        json_decref(g);
-    json_decref(o);
-    return NULL;
+    put_s(t, "{\"silo\":");
+    put_str(t, p->fed.silo[k].name);
+    put_s(t, ",\"silo_id\":");
+    if (sp->ledger_silo)
+        put_int(t, (long long)sp->ledger_silo);
+    else
+        put_s(t, "null");
+    put_s(t, ",\"stopped\":");
+    put_bool(t, stopped);
+    put_s(t, ",\"trained\":");
+    put_bool(t, s->active);
+    put_s(t, ",\"rounds_trained\":");
+    put_int(t, (long long)trained);
+    put_s(t, ",\"rounds_charged\":");
+    put_int(t, (long long)charged);
+    put_s(t, ",\"n_train\":");
+    put_int(t, (long long)s->n_train);
+    put_s(t, ",\"n_test\":");
+    put_int(t, (long long)s->n_test);
+    put_s(t, ",\"epsilon\":");
+    put_num(t, sp->round_event == NULL ? DP_NAN : !isnan(ledger_eps) ? ledger_eps : eps);
+    put_s(t, ",\"job_epsilon\":");
+    put_num(t, sp->round_event == NULL ? DP_NAN : eps);
+    model_fields(t, ",", &s->personal, m->regression);
+    put_s(t, ",\"sgd_loss\":");
+    put_num(t, s->sgd_loss);
+    if (s->cluster >= 0) { /* ifca: the cluster the silo belongs to after the round */
+        put_s(t, ",\"cluster\":");
+        put_int(t, (long long)s->cluster);
+    }
+    if (p->silo_group != NULL) {
+        put_s(t, ",\"group\":");
+        put_str(t, p->spec.hdp_groups[p->silo_group[k]].name);
+    }
+    put_s(t, ",\"global\":");
+    if (m->has_global) {
+        model_fields(t, "{", &s->global, m->regression);
+        put(t, "}", 1);
+    } else {
+        put_s(t, "null");
+    }
+    put(t, "}", 1);
 }
 
 /* fedhdp's groups: [{"name", "private", "epsilon"}], a group's epsilon the largest job epsilon
- * of its silos (NAN when none has an event). */
-static json_t *groups_json(const job_prepared *p, const double *eps)
+ * of its silos (null when none has an event). */
+static void groups_json(run_text *t, const job_prepared *p, const double *eps)
 {
-    json_t *a = json_array();
-    for (size_t g = 0; a != NULL && g < p->spec.n_hdp_groups; g++) {
+    put(t, "[", 1);
+    for (size_t g = 0; g < p->spec.n_hdp_groups; g++) {
         double e = DP_NAN;
         for (size_t k = 0; k < p->fed.n_silos; k++)
             if (p->silo_group[k] == g && p->silo[k].round_event != NULL && !isnan(eps[k]))
                 e = isnan(e) || eps[k] > e ? eps[k] : e;
-        json_t *o = json_pack("{s:s, s:b, s:o}", "name", p->spec.hdp_groups[g].name, "private",
-                              !p->spec.hdp[g].opt_out, "epsilon", json_util_real(e));
-        if (o == NULL || json_array_append_new(a, o) != 0) {
-            json_decref(a);
-            return NULL;
-        }
+        put_s(t, g ? ",{\"name\":" : "{\"name\":");
+        put_str(t, p->spec.hdp_groups[g].name);
+        put_s(t, ",\"private\":");
+        put_bool(t, !p->spec.hdp[g].opt_out);
+        put_s(t, ",\"epsilon\":");
+        put_num(t, e);
+        put(t, "}", 1);
     }
-    return a;
+    put(t, "]", 1);
 }
 
-/* adamix: root's "mixture": {"weights", "variances"} of the fitted prior (omitted before the first
- * fit; the means, k x P floats, are left out). false when out of memory. */
-static bool mixture_json(json_t *root, const job_prepared *p, const fl_state *st)
+static void num_array(run_text *t, const double *v, size_t n)
+{
+    put(t, "[", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            put(t, ",", 1);
+        put_num(t, v[i]);
+    }
+    put(t, "]", 1);
+}
+
+/* adamix: ,"mixture": {"weights", "variances"} of the fitted prior (nothing before the first fit;
+ * the means, k x P floats, are left out). false when out of memory. */
+static bool mixture_json(run_text *t, const job_prepared *p, const fl_state *st)
 {
     size_t k = p->cfg.pr_components;
     double *buf = dp_calloc(k * (2 + st->n_params), sizeof(double));
     if (buf == NULL)
         return false;
-    bool ok = true;
     if (fl_adamix_mixture(&p->cfg, st, buf, buf + k, buf + 2 * k) == DP_OK) {
-        json_t *w = json_array(), *v = json_array(), *o = json_object();
-        ok = w && v && o;
-        for (size_t l = 0; ok && l < k; l++)
-            ok = json_array_append_new(w, json_util_real(buf[l])) == 0 &&
-                 json_array_append_new(v, json_util_real(buf[k + l])) == 0;
-        ok = ok && json_object_set_new(o, "weights", w) == 0;
-        w = NULL;
-        ok = ok && json_object_set_new(o, "variances", v) == 0;
-        v = NULL;
-        ok = ok && json_object_set_new(root, "mixture", o) == 0;
-        o = NULL;
-        json_decref(w);
-        json_decref(v);
-        json_decref(o);
+        put_s(t, ",\"mixture\":{\"weights\":");
+        num_array(t, buf, k);
+        put_s(t, ",\"variances\":");
+        num_array(t, buf + k, k);
+        put(t, "}", 1);
     }
     dp_free(buf);
-    return ok;
+    return true;
 }
 
 char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const bool *stopped,
                      const uint64_t *trained, const uint64_t *charged, const double *eps,
                      const double *ledger_eps, double clip, const fl_state *st, double wall_ms)
 {
-    json_t *silos = json_array();
-    bool ok = silos != NULL;
-    for (size_t k = 0; ok && k < m->n_silos; k++) {
-        json_t *s = silo_json(p, m, k, stopped[k], trained[k], charged[k], eps[k], ledger_eps[k]);
-        ok = s != NULL && json_array_append_new(silos, s) == 0;
+    run_text t = {0};
+    /* ~400 bytes a silo */
+    if (run_text_reserve(&t, 1024 + 512 * m->n_silos) != 0)
+        return NULL;
+    put_s(&t, "{\"round\":");
+    put_int(&t, (long long)m->round + 1);
+    put_s(&t, ",\"wall_ms\":");
+    put_num(&t, wall_ms);
+    put_s(&t, m->regression ? ",\"metric\":\"mse\"" : ",\"metric\":\"accuracy\"");
+    put_s(&t, ",\"silos_trained\":");
+    put_int(&t, (long long)m->n_trained);
+    put_s(&t, ",\"global\":");
+    if (m->has_global)
+        agg_json(&t, &m->global, m->regression);
+    else
+        put_s(&t, "null");
+    put_s(&t, ",\"personalized\":");
+    agg_json(&t, &m->personal, m->regression);
+    put_s(&t, ",\"silos\":[");
+    for (size_t k = 0; k < m->n_silos; k++) {
+        if (k)
+            put(&t, ",", 1);
+        silo_json(&t, p, m, k, stopped[k], trained[k], charged[k], eps[k], ledger_eps[k]);
     }
-    json_t *g = m->has_global ? agg_json(&m->global, m->regression) : json_null();
-    json_t *pers = agg_json(&m->personal, m->regression);
-    json_t *root = ok && g && pers ? json_object() : NULL;
-    ok =
-        root && json_object_set_new(root, "round", json_integer((json_int_t)m->round + 1)) == 0 &&
-        put(root, "wall_ms", wall_ms) &&
-        json_object_set_new(root, "metric", json_string(m->regression ? "mse" : "accuracy")) == 0 &&
-        json_object_set_new(root, "silos_trained", json_integer((json_int_t)m->n_trained)) == 0;
-    if (ok) {
-        ok = json_object_set_new(root, "global", g) == 0;
-        g = NULL;
+    put(&t, "]", 1);
+    if (p->silo_group != NULL) {
+        put_s(&t, ",\"groups\":");
+        groups_json(&t, p, eps);
+        put_s(&t, ",\"clip\":");
+        put_num(&t, clip);
     }
-    if (ok) {
-        ok = json_object_set_new(root, "personalized", pers) == 0;
-        pers = NULL;
+    if (strcmp(p->cfg.algorithm, "adaped") == 0 || strcmp(p->cfg.algorithm, "dp_adaped") == 0) {
+        put_s(&t, ",\"psi\":");
+        put_num(&t, fl_adaped_psi(&p->cfg, st));
     }
-    if (ok) {
-        ok = json_object_set_new(root, "silos", silos) == 0;
-        silos = NULL;
-    }
-    if (ok && p->silo_group != NULL) {
-        json_t *gs = groups_json(p, eps);
-        ok = gs != NULL && json_object_set_new(root, "groups", gs) == 0 && put(root, "clip", clip);
-    }
-    if (ok &&
-        (strcmp(p->cfg.algorithm, "adaped") == 0 || strcmp(p->cfg.algorithm, "dp_adaped") == 0))
-        ok = put(root, "psi", fl_adaped_psi(&p->cfg, st));
-    if (ok && strcmp(p->cfg.algorithm, "gaussian_prior") == 0) {
+    if (strcmp(p->cfg.algorithm, "gaussian_prior") == 0) {
         double s_theta, s_x;
         fl_gp_variances(&p->cfg, st, &s_theta, &s_x);
-        ok = put(root, "sigma_theta2", s_theta) && put(root, "sigma_x2", s_x);
+        put_s(&t, ",\"sigma_theta2\":");
+        put_num(&t, s_theta);
+        put_s(&t, ",\"sigma_x2\":");
+        put_num(&t, s_x);
     }
-    if (ok && strcmp(p->cfg.algorithm, "adamix") == 0)
-        ok = mixture_json(root, p, st);
-    char *text = ok ? json_util_dumps(root, JSON_COMPACT) : NULL;
-    json_decref(root);
-    json_decref(g);
-    json_decref(pers);
-    json_decref(silos);
-    return text;
+    bool ok = strcmp(p->cfg.algorithm, "adamix") != 0 || mixture_json(&t, p, st);
+    put(&t, "}", 1);
+    if (!ok || t.failed) {
+        free(t.s);
+        return NULL;
+    }
+    return t.s;
 }
