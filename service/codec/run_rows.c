@@ -2,14 +2,15 @@
  * codec/run_rows.c: per-client result columns and their JSON rows. Contract in codec/run_rows.h.
  *
  * The number writer: |x| in [1e-11, 1e43) is scaled by an exact power of ten (10^k, |k| <= 27, is
- * exact in the x87 80-bit long double: 5^27 < 2^64) to y in [1e16, 1e17) with one rounding of
- * relative error at most 2^-64, and rounded to the 17-digit integer D. Since y < 2^57, |y - D| <=
- * 1/2 + 2^-7 units of the 17th digit; a double x >= 10^e has half an ulp >= x * 2^-54 >= 0.55
- * units of that digit (10^(e-16)), so D * 10^(e-16) is nearer to x than to any other double and
- * strtod gives x back (the argument of Matula, "In-and-out conversions", CACM 11(1), 1968, for 17
- * digits). Other magnitudes, zero, and platforms whose long double is a plain double go through
- * snprintf("%.17g"). tests/unit/service/codec/test_service_run_rows.c checks round trips on
- * random bit patterns.
+ * exact in the x87 80-bit long double: 5^27 < 2^64) to y in [1e16, 1e17) with one rounding, so y
+ * is within half an ulp (at most 2^-8, as y < 2^57) of x 10^k. Rounded to the nearest integer D,
+ * with printf deciding where y's fraction is within 2^-8 of one half, D is the correctly rounded
+ * 17-digit value: the digits of "%.17g", and 17 digits give any double back (Matula, "In-and-out
+ * conversions", CACM 11(1), 1968). The text is jansson 2.14's for json_real (Debian 12's; a
+ * jansson built with its shortest-digits printer writes other digits, and the unit test says so).
+ * Other magnitudes, zero, and platforms whose long double is a plain double go through
+ * snprintf("%.17g"). tests/unit/service/codec/test_service_run_rows.c compares the text with
+ * jansson's and checks round trips on random bit patterns.
  */
 #include "service/codec/run_rows.h"
 
@@ -140,9 +141,9 @@ size_t run_rows_fmt_double(char *buf, double x)
     }
     if (!(y >= 1e16L && y < 1e17L))
         return fmt_slow(buf, x);
-    /* y is a 10^k with one rounding (10^k is exact in the 64-bit significand for k <= 27): within
-     * half an ulp of y, at most 2^-8 in [10^16, 10^17). Where its fraction is no farther than that
-     * from one half, the rounding of the 17th digit is left to printf (exact, ties to even), so the
+    /* y is x 10^k rounded once (10^k is exact in the 64-bit significand for k <= 27): within half
+     * an ulp of y, at most 2^-8 in [10^16, 10^17). Where y's fraction is no farther than that from
+     * one half, the rounding of the 17th digit is left to printf (exact, ties to even), so the
      * digits are always those of "%.17g" (0.8% of values go that way). */
     int64_t di = (int64_t)y; /* signed: one conversion instruction each way (y < 2^63) */
     long double frac = y - (long double)di; /* exact */

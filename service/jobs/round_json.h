@@ -37,7 +37,7 @@
 #include "federated/fl_algo.h"
 #include "service/jobs/prepare.h"
 
-/* The text (dp_malloc'd; free()), or NULL when out of memory. stopped, trained, charged, eps,
+/* The text (malloc'd; free()), or NULL when out of memory. stopped, trained, charged, eps,
  * ledger_eps: one entry per silo; ledger_eps[k] NAN when silo k was not charged this round. clip:
  * fedhdp's S^t (ignored for the other algorithms). st: the state after the round (borrowed), read
  * for adaped's psi^{t+1} and the prior of gaussian_prior and adamix. */

@@ -37,7 +37,8 @@ static void fixture_init(fixture *f, const char *algorithm, bool regression, boo
                          bool groups)
 {
     static acct_event event; /* only its address is read */
-    static char names[K][32] = {"plain", "quo\"te\\back\nline\x1b\x01 ctl\t", "\xc3\xbcnic/ode"};
+    static char names[K][48] = {"plain", "quo\"te\\back\nline\x1b\x01 ctl\t\b\f\r\x1f\x7f|",
+                                "\xc3\xbcnic/ode"};
     memset(f, 0, sizeof *f);
     for (size_t k = 0; k < K; k++) {
         f->silo_data[k].name = names[k];
@@ -147,14 +148,14 @@ static const char *keys(json_t *o, char *buf, size_t cap)
     return buf;
 }
 
-/* v is the number x bit for bit (an integer-valued x may be printed as an integer) */
+/* v is the real x bit for bit (a real even when x is integral: "12345.0"), null when not finite */
 static void same_number(json_t *v, double x)
 {
     if (!isfinite(x)) {
         assert_true(json_is_null(v));
         return;
     }
-    assert_true(json_is_number(v));
+    assert_true(json_is_real(v));
     double y = json_number_value(v);
     if (memcmp(&x, &y, sizeof x) != 0)
         fail_msg("%.17g came back as %.17g", x, y);
@@ -199,7 +200,23 @@ static void fedhdp_round_is_janssons_text(void **state)
         same_number(json_object_get(sg, "test_loss"), f.sm[k].global.test_loss);
         same_number(json_object_get(sg, "train_loss"), f.sm[k].global.train_loss);
         assert_int_equal(json_integer_value(json_object_get(s, "rounds_charged")), 5 - (int)k);
+        assert_int_equal(json_integer_value(json_object_get(s, "rounds_trained")), 4 - (int)k);
+        assert_int_equal(json_integer_value(json_object_get(s, "n_train")), 10 + (int)k);
+        assert_int_equal(json_integer_value(json_object_get(s, "n_test")), 3 + (int)k);
         assert_true(json_is_boolean(json_object_get(s, "stopped")));
+        assert_int_equal(json_is_true(json_object_get(s, "stopped")), f.stopped[k]);
+        assert_int_equal(json_is_true(json_object_get(s, "trained")), f.sm[k].active);
+    }
+    assert_int_equal(json_integer_value(json_object_get(j, "silos_trained")), 2);
+    for (int which = 0; which < 2; which++) {
+        const fl_agg_metrics *a = which ? &f.m.personal : &f.m.global;
+        json_t *o = json_object_get(j, which ? "personalized" : "global");
+        same_number(json_object_get(o, "test_accuracy"), a->pooled_test_metric);
+        same_number(json_object_get(o, "test_loss"), a->pooled_test_loss);
+        same_number(json_object_get(o, "train_loss"), a->train_loss);
+        same_number(json_object_get(o, "mean_test_accuracy"), a->mean_test_metric);
+        same_number(json_object_get(o, "worst_test_accuracy"), a->worst_test_metric);
+        same_number(json_object_get(o, "spread_test_accuracy"), a->spread_test_metric);
     }
     /* the ledger's figure for the bound silo, the job's for the unbound one, none without event */
     same_number(json_object_get(json_array_get(silos, 0), "epsilon"), 0.75);
