@@ -5,7 +5,16 @@
  */
 #include "common/dp_sha256.h"
 
+#include <stdatomic.h>
 #include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DP_SHA_X86 1
+#include <cpuid.h>
+#include <immintrin.h>
+#else
+#define DP_SHA_X86 0
+#endif
 
 /* 4.2.2: the first 32 bits of the fractional parts of the cube roots of the first 64 primes. */
 static const uint32_t K256[64] = {
@@ -26,7 +35,7 @@ static uint32_t rotr(uint32_t x, unsigned n)
 }
 
 /* 6.2.2: process one 512-bit block. */
-static void compress(uint32_t h[8], const uint8_t *p)
+static void compress_portable(uint32_t h[8], const uint8_t *p)
 {
     uint32_t w[64];
     for (size_t t = 0; t < 16; t++)
@@ -65,6 +74,103 @@ static void compress(uint32_t h[8], const uint8_t *p)
     h[7] += hh;
 }
 
+#if DP_SHA_X86
+/* The same 6.2.2 computation with the SHA extensions (Intel SHA-NI: SHA256RNDS2, SHA256MSG1,
+ * SHA256MSG2; Intel 64 and IA-32 Architectures Software Developer's Manual, vol. 2). The state is
+ * kept as the two registers those instructions take: ABEF (A in the highest lane) and CDGH. Two
+ * SHA256RNDS2 make four rounds; after each pair the registers hold ABEF and CDGH again. The
+ * schedule W_16..W_63 (4.6, 4.7 in 6.2.2 step 1) is built four words at a time: MSG1 adds
+ * sigma0(W_{t-15}) to W_{t-16}, the add brings W_{t-7}, MSG2 adds sigma1(W_{t-2}), lane by lane
+ * (so that W_{t+2} uses the W_t it has just made). n blocks of 64 bytes from p. */
+__attribute__((target("sha,sse4.1,ssse3"))) static void compress_sha_ni(uint32_t h[8],
+                                                                        const uint8_t *p, size_t n)
+{
+    /* bytes of each 32-bit word reversed: the message words are big-endian (3.1) */
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i abcd = _mm_loadu_si128((const __m128i *)&h[0]); /* lanes A B C D (lane 0 lowest) */
+    __m128i efgh = _mm_loadu_si128((const __m128i *)&h[4]); /* lanes E F G H */
+    __m128i badc = _mm_shuffle_epi32(abcd, 0xB1);           /* B A D C */
+    __m128i hgfe = _mm_shuffle_epi32(efgh, 0x1B);           /* H G F E */
+    __m128i s0 = _mm_alignr_epi8(badc, hgfe, 8);            /* F E B A: ABEF */
+    __m128i s1 = _mm_blend_epi16(hgfe, badc, 0xF0);         /* H G D C: CDGH */
+    for (; n > 0; n--, p += 64) {
+        __m128i save0 = s0, save1 = s1, w[16];
+        for (int i = 0; i < 16; i++) {
+            if (i < 4)
+                w[i] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * i)), bswap);
+            else /* W_{4i..4i+3} */
+                w[i] = _mm_sha256msg2_epu32(
+                    _mm_add_epi32(_mm_sha256msg1_epu32(w[i - 4], w[i - 3]),
+                                  _mm_alignr_epi8(w[i - 1], w[i - 2], 4)), /* W_{t-7} */
+                    w[i - 1]);
+            __m128i wk = _mm_add_epi32(w[i], _mm_loadu_si128((const __m128i *)&K256[4 * i]));
+            s1 = _mm_sha256rnds2_epu32(s1, s0, wk); /* rounds 4i, 4i+1: s1 is ABEF now */
+            s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(wk, 0x0E)); /* 4i+2, 4i+3 */
+        }
+        s0 = _mm_add_epi32(s0, save0);
+        s1 = _mm_add_epi32(s1, save1);
+    }
+    __m128i abef = _mm_shuffle_epi32(s0, 0x1B); /* A B E F */
+    __m128i cdgh = _mm_shuffle_epi32(s1, 0xB1); /* G H C D */
+    abcd = _mm_blend_epi16(abef, cdgh, 0xF0);   /* A B C D */
+    efgh = _mm_alignr_epi8(cdgh, abef, 8);      /* E F G H */
+    _mm_storeu_si128((__m128i *)&h[0], abcd);
+    _mm_storeu_si128((__m128i *)&h[4], efgh);
+}
+
+static bool cpu_has_sha_ni(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_SSSE3) || !(c & bit_SSE4_1))
+        return false;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_SHA);
+}
+#endif
+
+/* 1: the SHA extensions, 0: the portable code, -1: not decided yet (every thread decides alike). */
+static atomic_int use_hw = -1;
+
+static bool hw(void)
+{
+    int v = atomic_load_explicit(&use_hw, memory_order_relaxed);
+    if (v < 0) {
+#if DP_SHA_X86
+        v = cpu_has_sha_ni();
+#else
+        v = 0;
+#endif
+        atomic_store_explicit(&use_hw, v, memory_order_relaxed);
+    }
+    return v == 1;
+}
+
+bool dp_sha256_hw(void)
+{
+    return hw();
+}
+
+void dp_sha256_use_hw(bool on)
+{
+    bool can = false;
+#if DP_SHA_X86
+    can = cpu_has_sha_ni();
+#endif
+    atomic_store_explicit(&use_hw, on && can, memory_order_relaxed);
+}
+
+/* n blocks of 64 bytes from p into h. */
+static void compress(uint32_t h[8], const uint8_t *p, size_t n)
+{
+#if DP_SHA_X86
+    if (hw()) {
+        compress_sha_ni(h, p, n);
+        return;
+    }
+#endif
+    for (; n > 0; n--, p += 64)
+        compress_portable(h, p);
+}
+
 void dp_sha256_init(dp_sha256_ctx *c)
 {
     /* 5.3.3: initial hash value H(0). */
@@ -79,7 +185,7 @@ void dp_sha256_update(dp_sha256_ctx *c, const void *data, size_t len)
 {
     const uint8_t *p = data;
     c->n_bytes += len;
-    while (len > 0) {
+    if (c->n_block > 0) { /* complete the pending block first */
         size_t take = 64 - c->n_block;
         if (take > len)
             take = len;
@@ -87,10 +193,19 @@ void dp_sha256_update(dp_sha256_ctx *c, const void *data, size_t len)
         c->n_block += take;
         p += take;
         len -= take;
-        if (c->n_block == 64) {
-            compress(c->h, c->block);
-            c->n_block = 0;
-        }
+        if (c->n_block < 64)
+            return;
+        compress(c->h, c->block, 1);
+        c->n_block = 0;
+    }
+    if (len >= 64) { /* whole blocks straight from the input */
+        compress(c->h, p, len / 64);
+        p += len / 64 * 64;
+        len %= 64;
+    }
+    if (len > 0) {
+        memcpy(c->block, p, len);
+        c->n_block = len;
     }
 }
 
@@ -101,13 +216,13 @@ void dp_sha256_final(dp_sha256_ctx *c, uint8_t out[DP_SHA256_DIGEST_BYTES])
     c->block[c->n_block++] = 0x80;
     if (c->n_block > 56) {
         memset(c->block + c->n_block, 0, 64 - c->n_block);
-        compress(c->h, c->block);
+        compress(c->h, c->block, 1);
         c->n_block = 0;
     }
     memset(c->block + c->n_block, 0, 56 - c->n_block);
     for (size_t i = 0; i < 8; i++)
         c->block[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
-    compress(c->h, c->block);
+    compress(c->h, c->block, 1);
     for (size_t i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(c->h[i] >> 24);
         out[4 * i + 1] = (uint8_t)(c->h[i] >> 16);

@@ -7,11 +7,15 @@
  * fast) hash is the right tool; it is not a password hash.
  *
  * API: streaming (init/update/final) and one-shot. No allocation, no I/O, cannot fail.
- * Thread-safety: a dp_sha256_ctx belongs to one thread; the functions have no shared state.
+ * On x86-64 CPUs with the SHA extensions (SHA-NI) the blocks are compressed with them, picked once
+ * per process from CPUID: 5-6x faster (docs/BENCHMARKS.md); the digests are the same.
+ * Thread-safety: a dp_sha256_ctx belongs to one thread; the only shared state is that choice (an
+ * atomic, decided alike by every thread).
  */
 #ifndef DP_COMMON_DP_SHA256_H
 #define DP_COMMON_DP_SHA256_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +37,12 @@ void dp_sha256_final(dp_sha256_ctx *c, uint8_t out[DP_SHA256_DIGEST_BYTES]);
 
 /* One-shot digest of len bytes. */
 void dp_sha256(const void *data, size_t len, uint8_t out[DP_SHA256_DIGEST_BYTES]);
+/* Whether blocks are compressed with the SHA extensions. */
+bool dp_sha256_hw(void);
+/* Tests: on = false makes every later digest use the portable code, on = true the SHA extensions
+ * where the CPU has them. */
+void dp_sha256_use_hw(bool on);
+
 /* Lower-case hex of a digest into out (65 bytes including the NUL). */
 void dp_sha256_hex(const uint8_t digest[DP_SHA256_DIGEST_BYTES], char out[DP_SHA256_HEX_CHARS + 1]);
 
