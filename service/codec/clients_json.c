@@ -27,11 +27,13 @@
 
 #include <stdatomic.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/dp_math.h"
 #include "service/codec/json_util.h"
+#include "service/codec/run_rows.h"
 
 /* One element: its text is body[off, off + len). */
 typedef struct cj_span {
@@ -878,6 +880,74 @@ json_t *clients_json_get(const clients_json *cj, size_t i)
                            JSON_DECODE_ANY | CJ_LOAD_FLAGS, &je);
 }
 
+/* Key order of JSON_SORT_KEYS (see cmp_key below) on (text, length) pairs without NUL bytes. */
+static int flat_key_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+    return c != 0 ? c : (al > bl) - (al < bl);
+}
+
+/* A flat element (clients_json_flat_get) as json_dump_callback writes the tree jansson parses from
+ * it: integers as json_integer (%lld of the token's value), reals as json_real (the rows writer's
+ * text, jansson's for json_real: codec/run_rows.h), strings as their body text (printable ASCII
+ * without escapes, which jansson writes unchanged), members in the body's order or sorted. 1: not
+ * written (flags it does not cover, or a member too long for the buffer): ask jansson. Issue 15:
+ * the Idempotency-Key hash dumps every client of a million-client body; through a tree each took
+ * about 1 us. */
+static int dump_flat(const clients_json_flat *f, size_t flags, json_dump_callback_t cb, void *data)
+{
+    if (flags & (JSON_ESCAPE_SLASH | JSON_REAL_PRECISION(31)))
+        return 1;
+    const bool compact = (flags & JSON_COMPACT) != 0;
+    size_t order[CLIENTS_JSON_FLAT_MAX];
+    for (size_t j = 0; j < f->n; j++) { /* insertion sort: at most 8 keys, no repeats */
+        size_t k = j;
+        while ((flags & JSON_SORT_KEYS) && k > 0 &&
+               flat_key_cmp(f->m[order[k - 1]].key, f->m[order[k - 1]].key_len, f->m[j].key,
+                            f->m[j].key_len) > 0) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = j;
+    }
+    char buf[1024];
+    size_t n = 0;
+    buf[n++] = '{';
+    for (size_t j = 0; j < f->n; j++) {
+        const size_t m = order[j];
+        const size_t kl = f->m[m].key_len, tl = f->m[m].text_len;
+        if (kl + tl + RUN_ROWS_NUM_MAX + 8 > sizeof buf - n)
+            return 1;
+        if (j > 0) {
+            buf[n++] = ',';
+            if (!compact)
+                buf[n++] = ' ';
+        }
+        buf[n++] = '"';
+        memcpy(buf + n, f->m[m].key, kl);
+        n += kl;
+        buf[n++] = '"';
+        buf[n++] = ':';
+        if (!compact)
+            buf[n++] = ' ';
+        if (f->m[m].is_str) {
+            buf[n++] = '"';
+            memcpy(buf + n, f->m[m].text, tl);
+            n += tl;
+            buf[n++] = '"';
+        } else if (f->m[m].is_int) { /* at most 18 digits: exact in a long long */
+            char num[24];
+            memcpy(num, f->m[m].text, tl);
+            num[tl] = '\0';
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%lld", strtoll(num, NULL, 10));
+        } else {
+            n += run_rows_fmt_double(buf + n, f->m[m].v);
+        }
+    }
+    buf[n++] = '}';
+    return cb(buf, n, data) == 0 ? 0 : -1;
+}
+
 /* Writes the elements as the array json_dump_callback would. */
 static int dump_array(const clients_json *cj, size_t flags, json_dump_callback_t cb, void *data)
 {
@@ -885,42 +955,67 @@ static int dump_array(const clients_json *cj, size_t flags, json_dump_callback_t
     if (cb("[", 1, data) != 0)
         return -1;
     for (size_t i = 0; i < cj->n; i++) {
-        json_t *e = clients_json_get(cj, i);
-        int rc = e == NULL ? -1 : 0;
-        if (rc == 0 && i > 0)
-            rc = cb(sep, strlen(sep), data);
-        if (rc == 0)
-            rc = json_dump_callback(e, cb, data, flags | JSON_ENCODE_ANY);
-        json_decref(e);
+        if (i > 0 && cb(sep, strlen(sep), data) != 0)
+            return -1;
+        clients_json_flat f;
+        int rc = clients_json_flat_get(cj, i, &f) == 0 ? dump_flat(&f, flags, cb, data) : 1;
+        if (rc == 1) { /* not flat, or not covered: jansson writes it */
+            json_t *e = clients_json_get(cj, i);
+            rc = e != NULL ? json_dump_callback(e, cb, data, flags | JSON_ENCODE_ANY) : -1;
+            json_decref(e);
+        }
         if (rc != 0)
             return -1;
     }
     return cb("]", 1, data);
 }
 
-/* Writes a numeric array as json_dump_callback writes the array jansson parsed: each value through
- * jansson's own number writer (one json_integer and one json_real, set again for each element; an
- * integer token has at most 15 digits, so its double is the exact integer). */
+/* Writes a numeric array as json_dump_callback writes the array jansson parsed: integers as
+ * json_integer (%lld; an integer token has at most 15 digits, so its double is the exact integer),
+ * reals with the rows writer, whose text is jansson's for json_real (codec/run_rows.h), in pieces
+ * of a few kB. With JSON_REAL_PRECISION each value goes through jansson's own writer. */
 static int dump_nums(const cj_nums *a, size_t flags, json_dump_callback_t cb, void *data)
 {
     const char *sep = (flags & JSON_COMPACT) ? "," : ", ";
-    json_t *ji = json_integer(0), *jr = json_real(0.0);
-    int rc = ji != NULL && jr != NULL ? cb("[", 1, data) : -1;
-    for (size_t i = 0; rc == 0 && i < a->n; i++) {
-        if (i > 0)
-            rc = cb(sep, strlen(sep), data);
-        json_t *v = a->is_int[i] ? ji : jr;
-        if (rc == 0)
-            rc = a->is_int[i] ? json_integer_set(ji, (json_int_t)a->v[i])
-                              : json_real_set(jr, a->v[i]);
-        if (rc == 0)
-            rc = json_dump_callback(v, cb, data, flags | JSON_ENCODE_ANY);
+    const size_t sl = strlen(sep);
+    if (cb("[", 1, data) != 0)
+        return -1;
+    if (flags & JSON_REAL_PRECISION(31)) {
+        json_t *ji = json_integer(0), *jr = json_real(0.0);
+        int rc = ji != NULL && jr != NULL ? 0 : -1;
+        for (size_t i = 0; rc == 0 && i < a->n; i++) {
+            if (i > 0)
+                rc = cb(sep, sl, data);
+            json_t *v = a->is_int[i] ? ji : jr;
+            if (rc == 0)
+                rc = a->is_int[i] ? json_integer_set(ji, (json_int_t)a->v[i])
+                                  : json_real_set(jr, a->v[i]);
+            if (rc == 0)
+                rc = json_dump_callback(v, cb, data, flags | JSON_ENCODE_ANY);
+        }
+        json_decref(ji);
+        json_decref(jr);
+        return rc == 0 && cb("]", 1, data) == 0 ? 0 : -1;
     }
-    if (rc == 0)
-        rc = cb("]", 1, data);
-    json_decref(ji);
-    json_decref(jr);
-    return rc == 0 ? 0 : -1;
+    char buf[4096];
+    size_t n = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        if (n + sl + RUN_ROWS_NUM_MAX > sizeof buf) {
+            if (cb(buf, n, data) != 0)
+                return -1;
+            n = 0;
+        }
+        if (i > 0) {
+            memcpy(buf + n, sep, sl);
+            n += sl;
+        }
+        if (a->is_int[i])
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%lld", (long long)a->v[i]);
+        else
+            n += run_rows_fmt_double(buf + n, a->v[i]);
+    }
+    buf[n++] = ']';
+    return cb(buf, n, data) == 0 ? 0 : -1;
 }
 
 /* jansson's key order for JSON_SORT_KEYS (dump.c compare_keys: bytes, then length; keys have no

@@ -17,9 +17,12 @@
 /* Checks the dumps of (rest, cj) against jansson's dumps of the whole tree ref. */
 static void check_dumps(const json_t *rest, const clients_json *cj, const json_t *ref)
 {
-    static const size_t FLAGS[] = {JSON_COMPACT | JSON_SORT_KEYS, JSON_COMPACT, 0,
+    static const size_t FLAGS[] = {JSON_COMPACT | JSON_SORT_KEYS,
+                                   JSON_COMPACT,
+                                   0,
                                    JSON_SORT_KEYS | JSON_ENSURE_ASCII,
-                                   JSON_COMPACT | JSON_ESCAPE_SLASH};
+                                   JSON_COMPACT | JSON_ESCAPE_SLASH,
+                                   JSON_COMPACT | JSON_REAL_PRECISION(5)};
     for (size_t f = 0; f < sizeof FLAGS / sizeof FLAGS[0]; f++) {
         sbuf b = {0};
         assert_int_equal(clients_json_dump_body(rest, cj, FLAGS[f], sbuf_cb, &b), 0);
