@@ -134,12 +134,15 @@ static bool hw(void)
 {
     int v = atomic_load_explicit(&use_hw, memory_order_relaxed);
     if (v < 0) {
+        int d = 0;
 #if DP_SHA_X86
-        v = cpu_has_sha_ni();
-#else
-        v = 0;
+        d = cpu_has_sha_ni();
 #endif
-        atomic_store_explicit(&use_hw, v, memory_order_relaxed);
+        /* only from "not decided": a dp_sha256_use_hw that came first keeps its choice */
+        v = atomic_compare_exchange_strong_explicit(&use_hw, &v, d, memory_order_relaxed,
+                                                    memory_order_relaxed)
+                ? d
+                : v;
     }
     return v == 1;
 }
@@ -183,6 +186,8 @@ void dp_sha256_init(dp_sha256_ctx *c)
 
 void dp_sha256_update(dp_sha256_ctx *c, const void *data, size_t len)
 {
+    if (len == 0) /* data may be NULL */
+        return;
     const uint8_t *p = data;
     c->n_bytes += len;
     if (c->n_block > 0) { /* complete the pending block first */

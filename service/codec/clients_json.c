@@ -896,7 +896,7 @@ static int flat_key_cmp(const char *a, size_t al, const char *b, size_t bl)
  * about 1 us. */
 static int dump_flat(const clients_json_flat *f, size_t flags, json_dump_callback_t cb, void *data)
 {
-    if (flags & (JSON_ESCAPE_SLASH | JSON_REAL_PRECISION(31)))
+    if (flags & (JSON_ESCAPE_SLASH | JSON_EMBED | JSON_REAL_PRECISION(31)))
         return 1;
     const bool compact = (flags & JSON_COMPACT) != 0;
     size_t order[CLIENTS_JSON_FLAT_MAX];

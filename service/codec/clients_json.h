@@ -125,8 +125,10 @@ int clients_json_flat_peek(const clients_json *cj, size_t i, clients_json_flat *
 
 /* Writes what json_dump_callback(whole, cb, data, flags) writes for the whole body, where whole is
  * rest (clients_json_load's tree) with its "clients" member holding the elements again. flags: only
- * JSON_COMPACT, JSON_SORT_KEYS, JSON_ENSURE_ASCII and JSON_ESCAPE_SLASH are supported (no
- * JSON_INDENT). Returns 0, or -1 (out of memory, or cb failed). */
+ * JSON_COMPACT, JSON_SORT_KEYS, JSON_ENSURE_ASCII, JSON_ESCAPE_SLASH and JSON_REAL_PRECISION are
+ * supported (no JSON_INDENT). Flat elements and numeric arrays are written without a jansson tree
+ * (in jansson 2.14's text; with JSON_ESCAPE_SLASH or JSON_REAL_PRECISION jansson writes them).
+ * Returns 0, or -1 (out of memory, or cb failed). */
 int clients_json_dump_body(const json_t *rest, const clients_json *cj, size_t flags,
                            json_dump_callback_t cb, void *data);
 /* json_dumps(array of the elements, flags) as a malloc'd string owned by the caller; same flags as
