@@ -115,6 +115,13 @@ expect_json '.rounds[0].silos[0] | has("train_loss") and has("n_train") and has(
 
 # ---- who may read what
 AUTH=$TB expect_status 200 GET "/v1/jobs/$J1"
+# a job's members in their order, spec and plan spliced from their stored texts (api/jobs.c)
+expect_json '[keys_unsorted[]] | join(",")' id,name,algorithm,status,reason,cancel_requested,rounds,rounds_done,progress,created_at,started_at,finished_at,updated_at,spec,plan
+expect_json '[.spec.algorithm, (.plan.silos | length), .progress] | map(tostring) | join(",")' mrmtl,4,1
+expect_status 200 GET "/v1/jobs?limit=1&after=$((J1 - 1))"
+expect_json '[keys_unsorted[]] | join(",")' jobs,next_after
+expect_json '[.jobs[0].id, (.jobs[0].plan.silos | length)] | map(tostring) | join(",")' "$J1,4"
+expect_json ".next_after == null or .next_after == $J1" true
 AUTH=$TC expect_status 404 GET "/v1/jobs/$J1"
 expect_status 200 GET "/v1/jobs/$J1/model"
 expect_json '.params | length' 4
