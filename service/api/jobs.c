@@ -64,11 +64,11 @@ static json_t *time_or_null(int64_t ms)
     return ms > 0 ? json_util_time(ms) : json_null();
 }
 
-/* A job as JSON text (dp_malloc'd; *len its length), NULL when out of memory: its members from
- * the row, then "spec" and "plan" spliced as stored. Both are compact jansson prints (the body as
- * POST /v1/jobs stored it, job_plan_json), so the text is what printing the parsed tree gave,
- * without parsing the 139-silo plan of a School job on every poll (~2 ms a job). */
-static char *job_text(const job_row *r, size_t *len)
+/* Appends a job as JSON to t (out of memory: t->failed): its members from the row, then "spec"
+ * and "plan" spliced as stored. Both are compact jansson prints (the body as POST /v1/jobs stored
+ * it, job_plan_json), so the text is what printing the parsed tree gave, without parsing the
+ * 139-silo plan of a School job on every poll (~2 ms a job). */
+static void job_text(const job_row *r, run_text *t)
 {
     json_t *head = json_pack(
         "{s:I, s:o, s:s, s:s, s:o, s:b, s:I, s:I, s:f, s:o, s:o, s:o, s:o}", "id",
@@ -82,39 +82,36 @@ static char *job_text(const job_row *r, size_t *len)
         "updated_at", json_util_time(r->updated_at_ms));
     char *h = head != NULL ? json_util_dumps(head, JSON_COMPACT) : NULL;
     json_decref(head);
-    if (h == NULL)
-        return NULL;
-    static const char SPEC[] = ",\"spec\":", PLAN[] = ",\"plan\":";
-    size_t hl = strlen(h) - 1, sl = strlen(r->spec), pl = strlen(r->plan); /* h ends with '}' */
-    size_t n = hl + (sizeof SPEC - 1) + sl + (sizeof PLAN - 1) + pl + 1;
-    char *t = dp_malloc(n + 1);
-    if (t != NULL) {
-        char *q = t;
-        memcpy(q, h, hl);
-        q += hl;
-        memcpy(q, SPEC, sizeof SPEC - 1);
-        q += sizeof SPEC - 1;
-        memcpy(q, r->spec, sl);
-        q += sl;
-        memcpy(q, PLAN, sizeof PLAN - 1);
-        q += sizeof PLAN - 1;
-        memcpy(q, r->plan, pl);
-        q += pl;
-        *q++ = '}';
-        *q = '\0';
-        *len = n;
+    if (h == NULL) {
+        t->failed = true;
+        return;
     }
+    run_text_append(t, h, strlen(h) - 1); /* without its closing '}' */
     dp_free(h);
-    return t;
+    static const char SPEC[] = ",\"spec\":", PLAN[] = ",\"plan\":";
+    run_text_append(t, SPEC, sizeof SPEC - 1);
+    run_text_append(t, r->spec, strlen(r->spec));
+    run_text_append(t, PLAN, sizeof PLAN - 1);
+    run_text_append(t, r->plan, strlen(r->plan));
+    run_text_append(t, "}", 1);
 }
 
-/* Answers a job's text (job_text) with status. */
+/* Answers t's text (application/json) with status, or out of memory when t failed; frees t. */
+static int text_answer(run_text *t, http_resp *rs, int status, dp_err *err)
+{
+    if (t->failed || t->s == NULL) {
+        free(t->s);
+        return dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    }
+    return http_resp_text(rs, status, "application/json", t->s, t->len, err);
+}
+
+/* Answers a job (job_text) with status. */
 static int job_answer(const job_row *r, http_resp *rs, int status, dp_err *err)
 {
-    size_t len = 0;
-    char *t = job_text(r, &len);
-    return t != NULL ? http_resp_text(rs, status, "application/json", t, len, err)
-                     : dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
+    run_text t = {0};
+    job_text(r, &t);
+    return text_answer(&t, rs, status, err);
 }
 
 /* ---- POST /v1/jobs ---- */
@@ -467,42 +464,25 @@ int route_jobs_list(const http_req *rq, http_resp *rs, dp_err *err)
     int rc = jobs_list(rq->db, &v, status, after, (size_t)limit, page, &n, &more, rq->req_id, err);
     /* {"jobs": [...], "next_after": ...}, as json_util_page makes it, the jobs as job_text */
     run_text t = {0};
-    static const char HEAD[] = "{\"jobs\":[";
-    if (rc == DP_OK && run_text_reserve(&t, sizeof HEAD + 64) == 0) {
-        memcpy(t.s, HEAD, sizeof HEAD);
-        t.len = sizeof HEAD - 1;
-    }
-    for (size_t i = 0; rc == DP_OK && !t.failed && i < n; i++) {
-        size_t jl = 0;
-        char *j = job_text(&page[i], &jl);
-        if (j != NULL && run_text_reserve(&t, jl + 1) == 0) {
-            if (i > 0)
-                t.s[t.len++] = ',';
-            memcpy(t.s + t.len, j, jl + 1);
-            t.len += jl;
-        } else {
-            t.failed = true;
-        }
-        dp_free(j);
+    run_text_append(&t, "{\"jobs\":[", 9);
+    for (size_t i = 0; rc == DP_OK && i < n; i++) {
+        if (i > 0)
+            run_text_append(&t, ",", 1);
+        job_text(&page[i], &t);
     }
     int64_t last = n > 0 ? page[n - 1].id : 0;
     for (size_t i = 0; i < n; i++)
         job_row_clear(&page[i]);
     dp_free(page);
-    char tail[64];
-    if (more)
-        snprintf(tail, sizeof tail, "],\"next_after\":%lld}", (long long)last);
-    else
-        snprintf(tail, sizeof tail, "],\"next_after\":null}");
-    if (rc == DP_OK && (t.failed || run_text_reserve(&t, strlen(tail)) != 0))
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
     if (rc != DP_OK) {
         free(t.s);
         return rc;
     }
-    memcpy(t.s + t.len, tail, strlen(tail) + 1);
-    t.len += strlen(tail);
-    return http_resp_text(rs, 200, "application/json", t.s, t.len, err);
+    char tail[64];
+    int tl = more ? snprintf(tail, sizeof tail, "],\"next_after\":%lld}", (long long)last)
+                  : snprintf(tail, sizeof tail, "],\"next_after\":null}");
+    run_text_append(&t, tail, (size_t)tl);
+    return text_answer(&t, rs, 200, err);
 }
 
 /* The job of the path as the caller may see it (404 otherwise). */
@@ -589,15 +569,11 @@ static int add_round(void *arg, int64_t round, double wall_ms, const char *metri
     rounds_page *p = arg;
     if (metrics == NULL)
         return 1;
-    size_t len = strlen(metrics);
-    if (run_text_reserve(&p->t, len + 1) != 0)
-        return 1;
     if (p->n++ > 0)
-        p->t.s[p->t.len++] = ',';
-    memcpy(p->t.s + p->t.len, metrics, len + 1);
-    p->t.len += len;
+        run_text_append(&p->t, ",", 1);
+    run_text_append(&p->t, metrics, strlen(metrics));
     p->last = round;
-    return 0;
+    return p->t.failed;
 }
 
 int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err)
@@ -614,16 +590,9 @@ int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err)
      * rounds_total, rounds_done */
     rounds_page p = {.last = after};
     bool more = false;
-    int rc;
-    if (run_text_reserve(&p.t, 4096) != 0) {
-        rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-    } else {
-        static const char HEAD[] = "{\"rounds\":[";
-        memcpy(p.t.s, HEAD, sizeof HEAD);
-        p.t.len = sizeof HEAD - 1;
-        rc = jobs_rounds_list(rq->db, row.id, after, (size_t)limit, add_round, &p, &more,
+    run_text_append(&p.t, "{\"rounds\":[", 11);
+    int rc = jobs_rounds_list(rq->db, row.id, after, (size_t)limit, add_round, &p, &more,
                               rq->req_id, err);
-    }
     if (rc == DP_OK) {
         char tail[256], next[24];
         if (more)
@@ -635,19 +604,14 @@ int route_job_metrics(const http_req *rq, http_resp *rs, dp_err *err)
                          "%lld,\"rounds_done\":%lld}",
                          next, (long long)row.id, job_status_name(row.status),
                          (long long)row.rounds_total, (long long)row.rounds_done);
-        if (n < 0 || (size_t)n >= sizeof tail || run_text_reserve(&p.t, (size_t)n) != 0) {
-            rc = dp_err_set(err, DP_ENOMEM, NULL, "out of memory");
-        } else {
-            memcpy(p.t.s + p.t.len, tail, (size_t)n + 1);
-            p.t.len += (size_t)n;
-        }
+        run_text_append(&p.t, tail, (size_t)n); /* < 256: two names and four integers */
     }
     job_row_clear(&row);
     if (rc != DP_OK) {
         free(p.t.s);
         return rc;
     }
-    return http_resp_text(rs, 200, "application/json", p.t.s, p.t.len, err);
+    return text_answer(&p.t, rs, 200, err);
 }
 
 /* ---- GET /v1/jobs/{id}/model ---- */

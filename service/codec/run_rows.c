@@ -260,6 +260,15 @@ int run_rows_push_id(run_rows *r, size_t i, const char *json, size_t len)
     return 0;
 }
 
+void run_text_append(run_text *t, const char *s, size_t n)
+{
+    if (run_text_reserve(t, n) != 0)
+        return;
+    memcpy(t->s + t->len, s, n);
+    t->len += n;
+    t->s[t->len] = '\0';
+}
+
 /* Appends n bytes (the caller reserved room). */
 static void put(run_text *t, const char *s, size_t n)
 {

@@ -63,6 +63,9 @@ typedef struct run_text {
 
 /* Room for extra more bytes and a NUL; -1 when out of memory (t->failed set). */
 int run_text_reserve(run_text *t, size_t extra);
+/* Appends n bytes of s, the text kept NUL-terminated; out of memory sets t->failed (sticky: later
+ * appends do nothing), for the caller to check once at the end. */
+void run_text_append(run_text *t, const char *s, size_t n);
 
 /* Writes x as a JSON number (or null), NUL-terminated, into buf (RUN_ROWS_NUM_MAX bytes); returns
  * its length. The text is the one jansson writes for json_real(x): "%.17g", ".0" added to an

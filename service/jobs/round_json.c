@@ -17,18 +17,9 @@
  * run_rows_fmt_double, whose text is jansson's for json_real, strings escaped as jansson escapes
  * them, members in the order the tree had: the text is the same byte for byte. */
 
-static void put(run_text *t, const char *s, size_t n)
-{
-    if (run_text_reserve(t, n) != 0)
-        return;
-    memcpy(t->s + t->len, s, n);
-    t->len += n;
-    t->s[t->len] = '\0';
-}
-
 static void put_s(run_text *t, const char *s)
 {
-    put(t, s, strlen(s));
+    run_text_append(t, s, strlen(s));
 }
 
 /* A real, null when not finite (json_util_real). */
@@ -43,7 +34,7 @@ static void put_int(run_text *t, long long v)
 {
     char b[24];
     int n = snprintf(b, sizeof b, "%lld", v);
-    put(t, b, (size_t)n);
+    run_text_append(t, b, (size_t)n);
 }
 
 static void put_bool(run_text *t, bool b)
@@ -56,13 +47,13 @@ static void put_bool(run_text *t, bool b)
  * job's plan was written). */
 static void put_str(run_text *t, const char *s)
 {
-    put(t, "\"", 1);
+    run_text_append(t, "\"", 1);
     const char *run = s;
     for (const char *p = s; *p != '\0'; p++) {
         unsigned char c = (unsigned char)*p;
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
-        put(t, run, (size_t)(p - run));
+        run_text_append(t, run, (size_t)(p - run));
         run = p + 1;
         char esc[8];
         const char *e = c == '"'    ? "\\\""
@@ -79,15 +70,15 @@ static void put_str(run_text *t, const char *s)
         }
         put_s(t, e);
     }
-    put(t, run, strlen(run));
-    put(t, "\"", 1);
+    run_text_append(t, run, strlen(run));
+    run_text_append(t, "\"", 1);
 }
 
 /* ,"<sep><prefix><metric>": (sep: "," or "") */
 static void put_metric_key(run_text *t, const char *sep, bool regression, const char *prefix)
 {
     put_s(t, sep);
-    put(t, "\"", 1);
+    run_text_append(t, "\"", 1);
     put_s(t, prefix);
     put_s(t, regression ? "test_mse\":" : "test_accuracy\":");
 }
@@ -106,7 +97,7 @@ static void agg_json(run_text *t, const fl_agg_metrics *a, bool regression)
     put_num(t, a->worst_test_metric);
     put_metric_key(t, ",", regression, "spread_");
     put_num(t, a->spread_test_metric);
-    put(t, "}", 1);
+    run_text_append(t, "}", 1);
 }
 
 /* the metric, "test_loss" and "train_loss" of a model, each after a comma (sep for the first) */
@@ -163,18 +154,18 @@ static void silo_json(run_text *t, const job_prepared *p, const fl_round_metrics
     put_s(t, ",\"global\":");
     if (m->has_global) {
         model_fields(t, "{", &s->global, m->regression);
-        put(t, "}", 1);
+        run_text_append(t, "}", 1);
     } else {
         put_s(t, "null");
     }
-    put(t, "}", 1);
+    run_text_append(t, "}", 1);
 }
 
 /* fedhdp's groups: [{"name", "private", "epsilon"}], a group's epsilon the largest job epsilon
  * of its silos (null when none has an event). */
 static void groups_json(run_text *t, const job_prepared *p, const double *eps)
 {
-    put(t, "[", 1);
+    run_text_append(t, "[", 1);
     for (size_t g = 0; g < p->spec.n_hdp_groups; g++) {
         double e = DP_NAN;
         for (size_t k = 0; k < p->fed.n_silos; k++)
@@ -186,20 +177,20 @@ static void groups_json(run_text *t, const job_prepared *p, const double *eps)
         put_bool(t, !p->spec.hdp[g].opt_out);
         put_s(t, ",\"epsilon\":");
         put_num(t, e);
-        put(t, "}", 1);
+        run_text_append(t, "}", 1);
     }
-    put(t, "]", 1);
+    run_text_append(t, "]", 1);
 }
 
 static void num_array(run_text *t, const double *v, size_t n)
 {
-    put(t, "[", 1);
+    run_text_append(t, "[", 1);
     for (size_t i = 0; i < n; i++) {
         if (i)
-            put(t, ",", 1);
+            run_text_append(t, ",", 1);
         put_num(t, v[i]);
     }
-    put(t, "]", 1);
+    run_text_append(t, "]", 1);
 }
 
 /* adamix: ,"mixture": {"weights", "variances"} of the fitted prior (nothing before the first fit;
@@ -215,7 +206,7 @@ static bool mixture_json(run_text *t, const job_prepared *p, const fl_state *st)
         num_array(t, buf, k);
         put_s(t, ",\"variances\":");
         num_array(t, buf + k, k);
-        put(t, "}", 1);
+        run_text_append(t, "}", 1);
     }
     dp_free(buf);
     return true;
@@ -246,10 +237,10 @@ char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const boo
     put_s(&t, ",\"silos\":[");
     for (size_t k = 0; k < m->n_silos; k++) {
         if (k)
-            put(&t, ",", 1);
+            run_text_append(&t, ",", 1);
         silo_json(&t, p, m, k, stopped[k], trained[k], charged[k], eps[k], ledger_eps[k]);
     }
-    put(&t, "]", 1);
+    run_text_append(&t, "]", 1);
     if (p->silo_group != NULL) {
         put_s(&t, ",\"groups\":");
         groups_json(&t, p, eps);
@@ -269,7 +260,7 @@ char *job_round_json(const job_prepared *p, const fl_round_metrics *m, const boo
         put_num(&t, s_x);
     }
     bool ok = strcmp(p->cfg.algorithm, "adamix") != 0 || mixture_json(&t, p, st);
-    put(&t, "}", 1);
+    run_text_append(&t, "}", 1);
     if (!ok || t.failed) {
         free(t.s);
         return NULL;
